@@ -1,0 +1,218 @@
+"""Command line: ``compensate IN OUT [--bound lower|upper] [--platform FILE.json] ...``.
+
+Data flow: read -> match -> compensate -> verify -> write (atomically). Exit codes:
+0 ok, 2 usage, 3 bad input (including refused output paths), 4 verification
+failure (a bug: nothing is written), 1 internal error. Every error is one line on
+stderr; set COMPENSATE_DEBUG=1 to see tracebacks of internal errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions, compensate
+from .matching import match
+from .model import Trace, TraceError
+from .platform import Platform, PlatformError, parse_duration
+from .traceio import OutputError, output_target, read_trace, trace_format, write_trace
+from .verify import verify
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_VERIFY = 0, 1, 2, 3, 4
+
+PLATFORM_HINT = ("give --platform FILE.json (write one with `calibrate`, or by hand: "
+                 '{"event_overhead": 1e-6, "copy_time": [{"bytes": 1024, "seconds": 1e-7}]}) '
+                 "or --overhead DURATION (e.g. 250ns)")
+
+
+class _Usage(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        raise _Usage(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="compensate",
+        description="Remove tracing overhead from an MPI trace (OTF2 or .trace) and write "
+                    "an approximation of the uninstrumented run.")
+    p.add_argument("input", metavar="IN", help="OTF2 anchor file (*.otf2) or text trace (*.trace)")
+    p.add_argument("output", metavar="OUT",
+                   help="output: out/traces.otf2 creates the archive directory out/, or *.trace")
+    p.add_argument("--bound", choices=BOUNDS, default="lower",
+                   help="communication model for transfers the trace did not observe "
+                        "(default: lower; none copies the trace unchanged)")
+    p.add_argument("--platform", metavar="FILE.json", help="platform file (overhead, copy cost)")
+    p.add_argument("--overhead", metavar="DURATION",
+                   help="per-record overhead for every record kind, e.g. 250ns, 1.5us, 2e-6; "
+                        "overrides the platform file's")
+    p.add_argument("--collective-exit", choices=COLLECTIVE_EXITS, default="uniform",
+                   help="n-to-n exits: uniform (eq. 12) or per-process (eq. 13)")
+    p.add_argument("--summary", metavar="FILE.json", help="write a JSON summary of the run")
+    p.add_argument("--force", action="store_true", help="replace an existing OUT")
+    p.add_argument("--quiet", action="store_true", help="no progress and no summary line")
+    p.add_argument("--version", action="version", version=f"compensate {__version__}")
+    return p
+
+
+def load_platform(args: argparse.Namespace) -> Platform | None:
+    platform = Platform.load(args.platform) if args.platform else None
+    if args.overhead is not None:
+        o = parse_duration(args.overhead)
+        if platform is None:
+            platform = Platform(o)
+        else:
+            platform = Platform(o, {}, platform.copy_bytes, platform.copy_seconds)
+    return platform
+
+
+def span_seconds(trace: Trace) -> float:
+    ts = [e.time for e in trace.events.values() if len(e)]
+    if not ts:
+        return 0.0
+    lo = min(int(t[0]) for t in ts)
+    hi = max(int(t[-1]) for t in ts)
+    return (hi - lo) / trace.definitions.timer_resolution
+
+
+class _Progress:
+    """A one-line progress indicator on stderr (only on a terminal)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total = max(total, 1)
+        self.enabled = enabled
+        self.start = time.monotonic()
+
+    def __call__(self, done: int) -> None:
+        if not self.enabled:
+            return
+        rate = done / max(time.monotonic() - self.start, 1e-9)
+        sys.stderr.write(f"\rcompensating: {done:,}/{self.total:,} records "
+                         f"({100 * done / self.total:5.1f} %, {rate:,.0f} rec/s)")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        trace_format(args.input)
+        trace_format(args.output)
+    except ValueError as exc:
+        raise _Usage(str(exc)) from None
+    target = output_target(args.input, args.output, args.force)
+    platform = load_platform(args)
+    if platform is None and args.bound != "none":
+        raise PlatformError(f"no platform: {PLATFORM_HINT}")
+    t_start = time.monotonic()
+    trace = read_trace(args.input)
+    t_read = time.monotonic()
+    matching = match(trace)
+    show = not args.quiet and sys.stderr.isatty()
+    progress = _Progress(trace.record_count, show)
+    try:
+        result = compensate(trace, platform or Platform(0.0),
+                            EngineOptions(bound=args.bound, collective_exit=args.collective_exit),
+                            matching, progress)
+    finally:
+        progress.close()
+    t_comp = time.monotonic()
+    check = verify(result.trace, matching)
+    summary = {
+        "input": str(args.input),
+        "output": str(args.output),
+        "bound": args.bound,
+        "collective_exit": args.collective_exit,
+        "records": trace.record_count,
+        "locations": len(trace.events),
+        "timer_resolution": trace.definitions.timer_resolution,
+        "measured_span_s": span_seconds(trace),
+        "approximated_span_s": span_seconds(result.trace),
+        "overcompensated_records": result.stats.overcompensated,
+        "messages_matched": result.stats.messages,
+        "unmatched_sends": result.stats.unmatched_sends,
+        "collective_instances": result.stats.collective_instances,
+        "unknown_collective_ops": result.stats.unknown_collective_ops,
+        "p2p_cases": result.stats.p2p_cases,
+        "buffer_flushes": result.stats.buffer_flushes,
+        "flush_seconds_removed": result.stats.flush_seconds_removed,
+        "platform": platform.to_dict() if platform else None,
+        "verification": check.to_dict(),
+        "seconds": {"read": t_read - t_start, "compensate": t_comp - t_read},
+    }
+    if not check.ok:
+        _write_summary(args, summary)
+        print(f"compensate: verification failed: {check.violations} happened-before "
+              f"violations ({'; '.join(check.examples[:2])}); nothing written — "
+              f"this is a bug, please report it", file=sys.stderr)
+        return EXIT_VERIFY
+    write_trace(result.trace, args.output, target)
+    summary["seconds"]["write"] = time.monotonic() - t_comp
+    _write_summary(args, summary)
+    if not args.quiet:
+        m, a = summary["measured_span_s"], summary["approximated_span_s"]
+        removed = f"{100 * (m - a) / m:.1f} %" if m > 0 else "n/a"
+        over = result.stats.overcompensated
+        print(f"compensate: {trace.record_count:,} records on {len(trace.events)} locations, "
+              f"{args.bound} bound: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
+              f"{result.stats.messages} messages, {result.stats.collective_instances} "
+              f"collectives, {over} overcompensated records"
+              f"{' (overhead too large for this trace?)' if over else ''}, verified; "
+              f"wrote {args.output}")
+    return EXIT_OK
+
+
+def _write_summary(args: argparse.Namespace, summary: dict) -> None:
+    if not args.summary:
+        return
+    path = Path(args.summary)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(type(o).__name__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        code = run(argv)
+    except _Usage as exc:
+        print(f"compensate: error: {exc}\nusage: compensate IN OUT [--bound lower|upper|none] "
+              f"[--platform FILE.json] [--overhead DURATION] [--collective-exit "
+              f"uniform|per-process] [--summary FILE.json] [--force] [--quiet]", file=sys.stderr)
+        code = EXIT_USAGE
+    except (TraceError, PlatformError, OutputError) as exc:
+        print(f"compensate: error: {exc}", file=sys.stderr)
+        code = EXIT_INPUT
+    except KeyboardInterrupt:
+        print("compensate: interrupted; nothing written", file=sys.stderr)
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        if os.environ.get("COMPENSATE_DEBUG"):
+            raise
+        print(f"compensate: internal error: {type(exc).__name__}: {exc} "
+              f"(set COMPENSATE_DEBUG=1 for a traceback; please report it)", file=sys.stderr)
+        code = EXIT_INTERNAL
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

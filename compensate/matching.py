@@ -1,0 +1,348 @@
+"""Link the records that depend on each other across locations (DESIGN.md §4).
+
+* Point-to-point: per (sender, receiver, communicator, tag) the k-th MpiSend matches
+  the k-th MpiRecv (MPI's non-overtaking rule); ranks are mapped to locations
+  through the communicator's group.
+* Collectives: on each communicator, the k-th MpiCollectiveEnd of every member
+  belongs to instance k; its "enter" is the MpiCollectiveBegin before it.
+* Call structure: for every send and receive, the Enter of the enclosing MPI call
+  (``enter.recv``) and the Leave that ends it (``exit.send``), which the
+  compensation rules compare.
+
+Structural problems (time going backwards, Leave without Enter, a receive without a
+send, a collective instance with missing members) raise :class:`TraceError` naming
+the file, the location(s) and the record index.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .model import (
+    COLL_BEGIN,
+    COLL_END,
+    COLLECTIVE_OP_NAMES,
+    COLLECTIVE_OPS,
+    ENTER,
+    KIND_NAMES,
+    LEAVE,
+    RECV,
+    SEND,
+    Definitions,
+    Events,
+    Trace,
+    TraceError,
+)
+
+# How each collective operation constrains its members' exits.
+N_TO_N = "n-to-n"
+ONE_TO_N = "1-to-n"
+N_TO_ONE = "n-to-1"
+SCAN = "scan"
+EXSCAN = "exscan"
+
+_CLASS_OF_OP = {
+    "BARRIER": N_TO_N,
+    "ALLGATHER": N_TO_N,
+    "ALLGATHERV": N_TO_N,
+    "ALLTOALL": N_TO_N,
+    "ALLTOALLV": N_TO_N,
+    "ALLTOALLW": N_TO_N,
+    "ALLREDUCE": N_TO_N,
+    "REDUCE_SCATTER": N_TO_N,
+    "REDUCE_SCATTER_BLOCK": N_TO_N,
+    "BCAST": ONE_TO_N,
+    "SCATTER": ONE_TO_N,
+    "SCATTERV": ONE_TO_N,
+    "GATHER": N_TO_ONE,
+    "GATHERV": N_TO_ONE,
+    "REDUCE": N_TO_ONE,
+    "SCAN": SCAN,
+    "EXSCAN": EXSCAN,
+}
+
+
+def collective_class(op: int) -> tuple[str, bool]:
+    """(dependency class, known) for an OTF2 collective op code; unknown ops are
+    treated conservatively as n-to-n."""
+    name = COLLECTIVE_OP_NAMES.get(int(op))
+    cls = _CLASS_OF_OP.get(name) if name else None
+    return (cls, True) if cls else (N_TO_N, False)
+
+
+@dataclass
+class Message:
+    """One matched point-to-point message (indices are record positions)."""
+
+    send_loc: int
+    send_idx: int
+    recv_loc: int
+    recv_idx: int
+    size: int
+    send_exit_idx: int  # Leave ending the send call (or the send record itself)
+    recv_enter_idx: int  # Enter of the receive call (or the record before; -1: none)
+
+
+@dataclass
+class Instance:
+    """One collective operation instance: member locations in rank order."""
+
+    comm: int
+    op: int
+    cls: str
+    known_op: bool
+    root: int  # location id of the root, -1 if none
+    locs: list[int]
+    begin_idx: list[int]
+    end_idx: list[int]
+    size_sent: list[int]
+    size_recv: list[int]
+
+
+@dataclass
+class Matching:
+    messages: list[Message] = field(default_factory=list)
+    instances: list[Instance] = field(default_factory=list)
+    unmatched_sends: int = 0
+    unknown_ops: int = 0
+
+
+def _where(trace: Trace, loc: int, idx: int | None = None) -> dict:
+    return {"source": trace.source, "location": loc, "index": idx}
+
+
+def check_structure(trace: Trace, loc: int, ev: Events) -> tuple[np.ndarray, dict, dict]:
+    """Check time order and Enter/Leave nesting on one location.
+
+    Returns (depth before each record, {depth: Enter indices whose call opens that
+    depth}, {depth: Leave indices closing that depth}).
+    """
+    t = ev.time
+    if len(t) > 1:
+        back = np.flatnonzero(np.diff(t) < 0)
+        if back.size:
+            i = int(back[0]) + 1
+            raise TraceError(
+                f"time {int(t[i])} is before the previous record's {int(t[i - 1])}",
+                **_where(trace, loc, i))
+    step = np.where(ev.kind == ENTER, 1, 0) - np.where(ev.kind == LEAVE, 1, 0)
+    after = np.cumsum(step)
+    before = after - step
+    if after.size and after.min() < 0:
+        i = int(np.flatnonzero(after < 0)[0])
+        raise TraceError("Leave without a matching Enter", **_where(trace, loc, i))
+    enters_idx = np.flatnonzero(ev.kind == ENTER)
+    leaves_idx = np.flatnonzero(ev.kind == LEAVE)
+    enters: dict[int, np.ndarray] = {}
+    leaves: dict[int, np.ndarray] = {}
+    if enters_idx.size:
+        d_e = after[enters_idx]
+        order = np.argsort(d_e, kind="stable")
+        for d, grp in _split_by(d_e[order], enters_idx[order]):
+            enters[d] = grp
+    if leaves_idx.size:
+        d_l = before[leaves_idx]
+        order = np.argsort(d_l, kind="stable")
+        for d, grp in _split_by(d_l[order], leaves_idx[order]):
+            leaves[d] = grp
+    # At each depth, Enters and Leaves alternate: the k-th Leave closes the k-th Enter.
+    for d, lv in leaves.items():
+        en = enters.get(d, np.zeros(0, dtype=np.int64))
+        k = min(len(en), len(lv))
+        bad = np.flatnonzero(ev.region[en[:k]] != ev.region[lv[:k]])
+        if bad.size:
+            i = int(lv[bad[0]])
+            raise TraceError(
+                f"Leave of region {int(ev.region[i])} does not match the open Enter of "
+                f"region {int(ev.region[en[bad[0]]])} (record {int(en[bad[0]])})",
+                **_where(trace, loc, i))
+    return before, enters, leaves
+
+
+def _split_by(keys: np.ndarray, values: np.ndarray):
+    if keys.size == 0:
+        return
+    cuts = np.flatnonzero(np.diff(keys)) + 1
+    for k, v in zip(np.split(keys, cuts), np.split(values, cuts), strict=True):
+        yield int(k[0]), v
+
+
+def _enclosing_enter(depth_before: np.ndarray, enters: dict, idx: int) -> int:
+    """Index of the innermost Enter still open at record ``idx`` (-1 if none)."""
+    d = int(depth_before[idx])
+    if d <= 0:
+        return -1
+    en = enters.get(d)
+    if en is None:
+        return -1
+    p = int(np.searchsorted(en, idx)) - 1
+    return int(en[p]) if p >= 0 else -1
+
+
+def _closing_leave(depth_before: np.ndarray, leaves: dict, idx: int) -> int:
+    """Index of the Leave that closes the call enclosing ``idx`` (-1 if none)."""
+    d = int(depth_before[idx])
+    if d <= 0:
+        return -1
+    lv = leaves.get(d)
+    if lv is None:
+        return -1
+    p = int(np.searchsorted(lv, idx))
+    return int(lv[p]) if p < len(lv) else -1
+
+
+def _members(defs: Definitions, comm: int, loc: int) -> tuple[int, ...]:
+    c = defs.comms.get(comm)
+    if c is None:
+        return ()
+    return c.members if c.members else (loc,)  # an empty group is MPI_COMM_SELF
+
+
+def match(trace: Trace) -> Matching:
+    """Check structure and link sends to receives and collective ends into instances."""
+    defs = trace.definitions
+    result = Matching()
+    structure = {}
+    for loc, ev in trace.events.items():
+        if loc not in defs.locations:
+            raise TraceError("records for an undefined location", **_where(trace, loc))
+        structure[loc] = check_structure(trace, loc, ev)
+
+    def peer_location(loc: int, idx: int, ev: Events) -> int:
+        comm = int(ev.comm[idx])
+        members = _members(defs, comm, loc)
+        rank = int(ev.peer[idx])
+        if comm not in defs.comms:
+            raise TraceError(f"{KIND_NAMES[ev.kind[idx]]} on undefined communicator {comm}",
+                             **_where(trace, loc, idx))
+        if not 0 <= rank < len(members):
+            raise TraceError(
+                f"{KIND_NAMES[ev.kind[idx]]} names rank {rank}, but communicator {comm} "
+                f"has {len(members)} members", **_where(trace, loc, idx))
+        return members[rank]
+
+    # --- point-to-point: FIFO queues of sends per (sender, receiver, comm, tag)
+    sends: dict[tuple, list[int]] = defaultdict(list)
+    for loc, ev in trace.events.items():
+        for i in np.flatnonzero(ev.kind == SEND):
+            i = int(i)
+            key = (loc, peer_location(loc, i, ev), int(ev.comm[i]), int(ev.tag[i]))
+            sends[key].append(i)
+    heads: dict[tuple, int] = defaultdict(int)
+    for loc, ev in trace.events.items():
+        before, enters, _ = structure[loc]
+        for i in np.flatnonzero(ev.kind == RECV):
+            i = int(i)
+            src = peer_location(loc, i, ev)
+            key = (src, loc, int(ev.comm[i]), int(ev.tag[i]))
+            q = sends.get(key)
+            k = heads[key]
+            if q is None or k >= len(q):
+                raise TraceError(
+                    f"MpiRecv from location {src} (comm {key[2]}, tag {key[3]}) has no "
+                    f"matching MpiSend on location {src}", **_where(trace, loc, i))
+            heads[key] = k + 1
+            s = q[k]
+            sb, _, sleaves = structure[src]
+            exit_idx = _closing_leave(sb, sleaves, s)
+            enter_idx = _enclosing_enter(before, enters, i)
+            if enter_idx < 0:
+                enter_idx = i - 1
+            result.messages.append(Message(
+                send_loc=src, send_idx=s, recv_loc=loc, recv_idx=i,
+                size=int(ev.size[i]), send_exit_idx=exit_idx if exit_idx >= 0 else s,
+                recv_enter_idx=enter_idx))
+    result.unmatched_sends = sum(len(q) - heads[k] for k, q in sends.items())
+
+    # --- collectives: k-th end of every member of a communicator is instance k
+    ends: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    begin_of: dict[int, dict[int, int]] = {}
+    for loc, ev in trace.events.items():
+        end_idx = np.flatnonzero(ev.kind == COLL_END)
+        begin_idx = np.flatnonzero(ev.kind == COLL_BEGIN)
+        # every End needs its own Begin: Begins and Ends alternate on a location
+        if len(begin_idx) != len(end_idx) or np.any(begin_idx > end_idx) or (
+                len(end_idx) > 1 and np.any(begin_idx[1:] < end_idx[:-1])):
+            i = _first_unpaired(begin_idx, end_idx)
+            raise TraceError("MpiCollectiveBegin/MpiCollectiveEnd do not pair up",
+                             **_where(trace, loc, i))
+        begin_of[loc] = dict(zip(end_idx.tolist(), begin_idx.tolist(), strict=True))
+        for i in end_idx:
+            comm = int(ev.comm[i])
+            if comm not in defs.comms:
+                raise TraceError(f"MpiCollectiveEnd on undefined communicator {comm}",
+                                 **_where(trace, loc, int(i)))
+            key = comm if defs.comms[comm].members else (comm, loc)
+            ends[key][loc].append(int(i))
+    for key, per_loc in ends.items():
+        comm = key if isinstance(key, int) else key[0]
+        members = defs.comms[comm].members or (key[1],)
+        counts = {m: len(per_loc.get(m, ())) for m in members}
+        n = max(counts.values())
+        for m, c in counts.items():
+            if c < n:
+                other = next(x for x in members if counts[x] == n)
+                raise TraceError(
+                    f"collective instance {c} on communicator {comm} has no member on "
+                    f"location {m} (location {m} has {c} collective operations on it, "
+                    f"location {other} has {n})",
+                    source=trace.source, location=other, index=per_loc[other][c])
+        for k in range(n):
+            idx = [per_loc[m][k] for m in members]
+            evs = [trace.events[m] for m in members]
+            ops = {int(e.op[i]) for e, i in zip(evs, idx, strict=True)}
+            if len(ops) > 1:
+                raise TraceError(
+                    f"collective instance {k} on communicator {comm} mixes operations "
+                    f"{sorted(COLLECTIVE_OP_NAMES.get(o, str(o)) for o in ops)}",
+                    source=trace.source, location=members[0], index=idx[0])
+            op = ops.pop()
+            cls, known = collective_class(op)
+            if not known:
+                result.unknown_ops += 1
+            root_rank = int(evs[0].peer[idx[0]])
+            root = members[root_rank] if 0 <= root_rank < len(members) else -1
+            if cls in (ONE_TO_N, N_TO_ONE) and root < 0:
+                raise TraceError(
+                    f"{COLLECTIVE_OP_NAMES[op]} instance {k} on communicator {comm} has no "
+                    f"valid root (rank {root_rank})", source=trace.source,
+                    location=members[0], index=idx[0])
+            begins = [begin_of[m][i] for m, i in zip(members, idx, strict=True)]
+            result.instances.append(Instance(
+                comm=comm, op=op, cls=cls, known_op=known, root=root, locs=list(members),
+                begin_idx=begins, end_idx=idx,
+                size_sent=[int(e.size[i]) for e, i in zip(evs, idx, strict=True)],
+                size_recv=[int(e.size_recv[i]) for e, i in zip(evs, idx, strict=True)]))
+    return result
+
+
+def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:
+    """Index of the first record where Begin/End alternation breaks."""
+    seq = sorted([(int(i), 0) for i in begin_idx] + [(int(i), 1) for i in end_idx])
+    open_ = False
+    for i, is_end in seq:
+        if is_end and not open_:
+            return i
+        if not is_end and open_:
+            return i
+        open_ = not is_end
+    return seq[-1][0] if seq else 0
+
+
+__all__ = [
+    "COLLECTIVE_OPS",
+    "EXSCAN",
+    "Instance",
+    "Matching",
+    "Message",
+    "N_TO_N",
+    "N_TO_ONE",
+    "ONE_TO_N",
+    "SCAN",
+    "check_structure",
+    "collective_class",
+    "match",
+]

@@ -1,0 +1,337 @@
+"""The in-memory trace model: definitions plus per-location columnar event arrays.
+
+Every reader (OTF2, `.trace`) produces a :class:`Trace`; every writer consumes one,
+and the engine only ever touches the numpy columns of :class:`Events`. Records the
+engine does not interpret keep their original payload (an OTF2 event object, or
+the text fields of a `.trace` line) so that writers can copy them unchanged except
+for their timestamp.
+
+Column meaning by kind (unused cells hold -1):
+
+=====================  ========  =======  ======  =====  ==============  =========  =========
+kind                   region    peer     comm    tag    size            size_recv  op
+=====================  ========  =======  ======  =====  ==============  =========  =========
+Enter / Leave          region id
+MpiSend                          receiver comm id tag    bytes
+                                 rank
+MpiRecv                          sender   comm id tag    bytes
+                                 rank
+MpiCollectiveEnd                 root     comm id        size_sent       size_recv  coll. op
+                                 rank (-1
+                                 if none)
+BufferFlush                                              stop_time
+                                                         (ticks)
+=====================  ========  =======  ======  =====  ==============  =========  =========
+
+``peer`` ranks are ranks *in the record's communicator*, exactly as OTF2 stores them;
+:meth:`Definitions.location_of` maps them to location ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# Record kinds. The code of a kind is its index in KIND_NAMES; the names are the
+# OTF2 event record names as the `otf2` package spells them. The first block is
+# what the engine interprets; the rest are carried as local events.
+KIND_NAMES: tuple[str, ...] = (
+    "Enter",
+    "Leave",
+    "MpiSend",
+    "MpiRecv",
+    "MpiCollectiveBegin",
+    "MpiCollectiveEnd",
+    "BufferFlush",
+    "MeasurementOnOff",
+    "ProgramBegin",
+    "ProgramEnd",
+    "Metric",
+    # --- carried, not interpreted (yet) ---
+    "CallingContextEnter",
+    "CallingContextLeave",
+    "CallingContextSample",
+    "CommCreate",
+    "CommDestroy",
+    "IoAcquireLock",
+    "IoChangeStatusFlags",
+    "IoCreateHandle",
+    "IoDeleteFile",
+    "IoDestroyHandle",
+    "IoDuplicateHandle",
+    "IoOperationBegin",
+    "IoOperationCancelled",
+    "IoOperationComplete",
+    "IoOperationIssued",
+    "IoOperationTest",
+    "IoReleaseLock",
+    "IoSeek",
+    "IoTryLock",
+    "MpiImrecv",
+    "MpiImrecvRequest",
+    "MpiIrecv",
+    "MpiIrecvRequest",
+    "MpiIsend",
+    "MpiIsendComplete",
+    "MpiMrecv",
+    "MpiProbe",
+    "MpiRequestCancelled",
+    "MpiRequestTest",
+    "NonBlockingCollectiveComplete",
+    "NonBlockingCollectiveRequest",
+    "OmpAcquireLock",
+    "OmpFork",
+    "OmpJoin",
+    "OmpReleaseLock",
+    "OmpTaskComplete",
+    "OmpTaskCreate",
+    "OmpTaskSwitch",
+    "ParameterInt",
+    "ParameterString",
+    "ParameterUnsignedInt",
+    "RmaAcquireLock",
+    "RmaAtomic",
+    "RmaCollectiveBegin",
+    "RmaCollectiveEnd",
+    "RmaGet",
+    "RmaGroupSync",
+    "RmaOpCompleteBlocking",
+    "RmaOpCompleteNonBlocking",
+    "RmaOpCompleteRemote",
+    "RmaOpTest",
+    "RmaPut",
+    "RmaReleaseLock",
+    "RmaRequestLock",
+    "RmaSync",
+    "RmaTryLock",
+    "RmaWaitChange",
+    "RmaWinCreate",
+    "RmaWinDestroy",
+    "ThreadAcquireLock",
+    "ThreadBegin",
+    "ThreadCreate",
+    "ThreadEnd",
+    "ThreadFork",
+    "ThreadJoin",
+    "ThreadReleaseLock",
+    "ThreadTaskComplete",
+    "ThreadTaskCreate",
+    "ThreadTaskSwitch",
+    "ThreadTeamBegin",
+    "ThreadTeamEnd",
+    "ThreadWait",
+)
+KIND_CODE: dict[str, int] = {name: i for i, name in enumerate(KIND_NAMES)}
+
+ENTER = KIND_CODE["Enter"]
+LEAVE = KIND_CODE["Leave"]
+SEND = KIND_CODE["MpiSend"]
+RECV = KIND_CODE["MpiRecv"]
+COLL_BEGIN = KIND_CODE["MpiCollectiveBegin"]
+COLL_END = KIND_CODE["MpiCollectiveEnd"]
+BUFFER_FLUSH = KIND_CODE["BufferFlush"]
+MEASUREMENT_ONOFF = KIND_CODE["MeasurementOnOff"]
+PROGRAM_BEGIN = KIND_CODE["ProgramBegin"]
+PROGRAM_END = KIND_CODE["ProgramEnd"]
+METRIC = KIND_CODE["Metric"]
+
+#: Kinds whose fields live in the numpy columns (the rest only in the payload).
+INTERPRETED = frozenset({ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, BUFFER_FLUSH})
+
+# Collective operations, numbered as OTF2 numbers them (OTF2_CollectiveOp).
+COLLECTIVE_OPS: dict[str, int] = {
+    "BARRIER": 0,
+    "BCAST": 1,
+    "GATHER": 2,
+    "GATHERV": 3,
+    "SCATTER": 4,
+    "SCATTERV": 5,
+    "ALLGATHER": 6,
+    "ALLGATHERV": 7,
+    "ALLTOALL": 8,
+    "ALLTOALLV": 9,
+    "ALLTOALLW": 10,
+    "ALLREDUCE": 11,
+    "REDUCE": 12,
+    "REDUCE_SCATTER": 13,
+    "SCAN": 14,
+    "EXSCAN": 15,
+    "REDUCE_SCATTER_BLOCK": 16,
+    "CREATE_HANDLE": 17,
+    "DESTROY_HANDLE": 18,
+    "ALLOCATE": 19,
+    "DEALLOCATE": 20,
+    "CREATE_HANDLE_AND_ALLOCATE": 21,
+    "DESTROY_HANDLE_AND_DEALLOCATE": 22,
+}
+COLLECTIVE_OP_NAMES: dict[int, str] = {v: k for k, v in COLLECTIVE_OPS.items()}
+
+NONE = -1  # marker for an unused column cell / undefined root
+
+COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("time", np.int64),
+    ("kind", np.int16),
+    ("region", np.int32),
+    ("peer", np.int32),
+    ("comm", np.int32),
+    ("tag", np.int64),
+    ("size", np.int64),
+    ("size_recv", np.int64),
+    ("op", np.int16),
+)
+
+
+@dataclass
+class Events:
+    """The records of one location, in recorded order, as parallel numpy columns.
+
+    ``payload[i]`` is what a writer needs to reproduce record ``i`` beyond the
+    columns: the original OTF2 event object, a dict of text fields, or None.
+    """
+
+    time: np.ndarray
+    kind: np.ndarray
+    region: np.ndarray
+    peer: np.ndarray
+    comm: np.ndarray
+    tag: np.ndarray
+    size: np.ndarray
+    size_recv: np.ndarray
+    op: np.ndarray
+    payload: list[Any] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple], payload: list[Any] | None = None) -> Events:
+        """Build columns from rows in COLUMNS order (time, kind, region, ..., op)."""
+        n = len(rows)
+        cols = {}
+        for j, (name, dtype) in enumerate(COLUMNS):
+            cols[name] = np.fromiter((r[j] for r in rows), dtype=dtype, count=n)
+        return cls(**cols, payload=list(payload) if payload is not None else [None] * n)
+
+    def with_time(self, time: np.ndarray, size: np.ndarray | None = None) -> Events:
+        """A copy sharing everything but the timestamps (and, if given, the ``size``
+        column, which carries BufferFlush stop times)."""
+        return Events(
+            time=np.asarray(time, dtype=np.int64),
+            kind=self.kind,
+            region=self.region,
+            peer=self.peer,
+            comm=self.comm,
+            tag=self.tag,
+            size=self.size if size is None else np.asarray(size, dtype=np.int64),
+            size_recv=self.size_recv,
+            op=self.op,
+            payload=self.payload,
+        )
+
+
+class RowBuilder:
+    """Accumulates one location's records row by row, then freezes to :class:`Events`."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.payload: list[Any] = []
+
+    def add(
+        self,
+        time: int,
+        kind: int,
+        *,
+        region: int = NONE,
+        peer: int = NONE,
+        comm: int = NONE,
+        tag: int = NONE,
+        size: int = NONE,
+        size_recv: int = NONE,
+        op: int = NONE,
+        payload: Any = None,
+    ) -> None:
+        self.rows.append((time, kind, region, peer, comm, tag, size, size_recv, op))
+        self.payload.append(payload)
+
+    def build(self) -> Events:
+        return Events.from_rows(self.rows, self.payload)
+
+
+@dataclass
+class Location:
+    """A stream of records: a process or thread. ``group`` is the location group
+    (an MPI rank's process) it belongs to."""
+
+    id: int
+    name: str = ""
+    group: int = 0
+    group_name: str = ""
+
+
+@dataclass
+class Comm:
+    """A communicator; ``members[r]`` is the location id of rank ``r``."""
+
+    id: int
+    name: str
+    members: tuple[int, ...]
+
+
+@dataclass
+class Definitions:
+    """What the engine and the text format need from a trace's definitions.
+
+    ``otf2`` holds the original OTF2 definitions and archive metadata when the trace
+    came from an OTF2 archive (opaque to everything but :mod:`compensate.otf2io`),
+    so that an OTF2 writer can reproduce every definition exactly.
+    """
+
+    timer_resolution: int
+    locations: dict[int, Location]
+    regions: dict[int, str] = field(default_factory=dict)
+    comms: dict[int, Comm] = field(default_factory=dict)
+    otf2: Any = None
+
+    def location_of(self, comm: int, rank: int) -> int:
+        """Map a rank in communicator ``comm`` to a location id (KeyError/IndexError if unknown)."""
+        return self.comms[comm].members[rank]
+
+
+@dataclass
+class Trace:
+    """Definitions plus each location's records (keys of ``events`` are location ids)."""
+
+    definitions: Definitions
+    events: dict[int, Events]
+    source: str = ""  # file the trace was read from, for error messages
+
+    @property
+    def record_count(self) -> int:
+        return sum(len(e) for e in self.events.values())
+
+    def with_times(self, times: dict[int, np.ndarray],
+                   sizes: dict[int, np.ndarray] | None = None) -> Trace:
+        """The same trace with new per-location timestamps (records unchanged);
+        ``sizes`` optionally replaces the size column (BufferFlush stop times)."""
+        sizes = sizes or {}
+        return Trace(
+            self.definitions,
+            {loc: ev.with_time(times[loc], sizes.get(loc)) for loc, ev in self.events.items()},
+            self.source,
+        )
+
+
+class TraceError(Exception):
+    """Bad input: the message names the file, the location and the record."""
+
+    def __init__(self, message: str, *, source: str = "", location: int | None = None,
+                 index: int | None = None) -> None:
+        where = source or "<trace>"
+        if location is not None:
+            where += f": location {location}"
+            if index is not None:
+                where += f", record {index}"
+        super().__init__(f"{where}: {message}")

@@ -1,0 +1,89 @@
+"""Happened-before checks (DESIGN.md R7) on a trace about to be written.
+
+Run on every output, independently of how the times were computed: a violation
+is a bug in the engine, never something to write out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .matching import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN, Matching
+from .model import Trace
+
+
+@dataclass
+class Verification:
+    order: int = 0  # records earlier than their predecessor on the same location
+    messages: int = 0  # receives not strictly after their send
+    collectives: int = 0  # collective exits before an enter they depend on
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return self.order + self.messages + self.collectives
+
+    @property
+    def ok(self) -> bool:
+        return self.violations == 0
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "violations": self.violations, "order": self.order,
+                "messages": self.messages, "collectives": self.collectives,
+                "examples": self.examples[:10]}
+
+
+def verify(trace: Trace, matching: Matching) -> Verification:
+    """Count happened-before violations in ``trace`` given its ``matching``."""
+    v = Verification()
+
+    def note(msg: str) -> None:
+        if len(v.examples) < 10:
+            v.examples.append(msg)
+
+    for loc, ev in trace.events.items():
+        if len(ev) > 1:
+            bad = np.flatnonzero(np.diff(ev.time) < 0)
+            v.order += int(bad.size)
+            if bad.size:
+                note(f"location {loc}, record {int(bad[0]) + 1}: earlier than its predecessor")
+    t = {loc: ev.time for loc, ev in trace.events.items()}
+    for m in matching.messages:
+        if m.send_loc == m.recv_loc:
+            ok = t[m.recv_loc][m.recv_idx] >= t[m.send_loc][m.send_idx]
+        else:
+            ok = t[m.recv_loc][m.recv_idx] > t[m.send_loc][m.send_idx]
+        if not ok:
+            v.messages += 1
+            note(f"location {m.recv_loc}, record {m.recv_idx}: receive not after its send "
+                 f"(location {m.send_loc}, record {m.send_idx})")
+    for inst in matching.instances:
+        begins = [t[loc][b] for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
+        ends = [t[loc][e] for loc, e in zip(inst.locs, inst.end_idx, strict=True)]
+        n = len(inst.locs)
+        pairs: list[tuple[int, int]] = []  # (exit member, enter member) that must order
+        if inst.cls == N_TO_N:
+            pairs = [(i, j) for i in range(n) for j in (int(np.argmax(begins)),)]
+        elif inst.cls in (SCAN, EXSCAN):
+            for i in range(n):
+                upto = range(i + 1) if inst.cls == SCAN else range(i)
+                if upto:
+                    pairs.append((i, max(upto, key=lambda j: begins[j])))
+        elif inst.cls == ONE_TO_N:
+            r = inst.locs.index(inst.root)
+            pairs = [(i, r) for i in range(n) if i != r]
+        elif inst.cls == N_TO_ONE:
+            r = inst.locs.index(inst.root)
+            pairs = [(r, j) for j in range(n) if j != r]
+        # n-to-n and scans: no exit before the enters it waits for, and after its own;
+        # 1-to-n and n-to-1 are implied messages: strictly after their send
+        strict = inst.cls in (ONE_TO_N, N_TO_ONE)
+        for i, j in pairs:
+            late = ends[i] <= begins[j] if strict else ends[i] < begins[j]
+            if late or ends[i] <= begins[i]:
+                v.collectives += 1
+                note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
+                     f"before the enter of location {inst.locs[j]}, record {inst.begin_idx[j]}")
+    return v
