@@ -151,8 +151,7 @@ class _Engine:
         return float(self.ovh[self.trace.events[loc].kind[idx]])
 
     def _recv_time(self, send_loc: int, send_idx: int, send_exit_m: float,
-                   recv_loc: int, recv_idx: int, enter_idx: int, size: int,
-                   recv_m: float) -> float:
+                   recv_loc: int, enter_idx: int, size: int, recv_m: float) -> float:
         """R2 for one message: approximated receive time (needs send_a known)."""
         send_a = self.a[send_loc][send_idx]
         send_m = self.tm[send_loc][send_idx]
@@ -178,7 +177,8 @@ class _Engine:
                 comm = max(observed, comm_min)
                 cases["m2_upper"] += 1
             recv_a = send_a + comm
-        return max(recv_a, send_a + self.tick)
+        # eq. 7: the receive completes after it was entered, and after the send
+        return max(recv_a, send_a + self.tick, enter_a + self.tick)
 
     def _p2p_resolver(self, msg: Message) -> Callable[[], float]:
         send_exit_m = self.tm[msg.send_loc][msg.send_exit_idx]
@@ -186,7 +186,7 @@ class _Engine:
 
         def resolve() -> float:
             return self._recv_time(msg.send_loc, msg.send_idx, send_exit_m, msg.recv_loc,
-                                   msg.recv_idx, msg.recv_enter_idx, msg.size, recv_m)
+                                   msg.recv_enter_idx, msg.size, recv_m)
         return resolve
 
     def _collective_deps(self, inst: Instance) -> None:

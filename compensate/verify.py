@@ -82,8 +82,13 @@ def verify(trace: Trace, matching: Matching) -> Verification:
         strict = inst.cls in (ONE_TO_N, N_TO_ONE)
         for i, j in pairs:
             late = ends[i] <= begins[j] if strict else ends[i] < begins[j]
-            if late or ends[i] <= begins[i]:
+            if late:
                 v.collectives += 1
                 note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
                      f"before the enter of location {inst.locs[j]}, record {inst.begin_idx[j]}")
+        for i in sorted({i for i, _ in pairs}):  # exits that wait (local ones may clamp)
+            if ends[i] <= begins[i]:
+                v.collectives += 1
+                note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
+                     f"not after its own enter (record {inst.begin_idx[i]})")
     return v

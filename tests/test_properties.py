@@ -1,0 +1,64 @@
+"""Invariants of the engine on random valid traces (hypothesis)."""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compensate.engine import EngineOptions, compensate
+from compensate.matching import match
+from compensate.platform import Platform
+from compensate.verify import verify
+
+from .randomtrace import random_trace
+
+PLATFORM = Platform(5e-7, {"MpiSend": 1e-6}, np.array([64.0, 1 << 20]),
+                    np.array([1e-8, 2e-4]))
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def traces(draw):
+    n = draw(st.integers(2, 5))
+    steps = draw(st.integers(1, 25))
+    return random_trace(lambda lo, hi: draw(st.integers(lo, hi)), n, steps)
+
+
+@SETTINGS
+@given(traces(), st.sampled_from(["lower", "upper"]),
+       st.sampled_from(["uniform", "per-process"]))
+def test_happened_before_and_records_preserved(trace, bound, exit_):
+    assert verify(trace, match(trace)).ok  # the generator makes valid traces
+    result = compensate(trace, PLATFORM, EngineOptions(bound=bound, collective_exit=exit_))
+    out = result.trace
+    check = verify(out, result.matching)
+    assert check.ok, check.examples
+    assert out.record_count == trace.record_count
+    for loc, ev in trace.events.items():
+        got = out.events[loc]
+        assert np.all(np.diff(got.time) >= 0)  # per-location order
+        assert np.array_equal(got.kind, ev.kind)  # same record sequence
+        assert np.array_equal(got.region, ev.region)
+        assert np.array_equal(got.peer, ev.peer)
+        assert np.array_equal(got.size, ev.size)
+    for m in result.matching.messages:  # every receive strictly after its send
+        assert out.events[m.recv_loc].time[m.recv_idx] > out.events[m.send_loc].time[m.send_idx]
+
+
+@SETTINGS
+@given(traces())
+def test_no_overhead_no_copy_upper_is_identity(trace):
+    """With nothing to remove, the upper bound with per-process exits (which trusts
+    every measured interval) must give the measured trace back exactly."""
+    result = compensate(trace, Platform(0.0), EngineOptions("upper", "per-process"))
+    for loc, ev in trace.events.items():
+        assert np.array_equal(result.trace.events[loc].time, ev.time)
+
+
+@SETTINGS
+@given(traces())
+def test_never_later_than_measured_without_copy_cost(trace):
+    """Removing overhead can only move records earlier when copies cost nothing."""
+    result = compensate(trace, Platform(3e-7), EngineOptions("upper", "per-process"))
+    for loc, ev in trace.events.items():
+        assert np.all(result.trace.events[loc].time <= ev.time)
