@@ -196,7 +196,9 @@ def montecarlo(ranks: int = 4, iterations: int = 10, seed: int = 0, *,
     Rank 0 is the master. Each round a worker sends a request to the master, which
     takes requests with ``recv(ANY_SOURCE)``, generates a chunk of random numbers and
     replies to the requester. The worker then calls the tiny traced function
-    ``get_coords`` once per pair (the main intrusion) and tests the point. Every
+    ``get_coords`` once per pair (the main intrusion) and tests the point; how many
+    pairs a chunk holds varies (uniform in [pairs/2, 3·pairs/2]), so the order in
+    which requests reach the master varies too. Every
     ``check_every`` rounds everybody joins an Allreduce (convergence check). At the
     end each worker sends one more request and the master answers with a stop
     message. Each worker has at most one request outstanding, so every round the
@@ -225,7 +227,7 @@ def montecarlo(ranks: int = 4, iterations: int = 10, seed: int = 0, *,
         for it in range(iterations):
             prog.append(send(0, request_bytes, TAG_REQUEST))
             prog.append(recv(0, TAG_WORK))
-            for _ in range(pairs):
+            for _ in range(rng.randint((pairs + 1) // 2, pairs + pairs // 2)):
                 prog.append(call("get_coords", _jitter(rng, coords_time)))
                 prog.append(compute(_jitter(rng, check_time)))
             if (it + 1) % check_every == 0:
