@@ -1,0 +1,695 @@
+"""Read OTF2 archives into the trace model and write the model back to OTF2.
+
+The compensated trace has to open in the same tools as the measured one (Vampir,
+Scalasca, pipit, ``otf2-print``) with the same definitions and the same records in
+the same order per location, only with new timestamps (DESIGN.md sections 1, 4).
+So :func:`read_otf2` keeps, next to the numpy columns the engine works on, every
+original ``otf2`` event object as the record's payload and the whole ``otf2``
+definition registry plus the archive metadata in :attr:`Definitions.otf2`
+(an :class:`Otf2Archive`). :func:`write_otf2` then re-emits exactly those
+definitions and records, taking every timestamp from the columns.
+
+A trace that did not come from OTF2 (the text format) has no registry; for it
+:func:`write_otf2` synthesises minimal OTF2 definitions (system tree node,
+location groups, locations, regions, MPI communicators) and builds the records of
+the kinds the engine interprets from the columns.
+
+Errors are reported as one-line :class:`~compensate.model.TraceError` messages: the
+``otf2`` bindings raise uninformative exceptions ("INVALID (1): Unknown error
+code") and let the C library print its diagnostics to stderr, so while reading or
+writing we route the library's diagnostics into the error message instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import platform
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import _otf2
+import numpy as np
+import otf2
+import otf2.events as oev
+from otf2 import definitions as odef
+from otf2.definition_writer import DefinitionWriter
+from otf2.enums import (
+    CollectiveOp,
+    CommFlag,
+    GroupType,
+    LocationGroupType,
+    LocationType,
+    MeasurementMode,
+    Paradigm,
+    ParadigmClass,
+    RegionRole,
+)
+from otf2.error import Error as _Otf2Error
+from otf2.registry import DefinitionRegistry
+
+from .model import (
+    BUFFER_FLUSH,
+    COLL_BEGIN,
+    COLL_END,
+    COLLECTIVE_OP_NAMES,
+    COLUMNS,
+    ENTER,
+    KIND_CODE,
+    KIND_NAMES,
+    LEAVE,
+    MEASUREMENT_ONOFF,
+    NONE,
+    PROGRAM_BEGIN,
+    PROGRAM_END,
+    RECV,
+    SEND,
+    Comm,
+    Definitions,
+    Location,
+    RowBuilder,
+    Trace,
+    TraceError,
+)
+
+__all__ = ["Otf2Archive", "read_otf2", "write_otf2", "BATCH_EVENTS"]
+
+#: Events fetched per call into the OTF2 global event reader (the bindings default
+#: to 100, which makes reading dominated by per-batch overhead).
+BATCH_EVENTS = 10000
+
+_UINT32_UNDEF = 0xFFFFFFFF
+_UINT64_UNDEF = 0xFFFFFFFFFFFFFFFF
+_INT64_MAX = 2**63 - 1
+_INT64_UNDEF = -(2**63)  # OTF2_UNDEFINED_INT64, e.g. an unknown ProgramEnd exit status
+_TIMESTAMP_UNDEF = _UINT64_UNDEF
+
+
+@dataclass
+class Otf2Archive:
+    """Everything of an OTF2 archive beyond the columns, kept so that
+    :func:`write_otf2` can reproduce the archive (stored in ``Definitions.otf2``).
+
+    ``registry`` is the ``otf2`` DefinitionRegistry of the input: every global
+    definition with its original reference; the payload event objects point into it,
+    so it must be written together with them. ``global_offset`` and
+    ``trace_length`` are the input's values, for information only (the writer
+    recomputes them from the timestamps it writes).
+    """
+
+    registry: Any
+    timer_resolution: int
+    global_offset: int
+    trace_length: int
+    realtime_timestamp: int
+    creator: str = ""
+    description: str = ""
+    machine_name: str = ""
+    properties: tuple[tuple[str, str], ...] = ()
+    chunk_size_events: int | None = None
+    chunk_size_definitions: int | None = None
+    trace_id: int = 0
+    version: tuple[int, ...] = ()
+    location_order: tuple[int, ...] = ()
+
+
+# ---------------------------------------------------------------------------
+# Routing OTF2's C-level diagnostics into TraceError messages.
+
+# OTF2_ErrorCallback(void* userData, const char* file, uint64_t line,
+#                    const char* function, OTF2_ErrorCode code,
+#                    const char* msgFormatString, va_list va)
+_ERROR_CALLBACK_TYPE = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+    ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
+)
+
+
+def _load_vsnprintf() -> Any:
+    """libc's vsnprintf, if a ``va_list`` argument can be passed on as a pointer.
+
+    That holds where ``va_list`` is an array type or a large struct passed by
+    reference (x86-64 SysV, AArch64); elsewhere the messages stay unformatted."""
+    if sys.platform == "win32" or platform.machine().lower() not in {
+        "x86_64", "amd64", "aarch64", "arm64"
+    }:
+        return None
+    try:
+        fn = ctypes.CDLL(None).vsnprintf
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_VSNPRINTF = _load_vsnprintf()
+_diagnostics: list[tuple[int, str]] = []
+
+
+def _on_otf2_error(_user, _file, _line, _func, code, fmt, va):  # C callback signature
+    """Collect one OTF2 diagnostic instead of printing it to stderr."""
+    try:
+        text = ""
+        if fmt:
+            if _VSNPRINTF is not None:
+                buf = ctypes.create_string_buffer(1024)
+                _VSNPRINTF(buf, len(buf), fmt, va)
+                text = buf.value.decode("utf-8", "replace")
+            else:
+                text = fmt.decode("utf-8", "replace")
+        _diagnostics.append((int(code), text))
+    except Exception:  # never raise into C
+        pass
+    return code
+
+
+_ERROR_CALLBACK = _ERROR_CALLBACK_TYPE(_on_otf2_error)
+
+
+def _register_callback(callback: Any) -> Any:
+    """Install an OTF2 error callback; returns the previous one (None if not possible)."""
+    try:
+        fn = _otf2.Config.conf.lib.OTF2_Error_RegisterCallback
+    except AttributeError:
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_void_p
+    return fn(callback, None)
+
+
+_capture_depth = 0
+_previous_callback: Any = None
+
+
+@contextlib.contextmanager
+def _capture_diagnostics() -> Iterator[None]:
+    """Collect OTF2's diagnostics in ``_diagnostics`` for the duration (re-entrant)."""
+    global _capture_depth, _previous_callback
+    if _capture_depth == 0:
+        _diagnostics.clear()
+        _previous_callback = _register_callback(ctypes.cast(_ERROR_CALLBACK, ctypes.c_void_p))
+    _capture_depth += 1
+    try:
+        yield
+    finally:
+        _capture_depth -= 1
+        if _capture_depth == 0:
+            _register_callback(_previous_callback)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line explaining a library failure.
+
+    For a failing OTF2 call the exception only says "INVALID (1): Unknown error
+    code"; the first diagnostic the C library emitted names the real cause
+    (e.g. "File or directory does not exist: POSIX: 'x/traces.otf2'")."""
+    msg = ""
+    if isinstance(exc, _otf2.Error) and _diagnostics:
+        code, text = _diagnostics[0]
+        try:
+            what = _otf2.Error_GetDescription(_otf2.ErrorCode(code))
+        except Exception:  # unknown code: keep the text alone
+            what = None
+        msg = f"{what}: {text}" if what and text else (text or what or "")
+    if not msg:
+        msg = str(exc)
+        if not isinstance(exc, (_otf2.Error, _Otf2Error)) or not msg:
+            msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    return " ".join(msg.split())
+
+
+@contextlib.contextmanager
+def _library_errors(path: str, action: str) -> Iterator[None]:
+    """Turn any exception from the otf2 library into a one-line TraceError."""
+    with _capture_diagnostics():
+        try:
+            yield
+        except (TraceError, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise TraceError(f"{action}: {_describe(exc)}", source=path) from exc
+
+
+# ---------------------------------------------------------------------------
+# Reading
+
+
+def _ref(obj: Any) -> int:
+    """Reference number of a definition object (-1 for an undefined reference)."""
+    return NONE if obj is None else int(obj._ref)
+
+
+def _u32(value: int) -> int:
+    return NONE if value == _UINT32_UNDEF else int(value)
+
+
+def _u64(value: int) -> int:
+    return NONE if value == _UINT64_UNDEF or value > _INT64_MAX else int(value)
+
+
+def _enum_int(value: Any) -> int:
+    return int(getattr(value, "value", value))
+
+
+def _add_event(rb: RowBuilder, ev: Any, kind: int) -> None:
+    """Append one otf2 event object to ``rb``, filling the columns of its kind."""
+    t = ev.time
+    if kind == ENTER or kind == LEAVE:
+        rb.add(t, kind, region=_ref(ev.region), payload=ev)
+    elif kind == SEND:
+        rb.add(t, kind, peer=_u32(ev.receiver), comm=_ref(ev.communicator),
+               tag=_u32(ev.msg_tag), size=_u64(ev.msg_length), payload=ev)
+    elif kind == RECV:
+        rb.add(t, kind, peer=_u32(ev.sender), comm=_ref(ev.communicator),
+               tag=_u32(ev.msg_tag), size=_u64(ev.msg_length), payload=ev)
+    elif kind == COLL_END:
+        root = ev.root
+        rb.add(t, kind, op=_enum_int(ev.collective_op), comm=_ref(ev.communicator),
+               peer=NONE if root >= 2**31 else int(root), size=_u64(ev.size_sent),
+               size_recv=_u64(ev.size_received), payload=ev)
+    elif kind == BUFFER_FLUSH:
+        rb.add(t, kind, size=int(ev.stop_time), payload=ev)
+    else:
+        rb.add(t, kind, payload=ev)
+
+
+def _archive_metadata(handle: Any) -> dict[str, Any]:
+    """Creator, description, machine name, properties, chunk sizes of an open reader."""
+    lib = _otf2  # the ctypes layer below the otf2 bindings
+    names = lib.Reader_GetPropertyNames(handle)
+    chunks = lib.Reader_GetChunkSize(handle)
+    return {
+        "creator": lib.Reader_GetCreator(handle) or "",
+        "description": lib.Reader_GetDescription(handle) or "",
+        "machine_name": lib.Reader_GetMachineName(handle) or "",
+        "properties": tuple((n, lib.Reader_GetProperty(handle, n)) for n in names),
+        "chunk_size_events": int(chunks[0]),
+        "chunk_size_definitions": int(chunks[1]),
+        "trace_id": int(lib.Reader_GetTraceId(handle)),
+        "version": tuple(int(v) for v in lib.Reader_GetVersion(handle)),
+    }
+
+
+def _model_definitions(registry: Any, meta: Otf2Archive) -> Definitions:
+    """The engine's view (:class:`Definitions`) of an otf2 definition registry."""
+    locations: dict[int, Location] = {}
+    for loc in registry.locations:
+        group = loc.group
+        locations[loc._ref] = Location(
+            id=int(loc._ref), name=loc.name or "", group=_ref(group),
+            group_name=(group.name or "") if group is not None else "",
+        )
+    regions = {int(r._ref): r.name or "" for r in registry.regions}
+    comms: dict[int, Comm] = {}
+    for c in registry.comms:  # the Comm registry (also holds InterComms)
+        group = getattr(c, "group", None)
+        members: tuple[int, ...] = ()
+        if group is not None and group.members:
+            if all(isinstance(m, odef.Location) for m in group.members):
+                members = tuple(int(m._ref) for m in group.members)
+        comms[int(c._ref)] = Comm(id=int(c._ref), name=c.name or "", members=members)
+    return Definitions(timer_resolution=meta.timer_resolution, locations=locations,
+                       regions=regions, comms=comms, otf2=meta)
+
+
+def read_otf2(path: str) -> Trace:
+    """Read the OTF2 archive whose anchor file is ``path`` (e.g. ``run/traces.otf2``).
+
+    Every location gets an :class:`Events` (possibly empty) in the archive's
+    location order; each record keeps its ``otf2`` event object as payload, and
+    ``Definitions.otf2`` holds an :class:`Otf2Archive` so that :func:`write_otf2`
+    can reproduce the archive. Raises :class:`TraceError` (one line, naming the
+    file) if the archive cannot be read, and naming location and record if a
+    location's timestamps go backwards.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
+            else "no such OTF2 anchor file"
+        raise TraceError(what, source=path)
+    with _library_errors(path, "cannot read OTF2 archive"), \
+            otf2.reader.open(path, batch_events=BATCH_EVENTS) as reader:
+        registry = reader.definitions
+        clock = registry.clock_properties
+        meta = Otf2Archive(
+            registry=registry,
+            timer_resolution=int(clock.timer_resolution),
+            global_offset=int(clock.global_offset),
+            trace_length=int(clock.trace_length),
+            realtime_timestamp=int(clock.realtime_timestamp),
+            location_order=tuple(int(loc._ref) for loc in registry.locations),
+            **_archive_metadata(reader.handle),
+        )
+        definitions = _model_definitions(registry, meta)
+        builders = {ref: RowBuilder() for ref in meta.location_order}
+        last = dict.fromkeys(meta.location_order, -1)
+        for loc, ev in reader.events:
+            ref = loc._ref
+            rb = builders[ref]
+            t = ev.time
+            if t < last[ref] or t > _INT64_MAX:
+                problem = (f"timestamp {t} goes backwards (previous record at {last[ref]})"
+                           if t < last[ref] else f"timestamp {t} is out of range")
+                raise TraceError(problem, source=path, location=ref, index=len(rb.rows))
+            last[ref] = t
+            name = type(ev).__name__
+            kind = KIND_CODE.get(name)
+            if kind is None:
+                raise TraceError(f"unsupported OTF2 record type {name}", source=path,
+                                 location=ref, index=len(rb.rows))
+            _add_event(rb, ev, kind)
+        events = {ref: rb.build() for ref, rb in builders.items()}
+    return Trace(definitions=definitions, events=events, source=path)
+
+
+# ---------------------------------------------------------------------------
+# Writing
+
+
+class _ArchiveWriter(otf2.writer.Writer):
+    """``otf2.writer.Writer`` that writes the ClockProperties we ask for.
+
+    The stock writer stamps the archive with ``time.time()`` as realtime timestamp;
+    we keep the input's (or leave it undefined), while global offset and trace
+    length still follow the timestamps actually written. It also makes the timer
+    resolution independent of the (immutable) ClockProperties object of a reader's
+    registry, and never raises from ``__del__``.
+    """
+
+    def __init__(self, *args: Any, timer_resolution: int,
+                 realtime_timestamp: int = _TIMESTAMP_UNDEF, **kwargs: Any) -> None:
+        self._handle = None  # so that close() is a no-op if Archive_Open fails
+        self._event_writers = {}
+        self._resolution = int(timer_resolution)
+        self._realtime = int(realtime_timestamp)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def timer_resolution(self) -> int:
+        return self._resolution
+
+    def _write_global_definitions(self) -> None:
+        if not self.is_primary:
+            return
+        with DefinitionWriter(self) as global_def_writer:
+            if self._first_timestamp is not None:
+                global_offset = self._first_timestamp
+                trace_length = self._last_timestamp - self._first_timestamp
+            else:
+                global_offset = trace_length = 0
+            global_def_writer.write_clock_properties(self._resolution, global_offset,
+                                                     trace_length, self._realtime)
+            self.definitions.write(global_def_writer)
+
+    def abandon(self) -> None:
+        """Release the archive after a failure, without writing anything more."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            with contextlib.suppress(Exception):
+                _otf2.Archive_Close(handle)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _split_anchor(path: str) -> tuple[str, str]:
+    """``out/traces.otf2`` -> (``out``, ``traces``)."""
+    directory, base = os.path.split(os.path.abspath(path))
+    stem, ext = os.path.splitext(base)
+    if ext != ".otf2" or not stem:
+        raise TraceError("an OTF2 anchor file name must look like NAME.otf2", source=path)
+    return directory, stem
+
+
+def _add_def(registry: DefinitionRegistry, cls: type, ref: int, *args: Any,
+             **kwargs: Any) -> Any:
+    """Create a definition with a chosen reference (the public API numbers them
+    itself), so that text-trace ids survive a round trip through OTF2."""
+    sub = registry._registry_for_type(cls)
+    obj = cls(sub, ref, *args, **kwargs)
+    sub._register(obj)
+    return obj
+
+
+def _check_id(value: int, what: str, limit: int, path: str) -> int:
+    if not 0 <= value < limit:
+        raise TraceError(f"{what} id {value} cannot be an OTF2 reference", source=path)
+    return int(value)
+
+
+def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
+    """Minimal OTF2 definitions for a trace that did not come from OTF2."""
+    reg = DefinitionRegistry()
+    reg.strings.create("")  # the otf2 writer reserves string 0 for ""
+    reg.clock_properties = odef.ClockProperties(None, timer_resolution=defs.timer_resolution)
+    uses_mpi = bool(defs.comms) or any(n.startswith("MPI_") for n in defs.regions.values())
+    if uses_mpi:
+        reg.paradigm(Paradigm.MPI, "MPI", ParadigmClass.PROCESS)
+    node = reg.system_tree_node("machine", class_name="machine", parent=None)
+
+    # OTF2 readers expect definitions in reference order (otf2-print warns otherwise).
+    model_locations = sorted(defs.locations.values(), key=lambda loc: loc.id)
+    group_names: dict[int, str] = {}
+    for loc in model_locations:
+        if not group_names.get(loc.group):
+            group_names[loc.group] = loc.group_name
+    next_ref = max((g for g in group_names if g >= 0), default=-1) + 1
+    groups: dict[int, Any] = {}
+    for key in sorted(group_names, key=lambda g: (g < 0, abs(g))):
+        name = group_names[key]
+        ref = key if key >= 0 else next_ref
+        if key < 0:
+            next_ref += 1
+        groups[key] = _add_def(
+            reg, odef.LocationGroup, _check_id(ref, "location group", _UINT32_UNDEF, path),
+            name or f"MPI Rank {ref}", location_group_type=LocationGroupType.PROCESS,
+            system_tree_parent=node)
+    locations = {
+        loc.id: _add_def(reg, odef.Location, _check_id(loc.id, "location", _UINT64_UNDEF, path),
+                         loc.name, type=LocationType.CPU_THREAD, number_of_events=0,
+                         group=groups[loc.group])
+        for loc in model_locations
+    }
+    for rid, name in sorted(defs.regions.items()):
+        mpi = name.startswith("MPI_")
+        _add_def(reg, odef.Region, _check_id(rid, "region", _UINT32_UNDEF, path), name,
+                 canonical_name=name, region_role=RegionRole.FUNCTION,
+                 paradigm=Paradigm.MPI if mpi else Paradigm.USER)
+
+    if defs.comms:
+        in_comms = {m for c in defs.comms.values() for m in c.members}
+        unknown = in_comms - locations.keys()
+        if unknown:
+            raise TraceError(f"communicator member location {min(unknown)} is not defined",
+                             source=path)
+        # OTF2 stores a communicator's group as ranks into the paradigm's
+        # COMM_LOCATIONS group; the bindings translate from Location objects.
+        reg.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
+                  members=tuple(loc for i, loc in locations.items() if i in in_comms))
+        for cid, comm in sorted(defs.comms.items()):
+            if comm.members:
+                group = reg.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
+                                  members=tuple(locations[m] for m in comm.members))
+            else:
+                group = reg.group("", group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI,
+                                  members=())
+            _add_def(reg, odef.Comm, _check_id(cid, "communicator", _UINT32_UNDEF, path),
+                     comm.name, group=group, parent=None, flags=CommFlag.NONE)
+    return reg
+
+
+def _undef(value: int, undefined: int) -> int:
+    return undefined if value < 0 else int(value)
+
+
+def _measurement_mode(value: Any) -> Any:
+    if isinstance(value, str):
+        value = value.strip().lower()
+        if value in ("off", "0", "false", "2"):
+            return MeasurementMode.OFF
+        return MeasurementMode.ON
+    if value is False or value == 2:
+        return MeasurementMode.OFF
+    return MeasurementMode.ON
+
+
+def _exit_status(value: Any) -> int:
+    if value is None or (isinstance(value, str) and value.strip().upper() in ("", "UNDEFINED")):
+        return _INT64_UNDEF
+    return int(value)
+
+
+def _event_from_columns(reg: DefinitionRegistry, cols: dict[str, list[int]], i: int,
+                        kind: int, payload: Any) -> Any:
+    """Build an otf2 event object for record ``i`` from the columns (text traces);
+    None for a kind that cannot be built without an OTF2 payload."""
+    t = cols["time"][i]
+    fields = payload if isinstance(payload, dict) else {}
+    if kind == ENTER or kind == LEAVE:
+        region = reg.regions[cols["region"][i]]
+        return (oev.Enter if kind == ENTER else oev.Leave)(t, region)
+    if kind == SEND or kind == RECV:
+        cls = oev.MpiSend if kind == SEND else oev.MpiRecv
+        return cls(t, _undef(cols["peer"][i], _UINT32_UNDEF), reg.comms[cols["comm"][i]],
+                   _undef(cols["tag"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF))
+    if kind == COLL_BEGIN:
+        return oev.MpiCollectiveBegin(t)
+    if kind == COLL_END:
+        op = cols["op"][i]
+        if op not in COLLECTIVE_OP_NAMES:
+            raise ValueError(f"unknown collective operation {op}")
+        return oev.MpiCollectiveEnd(
+            t, CollectiveOp(op), reg.comms[cols["comm"][i]],
+            _undef(cols["peer"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
+            _undef(cols["size_recv"][i], _UINT64_UNDEF))
+    if kind == BUFFER_FLUSH:
+        return oev.BufferFlush(t, cols["size"][i])
+    if kind == MEASUREMENT_ONOFF:
+        return oev.MeasurementOnOff(t, _measurement_mode(fields.get("mode", "on")))
+    if kind == PROGRAM_BEGIN:
+        args = fields.get("args", [])
+        args = [args] if isinstance(args, str) else [str(a) for a in args]
+        return oev.ProgramBegin(t, str(fields.get("name", "")), args)
+    if kind == PROGRAM_END:
+        return oev.ProgramEnd(t, _exit_status(fields.get("status", 0)))
+    return None
+
+
+def _check_times(trace: Trace, path: str) -> None:
+    """Refuse what OTF2 cannot store, naming the record: negative times or stop
+    times (timestamps are unsigned) and times going backwards on a location (the
+    OTF2 event writer rejects them, but without saying where)."""
+    for loc, ev in trace.events.items():
+        bad = np.flatnonzero(ev.time < 0)
+        flush = np.flatnonzero((ev.kind == BUFFER_FLUSH) & (ev.size < 0))
+        if bad.size or flush.size:
+            i = int(min(bad[:1].tolist() + flush[:1].tolist()))
+            raise TraceError("negative timestamp cannot be written to OTF2",
+                             source=path, location=loc, index=i)
+        back = np.flatnonzero(np.diff(ev.time) < 0)
+        if back.size:
+            i = int(back[0]) + 1
+            raise TraceError(f"timestamp {int(ev.time[i])} goes backwards (previous record "
+                             f"at {int(ev.time[i - 1])})", source=path, location=loc, index=i)
+
+
+def _write_events(writer: _ArchiveWriter, reg: DefinitionRegistry, trace: Trace,
+                  path: str) -> None:
+    order = list(trace.events)
+    extra = [ref for ref in (loc._ref for loc in reg.locations) if ref not in trace.events]
+    # Open a writer for every defined location, so that each location's event
+    # count in the definitions matches what is written (0 for extra ones).
+    for ref in order + extra:
+        if not _has_ref(reg.locations, ref):
+            raise TraceError("location is not defined in the OTF2 definitions",
+                             source=path, location=ref)
+        ew = writer.event_writer_from_location(reg.locations[ref])
+        ev = trace.events.get(ref)
+        if ev is None:
+            continue
+        times = ev.time.tolist()
+        kinds = ev.kind.tolist()
+        sizes = ev.size.tolist()
+        cols: dict[str, list[int]] | None = None
+        for i, payload in enumerate(ev.payload):
+            kind = kinds[i]
+            if isinstance(payload, oev._Event):
+                if type(payload).__name__ != KIND_NAMES[kind]:
+                    raise TraceError(
+                        f"record kind {KIND_NAMES[kind]} does not match its OTF2 payload "
+                        f"{type(payload).__name__}", source=path, location=ref, index=i)
+                payload.time = times[i]
+                if kind == BUFFER_FLUSH:
+                    payload.stop_time = sizes[i]
+                ew.write(payload)
+                continue
+            if cols is None:
+                cols = {name: getattr(ev, name).tolist() for name, _ in COLUMNS}
+            try:
+                obj = _event_from_columns(reg, cols, i, kind, payload)
+            except (KeyError, ValueError, TypeError, AttributeError) as exc:
+                raise TraceError(f"cannot write {KIND_NAMES[kind]} record to OTF2: "
+                                 f"undefined or invalid field ({exc})", source=path,
+                                 location=ref, index=i) from exc
+            if obj is None:
+                raise TraceError(f"cannot write record kind {KIND_NAMES[kind]} to OTF2 "
+                                 "from a text trace", source=path, location=ref, index=i)
+            ew.write(obj)
+
+
+def _has_ref(sub_registry: Any, ref: int) -> bool:
+    try:
+        return sub_registry[ref] is not None
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def write_otf2(trace: Trace, path: str) -> None:
+    """Write ``trace`` as an OTF2 archive whose anchor file is ``path``.
+
+    ``path`` names the anchor file (``out/traces.otf2``: archive directory ``out``,
+    archive name ``traces``); the directory is created if needed but must not hold
+    an archive of that name yet. All timestamps come from the columns (``time``,
+    and ``size`` for BufferFlush stop times), never from the payload objects; an
+    OTF2 payload object gets the written timestamps assigned before it is written.
+
+    A trace read from OTF2 is written with its original definitions and archive
+    metadata (``Definitions.otf2`` is authoritative; ``regions``/``comms`` are only
+    a derived view); ClockProperties keep the input's realtime timestamp, while
+    global offset and trace length follow the written timestamps. A text trace
+    gets synthesised definitions, and its records of the kinds Enter, Leave,
+    MpiSend, MpiRecv, MpiCollectiveBegin/End, BufferFlush, MeasurementOnOff,
+    ProgramBegin and ProgramEnd are built from the columns (other kinds raise).
+    Negative or backwards timestamps and any library failure raise a one-line
+    :class:`TraceError`.
+    """
+    path = os.fspath(path)
+    directory, name = _split_anchor(path)
+    for existing in (f"{name}.otf2", f"{name}.def", name):
+        if os.path.exists(os.path.join(directory, existing)):
+            raise TraceError(f"{existing} already exists in {directory}; "
+                             "refusing to overwrite an OTF2 archive", source=path)
+    _check_times(trace, path)
+    meta = trace.definitions.otf2
+    if meta is not None and not isinstance(meta, Otf2Archive):
+        raise TraceError(f"unexpected Definitions.otf2 of type {type(meta).__name__}",
+                         source=path)
+    with _library_errors(path, "cannot write OTF2 archive"):
+        if meta is None:
+            registry = _registry_from_model(trace.definitions, path)
+            realtime = _TIMESTAMP_UNDEF
+            chunks: dict[str, int] = {}
+        else:
+            registry = meta.registry
+            realtime = meta.realtime_timestamp
+            chunks = {}
+            if meta.chunk_size_events:
+                chunks["chunk_size_events"] = meta.chunk_size_events
+            if meta.chunk_size_definitions:
+                chunks["chunk_size_definitions"] = meta.chunk_size_definitions
+        os.makedirs(directory, exist_ok=True)
+        writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
+                                timer_resolution=trace.definitions.timer_resolution,
+                                realtime_timestamp=realtime, **chunks)
+        try:
+            if meta is not None:
+                if meta.creator:
+                    writer.creator = meta.creator
+                if meta.description:
+                    writer.description = meta.description
+                if meta.machine_name:
+                    writer.machine_name = meta.machine_name
+                for prop, value in meta.properties:
+                    _otf2.Archive_SetProperty(writer.handle, prop, value, True)
+            else:
+                writer.creator = "compensate"
+            _write_events(writer, registry, trace, path)
+            writer.close()
+        except BaseException:
+            writer.abandon()
+            raise

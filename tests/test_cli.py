@@ -1,0 +1,230 @@
+"""The command-line contract: formats by suffix, exit codes, one-line errors, atomic
+output, summary JSON. Runs the real entry point in a subprocess where the exit code
+and stderr matter."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compensate.cli import main
+
+from .conftest import CASES, ROOT
+
+PLATFORM = {"event_overhead": 1e-7, "copy_time": [{"bytes": 1000, "seconds": 5e-8}]}
+EXAMPLE = ROOT / "examples" / "pingpong.trace"
+
+
+def run_cli(*args, cwd=None):
+    env = dict(os.environ)
+    env.pop("COMPENSATE_DEBUG", None)
+    p = subprocess.run([sys.executable, "-m", "compensate", *map(str, args)],
+                       capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture
+def platform_file(tmp_path):
+    path = tmp_path / "platform.json"
+    path.write_text(json.dumps(PLATFORM))
+    return path
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".tmp" in p.name)
+
+
+def test_text_to_text_with_summary(tmp_path, platform_file):
+    out = tmp_path / "out.trace"
+    summary = tmp_path / "s.json"
+    code, stdout, stderr = run_cli(CASES / "r2_m2_gap.trace", out, "--bound", "upper",
+                                   "--platform", platform_file, "--summary", summary)
+    assert code == 0, stderr
+    assert out.exists() and "verified" in stdout
+    s = json.loads(summary.read_text())
+    for key in ("bound", "records", "locations", "measured_span_s", "approximated_span_s",
+                "overcompensated_records", "messages_matched", "collective_instances",
+                "verification"):
+        assert key in s
+    assert s["bound"] == "upper" and s["messages_matched"] == 1
+    assert s["verification"]["ok"] and s["verification"]["violations"] == 0
+    assert s["approximated_span_s"] < s["measured_span_s"]
+
+
+def test_quiet_prints_nothing(tmp_path, platform_file):
+    code, stdout, stderr = run_cli(EXAMPLE, tmp_path / "o.trace", "--platform", platform_file,
+                                   "--quiet")
+    assert code == 0 and stdout == "" and stderr == ""
+
+
+def test_overhead_option_and_cross_format(tmp_path):
+    out = tmp_path / "arch" / "traces.otf2"
+    code, _, stderr = run_cli(EXAMPLE, out, "--overhead", "250ns", "--quiet")
+    assert code == 0, stderr
+    assert out.exists() and (tmp_path / "arch" / "traces").is_dir()
+    back = tmp_path / "back.trace"
+    code, _, stderr = run_cli(out, back, "--bound", "none", "--quiet")
+    assert code == 0, stderr
+
+
+def test_no_platform_explains_how_to_get_one(tmp_path):
+    code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace")
+    assert code == 3
+    assert "--platform" in stderr and "calibrate" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.trace").exists()
+
+
+@pytest.mark.parametrize("args,code", [
+    ([], 2),
+    (["a.trace"], 2),
+    (["in.txt", "out.trace", "--overhead", "1us"], 2),
+    (["x.trace", "y.trace", "--bound", "middle"], 2),
+])
+def test_usage_errors_exit_2(tmp_path, args, code):
+    got, _, stderr = run_cli(*args, cwd=tmp_path)
+    assert got == code
+    assert "Traceback" not in stderr
+
+
+BAD_INPUTS = {
+    "garbled": "compensate-trace 1\ntimer_resolution 1000\nlocation 0 group=0\nevents\n"
+               "10 0 Enter\x00@@ region\n",
+    "truncated": "compensate-trace 1\ntimer_resolution 1000\nlocation 0 group=0\n"
+                 "region 1 \"f\"\nevents\n10 0 Enter region=1\n20 0",
+    "unknown_kind": "compensate-trace 1\ntimer_resolution 1000\nlocation 0 group=0\nevents\n"
+                    "10 0 Entr region=1\n",
+    "time_backwards": "compensate-trace 1\ntimer_resolution 1000\nlocation 0 group=0\n"
+                      "region 1 \"f\"\nevents\n10 0 Enter region=1\n5 0 Leave region=1\n",
+    "recv_without_send": "compensate-trace 1\ntimer_resolution 1000\nlocation 0 group=0\n"
+                         "location 1 group=1\ncomm 0 \"w\" 0,1\nevents\n"
+                         "10 1 MpiRecv sender=0 comm=0 tag=1 bytes=8\n",
+    "leave_without_enter": "compensate-trace 1\ntimer_resolution 1000\nlocation 0 group=0\n"
+                           "region 1 \"f\"\nevents\n10 0 Leave region=1\n",
+    "missing_member": "compensate-trace 1\ntimer_resolution 1000\nlocation 0 group=0\n"
+                      "location 1 group=1\ncomm 0 \"w\" 0,1\nevents\n"
+                      "10 0 MpiCollectiveBegin\n"
+                      "20 0 MpiCollectiveEnd op=BARRIER comm=0 root=- sent=0 received=0\n",
+}
+EXPECT = {
+    "garbled": "bad.trace:5", "truncated": "bad.trace:7", "unknown_kind": "Entr",
+    "time_backwards": "location 0", "recv_without_send": "location 1",
+    "leave_without_enter": "Leave", "missing_member": "location 1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_one_line_exit_3_no_output(tmp_path, platform_file, name):
+    src = tmp_path / "bad.trace"
+    src.write_text(BAD_INPUTS[name])
+    out = tmp_path / "out.trace"
+    code, stdout, stderr = run_cli(src, out, "--platform", platform_file)
+    assert code == 3, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert "bad.trace" in lines[0] and EXPECT[name] in lines[0], lines[0]
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_receive_without_send_names_record(tmp_path, platform_file):
+    src = tmp_path / "bad.trace"
+    src.write_text(BAD_INPUTS["recv_without_send"])
+    _, _, stderr = run_cli(src, tmp_path / "o.trace", "--platform", platform_file)
+    assert "location 1, record 0" in stderr and "location 0" in stderr
+
+
+@pytest.mark.parametrize("content,needle", [
+    ({"copy_time": []}, "event_overhead"),
+    ({"event_overhead": 1e-6}, "copy_time"),
+    ({"event_overhead": "fast", "copy_time": []}, "platform"),
+    ({"event_overhead": 1e-6, "copy_time": [{"bytes": 10}]}, "platform"),
+    ({"event_overhead": -1, "copy_time": []}, "event_overhead"),
+])
+def test_bad_platform_exit_3(tmp_path, content, needle):
+    pf = tmp_path / "p.json"
+    pf.write_text(json.dumps(content))
+    code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace", "--platform", pf)
+    assert code == 3 and needle in stderr and len(stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.trace").exists()
+
+
+def test_out_equal_in_is_refused(tmp_path, platform_file):
+    src = tmp_path / "x.trace"
+    shutil.copy(EXAMPLE, src)
+    before = src.read_bytes()
+    code, _, stderr = run_cli(src, src, "--platform", platform_file, "--force")
+    assert code == 3 and "overwrite the input" in stderr
+    assert src.read_bytes() == before
+
+
+def test_out_equal_in_otf2_is_refused(tmp_path, real_archive):
+    arch = tmp_path / "a"
+    shutil.copytree(real_archive.parent, arch)
+    code, _, stderr = run_cli(arch / "traces.otf2", arch / "traces.otf2", "--overhead", "1us",
+                              "--force")
+    assert code == 3 and "overwrite the input" in stderr
+    code, _, stderr = run_cli(arch / "traces.otf2", arch / "other.otf2", "--overhead", "1us")
+    assert code == 3
+
+
+def test_existing_output_needs_force(tmp_path, platform_file):
+    out = tmp_path / "o.trace"
+    out.write_text("keep me")
+    code, _, stderr = run_cli(EXAMPLE, out, "--platform", platform_file)
+    assert code == 3 and "--force" in stderr and out.read_text() == "keep me"
+    code, _, stderr = run_cli(EXAMPLE, out, "--platform", platform_file, "--force", "--quiet")
+    assert code == 0 and out.read_text() != "keep me"
+
+
+def test_force_refuses_to_delete_a_foreign_directory(tmp_path, platform_file):
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "thesis.tex").write_text("precious")
+    code, _, stderr = run_cli(EXAMPLE, d / "traces.otf2", "--platform", platform_file, "--force")
+    assert code == 3 and (d / "thesis.tex").read_text() == "precious"
+
+
+def test_force_replaces_an_archive(tmp_path, platform_file):
+    out = tmp_path / "arch" / "traces.otf2"
+    assert run_cli(EXAMPLE, out, "--platform", platform_file, "--quiet")[0] == 0
+    assert run_cli(EXAMPLE, out, "--platform", platform_file, "--quiet")[0] == 3
+    code, _, stderr = run_cli(EXAMPLE, out, "--platform", platform_file, "--quiet", "--force")
+    assert code == 0, stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["arch", "platform.json"]
+
+
+def test_verification_failure_exit_4_nothing_written(tmp_path, platform_file, monkeypatch):
+    """A (simulated) engine bug must never reach the output."""
+    import compensate.cli as cli
+    from compensate.verify import Verification
+
+    monkeypatch.setattr(cli, "verify", lambda *a, **k: Verification(messages=1,
+                                                                      examples=["x"]))
+    out = tmp_path / "o.trace"
+    code = main([str(EXAMPLE), str(out), "--platform", str(platform_file), "--quiet"])
+    assert code == 4 and not out.exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("bound", ["lower", "upper"])
+def test_real_archives_compensate(tmp_path, real_archive, bound):
+    out = tmp_path / "c" / "traces.otf2"
+    code, stdout, stderr = run_cli(real_archive, out, "--bound", bound, "--overhead", "100ns")
+    assert code == 0, stderr
+    if shutil.which("otf2-print") is None:
+        pytest.skip("otf2-print not installed")
+
+    def per_location(path):
+        text = subprocess.run(["otf2-print", str(path)], capture_output=True, text=True,
+                              check=True).stdout
+        counts = {}
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[0].isupper() and parts[1].isdigit():
+                counts[parts[1]] = counts.get(parts[1], 0) + 1
+        return counts
+
+    assert per_location(out) == per_location(real_archive)
