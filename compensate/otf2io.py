@@ -475,7 +475,13 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
                          group=groups[loc.group])
         for loc in model_locations
     }
-    for rid, name in sorted(defs.regions.items()):
+    regions = dict(defs.regions)
+    if regions and max(regions) < 4 * len(regions) + 64:
+        # OTF2 readers expect region references 0, 1, 2, ... in order: fill id gaps
+        # with unused placeholders so that text ids survive without warnings.
+        for rid in range(max(regions)):
+            regions.setdefault(rid, f"<unused region {rid}>")
+    for rid, name in sorted(regions.items()):
         mpi = name.startswith("MPI_")
         _add_def(reg, odef.Region, _check_id(rid, "region", _UINT32_UNDEF, path), name,
                  canonical_name=name, region_role=RegionRole.FUNCTION,
