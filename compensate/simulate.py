@@ -236,12 +236,14 @@ class _Sim:
     def __init__(self, program: Program, overhead: Sequence[float], copy: Callable[[int], float],
                  network: Network, *, eager_limit: int | None, flush_time: float,
                  flush_every: int | None, start_offsets: Sequence[float],
-                 regions: dict[str, int], fixed_sources: dict[int, list[int]] | None) -> None:
+                 regions: dict[str, int], fixed_sources: dict[int, list[int]] | None,
+                 quantum: Callable[[float], float] = float) -> None:
         self.program = program
         self.n = program.ranks
         self.O = list(overhead)
         self.copy = copy
-        self.net = network.time
+        self.q = quantum
+        self.net = lambda s: quantum(network.time(s))
         self.latency = network.latency
         self.bandwidth = network.bandwidth
         self.eager_limit = eager_limit
@@ -611,7 +613,7 @@ class _Rank:
 def _collective_duration(sim: _Sim, nbytes: int) -> float:
     """``D = ceil(log2 n)·latency + 2·nbytes/bandwidth`` of a synchronising collective."""
     steps = math.ceil(math.log2(sim.n)) if sim.n > 1 else 0
-    return steps * sim.latency + 2.0 * nbytes / sim.bandwidth
+    return sim.q(steps * sim.latency + 2.0 * nbytes / sim.bandwidth)
 
 
 def _collective_sizes(op: str, nbytes: int, n: int, root: int, me: int) -> tuple[int, int]:
@@ -669,8 +671,13 @@ def _span(trace: Trace) -> float:
 def run_program(program: Program, platform: Platform, *, network: Network | None = None,
                 eager_limit: int | None = None, flush_time: float = DEFAULT_FLUSH_TIME,
                 flush_every: int | None = None, start_offsets: Sequence[float] | None = None,
-                timer_resolution: int = 10**9) -> SimResult:
+                timer_resolution: int = 10**9, quantize: bool = False) -> SimResult:
     """Simulate ``program`` twice and return the truth and the measured trace.
+
+    ``quantize``: snap every duration (compute, overheads, copies, network,
+    collectives, flushes, start offsets) to whole timer ticks, so that every
+    timestamp is exactly representable and rounding adds no error: then any
+    difference between a compensated trace and the truth is the engine's.
 
     ``platform`` gives the per-record overhead (measured run only) and the copy cost
     (both runs). ``eager_limit``: sends above this many bytes are synchronous
@@ -689,18 +696,25 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
         raise SimulationError(f"start_offsets has {len(offsets)} entries for {n} ranks")
     if flush_time < 0:
         raise SimulationError(f"flush_time must be >= 0, got {flush_time}")
+    def quantum(x: float) -> float:
+        return round(x * timer_resolution) / timer_resolution if quantize else float(x)
+
+    if quantize:
+        program = _quantized(program, quantum)
+        offsets = [quantum(x) for x in offsets]
+        flush_time = quantum(flush_time)
     regions = _region_table(program)
     cache: dict[int, float] = {}
 
     def copy(nbytes: int) -> float:
         c = cache.get(nbytes)
         if c is None:
-            c = cache[nbytes] = float(platform.copy_time(nbytes))
+            c = cache[nbytes] = quantum(float(platform.copy_time(nbytes)))
         return c
 
     common = dict(eager_limit=eager_limit, flush_every=flush_every,
-                  start_offsets=offsets, regions=regions)
-    measured = _Sim(program, [float(x) for x in platform.overhead_table()], copy, network,
+                  start_offsets=offsets, regions=regions, quantum=quantum)
+    measured = _Sim(program, [quantum(x) for x in platform.overhead_table()], copy, network,
                     flush_time=flush_time, fixed_sources=None, **common)
     measured.run()
     truth = _Sim(program, [0.0] * len(platform.overhead_table()), copy, network,
@@ -724,12 +738,24 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
     return SimResult(t_trace, m_trace, platform, network, program, info)
 
 
+def _quantized(program: Program, quantum: Callable[[float], float]) -> Program:
+    """The program with compute and call durations snapped to whole ticks."""
+    def snap(op: tuple) -> tuple:
+        if op[0] == "compute":
+            return (op[0], quantum(op[1]))
+        if op[0] == "call":
+            return (op[0], op[1], quantum(op[2]))
+        return op
+    return Program(program.name, [[snap(op) for op in ops] for ops in program.ops],
+                   dict(program.params))
+
+
 def simulate(program_name: str = "montecarlo", ranks: int = 4, iterations: int | None = None,
              overhead: float = 1e-6, seed: int = 0, *, platform: Platform | None = None,
              network: Network | None = None, eager_limit: int | None = None,
              flush_time: float = DEFAULT_FLUSH_TIME, flush_every: int | None = None,
              start_offsets: Sequence[float] | None = None, timer_resolution: int = 10**9,
-             **program_args: Any) -> SimResult:
+             quantize: bool = False, **program_args: Any) -> SimResult:
     """Build a program from :data:`~compensate.programs.PROGRAMS` and simulate it.
 
     ``overhead`` is the per-record overhead in seconds (ignored when ``platform`` is
@@ -748,4 +774,4 @@ def simulate(program_name: str = "montecarlo", ranks: int = 4, iterations: int |
     return run_program(program, platform or default_platform(overhead), network=network,
                        eager_limit=eager_limit, flush_time=flush_time,
                        flush_every=flush_every, start_offsets=start_offsets,
-                       timer_resolution=timer_resolution)
+                       timer_resolution=timer_resolution, quantize=quantize)

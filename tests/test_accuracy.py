@@ -1,0 +1,143 @@
+"""Compensation against ground truth (DESIGN.md §7): simulate each model program
+without and with tracer overhead, compensate the measured trace, compare with the
+truth. Targets from issue #3; known shortfalls are explained in docs/accuracy.md
+and marked as strict expected failures, so that a fix shows up as an XPASS."""
+
+import numpy as np
+import pytest
+
+from compensate import programs as P
+from compensate.engine import EngineOptions, compensate
+from compensate.matching import match
+from compensate.simulate import default_platform, run_program, simulate
+from compensate.validation import accuracy, evaluate, event_errors
+
+TICK = 1e-9  # the simulator's timer resolution is 1 ns
+OVERHEADS = [2e-7, 1e-6, 5e-6]
+BY_KIND = {"Leave": 0.5, "MpiCollectiveBegin": 1.5, "BufferFlush": 2.0}  # x overhead
+
+
+def platform(overhead):
+    return default_platform(overhead, {k: f * overhead for k, f in BY_KIND.items()})
+
+
+def exact_in_both_bounds(sim):
+    m = match(sim.measured)
+    worst = 0.0
+    for bound in ("lower", "upper"):
+        for exit_ in ("uniform", "per-process"):
+            r = compensate(sim.measured, sim.platform, EngineOptions(bound, exit_), m)
+            err = event_errors(r.trace, sim.truth)
+            worst = max(worst, float(err.max()))
+    return worst
+
+
+def local_program(ranks=3, seed=1):
+    rng = np.random.default_rng(seed)
+    ops = []
+    for _ in range(ranks):
+        prog = []
+        for i in range(200):
+            prog.append(P.call("tiny", float(rng.uniform(1e-7, 3e-6))))
+            prog.append(P.compute(float(rng.uniform(0, 1e-5))))
+            if i % 50 == 49:
+                prog.append(P.flush())
+        ops.append(prog)
+    return P.Program("local", ops, {})
+
+
+def nton_program(ranks=4, seed=2):
+    rng = np.random.default_rng(seed)
+    ops = [[] for _ in range(ranks)]
+    for it in range(60):
+        for r in range(ranks):
+            for _ in range(int(rng.integers(1, 20))):  # rank-dependent record counts
+                ops[r].append(P.call("kernel", float(rng.uniform(1e-7, 2e-6))))
+            coll = [P.barrier(), P.allreduce(64), P.allgather(1024), P.alltoall(256)][it % 4]
+            ops[r].append(coll)
+    return P.Program("n-to-n", ops, {})
+
+
+@pytest.mark.parametrize("overhead", OVERHEADS)
+def test_local_phases_and_flushes_recovered_exactly(overhead):
+    sim = run_program(local_program(), platform(overhead), flush_time=2e-4, quantize=True)
+    assert exact_in_both_bounds(sim) <= TICK
+
+
+@pytest.mark.parametrize("overhead", OVERHEADS)
+def test_n_to_n_collectives_recovered_exactly(overhead):
+    sim = run_program(nton_program(), platform(overhead), quantize=True)
+    assert exact_in_both_bounds(sim) <= TICK
+
+
+def eager_pingpong(iterations=60, seed=3):
+    """Rank 0 sends, rank 1 waits in MPI_Recv and answers: every receive overlaps."""
+    rng = np.random.default_rng(seed)
+    ops = [[], []]
+    for i in range(iterations):
+        size = [64, 4096, 65536][i % 3]
+        think = float(rng.uniform(1e-6, 1e-5))
+        ops[0] += [P.call("think", think), P.send(1, size, tag=1), P.recv(1, tag=2)]
+        ops[1] += [P.recv(0, tag=1), P.call("think", think), P.send(0, size, tag=2)]
+    return P.Program("eager-pingpong", ops, {})
+
+
+@pytest.mark.parametrize("program", ["ring", "eager-pingpong"])
+@pytest.mark.parametrize("overhead", OVERHEADS)
+def test_overlapping_receives_recovered_exactly(program, overhead):
+    if program == "ring":
+        sim = simulate("ring", ranks=4, platform=platform(overhead), quantize=True)
+    else:
+        sim = run_program(eager_pingpong(), platform(overhead), quantize=True)
+    r = compensate(sim.measured, sim.platform, EngineOptions("lower"))
+    # the test is only meaningful if every receive overlapped its send (case m.1)
+    assert r.stats.p2p_cases["m2_lower"] == 0 and r.stats.messages >= 100
+    assert exact_in_both_bounds(sim) <= TICK
+
+
+BLOCKING = ["montecarlo", "stencil", "ring", "pipeline", "collectives", "imbalanced",
+            "pingpong"]
+# (program, overhead) whose better bound stays below 95 %: the receives start after
+# their send ended (case m.2), so the network time is unobservable; see
+# docs/accuracy.md, "Where the bounds fall short".
+SHORT = {("stencil", 2e-7), ("stencil", 1e-6), ("imbalanced", 1e-6)}
+
+
+def _params():
+    for name in BLOCKING:
+        for o in OVERHEADS:
+            marks = [pytest.mark.xfail(strict=True, reason="m.2 network time, docs/accuracy.md")
+                     ] if (name, o) in SHORT else []
+            yield pytest.param(name, o, marks=marks, id=f"{name}-{o:g}")
+
+
+@pytest.mark.parametrize("program,overhead", list(_params()))
+def test_better_bound_removes_95_percent(program, overhead):
+    sim = simulate(program, ranks=2 if program == "pingpong" else 4, overhead=overhead)
+    ev = evaluate(sim.truth, sim.measured, sim.platform)
+    assert ev["lower"].dilation > 0.005  # there is dilation to remove
+    best = max(ev["lower"].removed_total, ev["upper"].removed_total)
+    lo, up = ev["lower"].removed_total, ev["upper"].removed_total
+    assert best >= 0.95, f"lower {lo:.3f} upper {up:.3f}"
+
+
+@pytest.mark.parametrize("program", sorted(P.PROGRAMS))
+@pytest.mark.parametrize("exit_", ["uniform", "per-process"])
+def test_no_happened_before_violations(program, exit_):
+    for overhead in OVERHEADS:
+        sim = simulate(program, ranks=2 if program == "pingpong" else 5, overhead=overhead,
+                       flush_every=500)
+        for bound in ("lower", "upper"):
+            r = compensate(sim.measured, sim.platform, EngineOptions(bound, exit_))
+            assert accuracy(sim.truth, sim.measured, r.trace).violations == 0
+
+
+def test_overhead_free_trace_is_left_alone():
+    """Compensating a truth trace (no overhead in it) with O = 0 changes nothing."""
+    whole_ns = [(1, 1e-9), (1 << 30, (1 << 30) * 1e-9)]  # copies cost whole ticks
+    sim = simulate("collectives", ranks=4, quantize=True,
+                   platform=default_platform(1e-6, copy_table=whole_ns))
+    r = compensate(sim.truth, default_platform(0.0, copy_table=whole_ns),
+                   EngineOptions("upper", "per-process"))
+    for loc, ev in sim.truth.events.items():
+        assert np.array_equal(r.trace.events[loc].time, ev.time)
