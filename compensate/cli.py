@@ -107,6 +107,13 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _phase(show: bool, message: str) -> None:
+    """Say what a long step is doing (terminal only; an empty message clears)."""
+    if show:
+        sys.stderr.write(f"\r\033[Kcompensate: {message}" if message else "\r\033[K")
+        sys.stderr.flush()
+
+
 def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -118,11 +125,13 @@ def run(argv: list[str] | None = None) -> int:
     platform = load_platform(args)
     if platform is None and args.bound != "none":
         raise PlatformError(f"no platform: {PLATFORM_HINT}")
+    show = not args.quiet and sys.stderr.isatty()
     t_start = time.monotonic()
+    _phase(show, f"reading {args.input} ...")
     trace = read_trace(args.input)
     t_read = time.monotonic()
+    _phase(show, f"matching {trace.record_count:,} records ...")
     matching = match(trace)
-    show = not args.quiet and sys.stderr.isatty()
     progress = _Progress(trace.record_count, show)
     try:
         result = compensate(trace, platform or Platform(0.0),
@@ -160,7 +169,9 @@ def run(argv: list[str] | None = None) -> int:
               f"violations ({'; '.join(check.examples[:2])}); nothing written — "
               f"this is a bug, please report it", file=sys.stderr)
         return EXIT_VERIFY
+    _phase(show, f"writing {args.output} ...")
     write_trace(result.trace, args.output, target)
+    _phase(show, "")
     summary["seconds"]["write"] = time.monotonic() - t_comp
     _write_summary(args, summary)
     if not args.quiet:
