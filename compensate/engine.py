@@ -32,19 +32,24 @@ from .matching import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN, Instance, Matchi
 from .model import BUFFER_FLUSH, KIND_NAMES, Trace, TraceError
 from .platform import Platform
 
-BOUNDS = ("lower", "upper", "none")
+BOUNDS = ("lower", "upper", "fitted", "none")
 COLLECTIVE_EXITS = ("uniform", "per-process")
 
 
 @dataclass
 class EngineOptions:
-    bound: str = "lower"  # lower | upper | none (identity: times unchanged)
+    bound: str = "lower"  # lower | upper | fitted | none (identity: times unchanged)
     collective_exit: str = "uniform"  # uniform (eq. 12) | per-process (eq. 13)
     window: int = 65536  # records a location may advance per turn
+    # bound="fitted": network time in seconds of an s-byte message (without the two
+    # buffer copies), e.g. a latency + bytes/bandwidth fit to the observed transfers
+    network_time: Callable[[int], float] | None = None
 
     def __post_init__(self) -> None:
         if self.bound not in BOUNDS:
             raise ValueError(f"bound must be one of {BOUNDS}, got {self.bound!r}")
+        if self.bound == "fitted" and self.network_time is None:
+            raise ValueError("bound 'fitted' needs network_time (a fitted transfer model)")
         if self.collective_exit not in COLLECTIVE_EXITS:
             raise ValueError(f"collective_exit must be one of {COLLECTIVE_EXITS}")
 
@@ -61,7 +66,8 @@ class Stats:
     collective_instances: int = 0
     unknown_collective_ops: int = 0
     p2p_cases: dict = field(default_factory=lambda: {
-        "m1_a1": 0, "m1_a2": 0, "m2_lower": 0, "m2_upper": 0})
+        "m1_a1": 0, "m1_a2": 0, "m2_lower": 0, "m2_upper": 0, "m2_fitted": 0,
+        "m2_fitted_clamped": 0})
     buffer_flushes: int = 0
     flush_seconds_removed: float = 0.0
 
@@ -173,9 +179,15 @@ class _Engine:
             if self.opts.bound == "lower":
                 comm = max(2.0 * cs, comm_min)
                 cases["m2_lower"] += 1
-            else:
+            elif self.opts.bound == "upper":
                 comm = max(observed, comm_min)
                 cases["m2_upper"] += 1
+            else:  # fitted (R2f): the modelled transfer, clamped into [lower, upper]
+                lo, hi = max(2.0 * cs, comm_min), max(observed, comm_min)
+                fit = 2.0 * cs + self.opts.network_time(size) * self.res
+                comm = min(max(fit, lo), hi)
+                cases["m2_fitted"] += 1
+                cases["m2_fitted_clamped"] += int(comm != fit)
             recv_a = send_a + comm
         # eq. 7: the receive completes after it was entered, and after the send
         return max(recv_a, send_a + self.tick, enter_a + self.tick)
