@@ -23,6 +23,12 @@ BufferFlush                                              stop_time
                                                          (ticks)
 =====================  ========  =======  ======  =====  ==============  =========  =========
 
+The ``request`` column holds the request id of MpiIsend, MpiIsendComplete,
+MpiIrecvRequest, MpiIrecv, MpiRequestTest, MpiRequestCancelled,
+NonBlockingCollectiveRequest and NonBlockingCollectiveComplete (request ids are
+scoped per location). MpiIsend/MpiIrecv fill peer/comm/tag/size like
+MpiSend/MpiRecv; NonBlockingCollectiveComplete like MpiCollectiveEnd.
+
 ``peer`` ranks are ranks *in the record's communicator*, exactly as OTF2 stores them;
 :meth:`Definitions.location_of` maps them to location ids.
 """
@@ -137,9 +143,22 @@ MEASUREMENT_ONOFF = KIND_CODE["MeasurementOnOff"]
 PROGRAM_BEGIN = KIND_CODE["ProgramBegin"]
 PROGRAM_END = KIND_CODE["ProgramEnd"]
 METRIC = KIND_CODE["Metric"]
+ISEND = KIND_CODE["MpiIsend"]
+ISEND_COMPLETE = KIND_CODE["MpiIsendComplete"]
+IRECV_REQUEST = KIND_CODE["MpiIrecvRequest"]
+IRECV = KIND_CODE["MpiIrecv"]
+REQUEST_TEST = KIND_CODE["MpiRequestTest"]
+REQUEST_CANCELLED = KIND_CODE["MpiRequestCancelled"]
+NBC_REQUEST = KIND_CODE["NonBlockingCollectiveRequest"]
+NBC_COMPLETE = KIND_CODE["NonBlockingCollectiveComplete"]
 
 #: Kinds whose fields live in the numpy columns (the rest only in the payload).
-INTERPRETED = frozenset({ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, BUFFER_FLUSH})
+INTERPRETED = frozenset({ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, BUFFER_FLUSH, ISEND,
+                         ISEND_COMPLETE, IRECV_REQUEST, IRECV, REQUEST_TEST, REQUEST_CANCELLED,
+                         NBC_REQUEST, NBC_COMPLETE})
+#: Kinds that carry a request id in the ``request`` column.
+REQUEST_KINDS = frozenset({ISEND, ISEND_COMPLETE, IRECV_REQUEST, IRECV, REQUEST_TEST,
+                           REQUEST_CANCELLED, NBC_REQUEST, NBC_COMPLETE})
 
 # Collective operations, numbered as OTF2 numbers them (OTF2_CollectiveOp).
 COLLECTIVE_OPS: dict[str, int] = {
@@ -181,6 +200,7 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("size", np.int64),
     ("size_recv", np.int64),
     ("op", np.int16),
+    ("request", np.int64),
 )
 
 
@@ -201,6 +221,7 @@ class Events:
     size: np.ndarray
     size_recv: np.ndarray
     op: np.ndarray
+    request: np.ndarray
     payload: list[Any] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -208,11 +229,17 @@ class Events:
 
     @classmethod
     def from_rows(cls, rows: list[tuple], payload: list[Any] | None = None) -> Events:
-        """Build columns from rows in COLUMNS order (time, kind, region, ..., op)."""
+        """Build columns from rows in COLUMNS order (time, kind, region, ..., request);
+        rows may omit trailing columns, which are then NONE."""
         n = len(rows)
-        cols = {}
-        for j, (name, dtype) in enumerate(COLUMNS):
-            cols[name] = np.fromiter((r[j] for r in rows), dtype=dtype, count=n)
+        width = len(COLUMNS)
+        if n:
+            table = np.array([tuple(r) + (NONE,) * (width - len(r)) for r in rows],
+                             dtype=np.int64).reshape(n, width)
+        else:
+            table = np.zeros((0, width), dtype=np.int64)
+        cols = {name: np.ascontiguousarray(table[:, j], dtype=dtype)
+                for j, (name, dtype) in enumerate(COLUMNS)}
         return cls(**cols, payload=list(payload) if payload is not None else [None] * n)
 
     def with_time(self, time: np.ndarray, size: np.ndarray | None = None) -> Events:
@@ -228,6 +255,7 @@ class Events:
             size=self.size if size is None else np.asarray(size, dtype=np.int64),
             size_recv=self.size_recv,
             op=self.op,
+            request=self.request,
             payload=self.payload,
         )
 
@@ -251,9 +279,10 @@ class RowBuilder:
         size: int = NONE,
         size_recv: int = NONE,
         op: int = NONE,
+        request: int = NONE,
         payload: Any = None,
     ) -> None:
-        self.rows.append((time, kind, region, peer, comm, tag, size, size_recv, op))
+        self.rows.append((time, kind, region, peer, comm, tag, size, size_recv, op, request))
         self.payload.append(payload)
 
     def build(self) -> Events:

@@ -58,14 +58,23 @@ from .model import (
     COLLECTIVE_OP_NAMES,
     COLUMNS,
     ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
     KIND_CODE,
     KIND_NAMES,
     LEAVE,
     MEASUREMENT_ONOFF,
+    NBC_COMPLETE,
+    NBC_REQUEST,
     NONE,
     PROGRAM_BEGIN,
     PROGRAM_END,
     RECV,
+    REQUEST_CANCELLED,
+    REQUEST_KINDS,
+    REQUEST_TEST,
     SEND,
     Comm,
     Definitions,
@@ -273,6 +282,21 @@ def _add_event(rb: RowBuilder, ev: Any, kind: int) -> None:
                size_recv=_u64(ev.size_received), payload=ev)
     elif kind == BUFFER_FLUSH:
         rb.add(t, kind, size=int(ev.stop_time), payload=ev)
+    elif kind == ISEND:
+        rb.add(t, kind, peer=_u32(ev.receiver), comm=_ref(ev.communicator),
+               tag=_u32(ev.msg_tag), size=_u64(ev.msg_length), request=_u64(ev.request_id),
+               payload=ev)
+    elif kind == IRECV:
+        rb.add(t, kind, peer=_u32(ev.sender), comm=_ref(ev.communicator),
+               tag=_u32(ev.msg_tag), size=_u64(ev.msg_length), request=_u64(ev.request_id),
+               payload=ev)
+    elif kind == NBC_COMPLETE:
+        root = ev.root
+        rb.add(t, kind, op=_enum_int(ev.collective_op), comm=_ref(ev.communicator),
+               peer=NONE if root >= 2**31 else int(root), size=_u64(ev.size_sent),
+               size_recv=_u64(ev.size_received), request=_u64(ev.request_id), payload=ev)
+    elif kind in REQUEST_KINDS:
+        rb.add(t, kind, request=_u64(ev.request_id), payload=ev)
     else:
         rb.add(t, kind, payload=ev)
 
@@ -563,6 +587,25 @@ def _event_from_columns(reg: DefinitionRegistry, cols: dict[str, list[int]], i: 
         return oev.ProgramBegin(t, str(fields.get("name", "")), args)
     if kind == PROGRAM_END:
         return oev.ProgramEnd(t, _exit_status(fields.get("status", 0)))
+    request = _undef(cols["request"][i], _UINT64_UNDEF)
+    if kind == ISEND or kind == IRECV:
+        cls = oev.MpiIsend if kind == ISEND else oev.MpiIrecv
+        return cls(t, _undef(cols["peer"][i], _UINT32_UNDEF), reg.comms[cols["comm"][i]],
+                   _undef(cols["tag"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
+                   request)
+    simple = {ISEND_COMPLETE: oev.MpiIsendComplete, IRECV_REQUEST: oev.MpiIrecvRequest,
+              REQUEST_TEST: oev.MpiRequestTest, REQUEST_CANCELLED: oev.MpiRequestCancelled,
+              NBC_REQUEST: oev.NonBlockingCollectiveRequest}
+    if kind in simple:
+        return simple[kind](t, request)
+    if kind == NBC_COMPLETE:
+        op = cols["op"][i]
+        if op not in COLLECTIVE_OP_NAMES:
+            raise ValueError(f"unknown collective operation {op}")
+        return oev.NonBlockingCollectiveComplete(
+            t, CollectiveOp(op), reg.comms[cols["comm"][i]],
+            _undef(cols["peer"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
+            _undef(cols["size_recv"][i], _UINT64_UNDEF), request)
     return None
 
 

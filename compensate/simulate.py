@@ -69,7 +69,7 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   (after the O); Leave [O]. Wait/Waitall: Enter [O]; for each request in order:
   receive: ``t = max(t, arrival) + copy(s)``, MpiIrecv@t [O]; send:
   MpiIsendComplete@t [O]; Leave [O]. The request id (per rank, counting from 1) is
-  in the payload ``{"request": id}``; MpiIsend/MpiIrecv also fill the
+  in the ``request`` column; MpiIsend/MpiIrecv also fill the
   peer/comm/tag/size columns like MpiSend/MpiRecv.
 * Buffer flush (a ``flush()`` op, or automatically before the next op once
   ``flush_every`` records were written since the last flush — never inside an MPI
@@ -328,11 +328,12 @@ class _Sim:
         res = timer_resolution
         for r in range(self.n):
             b = RowBuilder()
-            for t, kind, region, peer, comm, tag, size, size_recv, op, payload in self.rows[r]:
+            for (t, kind, region, peer, comm, tag, size, size_recv, op, request,
+                 payload) in self.rows[r]:
                 if kind == BUFFER_FLUSH:
                     size = round(size * res)
                 b.add(round(t * res), kind, region=region, peer=peer, comm=comm, tag=tag,
-                      size=size, size_recv=size_recv, op=op, payload=payload)
+                      size=size, size_recv=size_recv, op=op, request=request, payload=payload)
             events[r] = b.build()
         return Trace(definitions, events, source=f"simulate:{self.program.name}:{run}")
 
@@ -367,8 +368,9 @@ class _Rank:
 
     def emit(self, kind: int, region: int = NONE, peer: int = NONE, comm: int = NONE,
              tag: int = NONE, size: Any = NONE, size_recv: int = NONE, op: int = NONE,
-             payload: Any = None) -> None:
-        self.rows.append((self.t, kind, region, peer, comm, tag, size, size_recv, op, payload))
+             request: int = NONE, payload: Any = None) -> None:
+        self.rows.append((self.t, kind, region, peer, comm, tag, size, size_recv, op, request,
+                          payload))
         self.t += self.O[kind]
         self.since_flush += 1
 
@@ -504,7 +506,7 @@ class _Rank:
         req = self.next_request
         self.next_request += 1
         self.emit(ENTER, region=region)
-        self.emit(ISEND, peer=dest, comm=WORLD, tag=tag, size=size, payload={"request": req})
+        self.emit(ISEND, peer=dest, comm=WORLD, tag=tag, size=size, request=req)
         self.t += sim.copy(size)
         ch = sim.chan(self.rank, dest, tag)
         ch.msgs.append(_Msg(size, self.t + sim.net(size), self.t, False))
@@ -520,7 +522,7 @@ class _Rank:
         req = self.next_request
         self.next_request += 1
         self.emit(ENTER, region=region)
-        self.emit(IRECV_REQUEST, payload={"request": req})
+        self.emit(IRECV_REQUEST, request=req)
         ch, k = self.post(src, tag, self.t)
         self.requests[handle] = ("recv", req, ch, k, src, tag)
         self.emit(LEAVE, region=region)
@@ -536,7 +538,7 @@ class _Rank:
         self.emit(ENTER, region=region)
         for r in reqs:
             if r[0] == "send":
-                self.emit(ISEND_COMPLETE, payload={"request": r[1]})
+                self.emit(ISEND_COMPLETE, request=r[1])
                 continue
             _, req, ch, k, src, tag = r
             while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
@@ -544,7 +546,7 @@ class _Rank:
             m = ch.msgs[k]
             self.t = max(self.t, m.arrival) + sim.copy(m.size)
             self.emit(IRECV, peer=src, comm=WORLD, tag=tag, size=m.size,
-                      payload={"request": req})
+                      request=req)
             self.last_source = src
         self.emit(LEAVE, region=region)
 

@@ -41,14 +41,22 @@ from .model import (
     COLLECTIVE_OPS,
     COLUMNS,
     ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
     KIND_CODE,
     KIND_NAMES,
     LEAVE,
     MEASUREMENT_ONOFF,
+    NBC_COMPLETE,
+    NBC_REQUEST,
     NONE,
     PROGRAM_BEGIN,
     PROGRAM_END,
     RECV,
+    REQUEST_CANCELLED,
+    REQUEST_TEST,
     SEND,
     Comm,
     Definitions,
@@ -169,6 +177,14 @@ class _Reader:
             LEAVE: self._region_record,
             SEND: self._p2p_record,
             RECV: self._p2p_record,
+            ISEND: self._p2p_request_record,
+            IRECV: self._p2p_request_record,
+            ISEND_COMPLETE: self._request_record,
+            IRECV_REQUEST: self._request_record,
+            REQUEST_TEST: self._request_record,
+            REQUEST_CANCELLED: self._request_record,
+            NBC_REQUEST: self._request_record,
+            NBC_COMPLETE: self._nbc_complete,
             COLL_BEGIN: self._coll_begin,
             COLL_END: self._coll_end,
             BUFFER_FLUSH: self._buffer_flush,
@@ -417,17 +433,17 @@ class _Reader:
                 except ValueError:
                     region = None
                 if region in self.regions:
-                    rows.append((t, kind, region, NONE, NONE, NONE, NONE, NONE, NONE))
+                    rows.append((t, kind, region, NONE, NONE, NONE, NONE, NONE, NONE, NONE))
                     payloads.append(None)
                     return
             fields = self.plain_fields(parts)
         handler = self.handlers.get(kind)
         if handler is None:  # carried, uninterpreted kind: fields verbatim
-            rows.append((t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE))
+            rows.append((t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE, NONE))
             payloads.append(fields)
             return
         row, payload = handler(kname, kind, t, fields)
-        rows.append(row)
+        rows.append(row if len(row) == len(COLUMNS) else row + (NONE,))
         payloads.append(payload)
 
     def misplaced_header(self, word: str) -> None:
@@ -473,8 +489,31 @@ class _Reader:
         self.no_more(fields, kname, "region=")
         return (t, kind, region, NONE, NONE, NONE, NONE, NONE, NONE), None
 
+    def _request_id(self, fields: dict[str, str], kname: str) -> int:
+        return self.int_value(self.need(fields, "request", kname, "<request id>"),
+                              "request id", NONE, _INT64_MAX)  # -1: undefined
+
+    def _p2p_request_record(self, kname: str, kind: int, t: int,
+                            fields: dict[str, str]) -> tuple[tuple, Any]:
+        request = self._request_id(fields, kname)
+        row, payload = self._p2p_record(kname, SEND if kind == ISEND else RECV, t, fields,
+                                        extra="request=")
+        return (row[0], kind) + row[2:] + (request,), payload
+
+    def _request_record(self, kname: str, kind: int, t: int,
+                        fields: dict[str, str]) -> tuple[tuple, Any]:
+        request = self._request_id(fields, kname)
+        self.no_more(fields, kname, "request=")
+        return (t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE, request), None
+
+    def _nbc_complete(self, kname: str, kind: int, t: int,
+                      fields: dict[str, str]) -> tuple[tuple, Any]:
+        request = self._request_id(fields, kname)
+        row, payload = self._coll_end(kname, kind, t, fields, extra="request=")
+        return row + (request,), payload
+
     def _p2p_record(self, kname: str, kind: int, t: int,
-                    fields: dict[str, str]) -> tuple[tuple, Any]:
+                    fields: dict[str, str], extra: str = "") -> tuple[tuple, Any]:
         peer_key = "receiver" if kind == SEND else "sender"
         peer_text = self.need(fields, peer_key, kname, "<rank in comm>")
         comm = self.comm_ref(self.need(fields, "comm", kname, "<comm id>"))
@@ -483,7 +522,7 @@ class _Reader:
                              _INT64_MIN, _INT64_MAX)
         size = self.int_value(self.need(fields, "bytes", kname, "<message bytes>"), "bytes",
                               0, _INT64_MAX)
-        self.no_more(fields, kname, f"{peer_key}= comm= tag= bytes=")
+        self.no_more(fields, kname, f"{peer_key}= comm= tag= bytes= {extra}".strip())
         return (t, kind, NONE, peer, comm, tag, size, NONE, NONE), None
 
     def _coll_begin(self, kname: str, kind: int, t: int,
@@ -492,7 +531,7 @@ class _Reader:
         return (t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE), None
 
     def _coll_end(self, kname: str, kind: int, t: int,
-                  fields: dict[str, str]) -> tuple[tuple, Any]:
+                  fields: dict[str, str], extra: str = "") -> tuple[tuple, Any]:
         op_text = self.need(fields, "op", kname, "<operation, e.g. BARRIER or ALLREDUCE>")
         op = COLLECTIVE_OPS.get(op_text.upper())
         if op is None:
@@ -506,7 +545,7 @@ class _Reader:
         root = NONE if root_text == "-" else self.rank(root_text, "root rank", comm)
         sent = self.int_value(fields.pop("sent", "0"), "sent bytes", 0, _INT64_MAX)
         received = self.int_value(fields.pop("received", "0"), "received bytes", 0, _INT64_MAX)
-        self.no_more(fields, kname, "op= comm= root= sent= received=")
+        self.no_more(fields, kname, f"op= comm= root= sent= received= {extra}".strip())
         return (t, kind, NONE, root, comm, NONE, sent, received, op), None
 
     def _buffer_flush(self, kname: str, kind: int, t: int,
@@ -725,17 +764,25 @@ class _Writer:
 
     def fields(self, loc: int, index: int, kind: int, cols: tuple, payload: Any) -> str:
         """The ``key=value`` part of one record's line (may be empty)."""
-        region, peer, comm, tag, size, size_recv, op = cols
+        region, peer, comm, tag, size, size_recv, op, request = cols
         if kind == ENTER or kind == LEAVE:
             return f"region={region}"
         if kind == SEND:
             return f"receiver={peer} comm={comm} tag={tag} bytes={size}"
         if kind == RECV:
             return f"sender={peer} comm={comm} tag={tag} bytes={size}"
-        if kind == COLL_END:
+        if kind == ISEND:
+            return f"receiver={peer} comm={comm} tag={tag} bytes={size} request={request}"
+        if kind == IRECV:
+            return f"sender={peer} comm={comm} tag={tag} bytes={size} request={request}"
+        if kind in (ISEND_COMPLETE, IRECV_REQUEST, REQUEST_TEST, REQUEST_CANCELLED,
+                    NBC_REQUEST):
+            return f"request={request}"
+        if kind == COLL_END or kind == NBC_COMPLETE:
             root = "-" if peer < 0 else peer
-            return (f"op={COLLECTIVE_OP_NAMES.get(op, op)} comm={comm} root={root} "
+            text = (f"op={COLLECTIVE_OP_NAMES.get(op, op)} comm={comm} root={root} "
                     f"sent={size} received={size_recv}")
+            return text + (f" request={request}" if kind == NBC_COMPLETE else "")
         if kind == COLL_BEGIN:
             return ""
         if kind == BUFFER_FLUSH:
@@ -853,7 +900,7 @@ class _Writer:
             cols.append((ev.time.tolist(), ev.kind.tolist(),
                          list(zip(ev.region.tolist(), ev.peer.tolist(), ev.comm.tolist(),
                                   ev.tag.tolist(), ev.size.tolist(), ev.size_recv.tolist(),
-                                  ev.op.tolist(), strict=True)),
+                                  ev.op.tolist(), ev.request.tolist(), strict=True)),
                          ev.payload))
         used_kinds = set()
         for loc in locs:

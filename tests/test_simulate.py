@@ -245,8 +245,8 @@ def test_hand_checked_nonblocking():
     ev = m.events[1]
     assert ev.kind[6] == KIND_CODE["MpiIrecv"]
     assert (ev.peer[6], ev.tag[6], ev.size[6]) == (0, 3, 64)
-    assert ev.payload[3] == ev.payload[6] == {"request": 1}
-    assert m.events[0].payload[3] == m.events[0].payload[6] == {"request": 1}
+    assert ev.request[3] == ev.request[6] == 1  # the request id column
+    assert m.events[0].request[3] == m.events[0].request[6] == 1
 
 
 def test_hand_checked_flush_and_offsets():

@@ -71,7 +71,7 @@ events
 1200     0         MpiSend              receiver=1 comm=1 tag=10 bytes=16384
 1300     7         MpiRecv              sender=0 comm=1 tag=10 bytes=16384
 1300     7         Metric               metric_ref=0 values=1,2,3
-1400     7         MpiIsend             receiver=0 comm=1 tag=-5 bytes=0 request_id=77
+1400     7         MpiIsend             receiver=0 comm=1 tag=-5 bytes=0 request=77
 1500     7         ParameterString      parameter_ref=2 string="two words \"quoted\" \\ \x01"
 1500     7         ParameterInt         parameter_ref=1 value=-3 note=a#b
 2000     0         MpiCollectiveBegin
@@ -166,12 +166,11 @@ def test_full_trace_parses_as_documented(tmp_path):
     assert e7.payload[0] == {"name": "x", "args": []}
     assert (e7.peer[1], e7.comm[1], e7.tag[1], e7.size[1]) == (0, 1, 10, 16384)
     assert e7.payload[2] == {"metric_ref": "0", "values": "1,2,3"}
-    assert e7.payload[3] == {"receiver": "0", "comm": "1", "tag": "-5", "bytes": "0",
-                             "request_id": "77"}
+    assert (e7.peer[3], e7.comm[3], e7.tag[3], e7.size[3], e7.request[3]) == (0, 1, -5, 0, 77)
     assert e7.payload[4] == {"parameter_ref": "2", "string": 'two words "quoted" \\ \x01'}
     assert e7.payload[5] == {"parameter_ref": "1", "value": "-3", "note": "a#b"}
     assert e7.payload[6] == {"status": -(2**63)}
-    for i in range(2, 6):  # uninterpreted kinds: all columns unused
+    for i in (2, 4, 5):  # uninterpreted kinds: all columns unused
         assert e7.region[i] == e7.peer[i] == e7.comm[i] == e7.size[i] == e7.op[i] == -1
 
     e3 = t.events[3]
@@ -431,7 +430,7 @@ def test_real_otf2_event_objects(tmp_path):
     b.add(2, MEASUREMENT_ONOFF, payload=otf2.events.MeasurementOnOff(2, MeasurementMode.OFF))
     b.add(3, MEASUREMENT_ONOFF, payload=otf2.events.MeasurementOnOff(3, MeasurementMode.ON))
     b.add(4, KIND_CODE["ParameterInt"], payload=otf2.events.ParameterInt(4, param, -12))
-    b.add(5, KIND_CODE["NonBlockingCollectiveRequest"],
+    b.add(5, KIND_CODE["NonBlockingCollectiveRequest"], request=99,
           payload=otf2.events.NonBlockingCollectiveRequest(5, 99))
     b.add(6, PROGRAM_END, payload=otf2.events.ProgramEnd(6, -(2**63)))
     e = roundtrip(Trace(defs, {0: b.build()}), tmp_path).events[0]
@@ -440,9 +439,10 @@ def test_real_otf2_event_objects(tmp_path):
         {"mode": "off"},
         {"mode": "on"},
         {"parameter_ref": "7", "value": "-12"},
-        {"request_id": "99"},
+        None,  # request ids live in the request column
         {"status": -(2**63)},
     ]
+    assert e.request[4] == 99
 
 
 # ---------------------------------------------------------------------------
