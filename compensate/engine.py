@@ -28,8 +28,19 @@ from dataclasses import dataclass, field
 import numpy as np
 from sortedcontainers import SortedList
 
-from .matching import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN, Instance, Matching, Message, match
-from .model import BUFFER_FLUSH, KIND_NAMES, Trace, TraceError
+from .matching import (
+    EXSCAN,
+    N_TO_N,
+    N_TO_ONE,
+    ONE_TO_N,
+    SCAN,
+    Instance,
+    Matching,
+    Message,
+    match,
+    needed_members,
+)
+from .model import BUFFER_FLUSH, ISEND, KIND_NAMES, SEND, Trace, TraceError
 from .platform import Platform
 
 BOUNDS = ("lower", "upper", "fitted", "none")
@@ -67,7 +78,7 @@ class Stats:
     unknown_collective_ops: int = 0
     p2p_cases: dict = field(default_factory=lambda: {
         "m1_a1": 0, "m1_a2": 0, "m2_lower": 0, "m2_upper": 0, "m2_fitted": 0,
-        "m2_fitted_clamped": 0})
+        "m2_fitted_clamped": 0, "synchronous": 0})
     buffer_flushes: int = 0
     flush_seconds_removed: float = 0.0
 
@@ -82,11 +93,12 @@ class Result:
     matching: Matching
 
 
-# A dependent record: what it needs (location, index) and how to compute it.
+# A dependent record: what it needs (location, index) and how to compute it from
+# its R1 (local) candidate time.
 @dataclass
 class _Dep:
     needs: list[tuple[int, int]]
-    resolve: Callable[[], float]
+    resolve: Callable[[float], float]
 
 
 class _Engine:
@@ -144,38 +156,68 @@ class _Engine:
             np.maximum(gap, 0.0, out=gap)
 
     # -- dependencies -----------------------------------------------------------
+    def _add_dep(self, loc: int, idx: int, needs: list[tuple[int, int]],
+                 resolve: Callable[[float], float]) -> None:
+        """Register a dependent record; two rules on one record: the later wins."""
+        old = self.deps[loc].get(idx)
+        if old is None:
+            self.deps[loc][idx] = _Dep(needs, resolve)
+        else:
+            first = old.resolve
+            self.deps[loc][idx] = _Dep(old.needs + needs,
+                                       lambda local: max(first(local), resolve(local)))
+
     def _build_deps(self) -> None:
         for msg in self.m.messages:
             if msg.send_loc == msg.recv_loc:
                 continue  # send to self: ordered by the location itself
-            self.deps[msg.recv_loc][msg.recv_idx] = _Dep(
-                [(msg.send_loc, msg.send_idx)], self._p2p_resolver(msg))
+            if msg.synchronous:
+                self._sync_deps(msg)
+            else:
+                self._add_dep(msg.recv_loc, msg.recv_idx, [(msg.send_loc, msg.send_idx)],
+                              self._p2p_resolver(msg))
         for inst in self.m.instances:
             self._collective_deps(inst)
 
     def _kind_ovh(self, loc: int, idx: int) -> float:
         return float(self.ovh[self.trace.events[loc].kind[idx]])
 
+    def _ready(self, loc: int, idx: int) -> float:
+        """Approximated time at which the receiver can take a message arriving for its
+        record ``idx``: right after the previous record, plus that record's buffer
+        copy if it was a send in the same call (MPI_Sendrecv)."""
+        if idx <= 0:
+            return -np.inf
+        ev = self.trace.events[loc]
+        prev = idx - 1
+        extra = self.copy(int(ev.size[prev])) if ev.kind[prev] in (SEND, ISEND) else 0.0
+        return self.a[loc][prev] + extra
+
     def _recv_time(self, send_loc: int, send_idx: int, send_exit_m: float,
-                   recv_loc: int, enter_idx: int, size: int, recv_m: float) -> float:
-        """R2 for one message: approximated receive time (needs send_a known)."""
+                   recv_loc: int, enter_idx: int, size: int, recv_m: float,
+                   recv_idx: int) -> float:
+        """R2 for one message: approximated receive time (needs send_a known).
+        ``enter_idx`` is the Enter of the receive call (decides m.1/m.2); the receiver
+        is ready after the record before ``recv_idx`` (several completions in one
+        MPI_Waitall take their messages one after the other)."""
         send_a = self.a[send_loc][send_idx]
         send_m = self.tm[send_loc][send_idx]
+        cs = self.copy(size)
         if enter_idx >= 0:
             enter_a = self.a[recv_loc][enter_idx]
             enter_m = self.tm[recv_loc][enter_idx]
-        cs = self.copy(size)
-        if enter_idx < 0:  # the receive opens its location: it starts where measured
+        else:  # the receive opens its location: it starts where measured
             enter_m = recv_m
             enter_a = recv_m - cs
+        ready = max(enter_a, self._ready(recv_loc, recv_idx))
         # the send record's own writing cost lies inside the observed transfer
         observed = recv_m - send_m - self._kind_ovh(send_loc, send_idx)
         cases = self.stats.p2p_cases
         if enter_m <= send_exit_m:  # m.1: the calls overlapped, transfer observed
-            recv_a = max(send_a + observed, enter_a + cs)
-            cases["m1_a1" if send_a + observed > enter_a + cs else "m1_a2"] += 1
+            recv_a = max(send_a + observed, ready + cs)
+            cases["m1_a1" if send_a + observed > ready + cs else "m1_a2"] += 1
         else:  # m.2: bounds only (eq. 8-10)
-            comm_min = (enter_a - send_a) + cs
+            comm_min = (ready - send_a) + cs
             if self.opts.bound == "lower":
                 comm = max(2.0 * cs, comm_min)
                 cases["m2_lower"] += 1
@@ -192,19 +234,50 @@ class _Engine:
         # eq. 7: the receive completes after it was entered, and after the send
         return max(recv_a, send_a + self.tick, enter_a + self.tick)
 
-    def _p2p_resolver(self, msg: Message) -> Callable[[], float]:
+    def _p2p_resolver(self, msg: Message) -> Callable[[float], float]:
         send_exit_m = self.tm[msg.send_loc][msg.send_exit_idx]
         recv_m = self.tm[msg.recv_loc][msg.recv_idx]
 
-        def resolve() -> float:
+        def resolve(local: float) -> float:
             return self._recv_time(msg.send_loc, msg.send_idx, send_exit_m, msg.recv_loc,
-                                   msg.recv_enter_idx, msg.size, recv_m)
+                                   msg.recv_enter_idx, msg.size, recv_m, msg.recv_idx)
         return resolve
+
+    def _sync_deps(self, msg: Message) -> None:
+        """A synchronous send: the transfer starts at the handshake, when both the
+        send was issued and the receive posted; after it, the sender's call ends and
+        the receive completes. Both intervals after the handshake are measured, so
+        both bounds use them (the model of DESIGN.md section 2, "synchronous")."""
+        s_loc, s_idx, r_loc, post = msg.send_loc, msg.send_idx, msg.recv_loc, msg.recv_post_idx
+        ts_m, post_m = self.tm[s_loc][s_idx], self.tm[r_loc][post]
+        handshake_m = max(ts_m + self._kind_ovh(s_loc, s_idx),
+                          post_m + self._kind_ovh(r_loc, post))
+        to_exit = max(0.0, self.tm[s_loc][msg.send_exit_idx] - handshake_m)
+        to_recv = max(0.0, self.tm[r_loc][msg.recv_idx] - handshake_m)
+        enter_idx = msg.recv_enter_idx
+        self.stats.p2p_cases["synchronous"] += 1
+
+        def handshake_a() -> float:
+            return max(self.a[s_loc][s_idx], self.a[r_loc][post])
+
+        def exit_time(local: float) -> float:
+            return handshake_a() + to_exit
+
+        def recv_time(local: float) -> float:
+            t = max(handshake_a() + to_recv, self.a[s_loc][s_idx] + self.tick)
+            if enter_idx >= 0:
+                t = max(t, self.a[r_loc][enter_idx] + self.tick)
+            return t
+
+        self._add_dep(s_loc, msg.send_exit_idx, [(r_loc, post)], exit_time)
+        self._add_dep(r_loc, msg.recv_idx, [(s_loc, s_idx)], recv_time)
 
     def _collective_deps(self, inst: Instance) -> None:
         n = len(inst.locs)
         begins = list(zip(inst.locs, inst.begin_idx, strict=True))
-        if inst.cls == N_TO_N:
+        if inst.nonblocking:
+            self._nonblocking_collective_deps(inst)
+        elif inst.cls == N_TO_N:
             for i in range(n):
                 self.deps[inst.locs[i]][inst.end_idx[i]] = _Dep(
                     begins, self._nn_resolver(inst, i, list(range(n))))
@@ -233,6 +306,19 @@ class _Engine:
                     [begins[i] for i in others], self._n_to_one_resolver(inst, r, others))
         self.stats.collective_instances += 1
 
+    def _nonblocking_collective_deps(self, inst: Instance) -> None:
+        """A nonblocking collective completes on its own timeline (R1), but never
+        before the requests of the members it waits for (as the blocking kind)."""
+        for i, (loc, end) in enumerate(zip(inst.locs, inst.end_idx, strict=True)):
+            needed = [(inst.locs[j], inst.begin_idx[j]) for j in needed_members(inst, i)
+                      if j != i]
+            if not needed:
+                continue
+
+            def resolve(local: float, needed=needed) -> float:
+                return max(local, max(self.a[lc][b] for lc, b in needed) + self.tick)
+            self.deps[loc][end] = _Dep(needed, resolve)
+
     def _nn_resolver(self, inst: Instance, i: int, members: list[int]) -> Callable[[], float]:
         """R3: exit after the latest approximated enter plus the measured sync time."""
         locs, b, e = inst.locs, inst.begin_idx, inst.end_idx
@@ -240,9 +326,9 @@ class _Engine:
         jj = members[int(np.argmax(bm))]
         enter_m_j = self.tm[locs[jj]][b[jj]]
         o_j = self._kind_ovh(locs[jj], b[jj])
-        if self.opts.collective_exit == "uniform":
+        if self.opts.collective_exit == "uniform" and inst.cls == N_TO_N:
             ll = members[int(np.argmin([self.tm[locs[j]][e[j]] for j in members]))]
-        else:
+        else:  # per-process; scans end at different times by definition
             ll = i
         exit_m_l = self.tm[locs[ll]][e[ll]]
         # overheads of records between the latest enter and the exit on l's location
@@ -256,31 +342,34 @@ class _Engine:
         sync = max(0.0, exit_m_l - enter_m_j - o_j - o_inside)
         own_loc, own_begin = locs[i], b[i]
 
-        def resolve() -> float:
+        def resolve(local: float) -> float:
             k = max(self.a[locs[j]][b[j]] for j in members)
             return max(k + sync, self.a[own_loc][own_begin] + self.tick)
         return resolve
 
-    def _one_to_n_resolver(self, inst: Instance, r: int, i: int) -> Callable[[], float]:
+    def _one_to_n_resolver(self, inst: Instance, r: int, i: int) -> Callable[[float], float]:
         """R4: a message from the root's enter to member i's exit."""
         locs = inst.locs
         exit_root_m = self.tm[locs[r]][inst.end_idx[r]]
         recv_m = self.tm[locs[i]][inst.end_idx[i]]
 
-        def resolve() -> float:
+        def resolve(local: float) -> float:
             return self._recv_time(locs[r], inst.begin_idx[r], exit_root_m, locs[i],
-                                   inst.begin_idx[i], inst.size_recv[i], recv_m)
+                                   inst.begin_idx[i], inst.size_recv[i], recv_m,
+                                   inst.end_idx[i])
         return resolve
 
-    def _n_to_one_resolver(self, inst: Instance, r: int, others: list[int]) -> Callable[[], float]:
+    def _n_to_one_resolver(self, inst: Instance, r: int,
+                           others: list[int]) -> Callable[[float], float]:
         """R5: the root's exit waits for a message from every member's enter."""
         locs = inst.locs
 
-        def resolve() -> float:
+        def resolve(local: float) -> float:
             recv_m = self.tm[locs[r]][inst.end_idx[r]]
             return max(
                 self._recv_time(locs[i], inst.begin_idx[i], self.tm[locs[i]][inst.end_idx[i]],
-                                locs[r], inst.begin_idx[r], inst.size_sent[i], recv_m)
+                                locs[r], inst.begin_idx[r], inst.size_sent[i], recv_m,
+                                inst.end_idx[r])
                 for i in others)
         return resolve
 
@@ -311,7 +400,8 @@ class _Engine:
                     heapq.heappush(self.waiters[s_loc], (s_idx, loc))
                     self.dpos[loc] = dpos
                     return False, s_loc
-            value = dep.resolve()
+            local = a[p - 1] + gap[p] if p > 0 else self.tm[loc][0]
+            value = dep.resolve(local)
             if p > 0:
                 value = max(value, a[p - 1])
             a[p] = value

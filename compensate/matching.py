@@ -27,9 +27,15 @@ from .model import (
     COLLECTIVE_OP_NAMES,
     COLLECTIVE_OPS,
     ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
     KIND_NAMES,
     LEAVE,
+    NBC_COMPLETE,
+    NBC_REQUEST,
     RECV,
+    REQUEST_CANCELLED,
     SEND,
     Definitions,
     Events,
@@ -65,6 +71,24 @@ _CLASS_OF_OP = {
 }
 
 
+def needed_members(inst: Instance, i: int) -> list[int]:
+    """Members (positions in ``inst.locs``) whose enter member ``i``'s exit waits for,
+    by collective class: everybody (n-to-n), the root (1-to-n non-root), every other
+    member (n-to-1 root), ranks <= i (scan) or < i (exscan); [] for a local exit."""
+    n = len(inst.locs)
+    if inst.cls == ONE_TO_N:
+        r = inst.locs.index(inst.root)
+        return [] if i == r else [r]
+    if inst.cls == N_TO_ONE:
+        r = inst.locs.index(inst.root)
+        return [j for j in range(n) if j != r] if i == r else []
+    if inst.cls == SCAN:
+        return list(range(i + 1))
+    if inst.cls == EXSCAN:
+        return list(range(i))
+    return list(range(n))
+
+
 def collective_class(op: int) -> tuple[str, bool]:
     """(dependency class, known) for an OTF2 collective op code; unknown ops are
     treated conservatively as n-to-n."""
@@ -78,17 +102,29 @@ class Message:
     """One matched point-to-point message (indices are record positions)."""
 
     send_loc: int
-    send_idx: int
+    send_idx: int  # the MpiSend / MpiIsend record
     recv_loc: int
-    recv_idx: int
+    recv_idx: int  # the MpiRecv / MpiIrecv record (the completion)
     size: int
     send_exit_idx: int  # Leave ending the send call (or the send record itself)
-    recv_enter_idx: int  # Enter of the receive call (or the record before; -1: none)
+    recv_enter_idx: int  # Enter of the receive (completion) call (or the record before; -1)
+    nonblocking_send: bool = False
+    nonblocking_recv: bool = False
+    # synchronous (MPI_Ssend, or larger than the eager limit): the send call cannot
+    # end before the receive was posted; ``recv_post_idx`` is that posting record
+    # (the Enter of a blocking receive call, the MpiIrecvRequest of an MPI_Irecv)
+    synchronous: bool = False
+    recv_post_idx: int = -1
 
 
 @dataclass
 class Instance:
-    """One collective operation instance: member locations in rank order."""
+    """One collective operation instance: member locations in rank order.
+
+    ``begin_idx`` is each member's enter (MpiCollectiveBegin, or the
+    NonBlockingCollectiveRequest of a nonblocking collective), ``end_idx`` its exit
+    (MpiCollectiveEnd / NonBlockingCollectiveComplete).
+    """
 
     comm: int
     op: int
@@ -100,6 +136,7 @@ class Instance:
     end_idx: list[int]
     size_sent: list[int]
     size_recv: list[int]
+    nonblocking: bool = False
 
 
 @dataclass
@@ -107,7 +144,29 @@ class Matching:
     messages: list[Message] = field(default_factory=list)
     instances: list[Instance] = field(default_factory=list)
     unmatched_sends: int = 0
+    cancelled_requests: int = 0
     unknown_ops: int = 0
+
+    def counts(self) -> dict:
+        """How many dependencies of each kind the trace has (for the summary)."""
+        m = self.messages
+        self_ = sum(1 for x in m if x.send_loc == x.recv_loc)
+        by_cls: dict[str, int] = {}
+        for inst in self.instances:
+            key = inst.cls + (" nonblocking" if inst.nonblocking else "")
+            by_cls[key] = by_cls.get(key, 0) + 1
+        return {
+            "messages": len(m),
+            "blocking": sum(1 for x in m if not x.nonblocking_send and not x.nonblocking_recv),
+            "nonblocking_send": sum(1 for x in m if x.nonblocking_send),
+            "nonblocking_recv": sum(1 for x in m if x.nonblocking_recv),
+            "synchronous": sum(1 for x in m if x.synchronous),
+            "to_self": self_,
+            "unmatched_sends": self.unmatched_sends,
+            "cancelled_requests": self.cancelled_requests,
+            "collectives": dict(sorted(by_cls.items())),
+            "unknown_collective_ops": self.unknown_ops,
+        }
 
 
 def _where(trace: Trace, loc: int, idx: int | None = None) -> dict:
@@ -201,15 +260,61 @@ def _members(defs: Definitions, comm: int, loc: int) -> tuple[int, ...]:
     return c.members if c.members else (loc,)  # an empty group is MPI_COMM_SELF
 
 
-def match(trace: Trace) -> Matching:
-    """Check structure and link sends to receives and collective ends into instances."""
+def _posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
+    """For one location: {MpiIrecv/NonBlockingCollectiveComplete index: index of the
+    request record that posted it}, and the indices of cancelled MpiIsend /
+    MpiIrecvRequest records. Request ids are reused once a request completes, so the
+    posting record is the latest one with that id before the completion."""
+    posted: dict[int, int] = {}
+    cancelled: set[int] = set()
+    open_p2p: dict[int, int] = {}
+    open_nbc: dict[int, int] = {}
+    kinds = ev.kind
+    for i in np.flatnonzero(np.isin(kinds, (ISEND, IRECV_REQUEST, IRECV, REQUEST_CANCELLED,
+                                            NBC_REQUEST, NBC_COMPLETE))).tolist():
+        k, r = int(kinds[i]), int(ev.request[i])
+        if k in (ISEND, IRECV_REQUEST):
+            open_p2p[r] = i
+        elif k == NBC_REQUEST:
+            open_nbc[r] = i
+        elif k == IRECV:
+            posted[i] = open_p2p.pop(r, i)  # no request record: posted where completed
+        elif k == NBC_COMPLETE:
+            if r not in open_nbc:
+                raise TraceError(f"NonBlockingCollectiveComplete of request {r} without its "
+                                 f"NonBlockingCollectiveRequest", **_where(trace, loc, i))
+            posted[i] = open_nbc.pop(r)
+        elif k == REQUEST_CANCELLED and r in open_p2p:
+            cancelled.add(open_p2p.pop(r))
+    return posted, cancelled
+
+
+def _is_synchronous(defs: Definitions, ev: Events, call_enter: int, size: int,
+                    eager_limit: int | None) -> bool:
+    if call_enter < 0:
+        return False
+    name = defs.regions.get(int(ev.region[call_enter]), "")
+    if name.startswith("MPI_Ssend"):
+        return True
+    return eager_limit is not None and size > eager_limit and name.startswith("MPI_Send")
+
+
+def match(trace: Trace, eager_limit: int | None = None) -> Matching:
+    """Check structure and link sends to receives and collective ends into instances.
+
+    ``eager_limit``: blocking MPI_Send messages larger than this many bytes are
+    treated as synchronous (rendezvous), like MPI_Ssend always is.
+    """
     defs = trace.definitions
     result = Matching()
     structure = {}
+    posting = {}
     for loc, ev in trace.events.items():
         if loc not in defs.locations:
             raise TraceError("records for an undefined location", **_where(trace, loc))
         structure[loc] = check_structure(trace, loc, ev)
+        posting[loc] = _posting_records(trace, loc, ev)
+        result.cancelled_requests += len(posting[loc][1])
 
     def peer_location(loc: int, idx: int, ev: Events) -> int:
         comm = int(ev.comm[idx])
@@ -224,42 +329,59 @@ def match(trace: Trace) -> Matching:
                 f"has {len(members)} members", **_where(trace, loc, idx))
         return members[rank]
 
-    # --- point-to-point: FIFO queues of sends per (sender, receiver, comm, tag)
+    # --- point-to-point: FIFO queues of sends per (sender, receiver, comm, tag), in
+    # posting order; receives take them in *their* posting order (MPI non-overtaking)
     sends: dict[tuple, list[int]] = defaultdict(list)
     for loc, ev in trace.events.items():
-        for i in np.flatnonzero(ev.kind == SEND):
-            i = int(i)
+        cancelled = posting[loc][1]
+        for i in np.flatnonzero((ev.kind == SEND) | (ev.kind == ISEND)).tolist():
+            if i in cancelled:
+                continue  # a cancelled send carries no dependency
             key = (loc, peer_location(loc, i, ev), int(ev.comm[i]), int(ev.tag[i]))
             sends[key].append(i)
-    heads: dict[tuple, int] = defaultdict(int)
+    recvs: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     for loc, ev in trace.events.items():
-        before, enters, _ = structure[loc]
-        for i in np.flatnonzero(ev.kind == RECV):
-            i = int(i)
+        posted = posting[loc][0]
+        for i in np.flatnonzero((ev.kind == RECV) | (ev.kind == IRECV)).tolist():
             src = peer_location(loc, i, ev)
             key = (src, loc, int(ev.comm[i]), int(ev.tag[i]))
-            q = sends.get(key)
-            k = heads[key]
-            if q is None or k >= len(q):
+            recvs[key].append((posted.get(i, i), i))
+    for key, rs in recvs.items():
+        src, loc, comm, tag = key
+        ev = trace.events[loc]
+        q = sends.get(key, [])
+        before, enters, _ = structure[loc]
+        sev = trace.events[src]
+        sb, senters, sleaves = structure[src]
+        rs.sort()
+        for k, (post, i) in enumerate(rs):
+            if k >= len(q):
                 raise TraceError(
-                    f"MpiRecv from location {src} (comm {key[2]}, tag {key[3]}) has no "
-                    f"matching MpiSend on location {src}", **_where(trace, loc, i))
-            heads[key] = k + 1
+                    f"{KIND_NAMES[ev.kind[i]]} from location {src} (comm {comm}, tag {tag}) "
+                    f"has no matching send on location {src}", **_where(trace, loc, i))
             s = q[k]
-            sb, _, sleaves = structure[src]
             exit_idx = _closing_leave(sb, sleaves, s)
             enter_idx = _enclosing_enter(before, enters, i)
             if enter_idx < 0:
                 enter_idx = i - 1
+            nb_recv = int(ev.kind[i]) == IRECV
+            if nb_recv:
+                post_idx = post if post != i else enter_idx
+            else:
+                post_idx = enter_idx
+            size = int(ev.size[i])
+            sync = int(sev.kind[s]) == SEND and exit_idx >= 0 and post_idx >= 0 and \
+                _is_synchronous(defs, sev, _enclosing_enter(sb, senters, s), size, eager_limit)
             result.messages.append(Message(
-                send_loc=src, send_idx=s, recv_loc=loc, recv_idx=i,
-                size=int(ev.size[i]), send_exit_idx=exit_idx if exit_idx >= 0 else s,
-                recv_enter_idx=enter_idx))
-    result.unmatched_sends = sum(len(q) - heads[k] for k, q in sends.items())
+                send_loc=src, send_idx=s, recv_loc=loc, recv_idx=i, size=size,
+                send_exit_idx=exit_idx if exit_idx >= 0 else s, recv_enter_idx=enter_idx,
+                nonblocking_send=int(sev.kind[s]) == ISEND, nonblocking_recv=nb_recv,
+                synchronous=bool(sync) and src != loc, recv_post_idx=post_idx))
+    result.unmatched_sends = sum(max(0, len(q) - len(recvs.get(k, ()))) for k, q in sends.items())
 
-    # --- collectives: k-th end of every member of a communicator is instance k
-    ends: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    begin_of: dict[int, dict[int, int]] = {}
+    # --- collectives: per communicator, the k-th collective each member posted
+    # (blocking MpiCollectiveBegin or NonBlockingCollectiveRequest) is instance k
+    ops_of: dict = defaultdict(lambda: defaultdict(list))  # key -> loc -> [(post, end)]
     for loc, ev in trace.events.items():
         end_idx = np.flatnonzero(ev.kind == COLL_END)
         begin_idx = np.flatnonzero(ev.kind == COLL_BEGIN)
@@ -269,15 +391,17 @@ def match(trace: Trace) -> Matching:
             i = _first_unpaired(begin_idx, end_idx)
             raise TraceError("MpiCollectiveBegin/MpiCollectiveEnd do not pair up",
                              **_where(trace, loc, i))
-        begin_of[loc] = dict(zip(end_idx.tolist(), begin_idx.tolist(), strict=True))
-        for i in end_idx:
+        pairs = list(zip(begin_idx.tolist(), end_idx.tolist(), strict=True))
+        posted = posting[loc][0]
+        pairs += [(posted[i], i) for i in np.flatnonzero(ev.kind == NBC_COMPLETE).tolist()]
+        for b, i in sorted(pairs):
             comm = int(ev.comm[i])
             if comm not in defs.comms:
-                raise TraceError(f"MpiCollectiveEnd on undefined communicator {comm}",
-                                 **_where(trace, loc, int(i)))
+                raise TraceError(f"{KIND_NAMES[ev.kind[i]]} on undefined communicator {comm}",
+                                 **_where(trace, loc, i))
             key = comm if defs.comms[comm].members else (comm, loc)
-            ends[key][loc].append(int(i))
-    for key, per_loc in ends.items():
+            ops_of[key][loc].append((b, i))
+    for key, per_loc in ops_of.items():
         comm = key if isinstance(key, int) else key[0]
         members = defs.comms[comm].members or (key[1],)
         counts = {m: len(per_loc.get(m, ())) for m in members}
@@ -289,9 +413,10 @@ def match(trace: Trace) -> Matching:
                     f"collective instance {c} on communicator {comm} has no member on "
                     f"location {m} (location {m} has {c} collective operations on it, "
                     f"location {other} has {n})",
-                    source=trace.source, location=other, index=per_loc[other][c])
+                    source=trace.source, location=other, index=per_loc[other][c][1])
         for k in range(n):
-            idx = [per_loc[m][k] for m in members]
+            begins = [per_loc[m][k][0] for m in members]
+            idx = [per_loc[m][k][1] for m in members]
             evs = [trace.events[m] for m in members]
             ops = {int(e.op[i]) for e, i in zip(evs, idx, strict=True)}
             if len(ops) > 1:
@@ -310,12 +435,13 @@ def match(trace: Trace) -> Matching:
                     f"{COLLECTIVE_OP_NAMES[op]} instance {k} on communicator {comm} has no "
                     f"valid root (rank {root_rank})", source=trace.source,
                     location=members[0], index=idx[0])
-            begins = [begin_of[m][i] for m, i in zip(members, idx, strict=True)]
             result.instances.append(Instance(
                 comm=comm, op=op, cls=cls, known_op=known, root=root, locs=list(members),
                 begin_idx=begins, end_idx=idx,
                 size_sent=[int(e.size[i]) for e, i in zip(evs, idx, strict=True)],
-                size_recv=[int(e.size_recv[i]) for e, i in zip(evs, idx, strict=True)]))
+                size_recv=[int(e.size_recv[i]) for e, i in zip(evs, idx, strict=True)],
+                nonblocking=any(int(e.kind[i]) == NBC_COMPLETE
+                                for e, i in zip(evs, idx, strict=True))))
     return result
 
 
@@ -345,4 +471,5 @@ __all__ = [
     "check_structure",
     "collective_class",
     "match",
+    "needed_members",
 ]

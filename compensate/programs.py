@@ -103,6 +103,12 @@ def recv(source: int, tag: int = 0) -> Op:
     return ("recv", source, tag)
 
 
+def sendrecv(dest: int, nbytes: int, source: int, send_tag: int = 0,
+             recv_tag: int = 0) -> Op:
+    """MPI_Sendrecv: send ``nbytes`` to ``dest`` and receive from ``source``."""
+    return ("sendrecv", dest, int(nbytes), send_tag, source, recv_tag)
+
+
 def isend(dest: int, nbytes: int, tag: int, handle: Hashable) -> Op:
     """MPI_Isend; complete it later with :func:`wait`/:func:`waitall` on ``handle``."""
     return ("isend", dest, tag, int(nbytes), handle)
@@ -316,6 +322,25 @@ def ring(ranks: int = 4, iterations: int = 150, seed: int = 0, *,
                                      token_bytes=token_bytes))
 
 
+def sendrecv_ring(ranks: int = 4, iterations: int = 100, seed: int = 0, *,
+                  nbytes: int = 8192, work_time: float = 1e-5,
+                  reduce_every: int = 10) -> Program:
+    """Every rank shifts a buffer to its right neighbour with MPI_Sendrecv, then
+    works (rank-dependent), with a periodic Allreduce."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[] for _ in range(ranks)]
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            prog.append(sendrecv((r + 1) % ranks, nbytes, (r - 1) % ranks))
+            prog.append(call("work", _jitter(rng, work_time * (1 + 0.2 * r))))
+            if it % reduce_every == reduce_every - 1:
+                prog.append(allreduce(8))
+    return Program("sendrecv_ring", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                              nbytes=nbytes))
+
+
 def pipeline(ranks: int = 4, iterations: int = 150, seed: int = 0, *,
              item_bytes: int = 16384, stage_time: float = 1e-5) -> Program:
     """Rank i receives an item from i-1, processes it, and sends it on to i+1."""
@@ -435,4 +460,5 @@ PROGRAMS: dict[str, Callable[..., Program]] = {
     "nonblocking": nonblocking,
     "imbalanced": imbalanced,
     "pingpong": pingpong,
+    "sendrecv_ring": sendrecv_ring,
 }

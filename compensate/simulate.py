@@ -63,6 +63,9 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   receive rule of a P2P message (R2), the root's exit the latest of them
   (``ready`` if it is alone).
 * Scan / Exscan: member i ends at ``max_{j<=i} (b_j + O(Begin)) + D``.
+* MPI_Sendrecv (eager send part only): Enter [O]; MpiSend@ts [O]; ``t += copy(s)``;
+  the receive is posted at that ``t``; ``t = max(t, arrival) + copy(r)``; MpiRecv@t
+  [O]; Leave [O].
 * Nonblocking: Isend: Enter(MPI_Isend) [O]; MpiIsend@ts [O]; ``t += copy(s)``;
   ``arrival = t + net(s)``; Leave [O] — always eager, whatever the eager limit.
   Irecv: Enter(MPI_Irecv) [O]; MpiIrecvRequest@t [O]; posted with ``ready = t``
@@ -143,7 +146,7 @@ SCAN_OPS = frozenset({"SCAN", "EXSCAN"})
 SUPPORTED_COLLECTIVES = N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS | SCAN_OPS
 
 P2P_REGIONS = ("MPI_Send", "MPI_Recv", "MPI_Ssend", "MPI_Isend", "MPI_Irecv",
-               "MPI_Wait", "MPI_Waitall")
+               "MPI_Wait", "MPI_Waitall", "MPI_Sendrecv")
 
 
 def collective_region(op: str) -> str:
@@ -157,13 +160,33 @@ class SimulationError(Exception):
 
 @dataclass
 class Network:
-    """``net(s) = latency + s / bandwidth`` seconds for an ``s``-byte message."""
+    """``net(s) = latency + s / bandwidth`` seconds for an ``s``-byte message.
+
+    ``jitter`` > 0 adds a random delay to every message: exponentially distributed
+    with mean ``jitter`` seconds, drawn from a generator seeded with ``seed`` in the
+    order of the calls to :meth:`time` (one call per message). One
+    :func:`run_program` call simulates the measured run and then the truth run on
+    the same Network, so its truth run draws *other* delays: for ground truth with
+    jitter, take the truth from a second :func:`run_program` call with zero overhead
+    and a fresh Network of the same seed (the simulator's call order does not depend
+    on timing, only on the program, as long as it has no wildcard receives).
+    """
 
     latency: float = 1e-6
     bandwidth: float = 5e9
+    jitter: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        import random  # local: only the jitter option needs it
+
+        self._rng = random.Random(self.seed)
 
     def time(self, nbytes: int) -> float:
-        return self.latency + nbytes / self.bandwidth
+        base = self.latency + nbytes / self.bandwidth
+        if self.jitter <= 0:
+            return base
+        return base + self._rng.expovariate(1.0 / self.jitter)
 
 
 def default_platform(overhead: float = 1e-6,
@@ -417,6 +440,8 @@ class _Rank:
                                      "MPI_Ssend" if name == "ssend" else "MPI_Send", sync)
             elif name == "recv":
                 yield from self.recv(op[1], op[2])
+            elif name == "sendrecv":
+                yield from self.sendrecv(*op[1:])
             elif name == "isend":
                 self.isend(*op[1:])
             elif name == "irecv":
@@ -474,6 +499,29 @@ class _Rank:
                 m.arrival = max(m.t0, ready) + sim.copy(m.size) + sim.net(m.size)
             sim.notify(ch.key)
         return ch, k
+
+    def sendrecv(self, dest: int, size: int, send_tag: int, source: int,
+                 recv_tag: int) -> Generator[tuple, Any, None]:
+        """MPI_Sendrecv (eager send part): Enter; MpiSend [O]; copy out; the receive
+        is posted after that copy; MpiRecv after arrival and copy in; Leave."""
+        sim = self.sim
+        region = sim.regions["MPI_Sendrecv"]
+        self.emit(ENTER, region=region)
+        dest = self.peer(dest, "send to")
+        self.emit(SEND, peer=dest, comm=WORLD, tag=send_tag, size=size)
+        ch = sim.chan(self.rank, dest, send_tag)
+        self.t += sim.copy(size)
+        ch.msgs.append(_Msg(size, self.t + sim.net(size), self.t, False))
+        sim.notify(ch.key)
+        src = self.peer(source, "receive from")
+        rch, k = self.post(src, recv_tag, self.t)
+        while len(rch.msgs) <= k or rch.msgs[k].arrival is None:
+            yield rch.key
+        m = rch.msgs[k]
+        self.t = max(self.t, m.arrival) + sim.copy(m.size)
+        self.emit(RECV, peer=src, comm=WORLD, tag=recv_tag, size=m.size)
+        self.last_source = src
+        self.emit(LEAVE, region=region)
 
     def recv(self, source: int, tag: int) -> Generator[tuple, Any, None]:
         sim = self.sim

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .matching import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN, Matching
+from .matching import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN, Matching, needed_members
 from .model import Trace
 
 
@@ -79,14 +79,17 @@ def verify(trace: Trace, matching: Matching) -> Verification:
             pairs = [(r, j) for j in range(n) if j != r]
         # n-to-n and scans: no exit before the enters it waits for, and after its own;
         # 1-to-n and n-to-1 are implied messages: strictly after their send
-        strict = inst.cls in (ONE_TO_N, N_TO_ONE)
+        strict = inst.cls in (ONE_TO_N, N_TO_ONE) or inst.nonblocking
+        if inst.nonblocking:  # a completion must follow the other members' requests
+            pairs = [(i, j) for i in range(n) for j in needed_members(inst, i) if j != i]
         for i, j in pairs:
             late = ends[i] <= begins[j] if strict else ends[i] < begins[j]
             if late:
                 v.collectives += 1
                 note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
                      f"before the enter of location {inst.locs[j]}, record {inst.begin_idx[j]}")
-        for i in sorted({i for i, _ in pairs}):  # exits that wait (local ones may clamp)
+        waiting = set() if inst.nonblocking else {i for i, _ in pairs}
+        for i in sorted(waiting):  # exits that wait (local ones may clamp)
             if ends[i] <= begins[i]:
                 v.collectives += 1
                 note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "

@@ -6,6 +6,8 @@ times, with the arithmetic, in `#` comments:
     # expect <lower|upper|uniform|per-process|any> <location>: t0 t1 ...
     # expect-stat <counter> <value>
     # expect-stop <location>: <BufferFlush stop times>
+    # expect-dep <dependency counter of Matching.counts()> <value>
+    # eager-limit: <bytes>   (MPI_Send above it is synchronous)
 """
 
 import json
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 
 from compensate.engine import EngineOptions, compensate
+from compensate.matching import match
 from compensate.model import BUFFER_FLUSH
 from compensate.platform import Platform
 from compensate.textio import read_text
@@ -30,7 +33,12 @@ def parse_expectations(path):
     platform, expect, stats, stops = None, [], {}, {}
     for line in path.read_text().splitlines():
         line = line.strip()
-        if line.startswith("# platform:"):
+        if line.startswith("# eager-limit:"):
+            stats["eager_limit"] = int(line.split(":", 1)[1])
+        elif line.startswith("# expect-dep"):
+            _, _, name, value = line.split()
+            stats["dep:" + name] = int(value)
+        elif line.startswith("# platform:"):
             platform = Platform.from_dict(json.loads(line.split(":", 1)[1]))
         elif line.startswith("# expect-stat"):
             _, _, name, value = line.split()
@@ -49,7 +57,12 @@ def parse_expectations(path):
 def test_every_branch_has_a_case():
     names = {p.stem for p in CASE_FILES}
     for required in ("r1_bykind", "r1_overcomp", "r2_m1_a1", "r2_m1_a2", "r2_m2_gap",
-                     "r2_m2_early", "r3_nton", "r4_bcast", "r6_flush"):
+                     "r2_m2_early", "r3_nton", "r4_bcast", "r6_flush",
+                     # issue #5: nonblocking, synchronous, Sendrecv, n-to-1, scans,
+                     # nonblocking collectives, cancelled requests, send to self
+                     "r5_nonblocking_m1", "r5_waitall", "r5_ssend_receiver_late",
+                     "r5_ssend_sender_late", "r5_eager_limit", "r5_sendrecv", "r5_gather",
+                     "r5_scan", "r5_ibarrier", "r5_cancelled_self"):
         assert required in names
 
 
@@ -58,7 +71,9 @@ def test_every_branch_has_a_case():
 def test_case(path, bound, exit_):
     platform, expect, stats, stops = parse_expectations(path)
     trace = read_text(str(path))
-    result = compensate(trace, platform, EngineOptions(bound=bound, collective_exit=exit_))
+    matching = match(trace, eager_limit=stats.get("eager_limit"))
+    result = compensate(trace, platform, EngineOptions(bound=bound, collective_exit=exit_),
+                        matching)
     checked = 0
     for variant, loc, times in expect:
         if variant in ("any", bound, exit_):
@@ -71,6 +86,10 @@ def test_case(path, bound, exit_):
     for name, value in stats.items():
         if name in ("m1_a1", "m1_a2") or name == "overcompensated":
             assert flat[name] == value, f"{path.name}: {name}"
+    deps = matching.counts()
+    for name, value in stats.items():
+        if name.startswith("dep:"):
+            assert deps[name[4:]] == value, f"{path.name}: {name}"
     for loc, want in stops.items():
         ev = result.trace.events[loc]
         assert ev.size[ev.kind == BUFFER_FLUSH].tolist() == want
