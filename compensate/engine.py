@@ -78,7 +78,7 @@ class Stats:
     unknown_collective_ops: int = 0
     p2p_cases: dict = field(default_factory=lambda: {
         "m1_a1": 0, "m1_a2": 0, "m2_lower": 0, "m2_upper": 0, "m2_fitted": 0,
-        "m2_fitted_clamped": 0, "synchronous": 0})
+        "m2_fitted_clamped": 0, "synchronous": 0, "nbc_observed": 0, "nbc_bounded": 0})
     buffer_flushes: int = 0
     flush_seconds_removed: float = 0.0
 
@@ -307,17 +307,55 @@ class _Engine:
         self.stats.collective_instances += 1
 
     def _nonblocking_collective_deps(self, inst: Instance) -> None:
-        """A nonblocking collective completes on its own timeline (R1), but never
-        before the requests of the members it waits for (as the blocking kind)."""
-        for i, (loc, end) in enumerate(zip(inst.locs, inst.end_idx, strict=True)):
-            needed = [(inst.locs[j], inst.begin_idx[j]) for j in needed_members(inst, i)
-                      if j != i]
+        """Nonblocking collectives: the dependency applies at the completion record.
+
+        n-to-n (as R3): the operation finishes D after the latest request, and a
+        completion happens when its call is ready (the record before it) and the
+        operation has finished: ``complete_a = max(ready_a, latest request_a + D)``.
+        D is observed when some member waited in its completion call (its completion
+        is later than the record before it plus that record's overhead):
+        ``D = complete_m - max_j(request_m[j] + O)`` for that member. When nobody
+        waited D is only bounded: lower 0, upper the smallest ``complete_m - sync_m``.
+        Other classes: the completion follows its own timeline (R1) but never
+        precedes the requests it waits for.
+        """
+        locs, b, e = inst.locs, inst.begin_idx, inst.end_idx
+        n = len(locs)
+        if inst.cls == N_TO_N:
+            sync_m = max(self.tm[locs[j]][b[j]] + self._kind_ovh(locs[j], b[j])
+                         for j in range(n))
+            after_sync = [self.tm[locs[i]][e[i]] - sync_m for i in range(n)]
+            waited = [after_sync[i] for i in range(n)
+                      if self.tm[locs[i]][e[i]] - self.tm[locs[i]][e[i] - 1]
+                      - self._kind_ovh(locs[i], e[i] - 1) > self.tick]
+            if waited:
+                d_obs = max(0.0, min(waited))
+                self.stats.p2p_cases["nbc_observed"] += 1
+            elif self.opts.bound == "lower":
+                d_obs = 0.0
+                self.stats.p2p_cases["nbc_bounded"] += 1
+            else:
+                d_obs = max(0.0, min(after_sync))
+                self.stats.p2p_cases["nbc_bounded"] += 1
+            begins = list(zip(locs, b, strict=True))
+            for i in range(n):
+                own = (locs[i], b[i])
+
+                def resolve(local: float, own=own) -> float:
+                    latest = max(self.a[lc][x] for lc, x in begins)
+                    others = max((self.a[lc][x] for lc, x in begins if (lc, x) != own),
+                                 default=-np.inf)
+                    return max(latest + d_obs, others + self.tick)
+                self.deps[locs[i]][e[i]] = _Dep(begins, resolve)
+            return
+        for i, (loc, end) in enumerate(zip(locs, e, strict=True)):
+            needed = [(locs[j], b[j]) for j in needed_members(inst, i) if j != i]
             if not needed:
                 continue
 
-            def resolve(local: float, needed=needed) -> float:
-                return max(local, max(self.a[lc][b] for lc, b in needed) + self.tick)
-            self.deps[loc][end] = _Dep(needed, resolve)
+            def resolve_local(local: float, needed=needed) -> float:
+                return max(local, max(self.a[lc][x] for lc, x in needed) + self.tick)
+            self.deps[loc][end] = _Dep(needed, resolve_local)
 
     def _nn_resolver(self, inst: Instance, i: int, members: list[int]) -> Callable[[], float]:
         """R3: exit after the latest approximated enter plus the measured sync time."""

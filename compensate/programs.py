@@ -137,6 +137,12 @@ def collective(op: str, nbytes: int = 0, root: int = -1) -> Op:
     return ("coll", op, int(nbytes), int(root))
 
 
+def icollective(op: str, nbytes: int, handle: Hashable) -> Op:
+    """A nonblocking n-to-n collective (MPI_Ibarrier, MPI_Iallreduce, ...) that a
+    later :func:`wait` / :func:`waitall` on ``handle`` completes."""
+    return ("icoll", op.upper(), int(nbytes), handle)
+
+
 def barrier() -> Op:
     return collective("BARRIER")
 
@@ -341,6 +347,45 @@ def sendrecv_ring(ranks: int = 4, iterations: int = 100, seed: int = 0, *,
                                               nbytes=nbytes))
 
 
+def mixed(ranks: int = 4, iterations: int = 20, seed: int = 0, *,
+          nbytes: int = 4096, big_bytes: int = 65536, work_time: float = 1e-5) -> Program:
+    """Every construct in one run: eager and synchronous (MPI_Ssend) point-to-point,
+    MPI_Sendrecv, Isend/Irecv with Waitall, a nonblocking Iallreduce overlapped with
+    work, Gather, Reduce, Bcast, Scan, Allreduce and a buffer flush now and then."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[] for _ in range(ranks)]
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            right, left = (r + 1) % ranks, (r - 1) % ranks
+            partner = r + 1 if r % 2 == 0 else r - 1
+
+            def work(scale: float = 1.0, prog=prog, r=r) -> None:
+                prog.append(call("work", _jitter(rng, work_time * scale * (1 + 0.15 * r))))
+            prog.append(sendrecv(right, nbytes, left))
+            work()
+            if partner >= ranks:
+                pass  # odd rank count: the last rank has no partner
+            elif r % 2 == 0:  # synchronous exchange between partners
+                prog += [ssend(partner, big_bytes, tag=1), recv(partner, tag=2)]
+            else:
+                prog += [recv(partner, tag=1), send(partner, nbytes, tag=2)]
+            prog += [irecv(left, 3, "l"), irecv(right, 4, "r"), isend(right, nbytes, 3, "sr"),
+                     isend(left, nbytes, 4, "sl")]
+            work(0.5)
+            prog.append(waitall(["l", "r", "sr", "sl"]))
+            prog.append(icollective("ALLREDUCE", 64, "ar"))
+            work()
+            prog.append(wait("ar"))
+            prog.append([gather(nbytes, 0), reduce(64, 0), bcast(nbytes, 0),
+                         collective("SCAN", 8), allreduce(8)][it % 5])
+            if it % 7 == 6:
+                prog.append(flush())
+    return Program("mixed", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                      nbytes=nbytes, big_bytes=big_bytes))
+
+
 def pipeline(ranks: int = 4, iterations: int = 150, seed: int = 0, *,
              item_bytes: int = 16384, stage_time: float = 1e-5) -> Program:
     """Rank i receives an item from i-1, processes it, and sends it on to i+1."""
@@ -461,4 +506,5 @@ PROGRAMS: dict[str, Callable[..., Program]] = {
     "imbalanced": imbalanced,
     "pingpong": pingpong,
     "sendrecv_ring": sendrecv_ring,
+    "mixed": mixed,
 }

@@ -74,6 +74,10 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   MpiIsendComplete@t [O]; Leave [O]. The request id (per rank, counting from 1) is
   in the ``request`` column; MpiIsend/MpiIrecv also fill the
   peer/comm/tag/size columns like MpiSend/MpiRecv.
+* Nonblocking n-to-n collective (``icoll``: MPI_Ibarrier, MPI_Iallreduce, ...):
+  Enter [O]; NonBlockingCollectiveRequest@r_i [O]; Leave [O]. In a later
+  wait, after the records before it: ``t = max(t, max_i(r_i + O(request)) + D)``;
+  NonBlockingCollectiveComplete@t [O].
 * Buffer flush (a ``flush()`` op, or automatically before the next op once
   ``flush_every`` records were written since the last flush — never inside an MPI
   call): BufferFlush@t with ``stop_time = t + F`` (measured) or ``t`` (truth) in
@@ -106,8 +110,13 @@ from .model import (
     COLL_END,
     COLLECTIVE_OPS,
     ENTER,
-    KIND_CODE,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
     LEAVE,
+    NBC_COMPLETE,
+    NBC_REQUEST,
     NONE,
     PROGRAM_BEGIN,
     PROGRAM_END,
@@ -121,11 +130,6 @@ from .model import (
 )
 from .platform import Platform
 from .programs import ANY_SOURCE, PROGRAMS, REPLY, Program
-
-ISEND = KIND_CODE["MpiIsend"]
-IRECV = KIND_CODE["MpiIrecv"]
-IRECV_REQUEST = KIND_CODE["MpiIrecvRequest"]
-ISEND_COMPLETE = KIND_CODE["MpiIsendComplete"]
 
 WORLD = 0  #: the one communicator of a simulated trace
 
@@ -147,6 +151,11 @@ SUPPORTED_COLLECTIVES = N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS | SCAN_OPS
 
 P2P_REGIONS = ("MPI_Send", "MPI_Recv", "MPI_Ssend", "MPI_Isend", "MPI_Irecv",
                "MPI_Wait", "MPI_Waitall", "MPI_Sendrecv")
+
+
+def nonblocking_region(op: str) -> str:
+    """MPI_Iallreduce, MPI_Ibarrier, ... for an OTF2 op name."""
+    return "MPI_I" + collective_region(op)[4:].lower()
 
 
 def collective_region(op: str) -> str:
@@ -450,6 +459,8 @@ class _Rank:
                 yield from self.wait(op[1], op[2])
             elif name == "coll":
                 yield from self.collective(op[1], op[2], op[3])
+            elif name == "icoll":
+                self.icollective(*op[1:])
             elif name == "flush":
                 self.flush()
             else:
@@ -588,6 +599,17 @@ class _Rank:
             if r[0] == "send":
                 self.emit(ISEND_COMPLETE, request=r[1])
                 continue
+            if r[0] == "coll":
+                _, req, key, op, nbytes = r
+                inst = sim.colls[key]
+                while len(inst.ready) < sim.n:
+                    yield key
+                end = max(inst.ready.values()) + _collective_duration(sim, nbytes)
+                self.t = max(self.t, end)
+                sent, received = _collective_sizes(op, nbytes, sim.n, NONE, self.rank)
+                self.emit(NBC_COMPLETE, peer=NONE, comm=WORLD, size=sent, size_recv=received,
+                          op=COLLECTIVE_OPS[op], request=req)
+                continue
             _, req, ch, k, src, tag = r
             while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
                 yield ch.key
@@ -599,6 +621,36 @@ class _Rank:
         self.emit(LEAVE, region=region)
 
     # -- collectives -------------------------------------------------------------------
+    def _instance(self, op: str, root: int, nbytes: int) -> tuple[tuple, _Coll]:
+        """The next collective instance on the communicator (shared by all members)."""
+        key = ("coll", WORLD, self.coll_index)
+        self.coll_index += 1
+        inst = self.sim.colls.get(key)
+        if inst is None:
+            inst = self.sim.colls[key] = _Coll(key, op, root, nbytes)
+        elif (inst.op, inst.root, inst.nbytes) != (op, root, nbytes):
+            raise self.fail(f"collective #{key[2]} is {op} root {root} nbytes {nbytes} here "
+                            f"but {inst.op} root {inst.root} nbytes {inst.nbytes} elsewhere")
+        return key, inst
+
+    def icollective(self, op: str, nbytes: int, handle: Any) -> None:
+        """A nonblocking n-to-n collective: Enter(MPI_Ixxx) [O];
+        NonBlockingCollectiveRequest [O]; Leave [O]; it completes in a later wait at
+        ``max(t, max_i(request_i + O) + D)``."""
+        if op not in N_TO_N_OPS:
+            raise self.fail(f"nonblocking {op} is not simulated (n-to-n operations only)")
+        sim = self.sim
+        key, inst = self._instance(op, NONE, nbytes)
+        region = sim.regions[nonblocking_region(op)]
+        req = self.next_request
+        self.next_request += 1
+        self.emit(ENTER, region=region)
+        self.emit(NBC_REQUEST, request=req)
+        inst.ready[self.rank] = self.t
+        sim.notify(key)
+        self.requests[handle] = ("coll", req, key, op, nbytes)
+        self.emit(LEAVE, region=region)
+
     def collective(self, op: str, nbytes: int, root: int) -> Generator[tuple, Any, None]:
         sim = self.sim
         n = sim.n
@@ -611,14 +663,7 @@ class _Rank:
             root = NONE
         sent, received = _collective_sizes(op, nbytes, n, root, self.rank)
         region = sim.regions[collective_region(op)]
-        key = ("coll", WORLD, self.coll_index)
-        self.coll_index += 1
-        inst = sim.colls.get(key)
-        if inst is None:
-            inst = sim.colls[key] = _Coll(key, op, root, nbytes)
-        elif (inst.op, inst.root, inst.nbytes) != (op, root, nbytes):
-            raise self.fail(f"collective #{key[2]} is {op} root {root} nbytes {nbytes} here "
-                            f"but {inst.op} root {inst.root} nbytes {inst.nbytes} elsewhere")
+        key, inst = self._instance(op, root, nbytes)
         self.emit(ENTER, region=region)
         self.emit(COLL_BEGIN)
         ready = self.t
@@ -691,6 +736,7 @@ def _collective_sizes(op: str, nbytes: int, n: int, root: int, me: int) -> tuple
 def _region_table(program: Program) -> dict[str, int]:
     names = ["main", *P2P_REGIONS]
     names += [collective_region(op) for op in sorted(SUPPORTED_COLLECTIVES)]
+    names += [nonblocking_region(op) for op in sorted(N_TO_N_OPS)]
     seen = set(names)
     for ops in program.ops:
         for op in ops:
