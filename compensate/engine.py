@@ -112,7 +112,8 @@ class _Engine:
         self.res = res
         self.tick = 1.0
         self.ovh = platform.overhead_table() * res  # ticks per kind code
-        self.copy = lambda s: float(platform.copy_time(s)) * res
+        self.platform = platform
+        self._copy: dict[int, float] = {}
         self.stats = Stats()
         self.locs = list(trace.events)
         t0 = min((int(e.time[0]) for e in trace.events.values() if len(e)), default=0)
@@ -144,6 +145,7 @@ class _Engine:
             self.ptr[loc] = 0
             self.deps[loc] = {}
             self.waiters[loc] = []
+        self._cache_copy_costs()
         self._build_deps()
         for loc in self.locs:
             self.dep_idx[loc] = np.array(sorted(self.deps[loc]), dtype=np.int64)
@@ -154,6 +156,23 @@ class _Engine:
             local[self.dep_idx[loc]] = False
             self.stats.overcompensated += int(np.count_nonzero(gap[local] < 0))
             np.maximum(gap, 0.0, out=gap)
+
+    # -- copy cost ----------------------------------------------------------------
+    def _cache_copy_costs(self) -> None:
+        """C(s)·s in ticks for every message size in the trace, in one vectorised
+        call (a numpy call per message was the engine's largest cost)."""
+        sizes = [np.unique(e.size[e.size >= 0]) for e in self.trace.events.values()]
+        sizes += [np.unique(e.size_recv[e.size_recv >= 0]) for e in self.trace.events.values()]
+        allsizes = np.unique(np.concatenate(sizes)) if sizes else np.zeros(0, dtype=np.int64)
+        costs = np.asarray(self.platform.copy_time(allsizes.astype(float))) * self.res
+        self._copy = dict(zip(allsizes.tolist(), np.atleast_1d(costs).tolist(), strict=True))
+
+    def copy(self, size: int) -> float:
+        """Ticks to copy an ``size``-byte buffer."""
+        c = self._copy.get(size)
+        if c is None:
+            c = self._copy[size] = float(self.platform.copy_time(size)) * self.res
+        return c
 
     # -- dependencies -----------------------------------------------------------
     def _add_dep(self, loc: int, idx: int, needs: list[tuple[int, int]],
