@@ -1,16 +1,19 @@
-"""Accuracy benchmark: every model program at several tracer overheads, both bounds.
+"""Accuracy benchmark: every model program at several tracer overheads, all bounds.
 
 For each (program, overhead) the simulator produces a truth and a measured trace
-(DESIGN.md §7); the measured trace is compensated with the lower and the upper
-bound and compared with the truth. Prints one table (markdown) of what it measured:
+(DESIGN.md §7); the measured trace is compensated with the lower, the upper and the
+fitted bound (R2f) and compared with the truth. Prints one table (markdown) of what
+it measured:
 
   dilation %      (T_measured - T_true) / T_true
   lower %/upper % fraction of the dilation removed on total time, 1 - |T_a-T_t|/|T_m-T_t|
+  fitted %        the same with --bound fitted (‡: too few observed transfers to fit,
+                  the lower bound was used)
   min loc %       the worst location's removed fraction (better bound)
   err p50/p99/max per-record absolute error of the better bound, microseconds
   bracketed %     receives/collective exits whose truth lies in [lower, upper]
   total in        whether the true total time lies in [lower, upper]
-  viol            happened-before violations in both outputs (must be 0)
+  viol            happened-before violations in all three outputs (must be 0)
 
 Usage: python benchmarks/accuracy.py [--ranks 8] [--overheads 0.2us,1us,5us] [--seed 0]
 """
@@ -22,16 +25,30 @@ import platform as pyplatform
 import sys
 import time
 
+from compensate.engine import EngineOptions, compensate
+from compensate.fit import fit_network
+from compensate.matching import match
 from compensate.platform import parse_duration
 from compensate.programs import PROGRAMS
-from compensate.simulate import simulate
-from compensate.validation import evaluate
+from compensate.simulate import SimResult, simulate
+from compensate.validation import Accuracy, accuracy, evaluate
 
 SUPPORTED = {"montecarlo", "stencil", "ring", "pipeline", "collectives", "imbalanced"}
 NOTES = {
     "pingpong": "uses MPI_Ssend (synchronous sends: not modelled yet, issue #5)",
     "nonblocking": "Isend/Irecv/Waitall (not modelled yet, issue #5)",
 }
+FALLBACK_NOTE = "‡ fitted: too few observed transfers to fit, the lower bound was used"
+
+
+def fitted_accuracy(sim: SimResult) -> tuple[Accuracy, bool]:
+    """Accuracy of ``--bound fitted`` on the measured trace, and whether it fell
+    back to the lower bound (what the command line does)."""
+    m = match(sim.measured)
+    fit = fit_network(sim.measured, m, sim.platform)
+    opts = EngineOptions("fitted", network_time=fit) if fit else EngineOptions("lower")
+    r = compensate(sim.measured, sim.platform, opts, m)
+    return accuracy(sim.truth, sim.measured, r.trace), fit is None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,9 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# accuracy benchmark: ranks={args.ranks} seed={args.seed} "
           f"python {pyplatform.python_version()} on {pyplatform.machine()}")
     print()
-    print("| program | ranks | overhead | records | dilation % | lower % | upper % | "
+    print("| program | ranks | overhead | records | dilation % | lower % | upper % | fitted % | "
           "min loc % | err p50 µs | err p99 µs | err max µs | bracketed % | total in | viol |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---:|")
+    fallbacks = 0
     for name in PROGRAMS:
         ranks = 2 if name == "pingpong" else args.ranks
         for o in overheads:
@@ -56,18 +74,24 @@ def main(argv: list[str] | None = None) -> int:
             lo, up = ev["lower"], ev["upper"]
             best = lo if lo.removed_total >= up.removed_total else up
             br = ev["bracket"]
+            fi, fell_back = fitted_accuracy(sim)
+            fallbacks += fell_back
             mark = "" if name in SUPPORTED else " †"
             print(f"| {name}{mark} | {ranks} | {o * 1e6:g} µs | {sim.measured.record_count} | "
                   f"{100 * lo.dilation:.1f} | {100 * lo.removed_total:.1f} | "
-                  f"{100 * up.removed_total:.1f} | {100 * best.removed_per_location_min:.1f} | "
+                  f"{100 * up.removed_total:.1f} | "
+                  f"{100 * fi.removed_total:.1f}{' ‡' if fell_back else ''} | "
+                  f"{100 * best.removed_per_location_min:.1f} | "
                   f"{1e6 * best.error_p50:.3f} | {1e6 * best.error_p99:.3f} | "
                   f"{1e6 * best.error_max:.3f} | {100 * br['fraction']:.1f} | "
                   f"{'yes' if br['total_time_bracketed'] else 'no'} | "
-                  f"{lo.violations + up.violations} |")
+                  f"{lo.violations + up.violations + fi.violations} |")
             sys.stdout.flush()
     print()
     for name, note in NOTES.items():
         print(f"† {name}: {note}")
+    if fallbacks:
+        print(FALLBACK_NOTE)
     print(f"\nbenchmark time: {time.monotonic() - start:.1f} s")
     return 0
 

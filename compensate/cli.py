@@ -51,13 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output: out/traces.otf2 creates the archive directory out/, or *.trace")
     p.add_argument("--bound", choices=BOUNDS, default="lower",
                    help="communication model for transfers the trace did not observe "
-                        "(default: lower; none copies the trace unchanged)")
+                        "(default: lower; fitted: a latency + bandwidth model fitted to the "
+                        "transfers it did observe; none copies the trace unchanged)")
     p.add_argument("--platform", metavar="FILE.json", help="platform file (overhead, copy cost)")
     p.add_argument("--overhead", metavar="DURATION",
                    help="per-record overhead for every record kind, e.g. 250ns, 1.5us, 2e-6; "
                         "overrides the platform file's")
     p.add_argument("--collective-exit", choices=COLLECTIVE_EXITS, default="uniform",
                    help="n-to-n exits: uniform (eq. 12) or per-process (eq. 13)")
+    p.add_argument("--eager-limit", metavar="BYTES", type=int, default=None,
+                   help="treat MPI_Send messages larger than BYTES as synchronous "
+                        "(rendezvous); MPI_Ssend always is (default: off)")
     p.add_argument("--summary", metavar="FILE.json", help="write a JSON summary of the run")
     p.add_argument("--force", action="store_true", help="replace an existing OUT")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary line")
@@ -131,11 +135,18 @@ def run(argv: list[str] | None = None) -> int:
     trace = read_trace(args.input)
     t_read = time.monotonic()
     _phase(show, f"matching {trace.record_count:,} records ...")
-    matching = match(trace)
+    matching = match(trace, eager_limit=args.eager_limit)
+    bound, outcome = args.bound, None
+    if args.bound == "fitted":  # R2f: fit the network to the observed transfers
+        from .fit import try_fit
+        _phase(show, "fitting the network to the observed transfers ...")
+        outcome = try_fit(trace, matching, platform)
+        bound = "fitted" if outcome.fit else "lower"  # too few observations: fall back
     progress = _Progress(trace.record_count, show)
     try:
         result = compensate(trace, platform or Platform(0.0),
-                            EngineOptions(bound=args.bound, collective_exit=args.collective_exit),
+                            EngineOptions(bound=bound, collective_exit=args.collective_exit,
+                                          network_time=outcome.fit if outcome else None),
                             matching, progress)
     finally:
         progress.close()
@@ -157,12 +168,19 @@ def run(argv: list[str] | None = None) -> int:
         "collective_instances": result.stats.collective_instances,
         "unknown_collective_ops": result.stats.unknown_collective_ops,
         "p2p_cases": result.stats.p2p_cases,
+        "dependencies": matching.counts(),
+        "eager_limit": args.eager_limit,
         "buffer_flushes": result.stats.buffer_flushes,
         "flush_seconds_removed": result.stats.flush_seconds_removed,
         "platform": platform.to_dict() if platform else None,
         "verification": check.to_dict(),
         "seconds": {"read": t_read - t_start, "compensate": t_comp - t_read},
     }
+    bound_text = f"{args.bound} bound"
+    if outcome is not None:
+        from .fit import summary_object, summary_phrase
+        summary["fit"] = summary_object(outcome, result.stats.p2p_cases)
+        bound_text = summary_phrase(summary["fit"])
     if not check.ok:
         _write_summary(args, summary)
         print(f"compensate: verification failed: {check.violations} happened-before "
@@ -179,7 +197,7 @@ def run(argv: list[str] | None = None) -> int:
         removed = f"{100 * (m - a) / m:.1f} %" if m > 0 else "n/a"
         over = result.stats.overcompensated
         print(f"compensate: {trace.record_count:,} records on {len(trace.events)} locations, "
-              f"{args.bound} bound: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
+              f"{bound_text}: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
               f"{result.stats.messages} messages, {result.stats.collective_instances} "
               f"collectives, {over} overcompensated records"
               f"{' (overhead too large for this trace?)' if over else ''}, verified; "
@@ -203,12 +221,18 @@ def _json_default(o):
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `compensate report ...` / `compensate export ...`: subcommands (compensate/reportcli.py)
+    sub = list(sys.argv[1:] if argv is None else argv)
+    if sub and sub[0] in ("report", "export"):
+        from .reportcli import main as subcommand_main
+        return subcommand_main(sub)
     try:
         code = run(argv)
     except _Usage as exc:
         print(f"compensate: error: {exc}\nusage: compensate IN OUT [--bound lower|upper|none] "
               f"[--platform FILE.json] [--overhead DURATION] [--collective-exit "
-              f"uniform|per-process] [--summary FILE.json] [--force] [--quiet]", file=sys.stderr)
+              f"uniform|per-process] [--eager-limit BYTES] [--summary FILE.json] [--force] "
+              f"[--quiet]", file=sys.stderr)
         code = EXIT_USAGE
     except (TraceError, PlatformError, OutputError) as exc:
         print(f"compensate: error: {exc}", file=sys.stderr)

@@ -1,0 +1,341 @@
+"""The fitted bound (DESIGN.md R2f, issue #9): fit the network to the transfers the
+trace observed and time the unobserved ones with it, clamped into [lower, upper].
+
+Checked against the ground-truth simulator (DESIGN.md §7): the fit recovers the
+simulated network, ``fitted`` removes >= 99 % of the dilation on every program of
+the accuracy benchmark and never loses more than 0.5 points to the better bound, it
+stays inside the [lower, upper] envelope with a jittery network, it falls back to
+the lower bound when the trace observed too few transfers, and the command line
+reports the fit. Known shortfalls are strict expected failures, explained in
+docs/accuracy.md ("Fitted transfer")."""
+
+import json
+
+import numpy as np
+import pytest
+
+from compensate import programs as P
+from compensate.cli import main as compensate_main
+from compensate.engine import EngineOptions, compensate
+from compensate.fit import (
+    MIN_OBSERVATIONS,
+    Observations,
+    fit_network,
+    fit_observations,
+    observe_transfers,
+    try_fit,
+)
+from compensate.matching import match
+from compensate.model import COLL_END, RECV
+from compensate.simulate import Network, default_platform, run_program, simulate
+from compensate.traceio import write_trace
+from compensate.validation import accuracy, evaluate, span
+
+TICK = 1e-9  # the simulator's timer resolution
+OVERHEADS = [2e-7, 1e-6, 5e-6]  # as in benchmarks/accuracy.py
+
+
+def sizes_ring(ranks=4, iterations=60, sizes=(64, 1024, 16384, 262144)):
+    """A token ring whose token size cycles through ``sizes``: every receiver waits
+    for its token, so every transfer is observed, at several sizes."""
+    ops = [[] for _ in range(ranks)]
+    for it in range(iterations):
+        size = sizes[it % len(sizes)]
+        for r in range(ranks):
+            nxt, prev = (r + 1) % ranks, (r - 1) % ranks
+            if r == 0:
+                ops[r] += [P.call("work", 2e-6), P.send(nxt, size), P.recv(prev)]
+            else:
+                ops[r] += [P.recv(prev), P.call("work", 2e-6), P.send(nxt, size)]
+    return P.Program("sizes-ring", ops, {})
+
+
+def fitted(sim, fit=None):
+    """Compensate the measured trace with the fitted bound; returns (Result, fit)."""
+    m = match(sim.measured)
+    fit = fit or fit_network(sim.measured, m, sim.platform)
+    opts = EngineOptions("fitted", network_time=fit) if fit else EngineOptions("lower")
+    return compensate(sim.measured, sim.platform, opts, m), fit
+
+
+# -- the fit itself -----------------------------------------------------------------
+
+@pytest.mark.parametrize("quantize", [True, False])
+@pytest.mark.parametrize("network", [Network(), Network(latency=3e-6, bandwidth=2e9)],
+                         ids=["1us-5GBps", "3us-2GBps"])
+def test_fit_recovers_latency_and_bandwidth(network, quantize):
+    """Several message sizes: latency and bandwidth within 1 % of the simulator's."""
+    sim = run_program(sizes_ring(), default_platform(1e-6), network=network,
+                      quantize=quantize)
+    fit = fit_network(sim.measured, match(sim.measured), sim.platform)
+    assert fit is not None and fit.model == "linear" and fit.distinct_sizes == 4
+    assert fit.latency == pytest.approx(network.latency, rel=0.01)
+    assert fit.bandwidth == pytest.approx(network.bandwidth, rel=0.01)
+    assert fit.residual_spread <= 2 * TICK
+    assert (fit.size_min, fit.size_max) == (64, 262144)
+
+
+@pytest.mark.parametrize("program,size", [("stencil", 4096), ("ring", 1024)])
+def test_one_message_size_gives_the_transfer_time_of_that_size(program, size):
+    """stencil and ring send one size only: latency and bandwidth cannot be told
+    apart, so the fit is the median transfer time (model "constant"), within 2 ns
+    (two ticks: the simulator rounds each of the two copy times to whole ticks)."""
+    sim = simulate(program, ranks=8, overhead=1e-6, quantize=True)
+    fit = fit_network(sim.measured, match(sim.measured), sim.platform)
+    assert fit is not None and fit.model == "constant" and fit.per_byte == 0
+    assert fit.bandwidth == float("inf") and fit.to_dict()["bandwidth_Bps"] is None
+    assert abs(fit(size) - sim.network.time(size)) <= 2 * TICK
+
+
+def test_observations_are_exact_transfer_times():
+    """Every observation of the quantized stencil is its true network time (up to the
+    copy-time rounding), including the latest-arriving ones at 5 us per record."""
+    for overhead in OVERHEADS:
+        sim = simulate("stencil", ranks=8, overhead=overhead, quantize=True)
+        obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
+        assert len(obs) >= 100 and obs.p2p == len(obs)
+        assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
+
+
+def test_one_to_n_collectives_are_observations():
+    sim = simulate("collectives", ranks=8, overhead=1e-6, quantize=True)
+    obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
+    assert obs.p2p == 0 and obs.collective >= 100
+    assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
+
+
+def test_robust_against_outliers():
+    """A fifth of the observations far off (e.g. receivers delayed by something the
+    model does not know) barely moves the fit."""
+    rng = np.random.default_rng(0)
+    sizes = rng.choice([64, 4096, 65536, 1 << 20], size=200)
+    seconds = 2e-6 + sizes / 4e9
+    seconds[::5] += rng.uniform(1e-5, 1e-4, size=40)
+    fit = fit_observations(Observations(sizes, seconds))
+    assert fit.latency == pytest.approx(2e-6, rel=0.02)
+    assert fit.bandwidth == pytest.approx(4e9, rel=0.02)
+
+
+def test_parameters_are_never_negative():
+    sizes = np.array([64, 128, 256, 512] * 5)
+    fit = fit_observations(Observations(sizes, 1e-6 - sizes * 1e-9))  # falling with size
+    assert fit.latency >= 0 and fit.per_byte == pytest.approx(0, abs=1e-15)
+    fit = fit_observations(Observations(sizes, -1e-7 + sizes * 1e-9))  # negative intercept
+    assert fit.latency == pytest.approx(0, abs=1e-15) and fit.per_byte > 0
+
+
+def test_threshold():
+    sizes = np.array([64, 4096] * MIN_OBSERVATIONS)
+    seconds = 1e-6 + sizes / 5e9
+    n = MIN_OBSERVATIONS
+    assert fit_observations(Observations(sizes[: n - 1], seconds[: n - 1])) is None
+    assert fit_observations(Observations(sizes[:n], seconds[:n])) is not None
+
+
+# -- issue #9 "Done when": >= 99 % everywhere, never worse than the bounds ---------
+
+# Below 99 % with the fitted bound and with the simulator's true network alike, so
+# not a fit problem: docs/accuracy.md, "Fitted transfer: where it does not win".
+FITTED_SHORT = {("mixed", 5e-6): "nonblocking-collective completions and MPI_Sendrecv "
+                                 "receives come out late (engine), docs/accuracy.md"}
+
+
+def _benchmark_cases():
+    for name in P.PROGRAMS:
+        for o in OVERHEADS:
+            reason = FITTED_SHORT.get((name, o))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            yield pytest.param(name, o, marks=marks, id=f"{name}-{o:g}")
+
+
+@pytest.mark.parametrize("program,overhead", list(_benchmark_cases()))
+def test_fitted_removes_99_percent(program, overhead):
+    """The benchmark's configuration (benchmarks/accuracy.py: 8 ranks, tick grid):
+    fitted removes >= 99 % of the dilation on total time, and no less than the
+    better of lower/upper minus 0.5 percentage points."""
+    ranks = 2 if program == "pingpong" else 8
+    sim = simulate(program, ranks=ranks, overhead=overhead, quantize=True)
+    ev = evaluate(sim.truth, sim.measured, sim.platform)
+    best = max(ev["lower"].removed_total, ev["upper"].removed_total)
+    r, _ = fitted(sim)
+    acc = accuracy(sim.truth, sim.measured, r.trace)
+    assert acc.violations == 0
+    assert acc.removed_total >= 0.99
+    assert acc.removed_total >= best - 0.005
+
+
+@pytest.mark.parametrize("program", ["montecarlo", "stencil", "pipeline", "collectives",
+                                     "imbalanced"])
+def test_fitted_removes_99_percent_off_grid(program):
+    """The same off the tick grid, 4 ranks (the configuration of test_accuracy.py)."""
+    for overhead in OVERHEADS:
+        sim = simulate(program, ranks=4, overhead=overhead)
+        ev = evaluate(sim.truth, sim.measured, sim.platform)
+        best = max(ev["lower"].removed_total, ev["upper"].removed_total)
+        r, fit = fitted(sim)
+        removed = accuracy(sim.truth, sim.measured, r.trace).removed_total
+        assert fit is not None
+        assert removed >= 0.99 and removed >= best - 0.005, (overhead, removed, best)
+
+
+def test_fitted_uses_the_fit_for_unobserved_transfers():
+    sim = simulate("stencil", ranks=8, overhead=1e-6, quantize=True)
+    r, fit = fitted(sim)
+    cases = r.stats.p2p_cases
+    assert cases["m2_fitted"] > 1000 and cases["m2_lower"] == cases["m2_upper"] == 0
+    assert 0 < cases["m2_fitted_clamped"] < cases["m2_fitted"]
+
+
+# -- a jittery network ----------------------------------------------------------------
+
+def jittered(program, jitter, overhead=1e-6, seed=0, ranks=8):
+    """(truth, measured, platform) with exponential per-message jitter of mean
+    ``jitter``. The network draws its jitter in call order, so truth and measured run
+    come from two simulations with fresh, identically seeded networks (see
+    compensate.simulate.Network); none of these programs has wildcard receives."""
+    prog = P.PROGRAMS[program](ranks=ranks, seed=seed)
+    plat = default_platform(overhead)
+    measured = run_program(prog, plat, network=Network(jitter=jitter, seed=seed),
+                           quantize=True).measured
+    truth = run_program(prog, default_platform(0.0), network=Network(jitter=jitter, seed=seed),
+                        quantize=True, flush_time=0.0).measured
+    return truth, measured, plat
+
+
+def _relative(trace):
+    t0 = min(int(e.time[0]) for e in trace.events.values() if len(e))
+    return {loc: e.time - t0 for loc, e in trace.events.items()}
+
+
+def _outside_envelope(fit_trace, lower, upper, tol=1):
+    """Receives and collective exits of ``fit_trace`` outside [lower, upper] (±tol)."""
+    f, lo, up = _relative(fit_trace), _relative(lower), _relative(upper)
+    outside = 0
+    for loc, ev in fit_trace.events.items():
+        dep = (ev.kind == RECV) | (ev.kind == COLL_END)
+        a = np.minimum(lo[loc][dep], up[loc][dep]) - tol
+        b = np.maximum(lo[loc][dep], up[loc][dep]) + tol
+        outside += int(np.count_nonzero((f[loc][dep] < a) | (f[loc][dep] > b)))
+    return outside
+
+
+def _three(program, jitter):
+    truth, measured, plat = jittered(program, jitter)
+    m = match(measured)
+    fit = fit_network(measured, m, plat)
+    assert fit is not None
+    out = {b: compensate(measured, plat, EngineOptions(b), m).trace for b in ("lower", "upper")}
+    out["fitted"] = compensate(measured, plat, EngineOptions("fitted", network_time=fit),
+                               m).trace
+    return truth, out
+
+
+def test_jitter_is_the_same_in_both_runs():
+    """The premise of the jitter tests: in the ring every transfer is observed, so
+    compensation is exact only if truth and measured run drew the same delays."""
+    truth, out = _three("ring", 1e-6)
+    for bound in ("lower", "upper", "fitted"):
+        assert span(out[bound]) == pytest.approx(span(truth), abs=2 * TICK)
+
+
+JITTERS = [2e-7, 1e-6, 5e-6]
+JITTER_PROGRAMS = ["stencil", "imbalanced", "pipeline", "collectives"]
+
+
+@pytest.mark.parametrize("jitter", JITTERS, ids=lambda j: f"{j * 1e6:g}us")
+@pytest.mark.parametrize("program", JITTER_PROGRAMS)
+def test_jitter_fitted_within_envelope(program, jitter):
+    """Per dependent record (receive, collective exit) the fitted result lies between
+    the lower- and the upper-bound result."""
+    _, out = _three(program, jitter)
+    assert _outside_envelope(out["fitted"], out["lower"], out["upper"]) == 0
+
+
+# Where a central network estimate cannot beat the upper bound: the transfers are
+# observed (the receiver waited) but the engine's fitted rule times them with the
+# fit. docs/accuracy.md, "Fitted transfer: where it does not win".
+JITTER_SHORT = {("stencil", 5e-6), ("collectives", 1e-6), ("collectives", 5e-6)}
+
+
+def _jitter_total_cases():
+    for program in JITTER_PROGRAMS:
+        for j in JITTERS:
+            marks = [pytest.mark.xfail(strict=True, reason="observed transfers timed by the "
+                                       "fit, docs/accuracy.md")
+                     ] if (program, j) in JITTER_SHORT else []
+            yield pytest.param(program, j, marks=marks, id=f"{program}-{j * 1e6:g}us")
+
+
+@pytest.mark.parametrize("program,jitter", list(_jitter_total_cases()))
+def test_jitter_fitted_total_error_no_worse_than_better_bound(program, jitter):
+    truth, out = _three(program, jitter)
+    err = {b: abs(span(t) - span(truth)) for b, t in out.items()}
+    assert err["fitted"] <= min(err["lower"], err["upper"]) + TICK, err
+
+
+# -- fallback and command line --------------------------------------------------------
+
+def late_receiver(messages=20):
+    """Rank 1 starts receiving long after rank 0 sent everything: every message is
+    case m.2, nothing is observed."""
+    ops = [[P.send(1, 64 << (i % 4)) for i in range(messages)],
+           [P.compute(1e-3)] + [P.recv(0) for _ in range(messages)]]
+    return P.Program("late-receiver", ops, {})
+
+
+def test_too_few_observations_give_no_fit():
+    sim = run_program(late_receiver(), default_platform(1e-6), quantize=True)
+    m = match(sim.measured)
+    outcome = try_fit(sim.measured, m, sim.platform)
+    assert outcome.fit is None and outcome.observations == 0
+    assert f"fewer than {MIN_OBSERVATIONS}" in outcome.reason
+    assert fit_network(sim.measured, m, sim.platform) is None
+
+
+def _write_pair(tmp_path, sim):
+    src = tmp_path / "measured.trace"
+    write_trace(sim.measured, src)
+    plat = tmp_path / "platform.json"
+    plat.write_text(json.dumps(sim.platform.to_dict()))
+    return src, plat
+
+
+def test_cli_falls_back_to_lower_and_says_so(tmp_path, capsys):
+    sim = run_program(late_receiver(), default_platform(1e-6), quantize=True)
+    src, plat = _write_pair(tmp_path, sim)
+    out, summary = tmp_path / "fitted.trace", tmp_path / "s.json"
+    assert compensate_main([str(src), str(out), "--bound", "fitted", "--platform", str(plat),
+                            "--summary", str(summary)]) == 0
+    line = capsys.readouterr().out
+    assert "fitted bound not possible" in line and "lower bound" in line
+    s = json.loads(summary.read_text())
+    assert s["bound"] == "fitted"
+    fit = s["fit"]
+    assert fit["fallback"] is True and fit["bound_used"] == "lower"
+    assert f"fewer than {MIN_OBSERVATIONS}" in fit["fallback_reason"]
+    assert fit["observations"] == 0 and fit["used"] == 0 and fit["latency_s"] is None
+    assert s["p2p_cases"]["m2_lower"] == 20
+    lower = tmp_path / "lower.trace"
+    assert compensate_main([str(src), str(lower), "--platform", str(plat), "--quiet"]) == 0
+    assert out.read_text() == lower.read_text()
+
+
+def test_cli_writes_the_fit(tmp_path, capsys):
+    sim = simulate("stencil", ranks=4, iterations=40, overhead=1e-6, quantize=True)
+    src, plat = _write_pair(tmp_path, sim)
+    out, summary = tmp_path / "fitted.trace", tmp_path / "s.json"
+    assert compensate_main([str(src), str(out), "--bound", "fitted", "--platform", str(plat),
+                            "--summary", str(summary)]) == 0
+    line = capsys.readouterr().out
+    assert "fitted bound (latency 1.82 us" in line and "verified" in line
+    fit = json.loads(summary.read_text())["fit"]
+    for key in ("latency_s", "bandwidth_Bps", "observations", "residual_spread_s", "used",
+                "clamped", "fallback", "fallback_reason"):
+        assert key in fit
+    assert fit["fallback"] is False and fit["fallback_reason"] is None
+    assert fit["latency_s"] == pytest.approx(sim.network.time(4096), abs=2 * TICK)
+    assert fit["observations"] >= MIN_OBSERVATIONS and fit["used"] > 0
+    assert 0 <= fit["clamped"] <= fit["used"]
+    s = json.loads(summary.read_text())
+    assert fit["used"] == s["p2p_cases"]["m2_fitted"]
+    assert s["verification"]["violations"] == 0
