@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sortedcontainers import SortedList
 
+from .fit import WAIT_MARGIN
 from .matching import (
     EXSCAN,
     N_TO_N,
@@ -78,7 +79,8 @@ class Stats:
     unknown_collective_ops: int = 0
     p2p_cases: dict = field(default_factory=lambda: {
         "m1_a1": 0, "m1_a2": 0, "m2_lower": 0, "m2_upper": 0, "m2_fitted": 0,
-        "m2_fitted_clamped": 0, "synchronous": 0, "nbc_observed": 0, "nbc_bounded": 0})
+        "m2_fitted_clamped": 0, "m1_receiver_late": 0, "synchronous": 0, "nbc_observed": 0,
+        "nbc_bounded": 0})
     buffer_flushes: int = 0
     flush_seconds_removed: float = 0.0
 
@@ -212,6 +214,23 @@ class _Engine:
         extra = self.copy(int(ev.size[prev])) if ev.kind[prev] in (SEND, ISEND) else 0.0
         return self.a[loc][prev] + extra
 
+    def _receiver_was_late(self, loc: int, idx: int, cs: float) -> bool:
+        """In the measurement, was the receiver (not the message) the late party for
+        record ``idx``: was it ready only after the message had arrived? Ready =
+        the record before plus its overhead (and its copy, if a send); the same
+        criterion and margin the network fit uses (:data:`compensate.fit.WAIT_MARGIN`)."""
+        if idx <= 0:
+            return False
+        ev = self.trace.events[loc]
+        prev = idx - 1
+        k = ev.kind[prev]
+        start = float(ev.size[prev] - self.t0) if k == BUFFER_FLUSH else self.tm[loc][prev]
+        free = start + float(self.ovh[k])
+        if k in (SEND, ISEND):
+            free += self.copy(int(ev.size[prev]))
+        margin = 1.0 + WAIT_MARGIN * (cs + free - self.tm[loc][prev])
+        return not self.tm[loc][idx] - cs > free + margin
+
     def _recv_time(self, send_loc: int, send_idx: int, send_exit_m: float,
                    recv_loc: int, enter_idx: int, size: int, recv_m: float,
                    recv_idx: int) -> float:
@@ -232,7 +251,14 @@ class _Engine:
         # the send record's own writing cost lies inside the observed transfer
         observed = recv_m - send_m - self._kind_ovh(send_loc, send_idx)
         cases = self.stats.p2p_cases
-        if enter_m <= send_exit_m:  # m.1: the calls overlapped, transfer observed
+        overlapped = enter_m <= send_exit_m
+        if overlapped and self.opts.bound == "fitted" and recv_idx >= 0 and \
+                self._receiver_was_late(recv_loc, recv_idx, cs):
+            # the calls overlapped but the receiver, not the message, was late: the
+            # interval holds the receiver's lateness, not the transfer (R2f uses the fit)
+            overlapped = False
+            cases["m1_receiver_late"] += 1
+        if overlapped:  # m.1: the calls overlapped, transfer observed
             recv_a = max(send_a + observed, ready + cs)
             cases["m1_a1" if send_a + observed > ready + cs else "m1_a2"] += 1
         else:  # m.2: bounds only (eq. 8-10)

@@ -110,9 +110,9 @@ def bracketed(truth: Trace, lower: Trace, upper: Trace, tolerance_ticks: int = 1
 
 
 def evaluate(truth: Trace, measured: Trace, platform: Platform,
-             collective_exit: str = "uniform") -> dict:
+             collective_exit: str = "uniform", eager_limit: int | None = None) -> dict:
     """Compensate ``measured`` with both bounds and compare each with ``truth``."""
-    m = match(measured)
+    m = match(measured, eager_limit=eager_limit)
     out = {}
     results = {}
     for bound in ("lower", "upper"):
