@@ -33,10 +33,21 @@ from compensate.model import (
     Trace,
     TraceError,
 )
-from compensate.programs import Program, call, compute, recv, send
-from compensate.reportcli import REPORT_SCHEMA
+from compensate.programs import (
+    Program,
+    allreduce,
+    barrier,
+    bcast,
+    call,
+    compute,
+    recv,
+    reduce,
+    send,
+    ssend,
+)
+from compensate.reportcli import REPORT_SCHEMA, report_dict
 from compensate.simulate import default_platform, run_program, simulate
-from compensate.traceio import read_trace
+from compensate.traceio import read_trace, write_trace
 
 from .conftest import REAL_ARCHIVES, ROOT
 
@@ -202,6 +213,37 @@ def test_late_sender_disappears_after_compensation():
     assert round(c.diff("late_sender") / NS) == 35000
 
 
+# Every pattern made by the tracer alone: the "slow" rank writes 20 empty calls (40
+# records of 1 us) before the operation, the other computes 5 us untraced. Measured,
+# the other rank waits 35 us; in the truth (and after compensation) the slow rank is
+# first. For the n-to-n patterns the truth keeps a real wait of 5 us on the slow rank.
+_SLOW = [call("f", 0.0) for _ in range(20)]
+_FAST = [compute(5e-6)]
+
+
+@pytest.mark.parametrize("state, ops, waiter, truth_ns", [
+    ("late_sender", [_SLOW + [send(1, 8)], _FAST + [recv(0)]], 1, {0: 0, 1: 0}),
+    ("late_receiver", [_FAST + [ssend(1, 8)], _SLOW + [recv(0)]], 0, {0: 0, 1: 0}),
+    ("wait_barrier", [_SLOW + [barrier()], _FAST + [barrier()]], 1, {0: 5000, 1: 0}),
+    ("wait_nxn", [_SLOW + [allreduce(8)], _FAST + [allreduce(8)]], 1, {0: 5000, 1: 0}),
+    ("late_broadcast", [_SLOW + [bcast(8, 0)], _FAST + [bcast(8, 0)]], 1, {0: 0, 1: 0}),
+    ("early_reduce", [_SLOW + [reduce(8, 1)], _FAST + [reduce(8, 1)]], 1, {0: 0, 1: 0}),
+])
+@pytest.mark.parametrize("bound", ["lower", "upper"])
+def test_tracer_made_wait_state_disappears_after_compensation(state, ops, waiter, truth_ns,
+                                                              bound):
+    sim = run_program(Program(state, ops), default_platform(1e-6), quantize=True)
+    measured = ns(wait_states(sim.measured).by_location[state])
+    assert measured == {waiter: 35000, 1 - waiter: 0}
+    assert ns(wait_states(sim.truth).by_location[state]) == truth_ns
+    approx = compensate(sim.measured, sim.platform, EngineOptions(bound)).trace
+    assert ns(wait_states(approx).by_location[state]) == truth_ns  # gone, and real waits kept
+    c = compare(sim.measured, approx)
+    assert round(c.diff(state, waiter) / NS) == 35000
+    assert c.top_location(state) == (waiter, pytest.approx(100.0 * 35000 / (
+        35000 - sum(truth_ns.values()))))
+
+
 def test_compare_montecarlo_breakdown_is_consistent():
     sim = simulate("montecarlo", ranks=4, overhead=1e-6, iterations=3)
     c = compare(sim.measured, sim.truth)
@@ -227,10 +269,10 @@ def test_compare_needs_the_same_locations():
 # ---------------------------------------------------------------------------------
 # `compensate report`
 
-@pytest.fixture(scope="module")
-def compensated_pair(tmp_path_factory):
-    """(measured, approximated) paths of the first real archive."""
-    archive = REAL_ARCHIVES[0]
+@pytest.fixture(scope="module", params=REAL_ARCHIVES, ids=lambda p: p.parent.name)
+def compensated_pair(request, tmp_path_factory):
+    """(measured, approximated) paths of each real archive."""
+    archive = request.param
     if not archive.exists():
         pytest.skip(f"{archive} not available")
     out = tmp_path_factory.mktemp("report") / "approx" / "traces.otf2"
@@ -266,7 +308,6 @@ def test_report_two_traces_with_json(compensated_pair, tmp_path, capsys):
 
 def test_report_json_one_trace_on_simulated_pair(tmp_path, capsys):
     sim = simulate("montecarlo", ranks=3, iterations=2)
-    from compensate.traceio import write_trace
     paths = [tmp_path / "measured.trace", tmp_path / "truth.trace"]
     write_trace(sim.measured, paths[0])
     write_trace(sim.truth, paths[1])
@@ -279,14 +320,52 @@ def test_report_json_one_trace_on_simulated_pair(tmp_path, capsys):
     assert "Late Sender" in capsys.readouterr().out
 
 
-def _check_report_json(doc: dict) -> None:
-    """The documented schema (with jsonschema if installed) plus the key invariants."""
+def test_report_on_a_simulated_master_worker_pair(tmp_path, capsys):
+    """The paper's master/worker program, measured and compensated as a user would:
+    OTF2 in, `compensate`, then `compensate report` on one and on both traces."""
+    sim = simulate("montecarlo", ranks=4, iterations=3)
+    measured = tmp_path / "measured" / "traces.otf2"
+    approx = tmp_path / "approx" / "traces.otf2"
+    platform = tmp_path / "platform.json"
+    write_trace(sim.measured, measured)
+    platform.write_text(json.dumps(sim.platform.to_dict()))
+    assert main([str(measured), str(approx), "--platform", str(platform), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(measured)]) == 0
+    out = capsys.readouterr().out
+    assert "4 locations" in out and re.search(r"^total\s", out, re.M)
+    assert re.search(r"^Late Sender\s+\d", out, re.M) and re.search(r"^get_coords\s", out, re.M)
+    js = tmp_path / "report.json"
+    assert main(["report", str(measured), str(approx), "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    for rank in range(4):
+        assert re.search(rf"^{rank} MPI Rank {rank}\s+\d", out, re.M)
+    doc = json.loads(js.read_text())
+    _check_report_json(doc)
+    cmp = doc["comparison"]
+    assert cmp["span"]["difference"] > 0.5 * (sim.info["span_measured"] - sim.info["span_truth"])
+    late = cmp["categories"]["late_sender"]
+    assert late["difference"] > 0
+    assert max(late["by_location"], key=lambda k: late["by_location"][k]["difference"]) == "0"
+
+
+def _schema_validator():
+    """A JSON Schema validator for REPORT_SCHEMA (jsonschema is in the test extra:
+    the report is always validated, never skipped)."""
     try:
         import jsonschema
-    except ImportError:
-        jsonschema = None
-    if jsonschema is not None:
-        jsonschema.validate(doc, REPORT_SCHEMA)
+    except ImportError:  # pragma: no cover - the test extra installs it
+        pytest.fail("jsonschema is needed to validate `compensate report --json`: "
+                    "pip install -e '.[test]'")
+    cls = jsonschema.validators.validator_for(REPORT_SCHEMA)
+    cls.check_schema(REPORT_SCHEMA)  # the schema itself is valid (draft 2020-12)
+    return cls(REPORT_SCHEMA)
+
+
+def _check_report_json(doc: dict) -> None:
+    """The documented schema plus the key invariants."""
+    errors = sorted(_schema_validator().iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
     assert doc["schema"] == "compensate-report/1" and doc["unit"] == "s"
     for tr in doc["traces"]:
         assert set(tr["wait_states"]) == set(WAIT_STATES)
@@ -300,6 +379,62 @@ def test_documented_schema_matches_the_code():
     block = re.search(r"<!-- schema -->\s*```json\n(.*?)```", text, re.S)
     assert block, "docs/analysis.md lacks the report JSON schema block"
     assert json.loads(block.group(1)) == json.loads(json.dumps(REPORT_SCHEMA))
+
+
+def _two_trace_report() -> dict:
+    measured = read_trace(CASES / "p2p.trace")
+    approx = measured.with_times({loc: ev.time // 2 for loc, ev in measured.events.items()})
+    c = compare(measured, approx)
+    return json.loads(json.dumps(report_dict([(measured, c.measured), (approx, c.approximated)],
+                                             c), allow_nan=False))
+
+
+def _break(path: str, value=None, *, delete: bool = False):
+    """A mutation of the report document: set (or delete) the item at a ``/`` path."""
+    def apply(doc: dict) -> None:
+        *parents, last = path.split("/")
+        node = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if delete:
+            del node[last]
+        elif isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return apply
+
+
+def _append_third_trace(doc: dict) -> None:
+    doc["traces"].append(doc["traces"][0])
+
+
+@pytest.mark.parametrize("mutate", [
+    pytest.param(_break("comparison", delete=True), id="no comparison"),
+    pytest.param(_break("comparison", []), id="comparison not an object"),
+    pytest.param(_break("schema", "compensate-report/2"), id="schema id"),
+    pytest.param(_break("unit", "ms"), id="unit"),
+    pytest.param(_break("traces", []), id="no traces"),
+    pytest.param(_append_third_trace, id="three traces"),
+    pytest.param(_break("traces/0/records", 1.5), id="records not an integer"),
+    pytest.param(_break("traces/0/profile/span", "1.0"), id="span a string"),
+    pytest.param(_break("traces/0/profile/locations/0/label", delete=True), id="no label"),
+    pytest.param(_break("traces/1/wait_states/late_sender", delete=True), id="no late sender"),
+    pytest.param(_break("traces/1/wait_states/wait_nxn/count", True), id="count a boolean"),
+    pytest.param(_break("traces/0/breakdown/execution/by_location/0", None), id="null time"),
+    pytest.param(_break("comparison/categories/other_mpi/percent", "n/a"), id="percent text"),
+    pytest.param(_break("comparison/categories/flush/by_location/1/share", delete=True),
+                 id="no share"),
+    pytest.param(_break("comparison/locations/0/difference", None), id="null difference"),
+])
+def test_report_schema_rejects_broken_documents(mutate):
+    """The validation the report tests rely on can fail: every broken copy of a valid
+    document is rejected."""
+    doc = _two_trace_report()
+    _check_report_json(doc)
+    validator = _schema_validator()
+    mutate(doc)
+    assert list(validator.iter_errors(doc)), "a broken report passed the schema"
 
 
 @pytest.mark.parametrize("argv, code, message", [

@@ -17,31 +17,96 @@ CASES = Path(__file__).resolve().parent / "cases_analysis"
 REQUIRED = {
     "M": {"name", "pid", "args"},
     "X": {"name", "cat", "pid", "tid", "ts", "dur"},
+    "B": {"name", "pid", "tid", "ts"},
+    "E": {"pid", "tid", "ts"},
     "s": {"name", "cat", "id", "pid", "tid", "ts"},
     "f": {"name", "cat", "id", "pid", "tid", "ts", "bp"},
     "i": {"name", "pid", "tid", "ts", "s"},
 }
 
+#: JSON Schema of the part of the trace-event format (Google's "Trace Event Format"
+#: document) that `compensate export` writes, plus begin/end events ("B"/"E") so that
+#: the check also covers them.
+TRACE_EVENT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["traceEvents"],
+    "properties": {
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+        "otherData": {"type": "object"},
+        "traceEvents": {"type": "array", "items": {"allOf": [
+            {"type": "object", "required": ["ph", "pid"],
+             "properties": {
+                 "ph": {"enum": sorted(REQUIRED)},
+                 "name": {"type": "string"}, "cat": {"type": "string"},
+                 "pid": {"type": "integer"}, "tid": {"type": "integer"},
+                 "ts": {"type": "number", "minimum": 0},
+                 "dur": {"type": "number", "minimum": 0},
+                 "id": {"type": ["integer", "string"]},
+                 "bp": {"const": "e"},
+                 "s": {"enum": ["g", "p", "t"]},
+                 "args": {"type": "object"}}},
+            *({"if": {"properties": {"ph": {"const": ph}}}, "then": {"required": sorted(keys)}}
+              for ph, keys in REQUIRED.items()),
+            {"if": {"properties": {"ph": {"const": "M"}}},
+             "then": {"properties": {"name": {"enum": ["process_name", "process_sort_index",
+                                                       "thread_name", "thread_sort_index"]}}}},
+        ]}},
+    },
+}
+
+
+def _validate_schema(doc: dict) -> None:
+    try:
+        import jsonschema
+    except ImportError:  # pragma: no cover - the test extra installs it
+        pytest.fail("jsonschema is needed to validate the trace-event JSON: "
+                    "pip install -e '.[test]'")
+    jsonschema.Draft202012Validator.check_schema(TRACE_EVENT_SCHEMA)
+    errors = list(jsonschema.Draft202012Validator(TRACE_EVENT_SCHEMA).iter_errors(doc))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
+
 
 def check_trace_event_document(doc: dict) -> dict:
-    """Validate the parts of the trace-event format we use; return counts by phase."""
-    assert isinstance(doc["traceEvents"], list)
+    """Validate a trace-event document: the schema (required keys per phase, types),
+    then what a schema cannot say: every process and thread is named, begin/end events
+    match, slices on a thread nest, and every flow id has exactly one start and one
+    end, each inside a slice of its thread, the end not before the start. Return the
+    number of events by phase."""
+    _validate_schema(doc)
     counts: dict[str, int] = defaultdict(int)
     slices: dict[tuple, list] = defaultdict(list)
-    flows: dict[int, dict[str, dict]] = defaultdict(dict)
+    open_b: dict[tuple, list] = defaultdict(list)
+    flows: dict[object, dict[str, dict]] = defaultdict(dict)
+    named_pids, named_tids, used = set(), set(), set()
     for e in doc["traceEvents"]:
         ph = e["ph"]
-        assert ph in REQUIRED, ph
-        assert REQUIRED[ph] <= set(e), (ph, e)
         counts[ph] += 1
-        if "ts" in e:
-            assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0
+        if ph == "M":
+            if e["name"] == "process_name":
+                named_pids.add(e["pid"])
+            elif e["name"] == "thread_name":
+                named_tids.add((e["pid"], e["tid"]))
+            continue
+        key = (e["pid"], e["tid"])
+        used.add(key)
         if ph == "X":
-            assert e["dur"] >= 0
-            slices[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+            slices[key].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+        elif ph == "B":
+            open_b[key].append(e)
+        elif ph == "E":  # closes the innermost open "B" of its thread (and names it, if named)
+            assert open_b[key], f"{key}: end event at {e['ts']} without a begin"
+            b = open_b[key].pop()
+            assert e.get("name", b["name"]) == b["name"], f"{key}: {b['name']} ended as {e}"
+            assert e["ts"] >= b["ts"], f"{key}: {b['name']} ends before it begins"
+            slices[key].append((b["ts"], e["ts"], b["name"]))
         elif ph in "sf":
             assert ph not in flows[e["id"]], f"duplicate flow {ph} for id {e['id']}"
             flows[e["id"]][ph] = e
+    for key, stack in open_b.items():
+        assert not stack, f"{key}: {[b['name'] for b in stack]} begun and never ended"
+    for pid, tid in used:
+        assert pid in named_pids and (pid, tid) in named_tids, f"unnamed {(pid, tid)}"
     # slices on one thread nest: sorted by start (longest first), each one ends
     # within the innermost slice still open at its start
     eps = 1e-6
@@ -54,10 +119,16 @@ def check_trace_event_document(doc: dict) -> dict:
                 top = stack[-1]
                 assert te <= top[1] + eps, f"{key}: {name} [{ts}, {te}] overlaps {top}"
             stack.append((ts, te, name))
-    # every flow has one start and one (enclosing-slice bound) end
+
+    def inside_a_slice(e: dict) -> bool:
+        return any(a - eps <= e["ts"] <= b + eps for a, b, _ in slices[(e["pid"], e["tid"])])
+
     for fid, pair in flows.items():
         assert set(pair) == {"s", "f"}, f"flow {fid} is not paired"
-        assert pair["f"]["bp"] == "e"
+        s_, f_ = pair["s"], pair["f"]
+        assert f_["bp"] == "e" and s_["name"] == f_["name"] and s_["cat"] == f_["cat"]
+        assert f_["ts"] >= s_["ts"] - eps, f"flow {fid} goes back in time"
+        assert inside_a_slice(s_) and inside_a_slice(f_), f"flow {fid} not bound to a slice"
     return dict(counts)
 
 
@@ -121,3 +192,89 @@ def test_export_cli_refuses_and_reports(tmp_path, capsys):
     assert "Traceback" not in err and "no such file" in err
     assert not (tmp_path / "y.json").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left
+
+
+def test_export_of_measured_and_compensated_simulation():
+    from compensate.engine import EngineOptions, compensate
+
+    sim = simulate("montecarlo", ranks=4, iterations=3)
+    for trace in (sim.measured, compensate(sim.measured, sim.platform,
+                                           EngineOptions("lower")).trace):
+        counts = check_trace_event_document(json.loads(json.dumps(trace_events(trace))))
+        assert counts["s"] == counts["f"] == len(match(trace).messages) > 0
+        assert counts["X"] == sum(int((ev.kind == 0).sum()) for ev in trace.events.values())
+
+
+# ---------------------------------------------------------------------------------
+# the checker itself: a small valid document with begin/end events, and broken copies
+
+def _small_document() -> dict:
+    meta = [{"ph": "M", "name": "process_name", "pid": p, "args": {"name": f"rank {p}"}}
+            for p in (0, 1)]
+    meta += [{"ph": "M", "name": "thread_name", "pid": p, "tid": p, "args": {"name": "main"}}
+             for p in (0, 1)]
+    x = {"cat": "MPI", "ph": "X"}
+    return {"traceEvents": meta + [
+        {"ph": "B", "name": "main", "pid": 0, "tid": 0, "ts": 0.0},
+        {**x, "name": "MPI_Send", "pid": 0, "tid": 0, "ts": 1.0, "dur": 1.0},
+        {"ph": "s", "name": "message", "cat": "p2p", "id": 7, "pid": 0, "tid": 0, "ts": 1.5},
+        {"ph": "E", "pid": 0, "tid": 0, "ts": 10.0},
+        {"ph": "B", "name": "main", "pid": 1, "tid": 1, "ts": 0.0},
+        {**x, "name": "MPI_Recv", "pid": 1, "tid": 1, "ts": 0.5, "dur": 4.5},
+        {"ph": "f", "bp": "e", "name": "message", "cat": "p2p", "id": 7, "pid": 1, "tid": 1,
+         "ts": 4.0},
+        {"ph": "i", "s": "t", "name": "BARRIER", "pid": 1, "tid": 1, "ts": 6.0},
+        {"ph": "E", "name": "main", "pid": 1, "tid": 1, "ts": 9.0},
+    ]}
+
+
+def test_checker_accepts_begin_end_and_flows():
+    assert check_trace_event_document(_small_document()) == {
+        "M": 4, "B": 2, "E": 2, "X": 2, "s": 1, "f": 1, "i": 1}
+
+
+def _without(index: int, key: str):
+    def apply(events: list) -> None:
+        del events[index][key]
+    return apply
+
+
+def _set(index: int, key: str, value):
+    def apply(events: list) -> None:
+        events[index][key] = value
+    return apply
+
+
+def _drop(index: int):
+    def apply(events: list) -> None:
+        del events[index]
+    return apply
+
+
+def _second_flow_end(events: list) -> None:
+    events[6] = {**events[10], "pid": 0, "tid": 0, "ts": 1.5}  # the start becomes an end
+
+
+@pytest.mark.parametrize("mutate, message", [
+    pytest.param(_without(5, "dur"), "'dur' is a required property", id="slice without dur"),
+    pytest.param(_without(6, "id"), "'id' is a required property", id="flow without id"),
+    pytest.param(_without(10, "bp"), "'bp' is a required property", id="flow end not bound"),
+    pytest.param(_set(5, "ph", "Z"), "'Z' is not one of", id="unknown phase"),
+    pytest.param(_set(5, "ts", -1.0), "less than the minimum", id="negative time"),
+    pytest.param(_set(5, "pid", "0"), "is not of type 'integer'", id="pid a string"),
+    pytest.param(_set(5, "dur", 20.0), "overlaps", id="slice overlaps its parent"),
+    pytest.param(_drop(7), "begun and never ended", id="begin without end"),
+    pytest.param(_drop(4), "without a begin", id="end without begin"),
+    pytest.param(_set(12, "name", "other"), "ended as", id="end of another slice"),
+    pytest.param(_drop(10), "not paired", id="flow without end"),
+    pytest.param(_set(10, "id", 8), "not paired", id="flow ids not paired"),
+    pytest.param(_second_flow_end, "duplicate flow f", id="two flow ends"),
+    pytest.param(_set(10, "ts", 1.0), "back in time", id="flow backwards"),
+    pytest.param(_set(10, "ts", 9.5), "not bound to a slice", id="flow end outside a slice"),
+    pytest.param(_drop(2), "unnamed", id="unnamed thread"),
+])
+def test_checker_rejects_broken_documents(mutate, message):
+    doc = _small_document()
+    mutate(doc["traceEvents"])
+    with pytest.raises(AssertionError, match=message):
+        check_trace_event_document(doc)
