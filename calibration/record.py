@@ -1,0 +1,214 @@
+"""Trace an mpi4py program into one OTF2 archive, plus the platform file for it.
+
+Usage (every rank runs the same command)::
+
+    mpiexec -n 4 python -m calibration.record -o run/traces.otf2 \\
+        [--functions MODULE,...] [--force] -- prog.py ARGS
+
+Records Enter/Leave of the functions of ``prog.py`` and of the ``--functions``
+modules (:mod:`calibration.tracer_functions`) and every mpi4py communication call
+(:mod:`calibration.tracer_mpi`), in memory, per rank
+(:mod:`calibration.tracer_buffer`). At the end the buffers are gathered on rank 0
+and written as ``run/traces.otf2`` with ClockOffset definitions from a ping-pong
+at start and end (:mod:`calibration.tracer_clock`, :mod:`calibration.tracer_otf2`);
+then rank 0 calibrates the tracer's own per-record cost while the other ranks
+sleep, and writes ``run/platform.json`` (:mod:`calibration.tracer_overhead`), so
+that ``compensate run/traces.otf2 out/traces.otf2 --platform run/platform.json``
+removes a measured overhead.
+
+Exit status: the program's (0 if it ended normally), 2 for usage errors; an
+uncaught exception in the program prints its traceback and aborts the MPI job,
+like ``python -m mpi4py`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+import types
+from typing import Any
+
+USAGE = ("mpiexec -n N python -m calibration.record -o DIR/NAME.otf2 "
+         "[--functions MODULE,...] [--force] -- prog.py ARGS")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m calibration.record", usage=USAGE,
+        description="Trace an mpi4py program (function Enter/Leave and MPI calls) into "
+                    "an OTF2 archive, and write the calibrated platform file beside it.")
+    p.add_argument("-o", "--output", required=True, metavar="DIR/NAME.otf2",
+                   help="OTF2 anchor file to write; platform.json goes into the same "
+                        "directory")
+    p.add_argument("--functions", default="", metavar="MODULE,...",
+                   help="also record the functions of these modules (and their "
+                        "submodules); the script's own functions are always recorded")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing archive of that name")
+    p.add_argument("--clock-offsets", choices=("auto", "measured"), default="auto",
+                   help="auto: offset 0 for ranks on rank 0's host (same clock), the "
+                        "ping-pong estimate elsewhere; measured: the estimate everywhere")
+    p.add_argument("--calibration-records", type=int, default=2000, metavar="N",
+                   help="records (and traced calls) per calibration sample (default "
+                        "2000; 0 skips the calibration and platform.json)")
+    p.add_argument("program", help="the mpi4py script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    return p
+
+
+def _idle_barrier(comm: Any) -> None:
+    """A barrier that sleeps instead of spinning (MPICH busy-polls in blocking
+    calls, which would steal the CPU from rank 0's calibration when ranks share
+    cores)."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.0005)
+
+
+def _run_script(path: str, args: list[str], code: Any, functions: Any) -> int:
+    """Execute the compiled script as ``__main__``; returns its exit status."""
+    module = types.ModuleType("__main__")
+    module.__dict__.update(functions.script_globals(path))
+    saved = sys.modules.get("__main__"), list(sys.argv)
+    sys.modules["__main__"] = module
+    sys.argv = [path, *args]
+    try:
+        exec(code, module.__dict__)
+        return 0
+    except SystemExit as exc:
+        code_ = exc.code
+        if code_ is None:
+            return 0
+        if isinstance(code_, int):
+            return code_
+        print(code_, file=sys.stderr)
+        return 1
+    finally:
+        sys.modules["__main__"], sys.argv = saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.args[:1] == ["--"]:
+        args.args = args.args[1:]
+    script = os.path.abspath(args.program)
+    if not os.path.isfile(script):
+        print(f"calibration.record: error: no such program: {args.program}", file=sys.stderr)
+        return 2
+    if os.path.splitext(args.output)[1] != ".otf2":
+        print(f"calibration.record: error: -o must name an anchor file NAME.otf2, "
+              f"got {args.output}", file=sys.stderr)
+        return 2
+
+    from mpi4py import MPI
+
+    from . import tracer_clock, tracer_mpi, tracer_otf2
+    from .tracer_buffer import Recorder
+    from .tracer_functions import FunctionTracing
+
+    world = MPI.COMM_WORLD
+    private = world.Dup()  # the tracer's own traffic: base class, never recorded
+    rank = private.Get_rank()
+    host = MPI.Get_processor_name()
+
+    problem = None
+    if rank == 0:
+        if tracer_otf2.archive_exists(args.output):
+            if args.force:
+                tracer_otf2.remove_archive(args.output)
+            else:
+                problem = f"{args.output} already exists (use --force to replace it)"
+    problem = private.bcast(problem, root=0)
+    if problem:
+        if rank == 0:
+            print(f"calibration.record: error: {problem}", file=sys.stderr)
+        return 2
+
+    recorder = Recorder()
+    functions = FunctionTracing(recorder, [m.strip() for m in args.functions.split(",")])
+    if rank == 0:
+        for m in functions.already_imported():
+            print(f"calibration.record: warning: {m} was imported before tracing "
+                  f"started; its functions are not recorded", file=sys.stderr)
+    code = functions.compile_script(script)
+    realtime = (time.monotonic_ns(), time.time_ns())
+    trust = args.clock_offsets == "auto"
+    offsets = [tracer_clock.clock_offsets(private, trust_host=trust)]
+
+    sys.path.insert(0, os.path.dirname(script))
+    tracer_mpi.install(recorder)
+    functions.install()
+    private.Barrier()
+    recorder.program_begin(os.path.basename(script), args.args)
+    try:
+        status = _run_script(script, args.args, code, functions)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        world.Abort(1)
+        return 1
+    recorder.program_end(status)
+    functions.uninstall()
+
+    offsets.append(tracer_clock.clock_offsets(private, trust_host=trust))
+    mine = tracer_otf2.RankData.of(rank, host, recorder, offsets, realtime)
+    gathered = private.gather(mine, root=0)
+    error: str | None = None
+    if rank == 0:
+        error = _write_outputs(args, gathered, MPI)
+        del gathered
+        private.Ibarrier().Wait()
+    else:
+        _idle_barrier(private)  # sleep while rank 0 writes and calibrates
+    error = private.bcast(error, root=0)
+    if error:
+        if rank == 0:
+            print(f"calibration.record: error: {error}", file=sys.stderr)
+        return 1
+    return status
+
+
+def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | None:
+    """Rank 0: write the archive, then calibrate and write platform.json; returns
+    an error message or None."""
+    from . import tracer_otf2
+
+    try:
+        n = tracer_otf2.write_archive(args.output, gathered,
+                                      " ".join([args.program, *args.args]))
+    except Exception as exc:  # noqa: BLE001 - reported, then every rank fails
+        return f"cannot write {args.output}: {type(exc).__name__}: {exc}"
+    print(f"calibration.record: {n:,} records of {len(gathered)} ranks -> {args.output}",
+          file=sys.stderr)
+    if args.calibration_records <= 0:
+        return None
+    extra = {"ranks": len(gathered), "hosts": sorted({d.host for d in gathered}),
+             "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+             "mpi4py": __import__("mpi4py").__version__,
+             "clock_offsets_ns": {
+                 "columns": ["time", "offset", "error", "measured"],
+                 "ranks": {d.rank: [[o.time, o.offset, o.error, o.measured]
+                                    for o in d.offsets] for d in gathered}}}
+    platform = _calibrate(args, MPI.Status(), extra)
+    path = os.path.join(os.path.dirname(os.path.abspath(args.output)), "platform.json")
+    try:
+        with open(path, "w") as f:
+            json.dump(platform, f, indent=2)
+            f.write("\n")
+    except OSError as exc:
+        return f"cannot write {path}: {exc}"
+    return None
+
+
+def _calibrate(args: argparse.Namespace, status: Any, extra: dict) -> dict:
+    from .tracer_overhead import calibrate
+
+    return calibrate(n=args.calibration_records, status=status, extra=extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""The mpi4py tracer (``python -m calibration.record``) on real MPI, and its parts.
+
+The MPI tests run ``mpiexec -n 2`` from the ``[mpi]`` extra (the mpich and mpi4py
+wheels) and are skipped where it is not installed; the others (clock offsets in
+the written archive and in the reader, function instrumentation, calibration)
+need no MPI.
+"""
+
+from __future__ import annotations
+
+import json
+import py_compile
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibration import tracer_buffer as tb
+from calibration.tracer_clock import Offset
+from calibration.tracer_functions import DECORATOR, FunctionTracing, instrument, make_decorator
+from calibration.tracer_otf2 import RankData, corrected, write_archive
+from calibration.tracer_overhead import calibrate
+from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE
+from compensate.otf2io import read_otf2
+from compensate.platform import Platform
+
+ROOT = Path(__file__).resolve().parent.parent
+ALLCALLS = ROOT / "examples" / "mpi" / "allcalls.py"
+
+
+def _mpiexec() -> str:
+    pytest.importorskip("mpi4py", reason="the [mpi] extra is not installed",
+                        exc_type=ImportError)
+    exe = shutil.which("mpiexec")
+    if exe is None:
+        pytest.skip("mpiexec not found (the [mpi] extra is not installed)")
+    return exe
+
+
+def _otf2_print(*args: str) -> subprocess.CompletedProcess | None:
+    if shutil.which("otf2-print") is None:
+        return None
+    return subprocess.run(["otf2-print", *args], capture_output=True, text=True, timeout=60)
+
+
+# ---------------------------------------------------------------------------------
+# without MPI
+
+def _rank(rank: int, offsets: list[Offset]) -> RankData:
+    rec = tb.Recorder()
+    rid = rec.region_id(("work", "prog.work", "prog.py", 3, "user", "FUNCTION"))
+    base = 1000 + rank
+    rec.add_record(base, tb.PROGRAM_BEGIN, ("prog.py", []))
+    for dt, kind in ((1000, tb.ENTER), (6000, tb.LEAVE)):
+        rec.add_time(base + dt)
+        rec.add_code(kind | rid << tb.KIND_BITS)
+    rec.add_record(base + 10000, tb.PROGRAM_END, (0,))
+    return RankData.of(rank, "node", rec, offsets, (0, 0))
+
+
+def test_clock_offsets_are_written_and_applied_by_the_reader(tmp_path: Path) -> None:
+    """ClockOffset definitions (start, end) per location; the OTF2 C reader, and so
+    compensate's reader, maps local times by linear interpolation between them."""
+    off1 = [Offset(1000, 5000, 10.0, 5000), Offset(11000, 6000, 10.0, 6000)]
+    ranks = [_rank(0, [Offset(1000, 0, 0.0, 0), Offset(11000, 0, 0.0, 0)]), _rank(1, off1)]
+    path = tmp_path / "run" / "traces.otf2"
+    assert write_archive(str(path), ranks) == 8
+    trace = read_otf2(str(path))
+    assert trace.events[0].time.tolist() == [1000, 2000, 7000, 11000]
+    local = [1001, 2001, 7001, 11001]
+    expect = [t + 5000 + round(1000 * (t - 1000) / 10000) for t in local]
+    assert trace.events[1].time.tolist() == expect
+    assert [corrected(t, off1) for t in local] == expect
+    printed = _otf2_print("-C", str(path))
+    if printed is not None:
+        assert printed.returncode == 0, printed.stderr
+        assert printed.stdout.count("CLOCK_OFFSET") == 4
+        assert "Offset: +5000" in printed.stdout
+    # compensate writes corrected times and no offsets: nothing is applied twice
+    out = tmp_path / "out" / "traces.otf2"
+    proc = subprocess.run(["compensate", str(path), str(out), "--bound", "none", "--quiet"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert read_otf2(str(out)).events[1].time.tolist() == expect
+
+
+def test_function_instrumentation() -> None:
+    """Every def gets the innermost decorator; generators are left alone; methods,
+    static methods and zero-argument super() keep working."""
+    source = (
+        "class A:\n"
+        "    def f(self, x):\n        return x + 1\n"
+        "class B(A):\n"
+        "    def f(self, x):\n        return super().f(x) * 2\n"
+        "    @staticmethod\n"
+        "    def s(y):\n        return y\n"
+        "def gen(n):\n    yield from range(n)\n"
+        "def outer():\n    def inner():\n        return 5\n    return inner()\n"
+        "result = (B().f(1), B.s(3), list(gen(2)), outer())\n"
+    )
+    rec = tb.Recorder()
+    namespace = {"__name__": "prog", DECORATOR: make_decorator(rec)}
+    exec(instrument(source, "prog.py"), namespace)
+    assert namespace["result"] == (4, 3, [0, 1], 5)
+    rows = rec.rows()
+    names = [rec.regions[r[2]][0] for r in rows if r[1] == tb.ENTER]
+    assert names == ["B.f", "A.f", "B.s", "outer", "outer.<locals>.inner"]
+    assert [r[1] for r in rows].count(tb.LEAVE) == 5
+    assert all(a[0] <= b[0] for a, b in zip(rows, rows[1:], strict=False))
+
+
+def test_functions_modules_are_instrumented_on_import(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--functions pkg``: the import hook instruments pkg and its submodules,
+    from source even when a cached .pyc exists, and nothing else."""
+    pkg = tmp_path / "tracedpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("def top():\n    return 1\n")
+    (pkg / "sub.py").write_text("def deep(x):\n    return x * 2\n")
+    (tmp_path / "other.py").write_text("def untouched():\n    return 3\n")
+    py_compile.compile(str(pkg / "sub.py"), doraise=True)  # a cached .pyc to ignore
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rec = tb.Recorder()
+    tracing = FunctionTracing(rec, ["tracedpkg"])
+    tracing.install()
+    try:
+        import other  # noqa: PLC0415
+        import tracedpkg.sub  # noqa: PLC0415
+
+        assert (tracedpkg.top(), tracedpkg.sub.deep(2), other.untouched()) == (1, 4, 3)
+    finally:
+        tracing.uninstall()
+        for name in ("tracedpkg", "tracedpkg.sub", "other"):
+            sys.modules.pop(name, None)
+    names = [rec.regions[r[2]][1] for r in rec.rows() if r[1] == tb.ENTER]
+    assert names == ["tracedpkg.top", "tracedpkg.sub.deep"]
+
+
+def test_calibration_gives_a_usable_platform_file() -> None:
+    data = calibrate(n=200, repeats=3)
+    plat = Platform.from_dict(json.loads(json.dumps(data)))
+    kinds = data["event_overhead_by_kind"]
+    assert {"Enter", "Leave", "MpiSend", "MpiRecv", "MpiCollectiveEnd"} <= kinds.keys()
+    assert all(0 <= v < 1e-3 for v in kinds.values())
+    assert plat.overhead_table()[KIND_CODE["Enter"]] == kinds["Enter"]
+    assert len(data["copy_time"]) >= 4
+    assert data["calibration"]["seconds_per_record"]["function_call"]["median"] > 0
+
+
+# ---------------------------------------------------------------------------------
+# real MPI
+
+EXPECTED_REGIONS = {
+    "MPI_Send", "MPI_Ssend", "MPI_Recv", "MPI_Sendrecv", "MPI_Isend", "MPI_Irecv",
+    "MPI_Wait", "MPI_Waitall", "MPI_Test", "MPI_Barrier", "MPI_Bcast", "MPI_Scatter",
+    "MPI_Gather", "MPI_Reduce", "MPI_Allreduce", "MPI_Allgather", "MPI_Alltoall",
+    "main", "point_to_point", "collectives",
+}
+
+
+@pytest.fixture(scope="module")
+def traced_allcalls(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``examples/mpi/allcalls.py`` traced on 2 ranks with the exact command line."""
+    mpiexec = _mpiexec()
+    out = tmp_path_factory.mktemp("realmpi") / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec, "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--", str(ALLCALLS)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "allcalls done" in proc.stdout
+    return out
+
+
+def test_traced_archive_opens_in_otf2_print(traced_allcalls: Path) -> None:
+    printed = _otf2_print("-Werror", "--silent", str(traced_allcalls))
+    if printed is None:
+        pytest.skip("otf2-print not installed")
+    assert printed.returncode == 0, printed.stderr
+    clock = _otf2_print("-C", str(traced_allcalls))
+    assert clock.stdout.count("CLOCK_OFFSET") == 4  # start and end, per rank
+
+
+def test_every_wrapped_call_is_recorded(traced_allcalls: Path) -> None:
+    trace = read_otf2(str(traced_allcalls))
+    names = set(trace.definitions.regions.values())
+    assert EXPECTED_REGIONS <= names
+    kinds = {loc: [type(p).__name__ for p in ev.payload] for loc, ev in trace.events.items()}
+    everything = kinds[0] + kinds[1]
+    for kind in ("MpiSend", "MpiRecv", "MpiIsend", "MpiIrecvRequest", "MpiIrecv",
+                 "MpiIsendComplete", "MpiRequestTest", "ProgramBegin", "ProgramEnd"):
+        assert kind in everything, kind
+    assert everything.count("MpiSend") == everything.count("MpiRecv") == 9
+    assert everything.count("MpiIsend") == everything.count("MpiIrecv") == 5
+    # every request id is started and completed on the same rank
+    for ev in trace.events.values():
+        started = {p.request_id for p in ev.payload
+                   if type(p).__name__ in ("MpiIsend", "MpiIrecvRequest")}
+        done = {p.request_id for p in ev.payload
+                if type(p).__name__ in ("MpiIsendComplete", "MpiIrecv")}
+        assert started == done and started
+    # the ANY_SOURCE/ANY_TAG receive carries the actual source and tag
+    first_recv = next(p for p in trace.events[1].payload if type(p).__name__ == "MpiRecv")
+    assert (first_recv.sender, first_recv.msg_tag) == (0, 1)
+    ops = {COLLECTIVE_OP_NAMES[int(op)] for ev in trace.events.values()
+           for op in ev.op[ev.kind == KIND_CODE["MpiCollectiveEnd"]]}
+    assert {"BARRIER", "BCAST", "SCATTER", "GATHER", "REDUCE", "ALLREDUCE", "ALLGATHER",
+            "ALLTOALL"} <= ops
+    comms = {c.name for c in trace.definitions.comms.values()}
+    assert "MPI_COMM_WORLD" in comms and len(comms) == 4  # world, 2 split halves, dup
+    for ev in trace.events.values():
+        assert np.all(np.diff(ev.time) >= 0)
+
+
+def test_calibrated_overhead_matches_the_dilation_of_a_record_heavy_loop(
+        tmp_path: Path) -> None:
+    """The O written to platform.json is within 2x of the dilation per record that
+    tracing really causes in a loop of tiny calls (each run keeps its shortest
+    of 15 short loops, so that a preemption on a busy machine does not count)."""
+    mpiexec = _mpiexec()
+    loop = ROOT / "examples" / "mpi" / "recordloop.py"
+    opts = ["--calls", "5000", "--repeats", "15"]
+    plain, traced = tmp_path / "plain.json", tmp_path / "traced.json"
+    out = tmp_path / "run" / "traces.otf2"
+    for cmd in ([mpiexec, "-n", "1", sys.executable, str(loop), *opts, "--timing", str(plain)],
+                [mpiexec, "-n", "1", sys.executable, "-m", "calibration.record", "-o", str(out),
+                 "--", str(loop), *opts, "--timing", str(traced)]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
+    t_plain = json.loads(plain.read_text())["seconds"]
+    t_traced = json.loads(traced.read_text())["seconds"]
+    per_record = (t_traced - t_plain) / (2 * 5000)
+    o = json.loads((out.parent / "platform.json").read_text())["event_overhead_by_kind"]
+    calibrated = (o["Enter"] + o["Leave"]) / 2
+    assert 0.5 <= per_record / calibrated <= 2.0, (per_record, calibrated)
+
+
+def test_traced_run_compensates_without_violations(traced_allcalls: Path) -> None:
+    platform = traced_allcalls.parent / "platform.json"
+    assert Platform.load(platform).event_overhead > 0
+    out = traced_allcalls.parent.parent / "out" / "traces.otf2"
+    summary = traced_allcalls.parent.parent / "summary.json"
+    proc = subprocess.run(
+        ["compensate", str(traced_allcalls), str(out), "--platform", str(platform),
+         "--summary", str(summary), "--quiet"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(summary.read_text())
+    assert s["verification"]["violations"] == 0
+    assert s["messages_matched"] >= 9 and s["unmatched_sends"] == 0
+    assert s["collective_instances"] >= 18
