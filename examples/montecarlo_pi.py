@@ -18,7 +18,7 @@ and an uninstrumented run do the same work.
 
 Usage::
 
-    mpiexec -n 4 python examples/mpi/montecarlo.py [--rounds 300] [--pairs 300]
+    mpiexec -n 4 python examples/montecarlo_pi.py [--rounds 300] [--pairs 300]
         [--check-every 2] [--tolerance 0] [--seed 1] [--timing FILE.json]
 
 ``--timing`` writes ``{"ranks", "seconds", "pi", "rounds", "off_cpu"}``:

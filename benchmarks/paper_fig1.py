@@ -1,6 +1,6 @@
 """The paper's experiment on real MPI: uninstrumented vs traced vs compensated.
 
-For each process count, ``examples/mpi/montecarlo.py`` (the Monte-Carlo π
+For each process count, ``examples/montecarlo_pi.py`` (the Monte-Carlo π
 master/worker of Wolf, Malony, Shende, Morris, Fig. 1) runs ``--reps`` times
 uninstrumented and ``--reps`` times under the tracer
 (``python -m calibration.record``), alternating; as in the paper the shortest run
@@ -22,7 +22,7 @@ largest off-CPU time of a rank during ``run()`` in the kept runs (MPICH ranks
 busy-poll and never sleep, so this is time the OS gave their core to another
 process: waiting that is no tracer overhead), and the machine.
 
-Usage: python benchmarks/realrun.py [--ranks 2,4] [--reps 5] [--rounds 300]
+Usage: python benchmarks/paper_fig1.py [--ranks 2,4] [--reps 5] [--rounds 300]
            [--pairs 300] [--workdir DIR] [--keep]
 """
 
@@ -46,7 +46,7 @@ from compensate.otf2io import read_otf2
 from compensate.platform import Platform
 
 ROOT = Path(__file__).resolve().parent.parent
-PROGRAM = ROOT / "examples" / "mpi" / "montecarlo.py"
+PROGRAM = ROOT / "examples" / "montecarlo_pi.py"
 REGION = "run"
 
 
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     info["load after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     info["benchmark"] = f"{time.monotonic() - start:.0f} s"
-    print(f"python benchmarks/realrun.py --ranks {args.ranks} --reps {args.reps} "
+    print(f"python benchmarks/paper_fig1.py --ranks {args.ranks} --reps {args.reps} "
           f"--rounds {args.rounds} --pairs {args.pairs} --check-every {args.check_every}\n")
     print(report(rows, bounds, info))
     return 0
