@@ -228,3 +228,17 @@ def test_real_archives_compensate(tmp_path, real_archive, bound):
         return counts
 
     assert per_location(out) == per_location(real_archive)
+
+
+def test_quick_start_example(tmp_path):
+    """The README's first command, on the bundled real trace."""
+    example = ROOT / "examples" / "montecarlo"
+    out = tmp_path / "out" / "traces.otf2"
+    summary = tmp_path / "s.json"
+    code, stdout, stderr = run_cli(example / "traces.otf2", out, "--platform",
+                                   example / "platform.json", "--summary", summary)
+    assert code == 0, stderr
+    s = json.loads(summary.read_text())
+    assert s["locations"] == 4 and s["verification"]["ok"]
+    assert s["dependencies"]["messages"] > 50 and s["overcompensated_records"] == 0
+    assert 0 < s["approximated_span_s"] < s["measured_span_s"]
