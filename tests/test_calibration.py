@@ -1,0 +1,370 @@
+"""calibrate: copy cost, timer, writer probe, external probe, in-trace bound, platform file.
+
+Two quick calibration runs (a few seconds each) are shared by the module; the
+external probe is checked against a fake tracer of known cost built from
+calibration/microbench.c (skipped where no C compiler is installed).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibration import external, tracecheck
+from calibration.copycost import CopyPoint, copy_sizes, detect_steps
+from calibration.overhead import PROBE_KINDS, WriterSettings, run_writer_probe
+from calibration.platformfile import OutputError, write_platform
+from calibration.stats import Summary, summarize, summarize_groups
+from calibration.timer import calibrate_timer
+from calibration.workers import WorkerError, run_in_fresh_process
+from compensate.platform import Platform
+from compensate.simulate import simulate
+from compensate.traceio import write_trace
+
+from .conftest import REAL_ARCHIVES
+
+ROOT = Path(__file__).resolve().parent.parent
+MICROBENCH = ROOT / "calibration" / "microbench.c"
+MiB = 1 << 20
+
+
+def run_calibrate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``calibrate ARGS`` in a fresh interpreter (what a user's shell runs)."""
+    return subprocess.run([sys.executable, "-m", "calibration", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[0].startswith("calibrate")
+
+
+@pytest.fixture(scope="module")
+def timer():
+    return calibrate_timer(2000, 199)
+
+
+@pytest.fixture(scope="module")
+def quick_file(tmp_path_factory) -> Path:
+    """End to end: ``calibrate run --quick -o p.json``."""
+    out = tmp_path_factory.mktemp("cal") / "p.json"
+    proc = run_calibrate("run", "--quick", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "event_overhead" in proc.stdout and "copy cost" in proc.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def second_quick_file(tmp_path_factory) -> Path:
+    """A second quick run, through the subcommand-less form ``calibrate -o FILE``."""
+    out = tmp_path_factory.mktemp("cal2") / "p.json"
+    proc = run_calibrate("--quick", "--quiet", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    return out
+
+
+@pytest.fixture(scope="module")
+def microbench(tmp_path_factory) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build calibration/microbench.c")
+    exe = tmp_path_factory.mktemp("mb") / "microbench"
+    subprocess.run([cc, "-O2", "-o", str(exe), str(MICROBENCH)], check=True)
+    return exe
+
+
+# ---------------------------------------------------------------------------
+# the platform file of a quick run
+
+
+def test_quick_run_writes_a_platform_file_compensate_reads(quick_file):
+    platform = Platform.load(quick_file)
+    data = json.loads(quick_file.read_text())
+    assert data["format"] == 1
+    assert platform.event_overhead == data["event_overhead"] > 0
+    assert set(data["event_overhead_by_kind"]) == set(PROBE_KINDS)
+    assert all(v > 0 for v in data["event_overhead_by_kind"].values())
+    table = data["copy_time"]
+    sizes = [e["bytes"] for e in table]
+    assert sizes == sorted(sizes) and len(sizes) >= 20
+    assert max(sizes) >= 64 * MiB
+    measured = sorted(sizes + [u["bytes"] for u in data["copy_calibration"]["unresolved"]])
+    assert measured == copy_sizes(64, 64 * MiB, 2)  # every size was measured, 64 B up
+    for e in table:
+        assert e["seconds"] >= 10e-9 and e["n"] >= 3
+        # the median of the per-process medians need not lie inside the pooled IQR
+        assert e["iqr"][0] <= e["iqr"][1] and e["ci95"][0] <= e["ci95"][1]
+        assert e["ci95"][0] <= e["seconds"] * 1.5 and e["seconds"] <= e["ci95"][1] * 1.5
+        assert "fresh" in e and e["fresh"]["n"] >= 2
+    for key in ("hostname", "cpu_model", "python", "numpy", "scipy", "otf2", "caches"):
+        assert key in data["machine"]
+    assert data["date"] and data["mode"] == "quick"
+    assert data["timer"]["read_seconds"] > 0
+    assert isinstance(data["copy_calibration"]["steps"], list)
+
+
+def test_copy_time_grows_with_size(quick_file):
+    """Non-decreasing within the spread, over every two-octave distance (a memcpy
+    strategy switch can make a slightly larger copy faster, see docs/calibration.md)."""
+    table = json.loads(quick_file.read_text())["copy_time"]
+    for a in table:
+        for b in table:
+            if b["bytes"] >= 4 * a["bytes"]:
+                assert b["iqr"][1] >= a["iqr"][0], (a["bytes"], b["bytes"])
+
+
+def disagreement(a: dict, b: dict) -> str | None:
+    """Why two platform files disagree beyond their spreads, or None.
+
+    O: the 95 % CIs overlap (or the medians are within 10 %); copy cost: at every
+    size both tables list, medians within 2x (or the IQRs overlap).
+    """
+    oa, ob = a["writer_probe"]["event_overhead"], b["writer_probe"]["event_overhead"]
+    overlap = oa["ci95"][0] <= ob["ci95"][1] and ob["ci95"][0] <= oa["ci95"][1]
+    if not (overlap or abs(oa["seconds"] / ob["seconds"] - 1) < 0.10):
+        return f"event_overhead {oa} vs {ob}"
+    ta = {e["bytes"]: e for e in a["copy_time"]}
+    tb = {e["bytes"]: e for e in b["copy_time"]}
+    common = set(ta) & set(tb)
+    if len(common) < 0.6 * min(len(ta), len(tb)):
+        return f"only {len(common)} sizes in common"
+    for size in sorted(common):
+        x, y = ta[size], tb[size]
+        ratio = max(x["seconds"], y["seconds"]) / min(x["seconds"], y["seconds"])
+        iqr_overlap = x["iqr"][0] <= y["iqr"][1] and y["iqr"][0] <= x["iqr"][1]
+        if not (ratio <= 2.0 or iqr_overlap):
+            return f"copy of {size} B: {x['seconds']:.3g} s vs {y['seconds']:.3g} s"
+    return None
+
+
+def test_repeated_quick_runs_agree(quick_file, second_quick_file, tmp_path):
+    """Two quick runs agree within their spreads. A whole run can be disturbed on
+    this shared VM (cache-resident copies 2x slower while a neighbour loads the
+    host core, docs/calibration.md), so a third run settles it: two of three agree."""
+    a = json.loads(quick_file.read_text())
+    b = json.loads(second_quick_file.read_text())
+    why = disagreement(a, b)
+    if why is None:
+        return
+    third = tmp_path / "third.json"
+    assert run_calibrate("--quick", "--quiet", "-o", third).returncode == 0
+    c = json.loads(third.read_text())
+    assert disagreement(a, c) is None or disagreement(b, c) is None, why
+
+
+def test_end_to_end_compensate_accepts_the_file(quick_file, tmp_path):
+    out = tmp_path / "out.trace"
+    proc = subprocess.run([sys.executable, "-m", "compensate", str(ROOT / "examples" /
+                           "pingpong.trace"), str(out), "--platform", str(quick_file)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists()
+
+
+# ---------------------------------------------------------------------------
+# pieces
+
+
+def test_timer_numbers_are_positive(timer):
+    assert timer.read.median > 0 and timer.read.n == 2000
+    assert timer.resolution > 0 and timer.observed_min_step > 0 and timer.call > 0
+    assert timer.cpu_read is not None and timer.cpu_read.median > 0
+    assert timer.correct(timer.read_ns) == 0 and timer.correct(10 * timer.read_ns) > 0
+
+
+def test_writer_probe_gives_positive_per_kind_numbers(timer):
+    result = run_writer_probe(timer, WriterSettings(records=1000, repetitions=3, warmup=50,
+                                                    n_resamples=99))
+    assert set(result.kinds) == set(PROBE_KINDS)
+    for kind, s in result.kinds.items():
+        assert s.median > 0 and s.n == 3, kind
+        assert s.q1 <= s.median <= s.q3
+    assert result.flushes == 0
+    assert result.event_overhead.n == 6
+    assert min(result.kinds["Enter"].median, result.kinds["Leave"].median) \
+        <= result.event_overhead.median \
+        <= max(result.kinds["Enter"].median, result.kinds["Leave"].median)
+
+
+def _point(nbytes: int, seconds: float, rel: float = 0.01) -> CopyPoint:
+    s = seconds
+    return CopyPoint(nbytes, Summary(s, s * (1 - rel), s * (1 + rel), s * (1 - rel),
+                                     s * (1 + rel), 9))
+
+
+def test_detect_steps_finds_a_jump_and_labels_the_cache():
+    sizes = copy_sizes(1024, 1 << 20, 4)
+    flat = [_point(n, n * 10e-12) for n in sizes]
+    assert detect_steps(flat) == []
+    stepped = [_point(n, n * (10e-12 if n <= 16384 else 25e-12)) for n in sizes]
+    steps = detect_steps(stepped, 0.25, [{"level": 1, "type": "Data", "bytes": 32768}])
+    assert len(steps) == 1
+    st = steps[0]
+    assert st["from_bytes"] <= 16384 < st["to_bytes"] <= 32768
+    assert st["ratio"] == pytest.approx(2.5)
+    assert st["cache"] == "L1 (32 KiB)"
+
+
+def test_summary_has_median_iqr_and_bootstrap_ci():
+    x = np.random.default_rng(1).lognormal(0, 0.3, 51)
+    s = summarize(x, 499)
+    assert s.q1 < s.median < s.q3 and s.ci_low < s.median < s.ci_high
+    assert summarize([2.0, 2.0, 2.0]).ci_low == 2.0
+
+
+def test_summary_over_processes_ignores_one_odd_process():
+    rng = np.random.default_rng(2)
+    groups = [rng.normal(78, 1, 6), rng.normal(79, 1, 6), rng.normal(147, 1, 6)]
+    s = summarize_groups(groups, 499)
+    assert 77 < s.median < 80 and s.ci_high < 100 and s.n == 18
+    assert s.q3 > 100  # the pooled spread still shows the odd process
+
+
+def test_a_failing_measurement_process_is_one_error():
+    with pytest.raises(WorkerError, match="TypeError"):
+        run_in_fresh_process(math.sqrt, (4.0,))  # sqrt() takes no progress= keyword
+
+
+def test_write_platform_is_atomic_and_refuses_to_overwrite(tmp_path):
+    data = {"format": 1, "event_overhead": 1e-6, "copy_time": [{"bytes": 64, "seconds": 1e-8}]}
+    path = tmp_path / "p.json"
+    write_platform(data, path)
+    with pytest.raises(OutputError):
+        write_platform(data, path)
+    write_platform({**data, "event_overhead": 2e-6}, path, force=True)
+    assert Platform.load(path).event_overhead == 2e-6
+    assert [p.name for p in tmp_path.iterdir()] == ["p.json"]  # no temporary left over
+
+
+# ---------------------------------------------------------------------------
+# external probe
+
+
+def test_external_probe_recovers_an_injected_overhead(microbench, timer):
+    """The fake tracer spins 1000 ns per iteration = 2 records: 500 ns per record."""
+    cfg = external.ExternalSettings(command=f"{microbench} {{n}} 1000",
+                                    baseline=f"{microbench} {{n}}", events_per_iteration=2,
+                                    ns=(20_000, 40_000, 60_000, 80_000, 100_000), repeats=3)
+    result = external.run_external_probe(cfg, timer)
+    assert result.overhead == pytest.approx(500e-9, rel=0.15)
+    assert result.resolved and result.stderr > 0
+    assert result.ci95[0] < result.overhead < result.ci95[1]
+
+
+def test_calibrate_overhead_updates_a_platform_file(microbench, quick_file, tmp_path):
+    target = tmp_path / "p.json"
+    shutil.copy(quick_file, target)
+    proc = run_calibrate("overhead", "--command", f"{microbench} {{n}} 600",
+                         "--baseline", f"{microbench} {{n}}", "--events-per-iteration", "2",
+                         "--n", "20000,40000,60000,80000", "--repeats", "3",
+                         "--timing", "stdout", "--update", target)
+    assert proc.returncode == 0, proc.stderr
+    assert "overhead per record" in proc.stdout
+    data = json.loads(target.read_text())
+    assert data["event_overhead"] == pytest.approx(300e-9, rel=0.15)
+    assert data["event_overhead_by_kind"] == {} and data["overhead_source"] == "external_probe"
+    assert data["external_probe"]["replaced"]["event_overhead_by_kind"]
+    assert Platform.load(target).event_overhead == data["event_overhead"]
+
+
+def test_calibrate_overhead_errors_are_one_line(microbench, tmp_path):
+    proc = run_calibrate("overhead", "--command", "x", "--baseline", "y {n}",
+                         "--events-per-iteration", "2")
+    assert proc.returncode == 2
+    assert_one_line_error(proc)
+    proc = run_calibrate("overhead", "--command", "no-such-tracer-binary {n}",
+                         "--baseline", f"{microbench} {{n}}", "--events-per-iteration", "2")
+    assert proc.returncode == 3 and "command not found" in proc.stderr
+    assert_one_line_error(proc)
+    proc = run_calibrate("overhead", "--command", f"{microbench} {{n}} bad",
+                         "--baseline", f"{microbench} {{n}}", "--events-per-iteration", "2")
+    assert proc.returncode == 3 and "exited with status 2" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# in-trace bound and check
+
+
+def test_in_trace_bound_on_a_simulated_trace():
+    true_o = 1e-6
+    sim = simulate("ring", overhead=true_o)
+    gaps = tracecheck.kind_gaps(sim.measured)
+    assert {"Enter", "Leave", "MpiSend", "MpiRecv"} <= set(gaps)
+    for kind, g in gaps.items():
+        assert g.bound >= true_o * (1 - 1e-9), kind  # an upper bound on O
+    for kind in ("Enter", "Leave"):
+        assert gaps[kind].bound == pytest.approx(true_o, rel=0.01)  # and a tight one
+    assert all(v.ok for v in tracecheck.check(sim.measured, Platform(true_o)))
+    too_big = tracecheck.check(sim.measured, Platform(1.5 * true_o))
+    assert not any(v.ok for v in too_big if v.gaps.kind in ("Enter", "Leave"))
+
+
+def test_calibrate_check_warns_on_a_too_large_overhead(tmp_path):
+    trace = tmp_path / "ring.trace"
+    write_trace(simulate("ring", overhead=1e-6).measured, trace)
+    good = tmp_path / "good.json"
+    bad = tmp_path / "bad.json"
+    good.write_text(json.dumps({"event_overhead": 1e-6, "copy_time": []}))
+    bad.write_text(json.dumps({"event_overhead": 1e-6, "event_overhead_by_kind": {"Leave": 5e-6},
+                               "copy_time": []}))
+    proc = run_calibrate("check", trace, "--platform", good)
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+    proc = run_calibrate("check", trace, "--platform", bad)
+    assert proc.returncode == 4
+    assert "would overcompensate" in proc.stderr and "Leave" in proc.stderr
+    assert "Enter" not in proc.stderr.split("overcompensate", 1)[1]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("archive", REAL_ARCHIVES, ids=lambda p: p.parent.name)
+def test_calibrate_check_on_real_score_p_traces(archive):
+    if not archive.exists():
+        pytest.skip(f"{archive} not available")
+    proc = run_calibrate("check", archive, "--overhead", "100ns")
+    papi = "papi" in archive.parent.name
+    # Score-P stamps each PAPI Metric with its event's time: zero gaps, bound 0
+    assert proc.returncode == (4 if papi else 0), proc.stdout + proc.stderr
+    assert "Enter" in proc.stdout and "MpiRecv" in proc.stdout
+    if papi:
+        assert "Metric" in proc.stderr and "share a timestamp" in proc.stderr
+    proc = run_calibrate("check", archive, "--overhead", "10us")
+    assert proc.returncode == 4 and "would overcompensate" in proc.stderr
+
+
+def test_calibrate_bad_input_is_one_line_and_nonzero(tmp_path, quick_file):
+    proc = run_calibrate("run", "--quick", "-o", quick_file)  # exists, no --force
+    assert proc.returncode == 3 and "--force" in proc.stderr
+    assert_one_line_error(proc)
+    (tmp_path / "broken.json").write_text("{not json")
+    proc = run_calibrate("check", ROOT / "examples" / "pingpong.trace", "--platform",
+                         tmp_path / "broken.json")
+    assert proc.returncode == 3
+    assert_one_line_error(proc)
+    proc = run_calibrate("check", tmp_path / "missing.otf2", "--overhead", "1us")
+    assert proc.returncode == 3
+    assert_one_line_error(proc)
+    proc = run_calibrate("check", tmp_path / "x.txt")
+    assert proc.returncode == 2
+    proc = run_calibrate()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_console_script_and_makefile():
+    scripts = {ep.name: ep.value for ep in
+               importlib.metadata.entry_points(group="console_scripts")}
+    assert scripts.get("calibrate") == "calibration.cli:main"
+    if shutil.which("make") is None:
+        pytest.skip("make not installed")
+    dry = subprocess.run(["make", "-n", "-B", "-C", str(ROOT / "calibration"), "all"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "microbench.c" in dry and "scorep" in dry
