@@ -19,6 +19,7 @@ import numpy as np
 
 from . import __version__
 from .engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions, compensate
+from .gcpause import gc_paused
 from .matching import match
 from .model import Trace, TraceError
 from .platform import Platform, PlatformError, parse_duration
@@ -119,6 +120,13 @@ def _phase(show: bool, message: str) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
+    # every record stays alive until written: the cyclic collector would only rescan
+    # them again and again (compensate.gcpause)
+    with gc_paused():
+        return _run(argv)
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         trace_format(args.input)

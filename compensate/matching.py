@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -34,14 +35,12 @@ from .model import (
     LEAVE,
     NBC_COMPLETE,
     NBC_REQUEST,
-    RECV,
     REQUEST_CANCELLED,
-    SEND,
-    Definitions,
     Events,
     Trace,
     TraceError,
 )
+from .p2pmatch import Message, MessageTable, match_p2p
 
 # How each collective operation constrains its members' exits.
 N_TO_N = "n-to-n"
@@ -98,26 +97,6 @@ def collective_class(op: int) -> tuple[str, bool]:
 
 
 @dataclass
-class Message:
-    """One matched point-to-point message (indices are record positions)."""
-
-    send_loc: int
-    send_idx: int  # the MpiSend / MpiIsend record
-    recv_loc: int
-    recv_idx: int  # the MpiRecv / MpiIrecv record (the completion)
-    size: int
-    send_exit_idx: int  # Leave ending the send call (or the send record itself)
-    recv_enter_idx: int  # Enter of the receive (completion) call (or the record before; -1)
-    nonblocking_send: bool = False
-    nonblocking_recv: bool = False
-    # synchronous (MPI_Ssend, or larger than the eager limit): the send call cannot
-    # end before the receive was posted; ``recv_post_idx`` is that posting record
-    # (the Enter of a blocking receive call, the MpiIrecvRequest of an MPI_Irecv)
-    synchronous: bool = False
-    recv_post_idx: int = -1
-
-
-@dataclass
 class Instance:
     """One collective operation instance: member locations in rank order.
 
@@ -141,27 +120,34 @@ class Instance:
 
 @dataclass
 class Matching:
-    messages: list[Message] = field(default_factory=list)
+    """The dependencies of a trace: matched messages (as columns, :attr:`table`) and
+    collective instances. :attr:`messages` gives the messages as objects."""
+
+    table: MessageTable = field(default_factory=MessageTable.empty)
     instances: list[Instance] = field(default_factory=list)
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
 
+    @cached_property
+    def messages(self) -> list[Message]:
+        """Every matched message as a :class:`Message` (built on first use)."""
+        return self.table.rows()
+
     def counts(self) -> dict:
         """How many dependencies of each kind the trace has (for the summary)."""
-        m = self.messages
-        self_ = sum(1 for x in m if x.send_loc == x.recv_loc)
+        t = self.table
         by_cls: dict[str, int] = {}
         for inst in self.instances:
             key = inst.cls + (" nonblocking" if inst.nonblocking else "")
             by_cls[key] = by_cls.get(key, 0) + 1
         return {
-            "messages": len(m),
-            "blocking": sum(1 for x in m if not x.nonblocking_send and not x.nonblocking_recv),
-            "nonblocking_send": sum(1 for x in m if x.nonblocking_send),
-            "nonblocking_recv": sum(1 for x in m if x.nonblocking_recv),
-            "synchronous": sum(1 for x in m if x.synchronous),
-            "to_self": self_,
+            "messages": len(t),
+            "blocking": int(np.count_nonzero(~t.nonblocking_send & ~t.nonblocking_recv)),
+            "nonblocking_send": int(np.count_nonzero(t.nonblocking_send)),
+            "nonblocking_recv": int(np.count_nonzero(t.nonblocking_recv)),
+            "synchronous": int(np.count_nonzero(t.synchronous)),
+            "to_self": int(np.count_nonzero(t.send_li == t.recv_li)),
             "unmatched_sends": self.unmatched_sends,
             "cancelled_requests": self.cancelled_requests,
             "collectives": dict(sorted(by_cls.items())),
@@ -229,37 +215,6 @@ def _split_by(keys: np.ndarray, values: np.ndarray):
         yield int(k[0]), v
 
 
-def _enclosing_enter(depth_before: np.ndarray, enters: dict, idx: int) -> int:
-    """Index of the innermost Enter still open at record ``idx`` (-1 if none)."""
-    d = int(depth_before[idx])
-    if d <= 0:
-        return -1
-    en = enters.get(d)
-    if en is None:
-        return -1
-    p = int(np.searchsorted(en, idx)) - 1
-    return int(en[p]) if p >= 0 else -1
-
-
-def _closing_leave(depth_before: np.ndarray, leaves: dict, idx: int) -> int:
-    """Index of the Leave that closes the call enclosing ``idx`` (-1 if none)."""
-    d = int(depth_before[idx])
-    if d <= 0:
-        return -1
-    lv = leaves.get(d)
-    if lv is None:
-        return -1
-    p = int(np.searchsorted(lv, idx))
-    return int(lv[p]) if p < len(lv) else -1
-
-
-def _members(defs: Definitions, comm: int, loc: int) -> tuple[int, ...]:
-    c = defs.comms.get(comm)
-    if c is None:
-        return ()
-    return c.members if c.members else (loc,)  # an empty group is MPI_COMM_SELF
-
-
 def _posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
     """For one location: {MpiIrecv/NonBlockingCollectiveComplete index: index of the
     request record that posted it}, and the indices of cancelled MpiIsend /
@@ -289,16 +244,6 @@ def _posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
     return posted, cancelled
 
 
-def _is_synchronous(defs: Definitions, ev: Events, call_enter: int, size: int,
-                    eager_limit: int | None) -> bool:
-    if call_enter < 0:
-        return False
-    name = defs.regions.get(int(ev.region[call_enter]), "")
-    if name.startswith("MPI_Ssend"):
-        return True
-    return eager_limit is not None and size > eager_limit and name.startswith("MPI_Send")
-
-
 def match(trace: Trace, eager_limit: int | None = None) -> Matching:
     """Check structure and link sends to receives and collective ends into instances.
 
@@ -316,68 +261,9 @@ def match(trace: Trace, eager_limit: int | None = None) -> Matching:
         posting[loc] = _posting_records(trace, loc, ev)
         result.cancelled_requests += len(posting[loc][1])
 
-    def peer_location(loc: int, idx: int, ev: Events) -> int:
-        comm = int(ev.comm[idx])
-        members = _members(defs, comm, loc)
-        rank = int(ev.peer[idx])
-        if comm not in defs.comms:
-            raise TraceError(f"{KIND_NAMES[ev.kind[idx]]} on undefined communicator {comm}",
-                             **_where(trace, loc, idx))
-        if not 0 <= rank < len(members):
-            raise TraceError(
-                f"{KIND_NAMES[ev.kind[idx]]} names rank {rank}, but communicator {comm} "
-                f"has {len(members)} members", **_where(trace, loc, idx))
-        return members[rank]
-
     # --- point-to-point: FIFO queues of sends per (sender, receiver, comm, tag), in
     # posting order; receives take them in *their* posting order (MPI non-overtaking)
-    sends: dict[tuple, list[int]] = defaultdict(list)
-    for loc, ev in trace.events.items():
-        cancelled = posting[loc][1]
-        for i in np.flatnonzero((ev.kind == SEND) | (ev.kind == ISEND)).tolist():
-            if i in cancelled:
-                continue  # a cancelled send carries no dependency
-            key = (loc, peer_location(loc, i, ev), int(ev.comm[i]), int(ev.tag[i]))
-            sends[key].append(i)
-    recvs: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
-    for loc, ev in trace.events.items():
-        posted = posting[loc][0]
-        for i in np.flatnonzero((ev.kind == RECV) | (ev.kind == IRECV)).tolist():
-            src = peer_location(loc, i, ev)
-            key = (src, loc, int(ev.comm[i]), int(ev.tag[i]))
-            recvs[key].append((posted.get(i, i), i))
-    for key, rs in recvs.items():
-        src, loc, comm, tag = key
-        ev = trace.events[loc]
-        q = sends.get(key, [])
-        before, enters, _ = structure[loc]
-        sev = trace.events[src]
-        sb, senters, sleaves = structure[src]
-        rs.sort()
-        for k, (post, i) in enumerate(rs):
-            if k >= len(q):
-                raise TraceError(
-                    f"{KIND_NAMES[ev.kind[i]]} from location {src} (comm {comm}, tag {tag}) "
-                    f"has no matching send on location {src}", **_where(trace, loc, i))
-            s = q[k]
-            exit_idx = _closing_leave(sb, sleaves, s)
-            enter_idx = _enclosing_enter(before, enters, i)
-            if enter_idx < 0:
-                enter_idx = i - 1
-            nb_recv = int(ev.kind[i]) == IRECV
-            if nb_recv:
-                post_idx = post if post != i else enter_idx
-            else:
-                post_idx = enter_idx
-            size = int(ev.size[i])
-            sync = int(sev.kind[s]) == SEND and exit_idx >= 0 and post_idx >= 0 and \
-                _is_synchronous(defs, sev, _enclosing_enter(sb, senters, s), size, eager_limit)
-            result.messages.append(Message(
-                send_loc=src, send_idx=s, recv_loc=loc, recv_idx=i, size=size,
-                send_exit_idx=exit_idx if exit_idx >= 0 else s, recv_enter_idx=enter_idx,
-                nonblocking_send=int(sev.kind[s]) == ISEND, nonblocking_recv=nb_recv,
-                synchronous=bool(sync) and src != loc, recv_post_idx=post_idx))
-    result.unmatched_sends = sum(max(0, len(q) - len(recvs.get(k, ()))) for k, q in sends.items())
+    result.table, result.unmatched_sends = match_p2p(trace, structure, posting, eager_limit)
 
     # --- collectives: per communicator, the k-th collective each member posted
     # (blocking MpiCollectiveBegin or NonBlockingCollectiveRequest) is instance k
@@ -464,6 +350,7 @@ __all__ = [
     "Instance",
     "Matching",
     "Message",
+    "MessageTable",
     "N_TO_N",
     "N_TO_ONE",
     "ONE_TO_N",

@@ -62,7 +62,6 @@ from .model import (
     IRECV_REQUEST,
     ISEND,
     ISEND_COMPLETE,
-    KIND_CODE,
     KIND_NAMES,
     LEAVE,
     MEASUREMENT_ONOFF,
@@ -73,16 +72,16 @@ from .model import (
     PROGRAM_END,
     RECV,
     REQUEST_CANCELLED,
-    REQUEST_KINDS,
     REQUEST_TEST,
     SEND,
     Comm,
     Definitions,
     Location,
-    RowBuilder,
     Trace,
     TraceError,
 )
+from .otf2cols import collect_events
+from .otf2write import write_records
 
 __all__ = ["Otf2Archive", "read_otf2", "write_otf2", "BATCH_EVENTS"]
 
@@ -252,55 +251,6 @@ def _ref(obj: Any) -> int:
     return NONE if obj is None else int(obj._ref)
 
 
-def _u32(value: int) -> int:
-    return NONE if value == _UINT32_UNDEF else int(value)
-
-
-def _u64(value: int) -> int:
-    return NONE if value == _UINT64_UNDEF or value > _INT64_MAX else int(value)
-
-
-def _enum_int(value: Any) -> int:
-    return int(getattr(value, "value", value))
-
-
-def _add_event(rb: RowBuilder, ev: Any, kind: int) -> None:
-    """Append one otf2 event object to ``rb``, filling the columns of its kind."""
-    t = ev.time
-    if kind == ENTER or kind == LEAVE:
-        rb.add(t, kind, region=_ref(ev.region), payload=ev)
-    elif kind == SEND:
-        rb.add(t, kind, peer=_u32(ev.receiver), comm=_ref(ev.communicator),
-               tag=_u32(ev.msg_tag), size=_u64(ev.msg_length), payload=ev)
-    elif kind == RECV:
-        rb.add(t, kind, peer=_u32(ev.sender), comm=_ref(ev.communicator),
-               tag=_u32(ev.msg_tag), size=_u64(ev.msg_length), payload=ev)
-    elif kind == COLL_END:
-        root = ev.root
-        rb.add(t, kind, op=_enum_int(ev.collective_op), comm=_ref(ev.communicator),
-               peer=NONE if root >= 2**31 else int(root), size=_u64(ev.size_sent),
-               size_recv=_u64(ev.size_received), payload=ev)
-    elif kind == BUFFER_FLUSH:
-        rb.add(t, kind, size=int(ev.stop_time), payload=ev)
-    elif kind == ISEND:
-        rb.add(t, kind, peer=_u32(ev.receiver), comm=_ref(ev.communicator),
-               tag=_u32(ev.msg_tag), size=_u64(ev.msg_length), request=_u64(ev.request_id),
-               payload=ev)
-    elif kind == IRECV:
-        rb.add(t, kind, peer=_u32(ev.sender), comm=_ref(ev.communicator),
-               tag=_u32(ev.msg_tag), size=_u64(ev.msg_length), request=_u64(ev.request_id),
-               payload=ev)
-    elif kind == NBC_COMPLETE:
-        root = ev.root
-        rb.add(t, kind, op=_enum_int(ev.collective_op), comm=_ref(ev.communicator),
-               peer=NONE if root >= 2**31 else int(root), size=_u64(ev.size_sent),
-               size_recv=_u64(ev.size_received), request=_u64(ev.request_id), payload=ev)
-    elif kind in REQUEST_KINDS:
-        rb.add(t, kind, request=_u64(ev.request_id), payload=ev)
-    else:
-        rb.add(t, kind, payload=ev)
-
-
 def _archive_metadata(handle: Any) -> dict[str, Any]:
     """Creator, description, machine name, properties, chunk sizes of an open reader."""
     lib = _otf2  # the ctypes layer below the otf2 bindings
@@ -369,24 +319,7 @@ def read_otf2(path: str) -> Trace:
             **_archive_metadata(reader.handle),
         )
         definitions = _model_definitions(registry, meta)
-        builders = {ref: RowBuilder() for ref in meta.location_order}
-        last = dict.fromkeys(meta.location_order, -1)
-        for loc, ev in reader.events:
-            ref = loc._ref
-            rb = builders[ref]
-            t = ev.time
-            if t < last[ref] or t > _INT64_MAX:
-                problem = (f"timestamp {t} goes backwards (previous record at {last[ref]})"
-                           if t < last[ref] else f"timestamp {t} is out of range")
-                raise TraceError(problem, source=path, location=ref, index=len(rb.rows))
-            last[ref] = t
-            name = type(ev).__name__
-            kind = KIND_CODE.get(name)
-            if kind is None:
-                raise TraceError(f"unsupported OTF2 record type {name}", source=path,
-                                 location=ref, index=len(rb.rows))
-            _add_event(rb, ev, kind)
-        events = {ref: rb.build() for ref, rb in builders.items()}
+        events = collect_events(reader.events, meta.location_order, path)
     return Trace(definitions=definitions, events=events, source=path)
 
 
@@ -645,8 +578,12 @@ def _write_events(writer: _ArchiveWriter, reg: DefinitionRegistry, trace: Trace,
         kinds = ev.kind.tolist()
         sizes = ev.size.tolist()
         cols: dict[str, list[int]] | None = None
-        for i, payload in enumerate(ev.payload):
+
+        def write_one(i: int, ev=ev, ew=ew, ref=ref, times=times, kinds=kinds,
+                      sizes=sizes) -> None:
+            nonlocal cols
             kind = kinds[i]
+            payload = ev.payload[i]
             if isinstance(payload, oev._Event):
                 if type(payload).__name__ != KIND_NAMES[kind]:
                     raise TraceError(
@@ -656,7 +593,7 @@ def _write_events(writer: _ArchiveWriter, reg: DefinitionRegistry, trace: Trace,
                 if kind == BUFFER_FLUSH:
                     payload.stop_time = sizes[i]
                 ew.write(payload)
-                continue
+                return
             if cols is None:
                 cols = {name: getattr(ev, name).tolist() for name, _ in COLUMNS}
             try:
@@ -669,6 +606,10 @@ def _write_events(writer: _ArchiveWriter, reg: DefinitionRegistry, trace: Trace,
                 raise TraceError(f"cannot write record kind {KIND_NAMES[kind]} to OTF2 "
                                  "from a text trace", source=path, location=ref, index=i)
             ew.write(obj)
+
+        # attribute-free Enter/Leave/MpiSend/MpiRecv/MpiCollectiveBegin objects go
+        # straight to the C library; everything else through write_one
+        write_records(writer, ew, ev.payload, times, kinds, write_one)
 
 
 def _has_ref(sub_registry: Any, ref: int) -> bool:

@@ -50,15 +50,7 @@ def verify(trace: Trace, matching: Matching) -> Verification:
             if bad.size:
                 note(f"location {loc}, record {int(bad[0]) + 1}: earlier than its predecessor")
     t = {loc: ev.time for loc, ev in trace.events.items()}
-    for m in matching.messages:
-        if m.send_loc == m.recv_loc:
-            ok = t[m.recv_loc][m.recv_idx] >= t[m.send_loc][m.send_idx]
-        else:
-            ok = t[m.recv_loc][m.recv_idx] > t[m.send_loc][m.send_idx]
-        if not ok:
-            v.messages += 1
-            note(f"location {m.recv_loc}, record {m.recv_idx}: receive not after its send "
-                 f"(location {m.send_loc}, record {m.send_idx})")
+    _verify_messages(trace, matching, v, note)
     for inst in matching.instances:
         begins = [t[loc][b] for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
         ends = [t[loc][e] for loc, e in zip(inst.locs, inst.end_idx, strict=True)]
@@ -95,3 +87,25 @@ def verify(trace: Trace, matching: Matching) -> Verification:
                 note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
                      f"not after its own enter (record {inst.begin_idx[i]})")
     return v
+
+
+def _verify_messages(trace: Trace, matching: Matching, v: Verification, note) -> None:
+    """Every receive strictly after its send (at or after it, for a send to self);
+    vectorised over the message table."""
+    table = matching.table
+    if not len(table):
+        return
+    times = [trace.events[loc].time for loc in table.loc_ids]
+    lengths = np.array([len(x) for x in times], dtype=np.int64)
+    off = np.r_[0, np.cumsum(lengths)[:-1]]
+    flat = np.concatenate(times).astype(np.int64)
+    send_t = flat[off[table.send_li] + table.send_idx]
+    recv_t = flat[off[table.recv_li] + table.recv_idx]
+    to_self = table.send_li == table.recv_li
+    bad = np.flatnonzero(np.where(to_self, recv_t < send_t, recv_t <= send_t))
+    v.messages += int(bad.size)
+    ids = table.loc_ids
+    for j in bad[:10].tolist():
+        note(f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: receive not "
+             f"after its send (location {ids[table.send_li[j]]}, record "
+             f"{int(table.send_idx[j])})")
