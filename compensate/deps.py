@@ -100,7 +100,7 @@ class Graph:
                     np.sum(ev.size[flush] - ev.time[flush]) / res)
             gap = np.zeros(n)
             if n > 1:
-                gap[1:] = np.diff(tm) - o[:-1]
+                gap[1:] = _r1_gaps(tm, o)
             tms.append(tm)
             gaps.append(gap)
         self.tm = np.concatenate(tms) if tms else np.zeros(0)
@@ -539,3 +539,22 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
                           recv_idx=t.recv_idx, enter_idx=enter_idx, size=t.size, cs=cs,
                           enter_const=recv_m - cs, observed=observed, overlapped=overlapped,
                           extra=extra)
+
+
+def _r1_gaps(tm: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """R1 increments between consecutive records of one location: the measured gap
+    minus the overhead of the records written before it.
+
+    Records that share one timestamp (Score-P stamps a Metric with its Enter's
+    time) were written back to back after one clock read, so their writing costs
+    all lie in the next *positive* gap: a zero gap charges nothing and passes its
+    overhead on. Charging each record's overhead to its own zero gap instead would
+    clamp it (counted as overcompensation) and lose that overhead entirely.
+    """
+    d = np.diff(tm)
+    new_group = np.concatenate(([True], d != 0))
+    starts = np.flatnonzero(new_group)
+    start_of = starts[np.cumsum(new_group) - 1]  # first record of each record's group
+    csum = np.concatenate(([0.0], np.cumsum(o)))
+    through = csum[1:] - csum[start_of]  # overhead of the group up to each record
+    return d - np.where(d == 0, 0.0, through[:-1])

@@ -56,7 +56,8 @@ def parse_expectations(path):
 
 def test_every_branch_has_a_case():
     names = {p.stem for p in CASE_FILES}
-    for required in ("r1_bykind", "r1_overcomp", "r2_m1_a1", "r2_m1_a2", "r2_m2_gap",
+    for required in ("r1_bykind", "r1_overcomp", "r1_same_timestamp", "r2_m1_a1", "r2_m1_a2",
+                     "r2_m2_gap",
                      "r2_m2_early", "r3_nton", "r4_bcast", "r6_flush",
                      # issue #5: nonblocking, synchronous, Sendrecv, n-to-1, scans,
                      # nonblocking collectives, cancelled requests, send to self

@@ -22,7 +22,10 @@ from compensate.textio import read_text, write_text
 
 from .conftest import CASES, ROOT
 
-TEXT_FILES = sorted(CASES.glob("*.trace")) + [ROOT / "examples" / "pingpong.trace"]
+# r1_same_timestamp holds a Metric record, which a text trace cannot turn into OTF2
+# (no metric definitions in the text format; refusal tested below with the PAPI archive)
+TEXT_FILES = [p for p in sorted(CASES.glob("*.trace")) if p.stem != "r1_same_timestamp"]
+TEXT_FILES.append(ROOT / "examples" / "pingpong.trace")
 
 
 def same_records(a, b):
