@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .fit import WAIT_MARGIN
+from .fit import message_was_late
 from .matching import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN, Instance, Matching, needed_members
 from .model import BUFFER_FLUSH, ISEND, SEND, Trace
 from .pending import Pending, PendingLatest, PendingRecv, SharedNeeds, SharedRefs
@@ -292,7 +292,7 @@ class Graph:
         """In the measurement, was the receiver (not the message) the late party for
         record ``idx``: was it ready only after the message had arrived? Ready =
         the record before plus its overhead (and its copy, if a send); the same
-        criterion and margin the network fit uses (:data:`compensate.fit.WAIT_MARGIN`)."""
+        criterion the network fit uses (:func:`compensate.fit.message_was_late`)."""
         if idx <= 0:
             return False
         ev = self.evs[li]
@@ -300,11 +300,8 @@ class Graph:
         k = ev.kind[prev]
         gp = self.g(li, prev)
         start = float(ev.size[prev] - self.t0) if k == BUFFER_FLUSH else self.tm[gp]
-        free = start + float(self.ovh[k])
-        if k in (SEND, ISEND):
-            free += self.copy(int(ev.size[prev]))
-        margin = 1.0 + WAIT_MARGIN * (cs + free - self.tm[gp])
-        return not self.tm[gp + 1] - cs > free + margin
+        free = start + float(self.ovh[k]) + self._extra(li, idx)
+        return not message_was_late(self.tm[gp + 1], cs, free, self.tm[gp])
 
     def _nn_syncs(self, inst: Instance, lis: list[int], members: list[int],
                   who: list[int]) -> dict[int, float]:

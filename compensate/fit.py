@@ -176,6 +176,18 @@ def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
                     np.concatenate(free))
 
 
+def message_was_late(recv_m, cs, free_m, before_m):
+    """Did the message arrive after the receiver was ready (so the receive time
+    measures the transfer)? ``recv_m`` the receive record, ``cs`` its copy time,
+    ``free_m`` when the receiver was ready (the record before plus its overhead and,
+    after a send, that send's copy), ``before_m`` the record before; ticks, scalars
+    or arrays. Clearly after: rounding and calibration error must not admit a late
+    receiver (margin 1 tick + :data:`WAIT_MARGIN` of the copy and of what ``free_m``
+    added)."""
+    margin = 1.0 + WAIT_MARGIN * (cs + free_m - before_m)
+    return recv_m - cs > free_m + margin
+
+
 def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> Observations:
     """The network times the measured trace reveals (see the module docstring).
 
@@ -201,9 +213,7 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     recv, enter, before = base_r + r_idx, base_r + r_enter, base_r + r_idx - 1
     cs = np.asarray(platform.copy_time(size), dtype=np.float64) * res
     overlapped = tm[enter] <= tm[send_exit]
-    # clearly after: rounding and calibration error must not admit a late receiver
-    margin = 1.0 + WAIT_MARGIN * (cs + free[before] - tm[before])
-    waited = tm[recv] - cs > free[before] + margin
+    waited = message_was_late(tm[recv], cs, free[before], tm[before])
     sync = post >= 0
     posted_first = ~sync | (after[base_r + np.where(sync, post, 0)] <= after[send])
     keep = overlapped & waited & posted_first
