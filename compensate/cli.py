@@ -21,7 +21,7 @@ from . import __version__
 from .engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions, compensate
 from .gcpause import gc_paused
 from .matching import match
-from .model import Trace, TraceError
+from .model import TraceError
 from .platform import Platform, PlatformError, parse_duration
 from .traceio import OutputError, output_target, read_trace, trace_format, write_trace
 from .verify import verify
@@ -79,15 +79,6 @@ def load_platform(args: argparse.Namespace) -> Platform | None:
         else:
             platform = Platform(o, {}, platform.copy_bytes, platform.copy_seconds)
     return platform
-
-
-def span_seconds(trace: Trace) -> float:
-    ts = [e.time for e in trace.events.values() if len(e)]
-    if not ts:
-        return 0.0
-    lo = min(int(t[0]) for t in ts)
-    hi = max(int(t[-1]) for t in ts)
-    return (hi - lo) / trace.definitions.timer_resolution
 
 
 class _Progress:
@@ -168,8 +159,8 @@ def _run(argv: list[str] | None) -> int:
         "records": trace.record_count,
         "locations": len(trace.events),
         "timer_resolution": trace.definitions.timer_resolution,
-        "measured_span_s": span_seconds(trace),
-        "approximated_span_s": span_seconds(result.trace),
+        "measured_span_s": trace.span_seconds,
+        "approximated_span_s": result.trace.span_seconds,
         "overcompensated_records": result.stats.overcompensated,
         "messages_matched": result.stats.messages,
         "unmatched_sends": result.stats.unmatched_sends,

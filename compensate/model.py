@@ -341,6 +341,16 @@ class Trace:
     def record_count(self) -> int:
         return sum(len(e) for e in self.events.values())
 
+    @property
+    def span_seconds(self) -> float:
+        """Total execution time: latest record minus earliest, in seconds (0 if empty)."""
+        ts = [e.time for e in self.events.values() if len(e)]
+        if not ts:
+            return 0.0
+        lo = min(int(t[0]) for t in ts)
+        hi = max(int(t[-1]) for t in ts)
+        return (hi - lo) / self.definitions.timer_resolution
+
     def with_times(self, times: dict[int, np.ndarray],
                    sizes: dict[int, np.ndarray] | None = None) -> Trace:
         """The same trace with new per-location timestamps (records unchanged);

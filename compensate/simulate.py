@@ -755,15 +755,6 @@ def _definitions(n: int, regions: dict[str, int], timer_resolution: int) -> Defi
     )
 
 
-def _span(trace: Trace) -> float:
-    times = [ev.time for ev in trace.events.values() if len(ev)]
-    if not times:
-        return 0.0
-    lo = min(int(t[0]) for t in times)
-    hi = max(int(t[-1]) for t in times)
-    return (hi - lo) / trace.definitions.timer_resolution
-
-
 def run_program(program: Program, platform: Platform, *, network: Network | None = None,
                 eager_limit: int | None = None, flush_time: float = DEFAULT_FLUSH_TIME,
                 flush_every: int | None = None, start_offsets: Sequence[float] | None = None,
@@ -821,8 +812,8 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
                              "measured")
     info = {
         "wildcard_sources": {r: list(s) for r, s in measured.resolved.items() if s},
-        "span_truth": _span(t_trace),
-        "span_measured": _span(m_trace),
+        "span_truth": t_trace.span_seconds,
+        "span_measured": m_trace.span_seconds,
         "records": m_trace.record_count,
         "params": dict(program.params),
         "eager_limit": eager_limit,

@@ -23,9 +23,7 @@ from .verify import verify
 
 def span(trace: Trace) -> float:
     """Total execution time in seconds (latest record minus earliest)."""
-    lo = min(int(e.time[0]) for e in trace.events.values() if len(e))
-    hi = max(int(e.time[-1]) for e in trace.events.values() if len(e))
-    return (hi - lo) / trace.definitions.timer_resolution
+    return trace.span_seconds
 
 
 def removed_fraction(t_approx: float, t_measured: float, t_true: float) -> float:
