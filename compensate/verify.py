@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .matching import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN, Matching, needed_members
+from .matching import N_TO_ONE, ONE_TO_N, Matching, needed_members
 from .model import Trace
 
 
@@ -55,25 +55,20 @@ def verify(trace: Trace, matching: Matching) -> Verification:
         begins = [t[loc][b] for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
         ends = [t[loc][e] for loc, e in zip(inst.locs, inst.end_idx, strict=True)]
         n = len(inst.locs)
-        pairs: list[tuple[int, int]] = []  # (exit member, enter member) that must order
-        if inst.cls == N_TO_N:
-            pairs = [(i, j) for i in range(n) for j in (int(np.argmax(begins)),)]
-        elif inst.cls in (SCAN, EXSCAN):
-            for i in range(n):
-                upto = range(i + 1) if inst.cls == SCAN else range(i)
-                if upto:
-                    pairs.append((i, max(upto, key=lambda j: begins[j])))
-        elif inst.cls == ONE_TO_N:
-            r = inst.locs.index(inst.root)
-            pairs = [(i, r) for i in range(n) if i != r]
-        elif inst.cls == N_TO_ONE:
-            r = inst.locs.index(inst.root)
-            pairs = [(r, j) for j in range(n) if j != r]
+        # (exit member, enter member) that must order: an exit against the latest
+        # enter it waits for; n-to-1 roots and nonblocking completions against each
+        # (the same pairs, hence the same violation counts, as one branch per class)
+        per_pair = inst.cls == N_TO_ONE or inst.nonblocking
+        pairs: list[tuple[int, int]] = []
+        for i in range(n):
+            needed = [j for j in needed_members(inst, i) if not (inst.nonblocking and j == i)]
+            if per_pair:
+                pairs += [(i, j) for j in needed]
+            elif needed:
+                pairs.append((i, max(needed, key=begins.__getitem__)))
         # n-to-n and scans: no exit before the enters it waits for, and after its own;
         # 1-to-n and n-to-1 are implied messages: strictly after their send
         strict = inst.cls in (ONE_TO_N, N_TO_ONE) or inst.nonblocking
-        if inst.nonblocking:  # a completion must follow the other members' requests
-            pairs = [(i, j) for i in range(n) for j in needed_members(inst, i) if j != i]
         for i, j in pairs:
             late = ends[i] <= begins[j] if strict else ends[i] < begins[j]
             if late:
