@@ -49,8 +49,6 @@ COLLECTIVE_EXITS = ("uniform", "per-process")
 class EngineOptions:
     bound: str = "lower"  # lower | upper | fitted | none (identity: times unchanged)
     collective_exit: str = "uniform"  # uniform (eq. 12) | per-process (eq. 13)
-    # unused: the engine no longer walks records in windows (kept for compatibility)
-    window: int = 65536
     # bound="fitted": network time in seconds of an s-byte message (without the two
     # buffer copies), e.g. a latency + bytes/bandwidth fit to the observed transfers
     network_time: Callable[[int], float] | None = None
