@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .fit import message_was_late
+from .fit import message_was_late, receiver_was_late
 from .matching import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN, Instance, Matching, needed_members
 from .model import BUFFER_FLUSH, ISEND, SEND, Trace
 from .pending import Pending, PendingLatest, PendingRecv, SharedNeeds, SharedRefs
@@ -259,16 +259,32 @@ class Graph:
             r = inst.locs.index(inst.root)
             others = [i for i in range(n) if i != r and inst.locs[i] != inst.root]
             if others:
+                last = self._last_arrival(inst, lis, others)
                 params = [self._collective_recv(lis[i], inst.begin_idx[i], inst.end_idx[i],
                                                 lis[r], inst.begin_idx[r], inst.size_sent[i],
-                                                inst.end_idx[r]) for i in others]
+                                                inst.end_idx[r], one_of_many=i != last)
+                          for i in others]
                 dep_rules[(lis[r], inst.end_idx[r])] = [Pending(
                     NToOne, (params,), [(lis[i], inst.begin_idx[i]) for i in others])]
         self.stats.collective_instances += 1
 
+    def _last_arrival(self, inst: Instance, lis: list[int], others: list[int]) -> int | None:
+        """The member of an n-to-1 instance whose message reached the root last in the
+        measured run, by the fitted model: the root's wait, if it waited, shows that
+        message's transfer. None unless the bound is fitted."""
+        if self.network_time is None:
+            return None
+        arrival = []
+        for i in others:
+            g, size = self.g(lis[i], inst.begin_idx[i]), int(inst.size_sent[i])
+            arrival.append(self.tm[g] + self.kind_ovh(g) + 2.0 * self.copy(size)
+                           + self.network_time(size) * self.res)
+        return others[int(np.argmax(arrival))]
+
     def _collective_recv(self, s_li: int, s_idx: int, s_exit: int, r_li: int, enter_idx: int,
-                         size: int, recv_idx: int) -> PendingRecv:
-        """R2 inputs of a collective's implied message (R4, R5)."""
+                         size: int, recv_idx: int, one_of_many: bool = False) -> PendingRecv:
+        """R2 inputs of a collective's implied message (R4, R5). ``one_of_many``: the
+        receive record completes several messages (the root of an n-to-1)."""
         recv_m = float(self.tm[self.g(r_li, recv_idx)])
         send_m = float(self.tm[self.g(s_li, s_idx)])
         cs = self.copy(size)
@@ -279,7 +295,7 @@ class Graph:
             send=(s_li, s_idx), enter=(r_li, enter_idx) if enter_idx >= 0 else None,
             enter_const=recv_m - cs, cs=cs, observed=observed, overlapped=overlapped,
             extra=self._extra(r_li, recv_idx), has_prev=recv_idx > 0, size=size,
-            recv=(r_li, recv_idx), fitted=self.bound == "fitted")
+            recv=(r_li, recv_idx), fitted=self.bound == "fitted", one_of_many=one_of_many)
 
     def _extra(self, li: int, idx: int) -> float:
         """Copy cost of the record before ``idx`` if it is a send (MPI_Sendrecv)."""
@@ -288,20 +304,27 @@ class Graph:
         g = self.g(li, idx - 1)
         return self.copy(int(self.size[g])) if self.kind[g] in (SEND, ISEND) else 0.0
 
-    def receiver_was_late(self, li: int, idx: int, cs: float) -> bool:
-        """In the measurement, was the receiver (not the message) the late party for
-        record ``idx``: was it ready only after the message had arrived? Ready =
-        the record before plus its overhead (and its copy, if a send); the same
-        criterion the network fit uses (:func:`compensate.fit.message_was_late`)."""
+    def who_was_late(self, li: int, idx: int, cs: float) -> str:
+        """In the measurement, which party was late for the receive record ``idx``:
+        ``"message"`` if the message clearly arrived after the receiver was ready
+        (the criterion the network fit uses, :func:`compensate.fit.message_was_late`:
+        the receive then shows the transfer), ``"receiver"`` if the receive completed
+        one copy after the receiver became ready (:func:`compensate.fit.
+        receiver_was_late`: the message may have arrived any time before), else
+        ``"unclear"``. Ready = the record before plus its overhead (and its copy, if
+        a send)."""
         if idx <= 0:
-            return False
+            return "unclear"
         ev = self.evs[li]
         prev = idx - 1
         k = ev.kind[prev]
         gp = self.g(li, prev)
         start = float(ev.size[prev] - self.t0) if k == BUFFER_FLUSH else self.tm[gp]
         free = start + float(self.ovh[k]) + self._extra(li, idx)
-        return not message_was_late(self.tm[gp + 1], cs, free, self.tm[gp])
+        recv_m = self.tm[gp + 1]
+        if message_was_late(recv_m, cs, free, self.tm[gp]):
+            return "message"
+        return "receiver" if receiver_was_late(recv_m, cs, free) else "unclear"
 
     def _nn_syncs(self, inst: Instance, lis: list[int], members: list[int],
                   who: list[int]) -> dict[int, float]:

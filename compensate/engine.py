@@ -75,8 +75,8 @@ class Stats:
     unknown_collective_ops: int = 0
     p2p_cases: dict = field(default_factory=lambda: {
         "m1_a1": 0, "m1_a2": 0, "m2_lower": 0, "m2_upper": 0, "m2_fitted": 0,
-        "m2_fitted_clamped": 0, "m1_receiver_late": 0, "synchronous": 0, "nbc_observed": 0,
-        "nbc_bounded": 0})
+        "m2_fitted_clamped": 0, "m1_receiver_late": 0, "m2_message_late": 0, "synchronous": 0,
+        "nbc_observed": 0, "nbc_bounded": 0})
     buffer_flushes: int = 0
     flush_seconds_removed: float = 0.0
 

@@ -188,6 +188,20 @@ def message_was_late(recv_m, cs, free_m, before_m):
     return recv_m - cs > free_m + margin
 
 
+#: Ticks by which a receive may complete later than one copy after the receiver was
+#: ready and still count as "the receiver was late": the copy cost and the timestamps
+#: are rounded to whole ticks independently.
+RECEIVER_LATE_TICKS = 2.0
+
+
+def receiver_was_late(recv_m, cs, free_m):
+    """Did the receive complete just one copy after the receiver was ready (so the
+    message had arrived before, at an unknown time, and the measured interval is only
+    an upper bound of the transfer)? The counterpart of :func:`message_was_late`;
+    between the two, which party was late is unclear."""
+    return recv_m - cs <= free_m + RECEIVER_LATE_TICKS
+
+
 def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> Observations:
     """The network times the measured trace reveals (see the module docstring).
 

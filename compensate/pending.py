@@ -24,23 +24,30 @@ class PendingRecv:
 
     def __init__(self, *, send: tuple[int, int], enter: tuple[int, int] | None,
                  enter_const: float, cs: float, observed: float, overlapped: bool, extra: float,
-                 has_prev: bool, size: int, recv: tuple[int, int], fitted: bool) -> None:
+                 has_prev: bool, size: int, recv: tuple[int, int], fitted: bool,
+                 one_of_many: bool = False) -> None:
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
     def build(self, graph: Graph) -> RecvParams:
-        late = False
+        late = message_late = False
         overlapped = self.overlapped
-        if overlapped and self.fitted and self.recv[1] >= 0 and \
-                graph.receiver_was_late(self.recv[0], self.recv[1], self.cs):
-            # the calls overlapped but the receiver, not the message, was late: the
-            # interval holds the receiver's lateness, not the transfer (R2f uses the fit)
-            overlapped, late = False, True
+        if self.fitted and self.recv[1] >= 0:
+            late_party = graph.who_was_late(self.recv[0], self.recv[1], self.cs)
+            if overlapped and late_party == "receiver":
+                # the calls overlapped but the receiver, not the message, was late: the
+                # interval holds the receiver's lateness, not the transfer (R2f uses the fit)
+                overlapped, late = False, True
+            elif not overlapped and late_party == "message" and not self.one_of_many:
+                # the receive began after the send ended, yet the message arrived after
+                # the receiver was ready: the transfer was observed after all (not for
+                # one of an n-to-1 root's messages: its wait shows only the last one)
+                overlapped = message_late = True
         return RecvParams(
             send=graph.ref(*self.send),
             enter=graph.ref(*self.enter) if self.enter is not None else None,
             enter_const=self.enter_const, cs=self.cs, observed=self.observed,
-            overlapped=overlapped, receiver_late=late, extra=self.extra,
+            overlapped=overlapped, receiver_late=late, message_late=message_late, extra=self.extra,
             has_prev=self.has_prev, size=self.size)
 
 

@@ -60,6 +60,7 @@ class RecvParams:
     observed: float
     overlapped: bool
     receiver_late: bool
+    message_late: bool
     extra: float
     has_prev: bool
     size: int
@@ -75,6 +76,8 @@ def recv_time(p: RecvParams, A: list, prev_a: float, ctx: Context) -> float:
     cases = ctx.cases
     if p.receiver_late:
         cases["m1_receiver_late"] += 1
+    elif p.message_late:
+        cases["m2_message_late"] += 1
     if p.overlapped:  # m.1: the calls overlapped, transfer observed
         recv_a = max(send_a + observed, ready + cs)
         cases["m1_a1" if send_a + observed > ready + cs else "m1_a2"] += 1

@@ -101,7 +101,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .model import (
@@ -173,12 +173,11 @@ class Network:
 
     ``jitter`` > 0 adds a random delay to every message: exponentially distributed
     with mean ``jitter`` seconds, drawn from a generator seeded with ``seed`` in the
-    order of the calls to :meth:`time` (one call per message). One
-    :func:`run_program` call simulates the measured run and then the truth run on
-    the same Network, so its truth run draws *other* delays: for ground truth with
-    jitter, take the truth from a second :func:`run_program` call with zero overhead
-    and a fresh Network of the same seed (the simulator's call order does not depend
-    on timing, only on the program, as long as it has no wildcard receives).
+    order of the calls to :meth:`time` (one call per message). :func:`run_program`
+    gives the measured and the truth run each a fresh generator of that seed, so both
+    draw the same delay for the same message: the simulator's call order depends only
+    on the program, not on timing (wildcard receives are resolved as in the measured
+    run).
     """
 
     latency: float = 1e-6
@@ -801,10 +800,11 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
 
     common = dict(eager_limit=eager_limit, flush_every=flush_every,
                   start_offsets=offsets, regions=regions, quantum=quantum)
-    measured = _Sim(program, [quantum(x) for x in platform.overhead_table()], copy, network,
+    measured = _Sim(program, [quantum(x) for x in platform.overhead_table()], copy,
+                    replace(network),
                     flush_time=flush_time, fixed_sources=None, **common)
     measured.run()
-    truth = _Sim(program, [0.0] * len(platform.overhead_table()), copy, network,
+    truth = _Sim(program, [0.0] * len(platform.overhead_table()), copy, replace(network),
                  flush_time=0.0, fixed_sources=measured.resolved, **common)
     truth.run()
     t_trace = truth.trace(timer_resolution, _definitions(n, regions, timer_resolution), "truth")
