@@ -1,11 +1,12 @@
 """Calibration benchmark: the full ``calibrate run`` on this machine, printed as tables.
 
 Prints what it measured: the machine, the timer (read cost, resolution), the
-OTF2 writer probe per record kind (median, IQR, 95 % bootstrap CI), the copy
-cost per buffer size (warm median with IQR and CI, bandwidth, cache-cold
-median), the detected cache steps, and -- if a C compiler is installed -- the
-external probe's self-test: calibration/microbench.c with a fake tracer of known
-cost, and the overhead per record the probe recovers. The figures in
+OTF2 writer probe per record kind (median, IQR, 95 % CI over the measuring
+processes' medians), the copy cost per buffer size (warm median over the size
+class with IQR and CI, bandwidth, cache-cold median), the detected cache steps,
+and -- if a C compiler is installed -- the external probe's self-test:
+calibration/microbench.c with a fake tracer of known cost, and the overhead per
+record the probe recovers. The figures in
 docs/calibration.md come from this script.
 
 Usage: python benchmarks/calibration.py [--quick | --thorough] [-o platform.json]

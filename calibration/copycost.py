@@ -2,20 +2,36 @@
 
 What is timed (docs/calibration.md explains the choices):
 
-* The copy is ``dst[:] = src`` on ``memoryview`` slices of page-aligned numpy
-  buffers, which CPython performs as one ``memcpy`` -- the same routine an MPI
-  library uses for an eager message. ``--copy-method numpy`` times
+* The copy is ``dst[:] = src`` on ``memoryview`` slices of large numpy buffers,
+  which CPython performs as one ``memcpy`` -- the same routine an MPI library
+  uses for an eager message. ``--copy-method numpy`` times
   ``np.copyto(dst, src)`` instead (numpy adds a size-dependent dispatch cost of
   ~60 ns from 512 B up on this kind of machine, which is not part of an MPI copy).
+* **size classes**: a table size ``s`` stands for the messages "of about ``s``
+  bytes", so every sample copies its own variant: a size drawn log-uniformly
+  within half a grid step of ``s`` (its time scaled by ``s / size``, i.e. the
+  per-byte cost of the neighbourhood), from and to 16-byte aligned offsets drawn
+  uniformly in the source and destination buffers (16 B is what ``malloc`` and
+  numpy guarantee; real message buffers sit anywhere in a page and a cache line).
+  With one fixed buffer pair, the pair's addresses decide the result: on this
+  machine's AMD EPYC the fixed pair copied 1-8 KiB 1.7-2.7x slower in 7 of 16
+  fresh processes (L1-resident copies running at L2 speed: which address pairs
+  do that changes from process to process), so the table showed the luck of one
+  placement, not the cost of a message (docs/calibration.md has the numbers).
 * **warm**: the same buffers copied over and over; whatever fits stays in cache,
-  so the per-byte cost shows the cache levels as steps. Copies are timed in
-  batches of ``k`` calls (``k`` so that a batch lasts ~0.1-0.2 ms) and paired with a
-  batch of 1-byte copies; the sample is ``(batch(s) - batch(1 B)) / k``, which
-  removes the Python call overhead (~60 ns, larger than a 64 B memcpy) and the
-  timer read, and cancels slow drift. Batches are timed with the thread's CPU
-  clock (``time.thread_time_ns``), so that time the scheduler gives to other
-  processes on a shared machine does not count (on this 2-core VM under load,
-  wall-clock medians of 64 MiB copies doubled, CPU-time medians did not).
+  so the per-byte cost shows the cache levels as steps. Before a sample whose
+  buffers do not fit the L1 cache, ``warmup_bytes`` (the last-level cache's
+  capacity) are copied untimed, so that the sample sees the steady state of
+  repeated copies rather than whatever the previous sample (an eviction, a
+  64 MiB copy) left in L2/L3: after one, 0.5-2 MiB copies were still 1.2-1.9x
+  slower than in the steady state after 2k untimed copies. Copies are timed in
+  batches of ``k`` calls (``k`` so that a batch lasts ~0.1-0.2 ms) and paired with
+  a batch of 1-byte copies; the sample is ``(batch(s) - batch(1 B)) / k``, which removes the Python
+  call overhead (~60 ns, larger than a 64 B memcpy) and the timer read, and cancels
+  slow drift. Batches are timed with the thread's CPU clock
+  (``time.thread_time_ns``), so that time the scheduler gives to other processes on
+  a shared machine does not count (on this 2-core VM under load, wall-clock medians
+  of 64 MiB copies doubled, CPU-time medians did not).
 * **fresh**: before each sample a buffer of twice the last-level cache is
   rewritten, evicting ``src``/``dst`` and their page-table entries; the Python
   objects describing them are touched again, then one copy is timed (wall clock,
@@ -80,6 +96,9 @@ class CopySettings:
     seed: int = 0
     step_threshold: float = 0.20     # per-byte cost jump that counts as a cache step
     processes: int = 3               # fresh processes to pool samples from (1: this one)
+    size_class: bool = True          # vary size (within the bin) and placement per sample
+    align: int = 16                  # placement granularity of the size-class variants
+    warmup: bool = True              # warm samples beyond L1: copy an LLC's worth first
 
 
 @dataclass
@@ -119,6 +138,10 @@ class CopyResult:
     seconds: float = 0.0             # wall time of the measurement
     passes: int = 0                  # passes over all sizes, summed over processes
     processes: int = 1               # fresh processes the samples were pooled from
+    points_per_octave: int = 4       # grid density (a size class spans one grid step)
+    size_class: bool = False         # samples varied size and placement within the class
+    align: int = 1                   # placement granularity of the variants, bytes
+    warmup_bytes: int = 0            # untimed copying before a warm sample beyond L1
 
     def resolved(self) -> list[CopyPoint]:
         """Points whose warm copy time is resolved (see :attr:`CopyPoint.resolved`)."""
@@ -167,6 +190,14 @@ def cache_sizes() -> list[dict]:
     return caches
 
 
+def warmup_bytes(cfg: CopySettings) -> int:
+    """Bytes of untimed copying before a warm sample that does not fit the L1 cache:
+    the last-level cache's capacity (half the eviction buffer), at least 32 MiB."""
+    if not cfg.warmup:
+        return 0
+    return max(int(cfg.evict_bytes or default_evict_bytes()) // 2, 32 * MiB)
+
+
 def default_evict_bytes() -> int:
     """Twice the largest cache, at least 64 MiB, at most 1 GiB."""
     largest = max((c["bytes"] for c in cache_sizes()), default=0)
@@ -191,9 +222,9 @@ class _Buffers:
         else:
             self.msrc, self.mdst = self.src, self.dst
 
-    def pair(self, nbytes: int):
-        """(dst, src) views of ``nbytes`` at the start of the buffers."""
-        return self.mdst[:nbytes], self.msrc[:nbytes]
+    def pair(self, nbytes: int, src_at: int = 0, dst_at: int = 0):
+        """(dst, src) views of ``nbytes`` at byte offsets ``dst_at`` and ``src_at``."""
+        return self.mdst[dst_at:dst_at + nbytes], self.msrc[src_at:src_at + nbytes]
 
     def evict(self) -> None:
         """Rewrite the eviction buffer (read-modify-write, so that the stores go
@@ -270,16 +301,63 @@ def _single_call_overhead(batch: Batch, buffers: _Buffers, timer: TimerCalibrati
     return float(np.median([timer.correct(batch(dst, src, 1)) for _ in range(samples)]))
 
 
+Variant = tuple[int, int, int]  # (bytes, source offset, destination offset)
+
+
+def size_class(nbytes: int, points_per_octave: int, limit: int) -> tuple[int, int]:
+    """The bin of table size ``nbytes``: sizes within half a grid step of it (a
+    factor ``2 ** (1 / (2 * points_per_octave))`` either way), capped at ``limit``."""
+    half = 2.0 ** (0.5 / points_per_octave)
+    return max(1, int(math.ceil(nbytes / half))), min(limit, int(nbytes * half))
+
+
+def variant_picker(nbytes: int, cfg: CopySettings, limit: int,
+                   rng: np.random.Generator) -> Callable[[], Variant]:
+    """``f()`` -> the next variant of size ``nbytes``: with ``cfg.size_class`` a size
+    drawn log-uniformly from its bin and ``cfg.align``-aligned offsets drawn uniformly
+    in buffers of ``limit`` bytes; without, always ``(nbytes, 0, 0)``."""
+    if not cfg.size_class:
+        return lambda: (nbytes, 0, 0)
+    lo, hi = size_class(nbytes, cfg.points_per_octave, limit)
+    a = max(1, cfg.align)
+
+    def pick() -> Variant:
+        size = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+        size = min(max(size, lo), hi)
+        room = (limit - size) // a
+        src_at, dst_at = (int(x) * a for x in rng.integers(0, room + 1, 2))
+        return size, src_at, dst_at
+
+    return pick
+
+
+def warmup_copies(size: int, warm_bytes: int, l1_bytes: int) -> int:
+    """Untimed copies before a warm sample: one while source and destination fit
+    the L1 cache, else enough to move ``warm_bytes`` (the caches below reach the
+    steady state of repeated copies whatever the previous sample left behind)."""
+    if 2 * size <= l1_bytes or warm_bytes <= 0:
+        return 1
+    return max(1, -(-warm_bytes // size))
+
+
 def warm_sampler(batch: Batch, buffers: _Buffers, nbytes: int, k: int,
-                 timer: TimerCalibration) -> Callable[[], float]:
-    """``f()`` -> one warm sample, ns per copy: paired batches of ``k`` copies of
-    ``nbytes`` and of 1 byte, in alternating order, timed in thread CPU time."""
-    dst, src = buffers.pair(nbytes)
-    bdst, bsrc = buffers.pair(1)
+                 timer: TimerCalibration, pick: Callable[[], Variant] | None = None,
+                 warm_bytes: int = 0, l1_bytes: int = 32 << 10) -> Callable[[], float]:
+    """``f()`` -> one warm sample, ns per copy of ``nbytes``: for the next variant
+    (``pick()``, default ``nbytes`` at offset 0), untimed copies to bring its
+    buffers into the steady state of repeated copies (:func:`warmup_copies`), then
+    paired batches of ``k`` copies of the variant and of its first byte, in
+    alternating order, timed in thread CPU time; the per-copy difference is scaled
+    by ``nbytes / size`` (the variant's per-byte cost)."""
+    pick = pick or (lambda: (nbytes, 0, 0))
     cpu, correct = time.thread_time_ns, timer.correct_cpu
     flip = [False]
 
     def sample() -> float:
+        size, src_at, dst_at = pick()
+        dst, src = buffers.pair(size, src_at, dst_at)
+        bdst, bsrc = buffers.pair(1, src_at, dst_at)
+        batch(dst, src, warmup_copies(size, warm_bytes, l1_bytes))  # untimed
         flip[0] = not flip[0]
         if flip[0]:
             work = correct(batch(dst, src, k, cpu))
@@ -287,23 +365,27 @@ def warm_sampler(batch: Batch, buffers: _Buffers, nbytes: int, k: int,
         else:
             base = correct(batch(bdst, bsrc, k, cpu))
             work = correct(batch(dst, src, k, cpu))
-        return (work - base) / k
+        return (work - base) / k * (nbytes / size)
 
     return sample
 
 
 def fresh_sampler(batch: Batch, buffers: _Buffers, nbytes: int, timer: TimerCalibration,
-                  overhead_ns: float) -> Callable[[], float]:
-    """``f()`` -> one cache-cold sample, ns: evict, re-warm the code path, time one copy."""
-    dst, src = buffers.pair(nbytes)
+                  overhead_ns: float,
+                  pick: Callable[[], Variant] | None = None) -> Callable[[], float]:
+    """``f()`` -> one cache-cold sample, ns: next variant, evict, re-warm the code
+    path, time one copy (scaled to ``nbytes`` like :func:`warm_sampler`)."""
+    pick = pick or (lambda: (nbytes, 0, 0))
     wdst, wsrc = buffers.pair(1)
 
     def sample() -> float:
+        size, src_at, dst_at = pick()
+        dst, src = buffers.pair(size, src_at, dst_at)
         buffers.evict()
         # re-warm the interpreter path and the view objects, not the buffers' bytes
         wdst[:] = wsrc
         _ = (len(dst), len(src))
-        return timer.correct(batch(dst, src, 1)) - overhead_ns
+        return (timer.correct(batch(dst, src, 1)) - overhead_ns) * (nbytes / size)
 
     return sample
 
@@ -319,15 +401,21 @@ def sample_copy_cost(timer: TimerCalibration, cfg: CopySettings, sizes: list[int
     [ns]}, "fresh": {n: [ns]}, "k": {n: batch}, "overhead_ns": ..., "passes": ...}``.
     """
     evict_bytes = int(cfg.evict_bytes or default_evict_bytes())
-    buffers = _Buffers(sizes[-1], evict_bytes if cfg.fresh else 8, cfg.method)
+    limit = sizes[-1] + (cfg.align if cfg.size_class else 0)  # room to move the largest
+    buffers = _Buffers(limit, evict_bytes if cfg.fresh else 8, cfg.method)
     batch = _BATCH[cfg.method]
     overhead_ns = _single_call_overhead(batch, buffers, timer)
     ks = {n: _batch_size(batch, buffers, n, cfg.batch_ns) for n in sizes}
     warm = {n: _Series(cfg.min_samples, cfg.max_samples, cfg.size_budget) for n in sizes}
     fresh = {n: _Series(cfg.fresh_min_samples, cfg.fresh_max_samples, cfg.fresh_budget)
              for n in sizes} if cfg.fresh else {}
-    samplers = {n: (warm_sampler(batch, buffers, n, ks[n], timer),
-                    fresh_sampler(batch, buffers, n, timer, overhead_ns)) for n in sizes}
+    rng = np.random.default_rng(cfg.seed)
+    warm_bytes = warmup_bytes(cfg)
+    l1 = min((c["bytes"] for c in cache_sizes() if c["level"] == 1), default=32 << 10)
+    samplers = {n: (warm_sampler(batch, buffers, n, ks[n], timer,
+                                 variant_picker(n, cfg, limit, rng), warm_bytes, l1),
+                    fresh_sampler(batch, buffers, n, timer, overhead_ns,
+                                  variant_picker(n, cfg, limit, rng))) for n in sizes}
     series = list(warm.values()) + list(fresh.values())
     chunk = max(2, -(-cfg.min_samples // 3))
     fresh_chunk = max(1, -(-cfg.fresh_min_samples // 3))
@@ -341,9 +429,7 @@ def sample_copy_cost(timer: TimerCalibration, cfg: CopySettings, sizes: list[int
             if progress:
                 done = sum(x.done(cfg.rel_tol) for x in series) / len(series)
                 progress(done, f"pass {passes}, {fmt_bytes(n)} ({i + 1}/{len(sizes)})")
-            dst, src = buffers.pair(n)
             if not warm[n].done(cfg.rel_tol):
-                batch(dst, src, 1)  # untimed: bring this size's buffers back into cache
                 warm[n].take(samplers[n][0], chunk, cfg.rel_tol)
             if todo_fresh:
                 fresh[n].take(samplers[n][1], fresh_chunk, cfg.rel_tol)
@@ -388,7 +474,8 @@ def measure_copy_cost(timer: TimerCalibration, cfg: CopySettings | None = None,
             def relay(f: float, msg: str, i: int = i) -> None:
                 if progress:
                     progress((i + f) / cfg.processes, f"process {i + 1}/{cfg.processes}, {msg}")
-            raws.append(run_in_fresh_process(sample_copy_cost, (timer, share, sizes), relay))
+            mine = dataclasses.replace(share, seed=cfg.seed * 1009 + i + 1)  # own variants
+            raws.append(run_in_fresh_process(sample_copy_cost, (timer, mine, sizes), relay))
     return _pool(raws, cfg, sizes, time.perf_counter() - t_start)
 
 
@@ -406,7 +493,10 @@ def _pool(raws: list[dict], cfg: CopySettings, sizes: list[int], seconds: float)
     result = CopyResult(points=points,
                         call_overhead=float(np.median([r["overhead_ns"] for r in raws])) * 1e-9,
                         evict_bytes=raws[0]["evict_bytes"], method=cfg.method, seconds=seconds,
-                        passes=sum(r["passes"] for r in raws), processes=len(raws))
+                        passes=sum(r["passes"] for r in raws), processes=len(raws),
+                        points_per_octave=cfg.points_per_octave, size_class=cfg.size_class,
+                        align=cfg.align if cfg.size_class else 1,
+                        warmup_bytes=warmup_bytes(cfg))
     result.steps = detect_steps(result.resolved(), cfg.step_threshold, cache_sizes())
     return result
 

@@ -27,7 +27,8 @@ MODES: dict[str, Mode] = {
                      size_budget=0.03, fresh_min_samples=3, fresh_max_samples=5,
                      fresh_budget=0.03, batch_ns=100_000.0, n_resamples=499,
                      processes=3),
-        WriterSettings(records=5_000, repetitions=7, warmup=100, n_resamples=499),
+        WriterSettings(records=5_000, repetitions=12, warmup=100, n_resamples=499,
+                       processes=6),
         timer_pairs=5_000, n_resamples=499),
     "default": Mode(
         "default",
@@ -40,6 +41,7 @@ MODES: dict[str, Mode] = {
                      size_budget=2.0, fresh_min_samples=21, fresh_max_samples=61,
                      fresh_budget=1.0, batch_ns=500_000.0, n_resamples=9999,
                      processes=4),
-        WriterSettings(records=50_000, repetitions=31, warmup=1000, n_resamples=9999),
+        WriterSettings(records=50_000, repetitions=30, warmup=1000, n_resamples=9999,
+                       processes=10),
         timer_pairs=200_000, n_resamples=9999),
 }

@@ -67,6 +67,16 @@ def _non_monotone(points: list[CopyPoint]) -> list[dict]:
             for a, b in monotone_violations(points)]
 
 
+def _size_class(copy: CopyResult) -> dict:
+    """How the samples of one table size were varied (``copy_calibration.size_class``)."""
+    if not copy.size_class:
+        return {"varied": False}
+    half = 2.0 ** (0.5 / copy.points_per_octave)
+    return {"varied": True, "size_factor": [1.0 / half, half], "align_bytes": copy.align,
+            "placement": "uniform over the source and destination buffers",
+            "scaled_to_table_size": True}
+
+
 def build_platform(copy: CopyResult, timer: TimerCalibration, probe: WriterProbeResult, *,
                    mode: str, seconds: float, table: str = "warm",
                    monotone: bool = False) -> dict:
@@ -93,6 +103,8 @@ def build_platform(copy: CopyResult, timer: TimerCalibration, probe: WriterProbe
             "processes": copy.processes,
             "call_overhead_seconds": copy.call_overhead,
             "evict_bytes": copy.evict_bytes,
+            "size_class": _size_class(copy),
+            "warmup_bytes": copy.warmup_bytes,
             "steps": copy.steps,
             "non_monotone": _non_monotone(copy.resolved()),
             "unresolved": [{"bytes": p.nbytes, **p.warm.to_dict()} for p in copy.unresolved()],

@@ -27,10 +27,13 @@ def format_timer(timer: dict) -> str:
 
 def format_overhead(probe: dict) -> list[str]:
     """Per-kind writer-probe table plus the pooled event_overhead."""
+    procs = probe.get("processes", 1)
     lines = [f"per-record overhead, writer probe ({probe['method']}; "
              f"{probe['records_per_sample']:,} records x {probe['samples_per_kind']} samples "
-             f"per kind, harness {fmt_seconds(probe['harness_seconds_per_record'])}/record "
-             f"subtracted, {probe['flushes_during_timing']} flushes while timing):",
+             f"per kind from {procs} process{'es' if procs != 1 else ''}, harness "
+             f"{fmt_seconds(probe['harness_seconds_per_record'])}/record "
+             f"subtracted, {probe['flushes_during_timing']} flushes while timing; CI: "
+             f"{probe.get('ci', '95 % bootstrap interval of the median')}):",
              f"  {'kind':<20} {'median':>10}   spread"]
     for kind, s in probe["kinds"].items():
         lines.append(f"  {kind:<20} {fmt_seconds(s['seconds']):>10}   {_spread(s)}")

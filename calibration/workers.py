@@ -1,11 +1,16 @@
 """Run a measurement in a fresh interpreter and bring its result back.
 
-Why: on this kind of machine the speed of cache-resident copies depends on the
-process -- where its buffers and the interpreter's own data happen to land
-(physical pages, cache sets). Within one process the effect is constant, so a
-median over many samples is precise but can sit 2x away from the next run's.
-Measuring in several fresh processes and pooling their samples averages over
-those layouts, and the reported spread then shows the layout effect.
+Why: some costs are fixed per process and differ between processes -- where the
+interpreter's data, the libraries' and the buffers' pages land. The OTF2 writer's
+per-record cost varies by ~1.4 % from process to process and by ~0.3 % within one;
+a cache-resident copy between one fixed pair of buffers took 2.7x longer in 7 of
+16 processes (the copy-cost probe now varies the buffer addresses within a
+process too). Within one process such an effect is constant, so a median over many
+samples is precise but can sit far from the next run's. Measuring in several
+fresh processes and pooling their samples averages over those layouts, the
+reported spread then shows the layout effect, and with enough processes the
+process medians give a confidence interval that holds from run to run
+(:func:`calibration.stats.summarize_rounds`).
 
 Children run one after another (never concurrently: they would compete for the
 cores and the memory bandwidth they measure), started with the "spawn" method

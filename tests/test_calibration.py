@@ -19,10 +19,17 @@ import numpy as np
 import pytest
 
 from calibration import external, tracecheck
-from calibration.copycost import CopyPoint, copy_sizes, detect_steps
+from calibration.copycost import (
+    CopyPoint,
+    CopySettings,
+    copy_sizes,
+    detect_steps,
+    size_class,
+    variant_picker,
+)
 from calibration.overhead import PROBE_KINDS, WriterSettings, run_writer_probe
 from calibration.platformfile import OutputError, write_platform
-from calibration.stats import Summary, summarize, summarize_groups
+from calibration.stats import Summary, summarize, summarize_groups, summarize_rounds
 from calibration.timer import calibrate_timer
 from calibration.workers import WorkerError, run_in_fresh_process
 from compensate.platform import Platform
@@ -113,24 +120,22 @@ def test_quick_run_writes_a_platform_file_compensate_reads(quick_file):
 
 
 def test_copy_time_grows_with_size(quick_file):
-    """Non-decreasing within the spread, over every two-octave distance (a memcpy
-    strategy switch can make a slightly larger copy faster, see docs/calibration.md)."""
+    """Non-decreasing within the spread, for every two sizes: the larger size's third
+    quartile is not below the smaller one's first."""
     table = json.loads(quick_file.read_text())["copy_time"]
-    for a in table:
-        for b in table:
-            if b["bytes"] >= 4 * a["bytes"]:
-                assert b["iqr"][1] >= a["iqr"][0], (a["bytes"], b["bytes"])
+    for i, a in enumerate(table):
+        for b in table[i + 1:]:
+            assert b["iqr"][1] >= a["iqr"][0], (a["bytes"], a["iqr"], b["bytes"], b["iqr"])
 
 
 def disagreement(a: dict, b: dict) -> str | None:
     """Why two platform files disagree beyond their spreads, or None.
 
-    O: the 95 % CIs overlap (or the medians are within 10 %); copy cost: at every
-    size both tables list, medians within 2x (or the IQRs overlap).
+    O: the 95 % CIs overlap; copy cost: at every size both tables list, medians
+    within 2x.
     """
     oa, ob = a["writer_probe"]["event_overhead"], b["writer_probe"]["event_overhead"]
-    overlap = oa["ci95"][0] <= ob["ci95"][1] and ob["ci95"][0] <= oa["ci95"][1]
-    if not (overlap or abs(oa["seconds"] / ob["seconds"] - 1) < 0.10):
+    if not (oa["ci95"][0] <= ob["ci95"][1] and ob["ci95"][0] <= oa["ci95"][1]):
         return f"event_overhead {oa} vs {ob}"
     ta = {e["bytes"]: e for e in a["copy_time"]}
     tb = {e["bytes"]: e for e in b["copy_time"]}
@@ -138,27 +143,28 @@ def disagreement(a: dict, b: dict) -> str | None:
     if len(common) < 0.6 * min(len(ta), len(tb)):
         return f"only {len(common)} sizes in common"
     for size in sorted(common):
-        x, y = ta[size], tb[size]
-        ratio = max(x["seconds"], y["seconds"]) / min(x["seconds"], y["seconds"])
-        iqr_overlap = x["iqr"][0] <= y["iqr"][1] and y["iqr"][0] <= x["iqr"][1]
-        if not (ratio <= 2.0 or iqr_overlap):
-            return f"copy of {size} B: {x['seconds']:.3g} s vs {y['seconds']:.3g} s"
+        x, y = ta[size]["seconds"], tb[size]["seconds"]
+        if max(x, y) > 2.0 * min(x, y):
+            return f"copy of {size} B: {x:.3g} s vs {y:.3g} s"
     return None
 
 
-def test_repeated_quick_runs_agree(quick_file, second_quick_file, tmp_path):
-    """Two quick runs agree within their spreads. A whole run can be disturbed on
-    this shared VM (cache-resident copies 2x slower while a neighbour loads the
-    host core, docs/calibration.md), so a third run settles it: two of three agree."""
+def test_repeated_quick_runs_agree(quick_file, second_quick_file):
+    """Two quick runs agree within their reported spreads (docs/calibration.md,
+    "Run-to-run variation")."""
     a = json.loads(quick_file.read_text())
     b = json.loads(second_quick_file.read_text())
-    why = disagreement(a, b)
-    if why is None:
-        return
-    third = tmp_path / "third.json"
-    assert run_calibrate("--quick", "--quiet", "-o", third).returncode == 0
-    c = json.loads(third.read_text())
-    assert disagreement(a, c) is None or disagreement(b, c) is None, why
+    assert disagreement(a, b) is None
+
+
+def test_overhead_interval_comes_from_the_processes(quick_file):
+    """The O interval spans the process medians' order statistics, not the noise
+    within one process."""
+    probe = json.loads(quick_file.read_text())["writer_probe"]
+    medians = sorted(probe["event_overhead_process_medians"])
+    assert probe["processes"] == len(medians) == 6
+    assert probe["event_overhead"]["ci95"] == pytest.approx([medians[0], medians[-1]])
+    assert medians[0] <= probe["event_overhead"]["seconds"] <= medians[-1]
 
 
 def test_end_to_end_compensate_accepts_the_file(quick_file, tmp_path):
@@ -183,7 +189,7 @@ def test_timer_numbers_are_positive(timer):
 
 def test_writer_probe_gives_positive_per_kind_numbers(timer):
     result = run_writer_probe(timer, WriterSettings(records=1000, repetitions=3, warmup=50,
-                                                    n_resamples=99))
+                                                    n_resamples=99, processes=1))
     assert set(result.kinds) == set(PROBE_KINDS)
     for kind, s in result.kinds.items():
         assert s.median > 0 and s.n == 3, kind
@@ -227,6 +233,37 @@ def test_summary_over_processes_ignores_one_odd_process():
     s = summarize_groups(groups, 499)
     assert 77 < s.median < 80 and s.ci_high < 100 and s.n == 18
     assert s.q3 > 100  # the pooled spread still shows the odd process
+
+
+def test_summary_over_rounds_takes_its_interval_from_the_round_medians():
+    rng = np.random.default_rng(3)
+    centres = [3.20, 3.25, 3.30, 3.22, 3.28, 3.26]
+    groups = [rng.normal(c, 0.002, 4) for c in centres]
+    s = summarize_rounds(groups, 99)
+    medians = sorted(float(np.median(g)) for g in groups)
+    assert (s.ci_low, s.ci_high) == (medians[0], medians[-1])  # 96.9 % for 6 rounds
+    assert s.median == pytest.approx(np.median(medians)) and s.n == 24
+    within = summarize_groups(groups, 99)  # the noise within the rounds: far narrower
+    assert within.ci_high - within.ci_low < 0.5 * (s.ci_high - s.ci_low)
+    assert summarize_rounds(groups[:3], 99) == summarize_groups(groups[:3], 99)
+
+
+def test_size_class_variants_stay_in_their_bin_and_buffers():
+    limit = (1 << 20) + 16
+    cfg = CopySettings(points_per_octave=4, align=16)
+    for n in (64, 4096, 1 << 20):
+        lo, hi = size_class(n, 4, limit)
+        assert lo <= n <= hi and hi / lo <= 2 ** 0.25 * 1.01
+        pick = variant_picker(n, cfg, limit, np.random.default_rng(0))
+        variants = [pick() for _ in range(200)]
+        for size, src_at, dst_at in variants:
+            assert lo <= size <= hi
+            assert src_at % 16 == dst_at % 16 == 0
+            assert src_at + size <= limit and dst_at + size <= limit
+        if n < 1 << 20:
+            assert len({v[1] % 64 for v in variants}) == 4  # every 16-byte line offset
+    fixed = variant_picker(4096, CopySettings(size_class=False), limit, np.random.default_rng(0))
+    assert fixed() == (4096, 0, 0)
 
 
 def test_a_failing_measurement_process_is_one_error():
