@@ -163,11 +163,13 @@ def _engine(src: str, platform_file: str) -> dict:
 # Parent: run workers in fresh processes, collect wall time and peak RSS.
 
 
-def run_child(args: list[str]) -> tuple[dict, float]:
-    """Run ``throughput.py _worker args`` in a fresh process; (its JSON, peak RSS MiB)."""
+def run_child(args: list[str], script: str | Path | None = None) -> tuple[dict, float]:
+    """Run ``SCRIPT _worker args`` (default: this script) in a fresh process; (the JSON
+    line it printed last, its peak RSS in MiB)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "_worker", *args],
+    script = Path(script or __file__).resolve()
+    proc = subprocess.Popen([sys.executable, str(script), "_worker", *args],
                             stdout=subprocess.PIPE, env=env, cwd=str(ROOT))
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)

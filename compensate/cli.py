@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="treat MPI_Send messages larger than BYTES as synchronous "
                         "(rendezvous); MPI_Ssend always is (default: off)")
     p.add_argument("--summary", metavar="FILE.json", help="write a JSON summary of the run")
+    p.add_argument("--in-memory", action="store_true",
+                   help="hold the whole trace in memory instead of streaming it segment by "
+                        "segment (same result; for comparison and debugging)")
     p.add_argument("--force", action="store_true", help="replace an existing OUT")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary line")
     p.add_argument("--version", action="version", version=f"compensate {__version__}")
@@ -84,8 +87,8 @@ def load_platform(args: argparse.Namespace) -> Platform | None:
 class _Progress:
     """A one-line progress indicator on stderr (only on a terminal)."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total = max(total, 1)
+    def __init__(self, total: int | None, enabled: bool) -> None:
+        self.total = max(total, 1) if total is not None else None
         self.enabled = enabled
         self.start = time.monotonic()
 
@@ -93,8 +96,11 @@ class _Progress:
         if not self.enabled:
             return
         rate = done / max(time.monotonic() - self.start, 1e-9)
-        sys.stderr.write(f"\rcompensating: {done:,}/{self.total:,} records "
-                         f"({100 * done / self.total:5.1f} %, {rate:,.0f} rec/s)")
+        if self.total is None:
+            sys.stderr.write(f"\rcompensating: {done:,} records ({rate:,.0f} rec/s)")
+        else:
+            sys.stderr.write(f"\rcompensating: {done:,}/{self.total:,} records "
+                             f"({100 * done / self.total:5.1f} %, {rate:,.0f} rec/s)")
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -129,6 +135,19 @@ def _run(argv: list[str] | None) -> int:
     if platform is None and args.bound != "none":
         raise PlatformError(f"no platform: {PLATFORM_HINT}")
     show = not args.quiet and sys.stderr.isatty()
+    if not args.in_memory:
+        from .stream import NotStreamable, SegmentError
+        try:
+            return _run_streaming(args, target, platform, show)
+        except (NotStreamable, SegmentError) as exc:
+            # not in time order, or a problem whose exact record the whole trace names
+            _phase(show, f"cannot stream ({exc}); reading the whole trace ...")
+    return _run_in_memory(args, target, platform, show)
+
+
+def _run_in_memory(args: argparse.Namespace, target: Path, platform: Platform | None,
+                   show: bool) -> int:
+    """read -> match -> compensate -> verify -> write, the whole trace in memory."""
     t_start = time.monotonic()
     _phase(show, f"reading {args.input} ...")
     trace = read_trace(args.input)
@@ -151,53 +170,126 @@ def _run(argv: list[str] | None) -> int:
         progress.close()
     t_comp = time.monotonic()
     check = verify(result.trace, matching)
+    summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
+                       records=trace.record_count, locations=len(trace.events),
+                       resolution=trace.definitions.timer_resolution,
+                       measured=trace.span_seconds, approximated=result.trace.span_seconds)
+    summary["seconds"] = {"read": t_read - t_start, "compensate": t_comp - t_read}
+    if not check.ok:
+        return _verification_failed(args, summary, check)
+    _phase(show, f"writing {args.output} ...")
+    write_trace(result.trace, args.output, target)
+    _phase(show, "")
+    summary["seconds"]["write"] = time.monotonic() - t_comp
+    return _done(args, summary)
+
+
+def _run_streaming(args: argparse.Namespace, target: Path, platform: Platform | None,
+                   show: bool) -> int:
+    """The same pipeline segment by segment (compensate.stream): read a chunk, cut at
+    safe points, match -> compensate -> verify -> write each segment."""
+    from .stream import compensate_stream, fit_pass
+    from .streamio import TraceWriter, read_chunks
+
+    t_start = time.monotonic()
+    bound, outcome = args.bound, None
+    plat = platform or Platform(0.0)
+    if args.bound == "fitted":  # R2f needs the fit first: one more pass over the input
+        _phase(show, f"fitting the network to the transfers {args.input} observed ...")
+        defs, chunks = read_chunks(args.input)
+        outcome = fit_pass(defs, chunks, plat, args.input, args.eager_limit)
+        bound = "fitted" if outcome.fit else "lower"
+    t_fit = time.monotonic()
+    defs, chunks = read_chunks(args.input)
+    progress = _Progress(None, show)
+    writer = TraceWriter(args.output, defs, target)
+    try:
+        result = compensate_stream(
+            defs, chunks, plat,
+            EngineOptions(bound=bound, collective_exit=args.collective_exit,
+                          network_time=outcome.fit if outcome else None),
+            writer.write, source=str(args.input), eager_limit=args.eager_limit,
+            progress=progress)
+        progress.close()
+        check = result.verification
+        res = defs.timer_resolution
+        summary = _summary(args, platform, result.stats, check, result.counts, outcome,
+                           records=result.records, locations=result.locations,
+                           resolution=res, measured=_seconds(result.measured_span, res),
+                           approximated=_seconds(result.approximated_span, res))
+        summary["segments"] = {"count": result.segments, "largest": result.largest_segment}
+        if not check.ok:
+            writer.abort()
+            return _verification_failed(args, summary, check)
+        _phase(show, f"finishing {args.output} ...")
+        writer.close()
+    except BaseException:
+        progress.close()
+        writer.abort()
+        raise
+    _phase(show, "")
+    summary["seconds"] = {"fit": t_fit - t_start, "compensate_and_write":
+                          time.monotonic() - t_fit}
+    return _done(args, summary)
+
+
+def _seconds(span: tuple[int, int] | None, resolution: int) -> float:
+    return (span[1] - span[0]) / resolution if span else 0.0
+
+
+def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, counts: dict,
+             outcome, *, records: int, locations: int, resolution: int, measured: float,
+             approximated: float) -> dict:
     summary = {
         "input": str(args.input),
         "output": str(args.output),
         "bound": args.bound,
         "collective_exit": args.collective_exit,
-        "records": trace.record_count,
-        "locations": len(trace.events),
-        "timer_resolution": trace.definitions.timer_resolution,
-        "measured_span_s": trace.span_seconds,
-        "approximated_span_s": result.trace.span_seconds,
-        "overcompensated_records": result.stats.overcompensated,
-        "messages_matched": result.stats.messages,
-        "unmatched_sends": result.stats.unmatched_sends,
-        "collective_instances": result.stats.collective_instances,
-        "unknown_collective_ops": result.stats.unknown_collective_ops,
-        "p2p_cases": result.stats.p2p_cases,
-        "dependencies": matching.counts(),
+        "records": records,
+        "locations": locations,
+        "timer_resolution": resolution,
+        "measured_span_s": measured,
+        "approximated_span_s": approximated,
+        "overcompensated_records": stats.overcompensated,
+        "messages_matched": stats.messages,
+        "unmatched_sends": stats.unmatched_sends,
+        "collective_instances": stats.collective_instances,
+        "unknown_collective_ops": stats.unknown_collective_ops,
+        "p2p_cases": stats.p2p_cases,
+        "dependencies": counts,
         "eager_limit": args.eager_limit,
-        "buffer_flushes": result.stats.buffer_flushes,
-        "flush_seconds_removed": result.stats.flush_seconds_removed,
+        "buffer_flushes": stats.buffer_flushes,
+        "flush_seconds_removed": stats.flush_seconds_removed,
         "platform": platform.to_dict() if platform else None,
         "verification": check.to_dict(),
-        "seconds": {"read": t_read - t_start, "compensate": t_comp - t_read},
     }
-    bound_text = f"{args.bound} bound"
+    summary["_bound_text"] = f"{args.bound} bound"
     if outcome is not None:
         from .fit import summary_object, summary_phrase
-        summary["fit"] = summary_object(outcome, result.stats.p2p_cases)
-        bound_text = summary_phrase(summary["fit"])
-    if not check.ok:
-        _write_summary(args, summary)
-        print(f"compensate: verification failed: {check.violations} happened-before "
-              f"violations ({'; '.join(check.examples[:2])}); nothing written — "
-              f"this is a bug, please report it", file=sys.stderr)
-        return EXIT_VERIFY
-    _phase(show, f"writing {args.output} ...")
-    write_trace(result.trace, args.output, target)
-    _phase(show, "")
-    summary["seconds"]["write"] = time.monotonic() - t_comp
+        summary["fit"] = summary_object(outcome, stats.p2p_cases)
+        summary["_bound_text"] = summary_phrase(summary["fit"])
+    return summary
+
+
+def _verification_failed(args: argparse.Namespace, summary: dict, check) -> int:
+    summary.pop("_bound_text", None)
+    _write_summary(args, summary)
+    print(f"compensate: verification failed: {check.violations} happened-before "
+          f"violations ({'; '.join(check.examples[:2])}); nothing written — "
+          f"this is a bug, please report it", file=sys.stderr)
+    return EXIT_VERIFY
+
+
+def _done(args: argparse.Namespace, summary: dict) -> int:
+    bound_text = summary.pop("_bound_text")
     _write_summary(args, summary)
     if not args.quiet:
         m, a = summary["measured_span_s"], summary["approximated_span_s"]
         removed = f"{100 * (m - a) / m:.1f} %" if m > 0 else "n/a"
-        over = result.stats.overcompensated
-        print(f"compensate: {trace.record_count:,} records on {len(trace.events)} locations, "
-              f"{bound_text}: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
-              f"{result.stats.messages} messages, {result.stats.collective_instances} "
+        over = summary["overcompensated_records"]
+        print(f"compensate: {summary['records']:,} records on {summary['locations']} "
+              f"locations, {bound_text}: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
+              f"{summary['messages_matched']} messages, {summary['collective_instances']} "
               f"collectives, {over} overcompensated records"
               f"{' (overhead too large for this trace?)' if over else ''}, verified; "
               f"wrote {args.output}")
@@ -228,10 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = run(argv)
     except _Usage as exc:
-        print(f"compensate: error: {exc}\nusage: compensate IN OUT [--bound lower|upper|none] "
-              f"[--platform FILE.json] [--overhead DURATION] [--collective-exit "
-              f"uniform|per-process] [--eager-limit BYTES] [--summary FILE.json] [--force] "
-              f"[--quiet]", file=sys.stderr)
+        print(f"compensate: error: {exc}\nusage: compensate IN OUT "
+              f"[--bound lower|upper|fitted|none] [--platform FILE.json] [--overhead DURATION] "
+              f"[--collective-exit uniform|per-process] [--eager-limit BYTES] "
+              f"[--summary FILE.json] [--in-memory] [--force] [--quiet]", file=sys.stderr)
         code = EXIT_USAGE
     except (TraceError, PlatformError, OutputError) as exc:
         print(f"compensate: error: {exc}", file=sys.stderr)

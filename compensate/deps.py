@@ -56,7 +56,8 @@ class Graph:
 
     def __init__(self, trace: Trace, platform: Platform, bound: str, collective_exit: str,
                  network_time: Callable[[int], float] | None, matching: Matching,
-                 stats: object) -> None:
+                 stats: object, t0: int | None = None,
+                 pins: dict[int, tuple[np.ndarray, float]] | None = None) -> None:
         self.trace = trace
         self.bound = bound
         self.collective_exit = collective_exit
@@ -73,7 +74,13 @@ class Graph:
         self.lengths = lengths
         self.off = np.r_[0, np.cumsum(lengths)[:-1]] if len(lengths) else np.zeros(0, np.int64)
         self.total = int(lengths.sum())
-        self.t0 = min((int(e.time[0]) for e in self.evs if len(e)), default=0)
+        self.t0 = min((int(e.time[0]) for e in self.evs if len(e)), default=0) \
+            if t0 is None else int(t0)
+        # pinned leading records per location position: (approximated times, R1 carry)
+        pins = pins or {}
+        self.pins: list[tuple[list[float], float]] = [
+            (np.asarray(pins[loc][0], dtype=np.float64).tolist(), float(pins[loc][1]))
+            if loc in pins else ([], 0.0) for loc in self.loc_ids]
         self._copy: dict[int, float] = {}
         self._cache_copy_costs()
         self._flat_columns()
@@ -88,19 +95,24 @@ class Graph:
         end to end; BufferFlush statistics."""
         res, t0, stats = self.res, self.t0, self.stats
         tms, gaps = [], []
-        for ev in self.evs:
+        for ev, (pinned, carry) in zip(self.evs, self.pins, strict=True):
             tm = (ev.time - t0).astype(np.float64)
             n = len(tm)
             o = self.ovh[ev.kind].copy()
             flush = np.flatnonzero(ev.kind == BUFFER_FLUSH)
             if flush.size:
                 o[flush] += (ev.size[flush] - ev.time[flush]).astype(np.float64)
-                stats.buffer_flushes += int(flush.size)
+                counted = flush[flush >= len(pinned)]  # pinned records were counted before
+                stats.buffer_flushes += int(counted.size)
                 stats.flush_seconds_removed += float(
-                    np.sum(ev.size[flush] - ev.time[flush]) / res)
+                    np.sum(ev.size[counted] - ev.time[counted]) / res)
             gap = np.zeros(n)
             if n > 1:
                 gap[1:] = _r1_gaps(tm, o)
+            p = len(pinned)
+            if 0 < p < n:  # the first record after the pinned ones: R1 from the last of
+                d = tm[p] - tm[p - 1]  # them with the overhead ``carry`` its group left
+                gap[p] = d - carry if d != 0 else 0.0
             tms.append(tm)
             gaps.append(gap)
         self.tm = np.concatenate(tms) if tms else np.zeros(0)
@@ -415,7 +427,8 @@ class Graph:
             if clash.any():
                 fast, fast_g = fast[~clash], fast_g[~clash]
         starts = off[self.lengths > 0]
-        self.agpos = _sorted_unique(np.concatenate([starts, fast_g, gen_g]))
+        pinned = [off[li] + np.arange(len(v)) for li, (v, _) in enumerate(self.pins) if v]
+        self.agpos = _sorted_unique(np.concatenate([starts, fast_g, gen_g, *pinned]))
         dep_g = _sorted_unique(np.concatenate([fast_g, gen_g]))
         # overcompensation: local records (not dependent, not first) with a negative gap
         local = np.ones(self.total, dtype=bool)

@@ -37,7 +37,7 @@ import numpy as np
 from .deps import FAST_P2P, START, Graph
 from .gcpause import gc_paused
 from .matching import Matching, match
-from .model import BUFFER_FLUSH, KIND_NAMES, Trace, TraceError
+from .model import BUFFER_FLUSH, KIND_NAMES, Events, Trace, TraceError
 from .platform import Platform
 from .rules import Context
 
@@ -99,7 +99,9 @@ class _Engine:
     """Evaluates the anchors of a :class:`~compensate.deps.Graph` in dependency order."""
 
     def __init__(self, trace: Trace, platform: Platform, opts: EngineOptions,
-                 matching: Matching, progress: Callable[[int], None] | None) -> None:
+                 matching: Matching, progress: Callable[[int], None] | None,
+                 t0: int | None = None,
+                 pins: dict[int, tuple[np.ndarray, float]] | None = None) -> None:
         self.trace = trace
         self.opts = opts
         self.progress = progress
@@ -110,7 +112,7 @@ class _Engine:
             def network(size: int, _f=opts.network_time) -> float:
                 return _f(size) * res
         self.graph = Graph(trace, platform, opts.bound, opts.collective_exit, opts.network_time,
-                           matching, self.stats)
+                           matching, self.stats, t0, pins)
         self.ctx = Context(opts.bound, network, self.stats.p2p_cases)
         self.t0 = self.graph.t0
 
@@ -128,8 +130,13 @@ class _Engine:
         ctx = self.ctx
         a_end = g.a_end.tolist()
         cur = g.a_first.tolist()  # next anchor to compute, per location position
-        for li in range(len(cur)):  # record 0 keeps its measured time
-            if cur[li] < a_end[li] and code[cur[li]] == START:
+        for li in range(len(cur)):
+            pinned = g.pins[li][0]
+            if pinned:  # leading records whose times are given (stream segments)
+                for value in pinned:
+                    A[cur[li]] = value
+                    cur[li] += 1
+            elif cur[li] < a_end[li] and code[cur[li]] == START:  # keeps its measured time
                 A[cur[li]] = g.tm_at[cur[li]]
                 cur[li] += 1
         waiters: dict[int, list[int]] = {}
@@ -255,6 +262,43 @@ class _Engine:
                 for li, loc in enumerate(g.loc_ids)}
 
 
+def approximate(trace: Trace, platform: Platform, options: EngineOptions, matching: Matching,
+                progress: Callable[[int], None] | None = None, *, t0: int | None = None,
+                pins: dict[int, tuple[np.ndarray, float]] | None = None,
+                ) -> tuple[dict[int, np.ndarray], int, Stats]:
+    """The engine itself: every record's approximated time in float ticks from ``t0``
+    (default: the earliest measured timestamp), ``t0``, and the statistics.
+
+    ``pins`` (used by :mod:`compensate.stream` for one segment of a long trace):
+    ``{location: (times, carry)}`` gives the approximated times (float ticks from
+    ``t0``) of the location's first ``len(times)`` records, which are context from
+    earlier segments; the record after them follows R1 from the last of them, whose
+    timestamp group left the overhead ``carry`` (ticks) to charge."""
+    with gc_paused():
+        eng = _Engine(trace, platform, options, matching, progress, t0, pins)
+        approx = eng.run()
+    return approx, eng.t0, eng.stats
+
+
+def rounded_times(ev: Events, approx: np.ndarray, t0: int,
+                  floor: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Integer timestamps of one location from its float approximations, and its new
+    size column if it has BufferFlush records (their stop time = their start).
+    Rounding keeps the order; ``np.maximum.accumulate`` makes that explicit against
+    float noise (from ``floor``, the last time written before, if given)."""
+    t = np.rint(approx).astype(np.int64) + t0
+    if floor is not None and len(t):
+        t[0] = max(t[0], floor)
+    if len(t) > 1:
+        np.maximum.accumulate(t, out=t)
+    size = None
+    flush = ev.kind == BUFFER_FLUSH
+    if np.any(flush):
+        size = ev.size.copy()
+        size[flush] = t[flush]
+    return t, size
+
+
 def compensate(trace: Trace, platform: Platform, options: EngineOptions | None = None,
                matching: Matching | None = None,
                progress: Callable[[int], None] | None = None) -> Result:
@@ -266,25 +310,14 @@ def compensate(trace: Trace, platform: Platform, options: EngineOptions | None =
     options = options or EngineOptions()
     matching = matching or match(trace)
     if options.bound == "none":
-        eng = None
         stats = Stats()
         out = trace
     else:
-        with gc_paused():
-            eng = _Engine(trace, platform, options, matching, progress)
-            approx = eng.run()
-        stats = eng.stats
+        approx, t0, stats = approximate(trace, platform, options, matching, progress)
         times, sizes = {}, {}
         for loc, ev in trace.events.items():
-            t = np.rint(approx[loc]).astype(np.int64) + eng.t0
-            # rounding keeps order: make it explicit against float noise
-            if len(t) > 1:
-                np.maximum.accumulate(t, out=t)
-            times[loc] = t
-            flush = ev.kind == BUFFER_FLUSH
-            if np.any(flush):
-                size = ev.size.copy()
-                size[flush] = t[flush]
+            times[loc], size = rounded_times(ev, approx[loc], t0)
+            if size is not None:
                 sizes[loc] = size
         out = trace.with_times(times, sizes)
     stats.records = trace.record_count

@@ -289,8 +289,9 @@ def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None
     distinct = int(np.unique(obs.sizes).size)
     if distinct < 2:
         latency, per_byte, model = max(float(np.median(obs.seconds)), 0.0), 0.0, "constant"
-    else:
-        latency, per_byte = fit_line(obs.sizes, obs.seconds, tick)
+    else:  # in a fixed order: the same fit however the observations were collected
+        order = np.lexsort((obs.seconds, obs.sizes))
+        latency, per_byte = fit_line(obs.sizes[order], obs.seconds[order], tick)
         model = "linear"
     resid = obs.seconds - (latency + obs.sizes * per_byte)
     return NetworkFit(latency, per_byte, n, _mad(resid), int(obs.sizes.min()),
@@ -309,7 +310,12 @@ class FitOutcome:
 def try_fit(trace: Trace, matching: Matching, platform: Platform) -> FitOutcome:
     """Observe the transfers of ``trace`` and fit them; say why if that is not possible."""
     obs = observe_transfers(trace, matching, platform)
-    fit = fit_observations(obs, 1.0 / trace.definitions.timer_resolution)
+    return outcome_of(obs, 1.0 / trace.definitions.timer_resolution)
+
+
+def outcome_of(obs: Observations, tick: float) -> FitOutcome:
+    """Fit observed transfers; say why if that is not possible (too few)."""
+    fit = fit_observations(obs, tick)
     if fit is not None:
         return FitOutcome(fit, len(obs))
     reason = (f"{len(obs)} observed transfers (overlapped messages whose receiver waited), "

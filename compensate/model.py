@@ -242,6 +242,24 @@ class Events:
                 for j, (name, dtype) in enumerate(COLUMNS)}
         return cls(**cols, payload=list(payload) if payload is not None else [None] * n)
 
+    def slice(self, start: int, stop: int) -> Events:
+        """Records ``start`` to ``stop`` (views of the columns)."""
+        cols = {name: getattr(self, name)[start:stop] for name, _ in COLUMNS}
+        return Events(**cols, payload=self.payload[start:stop])
+
+    def row(self, i: int) -> tuple:
+        """Record ``i`` as a row in COLUMNS order (for :meth:`from_rows`)."""
+        return tuple(int(getattr(self, name)[i]) for name, _ in COLUMNS)
+
+    @classmethod
+    def concat(cls, parts: list[Events]) -> Events:
+        """The records of ``parts``, one after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        cols = {name: np.concatenate([getattr(p, name) for p in parts]).astype(dtype, copy=False)
+                for name, dtype in COLUMNS}
+        return cls(**cols, payload=[x for p in parts for x in p.payload])
+
     def with_time(self, time: np.ndarray, size: np.ndarray | None = None) -> Events:
         """A copy sharing everything but the timestamps (and, if given, the ``size``
         column, which carries BufferFlush stop times)."""

@@ -11,7 +11,8 @@ from the kept event objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from .model import (
     TraceError,
 )
 
-__all__ = ["collect_events"]
+__all__ = ["EventCollector", "collect_events", "empty_events"]
 
 _UINT32_UNDEF = 0xFFFFFFFF
 _UINT64_UNDEF = 0xFFFFFFFFFFFFFFFF
@@ -96,14 +97,58 @@ def collect_events(pairs: Iterable[tuple[Any, Any]], location_order: tuple[int, 
     does not know. The garbage collector is paused meanwhile
     (:func:`compensate.gcpause.gc_paused`).
     """
-    with gc_paused():
-        return _collect(pairs, location_order, path)
+    chunk = EventCollector(location_order, path).chunk(iter(pairs))
+    return {ref: chunk[ref] if ref in chunk else empty_events() for ref in location_order}
 
 
-def _collect(pairs: Iterable[tuple[Any, Any]], location_order: tuple[int, ...],
-             path: str) -> dict[int, Events]:
-    state = {ref: ([-1], [], []) for ref in location_order}  # times (after -1), kinds, events
-    code_of: dict[type, int] = {}
+class EventCollector:
+    """Turns ``(location, event)`` pairs into columns chunk by chunk.
+
+    Between chunks it keeps only each location's last timestamp and record count
+    (for the ordering check and for record numbers in error messages counted over
+    the whole location), never event objects.
+    """
+
+    def __init__(self, location_order: tuple[int, ...], path: str) -> None:
+        self.path = path
+        self.last: dict[int, int] = {ref: -1 for ref in location_order}
+        self.count: dict[int, int] = {ref: 0 for ref in location_order}
+        self.code_of: dict[type, int] = {}
+
+    def chunk(self, pairs: Iterator[tuple[Any, Any]], limit: int | None = None
+              ) -> dict[int, Events]:
+        """The next at most ``limit`` pairs of ``pairs`` (all if None) as columns of the
+        locations that have records among them; empty at the end. The garbage
+        collector is paused meanwhile."""
+        with gc_paused():
+            state = _collect(pairs if limit is None else islice(pairs, limit), self)
+        out = {}
+        for ref, (times, kinds, payload) in state.items():
+            if payload:
+                out[ref] = _columns(times, kinds, payload)
+                self.last[ref] = times[-1]
+                self.count[ref] += len(payload)
+        return out
+
+
+class _State(dict):
+    """Per-location ``([previous time, times...], kinds, events)`` of one chunk,
+    created on first use (seeded with the location's last time so far)."""
+
+    def __init__(self, collector: EventCollector) -> None:
+        super().__init__()
+        self.last = collector.last
+
+    def __missing__(self, ref: int) -> tuple[list[int], list[int], list[Any]]:
+        st = self[ref] = ([self.last[ref]], [], [])
+        return st
+
+
+def _collect(pairs: Iterable[tuple[Any, Any]], collector: EventCollector
+             ) -> dict[int, tuple[list[int], list[int], list[Any]]]:
+    path = collector.path
+    state = _State(collector)  # times (after the previous time), kinds, events
+    code_of = collector.code_of
     for loc, ev in pairs:
         ref = loc._ref
         times, kinds, payload = state[ref]
@@ -111,19 +156,25 @@ def _collect(pairs: Iterable[tuple[Any, Any]], location_order: tuple[int, ...],
         if t < times[-1] or t > _INT64_MAX:
             problem = (f"timestamp {t} goes backwards (previous record at {times[-1]})"
                        if t < times[-1] else f"timestamp {t} is out of range")
-            raise TraceError(problem, source=path, location=ref, index=len(payload))
+            raise TraceError(problem, source=path, location=ref,
+                             index=collector.count[ref] + len(payload))
         cls = type(ev)
         kind = code_of.get(cls)
         if kind is None:
             kind = KIND_CODE.get(cls.__name__)
             if kind is None:
                 raise TraceError(f"unsupported OTF2 record type {cls.__name__}", source=path,
-                                 location=ref, index=len(payload))
+                                 location=ref, index=collector.count[ref] + len(payload))
             code_of[cls] = kind
         times.append(t)
         kinds.append(kind)
         payload.append(ev)
-    return {ref: _columns(times, kinds, payload) for ref, (times, kinds, payload) in state.items()}
+    return state
+
+
+def empty_events() -> Events:
+    """A location without records."""
+    return _columns([-1], [], [])
 
 
 def _columns(times: list[int], kinds: list[int], payload: list[Any]) -> Events:

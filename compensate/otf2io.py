@@ -76,14 +76,17 @@ from .model import (
     SEND,
     Comm,
     Definitions,
+    Events,
     Location,
     Trace,
     TraceError,
 )
-from .otf2cols import collect_events
+from .otf2cols import EventCollector, empty_events
 from .otf2write import write_records
+from .traceio import ChunkIterator
 
-__all__ = ["Otf2Archive", "read_otf2", "write_otf2", "BATCH_EVENTS"]
+__all__ = ["Otf2Archive", "Otf2Chunks", "Otf2EventWriter", "read_otf2", "read_otf2_chunks",
+           "write_otf2", "BATCH_EVENTS"]
 
 #: Events fetched per call into the OTF2 global event reader (the bindings default
 #: to 100, which makes reading dominated by per-batch overhead).
@@ -290,6 +293,79 @@ def _model_definitions(registry: Any, meta: Otf2Archive) -> Definitions:
                        regions=regions, comms=comms, otf2=meta)
 
 
+def _open_archive(path: str) -> tuple[Any, Definitions]:
+    """Open the archive whose anchor file is ``path`` and read its definitions;
+    returns the open ``otf2`` reader and the model's definitions."""
+    if not os.path.isfile(path):
+        what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
+            else "no such OTF2 anchor file"
+        raise TraceError(what, source=path)
+    with _library_errors(path, "cannot read OTF2 archive"):
+        reader = otf2.reader.Reader(path, batch_events=BATCH_EVENTS)
+        try:
+            registry = reader.definitions
+            clock = registry.clock_properties
+            meta = Otf2Archive(
+                registry=registry,
+                timer_resolution=int(clock.timer_resolution),
+                global_offset=int(clock.global_offset),
+                trace_length=int(clock.trace_length),
+                realtime_timestamp=int(clock.realtime_timestamp),
+                location_order=tuple(int(loc._ref) for loc in registry.locations),
+                **_archive_metadata(reader.handle),
+            )
+            definitions = _model_definitions(registry, meta)
+        except BaseException:
+            reader.close()
+            raise
+    return reader, definitions
+
+
+class Otf2Chunks(ChunkIterator):
+    """Iterator over an open archive's records in chunks (see :func:`read_otf2_chunks`).
+
+    Holds the ``otf2`` reader until the records are exhausted, a chunk fails,
+    :meth:`close` is called or the iterator is garbage collected; keeps no event
+    object of a chunk once it is returned.
+    """
+
+    def __init__(self, reader: Any, definitions: Definitions, path: str,
+                 chunk_records: int | None) -> None:
+        self.path = path
+        self.chunk_records = chunk_records
+        self._reader = reader
+        self._pairs: Iterator[tuple[Any, Any]] | None = None
+        self._collector = EventCollector(definitions.otf2.location_order, path)
+
+    def _read(self) -> dict[int, Events]:
+        with _library_errors(self.path, "cannot read OTF2 archive"):
+            if self._pairs is None:
+                self._pairs = iter(self._reader.events)
+            return self._collector.chunk(self._pairs, self.chunk_records)
+
+    def _release(self) -> None:
+        reader, self._reader, self._pairs = self._reader, None, None
+        if reader is not None:
+            with _library_errors(self.path, "cannot read OTF2 archive"):
+                reader.close()
+
+
+def read_otf2_chunks(path: str, chunk_records: int | None) -> tuple[Definitions, Otf2Chunks]:
+    """Definitions of the archive ``path`` and an iterator over its records in chunks.
+
+    Each chunk holds the next ``chunk_records`` records (all if None) in the order
+    of the ``otf2`` global reader (timestamp order across locations), as
+    ``{location: Events}`` for the locations that have records among them; each
+    record keeps its ``otf2`` event object as payload. Problems with the archive
+    or its definitions raise :class:`TraceError` here, problems with a record
+    from the iterator (naming the location and the record's index within the
+    whole location).
+    """
+    path = os.fspath(path)
+    reader, definitions = _open_archive(path)
+    return definitions, Otf2Chunks(reader, definitions, path, chunk_records)
+
+
 def read_otf2(path: str) -> Trace:
     """Read the OTF2 archive whose anchor file is ``path`` (e.g. ``run/traces.otf2``).
 
@@ -301,30 +377,92 @@ def read_otf2(path: str) -> Trace:
     location's timestamps go backwards.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
-            else "no such OTF2 anchor file"
-        raise TraceError(what, source=path)
-    with _library_errors(path, "cannot read OTF2 archive"), \
-            otf2.reader.open(path, batch_events=BATCH_EVENTS) as reader:
-        registry = reader.definitions
-        clock = registry.clock_properties
-        meta = Otf2Archive(
-            registry=registry,
-            timer_resolution=int(clock.timer_resolution),
-            global_offset=int(clock.global_offset),
-            trace_length=int(clock.trace_length),
-            realtime_timestamp=int(clock.realtime_timestamp),
-            location_order=tuple(int(loc._ref) for loc in registry.locations),
-            **_archive_metadata(reader.handle),
-        )
-        definitions = _model_definitions(registry, meta)
-        events = collect_events(reader.events, meta.location_order, path)
+    definitions, chunks = read_otf2_chunks(path, None)
+    with contextlib.closing(chunks):
+        chunk = next(chunks, {})
+        for _ in chunks:  # None: a single chunk; this only closes the reader
+            raise AssertionError("more than one chunk")
+    events = {ref: chunk[ref] if ref in chunk else empty_events()
+              for ref in definitions.otf2.location_order}
     return Trace(definitions=definitions, events=events, source=path)
 
 
 # ---------------------------------------------------------------------------
 # Writing
+
+
+# OTF2_MemoryAllocate / OTF2_MemoryFreeAll (the bindings' own prototypes lack the
+# userData argument, so the callbacks are set up here directly).
+_ALLOCATE_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint8, ctypes.c_uint64,
+                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64)
+_FREE_ALL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint8, ctypes.c_uint64,
+                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_bool)
+_FILETYPE_EVENTS = 3  # OTF2_FILETYPE_EVENTS
+
+
+class _MemoryCallbacks(ctypes.Structure):
+    _fields_ = [("allocate", _ALLOCATE_FN), ("free_all", _FREE_ALL_FN)]
+
+
+def _libc_function(name: str, restype: Any, argtypes: list[Any]) -> Any:
+    fn = getattr(ctypes.CDLL(None), name)
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
+_malloc = _libc_function("malloc", ctypes.c_void_p, [ctypes.c_size_t])
+_free = _libc_function("free", None, [ctypes.c_void_p])
+
+
+class _ChunkAllocator:
+    """OTF2 memory callbacks that keep at most ``per_buffer`` chunks of each event
+    buffer in memory.
+
+    Without them the OTF2 library keeps up to 128 MiB of every location's events
+    in memory before it writes any (it flushes a buffer only when it cannot get
+    another chunk), i.e. a whole archive of up to a few GiB is held until the
+    archive is closed. Refusing a further chunk makes it write the buffer's
+    chunks to the event file and reuse the memory; the file is the same, chunk
+    for chunk. Definition buffers are not limited.
+    """
+
+    def __init__(self, per_buffer: int = 1) -> None:
+        self.per_buffer = per_buffer
+        self.chunks: dict[int, list[int]] = {}  # buffer key -> chunk addresses
+        self.next_key = 1
+        self.callbacks = _MemoryCallbacks(_ALLOCATE_FN(self._allocate),
+                                          _FREE_ALL_FN(self._free_all))
+
+    def install(self, archive_handle: Any) -> None:
+        fn = _otf2.conf.lib["OTF2_Archive_SetMemoryCallbacks"]  # a private function object
+        fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MemoryCallbacks), ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        rc = fn(ctypes.cast(archive_handle, ctypes.c_void_p), ctypes.byref(self.callbacks), None)
+        if rc:
+            _otf2.HandleErrorCode(_otf2.ErrorCode(rc))
+
+    def _allocate(self, _user, file_type, _location, per_buffer, size):  # C callback
+        try:
+            key = per_buffer[0]
+            if not key:
+                key = per_buffer[0] = self.next_key
+                self.next_key += 1
+            chunks = self.chunks.setdefault(key, [])
+            if file_type == _FILETYPE_EVENTS and len(chunks) >= self.per_buffer:
+                return None  # OTF2 writes the buffer out and frees its chunks
+            ptr = _malloc(size)
+            if ptr:
+                chunks.append(ptr)
+            return ptr
+        except Exception:  # never raise into C; NULL is an allocation failure
+            return None
+
+    def _free_all(self, _user, _file_type, _location, per_buffer, _final):  # C callback
+        try:
+            for ptr in self.chunks.pop(per_buffer[0], ()):
+                _free(ptr)
+        except Exception:  # never raise into C
+            pass
 
 
 class _ArchiveWriter(otf2.writer.Writer):
@@ -343,7 +481,13 @@ class _ArchiveWriter(otf2.writer.Writer):
         self._event_writers = {}
         self._resolution = int(timer_resolution)
         self._realtime = int(realtime_timestamp)
+        self._allocator = _ChunkAllocator()  # must outlive the archive handle
         super().__init__(*args, **kwargs)
+        try:
+            self._allocator.install(self._handle)
+        except BaseException:
+            self.abandon()
+            raise
 
     @property
     def timer_resolution(self) -> int:
@@ -542,45 +686,145 @@ def _event_from_columns(reg: DefinitionRegistry, cols: dict[str, list[int]], i: 
     return None
 
 
-def _check_times(trace: Trace, path: str) -> None:
+def _check_location_times(ev: Events, path: str, loc: int, base: int = 0,
+                          previous: int = -1) -> None:
     """Refuse what OTF2 cannot store, naming the record: negative times or stop
     times (timestamps are unsigned) and times going backwards on a location (the
-    OTF2 event writer rejects them, but without saying where)."""
+    OTF2 event writer rejects them, but without saying where). ``ev`` holds the
+    location's records from number ``base`` on; ``previous`` is the time of the
+    record before them (-1: none)."""
+    bad = np.flatnonzero(ev.time < 0)
+    flush = np.flatnonzero((ev.kind == BUFFER_FLUSH) & (ev.size < 0))
+    if bad.size or flush.size:
+        i = int(min(bad[:1].tolist() + flush[:1].tolist()))
+        raise TraceError("negative timestamp cannot be written to OTF2",
+                         source=path, location=loc, index=base + i)
+    if len(ev) and int(ev.time[0]) < previous:
+        raise TraceError(f"timestamp {int(ev.time[0])} goes backwards (previous record "
+                         f"at {previous})", source=path, location=loc, index=base)
+    back = np.flatnonzero(np.diff(ev.time) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise TraceError(f"timestamp {int(ev.time[i])} goes backwards (previous record "
+                         f"at {int(ev.time[i - 1])})", source=path, location=loc,
+                         index=base + i)
+
+
+def _check_times(trace: Trace, path: str) -> None:
+    """:func:`_check_location_times` for every location of a whole trace."""
     for loc, ev in trace.events.items():
-        bad = np.flatnonzero(ev.time < 0)
-        flush = np.flatnonzero((ev.kind == BUFFER_FLUSH) & (ev.size < 0))
-        if bad.size or flush.size:
-            i = int(min(bad[:1].tolist() + flush[:1].tolist()))
-            raise TraceError("negative timestamp cannot be written to OTF2",
-                             source=path, location=loc, index=i)
-        back = np.flatnonzero(np.diff(ev.time) < 0)
-        if back.size:
-            i = int(back[0]) + 1
-            raise TraceError(f"timestamp {int(ev.time[i])} goes backwards (previous record "
-                             f"at {int(ev.time[i - 1])})", source=path, location=loc, index=i)
+        _check_location_times(ev, path, loc)
 
 
-def _write_events(writer: _ArchiveWriter, reg: DefinitionRegistry, trace: Trace,
-                  path: str) -> None:
-    order = list(trace.events)
-    extra = [ref for ref in (loc._ref for loc in reg.locations) if ref not in trace.events]
-    # Open a writer for every defined location, so that each location's event
-    # count in the definitions matches what is written (0 for extra ones).
-    for ref in order + extra:
-        if not _has_ref(reg.locations, ref):
-            raise TraceError("location is not defined in the OTF2 definitions",
-                             source=path, location=ref)
-        ew = writer.event_writer_from_location(reg.locations[ref])
-        ev = trace.events.get(ref)
-        if ev is None:
-            continue
+def _has_ref(sub_registry: Any, ref: int) -> bool:
+    try:
+        return sub_registry[ref] is not None
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def _check_anchor(path: str) -> tuple[str, str]:
+    """Directory and archive name of anchor file ``path``, which must not exist yet."""
+    directory, name = _split_anchor(path)
+    for existing in (f"{name}.otf2", f"{name}.def", name):
+        if os.path.exists(os.path.join(directory, existing)):
+            raise TraceError(f"{existing} already exists in {directory}; "
+                             "refusing to overwrite an OTF2 archive", source=path)
+    return directory, name
+
+
+class Otf2EventWriter:
+    """Writes an OTF2 archive location by location and chunk by chunk.
+
+    ``write(loc, events)`` appends records to location ``loc`` (calls for
+    different locations may interleave); records go to the location's OTF2 event
+    writer at once, so memory stays bounded by the OTF2 library's buffers.
+    ``close()`` writes the definitions (with the event counts and time range of
+    what was written) and finishes the archive; ``abandon()`` releases it after
+    a failure without finishing it (the caller removes the files). The archive
+    is the same as :func:`write_otf2` writes for the same records, whatever
+    the interleaving.
+    """
+
+    def __init__(self, path: str, definitions: Definitions) -> None:
+        path = os.fspath(path)
+        self.path = path
+        directory, name = _check_anchor(path)
+        meta = definitions.otf2
+        if meta is not None and not isinstance(meta, Otf2Archive):
+            raise TraceError(f"unexpected Definitions.otf2 of type {type(meta).__name__}",
+                             source=path)
+        # location -> [event writer, records written, last time written]
+        self._locations: dict[int, list[Any]] = {}
+        self._writer: _ArchiveWriter | None = None
+        with _library_errors(path, "cannot write OTF2 archive"):
+            if meta is None:
+                registry = _registry_from_model(definitions, path)
+                realtime = _TIMESTAMP_UNDEF
+                chunks: dict[str, int] = {}
+            else:
+                registry = meta.registry
+                realtime = meta.realtime_timestamp
+                chunks = {}
+                if meta.chunk_size_events:
+                    chunks["chunk_size_events"] = meta.chunk_size_events
+                if meta.chunk_size_definitions:
+                    chunks["chunk_size_definitions"] = meta.chunk_size_definitions
+            self.registry = registry
+            os.makedirs(directory, exist_ok=True)
+            writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
+                                    timer_resolution=definitions.timer_resolution,
+                                    realtime_timestamp=realtime, **chunks)
+            self._writer = writer
+            try:
+                if meta is not None:
+                    if meta.creator:
+                        writer.creator = meta.creator
+                    if meta.description:
+                        writer.description = meta.description
+                    if meta.machine_name:
+                        writer.machine_name = meta.machine_name
+                    for prop, value in meta.properties:
+                        _otf2.Archive_SetProperty(writer.handle, prop, value, True)
+                else:
+                    writer.creator = "compensate"
+            except BaseException:
+                self.abandon()
+                raise
+
+    def _location(self, ref: int) -> list[Any]:
+        state = self._locations.get(ref)
+        if state is None:
+            if not _has_ref(self.registry.locations, ref):
+                raise TraceError("location is not defined in the OTF2 definitions",
+                                 source=self.path, location=ref)
+            ew = self._writer.event_writer_from_location(self.registry.locations[ref])
+            state = self._locations[ref] = [ew, 0, -1]
+        return state
+
+    def write(self, ref: int, ev: Events) -> None:
+        """Append ``ev`` (times from its columns, BufferFlush stop times from
+        ``size``) to location ``ref``; TraceError naming the record for what OTF2
+        cannot store or build."""
+        if self._writer is None:
+            raise TraceError("the OTF2 archive is already closed", source=self.path)
+        with _library_errors(self.path, "cannot write OTF2 archive"):
+            state = self._location(ref)
+            ew, base, previous = state
+            _check_location_times(ev, self.path, ref, base, previous)
+            if len(ev):
+                self._write_records(ref, ew, ev, base)
+                state[1] = base + len(ev)
+                state[2] = int(ev.time[-1])
+
+    def _write_records(self, ref: int, ew: Any, ev: Events, base: int) -> None:
+        reg, path = self.registry, self.path
         times = ev.time.tolist()
         kinds = ev.kind.tolist()
         sizes = ev.size.tolist()
         cols: dict[str, list[int]] | None = None
 
-        def write_one(i: int, ev=ev, ew=ew, ref=ref, times=times, kinds=kinds,
-                      sizes=sizes) -> None:
+        def write_one(i: int) -> None:
             nonlocal cols
             kind = kinds[i]
             payload = ev.payload[i]
@@ -588,7 +832,7 @@ def _write_events(writer: _ArchiveWriter, reg: DefinitionRegistry, trace: Trace,
                 if type(payload).__name__ != KIND_NAMES[kind]:
                     raise TraceError(
                         f"record kind {KIND_NAMES[kind]} does not match its OTF2 payload "
-                        f"{type(payload).__name__}", source=path, location=ref, index=i)
+                        f"{type(payload).__name__}", source=path, location=ref, index=base + i)
                 payload.time = times[i]
                 if kind == BUFFER_FLUSH:
                     payload.stop_time = sizes[i]
@@ -601,22 +845,38 @@ def _write_events(writer: _ArchiveWriter, reg: DefinitionRegistry, trace: Trace,
             except (KeyError, ValueError, TypeError, AttributeError) as exc:
                 raise TraceError(f"cannot write {KIND_NAMES[kind]} record to OTF2: "
                                  f"undefined or invalid field ({exc})", source=path,
-                                 location=ref, index=i) from exc
+                                 location=ref, index=base + i) from exc
             if obj is None:
                 raise TraceError(f"cannot write record kind {KIND_NAMES[kind]} to OTF2 "
-                                 "from a text trace", source=path, location=ref, index=i)
+                                 "from a text trace", source=path, location=ref, index=base + i)
             ew.write(obj)
 
         # attribute-free Enter/Leave/MpiSend/MpiRecv/MpiCollectiveBegin objects go
         # straight to the C library; everything else through write_one
-        write_records(writer, ew, ev.payload, times, kinds, write_one)
+        write_records(self._writer, ew, ev.payload, times, kinds, write_one)
 
+    def close(self) -> None:
+        """Open event writers for the defined locations nothing was written to (so
+        that every location's event count in the definitions matches what is
+        written), then write the definitions and finish the archive."""
+        if self._writer is None:
+            raise TraceError("the OTF2 archive is already closed", source=self.path)
+        try:
+            with _library_errors(self.path, "cannot write OTF2 archive"):
+                for ref in (loc._ref for loc in self.registry.locations):
+                    if ref not in self._locations:
+                        self._location(ref)
+                writer, self._writer = self._writer, None
+                writer.close()
+        except BaseException:
+            self.abandon()
+            raise
 
-def _has_ref(sub_registry: Any, ref: int) -> bool:
-    try:
-        return sub_registry[ref] is not None
-    except (KeyError, IndexError, TypeError):
-        return False
+    def abandon(self) -> None:
+        """Release the archive after a failure, without writing anything more."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.abandon()
 
 
 def write_otf2(trace: Trace, path: str) -> None:
@@ -636,50 +896,17 @@ def write_otf2(trace: Trace, path: str) -> None:
     MpiSend, MpiRecv, MpiCollectiveBegin/End, BufferFlush, MeasurementOnOff,
     ProgramBegin and ProgramEnd are built from the columns (other kinds raise).
     Negative or backwards timestamps and any library failure raise a one-line
-    :class:`TraceError`.
+    :class:`TraceError`. (:class:`Otf2EventWriter` writes the same archive from
+    records handed over chunk by chunk.)
     """
     path = os.fspath(path)
-    directory, name = _split_anchor(path)
-    for existing in (f"{name}.otf2", f"{name}.def", name):
-        if os.path.exists(os.path.join(directory, existing)):
-            raise TraceError(f"{existing} already exists in {directory}; "
-                             "refusing to overwrite an OTF2 archive", source=path)
+    _check_anchor(path)
     _check_times(trace, path)
-    meta = trace.definitions.otf2
-    if meta is not None and not isinstance(meta, Otf2Archive):
-        raise TraceError(f"unexpected Definitions.otf2 of type {type(meta).__name__}",
-                         source=path)
-    with _library_errors(path, "cannot write OTF2 archive"):
-        if meta is None:
-            registry = _registry_from_model(trace.definitions, path)
-            realtime = _TIMESTAMP_UNDEF
-            chunks: dict[str, int] = {}
-        else:
-            registry = meta.registry
-            realtime = meta.realtime_timestamp
-            chunks = {}
-            if meta.chunk_size_events:
-                chunks["chunk_size_events"] = meta.chunk_size_events
-            if meta.chunk_size_definitions:
-                chunks["chunk_size_definitions"] = meta.chunk_size_definitions
-        os.makedirs(directory, exist_ok=True)
-        writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
-                                timer_resolution=trace.definitions.timer_resolution,
-                                realtime_timestamp=realtime, **chunks)
-        try:
-            if meta is not None:
-                if meta.creator:
-                    writer.creator = meta.creator
-                if meta.description:
-                    writer.description = meta.description
-                if meta.machine_name:
-                    writer.machine_name = meta.machine_name
-                for prop, value in meta.properties:
-                    _otf2.Archive_SetProperty(writer.handle, prop, value, True)
-            else:
-                writer.creator = "compensate"
-            _write_events(writer, registry, trace, path)
-            writer.close()
-        except BaseException:
-            writer.abandon()
-            raise
+    writer = Otf2EventWriter(path, trace.definitions)
+    try:
+        for loc, ev in trace.events.items():
+            writer.write(loc, ev)
+        writer.close()
+    except BaseException:
+        writer.abandon()
+        raise

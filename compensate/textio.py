@@ -24,11 +24,15 @@ form ``FILE:LINE: what was wrong, what was expected`` -- never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import enum
 import os
 import re
-from collections.abc import Callable
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any, TextIO
 
 import numpy as np
@@ -65,8 +69,10 @@ from .model import (
     Trace,
     TraceError,
 )
+from .traceio import ChunkIterator
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "read_text", "write_text"]
+__all__ = ["MAGIC", "FORMAT_VERSION", "MAX_BUFFERED", "TextChunks", "TextEventWriter", "read_text",
+           "read_text_chunks", "write_text"]
 
 MAGIC = "compensate-trace"
 FORMAT_VERSION = 1
@@ -169,8 +175,12 @@ class _Reader:
         self.regions: dict[int, str] = {}
         self.comms: dict[int, Comm] = {}
         self.def_line: dict[tuple[str, int], int] = {}  # (what, id) -> line defined
-        # location id -> (rows, payloads); rows are model column tuples
+        # location id -> (rows, payloads) of the current chunk; rows are model column tuples
         self.state: dict[int, tuple[list[tuple], list[Any]]] = {}
+        # location id -> time of its last record and number of its records in
+        # earlier chunks
+        self.prev: dict[int, int] = {}
+        self.base: dict[int, int] = {}
         self.handlers: dict[int, Callable[[str, int, int, dict[str, str]],
                                           tuple[tuple, Any]]] = {
             ENTER: self._region_record,
@@ -335,6 +345,8 @@ class _Reader:
             raise self.err(f"unexpected field '{next(iter(fields))}=' in location line, {usage}")
         self.locations[loc] = Location(id=loc, name=name, group=group, group_name=group_name)
         self.state[loc] = ([], [])
+        self.prev[loc] = -1
+        self.base[loc] = 0
 
     def region_line(self, toks: list[_Token], text: str) -> None:
         if len(toks) != 3 or toks[1].positional() is None or toks[2].positional() is None:
@@ -421,9 +433,11 @@ class _Reader:
         if kind is None:
             raise self.err(_unknown_kind(kname))
         rows, payloads = st
-        if rows and t < rows[-1][0]:
-            raise self.err(f"time {t} is before the previous record's {rows[-1][0]}",
-                           location=loc, index=len(rows))
+        if rows:
+            if t < rows[-1][0]:
+                raise self.backwards(loc, t, rows[-1][0], len(rows))
+        elif t < self.prev[loc]:  # the location's first record in this chunk
+            raise self.backwards(loc, t, self.prev[loc], 0)
         if fields is None:
             if (kind == ENTER or kind == LEAVE) and len(parts) == 4 \
                     and parts[3].startswith("region="):
@@ -445,6 +459,10 @@ class _Reader:
         row, payload = handler(kname, kind, t, fields)
         rows.append(row if len(row) == len(COLUMNS) else row + (NONE,))
         payloads.append(payload)
+
+    def backwards(self, loc: int, t: int, previous: int, in_chunk: int) -> TraceError:
+        return self.err(f"time {t} is before the previous record's {previous}",
+                        location=loc, index=self.base[loc] + in_chunk)
 
     def misplaced_header(self, word: str) -> None:
         if word in _HEADER_KEYWORDS or word == MAGIC:
@@ -608,15 +626,64 @@ class _Reader:
 
     # -- driver -----------------------------------------------------------------
 
-    def run(self, f: TextIO) -> Trace:
-        for lineno, line in enumerate(f, 1):
+    def read_header(self, lines: Iterator[tuple[int, str]]) -> Definitions:
+        """Parse ``(line number, line)`` pairs up to and including the 'events' line."""
+        for lineno, line in lines:
             self.lineno = lineno
             if '"' in line:
                 toks = self.tokenize(line)
                 if not toks:
                     continue
-                if not self.in_events:
-                    self.header_line(toks, line.strip())
+                self.header_line(toks, line.strip())
+            else:
+                if "#" in line:
+                    line = _strip_comment(line)
+                parts = line.split()
+                if not parts:
+                    continue
+                self.header_line(self.tokenize_plain(parts), line.strip())
+            if self.in_events:
+                return Definitions(timer_resolution=self.timer_resolution,
+                                   locations=self.locations, regions=self.regions,
+                                   comms=self.comms, otf2=None)
+        if not self.seen_magic:
+            self.lineno = max(self.lineno, 1)
+            raise self.err(f"empty trace, expected '{MAGIC} {FORMAT_VERSION}' as the first line")
+        raise self.err("end of file before the 'events' line, expected the header to end "
+                       "with 'events'")
+
+    def read_records(self, lines: Iterator[tuple[int, str]],
+                     limit: int | None) -> dict[int, Events]:
+        """Parse record lines until ``limit`` records (None: the end of the file);
+        return them per location (only locations with records)."""
+        if limit is None:
+            self.parse_lines(lines)
+        else:
+            while limit:  # each line is at most one record: read limit lines, repeat
+                first = self.lineno + 1
+                skipped = self.parse_lines(islice(lines, limit))
+                seen = self.lineno - first + 1
+                if seen < limit:  # end of file
+                    break
+                limit -= seen - skipped
+        chunk = {}
+        for loc, (rows, payloads) in self.state.items():
+            if rows:
+                chunk[loc] = _events(rows, payloads)
+                self.prev[loc] = rows[-1][0]
+                self.base[loc] += len(rows)
+                self.state[loc] = ([], [])
+        return chunk
+
+    def parse_lines(self, lines: Iterable[tuple[int, str]]) -> int:
+        """Parse record lines; returns how many were blank or comments."""
+        skipped = 0
+        for lineno, line in lines:
+            self.lineno = lineno
+            if '"' in line:
+                toks = self.tokenize(line)
+                if not toks:
+                    skipped += 1
                     continue
                 parts = [t.raw if not t.quoted else t.value for t in toks[:3]]
                 usage = _EVENT_SYNTAX
@@ -628,22 +695,11 @@ class _Reader:
                     line = _strip_comment(line)
                 parts = line.split()
                 if not parts:
-                    continue
-                if not self.in_events:
-                    self.header_line(self.tokenize_plain(parts), line.strip())
+                    skipped += 1
                     continue
                 fields = None  # parsed from parts[3:] by event_line
             self.event_line(parts, fields, line)
-        if not self.seen_magic:
-            self.lineno = max(self.lineno, 1)
-            raise self.err(f"empty trace, expected '{MAGIC} {FORMAT_VERSION}' as the first line")
-        if not self.in_events:
-            raise self.err("end of file before the 'events' line, expected the header to end "
-                           "with 'events'")
-        events = {loc: _events(rows, payloads) for loc, (rows, payloads) in self.state.items()}
-        defs = Definitions(timer_resolution=self.timer_resolution, locations=self.locations,
-                           regions=self.regions, comms=self.comms, otf2=None)
-        return Trace(defs, events, source=self.path)
+        return skipped
 
     @staticmethod
     def tokenize_plain(parts: list[str]) -> list[_Token]:
@@ -694,6 +750,65 @@ def _first_undecodable_line(path: str) -> int:
     return 1
 
 
+@contextlib.contextmanager
+def _read_errors(path: str) -> Iterator[None]:
+    """Unreadable and non-UTF-8 files as one-line TraceErrors."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        line = _first_undecodable_line(path)
+        raise TraceError("not valid UTF-8 text, expected a UTF-8 .trace file",
+                         source=f"{path}:{line}") from None
+    except OSError as e:
+        raise TraceError(f"cannot read the file: {e.strerror or e}", source=path) from None
+
+
+class TextChunks(ChunkIterator):
+    """Iterator over a ``.trace`` file's records in chunks (see :func:`read_text_chunks`);
+    holds the open file until the records are exhausted, a chunk fails,
+    :meth:`close` is called or the iterator is garbage collected."""
+
+    def __init__(self, reader: _Reader, f: TextIO, lines: Iterator[tuple[int, str]],
+                 chunk_records: int | None) -> None:
+        self.path = reader.path
+        self.chunk_records = chunk_records
+        self._reader = reader
+        self._file: TextIO | None = f
+        self._lines = lines
+
+    def _read(self) -> dict[int, Events]:
+        with _read_errors(self.path):
+            return self._reader.read_records(self._lines, self.chunk_records)
+
+    def _release(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()
+
+
+def read_text_chunks(path: str, chunk_records: int | None) -> tuple[Definitions, TextChunks]:
+    """The definitions of a ``.trace`` file and an iterator over its records in chunks.
+
+    Each chunk holds the next ``chunk_records`` records of the file (all if None),
+    in file order, as ``{location: Events}`` for the locations that have records
+    among them. Header problems raise :class:`~compensate.model.TraceError` here,
+    record problems from the iterator (``FILE:LINE: ...``, with the record's index
+    within the whole location), exactly as :func:`read_text` reports them.
+    """
+    path = os.fspath(path)
+    reader = _Reader(path)
+    with _read_errors(path):
+        f = open(path, encoding="utf-8")  # noqa: SIM115 (closed by TextChunks)
+    try:
+        lines = enumerate(f, 1)
+        with _read_errors(path):
+            definitions = reader.read_header(lines)
+    except BaseException:
+        f.close()
+        raise
+    return definitions, TextChunks(reader, f, lines, chunk_records)
+
+
 def read_text(path: str) -> Trace:
     """Read a ``.trace`` file into a :class:`~compensate.model.Trace`.
 
@@ -702,16 +817,12 @@ def read_text(path: str) -> Trace:
     Raises :class:`~compensate.model.TraceError` (``FILE:LINE: ...``) on any bad input.
     """
     path = os.fspath(path)
-    reader = _Reader(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            return reader.run(f)
-    except UnicodeDecodeError:
-        line = _first_undecodable_line(path)
-        raise TraceError("not valid UTF-8 text, expected a UTF-8 .trace file",
-                         source=f"{path}:{line}") from None
-    except OSError as e:
-        raise TraceError(f"cannot read the file: {e.strerror or e}", source=path) from None
+    definitions, chunks = read_text_chunks(path, None)
+    with contextlib.closing(chunks):
+        chunk = next(chunks, {})
+    events = {loc: chunk[loc] if loc in chunk else _events([], [])
+              for loc in definitions.locations}
+    return Trace(definitions, events, source=path)
 
 
 # ---------------------------------------------------------------------------
@@ -751,11 +862,12 @@ def _scalar_fields(obj: Any) -> list[tuple[str, str]]:
     return out
 
 
-class _Writer:
-    """Formats records of one trace; ``fail`` raises a TraceError naming the record."""
+class _Formatter:
+    """Formats the header and the records of one trace; ``fail`` makes a TraceError
+    naming the record."""
 
-    def __init__(self, trace: Trace, path: str) -> None:
-        self.trace = trace
+    def __init__(self, definitions: Definitions, path: str) -> None:
+        self.definitions = definitions
         self.path = path
 
     def fail(self, loc: int, index: int, message: str) -> TraceError:
@@ -842,7 +954,7 @@ class _Writer:
         return " ".join(f"{k}={_value(v)}" for k, v in items)
 
     def header(self) -> list[str]:
-        d = self.trace.definitions
+        d = self.definitions
         out = [
             f"{MAGIC} {FORMAT_VERSION}\n",
             "# compensate .trace file, one record per line (format: docs/trace-format.md)\n",
@@ -865,69 +977,357 @@ class _Writer:
         out.append("events\n")
         return out
 
-    def write(self, f: TextIO) -> None:
-        trace = self.trace
-        locs = sorted(trace.events)
-        for loc in locs:
-            if loc not in trace.definitions.locations:
-                raise TraceError(f"cannot write as .trace: location {loc} has records but no "
-                                 f"definition", source=self.path)
-            t = trace.events[loc].time
-            if len(t) and int(t.min()) < 0:
-                i = int(np.argmax(t < 0))
-                raise self.fail(loc, i, f"negative time {int(t[i])} (the .trace format needs "
-                                        f"times >= 0)")
-            if len(t) > 1:
-                bad = np.flatnonzero(t[1:] < t[:-1])
-                if len(bad):
-                    i = int(bad[0]) + 1
-                    raise self.fail(loc, i, f"time {int(t[i])} is before the previous "
-                                            f"record's {int(t[i - 1])} (the .trace format "
-                                            f"needs non-decreasing times per location)")
-        f.writelines(self.header())
-        lengths = [len(trace.events[loc]) for loc in locs]
-        total = sum(lengths)
-        if total == 0:
-            return
-        times = np.concatenate([trace.events[loc].time for loc in locs]).astype(np.int64)
-        which = np.repeat(np.arange(len(locs)), lengths)
-        index = np.concatenate([np.arange(n) for n in lengths])
-        order = np.lexsort((index, which, times))  # time, then location id, then record
-        # Per-location columns as Python lists (fast element access).
-        cols = []
-        for loc in locs:
-            ev = trace.events[loc]
-            cols.append((ev.time.tolist(), ev.kind.tolist(),
-                         list(zip(ev.region.tolist(), ev.peer.tolist(), ev.comm.tolist(),
-                                  ev.tag.tolist(), ev.size.tolist(), ev.size_recv.tolist(),
-                                  ev.op.tolist(), ev.request.tolist(), strict=True)),
-                         ev.payload))
-        used_kinds = set()
-        for loc in locs:
-            used_kinds.update(np.unique(trace.events[loc].kind).tolist())
-        tw = len(str(int(times.max())))
-        lw = max(len(str(loc)) for loc in locs)
-        bad_kinds = [k for k in used_kinds if not 0 <= k < len(KIND_NAMES)]
-        if bad_kinds:
-            raise TraceError(f"cannot write as .trace: unknown record kind code {bad_kinds[0]}",
-                             source=self.path)
-        kw = max(len(KIND_NAMES[k]) for k in used_kinds)
-        f.write("# <time> <location> <kind> [key=value ...]\n")
+    def records(self, f: TextIO, cols: list[list[Any]], payloads: list[Any],
+                widths: tuple[int, int, int]) -> None:
+        """Write records given as columns in output order: ``cols`` is
+        ``[time, location, index, kind, region, peer, comm, tag, size, size_recv,
+        op, request]`` (lists), ``widths`` the time, location and kind column
+        widths."""
+        tw, lw, kw = widths
+        fields_of = self.fields
         buf: list[str] = []
-        for w, i in zip(which[order].tolist(), index[order].tolist(), strict=True):
-            ltime, lkind, lcols, lpay = cols[w]
-            kind = lkind[i]
-            loc = locs[w]
-            fields = self.fields(loc, i, kind, lcols[i], lpay[i] if i < len(lpay) else None)
-            name = KIND_NAMES[kind]  # codes validated above
+        for t, loc, i, kind, *c, p in zip(*cols, payloads, strict=True):
+            fields = fields_of(loc, i, kind, c, p)
+            name = KIND_NAMES[kind]  # codes validated by the caller
             if fields:
-                buf.append(f"{ltime[i]:>{tw}} {loc:>{lw}} {name:<{kw}} {fields}\n")
+                buf.append(f"{t:>{tw}} {loc:>{lw}} {name:<{kw}} {fields}\n")
             else:
-                buf.append(f"{ltime[i]:>{tw}} {loc:>{lw}} {name}\n")
+                buf.append(f"{t:>{tw}} {loc:>{lw}} {name}\n")
             if len(buf) >= 8192:
                 f.write("".join(buf))
                 buf.clear()
         f.write("".join(buf))
+
+
+#: Default cap of :class:`TextEventWriter`'s merge buffer, in records.
+MAX_BUFFERED = 1 << 20
+#: Records the merge buffer gathers before it tries to write some out.
+_RELEASE_EVERY = 1 << 16
+_COMMENT = "# <time> <location> <kind> [key=value ...]\n"
+
+
+class TextEventWriter:
+    """Writes a ``.trace`` file from records handed over location by location and
+    chunk by chunk, merged into global time order.
+
+    ``write(loc, events)`` appends records to location ``loc``, in order (calls
+    for different locations may interleave). Records wait in per-location queues
+    until no location can still add an earlier one: a record is written once
+    its time is below every unfinished location's last appended time (a
+    location that has appended nothing yet holds everything back; ``finish(loc)``
+    declares that ``loc`` appends nothing more). Written that way the file is
+    byte for byte what :func:`write_text` writes for the same records: time
+    order, ties by location id, then per-location order.
+
+    ``max_buffered`` caps the queues (None: unbounded): beyond it the earliest
+    queued records are written anyway, down to half the cap, and a location
+    that appends an earlier record later makes the file's order across
+    locations no longer global (the format allows any interleaving; the order
+    of each location's records is always kept).
+
+    The column widths (time, location, kind) are fixed when the first records
+    are written, from the records appended so far and the defined locations;
+    if later records need other widths, :meth:`close` rewrites the record lines
+    once so that the file is exactly what :func:`write_text` would write.
+    """
+
+    def __init__(self, path: str, definitions: Definitions, *,
+                 max_buffered: int | None = MAX_BUFFERED,
+                 locations: Iterable[int] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.definitions = definitions
+        self.max_buffered = max_buffered
+        self.formatter = _Formatter(definitions, self.path)
+        # locations that may be written (their ids in sorted order give the tie
+        # rank), their column width
+        ids = sorted(definitions.locations if locations is None else locations)
+        self._rank = {loc: r for r, loc in enumerate(ids)}
+        self._ids = ids
+        self._lw = max((len(str(loc)) for loc in ids), default=1)
+        self._queues: dict[int, deque[list[Any]]] = {}  # loc -> [[Events, first queued]]
+        self._written: dict[int, int] = {}  # loc -> records taken out of its queue
+        self._count: dict[int, int] = {}  # loc -> records appended
+        self._last: dict[int, int] = {}  # loc -> time of its last appended record
+        self._active = set(definitions.locations)  # locations not finished
+        self._waiting = set(self._active)  # active locations that appended nothing yet
+        self._buffered = 0
+        self._next_release = min(_RELEASE_EVERY, max(1, (max_buffered or 0) // 4))
+        self._max_time = -1
+        self._kinds: set[int] = set()
+        self._header_written = False
+        self._big_ids = bool(ids) and max(ids) > 2**62  # beyond int64 in the merge
+        self._widths: tuple[int, int, int] | None = None  # set once records are written
+        # (byte offset, widths) where the record lines start using other widths
+        self._segments: list[tuple[int, tuple[int, int, int]]] = []
+        try:
+            self._file: TextIO | None = open(self.path, "w", encoding="utf-8",  # noqa: SIM115
+                                             newline="\n")
+        except OSError as e:
+            raise TraceError(f"cannot write the file: {e.strerror or e}",
+                             source=self.path) from None
+
+    # -- appending ---------------------------------------------------------------
+
+    def write(self, loc: int, ev: Events) -> None:
+        """Append ``ev`` to location ``loc``. The writer keeps references to
+        ``ev``'s columns and payload until its records are written: do not modify
+        them afterwards. TraceError for an undefined location, negative times or
+        times going backwards (naming the record)."""
+        if self._file is None:
+            raise TraceError("cannot write as .trace: the file is already closed",
+                             source=self.path)
+        if loc not in self.definitions.locations or loc not in self._rank:
+            raise TraceError(f"cannot write as .trace: location {loc} has records but no "
+                             f"definition", source=self.path)
+        if loc not in self._active:
+            raise TraceError(f"cannot write as .trace: location {loc} was declared finished",
+                             source=self.path)
+        base = self._count.get(loc, 0)
+        t = ev.time
+        n = len(t)
+        if n and int(t.min()) < 0:
+            i = int(np.argmax(t < 0))
+            raise self.formatter.fail(loc, base + i, f"negative time {int(t[i])} (the .trace "
+                                                     f"format needs times >= 0)")
+        previous = self._last.get(loc, -1)
+        if n and int(t[0]) < previous:
+            raise self._backwards(loc, base, int(t[0]), previous)
+        if n > 1:
+            bad = np.flatnonzero(t[1:] < t[:-1])
+            if len(bad):
+                i = int(bad[0]) + 1
+                raise self._backwards(loc, base + i, int(t[i]), int(t[i - 1]))
+        if not n:
+            return
+        self._queues.setdefault(loc, deque()).append([ev, 0])
+        self._count[loc] = base + n
+        self._last[loc] = int(t[-1])
+        self._max_time = max(self._max_time, int(t[-1]))
+        self._kinds.update(np.unique(ev.kind).tolist())
+        self._buffered += n
+        self._waiting.discard(loc)
+        self._release()
+
+    def _release(self) -> None:
+        try:
+            self._write_out()
+        except OSError as e:
+            raise TraceError(f"cannot write the file: {e.strerror or e}",
+                             source=self.path) from None
+
+    def _backwards(self, loc: int, index: int, t: int, previous: int) -> TraceError:
+        return self.formatter.fail(loc, index, f"time {t} is before the previous record's "
+                                               f"{previous} (the .trace format needs "
+                                               f"non-decreasing times per location)")
+
+    def finish(self, loc: int) -> None:
+        """Declare that ``loc`` appends no more records, so that it no longer holds
+        back the merge."""
+        self._active.discard(loc)
+        self._waiting.discard(loc)
+        self._release()
+
+    # -- merging -----------------------------------------------------------------
+
+    def _write_out(self) -> None:
+        """Write what can be written (see the class documentation): everything
+        below the earliest time an unfinished location may still append, tried
+        each time ``_RELEASE_EVERY`` more records are queued; if the queues hold
+        more than ``max_buffered`` records, the earliest ones down to half that."""
+        cap = self.max_buffered
+        if cap is None:
+            return
+        if self._buffered > cap:
+            self._emit(self._take_earliest(self._buffered - cap // 2))
+        elif self._buffered >= self._next_release and not self._waiting:
+            below = min((self._last[loc] for loc in self._active), default=None)
+            self._emit(self._take(below))
+        else:
+            return
+        self._next_release = self._buffered + min(_RELEASE_EVERY, max(1, cap // 4))
+
+    def _take(self, below: int | None,
+              counts: dict[int, int] | None = None) -> list[tuple[int, Events, int, int, int]]:
+        """Take records out of the queues: each location's records with a time
+        before ``below`` (all if None), or its first ``counts[loc]``. Returns
+        pieces ``(loc, events, start, stop, index of events[start])``."""
+        pieces = []
+        for loc, queue in self._queues.items():
+            want = None if counts is None else counts.get(loc, 0)
+            while queue and want != 0:
+                piece = queue[0]
+                ev, start = piece
+                if want is not None:
+                    stop = min(len(ev), start + want)
+                    want -= stop - start
+                elif below is None:
+                    stop = len(ev)
+                else:
+                    stop = int(np.searchsorted(ev.time, below, "left"))
+                    if stop <= start:
+                        break
+                pieces.append((loc, ev, start, stop, self._written.get(loc, 0)))
+                self._written[loc] = self._written.get(loc, 0) + stop - start
+                self._buffered -= stop - start
+                if stop < len(ev):
+                    piece[1] = stop
+                    break
+                queue.popleft()
+        return pieces
+
+    def _take_earliest(self, k: int) -> list[tuple[int, Events, int, int, int]]:
+        """Take the ``k`` earliest queued records (time, location, record order)."""
+        times, ranks, locs = [], [], []
+        for loc, queue in self._queues.items():
+            for ev, start in queue:
+                times.append(ev.time[start:])
+                ranks.append(np.full(len(ev) - start, self._rank[loc], dtype=np.int64))
+            locs.append(loc)
+        rank = np.concatenate(ranks)
+        order = np.lexsort((np.arange(len(rank)), rank, np.concatenate(times)))[:k]
+        per_rank = np.bincount(rank[order], minlength=len(self._ids))
+        return self._take(None, {loc: int(per_rank[self._rank[loc]]) for loc in locs})
+
+    # -- output ------------------------------------------------------------------
+
+    def _write_header(self) -> None:
+        if not self._header_written:
+            self._file.writelines(self.formatter.header())
+            self._header_written = True
+
+    def _final_widths(self) -> tuple[int, int, int]:
+        kinds = [k for k in self._kinds if 0 <= k < len(KIND_NAMES)]
+        return (len(str(self._max_time)), self._lw,
+                max((len(KIND_NAMES[k]) for k in kinds), default=0))
+
+    def _emit(self, pieces: list[tuple[int, Events, int, int, int]]) -> None:
+        """Write the records of ``pieces`` merged by time, location, record order."""
+        self._write_header()
+        if not pieces:
+            return
+        bad_kinds = [k for k in self._kinds if not 0 <= k < len(KIND_NAMES)]
+        if bad_kinds:
+            raise TraceError(f"cannot write as .trace: unknown record kind code {bad_kinds[0]}",
+                             source=self.path)
+        widths = self._final_widths()  # wide enough for every record appended so far
+        if widths != self._widths:
+            if self._widths is None:
+                self._file.write(_COMMENT)
+            self._segments.append((self._file.tell(), widths))
+            self._widths = widths
+        if len(pieces) == 1:
+            loc, ev, start, stop, first = pieces[0]
+            sl = slice(start, stop)
+            order = None
+            locs = [loc] * (stop - start)
+            index = list(range(first, first + stop - start))
+            payloads = _payloads(ev, start, stop)
+        else:
+            sl = slice(None)
+            time = np.concatenate([ev.time[a:b] for _, ev, a, b, _ in pieces])
+            rank = np.concatenate([np.full(b - a, self._rank[loc], dtype=np.int64)
+                                   for loc, _, a, b, _ in pieces])
+            index = np.concatenate([np.arange(i, i + b - a) for _, _, a, b, i in pieces])
+            order = np.lexsort((index, rank, time))  # time, then location id, then record
+            ids = np.array(self._ids, dtype=object if self._big_ids else np.int64)
+            locs = ids[rank[order]].tolist()
+            index = index[order].tolist()
+            payloads = [p for _, ev, a, b, _ in pieces for p in _payloads(ev, a, b)]
+            payloads = [payloads[j] for j in order.tolist()]
+        cols: list[list[Any]] = []
+        for name, _ in COLUMNS:
+            if order is None:
+                col = getattr(pieces[0][1], name)[sl]
+            else:
+                col = np.concatenate([getattr(ev, name)[a:b] for _, ev, a, b, _ in pieces])[order]
+            cols.append(col.tolist())
+        cols[1:1] = [locs, index]  # time, location, index, kind, ...
+        self.formatter.records(self._file, cols, payloads, self._widths)
+
+    def close(self) -> None:
+        """Write every record still queued and finish the file (rewriting the
+        record lines if their column widths changed)."""
+        if self._file is None:
+            raise TraceError("cannot write as .trace: the file is already closed",
+                             source=self.path)
+        try:
+            try:
+                self._emit(self._take(None))
+                f, self._file = self._file, None
+                f.close()
+            except OSError as e:
+                raise TraceError(f"cannot write the file: {e.strerror or e}",
+                                 source=self.path) from None
+            final = self._final_widths()
+            if any(widths != final for _, widths in self._segments):
+                try:
+                    self._repad(final)
+                except OSError as e:
+                    raise TraceError(f"cannot write the file: {e.strerror or e}",
+                                     source=self.path) from None
+        except BaseException:
+            self.abandon()
+            raise
+
+    def abandon(self) -> None:
+        """Close the file after a failure (it stays, half written)."""
+        f, self._file = self._file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
+
+    def _repad(self, final: tuple[int, int, int]) -> None:
+        """Rewrite the record lines written with narrower column widths than
+        ``final`` (each stretch in ``_segments`` is uniform: the widths grow only
+        between batches, and always cover the batch)."""
+        directory, name = os.path.split(os.path.abspath(self.path))
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.repad-", dir=directory)
+        try:
+            with open(self.path, "rb") as src, os.fdopen(fd, "wb") as dst:
+                end = os.fstat(src.fileno()).st_size
+                dst.write(src.read(self._segments[0][0]))
+                bounds = [offset for offset, _ in self._segments[1:]] + [end]
+                for (_, widths), stop in zip(self._segments, bounds, strict=True):
+                    _repad_lines(src, dst, stop - src.tell(), widths, final)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def _repad_lines(src: Any, dst: Any, size: int, old: tuple[int, int, int],
+                 new: tuple[int, int, int]) -> None:
+    """Copy ``size`` bytes of record lines written with column widths ``old`` from
+    ``src`` to ``dst`` with widths ``new`` (each at least as wide)."""
+    (tw0, lw, kw0), (tw1, _, kw1) = old, new
+    cut = tw0 + lw + 2 + kw0  # a line with fields continues with " fields" here
+    pad_t, pad_k = b" " * (tw1 - tw0), b" " * (kw1 - kw0)
+    rest = b""
+    while size > 0:
+        block = src.read(min(size, 1 << 23))
+        if not block:
+            raise OSError("file shrank while being rewritten")
+        size -= len(block)
+        block = rest + block
+        end = block.rfind(b"\n") + 1
+        rest = block[end:]
+        lines = block[:end].split(b"\n")
+        lines.pop()
+        if pad_k:
+            lines = [pad_t + (ln[:cut] + pad_k + ln[cut:] if len(ln) > cut else ln)
+                     for ln in lines]
+        elif pad_t:
+            lines = [pad_t + ln for ln in lines]
+        lines.append(b"")
+        dst.write(b"\n".join(lines))
+    dst.write(rest)
+
+
+def _payloads(ev: Events, start: int, stop: int) -> list[Any]:
+    """``ev.payload[start:stop]``, padded with None where the list is short."""
+    p = ev.payload[start:stop]
+    return p if len(p) == stop - start else p + [None] * (stop - start - len(p))
 
 
 def write_text(trace: Trace, path: str) -> None:
@@ -942,11 +1342,17 @@ def write_text(trace: Trace, path: str) -> None:
     docs/trace-format.md). Raises :class:`~compensate.model.TraceError` for a trace
     the format cannot represent (e.g. times going backwards on a location). Not
     atomic: callers that need that write to a temporary file and rename.
+    (:class:`TextEventWriter` writes the same file from records handed over chunk
+    by chunk.)
     """
     path = os.fspath(path)
-    writer = _Writer(trace, path)
+    locs = sorted(trace.events)
+    writer = TextEventWriter(path, trace.definitions, max_buffered=None, locations=locs)
     try:
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            writer.write(f)
+        for loc in locs:
+            writer.write(loc, trace.events[loc])
+        writer.close()
     except OSError as e:
         raise TraceError(f"cannot write the file: {e.strerror or e}", source=path) from None
+    finally:
+        writer.abandon()

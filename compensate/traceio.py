@@ -10,6 +10,7 @@ half-written output and never touch the input.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -18,6 +19,47 @@ from pathlib import Path
 from .model import Trace, TraceError
 
 FORMATS = {".otf2": "otf2", ".trace": "text"}
+
+
+class ChunkIterator:
+    """The iterator protocol of the chunked readers (``otf2io.Otf2Chunks``,
+    ``textio.TextChunks``): :meth:`_read` gives the next chunk ({} at the end),
+    :meth:`_release` frees the input. The input is released at the end, when a
+    chunk fails, on :meth:`close` or when the iterator is garbage collected."""
+
+    _open = True
+
+    def _read(self) -> dict:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __iter__(self) -> ChunkIterator:
+        return self
+
+    def __next__(self) -> dict:
+        if not self._open:
+            raise StopIteration
+        try:
+            chunk = self._read()
+        except BaseException:
+            self.close()
+            raise
+        if not chunk:
+            self.close()
+            raise StopIteration
+        return chunk
+
+    def close(self) -> None:
+        """Release the input (idempotent)."""
+        if self._open:
+            self._open = False
+            self._release()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 class OutputError(Exception):
@@ -33,13 +75,19 @@ def trace_format(path: str | Path) -> str:
     return FORMATS[suffix]
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read an OTF2 archive or a text trace (TraceError on bad input)."""
-    path = str(path)
+def input_format(path: str | Path) -> str:
+    """:func:`trace_format` of an input that must exist (TraceError otherwise)."""
     fmt = trace_format(path)
     if not os.path.isfile(path):
-        raise TraceError("no such file", source=path)
-    if fmt == "otf2":
+        raise TraceError("no such file", source=str(path))
+    return fmt
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read an OTF2 archive or a text trace (TraceError on bad input).
+    (:func:`compensate.streamio.read_chunks` reads it chunk by chunk.)"""
+    path = str(path)
+    if input_format(path) == "otf2":
         from .otf2io import read_otf2
         return read_otf2(path)
     from .textio import read_text
@@ -83,32 +131,62 @@ def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Pat
     return out
 
 
+class AtomicOutput:
+    """A temporary output beside the target: an archive directory for OTF2, a file
+    for text. :meth:`commit` moves it into place (replacing ``target``, as
+    returned by :func:`output_target`), :meth:`discard` removes it; ``path`` is
+    where to write (the anchor file inside the temporary directory, or the
+    temporary file)."""
+
+    def __init__(self, out_path: str | Path, target: Path | None = None) -> None:
+        out = Path(out_path).absolute()
+        self.format = trace_format(out)
+        if target is None:
+            target = _archive_dir(out) if self.format == "otf2" else out
+        self.out, self.target = out, target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._dir: Path | None = None
+        self._file: str | None = None
+        if self.format == "otf2":
+            self._dir = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+            self.path = str(self._dir / out.name)
+        else:
+            fd, self._file = tempfile.mkstemp(prefix=f".{out.name}.tmp-", dir=out.parent)
+            os.close(fd)
+            self.path = self._file
+
+    def commit(self) -> None:
+        if self._dir is not None:
+            _replace_dir(self._dir, self.target)
+            self._dir = None
+        elif self._file is not None:
+            os.replace(self._file, self.out)
+            self._file = None
+
+    def discard(self) -> None:
+        """Remove the temporary output (idempotent; nothing after :meth:`commit`)."""
+        tmp_dir, self._dir = self._dir, None
+        tmp_file, self._file = self._file, None
+        if tmp_dir is not None:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+        if tmp_file is not None and os.path.exists(tmp_file):
+            os.unlink(tmp_file)
+
+
 def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None) -> None:
-    """Write ``trace`` to ``out_path`` atomically (temporary name, then rename)."""
-    out = Path(out_path).absolute()
-    fmt = trace_format(out)
-    if target is None:
-        target = _archive_dir(out) if fmt == "otf2" else out
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "otf2":
-        from .otf2io import write_otf2
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
-            write_otf2(trace, str(tmp / out.name))
-            _replace_dir(tmp, target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return
-    from .textio import write_text
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.tmp-", dir=out.parent)
-    os.close(fd)
+    """Write ``trace`` to ``out_path`` atomically (temporary name, then rename).
+    (:class:`compensate.streamio.TraceWriter` writes chunk by chunk.)"""
+    out = AtomicOutput(out_path, target)
     try:
-        write_text(trace, tmp_name)
-        os.replace(tmp_name, out)
+        if out.format == "otf2":
+            from .otf2io import write_otf2
+            write_otf2(trace, out.path)
+        else:
+            from .textio import write_text
+            write_text(trace, out.path)
+        out.commit()
     except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+        out.discard()
         raise
 
 

@@ -197,15 +197,22 @@ def test_force_replaces_an_archive(tmp_path, platform_file):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["arch", "platform.json"]
 
 
-def test_verification_failure_exit_4_nothing_written(tmp_path, platform_file, monkeypatch):
+@pytest.mark.parametrize("path", [[], ["--in-memory"]], ids=["streaming", "in-memory"])
+@pytest.mark.parametrize("suffix", ["o.trace", "o/traces.otf2"])
+def test_verification_failure_exit_4_nothing_written(tmp_path, platform_file, monkeypatch,
+                                                     path, suffix):
     """A (simulated) engine bug must never reach the output."""
     import compensate.cli as cli
+    import compensate.stream as stream
     from compensate.verify import Verification
 
-    monkeypatch.setattr(cli, "verify", lambda *a, **k: Verification(messages=1,
-                                                                      examples=["x"]))
-    out = tmp_path / "o.trace"
-    code = main([str(EXAMPLE), str(out), "--platform", str(platform_file), "--quiet"])
+    def broken(*a, **k):
+        return Verification(messages=1, examples=["x"])
+
+    monkeypatch.setattr(cli, "verify", broken)
+    monkeypatch.setattr(stream, "verify", broken)
+    out = tmp_path / suffix
+    code = main([str(EXAMPLE), str(out), "--platform", str(platform_file), "--quiet", *path])
     assert code == 4 and not out.exists() and leftovers(tmp_path) == []
 
 

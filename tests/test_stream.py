@@ -1,0 +1,169 @@
+"""Segment-wise compensation (compensate.stream) gives the in-memory result.
+
+Ground truth here is the in-memory engine, itself checked against simulated truth
+elsewhere: the streaming path must give the same timestamps, record for record,
+and the same statistics, however the trace is chunked and cut.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compensate import stream
+from compensate.engine import EngineOptions, compensate
+from compensate.fit import try_fit
+from compensate.matching import match
+from compensate.model import SEND, Events
+from compensate.platform import Platform
+from compensate.programs import PROGRAMS
+from compensate.simulate import simulate
+from compensate.traceio import read_trace
+
+from .conftest import REAL_ARCHIVES
+from .randomtrace import random_trace
+from .test_engine_regression import CONFIGS
+
+
+def both(trace, platform, bound="lower", *, segment_records, chunk_records, eager_limit=None,
+         network=None, collective_exit="uniform"):
+    """(in-memory result, streamed events per location, stream result)."""
+    m = match(trace, eager_limit=eager_limit)
+    opts = EngineOptions(bound, collective_exit=collective_exit, network_time=network)
+    ref = compensate(trace, platform, opts, m)
+    got: dict[int, list[Events]] = {}
+    res = stream.compensate_stream(
+        trace.definitions, stream.trace_chunks(trace, chunk_records), platform, opts,
+        lambda loc, ev: got.setdefault(loc, []).append(ev), eager_limit=eager_limit,
+        segment_records=segment_records)
+    return ref, {loc: Events.concat(parts) for loc, parts in got.items()}, res
+
+
+def assert_same(ref, got, res):
+    assert res.verification.ok
+    assert set(got) == {loc for loc, ev in ref.trace.events.items() if len(ev)}
+    for loc, ev in got.items():
+        want = ref.trace.events[loc]
+        np.testing.assert_array_equal(ev.time, want.time, err_msg=f"location {loc}")
+        np.testing.assert_array_equal(ev.size, want.size, err_msg=f"location {loc}")
+        assert ev.payload == want.payload
+    a, b = ref.stats.to_dict(), res.stats.to_dict()
+    assert a.pop("flush_seconds_removed") == pytest.approx(b.pop("flush_seconds_removed"))
+    assert a == b
+    assert res.counts == ref.matching.counts()
+
+
+@pytest.mark.parametrize("bound", ["lower", "upper", "fitted"])
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_every_program_cut_into_many_segments(program, bound):
+    sim = simulate(program, ranks=5, seed=1)
+    net = None
+    if bound == "fitted":
+        outcome = try_fit(sim.measured, match(sim.measured), sim.platform)
+        if outcome.fit is None:
+            pytest.skip("too few observed transfers to fit")
+        net = outcome.fit
+        again = stream.fit_pass(sim.measured.definitions,
+                                stream.trace_chunks(sim.measured, 97), sim.platform, "", None,
+                                segment_records=150)
+        assert again.fit == net  # the first pass sees the same observations
+    ref, got, res = both(sim.measured, sim.platform, bound, segment_records=150,
+                         chunk_records=97, network=net)
+    assert_same(ref, got, res)
+    if program != "pingpong":  # pingpong always has a message in flight: no safe cut
+        assert res.segments >= 2 and res.largest_segment < sim.measured.record_count
+
+
+@pytest.mark.parametrize("name,kw,match_kw", CONFIGS, ids=[c[0] for c in CONFIGS])
+def test_regression_configurations(name, kw, match_kw):
+    """Eager limits (synchronous sends), start offsets, buffer flushes, scans."""
+    sim = simulate(name, **kw)
+    for bound, cx in (("lower", "uniform"), ("upper", "per-process")):
+        ref, got, res = both(sim.measured, sim.platform, bound, segment_records=120,
+                             chunk_records=53, eager_limit=match_kw.get("eager_limit"),
+                             collective_exit=cx)
+        assert_same(ref, got, res)
+
+
+@pytest.mark.parametrize("segment_records", [20, 60, 10**6])
+def test_real_score_p_archives(segment_records):
+    for path in REAL_ARCHIVES:
+        trace = read_trace(path)
+        ref, got, res = both(trace, Platform(2e-7), segment_records=segment_records,
+                             chunk_records=7)
+        assert_same(ref, got, res)
+        if segment_records == 20:
+            assert res.segments >= 2
+
+
+def test_segments_stay_bounded_on_a_long_run():
+    """The cut points keep up with the trace: segments stay near the target size."""
+    sim = simulate("stencil", ranks=8, iterations=400)
+    ref, got, res = both(sim.measured, sim.platform, segment_records=2000,
+                         chunk_records=500)
+    assert_same(ref, got, res)
+    assert res.segments >= sim.measured.record_count // 4000
+    assert res.largest_segment <= 4000
+
+
+def test_input_not_in_time_order_is_refused():
+    """A record that arrives after a cut later than its time cannot be placed."""
+    sim = simulate("stencil", ranks=4, seed=0)
+    trace = sim.measured
+    loc = next(iter(trace.events))
+    late = {loc: trace.events[loc].slice(0, 1)}  # the location's first record, again
+    chunks = list(stream.trace_chunks(trace, 100)) + [late]
+    with pytest.raises(stream.NotStreamable, match="not in time order"):
+        list(stream.segments(trace.definitions, iter(chunks), 200))
+
+
+def test_input_by_location_is_one_segment_and_still_right():
+    """One location after the other: no safe cut is ever seen, so the whole trace is
+    one segment, and the result is the in-memory one."""
+    sim = simulate("ring", ranks=3, seed=0)
+    trace = sim.measured
+    chunks = [{loc: ev} for loc, ev in trace.events.items()]
+    got: dict = {}
+    res = stream.compensate_stream(trace.definitions, iter(chunks), sim.platform,
+                                   EngineOptions("lower"), lambda loc, ev: got.update({loc: ev}),
+                                   segment_records=10)
+    ref = compensate(trace, sim.platform, EngineOptions("lower"))
+    assert res.segments == 1
+    for loc, ev in ref.trace.events.items():
+        np.testing.assert_array_equal(got[loc].time, ev.time)
+
+
+def test_a_bad_segment_is_a_segment_error():
+    """A receive without its send: the in-memory path names it exactly (the caller
+    re-runs it); the segment's record numbers would be relative."""
+    sim = simulate("ring", ranks=3, seed=0)
+    trace = sim.measured
+    loc = next(iter(trace.events))
+    ev = trace.events[loc]
+    keep = np.flatnonzero(ev.kind != SEND)  # drop the location's sends
+    trace.events[loc] = Events.concat([ev.slice(int(i), int(i) + 1) for i in keep])
+    with pytest.raises(stream.SegmentError):
+        stream.compensate_stream(trace.definitions, stream.trace_chunks(trace, 50),
+                                 sim.platform, EngineOptions("lower"), lambda loc, ev: None,
+                                 segment_records=10)
+
+
+PLATFORM = Platform(5e-7, {"MpiSend": 1e-6}, np.array([64.0, 1 << 20]),
+                    np.array([1e-8, 2e-4]))
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(2, 5))
+    steps = draw(st.integers(1, 40))
+    trace = random_trace(lambda lo, hi: draw(st.integers(lo, hi)), n, steps)
+    return trace, draw(st.integers(1, 60)), draw(st.integers(1, 30))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(["lower", "upper"]))
+def test_random_traces_any_chunking(case, bound):
+    trace, segment_records, chunk_records = case
+    ref, got, res = both(trace, PLATFORM, bound, segment_records=segment_records,
+                         chunk_records=chunk_records)
+    assert_same(ref, got, res)
