@@ -125,6 +125,7 @@ class _Cutter:
         self.busy_d: list[np.ndarray] = []
         self.open_requests: dict[int, dict[int, int]] = defaultdict(dict)  # loc -> id -> kind
         self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
+        self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
         self.coll_done: dict[tuple, int] = defaultdict(int)  # (comm key, loc) -> completed
         self.depth: dict[int, int] = defaultdict(int)  # call depth after the last record
         self.send_calls: dict[int, list[int]] = defaultdict(list)  # depths of open send calls
@@ -158,11 +159,11 @@ class _Cutter:
                     was = opened.pop(r)
                     rt.append(t[i])
                     rd.append(-1)
-                    if kind == REQUEST_CANCELLED and was == ISEND:
+                    channel = self.isend_channel.pop((loc, r), None) if was == ISEND else None
+                    if kind == REQUEST_CANCELLED and channel is not None:
                         rt.append(t[i])  # the message will never be received
                         rd.append(-1)
-                    if was == ISEND:
-                        self.isend_channel.pop((loc, r), None)
+                        self.cancelled.append((int(t[i]), loc, channel))
             times.append(np.array(rt, dtype=np.int64))
             deltas.append(np.array(rd, dtype=np.int64))
         self.busy_t.append(np.concatenate(times))
@@ -279,6 +280,12 @@ class _Cutter:
             for comm in ev.comm[idx].tolist():
                 key = comm if defs.comms.get(comm) and defs.comms[comm].members else (comm, loc)
                 done[(key, loc)] = done.get((key, loc), 0) + 1
+        for t, loc, (comm, peer, tag) in self.cancelled:  # matching drops these sends
+            if t < cut:
+                members = members_of(defs, comm, loc)
+                other = members[peer] if 0 <= peer < len(members) else -1
+                keys.append(np.array([[loc], [other], [comm], [tag]], dtype=np.int64))
+                signs.append(np.array([-1], dtype=np.int64))
         if keys:
             cols = np.concatenate(keys, axis=1)
             ids = _key_ids([cols[0], cols[1], cols[2], cols[3]])
@@ -310,6 +317,7 @@ class _Cutter:
         keep = bt >= cut
         self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
         self.coll_done = defaultdict(int, done)
+        self.cancelled = [c for c in self.cancelled if c[0] >= cut]
         self.last_cut = cut
         return seg
 

@@ -20,7 +20,7 @@ from compensate.programs import PROGRAMS
 from compensate.simulate import simulate
 from compensate.traceio import read_trace
 
-from .conftest import REAL_ARCHIVES
+from .conftest import CASES, REAL_ARCHIVES
 from .randomtrace import random_trace
 from .test_engine_regression import CONFIGS
 
@@ -146,6 +146,24 @@ def test_a_bad_segment_is_a_segment_error():
         stream.compensate_stream(trace.definitions, stream.trace_chunks(trace, 50),
                                  sim.platform, EngineOptions("lower"), lambda loc, ev: None,
                                  segment_records=10)
+
+
+def test_cut_after_a_cancelled_isend(tmp_path):
+    """A cancelled MPI_Isend is never received (matching drops it): the segments
+    after it must still find safe cuts, and the result stays the in-memory one."""
+    text = (CASES / "r5_cancelled_self.trace").read_text()
+    lines = [f"{2000 + 1000 * k} 0 Enter region=1\n"
+             f"{2000 + 1000 * k + 100} 0 MpiSend receiver=1 comm=0 tag=1 bytes=8\n"
+             f"{2000 + 1000 * k + 200} 0 Leave region=1\n"
+             f"{2000 + 1000 * k + 150} 1 Enter region=2\n"
+             f"{2000 + 1000 * k + 400} 1 MpiRecv sender=0 comm=0 tag=1 bytes=8\n"
+             f"{2000 + 1000 * k + 500} 1 Leave region=2\n" for k in range(30)]
+    path = tmp_path / "cancel.trace"
+    path.write_text(text + "".join(lines))
+    trace = read_trace(path)
+    ref, got, res = both(trace, Platform(1e-7), segment_records=20, chunk_records=9)
+    assert_same(ref, got, res)
+    assert res.segments >= 5
 
 
 PLATFORM = Platform(5e-7, {"MpiSend": 1e-6}, np.array([64.0, 1 << 20]),
