@@ -27,6 +27,7 @@ the in-memory path, which gives the exact error.
 
 from __future__ import annotations
 
+import ctypes
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -69,6 +70,23 @@ SEGMENT_RECORDS = 1 << 18
 #: own dependency was resolved in the segment before; its true kind stays in the
 #: trace the engine sees, for R1 and the receive rules).
 _NEUTRAL = KIND_CODE["Metric"]
+
+
+def _libc_malloc_trim() -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)`` (a no-op elsewhere)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return lambda: None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0)
+
+
+#: Hand the heap a segment freed back to the system before the next segment.
+#: Without it every segment's transient arrays leave free holes that the next
+#: segment's allocations only partly reuse, and the peak keeps creeping up with
+#: the number of segments (10^7-record stencil OTF2: 571-586 MiB, with: 477 MiB).
+release_memory = _libc_malloc_trim()
 
 
 class NotStreamable(Exception):
@@ -450,6 +468,8 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
         p2p += obs.p2p
         coll += obs.collective
         sg.advance(seg, None, None)
+        seg = trace = mtrace = matching = obs = None
+        release_memory()
     obs = Observations(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
                        np.concatenate(seconds) if seconds else np.zeros(0), p2p, coll)
     return outcome_of(obs, 1.0 / defs.timer_resolution)
@@ -482,6 +502,7 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
         values: dict[int, np.ndarray] = {}
         written: dict[int, np.ndarray] = {}
         out_events: dict[int, Events] = {}
+        approx = None
         if options.bound == "none":
             for loc, ev in seg.items():
                 values[loc] = (ev.time - sg.t0).astype(np.float64)
@@ -526,6 +547,9 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
             out.approximated_span = _span(out.approximated_span, int(w[0]), int(w[-1]))
         out.records += n_seg
         sg.advance(seg, values, written)
+        # drop this segment's arrays before handing the freed heap back
+        seg = trace = mtrace = matching = values = written = out_events = approx = None
+        release_memory()
         if progress:
             progress(out.records)
     out.stats.records = out.records
