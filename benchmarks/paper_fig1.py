@@ -84,14 +84,8 @@ def supports_fitted() -> bool:
 
 
 def machine() -> dict[str, str]:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from calibration.machine import cpu_model  # noqa: PLC0415
+    cpu = cpu_model()
     import mpi4py  # noqa: PLC0415 - only to name the library
 
     mpi4py.rc.initialize = False  # MPI_Get_library_version needs no MPI_Init

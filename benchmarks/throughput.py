@@ -180,14 +180,8 @@ def run_child(args: list[str], script: str | Path | None = None) -> tuple[dict, 
 
 
 def machine_line() -> str:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from calibration.machine import cpu_model
+    cpu = cpu_model()
     mem = "?"
     try:
         kb = int(Path("/proc/meminfo").read_text().split()[1])

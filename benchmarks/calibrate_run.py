@@ -9,7 +9,7 @@ calibration/microbench.c with a fake tracer of known cost, and the overhead per
 record the probe recovers. The figures in
 docs/calibration.md come from this script.
 
-Usage: python benchmarks/calibration.py [--quick | --thorough] [-o platform.json]
+Usage: python benchmarks/calibrate_run.py [--quick | --thorough] [-o platform.json]
                                         [--no-selftest]
 """
 
@@ -24,21 +24,16 @@ import tempfile
 import time
 from pathlib import Path
 
-# This file is named like the package it benchmarks; run as a script, its own
-# directory comes first on sys.path and would shadow the package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from calibration import external  # noqa: E402
-from calibration.copycost import measure_copy_cost  # noqa: E402
-from calibration.machine import machine_facts  # noqa: E402
-from calibration.modes import MODES  # noqa: E402
-from calibration.overhead import run_writer_probe  # noqa: E402
-from calibration.platformfile import build_platform, write_platform  # noqa: E402
-from calibration.progress import Progress  # noqa: E402
-from calibration.report import format_external, format_run  # noqa: E402
-from calibration.timer import calibrate_timer  # noqa: E402
-from calibration.units import fmt_bytes  # noqa: E402
+from calibration import external
+from calibration.copycost import measure_copy_cost
+from calibration.machine import machine_facts
+from calibration.modes import MODES
+from calibration.overhead import run_writer_probe
+from calibration.platformfile import build_platform, write_platform
+from calibration.progress import Progress
+from calibration.report import format_external, format_run
+from calibration.timer import calibrate_timer
+from calibration.units import fmt_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_NS = 1000.0  # fake tracer: ns per iteration, 2 records per iteration
@@ -98,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-selftest", action="store_true", help="skip the external probe test")
     args = p.parse_args(argv)
     mode = "quick" if args.quick else "thorough" if args.thorough else "default"
-    print(f"command: python benchmarks/calibration.py{' --' + mode if mode != 'default' else ''}")
+    print(f"command: python benchmarks/calibrate_run.py{' --' + mode if mode != 'default' else ''}")
     print("\n".join(machine_lines(machine_facts())))
     data = run_calibration(mode)
     print(format_run(data))
