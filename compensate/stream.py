@@ -105,7 +105,6 @@ class _Context:
     stack: list[tuple[tuple, Any, float, int]] = field(default_factory=list)  # open Enters
     last: tuple[tuple, Any, float, int] | None = None  # the last record, if not on the stack
     carry: float = 0.0  # overhead (ticks) the last timestamp group left to charge
-    done: int = 0  # records of the location in earlier segments
 
     def records(self) -> list[tuple[tuple, Any, float, int]]:
         return self.stack + ([self.last] if self.last is not None else [])
@@ -124,7 +123,6 @@ class StreamResult:
     largest_segment: int = 0
     measured_span: tuple[int, int] | None = None  # (first, last) timestamp
     approximated_span: tuple[int, int] | None = None
-    fit: FitOutcome | None = None
 
 
 # -- cutting ---------------------------------------------------------------------------
@@ -429,7 +427,6 @@ class _Segmenter:
             if flush.any():
                 carry += float((ev.size[first:][flush] - t[first:][flush]).sum())
             ctx.carry = carry
-            ctx.done += n
 
 
 def _sum_counts(total: dict, part: dict) -> None:
