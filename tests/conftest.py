@@ -6,9 +6,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).resolve().parent / "cases"
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
-REAL_ARCHIVES = [SHARED_TRACES / "ping-pong-otf2" / "traces.otf2",
-                 SHARED_TRACES / "ping-pong-otf2-papi" / "traces.otf2"]
+# copies of the real Score-P archives (origin and licence: tests/data/traces/README.md)
+TRACES = Path(__file__).resolve().parent / "data" / "traces"
+REAL_ARCHIVES = [TRACES / "ping-pong-otf2" / "traces.otf2",
+                 TRACES / "ping-pong-otf2-papi" / "traces.otf2"]
 
 
 @pytest.fixture(params=REAL_ARCHIVES, ids=lambda p: p.parent.name)

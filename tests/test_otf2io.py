@@ -14,7 +14,6 @@ import shutil
 import struct
 import subprocess
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,7 +43,8 @@ from compensate.model import (
 )
 from compensate.otf2io import Otf2Archive, read_otf2, write_otf2
 
-TRACES = Path("/work/shared/traces")
+from .conftest import TRACES
+
 REAL = {
     "plain": TRACES / "ping-pong-otf2" / "traces.otf2",
     "papi": TRACES / "ping-pong-otf2-papi" / "traces.otf2",
