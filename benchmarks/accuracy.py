@@ -26,12 +26,12 @@ import sys
 import time
 
 from compensate.engine import EngineOptions, compensate
-from compensate.fit import fit_network
+from compensate.engine.fit import fit_network
 from compensate.matching import match
 from compensate.platform import parse_duration
-from compensate.programs import PROGRAMS
 from compensate.simulate import SimResult, simulate
-from compensate.validation import Accuracy, accuracy, evaluate
+from compensate.simulate.programs import PROGRAMS
+from compensate.simulate.validation import Accuracy, accuracy, evaluate
 
 # Rendezvous variants: every message above the eager limit is synchronous.
 RENDEZVOUS = [("ring", 512), ("pipeline", 4096)]

@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from compensate.engine import EngineOptions, compensate
-from compensate.fit import try_fit
+from compensate.engine.fit import try_fit
 from compensate.matching import match
 from compensate.model import COLL_END, RECV, Trace
 from compensate.platform import parse_duration

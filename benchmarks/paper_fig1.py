@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from compensate.formats.otf2 import read_otf2
 from compensate.model import ENTER, LEAVE
-from compensate.otf2io import read_otf2
 from compensate.platform import Platform
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -32,8 +32,8 @@ import otf2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compensate.otf2cols import collect_events  # noqa: E402
-from compensate.otf2io import BATCH_EVENTS, read_otf2  # noqa: E402
+from compensate.formats.otf2 import BATCH_EVENTS, read_otf2  # noqa: E402
+from compensate.formats.otf2.columns import collect_events  # noqa: E402
 
 
 def _read_part(args: tuple[str, int, int]) -> dict:

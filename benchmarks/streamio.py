@@ -49,12 +49,12 @@ def _worker(argv: list[str]) -> dict:
     t0 = time.perf_counter()
     records = 0
     if mode == "whole":
-        from compensate.traceio import read_trace, write_trace
+        from compensate.formats import read_trace, write_trace
         trace = read_trace(src)
         records = trace.record_count
         write_trace(trace, dst)
     else:
-        from compensate.streamio import TraceWriter, read_chunks
+        from compensate.formats import TraceWriter, read_chunks
         defs, chunks = read_chunks(src, int(argv[3]))
         with TraceWriter(dst, defs) as writer:
             for chunk in chunks:

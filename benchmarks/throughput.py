@@ -84,9 +84,9 @@ def _iterations_for(program: str, records: int) -> int:
 
 
 def _generate(program: str, records: int, out: Path) -> dict:
-    from compensate.otf2io import write_otf2
+    from compensate.formats.otf2 import write_otf2
+    from compensate.formats.text import write_text
     from compensate.simulate import simulate
-    from compensate.textio import write_text
     ranks, kw = PROGRAMS[program]
     t0 = time.perf_counter()
     iterations = _iterations_for(program, records)
@@ -120,7 +120,7 @@ def _floor(src: str, dst: str) -> dict:
     if src.endswith(".otf2"):
         _otf2_copy(src, dst)
     else:
-        from compensate.textio import read_text, write_text
+        from compensate.formats.text import read_text, write_text
         write_text(read_text(src), dst)
     return {"seconds": time.perf_counter() - t0, "exit": 0}
 
@@ -129,7 +129,7 @@ def _otf2_copy(src: str, dst: str) -> None:
     """The otf2 package reading every record and writing it back unchanged."""
     import otf2
 
-    from compensate.otf2io import BATCH_EVENTS
+    from compensate.formats.otf2 import BATCH_EVENTS
     directory, name = os.path.split(dst)
     shutil.rmtree(directory, ignore_errors=True)
     with otf2.reader.open(src, batch_events=BATCH_EVENTS) as reader:
@@ -145,9 +145,9 @@ def _otf2_copy(src: str, dst: str) -> None:
 
 def _engine(src: str, platform_file: str) -> dict:
     from compensate.engine import EngineOptions, compensate
+    from compensate.formats.text import read_text
     from compensate.matching import match
     from compensate.platform import Platform
-    from compensate.textio import read_text
     from compensate.verify import verify
     trace = read_text(src)
     platform = Platform.load(platform_file)

@@ -19,16 +19,15 @@ import time
 
 import numpy as np
 
+from calibration import external, overhead, platformfile, tracecheck, workers
+from calibration.copycost import COPY_METHODS, measure_copy_cost
+from calibration.modes import MODES
+from calibration.progress import Progress
+from calibration.report import format_external, format_run
+from calibration.timer import calibrate_timer
+from calibration.units import fmt_bytes, fmt_seconds
 from compensate.model import TraceError
 from compensate.platform import Platform, PlatformError, parse_duration
-
-from . import external, overhead, platformfile, tracecheck, workers
-from .copycost import COPY_METHODS, measure_copy_cost
-from .modes import MODES
-from .progress import Progress
-from .report import format_external, format_run
-from .timer import calibrate_timer
-from .units import fmt_bytes, fmt_seconds
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_REFUSED = 0, 1, 2, 3, 4
 SUBCOMMANDS = ("run", "overhead", "check")
@@ -222,7 +221,7 @@ def _check_platform(args: argparse.Namespace) -> tuple[Platform, str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from compensate.traceio import read_trace, trace_format
+    from compensate.formats import read_trace, trace_format
 
     try:
         trace_format(args.trace)

@@ -57,9 +57,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .stats import Summary, median_rel_se, summarize_groups
-from .timer import TimerCalibration
-from .units import fmt_bytes
+from calibration.stats import Summary, median_rel_se, summarize_groups
+from calibration.timer import TimerCalibration
+from calibration.units import fmt_bytes
 
 MiB = 1 << 20
 #: A size enters the table only if its median is known to +-25 % (95 % CI half-width) ...
@@ -466,7 +466,7 @@ def measure_copy_cost(timer: TimerCalibration, cfg: CopySettings | None = None,
     if cfg.processes <= 1:
         raws = [sample_copy_cost(timer, cfg, sizes, progress=progress)]
     else:
-        from .workers import run_in_fresh_process
+        from calibration.workers import run_in_fresh_process
 
         share = _share(cfg, cfg.processes)
         raws = []

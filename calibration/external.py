@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as _st
 
-from .timer import TimerCalibration
+from calibration.timer import TimerCalibration
 
 TIMINGS = ("wall", "stdout")
 DEFAULT_NS = (100_000, 200_000, 300_000, 400_000, 500_000)

@@ -12,7 +12,7 @@ import platform
 import socket
 import sys
 
-from .copycost import cache_sizes
+from calibration.copycost import cache_sizes
 
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .copycost import CopySettings
-from .overhead import WriterSettings
+from calibration.copycost import CopySettings
+from calibration.overhead import WriterSettings
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .stats import MIN_ROUNDS, Summary, summarize, summarize_rounds
-from .timer import TimerCalibration
+from calibration.stats import MIN_ROUNDS, Summary, summarize, summarize_rounds
+from calibration.timer import TimerCalibration
 
 PROBE_KINDS: tuple[str, ...] = ("Enter", "Leave", "MpiSend", "MpiRecv",
                                 "MpiCollectiveBegin", "MpiCollectiveEnd", "Metric")
@@ -244,7 +244,7 @@ def run_writer_probe(timer: TimerCalibration, cfg: WriterSettings | None = None,
     if cfg.processes <= 1:
         raws = [probe_samples(timer, cfg, progress)]
     else:
-        from .workers import run_in_fresh_process
+        from calibration.workers import run_in_fresh_process
 
         p = cfg.processes
         share = dataclasses.replace(cfg, processes=1, repetitions=math.ceil(cfg.repetitions / p))

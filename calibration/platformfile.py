@@ -16,12 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.copycost import CopyPoint, CopyResult, is_resolved, monotone_violations
+from calibration.machine import machine_facts, now_iso
+from calibration.overhead import WriterProbeResult
+from calibration.timer import TimerCalibration
 from compensate.platform import Platform, PlatformError
-
-from .copycost import CopyPoint, CopyResult, is_resolved, monotone_violations
-from .machine import machine_facts, now_iso
-from .overhead import WriterProbeResult
-from .timer import TimerCalibration
 
 FORMAT = 1
 TABLES = ("warm", "fresh")

@@ -6,13 +6,13 @@ Usage (every rank runs the same command)::
         [--functions MODULE,...] [--force] -- prog.py ARGS
 
 Records Enter/Leave of the functions of ``prog.py`` and of the ``--functions``
-modules (:mod:`calibration.tracer_functions`) and every mpi4py communication call
-(:mod:`calibration.tracer_mpi`), in memory, per rank
-(:mod:`calibration.tracer_buffer`). At the end the buffers are gathered on rank 0
+modules (:mod:`calibration.tracer.functions`) and every mpi4py communication call
+(:mod:`calibration.tracer.mpi`), in memory, per rank
+(:mod:`calibration.tracer.buffer`). At the end the buffers are gathered on rank 0
 and written as ``run/traces.otf2`` with ClockOffset definitions from a ping-pong
-at start and end (:mod:`calibration.tracer_clock`, :mod:`calibration.tracer_otf2`);
+at start and end (:mod:`calibration.tracer.clock`, :mod:`calibration.tracer.archive`);
 then rank 0 calibrates the tracer's own per-record cost while the other ranks
-sleep, and writes ``run/platform.json`` (:mod:`calibration.tracer_overhead`), so
+sleep, and writes ``run/platform.json`` (:mod:`calibration.tracer.overhead`), so
 that ``compensate run/traces.otf2 out/traces.otf2 --platform run/platform.json``
 removes a measured overhead.
 
@@ -106,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from mpi4py import MPI
 
-    from . import tracer_clock, tracer_mpi, tracer_otf2
-    from .tracer_buffer import Recorder
-    from .tracer_functions import FunctionTracing
+    from calibration.tracer import archive, clock
+    from calibration.tracer import mpi as mpi_calls
+    from calibration.tracer.buffer import Recorder
+    from calibration.tracer.functions import FunctionTracing
 
     world = MPI.COMM_WORLD
     private = world.Dup()  # the tracer's own traffic: base class, never recorded
@@ -117,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
 
     problem = None
     if rank == 0:
-        if tracer_otf2.archive_exists(args.output):
+        if archive.archive_exists(args.output):
             if args.force:
-                tracer_otf2.remove_archive(args.output)
+                archive.remove_archive(args.output)
             else:
                 problem = f"{args.output} already exists (use --force to replace it)"
     problem = private.bcast(problem, root=0)
@@ -137,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     code = functions.compile_script(script)
     realtime = (time.monotonic_ns(), time.time_ns())
     trust = args.clock_offsets == "auto"
-    offsets = [tracer_clock.clock_offsets(private, trust_host=trust)]
+    offsets = [clock.clock_offsets(private, trust_host=trust)]
 
     sys.path.insert(0, os.path.dirname(script))
-    tracer_mpi.install(recorder)
+    mpi_calls.install(recorder)
     functions.install()
     private.Barrier()
     recorder.program_begin(os.path.basename(script), args.args)
@@ -154,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     recorder.program_end(status)
     functions.uninstall()
 
-    offsets.append(tracer_clock.clock_offsets(private, trust_host=trust))
-    mine = tracer_otf2.RankData.of(rank, host, recorder, offsets, realtime)
+    offsets.append(clock.clock_offsets(private, trust_host=trust))
+    mine = archive.RankData.of(rank, host, recorder, offsets, realtime)
     gathered = private.gather(mine, root=0)
     error: str | None = None
     if rank == 0:
@@ -175,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
 def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | None:
     """Rank 0: write the archive, then calibrate and write platform.json; returns
     an error message or None."""
-    from . import tracer_otf2
+    from calibration.tracer import archive
 
     try:
-        n = tracer_otf2.write_archive(args.output, gathered,
+        n = archive.write_archive(args.output, gathered,
                                       " ".join([args.program, *args.args]))
     except Exception as exc:  # noqa: BLE001 - reported, then every rank fails
         return f"cannot write {args.output}: {type(exc).__name__}: {exc}"
@@ -205,7 +206,7 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | 
 
 
 def _calibrate(args: argparse.Namespace, status: Any, extra: dict) -> dict:
-    from .tracer_overhead import calibrate
+    from calibration.tracer.overhead import calibrate
 
     return calibrate(n=args.calibration_records, status=status, extra=extra)
 

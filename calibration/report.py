@@ -6,7 +6,7 @@ be printed right after a run, by the benchmark script, or for any file later.
 
 from __future__ import annotations
 
-from .units import fmt_bytes, fmt_seconds
+from calibration.units import fmt_bytes, fmt_seconds
 
 
 def _spread(entry: dict) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import Summary, summarize
+from calibration.stats import Summary, summarize
 
 CLOCK_NAME = "time.perf_counter_ns"
 CPU_CLOCK_NAME = "time.thread_time_ns"

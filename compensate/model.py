@@ -332,7 +332,7 @@ class Definitions:
     """What the engine and the text format need from a trace's definitions.
 
     ``otf2`` holds the original OTF2 definitions and archive metadata when the trace
-    came from an OTF2 archive (opaque to everything but :mod:`compensate.otf2io`),
+    came from an OTF2 archive (opaque to everything but :mod:`compensate.formats.otf2`),
     so that an OTF2 writer can reproduce every definition exactly.
     """
 

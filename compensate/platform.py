@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import KIND_CODE, KIND_NAMES
+from compensate.model import KIND_CODE, KIND_NAMES
 
 SUPPORTED_FORMATS = (1,)
 

@@ -1,6 +1,6 @@
 """The paper's Monte-Carlo estimation of π as a master/worker mpi4py program.
 
-Mirrors ``compensate.programs.montecarlo``, the simulated version (Wolf, Malony,
+Mirrors ``compensate.simulate.programs.montecarlo``, the simulated version (Wolf, Malony,
 Shende, Morris, Fig. 1): rank 0 is the master. Each round every worker asks the
 master for work (a small request message); the master takes requests in whatever
 order they arrive (``Recv`` from ``ANY_SOURCE``), generates a chunk of random

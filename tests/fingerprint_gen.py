@@ -50,12 +50,12 @@ def _simulate(name: str, **kw):
 
 
 def _programs() -> list[str]:
-    from compensate.programs import PROGRAMS
+    from compensate.simulate.programs import PROGRAMS
     return sorted(PROGRAMS)
 
 
 def _write_trace(trace, path: Path) -> None:
-    from compensate.traceio import write_trace
+    from compensate.formats import write_trace
     write_trace(trace, str(path))
 
 

@@ -6,11 +6,11 @@ and marked as strict expected failures, so that a fix shows up as an XPASS."""
 import numpy as np
 import pytest
 
-from compensate import programs as P
 from compensate.engine import EngineOptions, compensate
 from compensate.matching import match
 from compensate.simulate import default_platform, run_program, simulate
-from compensate.validation import accuracy, evaluate, event_errors
+from compensate.simulate import programs as P
+from compensate.simulate.validation import accuracy, evaluate, event_errors
 
 TICK = 1e-9  # the simulator's timer resolution is 1 ns
 OVERHEADS = [2e-7, 1e-6, 5e-6]

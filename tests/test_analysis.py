@@ -21,7 +21,9 @@ from compensate.analysis import (
     wait_states,
 )
 from compensate.cli import main
+from compensate.cli.report import REPORT_SCHEMA, report_dict
 from compensate.engine import EngineOptions, compensate
+from compensate.formats import read_trace, write_trace
 from compensate.model import (
     BUFFER_FLUSH,
     ENTER,
@@ -33,7 +35,8 @@ from compensate.model import (
     Trace,
     TraceError,
 )
-from compensate.programs import (
+from compensate.simulate import default_platform, run_program, simulate
+from compensate.simulate.programs import (
     Program,
     allreduce,
     barrier,
@@ -45,9 +48,6 @@ from compensate.programs import (
     send,
     ssend,
 )
-from compensate.reportcli import REPORT_SCHEMA, report_dict
-from compensate.simulate import default_platform, run_program, simulate
-from compensate.traceio import read_trace, write_trace
 
 from .conftest import REAL_ARCHIVES, ROOT
 

@@ -32,9 +32,9 @@ from calibration.platformfile import OutputError, write_platform
 from calibration.stats import Summary, summarize, summarize_groups, summarize_rounds
 from calibration.timer import calibrate_timer
 from calibration.workers import WorkerError, run_in_fresh_process
+from compensate.formats import write_trace
 from compensate.platform import Platform
 from compensate.simulate import simulate
-from compensate.traceio import write_trace
 
 from .conftest import REAL_ARCHIVES
 

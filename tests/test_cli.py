@@ -202,8 +202,8 @@ def test_force_replaces_an_archive(tmp_path, platform_file):
 def test_verification_failure_exit_4_nothing_written(tmp_path, platform_file, monkeypatch,
                                                      path, suffix):
     """A (simulated) engine bug must never reach the output."""
-    import compensate.cli as cli
-    import compensate.stream as stream
+    import compensate.cli.compensate as cli
+    import compensate.engine.stream as stream
     from compensate.verify import Verification
 
     def broken(*a, **k):

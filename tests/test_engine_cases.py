@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from compensate.engine import EngineOptions, compensate
+from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.model import BUFFER_FLUSH
 from compensate.platform import Platform
-from compensate.textio import read_text
 from compensate.verify import verify
 
 from .conftest import CASES

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from compensate.engine import EngineOptions, compensate
-from compensate.fit import try_fit
+from compensate.engine.fit import try_fit
 from compensate.matching import match
-from compensate.programs import PROGRAMS
 from compensate.simulate import simulate
+from compensate.simulate.programs import PROGRAMS
 
 CONFIGS = [(name, {"ranks": 5, "seed": 1}, {}) for name in sorted(PROGRAMS)] + [
     ("ring", {"ranks": 4, "seed": 2, "eager_limit": 512}, {"eager_limit": 512}),

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from compensate.analysis.export import trace_events, write_trace_events
 from compensate.cli import main
-from compensate.export import trace_events, write_trace_events
+from compensate.formats import read_trace
 from compensate.matching import match
 from compensate.simulate import simulate
-from compensate.traceio import read_trace
 
 CASES = Path(__file__).resolve().parent / "cases_analysis"
 

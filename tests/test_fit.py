@@ -14,10 +14,9 @@ import json
 import numpy as np
 import pytest
 
-from compensate import programs as P
 from compensate.cli import main as compensate_main
 from compensate.engine import EngineOptions, compensate
-from compensate.fit import (
+from compensate.engine.fit import (
     MIN_OBSERVATIONS,
     Observations,
     fit_network,
@@ -25,13 +24,14 @@ from compensate.fit import (
     observe_transfers,
     try_fit,
 )
+from compensate.formats import write_trace
+from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.model import COLL_END, RECV
 from compensate.platform import Platform
 from compensate.simulate import Network, default_platform, run_program, simulate
-from compensate.textio import read_text
-from compensate.traceio import write_trace
-from compensate.validation import accuracy, evaluate, span
+from compensate.simulate import programs as P
+from compensate.simulate.validation import accuracy, evaluate, span
 
 from .conftest import CASES
 

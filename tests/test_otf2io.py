@@ -1,4 +1,4 @@
-"""Tests for compensate.otf2io: OTF2 round trips must be invisible to OTF2 tools.
+"""Tests for compensate.formats.otf2: OTF2 round trips must be invisible to OTF2 tools.
 
 The compensated archive has to open in the same tools as the measured one, with
 the same definitions and records, only the timestamps changed. So the round trips
@@ -18,6 +18,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from compensate.formats.otf2 import Otf2Archive, read_otf2, write_otf2
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -41,7 +42,6 @@ from compensate.model import (
     Trace,
     TraceError,
 )
-from compensate.otf2io import Otf2Archive, read_otf2, write_otf2
 
 from .conftest import TRACES
 

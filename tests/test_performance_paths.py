@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import compensate.otf2write as otf2write
+import compensate.formats.otf2.records as otf2write
 from compensate.engine import EngineOptions, compensate
+from compensate.engine.runsums import LONG, segmented_cumsum
+from compensate.formats.otf2 import read_otf2, write_otf2
 from compensate.model import (
     ENTER,
     LEAVE,
@@ -28,9 +30,7 @@ from compensate.model import (
     Trace,
     TraceError,
 )
-from compensate.otf2io import read_otf2, write_otf2
 from compensate.platform import Platform
-from compensate.segments import LONG, segmented_cumsum
 from compensate.simulate import simulate
 
 from .conftest import REAL_ARCHIVES
@@ -76,7 +76,7 @@ def test_direct_writer_writes_the_same_files(source, tmp_path, monkeypatch):
     def bindings_only(writer, ew, payloads, times, kinds, fallback):
         for i in range(len(payloads)):
             fallback(i)
-    monkeypatch.setattr("compensate.otf2io.write_records", bindings_only)
+    monkeypatch.setattr("compensate.formats.otf2.write.write_records", bindings_only)
     write_otf2(out, str(tmp_path / "bindings" / "traces.otf2"))
     a, b = tmp_path / "direct", tmp_path / "bindings"
     files = _archive_files(a)

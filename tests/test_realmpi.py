@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibration import tracer_buffer as tb
-from calibration.tracer_clock import Offset
-from calibration.tracer_functions import DECORATOR, FunctionTracing, instrument, make_decorator
-from calibration.tracer_otf2 import RankData, corrected, write_archive
-from calibration.tracer_overhead import calibrate
+from calibration.tracer import buffer as tb
+from calibration.tracer.archive import RankData, corrected, write_archive
+from calibration.tracer.clock import Offset
+from calibration.tracer.functions import DECORATOR, FunctionTracing, instrument, make_decorator
+from calibration.tracer.overhead import calibrate
+from compensate.formats.otf2 import read_otf2
 from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE
-from compensate.otf2io import read_otf2
 from compensate.platform import Platform
 
 ROOT = Path(__file__).resolve().parent.parent

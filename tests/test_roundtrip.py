@@ -16,9 +16,9 @@ import pytest
 from otf2.enums import ParameterType, Type
 
 from compensate.cli import main
+from compensate.formats.otf2 import read_otf2, write_otf2
+from compensate.formats.text import read_text, write_text
 from compensate.model import COLUMNS, TraceError
-from compensate.otf2io import read_otf2, write_otf2
-from compensate.textio import read_text, write_text
 
 from .conftest import CASES, ROOT
 

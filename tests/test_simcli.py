@@ -5,9 +5,9 @@ import json
 import pytest
 
 from compensate.cli import main as compensate_main
-from compensate.simcli import main
-from compensate.textio import read_text
-from compensate.validation import accuracy
+from compensate.cli.simulate import main
+from compensate.formats.text import read_text
+from compensate.simulate.validation import accuracy
 
 
 @pytest.mark.parametrize("fmt", ["trace", "otf2"])

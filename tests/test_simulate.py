@@ -1,4 +1,4 @@
-"""Tests of the ground-truth simulator (compensate.simulate, compensate.programs)."""
+"""Tests of the ground-truth simulator (compensate.simulate, compensate.simulate.programs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from compensate import programs as P
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -20,12 +19,13 @@ from compensate.model import (
 )
 from compensate.platform import Platform
 from compensate.simulate import (
-    N_TO_N_OPS,
     Network,
     SimulationError,
     run_program,
     simulate,
 )
+from compensate.simulate import programs as P
+from compensate.simulate.simulator import N_TO_N_OPS
 
 ALL = sorted(P.PROGRAMS)
 SENDS = {SEND, KIND_CODE["MpiIsend"]}

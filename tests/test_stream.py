@@ -1,4 +1,4 @@
-"""Segment-wise compensation (compensate.stream) gives the in-memory result.
+"""Segment-wise compensation (compensate.engine.stream) gives the in-memory result.
 
 Ground truth here is the in-memory engine, itself checked against simulated truth
 elsewhere: the streaming path must give the same timestamps, record for record,
@@ -10,15 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compensate import stream
 from compensate.engine import EngineOptions, compensate
-from compensate.fit import try_fit
+from compensate.engine import stream as stream
+from compensate.engine.fit import try_fit
+from compensate.formats import read_trace
 from compensate.matching import match
 from compensate.model import SEND, Events
 from compensate.platform import Platform
-from compensate.programs import PROGRAMS
 from compensate.simulate import simulate
-from compensate.traceio import read_trace
+from compensate.simulate.programs import PROGRAMS
 
 from .conftest import CASES, REAL_ARCHIVES
 from .randomtrace import random_trace

@@ -1,4 +1,4 @@
-"""Streaming I/O (compensate.streamio): chunked reading and incremental writing.
+"""Streaming I/O (compensate.formats.writer): chunked reading and incremental writing.
 
 * ``read_chunks``: a location's chunks, concatenated, are exactly what
   ``read_trace`` gives (columns and payloads), for chunk sizes from 1 to more
@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import compensate.textio as textio
-from compensate.model import COLUMNS, Events, Trace, TraceError
-from compensate.otf2io import BATCH_EVENTS
+import compensate.formats.text.write as textio
+from compensate.formats import read_trace, write_trace
+from compensate.formats.otf2 import BATCH_EVENTS
+from compensate.formats import TraceWriter, read_chunks
+from compensate.model import COLUMNS, KIND_CODE, Events, Trace, TraceError
 from compensate.simulate import simulate
-from compensate.streamio import TraceWriter, read_chunks
-from compensate.traceio import read_trace, write_trace
 
 from .conftest import REAL_ARCHIVES
 from .test_textio import FULL, HEADER
@@ -589,7 +589,7 @@ def test_undefined_location_and_bad_payload(sources, tmp_path):
     # a payload the text format cannot write surfaces when the record is written
     ev = trace.events[0]
     kinds = ev.kind.copy()
-    kinds[5] = textio.KIND_CODE["ProgramEnd"]
+    kinds[5] = KIND_CODE["ProgramEnd"]
     payload = list(ev.payload)
     payload[5] = None
     bad = Events(**{n: getattr(ev, n) for n, _ in COLUMNS if n != "kind"}, kind=kinds,

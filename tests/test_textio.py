@@ -1,4 +1,4 @@
-"""Tests of the `.trace` text format (compensate.textio): exact round trips, ordering,
+"""Tests of the `.trace` text format (compensate.formats.text): exact round trips, ordering,
 one-line `FILE:LINE:` error messages, OTF2 payload objects, and the bundled example."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compensate.formats.text import read_text, write_text
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -35,7 +36,6 @@ from compensate.model import (
     Trace,
     TraceError,
 )
-from compensate.textio import read_text, write_text
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "pingpong.trace"
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from compensate.formats import read_trace
 from compensate.simulate import simulate
-from compensate.traceio import read_trace
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
-from compensate.timeline import (  # noqa: E402
+from compensate.analysis.timeline import (  # noqa: E402
     plot_side_by_side,
     plot_timeline,
     record_time,

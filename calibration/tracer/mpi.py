@@ -1,0 +1,437 @@
+"""Record every mpi4py communication call of a program as OTF2 MPI records.
+
+mpi4py's classes are immutable extension types (``MPI.Comm.send = f`` raises
+TypeError), so their methods cannot be monkeypatched in place. Instead
+:func:`install` substitutes Python subclasses where programs find them:
+``MPI.COMM_WORLD`` becomes a :class:`TracedIntracomm` (so do the communicators
+created from it: Dup and Clone return ``type(self)``, the results of Split,
+Split_type, Create and Create_group are wrapped), the requests its nonblocking
+calls return are :class:`TracedRequest`, and ``MPI.Request`` is replaced by
+:class:`TracedRequest` so that ``MPI.Request.Waitall(reqs)`` is traced as well.
+
+Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
+``MPI_X`` region, then the call's own records, then Leave:
+
+* send/Send/ssend/Ssend: MpiSend (bytes: the buffer, or the pickled object);
+  recv/Recv: MpiRecv after the call, with source, tag and byte count from the
+  status (so ANY_SOURCE/ANY_TAG are resolved); sendrecv/Sendrecv: both.
+* isend/Isend/issend/Issend: MpiIsend with a request id; irecv/Irecv:
+  MpiIrecvRequest; completion in Wait/Waitall/Test (and lower-case forms):
+  MpiIrecv (from the status) or MpiIsendComplete, MpiRequestTest for a Test that
+  found the request incomplete.
+* barrier, bcast, scatter, gather, reduce, allreduce, allgather, alltoall (both
+  cases): MpiCollectiveBegin, the call, MpiCollectiveEnd with the operation, the
+  root and the bytes this rank sent and received (:mod:`calibration.tracer.sizes`).
+
+Calls to ``MPI.PROC_NULL`` get Enter/Leave but no message record. The tracer's
+own communication uses a communicator duplicated before :func:`install` and the
+base-class methods, so it is never recorded.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from mpi4py import MPI
+
+from calibration.tracer import buffer as tb
+from calibration.tracer import sizes as sz
+from compensate.model import COLLECTIVE_OPS
+
+_Comm = MPI.Comm
+_Intracomm = MPI.Intracomm
+_Request = MPI.Request
+_PROC_NULL = MPI.PROC_NULL
+_ANY_SOURCE = MPI.ANY_SOURCE
+_ANY_TAG = MPI.ANY_TAG
+_IN_PLACE = MPI.IN_PLACE
+_NO_ROOT = -1
+
+_rec: tb.Recorder = tb.Recorder()  # replaced by install()
+_world_group: Any = None
+_status = MPI.Status()  # scratch status for calls made without one (single-threaded)
+
+_REGIONS: dict[str, int] = {}
+_ROLES = {
+    "POINT2POINT": ("Send", "Ssend", "Recv", "Sendrecv", "Isend", "Issend", "Irecv",
+                    "Wait", "Waitall", "Test"),
+    "BARRIER": ("Barrier",),
+    "COLL_ONE2ALL": ("Bcast", "Scatter"),
+    "COLL_ALL2ONE": ("Gather", "Reduce"),
+    "COLL_ALL2ALL": ("Allreduce", "Allgather", "Alltoall"),
+}
+
+
+def install(recorder: tb.Recorder) -> None:
+    """Route the program's MPI calls through the tracer, recording into ``recorder``."""
+    global _rec, _world_group
+    _rec = recorder
+    tb.set_pickle_protocol(getattr(MPI.pickle, "PROTOCOL", pickle.HIGHEST_PROTOCOL))
+    for role, names in _ROLES.items():
+        for name in names:
+            full = f"MPI_{name}"
+            _REGIONS[full] = recorder.region_id((full, full, "", 0, "mpi", role))
+    world = MPI.COMM_WORLD
+    _world_group = world.Get_group()
+    traced = TracedIntracomm(world)
+    traced._cid = recorder.comm_id(tuple(range(world.Get_size())))
+    MPI.COMM_WORLD = traced
+    MPI.Request = TracedRequest
+    MPI.Finalize = _deferred_finalize
+
+
+def _deferred_finalize() -> None:
+    """The program's MPI.Finalize(): postponed until the trace has been gathered
+    (mpi4py finalizes MPI at exit)."""
+
+
+def _cid(comm: Any) -> int:
+    """Local id of a traced communicator (registered now if it was created by a
+    method that is not wrapped)."""
+    try:
+        return comm._cid
+    except AttributeError:
+        return _register(comm)
+
+
+def _register(comm: Any) -> int:
+    if not comm:  # MPI.COMM_NULL
+        return -1
+    members = MPI.Group.Translate_ranks(_Comm.Get_group(comm),
+                                        list(range(_Comm.Get_size(comm))), _world_group)
+    comm._cid = _rec.comm_id(tuple(int(m) for m in members))
+    return comm._cid
+
+
+def _collective(comm: Any, name: str, op: str, root: int, fn: Any, args: tuple,
+                sizes: Any) -> Any:
+    rec, region = _rec, _REGIONS[name]
+    cid = _cid(comm)
+    rec.enter(region)
+    rec.coll_begin()
+    try:
+        result = fn(comm, *args)
+        rec.coll_end(COLLECTIVE_OPS[op], cid, root, sizes, comm, args, result)
+        return result
+    finally:
+        rec.leave(region)
+
+
+# ---------------------------------------------------------------------------------
+
+class TracedIntracomm(MPI.Intracomm):
+    """An intracommunicator whose communication calls are recorded."""
+
+    # -- communicator creation: register in creation order ---------------------------
+    def _created(self, comm: Any) -> Any:
+        if comm:
+            if type(comm) is _Intracomm:  # Split/Create return the base class
+                comm = TracedIntracomm(comm)
+            _register(comm)
+        return comm
+
+    def Dup(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Dup(self, *args, **kwargs))
+
+    def Clone(self) -> Any:
+        return self._created(_Intracomm.Clone(self))
+
+    def Split(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Split(self, *args, **kwargs))
+
+    def Split_type(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Split_type(self, *args, **kwargs))
+
+    def Create(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Create(self, *args, **kwargs))
+
+    def Create_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Create_group(self, *args, **kwargs))
+
+    # -- blocking point to point -------------------------------------------------------
+    def _send(self, name: str, fn: Any, obj: Any, dest: int, tag: int, pickled: bool) -> None:
+        rec, region = _rec, _REGIONS[name]
+        cid = _cid(self)
+        rec.enter(region)
+        try:
+            if dest != _PROC_NULL:
+                if pickled:
+                    rec.send_obj(dest, cid, tag, obj)
+                else:
+                    rec.send(dest, cid, tag, sz.nbytes(obj))
+            fn(self, obj, dest, tag)
+        finally:
+            rec.leave(region)
+
+    def send(self, obj: Any, dest: int, tag: int = 0) -> None:
+        self._send("MPI_Send", _Comm.send, obj, dest, tag, True)
+
+    def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        self._send("MPI_Ssend", _Comm.ssend, obj, dest, tag, True)
+
+    def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
+        self._send("MPI_Send", _Comm.Send, buf, dest, tag, False)
+
+    def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        self._send("MPI_Ssend", _Comm.Ssend, buf, dest, tag, False)
+
+    def _recv(self, fn: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
+        rec, region = _rec, _REGIONS["MPI_Recv"]
+        cid = _cid(self)
+        st = _status if status is None else status
+        rec.enter(region)
+        try:
+            result = fn(self, buf, source, tag, st)
+            if source != _PROC_NULL:
+                rec.recv(cid, st)
+            return result
+        finally:
+            rec.leave(region)
+
+    def recv(self, buf: Any = None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+             status: Any = None) -> Any:
+        return self._recv(_Comm.recv, buf, source, tag, status)
+
+    def Recv(self, buf: Any, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+             status: Any = None) -> None:
+        self._recv(_Comm.Recv, buf, source, tag, status)
+
+    def _sendrecv(self, fn: Any, sendobj: Any, dest: int, sendtag: int, recvbuf: Any,
+                  source: int, recvtag: int, status: Any, pickled: bool) -> Any:
+        rec, region = _rec, _REGIONS["MPI_Sendrecv"]
+        cid = _cid(self)
+        st = _status if status is None else status
+        rec.enter(region)
+        try:
+            if dest != _PROC_NULL:
+                if pickled:
+                    rec.send_obj(dest, cid, sendtag, sendobj)
+                else:
+                    rec.send(dest, cid, sendtag, sz.nbytes(sendobj))
+            result = fn(self, sendobj, dest, sendtag, recvbuf, source, recvtag, st)
+            if source != _PROC_NULL:
+                rec.recv(cid, st)
+            return result
+        finally:
+            rec.leave(region)
+
+    def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
+                 source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
+                 status: Any = None) -> Any:
+        return self._sendrecv(_Comm.sendrecv, sendobj, dest, sendtag, recvbuf, source,
+                              recvtag, status, True)
+
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
+                 source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
+                 status: Any = None) -> None:
+        self._sendrecv(_Comm.Sendrecv, sendbuf, dest, sendtag, recvbuf, source, recvtag,
+                       status, False)
+
+    # -- nonblocking point to point ----------------------------------------------------
+    def _isend(self, name: str, fn: Any, obj: Any, dest: int, tag: int,
+               pickled: bool) -> TracedRequest:
+        rec, region = _rec, _REGIONS[name]
+        cid = _cid(self)
+        rec.enter(region)
+        try:
+            rid = rec.new_request()
+            if dest != _PROC_NULL:
+                if pickled:
+                    rec.isend_obj(dest, cid, tag, obj, rid)
+                else:
+                    rec.isend(dest, cid, tag, sz.nbytes(obj), rid)
+            req = TracedRequest(fn(self, obj, dest, tag))
+            req._info = (rid, cid, False) if dest != _PROC_NULL else None
+            return req
+        finally:
+            rec.leave(region)
+
+    def isend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
+        return self._isend("MPI_Isend", _Comm.isend, obj, dest, tag, True)
+
+    def issend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
+        return self._isend("MPI_Issend", _Comm.issend, obj, dest, tag, True)
+
+    def Isend(self, buf: Any, dest: int, tag: int = 0) -> TracedRequest:
+        return self._isend("MPI_Isend", _Comm.Isend, buf, dest, tag, False)
+
+    def Issend(self, buf: Any, dest: int, tag: int = 0) -> TracedRequest:
+        return self._isend("MPI_Issend", _Comm.Issend, buf, dest, tag, False)
+
+    def _irecv(self, fn: Any, buf: Any, source: int, tag: int) -> TracedRequest:
+        rec, region = _rec, _REGIONS["MPI_Irecv"]
+        cid = _cid(self)
+        rec.enter(region)
+        try:
+            rid = rec.new_request()
+            rec.irecv_request(rid)
+            req = TracedRequest(fn(self, buf, source, tag))
+            req._info = (rid, cid, True) if source != _PROC_NULL else None
+            return req
+        finally:
+            rec.leave(region)
+
+    def irecv(self, buf: Any = None, source: int = _ANY_SOURCE,
+              tag: int = _ANY_TAG) -> TracedRequest:
+        return self._irecv(_Comm.irecv, buf, source, tag)
+
+    def Irecv(self, buf: Any, source: int = _ANY_SOURCE,
+              tag: int = _ANY_TAG) -> TracedRequest:
+        return self._irecv(_Comm.Irecv, buf, source, tag)
+
+    # -- collectives -------------------------------------------------------------------
+    def barrier(self) -> None:
+        return _collective(self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.barrier, (),
+                           sz.none)
+
+    def Barrier(self) -> None:
+        return _collective(self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.Barrier, (),
+                           sz.none)
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        return _collective(self, "MPI_Bcast", "BCAST", root, _Comm.bcast, (obj, root),
+                           sz.bcast)
+
+    def Bcast(self, buf: Any, root: int = 0) -> None:
+        return _collective(self, "MPI_Bcast", "BCAST", root, _Comm.Bcast, (buf, root),
+                           sz.Bcast)
+
+    def scatter(self, sendobj: Any, root: int = 0) -> Any:
+        return _collective(self, "MPI_Scatter", "SCATTER", root, _Comm.scatter,
+                           (sendobj, root), sz.scatter)
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        return _collective(self, "MPI_Scatter", "SCATTER", root, _Comm.Scatter,
+                           (sendbuf, recvbuf, root), sz.Scatter)
+
+    def gather(self, sendobj: Any, root: int = 0) -> Any:
+        return _collective(self, "MPI_Gather", "GATHER", root, _Comm.gather,
+                           (sendobj, root), sz.gather)
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        return _collective(self, "MPI_Gather", "GATHER", root, _Comm.Gather,
+                           (sendbuf, recvbuf, root), sz.Gather)
+
+    def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0) -> Any:
+        return _collective(self, "MPI_Reduce", "REDUCE", root, _Comm.reduce,
+                           (sendobj, op, root), sz.reduce)
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:
+        return _collective(self, "MPI_Reduce", "REDUCE", root, _Comm.Reduce,
+                           (sendbuf, recvbuf, op, root), sz.Reduce)
+
+    def allreduce(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
+        return _collective(self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.allreduce,
+                           (sendobj, op), sz.allreduce)
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:
+        return _collective(self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.Allreduce,
+                           (sendbuf, recvbuf, op), sz.Allreduce)
+
+    def allgather(self, sendobj: Any) -> Any:
+        return _collective(self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.allgather,
+                           (sendobj,), sz.allgather)
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
+        return _collective(self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.Allgather,
+                           (sendbuf, recvbuf), sz.Allgather)
+
+    def alltoall(self, sendobj: Any) -> Any:
+        return _collective(self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.alltoall,
+                           (sendobj,), sz.alltoall)
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        return _collective(self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.Alltoall,
+                           (sendbuf, recvbuf), sz.Alltoall)
+
+
+# ---------------------------------------------------------------------------------
+
+def _complete(info: tuple | None, status: Any) -> None:
+    """The completion record of a traced request (none for untraced ones)."""
+    if info is None:
+        return
+    rid, cid, is_recv = info
+    if is_recv:
+        _rec.irecv(cid, status, rid)
+    else:
+        _rec.isend_complete(rid)
+
+
+class TracedRequest(MPI.Request):
+    """A request from a traced nonblocking call; ``_info`` = (request id, comm id,
+    is receive), None once completed."""
+
+    _info: tuple | None = None
+
+    def _wait(self, fn: Any, status: Any) -> Any:
+        rec, region = _rec, _REGIONS["MPI_Wait"]
+        info = self._info
+        st = _status if status is None else status
+        rec.enter(region)
+        try:
+            result = fn(self, st)
+            self._info = None
+            _complete(info, st)
+            return result
+        finally:
+            rec.leave(region)
+
+    def Wait(self, status: Any = None) -> Any:
+        return self._wait(_Request.Wait, status)
+
+    def wait(self, status: Any = None) -> Any:
+        return self._wait(_Request.wait, status)
+
+    def _test(self, fn: Any, status: Any) -> Any:
+        rec, region = _rec, _REGIONS["MPI_Test"]
+        info = self._info
+        st = _status if status is None else status
+        rec.enter(region)
+        try:
+            result = fn(self, st)
+            done = result[0] if isinstance(result, tuple) else result
+            if info is not None:
+                if done:
+                    self._info = None
+                    _complete(info, st)
+                else:
+                    rec.request_test(info[0])
+            return result
+        finally:
+            rec.leave(region)
+
+    def Test(self, status: Any = None) -> bool:
+        return self._test(_Request.Test, status)
+
+    def test(self, status: Any = None) -> tuple[bool, Any]:
+        return self._test(_Request.test, status)
+
+    @classmethod
+    def _waitall(cls, fn: Any, requests: Any, statuses: Any) -> Any:
+        rec, region = _rec, _REGIONS["MPI_Waitall"]
+        reqs = list(requests)
+        infos = [getattr(q, "_info", None) for q in reqs]
+        if statuses is None:
+            sts = [MPI.Status() for _ in reqs]
+        else:
+            sts = statuses
+        rec.enter(region)
+        try:
+            result = fn(reqs, sts)
+            for q, info, st in zip(reqs, infos, sts, strict=False):
+                if info is not None:
+                    q._info = None
+                    _complete(info, st)
+            return result
+        finally:
+            rec.leave(region)
+
+    @classmethod
+    def Waitall(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._waitall(_Request.Waitall, requests, statuses)
+
+    @classmethod
+    def waitall(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._waitall(_Request.waitall, requests, statuses)

@@ -1,0 +1,212 @@
+"""Calibrate the mpi4py tracer's own overhead and write the platform file.
+
+``O(kind)`` (DESIGN.md §2) is the time a record costs the program after its
+timestamp. For the MPI record kinds it is measured as the tracer's record path
+called ``n`` times back to back (the :class:`~calibration.tracer.buffer.Recorder`
+method the wrappers call, with the same kinds of arguments), minus the cost of the
+empty loop.
+
+Enter/Leave of the program's functions cost more than two record calls: the
+decorator adds a call frame (``fn(*args, **kwargs)`` is a slow call in CPython).
+So they are measured by the method of DESIGN.md §6: a two-argument function is
+called ``n`` times with and without ``@__compensate_record__``; the difference per
+call is the dilation ``D`` of one Enter/Leave pair. ``O(Enter)`` is the part of
+``D`` inside the call (the median Enter->Leave gap minus the untraced call's own
+time) and ``O(Leave)`` the rest, so that R1 gives such a call back its
+uninstrumented length and removes the whole ``D``.
+
+Every kind gets ``repeats`` short samples (about a millisecond each). On a shared
+machine other processes slow samples down in phases longer than a sample, so the
+value written is the 10th percentile (:data:`STATISTIC`: the undisturbed cost, as
+the experiment keeps its shortest runs); median, min, max and spread are kept in
+the file under ``calibration``.
+
+The copy cost table is a deliberately small numpy-copy measurement (per size the
+median time of one copy, minus the cost of copying one byte). Issue #4's
+``calibrate`` command measures the copy cost and the timer properly; this module
+keeps only what the tracer needs to leave a usable ``platform.json`` next to every
+trace it writes.
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+import statistics
+from collections.abc import Callable
+from itertools import repeat
+from time import perf_counter_ns
+from typing import Any
+
+import numpy as np
+
+from calibration.tracer.buffer import Recorder
+from calibration.tracer.functions import make_decorator
+from compensate.model import COLLECTIVE_OPS
+from compensate.platform import Platform
+
+#: The statistic of the samples that becomes O: on a shared machine other processes
+#: slow the samples down in phases longer than a sample, and the 10th percentile
+#: estimates the undisturbed cost (as the experiment keeps its shortest runs).
+STATISTIC = "p10"
+COPY_SIZES = (64, 1024, 16 * 1024, 256 * 1024, 4 * 1024 * 1024, 16 * 1024 * 1024)
+
+
+class _Status:
+    """Stand-in for ``MPI.Status`` when mpi4py is absent (tests)."""
+
+    def Get_source(self) -> int:
+        return 1
+
+    def Get_tag(self) -> int:
+        return 0
+
+    def Get_count(self) -> int:
+        return 8
+
+
+def _loop_ns(fn: Callable, args: tuple, n: int) -> int:
+    t0 = perf_counter_ns()
+    for _ in repeat(None, n):
+        fn(*args)
+    return perf_counter_ns() - t0
+
+
+def _empty_ns(n: int) -> int:
+    t0 = perf_counter_ns()
+    for _ in repeat(None, n):
+        pass
+    return perf_counter_ns() - t0
+
+
+def _trivial(a: Any, b: Any) -> None:
+    pass
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    q = np.percentile(samples, [10, 25, 75])
+    return {"p10": float(q[0]), "median": statistics.median(samples), "min": min(samples),
+            "max": max(samples), "iqr": float(q[2] - q[1])}
+
+
+def _call_loop_ns(fn: Callable, calls: int) -> int:
+    t0 = perf_counter_ns()
+    for i in range(calls):
+        fn(i, calls)
+    return perf_counter_ns() - t0
+
+
+def _empty_call_loop_ns(calls: int) -> int:
+    t0 = perf_counter_ns()
+    for i in range(calls):  # noqa: B007 - the loop of _call_loop_ns without the call
+        pass
+    return perf_counter_ns() - t0
+
+
+def function_dilation(calls: int = 100000, repeats: int = 5) -> list[tuple[float, float]]:
+    """Per repeat: (D, O_enter) in seconds. ``D`` is what one traced call of a
+    two-argument function costs more than an untraced one (the buffer grows over
+    all repeats, as in a real run). ``O_enter`` is the part of ``D`` that lies
+    between the Enter and the Leave record: the median Enter->Leave gap minus the
+    time the untraced call itself takes, so that R1 gives that gap its
+    uninstrumented length back."""
+    rec = Recorder()
+    traced = make_decorator(rec)(_trivial)
+    out = []
+    for _ in range(repeats):
+        empty = _empty_call_loop_ns(calls)
+        plain = _call_loop_ns(_trivial, calls)
+        start = len(rec)
+        wrapped = _call_loop_ns(traced, calls)
+        d = max(wrapped - plain, 0) / calls
+        times = np.frombuffer(rec.times[start:], dtype=np.int64)
+        inside = float(np.median(times[1::2] - times[0::2]))
+        call = max(plain - empty, 0) / calls
+        out.append((d * 1e-9, min(max(inside - call, 0.0), d) * 1e-9))
+    return out
+
+
+def record_path_costs(n: int = 2000, repeats: int = 31, status: Any = None,
+                      calls: int | None = None) -> dict[str, dict[str, float]]:
+    """Seconds per record of each kind (p10, median, min, max, iqr over
+    ``repeats``); ``calls`` (default ``n``) traced calls per function-call sample,
+    whose dilation is split into Enter and Leave (:func:`function_dilation`)."""
+    status = status if status is not None else _Status()
+    rec = Recorder()
+    allreduce = COLLECTIVE_OPS["ALLREDUCE"]
+
+    def sizes(*_: Any) -> tuple[int, int]:
+        return 8, 8
+
+    paths: dict[str, tuple[Callable, tuple]] = {
+        "MpiSend": (rec.send, (1, 0, 0, 8)),
+        "MpiRecv": (rec.recv, (0, status)),
+        "MpiIsend": (rec.isend, (1, 0, 0, 8, 1)),
+        "MpiIrecvRequest": (rec.irecv_request, (1,)),
+        "MpiIrecv": (rec.irecv, (0, status, 1)),
+        "MpiIsendComplete": (rec.isend_complete, (1,)),
+        "MpiRequestTest": (rec.request_test, (1,)),
+        "MpiCollectiveBegin": (rec.coll_begin, ()),
+        "MpiCollectiveEnd": (rec.coll_end, (allreduce, 0, -1, sizes)),
+        "enter_call": (rec.enter, (0,)),
+    }
+    out: dict[str, list[float]] = {k: [] for k in paths}
+    for _ in range(repeats):
+        empty = _empty_ns(n)
+        for kind, (fn, args) in paths.items():
+            out[kind].append(max(_loop_ns(fn, args, n) - empty, 0) / n * 1e-9)
+            rec.clear()
+    result = {k: _stats(v) for k, v in out.items()}
+    samples = function_dilation(calls or n, repeats)
+    result["function_call"] = _stats([d for d, _ in samples])
+    result["Enter"] = _stats([e for _, e in samples])
+    result["Leave"] = _stats([d - e for d, e in samples])
+    return result
+
+
+def copy_table(sizes: tuple[int, ...] = COPY_SIZES, repeats: int = 7) -> list[tuple[int, float]]:
+    """(bytes, seconds) for one numpy copy of each size (median; the cost of a
+    1-byte copy, i.e. the Python call, subtracted)."""
+
+    def one(nbytes: int) -> float:
+        src = np.ones(nbytes, dtype=np.uint8)
+        dst = np.empty_like(src)
+        k = max(3, min(2000, (64 << 20) // max(nbytes, 1)))
+        samples = []
+        for _ in range(repeats):
+            t0 = perf_counter_ns()
+            for _ in repeat(None, k):
+                np.copyto(dst, src)
+            samples.append((perf_counter_ns() - t0) / k * 1e-9)
+        return statistics.median(samples)
+
+    base = one(1)
+    return [(s, max(one(s) - base, 1e-12)) for s in sizes]
+
+
+def calibrate(n: int = 2000, repeats: int = 31, status: Any = None,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The platform file (docs/platform-file.md) for traces of this tracer, with
+    the raw measurements under extra keys (ignored by ``compensate``)."""
+    costs = record_path_costs(n, repeats, status)
+    by_kind = {k: v[STATISTIC] for k, v in costs.items() if k[0].isupper()}
+    table = copy_table(repeats=7)
+    default = costs["function_call"][STATISTIC] / 2
+    plat = Platform(default, by_kind, np.array([b for b, _ in table], dtype=float),
+                    np.array([s for _, s in table]))
+    data = plat.to_dict()
+    data["calibration"] = {
+        "by": "calibration.record (tracer record path; see calibration/tracer/overhead.py)",
+        "records_per_sample": n,
+        "statistic": STATISTIC,
+        "note": "seconds_per_record: function_call is the dilation of one traced "
+                "call (an Enter/Leave pair), split into Enter (inside the call) and "
+                "Leave (the rest); enter_call is an MPI wrapper's Enter record alone",
+        "repeats": repeats,
+        "seconds_per_record": costs,
+        "machine": _platform.node(),
+        "processor": _platform.processor() or _platform.machine(),
+        "python": _platform.python_version(),
+    }
+    if extra:
+        data["calibration"].update(extra)
+    return data

@@ -1,0 +1,123 @@
+"""Byte counts of mpi4py calls, for the tracer's MPI records.
+
+Upper-case calls describe their buffers (``buf``, ``[buf, type]``,
+``[buf, count, type]``, ...): :func:`nbytes`. Lower-case calls send pickled
+objects, sized by pickling once more (:func:`calibration.tracer.buffer.pickled_size`).
+A collective's (bytes sent, bytes received) follow the conventions of the
+simulator (``compensate.simulate._collective_sizes``): a 1-to-n root sends
+``(n-1)·s`` and receives 0, an n-to-1 root receives ``(n-1)·s``, an n-to-n member
+sends and receives its own share (Allgather: receives all ``n`` shares). Each
+function below takes ``(comm, args, result)`` of the wrapped call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpi4py import MPI
+
+from calibration.tracer.buffer import pickled_size
+
+_Comm = MPI.Comm
+_IN_PLACE = MPI.IN_PLACE
+
+
+def nbytes(spec: Any) -> int:
+    """Bytes described by an mpi4py buffer argument (``buf``, ``[buf, type]``,
+    ``[buf, count, type]``, ``[buf, counts, displs, type]``); 0 if unknown."""
+    if spec is None or spec is _IN_PLACE:
+        return 0
+    if isinstance(spec, (list, tuple)) and spec:
+        dtype = spec[-1] if isinstance(spec[-1], MPI.Datatype) else None
+        if dtype is not None and len(spec) >= 3:
+            count = spec[1]
+            if isinstance(count, int):
+                return count * dtype.Get_size()
+            if isinstance(count, (list, tuple)) and count and isinstance(count[0], int):
+                if len(spec) == 3 and len(count) == 2:  # (count, displ)
+                    return count[0] * dtype.Get_size()
+                return sum(count) * dtype.Get_size()
+        spec = spec[0]
+    try:
+        return memoryview(spec).nbytes
+    except TypeError:
+        return 0
+
+
+def none(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return 0, 0
+
+
+def _one_to_n(comm: Any, root: int, s: int) -> tuple[int, int]:
+    if _Comm.Get_rank(comm) == root:
+        return (_Comm.Get_size(comm) - 1) * s, 0
+    return 0, s
+
+
+def _n_to_one(comm: Any, root: int, s: int) -> tuple[int, int]:
+    if _Comm.Get_rank(comm) == root:
+        return 0, (_Comm.Get_size(comm) - 1) * s
+    return s, 0
+
+
+def bcast(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return _one_to_n(comm, args[1], pickled_size(result))
+
+
+def Bcast(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return _one_to_n(comm, args[1], nbytes(args[0]))
+
+
+def scatter(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return _one_to_n(comm, args[1], pickled_size(result))
+
+
+def Scatter(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return _one_to_n(comm, args[2], nbytes(args[1]))
+
+
+def gather(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return _n_to_one(comm, args[1], pickled_size(args[0]))
+
+
+def Gather(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return _n_to_one(comm, args[2], nbytes(args[0]))
+
+
+def reduce(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return _n_to_one(comm, args[2], pickled_size(args[0]))
+
+
+def Reduce(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    send = args[0] if args[0] is not _IN_PLACE else args[1]
+    return _n_to_one(comm, args[3], nbytes(send))
+
+
+def allreduce(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    s = pickled_size(args[0])
+    return s, s
+
+
+def Allreduce(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    s = nbytes(args[0] if args[0] is not _IN_PLACE else args[1])
+    return s, s
+
+
+def allgather(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return pickled_size(args[0]), sum(pickled_size(x) for x in result)
+
+
+def Allgather(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    recv = nbytes(args[1])
+    send = recv // max(_Comm.Get_size(comm), 1) if args[0] is _IN_PLACE else nbytes(args[0])
+    return send, recv
+
+
+def alltoall(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    return (sum(pickled_size(x) for x in args[0]),
+            sum(pickled_size(x) for x in result))
+
+
+def Alltoall(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    recv = nbytes(args[1])
+    return (recv if args[0] is _IN_PLACE else nbytes(args[0])), recv

@@ -1,0 +1,25 @@
+"""The compensation engine (docs/design.md §3, §5): measured timestamps in,
+approximated timestamps out.
+
+:mod:`~compensate.engine.graph` lays the trace out as anchors (the dependent records)
+and R1 running sums (:mod:`~compensate.engine.runsums`); each dependency kind is one
+row of the handler table in :mod:`compensate.engine.kinds` that builds its rules
+(:mod:`~compensate.engine.rules`); :mod:`~compensate.engine.run` evaluates the
+anchors in dependency order; :mod:`~compensate.engine.fit` fits the network model of
+``--bound fitted``; :mod:`~compensate.engine.stream` runs all of it segment by
+segment on a trace too long to hold.
+"""
+
+from compensate.engine.run import (
+    BOUNDS,
+    COLLECTIVE_EXITS,
+    EngineOptions,
+    Result,
+    Stats,
+    approximate,
+    compensate,
+    rounded_times,
+)
+
+__all__ = ["BOUNDS", "COLLECTIVE_EXITS", "EngineOptions", "Result", "Stats", "approximate",
+           "compensate", "rounded_times"]

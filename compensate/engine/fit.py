@@ -1,0 +1,362 @@
+"""Fitted transfer model (DESIGN.md R2f): the network the trace itself reveals.
+
+A message whose send and receive calls overlapped (case m.1 of rule R2) and whose
+receiver was already waiting when it arrived shows its whole transfer in the
+measured trace. Under the measurement model (DESIGN.md §2)
+
+    recv_m = send_m + O(MpiSend) + C(s)·s + network(s) + C(s)·s,
+
+so ``network(s) = recv_m - send_m - O(MpiSend) - 2·C(s)·s`` exactly. The same holds
+for the implied messages of 1-to-n collectives (root's MpiCollectiveBegin to a
+member's MpiCollectiveEnd, rule R4). :func:`fit_network` collects these
+observations and fits ``network(s) = latency + s · per_byte`` robustly; the engine
+then uses it for the messages whose transfer was not observed (case m.2), clamped
+into each message's [lower, upper] interval (``EngineOptions(bound="fitted")``).
+
+Why only messages whose receiver waited: when the message was there first, the
+receive time measures the receiver's lateness, not the network, and such an
+observation would only bias the fit towards the upper bound.
+
+Threshold: fewer than :data:`MIN_OBSERVATIONS` observations give no fit
+(``None``); the caller falls back to the lower bound and says so. With a single
+message size, latency and bandwidth cannot be told apart: the fit is then the
+median transfer time as a constant (``per_byte = 0``, model ``"constant"``).
+
+One fit for all location pairs: the engine's hook takes the message size only,
+so a separate intra-/inter-node fit could not be applied per message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+from scipy.stats import theilslopes
+
+from compensate.matching import ONE_TO_N, Matching
+from compensate.model import BUFFER_FLUSH, KIND_CODE, SEND, Trace
+from compensate.platform import Platform
+
+#: Fewer observed transfers than this give no fit (fallback to the lower bound).
+#: Ten points are enough for a two-parameter robust fit to outvote a few outliers
+#: (a rendezvous transfer, rounding, a mis-calibrated overhead); with fewer, one
+#: such point could set the network time of every unobserved message, and the
+#: lower bound (the paper's default) is the safer choice.
+MIN_OBSERVATIONS = 10
+
+#: A receiver counts as having waited only if the message arrived later than its
+#: ready time by more than one tick plus this fraction of the copy time and the
+#: overhead the ready time was computed with. Without it, the sub-tick rounding of
+#: the copy cost alone admits receives whose receiver was late (measured on the
+#: quantized pipeline benchmark: the copy time of 16 KiB is 2434.65 ns, the
+#: simulated trace holds 2435).
+WAIT_MARGIN = 0.1
+
+_EAGER_SENDS = (SEND, KIND_CODE["MpiIsend"])  # records followed by the buffer copy
+
+
+@dataclass(frozen=True)
+class Observations:
+    """Observed network times (seconds, without the two copies) and message sizes."""
+
+    sizes: np.ndarray  # bytes, int64
+    seconds: np.ndarray  # float64
+    p2p: int = 0  # how many came from point-to-point messages
+    collective: int = 0  # ... and from 1-to-n collectives' implied messages
+
+    def __len__(self) -> int:
+        return int(self.sizes.size)
+
+
+@dataclass(frozen=True)
+class NetworkFit:
+    """``network(s) = latency + s · per_byte`` seconds, fitted to observed transfers."""
+
+    latency: float  # seconds, >= 0
+    per_byte: float  # seconds per byte, >= 0
+    observations: int
+    residual_spread: float  # median absolute deviation of the residuals, seconds
+    size_min: int  # smallest observed message, bytes
+    size_max: int  # largest observed message, bytes
+    distinct_sizes: int
+    model: str  # "linear" | "constant" (a single message size: latency only)
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second (``inf`` when the fit has no per-byte cost)."""
+        return 1.0 / self.per_byte if self.per_byte > 0 else math.inf
+
+    def __call__(self, nbytes: int) -> float:
+        """Network time in seconds of an ``nbytes`` message (the engine's hook)."""
+        return self.latency + float(nbytes) * self.per_byte
+
+    def to_dict(self) -> dict:
+        """JSON-ready description; ``bandwidth_Bps`` is null when not measurable."""
+        bw = self.bandwidth
+        return {
+            "model": self.model,
+            "latency_s": self.latency,
+            "bandwidth_Bps": bw if math.isfinite(bw) else None,
+            "per_byte_s": self.per_byte,
+            "observations": self.observations,
+            "residual_spread_s": self.residual_spread,
+            "sizes_bytes": [self.size_min, self.size_max],
+            "distinct_sizes": self.distinct_sizes,
+        }
+
+
+# -- observations -------------------------------------------------------------------
+
+def _candidates(matching: Matching) -> np.ndarray:
+    """Every message that may reveal its transfer, one row each: (send_loc,
+    send_idx, send_exit_idx, recv_loc, recv_enter_idx, recv_idx, size, is_p2p,
+    sync_post_idx).
+
+    Point-to-point messages between two locations, and per non-root member of a
+    blocking 1-to-n collective the message from the root's enter to the member's
+    exit. ``sync_post_idx`` is the record that posted the receive of a synchronous
+    send (-1 for eager ones): such a transfer starts only once the receive is
+    posted, so it shows the network only if the receive was posted first.
+    """
+    rows = [(m.send_loc, m.send_idx, m.send_exit_idx, m.recv_loc, m.recv_enter_idx,
+             m.recv_idx, m.size, 1,
+             getattr(m, "recv_post_idx", -1) if getattr(m, "synchronous", False) else -1)
+            for m in matching.messages if m.send_loc != m.recv_loc]
+    for inst in matching.instances:
+        if inst.cls != ONE_TO_N or getattr(inst, "nonblocking", False):
+            continue
+        r = inst.locs.index(inst.root)
+        for i, loc in enumerate(inst.locs):
+            if loc != inst.root:
+                rows.append((inst.root, inst.begin_idx[r], inst.end_idx[r], loc,
+                             inst.begin_idx[i], inst.end_idx[i], inst.size_recv[i], 0, -1))
+    return np.array(rows, dtype=np.int64).reshape(-1, 9)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """All locations' records in flat arrays (ticks), indexed by offset + record index.
+
+    ``after``: the record's time plus its overhead (after a BufferFlush: its stop
+    time plus the overhead). ``free``: when the program could go on, which after an
+    eager send record is also after the copy of its buffer (DESIGN.md §2): the
+    receive of an MPI_Sendrecv is posted only then.
+    """
+
+    offsets: dict[int, int]
+    time: np.ndarray
+    after: np.ndarray
+    free: np.ndarray
+
+
+def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
+    """Concatenate every location's times, with overheads and copies applied."""
+    res = float(trace.definitions.timer_resolution)
+    ovh = platform.overhead_table() * res
+    offsets, times, after, free = {}, [], [], []
+    n = 0
+    for loc, ev in trace.events.items():
+        offsets[loc] = n
+        n += len(ev)
+        t = ev.time.astype(np.float64)
+        a = np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time).astype(np.float64)
+        a += ovh[ev.kind]
+        sends = np.flatnonzero(np.isin(ev.kind, _EAGER_SENDS))
+        f = a.copy()
+        if sends.size:
+            f[sends] += np.asarray(platform.copy_time(ev.size[sends]), dtype=np.float64) * res
+        times.append(t)
+        after.append(a)
+        free.append(f)
+    if not times:
+        return _Columns(offsets, np.zeros(0), np.zeros(0), np.zeros(0))
+    return _Columns(offsets, np.concatenate(times), np.concatenate(after),
+                    np.concatenate(free))
+
+
+def message_was_late(recv_m, cs, free_m, before_m):
+    """Did the message arrive after the receiver was ready (so the receive time
+    measures the transfer)? ``recv_m`` the receive record, ``cs`` its copy time,
+    ``free_m`` when the receiver was ready (the record before plus its overhead and,
+    after a send, that send's copy), ``before_m`` the record before; ticks, scalars
+    or arrays. Clearly after: rounding and calibration error must not admit a late
+    receiver (margin 1 tick + :data:`WAIT_MARGIN` of the copy and of what ``free_m``
+    added)."""
+    margin = 1.0 + WAIT_MARGIN * (cs + free_m - before_m)
+    return recv_m - cs > free_m + margin
+
+
+#: Ticks by which a receive may complete later than one copy after the receiver was
+#: ready and still count as "the receiver was late": the copy cost and the timestamps
+#: are rounded to whole ticks independently.
+RECEIVER_LATE_TICKS = 2.0
+
+
+def receiver_was_late(recv_m, cs, free_m):
+    """Did the receive complete just one copy after the receiver was ready (so the
+    message had arrived before, at an unknown time, and the measured interval is only
+    an upper bound of the transfer)? The counterpart of :func:`message_was_late`;
+    between the two, which party was late is unclear."""
+    return recv_m - cs <= free_m + RECEIVER_LATE_TICKS
+
+
+def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> Observations:
+    """The network times the measured trace reveals (see the module docstring).
+
+    A message counts if its calls overlapped (``enter.recv_m <= exit.send_m``, case
+    m.1) and it arrived after the receiver was ready: ``recv_m - C(s)·s`` is later
+    than the record before the receive plus that record's overhead (for a plain
+    MPI_Recv the Enter; later than Enter + O(Enter) + the overheads of any records
+    in between; after an MpiSend also its copy), by more than a margin
+    (:data:`WAIT_MARGIN`). A synchronous send counts only if its receive was posted
+    before the send began.
+    """
+    cand = _candidates(matching)
+    cand = cand[cand[:, 4] >= 0]  # the receive needs a record before it
+    if cand.shape[0] == 0:
+        return Observations(np.zeros(0, dtype=np.int64), np.zeros(0))
+    col = _flat_columns(trace, platform)
+    tm, after, free = col.time, col.after, col.free
+    res = float(trace.definitions.timer_resolution)
+    s_loc, s_idx, s_exit, r_loc, r_enter, r_idx, size, is_p2p, post = cand.T
+    base_s = np.array([col.offsets[x] for x in s_loc], dtype=np.int64)
+    base_r = np.array([col.offsets[x] for x in r_loc], dtype=np.int64)
+    send, send_exit = base_s + s_idx, base_s + s_exit
+    recv, enter, before = base_r + r_idx, base_r + r_enter, base_r + r_idx - 1
+    cs = np.asarray(platform.copy_time(size), dtype=np.float64) * res
+    overlapped = tm[enter] <= tm[send_exit]
+    waited = message_was_late(tm[recv], cs, free[before], tm[before])
+    sync = post >= 0
+    posted_first = ~sync | (after[base_r + np.where(sync, post, 0)] <= after[send])
+    keep = overlapped & waited & posted_first
+    net = tm[recv] - after[send] - 2.0 * cs  # after[send] = send_m + O(MpiSend)
+    return Observations(size[keep].astype(np.int64), net[keep] / res,
+                        p2p=int(np.count_nonzero(keep & (is_p2p == 1))),
+                        collective=int(np.count_nonzero(keep & (is_p2p == 0))))
+
+
+# -- fitting ------------------------------------------------------------------------
+
+def _mad(x: np.ndarray) -> float:
+    """Median absolute deviation (unscaled)."""
+    return float(np.median(np.abs(x - np.median(x)))) if x.size else 0.0
+
+
+def _robust_start(u: np.ndarray, y: np.ndarray, groups: int = 300) -> np.ndarray:
+    """Theil–Sen line through group medians: one group per message size, or, with
+    more sizes than ``groups``, that many equal-count groups of neighbouring sizes.
+    A start that outliers cannot drag, and cheap for millions of observations."""
+    order = np.argsort(u, kind="stable")
+    us, ys = u[order], y[order]
+    if np.unique(us).size <= groups:
+        cuts = np.flatnonzero(np.diff(us)) + 1
+    else:
+        cuts = np.linspace(0, us.size, groups + 1).round().astype(np.int64)[1:-1]
+    gx = np.array([np.median(g) for g in np.split(us, cuts)])
+    gy = np.array([np.median(g) for g in np.split(ys, cuts)])
+    slope, icpt, _, _ = theilslopes(gy, gx)
+    return np.array([max(float(icpt), 0.0), max(float(slope), 0.0)])
+
+
+def fit_line(sizes: np.ndarray, seconds: np.ndarray, tick: float = 1e-9) -> tuple[float, float]:
+    """Robust ``seconds ≈ latency + sizes · per_byte`` with both parameters >= 0.
+
+    Soft-L1 least squares (scipy), on rescaled variables so that microseconds and
+    megabytes are both of order one, started from a Theil–Sen line through
+    per-size medians. The loss's scale is the residuals' spread (1.4826 · MAD, at
+    least one timer tick), re-estimated once, so that points further off than the
+    typical residual lose their pull.
+    """
+    x = sizes.astype(np.float64)
+    xs = max(float(x.max()), 1.0)
+    ys = max(float(np.median(np.abs(seconds))), tick)
+    u, y = x / xs, seconds / ys
+    p = _robust_start(u, y)
+    for _ in range(2):
+        scale = max(1.4826 * _mad(y - (p[0] + p[1] * u)), tick / ys)
+        p = least_squares(lambda q: q[0] + q[1] * u - y, p, loss="soft_l1", f_scale=scale,
+                          bounds=([0.0, 0.0], [np.inf, np.inf])).x
+    return float(p[0]) * ys, float(p[1]) * ys / xs
+
+
+def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None:
+    """Fit the network model to ``obs``; None below :data:`MIN_OBSERVATIONS`."""
+    n = len(obs)
+    if n < MIN_OBSERVATIONS:
+        return None
+    distinct = int(np.unique(obs.sizes).size)
+    if distinct < 2:
+        latency, per_byte, model = max(float(np.median(obs.seconds)), 0.0), 0.0, "constant"
+    else:  # in a fixed order: the same fit however the observations were collected
+        order = np.lexsort((obs.seconds, obs.sizes))
+        latency, per_byte = fit_line(obs.sizes[order], obs.seconds[order], tick)
+        model = "linear"
+    resid = obs.seconds - (latency + obs.sizes * per_byte)
+    return NetworkFit(latency, per_byte, n, _mad(resid), int(obs.sizes.min()),
+                      int(obs.sizes.max()), distinct, model)
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    """A fit, or why there is none (``fit`` None: use the lower bound)."""
+
+    fit: NetworkFit | None
+    observations: int
+    reason: str | None = None
+
+
+def try_fit(trace: Trace, matching: Matching, platform: Platform) -> FitOutcome:
+    """Observe the transfers of ``trace`` and fit them; say why if that is not possible."""
+    obs = observe_transfers(trace, matching, platform)
+    return outcome_of(obs, 1.0 / trace.definitions.timer_resolution)
+
+
+def outcome_of(obs: Observations, tick: float) -> FitOutcome:
+    """Fit observed transfers; say why if that is not possible (too few)."""
+    fit = fit_observations(obs, tick)
+    if fit is not None:
+        return FitOutcome(fit, len(obs))
+    reason = (f"{len(obs)} observed transfers (overlapped messages whose receiver waited), "
+              f"fewer than {MIN_OBSERVATIONS}")
+    return FitOutcome(None, len(obs), reason)
+
+
+def fit_network(trace: Trace, matching: Matching, platform: Platform) -> NetworkFit | None:
+    """Fit ``latency + bytes · per_byte`` to the transfers ``trace`` observed.
+
+    Returns None when fewer than :data:`MIN_OBSERVATIONS` transfers were observed;
+    the caller then uses the lower bound (and should say so).
+    """
+    return try_fit(trace, matching, platform).fit
+
+
+def summary_object(outcome: FitOutcome, p2p_cases: dict) -> dict:
+    """The ``"fit"`` object of the run summary: the model, how many unobserved
+    transfers used it (``used``) and how many of those were clamped into their
+    [lower, upper] interval (``clamped``), and whether the run fell back to the
+    lower bound."""
+    obj = {"latency_s": None, "bandwidth_Bps": None, "observations": outcome.observations,
+           "residual_spread_s": None}
+    if outcome.fit is not None:
+        obj.update(outcome.fit.to_dict())
+    obj.update({
+        "used": int(p2p_cases.get("m2_fitted", 0)),
+        "clamped": int(p2p_cases.get("m2_fitted_clamped", 0)),
+        "fallback": outcome.fit is None,
+        "fallback_reason": None if outcome.fit else f"{outcome.reason}: used the lower bound",
+        "bound_used": "fitted" if outcome.fit else "lower",
+    })
+    return obj
+
+
+def summary_phrase(obj: dict) -> str:
+    """The bound part of the one-line summary for ``--bound fitted``."""
+    if obj["fallback"]:
+        return f"fitted bound not possible ({obj['fallback_reason']})"
+    bw = obj["bandwidth_Bps"]
+    bandwidth = f"{bw / 1e9:.3g} GB/s" if bw else "bandwidth n/a: one message size"
+    return (f"fitted bound (latency {obj['latency_s'] * 1e6:.3g} us, {bandwidth}, "
+            f"from {obj['observations']} observed transfers; used for {obj['used']} "
+            f"unobserved, {obj['clamped']} of them clamped to [lower, upper])")

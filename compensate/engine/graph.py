@@ -1,0 +1,602 @@
+"""The dependency graph the engine evaluates: segments, anchors and rules.
+
+Every location's records are cut into *segments* at its dependent records (and at
+record 0). The first record of a segment is its *anchor*; the approximated time of
+any record is its anchor's time plus a static R1 running sum
+(:func:`compensate.engine.runsums.segmented_cumsum`). So the engine never walks records:
+it only computes one value per anchor, in dependency order, and the per-record
+times follow in one vectorised pass at the end.
+
+:class:`Graph` lays all locations end to end in flat arrays (record ``i`` of
+location position ``li`` is global record ``off[li] + i``; anchors are numbered in
+global record order, so a location's anchors are consecutive) and holds, per
+anchor, how to compute it:
+
+* code 0: record 0 of its location, not dependent: its measured time;
+* code 1: an eager point-to-point receive under the lower or upper bound, the
+  common case: evaluated inline by the engine from the flat typed arrays
+  ``f_*`` (indexed by anchor);
+* code 2: a list of :class:`compensate.engine.rules.Rule` objects (everything else, and
+  records that two rules apply to: the later value wins).
+
+Building this is vectorised over messages; collectives are built per instance.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+
+import numpy as np
+
+from compensate.engine.fit import message_was_late, receiver_was_late
+from compensate.engine.pending import Pending, PendingLatest, PendingRecv, SharedNeeds, SharedRefs
+from compensate.engine.rules import (
+    AfterAll,
+    Need,
+    NonblockingNToN,
+    NToN,
+    NToOne,
+    P2PRecv,
+    Ref,
+    SyncExit,
+    SyncRecv,
+)
+from compensate.engine.runsums import segmented_cumsum
+from compensate.matching import (
+    EXSCAN,
+    N_TO_N,
+    N_TO_ONE,
+    ONE_TO_N,
+    SCAN,
+    Instance,
+    Matching,
+    needed_members,
+)
+from compensate.model import BUFFER_FLUSH, ISEND, SEND, Trace
+from compensate.platform import Platform
+
+START, FAST_P2P, GENERIC = 0, 1, 2
+
+
+class Graph:
+    """Flat per-record arrays, anchors and the rule of every dependent record."""
+
+    def __init__(self, trace: Trace, platform: Platform, bound: str, collective_exit: str,
+                 network_time: Callable[[int], float] | None, matching: Matching,
+                 stats: object, t0: int | None = None,
+                 pins: dict[int, tuple[np.ndarray, float]] | None = None) -> None:
+        self.trace = trace
+        self.bound = bound
+        self.collective_exit = collective_exit
+        self.network_time = network_time
+        self.stats = stats
+        self.platform = platform
+        res = float(trace.definitions.timer_resolution)
+        self.res = res
+        self.ovh = platform.overhead_table() * res  # ticks per kind code
+        self.loc_ids = list(trace.events)
+        self.evs = [trace.events[loc] for loc in self.loc_ids]
+        self.pos_of = {loc: li for li, loc in enumerate(self.loc_ids)}
+        lengths = np.array([len(ev) for ev in self.evs], dtype=np.int64)
+        self.lengths = lengths
+        self.off = np.r_[0, np.cumsum(lengths)[:-1]] if len(lengths) else np.zeros(0, np.int64)
+        self.total = int(lengths.sum())
+        self.t0 = min((int(e.time[0]) for e in self.evs if len(e)), default=0) \
+            if t0 is None else int(t0)
+        # pinned leading records per location position: (approximated times, R1 carry)
+        pins = pins or {}
+        self.pins: list[tuple[list[float], float]] = [
+            (np.asarray(pins[loc][0], dtype=np.float64).tolist(), float(pins[loc][1]))
+            if loc in pins else ([], 0.0) for loc in self.loc_ids]
+        self._copy: dict[int, float] = {}
+        self._cache_copy_costs()
+        self._flat_columns()
+        dep_rules = self._message_rules(matching)
+        for inst in matching.instances:
+            self._collective_rules(inst, dep_rules)
+        self._anchors(dep_rules)
+
+    # -- per-record arrays ----------------------------------------------------------
+    def _flat_columns(self) -> None:
+        """tm (measured, float ticks from t0) and the clamped R1 gaps, all locations
+        end to end; BufferFlush statistics."""
+        res, t0, stats = self.res, self.t0, self.stats
+        tms, gaps = [], []
+        for ev, (pinned, carry) in zip(self.evs, self.pins, strict=True):
+            tm = (ev.time - t0).astype(np.float64)
+            n = len(tm)
+            o = self.ovh[ev.kind].copy()
+            flush = np.flatnonzero(ev.kind == BUFFER_FLUSH)
+            if flush.size:
+                o[flush] += (ev.size[flush] - ev.time[flush]).astype(np.float64)
+                counted = flush[flush >= len(pinned)]  # pinned records were counted before
+                stats.buffer_flushes += int(counted.size)
+                stats.flush_seconds_removed += float(
+                    np.sum(ev.size[counted] - ev.time[counted]) / res)
+            gap = np.zeros(n)
+            if n > 1:
+                gap[1:] = _r1_gaps(tm, o)
+            p = len(pinned)
+            if 0 < p < n:  # the first record after the pinned ones: R1 from the last of
+                d = tm[p] - tm[p - 1]  # them with the overhead ``carry`` its group left
+                gap[p] = d - carry if d != 0 else 0.0
+            tms.append(tm)
+            gaps.append(gap)
+        self.tm = np.concatenate(tms) if tms else np.zeros(0)
+        self.gap = np.concatenate(gaps) if gaps else np.zeros(0)
+        self.kind = (np.concatenate([ev.kind for ev in self.evs]).astype(np.int64)
+                     if self.evs else np.zeros(0, np.int64))
+        self.size = (np.concatenate([ev.size for ev in self.evs]).astype(np.int64)
+                     if self.evs else np.zeros(0, np.int64))
+
+    # -- copy cost ------------------------------------------------------------------
+    def _cache_copy_costs(self) -> None:
+        """C(s)·s in ticks for every message size in the trace, in one vectorised call."""
+        sizes = [np.unique(e.size[e.size >= 0]) for e in self.evs]
+        sizes += [np.unique(e.size_recv[e.size_recv >= 0]) for e in self.evs]
+        allsizes = np.unique(np.concatenate(sizes)) if sizes else np.zeros(0, dtype=np.int64)
+        costs = np.asarray(self.platform.copy_time(allsizes.astype(float))) * self.res
+        self._copy = dict(zip(allsizes.tolist(), np.atleast_1d(costs).tolist(), strict=True))
+
+    def copy(self, size: int) -> float:
+        """Ticks to copy a ``size``-byte buffer."""
+        c = self._copy.get(size)
+        if c is None:
+            c = self._copy[size] = float(self.platform.copy_time(size)) * self.res
+        return c
+
+    def copy_many(self, sizes: np.ndarray) -> np.ndarray:
+        """:meth:`copy` of every element (the same floats, looked up per distinct size)."""
+        if not len(sizes):
+            return np.zeros(0)
+        u, inv = np.unique(sizes, return_inverse=True)
+        return np.array([self.copy(s) for s in u.tolist()], dtype=np.float64)[inv.reshape(-1)]
+
+    def kind_ovh(self, g: int) -> float:
+        return float(self.ovh[self.kind[g]])
+
+    # -- rules from messages ------------------------------------------------------------
+    def _message_rules(self, matching: Matching) -> dict[tuple[int, int], list]:
+        """Rules of the matched messages; fills the per-message lists of the fast path.
+
+        Returns {(location position, record): [rule, ...]} for records that need
+        the generic path; fast-path receives are listed in ``self.fast``."""
+        t = matching.table
+        off = self.off
+        keep = np.flatnonzero(t.send_li != t.recv_li)  # send to self: ordered locally
+        sync = t.synchronous[keep]
+        eager = keep[~sync]
+        self.stats.p2p_cases["synchronous"] += int(np.count_nonzero(sync))
+        dep_rules: dict[tuple[int, int], list] = {}
+        # a record two message rules apply to (e.g. two synchronous sends closed by
+        # one Leave) takes the generic path, where the later value wins
+        targets = [np.stack([t.recv_li[eager], t.recv_idx[eager]], axis=1),
+                   np.stack([t.send_li[keep[sync]], t.send_exit_idx[keep[sync]]], axis=1),
+                   np.stack([t.recv_li[keep[sync]], t.recv_idx[keep[sync]]], axis=1)]
+        allt = np.concatenate(targets) if keep.size else np.zeros((0, 2), np.int64)
+        g_all = off[allt[:, 0]] + allt[:, 1] if len(allt) else np.zeros(0, np.int64)
+        uniq, counts = np.unique(g_all, return_counts=True)
+        shared = set(uniq[counts > 1].tolist())
+        # per-message static inputs of R2, vectorised
+        self.m = _message_inputs(self, t)
+        if self.bound in ("lower", "upper"):
+            is_generic = np.zeros(eager.size, dtype=bool)
+            if shared:
+                rg = off[t.recv_li[eager]] + t.recv_idx[eager]
+                is_generic = np.isin(rg, np.fromiter(shared, dtype=np.int64))
+        else:  # the fitted bound always takes the generic path
+            is_generic = np.ones(eager.size, dtype=bool)
+        generic_rows = eager[is_generic]
+        self.fast_rows = eager[~is_generic]
+        for row in np.sort(generic_rows).tolist():
+            li, i = int(t.recv_li[row]), int(t.recv_idx[row])
+            p = self._recv_params_of_message(row)
+            s_li, s_idx = int(t.send_li[row]), int(t.send_idx[row])
+            dep_rules.setdefault((li, i), []).append(Pending(P2PRecv, (p,), [(s_li, s_idx)]))
+        for row in keep[sync].tolist():
+            self._sync_rules(t, row, dep_rules)
+        return dep_rules
+
+    def _sync_rules(self, t, row: int, dep_rules: dict) -> None:
+        """A synchronous send: the transfer starts at the handshake, when both the
+        send was issued and the receive posted; after it, the sender's call ends and
+        the receive completes. Both intervals after the handshake are measured, so
+        both bounds use them (the model of DESIGN.md section 2, "synchronous")."""
+        s_li, s_idx = int(t.send_li[row]), int(t.send_idx[row])
+        r_li, post = int(t.recv_li[row]), int(t.recv_post_idx[row])
+        exit_idx, recv_idx = int(t.send_exit_idx[row]), int(t.recv_idx[row])
+        enter_idx = int(t.recv_enter_idx[row])
+        sg, pg = self.g(s_li, s_idx), self.g(r_li, post)
+        ts_m, post_m = self.tm[sg], self.tm[pg]
+        handshake_m = max(ts_m + self.kind_ovh(sg), post_m + self.kind_ovh(pg))
+        to_exit = max(0.0, self.tm[self.g(s_li, exit_idx)] - handshake_m)
+        to_recv = max(0.0, self.tm[self.g(r_li, recv_idx)] - handshake_m)
+        dep_rules.setdefault((s_li, exit_idx), []).append(
+            Pending(SyncExit, (("ref", s_li, s_idx), ("ref", r_li, post), to_exit),
+                     [(r_li, post)]))
+        enter = ("ref", r_li, enter_idx) if enter_idx >= 0 else None
+        dep_rules.setdefault((r_li, recv_idx), []).append(
+            Pending(SyncRecv, (("ref", s_li, s_idx), ("ref", r_li, post), to_recv, enter),
+                     [(s_li, s_idx)]))
+
+    def g(self, li: int, idx: int) -> int:
+        """Global record number of record ``idx`` of location position ``li``."""
+        return int(self.off[li]) + idx
+
+    def _recv_params_of_message(self, row: int) -> PendingRecv:
+        m = self.m
+        return PendingRecv(
+            send=(int(m.send_li[row]), int(m.send_idx[row])),
+            enter=(int(m.recv_li[row]), int(m.enter_idx[row])) if m.enter_idx[row] >= 0
+            else None,
+            enter_const=float(m.enter_const[row]), cs=float(m.cs[row]),
+            observed=float(m.observed[row]), overlapped=bool(m.overlapped[row]),
+            extra=float(m.extra[row]), has_prev=bool(m.recv_idx[row] > 0),
+            size=int(m.size[row]), recv=(int(m.recv_li[row]), int(m.recv_idx[row])),
+            fitted=self.bound == "fitted")
+
+    # -- rules from collectives -----------------------------------------------------------
+    def _collective_rules(self, inst: Instance, dep_rules: dict) -> None:
+        """Rules of one collective instance; they replace any earlier rule on the
+        same record (as the per-record engine did)."""
+        pos = self.pos_of
+        n = len(inst.locs)
+        lis = [pos[loc] for loc in inst.locs]
+        if inst.nonblocking:
+            self._nonblocking_rules(inst, lis, dep_rules)
+        elif inst.cls == N_TO_N:
+            everyone = list(range(n))
+            begins = [(lis[j], inst.begin_idx[j]) for j in everyone]
+            latest, needs = PendingLatest(begins), SharedNeeds(begins)
+            syncs = self._nn_syncs(inst, lis, everyone, everyone)
+            for i in range(n):
+                dep_rules[(lis[i], inst.end_idx[i])] = [Pending(
+                    NToN, (latest, syncs[i], ("ref", lis[i], inst.begin_idx[i])), needs)]
+        elif inst.cls in (SCAN, EXSCAN):
+            for i in range(n):
+                upto = range(i + 1) if inst.cls == SCAN else range(i)
+                if not upto:
+                    continue  # rank 0 of an exscan depends on nobody
+                members = list(upto)
+                if i not in members:
+                    members.append(i)
+                sync = self._nn_syncs(inst, lis, members, [i])[i]
+                latest = PendingLatest([(lis[j], inst.begin_idx[j]) for j in members])
+                dep_rules[(lis[i], inst.end_idx[i])] = [Pending(
+                    NToN, (latest, sync, ("ref", lis[i], inst.begin_idx[i])),
+                    [(lis[j], inst.begin_idx[j]) for j in members])]
+        elif inst.cls == ONE_TO_N:
+            r = inst.locs.index(inst.root)
+            for i in range(n):
+                if i == r or inst.locs[i] == inst.root:
+                    continue
+                p = self._collective_recv(lis[r], inst.begin_idx[r], inst.end_idx[r], lis[i],
+                                          inst.begin_idx[i], inst.size_recv[i], inst.end_idx[i])
+                dep_rules[(lis[i], inst.end_idx[i])] = [Pending(
+                    P2PRecv, (p,), [(lis[r], inst.begin_idx[r])])]
+        elif inst.cls == N_TO_ONE:
+            r = inst.locs.index(inst.root)
+            others = [i for i in range(n) if i != r and inst.locs[i] != inst.root]
+            if others:
+                last = self._last_arrival(inst, lis, others)
+                params = [self._collective_recv(lis[i], inst.begin_idx[i], inst.end_idx[i],
+                                                lis[r], inst.begin_idx[r], inst.size_sent[i],
+                                                inst.end_idx[r], one_of_many=i != last)
+                          for i in others]
+                dep_rules[(lis[r], inst.end_idx[r])] = [Pending(
+                    NToOne, (params,), [(lis[i], inst.begin_idx[i]) for i in others])]
+        self.stats.collective_instances += 1
+
+    def _last_arrival(self, inst: Instance, lis: list[int], others: list[int]) -> int | None:
+        """The member of an n-to-1 instance whose message reached the root last in the
+        measured run, by the fitted model: the root's wait, if it waited, shows that
+        message's transfer. None unless the bound is fitted."""
+        if self.network_time is None:
+            return None
+        arrival = []
+        for i in others:
+            g, size = self.g(lis[i], inst.begin_idx[i]), int(inst.size_sent[i])
+            arrival.append(self.tm[g] + self.kind_ovh(g) + 2.0 * self.copy(size)
+                           + self.network_time(size) * self.res)
+        return others[int(np.argmax(arrival))]
+
+    def _collective_recv(self, s_li: int, s_idx: int, s_exit: int, r_li: int, enter_idx: int,
+                         size: int, recv_idx: int, one_of_many: bool = False) -> PendingRecv:
+        """R2 inputs of a collective's implied message (R4, R5). ``one_of_many``: the
+        receive record completes several messages (the root of an n-to-1)."""
+        recv_m = float(self.tm[self.g(r_li, recv_idx)])
+        send_m = float(self.tm[self.g(s_li, s_idx)])
+        cs = self.copy(size)
+        enter_m = float(self.tm[self.g(r_li, enter_idx)]) if enter_idx >= 0 else recv_m
+        observed = recv_m - send_m - self.kind_ovh(self.g(s_li, s_idx))
+        overlapped = enter_m <= float(self.tm[self.g(s_li, s_exit)])
+        return PendingRecv(
+            send=(s_li, s_idx), enter=(r_li, enter_idx) if enter_idx >= 0 else None,
+            enter_const=recv_m - cs, cs=cs, observed=observed, overlapped=overlapped,
+            extra=self._extra(r_li, recv_idx), has_prev=recv_idx > 0, size=size,
+            recv=(r_li, recv_idx), fitted=self.bound == "fitted", one_of_many=one_of_many)
+
+    def _extra(self, li: int, idx: int) -> float:
+        """Copy cost of the record before ``idx`` if it is a send (MPI_Sendrecv)."""
+        if idx <= 0:
+            return 0.0
+        g = self.g(li, idx - 1)
+        return self.copy(int(self.size[g])) if self.kind[g] in (SEND, ISEND) else 0.0
+
+    def who_was_late(self, li: int, idx: int, cs: float) -> str:
+        """In the measurement, which party was late for the receive record ``idx``:
+        ``"message"`` if the message clearly arrived after the receiver was ready
+        (the criterion the network fit uses, :func:`compensate.engine.fit.message_was_late`:
+        the receive then shows the transfer), ``"receiver"`` if the receive completed
+        one copy after the receiver became ready (:func:`compensate.engine.fit.
+        receiver_was_late`: the message may have arrived any time before), else
+        ``"unclear"``. Ready = the record before plus its overhead (and its copy, if
+        a send)."""
+        if idx <= 0:
+            return "unclear"
+        ev = self.evs[li]
+        prev = idx - 1
+        k = ev.kind[prev]
+        gp = self.g(li, prev)
+        start = float(ev.size[prev] - self.t0) if k == BUFFER_FLUSH else self.tm[gp]
+        free = start + float(self.ovh[k]) + self._extra(li, idx)
+        recv_m = self.tm[gp + 1]
+        if message_was_late(recv_m, cs, free, self.tm[gp]):
+            return "message"
+        return "receiver" if receiver_was_late(recv_m, cs, free) else "unclear"
+
+    def _nn_syncs(self, inst: Instance, lis: list[int], members: list[int],
+                  who: list[int]) -> dict[int, float]:
+        """R3's measured synchronisation time for each member ``i`` in ``who``
+        waiting for ``members``: from the latest measured enter to the (earliest, or
+        own) measured exit, less the overheads recorded in between on the exiting
+        location."""
+        b, e = inst.begin_idx, inst.end_idx
+        bm = [self.tm[self.g(lis[j], b[j])] for j in members]
+        jj = members[int(np.argmax(bm))]
+        enter_m_j = self.tm[self.g(lis[jj], b[jj])]
+        o_j = self.kind_ovh(self.g(lis[jj], b[jj]))
+        uniform = self.collective_exit == "uniform" and inst.cls == N_TO_N
+        if uniform:
+            earliest = members[int(np.argmin([self.tm[self.g(lis[j], e[j])] for j in members]))]
+        out: dict[int, float] = {}
+        by_exit: dict[int, float] = {}
+        for i in who:
+            ll = earliest if uniform else i  # per-process; scans end at different times
+            if ll not in by_exit:
+                exit_m_l = self.tm[self.g(lis[ll], e[ll])]
+                # overheads of records between the latest enter and the exit on l's location
+                ev_l = self.evs[lis[ll]]
+                inside = np.arange(b[ll] + 1, e[ll])
+                if inside.size:
+                    inside = inside[self.tm[self.off[lis[ll]] + inside] >= enter_m_j]
+                o_inside = float(np.sum(self.ovh[ev_l.kind[inside]])) if inside.size else 0.0
+                by_exit[ll] = max(0.0, exit_m_l - enter_m_j - o_j - o_inside)
+            out[i] = by_exit[ll]
+        return out
+
+    def _nonblocking_rules(self, inst: Instance, lis: list[int], dep_rules: dict) -> None:
+        """Nonblocking collectives: the dependency applies at the completion record.
+
+        n-to-n (as R3): the operation finishes D after the latest request, and a
+        completion happens when its call is ready (the record before it) and the
+        operation has finished: ``complete_a = max(ready_a, latest request_a + D)``.
+        D is observed when some member waited in its completion call (its completion
+        is later than the record before it plus that record's overhead):
+        ``D = complete_m - max_j(request_m[j] + O)`` for that member. When nobody
+        waited D is only bounded: lower 0, upper the smallest ``complete_m - sync_m``.
+        Other classes: the completion follows its own timeline (R1) but never
+        precedes the requests it waits for.
+        """
+        b, e = inst.begin_idx, inst.end_idx
+        n = len(lis)
+        tm = self.tm
+        if inst.cls == N_TO_N:
+            sync_m = max(tm[self.g(lis[j], b[j])] + self.kind_ovh(self.g(lis[j], b[j]))
+                         for j in range(n))
+            after_sync = [tm[self.g(lis[i], e[i])] - sync_m for i in range(n)]
+            waited = [after_sync[i] for i in range(n)
+                      if tm[self.g(lis[i], e[i])] - tm[self.g(lis[i], e[i] - 1)]
+                      - self.kind_ovh(self.g(lis[i], e[i] - 1)) > 1.0]
+            if waited:
+                d_obs = max(0.0, min(waited))
+                self.stats.p2p_cases["nbc_observed"] += 1
+            elif self.bound == "lower":
+                d_obs = 0.0
+                self.stats.p2p_cases["nbc_bounded"] += 1
+            else:
+                d_obs = max(0.0, min(after_sync))
+                self.stats.p2p_cases["nbc_bounded"] += 1
+            begins = [(lis[j], b[j]) for j in range(n)]
+            refs, needs = SharedRefs(begins), SharedNeeds(begins)
+            for i in range(n):
+                dep_rules[(lis[i], e[i])] = [Pending(NonblockingNToN, (refs, i, d_obs),
+                                                      needs)]
+            return
+        for i in range(n):
+            needed = [(lis[j], b[j]) for j in needed_members(inst, i) if j != i]
+            if not needed:
+                continue
+            dep_rules[(lis[i], e[i])] = [Pending(
+                AfterAll, ([("ref", li, x) for li, x in needed],), needed)]
+
+    # -- anchors --------------------------------------------------------------------------
+    def _anchors(self, dep_rules: dict) -> None:
+        """Segment the records at the dependent ones, number the anchors, compute the
+        R1 running sums, and turn every pending rule into a rule on anchors."""
+        off, m = self.off, self.m
+        fast = self.fast_rows
+        fast_g = off[m.recv_li[fast]] + m.recv_idx[fast] if fast.size else np.zeros(0, np.int64)
+        gen_g = np.array([int(off[li]) + i for li, i in dep_rules], dtype=np.int64)
+        # a collective rule replaced a message rule on the same record: drop the fast one
+        if gen_g.size and fast_g.size:
+            clash = np.isin(fast_g, gen_g)
+            if clash.any():
+                fast, fast_g = fast[~clash], fast_g[~clash]
+        starts = off[self.lengths > 0]
+        pinned = [off[li] + np.arange(len(v)) for li, (v, _) in enumerate(self.pins) if v]
+        self.agpos = _sorted_unique(np.concatenate([starts, fast_g, gen_g, *pinned]))
+        dep_g = _sorted_unique(np.concatenate([fast_g, gen_g]))
+        # overcompensation: local records (not dependent, not first) with a negative gap
+        local = np.ones(self.total, dtype=bool)
+        local[self.agpos] = False
+        self.stats.overcompensated += int(np.count_nonzero(self.gap[local] < 0))
+        del local
+        np.maximum(self.gap, 0.0, out=self.gap)
+        self.S = segmented_cumsum(self.gap, self.agpos)
+        na = len(self.agpos)
+        self.anchor_loc = (np.searchsorted(off, self.agpos, side="right") - 1
+                           if na else np.zeros(0, np.int64))
+        self.anchor_rec = self.agpos - off[self.anchor_loc] if na else np.zeros(0, np.int64)
+        # per location: first and one-past-last anchor
+        self.a_first = np.searchsorted(self.agpos, off)
+        self.a_end = np.searchsorted(self.agpos, off + self.lengths)
+        code = np.full(na, START, dtype=np.int8)
+        code[np.searchsorted(self.agpos, dep_g)] = GENERIC
+        fast_anchor = np.searchsorted(self.agpos, fast_g)
+        code[fast_anchor] = FAST_P2P
+        self.code = _array("b", code)
+        # R1 inputs of every anchor: a[p-1] = A[k-1] + S[g-1], local = a[p-1] + gap[g]
+        has_prev = self.anchor_rec > 0
+        prev_s = np.zeros(na)
+        prev_s[has_prev] = self.S[self.agpos[has_prev] - 1]
+        self.has_prev = _array("b", has_prev)
+        self.prev_s = _array("d", prev_s)
+        self.tm_at = _array("d", self.tm[self.agpos])
+        gap_at = self.gap[self.agpos]
+        self._agpos, self._off, self._s = _array("q", self.agpos), off.tolist(), self.S.item
+        generic: dict[int, tuple] = {}
+        for (li, i), pending in dep_rules.items():
+            k = bisect_left(self._agpos, self._off[li] + i)
+            generic[k] = ([p.build(self) for p in pending], float(gap_at[k]))
+        self.generic = generic
+        self._fast_fields(fast, fast_anchor, na)
+
+    def anchor_of(self, gidx: np.ndarray) -> np.ndarray:
+        """Anchor ids of global records ``gidx``."""
+        return np.searchsorted(self.agpos, gidx, side="right") - 1
+
+    def ref(self, li: int, idx: int) -> Ref:
+        """Reference (anchor, R1 offset) of record ``idx`` of location position ``li``."""
+        g = self._off[li] + idx
+        return (bisect_right(self._agpos, g) - 1, self._s(g))
+
+    def need(self, li: int, idx: int) -> Need:
+        return (self.ref(li, idx)[0], self.loc_ids[li], idx)
+
+    def _fast_fields(self, fast: np.ndarray, anchors: np.ndarray, na: int) -> None:
+        """Per-anchor inputs of the fast-path receives (message rows ``fast`` at
+        anchors ``anchors``), as flat typed arrays the engine indexes by anchor:
+        send anchor and offset, enter anchor (-1: none) and offset, enter time if
+        none, copy of a preceding send, copy cost, bound constant (2·C(s)·s for the
+        lower bound, the observed interval for the upper), observed interval,
+        overlapped, and the message's table row (to name it in an error).
+        ``array.array`` rather than lists: no Python object per value to build."""
+        m = self.m
+        cols = {name: np.zeros(na) for name in ("s_off", "e_off", "enter_c", "extra", "cs",
+                                                "bound_c", "observed")}
+        ints = {name: np.full(na, -1, dtype=np.int64) for name in ("s_anchor", "e_anchor",
+                                                                   "row")}
+        overlapped = np.zeros(na, dtype=np.int8)
+        if fast.size:
+            sg = self.off[m.send_li[fast]] + m.send_idx[fast]
+            has_enter = m.enter_idx[fast] >= 0
+            eg = self.off[m.recv_li[fast]] + np.where(has_enter, m.enter_idx[fast], 0)
+            ints["s_anchor"][anchors] = self.anchor_of(sg)
+            ints["e_anchor"][anchors] = np.where(has_enter, self.anchor_of(eg), -1)
+            ints["row"][anchors] = fast
+            cols["s_off"][anchors] = self.S[sg]
+            cols["e_off"][anchors] = np.where(has_enter, self.S[eg], 0.0)
+            cols["enter_c"][anchors] = m.enter_const[fast]
+            cols["extra"][anchors] = m.extra[fast]
+            cs = m.cs[fast]
+            cols["cs"][anchors] = cs
+            cols["bound_c"][anchors] = 2.0 * cs if self.bound == "lower" else m.observed[fast]
+            cols["observed"][anchors] = m.observed[fast]
+            overlapped[anchors] = m.overlapped[fast]
+        for name, values in cols.items():
+            setattr(self, "f_" + name, _array("d", values))
+        for name, values in ints.items():
+            setattr(self, "f_" + name, _array("q", values))
+        self.f_overlapped = _array("b", overlapped)
+
+    def message_send(self, row: int) -> tuple[int, int]:
+        """(location id, record) of the send of message ``row``."""
+        return self.loc_ids[int(self.m.send_li[row])], int(self.m.send_idx[row])
+
+
+_TYPECODES = {"b": np.int8, "q": np.int64, "d": np.float64}
+
+
+def _array(typecode: str, values: np.ndarray) -> array:
+    """``values`` as a flat ``array.array`` (a copy of the bytes, no Python objects)."""
+    out = array(typecode)
+    out.frombytes(np.ascontiguousarray(values, dtype=_TYPECODES[typecode]).tobytes())
+    return out
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``np.unique`` of numpy 2.x hashes, which is ~10x slower
+    than sorting for 10^6 distinct values)."""
+    s = np.sort(values)
+    return s[np.r_[True, s[1:] != s[:-1]]] if s.size else s
+
+
+class _MessageInputs:
+    """Static R2 inputs of every message (numpy columns, indexed by table row)."""
+
+    def __init__(self, **cols: np.ndarray) -> None:
+        self.__dict__.update(cols)
+
+
+def _message_inputs(graph: Graph, t) -> _MessageInputs:
+    off, tm = graph.off, graph.tm
+    n = len(t)
+    if n == 0:
+        z = np.zeros(0)
+        zi = np.zeros(0, dtype=np.int64)
+        return _MessageInputs(send_li=zi, send_idx=zi, recv_li=zi, recv_idx=zi, enter_idx=zi,
+                              size=zi, cs=z, enter_const=z, observed=z, overlapped=zi.astype(bool),
+                              extra=z)
+    sg = off[t.send_li] + t.send_idx
+    rg = off[t.recv_li] + t.recv_idx
+    xg = off[t.send_li] + t.send_exit_idx
+    enter_idx = t.recv_enter_idx
+    has_enter = enter_idx >= 0
+    eg = off[t.recv_li] + np.where(has_enter, enter_idx, 0)
+    send_m, recv_m = tm[sg], tm[rg]
+    cs = graph.copy_many(t.size)
+    enter_m = np.where(has_enter, tm[eg], recv_m)
+    observed = recv_m - send_m - graph.ovh[graph.kind[sg]]
+    overlapped = enter_m <= tm[xg]
+    extra = np.zeros(n)
+    has_prev = t.recv_idx > 0
+    pg = rg[has_prev] - 1
+    is_send = np.isin(graph.kind[pg], (SEND, ISEND))
+    prev_rows = np.flatnonzero(has_prev)[is_send]
+    extra[prev_rows] = graph.copy_many(graph.size[pg[is_send]])
+    return _MessageInputs(send_li=t.send_li, send_idx=t.send_idx, recv_li=t.recv_li,
+                          recv_idx=t.recv_idx, enter_idx=enter_idx, size=t.size, cs=cs,
+                          enter_const=recv_m - cs, observed=observed, overlapped=overlapped,
+                          extra=extra)
+
+
+def _r1_gaps(tm: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """R1 increments between consecutive records of one location: the measured gap
+    minus the overhead of the records written before it.
+
+    Records that share one timestamp (Score-P stamps a Metric with its Enter's
+    time) were written back to back after one clock read, so their writing costs
+    all lie in the next *positive* gap: a zero gap charges nothing and passes its
+    overhead on. Charging each record's overhead to its own zero gap instead would
+    clamp it (counted as overcompensation) and lose that overhead entirely.
+    """
+    d = np.diff(tm)
+    new_group = np.concatenate(([True], d != 0))
+    starts = np.flatnonzero(new_group)
+    start_of = starts[np.cumsum(new_group) - 1]  # first record of each record's group
+    csum = np.concatenate(([0.0], np.cumsum(o)))
+    through = csum[1:] - csum[start_of]  # overhead of the group up to each record
+    return d - np.where(d == 0, 0.0, through[:-1])

@@ -1,0 +1,110 @@
+"""Rules whose inputs are still record positions, turned into rules on anchors later.
+
+:class:`compensate.engine.graph.Graph` creates the rules of collectives, synchronous sends
+and generic receives before it knows the anchors (the segment starts depend on
+every rule's record). These small holders keep (location position, record)
+pairs and build the :mod:`compensate.engine.rules` objects once the anchors exist; the
+``Shared*``/``PendingLatest`` holders build once and are shared by all member
+rules of a collective instance.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from compensate.engine.rules import Latest, Need, RecvParams, Ref, Rule
+
+if TYPE_CHECKING:
+    from compensate.engine.graph import Graph
+
+
+class PendingRecv:
+    """R2 inputs given by record positions; :meth:`build` turns them into
+    :class:`~compensate.engine.rules.RecvParams` once anchors exist."""
+
+    def __init__(self, *, send: tuple[int, int], enter: tuple[int, int] | None,
+                 enter_const: float, cs: float, observed: float, overlapped: bool, extra: float,
+                 has_prev: bool, size: int, recv: tuple[int, int], fitted: bool,
+                 one_of_many: bool = False) -> None:
+        self.__dict__.update(locals())
+        del self.__dict__["self"]
+
+    def build(self, graph: Graph) -> RecvParams:
+        late = message_late = False
+        overlapped = self.overlapped
+        if self.fitted and self.recv[1] >= 0:
+            late_party = graph.who_was_late(self.recv[0], self.recv[1], self.cs)
+            if overlapped and late_party == "receiver":
+                # the calls overlapped but the receiver, not the message, was late: the
+                # interval holds the receiver's lateness, not the transfer (R2f uses the fit)
+                overlapped, late = False, True
+            elif not overlapped and late_party == "message" and not self.one_of_many:
+                # the receive began after the send ended, yet the message arrived after
+                # the receiver was ready: the transfer was observed after all (not for
+                # one of an n-to-1 root's messages: its wait shows only the last one)
+                overlapped = message_late = True
+        return RecvParams(
+            send=graph.ref(*self.send),
+            enter=graph.ref(*self.enter) if self.enter is not None else None,
+            enter_const=self.enter_const, cs=self.cs, observed=self.observed,
+            overlapped=overlapped, receiver_late=late, message_late=message_late, extra=self.extra,
+            has_prev=self.has_prev, size=self.size)
+
+
+class PendingLatest:
+    """A :class:`~compensate.engine.rules.Latest` given by record positions (shared)."""
+
+    def __init__(self, records: list[tuple[int, int]]) -> None:
+        self.records = records
+        self.built: Latest | None = None
+
+    def build(self, graph: Graph) -> Latest:
+        if self.built is None:
+            self.built = Latest([graph.ref(li, i) for li, i in self.records])
+        return self.built
+
+
+class SharedNeeds:
+    """One needs list (record positions) shared by every member rule of an instance."""
+
+    def __init__(self, records: list[tuple[int, int]]) -> None:
+        self.records = records
+        self.built: list[Need] | None = None
+
+    def build(self, graph: Graph) -> list[Need]:
+        if self.built is None:
+            self.built = [graph.need(li, i) for li, i in self.records]
+        return self.built
+
+
+class SharedRefs(SharedNeeds):
+    """One list of references shared by every member rule of an instance."""
+
+    def build(self, graph: Graph) -> list[Ref]:  # type: ignore[override]
+        if self.built is None:
+            self.built = [graph.ref(li, i) for li, i in self.records]
+        return self.built
+
+
+class Pending:
+    """A rule whose record references are still (location position, record) pairs."""
+
+    def __init__(self, cls: type[Rule], args: tuple,
+                 needs: list[tuple[int, int]] | SharedNeeds) -> None:
+        self.cls, self.args, self.needs = cls, args, needs
+
+    def build(self, graph: Graph) -> Rule:
+        args = tuple(resolve(a, graph) for a in self.args)
+        needs = self.needs.build(graph) if isinstance(self.needs, SharedNeeds) else \
+            [graph.need(li, i) for li, i in self.needs]
+        return self.cls(*args, needs)
+
+
+def resolve(arg: object, graph: Graph) -> object:
+    if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "ref":
+        return graph.ref(arg[1], arg[2])
+    if isinstance(arg, (PendingRecv, PendingLatest, SharedNeeds)):
+        return arg.build(graph)
+    if isinstance(arg, list):
+        return [resolve(x, graph) for x in arg]
+    return arg

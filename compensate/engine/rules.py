@@ -1,0 +1,223 @@
+"""The compensation rules of dependent records (DESIGN.md §3: R2–R5 and the
+extensions), as small objects the engine evaluates once each.
+
+A rule belongs to one dependent record. Its inputs are approximated times of other
+records, given as *references* ``(anchor, offset)``: the record's time is
+``A[anchor] + offset``, where ``A[anchor]`` is the approximated time of the first
+record of the record's segment (see :mod:`compensate.engine.runsums`) and ``offset`` the
+static R1 running sum up to the record. ``needs`` lists the anchors that must be
+known before :meth:`value` may run (with the record they were needed for, to name
+it in an error). Everything that does not depend on an approximated time is
+computed when the rule is built, so evaluation is a handful of float operations.
+
+The most common rule, an eager point-to-point receive under the lower or upper
+bound, is evaluated inline by the engine from per-message arrays instead (same
+arithmetic as :func:`recv_time`); these classes cover everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Ref = tuple[int, float]  # (anchor id, R1 offset from the anchor)
+Need = tuple[int, int, int]  # (anchor id, location id, record index)
+
+TICK = 1.0
+NEG_INF = float("-inf")
+
+
+def at(A: list, ref: Ref) -> float:
+    """Approximated time of the record ``ref`` refers to (its anchor must be known)."""
+    return A[ref[0]] + ref[1]
+
+
+@dataclass(slots=True)
+class Context:
+    """What rule evaluation needs besides the anchors: the bound, the fitted
+    network model (ticks per byte count) and the case counters to update."""
+
+    bound: str
+    network_ticks: Callable[[int], float] | None
+    cases: dict
+
+
+@dataclass(slots=True)
+class RecvParams:
+    """R2 for one (possibly implied) message, everything static precomputed.
+
+    ``enter`` is the Enter of the receive call (None if the receive opens its
+    location: then it starts at ``enter_const = recv_m - cs``); ``extra`` is the
+    buffer copy of the receiver's previous record if that was a send in the same
+    call (MPI_Sendrecv); ``has_prev`` whether the receive has a previous record.
+    ``overlapped`` already folds in the fitted bound's receiver-was-late test
+    (``receiver_late``)."""
+
+    send: Ref
+    enter: Ref | None
+    enter_const: float
+    cs: float
+    observed: float
+    overlapped: bool
+    receiver_late: bool
+    message_late: bool
+    extra: float
+    has_prev: bool
+    size: int
+
+
+def recv_time(p: RecvParams, A: list, prev_a: float, ctx: Context) -> float:
+    """R2: approximated receive time (eq. 5-10; R2f for the fitted bound)."""
+    send_a = at(A, p.send)
+    cs = p.cs
+    enter_a = at(A, p.enter) if p.enter is not None else p.enter_const
+    ready = max(enter_a, prev_a + p.extra if p.has_prev else NEG_INF)
+    observed = p.observed
+    cases = ctx.cases
+    if p.receiver_late:
+        cases["m1_receiver_late"] += 1
+    elif p.message_late:
+        cases["m2_message_late"] += 1
+    if p.overlapped:  # m.1: the calls overlapped, transfer observed
+        recv_a = max(send_a + observed, ready + cs)
+        cases["m1_a1" if send_a + observed > ready + cs else "m1_a2"] += 1
+    else:  # m.2: bounds only (eq. 8-10)
+        comm_min = (ready - send_a) + cs
+        if ctx.bound == "lower":
+            comm = max(2.0 * cs, comm_min)
+            cases["m2_lower"] += 1
+        elif ctx.bound == "upper":
+            comm = max(observed, comm_min)
+            cases["m2_upper"] += 1
+        else:  # fitted (R2f): the modelled transfer, clamped into [lower, upper]
+            lo, hi = max(2.0 * cs, comm_min), max(observed, comm_min)
+            fit = 2.0 * cs + ctx.network_ticks(p.size)
+            comm = min(max(fit, lo), hi)
+            cases["m2_fitted"] += 1
+            cases["m2_fitted_clamped"] += int(comm != fit)
+        recv_a = send_a + comm
+    # eq. 7: the receive completes after it was entered, and after the send
+    return max(recv_a, send_a + TICK, enter_a + TICK)
+
+
+class Rule:
+    """A dependent record's rule: ``needs`` and ``value(A, local, prev_a, ctx)``."""
+
+    __slots__ = ("needs",)
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        raise NotImplementedError
+
+
+class P2PRecv(Rule):
+    """R2 for a matched eager point-to-point message (generic path)."""
+
+    __slots__ = ("p",)
+
+    def __init__(self, p: RecvParams, needs: list[Need]) -> None:
+        self.p, self.needs = p, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        return recv_time(self.p, A, prev_a, ctx)
+
+
+class SyncExit(Rule):
+    """Synchronous send: the sender's call ends ``to_exit`` after the handshake
+    (when both the send was issued and the receive posted)."""
+
+    __slots__ = ("send", "post", "to_exit")
+
+    def __init__(self, send: Ref, post: Ref, to_exit: float, needs: list[Need]) -> None:
+        self.send, self.post, self.to_exit, self.needs = send, post, to_exit, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        return max(at(A, self.send), at(A, self.post)) + self.to_exit
+
+
+class SyncRecv(Rule):
+    """Synchronous send: the receive completes ``to_recv`` after the handshake,
+    strictly after the send and after the receive call's Enter."""
+
+    __slots__ = ("send", "post", "to_recv", "enter")
+
+    def __init__(self, send: Ref, post: Ref, to_recv: float, enter: Ref | None,
+                 needs: list[Need]) -> None:
+        self.send, self.post, self.to_recv, self.enter = send, post, to_recv, enter
+        self.needs = needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        send_a = at(A, self.send)
+        t = max(max(send_a, at(A, self.post)) + self.to_recv, send_a + TICK)
+        if self.enter is not None:
+            t = max(t, at(A, self.enter) + TICK)
+        return t
+
+
+class Latest:
+    """The latest approximated time of a set of records, computed once and shared
+    by every member rule that waits for the same set (n-to-n: all members)."""
+
+    __slots__ = ("refs", "value")
+
+    def __init__(self, refs: list[Ref]) -> None:
+        self.refs = refs
+        self.value: float | None = None
+
+    def get(self, A: list) -> float:
+        if self.value is None:
+            self.value = max(at(A, r) for r in self.refs)
+        return self.value
+
+
+class NToN(Rule):
+    """R3 (and scans): exit after the latest approximated enter plus the measured
+    synchronisation time, and strictly after the member's own enter."""
+
+    __slots__ = ("latest", "sync", "own")
+
+    def __init__(self, latest: Latest, sync: float, own: Ref, needs: list[Need]) -> None:
+        self.latest, self.sync, self.own, self.needs = latest, sync, own, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        return max(self.latest.get(A) + self.sync, at(A, self.own) + TICK)
+
+
+class NToOne(Rule):
+    """R5: the root's exit waits for a message from every other member's enter."""
+
+    __slots__ = ("params",)
+
+    def __init__(self, params: list[RecvParams], needs: list[Need]) -> None:
+        self.params, self.needs = params, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        return max(recv_time(p, A, prev_a, ctx) for p in self.params)
+
+
+class NonblockingNToN(Rule):
+    """Nonblocking n-to-n completion: ``max(latest request + D, every other
+    member's request + 1 tick)``."""
+
+    __slots__ = ("refs", "own", "d_obs")
+
+    def __init__(self, refs: list[Ref], own: int, d_obs: float, needs: list[Need]) -> None:
+        self.refs, self.own, self.d_obs, self.needs = refs, own, d_obs, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        times = [at(A, r) for r in self.refs]
+        latest = max(times)
+        others = max((t for j, t in enumerate(times) if j != self.own), default=NEG_INF)
+        return max(latest + self.d_obs, others + TICK)
+
+
+class AfterAll(Rule):
+    """A completion that follows its own timeline (R1) but is at least one tick
+    after every record it waits for (nonblocking collectives of other classes)."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, refs: list[Ref], needs: list[Need]) -> None:
+        self.refs, self.needs = refs, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        return max(local, max(at(A, r) for r in self.refs) + TICK)

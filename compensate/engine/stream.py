@@ -1,0 +1,580 @@
+"""Compensate a trace segment by segment: memory bounded by a segment (issue #7).
+
+The engine (:mod:`compensate.engine`) works on a whole trace in memory. Here the
+trace is read in chunks and cut, in measured time, into *segments* at *safe
+cuts*: a time ``T`` such that nothing crosses it — no message sent before ``T``
+is received after it, no collective has members on both sides, no request
+(Isend, Irecv, nonblocking collective) is open across it. Then every dependency
+of a record after ``T`` lies after ``T`` too, except the record's own location's
+past, which R1 summarises: the approximated time of the last record before
+``T``, the overhead its timestamp group left to charge, and the calls still open
+at ``T`` (a receive's ``enter.recv`` may precede the cut). Those few *context*
+records are put in front of each location's part of the next segment with their
+times pinned (:func:`compensate.engine.approximate`), and the segment goes
+through the whole pipeline of the in-memory path — match, compensate, verify —
+and is written. The result is the in-memory result, record for record (the
+floats are summed in another order, which could move a timestamp by one tick in
+rare ties of the rounding; tests compare both paths).
+
+Segments end at the latest safe cut once :data:`SEGMENT_RECORDS` records are
+pending. A trace without safe cuts (a message that is never received, a request
+that is never completed) is processed as one segment, as in memory. Input that
+is not in time order across locations (possible in a hand-written ``.trace``)
+raises :class:`NotStreamable`, and so does a problem the in-memory path would
+report with other record numbers (:class:`SegmentError`): the caller then runs
+the in-memory path, which gives the exact error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from compensate.engine import EngineOptions, Stats, approximate, rounded_times
+from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
+from compensate.matching import Matching, match
+from compensate.matching.p2p import _key_ids, members_of
+from compensate.model import (
+    BUFFER_FLUSH,
+    COLL_BEGIN,
+    COLL_END,
+    ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
+    KIND_CODE,
+    LEAVE,
+    NBC_COMPLETE,
+    NBC_REQUEST,
+    RECV,
+    REQUEST_CANCELLED,
+    SEND,
+    Definitions,
+    Events,
+    Trace,
+    TraceError,
+)
+from compensate.platform import Platform
+from compensate.verify import Verification, verify
+
+#: Records pending before the segmenter looks for a safe cut.
+SEGMENT_RECORDS = 1 << 18
+
+#: The kind the last context record gets for matching: one matching ignores (its
+#: own dependency was resolved in the segment before; its true kind stays in the
+#: trace the engine sees, for R1 and the receive rules).
+_NEUTRAL = KIND_CODE["Metric"]
+
+
+def _libc_malloc_trim() -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)`` (a no-op elsewhere)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return lambda: None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0)
+
+
+#: Hand the heap a segment freed back to the system before the next segment.
+#: Without it every segment's transient arrays leave free holes that the next
+#: segment's allocations only partly reuse, and the peak keeps creeping up with
+#: the number of segments (10^7-record stencil OTF2: 571-586 MiB, with: 477 MiB).
+release_memory = _libc_malloc_trim()
+
+
+class NotStreamable(Exception):
+    """The input cannot be cut into segments (not in time order across locations)."""
+
+
+class SegmentError(Exception):
+    """A segment failed with a :class:`TraceError` whose record numbers refer to the
+    segment; the in-memory path reports it exactly."""
+
+
+@dataclass
+class _Context:
+    """What one location carries from one segment to the next."""
+
+    stack: list[tuple[tuple, Any, float, int]] = field(default_factory=list)  # open Enters
+    last: tuple[tuple, Any, float, int] | None = None  # the last record, if not on the stack
+    carry: float = 0.0  # overhead (ticks) the last timestamp group left to charge
+
+    def records(self) -> list[tuple[tuple, Any, float, int]]:
+        return self.stack + ([self.last] if self.last is not None else [])
+
+
+@dataclass
+class StreamResult:
+    """What the whole run did (the sums over all segments)."""
+
+    stats: Stats
+    verification: Verification
+    counts: dict
+    records: int = 0
+    locations: int = 0
+    segments: int = 0
+    largest_segment: int = 0
+    measured_span: tuple[int, int] | None = None  # (first, last) timestamp
+    approximated_span: tuple[int, int] | None = None
+
+
+# -- cutting ---------------------------------------------------------------------------
+
+class _Cutter:
+    """Collects chunks and hands out segments that end at safe cuts."""
+
+    def __init__(self, defs: Definitions, segment_records: int) -> None:
+        self.defs = defs
+        self.target = segment_records
+        self.pending: dict[int, list[Events]] = defaultdict(list)
+        self.count = 0
+        self.next_try = segment_records
+        self.last_cut: int | None = None
+        self.busy_t: list[np.ndarray] = []  # times of +-1 steps of "something open"
+        self.busy_d: list[np.ndarray] = []
+        self.open_requests: dict[int, dict[int, int]] = defaultdict(dict)  # loc -> id -> kind
+        self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
+        self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
+        self.coll_done: dict[tuple, int] = defaultdict(int)  # (comm key, loc) -> completed
+        self.depth: dict[int, int] = defaultdict(int)  # call depth after the last record
+        self.send_calls: dict[int, list[int]] = defaultdict(list)  # depths of open send calls
+
+    # the busy function: messages in flight + calls around a send that are still open
+    # (matching needs the send call's Leave) + open collective calls + open requests
+    def _steps(self, loc: int, ev: Events) -> None:
+        k, t = ev.kind, ev.time
+        plus = (k == SEND) | (k == ISEND) | (k == COLL_BEGIN)
+        minus = (k == RECV) | (k == IRECV) | (k == COLL_END)
+        times = [t[plus], t[minus]]
+        deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64)]
+        opened, closed = self._send_call_ends(loc, ev)
+        times += [opened, closed]
+        deltas += [np.ones(opened.size, np.int64), -np.ones(closed.size, np.int64)]
+        req = np.flatnonzero(np.isin(k, (ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE,
+                                         IRECV, NBC_COMPLETE, REQUEST_CANCELLED)))
+        if req.size:
+            rt, rd = [], []
+            opened = self.open_requests[loc]
+            for i in req.tolist():
+                kind, r = int(k[i]), int(ev.request[i])
+                if kind in (ISEND, IRECV_REQUEST, NBC_REQUEST):
+                    opened[r] = kind
+                    rt.append(t[i])
+                    rd.append(1)
+                    if kind == ISEND:
+                        self.isend_channel[(loc, r)] = (int(ev.comm[i]), int(ev.peer[i]),
+                                                        int(ev.tag[i]))
+                elif r in opened:
+                    was = opened.pop(r)
+                    rt.append(t[i])
+                    rd.append(-1)
+                    channel = self.isend_channel.pop((loc, r), None) if was == ISEND else None
+                    if kind == REQUEST_CANCELLED and channel is not None:
+                        rt.append(t[i])  # the message will never be received
+                        rd.append(-1)
+                        self.cancelled.append((int(t[i]), loc, channel))
+            times.append(np.array(rt, dtype=np.int64))
+            deltas.append(np.array(rd, dtype=np.int64))
+        self.busy_t.append(np.concatenate(times))
+        self.busy_d.append(np.concatenate(deltas))
+
+    def _send_call_ends(self, loc: int, ev: Events) -> tuple[np.ndarray, np.ndarray]:
+        """(times of sends inside a call, times of the Leaves that close such calls —
+        of this chunk's sends or earlier ones): the call around a send ends with the
+        first Leave after it at the send's call depth."""
+        k = ev.kind
+        step = (k == ENTER).astype(np.int64) - (k == LEAVE).astype(np.int64)
+        before = self.depth[loc] + np.cumsum(step) - step
+        self.depth[loc] = int(before[-1] + step[-1])
+        sends = np.flatnonzero((k == SEND) | (k == ISEND))
+        lvl = before[sends]
+        sends, lvl = sends[lvl > 0], lvl[lvl > 0]  # outside any call: no Leave to wait for
+        carried = np.array(self.send_calls[loc], dtype=np.int64)
+        w_lvl = np.r_[carried, lvl]
+        w_after = np.r_[np.full(carried.size, -1, np.int64), sends]
+        leaves = np.flatnonzero(k == LEAVE)
+        level_of = before[leaves]
+        ends, still = [], []
+        for d in np.unique(w_lvl).tolist():
+            cand = leaves[level_of == d]
+            sel = w_lvl == d
+            j = np.searchsorted(cand, w_after[sel], side="right")
+            ok = j < cand.size
+            ends.append(ev.time[cand[j[ok]]])
+            still += [d] * int(np.count_nonzero(~ok))
+        self.send_calls[loc] = still
+        return ev.time[sends], (np.concatenate(ends) if ends else np.zeros(0, np.int64))
+
+    def add(self, chunk: dict[int, Events]) -> Iterator[dict[int, Events]]:
+        """Take a chunk; yield the segments that are complete."""
+        for loc, ev in chunk.items():
+            if not len(ev):
+                continue
+            if self.last_cut is not None and int(ev.time[0]) < self.last_cut:
+                raise NotStreamable(
+                    f"location {loc} has a record at {int(ev.time[0])}, before the cut at "
+                    f"{self.last_cut} made earlier: the input is not in time order")
+            self.pending[loc].append(ev)
+            self.count += len(ev)
+            self._steps(loc, ev)
+        while self.count >= self.next_try:
+            seg = self._cut()
+            if seg is None:
+                self.next_try = int(self.count * 1.5) + 1
+                break
+            yield seg
+            self.next_try = self.count + self.target
+
+    def rest(self) -> dict[int, Events] | None:
+        """Everything still pending (the last segment)."""
+        if not self.count:
+            return None
+        seg = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
+        self.pending.clear()
+        self.count = 0
+        return seg
+
+    def _cut(self) -> dict[int, Events] | None:
+        merged = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
+        self.pending = defaultdict(list, {loc: [ev] for loc, ev in merged.items()})
+        first = min(int(ev.time[0]) for ev in merged.values())
+        last = max(int(ev.time[-1]) for ev in merged.values())
+        bt = np.concatenate(self.busy_t) if self.busy_t else np.zeros(0, np.int64)
+        bd = np.concatenate(self.busy_d) if self.busy_d else np.zeros(0, np.int64)
+        order = np.argsort(bt, kind="stable")
+        bt, bd = bt[order], bd[order]
+        level = np.cumsum(bd)  # level[i]: open things after the first i+1 steps
+        # a cut at T is safe if the steps before T sum to 0: the largest such T in
+        # (bt[i], bt[i+1]] is bt[i+1]; after the last step, the latest record time
+        free = np.flatnonzero(level[:-1] == 0) if bt.size else np.zeros(0, np.int64)
+        cand = bt[free + 1][bt[free + 1] > bt[free]]
+        if not bt.size or level[-1] == 0:
+            cand = np.r_[cand, last] if (not bt.size or last > bt[-1]) else cand
+        if bt.size and bt[0] > first:
+            cand = np.r_[bt[0], cand]
+        cand = cand[cand > first]
+        for cut in cand[::-1][:4].tolist():  # latest safe cuts first
+            done = self._aligned(merged, cut)
+            if done is not None:
+                return self._split(merged, cut, bt, bd, done)
+        return None
+
+    def _aligned(self, merged: dict[int, Events], cut: int) -> dict | None:
+        """Exactly: no channel with a message in flight, every communicator's members
+        through the same number of collectives, at ``cut``. Returns the completed
+        collectives per (communicator, member) then, or None."""
+        done = dict(self.coll_done)
+        defs = self.defs
+        keys, signs = [], []
+        for loc, ev in merged.items():
+            n = int(np.searchsorted(ev.time, cut, side="left"))
+            k = ev.kind[:n]
+            for kinds, sign in (((SEND, ISEND), 1), ((RECV, IRECV), -1)):
+                idx = np.flatnonzero(np.isin(k, kinds))
+                if not idx.size:
+                    continue
+                other = np.full(idx.size, -1, np.int64)
+                comm = ev.comm[idx].astype(np.int64)
+                peer = ev.peer[idx].astype(np.int64)
+                for c in np.unique(comm).tolist():
+                    members = np.array(members_of(defs, c, loc) or (-1,), dtype=np.int64)
+                    sel = comm == c
+                    ok = sel & (peer >= 0) & (peer < members.size)
+                    other[ok] = members[peer[ok]]
+                here = np.full(idx.size, loc, np.int64)
+                src, dst = (here, other) if sign > 0 else (other, here)
+                keys.append(np.stack([src, dst, comm, ev.tag[idx].astype(np.int64)]))
+                signs.append(np.full(idx.size, sign, np.int64))
+            idx = np.flatnonzero((k == COLL_END) | (k == NBC_COMPLETE))
+            for comm in ev.comm[idx].tolist():
+                key = comm if defs.comms.get(comm) and defs.comms[comm].members else (comm, loc)
+                done[(key, loc)] = done.get((key, loc), 0) + 1
+        for t, loc, (comm, peer, tag) in self.cancelled:  # matching drops these sends
+            if t < cut:
+                members = members_of(defs, comm, loc)
+                other = members[peer] if 0 <= peer < len(members) else -1
+                keys.append(np.array([[loc], [other], [comm], [tag]], dtype=np.int64))
+                signs.append(np.array([-1], dtype=np.int64))
+        if keys:
+            cols = np.concatenate(keys, axis=1)
+            ids = _key_ids([cols[0], cols[1], cols[2], cols[3]])
+            if np.any(np.bincount(ids, weights=np.concatenate(signs))):
+                return None
+        by_comm: dict = defaultdict(set)
+        for (key, _loc), c in done.items():
+            by_comm[key].add(c)
+        for key, counts in by_comm.items():
+            comm = key if isinstance(key, int) else key[0]
+            members = defs.comms[comm].members if comm in defs.comms else ()
+            if len(counts) > 1 or (members and len({done.get((key, m), 0)
+                                                    for m in members}) > 1):
+                return None
+        return done
+
+    def _split(self, merged: dict[int, Events], cut: int, bt: np.ndarray,
+               bd: np.ndarray, done: dict) -> dict[int, Events]:
+        seg: dict[int, Events] = {}
+        self.pending = defaultdict(list)
+        self.count = 0
+        for loc, ev in merged.items():
+            n = int(np.searchsorted(ev.time, cut, side="left"))
+            if n:
+                seg[loc] = ev.slice(0, n)
+            if n < len(ev):
+                self.pending[loc].append(ev.slice(n, len(ev)))
+                self.count += len(ev) - n
+        keep = bt >= cut
+        self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
+        self.coll_done = defaultdict(int, done)
+        self.cancelled = [c for c in self.cancelled if c[0] >= cut]
+        self.last_cut = cut
+        return seg
+
+
+def segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
+             segment_records: int = SEGMENT_RECORDS) -> Iterator[dict[int, Events]]:
+    """The records of ``chunks`` (successive slices of every location, in time
+    order), regrouped into segments that end at safe cuts."""
+    cutter = _Cutter(defs, segment_records)
+    for chunk in chunks:
+        yield from cutter.add(chunk)
+    rest = cutter.rest()
+    if rest:
+        yield rest
+
+
+# -- one segment ------------------------------------------------------------------------
+
+class _Segmenter:
+    """Runs each segment through match -> (observe | compensate -> verify) with the
+    context the segments before it left."""
+
+    def __init__(self, defs: Definitions, platform: Platform, source: str,
+                 eager_limit: int | None) -> None:
+        self.defs = defs
+        self.platform = platform
+        self.source = source
+        self.eager_limit = eager_limit
+        self.ovh = platform.overhead_table() * float(defs.timer_resolution)
+        self.ctx: dict[int, _Context] = defaultdict(_Context)
+        self.t0: int | None = None
+
+    def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
+        """(trace for the engine, trace for matching, pins) of a segment with its
+        context records in front."""
+        events, for_match, pins = {}, {}, {}
+        for loc, ev in seg.items():
+            ctx = self.ctx[loc]
+            rows = ctx.records()
+            if not rows:
+                events[loc] = for_match[loc] = ev
+                continue
+            head = Events.from_rows([r[0] for r in rows], [r[1] for r in rows])
+            events[loc] = Events.concat([head, ev])
+            if ctx.last is not None:
+                kind = events[loc].kind.copy()
+                kind[len(rows) - 1] = _NEUTRAL
+                for_match[loc] = replace(events[loc], kind=kind)
+            else:
+                for_match[loc] = events[loc]
+            pins[loc] = (np.array([r[2] for r in rows]), ctx.carry)
+        return (Trace(self.defs, events, self.source), Trace(self.defs, for_match, self.source),
+                pins)
+
+    def match(self, mtrace: Trace) -> Matching:
+        try:
+            return match(mtrace, eager_limit=self.eager_limit)
+        except TraceError as exc:
+            raise SegmentError(str(exc)) from exc
+
+    def advance(self, seg: dict[int, Events], values: dict[int, np.ndarray] | None,
+                written: dict[int, np.ndarray] | None) -> None:
+        """Update every location's context with the records of ``seg`` (``values``:
+        their approximated float times, ``written``: their output timestamps; None
+        in the fitting pass)."""
+        for loc, ev in seg.items():
+            ctx = self.ctx[loc]
+            n = len(ev)
+            v = values[loc] if values is not None else np.zeros(n)
+            w = written[loc] if written is not None else np.zeros(n, np.int64)
+            step = (ev.kind == ENTER).astype(np.int64) - (ev.kind == LEAVE).astype(np.int64)
+            after = np.cumsum(step)
+            low = int(after.min())
+            if low < 0:  # Leaves closed calls opened in earlier segments
+                del ctx.stack[len(ctx.stack) + low:]
+            # Enters never closed within the segment: after them the depth never
+            # falls below theirs
+            suffix_min = np.minimum.accumulate(after[::-1])[::-1]
+            still = np.flatnonzero((ev.kind == ENTER) & (suffix_min >= after))
+            for i in still.tolist():
+                ctx.stack.append((ev.row(i), ev.payload[i], float(v[i]), int(w[i])))
+            last = n - 1
+            ctx.last = None if (still.size and int(still[-1]) == last) else \
+                (ev.row(last), ev.payload[last], float(v[last]), int(w[last]))
+            # the overhead of the trailing timestamp group (R1: charged to the next gap)
+            t = ev.time
+            first = int(np.searchsorted(t, t[last], side="left"))
+            o = self.ovh[ev.kind[first:]]
+            flush = ev.kind[first:] == BUFFER_FLUSH
+            carry = float(o.sum())
+            if flush.any():
+                carry += float((ev.size[first:][flush] - t[first:][flush]).sum())
+            ctx.carry = carry
+
+
+def _sum_counts(total: dict, part: dict) -> None:
+    for key, value in part.items():
+        if isinstance(value, dict):
+            _sum_counts(total.setdefault(key, {}), value)
+        else:
+            total[key] = total.get(key, 0) + value
+
+
+def _add_stats(total: Stats, part: Stats) -> None:
+    for key, value in part.__dict__.items():
+        if isinstance(value, dict):
+            for k, x in value.items():
+                total.p2p_cases[k] = total.p2p_cases.get(k, 0) + x
+        else:
+            setattr(total, key, getattr(total, key) + value)
+
+
+def _span(span: tuple[int, int] | None, lo: int, hi: int) -> tuple[int, int]:
+    return (lo, hi) if span is None else (min(span[0], lo), max(span[1], hi))
+
+
+def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
+             source: str, eager_limit: int | None,
+             segment_records: int = SEGMENT_RECORDS) -> FitOutcome:
+    """``--bound fitted``, first pass: observe the transfers segment by segment and fit."""
+    sg = _Segmenter(defs, platform, source, eager_limit)
+    sizes, seconds, p2p, coll = [], [], 0, 0
+    for seg in segments(defs, chunks, segment_records):
+        trace, mtrace, _ = sg.traces(seg)
+        matching = sg.match(mtrace)
+        obs = observe_transfers(trace, matching, platform)
+        sizes.append(obs.sizes)
+        seconds.append(obs.seconds)
+        p2p += obs.p2p
+        coll += obs.collective
+        sg.advance(seg, None, None)
+        seg = trace = mtrace = matching = obs = None
+        release_memory()
+    obs = Observations(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
+                       np.concatenate(seconds) if seconds else np.zeros(0), p2p, coll)
+    return outcome_of(obs, 1.0 / defs.timer_resolution)
+
+
+def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
+                      platform: Platform, options: EngineOptions,
+                      write: Callable[[int, Events], None], *, source: str = "",
+                      eager_limit: int | None = None,
+                      progress: Callable[[int], None] | None = None,
+                      segment_records: int = SEGMENT_RECORDS) -> StreamResult:
+    """Compensate the records of ``chunks`` segment by segment and hand each
+    location's output records to ``write(location, events)`` in order.
+
+    Nothing is passed to ``write`` for a segment that fails verification: the run
+    stops there (``result.verification`` says why) and the caller discards the
+    output. Raises :class:`NotStreamable` / :class:`SegmentError` (see the module
+    docstring) and :class:`TraceError` for bad input.
+    """
+    sg = _Segmenter(defs, platform, source, eager_limit)
+    out = StreamResult(Stats(), Verification(), {})
+    for seg in segments(defs, chunks, segment_records):
+        n_seg = sum(len(ev) for ev in seg.values())
+        out.segments += 1
+        out.largest_segment = max(out.largest_segment, n_seg)
+        if sg.t0 is None:
+            sg.t0 = min(int(ev.time[0]) for ev in seg.values())
+        trace, mtrace, pins = sg.traces(seg)
+        matching = sg.match(mtrace)
+        values: dict[int, np.ndarray] = {}
+        written: dict[int, np.ndarray] = {}
+        out_events: dict[int, Events] = {}
+        approx = None
+        if options.bound == "none":
+            for loc, ev in seg.items():
+                values[loc] = (ev.time - sg.t0).astype(np.float64)
+                written[loc] = ev.time
+            stats = Stats()
+        else:
+            try:
+                approx, _, stats = approximate(trace, platform, options, matching,
+                                               t0=sg.t0, pins=pins)
+            except TraceError as exc:
+                raise SegmentError(str(exc)) from exc
+            for loc, ev in seg.items():
+                p = len(pins[loc][0]) if loc in pins else 0
+                values[loc] = approx[loc][p:]
+                floor = sg.ctx[loc].records()[-1][3] if p else None
+                written[loc], _ = rounded_times(ev, values[loc], sg.t0, floor)
+        for loc, ev in trace.events.items():
+            p = len(pins[loc][0]) if loc in pins else 0
+            ctx_times = [r[3] for r in sg.ctx[loc].records()] if p else []
+            t = np.concatenate([np.array(ctx_times, dtype=np.int64), written[loc]])
+            flush = ev.kind == BUFFER_FLUSH
+            size = None
+            if options.bound != "none" and np.any(flush):
+                size = ev.size.copy()
+                size[flush] = t[flush]
+            out_events[loc] = ev.with_time(t, size)
+        check = verify(Trace(defs, out_events, source), matching)
+        _add_verification(out.verification, check)
+        stats.messages = len(matching.table)
+        stats.unmatched_sends = matching.unmatched_sends
+        stats.collective_instances = len(matching.instances)
+        stats.unknown_collective_ops = matching.unknown_ops
+        _add_stats(out.stats, stats)
+        _sum_counts(out.counts, matching.counts())
+        if not check.ok:
+            return out
+        for loc, ev in seg.items():
+            p = len(pins[loc][0]) if loc in pins else 0
+            write(loc, out_events[loc].slice(p, p + len(ev)))
+            out.measured_span = _span(out.measured_span, int(ev.time[0]), int(ev.time[-1]))
+            w = written[loc]
+            out.approximated_span = _span(out.approximated_span, int(w[0]), int(w[-1]))
+        out.records += n_seg
+        sg.advance(seg, values, written)
+        # drop this segment's arrays before handing the freed heap back
+        seg = trace = mtrace = matching = values = written = out_events = approx = None
+        release_memory()
+        if progress:
+            progress(out.records)
+    out.stats.records = out.records
+    out.locations = out.stats.locations = len(defs.locations)  # as in memory: all defined
+    return out
+
+
+def _add_verification(total: Verification, part: Verification) -> None:
+    total.order += part.order
+    total.messages += part.messages
+    total.collectives += part.collectives
+    total.examples += part.examples[:max(0, 10 - len(total.examples))]
+
+
+def trace_chunks(trace: Trace, chunk_records: int) -> Iterator[dict[int, Events]]:
+    """An in-memory trace as chunks in time order (ties by location), as a reader
+    of the global record order yields them (for tests and library use)."""
+    locs = list(trace.events)
+    times = np.concatenate([trace.events[loc].time for loc in locs]) if locs else []
+    owner = np.concatenate([np.full(len(trace.events[loc]), j) for j, loc in enumerate(locs)]) \
+        if locs else []
+    order = np.lexsort((owner, times))
+    counts = np.zeros(len(locs), dtype=np.int64)
+    for start in range(0, len(order), chunk_records):
+        per = np.bincount(owner[order[start:start + chunk_records]], minlength=len(locs))
+        chunk = {}
+        for j in np.flatnonzero(per).tolist():
+            a = int(counts[j])
+            chunk[locs[j]] = trace.events[locs[j]].slice(a, a + int(per[j]))
+            counts[j] += per[j]
+        yield chunk

@@ -1,0 +1,56 @@
+"""Trace formats: read and write OTF2 archives and ``.trace`` text files.
+
+One package per format (:mod:`compensate.formats.otf2`, :mod:`compensate.formats.text`),
+each with a reader and a writer; around them what every format shares:
+:func:`read_trace` / :func:`write_trace` for whole traces (dispatch by suffix),
+:func:`read_chunks` and :class:`TraceWriter` for streaming, and the output rules
+of :mod:`compensate.formats.paths` (atomic, never the input).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS, ChunkIterator, read_chunks
+from compensate.formats.paths import (
+    FORMATS,
+    AtomicOutput,
+    OutputError,
+    input_format,
+    output_target,
+    trace_format,
+)
+from compensate.formats.writer import TraceWriter
+from compensate.model import Trace
+
+__all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "AtomicOutput", "ChunkIterator", "OutputError",
+           "TraceWriter", "input_format", "output_target", "read_chunks", "read_trace",
+           "trace_format", "write_trace"]
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read an OTF2 archive or a text trace (TraceError on bad input).
+    (:func:`compensate.formats.writer.read_chunks` reads it chunk by chunk.)"""
+    path = str(path)
+    if input_format(path) == "otf2":
+        from compensate.formats.otf2 import read_otf2
+        return read_otf2(path)
+    from compensate.formats.text import read_text
+    return read_text(path)
+
+
+def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None) -> None:
+    """Write ``trace`` to ``out_path`` atomically (temporary name, then rename).
+    (:class:`compensate.formats.writer.TraceWriter` writes chunk by chunk.)"""
+    out = AtomicOutput(out_path, target)
+    try:
+        if out.format == "otf2":
+            from compensate.formats.otf2 import write_otf2
+            write_otf2(trace, out.path)
+        else:
+            from compensate.formats.text import write_text
+            write_text(trace, out.path)
+        out.commit()
+    except BaseException:
+        out.discard()
+        raise

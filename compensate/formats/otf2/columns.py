@@ -1,0 +1,195 @@
+"""OTF2 event objects -> the model's numpy columns, with little work per record.
+
+:func:`compensate.formats.otf2.read_otf2` gets ``(location, event)`` pairs from the
+``otf2`` reader. Building a 10-column row tuple per record and converting the
+rows to arrays (what a generic row builder does) cost almost as much as the
+``otf2`` bindings' own reading. Here the loop over records only checks the
+timestamp, maps the event class to its kind code (cached per class) and appends
+three values; the columns of each interpreted kind are then filled kind by kind
+from the kept event objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+import numpy as np
+
+from compensate.gcpause import gc_paused
+from compensate.model import (
+    BUFFER_FLUSH,
+    COLL_END,
+    COLUMNS,
+    ENTER,
+    IRECV,
+    ISEND,
+    KIND_CODE,
+    LEAVE,
+    NBC_COMPLETE,
+    NONE,
+    RECV,
+    REQUEST_KINDS,
+    SEND,
+    Events,
+    TraceError,
+)
+
+__all__ = ["EventCollector", "collect_events", "empty_events"]
+
+_UINT32_UNDEF = 0xFFFFFFFF
+_UINT64_UNDEF = 0xFFFFFFFFFFFFFFFF
+_INT64_MAX = 2**63 - 1
+
+
+def _ref(obj: Any) -> int:
+    """Reference number of a definition object (-1 for an undefined reference)."""
+    return NONE if obj is None else int(obj._ref)
+
+
+def _u32(value: int) -> int:
+    return NONE if value == _UINT32_UNDEF else int(value)
+
+
+def _u64(value: int) -> int:
+    return NONE if value == _UINT64_UNDEF or value > _INT64_MAX else int(value)
+
+
+def _enum_int(value: Any) -> int:
+    return int(getattr(value, "value", value))
+
+
+def _root(value: int) -> int:
+    return NONE if value >= 2**31 else int(value)
+
+
+# Which columns each interpreted kind fills, and from which event attribute how.
+_P2P_SEND = (("peer", "receiver", _u32), ("comm", "communicator", _ref),
+             ("tag", "msg_tag", _u32), ("size", "msg_length", _u64))
+_P2P_RECV = (("peer", "sender", _u32), ("comm", "communicator", _ref),
+             ("tag", "msg_tag", _u32), ("size", "msg_length", _u64))
+_COLL = (("op", "collective_op", _enum_int), ("comm", "communicator", _ref),
+         ("peer", "root", _root), ("size", "size_sent", _u64),
+         ("size_recv", "size_received", _u64))
+_REQUEST = (("request", "request_id", _u64),)
+FIELDS: dict[int, tuple] = {
+    ENTER: (("region", "region", _ref),),
+    LEAVE: (("region", "region", _ref),),
+    SEND: _P2P_SEND,
+    RECV: _P2P_RECV,
+    COLL_END: _COLL,
+    BUFFER_FLUSH: (("size", "stop_time", int),),
+    ISEND: _P2P_SEND + _REQUEST,
+    IRECV: _P2P_RECV + _REQUEST,
+    NBC_COMPLETE: _COLL + _REQUEST,
+}
+for _k in REQUEST_KINDS:
+    FIELDS.setdefault(_k, _REQUEST)
+
+
+def collect_events(pairs: Iterable[tuple[Any, Any]], location_order: tuple[int, ...],
+                   path: str) -> dict[int, Events]:
+    """Columns of every location from ``(location, event)`` pairs in read order.
+
+    Raises :class:`TraceError` naming the location and record for a timestamp
+    that goes backwards or does not fit int64, and for an event class the model
+    does not know. The garbage collector is paused meanwhile
+    (:func:`compensate.gcpause.gc_paused`).
+    """
+    chunk = EventCollector(location_order, path).chunk(iter(pairs))
+    return {ref: chunk[ref] if ref in chunk else empty_events() for ref in location_order}
+
+
+class EventCollector:
+    """Turns ``(location, event)`` pairs into columns chunk by chunk.
+
+    Between chunks it keeps only each location's last timestamp and record count
+    (for the ordering check and for record numbers in error messages counted over
+    the whole location), never event objects.
+    """
+
+    def __init__(self, location_order: tuple[int, ...], path: str) -> None:
+        self.path = path
+        self.last: dict[int, int] = {ref: -1 for ref in location_order}
+        self.count: dict[int, int] = {ref: 0 for ref in location_order}
+        self.code_of: dict[type, int] = {}
+
+    def chunk(self, pairs: Iterator[tuple[Any, Any]], limit: int | None = None
+              ) -> dict[int, Events]:
+        """The next at most ``limit`` pairs of ``pairs`` (all if None) as columns of the
+        locations that have records among them; empty at the end. The garbage
+        collector is paused meanwhile."""
+        with gc_paused():
+            state = _collect(pairs if limit is None else islice(pairs, limit), self)
+        out = {}
+        for ref, (times, kinds, payload) in state.items():
+            if payload:
+                out[ref] = _columns(times, kinds, payload)
+                self.last[ref] = times[-1]
+                self.count[ref] += len(payload)
+        return out
+
+
+class _State(dict):
+    """Per-location ``([previous time, times...], kinds, events)`` of one chunk,
+    created on first use (seeded with the location's last time so far)."""
+
+    def __init__(self, collector: EventCollector) -> None:
+        super().__init__()
+        self.last = collector.last
+
+    def __missing__(self, ref: int) -> tuple[list[int], list[int], list[Any]]:
+        st = self[ref] = ([self.last[ref]], [], [])
+        return st
+
+
+def _collect(pairs: Iterable[tuple[Any, Any]], collector: EventCollector
+             ) -> dict[int, tuple[list[int], list[int], list[Any]]]:
+    path = collector.path
+    state = _State(collector)  # times (after the previous time), kinds, events
+    code_of = collector.code_of
+    for loc, ev in pairs:
+        ref = loc._ref
+        times, kinds, payload = state[ref]
+        t = ev.time
+        if t < times[-1] or t > _INT64_MAX:
+            problem = (f"timestamp {t} goes backwards (previous record at {times[-1]})"
+                       if t < times[-1] else f"timestamp {t} is out of range")
+            raise TraceError(problem, source=path, location=ref,
+                             index=collector.count[ref] + len(payload))
+        cls = type(ev)
+        kind = code_of.get(cls)
+        if kind is None:
+            kind = KIND_CODE.get(cls.__name__)
+            if kind is None:
+                raise TraceError(f"unsupported OTF2 record type {cls.__name__}", source=path,
+                                 location=ref, index=collector.count[ref] + len(payload))
+            code_of[cls] = kind
+        times.append(t)
+        kinds.append(kind)
+        payload.append(ev)
+    return state
+
+
+def empty_events() -> Events:
+    """A location without records."""
+    return _columns([-1], [], [])
+
+
+def _columns(times: list[int], kinds: list[int], payload: list[Any]) -> Events:
+    n = len(payload)
+    cols = {name: np.full(n, NONE, dtype=dtype) for name, dtype in COLUMNS}
+    cols["time"] = np.array(times[1:], dtype=np.int64)
+    kind = np.array(kinds, dtype=np.int16)
+    cols["kind"] = kind
+    for k in np.unique(kind).tolist():
+        fields = FIELDS.get(k)
+        if not fields:
+            continue
+        idx = np.flatnonzero(kind == k)
+        events = [payload[i] for i in idx.tolist()]
+        for column, attr, convert in fields:
+            values = np.array([convert(getattr(e, attr)) for e in events], dtype=np.int64)
+            cols[column][idx] = values.astype(cols[column].dtype)  # wraps like a row build
+    return Events(**cols, payload=payload)

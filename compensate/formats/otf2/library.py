@@ -1,0 +1,178 @@
+"""What the OTF2 reader and writer share: the archive metadata kept beside the
+columns (:class:`Otf2Archive`), OTF2's "undefined" constants, and the routing of
+the OTF2 C library's diagnostics into one-line :class:`~compensate.model.TraceError`
+messages (the ``otf2`` bindings raise uninformative exceptions, "INVALID (1):
+Unknown error code", and let the library print to stderr)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import platform
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import _otf2
+from otf2.error import Error as _Otf2Error
+
+from compensate.model import (
+    TraceError,
+)
+
+#: Events fetched per call into the OTF2 global event reader (the bindings default
+#: to 100, which makes reading dominated by per-batch overhead).
+BATCH_EVENTS = 10000
+
+_UINT32_UNDEF = 0xFFFFFFFF
+_UINT64_UNDEF = 0xFFFFFFFFFFFFFFFF
+_INT64_MAX = 2**63 - 1
+_INT64_UNDEF = -(2**63)  # OTF2_UNDEFINED_INT64, e.g. an unknown ProgramEnd exit status
+_TIMESTAMP_UNDEF = _UINT64_UNDEF
+
+
+@dataclass
+class Otf2Archive:
+    """Everything of an OTF2 archive beyond the columns, kept so that
+    :func:`write_otf2` can reproduce the archive (stored in ``Definitions.otf2``).
+
+    ``registry`` is the ``otf2`` DefinitionRegistry of the input: every global
+    definition with its original reference; the payload event objects point into it,
+    so it must be written together with them. ``global_offset`` and
+    ``trace_length`` are the input's values, for information only (the writer
+    recomputes them from the timestamps it writes).
+    """
+
+    registry: Any
+    timer_resolution: int
+    global_offset: int
+    trace_length: int
+    realtime_timestamp: int
+    creator: str = ""
+    description: str = ""
+    machine_name: str = ""
+    properties: tuple[tuple[str, str], ...] = ()
+    chunk_size_events: int | None = None
+    chunk_size_definitions: int | None = None
+    trace_id: int = 0
+    version: tuple[int, ...] = ()
+    location_order: tuple[int, ...] = ()
+
+
+# ---------------------------------------------------------------------------
+# Routing OTF2's C-level diagnostics into TraceError messages.
+
+# OTF2_ErrorCallback(void* userData, const char* file, uint64_t line,
+#                    const char* function, OTF2_ErrorCode code,
+#                    const char* msgFormatString, va_list va)
+_ERROR_CALLBACK_TYPE = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+    ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
+)
+
+
+def _load_vsnprintf() -> Any:
+    """libc's vsnprintf, if a ``va_list`` argument can be passed on as a pointer.
+
+    That holds where ``va_list`` is an array type or a large struct passed by
+    reference (x86-64 SysV, AArch64); elsewhere the messages stay unformatted."""
+    if sys.platform == "win32" or platform.machine().lower() not in {
+        "x86_64", "amd64", "aarch64", "arm64"
+    }:
+        return None
+    try:
+        fn = ctypes.CDLL(None).vsnprintf
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_VSNPRINTF = _load_vsnprintf()
+_diagnostics: list[tuple[int, str]] = []
+
+
+def _on_otf2_error(_user, _file, _line, _func, code, fmt, va):  # C callback signature
+    """Collect one OTF2 diagnostic instead of printing it to stderr."""
+    try:
+        text = ""
+        if fmt:
+            if _VSNPRINTF is not None:
+                buf = ctypes.create_string_buffer(1024)
+                _VSNPRINTF(buf, len(buf), fmt, va)
+                text = buf.value.decode("utf-8", "replace")
+            else:
+                text = fmt.decode("utf-8", "replace")
+        _diagnostics.append((int(code), text))
+    except Exception:  # never raise into C
+        pass
+    return code
+
+
+_ERROR_CALLBACK = _ERROR_CALLBACK_TYPE(_on_otf2_error)
+
+
+def _register_callback(callback: Any) -> Any:
+    """Install an OTF2 error callback; returns the previous one (None if not possible)."""
+    try:
+        fn = _otf2.Config.conf.lib.OTF2_Error_RegisterCallback
+    except AttributeError:
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_void_p
+    return fn(callback, None)
+
+
+_capture_depth = 0
+_previous_callback: Any = None
+
+
+@contextlib.contextmanager
+def _capture_diagnostics() -> Iterator[None]:
+    """Collect OTF2's diagnostics in ``_diagnostics`` for the duration (re-entrant)."""
+    global _capture_depth, _previous_callback
+    if _capture_depth == 0:
+        _diagnostics.clear()
+        _previous_callback = _register_callback(ctypes.cast(_ERROR_CALLBACK, ctypes.c_void_p))
+    _capture_depth += 1
+    try:
+        yield
+    finally:
+        _capture_depth -= 1
+        if _capture_depth == 0:
+            _register_callback(_previous_callback)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line explaining a library failure.
+
+    For a failing OTF2 call the exception only says "INVALID (1): Unknown error
+    code"; the first diagnostic the C library emitted names the real cause
+    (e.g. "File or directory does not exist: POSIX: 'x/traces.otf2'")."""
+    msg = ""
+    if isinstance(exc, _otf2.Error) and _diagnostics:
+        code, text = _diagnostics[0]
+        try:
+            what = _otf2.Error_GetDescription(_otf2.ErrorCode(code))
+        except Exception:  # unknown code: keep the text alone
+            what = None
+        msg = f"{what}: {text}" if what and text else (text or what or "")
+    if not msg:
+        msg = str(exc)
+        if not isinstance(exc, (_otf2.Error, _Otf2Error)) or not msg:
+            msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    return " ".join(msg.split())
+
+
+@contextlib.contextmanager
+def _library_errors(path: str, action: str) -> Iterator[None]:
+    """Turn any exception from the otf2 library into a one-line TraceError."""
+    with _capture_diagnostics():
+        try:
+            yield
+        except (TraceError, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise TraceError(f"{action}: {_describe(exc)}", source=path) from exc

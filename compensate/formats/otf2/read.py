@@ -1,0 +1,182 @@
+"""Read OTF2 archives into the trace model.
+
+The compensated trace has to open in the same tools as the measured one (Vampir,
+Scalasca, pipit, ``otf2-print``) with the same definitions and the same records in
+the same order per location, only with new timestamps (docs/design.md §1, §4).
+So :func:`read_otf2` keeps, next to the numpy columns the engine works on, every
+original ``otf2`` event object as the record's payload and the whole ``otf2``
+definition registry plus the archive metadata in :attr:`Definitions.otf2`
+(an :class:`~compensate.formats.otf2.library.Otf2Archive`), from which
+:mod:`compensate.formats.otf2.write` re-emits exactly those definitions and records.
+Errors are one-line :class:`~compensate.model.TraceError` messages
+(:mod:`compensate.formats.otf2.library`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import _otf2
+import otf2
+from otf2 import definitions as odef
+
+from compensate.formats.chunks import ChunkIterator
+from compensate.formats.otf2.columns import EventCollector, empty_events
+from compensate.formats.otf2.library import (
+    BATCH_EVENTS,
+    Otf2Archive,
+    _library_errors,
+)
+from compensate.model import (
+    NONE,
+    Comm,
+    Definitions,
+    Events,
+    Location,
+    Trace,
+    TraceError,
+)
+
+# ---------------------------------------------------------------------------
+# Reading
+
+
+def _ref(obj: Any) -> int:
+    """Reference number of a definition object (-1 for an undefined reference)."""
+    return NONE if obj is None else int(obj._ref)
+
+
+def _archive_metadata(handle: Any) -> dict[str, Any]:
+    """Creator, description, machine name, properties, chunk sizes of an open reader."""
+    lib = _otf2  # the ctypes layer below the otf2 bindings
+    names = lib.Reader_GetPropertyNames(handle)
+    chunks = lib.Reader_GetChunkSize(handle)
+    return {
+        "creator": lib.Reader_GetCreator(handle) or "",
+        "description": lib.Reader_GetDescription(handle) or "",
+        "machine_name": lib.Reader_GetMachineName(handle) or "",
+        "properties": tuple((n, lib.Reader_GetProperty(handle, n)) for n in names),
+        "chunk_size_events": int(chunks[0]),
+        "chunk_size_definitions": int(chunks[1]),
+        "trace_id": int(lib.Reader_GetTraceId(handle)),
+        "version": tuple(int(v) for v in lib.Reader_GetVersion(handle)),
+    }
+
+
+def _model_definitions(registry: Any, meta: Otf2Archive) -> Definitions:
+    """The engine's view (:class:`Definitions`) of an otf2 definition registry."""
+    locations: dict[int, Location] = {}
+    for loc in registry.locations:
+        group = loc.group
+        locations[loc._ref] = Location(
+            id=int(loc._ref), name=loc.name or "", group=_ref(group),
+            group_name=(group.name or "") if group is not None else "",
+        )
+    regions = {int(r._ref): r.name or "" for r in registry.regions}
+    comms: dict[int, Comm] = {}
+    for c in registry.comms:  # the Comm registry (also holds InterComms)
+        group = getattr(c, "group", None)
+        members: tuple[int, ...] = ()
+        if group is not None and group.members:
+            if all(isinstance(m, odef.Location) for m in group.members):
+                members = tuple(int(m._ref) for m in group.members)
+        comms[int(c._ref)] = Comm(id=int(c._ref), name=c.name or "", members=members)
+    return Definitions(timer_resolution=meta.timer_resolution, locations=locations,
+                       regions=regions, comms=comms, otf2=meta)
+
+
+def _open_archive(path: str) -> tuple[Any, Definitions]:
+    """Open the archive whose anchor file is ``path`` and read its definitions;
+    returns the open ``otf2`` reader and the model's definitions."""
+    if not os.path.isfile(path):
+        what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
+            else "no such OTF2 anchor file"
+        raise TraceError(what, source=path)
+    with _library_errors(path, "cannot read OTF2 archive"):
+        reader = otf2.reader.Reader(path, batch_events=BATCH_EVENTS)
+        try:
+            registry = reader.definitions
+            clock = registry.clock_properties
+            meta = Otf2Archive(
+                registry=registry,
+                timer_resolution=int(clock.timer_resolution),
+                global_offset=int(clock.global_offset),
+                trace_length=int(clock.trace_length),
+                realtime_timestamp=int(clock.realtime_timestamp),
+                location_order=tuple(int(loc._ref) for loc in registry.locations),
+                **_archive_metadata(reader.handle),
+            )
+            definitions = _model_definitions(registry, meta)
+        except BaseException:
+            reader.close()
+            raise
+    return reader, definitions
+
+
+class Otf2Chunks(ChunkIterator):
+    """Iterator over an open archive's records in chunks (see :func:`read_otf2_chunks`).
+
+    Holds the ``otf2`` reader until the records are exhausted, a chunk fails,
+    :meth:`close` is called or the iterator is garbage collected; keeps no event
+    object of a chunk once it is returned.
+    """
+
+    def __init__(self, reader: Any, definitions: Definitions, path: str,
+                 chunk_records: int | None) -> None:
+        self.path = path
+        self.chunk_records = chunk_records
+        self._reader = reader
+        self._pairs: Iterator[tuple[Any, Any]] | None = None
+        self._collector = EventCollector(definitions.otf2.location_order, path)
+
+    def _read(self) -> dict[int, Events]:
+        with _library_errors(self.path, "cannot read OTF2 archive"):
+            if self._pairs is None:
+                self._pairs = iter(self._reader.events)
+            return self._collector.chunk(self._pairs, self.chunk_records)
+
+    def _release(self) -> None:
+        reader, self._reader, self._pairs = self._reader, None, None
+        if reader is not None:
+            with _library_errors(self.path, "cannot read OTF2 archive"):
+                reader.close()
+
+
+def read_otf2_chunks(path: str, chunk_records: int | None) -> tuple[Definitions, Otf2Chunks]:
+    """Definitions of the archive ``path`` and an iterator over its records in chunks.
+
+    Each chunk holds the next ``chunk_records`` records (all if None) in the order
+    of the ``otf2`` global reader (timestamp order across locations), as
+    ``{location: Events}`` for the locations that have records among them; each
+    record keeps its ``otf2`` event object as payload. Problems with the archive
+    or its definitions raise :class:`TraceError` here, problems with a record
+    from the iterator (naming the location and the record's index within the
+    whole location).
+    """
+    path = os.fspath(path)
+    reader, definitions = _open_archive(path)
+    return definitions, Otf2Chunks(reader, definitions, path, chunk_records)
+
+
+def read_otf2(path: str) -> Trace:
+    """Read the OTF2 archive whose anchor file is ``path`` (e.g. ``run/traces.otf2``).
+
+    Every location gets an :class:`Events` (possibly empty) in the archive's
+    location order; each record keeps its ``otf2`` event object as payload, and
+    ``Definitions.otf2`` holds an :class:`Otf2Archive` so that :func:`write_otf2`
+    can reproduce the archive. Raises :class:`TraceError` (one line, naming the
+    file) if the archive cannot be read, and naming location and record if a
+    location's timestamps go backwards.
+    """
+    path = os.fspath(path)
+    definitions, chunks = read_otf2_chunks(path, None)
+    with contextlib.closing(chunks):
+        chunk = next(chunks, {})
+        for _ in chunks:  # None: a single chunk; this only closes the reader
+            raise AssertionError("more than one chunk")
+    events = {ref: chunk[ref] if ref in chunk else empty_events()
+              for ref in definitions.otf2.location_order}
+    return Trace(definitions=definitions, events=events, source=path)

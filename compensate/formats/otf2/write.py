@@ -1,0 +1,598 @@
+"""Write the trace model as an OTF2 archive.
+
+A trace read from OTF2 is written back with its original definitions and records
+(:class:`~compensate.formats.otf2.library.Otf2Archive`), every timestamp taken from
+the columns. A trace that did not come from OTF2 (the text format) has no
+registry; for it :func:`write_otf2` synthesises minimal OTF2 definitions (system
+tree node, location groups, locations, regions, MPI communicators) and builds the
+records of the kinds the engine interprets from the columns
+(:mod:`compensate.formats.otf2.records`). :class:`Otf2EventWriter` writes records
+handed over chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+from typing import Any
+
+import _otf2
+import numpy as np
+import otf2
+import otf2.events as oev
+from otf2 import definitions as odef
+from otf2.definition_writer import DefinitionWriter
+from otf2.enums import (
+    CollectiveOp,
+    CommFlag,
+    GroupType,
+    LocationGroupType,
+    LocationType,
+    MeasurementMode,
+    Paradigm,
+    ParadigmClass,
+    RegionRole,
+)
+from otf2.registry import DefinitionRegistry
+
+from compensate.formats.otf2.library import (
+    _INT64_UNDEF,
+    _TIMESTAMP_UNDEF,
+    _UINT32_UNDEF,
+    _UINT64_UNDEF,
+    Otf2Archive,
+    _library_errors,
+)
+from compensate.formats.otf2.records import write_records
+from compensate.model import (
+    BUFFER_FLUSH,
+    COLL_BEGIN,
+    COLL_END,
+    COLLECTIVE_OP_NAMES,
+    COLUMNS,
+    ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
+    KIND_NAMES,
+    LEAVE,
+    MEASUREMENT_ONOFF,
+    NBC_COMPLETE,
+    NBC_REQUEST,
+    PROGRAM_BEGIN,
+    PROGRAM_END,
+    RECV,
+    REQUEST_CANCELLED,
+    REQUEST_TEST,
+    SEND,
+    Definitions,
+    Events,
+    Trace,
+    TraceError,
+)
+
+# ---------------------------------------------------------------------------
+# Writing
+
+
+# OTF2_MemoryAllocate / OTF2_MemoryFreeAll (the bindings' own prototypes lack the
+# userData argument, so the callbacks are set up here directly).
+_ALLOCATE_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint8, ctypes.c_uint64,
+                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64)
+_FREE_ALL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint8, ctypes.c_uint64,
+                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_bool)
+_FILETYPE_EVENTS = 3  # OTF2_FILETYPE_EVENTS
+
+
+class _MemoryCallbacks(ctypes.Structure):
+    _fields_ = [("allocate", _ALLOCATE_FN), ("free_all", _FREE_ALL_FN)]
+
+
+def _libc_function(name: str, restype: Any, argtypes: list[Any]) -> Any:
+    fn = getattr(ctypes.CDLL(None), name)
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
+_malloc = _libc_function("malloc", ctypes.c_void_p, [ctypes.c_size_t])
+_free = _libc_function("free", None, [ctypes.c_void_p])
+
+
+class _ChunkAllocator:
+    """OTF2 memory callbacks that keep at most ``per_buffer`` chunks of each event
+    buffer in memory.
+
+    Without them the OTF2 library keeps up to 128 MiB of every location's events
+    in memory before it writes any (it flushes a buffer only when it cannot get
+    another chunk), i.e. a whole archive of up to a few GiB is held until the
+    archive is closed. Refusing a further chunk makes it write the buffer's
+    chunks to the event file and reuse the memory; the file is the same, chunk
+    for chunk. Definition buffers are not limited.
+    """
+
+    def __init__(self, per_buffer: int = 1) -> None:
+        self.per_buffer = per_buffer
+        self.chunks: dict[int, list[int]] = {}  # buffer key -> chunk addresses
+        self.next_key = 1
+        self.callbacks = _MemoryCallbacks(_ALLOCATE_FN(self._allocate),
+                                          _FREE_ALL_FN(self._free_all))
+
+    def install(self, archive_handle: Any) -> None:
+        fn = _otf2.conf.lib["OTF2_Archive_SetMemoryCallbacks"]  # a private function object
+        fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_MemoryCallbacks), ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        rc = fn(ctypes.cast(archive_handle, ctypes.c_void_p), ctypes.byref(self.callbacks), None)
+        if rc:
+            _otf2.HandleErrorCode(_otf2.ErrorCode(rc))
+
+    def _allocate(self, _user, file_type, _location, per_buffer, size):  # C callback
+        try:
+            key = per_buffer[0]
+            if not key:
+                key = per_buffer[0] = self.next_key
+                self.next_key += 1
+            chunks = self.chunks.setdefault(key, [])
+            if file_type == _FILETYPE_EVENTS and len(chunks) >= self.per_buffer:
+                return None  # OTF2 writes the buffer out and frees its chunks
+            ptr = _malloc(size)
+            if ptr:
+                chunks.append(ptr)
+            return ptr
+        except Exception:  # never raise into C; NULL is an allocation failure
+            return None
+
+    def _free_all(self, _user, _file_type, _location, per_buffer, _final):  # C callback
+        try:
+            for ptr in self.chunks.pop(per_buffer[0], ()):
+                _free(ptr)
+        except Exception:  # never raise into C
+            pass
+
+
+class _ArchiveWriter(otf2.writer.Writer):
+    """``otf2.writer.Writer`` that writes the ClockProperties we ask for.
+
+    The stock writer stamps the archive with ``time.time()`` as realtime timestamp;
+    we keep the input's (or leave it undefined), while global offset and trace
+    length still follow the timestamps actually written. It also makes the timer
+    resolution independent of the (immutable) ClockProperties object of a reader's
+    registry, and never raises from ``__del__``.
+    """
+
+    def __init__(self, *args: Any, timer_resolution: int,
+                 realtime_timestamp: int = _TIMESTAMP_UNDEF, **kwargs: Any) -> None:
+        self._handle = None  # so that close() is a no-op if Archive_Open fails
+        self._event_writers = {}
+        self._resolution = int(timer_resolution)
+        self._realtime = int(realtime_timestamp)
+        self._allocator = _ChunkAllocator()  # must outlive the archive handle
+        super().__init__(*args, **kwargs)
+        try:
+            self._allocator.install(self._handle)
+        except BaseException:
+            self.abandon()
+            raise
+
+    @property
+    def timer_resolution(self) -> int:
+        return self._resolution
+
+    def _write_global_definitions(self) -> None:
+        if not self.is_primary:
+            return
+        with DefinitionWriter(self) as global_def_writer:
+            if self._first_timestamp is not None:
+                global_offset = self._first_timestamp
+                trace_length = self._last_timestamp - self._first_timestamp
+            else:
+                global_offset = trace_length = 0
+            global_def_writer.write_clock_properties(self._resolution, global_offset,
+                                                     trace_length, self._realtime)
+            self.definitions.write(global_def_writer)
+
+    def abandon(self) -> None:
+        """Release the archive after a failure, without writing anything more."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            with contextlib.suppress(Exception):
+                _otf2.Archive_Close(handle)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _split_anchor(path: str) -> tuple[str, str]:
+    """``out/traces.otf2`` -> (``out``, ``traces``)."""
+    directory, base = os.path.split(os.path.abspath(path))
+    stem, ext = os.path.splitext(base)
+    if ext != ".otf2" or not stem:
+        raise TraceError("an OTF2 anchor file name must look like NAME.otf2", source=path)
+    return directory, stem
+
+
+def _add_def(registry: DefinitionRegistry, cls: type, ref: int, *args: Any,
+             **kwargs: Any) -> Any:
+    """Create a definition with a chosen reference (the public API numbers them
+    itself), so that text-trace ids survive a round trip through OTF2."""
+    sub = registry._registry_for_type(cls)
+    obj = cls(sub, ref, *args, **kwargs)
+    sub._register(obj)
+    return obj
+
+
+def _check_id(value: int, what: str, limit: int, path: str) -> int:
+    if not 0 <= value < limit:
+        raise TraceError(f"{what} id {value} cannot be an OTF2 reference", source=path)
+    return int(value)
+
+
+def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
+    """Minimal OTF2 definitions for a trace that did not come from OTF2."""
+    reg = DefinitionRegistry()
+    reg.strings.create("")  # the otf2 writer reserves string 0 for ""
+    reg.clock_properties = odef.ClockProperties(None, timer_resolution=defs.timer_resolution)
+    uses_mpi = bool(defs.comms) or any(n.startswith("MPI_") for n in defs.regions.values())
+    if uses_mpi:
+        reg.paradigm(Paradigm.MPI, "MPI", ParadigmClass.PROCESS)
+    node = reg.system_tree_node("machine", class_name="machine", parent=None)
+
+    # OTF2 readers expect definitions in reference order (otf2-print warns otherwise).
+    model_locations = sorted(defs.locations.values(), key=lambda loc: loc.id)
+    group_names: dict[int, str] = {}
+    for loc in model_locations:
+        if not group_names.get(loc.group):
+            group_names[loc.group] = loc.group_name
+    next_ref = max((g for g in group_names if g >= 0), default=-1) + 1
+    groups: dict[int, Any] = {}
+    for key in sorted(group_names, key=lambda g: (g < 0, abs(g))):
+        name = group_names[key]
+        ref = key if key >= 0 else next_ref
+        if key < 0:
+            next_ref += 1
+        groups[key] = _add_def(
+            reg, odef.LocationGroup, _check_id(ref, "location group", _UINT32_UNDEF, path),
+            name or f"MPI Rank {ref}", location_group_type=LocationGroupType.PROCESS,
+            system_tree_parent=node)
+    locations = {
+        loc.id: _add_def(reg, odef.Location, _check_id(loc.id, "location", _UINT64_UNDEF, path),
+                         loc.name, type=LocationType.CPU_THREAD, number_of_events=0,
+                         group=groups[loc.group])
+        for loc in model_locations
+    }
+    regions = dict(defs.regions)
+    if regions and max(regions) < 4 * len(regions) + 64:
+        # OTF2 readers expect region references 0, 1, 2, ... in order: fill id gaps
+        # with unused placeholders so that text ids survive without warnings.
+        for rid in range(max(regions)):
+            regions.setdefault(rid, f"<unused region {rid}>")
+    for rid, name in sorted(regions.items()):
+        mpi = name.startswith("MPI_")
+        _add_def(reg, odef.Region, _check_id(rid, "region", _UINT32_UNDEF, path), name,
+                 canonical_name=name, region_role=RegionRole.FUNCTION,
+                 paradigm=Paradigm.MPI if mpi else Paradigm.USER)
+
+    if defs.comms:
+        in_comms = {m for c in defs.comms.values() for m in c.members}
+        unknown = in_comms - locations.keys()
+        if unknown:
+            raise TraceError(f"communicator member location {min(unknown)} is not defined",
+                             source=path)
+        # OTF2 stores a communicator's group as ranks into the paradigm's
+        # COMM_LOCATIONS group; the bindings translate from Location objects.
+        reg.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
+                  members=tuple(loc for i, loc in locations.items() if i in in_comms))
+        for cid, comm in sorted(defs.comms.items()):
+            if comm.members:
+                group = reg.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
+                                  members=tuple(locations[m] for m in comm.members))
+            else:
+                group = reg.group("", group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI,
+                                  members=())
+            _add_def(reg, odef.Comm, _check_id(cid, "communicator", _UINT32_UNDEF, path),
+                     comm.name, group=group, parent=None, flags=CommFlag.NONE)
+    return reg
+
+
+def _undef(value: int, undefined: int) -> int:
+    return undefined if value < 0 else int(value)
+
+
+def _measurement_mode(value: Any) -> Any:
+    if isinstance(value, str):
+        value = value.strip().lower()
+        if value in ("off", "0", "false", "2"):
+            return MeasurementMode.OFF
+        return MeasurementMode.ON
+    if value is False or value == 2:
+        return MeasurementMode.OFF
+    return MeasurementMode.ON
+
+
+def _exit_status(value: Any) -> int:
+    if value is None or (isinstance(value, str) and value.strip().upper() in ("", "UNDEFINED")):
+        return _INT64_UNDEF
+    return int(value)
+
+
+def _event_from_columns(reg: DefinitionRegistry, cols: dict[str, list[int]], i: int,
+                        kind: int, payload: Any) -> Any:
+    """Build an otf2 event object for record ``i`` from the columns (text traces);
+    None for a kind that cannot be built without an OTF2 payload."""
+    t = cols["time"][i]
+    fields = payload if isinstance(payload, dict) else {}
+    if kind == ENTER or kind == LEAVE:
+        region = reg.regions[cols["region"][i]]
+        return (oev.Enter if kind == ENTER else oev.Leave)(t, region)
+    if kind == SEND or kind == RECV:
+        cls = oev.MpiSend if kind == SEND else oev.MpiRecv
+        return cls(t, _undef(cols["peer"][i], _UINT32_UNDEF), reg.comms[cols["comm"][i]],
+                   _undef(cols["tag"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF))
+    if kind == COLL_BEGIN:
+        return oev.MpiCollectiveBegin(t)
+    if kind == COLL_END:
+        op = cols["op"][i]
+        if op not in COLLECTIVE_OP_NAMES:
+            raise ValueError(f"unknown collective operation {op}")
+        return oev.MpiCollectiveEnd(
+            t, CollectiveOp(op), reg.comms[cols["comm"][i]],
+            _undef(cols["peer"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
+            _undef(cols["size_recv"][i], _UINT64_UNDEF))
+    if kind == BUFFER_FLUSH:
+        return oev.BufferFlush(t, cols["size"][i])
+    if kind == MEASUREMENT_ONOFF:
+        return oev.MeasurementOnOff(t, _measurement_mode(fields.get("mode", "on")))
+    if kind == PROGRAM_BEGIN:
+        args = fields.get("args", [])
+        args = [args] if isinstance(args, str) else [str(a) for a in args]
+        return oev.ProgramBegin(t, str(fields.get("name", "")), args)
+    if kind == PROGRAM_END:
+        return oev.ProgramEnd(t, _exit_status(fields.get("status", 0)))
+    request = _undef(cols["request"][i], _UINT64_UNDEF)
+    if kind == ISEND or kind == IRECV:
+        cls = oev.MpiIsend if kind == ISEND else oev.MpiIrecv
+        return cls(t, _undef(cols["peer"][i], _UINT32_UNDEF), reg.comms[cols["comm"][i]],
+                   _undef(cols["tag"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
+                   request)
+    simple = {ISEND_COMPLETE: oev.MpiIsendComplete, IRECV_REQUEST: oev.MpiIrecvRequest,
+              REQUEST_TEST: oev.MpiRequestTest, REQUEST_CANCELLED: oev.MpiRequestCancelled,
+              NBC_REQUEST: oev.NonBlockingCollectiveRequest}
+    if kind in simple:
+        return simple[kind](t, request)
+    if kind == NBC_COMPLETE:
+        op = cols["op"][i]
+        if op not in COLLECTIVE_OP_NAMES:
+            raise ValueError(f"unknown collective operation {op}")
+        return oev.NonBlockingCollectiveComplete(
+            t, CollectiveOp(op), reg.comms[cols["comm"][i]],
+            _undef(cols["peer"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
+            _undef(cols["size_recv"][i], _UINT64_UNDEF), request)
+    return None
+
+
+def _check_location_times(ev: Events, path: str, loc: int, base: int = 0,
+                          previous: int = -1) -> None:
+    """Refuse what OTF2 cannot store, naming the record: negative times or stop
+    times (timestamps are unsigned) and times going backwards on a location (the
+    OTF2 event writer rejects them, but without saying where). ``ev`` holds the
+    location's records from number ``base`` on; ``previous`` is the time of the
+    record before them (-1: none)."""
+    bad = np.flatnonzero(ev.time < 0)
+    flush = np.flatnonzero((ev.kind == BUFFER_FLUSH) & (ev.size < 0))
+    if bad.size or flush.size:
+        i = int(min(bad[:1].tolist() + flush[:1].tolist()))
+        raise TraceError("negative timestamp cannot be written to OTF2",
+                         source=path, location=loc, index=base + i)
+    if len(ev) and int(ev.time[0]) < previous:
+        raise TraceError(f"timestamp {int(ev.time[0])} goes backwards (previous record "
+                         f"at {previous})", source=path, location=loc, index=base)
+    back = np.flatnonzero(np.diff(ev.time) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise TraceError(f"timestamp {int(ev.time[i])} goes backwards (previous record "
+                         f"at {int(ev.time[i - 1])})", source=path, location=loc,
+                         index=base + i)
+
+
+def _check_times(trace: Trace, path: str) -> None:
+    """:func:`_check_location_times` for every location of a whole trace."""
+    for loc, ev in trace.events.items():
+        _check_location_times(ev, path, loc)
+
+
+def _has_ref(sub_registry: Any, ref: int) -> bool:
+    try:
+        return sub_registry[ref] is not None
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def _check_anchor(path: str) -> tuple[str, str]:
+    """Directory and archive name of anchor file ``path``, which must not exist yet."""
+    directory, name = _split_anchor(path)
+    for existing in (f"{name}.otf2", f"{name}.def", name):
+        if os.path.exists(os.path.join(directory, existing)):
+            raise TraceError(f"{existing} already exists in {directory}; "
+                             "refusing to overwrite an OTF2 archive", source=path)
+    return directory, name
+
+
+class Otf2EventWriter:
+    """Writes an OTF2 archive location by location and chunk by chunk.
+
+    ``write(loc, events)`` appends records to location ``loc`` (calls for
+    different locations may interleave); records go to the location's OTF2 event
+    writer at once, so memory stays bounded by the OTF2 library's buffers.
+    ``close()`` writes the definitions (with the event counts and time range of
+    what was written) and finishes the archive; ``abandon()`` releases it after
+    a failure without finishing it (the caller removes the files). The archive
+    is the same as :func:`write_otf2` writes for the same records, whatever
+    the interleaving.
+    """
+
+    def __init__(self, path: str, definitions: Definitions) -> None:
+        path = os.fspath(path)
+        self.path = path
+        directory, name = _check_anchor(path)
+        meta = definitions.otf2
+        if meta is not None and not isinstance(meta, Otf2Archive):
+            raise TraceError(f"unexpected Definitions.otf2 of type {type(meta).__name__}",
+                             source=path)
+        # location -> [event writer, records written, last time written]
+        self._locations: dict[int, list[Any]] = {}
+        self._writer: _ArchiveWriter | None = None
+        with _library_errors(path, "cannot write OTF2 archive"):
+            if meta is None:
+                registry = _registry_from_model(definitions, path)
+                realtime = _TIMESTAMP_UNDEF
+                chunks: dict[str, int] = {}
+            else:
+                registry = meta.registry
+                realtime = meta.realtime_timestamp
+                chunks = {}
+                if meta.chunk_size_events:
+                    chunks["chunk_size_events"] = meta.chunk_size_events
+                if meta.chunk_size_definitions:
+                    chunks["chunk_size_definitions"] = meta.chunk_size_definitions
+            self.registry = registry
+            os.makedirs(directory, exist_ok=True)
+            writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
+                                    timer_resolution=definitions.timer_resolution,
+                                    realtime_timestamp=realtime, **chunks)
+            self._writer = writer
+            try:
+                if meta is not None:
+                    if meta.creator:
+                        writer.creator = meta.creator
+                    if meta.description:
+                        writer.description = meta.description
+                    if meta.machine_name:
+                        writer.machine_name = meta.machine_name
+                    for prop, value in meta.properties:
+                        _otf2.Archive_SetProperty(writer.handle, prop, value, True)
+                else:
+                    writer.creator = "compensate"
+            except BaseException:
+                self.abandon()
+                raise
+
+    def _location(self, ref: int) -> list[Any]:
+        state = self._locations.get(ref)
+        if state is None:
+            if not _has_ref(self.registry.locations, ref):
+                raise TraceError("location is not defined in the OTF2 definitions",
+                                 source=self.path, location=ref)
+            ew = self._writer.event_writer_from_location(self.registry.locations[ref])
+            state = self._locations[ref] = [ew, 0, -1]
+        return state
+
+    def write(self, ref: int, ev: Events) -> None:
+        """Append ``ev`` (times from its columns, BufferFlush stop times from
+        ``size``) to location ``ref``; TraceError naming the record for what OTF2
+        cannot store or build."""
+        if self._writer is None:
+            raise TraceError("the OTF2 archive is already closed", source=self.path)
+        with _library_errors(self.path, "cannot write OTF2 archive"):
+            state = self._location(ref)
+            ew, base, previous = state
+            _check_location_times(ev, self.path, ref, base, previous)
+            if len(ev):
+                self._write_records(ref, ew, ev, base)
+                state[1] = base + len(ev)
+                state[2] = int(ev.time[-1])
+
+    def _write_records(self, ref: int, ew: Any, ev: Events, base: int) -> None:
+        reg, path = self.registry, self.path
+        times = ev.time.tolist()
+        kinds = ev.kind.tolist()
+        sizes = ev.size.tolist()
+        cols: dict[str, list[int]] | None = None
+
+        def write_one(i: int) -> None:
+            nonlocal cols
+            kind = kinds[i]
+            payload = ev.payload[i]
+            if isinstance(payload, oev._Event):
+                if type(payload).__name__ != KIND_NAMES[kind]:
+                    raise TraceError(
+                        f"record kind {KIND_NAMES[kind]} does not match its OTF2 payload "
+                        f"{type(payload).__name__}", source=path, location=ref, index=base + i)
+                payload.time = times[i]
+                if kind == BUFFER_FLUSH:
+                    payload.stop_time = sizes[i]
+                ew.write(payload)
+                return
+            if cols is None:
+                cols = {name: getattr(ev, name).tolist() for name, _ in COLUMNS}
+            try:
+                obj = _event_from_columns(reg, cols, i, kind, payload)
+            except (KeyError, ValueError, TypeError, AttributeError) as exc:
+                raise TraceError(f"cannot write {KIND_NAMES[kind]} record to OTF2: "
+                                 f"undefined or invalid field ({exc})", source=path,
+                                 location=ref, index=base + i) from exc
+            if obj is None:
+                raise TraceError(f"cannot write record kind {KIND_NAMES[kind]} to OTF2 "
+                                 "from a text trace", source=path, location=ref, index=base + i)
+            ew.write(obj)
+
+        # attribute-free Enter/Leave/MpiSend/MpiRecv/MpiCollectiveBegin objects go
+        # straight to the C library; everything else through write_one
+        write_records(self._writer, ew, ev.payload, times, kinds, write_one)
+
+    def close(self) -> None:
+        """Open event writers for the defined locations nothing was written to (so
+        that every location's event count in the definitions matches what is
+        written), then write the definitions and finish the archive."""
+        if self._writer is None:
+            raise TraceError("the OTF2 archive is already closed", source=self.path)
+        try:
+            with _library_errors(self.path, "cannot write OTF2 archive"):
+                for ref in (loc._ref for loc in self.registry.locations):
+                    if ref not in self._locations:
+                        self._location(ref)
+                writer, self._writer = self._writer, None
+                writer.close()
+        except BaseException:
+            self.abandon()
+            raise
+
+    def abandon(self) -> None:
+        """Release the archive after a failure, without writing anything more."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.abandon()
+
+
+def write_otf2(trace: Trace, path: str) -> None:
+    """Write ``trace`` as an OTF2 archive whose anchor file is ``path``.
+
+    ``path`` names the anchor file (``out/traces.otf2``: archive directory ``out``,
+    archive name ``traces``); the directory is created if needed but must not hold
+    an archive of that name yet. All timestamps come from the columns (``time``,
+    and ``size`` for BufferFlush stop times), never from the payload objects; an
+    OTF2 payload object gets the written timestamps assigned before it is written.
+
+    A trace read from OTF2 is written with its original definitions and archive
+    metadata (``Definitions.otf2`` is authoritative; ``regions``/``comms`` are only
+    a derived view); ClockProperties keep the input's realtime timestamp, while
+    global offset and trace length follow the written timestamps. A text trace
+    gets synthesised definitions, and its records of the kinds Enter, Leave,
+    MpiSend, MpiRecv, MpiCollectiveBegin/End, BufferFlush, MeasurementOnOff,
+    ProgramBegin and ProgramEnd are built from the columns (other kinds raise).
+    Negative or backwards timestamps and any library failure raise a one-line
+    :class:`TraceError`. (:class:`Otf2EventWriter` writes the same archive from
+    records handed over chunk by chunk.)
+    """
+    path = os.fspath(path)
+    _check_anchor(path)
+    _check_times(trace, path)
+    writer = Otf2EventWriter(path, trace.definitions)
+    try:
+        for loc, ev in trace.events.items():
+            writer.write(loc, ev)
+        writer.close()
+    except BaseException:
+        writer.abandon()
+        raise

@@ -1,0 +1,755 @@
+"""The ``.trace`` text format: one record per line, human-editable.
+
+Why a text format next to OTF2: test cases for the compensation engine are far
+easier to write, read and diff as text, and a text dump is the simplest way to
+look at (or exchange) what the engine sees. The format round-trips exactly with
+the model of :mod:`compensate.model` for every record kind the engine
+interprets, and carries every other record kind as a local event with
+``key=value`` fields. The full specification, with an example, is
+``docs/trace-format.md``; in short::
+
+    compensate-trace 1
+    timer_resolution 1000000000
+    location 0 group=0 name="Master thread" group_name="MPI Rank 0"
+    region 3 "MPI_Send"
+    comm 1 "MPI_COMM_WORLD" 0,1
+    events
+    1000  0  Enter    region=3
+    1200  0  MpiSend  receiver=1 comm=1 tag=10 bytes=16384
+
+This module reads it (:func:`read_text`, :func:`read_text_chunks`);
+:mod:`compensate.formats.text.write` writes it. Every problem with the
+input is reported as a one-line :class:`~compensate.model.TraceError` of the
+form ``FILE:LINE: what was wrong, what was expected`` -- never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from typing import Any, TextIO
+
+import numpy as np
+
+from compensate.formats.chunks import ChunkIterator
+from compensate.formats.text.syntax import (
+    _BARE_RUN,
+    _EVENT_SYNTAX,
+    _HEADER_KEYWORDS,
+    _INT16_MAX,
+    _INT32_MAX,
+    _INT64_MAX,
+    _INT64_MIN,
+    _UNESCAPE,
+    FORMAT_VERSION,
+    MAGIC,
+    _show,
+    _strip_comment,
+)
+from compensate.model import (
+    BUFFER_FLUSH,
+    COLL_BEGIN,
+    COLL_END,
+    COLLECTIVE_OPS,
+    COLUMNS,
+    ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
+    KIND_CODE,
+    KIND_NAMES,
+    LEAVE,
+    MEASUREMENT_ONOFF,
+    NBC_COMPLETE,
+    NBC_REQUEST,
+    NONE,
+    PROGRAM_BEGIN,
+    PROGRAM_END,
+    RECV,
+    REQUEST_CANCELLED,
+    REQUEST_TEST,
+    SEND,
+    Comm,
+    Definitions,
+    Events,
+    Location,
+    Trace,
+    TraceError,
+)
+
+# ---------------------------------------------------------------------------
+# Reader
+
+
+class _Token:
+    """One whitespace-separated token: ``key=value`` (key set) or a positional value."""
+
+    __slots__ = ("key", "value", "raw", "quoted")
+
+    def __init__(self, key: str | None, value: str, raw: str, quoted: bool) -> None:
+        self.key = key
+        self.value = value
+        self.raw = raw
+        self.quoted = quoted
+
+    def positional(self) -> str | None:
+        """The token as a positional value (a bare ``a=b`` stays ``a=b``), or None for
+        ``key="quoted"``."""
+        if not self.quoted:
+            return self.raw
+        return self.value if self.key is None else None
+
+
+class _Reader:
+    """Line-by-line parser state. ``lineno`` always names the line being parsed."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lineno = 0
+        self.seen_magic = False
+        self.in_events = False
+        self.timer_resolution: int | None = None
+        self.locations: dict[int, Location] = {}
+        self.regions: dict[int, str] = {}
+        self.comms: dict[int, Comm] = {}
+        self.def_line: dict[tuple[str, int], int] = {}  # (what, id) -> line defined
+        # location id -> (rows, payloads) of the current chunk; rows are model column tuples
+        self.state: dict[int, tuple[list[tuple], list[Any]]] = {}
+        # location id -> time of its last record and number of its records in
+        # earlier chunks
+        self.prev: dict[int, int] = {}
+        self.base: dict[int, int] = {}
+        self.handlers: dict[int, Callable[[str, int, int, dict[str, str]],
+                                          tuple[tuple, Any]]] = {
+            ENTER: self._region_record,
+            LEAVE: self._region_record,
+            SEND: self._p2p_record,
+            RECV: self._p2p_record,
+            ISEND: self._p2p_request_record,
+            IRECV: self._p2p_request_record,
+            ISEND_COMPLETE: self._request_record,
+            IRECV_REQUEST: self._request_record,
+            REQUEST_TEST: self._request_record,
+            REQUEST_CANCELLED: self._request_record,
+            NBC_REQUEST: self._request_record,
+            NBC_COMPLETE: self._nbc_complete,
+            COLL_BEGIN: self._coll_begin,
+            COLL_END: self._coll_end,
+            BUFFER_FLUSH: self._buffer_flush,
+            MEASUREMENT_ONOFF: self._measurement,
+            PROGRAM_BEGIN: self._program_begin,
+            PROGRAM_END: self._program_end,
+        }
+
+    # -- errors ---------------------------------------------------------------
+
+    def err(self, message: str, *, location: int | None = None,
+            index: int | None = None) -> TraceError:
+        return TraceError(message, source=f"{self.path}:{self.lineno}", location=location,
+                          index=index)
+
+    # -- tokenizing -------------------------------------------------------------
+
+    def tokenize(self, line: str) -> list[_Token]:
+        """Split a line that contains a ``"`` into tokens, stopping at a comment."""
+        line = line.rstrip("\r\n")
+        toks: list[_Token] = []
+        i, n = 0, len(line)
+        while True:
+            while i < n and line[i].isspace():
+                i += 1
+            if i >= n or line[i] == "#":
+                return toks
+            start = i
+            j = _BARE_RUN.match(line, i).end()
+            bare = line[i:j]
+            if j < n and line[j] == '"':
+                if bare == "":
+                    key = None
+                elif bare.endswith("=") and bare.count("=") == 1:
+                    key = bare[:-1]
+                else:
+                    raise self.err(f"unexpected '\"' inside {_show(line[start:j + 1])}, expected a "
+                                   f'quote only at the start of a value (key="...")')
+                value, j = self.read_quoted(line, j)
+                if j < n and not line[j].isspace():
+                    raise self.err(f"unexpected {line[j]!r} right after the closing quote of "
+                                   f"{_show(line[start:j])}, expected whitespace")
+                toks.append(_Token(key, value, line[start:j], True))
+            else:
+                k, sep, v = bare.partition("=")
+                toks.append(_Token(k, v, bare, False) if sep else _Token(None, bare, bare, False))
+            i = j
+
+    def read_quoted(self, line: str, q: int) -> tuple[str, int]:
+        """Parse the quoted string whose opening quote is at ``line[q]``; return the
+        unescaped text and the index just after the closing quote."""
+        out: list[str] = []
+        i = q + 1
+        while True:
+            close = line.find('"', i)
+            esc = line.find("\\", i)
+            if close < 0:
+                raise self.err(f"unterminated quoted string starting at column {q + 1}, "
+                               f"expected a closing '\"' on the same line")
+            if esc < 0 or close < esc:
+                out.append(line[i:close])
+                return "".join(out), close + 1
+            out.append(line[i:esc])
+            c = line[esc + 1:esc + 2]
+            if c in _UNESCAPE:
+                out.append(_UNESCAPE[c])
+                i = esc + 2
+            elif c == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", line[esc + 2:esc + 4]):
+                out.append(chr(int(line[esc + 2:esc + 4], 16)))
+                i = esc + 4
+            else:
+                raise self.err(f"unknown escape '{line[esc:esc + 2]}' in quoted string, "
+                               f"expected one of \\\" \\\\ \\n \\r \\t \\xHH")
+
+    # -- numbers ----------------------------------------------------------------
+
+    def int_value(self, text: str, what: str, lo: int, hi: int) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise self.err(f"{what} {_show(text)} is not an integer, expected an integer") from None
+        if not lo <= v <= hi:
+            raise self.err(f"{what} {v} is out of range, expected {lo}..{hi}")
+        return v
+
+    # -- header -----------------------------------------------------------------
+
+    def header_line(self, toks: list[_Token], text: str) -> None:
+        word = toks[0].positional()
+        if not self.seen_magic:
+            if word != MAGIC:
+                raise self.err(f"expected '{MAGIC} {FORMAT_VERSION}' as the first line "
+                               f"(the .trace magic), got {_show(text)}")
+            if len(toks) != 2 or toks[1].positional() is None:
+                raise self.err(f"expected '{MAGIC} {FORMAT_VERSION}', got {_show(text)}")
+            version = toks[1].positional()
+            if version != str(FORMAT_VERSION):
+                raise self.err(f"unsupported .trace format version {_show(version)}, expected "
+                               f"{FORMAT_VERSION}")
+            self.seen_magic = True
+            return
+        if word == "timer_resolution":
+            if len(toks) != 2 or toks[1].positional() is None:
+                raise self.err(f"expected 'timer_resolution <ticks per second>', got {_show(text)}")
+            self.define("timer_resolution", 0)
+            self.timer_resolution = self.int_value(toks[1].positional(), "timer_resolution",
+                                                   1, _INT64_MAX)
+        elif word == "location":
+            self.location_line(toks, text)
+        elif word == "region":
+            self.region_line(toks, text)
+        elif word == "comm":
+            self.comm_line(toks, text)
+        elif word == "events":
+            if len(toks) != 1:
+                raise self.err(f"expected 'events' alone on its line, got {_show(text)}")
+            self.finish_header()
+        elif word == MAGIC:
+            raise self.err(f"duplicate '{MAGIC}' line, expected it only as the first line")
+        else:
+            raise self.err(f"unknown header line {_show(text)}, expected one of "
+                           f"{', '.join(_HEADER_KEYWORDS)}")
+
+    def define(self, what: str, ident: int) -> None:
+        first = self.def_line.get((what, ident))
+        if first is not None:
+            if what == "timer_resolution":
+                raise self.err(f"duplicate definition: timer_resolution already given on line "
+                               f"{first}, expected it once")
+            raise self.err(f"duplicate definition: {what} {ident} already defined on line "
+                           f"{first}, expected each {what} id once")
+        self.def_line[(what, ident)] = self.lineno
+
+    def location_line(self, toks: list[_Token], text: str) -> None:
+        usage = ('expected \'location <id> [group=<id>] [name="..."] '
+                 '[group_name="..."]\'')
+        if len(toks) < 2 or toks[1].positional() is None:
+            raise self.err(f"{usage}, got {_show(text)}")
+        loc = self.int_value(toks[1].positional(), "location id", 0, 2**64 - 1)
+        self.define("location", loc)
+        fields = self.field_dict(toks[2:], usage)
+        group = loc
+        if "group" in fields:
+            group = self.int_value(fields.pop("group"), "location group", 0, 2**64 - 1)
+        name = fields.pop("name", "")
+        group_name = fields.pop("group_name", "")
+        if fields:
+            raise self.err(f"unexpected field '{next(iter(fields))}=' in location line, {usage}")
+        self.locations[loc] = Location(id=loc, name=name, group=group, group_name=group_name)
+        self.state[loc] = ([], [])
+        self.prev[loc] = -1
+        self.base[loc] = 0
+
+    def region_line(self, toks: list[_Token], text: str) -> None:
+        if len(toks) != 3 or toks[1].positional() is None or toks[2].positional() is None:
+            raise self.err(f"expected 'region <id> \"<name>\"', got {_show(text)}")
+        region = self.int_value(toks[1].positional(), "region id", 0, _INT32_MAX)
+        self.define("region", region)
+        self.regions[region] = toks[2].positional()
+
+    def comm_line(self, toks: list[_Token], text: str) -> None:
+        usage = ("expected 'comm <id> \"<name>\" <member location ids in rank order, "
+                 "comma-separated, or ->'")
+        if len(toks) != 4 or any(t.positional() is None for t in toks[1:]):
+            raise self.err(f"{usage}, got {_show(text)}")
+        comm = self.int_value(toks[1].positional(), "comm id", 0, _INT32_MAX)
+        self.define("comm", comm)
+        spec = toks[3].positional()
+        members: tuple[int, ...] = ()
+        if spec != "-":
+            members = tuple(self.int_value(m, "comm member location id", 0, 2**64 - 1)
+                            for m in spec.split(","))
+        self.comms[comm] = Comm(id=comm, name=toks[2].positional(), members=members)
+
+    def finish_header(self) -> None:
+        if self.timer_resolution is None:
+            raise self.err("missing 'timer_resolution <ticks per second>' line, expected it "
+                           "before 'events'")
+        for cid, comm in self.comms.items():
+            for rank, loc in enumerate(comm.members):
+                if loc not in self.locations:
+                    self.lineno = self.def_line[("comm", cid)]
+                    raise self.err(f"comm {cid}: member rank {rank} is location {loc}, which is "
+                                   f"not defined, expected a 'location {loc}' line")
+        self.in_events = True
+
+    # -- events -----------------------------------------------------------------
+
+    def field_dict(self, toks: list[_Token], usage: str) -> dict[str, str]:
+        fields: dict[str, str] = {}
+        for t in toks:
+            if not t.key:
+                raise self.err(f"expected key=value, got {_show(t.raw)}"
+                               + (f" ({usage})" if usage else ""))
+            if t.key in fields:
+                raise self.err(f"duplicate field '{t.key}=', expected each field once")
+            fields[t.key] = t.value
+        return fields
+
+    def plain_fields(self, parts: list[str]) -> dict[str, str]:
+        """The ``key=value`` fields ``parts[3:]`` of a quote-free line as a dict."""
+        fields: dict[str, str] = {}
+        for p in parts[3:]:
+            k, sep, v = p.partition("=")
+            if not sep or not k:
+                raise self.err(f"expected key=value, got {_show(p)}")
+            if k in fields:
+                raise self.err(f"duplicate field '{k}=', expected each field once")
+            fields[k] = v
+        return fields
+
+    def event_line(self, parts: list[str], fields: dict[str, str] | None, line: str) -> None:
+        """Parse one record; ``fields`` is None for a quote-free line (then parsed here)."""
+        if len(parts) < 3:
+            self.misplaced_header(parts[0])
+            raise self.err(f"expected {_EVENT_SYNTAX}, got {_show(line.strip())}")
+        try:
+            t = int(parts[0])
+        except ValueError:
+            self.misplaced_header(parts[0])
+            raise self.err(f"time {_show(parts[0])} is not an integer, expected integer ticks "
+                           f"({_EVENT_SYNTAX})") from None
+        if not 0 <= t <= _INT64_MAX:
+            raise self.err(f"time {t} is out of range, expected 0..{_INT64_MAX}")
+        try:
+            loc = int(parts[1])
+        except ValueError:
+            raise self.err(f"location {_show(parts[1])} is not an integer, expected a location id "
+                           f"({_EVENT_SYNTAX})") from None
+        st = self.state.get(loc)
+        if st is None:
+            raise self.err(f"location {loc} is not defined, expected a 'location {loc}' line "
+                           f"in the header")
+        kname = parts[2]
+        kind = KIND_CODE.get(kname)
+        if kind is None:
+            raise self.err(_unknown_kind(kname))
+        rows, payloads = st
+        if rows:
+            if t < rows[-1][0]:
+                raise self.backwards(loc, t, rows[-1][0], len(rows))
+        elif t < self.prev[loc]:  # the location's first record in this chunk
+            raise self.backwards(loc, t, self.prev[loc], 0)
+        if fields is None:
+            if (kind == ENTER or kind == LEAVE) and len(parts) == 4 \
+                    and parts[3].startswith("region="):
+                # fast path for the most common records; anything unusual falls through
+                try:
+                    region = int(parts[3][7:])
+                except ValueError:
+                    region = None
+                if region in self.regions:
+                    rows.append((t, kind, region, NONE, NONE, NONE, NONE, NONE, NONE, NONE))
+                    payloads.append(None)
+                    return
+            fields = self.plain_fields(parts)
+        handler = self.handlers.get(kind)
+        if handler is None:  # carried, uninterpreted kind: fields verbatim
+            rows.append((t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE, NONE))
+            payloads.append(fields)
+            return
+        row, payload = handler(kname, kind, t, fields)
+        rows.append(row if len(row) == len(COLUMNS) else row + (NONE,))
+        payloads.append(payload)
+
+    def backwards(self, loc: int, t: int, previous: int, in_chunk: int) -> TraceError:
+        return self.err(f"time {t} is before the previous record's {previous}",
+                        location=loc, index=self.base[loc] + in_chunk)
+
+    def misplaced_header(self, word: str) -> None:
+        if word in _HEADER_KEYWORDS or word == MAGIC:
+            raise self.err(f"header line {_show(word)} after the 'events' line, expected all "
+                           f"definitions before 'events'")
+
+    def need(self, fields: dict[str, str], key: str, kname: str, hint: str) -> str:
+        try:
+            return fields.pop(key)
+        except KeyError:
+            raise self.err(f"missing field '{key}=' for {kname}, expected {key}={hint}") from None
+
+    def no_more(self, fields: dict[str, str], kname: str, allowed: str) -> None:
+        if fields:
+            key = next(iter(fields))
+            expected = f"only {allowed}" if allowed else "no fields"
+            raise self.err(f"unexpected field '{key}=' for {kname}, expected {expected}")
+
+    def comm_ref(self, text: str) -> int:
+        comm = self.int_value(text, "comm id", 0, _INT32_MAX)
+        if comm not in self.comms:
+            raise self.err(f"comm {comm} is not defined, expected a 'comm {comm} ...' line in "
+                           f"the header")
+        return comm
+
+    def rank(self, text: str, what: str, comm: int) -> int:
+        r = self.int_value(text, what, 0, _INT32_MAX)
+        size = len(self.comms[comm].members)
+        if r >= size:
+            raise self.err(f"{what} {r} is not in comm {comm} ({size} members), expected a rank "
+                           f"0..{size - 1}" if size else
+                           f"{what} {r} is not in comm {comm}, which has no members")
+        return r
+
+    def _region_record(self, kname: str, kind: int, t: int,
+                       fields: dict[str, str]) -> tuple[tuple, Any]:
+        region = self.int_value(self.need(fields, "region", kname, "<region id>"),
+                                "region id", 0, _INT32_MAX)
+        if region not in self.regions:
+            raise self.err(f"region {region} is not defined, expected a 'region {region} "
+                           f"\"<name>\"' line in the header")
+        self.no_more(fields, kname, "region=")
+        return (t, kind, region, NONE, NONE, NONE, NONE, NONE, NONE), None
+
+    def _request_id(self, fields: dict[str, str], kname: str) -> int:
+        return self.int_value(self.need(fields, "request", kname, "<request id>"),
+                              "request id", NONE, _INT64_MAX)  # -1: undefined
+
+    def _p2p_request_record(self, kname: str, kind: int, t: int,
+                            fields: dict[str, str]) -> tuple[tuple, Any]:
+        request = self._request_id(fields, kname)
+        row, payload = self._p2p_record(kname, SEND if kind == ISEND else RECV, t, fields,
+                                        extra="request=")
+        return (row[0], kind) + row[2:] + (request,), payload
+
+    def _request_record(self, kname: str, kind: int, t: int,
+                        fields: dict[str, str]) -> tuple[tuple, Any]:
+        request = self._request_id(fields, kname)
+        self.no_more(fields, kname, "request=")
+        return (t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE, request), None
+
+    def _nbc_complete(self, kname: str, kind: int, t: int,
+                      fields: dict[str, str]) -> tuple[tuple, Any]:
+        request = self._request_id(fields, kname)
+        row, payload = self._coll_end(kname, kind, t, fields, extra="request=")
+        return row + (request,), payload
+
+    def _p2p_record(self, kname: str, kind: int, t: int,
+                    fields: dict[str, str], extra: str = "") -> tuple[tuple, Any]:
+        peer_key = "receiver" if kind == SEND else "sender"
+        peer_text = self.need(fields, peer_key, kname, "<rank in comm>")
+        comm = self.comm_ref(self.need(fields, "comm", kname, "<comm id>"))
+        peer = self.rank(peer_text, f"{peer_key} rank", comm)
+        tag = self.int_value(self.need(fields, "tag", kname, "<tag>"), "tag",
+                             _INT64_MIN, _INT64_MAX)
+        size = self.int_value(self.need(fields, "bytes", kname, "<message bytes>"), "bytes",
+                              0, _INT64_MAX)
+        self.no_more(fields, kname, f"{peer_key}= comm= tag= bytes= {extra}".strip())
+        return (t, kind, NONE, peer, comm, tag, size, NONE, NONE), None
+
+    def _coll_begin(self, kname: str, kind: int, t: int,
+                    fields: dict[str, str]) -> tuple[tuple, Any]:
+        self.no_more(fields, kname, "")
+        return (t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE), None
+
+    def _coll_end(self, kname: str, kind: int, t: int,
+                  fields: dict[str, str], extra: str = "") -> tuple[tuple, Any]:
+        op_text = self.need(fields, "op", kname, "<operation, e.g. BARRIER or ALLREDUCE>")
+        op = COLLECTIVE_OPS.get(op_text.upper())
+        if op is None:
+            if not op_text.isdigit():
+                names = ", ".join(list(COLLECTIVE_OPS)[:17])
+                raise self.err(f"unknown collective op {_show(op_text)}, expected one of {names}, "
+                               f"... or a number")
+            op = self.int_value(op_text, "collective op", 0, _INT16_MAX)
+        comm = self.comm_ref(self.need(fields, "comm", kname, "<comm id>"))
+        root_text = fields.pop("root", "-")
+        root = NONE if root_text == "-" else self.rank(root_text, "root rank", comm)
+        sent = self.int_value(fields.pop("sent", "0"), "sent bytes", 0, _INT64_MAX)
+        received = self.int_value(fields.pop("received", "0"), "received bytes", 0, _INT64_MAX)
+        self.no_more(fields, kname, f"op= comm= root= sent= received= {extra}".strip())
+        return (t, kind, NONE, root, comm, NONE, sent, received, op), None
+
+    def _buffer_flush(self, kname: str, kind: int, t: int,
+                      fields: dict[str, str]) -> tuple[tuple, Any]:
+        stop = self.int_value(self.need(fields, "stop", kname, "<stop time in ticks>"),
+                              "stop time", 0, _INT64_MAX)
+        if stop < t:
+            raise self.err(f"BufferFlush stop time {stop} is before its start {t}, expected "
+                           f"stop >= time")
+        self.no_more(fields, kname, "stop=")
+        return (t, kind, NONE, NONE, NONE, NONE, stop, NONE, NONE), None
+
+    def _measurement(self, kname: str, kind: int, t: int,
+                     fields: dict[str, str]) -> tuple[tuple, Any]:
+        mode = self.need(fields, "mode", kname, "on|off").lower()
+        if mode not in ("on", "off"):
+            raise self.err(f"bad measurement mode {_show(mode)}, expected mode=on or mode=off")
+        self.no_more(fields, kname, "mode=")
+        return (t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE), {"mode": mode}
+
+    def _program_begin(self, kname: str, kind: int, t: int,
+                       fields: dict[str, str]) -> tuple[tuple, Any]:
+        name = self.need(fields, "name", kname, '"<program name>"')
+        args = self.split_args(fields.pop("args")) if "args" in fields else []
+        self.no_more(fields, kname, "name= args=")
+        return (t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE), {"name": name, "args": args}
+
+    def _program_end(self, kname: str, kind: int, t: int,
+                     fields: dict[str, str]) -> tuple[tuple, Any]:
+        status = self.int_value(self.need(fields, "status", kname, "<exit status>"),
+                                "exit status", _INT64_MIN, _INT64_MAX)
+        self.no_more(fields, kname, "status=")
+        return (t, kind, NONE, NONE, NONE, NONE, NONE, NONE, NONE), {"status": status}
+
+    def split_args(self, text: str) -> list[str]:
+        """Inverse of :func:`_join_args`."""
+        if "\\" not in text:
+            return text.split(",")
+        out: list[str] = []
+        cur: list[str] = []
+        i = 0
+        while i < len(text):
+            c = text[i]
+            if c == "\\":
+                nxt = text[i + 1:i + 2]
+                if nxt not in (",", "\\"):
+                    raise self.err(f"bad escape '{text[i:i + 2]}' in args, expected '\\,' or "
+                                   f"'\\\\' (written \"\\\\,\" and \"\\\\\\\\\" inside quotes)")
+                cur.append(nxt)
+                i += 2
+                continue
+            if c == ",":
+                out.append("".join(cur))
+                cur = []
+            else:
+                cur.append(c)
+            i += 1
+        out.append("".join(cur))
+        return out
+
+    # -- driver -----------------------------------------------------------------
+
+    def read_header(self, lines: Iterator[tuple[int, str]]) -> Definitions:
+        """Parse ``(line number, line)`` pairs up to and including the 'events' line."""
+        for lineno, line in lines:
+            self.lineno = lineno
+            if '"' in line:
+                toks = self.tokenize(line)
+                if not toks:
+                    continue
+                self.header_line(toks, line.strip())
+            else:
+                if "#" in line:
+                    line = _strip_comment(line)
+                parts = line.split()
+                if not parts:
+                    continue
+                self.header_line(self.tokenize_plain(parts), line.strip())
+            if self.in_events:
+                return Definitions(timer_resolution=self.timer_resolution,
+                                   locations=self.locations, regions=self.regions,
+                                   comms=self.comms, otf2=None)
+        if not self.seen_magic:
+            self.lineno = max(self.lineno, 1)
+            raise self.err(f"empty trace, expected '{MAGIC} {FORMAT_VERSION}' as the first line")
+        raise self.err("end of file before the 'events' line, expected the header to end "
+                       "with 'events'")
+
+    def read_records(self, lines: Iterator[tuple[int, str]],
+                     limit: int | None) -> dict[int, Events]:
+        """Parse record lines until ``limit`` records (None: the end of the file);
+        return them per location (only locations with records)."""
+        if limit is None:
+            self.parse_lines(lines)
+        else:
+            while limit:  # each line is at most one record: read limit lines, repeat
+                first = self.lineno + 1
+                skipped = self.parse_lines(islice(lines, limit))
+                seen = self.lineno - first + 1
+                if seen < limit:  # end of file
+                    break
+                limit -= seen - skipped
+        chunk = {}
+        for loc, (rows, payloads) in self.state.items():
+            if rows:
+                chunk[loc] = _events(rows, payloads)
+                self.prev[loc] = rows[-1][0]
+                self.base[loc] += len(rows)
+                self.state[loc] = ([], [])
+        return chunk
+
+    def parse_lines(self, lines: Iterable[tuple[int, str]]) -> int:
+        """Parse record lines; returns how many were blank or comments."""
+        skipped = 0
+        for lineno, line in lines:
+            self.lineno = lineno
+            if '"' in line:
+                toks = self.tokenize(line)
+                if not toks:
+                    skipped += 1
+                    continue
+                parts = [t.raw if not t.quoted else t.value for t in toks[:3]]
+                usage = _EVENT_SYNTAX
+                if any(t.key is not None and t.quoted for t in toks[:3]):
+                    raise self.err(f"expected {usage}, got {_show(line.strip())}")
+                fields = self.field_dict(toks[3:], "")
+            else:
+                if "#" in line:
+                    line = _strip_comment(line)
+                parts = line.split()
+                if not parts:
+                    skipped += 1
+                    continue
+                fields = None  # parsed from parts[3:] by event_line
+            self.event_line(parts, fields, line)
+        return skipped
+
+    @staticmethod
+    def tokenize_plain(parts: list[str]) -> list[_Token]:
+        toks = []
+        for p in parts:
+            k, sep, v = p.partition("=")
+            toks.append(_Token(k, v, p, False) if sep else _Token(None, p, p, False))
+        return toks
+
+
+def _events(rows: list[tuple], payloads: list[Any]) -> Events:
+    """Rows to columns (one 2-D int64 conversion, faster than per-column iteration;
+    every value was range-checked for its column while parsing)."""
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), len(COLUMNS))
+    cols = {name: np.ascontiguousarray(table[:, j], dtype=dtype)
+            for j, (name, dtype) in enumerate(COLUMNS)}
+    return Events(**cols, payload=payloads)
+
+
+def _unknown_kind(name: str) -> str:
+    close = difflib.get_close_matches(name, KIND_NAMES, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    shown = ", ".join(KIND_NAMES[:10])
+    return (f"unknown record kind {_show(name)}, {hint}expected a kind name (known: {shown}, ... "
+            f"{len(KIND_NAMES)} in all, see docs/trace-format.md)")
+
+
+def _first_undecodable_line(path: str) -> int:
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return lineno
+    return 1
+
+
+@contextlib.contextmanager
+def _read_errors(path: str) -> Iterator[None]:
+    """Unreadable and non-UTF-8 files as one-line TraceErrors."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        line = _first_undecodable_line(path)
+        raise TraceError("not valid UTF-8 text, expected a UTF-8 .trace file",
+                         source=f"{path}:{line}") from None
+    except OSError as e:
+        raise TraceError(f"cannot read the file: {e.strerror or e}", source=path) from None
+
+
+class TextChunks(ChunkIterator):
+    """Iterator over a ``.trace`` file's records in chunks (see :func:`read_text_chunks`);
+    holds the open file until the records are exhausted, a chunk fails,
+    :meth:`close` is called or the iterator is garbage collected."""
+
+    def __init__(self, reader: _Reader, f: TextIO, lines: Iterator[tuple[int, str]],
+                 chunk_records: int | None) -> None:
+        self.path = reader.path
+        self.chunk_records = chunk_records
+        self._reader = reader
+        self._file: TextIO | None = f
+        self._lines = lines
+
+    def _read(self) -> dict[int, Events]:
+        with _read_errors(self.path):
+            return self._reader.read_records(self._lines, self.chunk_records)
+
+    def _release(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()
+
+
+def read_text_chunks(path: str, chunk_records: int | None) -> tuple[Definitions, TextChunks]:
+    """The definitions of a ``.trace`` file and an iterator over its records in chunks.
+
+    Each chunk holds the next ``chunk_records`` records of the file (all if None),
+    in file order, as ``{location: Events}`` for the locations that have records
+    among them. Header problems raise :class:`~compensate.model.TraceError` here,
+    record problems from the iterator (``FILE:LINE: ...``, with the record's index
+    within the whole location), exactly as :func:`read_text` reports them.
+    """
+    path = os.fspath(path)
+    reader = _Reader(path)
+    with _read_errors(path):
+        f = open(path, encoding="utf-8")  # noqa: SIM115 (closed by TextChunks)
+    try:
+        lines = enumerate(f, 1)
+        with _read_errors(path):
+            definitions = reader.read_header(lines)
+    except BaseException:
+        f.close()
+        raise
+    return definitions, TextChunks(reader, f, lines, chunk_records)
+
+
+def read_text(path: str) -> Trace:
+    """Read a ``.trace`` file into a :class:`~compensate.model.Trace`.
+
+    The result's ``source`` is ``path`` and ``definitions.otf2`` is None. Every
+    defined location gets an :class:`~compensate.model.Events` (possibly empty).
+    Raises :class:`~compensate.model.TraceError` (``FILE:LINE: ...``) on any bad input.
+    """
+    path = os.fspath(path)
+    definitions, chunks = read_text_chunks(path, None)
+    with contextlib.closing(chunks):
+        chunk = next(chunks, {})
+    events = {loc: chunk[loc] if loc in chunk else _events([], [])
+              for loc in definitions.locations}
+    return Trace(definitions, events, source=path)

@@ -1,0 +1,584 @@
+"""Write the ``.trace`` text format (docs/trace-format.md): :func:`write_text` for a
+whole trace, :class:`TextEventWriter` for records handed over location by location
+and chunk by chunk, merged into global time order."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+import numpy as np
+
+from compensate.formats.text.syntax import (
+    FORMAT_VERSION,
+    MAGIC,
+    _brief,
+    _enum_name,
+    _join_args,
+    _quote,
+    _valid_key,
+    _value,
+)
+from compensate.model import (
+    BUFFER_FLUSH,
+    COLL_BEGIN,
+    COLL_END,
+    COLLECTIVE_OP_NAMES,
+    COLUMNS,
+    ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
+    KIND_NAMES,
+    LEAVE,
+    MEASUREMENT_ONOFF,
+    NBC_COMPLETE,
+    NBC_REQUEST,
+    PROGRAM_BEGIN,
+    PROGRAM_END,
+    RECV,
+    REQUEST_CANCELLED,
+    REQUEST_TEST,
+    SEND,
+    Definitions,
+    Events,
+    Trace,
+    TraceError,
+)
+
+# ---------------------------------------------------------------------------
+# Writer
+
+
+def _scalar_fields(obj: Any) -> list[tuple[str, str]]:
+    """Best-effort ``key=value`` fields from an OTF2 event object's attributes: ints,
+    floats, strings, enums (by name), definitions (``key_ref=<ref>``) and lists of
+    numbers (comma-separated); anything else is skipped."""
+    out: list[tuple[str, str]] = []
+    try:
+        attrs = vars(obj)
+    except TypeError:
+        return out
+    for key, v in attrs.items():
+        if key in ("time", "attributes") or key.startswith("_") or not _valid_key(key):
+            continue
+        name = _enum_name(v)
+        if name is not None:
+            out.append((key, name))
+        elif isinstance(v, bool | np.bool_):
+            out.append((key, "true" if v else "false"))
+        elif isinstance(v, int | np.integer):
+            out.append((key, str(int(v))))
+        elif isinstance(v, float | np.floating):
+            out.append((key, repr(float(v))))
+        elif isinstance(v, str):
+            out.append((key, v))
+        elif isinstance(getattr(v, "_ref", None), int | np.integer):
+            out.append((key + "_ref", str(int(v._ref))))
+        elif (isinstance(v, list | tuple) and v
+              and all(isinstance(x, int | float | np.integer | np.floating)
+                      and not isinstance(x, bool) for x in v)):
+            out.append((key, ",".join(str(int(x)) if isinstance(x, int | np.integer)
+                                      else repr(float(x)) for x in v)))
+    return out
+
+
+class _Formatter:
+    """Formats the header and the records of one trace; ``fail`` makes a TraceError
+    naming the record."""
+
+    def __init__(self, definitions: Definitions, path: str) -> None:
+        self.definitions = definitions
+        self.path = path
+
+    def fail(self, loc: int, index: int, message: str) -> TraceError:
+        return TraceError(f"cannot write as .trace: {message}", source=self.path,
+                          location=loc, index=index)
+
+    def fields(self, loc: int, index: int, kind: int, cols: tuple, payload: Any) -> str:
+        """The ``key=value`` part of one record's line (may be empty)."""
+        region, peer, comm, tag, size, size_recv, op, request = cols
+        if kind == ENTER or kind == LEAVE:
+            return f"region={region}"
+        if kind == SEND:
+            return f"receiver={peer} comm={comm} tag={tag} bytes={size}"
+        if kind == RECV:
+            return f"sender={peer} comm={comm} tag={tag} bytes={size}"
+        if kind == ISEND:
+            return f"receiver={peer} comm={comm} tag={tag} bytes={size} request={request}"
+        if kind == IRECV:
+            return f"sender={peer} comm={comm} tag={tag} bytes={size} request={request}"
+        if kind in (ISEND_COMPLETE, IRECV_REQUEST, REQUEST_TEST, REQUEST_CANCELLED,
+                    NBC_REQUEST):
+            return f"request={request}"
+        if kind == COLL_END or kind == NBC_COMPLETE:
+            root = "-" if peer < 0 else peer
+            text = (f"op={COLLECTIVE_OP_NAMES.get(op, op)} comm={comm} root={root} "
+                    f"sent={size} received={size_recv}")
+            return text + (f" request={request}" if kind == NBC_COMPLETE else "")
+        if kind == COLL_BEGIN:
+            return ""
+        if kind == BUFFER_FLUSH:
+            return f"stop={size}"
+        if kind == MEASUREMENT_ONOFF:
+            return self.measurement(loc, index, payload)
+        if kind == PROGRAM_BEGIN:
+            return self.program_begin(loc, index, payload)
+        if kind == PROGRAM_END:
+            return self.program_end(loc, index, payload)
+        return self.generic(loc, index, payload)
+
+    def measurement(self, loc: int, index: int, payload: Any) -> str:
+        if isinstance(payload, dict):
+            mode = payload.get("mode")
+        else:
+            mode = _enum_name(getattr(payload, "measurement_mode", None))
+        mode = mode.lower() if isinstance(mode, str) else None
+        if mode not in ("on", "off"):
+            raise self.fail(loc, index, f"MeasurementOnOff record without an on/off mode "
+                                        f"(payload {_brief(payload)})")
+        return f"mode={mode}"
+
+    def program_begin(self, loc: int, index: int, payload: Any) -> str:
+        if isinstance(payload, dict):
+            name, args = payload.get("name"), payload.get("args", [])
+        else:
+            name = getattr(payload, "program_name", None)
+            args = getattr(payload, "program_arguments", [])
+        if not isinstance(name, str) or not isinstance(args, list | tuple) \
+                or not all(isinstance(a, str) for a in args):
+            raise self.fail(loc, index, f"ProgramBegin record needs a name string and a list "
+                                        f"of argument strings (payload {_brief(payload)})")
+        text = f"name={_quote(name)}"
+        return f"{text} args={_quote(_join_args(list(args)))}" if args else text
+
+    def program_end(self, loc: int, index: int, payload: Any) -> str:
+        status = payload.get("status") if isinstance(payload, dict) \
+            else getattr(payload, "exit_status", None)
+        if isinstance(status, bool) or not isinstance(status, int | np.integer):
+            raise self.fail(loc, index, f"ProgramEnd record without an integer exit status "
+                                        f"(payload {_brief(payload)})")
+        return f"status={int(status)}"
+
+    def generic(self, loc: int, index: int, payload: Any) -> str:
+        if payload is None:
+            return ""
+        if isinstance(payload, dict):
+            items = [(k, v if isinstance(v, str) else str(v)) for k, v in payload.items()]
+            for k, _ in items:
+                if not isinstance(k, str) or not _valid_key(k):
+                    raise self.fail(loc, index, f"field name {k!r} cannot be written, expected "
+                                                f"a non-empty name without whitespace, '=', "
+                                                f"quotes or control characters")
+        else:
+            items = _scalar_fields(payload)
+        return " ".join(f"{k}={_value(v)}" for k, v in items)
+
+    def header(self) -> list[str]:
+        d = self.definitions
+        out = [
+            f"{MAGIC} {FORMAT_VERSION}\n",
+            "# compensate .trace file, one record per line (format: docs/trace-format.md)\n",
+            f"timer_resolution {int(d.timer_resolution)}\n",
+        ]
+        for lid in sorted(d.locations):
+            loc = d.locations[lid]
+            line = f"location {lid} group={loc.group}"
+            if loc.name:
+                line += f" name={_quote(loc.name)}"
+            if loc.group_name:
+                line += f" group_name={_quote(loc.group_name)}"
+            out.append(line + "\n")
+        for rid in sorted(d.regions):
+            out.append(f"region {rid} {_quote(str(d.regions[rid]))}\n")
+        for cid in sorted(d.comms):
+            c = d.comms[cid]
+            members = ",".join(str(m) for m in c.members) if c.members else "-"
+            out.append(f"comm {cid} {_quote(str(c.name))} {members}\n")
+        out.append("events\n")
+        return out
+
+    def records(self, f: TextIO, cols: list[list[Any]], payloads: list[Any],
+                widths: tuple[int, int, int]) -> None:
+        """Write records given as columns in output order: ``cols`` is
+        ``[time, location, index, kind, region, peer, comm, tag, size, size_recv,
+        op, request]`` (lists), ``widths`` the time, location and kind column
+        widths."""
+        tw, lw, kw = widths
+        fields_of = self.fields
+        buf: list[str] = []
+        for t, loc, i, kind, *c, p in zip(*cols, payloads, strict=True):
+            fields = fields_of(loc, i, kind, c, p)
+            name = KIND_NAMES[kind]  # codes validated by the caller
+            if fields:
+                buf.append(f"{t:>{tw}} {loc:>{lw}} {name:<{kw}} {fields}\n")
+            else:
+                buf.append(f"{t:>{tw}} {loc:>{lw}} {name}\n")
+            if len(buf) >= 8192:
+                f.write("".join(buf))
+                buf.clear()
+        f.write("".join(buf))
+
+
+#: Default cap of :class:`TextEventWriter`'s merge buffer, in records.
+MAX_BUFFERED = 1 << 20
+#: Records the merge buffer gathers before it tries to write some out.
+_RELEASE_EVERY = 1 << 16
+_COMMENT = "# <time> <location> <kind> [key=value ...]\n"
+
+
+class TextEventWriter:
+    """Writes a ``.trace`` file from records handed over location by location and
+    chunk by chunk, merged into global time order.
+
+    ``write(loc, events)`` appends records to location ``loc``, in order (calls
+    for different locations may interleave). Records wait in per-location queues
+    until no location can still add an earlier one: a record is written once
+    its time is below every unfinished location's last appended time (a
+    location that has appended nothing yet holds everything back; ``finish(loc)``
+    declares that ``loc`` appends nothing more). Written that way the file is
+    byte for byte what :func:`write_text` writes for the same records: time
+    order, ties by location id, then per-location order.
+
+    ``max_buffered`` caps the queues (None: unbounded): beyond it the earliest
+    queued records are written anyway, down to half the cap, and a location
+    that appends an earlier record later makes the file's order across
+    locations no longer global (the format allows any interleaving; the order
+    of each location's records is always kept).
+
+    The column widths (time, location, kind) are fixed when the first records
+    are written, from the records appended so far and the defined locations;
+    if later records need other widths, :meth:`close` rewrites the record lines
+    once so that the file is exactly what :func:`write_text` would write.
+    """
+
+    def __init__(self, path: str, definitions: Definitions, *,
+                 max_buffered: int | None = MAX_BUFFERED,
+                 locations: Iterable[int] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.definitions = definitions
+        self.max_buffered = max_buffered
+        self.formatter = _Formatter(definitions, self.path)
+        # locations that may be written (their ids in sorted order give the tie
+        # rank), their column width
+        ids = sorted(definitions.locations if locations is None else locations)
+        self._rank = {loc: r for r, loc in enumerate(ids)}
+        self._ids = ids
+        self._lw = max((len(str(loc)) for loc in ids), default=1)
+        self._queues: dict[int, deque[list[Any]]] = {}  # loc -> [[Events, first queued]]
+        self._written: dict[int, int] = {}  # loc -> records taken out of its queue
+        self._count: dict[int, int] = {}  # loc -> records appended
+        self._last: dict[int, int] = {}  # loc -> time of its last appended record
+        self._active = set(definitions.locations)  # locations not finished
+        self._waiting = set(self._active)  # active locations that appended nothing yet
+        self._buffered = 0
+        self._next_release = min(_RELEASE_EVERY, max(1, (max_buffered or 0) // 4))
+        self._max_time = -1
+        self._kinds: set[int] = set()
+        self._header_written = False
+        self._big_ids = bool(ids) and max(ids) > 2**62  # beyond int64 in the merge
+        self._widths: tuple[int, int, int] | None = None  # set once records are written
+        # (byte offset, widths) where the record lines start using other widths
+        self._segments: list[tuple[int, tuple[int, int, int]]] = []
+        try:
+            self._file: TextIO | None = open(self.path, "w", encoding="utf-8",  # noqa: SIM115
+                                             newline="\n")
+        except OSError as e:
+            raise TraceError(f"cannot write the file: {e.strerror or e}",
+                             source=self.path) from None
+
+    # -- appending ---------------------------------------------------------------
+
+    def write(self, loc: int, ev: Events) -> None:
+        """Append ``ev`` to location ``loc``. The writer keeps references to
+        ``ev``'s columns and payload until its records are written: do not modify
+        them afterwards. TraceError for an undefined location, negative times or
+        times going backwards (naming the record)."""
+        if self._file is None:
+            raise TraceError("cannot write as .trace: the file is already closed",
+                             source=self.path)
+        if loc not in self.definitions.locations or loc not in self._rank:
+            raise TraceError(f"cannot write as .trace: location {loc} has records but no "
+                             f"definition", source=self.path)
+        if loc not in self._active:
+            raise TraceError(f"cannot write as .trace: location {loc} was declared finished",
+                             source=self.path)
+        base = self._count.get(loc, 0)
+        t = ev.time
+        n = len(t)
+        if n and int(t.min()) < 0:
+            i = int(np.argmax(t < 0))
+            raise self.formatter.fail(loc, base + i, f"negative time {int(t[i])} (the .trace "
+                                                     f"format needs times >= 0)")
+        previous = self._last.get(loc, -1)
+        if n and int(t[0]) < previous:
+            raise self._backwards(loc, base, int(t[0]), previous)
+        if n > 1:
+            bad = np.flatnonzero(t[1:] < t[:-1])
+            if len(bad):
+                i = int(bad[0]) + 1
+                raise self._backwards(loc, base + i, int(t[i]), int(t[i - 1]))
+        if not n:
+            return
+        self._queues.setdefault(loc, deque()).append([ev, 0])
+        self._count[loc] = base + n
+        self._last[loc] = int(t[-1])
+        self._max_time = max(self._max_time, int(t[-1]))
+        self._kinds.update(np.unique(ev.kind).tolist())
+        self._buffered += n
+        self._waiting.discard(loc)
+        self._release()
+
+    def _release(self) -> None:
+        try:
+            self._write_out()
+        except OSError as e:
+            raise TraceError(f"cannot write the file: {e.strerror or e}",
+                             source=self.path) from None
+
+    def _backwards(self, loc: int, index: int, t: int, previous: int) -> TraceError:
+        return self.formatter.fail(loc, index, f"time {t} is before the previous record's "
+                                               f"{previous} (the .trace format needs "
+                                               f"non-decreasing times per location)")
+
+    def finish(self, loc: int) -> None:
+        """Declare that ``loc`` appends no more records, so that it no longer holds
+        back the merge."""
+        self._active.discard(loc)
+        self._waiting.discard(loc)
+        self._release()
+
+    # -- merging -----------------------------------------------------------------
+
+    def _write_out(self) -> None:
+        """Write what can be written (see the class documentation): everything
+        below the earliest time an unfinished location may still append, tried
+        each time ``_RELEASE_EVERY`` more records are queued; if the queues hold
+        more than ``max_buffered`` records, the earliest ones down to half that."""
+        cap = self.max_buffered
+        if cap is None:
+            return
+        if self._buffered > cap:
+            self._emit(self._take_earliest(self._buffered - cap // 2))
+        elif self._buffered >= self._next_release and not self._waiting:
+            below = min((self._last[loc] for loc in self._active), default=None)
+            self._emit(self._take(below))
+        else:
+            return
+        self._next_release = self._buffered + min(_RELEASE_EVERY, max(1, cap // 4))
+
+    def _take(self, below: int | None,
+              counts: dict[int, int] | None = None) -> list[tuple[int, Events, int, int, int]]:
+        """Take records out of the queues: each location's records with a time
+        before ``below`` (all if None), or its first ``counts[loc]``. Returns
+        pieces ``(loc, events, start, stop, index of events[start])``."""
+        pieces = []
+        for loc, queue in self._queues.items():
+            want = None if counts is None else counts.get(loc, 0)
+            while queue and want != 0:
+                piece = queue[0]
+                ev, start = piece
+                if want is not None:
+                    stop = min(len(ev), start + want)
+                    want -= stop - start
+                elif below is None:
+                    stop = len(ev)
+                else:
+                    stop = int(np.searchsorted(ev.time, below, "left"))
+                    if stop <= start:
+                        break
+                pieces.append((loc, ev, start, stop, self._written.get(loc, 0)))
+                self._written[loc] = self._written.get(loc, 0) + stop - start
+                self._buffered -= stop - start
+                if stop < len(ev):
+                    piece[1] = stop
+                    break
+                queue.popleft()
+        return pieces
+
+    def _take_earliest(self, k: int) -> list[tuple[int, Events, int, int, int]]:
+        """Take the ``k`` earliest queued records (time, location, record order)."""
+        times, ranks, locs = [], [], []
+        for loc, queue in self._queues.items():
+            for ev, start in queue:
+                times.append(ev.time[start:])
+                ranks.append(np.full(len(ev) - start, self._rank[loc], dtype=np.int64))
+            locs.append(loc)
+        rank = np.concatenate(ranks)
+        order = np.lexsort((np.arange(len(rank)), rank, np.concatenate(times)))[:k]
+        per_rank = np.bincount(rank[order], minlength=len(self._ids))
+        return self._take(None, {loc: int(per_rank[self._rank[loc]]) for loc in locs})
+
+    # -- output ------------------------------------------------------------------
+
+    def _write_header(self) -> None:
+        if not self._header_written:
+            self._file.writelines(self.formatter.header())
+            self._header_written = True
+
+    def _final_widths(self) -> tuple[int, int, int]:
+        kinds = [k for k in self._kinds if 0 <= k < len(KIND_NAMES)]
+        return (len(str(self._max_time)), self._lw,
+                max((len(KIND_NAMES[k]) for k in kinds), default=0))
+
+    def _emit(self, pieces: list[tuple[int, Events, int, int, int]]) -> None:
+        """Write the records of ``pieces`` merged by time, location, record order."""
+        self._write_header()
+        if not pieces:
+            return
+        bad_kinds = [k for k in self._kinds if not 0 <= k < len(KIND_NAMES)]
+        if bad_kinds:
+            raise TraceError(f"cannot write as .trace: unknown record kind code {bad_kinds[0]}",
+                             source=self.path)
+        widths = self._final_widths()  # wide enough for every record appended so far
+        if widths != self._widths:
+            if self._widths is None:
+                self._file.write(_COMMENT)
+            self._segments.append((self._file.tell(), widths))
+            self._widths = widths
+        if len(pieces) == 1:
+            loc, ev, start, stop, first = pieces[0]
+            sl = slice(start, stop)
+            order = None
+            locs = [loc] * (stop - start)
+            index = list(range(first, first + stop - start))
+            payloads = _payloads(ev, start, stop)
+        else:
+            sl = slice(None)
+            time = np.concatenate([ev.time[a:b] for _, ev, a, b, _ in pieces])
+            rank = np.concatenate([np.full(b - a, self._rank[loc], dtype=np.int64)
+                                   for loc, _, a, b, _ in pieces])
+            index = np.concatenate([np.arange(i, i + b - a) for _, _, a, b, i in pieces])
+            order = np.lexsort((index, rank, time))  # time, then location id, then record
+            ids = np.array(self._ids, dtype=object if self._big_ids else np.int64)
+            locs = ids[rank[order]].tolist()
+            index = index[order].tolist()
+            payloads = [p for _, ev, a, b, _ in pieces for p in _payloads(ev, a, b)]
+            payloads = [payloads[j] for j in order.tolist()]
+        cols: list[list[Any]] = []
+        for name, _ in COLUMNS:
+            if order is None:
+                col = getattr(pieces[0][1], name)[sl]
+            else:
+                col = np.concatenate([getattr(ev, name)[a:b] for _, ev, a, b, _ in pieces])[order]
+            cols.append(col.tolist())
+        cols[1:1] = [locs, index]  # time, location, index, kind, ...
+        self.formatter.records(self._file, cols, payloads, self._widths)
+
+    def close(self) -> None:
+        """Write every record still queued and finish the file (rewriting the
+        record lines if their column widths changed)."""
+        if self._file is None:
+            raise TraceError("cannot write as .trace: the file is already closed",
+                             source=self.path)
+        try:
+            try:
+                self._emit(self._take(None))
+                f, self._file = self._file, None
+                f.close()
+            except OSError as e:
+                raise TraceError(f"cannot write the file: {e.strerror or e}",
+                                 source=self.path) from None
+            final = self._final_widths()
+            if any(widths != final for _, widths in self._segments):
+                try:
+                    self._repad(final)
+                except OSError as e:
+                    raise TraceError(f"cannot write the file: {e.strerror or e}",
+                                     source=self.path) from None
+        except BaseException:
+            self.abandon()
+            raise
+
+    def abandon(self) -> None:
+        """Close the file after a failure (it stays, half written)."""
+        f, self._file = self._file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
+
+    def _repad(self, final: tuple[int, int, int]) -> None:
+        """Rewrite the record lines written with narrower column widths than
+        ``final`` (each stretch in ``_segments`` is uniform: the widths grow only
+        between batches, and always cover the batch)."""
+        directory, name = os.path.split(os.path.abspath(self.path))
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.repad-", dir=directory)
+        try:
+            with open(self.path, "rb") as src, os.fdopen(fd, "wb") as dst:
+                end = os.fstat(src.fileno()).st_size
+                dst.write(src.read(self._segments[0][0]))
+                bounds = [offset for offset, _ in self._segments[1:]] + [end]
+                for (_, widths), stop in zip(self._segments, bounds, strict=True):
+                    _repad_lines(src, dst, stop - src.tell(), widths, final)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def _repad_lines(src: Any, dst: Any, size: int, old: tuple[int, int, int],
+                 new: tuple[int, int, int]) -> None:
+    """Copy ``size`` bytes of record lines written with column widths ``old`` from
+    ``src`` to ``dst`` with widths ``new`` (each at least as wide)."""
+    (tw0, lw, kw0), (tw1, _, kw1) = old, new
+    cut = tw0 + lw + 2 + kw0  # a line with fields continues with " fields" here
+    pad_t, pad_k = b" " * (tw1 - tw0), b" " * (kw1 - kw0)
+    rest = b""
+    while size > 0:
+        block = src.read(min(size, 1 << 23))
+        if not block:
+            raise OSError("file shrank while being rewritten")
+        size -= len(block)
+        block = rest + block
+        end = block.rfind(b"\n") + 1
+        rest = block[end:]
+        lines = block[:end].split(b"\n")
+        lines.pop()
+        if pad_k:
+            lines = [pad_t + (ln[:cut] + pad_k + ln[cut:] if len(ln) > cut else ln)
+                     for ln in lines]
+        elif pad_t:
+            lines = [pad_t + ln for ln in lines]
+        lines.append(b"")
+        dst.write(b"\n".join(lines))
+    dst.write(rest)
+
+
+def _payloads(ev: Events, start: int, stop: int) -> list[Any]:
+    """``ev.payload[start:stop]``, padded with None where the list is short."""
+    p = ev.payload[start:stop]
+    return p if len(p) == stop - start else p + [None] * (stop - start - len(p))
+
+
+def write_text(trace: Trace, path: str) -> None:
+    """Write ``trace`` as a ``.trace`` file at ``path``.
+
+    The header comes from ``trace.definitions`` (ids in ascending order); the records
+    of all locations follow merged in global time order, ties broken by location id
+    and then by the per-location order, which is always preserved. Interpreted kinds
+    are written from the columns. MeasurementOnOff/ProgramBegin/ProgramEnd and the
+    other kinds are written from their payload: a dict (as :func:`read_text` makes)
+    or an OTF2 event object, whose scalar attributes are written best-effort (see
+    docs/trace-format.md). Raises :class:`~compensate.model.TraceError` for a trace
+    the format cannot represent (e.g. times going backwards on a location). Not
+    atomic: callers that need that write to a temporary file and rename.
+    (:class:`TextEventWriter` writes the same file from records handed over chunk
+    by chunk.)
+    """
+    path = os.fspath(path)
+    locs = sorted(trace.events)
+    writer = TextEventWriter(path, trace.definitions, max_buffered=None, locations=locs)
+    try:
+        for loc in locs:
+            writer.write(loc, trace.events[loc])
+        writer.close()
+    except OSError as e:
+        raise TraceError(f"cannot write the file: {e.strerror or e}", source=path) from None
+    finally:
+        writer.abandon()

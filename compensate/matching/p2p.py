@@ -1,0 +1,351 @@
+"""Point-to-point matching in numpy columns (DESIGN.md §4), for :mod:`compensate.matching`.
+
+Per (sender, receiver, communicator, tag) the k-th MpiSend/MpiIsend matches the k-th
+MpiRecv/MpiIrecv (MPI's non-overtaking rule; receives in their posting order).
+Matching, the call structure around each message (``exit.send``, ``enter.recv``)
+and the synchronous-send test are computed with array operations over all
+messages at once — a Python loop and a dataclass per message made matching as
+slow as compensation itself. The result is a :class:`MessageTable` (one row per
+message, in the order the per-message implementation produced them: receive keys
+in order of first appearance, then posting order); :class:`Message` objects are
+built from it only when someone asks for them.
+
+Errors are the same one-line :class:`~compensate.model.TraceError` messages, naming
+the first offending record in the same order as the per-record implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compensate.model import (
+    IRECV,
+    ISEND,
+    KIND_NAMES,
+    RECV,
+    SEND,
+    Definitions,
+    Events,
+    Trace,
+    TraceError,
+)
+
+
+@dataclass
+class Message:
+    """One matched point-to-point message (indices are record positions)."""
+
+    send_loc: int
+    send_idx: int  # the MpiSend / MpiIsend record
+    recv_loc: int
+    recv_idx: int  # the MpiRecv / MpiIrecv record (the completion)
+    size: int
+    send_exit_idx: int  # Leave ending the send call (or the send record itself)
+    recv_enter_idx: int  # Enter of the receive (completion) call (or the record before; -1)
+    nonblocking_send: bool = False
+    nonblocking_recv: bool = False
+    # synchronous (MPI_Ssend, or larger than the eager limit): the send call cannot
+    # end before the receive was posted; ``recv_post_idx`` is that posting record
+    # (the Enter of a blocking receive call, the MpiIrecvRequest of an MPI_Irecv)
+    synchronous: bool = False
+    recv_post_idx: int = -1
+
+
+_INT_COLUMNS = ("send_li", "send_idx", "recv_li", "recv_idx", "size", "send_exit_idx",
+                "recv_enter_idx", "recv_post_idx")
+_BOOL_COLUMNS = ("nonblocking_send", "nonblocking_recv", "synchronous")
+
+
+@dataclass
+class MessageTable:
+    """All matched messages as parallel numpy columns, one row per message.
+
+    ``send_li``/``recv_li`` are *positions* of the locations in ``loc_ids`` (the
+    trace's location order), not location ids: ids may exceed int64 and dense
+    positions index per-location lists directly. The other columns mean what the
+    fields of :class:`Message` mean.
+    """
+
+    loc_ids: list[int]
+    send_li: np.ndarray
+    send_idx: np.ndarray
+    recv_li: np.ndarray
+    recv_idx: np.ndarray
+    size: np.ndarray
+    send_exit_idx: np.ndarray
+    recv_enter_idx: np.ndarray
+    recv_post_idx: np.ndarray
+    nonblocking_send: np.ndarray
+    nonblocking_recv: np.ndarray
+    synchronous: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.send_idx)
+
+    @classmethod
+    def empty(cls, loc_ids: list[int] | None = None) -> MessageTable:
+        cols = {name: np.zeros(0, dtype=np.int64) for name in _INT_COLUMNS}
+        cols.update({name: np.zeros(0, dtype=bool) for name in _BOOL_COLUMNS})
+        return cls(loc_ids=list(loc_ids or []), **cols)
+
+    def rows(self) -> list[Message]:
+        """The messages as :class:`Message` objects (location ids, Python ints)."""
+        ids = self.loc_ids
+        cols = [getattr(self, name).tolist() for name in _INT_COLUMNS + _BOOL_COLUMNS]
+        return [Message(send_loc=ids[sl], send_idx=si, recv_loc=ids[rl], recv_idx=ri, size=sz,
+                        send_exit_idx=sx, recv_enter_idx=re, nonblocking_send=nbs,
+                        nonblocking_recv=nbr, synchronous=sy, recv_post_idx=rp)
+                for sl, si, rl, ri, sz, sx, re, rp, nbs, nbr, sy in zip(*cols, strict=True)]
+
+
+def members_of(defs: Definitions, comm: int, loc: int) -> tuple[int, ...]:
+    """Location ids of ``comm``'s ranks as seen from ``loc`` (an empty group is
+    MPI_COMM_SELF: just ``loc``); () for an undefined communicator."""
+    c = defs.comms.get(comm)
+    if c is None:
+        return ()
+    return c.members if c.members else (loc,)
+
+
+def peer_location(trace: Trace, loc: int, idx: int, ev: Events) -> int:
+    """The location of the peer rank of record ``idx`` (TraceError if it has none)."""
+    defs = trace.definitions
+    comm = int(ev.comm[idx])
+    members = members_of(defs, comm, loc)
+    rank = int(ev.peer[idx])
+    where = {"source": trace.source, "location": loc, "index": idx}
+    if comm not in defs.comms:
+        raise TraceError(f"{KIND_NAMES[ev.kind[idx]]} on undefined communicator {comm}", **where)
+    if not 0 <= rank < len(members):
+        raise TraceError(
+            f"{KIND_NAMES[ev.kind[idx]]} names rank {rank}, but communicator {comm} "
+            f"has {len(members)} members", **where)
+    return members[rank]
+
+
+def _peer_positions(trace: Trace, pos_of: dict[int, int], loc: int, ev: Events,
+                    idx: np.ndarray) -> np.ndarray:
+    """Location positions of the peers of records ``idx`` of ``loc`` (vectorised per
+    communicator); the first bad record raises exactly as :func:`peer_location`."""
+    out = np.full(len(idx), -1, dtype=np.int64)
+    if not len(idx):
+        return out
+    ok = np.zeros(len(idx), dtype=bool)
+    comm = ev.comm[idx]
+    rank = ev.peer[idx].astype(np.int64)
+    for c in np.unique(comm).tolist():
+        if c not in trace.definitions.comms:
+            continue
+        members = members_of(trace.definitions, c, loc)
+        sel = np.flatnonzero(comm == c)
+        r = rank[sel]
+        good = (r >= 0) & (r < len(members))
+        table = np.array([pos_of.get(m, -1) for m in members], dtype=np.int64)
+        out[sel[good]] = table[r[good]]
+        ok[sel[good]] = True
+    if not ok.all():
+        peer_location(trace, loc, int(idx[np.argmin(ok)]), ev)  # raises
+    return out  # -1: a member location without records (it can match nothing)
+
+
+def enclosing_enters(depth_before: np.ndarray, enters: dict, idx: np.ndarray) -> np.ndarray:
+    """Per record of ``idx``: the innermost Enter still open there (-1 if none)."""
+    out = np.full(len(idx), -1, dtype=np.int64)
+    if not len(idx):
+        return out
+    d = depth_before[idx]
+    for dv in np.unique(d).tolist():
+        en = enters.get(dv) if dv > 0 else None
+        if en is None or not len(en):
+            continue
+        sel = np.flatnonzero(d == dv)
+        p = np.searchsorted(en, idx[sel]) - 1
+        good = p >= 0
+        out[sel[good]] = en[p[good]]
+    return out
+
+
+def closing_leaves(depth_before: np.ndarray, leaves: dict, idx: np.ndarray) -> np.ndarray:
+    """Per record of ``idx``: the Leave that closes the call enclosing it (-1 if none)."""
+    out = np.full(len(idx), -1, dtype=np.int64)
+    if not len(idx):
+        return out
+    d = depth_before[idx]
+    for dv in np.unique(d).tolist():
+        lv = leaves.get(dv) if dv > 0 else None
+        if lv is None or not len(lv):
+            continue
+        sel = np.flatnonzero(d == dv)
+        p = np.searchsorted(lv, idx[sel])
+        good = p < len(lv)
+        out[sel[good]] = lv[p[good]]
+    return out
+
+
+def _concat(parts: list[tuple], width: int) -> list[np.ndarray]:
+    """Column-wise concatenation of per-location tuples of arrays."""
+    if not parts:
+        return [np.zeros(0, dtype=np.int64) for _ in range(width)]
+    return [np.concatenate([p[j] for p in parts]) for j in range(width)]
+
+
+def _key_ids(columns: list[np.ndarray]) -> np.ndarray:
+    """Dense ids 0..k-1 of the distinct rows of the given integer columns.
+
+    The columns are packed into one int64 (each shifted to start at 0, in as many
+    bits as its range needs) and grouped with one sort; columns whose ranges do
+    not fit together are first replaced by dense codes. Much faster than
+    ``np.unique(axis=0)`` or one ``np.unique`` per column."""
+    n = len(columns[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    code = np.zeros(n, dtype=np.int64)
+    bits = 0
+    for col in columns:
+        lo, hi = int(col.min()), int(col.max())
+        width = max(1, (hi - lo).bit_length())
+        if bits + width > 62:  # re-densify what we have so far, then go on
+            code = _dense(code)
+            bits = max(1, int(code.max()).bit_length())
+            if bits + width > 62:
+                _, inv = np.unique(col, return_inverse=True)
+                col, lo = inv.reshape(-1), 0
+                width = max(1, int(col.max()).bit_length())
+        code = (code << width) | (col.astype(np.int64) - lo)
+        bits += width
+    return _dense(code)
+
+
+def _dense(code: np.ndarray) -> np.ndarray:
+    """Dense ids (in sorted order of ``code``) of the values of ``code``."""
+    order = np.argsort(code, kind="stable")
+    s = code[order]
+    ids = np.empty(len(code), dtype=np.int64)
+    ids[order] = np.cumsum(np.r_[False, s[1:] != s[:-1]])
+    return ids
+
+
+def _group_ranks(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Rank of each element within its key group, counting in ``order``."""
+    rank = np.empty(len(keys), dtype=np.int64)
+    if not len(keys):
+        return rank
+    sk = keys[order]
+    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
+    lengths = np.diff(np.r_[starts, len(sk)])
+    rank[order] = np.arange(len(sk)) - np.repeat(starts, lengths)
+    return rank
+
+
+def match_p2p(trace: Trace, structure: dict, posting: dict,
+              eager_limit: int | None) -> tuple[MessageTable, int]:
+    """Match every receive to its send. Returns (the messages, unmatched sends).
+
+    ``structure[loc]`` is :func:`compensate.matching.check_structure`'s result,
+    ``posting[loc]`` the (posting records, cancelled sends) of the location.
+    """
+    loc_ids = list(trace.events)
+    pos_of = {loc: li for li, loc in enumerate(loc_ids)}
+    evs = [trace.events[loc] for loc in loc_ids]
+    # sends, location by location (errors in this order, before any receive's)
+    s_parts = []
+    for li, (loc, ev) in enumerate(zip(loc_ids, evs, strict=True)):
+        idx = np.flatnonzero((ev.kind == SEND) | (ev.kind == ISEND))
+        cancelled = posting[loc][1]
+        if cancelled and idx.size:
+            idx = idx[~np.isin(idx, np.fromiter(cancelled, dtype=np.int64))]
+        dst = _peer_positions(trace, pos_of, loc, ev, idx)
+        s_parts.append((np.full(idx.size, li, dtype=np.int64), idx, dst,
+                        ev.comm[idx].astype(np.int64), ev.tag[idx].astype(np.int64)))
+    r_parts = []
+    for li, (loc, ev) in enumerate(zip(loc_ids, evs, strict=True)):
+        idx = np.flatnonzero((ev.kind == RECV) | (ev.kind == IRECV))
+        src = _peer_positions(trace, pos_of, loc, ev, idx)
+        post = idx.copy()
+        posted = posting[loc][0]  # also holds nonblocking collective completions
+        if posted and idx.size:
+            done = np.fromiter(posted, dtype=np.int64, count=len(posted))
+            by = np.fromiter(posted.values(), dtype=np.int64, count=len(posted))
+            mine = np.isin(done, idx)
+            post[np.searchsorted(idx, done[mine])] = by[mine]
+        r_parts.append((src, np.full(idx.size, li, dtype=np.int64), idx, post,
+                        ev.comm[idx].astype(np.int64), ev.tag[idx].astype(np.int64)))
+    s_src, s_idx, s_dst, s_comm, s_tag = _concat(s_parts, 5)
+    r_src, r_dst, r_idx, r_post, r_comm, r_tag = _concat(r_parts, 6)
+    ns, nr = len(s_idx), len(r_idx)
+    key = _key_ids([np.r_[s_src, r_src], np.r_[s_dst, r_dst], np.r_[s_comm, r_comm],
+                    np.r_[s_tag, r_tag]])
+    nkeys = int(key.max()) + 1 if key.size else 0
+    s_key, r_key = key[:ns], key[ns:]
+    s_order = np.argsort(s_key, kind="stable")  # per key: location order, record order
+    r_order = np.lexsort((r_idx, r_post, r_key))  # per key: posting order
+    r_rank = _group_ranks(r_key, r_order)
+    n_sends = np.bincount(s_key, minlength=nkeys)
+    n_recvs = np.bincount(r_key, minlength=nkeys)
+    # receive keys in order of first appearance, then posting order: the message order
+    first = np.full(nkeys, nr, dtype=np.int64)
+    np.minimum.at(first, r_key, np.arange(nr))
+    m_order = np.lexsort((r_rank, first[r_key]))
+    bad = r_rank[m_order] >= n_sends[r_key[m_order]]
+    if bad.any():
+        j = int(m_order[np.argmax(bad)])
+        li, i = int(r_dst[j]), int(r_idx[j])
+        ev = evs[li]
+        src = int(r_src[j])
+        src_id = loc_ids[src] if src >= 0 else peer_location(trace, loc_ids[li], i, ev)
+        comm, tag = int(r_comm[j]), int(r_tag[j])
+        raise TraceError(
+            f"{KIND_NAMES[ev.kind[i]]} from location {src_id} (comm {comm}, tag {tag}) "
+            f"has no matching send on location {src_id}", source=trace.source,
+            location=loc_ids[li], index=i)
+    unmatched = int(np.maximum(n_sends - n_recvs, 0).sum())
+    # the k-th send of a key: position in the key-sorted send list
+    s_start = np.r_[0, np.cumsum(n_sends)[:-1]] if nkeys else np.zeros(0, np.int64)
+    r_idx, r_dst, r_src, r_post = r_idx[m_order], r_dst[m_order], r_src[m_order], r_post[m_order]
+    sj = s_order[s_start[r_key[m_order]] + r_rank[m_order]] if nr else np.zeros(0, np.int64)
+    m_sidx = s_idx[sj]
+    n = len(m_sidx)
+    exit_idx = np.full(n, -1, dtype=np.int64)
+    call_enter = np.full(n, -1, dtype=np.int64)  # Enter of the send call (sync test)
+    enter_idx = np.full(n, -1, dtype=np.int64)
+    s_kind = np.zeros(n, dtype=np.int64)
+    r_kind = np.zeros(n, dtype=np.int64)
+    size = np.zeros(n, dtype=np.int64)
+    ssend = np.zeros(n, dtype=bool)  # send call is MPI_Ssend...
+    plain = np.zeros(n, dtype=bool)  # send call is MPI_Send...
+    regions = trace.definitions.regions
+    for li, loc in enumerate(loc_ids):
+        ev = evs[li]
+        before, enters, leaves = structure[loc]
+        sel = np.flatnonzero(r_src == li)
+        if sel.size:
+            s = m_sidx[sel]
+            exit_idx[sel] = closing_leaves(before, leaves, s)
+            ce = enclosing_enters(before, enters, s)
+            call_enter[sel] = ce
+            s_kind[sel] = ev.kind[s]
+            has = ce >= 0
+            if has.any():
+                used, which = np.unique(ev.region[ce[has]], return_inverse=True)
+                names = [regions.get(r, "") for r in used.tolist()]
+                ssend[sel[has]] = np.array([x.startswith("MPI_Ssend") for x in names])[which]
+                plain[sel[has]] = np.array([x.startswith("MPI_Send") for x in names])[which]
+        sel = np.flatnonzero(r_dst == li)
+        if sel.size:
+            i = r_idx[sel]
+            enter_idx[sel] = enclosing_enters(before, enters, i)
+            r_kind[sel] = ev.kind[i]
+            size[sel] = ev.size[i]
+    enter_idx = np.where(enter_idx < 0, r_idx - 1, enter_idx)
+    nb_recv = r_kind == IRECV
+    post_idx = np.where(nb_recv & (r_post != r_idx), r_post, enter_idx)
+    is_sync = ssend | ((size > eager_limit) & plain if eager_limit is not None else False)
+    sync = (s_kind == SEND) & (exit_idx >= 0) & (post_idx >= 0) & (call_enter >= 0) & is_sync
+    table = MessageTable(
+        loc_ids=loc_ids, send_li=r_src.copy(), send_idx=m_sidx, recv_li=r_dst.copy(),
+        recv_idx=r_idx.copy(), size=size, send_exit_idx=np.where(exit_idx >= 0, exit_idx, m_sidx),
+        recv_enter_idx=enter_idx, recv_post_idx=post_idx, nonblocking_send=s_kind == ISEND,
+        nonblocking_recv=nb_recv, synchronous=sync & (r_src != r_dst))
+    return table, unmatched

@@ -1,0 +1,864 @@
+"""Ground-truth simulator: run a model MPI program with and without tracer overhead.
+
+DESIGN.md §7 validates the compensator against ground truth: the same program is
+simulated twice under the measurement model of §2 — once without tracing overhead
+(*truth*) and once with it (*measured*) — and the compensated measured trace is
+compared event by event with the truth. :func:`run_program` / :func:`simulate`
+produce the two :class:`~compensate.model.Trace` objects. Both have exactly the same
+records per location (kinds, regions, peers, tags, sizes, payloads); only the
+timestamps (and BufferFlush stop times) differ.
+
+Programs are the op lists of :mod:`compensate.simulate.programs`. Each rank is a coroutine
+with its own clock ``t`` (float seconds, starting at its start offset); ranks run
+until they block on a remote dependency and are woken when it is satisfied.
+
+The measurement model, exactly
+------------------------------
+``O(k)`` is the per-record overhead of kind ``k`` (``Platform.overhead_table()``,
+all zero in the truth run), ``copy(s) = Platform.copy_time(s)`` (``C(s)·s``) and
+``net(s) = latency + s / bandwidth``. *Emitting* a record stamps it with the current
+``t`` and then does ``t += O(kind)``: the gap after a record holds its own overhead.
+Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
+
+* ``compute(d)``: ``t += d``. ``call(f, d)``: Enter(f) [O], ``t += d``, Leave(f) [O].
+* Eager send (MPI_Send, ``s <= eager_limit``): Enter(MPI_Send) [O]; MpiSend@ts [O];
+  ``t += copy(s)``; ``arrival = t + net(s)``; Leave(MPI_Send) [O]. So measured
+  ``arrival = ts + O(MpiSend) + copy(s) + net(s)``, truth ``ts + copy(s) + net(s)``.
+* Blocking receive: Enter(MPI_Recv) [O]; ``ready = t``;
+  ``t = max(ready, arrival) + copy(s)``; MpiRecv@t [O]; Leave(MPI_Recv) [O].
+  Matching: the k-th receive posted for (sender, receiver, comm, tag) takes the
+  k-th message sent on it (non-overtaking). A receive is *posted* at ``ready``.
+* Wildcard receive (ANY_SOURCE), measured run: among the messages that could
+  match (per sender, the oldest unmatched one with the tag), the one with the
+  earliest ``arrival`` (synchronous ones: the arrival they would have with this
+  receive), ties by lower sender rank. Resolution is deferred until no rank can
+  progress, then the pending wildcard with the globally earliest candidate is
+  resolved; every message not yet sent at that point is causally after some
+  resolution and so cannot arrive earlier — the choice is the physical "first
+  arrived". The truth run replays the measured resolution (the receive becomes a
+  receive from that sender), so both record sequences are identical.
+* Synchronous send (MPI_Ssend, or MPI_Send with ``s > eager_limit``):
+  Enter [O]; MpiSend@ts [O]; ``start = max(t, ready_recv)`` where ``ready_recv`` is
+  the matching receive's ``ready`` (``Enter(MPI_Recv) + O(Enter)``; for an Irecv the
+  MpiIrecvRequest time + its O); ``arrival = start + copy(s) + net(s)``; the sender
+  resumes at ``t = arrival`` (the data is at the receiver; its copy overlaps the
+  sender's return); Leave [O]. The receiver's MpiRecv is at
+  ``max(ready, arrival) + copy(s) = arrival + copy(s)``, so **Leave(send) =
+  MpiRecv − copy(s)** — the sender's exit is a function of the receive.
+* n-to-n collective (Barrier, Allreduce, Allgather(v), Alltoall(v/w),
+  Reduce_scatter(_block)): Enter [O]; MpiCollectiveBegin@b_i [O];
+  ``sync = max_i(b_i + O(MpiCollectiveBegin))``; every member's
+  MpiCollectiveEnd@``sync + D`` [O]; Leave [O], with
+  ``D = ceil(log2 n)·latency + 2·nbytes/bandwidth`` (the op's per-rank ``nbytes``;
+  identical in both runs).
+* 1-to-n (Bcast, Scatter(v)), ``s_i`` = bytes member i receives (= nbytes):
+  root: Begin@b_r [O], End@``b_r + O(Begin) + copy(size_sent_root)`` (no waiting);
+  member i: Begin@b_i [O], ``ready_i = b_i + O(Begin)``,
+  ``arrival_i = b_r + O(Begin) + copy(s_i) + net(s_i)``,
+  End@``max(ready_i, arrival_i) + copy(s_i)``.
+* n-to-1 (Gather(v), Reduce), ``s_i`` = bytes member i sends (= nbytes):
+  member i: Begin@b_i [O], End@``b_i + O(Begin) + copy(s_i)`` (local),
+  ``arrival_i = End_i + net(s_i)``; root: Begin@b_r [O], ``ready = b_r + O(Begin)``,
+  End@``max(ready, max_i (max(ready, arrival_i) + copy(s_i)))`` — per sender the
+  receive rule of a P2P message (R2), the root's exit the latest of them
+  (``ready`` if it is alone).
+* Scan / Exscan: member i ends at ``max_{j<=i} (b_j + O(Begin)) + D``.
+* MPI_Sendrecv (eager send part only): Enter [O]; MpiSend@ts [O]; ``t += copy(s)``;
+  the receive is posted at that ``t``; ``t = max(t, arrival) + copy(r)``; MpiRecv@t
+  [O]; Leave [O].
+* Nonblocking: Isend: Enter(MPI_Isend) [O]; MpiIsend@ts [O]; ``t += copy(s)``;
+  ``arrival = t + net(s)``; Leave [O] — always eager, whatever the eager limit.
+  Irecv: Enter(MPI_Irecv) [O]; MpiIrecvRequest@t [O]; posted with ``ready = t``
+  (after the O); Leave [O]. Wait/Waitall: Enter [O]; for each request in order:
+  receive: ``t = max(t, arrival) + copy(s)``, MpiIrecv@t [O]; send:
+  MpiIsendComplete@t [O]; Leave [O]. The request id (per rank, counting from 1) is
+  in the ``request`` column; MpiIsend/MpiIrecv also fill the
+  peer/comm/tag/size columns like MpiSend/MpiRecv.
+* Nonblocking n-to-n collective (``icoll``: MPI_Ibarrier, MPI_Iallreduce, ...):
+  Enter [O]; NonBlockingCollectiveRequest@r_i [O]; Leave [O]. In a later
+  wait, after the records before it: ``t = max(t, max_i(r_i + O(request)) + D)``;
+  NonBlockingCollectiveComplete@t [O].
+* Buffer flush (a ``flush()`` op, or automatically before the next op once
+  ``flush_every`` records were written since the last flush — never inside an MPI
+  call): BufferFlush@t with ``stop_time = t + F`` (measured) or ``t`` (truth) in
+  the ``size`` column (ticks); [O(BufferFlush)]; measured ``t += F``.
+* Each location: ProgramBegin (payload ``{"name": program, "args": []}``),
+  Enter(main), the ops, Leave(main), ProgramEnd (payload ``{"status": 0}``).
+
+Collective record fields (MpiCollectiveEnd: root or -1 in ``peer``, comm 0, ``size``
+= bytes sent, ``size_recv`` = bytes received, ``op``) from the op's ``nbytes`` and
+``n`` members: Barrier 0/0; Allreduce nbytes/nbytes; Allgather(v) nbytes/n·nbytes;
+Alltoall(v/w) n·nbytes/n·nbytes; Reduce_scatter(_block) n·nbytes/nbytes;
+Scan/Exscan nbytes/nbytes; Bcast and Scatter(v) root (n−1)·nbytes/0, others
+0/nbytes; Gather(v) and Reduce root 0/(n−1)·nbytes, others nbytes/0.
+
+Times are kept in float seconds and rounded to integer ticks at the end
+(``round(t · timer_resolution)``), which keeps every per-location order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compensate.model import (
+    BUFFER_FLUSH,
+    COLL_BEGIN,
+    COLL_END,
+    COLLECTIVE_OPS,
+    ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
+    LEAVE,
+    NBC_COMPLETE,
+    NBC_REQUEST,
+    NONE,
+    PROGRAM_BEGIN,
+    PROGRAM_END,
+    RECV,
+    SEND,
+    Comm,
+    Definitions,
+    Location,
+    RowBuilder,
+    Trace,
+)
+from compensate.platform import Platform
+from compensate.simulate.programs import ANY_SOURCE, PROGRAMS, REPLY, Program
+
+WORLD = 0  #: the one communicator of a simulated trace
+
+#: Default copy-time table: bytes -> seconds (10 GB/s in cache, 5 GB/s, 2 GB/s).
+DEFAULT_COPY_TABLE: tuple[tuple[int, float], ...] = (
+    (64, 64 / 10e9),
+    (1 << 20, (1 << 20) / 5e9),
+    (1 << 26, (1 << 26) / 2e9),
+)
+
+DEFAULT_FLUSH_TIME = 5e-5  #: seconds a buffer flush stops the program (measured run)
+
+N_TO_N_OPS = frozenset({"BARRIER", "ALLREDUCE", "ALLGATHER", "ALLGATHERV", "ALLTOALL",
+                        "ALLTOALLV", "ALLTOALLW", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK"})
+ONE_TO_N_OPS = frozenset({"BCAST", "SCATTER", "SCATTERV"})
+N_TO_ONE_OPS = frozenset({"GATHER", "GATHERV", "REDUCE"})
+SCAN_OPS = frozenset({"SCAN", "EXSCAN"})
+SUPPORTED_COLLECTIVES = N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS | SCAN_OPS
+
+P2P_REGIONS = ("MPI_Send", "MPI_Recv", "MPI_Ssend", "MPI_Isend", "MPI_Irecv",
+               "MPI_Wait", "MPI_Waitall", "MPI_Sendrecv")
+
+
+def nonblocking_region(op: str) -> str:
+    """MPI_Iallreduce, MPI_Ibarrier, ... for an OTF2 op name."""
+    return "MPI_I" + collective_region(op)[4:].lower()
+
+
+def collective_region(op: str) -> str:
+    """The MPI function name of a collective op: ``REDUCE_SCATTER`` → ``MPI_Reduce_scatter``."""
+    return "MPI_" + op.capitalize()
+
+
+class SimulationError(Exception):
+    """A program the simulator cannot run (deadlock, bad op, mismatched collective)."""
+
+
+@dataclass
+class Network:
+    """``net(s) = latency + s / bandwidth`` seconds for an ``s``-byte message.
+
+    ``jitter`` > 0 adds a random delay to every message: exponentially distributed
+    with mean ``jitter`` seconds, drawn from a generator seeded with ``seed`` in the
+    order of the calls to :meth:`time` (one call per message). :func:`run_program`
+    gives the measured and the truth run each a fresh generator of that seed, so both
+    draw the same delay for the same message: the simulator's call order depends only
+    on the program, not on timing (wildcard receives are resolved as in the measured
+    run).
+    """
+
+    latency: float = 1e-6
+    bandwidth: float = 5e9
+    jitter: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        import random  # local: only the jitter option needs it
+
+        self._rng = random.Random(self.seed)
+
+    def time(self, nbytes: int) -> float:
+        base = self.latency + nbytes / self.bandwidth
+        if self.jitter <= 0:
+            return base
+        return base + self._rng.expovariate(1.0 / self.jitter)
+
+
+def default_platform(overhead: float = 1e-6,
+                     overhead_by_kind: dict[str, float] | None = None,
+                     copy_table: Sequence[tuple[int, float]] = DEFAULT_COPY_TABLE) -> Platform:
+    """A :class:`Platform` with the given per-record overhead and the default copy table."""
+    return Platform(float(overhead), dict(overhead_by_kind or {}),
+                    [b for b, _ in copy_table], [s for _, s in copy_table])
+
+
+@dataclass
+class SimResult:
+    """The two traces of one program plus everything needed to reproduce or judge them.
+
+    ``info`` holds: ``wildcard_sources`` (rank -> resolved senders of its ANY_SOURCE
+    receives, in order), ``span_truth`` / ``span_measured`` (seconds from the
+    earliest to the latest record), ``records`` (per trace), ``params`` (the
+    program's build parameters) and the simulator settings.
+    """
+
+    truth: Trace
+    measured: Trace
+    platform: Platform
+    network: Network
+    program: Program
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------
+# simulation state
+
+class _Msg:
+    __slots__ = ("size", "arrival", "t0", "sync")
+
+    def __init__(self, size: int, arrival: float | None, t0: float, sync: bool) -> None:
+        self.size = size
+        self.arrival = arrival  # None: synchronous, receive not posted yet
+        self.t0 = t0  # sender's clock after the MpiSend overhead
+        self.sync = sync
+
+
+class _Chan:
+    """Messages and posted receives of one (sender, receiver, comm, tag)."""
+
+    __slots__ = ("key", "msgs", "ready")
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self.msgs: list[_Msg] = []
+        self.ready: list[float] = []  # ready time of the k-th posted receive
+
+
+class _Coll:
+    """One collective instance on a communicator."""
+
+    __slots__ = ("op", "root", "nbytes", "ready", "arrival", "key")
+
+    def __init__(self, key: tuple, op: str, root: int, nbytes: int) -> None:
+        self.key = key
+        self.op = op
+        self.root = root
+        self.nbytes = nbytes
+        self.ready: dict[int, float] = {}  # member -> Begin + O(Begin)
+        self.arrival: dict[int, float] = {}  # n-to-1: member -> arrival at the root
+
+
+class _Sim:
+    """One run (truth or measured) of a program."""
+
+    def __init__(self, program: Program, overhead: Sequence[float], copy: Callable[[int], float],
+                 network: Network, *, eager_limit: int | None, flush_time: float,
+                 flush_every: int | None, start_offsets: Sequence[float],
+                 regions: dict[str, int], fixed_sources: dict[int, list[int]] | None,
+                 quantum: Callable[[float], float] = float) -> None:
+        self.program = program
+        self.n = program.ranks
+        self.O = list(overhead)
+        self.copy = copy
+        self.q = quantum
+        self.net = lambda s: quantum(network.time(s))
+        self.latency = network.latency
+        self.bandwidth = network.bandwidth
+        self.eager_limit = eager_limit
+        self.flush_time = flush_time
+        self.flush_every = flush_every
+        self.start_offsets = start_offsets
+        self.regions = regions
+        self.fixed_sources = fixed_sources
+        self.resolved: dict[int, list[int]] = {r: [] for r in range(self.n)}
+        self.chans: dict[tuple, _Chan] = {}
+        self.colls: dict[tuple, _Coll] = {}
+        self.waiting: dict[tuple, list[int]] = {}
+        self.runnable: deque[int] = deque()
+        self.rows: list[list[list]] = [[] for _ in range(self.n)]
+
+    # -- plumbing --------------------------------------------------------------------
+    def chan(self, src: int, dst: int, tag: int) -> _Chan:
+        key = ("chan", src, dst, WORLD, tag)
+        ch = self.chans.get(key)
+        if ch is None:
+            ch = self.chans[key] = _Chan(key)
+        return ch
+
+    def notify(self, key: tuple) -> None:
+        waiters = self.waiting.pop(key, None)
+        if waiters:
+            self.runnable.extend(waiters)
+
+    def run(self) -> None:
+        n = self.n
+        gens = [_Rank(self, r).body() for r in range(n)]
+        done = [False] * n
+        pending: list[Any] = [None] * n
+        blocked_on: dict[int, tuple] = {}
+        wild: dict[int, tuple] = {}
+        self.runnable.extend(range(n))
+        while True:
+            while self.runnable:
+                r = self.runnable.popleft()
+                value, pending[r] = pending[r], None
+                try:
+                    key = gens[r].send(value)
+                except StopIteration:
+                    done[r] = True
+                    blocked_on.pop(r, None)
+                    continue
+                blocked_on[r] = key
+                if key[0] == "wild":
+                    wild[r] = key
+                else:
+                    self.waiting.setdefault(key, []).append(r)
+            if all(done):
+                return
+            best = self._pick_wildcard(wild)
+            if best is None:
+                what = "; ".join(f"rank {r} waits on {_describe(k)}"
+                                 for r, k in sorted(blocked_on.items()))
+                raise SimulationError(f"{self.program.name}: deadlock: {what}")
+            r, src = best
+            del wild[r]
+            pending[r] = src
+            self.runnable.append(r)
+
+    def _pick_wildcard(self, wild: dict[int, tuple]) -> tuple[int, int] | None:
+        best = None
+        for r, (_, tag, ready) in wild.items():
+            for s in range(self.n):
+                ch = self.chans.get(("chan", s, r, WORLD, tag))
+                if ch is None or len(ch.msgs) <= len(ch.ready):
+                    continue
+                m = ch.msgs[len(ch.ready)]
+                a = m.arrival
+                if a is None:
+                    a = max(m.t0, ready) + self.copy(m.size) + self.net(m.size)
+                cand = (a, s, r)
+                if best is None or cand < best:
+                    best = cand
+        return None if best is None else (best[2], best[1])
+
+    def trace(self, timer_resolution: int, definitions: Definitions, run: str) -> Trace:
+        events = {}
+        res = timer_resolution
+        for r in range(self.n):
+            b = RowBuilder()
+            for (t, kind, region, peer, comm, tag, size, size_recv, op, request,
+                 payload) in self.rows[r]:
+                if kind == BUFFER_FLUSH:
+                    size = round(size * res)
+                b.add(round(t * res), kind, region=region, peer=peer, comm=comm, tag=tag,
+                      size=size, size_recv=size_recv, op=op, request=request, payload=payload)
+            events[r] = b.build()
+        return Trace(definitions, events, source=f"simulate:{self.program.name}:{run}")
+
+
+def _describe(key: tuple) -> str:
+    if key[0] == "chan":
+        _, s, d, _c, tag = key
+        return f"channel {s}->{d} tag {tag}"
+    if key[0] == "coll":
+        return f"collective #{key[2]}"
+    if key[0] == "wild":
+        return f"ANY_SOURCE receive tag {key[1]} (no message)"
+    return repr(key)
+
+
+class _Rank:
+    """The coroutine of one rank: executes its ops, yields wait keys when blocked."""
+
+    def __init__(self, sim: _Sim, rank: int) -> None:
+        self.sim = sim
+        self.rank = rank
+        self.t = float(sim.start_offsets[rank])
+        self.rows = sim.rows[rank]
+        self.O = sim.O
+        self.since_flush = 0
+        self.last_source = NONE
+        self.next_request = 1
+        self.requests: dict[Any, tuple] = {}
+        self.coll_index = 0
+        self.fixed = list(sim.fixed_sources.get(rank, [])) if sim.fixed_sources else None
+        self.op_index = -1
+
+    def emit(self, kind: int, region: int = NONE, peer: int = NONE, comm: int = NONE,
+             tag: int = NONE, size: Any = NONE, size_recv: int = NONE, op: int = NONE,
+             request: int = NONE, payload: Any = None) -> None:
+        self.rows.append((self.t, kind, region, peer, comm, tag, size, size_recv, op, request,
+                          payload))
+        self.t += self.O[kind]
+        self.since_flush += 1
+
+    def fail(self, message: str) -> SimulationError:
+        return SimulationError(f"{self.sim.program.name}: rank {self.rank}, "
+                               f"op {self.op_index}: {message}")
+
+    def peer(self, p: int, what: str) -> int:
+        if p == REPLY:
+            if self.last_source == NONE:
+                raise self.fail(f"{what} REPLY before any receive")
+            return self.last_source
+        if not 0 <= p < self.sim.n:
+            raise self.fail(f"{what} rank {p} out of range 0..{self.sim.n - 1}")
+        return p
+
+    # -- the program -------------------------------------------------------------------
+    def body(self) -> Generator[tuple, Any, None]:
+        sim = self.sim
+        regions = sim.regions
+        self.emit(PROGRAM_BEGIN, payload={"name": sim.program.name, "args": []})
+        self.emit(ENTER, region=regions["main"])
+        flush_every = sim.flush_every
+        for index, op in enumerate(sim.program.ops[self.rank]):
+            self.op_index = index
+            if flush_every and self.since_flush >= flush_every:
+                self.flush()
+            name = op[0]
+            if name == "compute":
+                self.t += op[1]
+            elif name == "call":
+                self.emit(ENTER, region=regions[op[1]])
+                self.t += op[2]
+                self.emit(LEAVE, region=regions[op[1]])
+            elif name == "enter":
+                self.emit(ENTER, region=regions[op[1]])
+            elif name == "leave":
+                self.emit(LEAVE, region=regions[op[1]])
+            elif name == "send" or name == "ssend":
+                _, dest, tag, size = op
+                sync = name == "ssend" or (sim.eager_limit is not None
+                                           and size > sim.eager_limit)
+                yield from self.send(self.peer(dest, "send to"), tag, size,
+                                     "MPI_Ssend" if name == "ssend" else "MPI_Send", sync)
+            elif name == "recv":
+                yield from self.recv(op[1], op[2])
+            elif name == "sendrecv":
+                yield from self.sendrecv(*op[1:])
+            elif name == "isend":
+                self.isend(*op[1:])
+            elif name == "irecv":
+                self.irecv(*op[1:])
+            elif name == "wait":
+                yield from self.wait(op[1], op[2])
+            elif name == "coll":
+                yield from self.collective(op[1], op[2], op[3])
+            elif name == "icoll":
+                self.icollective(*op[1:])
+            elif name == "flush":
+                self.flush()
+            else:
+                raise self.fail(f"unknown op {op!r}")
+        self.emit(LEAVE, region=regions["main"])
+        self.emit(PROGRAM_END, payload={"status": 0})
+
+    def flush(self) -> None:
+        flush_time = self.sim.flush_time
+        self.emit(BUFFER_FLUSH, size=self.t + flush_time)  # size column: stop time
+        self.t += flush_time
+        self.since_flush = 0
+
+    # -- point to point ----------------------------------------------------------------
+    def send(self, dest: int, tag: int, size: int, region_name: str,
+             sync: bool) -> Generator[tuple, Any, None]:
+        sim = self.sim
+        region = sim.regions[region_name]
+        self.emit(ENTER, region=region)
+        self.emit(SEND, peer=dest, comm=WORLD, tag=tag, size=size)
+        ch = sim.chan(self.rank, dest, tag)
+        k = len(ch.msgs)
+        if not sync:
+            self.t += sim.copy(size)
+            ch.msgs.append(_Msg(size, self.t + sim.net(size), self.t, False))
+            sim.notify(ch.key)
+        else:
+            msg = _Msg(size, None, self.t, True)
+            ch.msgs.append(msg)
+            if k < len(ch.ready):
+                msg.arrival = max(msg.t0, ch.ready[k]) + sim.copy(size) + sim.net(size)
+            sim.notify(ch.key)
+            while msg.arrival is None:
+                yield ch.key
+            self.t = msg.arrival
+        self.emit(LEAVE, region=region)
+
+    def post(self, src: int, tag: int, ready: float) -> tuple[_Chan, int]:
+        """Post a receive: it takes the next message of its channel."""
+        sim = self.sim
+        ch = sim.chan(src, self.rank, tag)
+        k = len(ch.ready)
+        ch.ready.append(ready)
+        if k < len(ch.msgs):
+            m = ch.msgs[k]
+            if m.arrival is None:  # a synchronous sender waits for this receive
+                m.arrival = max(m.t0, ready) + sim.copy(m.size) + sim.net(m.size)
+            sim.notify(ch.key)
+        return ch, k
+
+    def sendrecv(self, dest: int, size: int, send_tag: int, source: int,
+                 recv_tag: int) -> Generator[tuple, Any, None]:
+        """MPI_Sendrecv (eager send part): Enter; MpiSend [O]; copy out; the receive
+        is posted after that copy; MpiRecv after arrival and copy in; Leave."""
+        sim = self.sim
+        region = sim.regions["MPI_Sendrecv"]
+        self.emit(ENTER, region=region)
+        dest = self.peer(dest, "send to")
+        self.emit(SEND, peer=dest, comm=WORLD, tag=send_tag, size=size)
+        ch = sim.chan(self.rank, dest, send_tag)
+        self.t += sim.copy(size)
+        ch.msgs.append(_Msg(size, self.t + sim.net(size), self.t, False))
+        sim.notify(ch.key)
+        src = self.peer(source, "receive from")
+        rch, k = self.post(src, recv_tag, self.t)
+        while len(rch.msgs) <= k or rch.msgs[k].arrival is None:
+            yield rch.key
+        m = rch.msgs[k]
+        self.t = max(self.t, m.arrival) + sim.copy(m.size)
+        self.emit(RECV, peer=src, comm=WORLD, tag=recv_tag, size=m.size)
+        self.last_source = src
+        self.emit(LEAVE, region=region)
+
+    def recv(self, source: int, tag: int) -> Generator[tuple, Any, None]:
+        sim = self.sim
+        region = sim.regions["MPI_Recv"]
+        self.emit(ENTER, region=region)
+        ready = self.t
+        if source == ANY_SOURCE:
+            if self.fixed is not None:
+                if not self.fixed:
+                    raise self.fail("no recorded resolution for an ANY_SOURCE receive")
+                src = self.fixed.pop(0)
+            else:
+                src = yield ("wild", tag, ready)
+            sim.resolved[self.rank].append(src)
+        else:
+            src = self.peer(source, "receive from")
+        ch, k = self.post(src, tag, ready)
+        while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
+            yield ch.key
+        m = ch.msgs[k]
+        self.t = max(self.t, m.arrival) + sim.copy(m.size)
+        self.emit(RECV, peer=src, comm=WORLD, tag=tag, size=m.size)
+        self.last_source = src
+        self.emit(LEAVE, region=region)
+
+    def isend(self, dest: int, tag: int, size: int, handle: Any) -> None:
+        sim = self.sim
+        dest = self.peer(dest, "isend to")
+        region = sim.regions["MPI_Isend"]
+        req = self.next_request
+        self.next_request += 1
+        self.emit(ENTER, region=region)
+        self.emit(ISEND, peer=dest, comm=WORLD, tag=tag, size=size, request=req)
+        self.t += sim.copy(size)
+        ch = sim.chan(self.rank, dest, tag)
+        ch.msgs.append(_Msg(size, self.t + sim.net(size), self.t, False))
+        sim.notify(ch.key)
+        self.requests[handle] = ("send", req)
+        self.emit(LEAVE, region=region)
+
+    def irecv(self, source: int, tag: int, handle: Any) -> None:
+        if source == ANY_SOURCE:
+            raise self.fail("irecv needs a specific source")
+        src = self.peer(source, "irecv from")
+        region = self.sim.regions["MPI_Irecv"]
+        req = self.next_request
+        self.next_request += 1
+        self.emit(ENTER, region=region)
+        self.emit(IRECV_REQUEST, request=req)
+        ch, k = self.post(src, tag, self.t)
+        self.requests[handle] = ("recv", req, ch, k, src, tag)
+        self.emit(LEAVE, region=region)
+
+    def wait(self, handles: tuple, region_name: str) -> Generator[tuple, Any, None]:
+        sim = self.sim
+        region = sim.regions[region_name]
+        reqs = []
+        for h in handles:
+            if h not in self.requests:
+                raise self.fail(f"wait on unknown or completed request {h!r}")
+            reqs.append(self.requests.pop(h))
+        self.emit(ENTER, region=region)
+        for r in reqs:
+            if r[0] == "send":
+                self.emit(ISEND_COMPLETE, request=r[1])
+                continue
+            if r[0] == "coll":
+                _, req, key, op, nbytes = r
+                inst = sim.colls[key]
+                while len(inst.ready) < sim.n:
+                    yield key
+                end = max(inst.ready.values()) + _collective_duration(sim, nbytes)
+                self.t = max(self.t, end)
+                sent, received = _collective_sizes(op, nbytes, sim.n, NONE, self.rank)
+                self.emit(NBC_COMPLETE, peer=NONE, comm=WORLD, size=sent, size_recv=received,
+                          op=COLLECTIVE_OPS[op], request=req)
+                continue
+            _, req, ch, k, src, tag = r
+            while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
+                yield ch.key
+            m = ch.msgs[k]
+            self.t = max(self.t, m.arrival) + sim.copy(m.size)
+            self.emit(IRECV, peer=src, comm=WORLD, tag=tag, size=m.size,
+                      request=req)
+            self.last_source = src
+        self.emit(LEAVE, region=region)
+
+    # -- collectives -------------------------------------------------------------------
+    def _instance(self, op: str, root: int, nbytes: int) -> tuple[tuple, _Coll]:
+        """The next collective instance on the communicator (shared by all members)."""
+        key = ("coll", WORLD, self.coll_index)
+        self.coll_index += 1
+        inst = self.sim.colls.get(key)
+        if inst is None:
+            inst = self.sim.colls[key] = _Coll(key, op, root, nbytes)
+        elif (inst.op, inst.root, inst.nbytes) != (op, root, nbytes):
+            raise self.fail(f"collective #{key[2]} is {op} root {root} nbytes {nbytes} here "
+                            f"but {inst.op} root {inst.root} nbytes {inst.nbytes} elsewhere")
+        return key, inst
+
+    def icollective(self, op: str, nbytes: int, handle: Any) -> None:
+        """A nonblocking n-to-n collective: Enter(MPI_Ixxx) [O];
+        NonBlockingCollectiveRequest [O]; Leave [O]; it completes in a later wait at
+        ``max(t, max_i(request_i + O) + D)``."""
+        if op not in N_TO_N_OPS:
+            raise self.fail(f"nonblocking {op} is not simulated (n-to-n operations only)")
+        sim = self.sim
+        key, inst = self._instance(op, NONE, nbytes)
+        region = sim.regions[nonblocking_region(op)]
+        req = self.next_request
+        self.next_request += 1
+        self.emit(ENTER, region=region)
+        self.emit(NBC_REQUEST, request=req)
+        inst.ready[self.rank] = self.t
+        sim.notify(key)
+        self.requests[handle] = ("coll", req, key, op, nbytes)
+        self.emit(LEAVE, region=region)
+
+    def collective(self, op: str, nbytes: int, root: int) -> Generator[tuple, Any, None]:
+        sim = self.sim
+        n = sim.n
+        if op not in SUPPORTED_COLLECTIVES:
+            raise self.fail(f"collective {op} is not simulated")
+        rooted = op in ONE_TO_N_OPS or op in N_TO_ONE_OPS
+        if rooted:
+            root = self.peer(root, f"{op} root")
+        else:
+            root = NONE
+        sent, received = _collective_sizes(op, nbytes, n, root, self.rank)
+        region = sim.regions[collective_region(op)]
+        key, inst = self._instance(op, root, nbytes)
+        self.emit(ENTER, region=region)
+        self.emit(COLL_BEGIN)
+        ready = self.t
+        me = self.rank
+        inst.ready[me] = ready
+        if op in N_TO_N_OPS:
+            sim.notify(key)
+            while len(inst.ready) < n:
+                yield key
+            end = max(inst.ready.values()) + _collective_duration(sim, nbytes)
+        elif op in SCAN_OPS:
+            sim.notify(key)
+            while any(j not in inst.ready for j in range(me)):
+                yield key
+            end = max(inst.ready[j] for j in range(me + 1)) + _collective_duration(sim, nbytes)
+        elif op in ONE_TO_N_OPS:
+            sim.notify(key)
+            if me == root:
+                end = ready + sim.copy(sent)
+            else:
+                while root not in inst.ready:
+                    yield key
+                arrival = inst.ready[root] + sim.copy(received) + sim.net(received)
+                end = max(ready, arrival) + sim.copy(received)
+        else:  # n-to-1
+            if me != root:
+                end = ready + sim.copy(sent)
+                inst.arrival[me] = end + sim.net(sent)
+                sim.notify(key)
+            else:
+                while len(inst.arrival) < n - 1:
+                    yield key
+                end = ready
+                for a in inst.arrival.values():
+                    end = max(end, max(ready, a) + sim.copy(nbytes))
+        self.t = end
+        self.emit(COLL_END, peer=root, comm=WORLD, size=sent, size_recv=received,
+                  op=COLLECTIVE_OPS[op])
+        self.emit(LEAVE, region=region)
+
+
+def _collective_duration(sim: _Sim, nbytes: int) -> float:
+    """``D = ceil(log2 n)·latency + 2·nbytes/bandwidth`` of a synchronising collective."""
+    steps = math.ceil(math.log2(sim.n)) if sim.n > 1 else 0
+    return sim.q(steps * sim.latency + 2.0 * nbytes / sim.bandwidth)
+
+
+def _collective_sizes(op: str, nbytes: int, n: int, root: int, me: int) -> tuple[int, int]:
+    """(size_sent, size_recv) of member ``me`` (see the module docstring)."""
+    if op == "BARRIER":
+        return 0, 0
+    if op in ("ALLREDUCE", "SCAN", "EXSCAN"):
+        return nbytes, nbytes
+    if op in ("ALLGATHER", "ALLGATHERV"):
+        return nbytes, n * nbytes
+    if op in ("ALLTOALL", "ALLTOALLV", "ALLTOALLW"):
+        return n * nbytes, n * nbytes
+    if op in ("REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK"):
+        return n * nbytes, nbytes
+    if op in ONE_TO_N_OPS:
+        return ((n - 1) * nbytes, 0) if me == root else (0, nbytes)
+    if op in N_TO_ONE_OPS:
+        return (0, (n - 1) * nbytes) if me == root else (nbytes, 0)
+    raise ValueError(op)
+
+
+# ---------------------------------------------------------------------------------
+# public entry points
+
+def _region_table(program: Program) -> dict[str, int]:
+    names = ["main", *P2P_REGIONS]
+    names += [collective_region(op) for op in sorted(SUPPORTED_COLLECTIVES)]
+    names += [nonblocking_region(op) for op in sorted(N_TO_N_OPS)]
+    seen = set(names)
+    for ops in program.ops:
+        for op in ops:
+            if op[0] in ("call", "enter", "leave") and op[1] not in seen:
+                seen.add(op[1])
+                names.append(op[1])
+    return {name: i for i, name in enumerate(names)}
+
+
+def _definitions(n: int, regions: dict[str, int], timer_resolution: int) -> Definitions:
+    return Definitions(
+        timer_resolution=timer_resolution,
+        locations={r: Location(r, f"rank {r}", r, f"MPI Rank {r}") for r in range(n)},
+        regions={i: name for name, i in regions.items()},
+        comms={WORLD: Comm(WORLD, "MPI_COMM_WORLD", tuple(range(n)))},
+    )
+
+
+def run_program(program: Program, platform: Platform, *, network: Network | None = None,
+                eager_limit: int | None = None, flush_time: float = DEFAULT_FLUSH_TIME,
+                flush_every: int | None = None, start_offsets: Sequence[float] | None = None,
+                timer_resolution: int = 10**9, quantize: bool = False) -> SimResult:
+    """Simulate ``program`` twice and return the truth and the measured trace.
+
+    ``quantize``: snap every duration (compute, overheads, copies, network,
+    collectives, flushes, start offsets) to whole timer ticks, so that every
+    timestamp is exactly representable and rounding adds no error: then any
+    difference between a compensated trace and the truth is the engine's.
+
+    ``platform`` gives the per-record overhead (measured run only) and the copy cost
+    (both runs). ``eager_limit``: sends above this many bytes are synchronous
+    (None: all MPI_Send are eager). ``flush_time``: how long a buffer flush stops
+    the program in the measured run. ``flush_every``: insert a flush before the next
+    op once that many records were written since the last one (None: only the
+    program's own ``flush()`` ops). ``start_offsets``: per-rank start time in seconds
+    (default all 0). Raises :class:`SimulationError` on deadlock or a bad program.
+    """
+    network = network or Network()
+    n = program.ranks
+    if n < 1:
+        raise SimulationError(f"{program.name}: a program needs at least one rank")
+    offsets = [0.0] * n if start_offsets is None else [float(x) for x in start_offsets]
+    if len(offsets) != n:
+        raise SimulationError(f"start_offsets has {len(offsets)} entries for {n} ranks")
+    if flush_time < 0:
+        raise SimulationError(f"flush_time must be >= 0, got {flush_time}")
+    def quantum(x: float) -> float:
+        return round(x * timer_resolution) / timer_resolution if quantize else float(x)
+
+    if quantize:
+        program = _quantized(program, quantum)
+        offsets = [quantum(x) for x in offsets]
+        flush_time = quantum(flush_time)
+    regions = _region_table(program)
+    cache: dict[int, float] = {}
+
+    def copy(nbytes: int) -> float:
+        c = cache.get(nbytes)
+        if c is None:
+            c = cache[nbytes] = quantum(float(platform.copy_time(nbytes)))
+        return c
+
+    common = dict(eager_limit=eager_limit, flush_every=flush_every,
+                  start_offsets=offsets, regions=regions, quantum=quantum)
+    measured = _Sim(program, [quantum(x) for x in platform.overhead_table()], copy,
+                    replace(network),
+                    flush_time=flush_time, fixed_sources=None, **common)
+    measured.run()
+    truth = _Sim(program, [0.0] * len(platform.overhead_table()), copy, replace(network),
+                 flush_time=0.0, fixed_sources=measured.resolved, **common)
+    truth.run()
+    t_trace = truth.trace(timer_resolution, _definitions(n, regions, timer_resolution), "truth")
+    m_trace = measured.trace(timer_resolution, _definitions(n, regions, timer_resolution),
+                             "measured")
+    info = {
+        "wildcard_sources": {r: list(s) for r, s in measured.resolved.items() if s},
+        "span_truth": t_trace.span_seconds,
+        "span_measured": m_trace.span_seconds,
+        "records": m_trace.record_count,
+        "params": dict(program.params),
+        "eager_limit": eager_limit,
+        "flush_time": flush_time,
+        "flush_every": flush_every,
+        "start_offsets": offsets,
+        "timer_resolution": timer_resolution,
+    }
+    return SimResult(t_trace, m_trace, platform, network, program, info)
+
+
+def _quantized(program: Program, quantum: Callable[[float], float]) -> Program:
+    """The program with compute and call durations snapped to whole ticks."""
+    def snap(op: tuple) -> tuple:
+        if op[0] == "compute":
+            return (op[0], quantum(op[1]))
+        if op[0] == "call":
+            return (op[0], op[1], quantum(op[2]))
+        return op
+    return Program(program.name, [[snap(op) for op in ops] for ops in program.ops],
+                   dict(program.params))
+
+
+def simulate(program_name: str = "montecarlo", ranks: int = 4, iterations: int | None = None,
+             overhead: float = 1e-6, seed: int = 0, *, platform: Platform | None = None,
+             network: Network | None = None, eager_limit: int | None = None,
+             flush_time: float = DEFAULT_FLUSH_TIME, flush_every: int | None = None,
+             start_offsets: Sequence[float] | None = None, timer_resolution: int = 10**9,
+             quantize: bool = False, **program_args: Any) -> SimResult:
+    """Build a program from :data:`~compensate.simulate.programs.PROGRAMS` and simulate it.
+
+    ``overhead`` is the per-record overhead in seconds (ignored when ``platform`` is
+    given); ``iterations=None`` keeps the program's default; ``program_args`` go to
+    the builder (message sizes, durations).
+    """
+    try:
+        builder = PROGRAMS[program_name]
+    except KeyError:
+        raise SimulationError(f"unknown program {program_name!r} "
+                              f"(known: {', '.join(sorted(PROGRAMS))})") from None
+    kwargs = dict(program_args)
+    if iterations is not None:
+        kwargs["iterations"] = iterations
+    program = builder(ranks=ranks, seed=seed, **kwargs)
+    return run_program(program, platform or default_platform(overhead), network=network,
+                       eager_limit=eager_limit, flush_time=flush_time,
+                       flush_every=flush_every, start_offsets=start_offsets,
+                       timer_resolution=timer_resolution, quantize=quantize)

@@ -1,0 +1,106 @@
+"""Happened-before checks (DESIGN.md R7) on a trace about to be written.
+
+Run on every output, independently of how the times were computed: a violation
+is a bug in the engine, never something to write out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compensate.matching import N_TO_ONE, ONE_TO_N, Matching, needed_members
+from compensate.model import Trace
+
+
+@dataclass
+class Verification:
+    order: int = 0  # records earlier than their predecessor on the same location
+    messages: int = 0  # receives not strictly after their send
+    collectives: int = 0  # collective exits before an enter they depend on
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return self.order + self.messages + self.collectives
+
+    @property
+    def ok(self) -> bool:
+        return self.violations == 0
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "violations": self.violations, "order": self.order,
+                "messages": self.messages, "collectives": self.collectives,
+                "examples": self.examples[:10]}
+
+
+def verify(trace: Trace, matching: Matching) -> Verification:
+    """Count happened-before violations in ``trace`` given its ``matching``."""
+    v = Verification()
+
+    def note(msg: str) -> None:
+        if len(v.examples) < 10:
+            v.examples.append(msg)
+
+    for loc, ev in trace.events.items():
+        if len(ev) > 1:
+            bad = np.flatnonzero(np.diff(ev.time) < 0)
+            v.order += int(bad.size)
+            if bad.size:
+                note(f"location {loc}, record {int(bad[0]) + 1}: earlier than its predecessor")
+    t = {loc: ev.time for loc, ev in trace.events.items()}
+    _verify_messages(trace, matching, v, note)
+    for inst in matching.instances:
+        begins = [t[loc][b] for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
+        ends = [t[loc][e] for loc, e in zip(inst.locs, inst.end_idx, strict=True)]
+        n = len(inst.locs)
+        # (exit member, enter member) that must order: an exit against the latest
+        # enter it waits for; n-to-1 roots and nonblocking completions against each
+        # (the same pairs, hence the same violation counts, as one branch per class)
+        per_pair = inst.cls == N_TO_ONE or inst.nonblocking
+        pairs: list[tuple[int, int]] = []
+        for i in range(n):
+            needed = [j for j in needed_members(inst, i) if not (inst.nonblocking and j == i)]
+            if per_pair:
+                pairs += [(i, j) for j in needed]
+            elif needed:
+                pairs.append((i, max(needed, key=begins.__getitem__)))
+        # n-to-n and scans: no exit before the enters it waits for, and after its own;
+        # 1-to-n and n-to-1 are implied messages: strictly after their send
+        strict = inst.cls in (ONE_TO_N, N_TO_ONE) or inst.nonblocking
+        for i, j in pairs:
+            late = ends[i] <= begins[j] if strict else ends[i] < begins[j]
+            if late:
+                v.collectives += 1
+                note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
+                     f"before the enter of location {inst.locs[j]}, record {inst.begin_idx[j]}")
+        waiting = set() if inst.nonblocking else {i for i, _ in pairs}
+        for i in sorted(waiting):  # exits that wait (local ones may clamp)
+            if ends[i] <= begins[i]:
+                v.collectives += 1
+                note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
+                     f"not after its own enter (record {inst.begin_idx[i]})")
+    return v
+
+
+def _verify_messages(trace: Trace, matching: Matching, v: Verification, note) -> None:
+    """Every receive strictly after its send (at or after it, for a send to self);
+    vectorised over the message table."""
+    table = matching.table
+    if not len(table):
+        return
+    times = [trace.events[loc].time for loc in table.loc_ids]
+    lengths = np.array([len(x) for x in times], dtype=np.int64)
+    off = np.r_[0, np.cumsum(lengths)[:-1]]
+    flat = np.concatenate(times).astype(np.int64)
+    send_t = flat[off[table.send_li] + table.send_idx]
+    recv_t = flat[off[table.recv_li] + table.recv_idx]
+    to_self = table.send_li == table.recv_li
+    bad = np.flatnonzero(np.where(to_self, recv_t < send_t, recv_t <= send_t))
+    v.messages += int(bad.size)
+    ids = table.loc_ids
+    for j in bad[:10].tolist():
+        note(f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: receive not "
+             f"after its send (location {ids[table.send_li[j]]}, record "
+             f"{int(table.send_idx[j])})")
