@@ -1,7 +1,7 @@
 """Accuracy benchmark: every model program at several tracer overheads, all bounds.
 
 For each (program, overhead) the simulator produces a truth and a measured trace
-(DESIGN.md §7); the measured trace is compensated with the lower, the upper and the
+(docs/design.md §7); the measured trace is compensated with the lower, the upper and the
 fitted bound (R2f) and compared with the truth. Prints one table (markdown) of what
 it measured:
 

@@ -14,7 +14,7 @@ supports it). Printed (markdown, also the table of docs/realrun.md):
   lower/upper/fitted s  the same span in the compensated traces
   dilation %      (instr - uninstr) / uninstr
   removed %       share of the dilation removed, 1 - |T_a - T_u| / (T_m - T_u)
-                  (DESIGN.md §7: overshooting below T_u counts against it)
+                  (docs/design.md §7: overshooting below T_u counts against it)
 
 Below the table: the per-record check (measured dilation per record of the
 busiest rank against the calibrated mean O of its records), all run times, the

@@ -1,6 +1,6 @@
 """In-trace bound: the overhead a trace itself allows, per record kind.
 
-Under the measurement model (DESIGN.md §2) a record is time-stamped and then
+Under the measurement model (docs/design.md §2) a record is time-stamped and then
 the tracer spends ``O(kind)`` writing it before the program goes on, so the next
 record on the same location cannot be stamped earlier than ``O(kind)`` later:
 every gap after a record of kind ``k`` is at least ``O(k)``. The smallest such

@@ -1,4 +1,4 @@
-"""Compensation against ground truth (DESIGN.md §7): simulate each model program
+"""Compensation against ground truth (docs/design.md §7): simulate each model program
 without and with tracer overhead, compensate the measured trace, compare with the
 truth. Targets from issue #3; known shortfalls are explained in docs/accuracy.md
 and marked as strict expected failures, so that a fix shows up as an XPASS."""

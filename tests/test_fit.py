@@ -1,7 +1,7 @@
-"""The fitted bound (DESIGN.md R2f, issue #9): fit the network to the transfers the
+"""The fitted bound (docs/design.md R2f, issue #9): fit the network to the transfers the
 trace observed and time the unobserved ones with it, clamped into [lower, upper].
 
-Checked against the ground-truth simulator (DESIGN.md §7): the fit recovers the
+Checked against the ground-truth simulator (docs/design.md §7): the fit recovers the
 simulated network, ``fitted`` removes >= 99 % of the dilation on every program of
 the accuracy benchmark and never loses more than 0.5 points to the better bound, it
 stays inside the [lower, upper] envelope with a jittery network, it falls back to

@@ -26,9 +26,8 @@ import numpy as np
 import pytest
 
 import compensate.formats.text.write as textio
-from compensate.formats import read_trace, write_trace
+from compensate.formats import TraceWriter, read_chunks, read_trace, write_trace
 from compensate.formats.otf2 import BATCH_EVENTS
-from compensate.formats import TraceWriter, read_chunks
 from compensate.model import COLUMNS, KIND_CODE, Events, Trace, TraceError
 from compensate.simulate import simulate
 

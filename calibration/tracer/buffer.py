@@ -16,7 +16,7 @@ p50 200 ns, p99 230 ns against p50 140 ns, p99 2.1 µs).
 
 Each record method takes its timestamp *first* and only then does the work of the
 record (reading a status, sizing a pickled object, storing): the measurement model
-of DESIGN.md §2 charges the time after a record's timestamp to that record's kind
+of docs/design.md §2 charges the time after a record's timestamp to that record's kind
 (``O(kind)``), and :mod:`calibration.tracer.overhead` times exactly these methods
 back to back to calibrate it.
 

@@ -1,6 +1,6 @@
 """Calibrate the mpi4py tracer's own overhead and write the platform file.
 
-``O(kind)`` (DESIGN.md §2) is the time a record costs the program after its
+``O(kind)`` (docs/design.md §2) is the time a record costs the program after its
 timestamp. For the MPI record kinds it is measured as the tracer's record path
 called ``n`` times back to back (the :class:`~calibration.tracer.buffer.Recorder`
 method the wrappers call, with the same kinds of arguments), minus the cost of the
@@ -8,7 +8,7 @@ empty loop.
 
 Enter/Leave of the program's functions cost more than two record calls: the
 decorator adds a call frame (``fn(*args, **kwargs)`` is a slow call in CPython).
-So they are measured by the method of DESIGN.md §6: a two-argument function is
+So they are measured by the method of docs/design.md §6: a two-argument function is
 called ``n`` times with and without ``@__compensate_record__``; the difference per
 call is the dilation ``D`` of one Enter/Leave pair. ``O(Enter)`` is the part of
 ``D`` inside the call (the median Enter->Leave gap minus the untraced call's own

@@ -1,8 +1,8 @@
-"""Fitted transfer model (DESIGN.md R2f): the network the trace itself reveals.
+"""Fitted transfer model (docs/design.md R2f): the network the trace itself reveals.
 
 A message whose send and receive calls overlapped (case m.1 of rule R2) and whose
 receiver was already waiting when it arrived shows its whole transfer in the
-measured trace. Under the measurement model (DESIGN.md §2)
+measured trace. Under the measurement model (docs/design.md §2)
 
     recv_m = send_m + O(MpiSend) + C(s)·s + network(s) + C(s)·s,
 
@@ -141,7 +141,7 @@ class _Columns:
 
     ``after``: the record's time plus its overhead (after a BufferFlush: its stop
     time plus the overhead). ``free``: when the program could go on, which after an
-    eager send record is also after the copy of its buffer (DESIGN.md §2): the
+    eager send record is also after the copy of its buffer (docs/design.md §2): the
     receive of an MPI_Sendrecv is posted only then.
     """
 

@@ -203,7 +203,7 @@ class Graph:
         """A synchronous send: the transfer starts at the handshake, when both the
         send was issued and the receive posted; after it, the sender's call ends and
         the receive completes. Both intervals after the handshake are measured, so
-        both bounds use them (the model of DESIGN.md section 2, "synchronous")."""
+        both bounds use them (the model of docs/design.md section 2, "synchronous")."""
         s_li, s_idx = int(t.send_li[row]), int(t.send_idx[row])
         r_li, post = int(t.recv_li[row]), int(t.recv_post_idx[row])
         exit_idx, recv_idx = int(t.send_exit_idx[row]), int(t.recv_idx[row])

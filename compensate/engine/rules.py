@@ -1,4 +1,4 @@
-"""The compensation rules of dependent records (DESIGN.md §3: R2–R5 and the
+"""The compensation rules of dependent records (docs/design.md §3: R2–R5 and the
 extensions), as small objects the engine evaluates once each.
 
 A rule belongs to one dependent record. Its inputs are approximated times of other

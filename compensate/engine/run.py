@@ -1,6 +1,6 @@
 """The compensation engine: measured timestamps in, approximated timestamps out.
 
-Implements DESIGN.md §3 (rules R1–R6) in the shape of §5:
+Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
 
 * Per location, the records between two *dependent* records are a local run: R1
   makes their approximated times the time of the run's first record plus a
@@ -302,7 +302,7 @@ def rounded_times(ev: Events, approx: np.ndarray, t0: int,
 def compensate(trace: Trace, platform: Platform, options: EngineOptions | None = None,
                matching: Matching | None = None,
                progress: Callable[[int], None] | None = None) -> Result:
-    """Approximate the uninstrumented run of ``trace`` (rules R1–R6 of DESIGN.md).
+    """Approximate the uninstrumented run of ``trace`` (rules R1–R6 of docs/design.md).
 
     Returns the approximated trace (same records, new times; BufferFlush stop times
     equal their start), statistics, and the matching it used.

@@ -1,4 +1,4 @@
-"""Link the records that depend on each other across locations (DESIGN.md §4).
+"""Link the records that depend on each other across locations (docs/design.md §4).
 
 * Point-to-point: per (sender, receiver, communicator, tag) the k-th MpiSend matches
   the k-th MpiRecv (MPI's non-overtaking rule); ranks are mapped to locations

@@ -1,4 +1,4 @@
-"""Point-to-point matching in numpy columns (DESIGN.md §4), for :mod:`compensate.matching`.
+"""Point-to-point matching in numpy columns (docs/design.md §4), for :mod:`compensate.matching`.
 
 Per (sender, receiver, communicator, tag) the k-th MpiSend/MpiIsend matches the k-th
 MpiRecv/MpiIrecv (MPI's non-overtaking rule; receives in their posting order).

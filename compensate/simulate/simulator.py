@@ -1,6 +1,6 @@
 """Ground-truth simulator: run a model MPI program with and without tracer overhead.
 
-DESIGN.md §7 validates the compensator against ground truth: the same program is
+docs/design.md §7 validates the compensator against ground truth: the same program is
 simulated twice under the measurement model of §2 — once without tracing overhead
 (*truth*) and once with it (*measured*) — and the compensated measured trace is
 compared event by event with the truth. :func:`run_program` / :func:`simulate`

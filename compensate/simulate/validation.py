@@ -1,4 +1,4 @@
-"""Accuracy against ground truth (DESIGN.md §7).
+"""Accuracy against ground truth (docs/design.md §7).
 
 Given the truth trace of a simulated program, its measured trace, and the
 compensated (approximated) versions of the measured trace, report how much of the

@@ -1,4 +1,4 @@
-"""Happened-before checks (DESIGN.md R7) on a trace about to be written.
+"""Happened-before checks (docs/design.md R7) on a trace about to be written.
 
 Run on every output, independently of how the times were computed: a violation
 is a bug in the engine, never something to write out.
