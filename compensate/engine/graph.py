@@ -19,7 +19,8 @@ anchor, how to compute it:
 * code 2: a list of :class:`compensate.engine.rules.Rule` objects (everything else, and
   records that two rules apply to: the later value wins).
 
-Building this is vectorised over messages; collectives are built per instance.
+The rules come from the handler table, :mod:`compensate.engine.kinds` (one module per
+dependency kind), through :meth:`Graph.set_rules`.
 """
 
 from __future__ import annotations
@@ -31,28 +32,13 @@ from collections.abc import Callable
 import numpy as np
 
 from compensate.engine.fit import message_was_late, receiver_was_late
-from compensate.engine.pending import Pending, PendingLatest, PendingRecv, SharedNeeds, SharedRefs
 from compensate.engine.rules import (
-    AfterAll,
     Need,
-    NonblockingNToN,
-    NToN,
-    NToOne,
-    P2PRecv,
     Ref,
-    SyncExit,
-    SyncRecv,
 )
 from compensate.engine.runsums import segmented_cumsum
 from compensate.matching import (
-    EXSCAN,
-    N_TO_N,
-    N_TO_ONE,
-    ONE_TO_N,
-    SCAN,
-    Instance,
     Matching,
-    needed_members,
 )
 from compensate.model import BUFFER_FLUSH, ISEND, SEND, Trace
 from compensate.platform import Platform
@@ -93,9 +79,14 @@ class Graph:
         self._copy: dict[int, float] = {}
         self._cache_copy_costs()
         self._flat_columns()
-        dep_rules = self._message_rules(matching)
-        for inst in matching.instances:
-            self._collective_rules(inst, dep_rules)
+        # per-message static inputs of R2, vectorised; the eager messages the engine
+        # evaluates inline (set by the eager-message handler)
+        self.m = _message_inputs(self, matching.table)
+        self.fast_rows = np.zeros(0, dtype=np.int64)
+
+    def set_rules(self, dep_rules: dict[tuple[int, int], list]) -> None:
+        """Take the pending rules of every dependent record (from the handler table,
+        :func:`compensate.engine.kinds.rules_of`) and lay out the anchors."""
         self._anchors(dep_rules)
 
     # -- per-record arrays ----------------------------------------------------------
@@ -157,168 +148,11 @@ class Graph:
     def kind_ovh(self, g: int) -> float:
         return float(self.ovh[self.kind[g]])
 
-    # -- rules from messages ------------------------------------------------------------
-    def _message_rules(self, matching: Matching) -> dict[tuple[int, int], list]:
-        """Rules of the matched messages; fills the per-message lists of the fast path.
-
-        Returns {(location position, record): [rule, ...]} for records that need
-        the generic path; fast-path receives are listed in ``self.fast``."""
-        t = matching.table
-        off = self.off
-        keep = np.flatnonzero(t.send_li != t.recv_li)  # send to self: ordered locally
-        sync = t.synchronous[keep]
-        eager = keep[~sync]
-        self.stats.p2p_cases["synchronous"] += int(np.count_nonzero(sync))
-        dep_rules: dict[tuple[int, int], list] = {}
-        # a record two message rules apply to (e.g. two synchronous sends closed by
-        # one Leave) takes the generic path, where the later value wins
-        targets = [np.stack([t.recv_li[eager], t.recv_idx[eager]], axis=1),
-                   np.stack([t.send_li[keep[sync]], t.send_exit_idx[keep[sync]]], axis=1),
-                   np.stack([t.recv_li[keep[sync]], t.recv_idx[keep[sync]]], axis=1)]
-        allt = np.concatenate(targets) if keep.size else np.zeros((0, 2), np.int64)
-        g_all = off[allt[:, 0]] + allt[:, 1] if len(allt) else np.zeros(0, np.int64)
-        uniq, counts = np.unique(g_all, return_counts=True)
-        shared = set(uniq[counts > 1].tolist())
-        # per-message static inputs of R2, vectorised
-        self.m = _message_inputs(self, t)
-        if self.bound in ("lower", "upper"):
-            is_generic = np.zeros(eager.size, dtype=bool)
-            if shared:
-                rg = off[t.recv_li[eager]] + t.recv_idx[eager]
-                is_generic = np.isin(rg, np.fromiter(shared, dtype=np.int64))
-        else:  # the fitted bound always takes the generic path
-            is_generic = np.ones(eager.size, dtype=bool)
-        generic_rows = eager[is_generic]
-        self.fast_rows = eager[~is_generic]
-        for row in np.sort(generic_rows).tolist():
-            li, i = int(t.recv_li[row]), int(t.recv_idx[row])
-            p = self._recv_params_of_message(row)
-            s_li, s_idx = int(t.send_li[row]), int(t.send_idx[row])
-            dep_rules.setdefault((li, i), []).append(Pending(P2PRecv, (p,), [(s_li, s_idx)]))
-        for row in keep[sync].tolist():
-            self._sync_rules(t, row, dep_rules)
-        return dep_rules
-
-    def _sync_rules(self, t, row: int, dep_rules: dict) -> None:
-        """A synchronous send: the transfer starts at the handshake, when both the
-        send was issued and the receive posted; after it, the sender's call ends and
-        the receive completes. Both intervals after the handshake are measured, so
-        both bounds use them (the model of docs/design.md section 2, "synchronous")."""
-        s_li, s_idx = int(t.send_li[row]), int(t.send_idx[row])
-        r_li, post = int(t.recv_li[row]), int(t.recv_post_idx[row])
-        exit_idx, recv_idx = int(t.send_exit_idx[row]), int(t.recv_idx[row])
-        enter_idx = int(t.recv_enter_idx[row])
-        sg, pg = self.g(s_li, s_idx), self.g(r_li, post)
-        ts_m, post_m = self.tm[sg], self.tm[pg]
-        handshake_m = max(ts_m + self.kind_ovh(sg), post_m + self.kind_ovh(pg))
-        to_exit = max(0.0, self.tm[self.g(s_li, exit_idx)] - handshake_m)
-        to_recv = max(0.0, self.tm[self.g(r_li, recv_idx)] - handshake_m)
-        dep_rules.setdefault((s_li, exit_idx), []).append(
-            Pending(SyncExit, (("ref", s_li, s_idx), ("ref", r_li, post), to_exit),
-                     [(r_li, post)]))
-        enter = ("ref", r_li, enter_idx) if enter_idx >= 0 else None
-        dep_rules.setdefault((r_li, recv_idx), []).append(
-            Pending(SyncRecv, (("ref", s_li, s_idx), ("ref", r_li, post), to_recv, enter),
-                     [(s_li, s_idx)]))
-
     def g(self, li: int, idx: int) -> int:
         """Global record number of record ``idx`` of location position ``li``."""
         return int(self.off[li]) + idx
 
-    def _recv_params_of_message(self, row: int) -> PendingRecv:
-        m = self.m
-        return PendingRecv(
-            send=(int(m.send_li[row]), int(m.send_idx[row])),
-            enter=(int(m.recv_li[row]), int(m.enter_idx[row])) if m.enter_idx[row] >= 0
-            else None,
-            enter_const=float(m.enter_const[row]), cs=float(m.cs[row]),
-            observed=float(m.observed[row]), overlapped=bool(m.overlapped[row]),
-            extra=float(m.extra[row]), has_prev=bool(m.recv_idx[row] > 0),
-            size=int(m.size[row]), recv=(int(m.recv_li[row]), int(m.recv_idx[row])),
-            fitted=self.bound == "fitted")
-
-    # -- rules from collectives -----------------------------------------------------------
-    def _collective_rules(self, inst: Instance, dep_rules: dict) -> None:
-        """Rules of one collective instance; they replace any earlier rule on the
-        same record (as the per-record engine did)."""
-        pos = self.pos_of
-        n = len(inst.locs)
-        lis = [pos[loc] for loc in inst.locs]
-        if inst.nonblocking:
-            self._nonblocking_rules(inst, lis, dep_rules)
-        elif inst.cls == N_TO_N:
-            everyone = list(range(n))
-            begins = [(lis[j], inst.begin_idx[j]) for j in everyone]
-            latest, needs = PendingLatest(begins), SharedNeeds(begins)
-            syncs = self._nn_syncs(inst, lis, everyone, everyone)
-            for i in range(n):
-                dep_rules[(lis[i], inst.end_idx[i])] = [Pending(
-                    NToN, (latest, syncs[i], ("ref", lis[i], inst.begin_idx[i])), needs)]
-        elif inst.cls in (SCAN, EXSCAN):
-            for i in range(n):
-                upto = range(i + 1) if inst.cls == SCAN else range(i)
-                if not upto:
-                    continue  # rank 0 of an exscan depends on nobody
-                members = list(upto)
-                if i not in members:
-                    members.append(i)
-                sync = self._nn_syncs(inst, lis, members, [i])[i]
-                latest = PendingLatest([(lis[j], inst.begin_idx[j]) for j in members])
-                dep_rules[(lis[i], inst.end_idx[i])] = [Pending(
-                    NToN, (latest, sync, ("ref", lis[i], inst.begin_idx[i])),
-                    [(lis[j], inst.begin_idx[j]) for j in members])]
-        elif inst.cls == ONE_TO_N:
-            r = inst.locs.index(inst.root)
-            for i in range(n):
-                if i == r or inst.locs[i] == inst.root:
-                    continue
-                p = self._collective_recv(lis[r], inst.begin_idx[r], inst.end_idx[r], lis[i],
-                                          inst.begin_idx[i], inst.size_recv[i], inst.end_idx[i])
-                dep_rules[(lis[i], inst.end_idx[i])] = [Pending(
-                    P2PRecv, (p,), [(lis[r], inst.begin_idx[r])])]
-        elif inst.cls == N_TO_ONE:
-            r = inst.locs.index(inst.root)
-            others = [i for i in range(n) if i != r and inst.locs[i] != inst.root]
-            if others:
-                last = self._last_arrival(inst, lis, others)
-                params = [self._collective_recv(lis[i], inst.begin_idx[i], inst.end_idx[i],
-                                                lis[r], inst.begin_idx[r], inst.size_sent[i],
-                                                inst.end_idx[r], one_of_many=i != last)
-                          for i in others]
-                dep_rules[(lis[r], inst.end_idx[r])] = [Pending(
-                    NToOne, (params,), [(lis[i], inst.begin_idx[i]) for i in others])]
-        self.stats.collective_instances += 1
-
-    def _last_arrival(self, inst: Instance, lis: list[int], others: list[int]) -> int | None:
-        """The member of an n-to-1 instance whose message reached the root last in the
-        measured run, by the fitted model: the root's wait, if it waited, shows that
-        message's transfer. None unless the bound is fitted."""
-        if self.network_time is None:
-            return None
-        arrival = []
-        for i in others:
-            g, size = self.g(lis[i], inst.begin_idx[i]), int(inst.size_sent[i])
-            arrival.append(self.tm[g] + self.kind_ovh(g) + 2.0 * self.copy(size)
-                           + self.network_time(size) * self.res)
-        return others[int(np.argmax(arrival))]
-
-    def _collective_recv(self, s_li: int, s_idx: int, s_exit: int, r_li: int, enter_idx: int,
-                         size: int, recv_idx: int, one_of_many: bool = False) -> PendingRecv:
-        """R2 inputs of a collective's implied message (R4, R5). ``one_of_many``: the
-        receive record completes several messages (the root of an n-to-1)."""
-        recv_m = float(self.tm[self.g(r_li, recv_idx)])
-        send_m = float(self.tm[self.g(s_li, s_idx)])
-        cs = self.copy(size)
-        enter_m = float(self.tm[self.g(r_li, enter_idx)]) if enter_idx >= 0 else recv_m
-        observed = recv_m - send_m - self.kind_ovh(self.g(s_li, s_idx))
-        overlapped = enter_m <= float(self.tm[self.g(s_li, s_exit)])
-        return PendingRecv(
-            send=(s_li, s_idx), enter=(r_li, enter_idx) if enter_idx >= 0 else None,
-            enter_const=recv_m - cs, cs=cs, observed=observed, overlapped=overlapped,
-            extra=self._extra(r_li, recv_idx), has_prev=recv_idx > 0, size=size,
-            recv=(r_li, recv_idx), fitted=self.bound == "fitted", one_of_many=one_of_many)
-
-    def _extra(self, li: int, idx: int) -> float:
+    def extra(self, li: int, idx: int) -> float:
         """Copy cost of the record before ``idx`` if it is a send (MPI_Sendrecv)."""
         if idx <= 0:
             return 0.0
@@ -341,86 +175,11 @@ class Graph:
         k = ev.kind[prev]
         gp = self.g(li, prev)
         start = float(ev.size[prev] - self.t0) if k == BUFFER_FLUSH else self.tm[gp]
-        free = start + float(self.ovh[k]) + self._extra(li, idx)
+        free = start + float(self.ovh[k]) + self.extra(li, idx)
         recv_m = self.tm[gp + 1]
         if message_was_late(recv_m, cs, free, self.tm[gp]):
             return "message"
         return "receiver" if receiver_was_late(recv_m, cs, free) else "unclear"
-
-    def _nn_syncs(self, inst: Instance, lis: list[int], members: list[int],
-                  who: list[int]) -> dict[int, float]:
-        """R3's measured synchronisation time for each member ``i`` in ``who``
-        waiting for ``members``: from the latest measured enter to the (earliest, or
-        own) measured exit, less the overheads recorded in between on the exiting
-        location."""
-        b, e = inst.begin_idx, inst.end_idx
-        bm = [self.tm[self.g(lis[j], b[j])] for j in members]
-        jj = members[int(np.argmax(bm))]
-        enter_m_j = self.tm[self.g(lis[jj], b[jj])]
-        o_j = self.kind_ovh(self.g(lis[jj], b[jj]))
-        uniform = self.collective_exit == "uniform" and inst.cls == N_TO_N
-        if uniform:
-            earliest = members[int(np.argmin([self.tm[self.g(lis[j], e[j])] for j in members]))]
-        out: dict[int, float] = {}
-        by_exit: dict[int, float] = {}
-        for i in who:
-            ll = earliest if uniform else i  # per-process; scans end at different times
-            if ll not in by_exit:
-                exit_m_l = self.tm[self.g(lis[ll], e[ll])]
-                # overheads of records between the latest enter and the exit on l's location
-                ev_l = self.evs[lis[ll]]
-                inside = np.arange(b[ll] + 1, e[ll])
-                if inside.size:
-                    inside = inside[self.tm[self.off[lis[ll]] + inside] >= enter_m_j]
-                o_inside = float(np.sum(self.ovh[ev_l.kind[inside]])) if inside.size else 0.0
-                by_exit[ll] = max(0.0, exit_m_l - enter_m_j - o_j - o_inside)
-            out[i] = by_exit[ll]
-        return out
-
-    def _nonblocking_rules(self, inst: Instance, lis: list[int], dep_rules: dict) -> None:
-        """Nonblocking collectives: the dependency applies at the completion record.
-
-        n-to-n (as R3): the operation finishes D after the latest request, and a
-        completion happens when its call is ready (the record before it) and the
-        operation has finished: ``complete_a = max(ready_a, latest request_a + D)``.
-        D is observed when some member waited in its completion call (its completion
-        is later than the record before it plus that record's overhead):
-        ``D = complete_m - max_j(request_m[j] + O)`` for that member. When nobody
-        waited D is only bounded: lower 0, upper the smallest ``complete_m - sync_m``.
-        Other classes: the completion follows its own timeline (R1) but never
-        precedes the requests it waits for.
-        """
-        b, e = inst.begin_idx, inst.end_idx
-        n = len(lis)
-        tm = self.tm
-        if inst.cls == N_TO_N:
-            sync_m = max(tm[self.g(lis[j], b[j])] + self.kind_ovh(self.g(lis[j], b[j]))
-                         for j in range(n))
-            after_sync = [tm[self.g(lis[i], e[i])] - sync_m for i in range(n)]
-            waited = [after_sync[i] for i in range(n)
-                      if tm[self.g(lis[i], e[i])] - tm[self.g(lis[i], e[i] - 1)]
-                      - self.kind_ovh(self.g(lis[i], e[i] - 1)) > 1.0]
-            if waited:
-                d_obs = max(0.0, min(waited))
-                self.stats.p2p_cases["nbc_observed"] += 1
-            elif self.bound == "lower":
-                d_obs = 0.0
-                self.stats.p2p_cases["nbc_bounded"] += 1
-            else:
-                d_obs = max(0.0, min(after_sync))
-                self.stats.p2p_cases["nbc_bounded"] += 1
-            begins = [(lis[j], b[j]) for j in range(n)]
-            refs, needs = SharedRefs(begins), SharedNeeds(begins)
-            for i in range(n):
-                dep_rules[(lis[i], e[i])] = [Pending(NonblockingNToN, (refs, i, d_obs),
-                                                      needs)]
-            return
-        for i in range(n):
-            needed = [(lis[j], b[j]) for j in needed_members(inst, i) if j != i]
-            if not needed:
-                continue
-            dep_rules[(lis[i], e[i])] = [Pending(
-                AfterAll, ([("ref", li, x) for li, x in needed],), needed)]
 
     # -- anchors --------------------------------------------------------------------------
     def _anchors(self, dep_rules: dict) -> None:

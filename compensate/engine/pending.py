@@ -10,12 +10,8 @@ rules of a collective instance.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from compensate.engine.graph import Graph
 from compensate.engine.rules import Latest, Need, RecvParams, Ref, Rule
-
-if TYPE_CHECKING:
-    from compensate.engine.graph import Graph
 
 
 class PendingRecv:

@@ -109,50 +109,6 @@ class Rule:
         raise NotImplementedError
 
 
-class P2PRecv(Rule):
-    """R2 for a matched eager point-to-point message (generic path)."""
-
-    __slots__ = ("p",)
-
-    def __init__(self, p: RecvParams, needs: list[Need]) -> None:
-        self.p, self.needs = p, needs
-
-    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
-        return recv_time(self.p, A, prev_a, ctx)
-
-
-class SyncExit(Rule):
-    """Synchronous send: the sender's call ends ``to_exit`` after the handshake
-    (when both the send was issued and the receive posted)."""
-
-    __slots__ = ("send", "post", "to_exit")
-
-    def __init__(self, send: Ref, post: Ref, to_exit: float, needs: list[Need]) -> None:
-        self.send, self.post, self.to_exit, self.needs = send, post, to_exit, needs
-
-    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
-        return max(at(A, self.send), at(A, self.post)) + self.to_exit
-
-
-class SyncRecv(Rule):
-    """Synchronous send: the receive completes ``to_recv`` after the handshake,
-    strictly after the send and after the receive call's Enter."""
-
-    __slots__ = ("send", "post", "to_recv", "enter")
-
-    def __init__(self, send: Ref, post: Ref, to_recv: float, enter: Ref | None,
-                 needs: list[Need]) -> None:
-        self.send, self.post, self.to_recv, self.enter = send, post, to_recv, enter
-        self.needs = needs
-
-    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
-        send_a = at(A, self.send)
-        t = max(max(send_a, at(A, self.post)) + self.to_recv, send_a + TICK)
-        if self.enter is not None:
-            t = max(t, at(A, self.enter) + TICK)
-        return t
-
-
 class Latest:
     """The latest approximated time of a set of records, computed once and shared
     by every member rule that waits for the same set (n-to-n: all members)."""
@@ -167,57 +123,3 @@ class Latest:
         if self.value is None:
             self.value = max(at(A, r) for r in self.refs)
         return self.value
-
-
-class NToN(Rule):
-    """R3 (and scans): exit after the latest approximated enter plus the measured
-    synchronisation time, and strictly after the member's own enter."""
-
-    __slots__ = ("latest", "sync", "own")
-
-    def __init__(self, latest: Latest, sync: float, own: Ref, needs: list[Need]) -> None:
-        self.latest, self.sync, self.own, self.needs = latest, sync, own, needs
-
-    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
-        return max(self.latest.get(A) + self.sync, at(A, self.own) + TICK)
-
-
-class NToOne(Rule):
-    """R5: the root's exit waits for a message from every other member's enter."""
-
-    __slots__ = ("params",)
-
-    def __init__(self, params: list[RecvParams], needs: list[Need]) -> None:
-        self.params, self.needs = params, needs
-
-    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
-        return max(recv_time(p, A, prev_a, ctx) for p in self.params)
-
-
-class NonblockingNToN(Rule):
-    """Nonblocking n-to-n completion: ``max(latest request + D, every other
-    member's request + 1 tick)``."""
-
-    __slots__ = ("refs", "own", "d_obs")
-
-    def __init__(self, refs: list[Ref], own: int, d_obs: float, needs: list[Need]) -> None:
-        self.refs, self.own, self.d_obs, self.needs = refs, own, d_obs, needs
-
-    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
-        times = [at(A, r) for r in self.refs]
-        latest = max(times)
-        others = max((t for j, t in enumerate(times) if j != self.own), default=NEG_INF)
-        return max(latest + self.d_obs, others + TICK)
-
-
-class AfterAll(Rule):
-    """A completion that follows its own timeline (R1) but is at least one tick
-    after every record it waits for (nonblocking collectives of other classes)."""
-
-    __slots__ = ("refs",)
-
-    def __init__(self, refs: list[Ref], needs: list[Need]) -> None:
-        self.refs, self.needs = refs, needs
-
-    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
-        return max(local, max(at(A, r) for r in self.refs) + TICK)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compensate.engine.graph import FAST_P2P, START, Graph
+from compensate.engine.kinds import rules_of
 from compensate.engine.rules import Context
 from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
@@ -113,6 +114,7 @@ class _Engine:
                 return _f(size) * res
         self.graph = Graph(trace, platform, opts.bound, opts.collective_exit, opts.network_time,
                            matching, self.stats, t0, pins)
+        self.graph.set_rules(rules_of(self.graph, matching))
         self.ctx = Context(opts.bound, network, self.stats.p2p_cases)
         self.t0 = self.graph.t0
 

@@ -9,9 +9,10 @@ of :mod:`compensate.formats.paths` (atomic, never the input).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
-from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS, ChunkIterator, read_chunks
+from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS, ChunkIterator
 from compensate.formats.paths import (
     FORMATS,
     AtomicOutput,
@@ -21,7 +22,7 @@ from compensate.formats.paths import (
     trace_format,
 )
 from compensate.formats.writer import TraceWriter
-from compensate.model import Trace
+from compensate.model import Definitions, Events, Trace
 
 __all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "AtomicOutput", "ChunkIterator", "OutputError",
            "TraceWriter", "input_format", "output_target", "read_chunks", "read_trace",
@@ -54,3 +55,31 @@ def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None) 
     except BaseException:
         out.discard()
         raise
+
+
+def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS
+                ) -> tuple[Definitions, Iterator[dict[int, Events]]]:
+    """Definitions of the trace ``path`` and an iterator over its records in chunks.
+
+    ``path`` is an OTF2 anchor file (``*.otf2``) or a text trace (``*.trace``).
+    Each chunk maps location id -> :class:`Events` with that location's next
+    records, for the locations that have records among the chunk's
+    ``chunk_records`` records (the last chunk may be smaller). Record order: the
+    OTF2 global reader's (timestamp order across locations), or the file's for
+    text. Concatenated, a location's chunks equal ``read_trace(path).events[loc]``
+    (payloads: new ``otf2`` event objects or text field dicts, as there).
+
+    A missing file or bad definitions/header raise :class:`TraceError` here; a
+    bad record raises it from the iterator, with the same message as
+    ``read_trace`` (record index counted over the whole location). The iterator
+    keeps no record of a chunk it has returned; it releases the file at the end,
+    on an error, or on ``close()``.
+    """
+    if chunk_records < 1:
+        raise ValueError(f"chunk_records must be at least 1, got {chunk_records}")
+    path = str(path)
+    if input_format(path) == "otf2":
+        from compensate.formats.otf2 import read_otf2_chunks
+        return read_otf2_chunks(path, chunk_records)
+    from compensate.formats.text import read_text_chunks
+    return read_text_chunks(path, chunk_records)

@@ -1,20 +1,11 @@
-"""Read a trace in chunks of records, so that memory is bounded by a chunk.
-
-:func:`read_chunks` opens an OTF2 anchor file or a ``.trace`` file (same suffix
-dispatch and errors as :func:`compensate.formats.read_trace`) and returns its
-definitions and an iterator of chunks ``{location: Events}``; a location's chunks,
-one after the other, are exactly ``read_trace(path).events[location]``. Both
-readers' chunk iterators share :class:`ChunkIterator`.
+"""Reading a trace in chunks of records, so that memory is bounded by a chunk: the
+iterator protocol both readers' chunk iterators share (:class:`ChunkIterator`), and
+the default chunk size of :func:`compensate.formats.read_chunks`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from pathlib import Path
-
-from compensate.formats.paths import input_format
-from compensate.model import Definitions, Events
 
 
 class ChunkIterator:
@@ -60,31 +51,3 @@ class ChunkIterator:
 
 #: Records per chunk of :func:`read_chunks`.
 DEFAULT_CHUNK_RECORDS = 1 << 18
-
-
-def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS
-                ) -> tuple[Definitions, Iterator[dict[int, Events]]]:
-    """Definitions of the trace ``path`` and an iterator over its records in chunks.
-
-    ``path`` is an OTF2 anchor file (``*.otf2``) or a text trace (``*.trace``).
-    Each chunk maps location id -> :class:`Events` with that location's next
-    records, for the locations that have records among the chunk's
-    ``chunk_records`` records (the last chunk may be smaller). Record order: the
-    OTF2 global reader's (timestamp order across locations), or the file's for
-    text. Concatenated, a location's chunks equal ``read_trace(path).events[loc]``
-    (payloads: new ``otf2`` event objects or text field dicts, as there).
-
-    A missing file or bad definitions/header raise :class:`TraceError` here; a
-    bad record raises it from the iterator, with the same message as
-    ``read_trace`` (record index counted over the whole location). The iterator
-    keeps no record of a chunk it has returned; it releases the file at the end,
-    on an error, or on ``close()``.
-    """
-    if chunk_records < 1:
-        raise ValueError(f"chunk_records must be at least 1, got {chunk_records}")
-    path = str(path)
-    if input_format(path) == "otf2":
-        from compensate.formats.otf2 import read_otf2_chunks
-        return read_otf2_chunks(path, chunk_records)
-    from compensate.formats.text import read_text_chunks
-    return read_text_chunks(path, chunk_records)

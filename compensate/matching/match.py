@@ -196,12 +196,16 @@ def match(trace: Trace, eager_limit: int | None = None) -> Matching:
         posting[loc] = _posting_records(trace, loc, ev)
         result.cancelled_requests += len(posting[loc][1])
 
-    # --- point-to-point: FIFO queues of sends per (sender, receiver, comm, tag), in
-    # posting order; receives take them in *their* posting order (MPI non-overtaking)
-    result.table, result.unmatched_sends = match_p2p(trace, structure, posting, eager_limit)
+    for matcher in MATCHERS:
+        matcher(trace, structure, posting, eager_limit, result)
+    return result
 
-    # --- collectives: per communicator, the k-th collective each member posted
-    # (blocking MpiCollectiveBegin or NonBlockingCollectiveRequest) is instance k
+
+def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
+                      result: Matching) -> None:
+    """Collective instances: per communicator, the k-th collective each member posted
+    (blocking MpiCollectiveBegin or NonBlockingCollectiveRequest) is instance k."""
+    defs = trace.definitions
     ops_of: dict = defaultdict(lambda: defaultdict(list))  # key -> loc -> [(post, end)]
     for loc, ev in trace.events.items():
         end_idx = np.flatnonzero(ev.kind == COLL_END)
@@ -263,7 +267,19 @@ def match(trace: Trace, eager_limit: int | None = None) -> Matching:
                 size_recv=[int(e.size_recv[i]) for e, i in zip(evs, idx, strict=True)],
                 nonblocking=any(int(e.kind[i]) == NBC_COMPLETE
                                 for e, i in zip(evs, idx, strict=True))))
-    return result
+
+
+def match_messages(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
+                   result: Matching) -> None:
+    """Point-to-point: FIFO queues of sends per (sender, receiver, comm, tag), in
+    posting order; receives take them in *their* posting order (MPI non-overtaking)."""
+    result.table, result.unmatched_sends = match_p2p(trace, structure, posting, eager_limit)
+
+
+#: What :func:`match` links, one matcher per family of records, each filling its
+#: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
+#: handler in :mod:`compensate.engine.kinds`).
+MATCHERS = (match_messages, match_collectives)
 
 
 def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:

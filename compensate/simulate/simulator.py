@@ -12,6 +12,11 @@ Programs are the op lists of :mod:`compensate.simulate.programs`. Each rank is a
 with its own clock ``t`` (float seconds, starting at its start offset); ranks run
 until they block on a remote dependency and are woken when it is satisfied.
 
+Why one module (over 600 lines): the simulator *is* the measurement model, one
+rule per operation, and the rules share the rank coroutine, the message channels
+and the collective rendezvous; split apart, each half would read the other's
+state. Its size is the list of operations, not several concerns.
+
 The measurement model, exactly
 ------------------------------
 ``O(k)`` is the per-record overhead of kind ``k`` (``Platform.overhead_table()``,

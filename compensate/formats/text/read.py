@@ -21,6 +21,10 @@ This module reads it (:func:`read_text`, :func:`read_text_chunks`);
 :mod:`compensate.formats.text.write` writes it. Every problem with the
 input is reported as a one-line :class:`~compensate.model.TraceError` of the
 form ``FILE:LINE: what was wrong, what was expected`` -- never a traceback.
+
+Why one module (over 600 lines): nearly all of it is one class, the parser of one
+grammar (header, then one record line per kind with its own fields and checks);
+each error names the line, so the checks stay beside the fields they check.
 """
 
 from __future__ import annotations

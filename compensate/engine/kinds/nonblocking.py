@@ -1,0 +1,88 @@
+"""Nonblocking collectives (MPI_Ibarrier, MPI_Iallreduce, ...): the dependency
+applies at the completion record (NonBlockingCollectiveComplete), the request
+(NonBlockingCollectiveRequest) takes the place of the enter.
+
+n-to-n (as R3): the operation finishes D after the latest request, and a completion
+happens when its call is ready (the record before it) and the operation has
+finished: ``complete_a = max(ready_a, latest request_a + D)``. D is observed when
+some member waited in its completion call (its completion is later than the record
+before it plus that record's overhead): ``D = complete_m - max_j(request_m[j] + O)``
+for that member. When nobody waited D is only bounded: lower 0, upper the smallest
+``complete_m - sync_m``. Other classes: the completion follows its own timeline
+(R1) but never precedes the requests it waits for.
+
+Matching: :mod:`compensate.matching.collectives` (``Instance.nonblocking``).
+"""
+
+from __future__ import annotations
+
+from compensate.engine.graph import Graph
+from compensate.engine.pending import Pending, SharedNeeds, SharedRefs
+from compensate.engine.rules import NEG_INF, TICK, Context, Need, Ref, Rule, at
+from compensate.matching import Instance, needed_members
+
+
+class NonblockingNToN(Rule):
+    """Nonblocking n-to-n completion: ``max(latest request + D, every other
+    member's request + 1 tick)``."""
+
+    __slots__ = ("refs", "own", "d_obs")
+
+    def __init__(self, refs: list[Ref], own: int, d_obs: float, needs: list[Need]) -> None:
+        self.refs, self.own, self.d_obs, self.needs = refs, own, d_obs, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        times = [at(A, r) for r in self.refs]
+        latest = max(times)
+        others = max((t for j, t in enumerate(times) if j != self.own), default=NEG_INF)
+        return max(latest + self.d_obs, others + TICK)
+
+
+class AfterAll(Rule):
+    """A completion that follows its own timeline (R1) but is at least one tick
+    after every record it waits for (nonblocking collectives of other classes)."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, refs: list[Ref], needs: list[Need]) -> None:
+        self.refs, self.needs = refs, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        return max(local, max(at(A, r) for r in self.refs) + TICK)
+
+
+def build_nton(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
+    """One :class:`NonblockingNToN` rule per member's completion."""
+    b, e = inst.begin_idx, inst.end_idx
+    n = len(lis)
+    tm, g, ovh = graph.tm, graph.g, graph.kind_ovh
+    sync_m = max(tm[g(lis[j], b[j])] + ovh(g(lis[j], b[j])) for j in range(n))
+    after_sync = [tm[g(lis[i], e[i])] - sync_m for i in range(n)]
+    waited = [after_sync[i] for i in range(n)
+              if tm[g(lis[i], e[i])] - tm[g(lis[i], e[i] - 1)]
+              - ovh(g(lis[i], e[i] - 1)) > 1.0]
+    cases = graph.stats.p2p_cases
+    if waited:
+        d_obs = max(0.0, min(waited))
+        cases["nbc_observed"] += 1
+    elif graph.bound == "lower":
+        d_obs = 0.0
+        cases["nbc_bounded"] += 1
+    else:
+        d_obs = max(0.0, min(after_sync))
+        cases["nbc_bounded"] += 1
+    begins = [(lis[j], b[j]) for j in range(n)]
+    refs, needs = SharedRefs(begins), SharedNeeds(begins)
+    for i in range(n):
+        dep_rules[(lis[i], e[i])] = [Pending(NonblockingNToN, (refs, i, d_obs), needs)]
+
+
+def build_other(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
+    """An :class:`AfterAll` rule at each completion that waits for other members."""
+    b, e = inst.begin_idx, inst.end_idx
+    for i in range(len(lis)):
+        needed = [(lis[j], b[j]) for j in needed_members(inst, i) if j != i]
+        if not needed:
+            continue
+        dep_rules[(lis[i], e[i])] = [Pending(
+            AfterAll, ([("ref", li, x) for li, x in needed],), needed)]

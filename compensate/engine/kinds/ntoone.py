@@ -1,0 +1,57 @@
+"""n-to-1 collectives (R5: Gather(v), Reduce; not in the paper): the mirror of R4.
+The root's exit waits for an implied message from every other member's enter, each
+timed with R2; the other exits are local.
+
+Matching: :mod:`compensate.matching.collectives` (class ``n-to-1``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compensate.engine.graph import Graph
+from compensate.engine.kinds.p2p import implied_message
+from compensate.engine.pending import Pending
+from compensate.engine.rules import Context, Need, RecvParams, Rule, recv_time
+from compensate.matching import Instance
+
+
+class NToOne(Rule):
+    """R5: the root's exit waits for a message from every other member's enter."""
+
+    __slots__ = ("params",)
+
+    def __init__(self, params: list[RecvParams], needs: list[Need]) -> None:
+        self.params, self.needs = params, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        return max(recv_time(p, A, prev_a, ctx) for p in self.params)
+
+
+def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
+    """One :class:`NToOne` rule at the root's exit."""
+    r = inst.locs.index(inst.root)
+    others = [i for i in range(len(inst.locs)) if i != r and inst.locs[i] != inst.root]
+    if not others:
+        return
+    last = last_arrival(graph, inst, lis, others)
+    params = [implied_message(graph, lis[i], inst.begin_idx[i], inst.end_idx[i], lis[r],
+                              inst.begin_idx[r], inst.size_sent[i], inst.end_idx[r],
+                              one_of_many=i != last)
+              for i in others]
+    dep_rules[(lis[r], inst.end_idx[r])] = [Pending(
+        NToOne, (params,), [(lis[i], inst.begin_idx[i]) for i in others])]
+
+
+def last_arrival(graph: Graph, inst: Instance, lis: list[int], others: list[int]) -> int | None:
+    """The member whose message reached the root last in the measured run, by the
+    fitted model: the root's wait, if it waited, shows that message's transfer.
+    None unless the bound is fitted."""
+    if graph.network_time is None:
+        return None
+    arrival = []
+    for i in others:
+        g, size = graph.g(lis[i], inst.begin_idx[i]), int(inst.size_sent[i])
+        arrival.append(graph.tm[g] + graph.kind_ovh(g) + 2.0 * graph.copy(size)
+                       + graph.network_time(size) * graph.res)
+    return others[int(np.argmax(arrival))]
