@@ -1,7 +1,8 @@
 """Happened-before checks (docs/design.md R7) on a trace about to be written.
 
 Run on every output, independently of how the times were computed: a violation
-is a bug in the engine, never something to write out.
+is a bug in the engine, never something to write out. :data:`CHECKS` is the table
+of invariants, one per dependency family.
 """
 
 from __future__ import annotations
@@ -38,19 +39,33 @@ class Verification:
 def verify(trace: Trace, matching: Matching) -> Verification:
     """Count happened-before violations in ``trace`` given its ``matching``."""
     v = Verification()
+    for check in CHECKS:
+        check(trace, matching, v)
+    return v
 
-    def note(msg: str) -> None:
-        if len(v.examples) < 10:
-            v.examples.append(msg)
 
+def _note(v: Verification, msg: str) -> None:
+    if len(v.examples) < 10:
+        v.examples.append(msg)
+
+
+def _verify_order(trace: Trace, matching: Matching, v: Verification) -> None:
+    """Timestamps non-decreasing per location, in the original record order."""
     for loc, ev in trace.events.items():
         if len(ev) > 1:
             bad = np.flatnonzero(np.diff(ev.time) < 0)
             v.order += int(bad.size)
             if bad.size:
-                note(f"location {loc}, record {int(bad[0]) + 1}: earlier than its predecessor")
+                _note(v, f"location {loc}, record {int(bad[0]) + 1}: earlier than its "
+                         f"predecessor")
+
+
+def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> None:
+    """No collective exit before an enter it waits for (by class: every enter for
+    n-to-n, the root's for 1-to-n, ranks up to i for scans), strictly after it for
+    implied messages (1-to-n, n-to-1) and nonblocking completions; an exit that
+    waits is after its own enter."""
     t = {loc: ev.time for loc, ev in trace.events.items()}
-    _verify_messages(trace, matching, v, note)
     for inst in matching.instances:
         begins = [t[loc][b] for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
         ends = [t[loc][e] for loc, e in zip(inst.locs, inst.end_idx, strict=True)]
@@ -73,18 +88,17 @@ def verify(trace: Trace, matching: Matching) -> Verification:
             late = ends[i] <= begins[j] if strict else ends[i] < begins[j]
             if late:
                 v.collectives += 1
-                note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
+                _note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
                      f"before the enter of location {inst.locs[j]}, record {inst.begin_idx[j]}")
         waiting = set() if inst.nonblocking else {i for i, _ in pairs}
         for i in sorted(waiting):  # exits that wait (local ones may clamp)
             if ends[i] <= begins[i]:
                 v.collectives += 1
-                note(f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
+                _note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
                      f"not after its own enter (record {inst.begin_idx[i]})")
-    return v
 
 
-def _verify_messages(trace: Trace, matching: Matching, v: Verification, note) -> None:
+def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
     """Every receive strictly after its send (at or after it, for a send to self);
     vectorised over the message table."""
     table = matching.table
@@ -101,6 +115,11 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification, note) ->
     v.messages += int(bad.size)
     ids = table.loc_ids
     for j in bad[:10].tolist():
-        note(f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: receive not "
+        _note(v, f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: receive not "
              f"after its send (location {ids[table.send_li[j]]}, record "
              f"{int(table.send_idx[j])})")
+
+
+#: One check per dependency family, each independent of how the engine computed the
+#: times (a new dependency kind adds its invariant here).
+CHECKS = (_verify_order, _verify_messages, _verify_collectives)
