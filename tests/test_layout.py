@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from compensate.engine.kinds import COLLECTIVE_KINDS, MESSAGE_KINDS
-from compensate.matching import COLLECTIVE_CLASSES, N_TO_N
+from compensate.matching.collectives import COLLECTIVE_CLASSES, N_TO_N
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("compensate", "calibration")

@@ -17,7 +17,8 @@ from compensate.analysis.calls import (
     calls_of,
     trace_origin,
 )
-from compensate.matching import N_TO_N, N_TO_ONE, ONE_TO_N, Matching, match
+from compensate.matching import Matching, match
+from compensate.matching.collectives import N_TO_N, N_TO_ONE, ONE_TO_N
 from compensate.model import Definitions, Trace
 
 

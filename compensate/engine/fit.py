@@ -35,7 +35,8 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.stats import theilslopes
 
-from compensate.matching import ONE_TO_N, Matching
+from compensate.matching import Matching
+from compensate.matching.collectives import ONE_TO_N
 from compensate.model import BUFFER_FLUSH, KIND_CODE, SEND, Trace
 from compensate.platform import Platform
 

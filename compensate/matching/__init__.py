@@ -3,20 +3,9 @@
 instances (:mod:`~compensate.matching.collectives`) and the MPI call around each
 (:mod:`~compensate.matching.match`)."""
 
-from compensate.matching.collectives import (
-    COLLECTIVE_CLASSES,
-    EXSCAN,
-    N_TO_N,
-    N_TO_ONE,
-    ONE_TO_N,
-    SCAN,
-    Instance,
-    collective_class,
-    needed_members,
-)
+from compensate.matching.collectives import COLLECTIVE_CLASSES, Instance, needed_members
 from compensate.matching.match import Matching, check_structure, match
 from compensate.matching.p2p import Message, MessageTable
 
-__all__ = ["COLLECTIVE_CLASSES", "EXSCAN", "N_TO_N", "N_TO_ONE", "ONE_TO_N", "SCAN", "Instance",
-           "Matching", "Message", "MessageTable", "check_structure", "collective_class", "match",
-           "needed_members"]
+__all__ = ["COLLECTIVE_CLASSES", "Instance", "Matching", "Message", "MessageTable",
+           "check_structure", "match", "needed_members"]

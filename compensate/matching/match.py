@@ -22,22 +22,12 @@ from functools import cached_property
 
 import numpy as np
 
-from compensate.matching.collectives import (
-    EXSCAN,
-    N_TO_N,
-    N_TO_ONE,
-    ONE_TO_N,
-    SCAN,
-    Instance,
-    collective_class,
-    needed_members,
-)
+from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, Instance, collective_class
 from compensate.matching.p2p import Message, MessageTable, match_p2p
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
     COLLECTIVE_OP_NAMES,
-    COLLECTIVE_OPS,
     ENTER,
     IRECV,
     IRECV_REQUEST,
@@ -295,19 +285,4 @@ def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:
     return seq[-1][0] if seq else 0
 
 
-__all__ = [
-    "COLLECTIVE_OPS",
-    "EXSCAN",
-    "Instance",
-    "Matching",
-    "Message",
-    "MessageTable",
-    "N_TO_N",
-    "N_TO_ONE",
-    "ONE_TO_N",
-    "SCAN",
-    "check_structure",
-    "collective_class",
-    "match",
-    "needed_members",
-]
+__all__ = ["MATCHERS", "Matching", "check_structure", "match"]

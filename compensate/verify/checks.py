@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compensate.matching import N_TO_ONE, ONE_TO_N, Matching, needed_members
+from compensate.matching import Matching, needed_members
+from compensate.matching.collectives import N_TO_ONE, ONE_TO_N
 from compensate.model import Trace
 
 

@@ -24,16 +24,8 @@ import numpy as np
 
 from compensate.engine.graph import Graph
 from compensate.engine.kinds import nonblocking, nton, ntoone, oneton, p2p, scan, synchronous
-from compensate.matching import (
-    EXSCAN,
-    N_TO_N,
-    N_TO_ONE,
-    ONE_TO_N,
-    SCAN,
-    Instance,
-    Matching,
-    MessageTable,
-)
+from compensate.matching import Instance, Matching, MessageTable
+from compensate.matching.collectives import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN
 
 #: (graph, instance, location positions of its members, rules) -> None
 CollectiveBuilder = Callable[[Graph, Instance, list[int], dict], None]

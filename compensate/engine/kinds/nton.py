@@ -14,7 +14,8 @@ import numpy as np
 from compensate.engine.graph import Graph
 from compensate.engine.pending import Pending, PendingLatest, SharedNeeds
 from compensate.engine.rules import TICK, Context, Latest, Need, Ref, Rule, at
-from compensate.matching import N_TO_N, Instance
+from compensate.matching import Instance
+from compensate.matching.collectives import N_TO_N
 
 
 class NToN(Rule):

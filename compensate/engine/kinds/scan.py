@@ -10,7 +10,8 @@ from __future__ import annotations
 from compensate.engine.graph import Graph
 from compensate.engine.kinds.nton import NToN, sync_times
 from compensate.engine.pending import Pending, PendingLatest
-from compensate.matching import SCAN, Instance
+from compensate.matching import Instance
+from compensate.matching.collectives import SCAN
 
 
 def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:

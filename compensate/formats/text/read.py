@@ -55,28 +55,15 @@ from compensate.formats.text.syntax import (
     _strip_comment,
 )
 from compensate.model import (
-    BUFFER_FLUSH,
-    COLL_BEGIN,
-    COLL_END,
     COLLECTIVE_OPS,
     COLUMNS,
     ENTER,
-    IRECV,
-    IRECV_REQUEST,
     ISEND,
-    ISEND_COMPLETE,
     KIND_CODE,
     KIND_NAMES,
     LEAVE,
-    MEASUREMENT_ONOFF,
-    NBC_COMPLETE,
-    NBC_REQUEST,
     NONE,
-    PROGRAM_BEGIN,
-    PROGRAM_END,
     RECV,
-    REQUEST_CANCELLED,
-    REQUEST_TEST,
     SEND,
     Comm,
     Definitions,
@@ -128,27 +115,28 @@ class _Reader:
         # earlier chunks
         self.prev: dict[int, int] = {}
         self.base: dict[int, int] = {}
-        self.handlers: dict[int, Callable[[str, int, int, dict[str, str]],
-                                          tuple[tuple, Any]]] = {
-            ENTER: self._region_record,
-            LEAVE: self._region_record,
-            SEND: self._p2p_record,
-            RECV: self._p2p_record,
-            ISEND: self._p2p_request_record,
-            IRECV: self._p2p_request_record,
-            ISEND_COMPLETE: self._request_record,
-            IRECV_REQUEST: self._request_record,
-            REQUEST_TEST: self._request_record,
-            REQUEST_CANCELLED: self._request_record,
-            NBC_REQUEST: self._request_record,
-            NBC_COMPLETE: self._nbc_complete,
-            COLL_BEGIN: self._coll_begin,
-            COLL_END: self._coll_end,
-            BUFFER_FLUSH: self._buffer_flush,
-            MEASUREMENT_ONOFF: self._measurement,
-            PROGRAM_BEGIN: self._program_begin,
-            PROGRAM_END: self._program_end,
+        # record kind -> parser of its fields (keyed by the kind's name in the file)
+        by_name: dict[str, Callable[[str, int, int, dict[str, str]], tuple[tuple, Any]]] = {
+            "Enter": self._region_record,
+            "Leave": self._region_record,
+            "MpiSend": self._p2p_record,
+            "MpiRecv": self._p2p_record,
+            "MpiIsend": self._p2p_request_record,
+            "MpiIrecv": self._p2p_request_record,
+            "MpiIsendComplete": self._request_record,
+            "MpiIrecvRequest": self._request_record,
+            "MpiRequestTest": self._request_record,
+            "MpiRequestCancelled": self._request_record,
+            "NonBlockingCollectiveRequest": self._request_record,
+            "NonBlockingCollectiveComplete": self._nbc_complete,
+            "MpiCollectiveBegin": self._coll_begin,
+            "MpiCollectiveEnd": self._coll_end,
+            "BufferFlush": self._buffer_flush,
+            "MeasurementOnOff": self._measurement,
+            "ProgramBegin": self._program_begin,
+            "ProgramEnd": self._program_end,
         }
+        self.handlers = {KIND_CODE[name]: handler for name, handler in by_name.items()}
 
     # -- errors ---------------------------------------------------------------
 
