@@ -1,5 +1,5 @@
-"""Profiles, wait states, compare() and `compensate report` (compensate/analysis.py,
-compensate/reportcli.py).
+"""Profiles, wait states, compare() and `compensate report` (compensate/analysis/,
+compensate/cli/report.py).
 
 Wait-state values are hand-computed in the case files under tests/cases_analysis/
 (see the comments at their top); the simulated pair has a dilation known exactly.

@@ -1,4 +1,4 @@
-"""`compensate export`: Chrome/Perfetto trace-event JSON (compensate/export.py)."""
+"""`compensate export`: Chrome/Perfetto trace-event JSON (compensate/analysis/export.py)."""
 
 import json
 from collections import defaultdict

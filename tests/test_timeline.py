@@ -1,4 +1,4 @@
-"""Timelines (compensate/timeline.py): render to PNG with the Agg backend, one row
+"""Timelines (compensate/analysis/timeline.py): render to PNG with the Agg backend, one row
 per location, side-by-side alignment, and a clear error without matplotlib."""
 
 import builtins
