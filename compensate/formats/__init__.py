@@ -31,7 +31,7 @@ __all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "AtomicOutput", "ChunkIterator", 
 
 def read_trace(path: str | Path) -> Trace:
     """Read an OTF2 archive or a text trace (TraceError on bad input).
-    (:func:`compensate.formats.writer.read_chunks` reads it chunk by chunk.)"""
+    (:func:`read_chunks` reads it chunk by chunk.)"""
     path = str(path)
     if input_format(path) == "otf2":
         from compensate.formats.otf2 import read_otf2
