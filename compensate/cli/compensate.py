@@ -209,7 +209,7 @@ def _run_streaming(args: argparse.Namespace, target: Path, platform: Platform | 
             EngineOptions(bound=bound, collective_exit=args.collective_exit,
                           network_time=outcome.fit if outcome else None),
             writer.write, source=str(args.input), eager_limit=args.eager_limit,
-            progress=progress)
+            progress=progress, advance=writer.advance)
         progress.close()
         check = result.verification
         res = defs.timer_resolution
@@ -240,33 +240,18 @@ def _seconds(span: tuple[int, int] | None, resolution: int) -> float:
 def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, counts: dict,
              outcome, *, records: int, locations: int, resolution: int, measured: float,
              approximated: float) -> dict:
-    summary = {
-        "input": str(args.input),
-        "output": str(args.output),
-        "bound": args.bound,
-        "collective_exit": args.collective_exit,
-        "records": records,
-        "locations": locations,
-        "timer_resolution": resolution,
-        "measured_span_s": measured,
-        "approximated_span_s": approximated,
-        "overcompensated_records": stats.overcompensated,
-        "messages_matched": stats.messages,
-        "unmatched_sends": stats.unmatched_sends,
-        "collective_instances": stats.collective_instances,
-        "unknown_collective_ops": stats.unknown_collective_ops,
-        "p2p_cases": stats.p2p_cases,
-        "dependencies": counts,
-        "eager_limit": args.eager_limit,
-        "buffer_flushes": stats.buffer_flushes,
-        "flush_seconds_removed": stats.flush_seconds_removed,
-        "platform": platform.to_dict() if platform else None,
-        "verification": check.to_dict(),
-    }
+    """The ``--summary`` object (built as :func:`compensate.compensate` builds its
+    ``summary``) and, under ``_bound_text``, the bound part of the one-line summary."""
+    from compensate.api import build_summary
+    summary = build_summary(
+        input=str(args.input), output=str(args.output), bound=args.bound,
+        collective_exit=args.collective_exit, eager_limit=args.eager_limit, platform=platform,
+        stats=stats, verification=check, counts=counts, fit_outcome=outcome, records=records,
+        locations=locations, resolution=resolution, measured=measured,
+        approximated=approximated)
     summary["_bound_text"] = f"{args.bound} bound"
     if outcome is not None:
-        from compensate.engine.fit import summary_object, summary_phrase
-        summary["fit"] = summary_object(outcome, stats.p2p_cases)
+        from compensate.engine.fit import summary_phrase
         summary["_bound_text"] = summary_phrase(summary["fit"])
     return summary
 

@@ -477,9 +477,14 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
                       write: Callable[[int, Events], None], *, source: str = "",
                       eager_limit: int | None = None,
                       progress: Callable[[int], None] | None = None,
-                      segment_records: int = SEGMENT_RECORDS) -> StreamResult:
+                      segment_records: int = SEGMENT_RECORDS,
+                      advance: Callable[[int], None] | None = None) -> StreamResult:
     """Compensate the records of ``chunks`` segment by segment and hand each
     location's output records to ``write(location, events)`` in order.
+
+    ``advance(time)`` (e.g. :meth:`compensate.formats.TraceWriter.advance`) gets,
+    before each segment, a watermark: no location handed nothing yet will be
+    handed a record earlier than ``time`` (the segment's first measured time).
 
     Nothing is passed to ``write`` for a segment that fails verification: the run
     stops there (``result.verification`` says why) and the caller discards the
@@ -492,8 +497,17 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
         n_seg = sum(len(ev) for ev in seg.values())
         out.segments += 1
         out.largest_segment = max(out.largest_segment, n_seg)
+        start = min(int(ev.time[0]) for ev in seg.values())
         if sg.t0 is None:
-            sg.t0 = min(int(ev.time[0]) for ev in seg.values())
+            sg.t0 = start
+        if advance is not None:
+            # Valid: later records were measured at or after ``start``; a location's
+            # output times never decrease (rounded_times' ``floor``); its first record
+            # has nothing before it, so it is START (its measured time) or a receive
+            # from ``enter_const = recv_m - cs``, where every case of R2 (recv_time,
+            # the inline fast path) gives >= ready + cs = recv_m. Other rules are for
+            # records after their own Enter/CollectiveBegin/request record.
+            advance(start)
         trace, mtrace, pins = sg.traces(seg)
         matching = sg.match(mtrace)
         values: dict[int, np.ndarray] = {}

@@ -41,7 +41,9 @@ class TraceWriter:
       ``os.replace``. Records are merged into global time order with a buffer
       of at most ``max_buffered`` records; while it suffices the file is
       byte for byte what ``write_trace`` writes. See
-      :class:`compensate.formats.text.TextEventWriter`, and :meth:`finish`.
+      :class:`compensate.formats.text.TextEventWriter`, :meth:`finish` and
+      :meth:`advance` (without which a location that has written nothing yet
+      holds back every record).
 
     The writer keeps references to the ``events`` handed to it until their
     records are written (text) and sets the timestamps of OTF2 payload objects;
@@ -86,13 +88,28 @@ class TraceWriter:
     def finish(self, loc: int) -> None:
         """Declare that location ``loc`` gets no more records. Optional: for a text
         output it stops ``loc`` from holding back the merge (a location that
-        has not written anything yet holds back every record, so call it for
-        locations known to have no records, or none left); no effect on OTF2."""
+        has not written anything yet holds back every record unless
+        :meth:`advance` says from when it may write, so call it for locations
+        known to have no records, or none left); no effect on OTF2."""
         self._check_open()
         self._finished.add(loc)
         if hasattr(self._sink, "finish"):
             try:
                 self._sink.finish(loc)
+            except BaseException:
+                self.abort()
+                raise
+
+    def advance(self, time: int) -> None:
+        """The producer's watermark: no location that has not written anything yet
+        will write a record earlier than ``time``. For a text output it stops such
+        locations (none written so far, or a first record that comes late) from
+        holding back the merge before ``time``; no effect on OTF2, which is written
+        per location."""
+        self._check_open()
+        if hasattr(self._sink, "advance"):
+            try:
+                self._sink.advance(time)
             except BaseException:
                 self.abort()
                 raise

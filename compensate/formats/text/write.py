@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections import deque
 from collections.abc import Iterable
 from typing import Any, TextIO
 
 import numpy as np
 
+from compensate.formats.order import Piece, WindowedMerge, merge_order
 from compensate.formats.text.syntax import (
     FORMAT_VERSION,
     MAGIC,
@@ -237,19 +237,22 @@ class TextEventWriter:
     chunk by chunk, merged into global time order.
 
     ``write(loc, events)`` appends records to location ``loc``, in order (calls
-    for different locations may interleave). Records wait in per-location queues
-    until no location can still add an earlier one: a record is written once
-    its time is below every unfinished location's last appended time (a
-    location that has appended nothing yet holds everything back; ``finish(loc)``
-    declares that ``loc`` appends nothing more). Written that way the file is
-    byte for byte what :func:`write_text` writes for the same records: time
-    order, ties by location id, then per-location order.
+    for different locations may interleave). Records wait in a windowed merge
+    (:class:`compensate.formats.order.WindowedMerge`) until no location can
+    still add an earlier one: a record is written once its time is below every
+    unfinished location's last appended time and, while some unfinished location
+    has appended nothing yet, below the watermark :meth:`advance` gave (without
+    one, such a location holds everything back; ``finish(loc)`` declares that
+    ``loc`` appends nothing more). Written that way the file is byte for byte
+    what :func:`write_text` writes for the same records: time order, ties by
+    location id, then per-location order.
 
-    ``max_buffered`` caps the queues (None: unbounded): beyond it the earliest
+    ``max_buffered`` caps the merge (None: unbounded): beyond it the earliest
     queued records are written anyway, down to half the cap, and a location
     that appends an earlier record later makes the file's order across
     locations no longer global (the format allows any interleaving; the order
-    of each location's records is always kept).
+    of each location's records is always kept). So does a location that breaks
+    the promise of :meth:`advance`.
 
     The column widths (time, location, kind) are fixed when the first records
     are written, from the records appended so far and the defined locations;
@@ -267,16 +270,9 @@ class TextEventWriter:
         # locations that may be written (their ids in sorted order give the tie
         # rank), their column width
         ids = sorted(definitions.locations if locations is None else locations)
-        self._rank = {loc: r for r, loc in enumerate(ids)}
         self._ids = ids
         self._lw = max((len(str(loc)) for loc in ids), default=1)
-        self._queues: dict[int, deque[list[Any]]] = {}  # loc -> [[Events, first queued]]
-        self._written: dict[int, int] = {}  # loc -> records taken out of its queue
-        self._count: dict[int, int] = {}  # loc -> records appended
-        self._last: dict[int, int] = {}  # loc -> time of its last appended record
-        self._active = set(definitions.locations)  # locations not finished
-        self._waiting = set(self._active)  # active locations that appended nothing yet
-        self._buffered = 0
+        self._merge = WindowedMerge(ids, capacity=max_buffered)
         self._next_release = min(_RELEASE_EVERY, max(1, (max_buffered or 0) // 4))
         self._max_time = -1
         self._kinds: set[int] = set()
@@ -299,23 +295,23 @@ class TextEventWriter:
         ``ev``'s columns and payload until its records are written: do not modify
         them afterwards. TraceError for an undefined location, negative times or
         times going backwards (naming the record)."""
-        if self._file is None:
-            raise TraceError("cannot write as .trace: the file is already closed",
-                             source=self.path)
-        if loc not in self.definitions.locations or loc not in self._rank:
+        self._check_open()
+        merge = self._merge
+        if loc not in self.definitions.locations or loc not in merge:
             raise TraceError(f"cannot write as .trace: location {loc} has records but no "
                              f"definition", source=self.path)
-        if loc not in self._active:
+        if merge.finished(loc):
             raise TraceError(f"cannot write as .trace: location {loc} was declared finished",
                              source=self.path)
-        base = self._count.get(loc, 0)
+        base = merge.count(loc)
         t = ev.time
         n = len(t)
         if n and int(t.min()) < 0:
             i = int(np.argmax(t < 0))
             raise self.formatter.fail(loc, base + i, f"negative time {int(t[i])} (the .trace "
                                                      f"format needs times >= 0)")
-        previous = self._last.get(loc, -1)
+        previous = merge.last(loc)
+        previous = -1 if previous is None else previous
         if n and int(t[0]) < previous:
             raise self._backwards(loc, base, int(t[0]), previous)
         if n > 1:
@@ -325,14 +321,15 @@ class TextEventWriter:
                 raise self._backwards(loc, base + i, int(t[i]), int(t[i - 1]))
         if not n:
             return
-        self._queues.setdefault(loc, deque()).append([ev, 0])
-        self._count[loc] = base + n
-        self._last[loc] = int(t[-1])
+        merge.push(loc, t, ev)
         self._max_time = max(self._max_time, int(t[-1]))
         self._kinds.update(np.unique(ev.kind).tolist())
-        self._buffered += n
-        self._waiting.discard(loc)
         self._release()
+
+    def _check_open(self) -> None:
+        if self._file is None:
+            raise TraceError("cannot write as .trace: the file is already closed",
+                             source=self.path)
 
     def _release(self) -> None:
         try:
@@ -349,70 +346,33 @@ class TextEventWriter:
     def finish(self, loc: int) -> None:
         """Declare that ``loc`` appends no more records, so that it no longer holds
         back the merge."""
-        self._active.discard(loc)
-        self._waiting.discard(loc)
+        self._merge.finish(loc)
+        self._release()
+
+    def advance(self, time: int) -> None:
+        """The producer's watermark: no location that has not appended anything yet
+        will append a record earlier than ``time``, so such locations no longer
+        hold back the records before it (see the class documentation)."""
+        self._check_open()
+        self._merge.advance(time)
         self._release()
 
     # -- merging -----------------------------------------------------------------
 
     def _write_out(self) -> None:
         """Write what can be written (see the class documentation): everything
-        below the earliest time an unfinished location may still append, tried
-        each time ``_RELEASE_EVERY`` more records are queued; if the queues hold
-        more than ``max_buffered`` records, the earliest ones down to half that."""
+        below the merge's release bound, tried each time ``_RELEASE_EVERY`` more
+        records are queued; if the merge holds more than ``max_buffered``
+        records, the earliest ones down to half that."""
         cap = self.max_buffered
         if cap is None:
             return
-        if self._buffered > cap:
-            self._emit(self._take_earliest(self._buffered - cap // 2))
-        elif self._buffered >= self._next_release and not self._waiting:
-            below = min((self._last[loc] for loc in self._active), default=None)
-            self._emit(self._take(below))
-        else:
-            return
-        self._next_release = self._buffered + min(_RELEASE_EVERY, max(1, cap // 4))
-
-    def _take(self, below: int | None,
-              counts: dict[int, int] | None = None) -> list[tuple[int, Events, int, int, int]]:
-        """Take records out of the queues: each location's records with a time
-        before ``below`` (all if None), or its first ``counts[loc]``. Returns
-        pieces ``(loc, events, start, stop, index of events[start])``."""
-        pieces = []
-        for loc, queue in self._queues.items():
-            want = None if counts is None else counts.get(loc, 0)
-            while queue and want != 0:
-                piece = queue[0]
-                ev, start = piece
-                if want is not None:
-                    stop = min(len(ev), start + want)
-                    want -= stop - start
-                elif below is None:
-                    stop = len(ev)
-                else:
-                    stop = int(np.searchsorted(ev.time, below, "left"))
-                    if stop <= start:
-                        break
-                pieces.append((loc, ev, start, stop, self._written.get(loc, 0)))
-                self._written[loc] = self._written.get(loc, 0) + stop - start
-                self._buffered -= stop - start
-                if stop < len(ev):
-                    piece[1] = stop
-                    break
-                queue.popleft()
-        return pieces
-
-    def _take_earliest(self, k: int) -> list[tuple[int, Events, int, int, int]]:
-        """Take the ``k`` earliest queued records (time, location, record order)."""
-        times, ranks, locs = [], [], []
-        for loc, queue in self._queues.items():
-            for ev, start in queue:
-                times.append(ev.time[start:])
-                ranks.append(np.full(len(ev) - start, self._rank[loc], dtype=np.int64))
-            locs.append(loc)
-        rank = np.concatenate(ranks)
-        order = np.lexsort((np.arange(len(rank)), rank, np.concatenate(times)))[:k]
-        per_rank = np.bincount(rank[order], minlength=len(self._ids))
-        return self._take(None, {loc: int(per_rank[self._rank[loc]]) for loc in locs})
+        merge = self._merge
+        if len(merge) > cap or len(merge) >= self._next_release:
+            pieces = merge.pop_ready()
+            if pieces:  # (else: try again at the next call, the bound may have moved)
+                self._emit(pieces)
+                self._next_release = len(merge) + min(_RELEASE_EVERY, max(1, cap // 4))
 
     # -- output ------------------------------------------------------------------
 
@@ -426,7 +386,7 @@ class TextEventWriter:
         return (len(str(self._max_time)), self._lw,
                 max((len(KIND_NAMES[k]) for k in kinds), default=0))
 
-    def _emit(self, pieces: list[tuple[int, Events, int, int, int]]) -> None:
+    def _emit(self, pieces: list[Piece]) -> None:
         """Write the records of ``pieces`` merged by time, location, record order."""
         self._write_header()
         if not pieces:
@@ -441,44 +401,35 @@ class TextEventWriter:
                 self._file.write(_COMMENT)
             self._segments.append((self._file.tell(), widths))
             self._widths = widths
+        cols: list[list[Any]] = []
         if len(pieces) == 1:
-            loc, ev, start, stop, first = pieces[0]
-            sl = slice(start, stop)
-            order = None
+            loc, _, ev, _, start, stop, first = pieces[0]
             locs = [loc] * (stop - start)
             index = list(range(first, first + stop - start))
             payloads = _payloads(ev, start, stop)
+            for name, _ in COLUMNS:
+                cols.append(getattr(ev, name)[start:stop].tolist())
         else:
-            sl = slice(None)
-            time = np.concatenate([ev.time[a:b] for _, ev, a, b, _ in pieces])
-            rank = np.concatenate([np.full(b - a, self._rank[loc], dtype=np.int64)
-                                   for loc, _, a, b, _ in pieces])
-            index = np.concatenate([np.arange(i, i + b - a) for _, _, a, b, i in pieces])
-            order = np.lexsort((index, rank, time))  # time, then location id, then record
+            # time, then location id (rank), then record
+            order, rank, index = merge_order(pieces)
             ids = np.array(self._ids, dtype=object if self._big_ids else np.int64)
             locs = ids[rank[order]].tolist()
             index = index[order].tolist()
-            payloads = [p for _, ev, a, b, _ in pieces for p in _payloads(ev, a, b)]
+            payloads = [x for p in pieces for x in _payloads(p.item, p.start, p.stop)]
             payloads = [payloads[j] for j in order.tolist()]
-        cols: list[list[Any]] = []
-        for name, _ in COLUMNS:
-            if order is None:
-                col = getattr(pieces[0][1], name)[sl]
-            else:
-                col = np.concatenate([getattr(ev, name)[a:b] for _, ev, a, b, _ in pieces])[order]
-            cols.append(col.tolist())
+            for name, _ in COLUMNS:
+                col = np.concatenate([getattr(p.item, name)[p.start:p.stop] for p in pieces])
+                cols.append(col[order].tolist())
         cols[1:1] = [locs, index]  # time, location, index, kind, ...
         self.formatter.records(self._file, cols, payloads, self._widths)
 
     def close(self) -> None:
         """Write every record still queued and finish the file (rewriting the
         record lines if their column widths changed)."""
-        if self._file is None:
-            raise TraceError("cannot write as .trace: the file is already closed",
-                             source=self.path)
+        self._check_open()
         try:
             try:
-                self._emit(self._take(None))
+                self._emit(self._merge.pop_all())
                 f, self._file = self._file, None
                 f.close()
             except OSError as e:
