@@ -2,7 +2,7 @@
 
 Run once plainly and once under the tracer, it shows the per-record dilation the
 tracer really causes, to set against the ``O`` its calibration wrote into
-``platform.json`` (tests/test_realmpi.py and docs/realrun.md do that)::
+``platform.json`` (tests/calibration/test_tracer.py and docs/realrun.md do that)::
 
     mpiexec -n 1 python examples/mpi/recordloop.py --timing plain.json
     mpiexec -n 1 python -m calibration.record -o run/traces.otf2 -- \\

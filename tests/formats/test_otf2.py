@@ -43,7 +43,7 @@ from compensate.model import (
     TraceError,
 )
 
-from .conftest import TRACES
+from ..conftest import TRACES
 
 REAL = {
     "plain": TRACES / "ping-pong-otf2" / "traces.otf2",

@@ -36,9 +36,9 @@ from compensate.formats import write_trace
 from compensate.platform import Platform
 from compensate.simulate import simulate
 
-from .conftest import REAL_ARCHIVES
+from ..conftest import REAL_ARCHIVES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 MICROBENCH = ROOT / "calibration" / "microbench.c"
 MiB = 1 << 20
 

@@ -31,8 +31,8 @@ from compensate.formats.otf2 import BATCH_EVENTS
 from compensate.model import COLUMNS, KIND_CODE, Events, Trace, TraceError
 from compensate.simulate import simulate
 
-from .conftest import REAL_ARCHIVES
-from .test_textio import FULL, HEADER
+from ..conftest import REAL_ARCHIVES
+from .test_text import FULL, HEADER
 
 OTF2_PRINT = shutil.which("otf2-print")
 

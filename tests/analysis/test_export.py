@@ -12,7 +12,7 @@ from compensate.formats import read_trace
 from compensate.matching import match
 from compensate.simulate import simulate
 
-CASES = Path(__file__).resolve().parent / "cases_analysis"
+CASES = Path(__file__).resolve().parent.parent / "cases_analysis"
 
 REQUIRED = {
     "M": {"name", "pid", "args"},

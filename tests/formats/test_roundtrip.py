@@ -20,7 +20,7 @@ from compensate.formats.otf2 import read_otf2, write_otf2
 from compensate.formats.text import read_text, write_text
 from compensate.model import COLUMNS, TraceError
 
-from .conftest import CASES, ROOT
+from ..conftest import CASES, ROOT
 
 # r1_same_timestamp holds a Metric record, which a text trace cannot turn into OTF2
 # (no metric definitions in the text format; refusal tested below with the PAPI archive)

@@ -22,7 +22,7 @@ from compensate.model import BUFFER_FLUSH
 from compensate.platform import Platform
 from compensate.verify import verify
 
-from .conftest import CASES
+from ..conftest import CASES
 
 CASE_FILES = sorted(CASES.glob("*.trace"))
 VARIANTS = [("lower", "uniform"), ("upper", "uniform"), ("lower", "per-process"),

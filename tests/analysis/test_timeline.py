@@ -19,7 +19,7 @@ from compensate.analysis.timeline import (  # noqa: E402
     region_colors,
 )
 
-CASES = Path(__file__).resolve().parent / "cases_analysis"
+CASES = Path(__file__).resolve().parent.parent / "cases_analysis"
 
 
 def _png_is_drawn(path: Path) -> None:

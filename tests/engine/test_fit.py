@@ -33,7 +33,7 @@ from compensate.simulate import Network, default_platform, run_program, simulate
 from compensate.simulate import programs as P
 from compensate.simulate.validation import accuracy, evaluate, span
 
-from .conftest import CASES
+from ..conftest import CASES
 
 TICK = 1e-9  # the simulator's timer resolution
 OVERHEADS = [2e-7, 1e-6, 5e-6]  # as in benchmarks/accuracy.py

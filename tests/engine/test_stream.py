@@ -20,9 +20,9 @@ from compensate.platform import Platform
 from compensate.simulate import simulate
 from compensate.simulate.programs import PROGRAMS
 
-from .conftest import CASES, REAL_ARCHIVES
-from .randomtrace import random_trace
-from .test_engine_regression import CONFIGS
+from ..conftest import CASES, REAL_ARCHIVES
+from ..randomtrace import random_trace
+from .test_regression import CONFIGS
 
 
 def both(trace, platform, bound="lower", *, segment_records, chunk_records, eager_limit=None,

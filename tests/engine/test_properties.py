@@ -9,7 +9,7 @@ from compensate.matching import match
 from compensate.platform import Platform
 from compensate.verify import verify
 
-from .randomtrace import random_trace
+from ..randomtrace import random_trace
 
 PLATFORM = Platform(5e-7, {"MpiSend": 1e-6}, np.array([64.0, 1 << 20]),
                     np.array([1e-8, 2e-4]))

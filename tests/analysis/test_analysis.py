@@ -49,9 +49,9 @@ from compensate.simulate.programs import (
     ssend,
 )
 
-from .conftest import REAL_ARCHIVES, ROOT
+from ..conftest import REAL_ARCHIVES, ROOT
 
-CASES = Path(__file__).resolve().parent / "cases_analysis"
+CASES = Path(__file__).resolve().parent.parent / "cases_analysis"
 NS = 1e-9
 
 

@@ -37,7 +37,7 @@ from compensate.model import (
     TraceError,
 )
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "pingpong.trace"
+EXAMPLE = Path(__file__).resolve().parent.parent.parent / "examples" / "pingpong.trace"
 
 HEADER = """\
 compensate-trace 1

@@ -13,7 +13,7 @@ import pytest
 
 from compensate.cli import main
 
-from .conftest import CASES, ROOT
+from ..conftest import CASES, ROOT
 
 PLATFORM = {"event_overhead": 1e-7, "copy_time": [{"bytes": 1000, "seconds": 5e-8}]}
 EXAMPLE = ROOT / "examples" / "pingpong.trace"

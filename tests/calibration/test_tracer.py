@@ -27,7 +27,7 @@ from compensate.formats.otf2 import read_otf2
 from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE
 from compensate.platform import Platform
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 ALLCALLS = ROOT / "examples" / "mpi" / "allcalls.py"
 
 

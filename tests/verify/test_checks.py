@@ -1,0 +1,73 @@
+"""The independent verifier (compensate/verify/checks.py) catches each kind of
+happened-before violation it is there for, on traces whose times were broken by
+hand, and names the record; unbroken traces pass."""
+
+import numpy as np
+import pytest
+
+from compensate.formats.text import read_text
+from compensate.matching import match
+from compensate.verify import verify
+from compensate.verify.checks import CHECKS
+
+from ..conftest import CASES
+
+
+def broken(trace, loc, idx, time):
+    """``trace`` with record ``idx`` of ``loc`` moved to ``time``."""
+    times = {k: ev.time.copy() for k, ev in trace.events.items()}
+    times[loc][idx] = time
+    return trace.with_times(times)
+
+
+@pytest.mark.parametrize("path", sorted(CASES.glob("*.trace")), ids=lambda p: p.stem)
+def test_measured_cases_verify(path):
+    trace = read_text(str(path))
+    assert verify(trace, match(trace)).ok
+
+
+def test_one_check_per_family():
+    assert [c.__name__ for c in CHECKS] == ["_verify_order", "_verify_messages",
+                                            "_verify_collectives"]
+
+
+def test_order_within_a_location():
+    trace = read_text(str(CASES / "r2_m1_a1.trace"))
+    m = match(trace)
+    v = verify(broken(trace, 0, 2, 500), m)  # the Leave before the MpiSend
+    assert (v.order, v.messages, v.collectives) == (1, 0, 0)
+    assert "location 0, record 2" in v.examples[0]
+
+
+def test_receive_not_after_its_send():
+    trace = read_text(str(CASES / "r2_m1_a1.trace"))
+    m = match(trace)
+    # the receive (location 1, record 1) at its send's time: not strictly after it
+    send_t = int(trace.events[0].time[1])
+    bad = broken(trace, 1, 1, send_t)
+    bad = broken(bad, 1, 0, send_t - 10)  # keep location 1 in order
+    v = verify(bad, m)
+    assert (v.order, v.messages) == (0, 1)
+    assert "receive not after its send" in v.examples[0]
+    assert verify(broken(bad, 1, 1, send_t + 1), m).messages == 0
+
+
+def test_nton_exit_before_the_last_enter():
+    trace = read_text(str(CASES / "r3_nton.trace"))
+    m = match(trace)
+    # location 2 leaves the Allreduce (record 2) before location 1 entered it (1300)
+    v = verify(broken(trace, 2, 2, 1250), m)
+    assert v.collectives == 1 and v.order == 0
+    assert "collective exit before the enter of location 1" in v.examples[0]
+
+
+def test_gather_root_exit_before_a_member_enter():
+    trace = read_text(str(CASES / "r5_gather.trace"))
+    m = match(trace)
+    root_end = int(np.flatnonzero(trace.events[0].time == 2500)[0])  # MpiCollectiveEnd
+    # the root's exit at location 2's enter (2100): an implied message, so it must be
+    # strictly later; location 1's enter (1300) is still before it
+    v = verify(broken(trace, 0, root_end, 2100), m)
+    assert (v.collectives, v.order) == (1, 0)
+    assert "before the enter of location 2" in v.examples[0]
+    assert verify(broken(trace, 0, root_end, 2101), m).ok
