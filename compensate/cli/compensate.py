@@ -23,7 +23,7 @@ from compensate.formats import OutputError, output_target, read_trace, trace_for
 from compensate.gcpause import gc_paused
 from compensate.matching import match
 from compensate.model import TraceError
-from compensate.platform import Platform, PlatformError, parse_duration
+from compensate.platform import Platform, PlatformError
 from compensate.verify import verify
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_VERIFY = 0, 1, 2, 3, 4
@@ -74,14 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_platform(args: argparse.Namespace) -> Platform | None:
-    platform = Platform.load(args.platform) if args.platform else None
-    if args.overhead is not None:
-        o = parse_duration(args.overhead)
-        if platform is None:
-            platform = Platform(o)
-        else:
-            platform = Platform(o, {}, platform.copy_bytes, platform.copy_seconds)
-    return platform
+    """``--platform`` with its overhead replaced by ``--overhead`` (as the API does)."""
+    from compensate.api import resolve_platform
+    return resolve_platform(args.platform or None, args.overhead)
 
 
 class _Progress:
