@@ -93,12 +93,7 @@ class TraceWriter:
         known to have no records, or none left); no effect on OTF2."""
         self._check_open()
         self._finished.add(loc)
-        if hasattr(self._sink, "finish"):
-            try:
-                self._sink.finish(loc)
-            except BaseException:
-                self.abort()
-                raise
+        self._forward("finish", loc)
 
     def advance(self, time: int) -> None:
         """The producer's watermark: no location that has not written anything yet
@@ -107,12 +102,19 @@ class TraceWriter:
         holding back the merge before ``time``; no effect on OTF2, which is written
         per location."""
         self._check_open()
-        if hasattr(self._sink, "advance"):
-            try:
-                self._sink.advance(time)
-            except BaseException:
-                self.abort()
-                raise
+        self._forward("advance", time)
+
+    def _forward(self, method: str, *args: Any) -> None:
+        """Call the sink's ``method`` if it has one (the text writer's merge calls);
+        a failure aborts the writer."""
+        call = getattr(self._sink, method, None)
+        if call is None:
+            return
+        try:
+            call(*args)
+        except BaseException:
+            self.abort()
+            raise
 
     def close(self) -> None:
         """Finish the output and move it into place (atomically)."""
