@@ -100,8 +100,9 @@ def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> No
 
 
 def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
-    """Every receive strictly after its send (at or after it, for a send to self);
-    vectorised over the message table."""
+    """Every receive strictly after its send (at or after it, for a send to self), and
+    a synchronous send's call not ended before its receive was posted; vectorised
+    over the message table."""
     table = matching.table
     if not len(table):
         return
@@ -119,6 +120,17 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
         _note(v, f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: receive not "
              f"after its send (location {ids[table.send_li[j]]}, record "
              f"{int(table.send_idx[j])})")
+    # a synchronous send's call cannot end before the receive was posted (counted with
+    # the messages)
+    sync = np.flatnonzero(table.synchronous & ~to_self & (table.recv_post_idx >= 0))
+    exit_t = flat[off[table.send_li[sync]] + table.send_exit_idx[sync]]
+    post_t = flat[off[table.recv_li[sync]] + table.recv_post_idx[sync]]
+    early = sync[exit_t < post_t]
+    v.messages += int(early.size)
+    for j in early[:10].tolist():
+        _note(v, f"location {ids[table.send_li[j]]}, record {int(table.send_exit_idx[j])}: "
+                 f"synchronous send returned before its receive was posted (location "
+                 f"{ids[table.recv_li[j]]}, record {int(table.recv_post_idx[j])})")
 
 
 #: One check per dependency family, each independent of how the engine computed the

@@ -71,3 +71,14 @@ def test_gather_root_exit_before_a_member_enter():
     assert (v.collectives, v.order) == (1, 0)
     assert "before the enter of location 2" in v.examples[0]
     assert verify(broken(trace, 0, root_end, 2101), m).ok
+
+
+def test_synchronous_send_returns_before_the_receive_was_posted():
+    trace = read_text(str(CASES / "r5_ssend_receiver_late.trace"))
+    m = match(trace)
+    assert m.table.synchronous.all()
+    # the MPI_Ssend's Leave (location 0, record 2) before MPI_Recv was entered (2000)
+    v = verify(broken(trace, 0, 2, 1999), m)
+    assert (v.order, v.messages) == (0, 1)
+    assert "synchronous send returned before its receive was posted" in v.examples[0]
+    assert verify(broken(trace, 0, 2, 2000), m).ok
