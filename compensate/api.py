@@ -24,6 +24,7 @@ import numbers
 import operator
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from compensate.model import Trace, TraceError
 from compensate.platform import Platform, PlatformError, parse_duration
 
 if TYPE_CHECKING:
-    from compensate.engine import Stats
+    from compensate.engine import Result, Stats
     from compensate.engine.fit import FitOutcome
     from compensate.matching import Matching
     from compensate.verify import Verification
@@ -161,25 +162,12 @@ def compensate(trace: Trace, bound: str = "lower",
     if plat is None and bound != "none":
         raise PlatformError(f"no platform: {PLATFORM_HINT}")
 
-    from compensate.engine import EngineOptions
-    from compensate.engine import compensate as run_engine
     from compensate.gcpause import gc_paused
-    from compensate.matching import match
-    from compensate.verify import verify
 
     start = time.monotonic()
     with gc_paused():  # as the command: the records stay alive, no cycles to find
-        matching = match(trace, eager_limit=eager_limit)
-        used, outcome = bound, None
-        if bound == "fitted":
-            from compensate.engine.fit import try_fit
-            outcome = try_fit(trace, matching, plat)
-            used = "fitted" if outcome.fit else "lower"  # too few observations
-        result = run_engine(trace, plat or Platform(0.0),
-                            EngineOptions(bound=used, collective_exit=collective_exit,
-                                          network_time=outcome.fit if outcome else None),
-                            matching)
-        check = verify(result.trace, matching)
+        result, matching, outcome, check = run_pipeline(trace, plat, bound, collective_exit,
+                                                        eager_limit)
     summary = build_summary(
         input=trace.source, output=None, bound=bound, collective_exit=collective_exit,
         eager_limit=eager_limit, platform=plat, stats=result.stats, verification=check,
@@ -194,6 +182,37 @@ def compensate(trace: Trace, bound: str = "lower",
             f"({'; '.join(check.examples[:2])}); this is a bug, please report it",
             check, summary)
     return CompensationResult(result.trace, summary, result.stats, matching, check)
+
+
+def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective_exit: str,
+                 eager_limit: int | None, progress: Callable[[int], None] | None = None,
+                 phase: Callable[[str], None] | None = None
+                 ) -> tuple[Result, Matching, FitOutcome | None, Verification]:
+    """match -> compensate -> verify of a whole trace in memory, shared by
+    :func:`compensate` and the command's ``--in-memory`` path: the engine's result,
+    the matching, the network fit (``bound="fitted"``; the lower bound is used where
+    too few transfers were observed) and the happened-before check. ``phase`` hears
+    what a long step is doing, ``progress`` the engine's records done."""
+    from compensate.engine import EngineOptions
+    from compensate.engine import compensate as run_engine
+    from compensate.matching import match
+    from compensate.verify import verify
+
+    if phase:
+        phase(f"matching {trace.record_count:,} records ...")
+    matching = match(trace, eager_limit=eager_limit)
+    used, outcome = bound, None
+    if bound == "fitted":  # R2f: fit the network to the observed transfers
+        from compensate.engine.fit import try_fit
+        if phase:
+            phase("fitting the network to the observed transfers ...")
+        outcome = try_fit(trace, matching, platform)
+        used = "fitted" if outcome.fit else "lower"  # too few observations: fall back
+    result = run_engine(trace, platform or Platform(0.0),
+                        EngineOptions(bound=used, collective_exit=collective_exit,
+                                      network_time=outcome.fit if outcome else None),
+                        matching, progress)
+    return result, matching, outcome, verify(result.trace, matching)
 
 
 def write(trace: Trace, path: str | os.PathLike, force: bool = False) -> None:

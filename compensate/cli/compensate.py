@@ -18,13 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from compensate import __version__
-from compensate.engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions, compensate
+from compensate.api import build_summary, resolve_platform, run_pipeline
+from compensate.engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions
 from compensate.formats import OutputError, output_target, read_trace, trace_format, write_trace
 from compensate.gcpause import gc_paused
-from compensate.matching import match
 from compensate.model import TraceError
 from compensate.platform import Platform, PlatformError
-from compensate.verify import verify
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_VERIFY = 0, 1, 2, 3, 4
 
@@ -75,7 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load_platform(args: argparse.Namespace) -> Platform | None:
     """``--platform`` with its overhead replaced by ``--overhead`` (as the API does)."""
-    from compensate.api import resolve_platform
     return resolve_platform(args.platform or None, args.overhead)
 
 
@@ -147,24 +145,14 @@ def _run_in_memory(args: argparse.Namespace, target: Path, platform: Platform | 
     _phase(show, f"reading {args.input} ...")
     trace = read_trace(args.input)
     t_read = time.monotonic()
-    _phase(show, f"matching {trace.record_count:,} records ...")
-    matching = match(trace, eager_limit=args.eager_limit)
-    bound, outcome = args.bound, None
-    if args.bound == "fitted":  # R2f: fit the network to the observed transfers
-        from compensate.engine.fit import try_fit
-        _phase(show, "fitting the network to the observed transfers ...")
-        outcome = try_fit(trace, matching, platform)
-        bound = "fitted" if outcome.fit else "lower"  # too few observations: fall back
     progress = _Progress(trace.record_count, show)
     try:
-        result = compensate(trace, platform or Platform(0.0),
-                            EngineOptions(bound=bound, collective_exit=args.collective_exit,
-                                          network_time=outcome.fit if outcome else None),
-                            matching, progress)
+        result, matching, outcome, check = run_pipeline(
+            trace, platform, args.bound, args.collective_exit, args.eager_limit, progress,
+            lambda message: _phase(show, message))
     finally:
         progress.close()
     t_comp = time.monotonic()
-    check = verify(result.trace, matching)
     summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
                        records=trace.record_count, locations=len(trace.events),
                        resolution=trace.definitions.timer_resolution,
@@ -237,7 +225,6 @@ def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, 
              approximated: float) -> dict:
     """The ``--summary`` object (built as :func:`compensate.compensate` builds its
     ``summary``) and, under ``_bound_text``, the bound part of the one-line summary."""
-    from compensate.api import build_summary
     summary = build_summary(
         input=str(args.input), output=str(args.output), bound=args.bound,
         collective_exit=args.collective_exit, eager_limit=args.eager_limit, platform=platform,

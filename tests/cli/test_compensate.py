@@ -202,14 +202,14 @@ def test_force_replaces_an_archive(tmp_path, platform_file):
 def test_verification_failure_exit_4_nothing_written(tmp_path, platform_file, monkeypatch,
                                                      path, suffix):
     """A (simulated) engine bug must never reach the output."""
-    import compensate.cli.compensate as cli
     import compensate.engine.stream as stream
+    import compensate.verify
     from compensate.verify import Verification
 
     def broken(*a, **k):
         return Verification(messages=1, examples=["x"])
 
-    monkeypatch.setattr(cli, "verify", broken)
+    monkeypatch.setattr(compensate.verify, "verify", broken)  # in memory (api.run_pipeline)
     monkeypatch.setattr(stream, "verify", broken)
     out = tmp_path / suffix
     code = main([str(EXAMPLE), str(out), "--platform", str(platform_file), "--quiet", *path])
