@@ -32,8 +32,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
-from scipy.stats import theilslopes
 
 from compensate.matching import Matching
 from compensate.matching.collectives import ONE_TO_N
@@ -257,6 +255,7 @@ def _robust_start(u: np.ndarray, y: np.ndarray, groups: int = 300) -> np.ndarray
         cuts = np.linspace(0, us.size, groups + 1).round().astype(np.int64)[1:-1]
     gx = np.array([np.median(g) for g in np.split(us, cuts)])
     gy = np.array([np.median(g) for g in np.split(ys, cuts)])
+    from scipy.stats import theilslopes  # ~0.3 s to import: only runs that fit pay it
     slope, icpt, _, _ = theilslopes(gy, gx)
     return np.array([max(float(icpt), 0.0), max(float(slope), 0.0)])
 
@@ -275,6 +274,7 @@ def fit_line(sizes: np.ndarray, seconds: np.ndarray, tick: float = 1e-9) -> tupl
     ys = max(float(np.median(np.abs(seconds))), tick)
     u, y = x / xs, seconds / ys
     p = _robust_start(u, y)
+    from scipy.optimize import least_squares  # imported where used (start-up time)
     for _ in range(2):
         scale = max(1.4826 * _mad(y - (p[0] + p[1] * u)), tick / ys)
         p = least_squares(lambda q: q[0] + q[1] * u - y, p, loss="soft_l1", f_scale=scale,
