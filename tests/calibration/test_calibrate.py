@@ -160,6 +160,7 @@ def disagreement(a: dict, b: dict) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_repeated_quick_runs_agree(quick_file, second_quick_file):
     """Two quick runs agree within their reported spreads (docs/calibration.md,
     "Run-to-run variation")."""
