@@ -30,10 +30,10 @@ from calibration.machine import machine_facts
 from calibration.modes import MODES
 from calibration.overhead import run_writer_probe
 from calibration.platformfile import build_platform, write_platform
-from calibration.progress import Progress
 from calibration.report import format_external, format_run
 from calibration.timer import calibrate_timer
 from calibration.units import fmt_bytes
+from compensate.progress import Progress
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_NS = 1000.0  # fake tracer: ns per iteration, 2 records per iteration
@@ -43,12 +43,12 @@ def run_calibration(mode_name: str) -> dict:
     """The same measurements as ``calibrate run`` in mode ``mode_name``; the platform dict."""
     mode = MODES[mode_name]
     started = time.perf_counter()
-    prog = Progress("timer")
+    prog = Progress("calibrate", "timer")
     timer = calibrate_timer(mode.timer_pairs, mode.n_resamples)
     prog = prog.phase("copy cost")
-    copy = measure_copy_cost(timer, dataclasses.replace(mode.copy), prog)
+    copy = measure_copy_cost(timer, dataclasses.replace(mode.copy), prog.fraction)
     prog = prog.phase("writer probe")
-    probe = run_writer_probe(timer, mode.writer, prog)
+    probe = run_writer_probe(timer, mode.writer, prog.fraction)
     prog.close()
     return build_platform(copy, timer, probe, mode=mode_name,
                           seconds=time.perf_counter() - started)

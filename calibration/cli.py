@@ -22,12 +22,12 @@ import numpy as np
 from calibration import external, overhead, platformfile, tracecheck, workers
 from calibration.copycost import COPY_METHODS, measure_copy_cost
 from calibration.modes import MODES
-from calibration.progress import Progress
 from calibration.report import format_external, format_run
 from calibration.timer import calibrate_timer
 from calibration.units import fmt_bytes, fmt_seconds
 from compensate.model import TraceError
 from compensate.platform import Platform, PlatformError, parse_duration
+from compensate.progress import Progress
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_REFUSED = 0, 1, 2, 3, 4
 SUBCOMMANDS = ("run", "overhead", "check")
@@ -149,14 +149,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     platformfile.check_output(args.output, args.force)
     show = not args.quiet
     started = time.perf_counter()
-    prog = Progress("timer", show)
-    prog(0.0, "clock read cost")
-    timer = calibrate_timer(mode.timer_pairs, mode.n_resamples, args.seed)
-    prog = prog.phase("copy cost")
-    copy = measure_copy_cost(timer, copy_cfg, prog)
-    prog = prog.phase("writer probe")
-    probe = overhead.run_writer_probe(timer, writer_cfg, prog)
-    prog.close()
+    prog = Progress("calibrate", "timer", enabled=show)
+    try:
+        prog.fraction(0.0, "clock read cost")
+        timer = calibrate_timer(mode.timer_pairs, mode.n_resamples, args.seed)
+        prog = prog.phase("copy cost")
+        copy = measure_copy_cost(timer, copy_cfg, prog.fraction)
+        prog = prog.phase("writer probe")
+        probe = overhead.run_writer_probe(timer, writer_cfg, prog.fraction)
+    finally:
+        prog.close()
     data = platformfile.build_platform(copy, timer, probe, mode=mode.name,
                                        seconds=time.perf_counter() - started,
                                        table=args.table, monotone=args.monotone)
@@ -181,10 +183,10 @@ def cmd_overhead(args: argparse.Namespace) -> int:
         raise _Usage(str(exc)) from None
     if args.update:
         platformfile.read_platform_dict(args.update)  # fail before the long runs
-    prog = Progress("external probe", not args.quiet)
+    prog = Progress("calibrate", "external probe", enabled=not args.quiet)
     timer = calibrate_timer(5000, 499)
     try:
-        result = external.run_external_probe(cfg, timer, prog)
+        result = external.run_external_probe(cfg, timer, prog.fraction)
     finally:
         prog.close()
     info = result.to_dict()

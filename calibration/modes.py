@@ -1,4 +1,4 @@
-"""How thorough a ``calibrate run`` is: quick (tests, ~5 s), default (~30-60 s),
+"""How thorough a ``calibrate run`` is: quick (tests, ~10 s), default (~30-60 s),
 thorough (publication numbers, several minutes)."""
 
 from __future__ import annotations

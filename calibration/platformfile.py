@@ -2,9 +2,11 @@
 
 The core keys are exactly what ``compensate.platform.Platform.from_dict`` reads
 (``format``, ``event_overhead``, ``event_overhead_by_kind``, ``copy_time``); the
-rest (spreads, steps, timer, probe details, machine facts) are extra keys the
-reader ignores. Every file is validated with that reader before it is written,
-so ``calibrate`` can never produce a file ``compensate`` rejects.
+rest (spreads, steps, timer, probe details, machine facts) are keys the schema
+``compensate/platform.schema.json`` names as calibration details, which the reader
+checks only for their type. Every file is validated with that reader before it is
+written, so ``calibrate`` can never produce a file ``compensate`` rejects (a key
+added here must be added to the schema and to docs/platform-file.md).
 """
 
 from __future__ import annotations

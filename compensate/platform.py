@@ -1,22 +1,37 @@
 """Platform constants: per-record tracer overhead ``O(kind)`` and buffer copy cost ``C(s)·s``.
 
-The platform file is JSON (documented in docs/platform-file.md)::
+The platform file is JSON (documented field by field in docs/platform-file.md)::
 
     {"format": 1,
      "event_overhead": 1e-6,                       # seconds per record
      "event_overhead_by_kind": {"Metric": 2e-6},   # optional, OTF2 record kind -> seconds
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...]}
 
-Unknown keys are ignored so that calibration can add information freely.
+One schema describes the file: ``compensate/platform.schema.json`` (JSON Schema
+2020-12, shipped in the package). :func:`validate` checks a file against it field
+by field without the ``jsonschema`` package (a runtime dependency for one small
+file would be too much): a small interpreter of the keywords the schema uses, which
+refuses a schema with any other keyword, plus the two rules JSON Schema cannot
+state: numbers are finite (``NaN``/``Infinity`` are not JSON, but Python's parser
+reads them) and ``x-increasing``: the ``copy_time`` sizes increase.
+tests/test_platform.py checks that it and ``jsonschema`` agree. The first
+problem found is reported in one line: ``FILE: FIELD.PATH: what is wrong``.
+Besides the platform fields the schema names the keys ``calibrate`` (and the
+project's mpi4py tracer) write; any other key is refused (a misspelt
+``event_overheads`` would otherwise be silently ignored) unless it starts with
+an underscore (``"_comment"``).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -96,32 +111,15 @@ class Platform:
 
     # -- JSON -------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<platform>") -> Platform:
-        if not isinstance(data, dict):
-            raise PlatformError(f"{source}: expected a JSON object")
-        fmt = data.get("format", 1)
-        if fmt not in SUPPORTED_FORMATS:
-            raise PlatformError(f"{source}: unsupported platform format {fmt!r} "
-                                f"(this version reads {SUPPORTED_FORMATS})")
-        if "event_overhead" not in data:
-            raise PlatformError(f"{source}: missing key 'event_overhead' (seconds per record)")
-        if "copy_time" not in data:
-            raise PlatformError(f"{source}: missing key 'copy_time' "
-                                f"(list of {{\"bytes\": N, \"seconds\": T}})")
+    def from_dict(cls, data: Any, source: str = "<platform>") -> Platform:
+        """The platform of a parsed platform file (PlatformError, one line, if invalid)."""
+        validate(data, source)
+        by_kind = {str(k): float(v) for k, v in (data.get("event_overhead_by_kind") or {}).items()}
+        b = [float(e["bytes"]) for e in data["copy_time"]]
+        s = [float(e["seconds"]) for e in data["copy_time"]]
         try:
-            overhead = float(data["event_overhead"])
-            by_kind = {str(k): float(v)
-                       for k, v in (data.get("event_overhead_by_kind") or {}).items()}
-            table = data["copy_time"]
-            if not isinstance(table, list):
-                raise TypeError("copy_time must be a list")
-            b = [float(e["bytes"]) for e in table]
-            s = [float(e["seconds"]) for e in table]
-        except (TypeError, ValueError, KeyError) as exc:
-            raise PlatformError(f"{source}: malformed platform file ({exc})") from None
-        try:
-            return cls(overhead, by_kind, np.array(b), np.array(s))
-        except PlatformError as exc:
+            return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s))
+        except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
     @classmethod
@@ -131,8 +129,18 @@ class Platform:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise PlatformError(f"{path}: platform file not found") from None
-        except (OSError, json.JSONDecodeError) as exc:
+        except IsADirectoryError:
+            raise PlatformError(f"{path}: is a directory, not a platform file") from None
+        except UnicodeDecodeError:
+            raise PlatformError(f"{path}: not a text (UTF-8) file") from None
+        except json.JSONDecodeError as exc:
+            raise PlatformError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} "
+                                f"column {exc.colno}") from None
+        except ValueError as exc:  # e.g. an integer literal of more than 4300 digits
             raise PlatformError(f"{path}: cannot read platform file ({exc})") from None
+        except OSError as exc:
+            raise PlatformError(f"{path}: cannot read platform file "
+                                f"({exc.strerror or exc})") from None
         return cls.from_dict(data, str(path))
 
     def to_dict(self) -> dict:
@@ -143,6 +151,189 @@ class Platform:
             "copy_time": [{"bytes": int(b), "seconds": float(s)}
                           for b, s in zip(self.copy_bytes, self.copy_seconds, strict=True)],
         }
+
+
+# -- the schema and its validator -----------------------------------------------------
+
+SCHEMA_PATH = Path(__file__).with_name("platform.schema.json")
+
+#: Keywords :func:`validate` interprets; annotations it ignores; anything else in the
+#: schema is refused (a keyword silently skipped would make the two validators differ).
+_KEYWORDS = frozenset({"type", "enum", "minimum", "exclusiveMinimum", "required", "properties",
+                       "patternProperties", "additionalProperties", "propertyNames", "items",
+                       "x-increasing"})
+_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description"})
+
+
+@cache
+def schema() -> dict:
+    """The platform file's JSON Schema (``compensate/platform.schema.json``)."""
+    doc = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    _check_keywords(doc, "#")
+    return doc
+
+
+def _check_keywords(node: Any, where: str) -> None:
+    if not isinstance(node, dict):
+        raise ValueError(f"{SCHEMA_PATH}: {where} is not a schema object")
+    unknown = set(node) - _KEYWORDS - _ANNOTATIONS
+    if unknown:
+        raise ValueError(f"{SCHEMA_PATH}: {where}: keyword(s) {sorted(unknown)} are not "
+                         f"supported by compensate.platform.validate")
+    for key in ("properties", "patternProperties"):
+        for name, sub in node.get(key, {}).items():
+            _check_keywords(sub, f"{where}/{key}/{name}")
+    for key in ("items", "propertyNames", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            _check_keywords(node[key], f"{where}/{key}")
+
+
+def validate(data: Any, source: str = "<platform>") -> None:
+    """Check a parsed platform file against :func:`schema`; raise :class:`PlatformError`
+    with ``SOURCE: FIELD.PATH: what is wrong`` for the first problem found."""
+    problem = first_problem(data)
+    if problem is not None:
+        path, what = problem
+        raise PlatformError(f"{source}: {path}: {what}" if path else f"{source}: {what}")
+
+
+def first_problem(data: Any) -> tuple[str, str] | None:
+    """The first problem of ``data`` as (field path, message), or None if it is valid."""
+    try:
+        _check(data, schema(), "")
+    except _Invalid as exc:
+        return exc.path, exc.what
+    return None
+
+
+class _Invalid(Exception):
+    def __init__(self, path: str, what: str) -> None:
+        self.path, self.what = path, what
+
+
+_TYPES = {"object": "an object", "array": "a list", "string": "a string",
+          "number": "a number", "integer": "an integer (a whole number)",
+          "boolean": "true or false", "null": "null"}
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+    return isinstance(value, {"object": dict, "array": list, "string": str, "boolean": bool,
+                              "null": type(None)}[name])
+
+
+def describe(value: Any) -> str:
+    """How a JSON value reads in a message: ``the string "1e-6"``, ``the number -1``."""
+    if isinstance(value, bool):
+        return f"the boolean {'true' if value else 'false'}"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return f"the string {json.dumps(value)}"
+    if isinstance(value, (int, float)):
+        return f"the number {_num(value)}"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _finite(x: float) -> bool:
+    try:
+        return math.isfinite(x)  # an int beyond a float's range overflows here
+    except OverflowError:
+        return False
+
+
+def _num(x: float) -> str:
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if x != x else "Infinity" if x > 0 else "-Infinity"
+    if isinstance(x, int) and len(str(abs(x))) > 20:
+        return f"{str(x)[:12]}... ({len(str(abs(x)))} digits)"
+    return repr(x) if isinstance(x, float) else str(x)
+
+
+def _field(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _check(value: Any, node: dict, path: str) -> None:
+    """Raise :class:`_Invalid` for the first keyword of ``node`` that ``value`` fails."""
+    types = node.get("type")
+    if types is not None:
+        types = [types] if isinstance(types, str) else types
+        if not any(_is_type(value, t) for t in types):
+            want = " or ".join(_TYPES[t] for t in types)
+            raise _Invalid(path, f"expected {want}, got {describe(value)}")
+    if types is not None and _is_type(value, "number") and not _finite(value):
+        raise _Invalid(path, f"expected a finite number, got {_num(value)}")
+    if "enum" in node and not any(_same(value, e) for e in node["enum"]):
+        allowed = ", ".join(json.dumps(e) for e in node["enum"])
+        raise _Invalid(path, f"unsupported value {json.dumps(value)} (expected {allowed})")
+    if _is_type(value, "number"):
+        if "minimum" in node and value < node["minimum"]:
+            raise _Invalid(path, f"must be >= {node['minimum']}, got {_num(value)}")
+        if "exclusiveMinimum" in node and value <= node["exclusiveMinimum"]:
+            raise _Invalid(path, f"must be > {node['exclusiveMinimum']}, got {_num(value)}")
+    if isinstance(value, dict):
+        _check_object(value, node, path)
+    if isinstance(value, list):
+        if "items" in node:
+            for i, item in enumerate(value):
+                _check(item, node["items"], f"{path}[{i}]")
+        key = node.get("x-increasing")
+        if key is not None:
+            for i in range(1, len(value)):
+                a, b = value[i - 1][key], value[i][key]
+                if not b > a:
+                    raise _Invalid(f"{path}[{i}].{key}",
+                                   f"sizes must increase ({_num(b)} after {_num(a)})")
+
+
+def _check_object(value: dict, node: dict, path: str) -> None:
+    props = node.get("properties", {})
+    patterns = node.get("patternProperties", {})
+    extra = node.get("additionalProperties", True)
+    names = node.get("propertyNames")
+    for key, item in value.items():
+        if names is not None:
+            try:
+                _check(key, names, path)
+            except _Invalid:
+                what = names.get("description")
+                close = _unknown(key, names.get("enum", ())).partition(" (")[2]
+                raise _Invalid(path, f"{key!r} is not {what}" + (f" ({close}" if close else "")
+                               if what else _unknown(key, names.get("enum", ()))) from None
+        matched = False
+        if key in props:
+            _check(item, props[key], _field(path, key))
+            matched = True
+        for pattern, sub in patterns.items():
+            if re.search(pattern, key):
+                _check(item, sub, _field(path, key))
+                matched = True
+        if not matched:
+            if extra is False:
+                raise _Invalid(path, _unknown(key, props))
+            if isinstance(extra, dict):
+                _check(item, extra, _field(path, key))
+    for key in node.get("required", ()):  # after the keys: a misspelt one is named first
+        if key not in value:
+            what = props.get(key, {}).get("description")
+            raise _Invalid(path, f"missing required field {key!r}" + (f" ({what})" if what else ""))
+
+
+def _unknown(key: str, known) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1)
+    return f"unknown field {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality for ``enum`` (1 == 1.0, but true is not 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b
 
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)?\s*$")

@@ -26,6 +26,7 @@ def test_every_input_kind_is_fingerprinted():
     assert sum(k.startswith("real:") for k in expected) == 5 * 6
 
 
+@pytest.mark.slow
 def test_outputs_match_fingerprints(computed):
     expected = json.loads(FINGERPRINTS.read_text())
     assert set(computed) == set(expected)

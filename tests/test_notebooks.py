@@ -74,6 +74,7 @@ def kernel_env(tmp_path, monkeypatch):
     return name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_in_a_fresh_kernel(name, kernel_env, tmp_path):
     import nbformat

@@ -1,21 +1,36 @@
 """Export a trace to the Chrome/Perfetto trace-event JSON format.
 
 Any browser can then show the measured and the compensated trace (ui.perfetto.dev,
-chrome://tracing) without an OTF2 viewer. The mapping:
+chrome://tracing) without an OTF2 viewer. Every record becomes exactly one trace
+event (so the document holds as many events as the trace has records, plus the
+metadata events naming processes and threads):
 
 * process (``pid``) = location group (an MPI rank), thread (``tid``) = location;
-  both named with ``process_name``/``thread_name`` metadata events;
-* every region call = one complete slice (``"ph": "X"``) with ``ts``/``dur`` in
-  microseconds from the trace's earliest record, category ``MPI`` or ``user``;
-  a call still open at the end of the trace ends at its location's last record;
-* every buffer flush = a slice named ``TRACE BUFFER FLUSH``, category ``tracer``;
-* every matched message = a flow: ``"ph": "s"`` at the send record and
-  ``"ph": "f"`` (``"bp": "e"``, bound to the enclosing slice) at the receive record,
-  with the same ``id``;
-* every collective = one thread-scoped instant event (``"ph": "i"``) per member at
-  its MpiCollectiveEnd, named after the operation, with the instance number.
+  both named with ``process_name``/``thread_name`` metadata events (``"ph": "M"``);
+* Enter / Leave = a begin / end event (``"ph": "B"`` / ``"E"``) named after the
+  region, category ``MPI`` or ``user``; ``ts`` in microseconds from the trace's
+  earliest record, rounded to nanoseconds. A call still open at the end of the
+  trace has no end event (the viewers draw it to the end, "did not end");
+* BufferFlush = a complete slice (``"ph": "X"``) named ``TRACE BUFFER FLUSH``,
+  category ``tracer``, lasting until the flush's stop time;
+* the send and the receive record of every matched message = a flow:
+  ``"ph": "s"`` at the send, ``"ph": "f"`` (``"bp": "e"``, bound to the enclosing
+  slice) at the receive, with the same ``id``, ``args.bytes`` and ``args.record``
+  (the record kind: MpiSend, MpiIsend, MpiRecv, MpiIrecv, ...);
+* MpiCollectiveEnd of a matched collective = a thread-scoped instant event
+  (``"ph": "i"``) named after the operation, category ``collective``, with the
+  instance number;
+* Metric = a counter event (``"ph": "C"``, category ``metric``) named after the
+  metric's members (``PAPI_TOT_CYC, PAPI_L2_TCM``), ``id`` = the location (counter
+  tracks are per process in this format; the id keeps a process's threads apart),
+  one ``args`` value per member: one counter track per member and location;
+* every other record (ProgramBegin/End, a request, an unmatched send, a
+  collective's begin, ...) = a thread-scoped instant event named after its record
+  kind, category ``record``.
 
-The format is documented in Google's "Trace Event Format" document.
+Events are sorted by process, thread, then the location's record order (which is
+time order), so begin and end events nest as the records did. The format is
+documented in Google's "Trace Event Format" document.
 """
 
 from __future__ import annotations
@@ -24,12 +39,21 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from compensate.analysis.calls import calls_of, is_mpi, location_label, region_name, trace_origin
+from compensate.analysis.calls import is_mpi, location_label, region_name, trace_origin
 from compensate.matching import Matching, match
-from compensate.model import BUFFER_FLUSH, COLLECTIVE_OP_NAMES, Trace
+from compensate.model import (
+    BUFFER_FLUSH,
+    COLLECTIVE_OP_NAMES,
+    ENTER,
+    KIND_NAMES,
+    LEAVE,
+    METRIC,
+    Trace,
+)
 
 
 def _us(ticks: np.ndarray | int, origin: int, res: float) -> np.ndarray:
@@ -37,14 +61,40 @@ def _us(ticks: np.ndarray | int, origin: int, res: float) -> np.ndarray:
     return np.round((np.asarray(ticks, dtype=np.int64) - origin) * (1e6 / res), 3)
 
 
+def metric_values(payload: Any) -> tuple[str, dict[str, float]]:
+    """(counter name, {member: value}) of a Metric record's payload: an OTF2 event
+    (members of its metric class) or the text format's fields (``values=1523,88``);
+    a payload without numbers gives ``("Metric", {"value": 0})``."""
+    metric = getattr(payload, "metric", None)
+    values = getattr(payload, "values", None)
+    if metric is not None and values is not None:
+        members = [getattr(m, "name", str(m)) for m in getattr(metric, "members", ())]
+        if len(members) != len(values):
+            members = [f"value {i}" for i in range(len(values))]
+        return ", ".join(members) or "Metric", {k: _number(v) for k, v in
+                                               zip(members, values, strict=True)}
+    if isinstance(payload, dict) and payload.get("values"):
+        nums = [_number(v) for v in str(payload["values"]).split(",")]
+        ref = payload.get("metric_ref", "")
+        return f"metric {ref}".strip(), {f"value {i}": v for i, v in enumerate(nums)}
+    return "Metric", {"value": 0}
+
+
+def _number(v: Any) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return 0
+    return int(x) if x.is_integer() and abs(x) < 2**53 else x
+
+
 def trace_events(trace: Trace, matching: Matching | None = None) -> dict:
-    """The trace-event JSON document of ``trace`` as a dict (``traceEvents`` sorted
-    by process, thread, time, longest slice first, so parents precede children)."""
+    """The trace-event JSON document of ``trace`` as a dict: metadata events, then one
+    event per record, sorted by process, thread and record order."""
     defs = trace.definitions
     res = float(defs.timer_resolution)
     origin = trace_origin(trace)
     matching = matching if matching is not None else match(trace)
-    calls = calls_of(trace)
     meta: list[dict] = []
     groups: dict[int, str] = {}
     for loc in sorted(trace.events):
@@ -63,57 +113,67 @@ def trace_events(trace: Trace, matching: Matching | None = None) -> dict:
     pid_of = {loc: (defs.locations[loc].group if loc in defs.locations else loc)
               for loc in trace.events}
 
-    body: list[tuple] = []  # (pid, tid, ts, -dur, seq, event) for a stable sort
-    seq = 0
-
-    def put(loc: int, ts: float, dur: float, event: dict) -> None:
-        nonlocal seq
-        body.append((pid_of[loc], loc, ts, -dur, seq, event))
-        seq += 1
-
-    for loc in sorted(trace.events):
-        ev, c = trace.events[loc], calls[loc]
-        pid = pid_of[loc]
-        names = {int(r): region_name(defs, r) for r in np.unique(c.region)}
-        t0, t1 = _us(c.t0, origin, res), _us(c.t1, origin, res)
-        for k in range(len(c)):
-            name = names[int(c.region[k])]
-            ts, dur = float(t0[k]), float(t1[k] - t0[k])
-            put(loc, ts, dur, {"ph": "X", "name": name, "cat": "MPI" if is_mpi(name) else "user",
-                               "pid": pid, "tid": loc, "ts": ts, "dur": dur})
-        fl = np.flatnonzero(ev.kind == BUFFER_FLUSH)
-        if fl.size:
-            f0 = _us(ev.time[fl], origin, res)
-            f1 = _us(np.maximum(ev.size[fl], ev.time[fl]), origin, res)
-            for a, b in zip(f0.tolist(), f1.tolist(), strict=True):
-                put(loc, a, b - a, {"ph": "X", "name": "TRACE BUFFER FLUSH", "cat": "tracer",
-                                    "pid": pid, "tid": loc, "ts": a, "dur": b - a})
+    # records drawn as part of a message or a collective: (loc, index) -> event
+    special: dict[tuple[int, int], dict] = {}
     for k, msg in enumerate(matching.messages):
-        ts_s = float(_us(trace.events[msg.send_loc].time[msg.send_idx], origin, res))
-        ts_r = float(_us(trace.events[msg.recv_loc].time[msg.recv_idx], origin, res))
-        args = {"bytes": int(msg.size)}
-        put(msg.send_loc, ts_s, 0.0, {"ph": "s", "name": "message", "cat": "p2p", "id": k,
-                                      "pid": pid_of[msg.send_loc], "tid": msg.send_loc,
-                                      "ts": ts_s, "args": args})
-        put(msg.recv_loc, ts_r, 0.0, {"ph": "f", "bp": "e", "name": "message", "cat": "p2p",
-                                      "id": k, "pid": pid_of[msg.recv_loc],
-                                      "tid": msg.recv_loc, "ts": ts_r, "args": args})
+        for ph, loc, idx in (("s", msg.send_loc, int(msg.send_idx)),
+                             ("f", msg.recv_loc, int(msg.recv_idx))):
+            args = {"bytes": int(msg.size),
+                    "record": KIND_NAMES[int(trace.events[loc].kind[idx])]}
+            special[(loc, idx)] = {"ph": ph, "name": "message", "cat": "p2p", "id": k,
+                                   "args": args, **({"bp": "e"} if ph == "f" else {})}
     for k, ins in enumerate(matching.instances):
         op = COLLECTIVE_OP_NAMES.get(int(ins.op), str(int(ins.op)))
         for loc, e in zip(ins.locs, ins.end_idx, strict=True):
-            ts = float(_us(trace.events[loc].time[e], origin, res))
-            put(loc, ts, 0.0, {"ph": "i", "s": "t", "name": op, "cat": "collective",
-                               "pid": pid_of[loc], "tid": loc, "ts": ts,
-                               "args": {"instance": k, "class": ins.cls, "comm": int(ins.comm),
-                                        "root": int(ins.root)}})
-    body.sort(key=lambda x: x[:5])
+            special[(loc, int(e))] = {"ph": "i", "s": "t", "name": op, "cat": "collective",
+                                      "args": {"instance": k, "class": ins.cls,
+                                               "comm": int(ins.comm), "root": int(ins.root)}}
+
+    body: list[dict] = []
+    for pid in sorted(set(pid_of.values())):
+        for loc in sorted(x for x in trace.events if pid_of[x] == pid):
+            body.extend(_location_events(trace, loc, pid, origin, res, special))
     return {
-        "traceEvents": meta + [b[-1] for b in body],
+        "traceEvents": meta + body,
         "displayTimeUnit": "ns",
         "otherData": {"source": trace.source, "generator": "compensate export",
                       "timer_resolution": int(defs.timer_resolution),
                       "origin_ticks": int(origin)},
     }
+
+
+def _location_events(trace: Trace, loc: int, pid: int, origin: int, res: float,
+                     special: dict[tuple[int, int], dict]) -> list[dict]:
+    """One event per record of location ``loc``, in record order."""
+    defs = trace.definitions
+    ev = trace.events[loc]
+    ts = _us(ev.time, origin, res).tolist()
+    kinds = ev.kind.tolist()
+    names: dict[int, str] = {}
+    out: list[dict] = []
+    for i, kind in enumerate(kinds):
+        base = {"pid": pid, "tid": loc, "ts": ts[i]}
+        if kind == ENTER or kind == LEAVE:
+            r = int(ev.region[i])
+            name = names.get(r)
+            if name is None:
+                name = names[r] = region_name(defs, r)
+            out.append({"ph": "B" if kind == ENTER else "E", "name": name,
+                        "cat": "MPI" if is_mpi(name) else "user", **base})
+        elif (loc, i) in special:
+            out.append({**special[(loc, i)], **base})
+        elif kind == BUFFER_FLUSH:
+            stop = float(_us(max(int(ev.size[i]), int(ev.time[i])), origin, res))
+            out.append({"ph": "X", "name": "TRACE BUFFER FLUSH", "cat": "tracer", **base,
+                        "dur": stop - ts[i]})
+        elif kind == METRIC:
+            name, values = metric_values(ev.payload[i] if i < len(ev.payload) else None)
+            out.append({"ph": "C", "name": name, "cat": "metric", "id": loc, **base,
+                        "args": values})
+        else:
+            out.append({"ph": "i", "s": "t", "name": KIND_NAMES[kind], "cat": "record",
+                        **base})
+    return out
 
 
 def write_trace_events(trace: Trace, path: str | Path, matching: Matching | None = None) -> int:

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from compensate.formats import OutputError, output_target, read_trace, trace_for
 from compensate.gcpause import gc_paused
 from compensate.model import TraceError
 from compensate.platform import Platform, PlatformError
+from compensate.progress import Progress
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_VERIFY = 0, 1, 2, 3, 4
 
@@ -77,29 +79,12 @@ def load_platform(args: argparse.Namespace) -> Platform | None:
     return resolve_platform(args.platform or None, args.overhead)
 
 
-class _Progress:
-    """A one-line progress indicator on stderr (only on a terminal)."""
-
-    def __init__(self, total: int | None, enabled: bool) -> None:
-        self.total = max(total, 1) if total is not None else None
-        self.enabled = enabled
-        self.start = time.monotonic()
-
-    def __call__(self, done: int) -> None:
-        if not self.enabled:
-            return
-        rate = done / max(time.monotonic() - self.start, 1e-9)
-        if self.total is None:
-            sys.stderr.write(f"\rcompensating: {done:,} records ({rate:,.0f} rec/s)")
-        else:
-            sys.stderr.write(f"\rcompensating: {done:,}/{self.total:,} records "
-                             f"({100 * done / self.total:5.1f} %, {rate:,.0f} rec/s)")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+def _time_fraction(defs) -> Callable[[int], float | None]:
+    """Where a streamed OTF2 trace stands, from a timestamp and the archive's clock
+    properties (global offset, trace length); None for a text trace."""
+    otf2 = getattr(defs, "otf2", None)
+    offset, length = getattr(otf2, "global_offset", 0), getattr(otf2, "trace_length", 0)
+    return lambda t: (t - offset) / length if length > 0 else None
 
 
 def _phase(show: bool, message: str) -> None:
@@ -145,7 +130,7 @@ def _run_in_memory(args: argparse.Namespace, target: Path, platform: Platform | 
     _phase(show, f"reading {args.input} ...")
     trace = read_trace(args.input)
     t_read = time.monotonic()
-    progress = _Progress(trace.record_count, show)
+    progress = Progress("compensate", "compensating", trace.record_count, "records", enabled=show)
     try:
         result, matching, outcome, check = run_pipeline(
             trace, platform, args.bound, args.collective_exit, args.eager_limit, progress,
@@ -184,15 +169,21 @@ def _run_streaming(args: argparse.Namespace, target: Path, platform: Platform | 
         bound = "fitted" if outcome.fit else "lower"
     t_fit = time.monotonic()
     defs, chunks = read_chunks(args.input)
-    progress = _Progress(None, show)
+    progress = Progress("compensate", "compensating", None, "records", enabled=show)
+    where = _time_fraction(defs)
     writer = TraceWriter(args.output, defs, target)
+
+    def advance(t: int) -> None:  # the segment's start time: how far the run is
+        progress.hint(where(t))
+        writer.advance(t)
+
     try:
         result = compensate_stream(
             defs, chunks, plat,
             EngineOptions(bound=bound, collective_exit=args.collective_exit,
                           network_time=outcome.fit if outcome else None),
             writer.write, source=str(args.input), eager_limit=args.eager_limit,
-            progress=progress, advance=writer.advance)
+            progress=progress, advance=advance)
         progress.close()
         check = result.verification
         res = defs.timer_resolution

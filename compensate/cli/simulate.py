@@ -5,6 +5,10 @@ overhead and writes ``OUTDIR/truth``, ``OUTDIR/measured`` (OTF2 archives or
 ``.trace`` files) and ``OUTDIR/platform.json``, the exact platform the measured
 run used, so that ``compensate OUTDIR/measured/traces.otf2 ... --platform
 OUTDIR/platform.json`` can be compared with the truth.
+
+On a terminal, a run longer than a couple of seconds shows its progress
+(:mod:`compensate.progress`): the two simulated runs, then each trace written in
+time windows (the output is the same as written at once).
 """
 
 from __future__ import annotations
@@ -14,8 +18,12 @@ import json
 import sys
 from pathlib import Path
 
-from compensate.formats import write_trace
+import numpy as np
+
+from compensate.formats import TraceWriter
+from compensate.model import Trace
 from compensate.platform import PlatformError, parse_duration
+from compensate.progress import Progress
 from compensate.simulate import SimulationError, simulate
 from compensate.simulate.programs import PROGRAMS
 from compensate.simulate.validation import evaluate
@@ -38,21 +46,53 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def write_windows(trace: Trace, path: Path, progress=None, windows: int = 64) -> None:
+    """Write ``trace`` to ``path`` through a :class:`TraceWriter`, all locations
+    window by window in time (so a text output's merge buffer stays small), and
+    ``progress(records written)`` after each window. The output equals
+    :func:`compensate.formats.write_trace`'s."""
+    events = trace.events
+    starts = [int(ev.time[0]) for ev in events.values() if len(ev)]
+    ends = [int(ev.time[-1]) for ev in events.values() if len(ev)]
+    bounds = (np.linspace(min(starts), max(ends) + 1, windows + 1).astype(np.int64).tolist()
+              if starts else [0, 1])
+    pos = dict.fromkeys(events, 0)
+    done = 0
+    with TraceWriter(path, trace.definitions) as writer:
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            writer.advance(lo)
+            for loc, ev in events.items():
+                end = len(ev) if hi == bounds[-1] else int(np.searchsorted(ev.time, hi))
+                if end > pos[loc]:
+                    writer.write(loc, ev.slice(pos[loc], end))
+                    done += end - pos[loc]
+                    pos[loc] = end
+            if progress is not None:
+                progress(done)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.outdir)
+    prog = Progress("compensate-simulate", f"simulating {args.program}")
     try:
         if out.exists() and any(out.iterdir()):
             raise SimulationError(f"{out}: exists and is not empty")
         sim = simulate(args.program, ranks=args.ranks, iterations=args.iterations,
-                       overhead=parse_duration(args.overhead), seed=args.seed)
+                       overhead=parse_duration(args.overhead), seed=args.seed,
+                       progress=prog.fraction)
     except (SimulationError, PlatformError, ValueError) as exc:
+        prog.close()
         print(f"compensate-simulate: error: {exc}", file=sys.stderr)
         return 3
     out.mkdir(parents=True, exist_ok=True)
-    for name, trace in (("truth", sim.truth), ("measured", sim.measured)):
-        path = out / name / "traces.otf2" if args.format == "otf2" else out / f"{name}.trace"
-        write_trace(trace, path)
+    try:
+        for name, trace in (("truth", sim.truth), ("measured", sim.measured)):
+            path = out / name / "traces.otf2" if args.format == "otf2" else out / f"{name}.trace"
+            prog = prog.phase(f"writing {name}", trace.record_count, "records")
+            write_windows(trace, path, prog)
+    finally:
+        prog.close()
     (out / "platform.json").write_text(json.dumps(sim.platform.to_dict(), indent=2) + "\n")
     t, m = sim.info["span_truth"], sim.info["span_measured"]
     print(f"compensate-simulate: {args.program}, {args.ranks} ranks, "

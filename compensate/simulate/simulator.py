@@ -104,16 +104,20 @@ Times are kept in float seconds and rounded to integer ticks at the end
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
     COLL_END,
     COLLECTIVE_OPS,
+    COLUMNS,
     ENTER,
     IRECV,
     IRECV_REQUEST,
@@ -129,8 +133,8 @@ from compensate.model import (
     SEND,
     Comm,
     Definitions,
+    Events,
     Location,
-    RowBuilder,
     Trace,
 )
 from compensate.platform import Platform
@@ -293,7 +297,7 @@ class _Sim:
         self.colls: dict[tuple, _Coll] = {}
         self.waiting: dict[tuple, list[int]] = {}
         self.runnable: deque[int] = deque()
-        self.rows: list[list[list]] = [[] for _ in range(self.n)]
+        self.rows: list[_Records] = [_Records() for _ in range(self.n)]
 
     # -- plumbing --------------------------------------------------------------------
     def chan(self, src: int, dst: int, tag: int) -> _Chan:
@@ -308,9 +312,13 @@ class _Sim:
         if waiters:
             self.runnable.extend(waiters)
 
-    def run(self) -> None:
+    def run(self, progress: Callable[[int], None] | None = None) -> None:
+        """Run every rank to its end; ``progress(ops)`` gets, now and then, how many
+        of the program's ops the ranks have started."""
         n = self.n
-        gens = [_Rank(self, r).body() for r in range(n)]
+        ranks = [_Rank(self, r) for r in range(n)]
+        gens = [rk.body() for rk in ranks]
+        steps = 0
         done = [False] * n
         pending: list[Any] = [None] * n
         blocked_on: dict[int, tuple] = {}
@@ -327,6 +335,9 @@ class _Sim:
                     blocked_on.pop(r, None)
                     continue
                 blocked_on[r] = key
+                steps += 1
+                if progress is not None and not steps & 1023:
+                    progress(sum(rk.op_index + 1 for rk in ranks))
                 if key[0] == "wild":
                     wild[r] = key
                 else:
@@ -360,18 +371,49 @@ class _Sim:
         return None if best is None else (best[2], best[1])
 
     def trace(self, timer_resolution: int, definitions: Definitions, run: str) -> Trace:
+        """The emitted records as a :class:`Trace` (times rounded to ticks); the
+        compact record store is released rank by rank as it is converted."""
         events = {}
-        res = timer_resolution
         for r in range(self.n):
-            b = RowBuilder()
-            for (t, kind, region, peer, comm, tag, size, size_recv, op, request,
-                 payload) in self.rows[r]:
-                if kind == BUFFER_FLUSH:
-                    size = round(size * res)
-                b.add(round(t * res), kind, region=region, peer=peer, comm=comm, tag=tag,
-                      size=size, size_recv=size_recv, op=op, request=request, payload=payload)
-            events[r] = b.build()
+            events[r] = self.rows[r].events(timer_resolution)
+            self.rows[r] = _Records()
         return Trace(definitions, events, source=f"simulate:{self.program.name}:{run}")
+
+
+class _Records:
+    """One rank's emitted records, stored compactly until :meth:`events`.
+
+    ``time``: float seconds, one per record; ``cols``: the nine integer columns
+    after ``time`` (kind ... request) row after row; ``payload`` and ``stop``
+    (a BufferFlush's stop time, float seconds) only for the few records that have
+    one. About 80 bytes a record, where a tuple per record took ~200 (a 4.6 M-record
+    trace needed 2.6 GB; benchmarks/simulator_memory.py).
+    """
+
+    __slots__ = ("time", "cols", "payload", "stop")
+
+    def __init__(self) -> None:
+        self.time = array("d")
+        self.cols = array("q")
+        self.payload: dict[int, Any] = {}
+        self.stop: dict[int, float] = {}
+
+    def events(self, res: int) -> Events:
+        """Columns in ticks: ``round(t · res)``, half to even as Python's ``round``."""
+        n = len(self.time)
+        time = np.rint(np.frombuffer(self.time, dtype=np.float64) * res).astype(np.int64) \
+            if n else np.zeros(0, dtype=np.int64)
+        table = np.frombuffer(self.cols, dtype=np.int64).reshape(n, len(COLUMNS) - 1) if n \
+            else np.zeros((0, len(COLUMNS) - 1), dtype=np.int64)
+        cols = {"time": time}
+        for j, (name, dtype) in enumerate(COLUMNS[1:]):
+            cols[name] = np.array(table[:, j], dtype=dtype)
+        for i, stop in self.stop.items():
+            cols["size"][i] = round(stop * res)
+        payload: list[Any] = [None] * n
+        for i, p in self.payload.items():
+            payload[i] = p
+        return Events(**cols, payload=payload)
 
 
 def _describe(key: tuple) -> str:
@@ -405,8 +447,15 @@ class _Rank:
     def emit(self, kind: int, region: int = NONE, peer: int = NONE, comm: int = NONE,
              tag: int = NONE, size: Any = NONE, size_recv: int = NONE, op: int = NONE,
              request: int = NONE, payload: Any = None) -> None:
-        self.rows.append((self.t, kind, region, peer, comm, tag, size, size_recv, op, request,
-                          payload))
+        rows = self.rows
+        if payload is not None or kind == BUFFER_FLUSH:
+            i = len(rows.time)
+            if payload is not None:
+                rows.payload[i] = payload
+            if kind == BUFFER_FLUSH:  # the size column holds the stop time (seconds)
+                rows.stop[i], size = size, NONE
+        rows.time.append(self.t)
+        rows.cols.extend((kind, region, peer, comm, tag, size, size_recv, op, request))
         self.t += self.O[kind]
         self.since_flush += 1
 
@@ -762,7 +811,8 @@ def _definitions(n: int, regions: dict[str, int], timer_resolution: int) -> Defi
 def run_program(program: Program, platform: Platform, *, network: Network | None = None,
                 eager_limit: int | None = None, flush_time: float = DEFAULT_FLUSH_TIME,
                 flush_every: int | None = None, start_offsets: Sequence[float] | None = None,
-                timer_resolution: int = 10**9, quantize: bool = False) -> SimResult:
+                timer_resolution: int = 10**9, quantize: bool = False,
+                progress: Callable[[float], None] | None = None) -> SimResult:
     """Simulate ``program`` twice and return the truth and the measured trace.
 
     ``quantize``: snap every duration (compute, overheads, copies, network,
@@ -776,7 +826,9 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
     the program in the measured run. ``flush_every``: insert a flush before the next
     op once that many records were written since the last one (None: only the
     program's own ``flush()`` ops). ``start_offsets``: per-rank start time in seconds
-    (default all 0). Raises :class:`SimulationError` on deadlock or a bad program.
+    (default all 0). ``progress(fraction)`` is called now and then with the
+    fraction of the work done (the two runs' ops). Raises :class:`SimulationError`
+    on deadlock or a bad program.
     """
     network = network or Network()
     n = program.ranks
@@ -808,13 +860,15 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
     measured = _Sim(program, [quantum(x) for x in platform.overhead_table()], copy,
                     replace(network),
                     flush_time=flush_time, fixed_sources=None, **common)
-    measured.run()
-    truth = _Sim(program, [0.0] * len(platform.overhead_table()), copy, replace(network),
-                 flush_time=0.0, fixed_sources=measured.resolved, **common)
-    truth.run()
-    t_trace = truth.trace(timer_resolution, _definitions(n, regions, timer_resolution), "truth")
+    total_ops = 2 * max(sum(len(ops) for ops in program.ops), 1)
+    measured.run(progress and (lambda ops: progress(ops / total_ops)))
+    # convert each run's records as soon as it ends: one run's record store at a time
     m_trace = measured.trace(timer_resolution, _definitions(n, regions, timer_resolution),
                              "measured")
+    truth = _Sim(program, [0.0] * len(platform.overhead_table()), copy, replace(network),
+                 flush_time=0.0, fixed_sources=measured.resolved, **common)
+    truth.run(progress and (lambda ops: progress(0.5 + ops / total_ops)))
+    t_trace = truth.trace(timer_resolution, _definitions(n, regions, timer_resolution), "truth")
     info = {
         "wildcard_sources": {r: list(s) for r, s in measured.resolved.items() if s},
         "span_truth": t_trace.span_seconds,
@@ -847,12 +901,13 @@ def simulate(program_name: str = "montecarlo", ranks: int = 4, iterations: int |
              network: Network | None = None, eager_limit: int | None = None,
              flush_time: float = DEFAULT_FLUSH_TIME, flush_every: int | None = None,
              start_offsets: Sequence[float] | None = None, timer_resolution: int = 10**9,
-             quantize: bool = False, **program_args: Any) -> SimResult:
+             quantize: bool = False, progress: Callable[[float], None] | None = None,
+             **program_args: Any) -> SimResult:
     """Build a program from :data:`~compensate.simulate.programs.PROGRAMS` and simulate it.
 
     ``overhead`` is the per-record overhead in seconds (ignored when ``platform`` is
     given); ``iterations=None`` keeps the program's default; ``program_args`` go to
-    the builder (message sizes, durations).
+    the builder (message sizes, durations); ``progress`` as for :func:`run_program`.
     """
     try:
         builder = PROGRAMS[program_name]
@@ -866,4 +921,5 @@ def simulate(program_name: str = "montecarlo", ranks: int = 4, iterations: int |
     return run_program(program, platform or default_platform(overhead), network=network,
                        eager_limit=eager_limit, flush_time=flush_time,
                        flush_every=flush_every, start_offsets=start_offsets,
-                       timer_resolution=timer_resolution, quantize=quantize)
+                       timer_resolution=timer_resolution, quantize=quantize,
+                       progress=progress)

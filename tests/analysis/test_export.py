@@ -1,18 +1,21 @@
 """`compensate export`: Chrome/Perfetto trace-event JSON (compensate/analysis/export.py)."""
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from compensate.analysis.export import trace_events, write_trace_events
 from compensate.cli import main
 from compensate.formats import read_trace
 from compensate.matching import match
+from compensate.model import KIND_NAMES, METRIC
 from compensate.simulate import simulate
 
-CASES = Path(__file__).resolve().parent.parent / "cases_analysis"
+ROOT = Path(__file__).resolve().parent.parent.parent
+CASES = ROOT / "tests" / "cases_analysis"
 
 REQUIRED = {
     "M": {"name", "pid", "args"},
@@ -22,6 +25,7 @@ REQUIRED = {
     "s": {"name", "cat", "id", "pid", "tid", "ts"},
     "f": {"name", "cat", "id", "pid", "tid", "ts", "bp"},
     "i": {"name", "pid", "tid", "ts", "s"},
+    "C": {"name", "pid", "ts", "args"},
 }
 
 #: JSON Schema of the part of the trace-event format (Google's "Trace Event Format"
@@ -67,10 +71,11 @@ def _validate_schema(doc: dict) -> None:
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
 
 
-def check_trace_event_document(doc: dict) -> dict:
+def check_trace_event_document(doc: dict, open_calls: int = 0) -> dict:
     """Validate a trace-event document: the schema (required keys per phase, types),
     then what a schema cannot say: every process and thread is named, begin/end events
-    match, slices on a thread nest, and every flow id has exactly one start and one
+    match (``open_calls`` begin events may stay open: calls a truncated trace never
+    left), slices on a thread nest, and every flow id has exactly one start and one
     end, each inside a slice of its thread, the end not before the start. Return the
     number of events by phase."""
     _validate_schema(doc)
@@ -103,8 +108,12 @@ def check_trace_event_document(doc: dict) -> dict:
         elif ph in "sf":
             assert ph not in flows[e["id"]], f"duplicate flow {ph} for id {e['id']}"
             flows[e["id"]][ph] = e
-    for key, stack in open_b.items():
-        assert not stack, f"{key}: {[b['name'] for b in stack]} begun and never ended"
+        elif ph == "C":  # a counter's series are its numeric args
+            assert e["args"] and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                     for v in e["args"].values()), f"counter {e}"
+    still_open = sum(len(stack) for stack in open_b.values())
+    assert still_open == open_calls, \
+        f"{still_open} calls begun and never ended: {dict(open_b)}"[:500]
     for pid, tid in used:
         assert pid in named_pids and (pid, tid) in named_tids, f"unnamed {(pid, tid)}"
     # slices on one thread nest: sorted by start (longest first), each one ends
@@ -141,32 +150,116 @@ def test_real_archive_export(real_archive, tmp_path):
     m = match(trace)
     assert counts["s"] == counts["f"] == len(m.messages) == 16
     regions = sum(int((ev.kind == 0).sum()) for ev in trace.events.values())  # Enter records
-    assert counts["X"] == regions
+    assert counts["B"] == counts["E"] == regions
     names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
     assert names == {"MPI Rank 0", "MPI Rank 1"}
     assert doc["otherData"]["timer_resolution"] == trace.definitions.timer_resolution
+
+
+#: the record kinds each drawn phase stands for (instants of category "record" are
+#: named after their kind; collective instants are MpiCollectiveEnd records)
+def records_of_events(doc: dict) -> Counter:
+    """Count the records a document's events stand for, by kind."""
+    seen: Counter = Counter()
+    for e in doc["traceEvents"]:
+        ph = e["ph"]
+        if ph == "M":
+            continue
+        if ph in "BE":
+            seen["Enter" if ph == "B" else "Leave"] += 1
+        elif ph == "C":
+            seen["Metric"] += 1
+        elif ph == "X":
+            assert e["cat"] == "tracer"
+            seen["BufferFlush"] += 1
+        elif ph in "sf":
+            seen[e["args"]["record"]] += 1
+        elif e["cat"] == "collective":
+            seen["MpiCollectiveEnd"] += 1
+        else:
+            assert e["cat"] == "record"
+            seen[e["name"]] += 1
+    return seen
+
+
+def records_of_trace(trace) -> Counter:
+    return Counter(KIND_NAMES[k] for ev in trace.events.values() for k in ev.kind.tolist())
+
+
+BUNDLED = sorted((ROOT / "tests" / "data" / "traces").glob("*/traces.otf2"))
+
+
+@pytest.mark.parametrize("archive", BUNDLED, ids=lambda p: p.parent.name)
+def test_every_record_of_every_bundled_archive_is_exported(archive):
+    """Records in == events out, by kind (the PAPI trace's Metric records included)."""
+    trace = read_trace(archive)
+    doc = trace_events(trace)
+    check_trace_event_document(doc)
+    events = [e for e in doc["traceEvents"] if e["ph"] != "M"]
+    assert len(events) == trace.record_count
+    assert records_of_events(doc) == records_of_trace(trace)
+
+
+def test_metrics_are_counter_tracks_named_by_their_members():
+    papi = ROOT / "tests" / "data" / "traces" / "ping-pong-otf2-papi" / "traces.otf2"
+    if not papi.exists():
+        pytest.skip(f"{papi} not available")
+    trace = read_trace(papi)
+    doc = trace_events(trace)
+    counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+    assert len(counters) == 84
+    assert {e["name"] for e in counters} == {"PAPI_TOT_CYC, PAPI_L2_TCM, PAPI_BR_MSP"}
+    first = trace.events[counters[0]["tid"]]
+    i = int(np.flatnonzero(first.kind == METRIC)[0])
+    assert counters[0]["args"] == dict(zip(("PAPI_TOT_CYC", "PAPI_L2_TCM", "PAPI_BR_MSP"),
+                                           first.payload[i].values, strict=True))
+    assert all(e["id"] == e["tid"] for e in counters)
+
+
+def test_text_metric_and_unmatched_records_are_kept():
+    from compensate.analysis.export import metric_values
+
+    assert metric_values({"metric_ref": "0", "values": "1523,88"}) == \
+        ("metric 0", {"value 0": 1523, "value 1": 88})
+    assert metric_values(None) == ("Metric", {"value": 0})
+
+
+def _slices(doc: dict) -> list[dict]:
+    """Calls as {name, tid, ts, end} from the begin/end events."""
+    open_b: dict[int, list] = defaultdict(list)
+    out = []
+    for e in doc["traceEvents"]:
+        if e["ph"] == "B":
+            open_b[e["tid"]].append(e)
+        elif e["ph"] == "E":
+            b = open_b[e["tid"]].pop()
+            out.append({"name": b["name"], "tid": b["tid"], "ts": b["ts"], "end": e["ts"]})
+    return out
 
 
 def test_flows_sit_inside_the_send_and_receive_slices():
     trace = read_trace(CASES / "p2p.trace")
     doc = trace_events(trace)
     check_trace_event_document(doc)
-    xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    xs = _slices(doc)
     for e in doc["traceEvents"]:
         if e["ph"] not in "sf":
             continue
         want = "MPI_Recv" if e["ph"] == "f" else ("MPI_Send", "MPI_Ssend")
-        inner = [x for x in xs if x["tid"] == e["tid"] and x["ts"] <= e["ts"] <= x["ts"] + x["dur"]]
-        assert min(inner, key=lambda x: x["dur"])["name"] in want
+        inner = [x for x in xs if x["tid"] == e["tid"] and x["ts"] <= e["ts"] <= x["end"]]
+        assert min(inner, key=lambda x: x["end"] - x["ts"])["name"] in want
     # times are microseconds from the earliest record: the first receive enter at 1 us
     recv = [x for x in xs if x["name"] == "MPI_Recv"]
-    assert recv[0]["ts"] == pytest.approx(1.0) and recv[0]["dur"] == pytest.approx(4.1)
+    assert recv[0]["ts"] == pytest.approx(1.0) and recv[0]["end"] - recv[0]["ts"] == \
+        pytest.approx(4.1)
 
 
 def test_collectives_and_flushes(tmp_path):
     trace = read_trace(CASES / "collectives.trace")
     counts = check_trace_event_document(trace_events(trace))
-    assert counts["i"] == 5 * 3  # one instant per member of each of the 5 collectives
+    collective = [e for e in trace_events(trace)["traceEvents"] if e.get("cat") == "collective"]
+    assert len(collective) == 5 * 3  # one instant per member of each of the 5 collectives
+    assert counts["i"] >= len(collective)
     sim = simulate("imbalanced", ranks=3, iterations=30)  # flushes every 25 iterations
     path = tmp_path / "sim.json"
     n = write_trace_events(sim.measured, path)
@@ -202,7 +295,7 @@ def test_export_of_measured_and_compensated_simulation():
                                            EngineOptions("lower")).trace):
         counts = check_trace_event_document(json.loads(json.dumps(trace_events(trace))))
         assert counts["s"] == counts["f"] == len(match(trace).messages) > 0
-        assert counts["X"] == sum(int((ev.kind == 0).sum()) for ev in trace.events.values())
+        assert counts["B"] == sum(int((ev.kind == 0).sum()) for ev in trace.events.values())
 
 
 # ---------------------------------------------------------------------------------

@@ -119,6 +119,17 @@ def test_quick_run_writes_a_platform_file_compensate_reads(quick_file):
     assert isinstance(data["copy_calibration"]["steps"], list)
 
 
+def test_quick_run_file_is_valid_for_the_schema_and_jsonschema(quick_file):
+    """What calibrate writes passes the one schema, by both validators."""
+    import jsonschema
+
+    from compensate.platform import first_problem, schema
+
+    data = json.loads(quick_file.read_text())
+    assert first_problem(data) is None
+    jsonschema.Draft202012Validator(schema()).validate(data)
+
+
 def test_copy_time_grows_with_size(quick_file):
     """Non-decreasing within the spread, for every two sizes: the larger size's third
     quartile is not below the smaller one's first."""
@@ -149,6 +160,7 @@ def disagreement(a: dict, b: dict) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_repeated_quick_runs_agree(quick_file, second_quick_file):
     """Two quick runs agree within their reported spreads (docs/calibration.md,
     "Run-to-run variation")."""

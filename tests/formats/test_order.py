@@ -295,6 +295,7 @@ def record_columns(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return cols[:, 0], cols[:, 1]
 
 
+@pytest.mark.slow
 def test_streamed_trace_output_stays_in_time_order_past_the_buffer_cap(tmp_path):
     src, out, summary = tmp_path / "in.trace", tmp_path / "out.trace", tmp_path / "s.json"
     counts = write_unbalanced_trace(src)

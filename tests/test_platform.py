@@ -1,0 +1,181 @@
+"""The platform file (compensate.platform): one schema, checked field by field with a
+one-line message; the hand validator agrees with ``jsonschema`` on the shipped schema."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compensate.model import KIND_NAMES
+from compensate.platform import SCHEMA_PATH, Platform, PlatformError, first_problem, schema
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD = {"event_overhead": 1e-6, "copy_time": [{"bytes": 64, "seconds": 1.6e-8},
+                                              {"bytes": 4096, "seconds": 1e-6}]}
+
+
+def with_(**changes) -> dict:
+    data = json.loads(json.dumps(GOOD))
+    data.update(changes)
+    return data
+
+
+CASES = [  # (file content, the message after "p.json: ")
+    (with_(event_overhead="1e-6"), 'event_overhead: expected a number, got the string "1e-6"'),
+    (with_(event_overhead=True), "event_overhead: expected a number, got the boolean true"),
+    (with_(event_overhead=-1e-6), "event_overhead: must be >= 0, got -1e-06"),
+    (with_(event_overhead=math.nan), "event_overhead: expected a finite number, got NaN"),
+    (with_(event_overhead=math.inf), "event_overhead: expected a finite number, got Infinity"),
+    (with_(copy_time=[{"bytes": 4096, "seconds": 1e-6}, {"bytes": 1024, "seconds": 1e-7}]),
+     "copy_time[1].bytes: sizes must increase (1024 after 4096)"),
+    (with_(copy_time=[{"bytes": 64, "seconds": 1e-8}, {"bytes": 64, "seconds": 1e-8}]),
+     "copy_time[1].bytes: sizes must increase (64 after 64)"),
+    (with_(copy_time=[{"bytes": 64, "seconds": -1.0}]),
+     "copy_time[0].seconds: must be >= 0, got -1.0"),
+    (with_(copy_time=[{"bytes": 0, "seconds": 1.0}]), "copy_time[0].bytes: must be >= 1, got 0"),
+    (with_(copy_time=[{"bytes": 1.5, "seconds": 1.0}]),
+     "copy_time[0].bytes: expected an integer (a whole number), got the number 1.5"),
+    (with_(copy_time=[{"bytes": 64}]),
+     "copy_time[0]: missing required field 'seconds' (seconds to copy a buffer of that size once)"),
+    (with_(copy_time=[{"bytes": 64, "seconds": 1e-8, "secs": 1}]),
+     "copy_time[0]: unknown field 'secs' (did you mean 'seconds'?)"),
+    (with_(copy_time={"64": 1e-8}), "copy_time: expected a list, got an object"),
+    (with_(event_overhead_by_kind={"Mertic": 1e-6}),
+     "event_overhead_by_kind: 'Mertic' is not an OTF2 record kind (did you mean 'Metric'?)"),
+    (with_(event_overhead_by_kind={"Metric": "2us"}),
+     'event_overhead_by_kind.Metric: expected a number, got the string "2us"'),
+    (with_(event_overheads=1e-6),
+     "unknown field 'event_overheads' (did you mean 'event_overhead'?)"),
+    (with_(format=2), "format: unsupported value 2 (expected 1)"),
+    ({"copy_time": []},
+     "missing required field 'event_overhead' (seconds the tracer adds per record)"),
+    ([GOOD], "expected an object, got a list"),
+]
+
+
+@pytest.mark.parametrize("data, message", CASES, ids=[m.split(":")[0] + str(i)
+                                                      for i, (_, m) in enumerate(CASES)])
+def test_each_problem_is_one_line_naming_file_and_field(tmp_path, data, message):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))  # NaN/Infinity as Python writes (and reads) them
+    with pytest.raises(PlatformError) as exc:
+        Platform.load(path)
+    assert str(exc.value) == f"{path}: {message}"
+
+
+def test_notes_and_calibration_details_are_accepted_and_ignored():
+    data = with_(_comment="measured on node 7", machine={"cpu_count": 2}, date="2026-01-01",
+                 event_overhead_by_kind={"Metric": 2e-6})
+    data["copy_time"][0].update(iqr=[1e-8, 2e-8], n=5, fresh={"seconds": 3e-8})
+    p = Platform.from_dict(data)
+    assert p.overhead_by_kind == {"Metric": 2e-6} and list(p.copy_bytes) == [64, 4096]
+
+
+def test_bad_platform_file_exits_3_with_the_line(tmp_path):
+    bad = tmp_path / "platform.json"
+    bad.write_text(json.dumps(with_(event_overhead="1e-6")))
+    proc = subprocess.run([sys.executable, "-m", "compensate", str(ROOT / "examples" /
+                           "pingpong.trace"), str(tmp_path / "out.trace"), "--platform", str(bad)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 3
+    assert proc.stderr.strip().splitlines() == [
+        f"compensate: error: {bad}: event_overhead: expected a number, got the string \"1e-6\""]
+    assert not (tmp_path / "out.trace").exists()
+
+
+# -- one schema: the hand validator and jsonschema agree --------------------------------
+
+VALIDATOR = jsonschema.Draft202012Validator(schema())
+
+
+def extra_rules_hold(data) -> bool:
+    """The two rules JSON Schema cannot state (finite numbers are given here)."""
+    table = data.get("copy_time") if isinstance(data, dict) else None
+    if not isinstance(table, list):
+        return True
+    sizes = [e.get("bytes") for e in table if isinstance(e, dict)]
+    if len(sizes) != len(table) or not all(isinstance(b, (int, float)) for b in sizes):
+        return True  # the schema already refuses such a table
+    return all(b > a for a, b in zip(sizes, sizes[1:], strict=False))
+
+
+def assert_agree(data) -> None:
+    mine = first_problem(data)
+    theirs = VALIDATOR.is_valid(data) and extra_rules_hold(data)
+    assert (mine is None) == theirs, (data, mine, list(VALIDATOR.iter_errors(data))[:1])
+
+
+def test_schema_is_valid_and_names_every_record_kind():
+    jsonschema.Draft202012Validator.check_schema(schema())
+    kinds = schema()["properties"]["event_overhead_by_kind"]["propertyNames"]["enum"]
+    assert kinds == list(KIND_NAMES)
+
+
+def test_schema_ships_with_the_package():
+    assert SCHEMA_PATH.parent == ROOT / "compensate"
+    cfg = (ROOT / "setup.cfg").read_text()
+    assert "[options.package_data]\ncompensate = platform.schema.json" in cfg
+
+
+def test_docs_describe_every_field_of_the_schema():
+    doc = (ROOT / "docs" / "platform-file.md").read_text()
+    props = schema()["properties"]
+    names = set(props) | set(props["copy_time"]["items"]["properties"])
+    assert [n for n in sorted(names) if f"`{n}`" not in doc and f"`copy_time[].{n}`" not in doc] \
+        == []
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.glob("examples/**/*.json")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_bundled_examples_are_valid_for_both(path):
+    data = json.loads(path.read_text())
+    assert first_problem(data) is None
+    assert_agree(data)
+
+
+def test_what_the_simulator_writes_is_valid_for_both(tmp_path):
+    from compensate.simulate import default_platform
+    assert_agree(default_platform(1e-6).to_dict())
+    assert first_problem(default_platform(1e-6).to_dict()) is None
+
+
+numbers = st.one_of(st.floats(-1e-3, 1e-2, allow_nan=False), st.integers(-5, 10**7))
+junk = st.one_of(st.none(), st.booleans(), st.text(max_size=4), numbers,
+                 st.lists(st.integers(0, 3), max_size=2), st.just({}))
+entry = st.fixed_dictionaries(
+    {"bytes": st.one_of(st.integers(-2, 1 << 20), st.floats(0.5, 64.0), junk),
+     "seconds": st.one_of(numbers, junk)},
+    optional={"n": st.one_of(st.integers(-1, 9), junk), "iqr": junk, "fresh": junk,
+              "secs": numbers})
+kinds = st.sampled_from([*KIND_NAMES[:12], "Mertic", "enter"])
+platform_files = st.fixed_dictionaries(
+    {},
+    optional={"format": st.one_of(st.just(1), junk),
+              "event_overhead": st.one_of(numbers, junk),
+              "event_overhead_by_kind": st.one_of(
+                  st.dictionaries(kinds, st.one_of(numbers, junk), max_size=3), junk),
+              "copy_time": st.one_of(st.lists(entry, max_size=4), junk),
+              "_comment": junk, "machine": junk, "date": junk, "copy_times": junk})
+
+
+@settings(max_examples=400, deadline=None)
+@given(platform_files)
+def test_hand_validator_agrees_with_jsonschema(data):
+    assert_agree(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 1 << 30), min_size=1, max_size=6, unique=True),
+       st.floats(0, 1e-3), st.booleans())
+def test_valid_files_from_sorted_tables_load(sizes, overhead, shuffle):
+    table = [{"bytes": b, "seconds": b * 1e-10} for b in (sizes if shuffle else sorted(sizes))]
+    data = {"format": 1, "event_overhead": overhead, "copy_time": table}
+    assert_agree(data)
+    if sorted(sizes) == [e["bytes"] for e in table]:
+        assert Platform.from_dict(data).copy_time(sizes[0]) == pytest.approx(sizes[0] * 1e-10)
