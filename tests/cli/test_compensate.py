@@ -73,7 +73,7 @@ def test_overhead_option_and_cross_format(tmp_path):
 
 def test_no_platform_explains_how_to_get_one(tmp_path):
     code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace")
-    assert code == 3
+    assert code == 2  # a usage error, as the README says
     assert "--platform" in stderr and "calibrate" in stderr
     assert len(stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.trace").exists()

@@ -106,7 +106,7 @@ def _on_otf2_error(_user, _file, _line, _func, code, fmt, va):  # C callback sig
             else:
                 text = fmt.decode("utf-8", "replace")
         _diagnostics.append((int(code), text))
-    except Exception:  # never raise into C
+    except BaseException:  # never raise into C (a KeyboardInterrupt included)
         pass
     return code
 

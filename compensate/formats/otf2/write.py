@@ -36,6 +36,7 @@ from otf2.enums import (
 )
 from otf2.registry import DefinitionRegistry
 
+from compensate import interrupt
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
     _TIMESTAMP_UNDEF,
@@ -140,14 +141,14 @@ class _ChunkAllocator:
             if ptr:
                 chunks.append(ptr)
             return ptr
-        except Exception:  # never raise into C; NULL is an allocation failure
+        except BaseException:  # never raise into C; NULL is an allocation failure
             return None
 
     def _free_all(self, _user, _file_type, _location, per_buffer, _final):  # C callback
         try:
             for ptr in self.chunks.pop(per_buffer[0], ()):
                 _free(ptr)
-        except Exception:  # never raise into C
+        except BaseException:  # never raise into C
             pass
 
 
@@ -200,7 +201,7 @@ class _ArchiveWriter(otf2.writer.Writer):
                 _otf2.Archive_Close(handle)
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        with interrupt.shielded(), contextlib.suppress(Exception):
             self.close()
 
 
@@ -443,7 +444,8 @@ class Otf2EventWriter:
         # location -> [event writer, records written, last time written]
         self._locations: dict[int, list[Any]] = {}
         self._writer: _ArchiveWriter | None = None
-        with _library_errors(path, "cannot write OTF2 archive"):
+        with interrupt.deferred("otf2-create"), \
+                _library_errors(path, "cannot write OTF2 archive"):
             if meta is None:
                 registry = _registry_from_model(definitions, path)
                 realtime = _TIMESTAMP_UNDEF
@@ -494,7 +496,10 @@ class Otf2EventWriter:
         cannot store or build."""
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
-        with _library_errors(self.path, "cannot write OTF2 archive"):
+        # the C library calls back into Python (flushes, our memory callbacks): a
+        # signal there is recorded and raised after the call (compensate.interrupt)
+        with interrupt.deferred("otf2-write"), \
+                _library_errors(self.path, "cannot write OTF2 archive"):
             state = self._location(ref)
             ew, base, previous = state
             _check_location_times(ev, self.path, ref, base, previous)
@@ -548,7 +553,8 @@ class Otf2EventWriter:
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
         try:
-            with _library_errors(self.path, "cannot write OTF2 archive"):
+            with interrupt.deferred("otf2-close"), \
+                    _library_errors(self.path, "cannot write OTF2 archive"):
                 for ref in (loc._ref for loc in self.registry.locations):
                     if ref not in self._locations:
                         self._location(ref)
@@ -562,7 +568,8 @@ class Otf2EventWriter:
         """Release the archive after a failure, without writing anything more."""
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.abandon()
+            with interrupt.shielded():
+                writer.abandon()
 
 
 def write_otf2(trace: Trace, path: str) -> None:
