@@ -26,6 +26,7 @@ from calibration.progress import Progress
 from calibration.report import format_external, format_run
 from calibration.timer import calibrate_timer
 from calibration.units import fmt_bytes, fmt_seconds
+from compensate import interrupt
 from compensate.model import TraceError
 from compensate.platform import Platform, PlatformError, parse_duration
 
@@ -291,7 +292,12 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point: one-line errors, never a traceback."""
+    """Console-script entry point: one-line errors, never a traceback; 130/143 after
+    SIGINT/SIGTERM (compensate.interrupt)."""
+    return interrupt.run("calibrate", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         return run(argv)
     except _Usage as exc:
@@ -304,8 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibrate: error: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:
-        print("calibrate: interrupted; nothing written", file=sys.stderr)
-        return 130
+        raise  # interrupt.run says so, once
     except MemoryError:
         print(f"calibrate: error: out of memory (the copy-cost buffers need about "
               f"3 x {fmt_bytes(64 << 20)}; try --max-size)", file=sys.stderr)

@@ -20,6 +20,7 @@ from calibration.copycost import CopyPoint, CopyResult, is_resolved, monotone_vi
 from calibration.machine import machine_facts, now_iso
 from calibration.overhead import WriterProbeResult
 from calibration.timer import TimerCalibration
+from compensate import interrupt
 from compensate.platform import Platform, PlatformError
 
 FORMAT = 1
@@ -160,6 +161,7 @@ def write_platform(data: dict, path: str | Path, force: bool = False) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        interrupt.commit_point()  # never moved into place after SIGINT/SIGTERM
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -72,6 +72,8 @@ _defer = 0                    # depth of deferred()/shielded() regions
 _committed = False            # commit_point() has passed: later signals are ignored
 _hook: list | None = None     # [signal, name, n, delay] of the test hook, or None
 _running = False              # inside run()
+_undoable = False             # run() has a cleanup that undoes every output: no
+#                               point of no return before the command ends
 
 
 def signal_name(signum: int) -> str:
@@ -101,7 +103,7 @@ def handling() -> Iterator[None]:
     """Install the handlers for SIGINT and SIGTERM for the duration (a command's
     run) and restore the previous ones afterwards. A no-op outside the main
     thread (Python delivers signals only there)."""
-    global _active, _received, _defer, _committed, _hook
+    global _active, _received, _defer, _committed, _hook, _undoable
     if _active or threading.current_thread() is not threading.main_thread():
         yield  # nested (the outer one stays in charge), or signals cannot come here
         return
@@ -115,7 +117,7 @@ def handling() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        _active, _hook = False, None
+        _active, _hook, _undoable = False, None, False
 
 
 def received() -> int | None:
@@ -183,15 +185,19 @@ def commit_point() -> None:
     has been moved yet); otherwise pass the point of no return, after which signals
     are ignored (see the module docstring). A no-op outside :func:`handling`."""
     global _committed
+    if _hook is not None:
+        _trigger("commit")
     check()
-    if _active:
+    if _active and not _undoable:
         _committed = True
 
 
 def run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None = None) -> int:
     """Run a command's ``body`` under :func:`handling` and return its exit status;
     after SIGINT/SIGTERM (even one that ``body`` swallowed, and whatever status it
-    returned) ``cleanup()`` runs shielded, one line ``PROG: interrupted by SIGINT``
+    returned) ``cleanup()`` runs shielded (a command with a ``cleanup`` that undoes all
+    its outputs, e.g. several written one after the other, has no point of no return:
+    :func:`commit_point` only checks), one line ``PROG: interrupted by SIGINT``
     goes to stderr and the status is 130 / 143. ``body`` must not print anything for
     a KeyboardInterrupt itself (this does). Re-entrant: a nested call just runs
     ``body`` and leaves the interrupt to the outermost one."""
@@ -206,8 +212,9 @@ def run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None =
 
 
 def _run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None) -> int:
-    global _committed
+    global _committed, _undoable
     with handling():
+        _undoable = cleanup is not None
         code: int | None = None
         fallback = signal.SIGINT
         try:

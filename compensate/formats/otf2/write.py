@@ -444,27 +444,27 @@ class Otf2EventWriter:
         # location -> [event writer, records written, last time written]
         self._locations: dict[int, list[Any]] = {}
         self._writer: _ArchiveWriter | None = None
-        with interrupt.deferred("otf2-create"), \
-                _library_errors(path, "cannot write OTF2 archive"):
-            if meta is None:
-                registry = _registry_from_model(definitions, path)
-                realtime = _TIMESTAMP_UNDEF
-                chunks: dict[str, int] = {}
-            else:
-                registry = meta.registry
-                realtime = meta.realtime_timestamp
-                chunks = {}
-                if meta.chunk_size_events:
-                    chunks["chunk_size_events"] = meta.chunk_size_events
-                if meta.chunk_size_definitions:
-                    chunks["chunk_size_definitions"] = meta.chunk_size_definitions
-            self.registry = registry
-            os.makedirs(directory, exist_ok=True)
-            writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
-                                    timer_resolution=definitions.timer_resolution,
-                                    realtime_timestamp=realtime, **chunks)
-            self._writer = writer
-            try:
+        try:
+            with interrupt.deferred("otf2-create"), \
+                    _library_errors(path, "cannot write OTF2 archive"):
+                if meta is None:
+                    registry = _registry_from_model(definitions, path)
+                    realtime = _TIMESTAMP_UNDEF
+                    chunks: dict[str, int] = {}
+                else:
+                    registry = meta.registry
+                    realtime = meta.realtime_timestamp
+                    chunks = {}
+                    if meta.chunk_size_events:
+                        chunks["chunk_size_events"] = meta.chunk_size_events
+                    if meta.chunk_size_definitions:
+                        chunks["chunk_size_definitions"] = meta.chunk_size_definitions
+                self.registry = registry
+                os.makedirs(directory, exist_ok=True)
+                writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
+                                        timer_resolution=definitions.timer_resolution,
+                                        realtime_timestamp=realtime, **chunks)
+                self._writer = writer
                 if meta is not None:
                     if meta.creator:
                         writer.creator = meta.creator
@@ -476,9 +476,9 @@ class Otf2EventWriter:
                         _otf2.Archive_SetProperty(writer.handle, prop, value, True)
                 else:
                     writer.creator = "compensate"
-            except BaseException:
-                self.abandon()
-                raise
+        except BaseException:  # incl. an interrupt raised as the region ends
+            self.abandon()
+            raise
 
     def _location(self, ref: int) -> list[Any]:
         state = self._locations.get(ref)
