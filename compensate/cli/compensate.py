@@ -388,10 +388,11 @@ def overcompensation_line(summary: dict) -> str:
 
 
 def _duration(seconds: float) -> str:
+    """``999.8 us``, ``50 ns``, ``1.2 ms``: four significant digits at most."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
 
 
 def _refused(args: argparse.Namespace, outputs: _Outputs, summary: dict) -> int | None:
