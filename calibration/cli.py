@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+import compensate.interrupt as interrupt
 from calibration import external, overhead, platformfile, tracecheck, workers
 from calibration.copycost import COPY_METHODS, measure_copy_cost
 from calibration.modes import MODES
@@ -26,7 +27,6 @@ from calibration.progress import Progress
 from calibration.report import format_external, format_run
 from calibration.timer import calibrate_timer
 from calibration.units import fmt_bytes, fmt_seconds
-from compensate import interrupt
 from compensate.model import TraceError
 from compensate.platform import Platform, PlatformError, parse_duration
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+import compensate.interrupt as interrupt
 from calibration.copycost import CopyPoint, CopyResult, is_resolved, monotone_violations
 from calibration.machine import machine_facts, now_iso
 from calibration.overhead import WriterProbeResult
 from calibration.timer import TimerCalibration
-from compensate import interrupt
 from compensate.platform import Platform, PlatformError
 
 FORMAT = 1

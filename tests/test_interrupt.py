@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from compensate import interrupt
+import compensate.interrupt as interrupt
 from compensate.interrupt import Interrupted
 
 

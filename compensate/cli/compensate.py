@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compensate import __version__, interrupt
+import compensate.interrupt as interrupt
+from compensate import __version__
 from compensate.api import build_summary, resolve_platform, run_pipeline
 from compensate.engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions
 from compensate.formats import (

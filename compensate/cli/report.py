@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from compensate import interrupt
+import compensate.interrupt as interrupt
 from compensate.analysis import (
     CATEGORIES,
     LABELS,

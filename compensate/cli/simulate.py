@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from compensate import interrupt
+import compensate.interrupt as interrupt
 from compensate.formats import write_trace
 from compensate.platform import PlatformError, parse_duration
 from compensate.simulate import SimulationError, simulate

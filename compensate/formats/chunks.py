@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 
-from compensate import interrupt
+import compensate.interrupt as interrupt
 
 
 class ChunkIterator:

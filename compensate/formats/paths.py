@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from compensate import interrupt
+import compensate.interrupt as interrupt
 from compensate.model import TraceError
 
 FORMATS = {".otf2": "otf2", ".trace": "text"}

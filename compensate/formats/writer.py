@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from compensate import interrupt
+import compensate.interrupt as interrupt
 from compensate.formats.paths import AtomicOutput, output_error
 from compensate.formats.text import MAX_BUFFERED
 from compensate.model import Definitions, Events, TraceError

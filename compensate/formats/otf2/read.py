@@ -24,12 +24,13 @@ import _otf2
 import otf2
 from otf2 import definitions as odef
 
-from compensate import interrupt
+import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.otf2.columns import EventCollector, empty_events
 from compensate.formats.otf2.library import (
     BATCH_EVENTS,
     Otf2Archive,
+    _library_call,
     _library_errors,
 )
 from compensate.model import (
@@ -97,9 +98,8 @@ def _open_archive(path: str) -> tuple[Any, Definitions]:
         what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
             else "no such OTF2 anchor file"
         raise TraceError(what, source=path)
-    # the definitions come through Python callbacks of the C reader: a signal there is
-    # recorded and raised after the call (compensate.interrupt)
-    with interrupt.deferred("otf2-open"), _library_errors(path, "cannot read OTF2 archive"):
+    # the definitions come through Python callbacks of the C reader
+    with _library_call(path, "cannot read OTF2 archive", "otf2-open"):
         reader = otf2.reader.Reader(path, batch_events=BATCH_EVENTS)
         try:
             registry = reader.definitions

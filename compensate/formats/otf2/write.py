@@ -36,14 +36,14 @@ from otf2.enums import (
 )
 from otf2.registry import DefinitionRegistry
 
-from compensate import interrupt
+import compensate.interrupt as interrupt
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
     _TIMESTAMP_UNDEF,
     _UINT32_UNDEF,
     _UINT64_UNDEF,
     Otf2Archive,
-    _library_errors,
+    _library_call,
 )
 from compensate.formats.otf2.records import write_records
 from compensate.model import (
@@ -445,8 +445,7 @@ class Otf2EventWriter:
         self._locations: dict[int, list[Any]] = {}
         self._writer: _ArchiveWriter | None = None
         try:
-            with interrupt.deferred("otf2-create"), \
-                    _library_errors(path, "cannot write OTF2 archive"):
+            with _library_call(path, "cannot write OTF2 archive", "otf2-create"):
                 if meta is None:
                     registry = _registry_from_model(definitions, path)
                     realtime = _TIMESTAMP_UNDEF
@@ -496,10 +495,7 @@ class Otf2EventWriter:
         cannot store or build."""
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
-        # the C library calls back into Python (flushes, our memory callbacks): a
-        # signal there is recorded and raised after the call (compensate.interrupt)
-        with interrupt.deferred("otf2-write"), \
-                _library_errors(self.path, "cannot write OTF2 archive"):
+        with _library_call(self.path, "cannot write OTF2 archive", "otf2-write"):
             state = self._location(ref)
             ew, base, previous = state
             _check_location_times(ev, self.path, ref, base, previous)
@@ -553,8 +549,7 @@ class Otf2EventWriter:
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
         try:
-            with interrupt.deferred("otf2-close"), \
-                    _library_errors(self.path, "cannot write OTF2 archive"):
+            with _library_call(self.path, "cannot write OTF2 archive", "otf2-close"):
                 for ref in (loc._ref for loc in self.registry.locations):
                     if ref not in self._locations:
                         self._location(ref)
