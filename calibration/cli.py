@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+import compensate.interrupt as interrupt
 from calibration import external, overhead, platformfile, tracecheck, workers
 from calibration.copycost import COPY_METHODS, measure_copy_cost
 from calibration.modes import MODES
@@ -293,7 +294,12 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point: one-line errors, never a traceback."""
+    """Console-script entry point: one-line errors, never a traceback; 130/143 after
+    SIGINT/SIGTERM (compensate.interrupt)."""
+    return interrupt.run("calibrate", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         return run(argv)
     except _Usage as exc:
@@ -306,8 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibrate: error: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:
-        print("calibrate: interrupted; nothing written", file=sys.stderr)
-        return 130
+        raise  # interrupt.run says so, once
     except MemoryError:
         print(f"calibrate: error: out of memory (the copy-cost buffers need about "
               f"3 x {fmt_bytes(64 << 20)}; try --max-size)", file=sys.stderr)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+import compensate.interrupt as interrupt
 from calibration.copycost import CopyPoint, CopyResult, is_resolved, monotone_violations
 from calibration.machine import machine_facts, now_iso
 from calibration.overhead import WriterProbeResult
@@ -162,6 +163,7 @@ def write_platform(data: dict, path: str | Path, force: bool = False) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        interrupt.commit_point()  # never moved into place after SIGINT/SIGTERM
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -252,6 +252,8 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
         "measured_span_s": measured,
         "approximated_span_s": approximated,
         "overcompensated_records": stats.overcompensated,
+        "overcompensated_by_kind": dict(sorted(stats.overcompensated_by_kind.items())),
+        "overcompensated_max_s": stats.overcompensated_max_s,
         "messages_matched": stats.messages,
         "unmatched_sends": stats.unmatched_sends,
         "collective_instances": stats.collective_instances,

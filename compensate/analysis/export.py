@@ -36,14 +36,13 @@ documented in Google's "Trace Event Format" document.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from compensate.analysis.calls import is_mpi, location_label, region_name, trace_origin
+from compensate.formats.paths import AtomicFile
 from compensate.matching import Matching, match
 from compensate.model import (
     BUFFER_FLUSH,
@@ -176,21 +175,20 @@ def _location_events(trace: Trace, loc: int, pid: int, origin: int, res: float,
     return out
 
 
-def write_trace_events(trace: Trace, path: str | Path, matching: Matching | None = None) -> int:
-    """Write :func:`trace_events` to ``path`` atomically (temporary file, then rename);
-    return the number of trace events written."""
+def write_trace_events(trace: Trace, path: str | Path | AtomicFile,
+                       matching: Matching | None = None) -> int:
+    """Write :func:`trace_events` to ``path`` atomically (temporary file, then rename;
+    or into an :class:`~compensate.formats.AtomicFile` created beforehand); return
+    the number of trace events written."""
     doc = trace_events(trace, matching)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    out = path if isinstance(path, AtomicFile) else AtomicFile(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with out.open() as f:
             json.dump(doc, f, separators=(",", ":"))
             f.write("\n")
-        os.replace(tmp, path)
+        out.commit()
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        out.discard()
         raise
     return len(doc["traceEvents"])
 

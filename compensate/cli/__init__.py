@@ -1,7 +1,29 @@
 """The command line: ``compensate`` (:mod:`~compensate.cli.compensate`), its
 ``report`` and ``export`` subcommands (:mod:`~compensate.cli.report`) and
-``compensate-simulate`` (:mod:`~compensate.cli.simulate`)."""
+``compensate-simulate`` (:mod:`~compensate.cli.simulate`).
 
-from compensate.cli.compensate import main
+:func:`main` installs the SIGINT/SIGTERM handlers (:mod:`compensate.interrupt`)
+before it imports the command, whose imports (numpy, scipy, otf2) take about a
+second: an interrupt meanwhile is one line and exit 130/143 as any other.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``compensate`` command (console-script entry point)."""
+    from compensate import interrupt
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    prog = f"compensate {args[0]}" if args and args[0] in ("report", "export") else "compensate"
+
+    def body() -> int:
+        from compensate.cli.compensate import main as command_main
+        return command_main(argv)
+
+    return interrupt.run(prog, body)
+
 
 __all__ = ["main"]

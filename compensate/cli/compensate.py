@@ -1,8 +1,11 @@
 """Command line: ``compensate IN OUT [--bound lower|upper] [--platform FILE.json] ...``.
 
 Data flow: read -> match -> compensate -> verify -> write (atomically). Exit codes:
-0 ok, 2 usage, 3 bad input (including refused output paths), 4 verification
-failure (a bug: nothing is written), 1 internal error. Every error is one line on
+0 ok, 2 usage (including no platform), 3 bad input or an output that cannot be
+written (refused, read-only, no space, ...), 4 verification failure (a bug:
+nothing is written), 5 more overcompensated records than ``--max-overcompensated``
+allows (nothing is written), 130 / 143 interrupted by SIGINT / SIGTERM (nothing is
+written; :mod:`compensate.interrupt`), 1 internal error. Every error is one line on
 stderr; set COMPENSATE_DEBUG=1 to see tracebacks of internal errors.
 """
 
@@ -18,16 +21,26 @@ from pathlib import Path
 
 import numpy as np
 
+import compensate.interrupt as interrupt
 from compensate import __version__
 from compensate.api import build_summary, resolve_platform, run_pipeline
 from compensate.engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions
-from compensate.formats import OutputError, output_target, read_trace, trace_format, write_trace
+from compensate.formats import (
+    AtomicFile,
+    AtomicOutput,
+    OutputError,
+    output_target,
+    read_trace,
+    trace_format,
+    write_trace,
+)
 from compensate.gcpause import gc_paused
 from compensate.model import TraceError
 from compensate.platform import Platform, PlatformError
 from compensate.progress import Progress
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_VERIFY = 0, 1, 2, 3, 4
+EXIT_OVERCOMPENSATED = 5
 
 PLATFORM_HINT = ("give --platform FILE.json (write one with `calibrate`, or by hand: "
                  '{"event_overhead": 1e-6, "copy_time": [{"bytes": 1024, "seconds": 1e-7}]}) '
@@ -35,7 +48,11 @@ PLATFORM_HINT = ("give --platform FILE.json (write one with `calibrate`, or by h
 
 
 class _Usage(Exception):
-    pass
+    """A usage error (exit 2); ``synopsis``: also print the usage line."""
+
+    def __init__(self, message: str, synopsis: bool = True) -> None:
+        super().__init__(message)
+        self.synopsis = synopsis
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="treat MPI_Send messages larger than BYTES as synchronous "
                         "(rendezvous); MPI_Ssend always is (default: off)")
     p.add_argument("--summary", metavar="FILE.json", help="write a JSON summary of the run")
+    p.add_argument("--max-overcompensated", metavar="N|P%", type=_limit, default=None,
+                   help="refuse the output (exit 5, nothing written) if more than N records, "
+                        "or more than P %% of the records, were overcompensated "
+                        "(default: no limit)")
     p.add_argument("--in-memory", action="store_true",
                    help="hold the whole trace in memory instead of streaming it segment by "
                         "segment (same result; for comparison and debugging)")
@@ -72,6 +93,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress and no summary line")
     p.add_argument("--version", action="version", version=f"compensate {__version__}")
     return p
+
+
+def _limit(text: str) -> tuple[float, bool]:
+    """``--max-overcompensated``: ``N`` records or ``P%`` of the records, as
+    (value, is_percentage)."""
+    percent = text.strip().endswith("%")
+    number = text.strip().removesuffix("%").strip()
+    try:
+        value = float(number) if percent else int(number)
+    except ValueError:
+        value = -1
+    if value < 0 or value != value or (percent and value > 100):
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: a number of records (e.g. 10) or a percentage "
+            f"of the records (e.g. 0.5%)")
+    return float(value), percent
 
 
 def load_platform(args: argparse.Namespace) -> Platform | None:
@@ -101,6 +138,49 @@ def run(argv: list[str] | None = None) -> int:
         return _run(argv)
 
 
+class _Outputs:
+    """The outputs of one run, created before the work so that a path that cannot
+    be written fails first: the trace's temporary output and the ``--summary``
+    file's. Nothing of them stays unless :meth:`commit` moves them into place."""
+
+    def __init__(self, args: argparse.Namespace, target: Path) -> None:
+        self.summary: AtomicFile | None = None
+        if args.summary:
+            _check_summary_path(args)
+            self.summary = AtomicFile(args.summary)
+        try:
+            self.trace = AtomicOutput(args.output, target)
+        except BaseException:
+            self.discard()
+            raise
+
+    def write_summary(self, summary: dict) -> None:
+        if self.summary is not None:
+            self.summary.write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+
+    def commit_summary(self) -> None:
+        if self.summary is not None:
+            self.summary.commit()
+
+    def discard(self) -> None:
+        if self.summary is not None:
+            self.summary.discard()
+        if getattr(self, "trace", None) is not None:
+            self.trace.discard()
+
+
+def _check_summary_path(args: argparse.Namespace) -> None:
+    """``--summary`` may not be the input, nor inside the output (or be it)."""
+    path = Path(args.summary).absolute()
+    if path.resolve() == Path(args.input).resolve():
+        raise OutputError(f"{args.summary}: the summary would overwrite the input {args.input}")
+    out = Path(args.output).absolute()
+    inside = out.parent if trace_format(args.output) == "otf2" else out
+    if path == inside or inside in path.parents:
+        raise OutputError(f"{args.summary}: the summary would be written into the output "
+                          f"{args.output}")
+
+
 def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -108,35 +188,51 @@ def _run(argv: list[str] | None) -> int:
         trace_format(args.output)
     except ValueError as exc:
         raise _Usage(str(exc)) from None
-    target = output_target(args.input, args.output, args.force)
     platform = load_platform(args)
     if platform is None and args.bound != "none":
-        raise PlatformError(f"no platform: {PLATFORM_HINT}")
+        raise _Usage(f"no platform: {PLATFORM_HINT}", synopsis=False)
+    target = output_target(args.input, args.output, args.force)
     show = not args.quiet and sys.stderr.isatty()
-    if not args.in_memory:
-        from compensate.engine.stream import NotStreamable, SegmentError
-        try:
-            return _run_streaming(args, target, platform, show)
-        except (NotStreamable, SegmentError) as exc:
-            # not in time order, or a problem whose exact record the whole trace names
-            _phase(show, f"cannot stream ({exc}); reading the whole trace ...")
-    return _run_in_memory(args, target, platform, show)
+    outputs = _Outputs(args, target)
+    try:
+        if not args.in_memory:
+            from compensate.engine.stream import NotStreamable, SegmentError
+            try:
+                return _run_streaming(args, outputs, platform, show)
+            except (NotStreamable, SegmentError) as exc:
+                # not in time order, or a problem whose exact record the whole trace names
+                _phase(show, f"cannot stream ({exc}); reading the whole trace ...")
+                outputs.trace = AtomicOutput(args.output, target)  # the writer discarded it
+        return _run_in_memory(args, outputs, platform, show)
+    finally:
+        outputs.discard()  # nothing after a commit; everything after a failure
 
 
-def _run_in_memory(args: argparse.Namespace, target: Path, platform: Platform | None,
+def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
                    show: bool) -> int:
     """read -> match -> compensate -> verify -> write, the whole trace in memory."""
     t_start = time.monotonic()
     _phase(show, f"reading {args.input} ...")
+    interrupt.checkpoint("read")
     trace = read_trace(args.input)
     t_read = time.monotonic()
     progress = Progress("compensate", "compensating", trace.record_count, "records", enabled=show)
+
+    def on_progress(done: int) -> None:
+        interrupt.checkpoint("compensate")
+        progress(done)
+
+    def on_phase(message: str) -> None:
+        interrupt.checkpoint("phase")
+        _phase(show, message)
+
     try:
         result, matching, outcome, check = run_pipeline(
-            trace, platform, args.bound, args.collective_exit, args.eager_limit, progress,
-            lambda message: _phase(show, message))
+            trace, platform, args.bound, args.collective_exit, args.eager_limit, on_progress,
+            on_phase)
     finally:
         progress.close()
+    interrupt.checkpoint("verified")
     t_comp = time.monotonic()
     summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
                        records=trace.record_count, locations=len(trace.events),
@@ -144,15 +240,25 @@ def _run_in_memory(args: argparse.Namespace, target: Path, platform: Platform | 
                        measured=trace.span_seconds, approximated=result.trace.span_seconds)
     summary["seconds"] = {"read": t_read - t_start, "compensate": t_comp - t_read}
     if not check.ok:
-        return _verification_failed(args, summary, check)
+        return _verification_failed(args, outputs, summary, check)
+    refused = _refused(args, outputs, summary)
+    if refused is not None:
+        return refused
     _phase(show, f"writing {args.output} ...")
-    write_trace(result.trace, args.output, target)
+    interrupt.checkpoint("write")
+    summary["seconds"]["write"] = 0.0  # known only once written: filled in below
+    t_write = time.monotonic()
+
+    def before_commit() -> None:
+        summary["seconds"]["write"] = time.monotonic() - t_write
+        _commit_summary(outputs, summary)
+
+    write_trace(result.trace, args.output, output=outputs.trace, before_commit=before_commit)
     _phase(show, "")
-    summary["seconds"]["write"] = time.monotonic() - t_comp
     return _done(args, summary)
 
 
-def _run_streaming(args: argparse.Namespace, target: Path, platform: Platform | None,
+def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
                    show: bool) -> int:
     """The same pipeline segment by segment (compensate.engine.stream): read a chunk, cut at
     safe points, match -> compensate -> verify -> write each segment."""
@@ -165,25 +271,36 @@ def _run_streaming(args: argparse.Namespace, target: Path, platform: Platform | 
     if args.bound == "fitted":  # R2f needs the fit first: one more pass over the input
         _phase(show, f"fitting the network to the transfers {args.input} observed ...")
         defs, chunks = read_chunks(args.input)
-        outcome = fit_pass(defs, chunks, plat, args.input, args.eager_limit)
+        outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, args.input,
+                           args.eager_limit)
         bound = "fitted" if outcome.fit else "lower"
     t_fit = time.monotonic()
+    interrupt.checkpoint("open")
     defs, chunks = read_chunks(args.input)
     progress = Progress("compensate", "compensating", None, "records", enabled=show)
     where = _time_fraction(defs)
-    writer = TraceWriter(args.output, defs, target)
+    writer = TraceWriter(args.output, defs, output=outputs.trace)
+
+    def write(loc: int, events) -> None:
+        interrupt.checkpoint("write")
+        writer.write(loc, events)
 
     def advance(t: int) -> None:  # the segment's start time: how far the run is
+        interrupt.checkpoint("segment")
         progress.hint(where(t))
         writer.advance(t)
 
+    def on_progress(done: int) -> None:
+        interrupt.checkpoint("compensate")
+        progress(done)
+
     try:
         result = compensate_stream(
-            defs, chunks, plat,
+            defs, interrupt.checkpoints(chunks, "read"), plat,
             EngineOptions(bound=bound, collective_exit=args.collective_exit,
                           network_time=outcome.fit if outcome else None),
-            writer.write, source=str(args.input), eager_limit=args.eager_limit,
-            progress=progress, advance=advance)
+            write, source=str(args.input), eager_limit=args.eager_limit,
+            progress=on_progress, advance=advance)
         progress.close()
         check = result.verification
         res = defs.timer_resolution
@@ -194,16 +311,25 @@ def _run_streaming(args: argparse.Namespace, target: Path, platform: Platform | 
         summary["segments"] = {"count": result.segments, "largest": result.largest_segment}
         if not check.ok:
             writer.abort()
-            return _verification_failed(args, summary, check)
+            return _verification_failed(args, outputs, summary, check)
+        refused = _refused(args, outputs, summary)
+        if refused is not None:
+            writer.abort()
+            return refused
         _phase(show, f"finishing {args.output} ...")
-        writer.close()
+        interrupt.checkpoint("finish")
+
+        def before_commit() -> None:
+            summary["seconds"] = {"fit": t_fit - t_start,
+                                  "compensate_and_write": time.monotonic() - t_fit}
+            _commit_summary(outputs, summary)
+
+        writer.close(before_commit)
     except BaseException:
         progress.close()
         writer.abort()
         raise
     _phase(show, "")
-    summary["seconds"] = {"fit": t_fit - t_start, "compensate_and_write":
-                          time.monotonic() - t_fit}
     return _done(args, summary)
 
 
@@ -229,9 +355,58 @@ def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, 
     return summary
 
 
-def _verification_failed(args: argparse.Namespace, summary: dict, check) -> int:
+def _commit_summary(outputs: _Outputs, summary: dict) -> None:
+    """Write the ``--summary`` file and move it into place (right before the trace)."""
+    outputs.write_summary({k: v for k, v in summary.items() if not k.startswith("_")})
+    outputs.commit_summary()
+
+
+def overcompensation_line(summary: dict) -> str:
+    """The finding printed (even with ``--quiet``) when records were overcompensated:
+    how many, by record kind, and the largest overhead that did not fit."""
+    n, records = summary["overcompensated_records"], summary["records"]
+    kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(
+        summary["overcompensated_by_kind"].items(), key=lambda kv: (-kv[1], kv[0])))
+    share = f"{100 * n / records:.3g} %" if records else "n/a"
+    return (f"compensate: warning: {n:,} of {records:,} records ({share}) overcompensated "
+            f"({kinds}): the overhead removed did not fit the measured gap, by up to "
+            f"{_duration(summary['overcompensated_max_s'])}; these records were clamped "
+            f"to their predecessor (is the overhead too large for this trace? "
+            f"see `calibrate check`)")
+
+
+def _duration(seconds: float) -> str:
+    """``999.8 us``, ``50 ns``, ``1.2 ms``: four significant digits at most."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def _refused(args: argparse.Namespace, outputs: _Outputs, summary: dict) -> int | None:
+    """``--max-overcompensated``: exit 5 (nothing written but the summary) if more
+    records were overcompensated than allowed; None if within the limit."""
+    if args.max_overcompensated is None:
+        return None
+    value, percent = args.max_overcompensated
+    n, records = summary["overcompensated_records"], summary["records"]
+    allowed = value * records / 100 if percent else value
+    if n <= allowed:
+        return None
+    limit = f"{value:g} % of {records:,} records" if percent else f"{int(value):,} records"
     summary.pop("_bound_text", None)
-    _write_summary(args, summary)
+    interrupt.commit_point()
+    _commit_summary(outputs, summary)
+    print(f"compensate: error: {n:,} records overcompensated, more than "
+          f"--max-overcompensated {limit}; nothing written to {args.output}", file=sys.stderr)
+    return EXIT_OVERCOMPENSATED
+
+
+def _verification_failed(args: argparse.Namespace, outputs: _Outputs, summary: dict,
+                         check) -> int:
+    summary.pop("_bound_text", None)
+    interrupt.commit_point()
+    _commit_summary(outputs, summary)
     print(f"compensate: verification failed: {check.violations} happened-before "
           f"violations ({'; '.join(check.examples[:2])}); nothing written — "
           f"this is a bug, please report it", file=sys.stderr)
@@ -240,27 +415,17 @@ def _verification_failed(args: argparse.Namespace, summary: dict, check) -> int:
 
 def _done(args: argparse.Namespace, summary: dict) -> int:
     bound_text = summary.pop("_bound_text")
-    _write_summary(args, summary)
+    over = summary["overcompensated_records"]
+    if over:
+        print(overcompensation_line(summary), file=sys.stderr)
     if not args.quiet:
         m, a = summary["measured_span_s"], summary["approximated_span_s"]
         removed = f"{100 * (m - a) / m:.1f} %" if m > 0 else "n/a"
-        over = summary["overcompensated_records"]
         print(f"compensate: {summary['records']:,} records on {summary['locations']} "
               f"locations, {bound_text}: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
               f"{summary['messages_matched']} messages, {summary['collective_instances']} "
-              f"collectives, {over} overcompensated records"
-              f"{' (overhead too large for this trace?)' if over else ''}, verified; "
-              f"wrote {args.output}")
+              f"collectives, {over} overcompensated records, verified; wrote {args.output}")
     return EXIT_OK
-
-
-def _write_summary(args: argparse.Namespace, summary: dict) -> None:
-    if not args.summary:
-        return
-    path = Path(args.summary)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
-    os.replace(tmp, path)
 
 
 def _json_default(o):
@@ -269,33 +434,45 @@ def _json_default(o):
     raise TypeError(type(o).__name__)
 
 
+USAGE = ("usage: compensate IN OUT [--bound lower|upper|fitted|none] [--platform FILE.json] "
+         "[--overhead DURATION] [--collective-exit uniform|per-process] [--eager-limit BYTES] "
+         "[--summary FILE.json] [--max-overcompensated N|P%] [--in-memory] [--force] [--quiet]")
+
+
+def _main(argv: list[str] | None) -> int:
+    """The run with every failure turned into one line on stderr and an exit code.
+    A failure caused by an interrupt is left to :func:`compensate.interrupt.run`."""
+    try:
+        return run(argv)
+    except (KeyboardInterrupt, SystemExit):  # SystemExit: --help, --version
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one line, never a traceback
+        interrupt.check()  # an error an interrupt caused is reported as the interrupt
+        if isinstance(exc, _Usage):
+            print(f"compensate: error: {exc}" + (f"\n{USAGE}" if exc.synopsis else ""),
+                  file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(exc, (TraceError, PlatformError, OutputError)):
+            print(f"compensate: error: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        if isinstance(exc, OSError):  # e.g. the input cannot be opened
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"compensate: error: {where}{exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INPUT
+        if os.environ.get("COMPENSATE_DEBUG") or not isinstance(exc, Exception):
+            raise
+        print(f"compensate: internal error: {type(exc).__name__}: {exc} "
+              f"(set COMPENSATE_DEBUG=1 for a traceback; please report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
 def main(argv: list[str] | None = None) -> int:
-    # `compensate report ...` / `compensate export ...`: subcommands (compensate/reportcli.py)
+    # `compensate report ...` / `compensate export ...`: subcommands (compensate/cli/report.py)
     sub = list(sys.argv[1:] if argv is None else argv)
     if sub and sub[0] in ("report", "export"):
         from compensate.cli.report import main as subcommand_main
         return subcommand_main(sub)
-    try:
-        code = run(argv)
-    except _Usage as exc:
-        print(f"compensate: error: {exc}\nusage: compensate IN OUT "
-              f"[--bound lower|upper|fitted|none] [--platform FILE.json] [--overhead DURATION] "
-              f"[--collective-exit uniform|per-process] [--eager-limit BYTES] "
-              f"[--summary FILE.json] [--in-memory] [--force] [--quiet]", file=sys.stderr)
-        code = EXIT_USAGE
-    except (TraceError, PlatformError, OutputError) as exc:
-        print(f"compensate: error: {exc}", file=sys.stderr)
-        code = EXIT_INPUT
-    except KeyboardInterrupt:
-        print("compensate: interrupted; nothing written", file=sys.stderr)
-        code = 130
-    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
-        if os.environ.get("COMPENSATE_DEBUG"):
-            raise
-        print(f"compensate: internal error: {type(exc).__name__}: {exc} "
-              f"(set COMPENSATE_DEBUG=1 for a traceback; please report it)", file=sys.stderr)
-        code = EXIT_INTERNAL
-    return code
+    return interrupt.run("compensate", lambda: _main(argv))
 
 
 if __name__ == "__main__":

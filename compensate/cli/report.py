@@ -8,8 +8,9 @@
   trace-event JSON of a trace (:mod:`compensate.analysis.export`).
 
 :func:`compensate.cli.main` dispatches here when its first argument is ``report``
-or ``export``. Exit codes as for the main command: 0 ok, 2 usage, 3 bad input,
-1 internal error; every error is one line on stderr.
+or ``export``. Exit codes as for the main command: 0 ok, 2 usage, 3 bad input or an
+output that cannot be written, 130 / 143 interrupted (nothing written), 1 internal
+error; every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
+import compensate.interrupt as interrupt
 from compensate.analysis import (
     CATEGORIES,
     LABELS,
@@ -31,7 +32,7 @@ from compensate.analysis import (
     breakdown,
     compare,
 )
-from compensate.formats import read_trace, trace_format
+from compensate.formats import AtomicFile, OutputError, read_trace, trace_format
 from compensate.model import Trace, TraceError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
@@ -262,19 +263,6 @@ def report_dict(traces: list[tuple[Trace, Breakdown]], cmp: Comparison | None) -
     }
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 # ---------------------------------------------------------------------------------
 # commands
 
@@ -302,6 +290,19 @@ def run_report(argv: list[str]) -> int:
     paths = [args.trace] + ([args.trace2] if args.trace2 else [])
     for path in paths:
         _check_trace_path(path)
+    json_out = None
+    if args.json:
+        if any(Path(args.json).resolve() == Path(path).resolve() for path in paths):
+            raise OutputError(f"{args.json}: would overwrite the input")
+        json_out = AtomicFile(args.json)  # an unusable path fails before the work
+    try:
+        return _report(args, paths, json_out)
+    finally:
+        if json_out is not None:
+            json_out.discard()  # nothing after the commit
+
+
+def _report(args: argparse.Namespace, paths: list[str], json_out: AtomicFile | None) -> int:
     traces = [read_trace(path) for path in paths]
     cmp = None
     if len(traces) == 2:
@@ -311,9 +312,10 @@ def run_report(argv: list[str]) -> int:
     else:
         bds = [breakdown(traces[0], eager_limit=args.eager_limit)]
         print(format_profile(bds[0], top=args.top))
-    if args.json:
+    if json_out is not None:
         doc = report_dict(list(zip(traces, bds, strict=True)), cmp)
-        _write_atomic(Path(args.json), json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        json_out.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        json_out.commit()
     return EXIT_OK
 
 
@@ -337,30 +339,43 @@ def run_export(argv: list[str]) -> int:
         raise TraceError("is a directory", source=args.output)
     if out.exists() and not args.force:
         raise TraceError("exists (use --force to replace it)", source=args.output)
-    trace = read_trace(args.trace)
-    n = write_trace_events(trace, out)
+    target = AtomicFile(out)  # an unusable path fails before the work
+    try:
+        trace = read_trace(args.trace)
+        n = write_trace_events(trace, target)
+    finally:
+        target.discard()  # nothing after the commit
     print(f"compensate: exported {trace.record_count:,} records on {len(trace.events)} "
           f"locations as {n:,} trace events to {args.output}")
     return EXIT_OK
 
 
 def main(argv: list[str]) -> int:
-    """Run ``report`` or ``export`` (``argv[0]``) and return the exit code."""
+    """Run ``report`` or ``export`` (``argv[0]``) and return the exit code (130 / 143
+    after SIGINT / SIGTERM, :func:`compensate.interrupt.run`)."""
+    return interrupt.run(f"compensate {argv[0]}", lambda: _main(argv))
+
+
+def _main(argv: list[str]) -> int:
     command, rest = argv[0], list(argv[1:])
     runner = {"report": run_report, "export": run_export}[command]
     try:
         return runner(rest)
-    except _Usage as exc:
-        print(f"compensate {command}: error: {exc}\n{USAGE[command]}", file=sys.stderr)
-        return EXIT_USAGE
-    except (TraceError, OSError) as exc:
-        print(f"compensate {command}: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        print(f"compensate {command}: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
-        if os.environ.get("COMPENSATE_DEBUG"):
+    except (KeyboardInterrupt, SystemExit):  # interrupt.run reports; --help
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one line, never a traceback
+        interrupt.check()  # an error an interrupt caused is reported as the interrupt
+        if isinstance(exc, _Usage):
+            print(f"compensate {command}: error: {exc}\n{USAGE[command]}", file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(exc, (TraceError, OutputError)):
+            print(f"compensate {command}: error: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        if isinstance(exc, OSError):
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"compensate {command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INPUT
+        if os.environ.get("COMPENSATE_DEBUG") or not isinstance(exc, Exception):
             raise
         print(f"compensate {command}: internal error: {type(exc).__name__}: {exc} "
               f"(set COMPENSATE_DEBUG=1 for a traceback; please report it)", file=sys.stderr)

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 
+import compensate.interrupt as interrupt
 from compensate.formats import TraceWriter
 from compensate.model import Trace
 from compensate.platform import PlatformError, parse_duration
@@ -72,12 +74,31 @@ def write_windows(trace: Trace, path: Path, progress=None, windows: int = 64) ->
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGINT/SIGTERM: exit 130/143, and what this run wrote is removed (OUTDIR was
+    # absent or empty): OUTDIR if it created it, else its contents
+    written: list[Path] = []
+    return interrupt.run("compensate-simulate", lambda: _main(argv, written),
+                         cleanup=lambda: _remove(written))
+
+
+def _remove(written: list[Path]) -> None:
+    for p in written:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.exists():
+            p.unlink()
+
+
+def _main(argv: list[str] | None, written: list[Path]) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.outdir)
     prog = Progress("compensate-simulate", f"simulating {args.program}")
     try:
         if out.exists() and any(out.iterdir()):
             raise SimulationError(f"{out}: exists and is not empty")
+        written.append(out if not out.exists() else out / "truth")
+        written += [out / n for n in ("measured", "truth.trace", "measured.trace",
+                                      "platform.json")]
         sim = simulate(args.program, ranks=args.ranks, iterations=args.iterations,
                        overhead=parse_duration(args.overhead), seed=args.seed,
                        progress=prog.fraction)

@@ -40,7 +40,7 @@ from compensate.engine.runsums import segmented_cumsum
 from compensate.matching import (
     Matching,
 )
-from compensate.model import BUFFER_FLUSH, ISEND, SEND, Trace
+from compensate.model import BUFFER_FLUSH, ISEND, KIND_NAMES, SEND, Trace
 from compensate.platform import Platform
 
 START, FAST_P2P, GENERIC = 0, 1, 2
@@ -122,6 +122,22 @@ class Graph:
         self.size = (np.concatenate([ev.size for ev in self.evs]).astype(np.int64)
                      if self.evs else np.zeros(0, np.int64))
 
+    def _count_overcompensation(self, local: np.ndarray) -> None:
+        """R1 overcompensation: local records (not dependent, not first) whose gap
+        is negative, i.e. the overhead removed does not fit the measured gap. Counted
+        in total, by the clamped record's kind, and the largest shortfall in seconds."""
+        over = np.flatnonzero(local & (self.gap < 0))
+        if not over.size:
+            return
+        stats = self.stats
+        stats.overcompensated += int(over.size)
+        kinds, counts = np.unique(self.kind[over], return_counts=True)
+        for k, c in zip(kinds.tolist(), counts.tolist(), strict=True):
+            name = KIND_NAMES[k]
+            stats.overcompensated_by_kind[name] = stats.overcompensated_by_kind.get(name, 0) + c
+        worst = float(-self.gap[over].min()) / self.res
+        stats.overcompensated_max_s = max(stats.overcompensated_max_s, worst)
+
     # -- copy cost ------------------------------------------------------------------
     def _cache_copy_costs(self) -> None:
         """C(s)·s in ticks for every message size in the trace, in one vectorised call."""
@@ -201,7 +217,7 @@ class Graph:
         # overcompensation: local records (not dependent, not first) with a negative gap
         local = np.ones(self.total, dtype=bool)
         local[self.agpos] = False
-        self.stats.overcompensated += int(np.count_nonzero(self.gap[local] < 0))
+        self._count_overcompensation(local)
         del local
         np.maximum(self.gap, 0.0, out=self.gap)
         self.S = segmented_cumsum(self.gap, self.agpos)

@@ -70,6 +70,11 @@ class Stats:
     records: int = 0
     locations: int = 0
     overcompensated: int = 0
+    #: overcompensated records by record kind name (the kind of the clamped record)
+    overcompensated_by_kind: dict = field(default_factory=dict)
+    #: the largest overhead that did not fit a gap, in seconds (how far the record
+    #: would have moved before its predecessor)
+    overcompensated_max_s: float = 0.0
     messages: int = 0
     unmatched_sends: int = 0
     collective_instances: int = 0

@@ -440,8 +440,11 @@ def _sum_counts(total: dict, part: dict) -> None:
 def _add_stats(total: Stats, part: Stats) -> None:
     for key, value in part.__dict__.items():
         if isinstance(value, dict):
+            counts = getattr(total, key)
             for k, x in value.items():
-                total.p2p_cases[k] = total.p2p_cases.get(k, 0) + x
+                counts[k] = counts.get(k, 0) + x
+        elif key == "overcompensated_max_s":
+            total.overcompensated_max_s = max(total.overcompensated_max_s, value)
         else:
             setattr(total, key, getattr(total, key) + value)
 

@@ -9,24 +9,26 @@ of :mod:`compensate.formats.paths` (atomic, never the input).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS, ChunkIterator
 from compensate.formats.paths import (
     FORMATS,
+    AtomicFile,
     AtomicOutput,
     OutputError,
     input_format,
+    output_error,
     output_target,
     trace_format,
 )
 from compensate.formats.writer import TraceWriter
 from compensate.model import Definitions, Events, Trace
 
-__all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "AtomicOutput", "ChunkIterator", "OutputError",
-           "TraceWriter", "input_format", "output_target", "read_chunks", "read_trace",
-           "trace_format", "write_trace"]
+__all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "AtomicFile", "AtomicOutput", "ChunkIterator",
+           "OutputError", "TraceWriter", "input_format", "output_error", "output_target",
+           "read_chunks", "read_trace", "trace_format", "write_trace"]
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -40,18 +42,25 @@ def read_trace(path: str | Path) -> Trace:
     return read_text(path)
 
 
-def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None) -> None:
-    """Write ``trace`` to ``out_path`` atomically (temporary name, then rename).
+def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, *,
+                output: AtomicOutput | None = None,
+                before_commit: Callable[[], None] | None = None) -> None:
+    """Write ``trace`` to ``out_path`` atomically (temporary name, then rename; into
+    ``output`` if given, e.g. created before a long computation so that an unusable
+    path fails first). ``before_commit()`` runs right before the rename.
     (:class:`compensate.formats.writer.TraceWriter` writes chunk by chunk.)"""
-    out = AtomicOutput(out_path, target)
+    out = output if output is not None else AtomicOutput(out_path, target)
     try:
-        if out.format == "otf2":
-            from compensate.formats.otf2 import write_otf2
-            write_otf2(trace, out.path)
-        else:
-            from compensate.formats.text import write_text
-            write_text(trace, out.path)
-        out.commit()
+        try:
+            if out.format == "otf2":
+                from compensate.formats.otf2 import write_otf2
+                write_otf2(trace, out.path)
+            else:
+                from compensate.formats.text import write_text
+                write_text(trace, out.path)
+        except OSError as exc:
+            raise output_error(out.out, "write", exc) from None
+        out.commit(before_commit)
     except BaseException:
         out.discard()
         raise

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 
+import compensate.interrupt as interrupt
+
 
 class ChunkIterator:
     """The iterator protocol of the chunked readers (``otf2io.Otf2Chunks``,
@@ -45,7 +47,7 @@ class ChunkIterator:
             self._release()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        with interrupt.shielded(), contextlib.suppress(Exception):
             self.close()
 
 

@@ -6,15 +6,25 @@ never half-written and never the input.
   it and renamed into place when complete.
 * ``*.trace``: the text format (docs/trace-format.md), written to a temporary file
   and renamed.
+
+Outputs get the modes a plain ``open``/``mkdir`` would give (the umask applies),
+are never moved into place after SIGINT/SIGTERM (:mod:`compensate.interrupt`), and
+an OS error creating or moving them is an :class:`OutputError` that names the path
+and the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import secrets
 import shutil
-import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
+import compensate.interrupt as interrupt
 from compensate.model import TraceError
 
 FORMATS = {".otf2": "otf2", ".trace": "text"}
@@ -78,12 +88,88 @@ def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Pat
     return out
 
 
+def _mode(base: int) -> int:
+    """``base`` minus the process umask: the mode ``open``/``mkdir`` would give."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return base & ~umask
+
+
+def output_error(path: str | Path, action: str, exc: OSError) -> OutputError:
+    """One line naming the output, the path that failed and why (the strerror)."""
+    where = f" {exc.filename}" if exc.filename and str(exc.filename) != str(path) else ""
+    return OutputError(f"{path}: cannot {action}{where}: {exc.strerror or exc}")
+
+
+def _make_parents(directory: Path) -> list[Path]:
+    """Create ``directory`` and its missing parents (umask modes); return those
+    created, deepest first, so that :func:`_remove_empty` can undo it."""
+    missing = []
+    d = directory
+    while not d.exists() and d != d.parent:
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+    return missing
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return
+
+
+def _temp_name(directory: Path, prefix: str) -> Iterator[Path]:
+    for _ in range(100):
+        yield directory / f"{prefix}{secrets.token_hex(4)}"
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(directory / prefix))
+
+
+def make_temp_dir(directory: Path, prefix: str) -> Path:
+    """A new, empty directory in ``directory`` whose mode follows the umask (unlike
+    ``tempfile.mkdtemp``'s 0700)."""
+    for path in _temp_name(directory, prefix):
+        try:
+            path.mkdir(0o777)
+            return path
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
+
+
+def make_temp_file(directory: Path, prefix: str) -> Path:
+    """A new, empty file in ``directory`` whose mode follows the umask (unlike
+    ``tempfile.mkstemp``'s 0600)."""
+    for path in _temp_name(directory, prefix):
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return path
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
+
+
 class AtomicOutput:
     """A temporary output beside the target: an archive directory for OTF2, a file
     for text. :meth:`commit` moves it into place (replacing ``target``, as
     returned by :func:`output_target`), :meth:`discard` removes it; ``path`` is
     where to write (the anchor file inside the temporary directory, or the
-    temporary file)."""
+    temporary file).
+
+    Files and directories are created with the modes ``open``/``mkdir`` give (the
+    umask applies). Directories created for the output (``out/`` of
+    ``out/sub/traces.otf2``) are removed again by :meth:`discard` if empty. An
+    OSError while creating or moving raises :class:`OutputError` naming the path
+    and the reason. :meth:`commit` is :func:`compensate.interrupt.commit_point`:
+    after SIGINT/SIGTERM the output is never moved into place.
+    """
 
     def __init__(self, out_path: str | Path, target: Path | None = None) -> None:
         out = Path(out_path).absolute()
@@ -91,33 +177,112 @@ class AtomicOutput:
         if target is None:
             target = _archive_dir(out) if self.format == "otf2" else out
         self.out, self.target = out, target
-        target.parent.mkdir(parents=True, exist_ok=True)
         self._dir: Path | None = None
-        self._file: str | None = None
-        if self.format == "otf2":
-            self._dir = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-            self.path = str(self._dir / out.name)
-        else:
-            fd, self._file = tempfile.mkstemp(prefix=f".{out.name}.tmp-", dir=out.parent)
-            os.close(fd)
-            self.path = self._file
+        self._file: Path | None = None
+        self._parents: list[Path] = []
+        try:
+            self._parents = _make_parents(target.parent)
+            if self.format == "otf2":
+                self._dir = make_temp_dir(target.parent, f".{target.name}.tmp-")
+                self.path = str(self._dir / out.name)
+            else:
+                self._file = make_temp_file(out.parent, f".{out.name}.tmp-")
+                self.path = str(self._file)
+        except OSError as exc:
+            self.discard()
+            raise output_error(out_path, "create the output", exc) from None
 
-    def commit(self) -> None:
-        if self._dir is not None:
-            _replace_dir(self._dir, self.target)
-            self._dir = None
-        elif self._file is not None:
-            os.replace(self._file, self.out)
-            self._file = None
+    def commit(self, before: Callable[[], None] | None = None) -> None:
+        """Move the output into place; ``before()`` runs right before (after the
+        interrupt check: e.g. moving a summary file into place)."""
+        with interrupt.shielded():
+            interrupt.commit_point()
+            if before is not None:
+                before()
+            try:
+                if self._dir is not None:
+                    _replace_dir(self._dir, self.target)
+                    self._dir = None
+                elif self._file is not None:
+                    os.replace(self._file, self.out)
+                    self._file = None
+            except OSError as exc:
+                raise output_error(self.out, "move the output into place", exc) from None
+            self._parents = []
 
     def discard(self) -> None:
-        """Remove the temporary output (idempotent; nothing after :meth:`commit`)."""
-        tmp_dir, self._dir = self._dir, None
-        tmp_file, self._file = self._file, None
-        if tmp_dir is not None:
-            shutil.rmtree(tmp_dir, ignore_errors=True)
-        if tmp_file is not None and os.path.exists(tmp_file):
-            os.unlink(tmp_file)
+        """Remove the temporary output, and the directories created for it
+        (idempotent; nothing after :meth:`commit`)."""
+        with interrupt.shielded():
+            tmp_dir, self._dir = self._dir, None
+            tmp_file, self._file = self._file, None
+            if tmp_dir is not None:
+                shutil.rmtree(tmp_dir, ignore_errors=True)
+            if tmp_file is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp_file)
+            parents, self._parents = self._parents, []
+            _remove_empty(parents)
+
+
+class AtomicFile:
+    """A file written under a temporary name beside ``path`` and renamed into place
+    by :meth:`commit` (``--summary`` JSON, report JSON): created at once, so that a
+    path that cannot be written fails before the work (OutputError naming it and
+    the reason), with the umask's mode; :meth:`discard` removes it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.out = Path(path)
+        self._tmp: Path | None = None
+        self._parents: list[Path] = []
+        if self.out.is_dir():
+            raise OutputError(f"{path}: is a directory")
+        try:
+            self._parents = _make_parents(self.out.absolute().parent)
+            self._tmp = make_temp_file(self.out.absolute().parent, f".{self.out.name}.tmp-")
+        except OSError as exc:
+            self.discard()
+            raise output_error(path, "write", exc) from None
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[IO[str]]:
+        """The temporary file for writing (UTF-8 text); an OSError becomes an
+        :class:`OutputError` naming the path."""
+        if self._tmp is None:
+            raise OutputError(f"{self.out}: already committed or discarded")
+        try:
+            with open(self._tmp, "w", encoding="utf-8") as f:
+                yield f
+        except OSError as exc:
+            raise output_error(self.out, "write", exc) from None
+
+    def write_text(self, text: str) -> None:
+        """Write ``text`` (UTF-8) to the temporary file."""
+        with self.open() as f:
+            f.write(text)
+
+    def commit(self) -> None:
+        """Move the file into place (not after an interrupt:
+        :func:`compensate.interrupt.commit_point`)."""
+        with interrupt.shielded():
+            if self._tmp is None:
+                return
+            interrupt.commit_point()
+            try:
+                os.replace(self._tmp, self.out)
+            except OSError as exc:
+                raise output_error(self.out, "write", exc) from None
+            self._tmp, self._parents = None, []
+
+    def discard(self) -> None:
+        """Remove the temporary file (idempotent; nothing after :meth:`commit`)."""
+        with interrupt.shielded():
+            tmp, self._tmp = self._tmp, None
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            parents, self._parents = self._parents, []
+            _remove_empty(parents)
 
 
 def _replace_dir(new: Path, target: Path) -> None:
@@ -127,7 +292,7 @@ def _replace_dir(new: Path, target: Path) -> None:
         if not any(target.iterdir()):
             target.rmdir()
         else:
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            old = make_temp_dir(target.parent, f".{target.name}.old-")
             os.rename(target, old / "archive")
             os.rename(new, target)
             shutil.rmtree(old, ignore_errors=True)

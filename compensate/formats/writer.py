@@ -11,10 +11,12 @@ when :meth:`TraceWriter.close` completes; on failure (or
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from compensate.formats.paths import AtomicOutput
+import compensate.interrupt as interrupt
+from compensate.formats.paths import AtomicOutput, output_error
 from compensate.formats.text import MAX_BUFFERED
 from compensate.model import Definitions, Events, TraceError
 
@@ -51,8 +53,11 @@ class TraceWriter:
     """
 
     def __init__(self, out_path: str | Path, definitions: Definitions,
-                 target: Path | None = None, *, max_buffered: int | None = MAX_BUFFERED) -> None:
-        self._output = AtomicOutput(out_path, target)
+                 target: Path | None = None, *, max_buffered: int | None = MAX_BUFFERED,
+                 output: AtomicOutput | None = None) -> None:
+        # ``output``: an AtomicOutput for ``out_path`` created beforehand (e.g. before a
+        # long computation, so that an unusable path fails first)
+        self._output = output if output is not None else AtomicOutput(out_path, target)
         self._sink: Any = None
         self._finished: set[int] = set()
         try:
@@ -81,6 +86,9 @@ class TraceWriter:
                 raise TraceError(f"location {loc} was declared finished",
                                  source=str(self._output.out))
             self._sink.write(loc, events)
+        except OSError as exc:
+            self.abort()
+            raise output_error(self._output.out, "write", exc) from None
         except BaseException:
             self.abort()
             raise
@@ -112,16 +120,24 @@ class TraceWriter:
             return
         try:
             call(*args)
+        except OSError as exc:
+            self.abort()
+            raise output_error(self._output.out, "write", exc) from None
         except BaseException:
             self.abort()
             raise
 
-    def close(self) -> None:
-        """Finish the output and move it into place (atomically)."""
+    def close(self, before_commit: Callable[[], None] | None = None) -> None:
+        """Finish the output and move it into place (atomically; not after an
+        interrupt, :meth:`AtomicOutput.commit`); ``before_commit()`` runs right
+        before the move."""
         self._check_open()
         try:
-            self._sink.close()
-            self._output.commit()
+            try:
+                self._sink.close()
+            except OSError as exc:
+                raise output_error(self._output.out, "write", exc) from None
+            self._output.commit(before_commit)
         except BaseException:
             self.abort()
             raise
@@ -158,7 +174,8 @@ class TraceWriter:
     def __del__(self) -> None:
         # never leave temporary output behind, even if the caller forgot abort()
         if getattr(self, "_state", "closed") == "open":
-            try:
-                self.abort()
-            except Exception:
-                pass
+            with interrupt.shielded():
+                try:
+                    self.abort()
+                except Exception:
+                    pass

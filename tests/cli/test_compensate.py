@@ -73,7 +73,7 @@ def test_overhead_option_and_cross_format(tmp_path):
 
 def test_no_platform_explains_how_to_get_one(tmp_path):
     code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace")
-    assert code == 3
+    assert code == 2  # a usage error, as the README says
     assert "--platform" in stderr and "calibrate" in stderr
     assert len(stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.trace").exists()
@@ -249,3 +249,89 @@ def test_quick_start_example(tmp_path):
     assert s["locations"] == 4 and s["verification"]["ok"]
     assert s["dependencies"]["messages"] > 50 and s["overcompensated_records"] == 0
     assert 0 < s["approximated_span_s"] < s["measured_span_s"]
+
+
+# -- overcompensation: a finding, not a hint ------------------------------------------
+
+PING_PONG = ROOT / "tests" / "data" / "traces" / "ping-pong-otf2" / "traces.otf2"
+
+
+@pytest.fixture
+def ping_pong():
+    if not PING_PONG.exists():
+        pytest.skip(f"{PING_PONG} is not bundled")
+    return PING_PONG
+
+
+@pytest.mark.parametrize("mode", [[], ["--in-memory"]], ids=["streaming", "in-memory"])
+def test_overcompensation_is_reported_even_with_quiet(tmp_path, ping_pong, mode):
+    # 1 ms per record is far more than the gaps between this run's records
+    summary = tmp_path / "s.json"
+    code, stdout, stderr = run_cli(ping_pong, tmp_path / "o" / "traces.otf2", "--overhead",
+                                   "1ms", "--quiet", "--summary", summary, *mode)
+    assert code == 0 and stdout == ""
+    assert stderr.splitlines() == [stderr.strip()]
+    s = json.loads(summary.read_text())
+    n, by_kind = s["overcompensated_records"], s["overcompensated_by_kind"]
+    assert n > 0 and sum(by_kind.values()) == n
+    assert set(by_kind) <= {"Enter", "Leave", "MpiSend", "MpiRecv", "ProgramBegin",
+                            "ProgramEnd"}
+    # the largest shortfall is less than the overhead of one record
+    assert 0 < s["overcompensated_max_s"] <= 1e-3
+    line = stderr.strip()
+    assert line.startswith(f"compensate: warning: {n:,} of {s['records']:,} records")
+    for kind, count in by_kind.items():
+        assert f"{kind} {count:,}" in line
+
+
+def test_overcompensation_counted_by_kind_by_hand(tmp_path, platform_file):
+    # r1_overcomp: one 50 ns gap after a 100 ns record (its Leave is clamped)
+    summary = tmp_path / "s.json"
+    code, _, stderr = run_cli(CASES / "r1_overcomp.trace", tmp_path / "o.trace", "--overhead",
+                              "100ns", "--quiet", "--summary", summary)
+    s = json.loads(summary.read_text())
+    assert code == 0 and s["overcompensated_by_kind"] == {"Leave": 1}
+    assert s["overcompensated_max_s"] == pytest.approx(50e-9)
+    assert "by up to 50 ns" in stderr
+
+
+def test_no_overcompensation_no_line(tmp_path, platform_file):
+    code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace", "--platform", platform_file,
+                              "--quiet", "--max-overcompensated", "0")
+    assert code == 0 and stderr == ""
+
+
+@pytest.mark.parametrize("limit,code", [("10", 5), ("0", 5), ("0.5%", 5), ("120", 0),
+                                        ("90%", 0)])
+def test_max_overcompensated(tmp_path, ping_pong, limit, code):
+    out = tmp_path / "o" / "traces.otf2"
+    summary = tmp_path / "s.json"
+    got, _, stderr = run_cli(ping_pong, out, "--overhead", "1ms", "--quiet",
+                             "--max-overcompensated", limit, "--summary", summary)
+    n = json.loads(summary.read_text())["overcompensated_records"]
+    assert got == code, stderr
+    if code == 5:
+        line = stderr.strip()
+        assert len(stderr.splitlines()) == 1
+        assert line.startswith(f"compensate: error: {n:,} records overcompensated, more "
+                               f"than --max-overcompensated ")
+        assert f"nothing written to {out}" in line
+        assert not out.exists() and sorted(os.listdir(tmp_path)) == ["s.json"]
+    else:
+        assert out.exists()
+
+
+@pytest.mark.parametrize("limit", ["-1", "x", "150%", "nan%"])
+def test_max_overcompensated_bad_value_is_usage(tmp_path, limit):
+    code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace", "--overhead", "1ns",
+                              "--max-overcompensated", limit)
+    assert code == 2 and "--max-overcompensated" in stderr
+
+
+def test_api_summary_counts_overcompensation_by_kind(ping_pong):
+    import compensate as c
+
+    r = c.compensate(c.read(ping_pong), overhead="1ms")
+    assert r.summary["overcompensated_records"] == sum(
+        r.summary["overcompensated_by_kind"].values()) > 0
+    json.dumps(r.summary)

@@ -17,6 +17,7 @@ from typing import Any
 import _otf2
 from otf2.error import Error as _Otf2Error
 
+import compensate.interrupt as interrupt
 from compensate.model import (
     TraceError,
 )
@@ -106,7 +107,7 @@ def _on_otf2_error(_user, _file, _line, _func, code, fmt, va):  # C callback sig
             else:
                 text = fmt.decode("utf-8", "replace")
         _diagnostics.append((int(code), text))
-    except Exception:  # never raise into C
+    except BaseException:  # never raise into C (a KeyboardInterrupt included)
         pass
     return code
 
@@ -176,3 +177,13 @@ def _library_errors(path: str, action: str) -> Iterator[None]:
             raise
         except Exception as exc:
             raise TraceError(f"{action}: {_describe(exc)}", source=path) from exc
+
+
+@contextlib.contextmanager
+def _library_call(path: str, action: str, point: str) -> Iterator[None]:
+    """:func:`_library_errors` around calls into the C library that call back into
+    Python (flushes, memory and error callbacks, the reader's event callbacks): a
+    signal meanwhile is recorded and raised when the call returns
+    (:func:`compensate.interrupt.deferred`; ``point`` names it for the test hook)."""
+    with interrupt.deferred(point), _library_errors(path, action):
+        yield

@@ -17,17 +17,20 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from itertools import chain, islice
 from typing import Any
 
 import _otf2
 import otf2
 from otf2 import definitions as odef
 
+import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.otf2.columns import EventCollector, empty_events
 from compensate.formats.otf2.library import (
     BATCH_EVENTS,
     Otf2Archive,
+    _library_call,
     _library_errors,
 )
 from compensate.model import (
@@ -95,7 +98,8 @@ def _open_archive(path: str) -> tuple[Any, Definitions]:
         what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
             else "no such OTF2 anchor file"
         raise TraceError(what, source=path)
-    with _library_errors(path, "cannot read OTF2 archive"):
+    # the definitions come through Python callbacks of the C reader
+    with _library_call(path, "cannot read OTF2 archive", "otf2-open"):
         reader = otf2.reader.Reader(path, batch_events=BATCH_EVENTS)
         try:
             registry = reader.definitions
@@ -135,14 +139,29 @@ class Otf2Chunks(ChunkIterator):
     def _read(self) -> dict[int, Events]:
         with _library_errors(self.path, "cannot read OTF2 archive"):
             if self._pairs is None:
-                self._pairs = iter(self._reader.events)
+                self._pairs = chain.from_iterable(_batches(iter(self._reader.events)))
             return self._collector.chunk(self._pairs, self.chunk_records)
 
     def _release(self) -> None:
         reader, self._reader, self._pairs = self._reader, None, None
         if reader is not None:
-            with _library_errors(self.path, "cannot read OTF2 archive"):
+            with interrupt.shielded(), _library_errors(self.path, "cannot read OTF2 archive"):
                 reader.close()
+
+
+def _batches(pairs: Iterator[tuple[Any, Any]]) -> Iterator[list[tuple[Any, Any]]]:
+    """The reader's ``(location, event)`` pairs in lists of :data:`BATCH_EVENTS`,
+    each taken inside :func:`compensate.interrupt.deferred`: the ``otf2`` reader
+    builds every event in a Python callback of the C library, and a
+    KeyboardInterrupt raised there would be printed and swallowed (the record
+    lost, or the read failing with INTERRUPTED_BY_CALLBACK). Every call into the
+    C reader happens while a list is taken, so a signal is raised between lists."""
+    while True:
+        with interrupt.deferred("otf2-read"):
+            batch = list(islice(pairs, BATCH_EVENTS))
+        if not batch:
+            return
+        yield batch
 
 
 def read_otf2_chunks(path: str, chunk_records: int | None) -> tuple[Definitions, Otf2Chunks]:

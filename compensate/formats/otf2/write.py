@@ -36,13 +36,14 @@ from otf2.enums import (
 )
 from otf2.registry import DefinitionRegistry
 
+import compensate.interrupt as interrupt
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
     _TIMESTAMP_UNDEF,
     _UINT32_UNDEF,
     _UINT64_UNDEF,
     Otf2Archive,
-    _library_errors,
+    _library_call,
 )
 from compensate.formats.otf2.records import write_records
 from compensate.model import (
@@ -140,14 +141,14 @@ class _ChunkAllocator:
             if ptr:
                 chunks.append(ptr)
             return ptr
-        except Exception:  # never raise into C; NULL is an allocation failure
+        except BaseException:  # never raise into C; NULL is an allocation failure
             return None
 
     def _free_all(self, _user, _file_type, _location, per_buffer, _final):  # C callback
         try:
             for ptr in self.chunks.pop(per_buffer[0], ()):
                 _free(ptr)
-        except Exception:  # never raise into C
+        except BaseException:  # never raise into C
             pass
 
 
@@ -200,7 +201,7 @@ class _ArchiveWriter(otf2.writer.Writer):
                 _otf2.Archive_Close(handle)
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        with interrupt.shielded(), contextlib.suppress(Exception):
             self.close()
 
 
@@ -443,26 +444,26 @@ class Otf2EventWriter:
         # location -> [event writer, records written, last time written]
         self._locations: dict[int, list[Any]] = {}
         self._writer: _ArchiveWriter | None = None
-        with _library_errors(path, "cannot write OTF2 archive"):
-            if meta is None:
-                registry = _registry_from_model(definitions, path)
-                realtime = _TIMESTAMP_UNDEF
-                chunks: dict[str, int] = {}
-            else:
-                registry = meta.registry
-                realtime = meta.realtime_timestamp
-                chunks = {}
-                if meta.chunk_size_events:
-                    chunks["chunk_size_events"] = meta.chunk_size_events
-                if meta.chunk_size_definitions:
-                    chunks["chunk_size_definitions"] = meta.chunk_size_definitions
-            self.registry = registry
-            os.makedirs(directory, exist_ok=True)
-            writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
-                                    timer_resolution=definitions.timer_resolution,
-                                    realtime_timestamp=realtime, **chunks)
-            self._writer = writer
-            try:
+        try:
+            with _library_call(path, "cannot write OTF2 archive", "otf2-create"):
+                if meta is None:
+                    registry = _registry_from_model(definitions, path)
+                    realtime = _TIMESTAMP_UNDEF
+                    chunks: dict[str, int] = {}
+                else:
+                    registry = meta.registry
+                    realtime = meta.realtime_timestamp
+                    chunks = {}
+                    if meta.chunk_size_events:
+                        chunks["chunk_size_events"] = meta.chunk_size_events
+                    if meta.chunk_size_definitions:
+                        chunks["chunk_size_definitions"] = meta.chunk_size_definitions
+                self.registry = registry
+                os.makedirs(directory, exist_ok=True)
+                writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
+                                        timer_resolution=definitions.timer_resolution,
+                                        realtime_timestamp=realtime, **chunks)
+                self._writer = writer
                 if meta is not None:
                     if meta.creator:
                         writer.creator = meta.creator
@@ -474,9 +475,9 @@ class Otf2EventWriter:
                         _otf2.Archive_SetProperty(writer.handle, prop, value, True)
                 else:
                     writer.creator = "compensate"
-            except BaseException:
-                self.abandon()
-                raise
+        except BaseException:  # incl. an interrupt raised as the region ends
+            self.abandon()
+            raise
 
     def _location(self, ref: int) -> list[Any]:
         state = self._locations.get(ref)
@@ -494,7 +495,7 @@ class Otf2EventWriter:
         cannot store or build."""
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
-        with _library_errors(self.path, "cannot write OTF2 archive"):
+        with _library_call(self.path, "cannot write OTF2 archive", "otf2-write"):
             state = self._location(ref)
             ew, base, previous = state
             _check_location_times(ev, self.path, ref, base, previous)
@@ -548,7 +549,7 @@ class Otf2EventWriter:
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
         try:
-            with _library_errors(self.path, "cannot write OTF2 archive"):
+            with _library_call(self.path, "cannot write OTF2 archive", "otf2-close"):
                 for ref in (loc._ref for loc in self.registry.locations):
                     if ref not in self._locations:
                         self._location(ref)
@@ -562,7 +563,8 @@ class Otf2EventWriter:
         """Release the archive after a failure, without writing anything more."""
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.abandon()
+            with interrupt.shielded():
+                writer.abandon()
 
 
 def write_otf2(trace: Trace, path: str) -> None:

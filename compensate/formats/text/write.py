@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -460,6 +461,7 @@ class TextEventWriter:
         directory, name = os.path.split(os.path.abspath(self.path))
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.repad-", dir=directory)
         try:
+            shutil.copymode(self.path, tmp)  # mkstemp's 0600 would replace the umask's mode
             with open(self.path, "rb") as src, os.fdopen(fd, "wb") as dst:
                 end = os.fstat(src.fileno()).st_size
                 dst.write(src.read(self._segments[0][0]))

@@ -1,0 +1,269 @@
+"""SIGINT and SIGTERM for the commands: exit 130 / 143, one line, nothing written.
+
+Python turns SIGINT into a KeyboardInterrupt wherever the main thread happens to
+be, including inside a Python callback that a C library (the ``otf2`` bindings'
+reader and writer callbacks, our own OTF2 error and memory callbacks) calls:
+there the exception is printed with a traceback and swallowed, and the library
+either fails with a misleading error (``INTERRUPTED_BY_CALLBACK``) or goes on
+without the record the callback was building. So the commands install
+:func:`handling`, whose handler
+
+* **records** the first signal, always, before anything else, and
+* **raises** :class:`Interrupted` (a KeyboardInterrupt) only where that is safe:
+  not inside a :func:`deferred` region (the calls into the OTF2 library, during
+  which it only records, and :func:`deferred` raises when the region ends) and not
+  inside a :func:`shielded` one (cleanup, which must not be cut short; the
+  signal is left to the next :func:`check`). A second signal is only recorded,
+  so that the cleanup of the first one runs to the end.
+
+Whatever C code or a stray ``except`` swallowed, the record stays: :func:`check`
+(at every chunk and phase boundary, :func:`checkpoint`), :func:`commit_point`
+(right before an output is moved into place, see
+:class:`compensate.formats.paths.AtomicOutput`) and :func:`run` (before a command
+returns its status) look at it. So a command never returns 0 after an interrupt
+and never moves an output into place after one. :func:`commit_point` is the
+point of no return: once it has passed, the output is complete and goes into
+place, and a signal arriving after it (while the summary line is printed) is
+ignored, as if it had come after the command ended.
+
+Outside :func:`handling` (the Python API, tests calling functions) nothing is
+installed and every function here is a no-op, so library code may call them
+freely.
+
+Test hook: with ``COMPENSATE_TEST_INTERRUPT=SIG:NAME:N[:DELAY]`` set when
+:func:`handling` starts (``SIG`` ``INT`` or ``TERM``), the ``N``-th
+:func:`checkpoint` or :func:`deferred` region named ``NAME`` sends the signal to
+the process, at once or ``DELAY`` seconds later from a timer thread (so that it
+lands in the middle of whatever the main thread does next, e.g. inside the OTF2
+library). ``tests/cli/test_interrupt.py`` interrupts runs at many points with
+it; unset, it costs one comparison per checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: The signals the commands handle.
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: The environment variable of the test hook (see the module docstring).
+TEST_HOOK = "COMPENSATE_TEST_INTERRUPT"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised after SIGINT or SIGTERM; ``signum`` is the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+_active = False               # handlers installed (inside handling())
+_received: int | None = None  # the first signal, once one has come
+_defer = 0                    # depth of deferred()/shielded() regions
+_committed = False            # commit_point() has passed: later signals are ignored
+_hook: list | None = None     # [signal, name, n, delay] of the test hook, or None
+_running = False              # inside run()
+_undoable = False             # run() has a cleanup that undoes every output: no
+#                               point of no return before the command ends
+
+
+def signal_name(signum: int) -> str:
+    """``SIGINT``, ``SIGTERM``, ..."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def exit_status(signum: int) -> int:
+    """The shell's status for a process ended by ``signum``: 128 + its number."""
+    return 128 + int(signum)
+
+
+def _handler(signum: int, _frame: object) -> None:
+    global _received
+    if _committed or _received is not None:
+        return
+    _received = signum
+    if _defer == 0:
+        raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def handling() -> Iterator[None]:
+    """Install the handlers for SIGINT and SIGTERM for the duration (a command's
+    run) and restore the previous ones afterwards. A no-op outside the main
+    thread (Python delivers signals only there)."""
+    global _active, _received, _defer, _committed, _hook, _undoable
+    if _active or threading.current_thread() is not threading.main_thread():
+        yield  # nested (the outer one stays in charge), or signals cannot come here
+        return
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    _received, _defer, _committed, _hook = None, 0, False, _parse_hook()
+    _active = True
+    try:
+        for s in SIGNALS:
+            signal.signal(s, _handler)
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        _active, _hook, _undoable = False, None, False
+
+
+def received() -> int | None:
+    """The signal received so far in this run (None: none, or none before the
+    point of no return)."""
+    return _received
+
+
+def check() -> None:
+    """Raise :class:`Interrupted` if a signal has been received (and swallowed)."""
+    if _received is not None and not _committed:
+        raise Interrupted(_received)
+
+
+def checkpoint(name: str) -> None:
+    """A phase or chunk boundary: the test hook's trigger point, then :func:`check`."""
+    if _hook is not None:
+        _trigger(name)
+    check()
+
+
+def checkpoints(items: Iterable[T], name: str) -> Iterator[T]:
+    """``items`` with a :func:`checkpoint` before each next item (e.g. each chunk)."""
+    it = iter(items)
+    while True:
+        checkpoint(name)
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        yield item
+
+
+@contextlib.contextmanager
+def deferred(name: str | None = None) -> Iterator[None]:
+    """A region where a signal is only recorded (calls into C code that calls back
+    into Python); :class:`Interrupted` is raised when the outermost region ends
+    normally. ``name`` is a test-hook trigger point."""
+    global _defer
+    _defer += 1
+    try:
+        if _hook is not None and name is not None:
+            _trigger(name)
+        yield
+    finally:
+        _defer -= 1
+    if _defer == 0:
+        check()
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """A region a signal must not cut short (cleanup, ``__del__``): the signal is
+    only recorded, and left to the next :func:`check`."""
+    global _defer
+    _defer += 1
+    try:
+        yield
+    finally:
+        _defer -= 1
+
+
+def commit_point() -> None:
+    """Right before an output is moved into place: raise if a signal came (nothing
+    has been moved yet); otherwise pass the point of no return, after which signals
+    are ignored (see the module docstring). A no-op outside :func:`handling`."""
+    global _committed
+    if _hook is not None:
+        _trigger("commit")
+    check()
+    if _active and not _undoable:
+        _committed = True
+
+
+def run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None = None) -> int:
+    """Run a command's ``body`` under :func:`handling` and return its exit status;
+    after SIGINT/SIGTERM (even one that ``body`` swallowed, and whatever status it
+    returned) ``cleanup()`` runs shielded (a command with a ``cleanup`` that undoes all
+    its outputs, e.g. several written one after the other, has no point of no return:
+    :func:`commit_point` only checks), one line ``PROG: interrupted by SIGINT``
+    goes to stderr and the status is 130 / 143. ``body`` must not print anything for
+    a KeyboardInterrupt itself (this does). Re-entrant: a nested call just runs
+    ``body`` and leaves the interrupt to the outermost one."""
+    global _committed, _running
+    if _running:  # nested (a command calling another's main): the outer run reports
+        return body()
+    _running = True
+    try:
+        return _run(prog, body, cleanup)
+    finally:
+        _running = False
+
+
+def _run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None) -> int:
+    global _committed, _undoable
+    with handling():
+        _undoable = cleanup is not None
+        code: int | None = None
+        fallback = signal.SIGINT
+        try:
+            try:
+                code = body()
+            except KeyboardInterrupt as exc:
+                code, fallback = None, getattr(exc, "signum", signal.SIGINT)
+            if _received is None:
+                _committed = True  # done: a signal from now on comes after the command
+        except KeyboardInterrupt as exc:  # the first signal, just after body returned
+            code, fallback = None, getattr(exc, "signum", signal.SIGINT)
+        # from here on no signal raises: one has been recorded, or the command is done
+        signum = _received
+        if signum is None and code is None:
+            signum = fallback  # a KeyboardInterrupt raised outside our handler
+        if signum is None:
+            return int(code)
+        if cleanup is not None:
+            with shielded(), contextlib.suppress(Exception):
+                cleanup()
+        print(f"{prog}: interrupted by {signal_name(signum)}; nothing written",
+              file=sys.stderr)
+        sys.stderr.flush()
+        return exit_status(signum)
+
+
+# -- test hook -----------------------------------------------------------------------
+
+def _parse_hook() -> list | None:
+    spec = os.environ.get(TEST_HOOK)
+    if not spec:
+        return None
+    parts = spec.split(":")
+    sig = getattr(signal, "SIG" + parts[0].upper().removeprefix("SIG"))
+    delay = float(parts[3]) if len(parts) > 3 else 0.0
+    return [sig, parts[1], int(parts[2]) if len(parts) > 2 else 1, delay]
+
+
+def _trigger(name: str) -> None:
+    hook = _hook
+    if hook is None or hook[1] != name:
+        return
+    hook[2] -= 1
+    if hook[2] != 0:
+        return
+    sig, delay = hook[0], hook[3]
+    if delay > 0:
+        t = threading.Timer(delay, os.kill, (os.getpid(), sig))
+        t.daemon = True
+        t.start()
+    else:
+        os.kill(os.getpid(), sig)

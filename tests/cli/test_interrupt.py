@@ -1,0 +1,230 @@
+"""SIGINT and SIGTERM at any moment of a run (compensate.interrupt): exit 130 / 143,
+exactly one line on stderr and no traceback, nothing at OUT (no partial archive, no
+temporary file or directory beside it, no directory created for it), the input
+unchanged, never exit 0.
+
+The real command runs as a subprocess on a simulated trace (OTF2 and .trace, in and
+out, streaming and ``--in-memory``). Most signals are placed with the documented
+test hook ``COMPENSATE_TEST_INTERRUPT=SIG:POINT:N[:DELAY]`` (the N-th time the run
+reaches POINT it signals itself, at once or DELAY seconds later from a timer
+thread, which lands inside whatever runs next: the OTF2 library's callbacks, the
+text parser, numpy); a few at real times spread over a first, timed run.
+The runs go two or three at a time to keep the module under about 40 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from compensate.formats import write_trace
+from compensate.interrupt import TEST_HOOK
+from compensate.simulate import simulate
+
+from ..conftest import ROOT
+
+MESSAGE = "{prog}: interrupted by {sig}; nothing written"
+
+# (name, input format, output format, extra options, hook)
+HOOKED = [
+    # OTF2 -> OTF2, streaming: every phase of the segment pipeline
+    ("o2o-start", "otf2", "otf2", [], "INT:open:1"),
+    ("o2o-defs", "otf2", "otf2", [], "TERM:otf2-open:1"),
+    ("o2o-create", "otf2", "otf2", [], "INT:otf2-create:1"),
+    ("o2o-chunk", "otf2", "otf2", [], "INT:read:1"),
+    ("o2o-batch", "otf2", "otf2", [], "TERM:otf2-read:3"),
+    ("o2o-in-callbacks", "otf2", "otf2", [], "INT:otf2-read:2:0.003"),
+    ("o2o-in-callbacks2", "otf2", "otf2", [], "TERM:otf2-read:5:0.001"),
+    ("o2o-segment", "otf2", "otf2", [], "TERM:segment:1"),
+    ("o2o-matching", "otf2", "otf2", [], "INT:segment:1:0.01"),
+    ("o2o-compensated", "otf2", "otf2", [], "INT:compensate:1"),
+    ("o2o-write", "otf2", "otf2", [], "INT:write:3"),
+    ("o2o-otf2-write", "otf2", "otf2", [], "TERM:otf2-write:6:0.0005"),
+    ("o2o-finish", "otf2", "otf2", [], "INT:finish:1"),
+    ("o2o-close", "otf2", "otf2", [], "TERM:otf2-close:1"),
+    ("o2o-commit", "otf2", "otf2", ["--summary", "SUMMARY"], "INT:commit:1"),
+    # --in-memory
+    ("mem-batch", "otf2", "otf2", ["--in-memory"], "INT:otf2-read:4:0.001"),
+    ("mem-matching", "otf2", "otf2", ["--in-memory"], "TERM:phase:1"),
+    ("mem-compensate", "otf2", "otf2", ["--in-memory"], "INT:phase:1:0.05"),
+    ("mem-verified", "otf2", "otf2", ["--in-memory"], "INT:verified:1"),
+    ("mem-otf2-write", "otf2", "otf2", ["--in-memory"], "TERM:otf2-write:3"),
+    ("mem-commit", "trace", "otf2", ["--in-memory"], "INT:commit:1"),
+    # .trace in and out
+    ("t2t-parse", "trace", "trace", [], "INT:read:1:0.02"),
+    ("t2t-write", "trace", "trace", [], "TERM:write:4"),
+    ("t2t-finish", "trace", "trace", [], "INT:finish:1:0.001"),
+    ("t2t-commit", "trace", "trace", ["--summary", "SUMMARY"], "TERM:commit:1"),
+    ("t2o-mem-parse", "trace", "otf2", ["--in-memory"], "INT:read:1:0.03"),
+    ("o2t-write", "otf2", "trace", [], "INT:write:5"),
+]
+
+# (name, input format, output format, extra options, fraction of the timed run)
+TIMED = [
+    ("timed-imports", "otf2", "otf2", [], 0.1),
+    ("timed-a", "otf2", "otf2", [], 0.45),
+    ("timed-b", "otf2", "otf2", [], 0.7),
+    ("timed-c", "otf2", "otf2", ["--in-memory"], 0.6),
+    ("timed-d", "trace", "trace", [], 0.65),
+]
+
+
+def _digest(path: Path) -> dict[str, str]:
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return {str(p.relative_to(path.parent)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in files}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("interrupt-inputs")
+    sim = simulate("stencil", ranks=8, iterations=500, overhead=1e-6, seed=0)  # ~58k records
+    paths = {"otf2": base / "m" / "traces.otf2", "trace": base / "m.trace"}
+    for path in paths.values():
+        write_trace(sim.measured, path)
+    platform = base / "platform.json"
+    platform.write_text(json.dumps(sim.platform.to_dict()))
+    before = {fmt: _digest(p.parent if fmt == "otf2" else p) for fmt, p in paths.items()}
+    return paths, platform, before
+
+
+def _command(inputs, work: Path, fmt_in: str, fmt_out: str, extra: list[str]):
+    paths, platform, _ = inputs
+    out = work / "sub" / ("traces.otf2" if fmt_out == "otf2" else "o.trace")
+    extra = [str(work / "s.json") if a == "SUMMARY" else a for a in extra]
+    argv = [sys.executable, "-m", "compensate", str(paths[fmt_in]), str(out),
+            "--platform", str(platform), *extra]
+    return argv, out
+
+
+def _env(hook: str | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("COMPENSATE_DEBUG", None)
+    env.pop(TEST_HOOK, None)
+    if hook:
+        env[TEST_HOOK] = hook
+    return env
+
+
+def _run_hooked(inputs, base: Path, case) -> dict:
+    name, fmt_in, fmt_out, extra, hook = case
+    work = base / name
+    work.mkdir()
+    argv, out = _command(inputs, work, fmt_in, fmt_out, extra)
+    p = subprocess.run(argv, capture_output=True, text=True, env=_env(hook), timeout=120)
+    return {"code": p.returncode, "stderr": p.stderr, "work": work, "out": out,
+            "signal": hook.split(":")[0], "sent": True}
+
+
+def _run_timed(inputs, base: Path, case, duration: float) -> dict:
+    name, fmt_in, fmt_out, extra, fraction = case
+    work = base / name
+    work.mkdir()
+    argv, out = _command(inputs, work, fmt_in, fmt_out, extra)
+    sig = "TERM" if len(name) % 2 else "INT"
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=_env(None))
+    time.sleep(duration * fraction)
+    sent = p.poll() is None
+    if sent:
+        p.send_signal(getattr(signal, "SIG" + sig))
+    _, err = p.communicate(timeout=120)
+    return {"code": p.returncode, "stderr": err, "work": work, "out": out, "signal": sig,
+            "sent": sent}
+
+
+@pytest.fixture(scope="module")
+def results(inputs, tmp_path_factory):
+    base = tmp_path_factory.mktemp("interrupt-runs")
+    # a first, timed run (which must succeed) places the real-time signals
+    argv, out = _command(inputs, base / "timing", "otf2", "otf2", [])
+    t = time.monotonic()
+    p = subprocess.run(argv + ["--quiet"], capture_output=True, text=True, env=_env(None),
+                       timeout=120)
+    duration = time.monotonic() - t
+    assert p.returncode == 0 and out.exists(), p.stderr
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        hooked = {c[0]: pool.submit(_run_hooked, inputs, base, c) for c in HOOKED}
+        timed = {c[0]: pool.submit(_run_timed, inputs, base, c, duration) for c in TIMED}
+        return {name: f.result() for name, f in {**hooked, **timed}.items()}
+
+
+def _assert_interrupted(r: dict, prog: str = "compensate") -> None:
+    sig = "SIG" + r["signal"]
+    assert r["code"] == 128 + getattr(signal, sig), r["stderr"]
+    assert r["stderr"].splitlines() == [MESSAGE.format(prog=prog, sig=sig)], r["stderr"]
+    assert "Traceback" not in r["stderr"]
+    assert not r["out"].exists()
+    # nothing beside OUT: no archive directory, no temporary file or directory, no
+    # directory created for the output, no summary
+    assert sorted(os.listdir(r["work"])) == []
+
+
+@pytest.mark.parametrize("case", [c[0] for c in HOOKED])
+def test_interrupt_at_a_point(results, case):
+    _assert_interrupted(results[case])
+
+
+@pytest.mark.parametrize("case", [c[0] for c in TIMED])
+def test_interrupt_at_a_time(results, case):
+    r = results[case]
+    if not r["sent"]:  # the run ended before its moment: then it must have succeeded
+        assert r["code"] == 0 and r["out"].exists(), r["stderr"]
+        return
+    _assert_interrupted(r)
+
+
+def test_input_unchanged(inputs, results):
+    paths, _, before = inputs
+    assert len(results) >= 20 + len(TIMED)
+    for fmt, p in paths.items():
+        assert _digest(p.parent if fmt == "otf2" else p) == before[fmt]
+
+
+def test_without_hook_the_run_succeeds(results, inputs, tmp_path):
+    # the hook costs nothing unset, and a point name nobody reaches changes nothing
+    argv, out = _command(inputs, tmp_path, "trace", "trace", ["--quiet"])
+    p = subprocess.run(argv, capture_output=True, text=True, env=_env("INT:nowhere:1"),
+                       timeout=120)
+    assert p.returncode == 0 and p.stderr == "" and out.exists()
+
+
+# -- the other commands ----------------------------------------------------------------
+
+def _run(argv: list[str], hook: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                          env=_env(hook), timeout=120)
+
+
+def test_export_interrupted_before_commit(inputs, tmp_path):
+    paths, _, _ = inputs
+    out = tmp_path / "sub" / "e.json"
+    p = _run(["-m", "compensate", "export", str(paths["trace"]), str(out)], "TERM:commit:1")
+    _assert_interrupted({"code": p.returncode, "stderr": p.stderr, "out": out,
+                         "work": tmp_path, "signal": "TERM"}, "compensate export")
+
+
+def test_report_json_interrupted_before_commit(inputs, tmp_path):
+    paths, _, _ = inputs
+    out = tmp_path / "sub" / "r.json"
+    p = _run(["-m", "compensate", "report", str(paths["trace"]), "--json", str(out)],
+             "INT:commit:1")
+    _assert_interrupted({"code": p.returncode, "stderr": p.stderr, "out": out,
+                         "work": tmp_path, "signal": "INT"}, "compensate report")
+
+
+def test_simulate_interrupted_removes_its_outdir(tmp_path):
+    out = tmp_path / "sim"
+    p = _run(["-m", "compensate.cli.simulate", "pingpong", str(out), "--format", "trace"],
+             "INT:commit:2")
+    _assert_interrupted({"code": p.returncode, "stderr": p.stderr, "out": out,
+                         "work": tmp_path, "signal": "INT"}, "compensate-simulate")

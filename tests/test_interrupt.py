@@ -1,0 +1,132 @@
+"""compensate.interrupt in-process: where a signal raises, where it is only recorded,
+the point of no return, and the status run() gives (the command-level contract is in
+tests/cli/test_interrupt.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+import compensate.interrupt as interrupt
+from compensate.interrupt import Interrupted
+
+
+def _kill(sig: int = signal.SIGINT) -> None:
+    os.kill(os.getpid(), sig)
+    # the Python-level handler runs at the next bytecode boundary
+    for _ in range(3):
+        pass
+
+
+def test_outside_handling_everything_is_a_no_op():
+    interrupt.check()
+    interrupt.commit_point()
+    with interrupt.deferred("x"), interrupt.shielded():
+        pass
+    assert interrupt.received() is None
+
+
+def test_a_signal_raises_and_is_recorded():
+    with interrupt.handling():
+        with pytest.raises(Interrupted) as exc:
+            _kill(signal.SIGTERM)
+        assert exc.value.signum == signal.SIGTERM
+        assert interrupt.received() == signal.SIGTERM
+        with pytest.raises(Interrupted):
+            interrupt.check()  # it stays recorded
+
+
+def test_deferred_records_and_raises_when_the_region_ends():
+    reached = []
+    with interrupt.handling():
+        with pytest.raises(Interrupted):
+            with interrupt.deferred():
+                _kill()
+                reached.append("after the signal")  # what C callbacks would still do
+        assert reached == ["after the signal"]
+
+
+def test_shielded_cleanup_is_not_cut_short_and_a_second_signal_only_records():
+    steps = []
+    with interrupt.handling():
+        with pytest.raises(Interrupted):
+            _kill()
+        _kill(signal.SIGTERM)  # a second signal during the cleanup of the first
+        steps.append("cleanup ran on")
+        with interrupt.shielded():
+            steps.append("shielded")
+        assert interrupt.received() == signal.SIGINT  # the first one counts
+    assert steps == ["cleanup ran on", "shielded"]
+
+
+def test_commit_point_raises_before_and_ignores_after():
+    with interrupt.handling():
+        with interrupt.shielded():
+            _kill()  # swallowed by C code, say
+        with pytest.raises(Interrupted):
+            interrupt.commit_point()
+    with interrupt.handling():
+        interrupt.commit_point()
+        _kill()  # after the output was moved into place: the run is complete
+        interrupt.check()
+        assert interrupt.received() is None
+
+
+def test_run_status_and_one_line(capsys):
+    def body():
+        _kill(signal.SIGTERM)
+        return 0
+
+    assert interrupt.run("prog", body) == 143
+    assert capsys.readouterr().err == "prog: interrupted by SIGTERM; nothing written\n"
+
+
+def test_run_never_returns_0_after_a_swallowed_interrupt(capsys):
+    def body():
+        try:
+            with interrupt.shielded():  # as if a C library had swallowed it
+                _kill()
+        except KeyboardInterrupt:
+            pass
+        return 0
+
+    assert interrupt.run("prog", body) == 130
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_run_is_reentrant_and_cleans_up(capsys):
+    cleaned = []
+
+    def inner():
+        _kill()
+        return 0
+
+    assert interrupt.run("outer", lambda: interrupt.run("inner", inner),
+                         cleanup=lambda: cleaned.append(True)) == 130
+    assert cleaned == [True]
+    assert capsys.readouterr().err == "outer: interrupted by SIGINT; nothing written\n"
+    assert interrupt.run("prog", lambda: 3) == 3
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_with_a_cleanup_there_is_no_point_of_no_return():
+    def body():
+        interrupt.commit_point()  # a first output of several
+        _kill()
+        return 0
+
+    assert interrupt.run("prog", body, cleanup=lambda: None) == 130
+
+
+def test_hook(monkeypatch):
+    monkeypatch.setenv(interrupt.TEST_HOOK, "TERM:here:2")
+    with interrupt.handling():
+        interrupt.checkpoint("here")
+        interrupt.checkpoint("elsewhere")
+        with pytest.raises(Interrupted) as exc:
+            interrupt.checkpoint("here")
+            for _ in range(3):
+                pass
+        assert exc.value.signum == signal.SIGTERM
