@@ -127,8 +127,10 @@ def received() -> int | None:
 
 
 def check() -> None:
-    """Raise :class:`Interrupted` if a signal has been received (and swallowed)."""
-    if _received is not None and not _committed:
+    """Raise :class:`Interrupted` if a signal has been received (and swallowed)
+    during the current :func:`handling` (outside it: a no-op, so a signal of an
+    earlier, finished run never surfaces in later library calls)."""
+    if _active and _received is not None and not _committed:
         raise Interrupted(_received)
 
 

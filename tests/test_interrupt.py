@@ -130,3 +130,15 @@ def test_hook(monkeypatch):
             for _ in range(3):
                 pass
         assert exc.value.signum == signal.SIGTERM
+
+
+def test_a_finished_runs_signal_does_not_surface_later():
+    with interrupt.handling():
+        with interrupt.shielded():
+            _kill()
+        assert interrupt.received() == signal.SIGINT
+    # outside handling() every function is a no-op: a later library call (another
+    # test, the API in a notebook) must not raise the old run's interrupt
+    interrupt.check()
+    with interrupt.deferred():
+        pass
