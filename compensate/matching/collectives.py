@@ -24,8 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from compensate.model import (
     COLLECTIVE_OP_NAMES,
+    ENTER,
+    LEAVE,
 )
 
 # How each collective operation constrains its members' exits.
@@ -127,3 +131,35 @@ def classify_instance(inst: Instance, begin_times: list[int], end_times: list[in
     shows exits before late members' enters). Other classes are left as they are."""
     if inst.cls == FREE and begin_times and min(end_times) < max(begin_times):
         inst.synchronising = False
+
+
+def call_enter(kind: np.ndarray, idx: int) -> int:
+    """The Enter of the call that holds record ``idx`` of a location with record
+    kinds ``kind`` (the MPI_Wait/Test around a nonblocking completion), or the record
+    before it if it is in no call (-1 at the start of the location)."""
+    depth = 0
+    for j in range(idx - 1, -1, -1):
+        k = kind[j]
+        if k == LEAVE:
+            depth += 1
+        elif k == ENTER:
+            if depth == 0:
+                return j
+            depth -= 1
+    return idx - 1
+
+
+def call_leave(kind: np.ndarray, idx: int) -> int:
+    """The Leave that ends the call holding record ``idx`` (the MPI_Ibcast ... call
+    around a nonblocking collective's request), or ``idx`` itself if it is in no
+    call."""
+    depth = 0
+    for j in range(idx + 1, len(kind)):
+        k = kind[j]
+        if k == ENTER:
+            depth += 1
+        elif k == LEAVE:
+            if depth == 0:
+                return j
+            depth -= 1
+    return idx

@@ -83,6 +83,16 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   Enter [O]; NonBlockingCollectiveRequest@r_i [O]; Leave [O]. In a later
   wait, after the records before it: ``t = max(t, max_i(r_i + O(request)) + D)``;
   NonBlockingCollectiveComplete@t [O].
+* Nonblocking 1-to-n (MPI_Ibcast, MPI_Iscatter(v)): Enter [O]; request@r_i [O];
+  the root copies out (``t += copy(size_sent_root)``); Leave [O]. In a later wait:
+  member i, ``arrival_i = r_root + O(request) + copy(s_i) + net(s_i)``,
+  ``t = max(t, arrival_i) + copy(s_i)``; the root completes at ``t`` (local);
+  NonBlockingCollectiveComplete@t [O].
+* Nonblocking n-to-1 (MPI_Igather(v), MPI_Ireduce): Enter [O]; request@r_i [O];
+  member i copies out (``t += copy(s_i)``, ``arrival_i = t + net(s_i)``); Leave [O].
+  In a later wait: members complete at ``t`` (local); the root, ready at ``t``,
+  at ``max(t, max_i (max(t, arrival_i) + copy(s_i)))``;
+  NonBlockingCollectiveComplete@t [O] (root in ``peer``).
 * Buffer flush (a ``flush()`` op, or automatically before the next op once
   ``flush_every`` records were written since the last flush — never inside an MPI
   call): BufferFlush@t with ``stop_time = t + F`` (measured) or ``t`` (truth) in
@@ -604,14 +614,27 @@ class _Rank:
                 self.emit(ISEND_COMPLETE, request=r[1])
                 continue
             if r[0] == "coll":
-                _, req, key, op, nbytes = r
+                _, req, key, op, nbytes, root = r
                 inst = sim.colls[key]
-                while len(inst.ready) < sim.n:
-                    yield key
-                end = max(inst.ready.values()) + _collective_duration(sim, nbytes)
-                self.t = max(self.t, end)
-                sent, received = _collective_sizes(op, nbytes, sim.n, NONE, self.rank)
-                self.emit(NBC_COMPLETE, peer=NONE, comm=WORLD, size=sent, size_recv=received,
+                if op in ONE_TO_N_OPS and self.rank != root:
+                    while root not in inst.ready:
+                        yield key
+                    received = _collective_sizes(op, nbytes, sim.n, root, self.rank)[1]
+                    arrival = inst.ready[root] + sim.copy(received) + sim.net(received)
+                    self.t = max(self.t, arrival) + sim.copy(received)
+                elif op in N_TO_ONE_OPS and self.rank == root:
+                    while len(inst.arrival) < sim.n - 1:
+                        yield key
+                    ready = self.t
+                    for a in inst.arrival.values():
+                        self.t = max(self.t, max(ready, a) + sim.copy(nbytes))
+                elif op in N_TO_N_OPS:
+                    while len(inst.ready) < sim.n:
+                        yield key
+                    end = max(inst.ready.values()) + _collective_duration(sim, nbytes)
+                    self.t = max(self.t, end)
+                sent, received = _collective_sizes(op, nbytes, sim.n, root, self.rank)
+                self.emit(NBC_COMPLETE, peer=root, comm=WORLD, size=sent, size_recv=received,
                           op=COLLECTIVE_OPS[op], request=req)
                 continue
             _, req, ch, k, src, tag = r
@@ -637,22 +660,30 @@ class _Rank:
                             f"but {inst.op} root {inst.root} nbytes {inst.nbytes} elsewhere")
         return key, inst
 
-    def icollective(self, op: str, nbytes: int, handle: Any) -> None:
-        """A nonblocking n-to-n collective: Enter(MPI_Ixxx) [O];
-        NonBlockingCollectiveRequest [O]; Leave [O]; it completes in a later wait at
-        ``max(t, max_i(request_i + O) + D)``."""
-        if op not in N_TO_N_OPS:
-            raise self.fail(f"nonblocking {op} is not simulated (n-to-n operations only)")
+    def icollective(self, op: str, nbytes: int, handle: Any, root: int = NONE) -> None:
+        """A nonblocking collective: Enter(MPI_Ixxx) [O];
+        NonBlockingCollectiveRequest [O]; (the copy out of a 1-to-n root or an n-to-1
+        member;) Leave [O]; it completes in a later wait (see the module docstring)."""
+        if op not in N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS:
+            raise self.fail(f"nonblocking {op} is not simulated")
         sim = self.sim
-        key, inst = self._instance(op, NONE, nbytes)
+        rooted = op in ONE_TO_N_OPS or op in N_TO_ONE_OPS
+        root = self.peer(root, f"{op} root") if rooted else NONE
+        key, inst = self._instance(op, root, nbytes)
         region = sim.regions[nonblocking_region(op)]
         req = self.next_request
         self.next_request += 1
         self.emit(ENTER, region=region)
         self.emit(NBC_REQUEST, request=req)
         inst.ready[self.rank] = self.t
+        sent = _collective_sizes(op, nbytes, sim.n, root, self.rank)[0]
+        if op in ONE_TO_N_OPS and self.rank == root:
+            self.t += sim.copy(sent)
+        elif op in N_TO_ONE_OPS and self.rank != root:
+            self.t += sim.copy(sent)
+            inst.arrival[self.rank] = self.t + sim.net(sent)
         sim.notify(key)
-        self.requests[handle] = ("coll", req, key, op, nbytes)
+        self.requests[handle] = ("coll", req, key, op, nbytes, root)
         self.emit(LEAVE, region=region)
 
     def collective(self, op: str, nbytes: int, root: int) -> Generator[tuple, Any, None]:
@@ -740,7 +771,7 @@ def _collective_sizes(op: str, nbytes: int, n: int, root: int, me: int) -> tuple
 def _region_table(program: Program) -> dict[str, int]:
     names = ["main", *P2P_REGIONS]
     names += [collective_region(op) for op in sorted(SUPPORTED_COLLECTIVES)]
-    names += [nonblocking_region(op) for op in sorted(N_TO_N_OPS)]
+    names += [nonblocking_region(op) for op in sorted(N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS)]
     seen = set(names)
     for ops in program.ops:
         for op in ops:
