@@ -15,6 +15,8 @@ op (constructor)                       meaning
 ``ssend(dest, nbytes, tag)``           MPI_Ssend (always rendezvous)
 ``recv(source, tag)``                  MPI_Recv; ``source`` may be :data:`ANY_SOURCE`
 ``isend(dest, nbytes, tag, handle)``   MPI_Isend; ``handle`` is any hashable local name
+``issend(dest, nbytes, tag, handle)``  MPI_Issend (synchronous: completes in the wait
+                                       once the receive was posted and the data arrived)
 ``irecv(source, tag, handle)``         MPI_Irecv (specific source only)
 ``wait(handle)``                       MPI_Wait on one request
 ``waitall(handles)``                   MPI_Waitall, completing the requests in list order
@@ -112,6 +114,11 @@ def sendrecv(dest: int, nbytes: int, source: int, send_tag: int = 0,
 def isend(dest: int, nbytes: int, tag: int, handle: Hashable) -> Op:
     """MPI_Isend; complete it later with :func:`wait`/:func:`waitall` on ``handle``."""
     return ("isend", dest, tag, int(nbytes), handle)
+
+
+def issend(dest: int, nbytes: int, tag: int, handle: Hashable) -> Op:
+    """MPI_Issend (nonblocking synchronous); complete it with :func:`wait`/:func:`waitall`."""
+    return ("issend", dest, tag, int(nbytes), handle)
 
 
 def irecv(source: int, tag: int, handle: Hashable) -> Op:
@@ -548,6 +555,37 @@ def nonblocking_rooted(ranks: int = 8, iterations: int = 40, seed: int = 0, *,
                                                    seed=seed, nbytes=nbytes))
 
 
+def issend_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
+                   nbytes: int = 16384, work_time: float = 1e-5) -> Program:
+    """Halo exchange with MPI_Issend to the right neighbour and MPI_Irecv from the
+    left, rank-dependent work in between and MPI_Waitall; every third iteration the
+    receive is a blocking MPI_Recv posted after the work (so the Issend waits for
+    it). Communicator creation (CREATE_HANDLE) at the start and its release
+    (DESTROY_HANDLE) at the end, as Score-P >= 7 records them."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[collective("CREATE_HANDLE")] for _ in range(ranks)]
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            right, left = (r + 1) % ranks, (r - 1) % ranks
+            scale = 1 + 0.2 * ((r + it) % 3)
+            if it % 3 == 2:
+                prog.append(issend(right, nbytes, 7, "s"))
+                prog.append(call("work", _jitter(rng, work_time * scale)))
+                prog.append(recv(left, 7))
+                prog.append(wait("s"))
+            else:
+                prog.append(irecv(left, 7, "r"))
+                prog.append(issend(right, nbytes, 7, "s"))
+                prog.append(call("work", _jitter(rng, work_time * scale)))
+                prog.append(waitall(["r", "s"]))
+    for prog in ops:
+        prog.append(collective("DESTROY_HANDLE"))
+    return Program("issend", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                       nbytes=nbytes))
+
+
 #: name -> builder(ranks, iterations, seed, **sizes)
 PROGRAMS: dict[str, Callable[..., Program]] = {
     "montecarlo": montecarlo,
@@ -562,4 +600,5 @@ PROGRAMS: dict[str, Callable[..., Program]] = {
     "mixed": mixed,
     "gather": gather_program,
     "nonblocking_rooted": nonblocking_rooted,
+    "issend": issend_program,
 }

@@ -71,6 +71,11 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
 * MPI_Sendrecv (eager send part only): Enter [O]; MpiSend@ts [O]; ``t += copy(s)``;
   the receive is posted at that ``t``; ``t = max(t, arrival) + copy(r)``; MpiRecv@t
   [O]; Leave [O].
+* MPI_Issend (``issend``): Enter(MPI_Issend) [O]; MpiIsend@ts [O]; Leave [O]; the
+  message is synchronous (its arrival is set once the receive is posted, as for
+  MPI_Ssend); in a later wait ``t = max(t, arrival)``; MpiIsendComplete@t [O].
+* Score-P's handle collectives (CREATE_HANDLE ... DESTROY_HANDLE_AND_DEALLOCATE):
+  as n-to-n operations with ``D`` of 0 bytes, size_sent = size_recv = 0.
 * Nonblocking: Isend: Enter(MPI_Isend) [O]; MpiIsend@ts [O]; ``t += copy(s)``;
   ``arrival = t + net(s)``; Leave [O] — always eager, whatever the eager limit.
   Irecv: Enter(MPI_Irecv) [O]; MpiIrecvRequest@t [O]; posted with ``ready = t``
@@ -164,6 +169,13 @@ N_TO_ONE_OPS = frozenset({"GATHER", "GATHERV", "REDUCE"})
 SCAN_OPS = frozenset({"SCAN", "EXSCAN"})
 SUPPORTED_COLLECTIVES = N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS | SCAN_OPS
 
+#: Score-P's handle collectives, simulated as n-to-n operations (their MPI call is named
+#: by :func:`collective_region`: MPI_Create_handle, ...; real traces name the MPI call).
+HANDLE_OPS = frozenset({"CREATE_HANDLE", "DESTROY_HANDLE", "ALLOCATE", "DEALLOCATE",
+                        "CREATE_HANDLE_AND_ALLOCATE", "DESTROY_HANDLE_AND_DEALLOCATE"})
+#: Point-to-point regions added after the first ones (see :func:`_region_table`).
+LATER_REGIONS = ("MPI_Issend", "MPI_Mprobe", "MPI_Improbe", "MPI_Mrecv", "MPI_Imrecv",
+                 "MPI_Probe", "MPI_Iprobe")
 P2P_REGIONS = ("MPI_Send", "MPI_Recv", "MPI_Ssend", "MPI_Isend", "MPI_Irecv",
                "MPI_Wait", "MPI_Waitall", "MPI_Sendrecv")
 
@@ -469,6 +481,8 @@ class _Rank:
                 self.isend(*op[1:])
             elif name == "irecv":
                 self.irecv(*op[1:])
+            elif name == "issend":
+                self.issend(*op[1:])
             elif name == "wait":
                 yield from self.wait(op[1], op[2])
             elif name == "coll":
@@ -587,6 +601,27 @@ class _Rank:
         self.requests[handle] = ("send", req)
         self.emit(LEAVE, region=region)
 
+    def issend(self, dest: int, tag: int, size: int, handle: Any) -> None:
+        """MPI_Issend: Enter(MPI_Issend) [O]; MpiIsend@ts [O]; Leave [O]. The transfer
+        starts at the handshake ``max(ts + O, ready_recv)``; the request completes in
+        a later wait at ``max(t, handshake + copy(s) + net(s))``."""
+        sim = self.sim
+        dest = self.peer(dest, "issend to")
+        region = sim.regions["MPI_Issend"]
+        req = self.next_request
+        self.next_request += 1
+        self.emit(ENTER, region=region)
+        self.emit(ISEND, peer=dest, comm=WORLD, tag=tag, size=size, request=req)
+        ch = sim.chan(self.rank, dest, tag)
+        k = len(ch.msgs)
+        msg = _Msg(size, None, self.t, True)
+        ch.msgs.append(msg)
+        if k < len(ch.ready):
+            msg.arrival = max(msg.t0, ch.ready[k]) + sim.copy(size) + sim.net(size)
+        sim.notify(ch.key)
+        self.requests[handle] = ("ssend", req, ch, msg)
+        self.emit(LEAVE, region=region)
+
     def irecv(self, source: int, tag: int, handle: Any) -> None:
         if source == ANY_SOURCE:
             raise self.fail("irecv needs a specific source")
@@ -612,6 +647,13 @@ class _Rank:
         for r in reqs:
             if r[0] == "send":
                 self.emit(ISEND_COMPLETE, request=r[1])
+                continue
+            if r[0] == "ssend":  # MPI_Issend: complete once the data is at the receiver
+                _, req, ch, msg = r
+                while msg.arrival is None:
+                    yield ch.key
+                self.t = max(self.t, msg.arrival)
+                self.emit(ISEND_COMPLETE, request=req)
                 continue
             if r[0] == "coll":
                 _, req, key, op, nbytes, root = r
@@ -689,7 +731,7 @@ class _Rank:
     def collective(self, op: str, nbytes: int, root: int) -> Generator[tuple, Any, None]:
         sim = self.sim
         n = sim.n
-        if op not in SUPPORTED_COLLECTIVES:
+        if op not in SUPPORTED_COLLECTIVES and op not in HANDLE_OPS:
             raise self.fail(f"collective {op} is not simulated")
         rooted = op in ONE_TO_N_OPS or op in N_TO_ONE_OPS
         if rooted:
@@ -704,7 +746,7 @@ class _Rank:
         ready = self.t
         me = self.rank
         inst.ready[me] = ready
-        if op in N_TO_N_OPS:
+        if op in N_TO_N_OPS or op in HANDLE_OPS:
             sim.notify(key)
             while len(inst.ready) < n:
                 yield key
@@ -748,7 +790,7 @@ def _collective_duration(sim: _Sim, nbytes: int) -> float:
 
 def _collective_sizes(op: str, nbytes: int, n: int, root: int, me: int) -> tuple[int, int]:
     """(size_sent, size_recv) of member ``me`` (see the module docstring)."""
-    if op == "BARRIER":
+    if op == "BARRIER" or op in HANDLE_OPS:
         return 0, 0
     if op in ("ALLREDUCE", "SCAN", "EXSCAN"):
         return nbytes, nbytes
@@ -771,13 +813,17 @@ def _collective_sizes(op: str, nbytes: int, n: int, root: int, me: int) -> tuple
 def _region_table(program: Program) -> dict[str, int]:
     names = ["main", *P2P_REGIONS]
     names += [collective_region(op) for op in sorted(SUPPORTED_COLLECTIVES)]
-    names += [nonblocking_region(op) for op in sorted(N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS)]
+    names += [nonblocking_region(op) for op in sorted(N_TO_N_OPS)]
     seen = set(names)
     for ops in program.ops:
         for op in ops:
             if op[0] in ("call", "enter", "leave") and op[1] not in seen:
                 seen.add(op[1])
                 names.append(op[1])
+    # regions added later go last, so that the ids of the others stay as they were
+    later = [*LATER_REGIONS, *(nonblocking_region(op) for op in sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)),
+             *(collective_region(op) for op in sorted(HANDLE_OPS))]
+    names += [x for x in later if x not in seen]
     return {name: i for i, name in enumerate(names)}
 
 
