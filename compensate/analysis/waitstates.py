@@ -21,11 +21,11 @@ from compensate.analysis.calls import (
 )
 from compensate.matching import Matching, match
 from compensate.matching.collectives import CREATE, FREE, N_TO_N, N_TO_ONE, ONE_TO_N
+from compensate.model import Definitions, Trace
 
 #: Synchronising classes whose members wait for the last enter, and their wait state
 #: (barriers are told apart by their operation).
 _NXN_STATES = {N_TO_N: "wait_nxn", CREATE: "wait_create", FREE: "wait_free"}
-from compensate.model import Definitions, Trace
 
 
 @dataclass

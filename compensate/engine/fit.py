@@ -148,25 +148,22 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     for inst in matching.instances:
         if inst.cls not in (ONE_TO_N, N_TO_ONE) or inst.root < 0:
             continue
-        nb = getattr(inst, "nonblocking", False)
-        kinds = {loc: trace.events[loc].kind for loc in inst.locs} if nb else {}
         b, e = inst.begin_idx, inst.end_idx
-
-        def send_exit(i: int) -> int:
-            return call_leave(kinds[inst.locs[i]], b[i]) if nb else e[i]
-
-        def recv_enter(i: int) -> int:
-            return call_enter(kinds[inst.locs[i]], e[i]) if nb else b[i]
-
+        if getattr(inst, "nonblocking", False):
+            kinds = [trace.events[loc].kind for loc in inst.locs]
+            send_exit = [call_leave(k, x) for k, x in zip(kinds, b, strict=True)]
+            recv_enter = [call_enter(k, x) for k, x in zip(kinds, e, strict=True)]
+        else:
+            send_exit, recv_enter = e, b
         r = inst.locs.index(inst.root)
         for i, loc in enumerate(inst.locs):
             if loc == inst.root:
                 continue
             if inst.cls == ONE_TO_N:
-                rows.append((inst.root, b[r], send_exit(r), loc, recv_enter(i), e[i],
+                rows.append((inst.root, b[r], send_exit[r], loc, recv_enter[i], e[i],
                              inst.size_recv[i], 0, -1, -1))
             else:
-                rows.append((loc, b[i], send_exit(i), inst.root, recv_enter(r), e[r],
+                rows.append((loc, b[i], send_exit[i], inst.root, recv_enter[r], e[r],
                              inst.size_sent[i], 0, -1, group))
         group += inst.cls == N_TO_ONE
     return np.array(rows, dtype=np.int64).reshape(-1, 10)

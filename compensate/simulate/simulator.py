@@ -821,7 +821,8 @@ def _region_table(program: Program) -> dict[str, int]:
                 seen.add(op[1])
                 names.append(op[1])
     # regions added later go last, so that the ids of the others stay as they were
-    later = [*LATER_REGIONS, *(nonblocking_region(op) for op in sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)),
+    rooted = sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)
+    later = [*LATER_REGIONS, *(nonblocking_region(op) for op in rooted),
              *(collective_region(op) for op in sorted(HANDLE_OPS))]
     names += [x for x in later if x not in seen]
     return {name: i for i, name in enumerate(names)}
