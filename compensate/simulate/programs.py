@@ -38,6 +38,11 @@ per-member block for scatter/gather/reduce-scatter); the simulator derives the
 Every builder takes ``ranks``, ``iterations`` and ``seed`` plus its own sizes and
 durations; work durations are drawn from ``random.Random(seed)`` when the program is
 built, so the truth and the measured run execute exactly the same work.
+
+Why one module (over 600 lines): it is the library of model programs, one short
+builder per program on top of the op constructors they all share, and the
+:data:`PROGRAMS` table that the simulator, the benchmarks and the tests iterate;
+its size is the number of programs, not several concerns.
 """
 
 from __future__ import annotations

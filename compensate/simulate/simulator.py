@@ -174,8 +174,7 @@ SUPPORTED_COLLECTIVES = N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS | SCAN_OPS
 HANDLE_OPS = frozenset({"CREATE_HANDLE", "DESTROY_HANDLE", "ALLOCATE", "DEALLOCATE",
                         "CREATE_HANDLE_AND_ALLOCATE", "DESTROY_HANDLE_AND_DEALLOCATE"})
 #: Point-to-point regions added after the first ones (see :func:`_region_table`).
-LATER_REGIONS = ("MPI_Issend", "MPI_Mprobe", "MPI_Improbe", "MPI_Mrecv", "MPI_Imrecv",
-                 "MPI_Probe", "MPI_Iprobe")
+LATER_REGIONS = ("MPI_Issend",)
 P2P_REGIONS = ("MPI_Send", "MPI_Recv", "MPI_Ssend", "MPI_Isend", "MPI_Irecv",
                "MPI_Wait", "MPI_Waitall", "MPI_Sendrecv")
 
@@ -820,11 +819,21 @@ def _region_table(program: Program) -> dict[str, int]:
             if op[0] in ("call", "enter", "leave") and op[1] not in seen:
                 seen.add(op[1])
                 names.append(op[1])
-    # regions added later go last, so that the ids of the others stay as they were
+    # regions added later go last, and only where the program uses them, so that the
+    # definitions of the programs that do not stay as they were
+    used = set()
+    for ops in program.ops:
+        for op in ops:
+            if op[0] == "issend":
+                used.add("MPI_Issend")
+            elif op[0] == "icoll" and op[1] in ONE_TO_N_OPS | N_TO_ONE_OPS:
+                used.add(nonblocking_region(op[1]))
+            elif op[0] == "coll" and op[1] in HANDLE_OPS:
+                used.add(collective_region(op[1]))
     rooted = sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)
     later = [*LATER_REGIONS, *(nonblocking_region(op) for op in rooted),
              *(collective_region(op) for op in sorted(HANDLE_OPS))]
-    names += [x for x in later if x not in seen]
+    names += [x for x in later if x in used and x not in seen]
     return {name: i for i, name in enumerate(names)}
 
 
