@@ -8,7 +8,11 @@ from compensate.model import (
     COLL_END,
     COLLECTIVE_OPS,
     ENTER,
+    ISEND,
+    ISEND_COMPLETE,
     LEAVE,
+    NBC_COMPLETE,
+    NBC_REQUEST,
     RECV,
     SEND,
     Comm,
@@ -19,20 +23,28 @@ from compensate.model import (
 )
 
 REGIONS = {1: "MPI_Send", 2: "MPI_Recv", 3: "work", 4: "MPI_Allreduce", 5: "MPI_Bcast",
-           6: "MPI_Reduce"}
+           6: "MPI_Reduce", 7: "MPI_Issend", 8: "MPI_Wait", 9: "MPI_Comm_dup",
+           10: "MPI_Comm_free", 11: "MPI_Ibcast", 12: "MPI_Igather"}
 OPS = [("ALLREDUCE", 4), ("BCAST", 5), ("REDUCE", 6), ("BARRIER", 4)]
 
 
-def random_trace(draw_int, n_locs: int, steps: int) -> Trace:
-    """``draw_int(lo, hi)`` supplies every random choice (hypothesis or random)."""
+def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False) -> Trace:
+    """``draw_int(lo, hi)`` supplies every random choice (hypothesis or random).
+    ``extended`` adds the kinds of issue 16: MPI_Issend completed in MPI_Wait, handle
+    collectives (a synchronising MPI_Comm_dup, an MPI_Comm_free that may be local),
+    MPI_Ibcast and MPI_Igather completed in MPI_Wait."""
     t = [draw_int(0, 1000) for _ in range(n_locs)]
     b = [RowBuilder() for _ in range(n_locs)]
+    req = [0] * n_locs
 
     def gap() -> int:
         return draw_int(1, 3000)
 
     for _ in range(steps):
-        what = draw_int(0, 3)
+        what = draw_int(0, 7 if extended else 3)
+        if what >= 4:
+            _extended_step(what, draw_int, gap, t, b, req, n_locs)
+            continue
         if what == 0:  # local call
             loc = draw_int(0, n_locs - 1)
             b[loc].add(t[loc], ENTER, region=3)
@@ -75,6 +87,78 @@ def random_trace(draw_int, n_locs: int, steps: int) -> Trace:
                 t[loc] += gap()
                 b[loc].add(t[loc], LEAVE, region=region)
                 t[loc] += gap()
+    return _trace(b, n_locs)
+
+
+def _extended_step(what, draw_int, gap, t, b, req, n_locs) -> None:
+    if what == 4:  # MPI_Issend ... MPI_Wait, received by MPI_Recv
+        s = draw_int(0, n_locs - 1)
+        r = (s + draw_int(1, n_locs - 1)) % n_locs
+        size, tag = draw_int(0, 1 << 20), draw_int(0, 2)
+        req[s] += 1
+        b[s].add(t[s], ENTER, region=7)
+        t[s] += gap()
+        ts = t[s]
+        b[s].add(ts, ISEND, peer=r, comm=0, tag=tag, size=size, request=req[s])
+        t[s] += gap()
+        b[s].add(t[s], LEAVE, region=7)
+        t[s] += gap()
+        b[s].add(t[s], ENTER, region=8)
+        b[r].add(t[r], ENTER, region=2)
+        post = t[r]
+        t[s] = max(t[s] + gap(), post + gap())  # not before the receive was posted
+        b[s].add(t[s], ISEND_COMPLETE, request=req[s])
+        t[s] += gap()
+        b[s].add(t[s], LEAVE, region=8)
+        t[s] += gap()
+        t[r] = max(t[r] + gap(), ts + gap())
+        b[r].add(t[r], RECV, peer=s, comm=0, tag=tag, size=size)
+        t[r] += gap()
+        b[r].add(t[r], LEAVE, region=2)
+        t[r] += gap()
+    elif what in (5, 6):  # handle creation (synchronising) or a free (maybe local)
+        op, region = ("CREATE_HANDLE", 9) if what == 5 else ("DESTROY_HANDLE", 10)
+        begins = []
+        for loc in range(n_locs):
+            b[loc].add(t[loc], ENTER, region=region)
+            t[loc] += gap()
+            begins.append(t[loc])
+            b[loc].add(t[loc], COLL_BEGIN)
+        last = max(begins)
+        local = what == 6 and draw_int(0, 1) == 1
+        for loc in range(n_locs):
+            t[loc] = (t[loc] if local else max(t[loc], last)) + gap()
+            b[loc].add(t[loc], COLL_END, comm=0, size=0, size_recv=0, op=COLLECTIVE_OPS[op])
+            t[loc] += gap()
+            b[loc].add(t[loc], LEAVE, region=region)
+            t[loc] += gap()
+    else:  # nonblocking Ibcast / Igather, completed in MPI_Wait
+        name, region = ("BCAST", 11) if draw_int(0, 1) == 0 else ("GATHER", 12)
+        root = draw_int(0, n_locs - 1)
+        size = draw_int(0, 1 << 16)
+        requests = []
+        for loc in range(n_locs):
+            req[loc] += 1
+            b[loc].add(t[loc], ENTER, region=region)
+            t[loc] += gap()
+            requests.append(t[loc])
+            b[loc].add(t[loc], NBC_REQUEST, request=req[loc])
+            t[loc] += gap()
+            b[loc].add(t[loc], LEAVE, region=region)
+            t[loc] += gap()
+        for loc in range(n_locs):
+            b[loc].add(t[loc], ENTER, region=8)
+            waits = (loc != root) if name == "BCAST" else (loc == root)
+            after = requests[root] if name == "BCAST" else max(requests)
+            t[loc] = max(t[loc], after) + gap() if waits else t[loc] + gap()
+            b[loc].add(t[loc], NBC_COMPLETE, peer=root, comm=0, size=size, size_recv=size,
+                       op=COLLECTIVE_OPS[name], request=req[loc])
+            t[loc] += gap()
+            b[loc].add(t[loc], LEAVE, region=8)
+            t[loc] += gap()
+
+
+def _trace(b, n_locs: int) -> Trace:
     defs = Definitions(
         timer_resolution=1_000_000_000,
         locations={i: Location(i, f"rank {i}", i) for i in range(n_locs)},

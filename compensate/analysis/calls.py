@@ -12,7 +12,7 @@ MPI_PREFIX = "MPI_"
 
 #: Wait-state keys in report order.
 WAIT_STATES: tuple[str, ...] = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier",
-                                "late_broadcast", "early_reduce")
+                                "late_broadcast", "early_reduce", "wait_create", "wait_free")
 #: Behaviour categories of :func:`breakdown`; per location they add up to its time.
 CATEGORIES: tuple[str, ...] = ("execution", "flush", *WAIT_STATES, "other_mpi")
 LABELS: dict[str, str] = {
@@ -24,6 +24,8 @@ LABELS: dict[str, str] = {
     "wait_barrier": "Wait at Barrier",
     "late_broadcast": "Late Broadcast",
     "early_reduce": "Early Reduce",
+    "wait_create": "Wait at Create",
+    "wait_free": "Wait at Free",
     "other_mpi": "other MPI",
 }
 

@@ -1,5 +1,7 @@
 """The KOJAK/Scalasca wait-state patterns: Late Sender, Late Receiver, Wait at N×N,
-Wait at Barrier, Late Broadcast and Early Reduce (definitions: docs/analysis.md)."""
+Wait at Barrier, Late Broadcast, Early Reduce, and Wait at Create / Wait at Free
+for communicator and window creation and freeing (Score-P's handle collectives)
+(definitions: docs/analysis.md)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,12 @@ from compensate.analysis.calls import (
     trace_origin,
 )
 from compensate.matching import Matching, match
-from compensate.matching.collectives import N_TO_N, N_TO_ONE, ONE_TO_N
+from compensate.matching.collectives import CREATE, FREE, N_TO_N, N_TO_ONE, ONE_TO_N
 from compensate.model import Definitions, Trace
+
+#: Synchronising classes whose members wait for the last enter, and their wait state
+#: (barriers are told apart by their operation).
+_NXN_STATES = {N_TO_N: "wait_nxn", CREATE: "wait_create", FREE: "wait_free"}
 
 
 @dataclass
@@ -134,7 +140,8 @@ def wait_states(trace: Trace, matching: Matching | None = None, *,
     # --- collectives: member enter/end = the enclosing call (else the begin/end record)
     for ins in matching.instances:
         n = len(ins.locs)
-        if n < 2 or ins.cls not in (N_TO_N, ONE_TO_N, N_TO_ONE) or ins.nonblocking:
+        if n < 2 or ins.cls not in (*_NXN_STATES, ONE_TO_N, N_TO_ONE) or ins.nonblocking \
+                or not ins.synchronising:
             continue
         enter = np.zeros(n, np.int64)
         end = np.zeros(n, np.int64)
@@ -146,8 +153,8 @@ def wait_states(trace: Trace, matching: Matching | None = None, *,
             enter[k], end[k] = t0[0], t1[0]
         locs_a = np.asarray(ins.locs, dtype=np.int64)
         span = end - enter
-        if ins.cls == N_TO_N:
-            state = "wait_barrier" if ins.op == _BARRIER else "wait_nxn"
+        if ins.cls in _NXN_STATES:
+            state = "wait_barrier" if ins.op == _BARRIER else _NXN_STATES[ins.cls]
             add(state, locs_a, enter, np.clip(enter.max() - enter, 0, span))
             continue
         r = ins.locs.index(ins.root)

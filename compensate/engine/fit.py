@@ -7,15 +7,29 @@ measured trace. Under the measurement model (docs/design.md §2)
     recv_m = send_m + O(MpiSend) + C(s)·s + network(s) + C(s)·s,
 
 so ``network(s) = recv_m - send_m - O(MpiSend) - 2·C(s)·s`` exactly. The same holds
-for the implied messages of 1-to-n collectives (root's MpiCollectiveBegin to a
-member's MpiCollectiveEnd, rule R4). :func:`fit_network` collects these
-observations and fits ``network(s) = latency + s · per_byte`` robustly; the engine
-then uses it for the messages whose transfer was not observed (case m.2), clamped
-into each message's [lower, upper] interval (``EngineOptions(bound="fitted")``).
+for the implied messages of collectives, blocking or nonblocking (the request
+taking the place of the begin, the completion that of the end):
+
+* 1-to-n (R4): the root's begin to a member's end; a member that waited shows the
+  root's transfer.
+* n-to-1 (R5): a member's begin to the root's end; a root that waited shows the
+  transfer of the member whose message arrived last, and only that one. The
+  trace does not say which that was: it is the member whose data left last
+  (begin + overhead + copy) if no other member sent more bytes (the network time
+  grows with the size); otherwise the instance gives no observation.
+
+:func:`fit_network` collects these observations and fits ``network(s) = latency +
+s · per_byte`` robustly; the engine then uses it for the messages whose transfer
+was not observed (case m.2), clamped into each message's [lower, upper] interval
+(``EngineOptions(bound="fitted")``).
 
 Why only messages whose receiver waited: when the message was there first, the
 receive time measures the receiver's lateness, not the network, and such an
-observation would only bias the fit towards the upper bound.
+observation would only bias the fit towards the upper bound. Point-to-point
+messages must also have overlapped calls (case m.1, the paper's observed
+transfer); a collective's implied message counts whenever its receiver waited,
+since the collective's calls say nothing more (a root entering its gather after
+the members' calls ended still waits for their data).
 
 Threshold: fewer than :data:`MIN_OBSERVATIONS` observations give no fit
 (``None``); the caller falls back to the lower bound and says so. With a single
@@ -34,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compensate.matching import Matching
-from compensate.matching.collectives import ONE_TO_N
+from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
 from compensate.model import BUFFER_FLUSH, KIND_CODE, SEND, Trace
 from compensate.platform import Platform
 
@@ -63,7 +77,7 @@ class Observations:
     sizes: np.ndarray  # bytes, int64
     seconds: np.ndarray  # float64
     p2p: int = 0  # how many came from point-to-point messages
-    collective: int = 0  # ... and from 1-to-n collectives' implied messages
+    collective: int = 0  # ... and from collectives' implied messages (1-to-n, n-to-1)
 
     def __len__(self) -> int:
         return int(self.sizes.size)
@@ -108,30 +122,61 @@ class NetworkFit:
 
 # -- observations -------------------------------------------------------------------
 
-def _candidates(matching: Matching) -> np.ndarray:
+def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     """Every message that may reveal its transfer, one row each: (send_loc,
     send_idx, send_exit_idx, recv_loc, recv_enter_idx, recv_idx, size, is_p2p,
-    sync_post_idx).
+    sync_post_idx, group).
 
-    Point-to-point messages between two locations, and per non-root member of a
-    blocking 1-to-n collective the message from the root's enter to the member's
-    exit. ``sync_post_idx`` is the record that posted the receive of a synchronous
-    send (-1 for eager ones): such a transfer starts only once the receive is
-    posted, so it shows the network only if the receive was posted first.
+    Point-to-point messages between two locations; per non-root member of a 1-to-n
+    collective the message from the root's begin (request) to the member's end
+    (completion); per non-root member of an n-to-1 collective the message from its
+    begin (request) to the root's end (completion), ``group`` numbering the instance
+    (-1 elsewhere: :func:`_last_of_groups` keeps one per instance). For a
+    nonblocking collective the send call ends at the Leave after the request and the
+    receive call is the MPI_Wait/Test around the completion. ``sync_post_idx`` is
+    the record that posted the receive of a synchronous send (-1 for eager ones):
+    such a transfer starts only once the receive is posted, so it shows the network
+    only if the receive was posted first.
     """
     rows = [(m.send_loc, m.send_idx, m.send_exit_idx, m.recv_loc, m.recv_enter_idx,
              m.recv_idx, m.size, 1,
-             getattr(m, "recv_post_idx", -1) if getattr(m, "synchronous", False) else -1)
+             getattr(m, "recv_post_idx", -1) if getattr(m, "synchronous", False) else -1, -1)
             for m in matching.messages if m.send_loc != m.recv_loc]
+    group = 0
     for inst in matching.instances:
-        if inst.cls != ONE_TO_N or getattr(inst, "nonblocking", False):
+        if inst.cls not in (ONE_TO_N, N_TO_ONE) or inst.root < 0:
             continue
+        b, e = inst.begin_idx, inst.end_idx
+        if getattr(inst, "nonblocking", False):
+            kinds = [trace.events[loc].kind for loc in inst.locs]
+            send_exit = [call_leave(k, x) for k, x in zip(kinds, b, strict=True)]
+            recv_enter = [call_enter(k, x) for k, x in zip(kinds, e, strict=True)]
+        else:
+            send_exit, recv_enter = e, b
         r = inst.locs.index(inst.root)
         for i, loc in enumerate(inst.locs):
-            if loc != inst.root:
-                rows.append((inst.root, inst.begin_idx[r], inst.end_idx[r], loc,
-                             inst.begin_idx[i], inst.end_idx[i], inst.size_recv[i], 0, -1))
-    return np.array(rows, dtype=np.int64).reshape(-1, 9)
+            if loc == inst.root:
+                continue
+            if inst.cls == ONE_TO_N:
+                rows.append((inst.root, b[r], send_exit[r], loc, recv_enter[i], e[i],
+                             inst.size_recv[i], 0, -1, -1))
+            else:
+                rows.append((loc, b[i], send_exit[i], inst.root, recv_enter[r], e[r],
+                             inst.size_sent[i], 0, -1, group))
+        group += inst.cls == N_TO_ONE
+    return np.array(rows, dtype=np.int64).reshape(-1, 10)
+
+
+def _last_of_groups(group: np.ndarray, departure: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Rows to keep: all with ``group`` -1; of each n-to-1 instance the member whose
+    data left last, if no other member of it sent more bytes (else none)."""
+    keep = group < 0
+    for g in np.unique(group[group >= 0]).tolist():
+        rows = np.flatnonzero(group == g)
+        last = rows[int(np.argmax(departure[rows]))]
+        if size[last] >= size[rows].max():
+            keep[last] = True
+    return keep
 
 
 @dataclass(frozen=True)
@@ -212,24 +257,25 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     (:data:`WAIT_MARGIN`). A synchronous send counts only if its receive was posted
     before the send began.
     """
-    cand = _candidates(matching)
-    cand = cand[cand[:, 4] >= 0]  # the receive needs a record before it
+    cand = _candidates(trace, matching)
+    cand = cand[(cand[:, 4] >= 0) & (cand[:, 5] > 0)]  # the receive needs a record before it
     if cand.shape[0] == 0:
         return Observations(np.zeros(0, dtype=np.int64), np.zeros(0))
     col = _flat_columns(trace, platform)
     tm, after, free = col.time, col.after, col.free
     res = float(trace.definitions.timer_resolution)
-    s_loc, s_idx, s_exit, r_loc, r_enter, r_idx, size, is_p2p, post = cand.T
+    s_loc, s_idx, s_exit, r_loc, r_enter, r_idx, size, is_p2p, post, group = cand.T
     base_s = np.array([col.offsets[x] for x in s_loc], dtype=np.int64)
     base_r = np.array([col.offsets[x] for x in r_loc], dtype=np.int64)
     send, send_exit = base_s + s_idx, base_s + s_exit
     recv, enter, before = base_r + r_idx, base_r + r_enter, base_r + r_idx - 1
     cs = np.asarray(platform.copy_time(size), dtype=np.float64) * res
-    overlapped = tm[enter] <= tm[send_exit]
+    overlapped = (tm[enter] <= tm[send_exit]) | (is_p2p == 0)  # see the module docstring
     waited = message_was_late(tm[recv], cs, free[before], tm[before])
     sync = post >= 0
     posted_first = ~sync | (after[base_r + np.where(sync, post, 0)] <= after[send])
-    keep = overlapped & waited & posted_first
+    last = _last_of_groups(group, after[send] + cs, size)
+    keep = overlapped & waited & posted_first & last
     net = tm[recv] - after[send] - 2.0 * cs  # after[send] = send_m + O(MpiSend)
     return Observations(size[keep].astype(np.int64), net[keep] / res,
                         p2p=int(np.count_nonzero(keep & (is_p2p == 1))),
@@ -319,8 +365,9 @@ def outcome_of(obs: Observations, tick: float) -> FitOutcome:
     fit = fit_observations(obs, tick)
     if fit is not None:
         return FitOutcome(fit, len(obs))
-    reason = (f"{len(obs)} observed transfers (overlapped messages whose receiver waited), "
-              f"fewer than {MIN_OBSERVATIONS}")
+    reason = (f"{len(obs)} observed transfers ({obs.p2p} point-to-point messages whose "
+              f"calls overlapped and whose receiver waited, {obs.collective} collective "
+              f"transfers whose receiver waited), fewer than {MIN_OBSERVATIONS}")
     return FitOutcome(None, len(obs), reason)
 
 

@@ -27,7 +27,9 @@ class PendingRecv:
 
     def build(self, graph: Graph) -> RecvParams:
         late = message_late = False
-        overlapped = self.overlapped
+        # an n-to-1 root's wait shows only the last arrival: the other members' calls
+        # may have overlapped the root's, but their transfers were not observed
+        overlapped = self.overlapped and not self.one_of_many
         if self.fitted and self.recv[1] >= 0:
             late_party = graph.who_was_late(self.recv[0], self.recv[1], self.cs)
             if overlapped and late_party == "receiver":

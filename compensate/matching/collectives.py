@@ -1,13 +1,35 @@
 """Collective operations: the class of each MPI operation (how it constrains its
 members' exits) and one matched instance. The class table is where a new collective
-operation is added; :mod:`compensate.engine.kinds` maps each class to its rule."""
+operation is added; :mod:`compensate.engine.kinds` maps each class to its rule.
+
+Every operation OTF2 defines (``OTF2_CollectiveOp`` 0-22) has a class here, so
+``Matching.unknown_ops`` counts only numbers outside OTF2's list. The handle
+operations Score-P >= 7 records for communicator and window management
+(docs/compensation.md, "Handle collectives") are two classes of their own:
+
+* ``create`` (CREATE_HANDLE, ALLOCATE, CREATE_HANDLE_AND_ALLOCATE: MPI_Comm_dup,
+  _split, _create, MPI_Cart_create, MPI_Win_create/allocate, MPI_Init's
+  MPI_COMM_WORLD): collective over the parent communicator, and synchronising in
+  every implementation (the members agree on a context id, windows exchange base
+  addresses), so timed like an n-to-n operation (R3).
+* ``free`` (DESTROY_HANDLE, DEALLOCATE, DESTROY_HANDLE_AND_DEALLOCATE:
+  MPI_Comm_free, MPI_Win_free, MPI_Finalize): collective, but MPI lets an
+  implementation free a communicator locally. An instance counts as synchronising
+  (n-to-n) only if its measurement is consistent with that -- no member's end
+  before another member's begin (:func:`classify_instance`); otherwise it carries
+  no dependency and its exits stay on their own timelines.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from compensate.model import (
     COLLECTIVE_OP_NAMES,
+    ENTER,
+    LEAVE,
 )
 
 # How each collective operation constrains its members' exits.
@@ -16,8 +38,13 @@ ONE_TO_N = "1-to-n"
 N_TO_ONE = "n-to-1"
 SCAN = "scan"
 EXSCAN = "exscan"
+CREATE = "create"
+FREE = "free"
+#: Classes whose members' exits wait for every member's enter (when synchronising).
+SYNCHRONISING = frozenset({N_TO_N, CREATE, FREE})
 
-#: MPI operation name -> dependency class (operations not listed: n-to-n, conservatively).
+#: MPI operation name -> dependency class (every OTF2 operation; numbers OTF2 does not
+#: define: n-to-n, conservatively).
 COLLECTIVE_CLASSES: dict[str, str] = {
     "BARRIER": N_TO_N,
     "ALLGATHER": N_TO_N,
@@ -36,14 +63,23 @@ COLLECTIVE_CLASSES: dict[str, str] = {
     "REDUCE": N_TO_ONE,
     "SCAN": SCAN,
     "EXSCAN": EXSCAN,
+    "CREATE_HANDLE": CREATE,
+    "ALLOCATE": CREATE,
+    "CREATE_HANDLE_AND_ALLOCATE": CREATE,
+    "DESTROY_HANDLE": FREE,
+    "DEALLOCATE": FREE,
+    "DESTROY_HANDLE_AND_DEALLOCATE": FREE,
 }
 
 
 def needed_members(inst: Instance, i: int) -> list[int]:
     """Members (positions in ``inst.locs``) whose enter member ``i``'s exit waits for,
-    by collective class: everybody (n-to-n), the root (1-to-n non-root), every other
-    member (n-to-1 root), ranks <= i (scan) or < i (exscan); [] for a local exit."""
+    by collective class: everybody (n-to-n, handle creation, a synchronising free),
+    the root (1-to-n non-root), every other member (n-to-1 root), ranks <= i (scan)
+    or < i (exscan); [] for a local exit (and for a free that did not synchronise)."""
     n = len(inst.locs)
+    if not inst.synchronising:
+        return []
     if inst.cls == ONE_TO_N:
         r = inst.locs.index(inst.root)
         return [] if i == r else [r]
@@ -85,3 +121,45 @@ class Instance:
     size_sent: list[int]
     size_recv: list[int]
     nonblocking: bool = False
+    #: False for a ``free`` instance whose measurement shows no synchronisation
+    synchronising: bool = True
+
+
+def classify_instance(inst: Instance, begin_times: list[int], end_times: list[int]) -> None:
+    """Decide from the measured times whether a ``free`` instance synchronised: only if
+    no member ended before another member began (a free that MPI let stay local
+    shows exits before late members' enters). Other classes are left as they are."""
+    if inst.cls == FREE and begin_times and min(end_times) < max(begin_times):
+        inst.synchronising = False
+
+
+def call_enter(kind: np.ndarray, idx: int) -> int:
+    """The Enter of the call that holds record ``idx`` of a location with record
+    kinds ``kind`` (the MPI_Wait/Test around a nonblocking completion), or the record
+    before it if it is in no call (-1 at the start of the location)."""
+    depth = 0
+    for j in range(idx - 1, -1, -1):
+        k = kind[j]
+        if k == LEAVE:
+            depth += 1
+        elif k == ENTER:
+            if depth == 0:
+                return j
+            depth -= 1
+    return idx - 1
+
+
+def call_leave(kind: np.ndarray, idx: int) -> int:
+    """The Leave that ends the call holding record ``idx`` (the MPI_Ibcast ... call
+    around a nonblocking collective's request), or ``idx`` itself if it is in no
+    call."""
+    depth = 0
+    for j in range(idx + 1, len(kind)):
+        k = kind[j]
+        if k == ENTER:
+            depth += 1
+        elif k == LEAVE:
+            if depth == 0:
+                return j
+            depth -= 1
+    return idx

@@ -22,7 +22,13 @@ from functools import cached_property
 
 import numpy as np
 
-from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, Instance, collective_class
+from compensate.matching.collectives import (
+    N_TO_ONE,
+    ONE_TO_N,
+    Instance,
+    classify_instance,
+    collective_class,
+)
 from compensate.matching.p2p import Message, MessageTable, match_p2p
 from compensate.model import (
     COLL_BEGIN,
@@ -64,7 +70,8 @@ class Matching:
         t = self.table
         by_cls: dict[str, int] = {}
         for inst in self.instances:
-            key = inst.cls + (" nonblocking" if inst.nonblocking else "")
+            key = inst.cls + (" nonblocking" if inst.nonblocking else "") + (
+                "" if inst.synchronising else " (local)")
             by_cls[key] = by_cls.get(key, 0) + 1
         return {
             "messages": len(t),
@@ -250,13 +257,16 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
                     f"{COLLECTIVE_OP_NAMES[op]} instance {k} on communicator {comm} has no "
                     f"valid root (rank {root_rank})", source=trace.source,
                     location=members[0], index=idx[0])
-            result.instances.append(Instance(
+            inst = Instance(
                 comm=comm, op=op, cls=cls, known_op=known, root=root, locs=list(members),
                 begin_idx=begins, end_idx=idx,
                 size_sent=[int(e.size[i]) for e, i in zip(evs, idx, strict=True)],
                 size_recv=[int(e.size_recv[i]) for e, i in zip(evs, idx, strict=True)],
                 nonblocking=any(int(e.kind[i]) == NBC_COMPLETE
-                                for e, i in zip(evs, idx, strict=True))))
+                                for e, i in zip(evs, idx, strict=True)))
+            classify_instance(inst, [int(e.time[b]) for e, b in zip(evs, begins, strict=True)],
+                              [int(e.time[i]) for e, i in zip(evs, idx, strict=True)])
+            result.instances.append(inst)
 
 
 def match_messages(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,

@@ -23,6 +23,7 @@ import numpy as np
 from compensate.model import (
     IRECV,
     ISEND,
+    ISEND_COMPLETE,
     KIND_NAMES,
     RECV,
     SEND,
@@ -46,9 +47,10 @@ class Message:
     recv_enter_idx: int  # Enter of the receive (completion) call (or the record before; -1)
     nonblocking_send: bool = False
     nonblocking_recv: bool = False
-    # synchronous (MPI_Ssend, or larger than the eager limit): the send call cannot
-    # end before the receive was posted; ``recv_post_idx`` is that posting record
-    # (the Enter of a blocking receive call, the MpiIrecvRequest of an MPI_Irecv)
+    # synchronous (MPI_Ssend, MPI_Issend, or larger than the eager limit): the send
+    # call cannot end (an MPI_Issend: its MpiIsendComplete, then ``send_exit_idx``,
+    # cannot happen) before the receive was posted; ``recv_post_idx`` is that posting
+    # record (the Enter of a blocking receive call, the MpiIrecvRequest of an MPI_Irecv)
     synchronous: bool = False
     recv_post_idx: int = -1
 
@@ -239,6 +241,27 @@ def _group_ranks(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
     return rank
 
 
+#: Send calls that are synchronous (the send cannot complete before the matching
+#: receive was posted): MPI_Ssend, and MPI_Issend, which Score-P records as an
+#: MpiIsend inside a region of that name (OTF2 has no record kind of its own for it).
+SYNC_SEND_PREFIXES = ("MPI_Ssend", "MPI_Issend")
+
+
+def _completions(ev: Events, sends: np.ndarray) -> np.ndarray:
+    """Per MpiIsend record of ``sends``: the MpiIsendComplete that completes its request
+    (the first with the same request id after it; -1 if none)."""
+    done = np.flatnonzero(ev.kind == ISEND_COMPLETE)
+    out = np.full(len(sends), -1, dtype=np.int64)
+    if not done.size:
+        return out
+    req = ev.request[done]
+    for j, (i, r) in enumerate(zip(sends.tolist(), ev.request[sends].tolist(), strict=True)):
+        cand = done[(req == r) & (done > i)]
+        if cand.size:
+            out[j] = cand[0]
+    return out
+
+
 def match_p2p(trace: Trace, structure: dict, posting: dict,
               eager_limit: int | None) -> tuple[MessageTable, int]:
     """Match every receive to its send. Returns (the messages, unmatched sends).
@@ -313,8 +336,9 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     s_kind = np.zeros(n, dtype=np.int64)
     r_kind = np.zeros(n, dtype=np.int64)
     size = np.zeros(n, dtype=np.int64)
-    ssend = np.zeros(n, dtype=bool)  # send call is MPI_Ssend...
+    ssend = np.zeros(n, dtype=bool)  # send call is MPI_Ssend... (or MPI_Issend...)
     plain = np.zeros(n, dtype=bool)  # send call is MPI_Send...
+    completion = np.full(n, -1, dtype=np.int64)  # MpiIsendComplete of an MPI_Issend
     regions = trace.definitions.regions
     for li, loc in enumerate(loc_ids):
         ev = evs[li]
@@ -330,8 +354,12 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
             if has.any():
                 used, which = np.unique(ev.region[ce[has]], return_inverse=True)
                 names = [regions.get(r, "") for r in used.tolist()]
-                ssend[sel[has]] = np.array([x.startswith("MPI_Ssend") for x in names])[which]
+                ssend[sel[has]] = np.array([x.startswith(SYNC_SEND_PREFIXES)
+                                            for x in names])[which]
                 plain[sel[has]] = np.array([x.startswith("MPI_Send") for x in names])[which]
+            issend = sel[ssend[sel] & (s_kind[sel] == ISEND)]
+            if issend.size:
+                completion[issend] = _completions(ev, m_sidx[issend])
         sel = np.flatnonzero(r_dst == li)
         if sel.size:
             i = r_idx[sel]
@@ -343,6 +371,11 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     post_idx = np.where(nb_recv & (r_post != r_idx), r_post, enter_idx)
     is_sync = ssend | ((size > eager_limit) & plain if eager_limit is not None else False)
     sync = (s_kind == SEND) & (exit_idx >= 0) & (post_idx >= 0) & (call_enter >= 0) & is_sync
+    # MPI_Issend: synchronous where its completion (MpiIsendComplete) is in the trace; the
+    # completion then takes the place of the send call's end
+    sync_nb = (s_kind == ISEND) & (completion >= 0) & (post_idx >= 0) & ssend
+    sync |= sync_nb
+    exit_idx = np.where(sync_nb, completion, exit_idx)
     table = MessageTable(
         loc_ids=loc_ids, send_li=r_src.copy(), send_idx=m_sidx, recv_li=r_dst.copy(),
         recv_idx=r_idx.copy(), size=size, send_exit_idx=np.where(exit_idx >= 0, exit_idx, m_sidx),

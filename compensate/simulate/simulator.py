@@ -71,6 +71,11 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
 * MPI_Sendrecv (eager send part only): Enter [O]; MpiSend@ts [O]; ``t += copy(s)``;
   the receive is posted at that ``t``; ``t = max(t, arrival) + copy(r)``; MpiRecv@t
   [O]; Leave [O].
+* MPI_Issend (``issend``): Enter(MPI_Issend) [O]; MpiIsend@ts [O]; Leave [O]; the
+  message is synchronous (its arrival is set once the receive is posted, as for
+  MPI_Ssend); in a later wait ``t = max(t, arrival)``; MpiIsendComplete@t [O].
+* Score-P's handle collectives (CREATE_HANDLE ... DESTROY_HANDLE_AND_DEALLOCATE):
+  as n-to-n operations with ``D`` of 0 bytes, size_sent = size_recv = 0.
 * Nonblocking: Isend: Enter(MPI_Isend) [O]; MpiIsend@ts [O]; ``t += copy(s)``;
   ``arrival = t + net(s)``; Leave [O] — always eager, whatever the eager limit.
   Irecv: Enter(MPI_Irecv) [O]; MpiIrecvRequest@t [O]; posted with ``ready = t``
@@ -83,6 +88,16 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   Enter [O]; NonBlockingCollectiveRequest@r_i [O]; Leave [O]. In a later
   wait, after the records before it: ``t = max(t, max_i(r_i + O(request)) + D)``;
   NonBlockingCollectiveComplete@t [O].
+* Nonblocking 1-to-n (MPI_Ibcast, MPI_Iscatter(v)): Enter [O]; request@r_i [O];
+  the root copies out (``t += copy(size_sent_root)``); Leave [O]. In a later wait:
+  member i, ``arrival_i = r_root + O(request) + copy(s_i) + net(s_i)``,
+  ``t = max(t, arrival_i) + copy(s_i)``; the root completes at ``t`` (local);
+  NonBlockingCollectiveComplete@t [O].
+* Nonblocking n-to-1 (MPI_Igather(v), MPI_Ireduce): Enter [O]; request@r_i [O];
+  member i copies out (``t += copy(s_i)``, ``arrival_i = t + net(s_i)``); Leave [O].
+  In a later wait: members complete at ``t`` (local); the root, ready at ``t``,
+  at ``max(t, max_i (max(t, arrival_i) + copy(s_i)))``;
+  NonBlockingCollectiveComplete@t [O] (root in ``peer``).
 * Buffer flush (a ``flush()`` op, or automatically before the next op once
   ``flush_every`` records were written since the last flush — never inside an MPI
   call): BufferFlush@t with ``stop_time = t + F`` (measured) or ``t`` (truth) in
@@ -158,6 +173,12 @@ N_TO_ONE_OPS = frozenset({"GATHER", "GATHERV", "REDUCE"})
 SCAN_OPS = frozenset({"SCAN", "EXSCAN"})
 SUPPORTED_COLLECTIVES = N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS | SCAN_OPS
 
+#: Score-P's handle collectives, simulated as n-to-n operations (their MPI call is named
+#: by :func:`collective_region`: MPI_Create_handle, ...; real traces name the MPI call).
+HANDLE_OPS = frozenset({"CREATE_HANDLE", "DESTROY_HANDLE", "ALLOCATE", "DEALLOCATE",
+                        "CREATE_HANDLE_AND_ALLOCATE", "DESTROY_HANDLE_AND_DEALLOCATE"})
+#: Point-to-point regions added after the first ones (see :func:`_region_table`).
+LATER_REGIONS = ("MPI_Issend",)
 P2P_REGIONS = ("MPI_Send", "MPI_Recv", "MPI_Ssend", "MPI_Isend", "MPI_Irecv",
                "MPI_Wait", "MPI_Waitall", "MPI_Sendrecv")
 
@@ -508,6 +529,8 @@ class _Rank:
                 self.isend(*op[1:])
             elif name == "irecv":
                 self.irecv(*op[1:])
+            elif name == "issend":
+                self.issend(*op[1:])
             elif name == "wait":
                 yield from self.wait(op[1], op[2])
             elif name == "coll":
@@ -626,6 +649,27 @@ class _Rank:
         self.requests[handle] = ("send", req)
         self.emit(LEAVE, region=region)
 
+    def issend(self, dest: int, tag: int, size: int, handle: Any) -> None:
+        """MPI_Issend: Enter(MPI_Issend) [O]; MpiIsend@ts [O]; Leave [O]. The transfer
+        starts at the handshake ``max(ts + O, ready_recv)``; the request completes in
+        a later wait at ``max(t, handshake + copy(s) + net(s))``."""
+        sim = self.sim
+        dest = self.peer(dest, "issend to")
+        region = sim.regions["MPI_Issend"]
+        req = self.next_request
+        self.next_request += 1
+        self.emit(ENTER, region=region)
+        self.emit(ISEND, peer=dest, comm=WORLD, tag=tag, size=size, request=req)
+        ch = sim.chan(self.rank, dest, tag)
+        k = len(ch.msgs)
+        msg = _Msg(size, None, self.t, True)
+        ch.msgs.append(msg)
+        if k < len(ch.ready):
+            msg.arrival = max(msg.t0, ch.ready[k]) + sim.copy(size) + sim.net(size)
+        sim.notify(ch.key)
+        self.requests[handle] = ("ssend", req, ch, msg)
+        self.emit(LEAVE, region=region)
+
     def irecv(self, source: int, tag: int, handle: Any) -> None:
         if source == ANY_SOURCE:
             raise self.fail("irecv needs a specific source")
@@ -652,15 +696,35 @@ class _Rank:
             if r[0] == "send":
                 self.emit(ISEND_COMPLETE, request=r[1])
                 continue
+            if r[0] == "ssend":  # MPI_Issend: complete once the data is at the receiver
+                _, req, ch, msg = r
+                while msg.arrival is None:
+                    yield ch.key
+                self.t = max(self.t, msg.arrival)
+                self.emit(ISEND_COMPLETE, request=req)
+                continue
             if r[0] == "coll":
-                _, req, key, op, nbytes = r
+                _, req, key, op, nbytes, root = r
                 inst = sim.colls[key]
-                while len(inst.ready) < sim.n:
-                    yield key
-                end = max(inst.ready.values()) + _collective_duration(sim, nbytes)
-                self.t = max(self.t, end)
-                sent, received = _collective_sizes(op, nbytes, sim.n, NONE, self.rank)
-                self.emit(NBC_COMPLETE, peer=NONE, comm=WORLD, size=sent, size_recv=received,
+                if op in ONE_TO_N_OPS and self.rank != root:
+                    while root not in inst.ready:
+                        yield key
+                    received = _collective_sizes(op, nbytes, sim.n, root, self.rank)[1]
+                    arrival = inst.ready[root] + sim.copy(received) + sim.net(received)
+                    self.t = max(self.t, arrival) + sim.copy(received)
+                elif op in N_TO_ONE_OPS and self.rank == root:
+                    while len(inst.arrival) < sim.n - 1:
+                        yield key
+                    ready = self.t
+                    for a in inst.arrival.values():
+                        self.t = max(self.t, max(ready, a) + sim.copy(nbytes))
+                elif op in N_TO_N_OPS:
+                    while len(inst.ready) < sim.n:
+                        yield key
+                    end = max(inst.ready.values()) + _collective_duration(sim, nbytes)
+                    self.t = max(self.t, end)
+                sent, received = _collective_sizes(op, nbytes, sim.n, root, self.rank)
+                self.emit(NBC_COMPLETE, peer=root, comm=WORLD, size=sent, size_recv=received,
                           op=COLLECTIVE_OPS[op], request=req)
                 continue
             _, req, ch, k, src, tag = r
@@ -686,28 +750,36 @@ class _Rank:
                             f"but {inst.op} root {inst.root} nbytes {inst.nbytes} elsewhere")
         return key, inst
 
-    def icollective(self, op: str, nbytes: int, handle: Any) -> None:
-        """A nonblocking n-to-n collective: Enter(MPI_Ixxx) [O];
-        NonBlockingCollectiveRequest [O]; Leave [O]; it completes in a later wait at
-        ``max(t, max_i(request_i + O) + D)``."""
-        if op not in N_TO_N_OPS:
-            raise self.fail(f"nonblocking {op} is not simulated (n-to-n operations only)")
+    def icollective(self, op: str, nbytes: int, handle: Any, root: int = NONE) -> None:
+        """A nonblocking collective: Enter(MPI_Ixxx) [O];
+        NonBlockingCollectiveRequest [O]; (the copy out of a 1-to-n root or an n-to-1
+        member;) Leave [O]; it completes in a later wait (see the module docstring)."""
+        if op not in N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS:
+            raise self.fail(f"nonblocking {op} is not simulated")
         sim = self.sim
-        key, inst = self._instance(op, NONE, nbytes)
+        rooted = op in ONE_TO_N_OPS or op in N_TO_ONE_OPS
+        root = self.peer(root, f"{op} root") if rooted else NONE
+        key, inst = self._instance(op, root, nbytes)
         region = sim.regions[nonblocking_region(op)]
         req = self.next_request
         self.next_request += 1
         self.emit(ENTER, region=region)
         self.emit(NBC_REQUEST, request=req)
         inst.ready[self.rank] = self.t
+        sent = _collective_sizes(op, nbytes, sim.n, root, self.rank)[0]
+        if op in ONE_TO_N_OPS and self.rank == root:
+            self.t += sim.copy(sent)
+        elif op in N_TO_ONE_OPS and self.rank != root:
+            self.t += sim.copy(sent)
+            inst.arrival[self.rank] = self.t + sim.net(sent)
         sim.notify(key)
-        self.requests[handle] = ("coll", req, key, op, nbytes)
+        self.requests[handle] = ("coll", req, key, op, nbytes, root)
         self.emit(LEAVE, region=region)
 
     def collective(self, op: str, nbytes: int, root: int) -> Generator[tuple, Any, None]:
         sim = self.sim
         n = sim.n
-        if op not in SUPPORTED_COLLECTIVES:
+        if op not in SUPPORTED_COLLECTIVES and op not in HANDLE_OPS:
             raise self.fail(f"collective {op} is not simulated")
         rooted = op in ONE_TO_N_OPS or op in N_TO_ONE_OPS
         if rooted:
@@ -722,7 +794,7 @@ class _Rank:
         ready = self.t
         me = self.rank
         inst.ready[me] = ready
-        if op in N_TO_N_OPS:
+        if op in N_TO_N_OPS or op in HANDLE_OPS:
             sim.notify(key)
             while len(inst.ready) < n:
                 yield key
@@ -766,7 +838,7 @@ def _collective_duration(sim: _Sim, nbytes: int) -> float:
 
 def _collective_sizes(op: str, nbytes: int, n: int, root: int, me: int) -> tuple[int, int]:
     """(size_sent, size_recv) of member ``me`` (see the module docstring)."""
-    if op == "BARRIER":
+    if op == "BARRIER" or op in HANDLE_OPS:
         return 0, 0
     if op in ("ALLREDUCE", "SCAN", "EXSCAN"):
         return nbytes, nbytes
@@ -796,6 +868,21 @@ def _region_table(program: Program) -> dict[str, int]:
             if op[0] in ("call", "enter", "leave") and op[1] not in seen:
                 seen.add(op[1])
                 names.append(op[1])
+    # regions added later go last, and only where the program uses them, so that the
+    # definitions of the programs that do not stay as they were
+    used = set()
+    for ops in program.ops:
+        for op in ops:
+            if op[0] == "issend":
+                used.add("MPI_Issend")
+            elif op[0] == "icoll" and op[1] in ONE_TO_N_OPS | N_TO_ONE_OPS:
+                used.add(nonblocking_region(op[1]))
+            elif op[0] == "coll" and op[1] in HANDLE_OPS:
+                used.add(collective_region(op[1]))
+    rooted = sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)
+    later = [*LATER_REGIONS, *(nonblocking_region(op) for op in rooted),
+             *(collective_region(op) for op in sorted(HANDLE_OPS))]
+    names += [x for x in later if x in used and x not in seen]
     return {name: i for i, name in enumerate(names)}
 
 

@@ -63,9 +63,11 @@ def _verify_order(trace: Trace, matching: Matching, v: Verification) -> None:
 
 def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> None:
     """No collective exit before an enter it waits for (by class: every enter for
-    n-to-n, the root's for 1-to-n, ranks up to i for scans), strictly after it for
-    implied messages (1-to-n, n-to-1) and nonblocking completions; an exit that
-    waits is after its own enter."""
+    n-to-n and handle creation, and for a handle free that synchronised in the
+    measurement; the root's for 1-to-n, ranks up to i for scans), strictly after it
+    for implied messages (1-to-n, n-to-1) and nonblocking completions (an Ibcast
+    member's completion after the root's request, an Igather root's after every
+    member's request); an exit that waits is after its own enter."""
     t = {loc: ev.time for loc, ev in trace.events.items()}
     for inst in matching.instances:
         begins = [t[loc][b] for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
@@ -101,8 +103,9 @@ def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> No
 
 def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
     """Every receive strictly after its send (at or after it, for a send to self), and
-    a synchronous send's call not ended before its receive was posted; vectorised
-    over the message table."""
+    a synchronous send's call not ended before its receive was posted (for an
+    MPI_Issend: its MpiIsendComplete, which matching puts in ``send_exit_idx``);
+    vectorised over the message table."""
     table = matching.table
     if not len(table):
         return

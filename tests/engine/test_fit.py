@@ -27,7 +27,7 @@ from compensate.engine.fit import (
 from compensate.formats import write_trace
 from compensate.formats.text import read_text
 from compensate.matching import match
-from compensate.model import COLL_END, RECV
+from compensate.model import COLL_END, COLLECTIVE_OPS, RECV
 from compensate.platform import Platform
 from compensate.simulate import Network, default_platform, run_program, simulate
 from compensate.simulate import programs as P
@@ -106,6 +106,38 @@ def test_one_to_n_collectives_are_observations():
     obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
     assert obs.p2p == 0 and obs.collective >= 100
     assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
+
+
+def test_n_to_one_roots_are_observations():
+    """A Gather's root that waited shows the last member's transfer (issue 16), one
+    per instance, and only that one: the gather program has no point-to-point
+    message, yet fits the simulator's network exactly."""
+    sim = simulate("gather", ranks=8, overhead=1e-6, quantize=True)
+    m = match(sim.measured)
+    obs = observe_transfers(sim.measured, m, sim.platform)
+    gathers = sum(inst.op == COLLECTIVE_OPS["GATHER"] for inst in m.instances)
+    assert obs.p2p == 0 and gathers <= obs.collective <= len(m.instances)
+    sizes = obs.sizes.tolist()
+    true = np.array([sim.network.time(s) for s in sizes])
+    assert np.all(np.abs(obs.seconds - true) <= 2 * TICK)
+
+
+def test_nonblocking_rooted_collectives_are_observations():
+    sim = simulate("nonblocking_rooted", ranks=8, overhead=1e-6, quantize=True)
+    obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
+    assert obs.p2p == 0 and obs.collective >= 50
+    assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
+
+
+def test_fallback_reason_tells_collectives_from_messages():
+    """Too few observations and no point-to-point message: the reason must not call
+    the collectives' transfers overlapped messages."""
+    sim = simulate("gather", ranks=4, iterations=3, overhead=1e-6, quantize=True)
+    outcome = try_fit(sim.measured, match(sim.measured), sim.platform)
+    assert outcome.fit is None and 0 < outcome.observations < MIN_OBSERVATIONS
+    assert "0 point-to-point messages" in outcome.reason
+    assert f"{outcome.observations} collective transfers whose receiver waited" in \
+        outcome.reason
 
 
 def test_robust_against_outliers():

@@ -18,10 +18,10 @@ SETTINGS = settings(max_examples=60, deadline=None,
 
 
 @st.composite
-def traces(draw):
+def traces(draw, extended=False):
     n = draw(st.integers(2, 5))
     steps = draw(st.integers(1, 25))
-    return random_trace(lambda lo, hi: draw(st.integers(lo, hi)), n, steps)
+    return random_trace(lambda lo, hi: draw(st.integers(lo, hi)), n, steps, extended)
 
 
 @SETTINGS
@@ -62,3 +62,23 @@ def test_never_later_than_measured_without_copy_cost(trace):
     result = compensate(trace, Platform(3e-7), EngineOptions("upper", "per-process"))
     for loc, ev in trace.events.items():
         assert np.all(result.trace.events[loc].time <= ev.time)
+
+
+@SETTINGS
+@given(traces(extended=True), st.sampled_from(["lower", "upper"]),
+       st.sampled_from(["uniform", "per-process"]))
+def test_issue16_kinds_keep_happened_before(trace, bound, exit_):
+    """MPI_Issend, handle collectives (creation synchronising, free maybe local) and
+    nonblocking Ibcast/Igather: the output verifies, an Issend completes no earlier
+    than its receive was posted, and nothing is an unknown collective op."""
+    m = match(trace)
+    assert verify(trace, m).ok and m.unknown_ops == 0
+    result = compensate(trace, PLATFORM, EngineOptions(bound=bound, collective_exit=exit_), m)
+    out = result.trace
+    check = verify(out, result.matching)
+    assert check.ok, check.examples
+    t = result.matching.table
+    for j in np.flatnonzero(t.synchronous & t.nonblocking_send).tolist():
+        s_loc, r_loc = t.loc_ids[t.send_li[j]], t.loc_ids[t.recv_li[j]]
+        assert out.events[s_loc].time[t.send_exit_idx[j]] >= \
+            out.events[r_loc].time[t.recv_post_idx[j]]

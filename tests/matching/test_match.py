@@ -6,7 +6,9 @@ import pytest
 from compensate.formats.text import read_text
 from compensate.matching import COLLECTIVE_CLASSES, match
 from compensate.matching.collectives import (
+    CREATE,
     EXSCAN,
+    FREE,
     N_TO_N,
     N_TO_ONE,
     ONE_TO_N,
@@ -26,10 +28,34 @@ def test_matchers_table():
 @pytest.mark.parametrize("op,cls", [("BARRIER", N_TO_N), ("ALLREDUCE", N_TO_N),
                                     ("BCAST", ONE_TO_N), ("SCATTERV", ONE_TO_N),
                                     ("GATHER", N_TO_ONE), ("REDUCE", N_TO_ONE),
-                                    ("SCAN", SCAN), ("EXSCAN", EXSCAN)])
+                                    ("SCAN", SCAN), ("EXSCAN", EXSCAN),
+                                    ("CREATE_HANDLE", CREATE), ("ALLOCATE", CREATE),
+                                    ("CREATE_HANDLE_AND_ALLOCATE", CREATE),
+                                    ("DESTROY_HANDLE", FREE), ("DEALLOCATE", FREE),
+                                    ("DESTROY_HANDLE_AND_DEALLOCATE", FREE)])
 def test_collective_class(op, cls):
     assert collective_class(COLLECTIVE_OPS[op]) == (cls, True)
     assert COLLECTIVE_CLASSES[op] == cls
+
+
+def test_every_otf2_operation_is_known():
+    """OTF2_CollectiveOp 0-22: none is an unknown operation (issue 16: Score-P 7's
+    handle collectives were counted as unknown and reported as Wait at N x N)."""
+    otf2 = pytest.importorskip("otf2")
+    defined = otf2.CollectiveOp._names  # {code: name}, as the OTF2 library defines them
+    assert len(defined) == 23
+    for code, name in defined.items():
+        assert COLLECTIVE_OPS[name] == code
+        assert collective_class(code)[1], name
+
+
+def test_handle_free_synchronises_only_if_measured_so():
+    m = match(read_text(str(CASES / "r5_handles.trace")))
+    create, free = m.instances
+    assert (create.cls, create.synchronising) == (CREATE, True)
+    assert (free.cls, free.synchronising) == (FREE, False)
+    assert m.counts()["collectives"] == {"create": 1, "free (local)": 1}
+    assert m.counts()["unknown_collective_ops"] == 0
 
 
 def test_unknown_operation_is_n_to_n_conservatively():

@@ -82,3 +82,57 @@ def test_synchronous_send_returns_before_the_receive_was_posted():
     assert (v.order, v.messages) == (0, 1)
     assert "synchronous send returned before its receive was posted" in v.examples[0]
     assert verify(broken(trace, 0, 2, 2000), m).ok
+
+
+def test_issend_completes_before_the_receive_was_posted():
+    """An MPI_Issend's completion (MpiIsendComplete, location 0 record 6) before the
+    receive was posted (Enter(MPI_Recv) at 1100) is a violation (issue 16)."""
+    trace = read_text(str(CASES / "r5_issend.trace"))
+    m = match(trace)
+    assert m.table.synchronous.all() and int(m.table.send_exit_idx[0]) == 6
+    bad = broken(broken(trace, 0, 6, 1050), 0, 5, 1000)
+    v = verify(bad, m)
+    assert (v.messages, v.order) == (1, 0)
+    assert "synchronous send returned before its receive was posted" in v.examples[0]
+    assert verify(broken(trace, 0, 6, 1100), m).ok
+
+
+def test_create_handle_exit_before_the_last_enter():
+    trace = read_text(str(CASES / "r5_handles.trace"))
+    m = match(trace)
+    # location 1 leaves MPI_Comm_dup (MpiCollectiveEnd, record 4) before location 0's
+    # begin (1100): a synchronising creation forbids it
+    v = verify(broken(broken(trace, 1, 4, 1050), 1, 3, 1040), m)
+    assert v.collectives >= 1 and "collective exit before the enter of location 0" in \
+        " ".join(v.examples)
+
+
+def test_local_free_has_no_dependency():
+    """The free of r5_handles.trace did not synchronise: moving location 0's exit far
+    before location 1's enter is no violation."""
+    trace = read_text(str(CASES / "r5_handles.trace"))
+    m = match(trace)
+    assert not m.instances[1].synchronising
+    assert verify(trace, m).ok
+
+
+def test_nonblocking_gather_root_completes_before_a_member_request():
+    trace = read_text(str(CASES / "r5_igather.trace"))
+    m = match(trace)
+    (inst,) = m.instances
+    assert inst.nonblocking and inst.cls == "n-to-1"
+    # the root's completion (location 0, record 4) at location 2's request (2100)
+    v = verify(broken(trace, 0, 4, 2100), m)
+    assert v.collectives == 1 and "before the enter of location 2" in v.examples[0]
+    assert verify(broken(trace, 0, 4, 2101), m).ok
+
+
+def test_nonblocking_bcast_member_completes_before_the_root_request():
+    trace = read_text(str(CASES / "r5_ibcast.trace"))
+    m = match(trace)
+    # the member's completion (location 1, record 6) at the root's request (1100)
+    bad = trace
+    for i, t in zip(range(1, 7), (1000, 1001, 1002, 1003, 1004, 1100), strict=True):
+        bad = broken(bad, 1, i, t)
+    v = verify(bad, m)
+    assert v.collectives == 1 and v.order == 0

@@ -23,9 +23,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from compensate.engine.graph import Graph
-from compensate.engine.kinds import nonblocking, nton, ntoone, oneton, p2p, scan, synchronous
+from compensate.engine.kinds import (
+    handles,
+    nonblocking,
+    nton,
+    ntoone,
+    oneton,
+    p2p,
+    scan,
+    synchronous,
+)
 from compensate.matching import Instance, Matching, MessageTable
-from compensate.matching.collectives import EXSCAN, N_TO_N, N_TO_ONE, ONE_TO_N, SCAN
+from compensate.matching.collectives import (
+    CREATE,
+    EXSCAN,
+    FREE,
+    N_TO_N,
+    N_TO_ONE,
+    ONE_TO_N,
+    SCAN,
+)
 
 #: (graph, instance, location positions of its members, rules) -> None
 CollectiveBuilder = Callable[[Graph, Instance, list[int], dict], None]
@@ -54,11 +71,15 @@ COLLECTIVE_KINDS: dict[tuple[str, bool], CollectiveBuilder] = {
     (N_TO_ONE, False): ntoone.build,
     (SCAN, False): scan.build,
     (EXSCAN, False): scan.build,
+    (CREATE, False): handles.build,
+    (FREE, False): handles.build,
     (N_TO_N, True): nonblocking.build_nton,
-    (ONE_TO_N, True): nonblocking.build_other,
-    (N_TO_ONE, True): nonblocking.build_other,
+    (ONE_TO_N, True): nonblocking.build_one_to_n,
+    (N_TO_ONE, True): nonblocking.build_n_to_one,
     (SCAN, True): nonblocking.build_other,
     (EXSCAN, True): nonblocking.build_other,
+    (CREATE, True): handles.build_nonblocking,
+    (FREE, True): handles.build_nonblocking,
 }
 
 

@@ -8,8 +8,16 @@ finished: ``complete_a = max(ready_a, latest request_a + D)``. D is observed whe
 some member waited in its completion call (its completion is later than the record
 before it plus that record's overhead): ``D = complete_m - max_j(request_m[j] + O)``
 for that member. When nobody waited D is only bounded: lower 0, upper the smallest
-``complete_m - sync_m``. Other classes: the completion follows its own timeline
-(R1) but never precedes the requests it waits for.
+``complete_m - sync_m``.
+
+1-to-n (MPI_Ibcast, MPI_Iscatter(v); R4 at the completion): per non-root member an
+implied message from the root's request to the member's completion, timed with R2
+and its lower/upper (and fitted) bounds, the completion call (MPI_Wait/Test) being
+the receive call; the root's completion is local. n-to-1 (MPI_Igather(v),
+MPI_Ireduce; R5 at the completion): the root's completion waits for an implied
+message from every other member's request; the members' completions are local.
+Scans: the completion follows its own timeline (R1) but never precedes the
+requests it waits for.
 
 Matching: :mod:`compensate.matching.collectives` (``Instance.nonblocking``).
 """
@@ -17,9 +25,13 @@ Matching: :mod:`compensate.matching.collectives` (``Instance.nonblocking``).
 from __future__ import annotations
 
 from compensate.engine.graph import Graph
+from compensate.engine.kinds.ntoone import NToOne, last_arrival
+from compensate.engine.kinds.p2p import P2PRecv, implied_message
 from compensate.engine.pending import Pending, SharedNeeds, SharedRefs
 from compensate.engine.rules import NEG_INF, TICK, Context, Need, Ref, Rule, at
 from compensate.matching import Instance, needed_members
+from compensate.matching.collectives import call_enter as enclosing_enter
+from compensate.matching.collectives import call_leave as closing_leave
 
 
 class NonblockingNToN(Rule):
@@ -86,3 +98,42 @@ def build_other(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -
             continue
         dep_rules[(lis[i], e[i])] = [Pending(
             AfterAll, ([("ref", li, x) for li, x in needed],), needed)]
+
+
+def call_enter(graph: Graph, li: int, idx: int) -> int:
+    """:func:`compensate.matching.collectives.call_enter` on location position ``li``."""
+    return enclosing_enter(graph.evs[li].kind, idx)
+
+
+def call_leave(graph: Graph, li: int, idx: int) -> int:
+    """:func:`compensate.matching.collectives.call_leave` on location position ``li``."""
+    return closing_leave(graph.evs[li].kind, idx)
+
+def build_one_to_n(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
+    """A :class:`~compensate.engine.kinds.p2p.P2PRecv` rule at every non-root
+    completion: the implied message from the root's request (R4 at the completion)."""
+    b, e = inst.begin_idx, inst.end_idx
+    r = inst.locs.index(inst.root)
+    root_exit = call_leave(graph, lis[r], b[r])
+    for i in range(len(inst.locs)):
+        if i == r or inst.locs[i] == inst.root:
+            continue
+        p = implied_message(graph, lis[r], b[r], root_exit, lis[i],
+                            call_enter(graph, lis[i], e[i]), inst.size_recv[i], e[i])
+        dep_rules[(lis[i], e[i])] = [Pending(P2PRecv, (p,), [(lis[r], b[r])])]
+
+
+def build_n_to_one(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
+    """An :class:`~compensate.engine.kinds.ntoone.NToOne` rule at the root's
+    completion: an implied message from every other member's request (R5)."""
+    b, e = inst.begin_idx, inst.end_idx
+    r = inst.locs.index(inst.root)
+    others = [i for i in range(len(inst.locs)) if i != r and inst.locs[i] != inst.root]
+    if not others:
+        return
+    last = last_arrival(graph, inst, lis, others)
+    enter = call_enter(graph, lis[r], e[r])
+    params = [implied_message(graph, lis[i], b[i], call_leave(graph, lis[i], b[i]), lis[r],
+                              enter, inst.size_sent[i], e[r], one_of_many=i != last)
+              for i in others]
+    dep_rules[(lis[r], e[r])] = [Pending(NToOne, (params,), [(lis[i], b[i]) for i in others])]

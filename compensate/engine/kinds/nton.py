@@ -15,7 +15,7 @@ from compensate.engine.graph import Graph
 from compensate.engine.pending import Pending, PendingLatest, SharedNeeds
 from compensate.engine.rules import TICK, Context, Latest, Need, Ref, Rule, at
 from compensate.matching import Instance
-from compensate.matching.collectives import N_TO_N
+from compensate.matching.collectives import SYNCHRONISING
 
 
 class NToN(Rule):
@@ -54,7 +54,7 @@ def sync_times(graph: Graph, inst: Instance, lis: list[int], members: list[int],
     jj = members[int(np.argmax(bm))]
     enter_m_j = tm[g(lis[jj], b[jj])]
     o_j = graph.kind_ovh(g(lis[jj], b[jj]))
-    uniform = graph.collective_exit == "uniform" and inst.cls == N_TO_N
+    uniform = graph.collective_exit == "uniform" and inst.cls in SYNCHRONISING
     if uniform:
         earliest = members[int(np.argmin([tm[g(lis[j], e[j])] for j in members]))]
     out: dict[int, float] = {}

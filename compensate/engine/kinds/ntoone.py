@@ -1,6 +1,8 @@
 """n-to-1 collectives (R5: Gather(v), Reduce; not in the paper): the mirror of R4.
 The root's exit waits for an implied message from every other member's enter, each
-timed with R2; the other exits are local.
+timed with R2; the other exits are local. The root's wait shows at most one
+transfer, that of the last arrival (:func:`last_arrival`): only that message can be
+R2's case m.1; the others are timed with the bounds (or the fit) of case m.2.
 
 Matching: :mod:`compensate.matching.collectives` (class ``n-to-1``).
 """
@@ -43,15 +45,15 @@ def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None
         NToOne, (params,), [(lis[i], inst.begin_idx[i]) for i in others])]
 
 
-def last_arrival(graph: Graph, inst: Instance, lis: list[int], others: list[int]) -> int | None:
-    """The member whose message reached the root last in the measured run, by the
-    fitted model: the root's wait, if it waited, shows that message's transfer.
-    None unless the bound is fitted."""
-    if graph.network_time is None:
-        return None
+def last_arrival(graph: Graph, inst: Instance, lis: list[int], others: list[int]) -> int:
+    """The member whose message reached the root last in the measured run: the
+    root's wait, if it waited, shows that message's transfer and no other (R2's m.1
+    applies to it alone). Under the fitted bound by the fitted model; otherwise the
+    member whose data left last (begin + overhead + copy; with equal sizes, as in a
+    Gather or Reduce, that is the last to arrive)."""
     arrival = []
     for i in others:
         g, size = graph.g(lis[i], inst.begin_idx[i]), int(inst.size_sent[i])
-        arrival.append(graph.tm[g] + graph.kind_ovh(g) + 2.0 * graph.copy(size)
-                       + graph.network_time(size) * graph.res)
+        net = graph.network_time(size) * graph.res if graph.network_time is not None else 0.0
+        arrival.append(graph.tm[g] + graph.kind_ovh(g) + 2.0 * graph.copy(size) + net)
     return others[int(np.argmax(arrival))]

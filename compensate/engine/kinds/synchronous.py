@@ -1,11 +1,24 @@
-"""Synchronous (rendezvous) sends: MPI_Ssend always, MPI_Send above
+"""Synchronous (rendezvous) sends: MPI_Ssend and MPI_Issend always, MPI_Send above
 ``--eager-limit``. The transfer starts at the handshake, when both the send was
 issued and the receive posted; after it the sender's call ends and the receive
 completes (docs/design.md §2, "synchronous"). Both intervals after the handshake are
 measured, so both bounds use them.
 
+MPI_Issend: the sender's dependent record is the MpiIsendComplete in the
+MPI_Wait/Test that completes the request, not the Leave of the MPI_Issend call.
+It happens once the sender is ready (the record before it) and the transfer that
+began at the handshake is done (:class:`IssendComplete`). If the sender waited in
+that call (the completion is later than the record before it plus its overhead),
+the transfer is measured: ``complete_m - handshake_m``; if the receiver waited for
+the data instead, its receive shows the arrival: ``recv_m - C(s)·s - handshake_m``.
+If neither, it is only bounded: lower the copy ``C(s)·s`` (no network time), upper
+``complete_m - handshake_m``, fitted ``C(s)·s + network(s)`` clamped between them.
+A nonblocking receive of a synchronous message (:class:`SyncIrecv`) is treated the
+same way on the receiving side.
+
 Matching: :mod:`compensate.matching.p2p` (``MessageTable.synchronous``). The send
-call's Leave depends on the receive's posting record; the receive on the send.
+call's Leave (an MPI_Issend's MpiIsendComplete) depends on the receive's posting
+record; the receive on the send.
 """
 
 from __future__ import annotations
@@ -49,6 +62,67 @@ class SyncRecv(Rule):
         return t
 
 
+class IssendComplete(Rule):
+    """An MPI_Issend's completion: when the sender is ready and ``transfer`` after the
+    handshake (``waited``: the measured completion showed the transfer, so the ready
+    time is the record before it, without the measured wait; else R1)."""
+
+    __slots__ = ("send", "post", "transfer", "waited")
+
+    def __init__(self, send: Ref, post: Ref, transfer: float, waited: bool,
+                 needs: list[Need]) -> None:
+        self.send, self.post, self.transfer, self.waited = send, post, transfer, waited
+        self.needs = needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        ready = prev_a if self.waited else local
+        return max(ready, max(at(A, self.send), at(A, self.post)) + self.transfer)
+
+
+class SyncIrecv(Rule):
+    """The completion (MpiIrecv, in MPI_Wait/Test) of a nonblocking receive of a
+    synchronous message: when the receiver is ready and ``to_recv`` after the
+    handshake, strictly after the send. ``waited``: the measured completion showed
+    the arrival (``to_recv`` measured; ready = the record before plus the copy);
+    else the receiver was late and ``to_recv`` is a bound (R1 gives the ready time)."""
+
+    __slots__ = ("send", "post", "to_recv", "waited", "cs")
+
+    def __init__(self, send: Ref, post: Ref, to_recv: float, waited: bool, cs: float,
+                 needs: list[Need]) -> None:
+        self.send, self.post, self.to_recv, self.waited, self.cs = send, post, to_recv, waited, cs
+        self.needs = needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        send_a = at(A, self.send)
+        ready = prev_a + self.cs if self.waited else local
+        return max(ready, max(send_a, at(A, self.post)) + self.to_recv, send_a + TICK)
+
+
+def _issend_transfer(graph: Graph, s_li: int, exit_idx: int, size: int,
+                     handshake_m: float) -> tuple[float, bool]:
+    """(transfer time after the handshake, whether the measurement shows it) of an
+    MPI_Issend whose completion is record ``exit_idx``."""
+    gc = graph.g(s_li, exit_idx)
+    measured = max(0.0, graph.tm[gc] - handshake_m)
+    before = gc - 1
+    waited = exit_idx > 0 and graph.tm[gc] - graph.tm[before] - graph.kind_ovh(before) > 1.0
+    if waited:
+        return measured, True
+    return _bounded(graph, graph.copy(size), size, measured), False
+
+
+def _bounded(graph: Graph, copies: float, size: int, measured: float) -> float:
+    """A transfer the trace did not show, after the handshake: lower ``copies`` (no
+    network time), upper the ``measured`` interval, fitted ``copies + network(size)``
+    between the two."""
+    if graph.bound == "lower":
+        return min(copies, measured)
+    if graph.bound == "fitted" and graph.network_time is not None:
+        return min(copies + graph.network_time(size) * graph.res, measured)
+    return measured
+
+
 def targets(graph: Graph, t: MessageTable, rows: np.ndarray) -> np.ndarray:
     """(location position, record) of every record these messages' rules apply to."""
     return np.concatenate([np.stack([t.send_li[rows], t.send_exit_idx[rows]], axis=1),
@@ -69,10 +143,31 @@ def build(graph: Graph, t: MessageTable, rows: np.ndarray, shared: np.ndarray,
         handshake_m = max(ts_m + graph.kind_ovh(sg), post_m + graph.kind_ovh(pg))
         to_exit = max(0.0, graph.tm[graph.g(s_li, exit_idx)] - handshake_m)
         to_recv = max(0.0, graph.tm[graph.g(r_li, recv_idx)] - handshake_m)
-        dep_rules.setdefault((s_li, exit_idx), []).append(
-            Pending(SyncExit, (("ref", s_li, s_idx), ("ref", r_li, post), to_exit),
-                    [(r_li, post)]))
+        cs = graph.copy(int(t.size[row]))
+        nb_recv = bool(t.nonblocking_recv[row]) and post != recv_idx  # in MPI_Wait/Test
+        # the receive shows the arrival (recv = arrival + copy) if it waited for the data,
+        # which a blocking receive of a synchronous message always does
+        recv_waited = not nb_recv or graph.who_was_late(r_li, recv_idx, cs) == "message"
+        if t.nonblocking_send[row]:  # MPI_Issend: its completion in MPI_Wait/Test
+            transfer, waited = _issend_transfer(graph, s_li, exit_idx, int(t.size[row]),
+                                                handshake_m)
+            if not waited and recv_waited:
+                transfer = max(0.0, to_recv - cs)
+            dep_rules.setdefault((s_li, exit_idx), []).append(
+                Pending(IssendComplete, (("ref", s_li, s_idx), ("ref", r_li, post), transfer,
+                                         waited), [(r_li, post)]))
+        else:
+            dep_rules.setdefault((s_li, exit_idx), []).append(
+                Pending(SyncExit, (("ref", s_li, s_idx), ("ref", r_li, post), to_exit),
+                        [(r_li, post)]))
         enter = ("ref", r_li, enter_idx) if enter_idx >= 0 else None
+        if nb_recv:
+            if not recv_waited:  # the receiver was late: only bounds of the transfer + copy
+                to_recv = _bounded(graph, 2.0 * cs, int(t.size[row]), to_recv)
+            dep_rules.setdefault((r_li, recv_idx), []).append(
+                Pending(SyncIrecv, (("ref", s_li, s_idx), ("ref", r_li, post), to_recv,
+                                    recv_waited, cs), [(s_li, s_idx)]))
+            continue
         dep_rules.setdefault((r_li, recv_idx), []).append(
             Pending(SyncRecv, (("ref", s_li, s_idx), ("ref", r_li, post), to_recv, enter),
                     [(s_li, s_idx)]))
