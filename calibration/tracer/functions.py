@@ -25,6 +25,7 @@ import importlib.machinery
 import os
 import sys
 from collections.abc import Callable, Sequence
+from threading import get_ident
 from time import monotonic_ns
 from typing import Any
 
@@ -64,8 +65,15 @@ def instrument(source: str | bytes, filename: str) -> Any:
 
 
 def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
-    """The ``@__compensate_record__`` decorator recording into ``recorder``."""
-    add_time, add_code = recorder.add_time, recorder.add_code
+    """The ``@__compensate_record__`` decorator recording into the calling
+    thread's buffer of ``recorder``.
+
+    Each call takes its Enter timestamp, then looks up the thread's buffer
+    (``adders[get_ident()]``, the bound ``append`` of its array: one dict lookup
+    and one C call per call, not per record) and appends (time, code) pairs; the
+    Leave goes to the same buffer. This is the path
+    :func:`calibration.tracer.overhead.function_dilation` times."""
+    adders = recorder.adders
 
     def record_function(fn: Callable) -> Callable:
         code = getattr(fn, "__code__", None)
@@ -80,13 +88,15 @@ def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
         enter, leave = ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS
 
         def traced(*args: Any, **kwargs: Any) -> Any:
-            add_time(monotonic_ns())
-            add_code(enter)
+            t = monotonic_ns()
+            add = adders[get_ident()]
+            add(t)
+            add(enter)
             try:
                 return fn(*args, **kwargs)
             finally:
-                add_time(monotonic_ns())
-                add_code(leave)
+                add(monotonic_ns())
+                add(leave)
 
         return functools.update_wrapper(traced, fn)
 
