@@ -71,18 +71,18 @@ _REGIONS = (
 class TracedLock:
     """A ``threading.Lock`` whose acquisitions and releases are recorded."""
 
-    __slots__ = ("_lock", "_id", "_order", "_rec", "__weakref__")
-    _acquire_region = "threading.Lock.acquire"
-    _release_region = "threading.Lock.release"
+    __slots__ = ("_lock", "_id", "_order", "_rec", "_ra", "_rr", "__weakref__")
+    _names = ("threading.Lock.acquire", "threading.Lock.release")
 
     def __init__(self, lock: Any, lock_id: int, recorder: tb.Recorder) -> None:
         self._lock = lock
         self._id = lock_id
         self._order = 0
         self._rec = recorder
+        self._ra, self._rr = (_R[n] for n in self._names)  # region ids in recorder
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        rec, region = self._rec.current(), _R[self._acquire_region]
+        rec, region = self._rec.current(), self._ra
         rec.enter(region)
         try:
             ok = self._lock.acquire(blocking, timeout)
@@ -97,7 +97,7 @@ class TracedLock:
         rec.lock_record(tb.THREAD_ACQUIRE_LOCK, self._id, self._order)
 
     def release(self) -> None:
-        rec, region = self._rec.current(), _R[self._release_region]
+        rec, region = self._rec.current(), self._rr
         rec.enter(region)
         try:
             if self._lock.locked():  # else the release below raises RuntimeError
@@ -126,8 +126,7 @@ class TracedRLock(TracedLock):
     """A ``threading.RLock``; only the outermost acquire/release are lock records."""
 
     __slots__ = ("_depth",)
-    _acquire_region = "threading.RLock.acquire"
-    _release_region = "threading.RLock.release"
+    _names = ("threading.RLock.acquire", "threading.RLock.release")
 
     def __init__(self, lock: Any, lock_id: int, recorder: tb.Recorder) -> None:
         super().__init__(lock, lock_id, recorder)
@@ -139,7 +138,7 @@ class TracedRLock(TracedLock):
             super()._acquired(rec)
 
     def release(self) -> None:
-        rec, region = self._rec.current(), _R[self._release_region]
+        rec, region = self._rec.current(), self._rr
         rec.enter(region)
         try:
             if self._lock._is_owned():  # else the release below raises RuntimeError
@@ -222,9 +221,10 @@ def _join(self: threading.Thread, timeout: float | None = None) -> None:
     try:
         _orig["join"](self, timeout)
         seq = self.__dict__.get("_compensate_seq")
-        # setdefault is atomic: of two threads joining at once only one records
+        # setdefault is atomic: only the first join that sees the end records
+        token = object()
         if (seq is not None and not self.is_alive()
-                and self.__dict__.setdefault("_compensate_waited", rec) is rec):
+                and self.__dict__.setdefault("_compensate_waited", token) is token):
             rec.thread_record(tb.THREAD_WAIT, seq)
     finally:
         rec.leave(region)
