@@ -204,7 +204,8 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | 
                  "columns": ["time", "offset", "error", "measured"],
                  "ranks": {d.rank: [[o.time, o.offset, o.error, o.measured]
                                     for o in d.offsets] for d in gathered}}}
-    platform = _calibrate(args, MPI.Status(), extra)
+    threaded = any(d.threaded for d in gathered)
+    platform = _calibrate(args, MPI.Status(), extra, threaded)
     path = os.path.join(os.path.dirname(os.path.abspath(args.output)), "platform.json")
     try:
         with open(path, "w") as f:
@@ -215,10 +216,13 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | 
     return None
 
 
-def _calibrate(args: argparse.Namespace, status: Any, extra: dict) -> dict:
+def _calibrate(args: argparse.Namespace, status: Any, extra: dict, threaded: bool) -> dict:
+    """Rank 0 calibrates for all ranks: the multi-threaded decorator path if any
+    rank started threads (one O per kind in a platform file)."""
     from calibration.tracer.overhead import calibrate
 
-    return calibrate(n=args.calibration_records, status=status, extra=extra)
+    return calibrate(n=args.calibration_records, status=status, extra=extra,
+                     threaded=threaded)
 
 
 if __name__ == "__main__":

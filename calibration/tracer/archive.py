@@ -93,6 +93,7 @@ class RankData:
     offsets: list[Offset] = field(default_factory=list)
     realtime: tuple[int, int] = (0, 0)  # (monotonic_ns, time_ns) read together
     notes: list[str] = field(default_factory=list)
+    threaded: bool = False  # the rank left the single-threaded fast path
 
     @classmethod
     def of(cls, rank: int, host: str, recorder: tb.Recorder, offsets: list[Offset],
@@ -100,7 +101,7 @@ class RankData:
         notes: list[str] = []
         threads = snapshot(recorder, notes)
         return cls(rank, host, threads, recorder.regions, recorder.comms, offsets,
-                   realtime, [f"rank {rank}: {n}" for n in notes])
+                   realtime, [f"rank {rank}: {n}" for n in notes], recorder.threaded)
 
     def rows(self) -> list[tuple]:
         """The master thread's records."""

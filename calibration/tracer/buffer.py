@@ -13,11 +13,16 @@ mis-nested Enter/Leave. The main thread's buffer is registered when the Recorder
 made, a thread started with ``threading.Thread.start`` registers its own when it
 begins and is removed when it ends (:mod:`calibration.tracer.threads`), so a reused
 thread id never finds an old buffer; any other thread (``_thread.start_new_thread``)
-gets an "orphan" buffer through a ``threading.local`` on its first record. The
-function decorator looks up ``Recorder.adders`` (the bound ``append`` of the
-thread's array) once per call, ~10 ns per record, and pays for it by storing
-time and code in *one* array instead of two (one bound method per record instead
-of two; see docs/calibration.md for the before/after figures).
+gets an "orphan" buffer through a ``threading.local`` on its first record.
+
+**The single-threaded fast path.** The lookup costs the function decorator ~30 ns
+per call (a C call and a dict lookup: +15 % per record, docs/calibration.md). While
+the process has one Python thread there is nothing to look up, so the decorator
+appends to the master's buffer directly until :meth:`Recorder.go_threaded` is
+called — by :mod:`calibration.tracer.threads` just before the first thread is
+started (``Thread.start``, ``_thread.start_new_thread``), or at install if threads
+already run. From then on every call looks its thread up. The calibration times the
+path the run used (:func:`calibration.tracer.overhead.calibrate`, ``threaded``).
 
 **Storage.** ``data`` is one ``array('q')`` of (time, code) pairs, plus a list of
 field tuples (``extra``) for the rarer MPI records and an ``array('q')`` of integer
@@ -247,18 +252,6 @@ class Buffer:
         self._add_int(order)
 
 
-class _ByThread(dict):
-    """``{thread ident: value}`` that falls back to the calling thread's orphan
-    buffer (``find()``) for a thread that never registered."""
-
-    def __init__(self, find: Callable[[], Any]) -> None:
-        super().__init__()
-        self._find = find
-
-    def __missing__(self, ident: int) -> Any:
-        return self._find()
-
-
 class Recorder:
     """One rank's threads' buffers, regions, communicators, lock ids and sequence
     counts (see the module docstring). The thread that makes it is the master
@@ -266,11 +259,17 @@ class Recorder:
 
     def __init__(self) -> None:
         self.main = Buffer("Master thread", 0)
+        #: True once a second thread may run: record paths must look threads up
+        self.threaded = False
+        self._on_threaded: list[Callable[[], None]] = []
         self.buffers: list[Buffer] = [self.main]
         self._local = threading.local()
-        #: thread ident -> the thread's Buffer / its ``add`` (the decorator's path)
-        self.by_thread = _ByThread(self._orphan)
-        self.adders = _ByThread(lambda: self._orphan().add)
+        #: thread ident -> the thread's Buffer / its ``add`` (the decorator's path).
+        #: Plain dicts: a subclass with ``__missing__`` is not specialised by the
+        #: interpreter and cost ~14 ns more per record; unregistered threads take
+        #: the KeyError path (:meth:`orphan`), free in Python 3.11 until raised.
+        self.by_thread: dict[int, Buffer] = {}
+        self.adders: dict[int, Callable[[int], None]] = {}
         self._register(threading.get_ident(), self.main)
         self.regions: list[RegionKey] = []
         self._region_ids: dict[RegionKey, int] = {}
@@ -287,14 +286,31 @@ class Recorder:
 
     def current(self) -> Buffer:
         """The calling thread's buffer."""
-        return self.by_thread[threading.get_ident()]
+        try:
+            return self.by_thread[threading.get_ident()]
+        except KeyError:
+            return self.orphan()
 
     # -- threads ---------------------------------------------------------------------
     def _register(self, ident: int, buf: Buffer) -> None:
         self.by_thread[ident] = buf
         self.adders[ident] = buf.add
 
-    def _orphan(self) -> Buffer:
+    def when_threaded(self, switch: Callable[[], None]) -> None:
+        """Call ``switch()`` when the process becomes multi-threaded (now if it is)."""
+        self._on_threaded.append(switch)
+        if self.threaded:
+            switch()
+
+    def go_threaded(self) -> None:
+        """Leave the single-threaded fast path, for good; called before a second
+        thread can run."""
+        if not self.threaded:
+            self.threaded = True
+            for switch in self._on_threaded:
+                switch()
+
+    def orphan(self) -> Buffer:
         """The calling unregistered thread's buffer (made on its first record)."""
         buf = getattr(self._local, "buffer", None)
         if buf is None:

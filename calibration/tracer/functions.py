@@ -68,12 +68,20 @@ def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
     """The ``@__compensate_record__`` decorator recording into the calling
     thread's buffer of ``recorder``.
 
-    Each call takes its Enter timestamp, then looks up the thread's buffer
-    (``adders[get_ident()]``, the bound ``append`` of its array: one dict lookup
-    and one C call per call, not per record) and appends (time, code) pairs; the
-    Leave goes to the same buffer. This is the path
+    Each call takes its Enter timestamp, then picks the buffer: the master's while
+    the process is single-threaded (one closure variable tested), afterwards the
+    calling thread's (``adders[get_ident()]``, the bound ``append`` of its array:
+    one C call and one dict lookup per call, not per record), and appends (time,
+    code) pairs; the Leave goes to the same buffer. These are the paths
     :func:`calibration.tracer.overhead.function_dilation` times."""
-    adders = recorder.adders
+    adders, orphan, main_add = recorder.adders, recorder.orphan, recorder.main.add
+    single = True
+
+    def threaded() -> None:
+        nonlocal single
+        single = False
+
+    recorder.when_threaded(threaded)
 
     def record_function(fn: Callable) -> Callable:
         code = getattr(fn, "__code__", None)
@@ -89,7 +97,13 @@ def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
 
         def traced(*args: Any, **kwargs: Any) -> Any:
             t = monotonic_ns()
-            add = adders[get_ident()]
+            if single:
+                add = main_add
+            else:
+                try:
+                    add = adders[get_ident()]
+                except KeyError:  # a thread not started through threading.Thread
+                    add = orphan().add
             add(t)
             add(enter)
             try:

@@ -111,14 +111,19 @@ def _empty_call_loop_ns(calls: int) -> int:
     return perf_counter_ns() - t0
 
 
-def function_dilation(calls: int = 100000, repeats: int = 5) -> list[tuple[float, float]]:
+def function_dilation(calls: int = 100000, repeats: int = 5,
+                      threaded: bool = False) -> list[tuple[float, float]]:
     """Per repeat: (D, O_enter) in seconds. ``D`` is what one traced call of a
     two-argument function costs more than an untraced one (the buffer grows over
     all repeats, as in a real run). ``O_enter`` is the part of ``D`` that lies
     between the Enter and the Leave record: the median Enter->Leave gap minus the
     time the untraced call itself takes, so that R1 gives that gap its
-    uninstrumented length back."""
+    uninstrumented length back. ``threaded``: time the decorator's multi-threaded
+    path (the per-call lookup of the thread's buffer) instead of the
+    single-threaded one."""
     rec = Recorder()
+    if threaded:
+        rec.go_threaded()
     traced = make_decorator(rec)(_trivial)
     out = []
     for _ in range(repeats):
@@ -135,10 +140,13 @@ def function_dilation(calls: int = 100000, repeats: int = 5) -> list[tuple[float
 
 
 def record_path_costs(n: int = 2000, repeats: int = 31, status: Any = None,
-                      calls: int | None = None) -> dict[str, dict[str, float]]:
+                      calls: int | None = None,
+                      threaded: bool = False) -> dict[str, dict[str, float]]:
     """Seconds per record of each kind (p10, median, min, max, iqr over
     ``repeats``); ``calls`` (default ``n``) traced calls per function-call sample,
-    whose dilation is split into Enter and Leave (:func:`function_dilation`)."""
+    whose dilation is split into Enter and Leave (:func:`function_dilation`) on
+    the decorator's path the run used (``threaded``); both paths' dilations are
+    kept as ``function_call_single`` and ``function_call_threaded``."""
     status = status if status is not None else _Status()
     rec = Recorder()
     buf = rec.main
@@ -172,8 +180,13 @@ def record_path_costs(n: int = 2000, repeats: int = 31, status: Any = None,
             out[kind].append(max(_loop_ns(fn, args, n) - empty, 0) / n * 1e-9)
             buf.clear()
     result = {k: _stats(v) for k, v in out.items()}
-    samples = function_dilation(calls or n, repeats)
+    paths = {}
+    for path in (not threaded, threaded):  # the used path last, nearest the others
+        paths[path] = function_dilation(calls or n, repeats, threaded=path)
+    samples = paths[threaded]
     result["function_call"] = _stats([d for d, _ in samples])
+    result["function_call_single"] = _stats([d for d, _ in paths[False]])
+    result["function_call_threaded"] = _stats([d for d, _ in paths[True]])
     result["Enter"] = _stats([e for _, e in samples])
     result["Leave"] = _stats([d - e for d, e in samples])
     return result
@@ -200,10 +213,13 @@ def copy_table(sizes: tuple[int, ...] = COPY_SIZES, repeats: int = 7) -> list[tu
 
 
 def calibrate(n: int = 2000, repeats: int = 31, status: Any = None,
-              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+              extra: dict[str, Any] | None = None, threaded: bool = False) -> dict[str, Any]:
     """The platform file (docs/platform-file.md) for traces of this tracer, with
-    the raw measurements under extra keys (ignored by ``compensate``)."""
-    costs = record_path_costs(n, repeats, status)
+    the raw measurements under extra keys (ignored by ``compensate``).
+    ``threaded``: the run started threads, so its decorator took the per-thread
+    path (:func:`calibration.tracer.functions.make_decorator`); O(Enter) and
+    O(Leave) are that path's."""
+    costs = record_path_costs(n, repeats, status, threaded=threaded)
     by_kind = {k: v[STATISTIC] for k, v in costs.items() if k[0].isupper()}
     table = copy_table(repeats=7)
     default = costs["function_call"][STATISTIC] / 2
@@ -216,7 +232,10 @@ def calibrate(n: int = 2000, repeats: int = 31, status: Any = None,
         "statistic": STATISTIC,
         "note": "seconds_per_record: function_call is the dilation of one traced "
                 "call (an Enter/Leave pair), split into Enter (inside the call) and "
-                "Leave (the rest); enter_call is an MPI wrapper's Enter record alone",
+                "Leave (the rest), on the decorator path the run used "
+                "(function_path); function_call_single/_threaded are both paths; "
+                "enter_call is an MPI wrapper's Enter record alone",
+        "function_path": "threaded" if threaded else "single",
         "repeats": repeats,
         "seconds_per_record": costs,
         "machine": _platform.node(),

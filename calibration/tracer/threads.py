@@ -22,6 +22,14 @@ wraps ``pthread_create``, ``pthread_join`` and the mutex calls:
   ``_acquire_restore``) as a release and a new acquisition, like Score-P's
   ``pthread_cond_wait``.
 
+Before a second thread can record, :meth:`Recorder.go_threaded
+<calibration.tracer.buffer.Recorder.go_threaded>` ends the decorator's
+single-threaded fast path: in ``Thread.start`` and in ``_thread.start_new_thread``
+(patched too; such a thread has no Create/Begin records and records on an "Orphan
+thread" location), or at :func:`install` if threads already run. Not seen: a
+thread created outside Python (by a C library) that calls traced functions before
+any Python thread was started — its records would land on the master thread.
+
 Which locks: those created after :func:`install` through ``threading.Lock`` or
 ``threading.RLock`` (the program's, and those of libraries such as ``queue``),
 except the ones the ``threading`` module makes for itself (the Events and
@@ -190,6 +198,7 @@ def _rlock(*args: Any, **kwargs: Any) -> Any:
 def _start(self: threading.Thread) -> None:
     if _recorder is None or "_compensate_seq" in self.__dict__:
         return _orig["start"](self)  # a second start() raises there
+    _recorder.go_threaded()  # before a second thread can record
     rec = _recorder.current()
     region = _R["threading.Thread.start"]
     rec.enter(region)
@@ -199,6 +208,14 @@ def _start(self: threading.Thread) -> None:
         _orig["start"](self)
     finally:
         rec.leave(region)
+
+
+def _start_new_thread(function: Any, args: Any, *kwargs: Any) -> Any:
+    """``_thread.start_new_thread`` while tracing: the new thread is an orphan
+    (no Create/Begin records), but the decorator must look it up."""
+    if _recorder is not None:
+        _recorder.go_threaded()
+    return _orig["start_new_thread"](function, args, *kwargs)
 
 
 def _bootstrap_inner(self: threading.Thread) -> None:
@@ -241,13 +258,16 @@ def install(recorder: tb.Recorder) -> None:
     if not _orig:
         _orig.update(start=_Thread.start, join=_Thread.join,
                      _bootstrap_inner=_Thread._bootstrap_inner, Lock=threading.Lock,
-                     RLock=threading.RLock)
+                     RLock=threading.RLock, start_new_thread=_thread.start_new_thread)
     _recorder = recorder
+    if threading.active_count() > 1 or _thread._count() > 0:
+        recorder.go_threaded()  # threads already run: no single-threaded fast path
     _Thread.start = _start
     _Thread.join = _join
     _Thread._bootstrap_inner = _bootstrap_inner
     threading.Lock = _lock
     threading.RLock = _rlock
+    _thread.start_new_thread = _start_new_thread
 
 
 def uninstall() -> None:
@@ -261,6 +281,7 @@ def uninstall() -> None:
     _Thread._bootstrap_inner = _orig["_bootstrap_inner"]
     threading.Lock = _orig["Lock"]
     threading.RLock = _orig["RLock"]
+    _thread.start_new_thread = _orig["start_new_thread"]
     _recorder = None
 
 

@@ -401,6 +401,44 @@ def test_random_schedules_give_consistent_sequence_counts_and_orders(
     assert summary["locks"] == {k: v for k, v in expect.items() if v}
 
 
+def test_fast_path_is_left_before_a_second_thread_records() -> None:
+    """The decorator appends to the master's buffer directly while the process is
+    single-threaded; starting any thread (here one from _thread.start_new_thread,
+    which no Thread.start hook sees) switches every decorator to the per-thread
+    lookup first, so the new thread's records go to its own buffer."""
+    rec = tb.Recorder()
+    traced = make_decorator(rec)(lambda: None)
+    traced()
+    threads.install(rec)
+    try:
+        done = _thread.allocate_lock()
+        done.acquire()
+
+        def orphan() -> None:
+            traced()
+            done.release()
+
+        _thread.start_new_thread(orphan, ())
+        done.acquire()
+    finally:
+        threads.uninstall()
+    assert rec.threaded
+    assert [b.name for b in rec.buffers] == ["Master thread", "Orphan thread 1"]
+    assert len(rec.main) == len(rec.buffers[1]) == 2
+
+
+def test_calibration_times_the_path_the_run_used() -> None:
+    from calibration.tracer.overhead import calibrate
+
+    for threaded in (False, True):
+        cal = calibrate(n=200, repeats=3, threaded=threaded)["calibration"]
+        assert cal["function_path"] == ("threaded" if threaded else "single")
+        costs = cal["seconds_per_record"]
+        used = costs["function_call_threaded" if threaded else "function_call_single"]
+        assert costs["function_call"] == used
+        assert {"ThreadCreate", "ThreadAcquireLock", "ThreadReleaseLock"} <= costs.keys()
+
+
 def test_snapshot_keeps_whole_records() -> None:
     """A copy taken while a thread is between the two appends of a record ends at
     the last whole record."""
@@ -448,6 +486,8 @@ def test_threaded_run_has_a_location_per_thread(traced_threads: Path) -> None:
         f"MPI Rank {r}": ["Master thread", "Pthread thread 1", "Pthread thread 2",
                           "Pthread thread 3"] for r in (0, 1)}
     summary = check_threads(locs)
+    platform = json.loads((traced_threads.parent / "platform.json").read_text())
+    assert platform["calibration"]["function_path"] == "threaded"
     for r in (0, 1):
         # 3 workers x 4 rounds: the Lock and the RLock acquired 12 times each
         assert summary[f"MPI Rank {r}"] == {"threads": [1, 2, 3], "locks": {1: 12, 2: 12}}
