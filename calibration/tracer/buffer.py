@@ -15,8 +15,8 @@ begins and is removed when it ends (:mod:`calibration.tracer.threads`), so a reu
 thread id never finds an old buffer; any other thread (``_thread.start_new_thread``)
 gets an "orphan" buffer through a ``threading.local`` on its first record.
 
-**The single-threaded fast path.** The lookup costs the function decorator ~30 ns
-per call (a C call and a dict lookup: +15 % per record, docs/calibration.md). While
+**The single-threaded fast path.** The lookup costs the function decorator ~60 ns
+per call (a C call and a dict lookup: ~+20 % per record, docs/calibration.md). While
 the process has one Python thread there is nothing to look up, so the decorator
 appends to the master's buffer directly until :meth:`Recorder.go_threaded` is
 called — by :mod:`calibration.tracer.threads` just before the first thread is
