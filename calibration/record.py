@@ -6,9 +6,12 @@ Usage (every rank runs the same command)::
         [--functions MODULE,...] [--force] -- prog.py ARGS
 
 Records Enter/Leave of the functions of ``prog.py`` and of the ``--functions``
-modules (:mod:`calibration.tracer.functions`) and every mpi4py communication call
-(:mod:`calibration.tracer.mpi`), in memory, per rank
-(:mod:`calibration.tracer.buffer`). At the end the buffers are gathered on rank 0
+modules (:mod:`calibration.tracer.functions`), every mpi4py communication call
+(:mod:`calibration.tracer.mpi`), and the program's ``threading`` threads and locks
+as Pthread records (:mod:`calibration.tracer.threads`), in memory, per rank and
+thread (:mod:`calibration.tracer.buffer`); each thread becomes its own location.
+When the script returns, the tracer waits for its non-daemon threads, as the
+interpreter would. At the end the buffers are gathered on rank 0
 and written as ``run/traces.otf2`` with ClockOffset definitions from a ping-pong
 at start and end (:mod:`calibration.tracer.clock`, :mod:`calibration.tracer.archive`);
 then rank 0 calibrates the tracer's own per-record cost while the other ranks
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from mpi4py import MPI
 
-    from calibration.tracer import archive, clock
+    from calibration.tracer import archive, clock, threads
     from calibration.tracer import mpi as mpi_calls
     from calibration.tracer.buffer import Recorder
     from calibration.tracer.functions import FunctionTracing
@@ -142,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, os.path.dirname(script))
     mpi_calls.install(recorder)
+    threads.install(recorder)
     functions.install()
     private.Barrier()
     recorder.program_begin(os.path.basename(script), args.args)
@@ -152,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         world.Abort(1)
         return 1
+    threads.wait_for_threads()
     recorder.program_end(status)
     functions.uninstall()
+    threads.uninstall()
 
     offsets.append(clock.clock_offsets(private, trust_host=trust))
     mine = archive.RankData.of(rank, host, recorder, offsets, realtime)
@@ -178,13 +184,17 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | 
     an error message or None."""
     from calibration.tracer import archive
 
+    warnings: list[str] = []
     try:
         n = archive.write_archive(args.output, gathered,
-                                      " ".join([args.program, *args.args]))
+                                  " ".join([args.program, *args.args]), warnings)
     except Exception as exc:  # noqa: BLE001 - reported, then every rank fails
         return f"cannot write {args.output}: {type(exc).__name__}: {exc}"
-    print(f"calibration.record: {n:,} records of {len(gathered)} ranks -> {args.output}",
-          file=sys.stderr)
+    for w in warnings:
+        print(f"calibration.record: warning: {w}", file=sys.stderr)
+    threads = sum(len(d.threads) for d in gathered)
+    print(f"calibration.record: {n:,} records of {len(gathered)} ranks ({threads} "
+          f"threads) -> {args.output}", file=sys.stderr)
     if args.calibration_records <= 0:
         return None
     extra = {"ranks": len(gathered), "hosts": sorted({d.host for d in gathered}),
@@ -194,7 +204,8 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | 
                  "columns": ["time", "offset", "error", "measured"],
                  "ranks": {d.rank: [[o.time, o.offset, o.error, o.measured]
                                     for o in d.offsets] for d in gathered}}}
-    platform = _calibrate(args, MPI.Status(), extra)
+    threaded = any(d.threaded for d in gathered)
+    platform = _calibrate(args, MPI.Status(), extra, threaded)
     path = os.path.join(os.path.dirname(os.path.abspath(args.output)), "platform.json")
     try:
         with open(path, "w") as f:
@@ -205,10 +216,13 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | 
     return None
 
 
-def _calibrate(args: argparse.Namespace, status: Any, extra: dict) -> dict:
+def _calibrate(args: argparse.Namespace, status: Any, extra: dict, threaded: bool) -> dict:
+    """Rank 0 calibrates for all ranks: the multi-threaded decorator path if any
+    rank started threads (one O per kind in a platform file)."""
     from calibration.tracer.overhead import calibrate
 
-    return calibrate(n=args.calibration_records, status=status, extra=extra)
+    return calibrate(n=args.calibration_records, status=status, extra=extra,
+                     threaded=threaded)
 
 
 if __name__ == "__main__":

@@ -2,22 +2,45 @@
 
 Rank 0 receives every rank's :class:`RankData` and calls :func:`write_archive`.
 Local region and communicator ids are unified by their keys
-(:data:`~calibration.tracer.buffer.RegionKey`, :data:`~calibration.tracer.buffer.CommKey`);
-each rank is one location (its master thread) in a location group "MPI Rank r"
-under a system-tree node named after its host. Timestamps are the ranks' local
-``monotonic_ns`` values; every location gets two ClockOffset definitions (start and
-end of the run, :mod:`calibration.tracer.clock`), which the OTF2 reader applies
-with linear interpolation, so readers see every rank on rank 0's clock.
+(:data:`~calibration.tracer.buffer.RegionKey`, :data:`~calibration.tracer.buffer.CommKey`).
+Each rank is a location group "MPI Rank r" under a system-tree node named after its
+host; each of its Python threads is a CPU_THREAD location in that group: "Master
+thread", then "Pthread thread N" in the order the threads were created (N = the
+sequence count, as Score-P names them), then "Orphan thread N" for threads not
+started through ``threading.Thread``. The master threads come first, so that
+location r is rank r's master thread.
+
+Thread records follow Score-P's Pthread adapter: a Paradigm definition PTHREAD
+(class THREAD_CREATE_WAIT), a COMM_LOCATIONS group of paradigm PTHREAD over every
+CPU thread location, and per rank a COMM_GROUP of its threads and a communicator
+over it, the "thread contingent" that ThreadCreate/Begin/End/Wait reference.
+ThreadEnd carries the sequence count of a ThreadWait that joined the thread, and
+OTF2_UNDEFINED_UINT64 where none did (OTF2's definition of the record); lock
+records carry the model PTHREAD.
+
+MPI: OTF2 maps an MPI rank to one location (the COMM_LOCATIONS group of paradigm
+MPI). That is the thread that made the rank's MPI calls: the master thread, or the
+one other thread that made them all; if several threads of a rank made MPI calls,
+the rank stays mapped to its master thread and a warning says that those records
+cannot be matched (Score-P likewise supports MPI_THREAD_FUNNELED only).
+
+Timestamps are the ranks' local ``monotonic_ns`` values; every location gets two
+ClockOffset definitions (start and end of the run, :mod:`calibration.tracer.clock`),
+which the OTF2 reader applies with linear interpolation, so readers see every rank
+on rank 0's clock.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from array import array
 from dataclasses import dataclass, field
+from time import monotonic_ns
 from typing import Any
 
 import _otf2
+import numpy as np
 import otf2
 import otf2.events as oev
 from otf2.definition_writer import DefinitionWriter
@@ -36,6 +59,26 @@ from calibration.tracer.clock import Offset
 
 TIMER_RESOLUTION = 10**9  # monotonic_ns ticks
 _UNDEF_U32 = 0xFFFFFFFF
+_UNDEF_U64 = 0xFFFFFFFFFFFFFFFF
+
+
+@dataclass
+class ThreadData:
+    """One thread's records, as a :class:`~calibration.tracer.buffer.Buffer`
+    holds them; ``sequence`` is 0 for the master thread, None for an orphan."""
+
+    name: str
+    sequence: int | None
+    data: Any  # array('q') of (time, code) pairs
+    extra: list[tuple]
+    ints: Any = ()
+
+    @property
+    def times(self) -> Any:
+        return self.data[0::2]
+
+    def rows(self) -> list[tuple]:
+        return tb.rows(self.data, self.extra, self.ints)
 
 
 @dataclass
@@ -44,22 +87,68 @@ class RankData:
 
     rank: int
     host: str
-    times: Any  # array('q') or a sequence of int: the Recorder's columns
-    codes: Any
-    extra: list[tuple]
+    threads: list[ThreadData]
     regions: list[tb.RegionKey]
     comms: list[tb.CommKey]
     offsets: list[Offset] = field(default_factory=list)
     realtime: tuple[int, int] = (0, 0)  # (monotonic_ns, time_ns) read together
+    notes: list[str] = field(default_factory=list)
+    threaded: bool = False  # the rank left the single-threaded fast path
 
     @classmethod
     def of(cls, rank: int, host: str, recorder: tb.Recorder, offsets: list[Offset],
            realtime: tuple[int, int]) -> RankData:
-        return cls(rank, host, recorder.times, recorder.codes, recorder.extra,
-                   recorder.regions, recorder.comms, offsets, realtime)
+        notes: list[str] = []
+        threads = snapshot(recorder, notes)
+        return cls(rank, host, threads, recorder.regions, recorder.comms, offsets,
+                   realtime, [f"rank {rank}: {n}" for n in notes], recorder.threaded)
 
     def rows(self) -> list[tuple]:
-        return tb.rows(self.times, self.codes, self.extra)
+        """The master thread's records."""
+        return self.threads[0].rows()
+
+
+def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[ThreadData]:
+    """Copies of the recorder's buffers, master first, then by sequence count. A
+    thread still running (a daemon thread, or an orphan) may be recording while we
+    copy: its copy ends at a whole record, and gets Leave records for its open
+    regions and its ThreadEnd at the time of the copy, as Score-P ends such
+    "latecomer" threads at the end of the measurement."""
+    out = []
+    now = monotonic_ns()
+    buffers = sorted(recorder.buffers, key=lambda b: (b.sequence is None,
+                                                      b.sequence or 0))
+    for buf in buffers:
+        data = array("q", buf.data)  # data first: extra and ints are at least as long
+        del data[len(data) & ~1:]
+        extra, ints = list(buf.extra), array("q", buf.ints)
+        if buf is not recorder.main and not buf.ended:
+            stack = _open_regions(data)
+            end = max(now, data[-2] if data else now)
+            for region in reversed(stack):
+                data.extend((end, tb.LEAVE | region << tb.KIND_BITS))
+            if buf.sequence is not None:
+                data.extend((end, tb.THREAD_END | buf.sequence << tb.KIND_BITS))
+            if notes is not None:
+                notes.append(f"{buf.name} was still running at the end of the program; "
+                             f"its {len(stack)} open regions end there")
+        out.append(ThreadData(buf.name, buf.sequence, data, extra, ints))
+    return out
+
+
+def _open_regions(data: Any) -> list[int]:
+    stack: list[int] = []
+    for code in data[1::2]:
+        kind = code & tb.KIND_MASK
+        if kind == tb.ENTER:
+            stack.append(code >> tb.KIND_BITS)
+        elif kind == tb.LEAVE and stack:
+            stack.pop()
+    return stack
+
+
+def _kinds(thread: ThreadData) -> np.ndarray:
+    return np.asarray(thread.data, dtype=np.int64)[1::2] & tb.KIND_MASK
 
 
 def corrected(t: int, offsets: list[Offset]) -> int:
@@ -111,16 +200,24 @@ def archive_exists(path: str) -> bool:
                for n in (f"{stem}.otf2", f"{stem}.def", stem))
 
 
-def write_archive(path: str, ranks: list[RankData], program: str = "") -> int:
+def write_archive(path: str, ranks: list[RankData], program: str = "",
+                  warnings: list[str] | None = None) -> int:
     """Write ``ranks`` as the OTF2 archive ``path`` (``run/traces.otf2``); returns
-    the number of records written."""
+    the number of records written. Problems that do not stop the writing (MPI
+    calls from several threads of a rank, threads still running at the end) are
+    appended to ``warnings``."""
     directory, base = os.path.split(os.path.abspath(path))
     stem, ext = os.path.splitext(base)
     if ext != ".otf2" or not stem:
         raise ValueError(f"{path}: an OTF2 anchor file name must look like NAME.otf2")
     ranks = sorted(ranks, key=lambda d: d.rank)
-    first = [corrected(d.times[0], d.offsets) for d in ranks if len(d.times)]
-    last = [corrected(d.times[-1], d.offsets) for d in ranks if len(d.times)]
+    warn = warnings if warnings is not None else []
+    for d in ranks:
+        warn.extend(d.notes)
+    first = [corrected(th.data[0], d.offsets) for d in ranks for th in d.threads
+             if len(th.data)]
+    last = [corrected(th.data[-2], d.offsets) for d in ranks for th in d.threads
+            if len(th.data)]
     start = min(first, default=0)
     mono0, real0 = ranks[0].realtime
     realtime = real0 + (start - mono0) if real0 else 0xFFFFFFFFFFFFFFFF
@@ -135,19 +232,26 @@ def write_archive(path: str, ranks: list[RankData], program: str = "") -> int:
         if program:
             writer.description = program
         defs = writer.definitions
-        locations, regions, comms = _definitions(defs, ranks)
+        locations, regions, comms, contingents = _definitions(defs, ranks, warn)
         for d in ranks:
-            loc = locations[d.rank]
-            ew = writer.event_writer_from_location(loc)
             region_map = [regions[key] for key in d.regions]
             comm_map = [comms[key] for key in d.comms]
-            for rec in d.rows():
-                ew.write(_event(rec, region_map, comm_map))
-            written += len(d.times)
-            dw = _otf2.Archive_GetDefWriter(writer.handle, loc._ref)
-            for o in d.offsets:
-                _otf2.DefWriter_WriteClockOffset(dw, int(o.time), int(o.offset),
-                                                 float(o.error))
+            contingent = contingents.get(d.rank)
+            waited = set()
+            for th in d.threads:
+                codes = np.asarray(th.data, dtype=np.int64)[1::2]
+                waited.update((codes[(codes & tb.KIND_MASK) == tb.THREAD_WAIT]
+                               >> tb.KIND_BITS).tolist())
+            for i, th in enumerate(d.threads):
+                loc = locations[d.rank][i]
+                ew = writer.event_writer_from_location(loc)
+                for rec in th.rows():
+                    ew.write(_event(rec, region_map, comm_map, contingent, waited))
+                written += len(th.data) // 2
+                dw = _otf2.Archive_GetDefWriter(writer.handle, loc._ref)
+                for o in d.offsets:
+                    _otf2.DefWriter_WriteClockOffset(dw, int(o.time), int(o.offset),
+                                                     float(o.error))
         writer.close()
     except BaseException:
         handle, writer._handle = writer._handle, None
@@ -160,21 +264,51 @@ def write_archive(path: str, ranks: list[RankData], program: str = "") -> int:
     return written
 
 
-def _definitions(defs: Any, ranks: list[RankData]) -> tuple[dict, dict, dict]:
+_PARADIGMS = {"user": Paradigm.USER, "mpi": Paradigm.MPI, "pthread": Paradigm.PTHREAD}
+
+
+def _mpi_thread(d: RankData, warn: list[str]) -> int:
+    """Index of the thread of rank ``d`` that OTF2 maps the rank to (see the
+    module docstring)."""
+    using = [i for i, th in enumerate(d.threads)
+             if np.isin(_kinds(th), list(tb.MPI_KINDS)).any()]
+    if len(using) == 1:
+        return using[0]
+    if len(using) > 1:
+        names = ", ".join(d.threads[i].name for i in using)
+        warn.append(f"rank {d.rank}: MPI calls from {len(using)} threads ({names}); "
+                    f"OTF2 maps an MPI rank to one location, so the MPI records of all "
+                    f"but the master thread cannot be matched (make all MPI calls of a "
+                    f"rank from one thread)")
+    return 0
+
+
+def _definitions(defs: Any, ranks: list[RankData],
+                 warn: list[str]) -> tuple[dict, dict, dict, dict]:
     defs.paradigm(Paradigm.MPI, "MPI", ParadigmClass.PROCESS)
+    threaded = any(len(d.threads) > 1 or np.isin(_kinds(th), _THREAD_KINDS).any()
+                   for d in ranks for th in d.threads)
+    if threaded:
+        defs.paradigm(Paradigm.PTHREAD, "Pthread", ParadigmClass.THREAD_CREATE_WAIT)
     machine = defs.system_tree_node("machine", class_name="machine", parent=None)
     nodes: dict[str, Any] = {}
-    locations: dict[int, Any] = {}
-    for d in ranks:
+    groups: dict[int, Any] = {}
+    locations: dict[int, list[Any]] = {}
+    for d in ranks:  # master threads first: location r is rank r's master thread
         node = nodes.get(d.host)
         if node is None:
             node = nodes[d.host] = defs.system_tree_node(d.host, class_name="node",
                                                          parent=machine)
-        group = defs.location_group(f"MPI Rank {d.rank}",
-                                    location_group_type=LocationGroupType.PROCESS,
-                                    system_tree_parent=node)
-        locations[d.rank] = defs.location("Master thread", type=LocationType.CPU_THREAD,
-                                          group=group)
+        groups[d.rank] = defs.location_group(f"MPI Rank {d.rank}",
+                                             location_group_type=LocationGroupType.PROCESS,
+                                             system_tree_parent=node)
+        locations[d.rank] = [defs.location(d.threads[0].name, type=LocationType.CPU_THREAD,
+                                           group=groups[d.rank])]
+    for d in ranks:
+        for th in d.threads[1:]:
+            locations[d.rank].append(defs.location(th.name, type=LocationType.CPU_THREAD,
+                                                   group=groups[d.rank]))
+    mpi_loc = {d.rank: locations[d.rank][_mpi_thread(d, warn)] for d in ranks}
     regions: dict[tb.RegionKey, Any] = {}
     for d in ranks:
         for key in d.regions:
@@ -184,27 +318,42 @@ def _definitions(defs: Any, ranks: list[RankData]) -> tuple[dict, dict, dict]:
             regions[key] = defs.region(
                 name, canonical_name=canonical,
                 region_role=getattr(RegionRole, role),
-                paradigm=Paradigm.MPI if paradigm == "mpi" else Paradigm.USER,
+                paradigm=_PARADIGMS[paradigm],
                 source_file=source or None, begin_line_number=int(line))
     comms: dict[tb.CommKey, Any] = {}
     keys = sorted({key for d in ranks for key in d.comms},
                   key=lambda k: (len(k[0]) != len(ranks), k[1], k[0]))
     if keys:
         defs.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
-                   members=tuple(locations[r] for r in sorted(locations)))
+                   members=tuple(mpi_loc[r] for r in sorted(mpi_loc)))
     world = tuple(sorted(locations))
     for members, occurrence in keys:
         group = defs.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
-                           members=tuple(locations[m] for m in members))
+                           members=tuple(mpi_loc[m] for m in members))
         if members == world and occurrence == 0:
             name = "MPI_COMM_WORLD"
         else:
             name = f"MPI_Comm {len(comms)}"
         comms[(members, occurrence)] = defs.comm(name, group=group, parent=None)
-    return locations, regions, comms
+    contingents: dict[int, Any] = {}
+    if threaded:
+        defs.group("PTHREAD", group_type=GroupType.COMM_LOCATIONS,
+                   paradigm=Paradigm.PTHREAD,
+                   members=tuple(loc for d in ranks for loc in locations[d.rank]))
+        for d in ranks:
+            group = defs.group(f"Pthread threads of MPI Rank {d.rank}",
+                               group_type=GroupType.COMM_GROUP, paradigm=Paradigm.PTHREAD,
+                               members=tuple(locations[d.rank]))
+            contingents[d.rank] = defs.comm(f"Pthread threads of MPI Rank {d.rank}",
+                                            group=group, parent=None)
+    return locations, regions, comms, contingents
 
 
-def _event(rec: tuple, regions: list, comms: list) -> Any:
+_THREAD_KINDS = sorted(tb.SEQUENCE_KINDS | tb.LOCK_KINDS)
+
+
+def _event(rec: tuple, regions: list, comms: list, contingent: Any = None,
+           waited: frozenset | set = frozenset()) -> Any:
     t, kind = rec[0], rec[1]
     if kind == tb.ENTER:
         return oev.Enter(t, regions[rec[2]])
@@ -234,4 +383,16 @@ def _event(rec: tuple, regions: list, comms: list) -> Any:
         return oev.ProgramBegin(t, rec[2], rec[3])
     if kind == tb.PROGRAM_END:
         return oev.ProgramEnd(t, rec[2])
+    if kind == tb.THREAD_CREATE:
+        return oev.ThreadCreate(t, contingent, rec[2])
+    if kind == tb.THREAD_BEGIN:
+        return oev.ThreadBegin(t, contingent, rec[2])
+    if kind == tb.THREAD_END:
+        return oev.ThreadEnd(t, contingent, rec[2] if rec[2] in waited else _UNDEF_U64)
+    if kind == tb.THREAD_WAIT:
+        return oev.ThreadWait(t, contingent, rec[2])
+    if kind == tb.THREAD_ACQUIRE_LOCK:
+        return oev.ThreadAcquireLock(t, Paradigm.PTHREAD, rec[2], rec[3])
+    if kind == tb.THREAD_RELEASE_LOCK:
+        return oev.ThreadReleaseLock(t, Paradigm.PTHREAD, rec[2], rec[3])
     raise ValueError(f"unknown record kind {kind}")

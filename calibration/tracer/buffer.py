@@ -1,18 +1,41 @@
-"""The per-rank record buffer of the mpi4py tracer (``python -m calibration.record``).
+"""The record buffers of the mpi4py tracer (``python -m calibration.record``): one
+:class:`Recorder` per rank, one :class:`Buffer` per Python thread.
 
 Records live in memory until the end of the run, when the buffers of all ranks are
-gathered and written as one OTF2 archive (:mod:`calibration.tracer.archive`). Times
-come from :func:`time.monotonic_ns` (one clock per node).
+gathered and written as one OTF2 archive (:mod:`calibration.tracer.archive`), each
+thread as its own location. Times come from :func:`time.monotonic_ns` (one clock per
+node, shared by the threads of a process).
 
-Storage is two ``array('q')`` columns, ``times`` and ``codes``, plus a list of field
-tuples for the rarer MPI records: ``code = kind | index << 4`` where ``index`` is the
-region id of an Enter/Leave and otherwise the position of the record's fields in
-``extra``. An Enter/Leave therefore allocates no object the garbage collector
-tracks. That matters for compensation, not only for speed: with one tuple per
-record (the first version) every 700th record triggered a collection, so the cost
-of a record was 140 ns in most gaps and microseconds in a few, a distribution no
-constant ``O`` per record can remove; with the arrays the gaps are tight (measured:
-p50 200 ns, p99 230 ns against p50 140 ns, p99 2.1 µs).
+**Per thread.** Every Python thread records into its own :class:`Buffer`, found by
+:meth:`Recorder.current` (a dict lookup on :func:`threading.get_ident`); a single
+buffer per rank would interleave the records of all threads on one location, with
+mis-nested Enter/Leave. The main thread's buffer is registered when the Recorder is
+made, a thread started with ``threading.Thread.start`` registers its own when it
+begins and is removed when it ends (:mod:`calibration.tracer.threads`), so a reused
+thread id never finds an old buffer; any other thread (``_thread.start_new_thread``)
+gets an "orphan" buffer through a ``threading.local`` on its first record.
+
+**The single-threaded fast path.** The lookup costs the function decorator ~60 ns
+per call (a C call and a dict lookup: ~+20 % per record, docs/calibration.md). While
+the process has one Python thread there is nothing to look up, so the decorator
+appends to the master's buffer directly until :meth:`Recorder.go_threaded` is
+called — by :mod:`calibration.tracer.threads` just before the first thread is
+started (``Thread.start``, ``_thread.start_new_thread``), or at install if threads
+already run. From then on every call looks its thread up. The calibration times the
+path the run used (:func:`calibration.tracer.overhead.calibrate`, ``threaded``).
+
+**Storage.** ``data`` is one ``array('q')`` of (time, code) pairs, plus a list of
+field tuples (``extra``) for the rarer MPI records and an ``array('q')`` of integer
+fields (``ints``) for lock records: ``code = kind | index << KIND_BITS`` where
+``index`` is the region id of an Enter/Leave, the sequence count of a thread
+record, the position of (lock id, acquisition order) in ``ints`` for a lock
+record, and otherwise the position of the record's fields in ``extra``. An
+Enter/Leave, thread or lock record therefore allocates no object the garbage
+collector tracks. That matters for compensation, not only for speed: with one
+tuple per record (the first version) every 700th record triggered a collection, so
+the cost of a record was 140 ns in most gaps and microseconds in a few, a
+distribution no constant ``O`` per record can remove; with the arrays the gaps are
+tight (measured: p50 200 ns, p99 230 ns against p50 140 ns, p99 2.1 µs).
 
 Each record method takes its timestamp *first* and only then does the work of the
 record (reading a status, sizing a pickled object, storing): the measurement model
@@ -20,7 +43,7 @@ of docs/design.md §2 charges the time after a record's timestamp to that record
 (``O(kind)``), and :mod:`calibration.tracer.overhead` times exactly these methods
 back to back to calibrate it.
 
-Fields per kind in :meth:`Recorder.rows` (``comm`` is the local communicator id,
+Fields per kind in :func:`rows` (``comm`` is the local communicator id,
 see :meth:`Recorder.comm_id`; ``peer`` a rank in that communicator):
 
 =====================  ===========================================
@@ -35,12 +58,21 @@ COLL_END               op (OTF2 numbering), comm, root (-1: none), bytes sent,
                        bytes received
 PROGRAM_BEGIN          program name, arguments
 PROGRAM_END            exit status
+THREAD_CREATE,         sequence count (per rank, 1 for the first thread
+THREAD_BEGIN,          started; links ThreadCreate to ThreadBegin and
+THREAD_END,            ThreadEnd to ThreadWait, as OTF2 defines them)
+THREAD_WAIT
+THREAD_ACQUIRE_LOCK,   lock id (per rank), acquisition order (per lock,
+THREAD_RELEASE_LOCK    from 1; an acquire and its release share it)
 =====================  ===========================================
 """
 
 from __future__ import annotations
 
+import _thread
+import itertools
 import pickle
+import threading
 from array import array
 from collections.abc import Callable
 from time import monotonic_ns
@@ -48,17 +80,25 @@ from typing import Any
 
 (ENTER, LEAVE, MPI_SEND, MPI_RECV, MPI_ISEND, MPI_IRECV_REQUEST, MPI_IRECV,
  MPI_ISEND_COMPLETE, MPI_REQUEST_TEST, COLL_BEGIN, COLL_END, PROGRAM_BEGIN,
- PROGRAM_END) = range(13)
+ PROGRAM_END, THREAD_CREATE, THREAD_BEGIN, THREAD_END, THREAD_WAIT,
+ THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK) = range(19)
 
 #: OTF2 record names of the kinds above (the names the platform file uses).
 KIND_NAMES: tuple[str, ...] = (
     "Enter", "Leave", "MpiSend", "MpiRecv", "MpiIsend", "MpiIrecvRequest", "MpiIrecv",
     "MpiIsendComplete", "MpiRequestTest", "MpiCollectiveBegin", "MpiCollectiveEnd",
-    "ProgramBegin", "ProgramEnd",
+    "ProgramBegin", "ProgramEnd", "ThreadCreate", "ThreadBegin", "ThreadEnd",
+    "ThreadWait", "ThreadAcquireLock", "ThreadReleaseLock",
 )
 
+#: Kinds that are MPI records (a thread that wrote one made MPI calls).
+MPI_KINDS = frozenset(range(MPI_SEND, COLL_END + 1))
+#: Kinds whose index is a sequence count.
+SEQUENCE_KINDS = frozenset((THREAD_CREATE, THREAD_BEGIN, THREAD_END, THREAD_WAIT))
+LOCK_KINDS = frozenset((THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK))
+
 #: Region key: (name, canonical name, source file, first line, paradigm, role).
-#: ``paradigm`` is "user" or "mpi"; ``role`` an OTF2 RegionRole name.
+#: ``paradigm`` is "user", "mpi" or "pthread"; ``role`` an OTF2 RegionRole name.
 RegionKey = tuple[str, str, str, int, str, str]
 
 #: Communicator key: (world ranks of the members, occurrence). The n-th communicator
@@ -80,83 +120,74 @@ def pickled_size(obj: Any) -> int:
     return len(pickle.dumps(obj, _PROTOCOL))
 
 
-KIND_BITS = 4  # code = kind | index << KIND_BITS
+KIND_BITS = 5  # code = kind | index << KIND_BITS
+KIND_MASK = (1 << KIND_BITS) - 1
 
 
-def rows(times: Any, codes: Any, extra: list[tuple]) -> list[tuple]:
-    """Records as tuples ``(time, kind, *fields)`` from the stored columns."""
+def rows(data: Any, extra: list[tuple], ints: Any = ()) -> list[tuple]:
+    """Records as tuples ``(time, kind, *fields)`` from a buffer's stored columns
+    (``data``: (time, code) pairs)."""
     out = []
-    mask = (1 << KIND_BITS) - 1
-    for t, code in zip(times, codes, strict=True):
-        kind, index = code & mask, code >> KIND_BITS
-        if kind == ENTER or kind == LEAVE:
+    it = iter(data)
+    for t, code in zip(it, it, strict=True):
+        kind, index = code & KIND_MASK, code >> KIND_BITS
+        if kind == ENTER or kind == LEAVE or kind in SEQUENCE_KINDS:
             out.append((t, kind, index))
+        elif kind in LOCK_KINDS:
+            out.append((t, kind, ints[index], ints[index + 1]))
         else:
             out.append((t, kind, *extra[index]))
     return out
 
 
-class Recorder:
-    """One rank's records, regions and communicators (see the module docstring)."""
+class Buffer:
+    """One thread's records (see the module docstring). ``name`` is the OTF2
+    location name, ``sequence`` the thread's sequence count (0 for the main
+    thread, None for an orphan thread); ``ended`` is set by its ThreadEnd."""
 
-    def __init__(self) -> None:
-        self.times = array("q")
-        self.codes = array("q")
+    def __init__(self, name: str = "Master thread", sequence: int | None = 0) -> None:
+        self.name = name
+        self.sequence = sequence
+        self.ended = False
+        self.data = array("q")
         self.extra: list[tuple] = []
-        self.add_time = self.times.append
-        self.add_code = self.codes.append
+        self.ints = array("q")
+        self.add = self.data.append
         self._add_extra = self.extra.append
-        self.regions: list[RegionKey] = []
-        self._region_ids: dict[RegionKey, int] = {}
-        self.comms: list[CommKey] = []
-        self._comm_count: dict[tuple[int, ...], int] = {}
-        self._next_request = 1
+        self._add_int = self.ints.append
 
     def __len__(self) -> int:
-        return len(self.times)
+        return len(self.data) // 2
+
+    @property
+    def times(self) -> Any:
+        """The timestamps (a copy)."""
+        return self.data[0::2]
+
+    @property
+    def codes(self) -> Any:
+        return self.data[1::2]
 
     def rows(self) -> list[tuple]:
         """The records as ``(time, kind, *fields)`` tuples, in order."""
-        return rows(self.times, self.codes, self.extra)
+        return rows(self.data, self.extra, self.ints)
 
     def clear(self) -> None:
-        del self.times[:], self.codes[:], self.extra[:]
-
-    # -- definitions ---------------------------------------------------------------
-    def region_id(self, key: RegionKey) -> int:
-        """Local id of a region (registered on first use)."""
-        rid = self._region_ids.get(key)
-        if rid is None:
-            rid = self._region_ids[key] = len(self.regions)
-            self.regions.append(key)
-        return rid
-
-    def comm_id(self, members: tuple[int, ...]) -> int:
-        """Register a newly created communicator by its members' world ranks."""
-        occurrence = self._comm_count.get(members, 0)
-        self._comm_count[members] = occurrence + 1
-        self.comms.append((members, occurrence))
-        return len(self.comms) - 1
-
-    def new_request(self) -> int:
-        """A request id, unique on this rank (counting from 1, as Score-P does)."""
-        rid = self._next_request
-        self._next_request = rid + 1
-        return rid
+        del self.data[:], self.extra[:], self.ints[:]
 
     # -- records: timestamp first, then the work --------------------------------------
     def add_record(self, t: int, kind: int, fields: tuple) -> None:
-        self.add_time(t)
-        self.add_code(kind | len(self.extra) << KIND_BITS)
+        self.add(t)
+        self.add(kind | len(self.extra) << KIND_BITS)
         self._add_extra(fields)
 
     def enter(self, region: int) -> None:
-        self.add_time(monotonic_ns())
-        self.add_code(ENTER | region << KIND_BITS)
+        self.add(monotonic_ns())
+        self.add(ENTER | region << KIND_BITS)
 
     def leave(self, region: int) -> None:
-        self.add_time(monotonic_ns())
-        self.add_code(LEAVE | region << KIND_BITS)
+        self.add(monotonic_ns())
+        self.add(LEAVE | region << KIND_BITS)
 
     def send(self, peer: int, comm: int, tag: int, nbytes: int) -> None:
         self.add_record(monotonic_ns(), MPI_SEND, (peer, comm, tag, nbytes))
@@ -168,7 +199,7 @@ class Recorder:
     def recv(self, comm: int, status: Any) -> None:
         t = monotonic_ns()
         self.add_record(t, MPI_RECV, (status.Get_source(), comm, status.Get_tag(),
-                                status.Get_count()))
+                                      status.Get_count()))
 
     def isend(self, peer: int, comm: int, tag: int, nbytes: int, request: int) -> None:
         self.add_record(monotonic_ns(), MPI_ISEND, (peer, comm, tag, nbytes, request))
@@ -183,7 +214,7 @@ class Recorder:
     def irecv(self, comm: int, status: Any, request: int) -> None:
         t = monotonic_ns()
         self.add_record(t, MPI_IRECV, (status.Get_source(), comm, status.Get_tag(),
-                                 status.Get_count(), request))
+                                       status.Get_count(), request))
 
     def isend_complete(self, request: int) -> None:
         self.add_record(monotonic_ns(), MPI_ISEND_COMPLETE, (request,))
@@ -207,3 +238,140 @@ class Recorder:
 
     def program_end(self, status: int) -> None:
         self.add_record(monotonic_ns(), PROGRAM_END, (int(status),))
+
+    def thread_record(self, kind: int, sequence: int) -> None:
+        """ThreadCreate, ThreadBegin, ThreadEnd or ThreadWait of ``sequence``."""
+        self.add(monotonic_ns())
+        self.add(kind | sequence << KIND_BITS)
+
+    def lock_record(self, kind: int, lock: int, order: int) -> None:
+        """ThreadAcquireLock or ThreadReleaseLock."""
+        self.add(monotonic_ns())
+        self.add(kind | len(self.ints) << KIND_BITS)
+        self._add_int(lock)
+        self._add_int(order)
+
+
+class Recorder:
+    """One rank's threads' buffers, regions, communicators, lock ids and sequence
+    counts (see the module docstring). The thread that makes it is the master
+    thread, whose buffer is :attr:`main`."""
+
+    def __init__(self) -> None:
+        self.main = Buffer("Master thread", 0)
+        #: True once a second thread may run: record paths must look threads up
+        self.threaded = False
+        self._on_threaded: list[Callable[[], None]] = []
+        self.buffers: list[Buffer] = [self.main]
+        self._local = threading.local()
+        #: thread ident -> the thread's Buffer / its ``add`` (the decorator's path).
+        #: Plain dicts: a subclass with ``__missing__`` is not specialised by the
+        #: interpreter and cost ~14 ns more per record; unregistered threads take
+        #: the KeyError path (:meth:`orphan`), free in Python 3.11 until raised.
+        self.by_thread: dict[int, Buffer] = {}
+        self.adders: dict[int, Callable[[int], None]] = {}
+        self._register(threading.get_ident(), self.main)
+        self.regions: list[RegionKey] = []
+        self._region_ids: dict[RegionKey, int] = {}
+        self.comms: list[CommKey] = []
+        self._comm_count: dict[tuple[int, ...], int] = {}
+        self._define = _thread.allocate_lock()  # the tracer's own, never traced
+        self._requests = itertools.count(1)
+        self._sequences = itertools.count(1)
+        self._locks = itertools.count(1)
+        self._orphans = itertools.count(1)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.buffers)
+
+    def current(self) -> Buffer:
+        """The calling thread's buffer."""
+        try:
+            return self.by_thread[threading.get_ident()]
+        except KeyError:
+            return self.orphan()
+
+    # -- threads ---------------------------------------------------------------------
+    def _register(self, ident: int, buf: Buffer) -> None:
+        self.by_thread[ident] = buf
+        self.adders[ident] = buf.add
+
+    def when_threaded(self, switch: Callable[[], None]) -> None:
+        """Call ``switch()`` when the process becomes multi-threaded (now if it is)."""
+        self._on_threaded.append(switch)
+        if self.threaded:
+            switch()
+
+    def go_threaded(self) -> None:
+        """Leave the single-threaded fast path, for good; called before a second
+        thread can run."""
+        if not self.threaded:
+            self.threaded = True
+            for switch in self._on_threaded:
+                switch()
+
+    def orphan(self) -> Buffer:
+        """The calling unregistered thread's buffer (made on its first record)."""
+        buf = getattr(self._local, "buffer", None)
+        if buf is None:
+            buf = self._local.buffer = Buffer(f"Orphan thread {next(self._orphans)}", None)
+            self.buffers.append(buf)
+        return buf
+
+    def next_sequence(self) -> int:
+        """The sequence count of a thread being created (1, 2, ... per rank)."""
+        return next(self._sequences)
+
+    def thread_begins(self, sequence: int) -> Buffer:
+        """Called first thing in a new thread: its buffer, registered, with the
+        ThreadBegin record."""
+        buf = Buffer(f"Pthread thread {sequence}", sequence)
+        self.buffers.append(buf)
+        self._register(threading.get_ident(), buf)
+        buf.thread_record(THREAD_BEGIN, sequence)
+        return buf
+
+    def thread_ends(self, buf: Buffer) -> None:
+        """Called last thing in a thread: ThreadEnd, then unregister (the OS may
+        reuse the ident for a later thread)."""
+        buf.thread_record(THREAD_END, buf.sequence or 0)
+        buf.ended = True
+        ident = threading.get_ident()
+        self.by_thread.pop(ident, None)
+        self.adders.pop(ident, None)
+
+    def new_lock(self) -> int:
+        """A lock id, unique on this rank (from 1)."""
+        return next(self._locks)
+
+    # -- definitions ---------------------------------------------------------------
+    def region_id(self, key: RegionKey) -> int:
+        """Local id of a region (registered on first use)."""
+        rid = self._region_ids.get(key)
+        if rid is None:
+            with self._define:
+                rid = self._region_ids.get(key)
+                if rid is None:
+                    rid = len(self.regions)
+                    self.regions.append(key)
+                    self._region_ids[key] = rid
+        return rid
+
+    def comm_id(self, members: tuple[int, ...]) -> int:
+        """Register a newly created communicator by its members' world ranks."""
+        with self._define:
+            occurrence = self._comm_count.get(members, 0)
+            self._comm_count[members] = occurrence + 1
+            self.comms.append((members, occurrence))
+            return len(self.comms) - 1
+
+    def new_request(self) -> int:
+        """A request id, unique on this rank (counting from 1, as Score-P does)."""
+        return next(self._requests)
+
+    # -- the master thread's records (the calls record.py makes) ---------------------
+    def program_begin(self, name: str, args: list[str]) -> None:
+        self.main.program_begin(name, args)
+
+    def program_end(self, status: int) -> None:
+        self.main.program_end(status)

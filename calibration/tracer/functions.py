@@ -25,6 +25,7 @@ import importlib.machinery
 import os
 import sys
 from collections.abc import Callable, Sequence
+from threading import get_ident
 from time import monotonic_ns
 from typing import Any
 
@@ -64,8 +65,23 @@ def instrument(source: str | bytes, filename: str) -> Any:
 
 
 def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
-    """The ``@__compensate_record__`` decorator recording into ``recorder``."""
-    add_time, add_code = recorder.add_time, recorder.add_code
+    """The ``@__compensate_record__`` decorator recording into the calling
+    thread's buffer of ``recorder``.
+
+    Each call takes its Enter timestamp, then picks the buffer: the master's while
+    the process is single-threaded (one closure variable tested), afterwards the
+    calling thread's (``adders[get_ident()]``, the bound ``append`` of its array:
+    one C call and one dict lookup per call, not per record), and appends (time,
+    code) pairs; the Leave goes to the same buffer. These are the paths
+    :func:`calibration.tracer.overhead.function_dilation` times."""
+    adders, orphan, main_add = recorder.adders, recorder.orphan, recorder.main.add
+    single = True
+
+    def threaded() -> None:
+        nonlocal single
+        single = False
+
+    recorder.when_threaded(threaded)
 
     def record_function(fn: Callable) -> Callable:
         code = getattr(fn, "__code__", None)
@@ -80,13 +96,21 @@ def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
         enter, leave = ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS
 
         def traced(*args: Any, **kwargs: Any) -> Any:
-            add_time(monotonic_ns())
-            add_code(enter)
+            t = monotonic_ns()
+            if single:
+                add = main_add
+            else:
+                try:
+                    add = adders[get_ident()]
+                except KeyError:  # a thread not started through threading.Thread
+                    add = orphan().add
+            add(t)
+            add(enter)
             try:
                 return fn(*args, **kwargs)
             finally:
-                add_time(monotonic_ns())
-                add_code(leave)
+                add(monotonic_ns())
+                add(leave)
 
         return functools.update_wrapper(traced, fn)
 

@@ -23,6 +23,14 @@ Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
   cases): MpiCollectiveBegin, the call, MpiCollectiveEnd with the operation, the
   root and the bytes this rank sent and received (:mod:`calibration.tracer.sizes`).
 
+A call records on the calling thread's buffer (:meth:`Recorder.current
+<calibration.tracer.buffer.Recorder.current>`), so MPI from a worker thread lands on
+that thread's location, never among the main thread's records. OTF2 maps an MPI
+rank to one location, so a rank's MPI calls must all come from one thread (as in
+Score-P, which supports MPI_THREAD_FUNNELED): the archive writer maps the rank to
+the thread that made them and warns if several did
+(:func:`calibration.tracer.archive.write_archive`).
+
 Calls to ``MPI.PROC_NULL`` get Enter/Leave but no message record. The tracer's
 own communication uses a communicator duplicated before :func:`install` and the
 base-class methods, so it is never recorded.
@@ -50,7 +58,7 @@ _NO_ROOT = -1
 
 _rec: tb.Recorder = tb.Recorder()  # replaced by install()
 _world_group: Any = None
-_status = MPI.Status()  # scratch status for calls made without one (single-threaded)
+_status = MPI.Status()  # scratch status of the master thread's calls made without one
 
 _REGIONS: dict[str, int] = {}
 _ROLES = {
@@ -81,6 +89,12 @@ def install(recorder: tb.Recorder) -> None:
     MPI.Finalize = _deferred_finalize
 
 
+def _scratch(rec: tb.Buffer) -> Any:
+    """A status for a call made without one: the master thread reuses one, other
+    threads get a fresh one (two threads may be inside MPI at once)."""
+    return _status if rec is _rec.main else MPI.Status()
+
+
 def _deferred_finalize() -> None:
     """The program's MPI.Finalize(): postponed until the trace has been gathered
     (mpi4py finalizes MPI at exit)."""
@@ -106,7 +120,7 @@ def _register(comm: Any) -> int:
 
 def _collective(comm: Any, name: str, op: str, root: int, fn: Any, args: tuple,
                 sizes: Any) -> Any:
-    rec, region = _rec, _REGIONS[name]
+    rec, region = _rec.current(), _REGIONS[name]
     cid = _cid(comm)
     rec.enter(region)
     rec.coll_begin()
@@ -151,7 +165,7 @@ class TracedIntracomm(MPI.Intracomm):
 
     # -- blocking point to point -------------------------------------------------------
     def _send(self, name: str, fn: Any, obj: Any, dest: int, tag: int, pickled: bool) -> None:
-        rec, region = _rec, _REGIONS[name]
+        rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
         rec.enter(region)
         try:
@@ -177,9 +191,9 @@ class TracedIntracomm(MPI.Intracomm):
         self._send("MPI_Ssend", _Comm.Ssend, buf, dest, tag, False)
 
     def _recv(self, fn: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
-        rec, region = _rec, _REGIONS["MPI_Recv"]
+        rec, region = _rec.current(), _REGIONS["MPI_Recv"]
         cid = _cid(self)
-        st = _status if status is None else status
+        st = _scratch(rec) if status is None else status
         rec.enter(region)
         try:
             result = fn(self, buf, source, tag, st)
@@ -199,9 +213,9 @@ class TracedIntracomm(MPI.Intracomm):
 
     def _sendrecv(self, fn: Any, sendobj: Any, dest: int, sendtag: int, recvbuf: Any,
                   source: int, recvtag: int, status: Any, pickled: bool) -> Any:
-        rec, region = _rec, _REGIONS["MPI_Sendrecv"]
+        rec, region = _rec.current(), _REGIONS["MPI_Sendrecv"]
         cid = _cid(self)
-        st = _status if status is None else status
+        st = _scratch(rec) if status is None else status
         rec.enter(region)
         try:
             if dest != _PROC_NULL:
@@ -231,11 +245,11 @@ class TracedIntracomm(MPI.Intracomm):
     # -- nonblocking point to point ----------------------------------------------------
     def _isend(self, name: str, fn: Any, obj: Any, dest: int, tag: int,
                pickled: bool) -> TracedRequest:
-        rec, region = _rec, _REGIONS[name]
+        rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
         rec.enter(region)
         try:
-            rid = rec.new_request()
+            rid = _rec.new_request()
             if dest != _PROC_NULL:
                 if pickled:
                     rec.isend_obj(dest, cid, tag, obj, rid)
@@ -260,11 +274,11 @@ class TracedIntracomm(MPI.Intracomm):
         return self._isend("MPI_Issend", _Comm.Issend, buf, dest, tag, False)
 
     def _irecv(self, fn: Any, buf: Any, source: int, tag: int) -> TracedRequest:
-        rec, region = _rec, _REGIONS["MPI_Irecv"]
+        rec, region = _rec.current(), _REGIONS["MPI_Irecv"]
         cid = _cid(self)
         rec.enter(region)
         try:
-            rid = rec.new_request()
+            rid = _rec.new_request()
             rec.irecv_request(rid)
             req = TracedRequest(fn(self, buf, source, tag))
             req._info = (rid, cid, True) if source != _PROC_NULL else None
@@ -348,15 +362,15 @@ class TracedIntracomm(MPI.Intracomm):
 
 # ---------------------------------------------------------------------------------
 
-def _complete(info: tuple | None, status: Any) -> None:
+def _complete(rec: tb.Buffer, info: tuple | None, status: Any) -> None:
     """The completion record of a traced request (none for untraced ones)."""
     if info is None:
         return
     rid, cid, is_recv = info
     if is_recv:
-        _rec.irecv(cid, status, rid)
+        rec.irecv(cid, status, rid)
     else:
-        _rec.isend_complete(rid)
+        rec.isend_complete(rid)
 
 
 class TracedRequest(MPI.Request):
@@ -366,14 +380,14 @@ class TracedRequest(MPI.Request):
     _info: tuple | None = None
 
     def _wait(self, fn: Any, status: Any) -> Any:
-        rec, region = _rec, _REGIONS["MPI_Wait"]
+        rec, region = _rec.current(), _REGIONS["MPI_Wait"]
         info = self._info
-        st = _status if status is None else status
+        st = _scratch(rec) if status is None else status
         rec.enter(region)
         try:
             result = fn(self, st)
             self._info = None
-            _complete(info, st)
+            _complete(rec, info, st)
             return result
         finally:
             rec.leave(region)
@@ -385,9 +399,9 @@ class TracedRequest(MPI.Request):
         return self._wait(_Request.wait, status)
 
     def _test(self, fn: Any, status: Any) -> Any:
-        rec, region = _rec, _REGIONS["MPI_Test"]
+        rec, region = _rec.current(), _REGIONS["MPI_Test"]
         info = self._info
-        st = _status if status is None else status
+        st = _scratch(rec) if status is None else status
         rec.enter(region)
         try:
             result = fn(self, st)
@@ -395,7 +409,7 @@ class TracedRequest(MPI.Request):
             if info is not None:
                 if done:
                     self._info = None
-                    _complete(info, st)
+                    _complete(rec, info, st)
                 else:
                     rec.request_test(info[0])
             return result
@@ -410,7 +424,7 @@ class TracedRequest(MPI.Request):
 
     @classmethod
     def _waitall(cls, fn: Any, requests: Any, statuses: Any) -> Any:
-        rec, region = _rec, _REGIONS["MPI_Waitall"]
+        rec, region = _rec.current(), _REGIONS["MPI_Waitall"]
         reqs = list(requests)
         infos = [getattr(q, "_info", None) for q in reqs]
         if statuses is None:
@@ -423,7 +437,7 @@ class TracedRequest(MPI.Request):
             for q, info, st in zip(reqs, infos, sts, strict=False):
                 if info is not None:
                     q._info = None
-                    _complete(info, st)
+                    _complete(rec, info, st)
             return result
         finally:
             rec.leave(region)

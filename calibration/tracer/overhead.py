@@ -1,15 +1,16 @@
 """Calibrate the mpi4py tracer's own overhead and write the platform file.
 
 ``O(kind)`` (docs/design.md §2) is the time a record costs the program after its
-timestamp. For the MPI record kinds it is measured as the tracer's record path
-called ``n`` times back to back (the :class:`~calibration.tracer.buffer.Recorder`
-method the wrappers call, with the same kinds of arguments), minus the cost of the
-empty loop.
+timestamp. For the MPI and thread record kinds it is measured as the tracer's
+record path called ``n`` times back to back (the
+:class:`~calibration.tracer.buffer.Buffer` method the wrappers call, with the same
+kinds of arguments), minus the cost of the empty loop.
 
 Enter/Leave of the program's functions cost more than two record calls: the
 decorator adds a call frame (``fn(*args, **kwargs)`` is a slow call in CPython).
 So they are measured by the method of docs/design.md §6: a two-argument function is
-called ``n`` times with and without ``@__compensate_record__``; the difference per
+called ``n`` times with and without ``@__compensate_record__`` (the very decorator
+the run used, with its per-call lookup of the calling thread's buffer); the difference per
 call is the dilation ``D`` of one Enter/Leave pair. ``O(Enter)`` is the part of
 ``D`` inside the call (the median Enter->Leave gap minus the untraced call's own
 time) and ``O(Leave)`` the rest, so that R1 gives such a call back its
@@ -39,7 +40,15 @@ from typing import Any
 
 import numpy as np
 
-from calibration.tracer.buffer import Recorder
+from calibration.tracer.buffer import (
+    THREAD_ACQUIRE_LOCK,
+    THREAD_BEGIN,
+    THREAD_CREATE,
+    THREAD_END,
+    THREAD_RELEASE_LOCK,
+    THREAD_WAIT,
+    Recorder,
+)
 from calibration.tracer.functions import make_decorator
 from compensate.model import COLLECTIVE_OPS
 from compensate.platform import Platform
@@ -102,23 +111,28 @@ def _empty_call_loop_ns(calls: int) -> int:
     return perf_counter_ns() - t0
 
 
-def function_dilation(calls: int = 100000, repeats: int = 5) -> list[tuple[float, float]]:
+def function_dilation(calls: int = 100000, repeats: int = 5,
+                      threaded: bool = False) -> list[tuple[float, float]]:
     """Per repeat: (D, O_enter) in seconds. ``D`` is what one traced call of a
     two-argument function costs more than an untraced one (the buffer grows over
     all repeats, as in a real run). ``O_enter`` is the part of ``D`` that lies
     between the Enter and the Leave record: the median Enter->Leave gap minus the
     time the untraced call itself takes, so that R1 gives that gap its
-    uninstrumented length back."""
+    uninstrumented length back. ``threaded``: time the decorator's multi-threaded
+    path (the per-call lookup of the thread's buffer) instead of the
+    single-threaded one."""
     rec = Recorder()
+    if threaded:
+        rec.go_threaded()
     traced = make_decorator(rec)(_trivial)
     out = []
     for _ in range(repeats):
         empty = _empty_call_loop_ns(calls)
         plain = _call_loop_ns(_trivial, calls)
-        start = len(rec)
+        start = len(rec.main)
         wrapped = _call_loop_ns(traced, calls)
         d = max(wrapped - plain, 0) / calls
-        times = np.frombuffer(rec.times[start:], dtype=np.int64)
+        times = np.frombuffer(rec.main.data, dtype=np.int64)[2 * start::2].copy()
         inside = float(np.median(times[1::2] - times[0::2]))
         call = max(plain - empty, 0) / calls
         out.append((d * 1e-9, min(max(inside - call, 0.0), d) * 1e-9))
@@ -126,38 +140,53 @@ def function_dilation(calls: int = 100000, repeats: int = 5) -> list[tuple[float
 
 
 def record_path_costs(n: int = 2000, repeats: int = 31, status: Any = None,
-                      calls: int | None = None) -> dict[str, dict[str, float]]:
+                      calls: int | None = None,
+                      threaded: bool = False) -> dict[str, dict[str, float]]:
     """Seconds per record of each kind (p10, median, min, max, iqr over
     ``repeats``); ``calls`` (default ``n``) traced calls per function-call sample,
-    whose dilation is split into Enter and Leave (:func:`function_dilation`)."""
+    whose dilation is split into Enter and Leave (:func:`function_dilation`) on
+    the decorator's path the run used (``threaded``); both paths' dilations are
+    kept as ``function_call_single`` and ``function_call_threaded``."""
     status = status if status is not None else _Status()
     rec = Recorder()
+    buf = rec.main
     allreduce = COLLECTIVE_OPS["ALLREDUCE"]
 
     def sizes(*_: Any) -> tuple[int, int]:
         return 8, 8
 
     paths: dict[str, tuple[Callable, tuple]] = {
-        "MpiSend": (rec.send, (1, 0, 0, 8)),
-        "MpiRecv": (rec.recv, (0, status)),
-        "MpiIsend": (rec.isend, (1, 0, 0, 8, 1)),
-        "MpiIrecvRequest": (rec.irecv_request, (1,)),
-        "MpiIrecv": (rec.irecv, (0, status, 1)),
-        "MpiIsendComplete": (rec.isend_complete, (1,)),
-        "MpiRequestTest": (rec.request_test, (1,)),
-        "MpiCollectiveBegin": (rec.coll_begin, ()),
-        "MpiCollectiveEnd": (rec.coll_end, (allreduce, 0, -1, sizes)),
-        "enter_call": (rec.enter, (0,)),
+        "MpiSend": (buf.send, (1, 0, 0, 8)),
+        "MpiRecv": (buf.recv, (0, status)),
+        "MpiIsend": (buf.isend, (1, 0, 0, 8, 1)),
+        "MpiIrecvRequest": (buf.irecv_request, (1,)),
+        "MpiIrecv": (buf.irecv, (0, status, 1)),
+        "MpiIsendComplete": (buf.isend_complete, (1,)),
+        "MpiRequestTest": (buf.request_test, (1,)),
+        "MpiCollectiveBegin": (buf.coll_begin, ()),
+        "MpiCollectiveEnd": (buf.coll_end, (allreduce, 0, -1, sizes)),
+        "ThreadCreate": (buf.thread_record, (THREAD_CREATE, 1)),
+        "ThreadBegin": (buf.thread_record, (THREAD_BEGIN, 1)),
+        "ThreadEnd": (buf.thread_record, (THREAD_END, 1)),
+        "ThreadWait": (buf.thread_record, (THREAD_WAIT, 1)),
+        "ThreadAcquireLock": (buf.lock_record, (THREAD_ACQUIRE_LOCK, 1, 1)),
+        "ThreadReleaseLock": (buf.lock_record, (THREAD_RELEASE_LOCK, 1, 1)),
+        "enter_call": (buf.enter, (0,)),
     }
     out: dict[str, list[float]] = {k: [] for k in paths}
     for _ in range(repeats):
         empty = _empty_ns(n)
         for kind, (fn, args) in paths.items():
             out[kind].append(max(_loop_ns(fn, args, n) - empty, 0) / n * 1e-9)
-            rec.clear()
+            buf.clear()
     result = {k: _stats(v) for k, v in out.items()}
-    samples = function_dilation(calls or n, repeats)
+    paths = {}
+    for path in (not threaded, threaded):  # the used path last, nearest the others
+        paths[path] = function_dilation(calls or n, repeats, threaded=path)
+    samples = paths[threaded]
     result["function_call"] = _stats([d for d, _ in samples])
+    result["function_call_single"] = _stats([d for d, _ in paths[False]])
+    result["function_call_threaded"] = _stats([d for d, _ in paths[True]])
     result["Enter"] = _stats([e for _, e in samples])
     result["Leave"] = _stats([d - e for d, e in samples])
     return result
@@ -184,10 +213,13 @@ def copy_table(sizes: tuple[int, ...] = COPY_SIZES, repeats: int = 7) -> list[tu
 
 
 def calibrate(n: int = 2000, repeats: int = 31, status: Any = None,
-              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+              extra: dict[str, Any] | None = None, threaded: bool = False) -> dict[str, Any]:
     """The platform file (docs/platform-file.md) for traces of this tracer, with
-    the raw measurements under extra keys (ignored by ``compensate``)."""
-    costs = record_path_costs(n, repeats, status)
+    the raw measurements under extra keys (ignored by ``compensate``).
+    ``threaded``: the run started threads, so its decorator took the per-thread
+    path (:func:`calibration.tracer.functions.make_decorator`); O(Enter) and
+    O(Leave) are that path's."""
+    costs = record_path_costs(n, repeats, status, threaded=threaded)
     by_kind = {k: v[STATISTIC] for k, v in costs.items() if k[0].isupper()}
     table = copy_table(repeats=7)
     default = costs["function_call"][STATISTIC] / 2
@@ -200,7 +232,10 @@ def calibrate(n: int = 2000, repeats: int = 31, status: Any = None,
         "statistic": STATISTIC,
         "note": "seconds_per_record: function_call is the dilation of one traced "
                 "call (an Enter/Leave pair), split into Enter (inside the call) and "
-                "Leave (the rest); enter_call is an MPI wrapper's Enter record alone",
+                "Leave (the rest), on the decorator path the run used "
+                "(function_path); function_call_single/_threaded are both paths; "
+                "enter_call is an MPI wrapper's Enter record alone",
+        "function_path": "threaded" if threaded else "single",
         "repeats": repeats,
         "seconds_per_record": costs,
         "machine": _platform.node(),

@@ -53,11 +53,12 @@ def _rank(rank: int, offsets: list[Offset]) -> RankData:
     rec = tb.Recorder()
     rid = rec.region_id(("work", "prog.work", "prog.py", 3, "user", "FUNCTION"))
     base = 1000 + rank
-    rec.add_record(base, tb.PROGRAM_BEGIN, ("prog.py", []))
+    buf = rec.main
+    buf.add_record(base, tb.PROGRAM_BEGIN, ("prog.py", []))
     for dt, kind in ((1000, tb.ENTER), (6000, tb.LEAVE)):
-        rec.add_time(base + dt)
-        rec.add_code(kind | rid << tb.KIND_BITS)
-    rec.add_record(base + 10000, tb.PROGRAM_END, (0,))
+        buf.add(base + dt)
+        buf.add(kind | rid << tb.KIND_BITS)
+    buf.add_record(base + 10000, tb.PROGRAM_END, (0,))
     return RankData.of(rank, "node", rec, offsets, (0, 0))
 
 
@@ -105,7 +106,7 @@ def test_function_instrumentation() -> None:
     namespace = {"__name__": "prog", DECORATOR: make_decorator(rec)}
     exec(instrument(source, "prog.py"), namespace)
     assert namespace["result"] == (4, 3, [0, 1], 5)
-    rows = rec.rows()
+    rows = rec.main.rows()
     names = [rec.regions[r[2]][0] for r in rows if r[1] == tb.ENTER]
     assert names == ["B.f", "A.f", "B.s", "outer", "outer.<locals>.inner"]
     assert [r[1] for r in rows].count(tb.LEAVE) == 5
@@ -135,7 +136,7 @@ def test_functions_modules_are_instrumented_on_import(tmp_path: Path,
         tracing.uninstall()
         for name in ("tracedpkg", "tracedpkg.sub", "other"):
             sys.modules.pop(name, None)
-    names = [rec.regions[r[2]][1] for r in rec.rows() if r[1] == tb.ENTER]
+    names = [rec.regions[r[2]][1] for r in rec.main.rows() if r[1] == tb.ENTER]
     assert names == ["tracedpkg.top", "tracedpkg.sub.deep"]
 
 
