@@ -97,6 +97,11 @@ EXPECTED = {
     '16-nonblocking_rooted:fitted:uniform': '402d5d63bab862d8',
 }
 
+#: Statistics added after these fingerprints were taken (issue 15's overcompensation
+#: finding): derived from the same per-record amounts, left out of the hash so that
+#: every timestamp and the older statistics are still compared bit for bit.
+LATER_STATS = {"overcompensated_by_kind", "overcompensated_max_s"}
+
 
 def fingerprint(trace, stats) -> str:
     h = hashlib.sha256()
@@ -104,7 +109,8 @@ def fingerprint(trace, stats) -> str:
         ev = trace.events[loc]
         h.update(np.ascontiguousarray(ev.time, dtype=np.int64).tobytes())
         h.update(np.ascontiguousarray(ev.size, dtype=np.int64).tobytes())
-    h.update(json.dumps(stats.to_dict(), sort_keys=True, default=str).encode())
+    h.update(json.dumps({k: v for k, v in stats.to_dict().items() if k not in LATER_STATS},
+                        sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
 
 
