@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-memory", action="store_true",
                    help="hold the whole trace in memory instead of streaming it segment by "
                         "segment (same result; for comparison and debugging)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse Enter/Leave that do not nest (exit 3) instead of pairing "
+                        "each Leave with the latest open Enter of its region")
     p.add_argument("--force", action="store_true", help="replace an existing OUT")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary line")
     p.add_argument("--version", action="version", version=f"compensate {__version__}")
@@ -149,14 +152,15 @@ def _run_in_memory(args: argparse.Namespace, target: Path, platform: Platform | 
     try:
         result, matching, outcome, check = run_pipeline(
             trace, platform, args.bound, args.collective_exit, args.eager_limit, progress,
-            lambda message: _phase(show, message))
+            lambda message: _phase(show, message), strict=args.strict)
     finally:
         progress.close()
     t_comp = time.monotonic()
     summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
                        records=trace.record_count, locations=len(trace.events),
                        resolution=trace.definitions.timer_resolution,
-                       measured=trace.span_seconds, approximated=result.trace.span_seconds)
+                       measured=trace.span_seconds, approximated=result.trace.span_seconds,
+                       nesting=matching.nesting_summary())
     summary["seconds"] = {"read": t_read - t_start, "compensate": t_comp - t_read}
     if not check.ok:
         return _verification_failed(args, summary, check)
@@ -180,7 +184,8 @@ def _run_streaming(args: argparse.Namespace, target: Path, platform: Platform | 
     if args.bound == "fitted":  # R2f needs the fit first: one more pass over the input
         _phase(show, f"fitting the network to the transfers {args.input} observed ...")
         defs, chunks = read_chunks(args.input)
-        outcome = fit_pass(defs, chunks, plat, args.input, args.eager_limit)
+        outcome = fit_pass(defs, chunks, plat, args.input, args.eager_limit,
+                           strict=args.strict)
         bound = "fitted" if outcome.fit else "lower"
     t_fit = time.monotonic()
     defs, chunks = read_chunks(args.input)
@@ -192,14 +197,16 @@ def _run_streaming(args: argparse.Namespace, target: Path, platform: Platform | 
             EngineOptions(bound=bound, collective_exit=args.collective_exit,
                           network_time=outcome.fit if outcome else None),
             writer.write, source=str(args.input), eager_limit=args.eager_limit,
-            progress=progress, advance=writer.advance)
+            progress=progress, advance=writer.advance, strict=args.strict)
         progress.close()
         check = result.verification
         res = defs.timer_resolution
         summary = _summary(args, platform, result.stats, check, result.counts, outcome,
                            records=result.records, locations=result.locations,
                            resolution=res, measured=_seconds(result.measured_span, res),
-                           approximated=_seconds(result.approximated_span, res))
+                           approximated=_seconds(result.approximated_span, res),
+                           nesting=dict(result.counts.get("nesting", {}),
+                                        first=result.nesting_first))
         summary["segments"] = {"count": result.segments, "largest": result.largest_segment}
         if not check.ok:
             writer.abort()
@@ -222,7 +229,7 @@ def _seconds(span: tuple[int, int] | None, resolution: int) -> float:
 
 def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, counts: dict,
              outcome, *, records: int, locations: int, resolution: int, measured: float,
-             approximated: float) -> dict:
+             approximated: float, nesting: dict | None = None) -> dict:
     """The ``--summary`` object (built as :func:`compensate.compensate` builds its
     ``summary``) and, under ``_bound_text``, the bound part of the one-line summary."""
     summary = build_summary(
@@ -230,7 +237,7 @@ def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, 
         collective_exit=args.collective_exit, eager_limit=args.eager_limit, platform=platform,
         stats=stats, verification=check, counts=counts, fit_outcome=outcome, records=records,
         locations=locations, resolution=resolution, measured=measured,
-        approximated=approximated)
+        approximated=approximated, nesting=nesting)
     summary["_bound_text"] = f"{args.bound} bound"
     if outcome is not None:
         from compensate.engine.fit import summary_phrase
@@ -260,7 +267,20 @@ def _done(args: argparse.Namespace, summary: dict) -> int:
               f"collectives, {over} overcompensated records"
               f"{' (overhead too large for this trace?)' if over else ''}, verified; "
               f"wrote {args.output}")
+        _nesting_note(summary.get("nesting"))
     return EXIT_OK
+
+
+def _nesting_note(nesting: dict | None) -> None:
+    """One line on stderr when Enter/Leave did not nest (tolerated unless --strict)."""
+    first = (nesting or {}).get("first")
+    if not first:
+        return
+    n = nesting.get("leaves_out_of_order", 0) + nesting.get("leaves_without_enter", 0)
+    print(f"compensate: note: {n} Leave records do not nest (first: {first['file']}: "
+          f"location {first['location']}, record {first['index']}: {first['problem']}); "
+          f"each Leave closed the latest open Enter of its region (--strict refuses)",
+          file=sys.stderr)
 
 
 def _write_summary(args: argparse.Namespace, summary: dict) -> None:
@@ -290,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compensate: error: {exc}\nusage: compensate IN OUT "
               f"[--bound lower|upper|fitted|none] [--platform FILE.json] [--overhead DURATION] "
               f"[--collective-exit uniform|per-process] [--eager-limit BYTES] "
-              f"[--summary FILE.json] [--in-memory] [--force] [--quiet]", file=sys.stderr)
+              f"[--summary FILE.json] [--in-memory] [--strict] [--force] [--quiet]",
+              file=sys.stderr)
         code = EXIT_USAGE
     except (TraceError, PlatformError, OutputError) as exc:
         print(f"compensate: error: {exc}", file=sys.stderr)
