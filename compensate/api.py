@@ -216,7 +216,7 @@ def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective
                         EngineOptions(bound=used, collective_exit=collective_exit,
                                       network_time=outcome.fit if outcome else None),
                         matching, progress)
-    return result, matching, outcome, verify(result.trace, matching)
+    return result, matching, outcome, verify(result.trace, matching, measured=trace)
 
 
 def write(trace: Trace, path: str | os.PathLike, force: bool = False) -> None:

@@ -265,10 +265,21 @@ def _done(args: argparse.Namespace, summary: dict) -> int:
               f"locations, {bound_text}: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
               f"{summary['messages_matched']} messages, {summary['collective_instances']} "
               f"collectives, {over} overcompensated records"
-              f"{' (overhead too large for this trace?)' if over else ''}, verified; "
-              f"wrote {args.output}")
+              f"{' (overhead too large for this trace?)' if over else ''}, verified"
+              f"{_local_only_note(summary['verification'])}; wrote {args.output}")
         _nesting_note(summary.get("nesting"))
     return EXIT_OK
+
+
+def _local_only_note(verification: dict) -> str:
+    """What "verified" did not cover: records carried as local only, by kind."""
+    local = verification.get("carried_local_only") or {}
+    if not local:
+        return ""
+    top = sorted(local.items(), key=lambda kv: -kv[1])
+    kinds = ", ".join(f"{k} {n:,}" for k, n in top[:3]) + (", ..." if len(top) > 3 else "")
+    return (f" ({verification['carried_local_only_records']:,} records carried as local "
+            f"only, not checked: {kinds})")
 
 
 def _nesting_note(nesting: dict | None) -> None:

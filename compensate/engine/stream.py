@@ -148,6 +148,10 @@ class _Cutter:
         # positions among them of the open calls around a send
         self.open_regions: dict[int, list[int]] = defaultdict(list)
         self.send_calls: dict[int, list[int]] = defaultdict(list)
+        # METRIC locations and their reference threads (compensate.engine.metrics); the
+        # last measured time of each reference handed out in a segment
+        self.refs = {m: r for m, r in defs.metric_references().items() if r is not None}
+        self.ref_last: dict[int, int] = {}
 
     # the busy function: messages in flight + calls around a send that are still open
     # (matching needs the send call's Leave) + open collective calls + open requests
@@ -239,7 +243,8 @@ class _Cutter:
             if seg is None:
                 self.next_try = int(self.count * 1.5) + 1
                 break
-            yield seg
+            if seg:  # (empty when only METRIC samples waiting for a reference record)
+                yield seg
             self.next_try = self.count + self.target
 
     def rest(self) -> dict[int, Events] | None:
@@ -333,8 +338,17 @@ class _Cutter:
         seg: dict[int, Events] = {}
         self.pending = defaultdict(list)
         self.count = 0
+        for ref in set(self.refs.values()):  # the references' last records before the cut
+            ev = merged.get(ref)
+            n = int(np.searchsorted(ev.time, cut, side="left")) if ev is not None else 0
+            if n:
+                self.ref_last[ref] = int(ev.time[n - 1])
         for loc, ev in merged.items():
             n = int(np.searchsorted(ev.time, cut, side="left"))
+            ref = self.refs.get(loc)
+            if ref is not None:  # a metric sample waits for the reference record after it
+                last = self.ref_last.get(ref)
+                n = 0 if last is None else min(n, int(np.searchsorted(ev.time, last, "right")))
             if n:
                 seg[loc] = ev.slice(0, n)
             if n < len(ev):
@@ -353,6 +367,11 @@ def segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
     """The records of ``chunks`` (successive slices of every location, in time
     order), regrouped into segments that end at safe cuts."""
     cutter = _Cutter(defs, segment_records)
+    yield from _segments(cutter, chunks)
+
+
+def _segments(cutter: _Cutter, chunks: Iterable[dict[int, Events]]
+              ) -> Iterator[dict[int, Events]]:
     for chunk in chunks:
         yield from cutter.add(chunk)
     rest = cutter.rest()
@@ -401,6 +420,44 @@ class _Segmenter:
             pins[loc] = (np.array([r[2] for r in rows]), ctx.carry)
         return (Trace(self.defs, events, self.source), Trace(self.defs, for_match, self.source),
                 pins)
+
+    def references(self, seg: dict[int, Events]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """(measured, approximated) time of the last record of each reference thread
+        of a METRIC location (compensate.engine.metrics) that has no records in
+        ``seg``: what that segment's samples are mapped through (float ticks from
+        t0)."""
+        out = {}
+        for ref in set(self.defs.metric_references().values()):
+            if ref is None or ref in seg:
+                continue
+            rows = self.ctx[ref].records() if ref in self.ctx else []
+            if rows:
+                m = float(rows[-1][0][0] - self.t0)
+                out[ref] = (np.array([m]), np.array([rows[-1][2]]))
+        return out
+
+    def watermark(self, cutter: _Cutter, seg: dict[int, Events], start: int) -> int:
+        """No location that has written nothing yet will write a record before the
+        returned time (see ``compensate_stream``). A METRIC location's samples may
+        come a segment late (they wait for their reference's next record) and take
+        their reference's time function, so for one that has written nothing yet
+        the bound is its reference's last written time (every later sample maps at
+        or after it), or, while the reference has written nothing either, its own
+        earliest sample still to write (a sample before the reference's first
+        record keeps that record's shift, which is >= 0)."""
+        low = start
+        for loc, ref in cutter.refs.items():
+            if self.done[loc]:
+                continue
+            if self.done[ref]:  # (rounded as rounded_times rounds the samples)
+                low = min(low, int(np.rint(self.ctx[ref].records()[-1][2])) + self.t0)
+                continue
+            firsts = [int(ev.time[0]) for ev in cutter.pending.get(loc, ()) if len(ev)]
+            if loc in seg:
+                firsts.append(int(seg[loc].time[0]))
+            if firsts:
+                low = min(low, min(firsts))
+        return low
 
     def match(self, mtrace: Trace) -> Matching:
         try:
@@ -518,7 +575,8 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
     """
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     out = StreamResult(Stats(), Verification(), {})
-    for seg in segments(defs, chunks, segment_records):
+    cutter = _Cutter(defs, segment_records)
+    for seg in _segments(cutter, chunks):
         n_seg = sum(len(ev) for ev in seg.values())
         out.segments += 1
         out.largest_segment = max(out.largest_segment, n_seg)
@@ -531,8 +589,9 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
             # has nothing before it, so it is START (its measured time) or a receive
             # from ``enter_const = recv_m - cs``, where every case of R2 (recv_time,
             # the inline fast path) gives >= ready + cs = recv_m. Other rules are for
-            # records after their own Enter/CollectiveBegin/request record.
-            advance(start)
+            # records after their own Enter/CollectiveBegin/request record. METRIC
+            # samples are mapped, not compensated: _Segmenter.watermark.
+            advance(sg.watermark(cutter, seg, start))
         trace, mtrace, pins = sg.traces(seg)
         matching = sg.match(mtrace)
         values: dict[int, np.ndarray] = {}
@@ -547,7 +606,8 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
         else:
             try:
                 approx, _, stats = approximate(trace, platform, options, matching,
-                                               t0=sg.t0, pins=pins)
+                                               t0=sg.t0, pins=pins,
+                                               references=sg.references(seg))
             except TraceError as exc:
                 raise SegmentError(str(exc)) from exc
             for loc, ev in seg.items():
@@ -565,7 +625,8 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
                 size = ev.size.copy()
                 size[flush] = t[flush]
             out_events[loc] = ev.with_time(t, size)
-        check = verify(Trace(defs, out_events, source), matching)
+        check = verify(Trace(defs, out_events, source), matching, measured=trace,
+                       skip={loc: len(pins[loc][0]) for loc in pins})
         _add_verification(out.verification, check)
         stats.messages = len(matching.table)
         stats.unmatched_sends = matching.unmatched_sends
@@ -598,6 +659,9 @@ def _add_verification(total: Verification, part: Verification) -> None:
     total.order += part.order
     total.messages += part.messages
     total.collectives += part.collectives
+    total.metrics += part.metrics
+    for kind, n in part.carried_local_only.items():
+        total.carried_local_only[kind] = total.carried_local_only.get(kind, 0) + n
     total.examples += part.examples[:max(0, 10 - len(total.examples))]
 
 
