@@ -23,6 +23,19 @@ is not in time order across locations (possible in a hand-written ``.trace``)
 raises :class:`NotStreamable`, and so does a problem the in-memory path would
 report with other record numbers (:class:`SegmentError`): the caller then runs
 the in-memory path, which gives the exact error.
+
+METRIC samples are mapped through their process's time function
+(:mod:`compensate.engine.metrics`): the cutter holds a sample back until the
+segment that holds the reference record after it, and the text writer's
+watermark allows for such late samples (:meth:`_Segmenter.watermark`).
+Enter/Leave follow the tolerant nesting rule of
+:class:`compensate.matching.Nesting` across chunks and segments.
+
+Why one module (over 600 lines): cutting (:class:`_Cutter`), the per-segment
+context (:class:`_Segmenter`) and the two passes share one invariant — what may
+cross a cut and what a segment carries from the one before — and each part is
+only correct together with the others; split apart, that invariant would be
+stated in three places.
 """
 
 from __future__ import annotations

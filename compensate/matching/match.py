@@ -221,7 +221,7 @@ def _nesting_walk(kind: np.ndarray, region: np.ndarray,
                     first = (i, f"Leave of region {region_name(r)} without an open Enter "
                                 f"of that region")
             else:
-                _, lvl, j = stack.pop(pos)
+                _, lvl, _ = stack.pop(pos)
                 before_m[m] = lvl
                 l_lvl.append(lvl)
                 l_idx.append(i)
@@ -229,9 +229,9 @@ def _nesting_walk(kind: np.ndarray, region: np.ndarray,
                     out_of_order.append(i)
                     if first is None:
                         inner = stack[-1]
-                        first = (i, f"Leave of region {region_name(r)} (its Enter is record "
-                                    f"{j}) while region {region_name(inner[0])} entered at "
-                                    f"record {inner[2]} is still open")
+                        first = (i, f"Leave of region {region_name(r)} while region "
+                                    f"{region_name(inner[0])}, entered after it, is still "
+                                    f"open")
         inner_m[m] = stack[-1][1] if stack else 0
     # other records: the innermost level after the last Enter/Leave before them
     n = len(kind)
