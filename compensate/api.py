@@ -129,7 +129,7 @@ def resolve_platform(platform: Platform | str | os.PathLike | None,
 def compensate(trace: Trace, bound: str = "lower",
                platform: Platform | str | os.PathLike | None = None,
                overhead: float | str | None = None, collective_exit: str = "uniform",
-               eager_limit: int | None = None) -> CompensationResult:
+               eager_limit: int | None = None, strict: bool = False) -> CompensationResult:
     """Remove the tracer overhead from ``trace``: the command's pipeline in memory.
 
     ``bound``: ``"lower"``, ``"upper"``, ``"fitted"`` (a latency + bandwidth model fitted
@@ -140,7 +140,9 @@ def compensate(trace: Trace, bound: str = "lower",
     platform's per-record overhead. At least one of the two is needed (except for
     ``bound="none"``); without a platform, copies cost nothing.
     ``collective_exit``: ``"uniform"`` or ``"per-process"``; ``eager_limit``: treat
-    ``MPI_Send`` messages larger than this many bytes as synchronous.
+    ``MPI_Send`` messages larger than this many bytes as synchronous. ``strict``:
+    refuse Enter/Leave that do not nest (TraceError) instead of pairing them by
+    region and counting them (``summary["nesting"]``).
 
     Raises ValueError for a bad argument, :class:`PlatformError` for a bad or missing
     platform, :class:`TraceError` for records that do not match up, and
@@ -167,13 +169,14 @@ def compensate(trace: Trace, bound: str = "lower",
     start = time.monotonic()
     with gc_paused():  # as the command: the records stay alive, no cycles to find
         result, matching, outcome, check = run_pipeline(trace, plat, bound, collective_exit,
-                                                        eager_limit)
+                                                        eager_limit, strict=strict)
     summary = build_summary(
         input=trace.source, output=None, bound=bound, collective_exit=collective_exit,
         eager_limit=eager_limit, platform=plat, stats=result.stats, verification=check,
         counts=matching.counts(), fit_outcome=outcome, records=trace.record_count,
         locations=len(trace.events), resolution=trace.definitions.timer_resolution,
-        measured=trace.span_seconds, approximated=result.trace.span_seconds)
+        measured=trace.span_seconds, approximated=result.trace.span_seconds,
+        nesting=matching.nesting_summary())
     summary["seconds"] = {"compensate": time.monotonic() - start}
     summary = _plain(summary)
     if not check.ok:
@@ -186,13 +189,14 @@ def compensate(trace: Trace, bound: str = "lower",
 
 def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective_exit: str,
                  eager_limit: int | None, progress: Callable[[int], None] | None = None,
-                 phase: Callable[[str], None] | None = None
+                 phase: Callable[[str], None] | None = None, strict: bool = False
                  ) -> tuple[Result, Matching, FitOutcome | None, Verification]:
     """match -> compensate -> verify of a whole trace in memory, shared by
     :func:`compensate` and the command's ``--in-memory`` path: the engine's result,
     the matching, the network fit (``bound="fitted"``; the lower bound is used where
     too few transfers were observed) and the happened-before check. ``phase`` hears
-    what a long step is doing, ``progress`` the engine's records done."""
+    what a long step is doing, ``progress`` the engine's records done; ``strict``
+    refuses Enter/Leave that do not nest."""
     from compensate.engine import EngineOptions
     from compensate.engine import compensate as run_engine
     from compensate.matching import match
@@ -200,7 +204,7 @@ def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective
 
     if phase:
         phase(f"matching {trace.record_count:,} records ...")
-    matching = match(trace, eager_limit=eager_limit)
+    matching = match(trace, eager_limit=eager_limit, strict=strict)
     used, outcome = bound, None
     if bound == "fitted":  # R2f: fit the network to the observed transfers
         from compensate.engine.fit import try_fit
@@ -212,7 +216,7 @@ def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective
                         EngineOptions(bound=used, collective_exit=collective_exit,
                                       network_time=outcome.fit if outcome else None),
                         matching, progress)
-    return result, matching, outcome, verify(result.trace, matching)
+    return result, matching, outcome, verify(result.trace, matching, measured=trace)
 
 
 def write(trace: Trace, path: str | os.PathLike, force: bool = False) -> None:
@@ -238,9 +242,10 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
                   eager_limit: int | None, platform: Platform | None, stats: Stats,
                   verification: Verification, counts: dict, fit_outcome: FitOutcome | None,
                   records: int, locations: int, resolution: int, measured: float,
-                  approximated: float) -> dict:
+                  approximated: float, nesting: dict | None = None) -> dict:
     """The run summary, key by key as the command's ``--summary`` writes it (before the
-    timings it adds): shared by the command and :func:`compensate`."""
+    timings it adds): shared by the command and :func:`compensate`. ``nesting``:
+    Enter/Leave that do not nest (``Matching.nesting_summary()``)."""
     summary: dict[str, Any] = {
         "input": input,
         "output": output,
@@ -266,6 +271,8 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
         "platform": platform.to_dict() if platform else None,
         "verification": verification.to_dict(),
     }
+    if nesting is not None:  # Enter/Leave that do not nest: counts and the first one
+        summary["nesting"] = nesting
     if fit_outcome is not None:
         from compensate.engine.fit import summary_object
         summary["fit"] = summary_object(fit_outcome, stats.p2p_cases)

@@ -328,15 +328,52 @@ class RowBuilder:
         return Events(**cols, payload=payload)
 
 
+#: OTF2 location types (``OTF2_LocationType``; OTF2 3 renamed GPU to ACCELERATOR_STREAM,
+#: same value) and location group types (``OTF2_LocationGroupType``), by name.
+CPU_THREAD = "CPU_THREAD"
+ACCELERATOR_STREAM = "ACCELERATOR_STREAM"
+METRIC_LOCATION = "METRIC"
+LOCATION_TYPES = ("UNKNOWN", CPU_THREAD, ACCELERATOR_STREAM, METRIC_LOCATION)
+PROCESS = "PROCESS"
+LOCATION_GROUP_TYPES = ("UNKNOWN", PROCESS, "ACCELERATOR")
+
+
 @dataclass
 class Location:
-    """A stream of records: a process or thread. ``group`` is the location group
-    (an MPI rank's process) it belongs to."""
+    """A stream of records, by nature (docs/design.md §4, "Locations by nature").
+
+    ``type`` is its OTF2 location type: a ``CPU_THREAD`` runs the program and the
+    tracer (R1 applies), an ``ACCELERATOR_STREAM`` holds device activity, a
+    ``METRIC`` location holds asynchronous samples *about* its process (mapped
+    through the process's time function, not compensated on their own), and
+    ``UNKNOWN`` is treated as a CPU thread. ``group`` is its location group,
+    ``group_type`` that group's type (``PROCESS``: an MPI rank or a plain process;
+    ``ACCELERATOR``: a device context) and ``group_creator`` the location group
+    that created it (-1 if none: OTF2 ≥ 3 names the process that owns an
+    accelerator context this way). Traces without types (old ``.trace`` files)
+    hold CPU threads in process groups."""
 
     id: int
     name: str = ""
     group: int = 0
     group_name: str = ""
+    type: str = CPU_THREAD
+    group_type: str = PROCESS
+    group_creator: int = -1
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the location runs program code (a CPU thread, or of unknown type)."""
+        return self.type in (CPU_THREAD, "UNKNOWN")
+
+    @property
+    def is_metric(self) -> bool:
+        return self.type == METRIC_LOCATION
+
+    @property
+    def is_device(self) -> bool:
+        """An accelerator stream (OTF2 GPU / ACCELERATOR_STREAM)."""
+        return self.type == ACCELERATOR_STREAM
 
 
 @dataclass
@@ -366,6 +403,50 @@ class Definitions:
     def location_of(self, comm: int, rank: int) -> int:
         """Map a rank in communicator ``comm`` to a location id (KeyError/IndexError if unknown)."""
         return self.comms[comm].members[rank]
+
+    # -- the location model: process -> CPU threads, accelerator streams, metrics ----
+    def process_of(self, loc: int) -> int:
+        """The location group that is ``loc``'s process: its own group, or, for a
+        group that is not a process (an accelerator context), the group that
+        created it, followed up to a process (the own group if the chain ends)."""
+        group = self.locations[loc].group
+        kinds, creators = self._group_table()
+        seen = {group}
+        g = group
+        while kinds.get(g, PROCESS) != PROCESS and creators.get(g, -1) >= 0 \
+                and creators[g] not in seen:
+            g = creators[g]
+            seen.add(g)
+        return g if kinds.get(g, PROCESS) == PROCESS else group
+
+    def _group_table(self) -> tuple[dict[int, str], dict[int, int]]:
+        kinds: dict[int, str] = {}
+        creators: dict[int, int] = {}
+        for loc in self.locations.values():
+            kinds.setdefault(loc.group, loc.group_type)
+            creators.setdefault(loc.group, loc.group_creator)
+        return kinds, creators
+
+    def cpu_threads(self, process: int) -> list[int]:
+        """The CPU threads of location group ``process``, in definition order (the
+        first is its master thread)."""
+        return [loc.id for loc in self.locations.values()
+                if loc.group == process and loc.is_cpu]
+
+    def reference_of(self, loc: int) -> int | None:
+        """The CPU thread whose measured -> approximated time function a METRIC
+        location's samples take (docs/design.md §4): the master (first) CPU thread
+        of its process; if the process has none, the master thread of the first
+        process that has one; None if the trace has no CPU thread at all."""
+        own = self.cpu_threads(self.process_of(loc))
+        if own:
+            return own[0]
+        return next((x.id for x in self.locations.values() if x.is_cpu), None)
+
+    def metric_references(self) -> dict[int, int | None]:
+        """``{METRIC location: its reference CPU thread}`` (see :meth:`reference_of`)."""
+        return {loc.id: self.reference_of(loc.id) for loc in self.locations.values()
+                if loc.is_metric}
 
 
 @dataclass

@@ -228,7 +228,7 @@ def test_read_errors(tmp_path):
 def test_verification_failure_raises_and_writes_nothing(monkeypatch):
     import compensate.verify
 
-    def failing(trace, matching):
+    def failing(trace, matching, **_):
         return Verification(messages=1, examples=["location 1, record 6: before its send"])
 
     monkeypatch.setattr(compensate.verify, "verify", failing)

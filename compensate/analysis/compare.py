@@ -57,6 +57,8 @@ def breakdown(trace: Trace, matching: Matching | None = None, *,
     waits = wait_states(trace, matching, eager_limit=eager_limit, calls=calls)
     out: dict[str, dict[int, float]] = {c: {} for c in CATEGORIES}
     for loc, p in prof.locations.items():
+        if not p.counted:  # metric samples, device activity: not execution time
+            continue
         out["execution"][loc] = p.outside_mpi - (p.flush - p.flush_in_mpi)
         out["flush"][loc] = p.flush
         for s in WAIT_STATES:
@@ -75,7 +77,9 @@ class Comparison:
 
     @property
     def locations(self) -> list[int]:
-        return sorted(self.measured.profile.locations)
+        """The locations whose time counts (CPU threads, see
+        :attr:`compensate.analysis.profile.LocationProfile.counted`)."""
+        return sorted(loc for loc, p in self.measured.profile.locations.items() if p.counted)
 
     def diff(self, category: str, loc: int | None = None) -> float:
         """Seconds ``category`` lost from measured to approximated (on ``loc`` or all)."""

@@ -35,6 +35,16 @@ class LocationProfile:
     mpi: float
     flush: float = 0.0
     flush_in_mpi: float = 0.0
+    #: the OTF2 location type (:class:`compensate.model.Location`); only CPU threads
+    #: (and locations of unknown type) count in execution-time totals
+    type: str = "CPU_THREAD"
+
+    @property
+    def counted(self) -> bool:
+        """Whether the location's time is execution time of the program (a CPU
+        thread): metric locations hold samples and accelerator streams device
+        activity, whose spans are not time the program executed."""
+        return self.type in ("CPU_THREAD", "UNKNOWN")
 
     @property
     def duration(self) -> float:
@@ -48,7 +58,8 @@ class LocationProfile:
         return {"location": self.location, "label": self.label, "start": self.start,
                 "end": self.end, "duration": self.duration, "mpi": self.mpi,
                 "outside_mpi": self.outside_mpi, "flush": self.flush,
-                "flush_in_mpi": self.flush_in_mpi}
+                "flush_in_mpi": self.flush_in_mpi, "type": self.type,
+                "counted": self.counted}
 
 
 @dataclass
@@ -77,7 +88,9 @@ class RegionStat:
 @dataclass
 class Profile:
     """What :func:`profile` returns. ``span`` is the total execution time: from the
-    earliest to the latest record of the whole trace."""
+    earliest to the latest record of the CPU threads (of every location if the
+    trace has none). Totals (``duration``, ``mpi``, ``outside_mpi``) sum the CPU
+    threads only; metric and accelerator-stream locations are listed, not counted."""
 
     source: str
     timer_resolution: int
@@ -86,17 +99,22 @@ class Profile:
     regions: list[RegionStat]
 
     @property
+    def counted(self) -> list[LocationProfile]:
+        """The locations whose time is execution time (CPU threads)."""
+        return [p for p in self.locations.values() if p.counted]
+
+    @property
     def duration(self) -> float:
-        """Sum of the locations' execution times (process-seconds)."""
-        return sum(p.duration for p in self.locations.values())
+        """Sum of the CPU threads' execution times (process-seconds)."""
+        return sum(p.duration for p in self.counted)
 
     @property
     def mpi(self) -> float:
-        return sum(p.mpi for p in self.locations.values())
+        return sum(p.mpi for p in self.counted)
 
     @property
     def outside_mpi(self) -> float:
-        return sum(p.outside_mpi for p in self.locations.values())
+        return sum(p.outside_mpi for p in self.counted)
 
     def region_totals(self) -> list[RegionStat]:
         """Region statistics summed over locations, largest exclusive time first."""
@@ -124,15 +142,24 @@ def profile(trace: Trace, calls: dict[int, Calls] | None = None) -> Profile:
     origin = trace_origin(trace)
     locs: dict[int, LocationProfile] = {}
     regions: list[RegionStat] = []
-    latest = origin
+    kinds = {loc: defs.locations[loc].type if loc in defs.locations else "CPU_THREAD"
+             for loc in trace.events}
+    cpu = [loc for loc, k in kinds.items() if k in ("CPU_THREAD", "UNKNOWN")
+           and len(trace.events[loc])]
+    span_locs = set(cpu) if cpu else set(trace.events)  # the span: of the CPU threads
+    span_lo = min((int(trace.events[x].time[0]) for x in span_locs
+                   if len(trace.events[x])), default=origin)
+    latest = span_lo
     for loc in sorted(trace.events):
         ev = trace.events[loc]
         c = calls[loc]
         if not len(ev):
-            locs[loc] = LocationProfile(loc, location_label(defs, loc), 0.0, 0.0, 0.0)
+            locs[loc] = LocationProfile(loc, location_label(defs, loc), 0.0, 0.0, 0.0,
+                                        type=kinds[loc])
             continue
         first, last = int(ev.time[0]), int(ev.time[-1])
-        latest = max(latest, last)
+        if loc in span_locs:
+            latest = max(latest, last)
         dur = c.duration
         mpi = _mpi_flags(defs, c)
         outer_mpi = mpi & ~c.ancestor_flags(mpi)
@@ -146,11 +173,14 @@ def profile(trace: Trace, calls: dict[int, Calls] | None = None) -> Profile:
         locs[loc] = LocationProfile(
             loc, location_label(defs, loc), (first - origin) / res, (last - origin) / res,
             float(dur[outer_mpi].sum()) / res, float(fl_dur.sum()) / res,
-            float(fl_dur[fl_mpi].sum()) / res)
+            float(fl_dur[fl_mpi].sum()) / res, type=kinds[loc])
         if len(c):
             children = np.zeros(len(c), dtype=np.int64)
             nested = c.parent >= 0
-            np.add.at(children, c.parent[nested], dur[nested])
+            # a child's time inside its parent (a call whose Leave came out of order
+            # may end after its parent: only the overlap is not the parent's own)
+            inside = np.minimum(c.t1[nested], c.t1[c.parent[nested]]) - c.t0[nested]
+            np.add.at(children, c.parent[nested], np.maximum(inside, 0))
             excl = dur - children
             incl = np.where(c.same_region_ancestor(), 0, dur)
             ids, inv = np.unique(c.region, return_inverse=True)
@@ -160,7 +190,8 @@ def profile(trace: Trace, calls: dict[int, Calls] | None = None) -> Profile:
             for k, rid in enumerate(ids):
                 regions.append(RegionStat(region_name(defs, rid), loc, int(visits[k]),
                                           float(incl_s[k]) / res, float(excl_s[k]) / res))
-    return Profile(trace.source, defs.timer_resolution, (latest - origin) / res, locs, regions)
+    return Profile(trace.source, defs.timer_resolution, (latest - span_lo) / res, locs,
+                   regions)
 
 
 # ---------------------------------------------------------------------------------

@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-memory", action="store_true",
                    help="hold the whole trace in memory instead of streaming it segment by "
                         "segment (same result; for comparison and debugging)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse Enter/Leave that do not nest (exit 3) instead of pairing "
+                        "each Leave with the latest open Enter of its region")
     p.add_argument("--force", action="store_true", help="replace an existing OUT")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary line")
     p.add_argument("--version", action="version", version=f"compensate {__version__}")
@@ -229,7 +232,7 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     try:
         result, matching, outcome, check = run_pipeline(
             trace, platform, args.bound, args.collective_exit, args.eager_limit, on_progress,
-            on_phase)
+            on_phase, strict=args.strict)
     finally:
         progress.close()
     interrupt.checkpoint("verified")
@@ -237,7 +240,8 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
                        records=trace.record_count, locations=len(trace.events),
                        resolution=trace.definitions.timer_resolution,
-                       measured=trace.span_seconds, approximated=result.trace.span_seconds)
+                       measured=trace.span_seconds, approximated=result.trace.span_seconds,
+                       nesting=matching.nesting_summary())
     summary["seconds"] = {"read": t_read - t_start, "compensate": t_comp - t_read}
     if not check.ok:
         return _verification_failed(args, outputs, summary, check)
@@ -272,7 +276,7 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         _phase(show, f"fitting the network to the transfers {args.input} observed ...")
         defs, chunks = read_chunks(args.input)
         outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, args.input,
-                           args.eager_limit)
+                           args.eager_limit, strict=args.strict)
         bound = "fitted" if outcome.fit else "lower"
     t_fit = time.monotonic()
     interrupt.checkpoint("open")
@@ -300,14 +304,16 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
             EngineOptions(bound=bound, collective_exit=args.collective_exit,
                           network_time=outcome.fit if outcome else None),
             write, source=str(args.input), eager_limit=args.eager_limit,
-            progress=on_progress, advance=advance)
+            progress=on_progress, advance=advance, strict=args.strict)
         progress.close()
         check = result.verification
         res = defs.timer_resolution
         summary = _summary(args, platform, result.stats, check, result.counts, outcome,
                            records=result.records, locations=result.locations,
                            resolution=res, measured=_seconds(result.measured_span, res),
-                           approximated=_seconds(result.approximated_span, res))
+                           approximated=_seconds(result.approximated_span, res),
+                           nesting=dict(result.counts.get("nesting", {}),
+                                        first=result.nesting_first))
         summary["segments"] = {"count": result.segments, "largest": result.largest_segment}
         if not check.ok:
             writer.abort()
@@ -339,7 +345,7 @@ def _seconds(span: tuple[int, int] | None, resolution: int) -> float:
 
 def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, counts: dict,
              outcome, *, records: int, locations: int, resolution: int, measured: float,
-             approximated: float) -> dict:
+             approximated: float, nesting: dict | None = None) -> dict:
     """The ``--summary`` object (built as :func:`compensate.compensate` builds its
     ``summary``) and, under ``_bound_text``, the bound part of the one-line summary."""
     summary = build_summary(
@@ -347,7 +353,7 @@ def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, 
         collective_exit=args.collective_exit, eager_limit=args.eager_limit, platform=platform,
         stats=stats, verification=check, counts=counts, fit_outcome=outcome, records=records,
         locations=locations, resolution=resolution, measured=measured,
-        approximated=approximated)
+        approximated=approximated, nesting=nesting)
     summary["_bound_text"] = f"{args.bound} bound"
     if outcome is not None:
         from compensate.engine.fit import summary_phrase
@@ -424,8 +430,33 @@ def _done(args: argparse.Namespace, summary: dict) -> int:
         print(f"compensate: {summary['records']:,} records on {summary['locations']} "
               f"locations, {bound_text}: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
               f"{summary['messages_matched']} messages, {summary['collective_instances']} "
-              f"collectives, {over} overcompensated records, verified; wrote {args.output}")
+              f"collectives, {over} overcompensated records, verified"
+              f"{_local_only_note(summary['verification'])}; wrote {args.output}")
+        _nesting_note(summary.get("nesting"))
     return EXIT_OK
+
+
+def _local_only_note(verification: dict) -> str:
+    """What "verified" did not cover: records carried as local only, by kind."""
+    local = verification.get("carried_local_only") or {}
+    if not local:
+        return ""
+    top = sorted(local.items(), key=lambda kv: -kv[1])
+    kinds = ", ".join(f"{k} {n:,}" for k, n in top[:3]) + (", ..." if len(top) > 3 else "")
+    return (f" ({verification['carried_local_only_records']:,} records carried as local "
+            f"only, not checked: {kinds})")
+
+
+def _nesting_note(nesting: dict | None) -> None:
+    """One line on stderr when Enter/Leave did not nest (tolerated unless --strict)."""
+    first = (nesting or {}).get("first")
+    if not first:
+        return
+    n = nesting.get("leaves_out_of_order", 0) + nesting.get("leaves_without_enter", 0)
+    print(f"compensate: note: {n} Leave records do not nest (first: {first['file']}: "
+          f"location {first['location']}, record {first['index']}: {first['problem']}); "
+          f"each Leave closed the latest open Enter of its region (--strict refuses)",
+          file=sys.stderr)
 
 
 def _json_default(o):
@@ -436,7 +467,8 @@ def _json_default(o):
 
 USAGE = ("usage: compensate IN OUT [--bound lower|upper|fitted|none] [--platform FILE.json] "
          "[--overhead DURATION] [--collective-exit uniform|per-process] [--eager-limit BYTES] "
-         "[--summary FILE.json] [--max-overcompensated N|P%] [--in-memory] [--force] [--quiet]")
+         "[--summary FILE.json] [--max-overcompensated N|P%] [--in-memory] [--strict] [--force] "
+         "[--quiet]")
 
 
 def _main(argv: list[str] | None) -> int:

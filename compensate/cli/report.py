@@ -1,6 +1,7 @@
 """``compensate report`` and ``compensate export``: look at a trace, or at two.
 
-* ``compensate report TRACE [TRACE2] [--json FILE] [--eager-limit BYTES] [--top N]``
+* ``compensate report TRACE [TRACE2] [--json FILE] [--eager-limit BYTES] [--top N]
+  [--strict]``
   prints a terse table: for one trace its profile and wait states, for two (the
   measured and the approximated trace of one run) both side by side with the
   difference broken down by behaviour and location (:func:`compensate.analysis.compare`).
@@ -40,7 +41,7 @@ SCHEMA_ID = "compensate-report/1"
 
 USAGE = {
     "report": "usage: compensate report TRACE [TRACE2] [--json FILE] [--eager-limit BYTES] "
-              "[--top N]",
+              "[--top N] [--strict]",
     "export": "usage: compensate export TRACE OUT.json [--force]",
 }
 
@@ -91,14 +92,16 @@ def format_profile(bd: Breakdown, top: int = 10) -> str:
     w = max([len("location"), *(len(_row_label(loc, lp.label)) for loc, lp in p.locations.items())])
     lines.append(f"{'location':<{w}}  {_h('time', unit)}  {_h('MPI', unit)}  "
                  f"{_h('outside MPI', unit, 17)}  {_h('waiting', unit)}  {'MPI %':>6}")
+    # CPU threads only: metric samples and device activity are not execution time
     rows = [(_row_label(loc, lp.label), lp.duration, lp.mpi, lp.outside_mpi, bd.waits.at(loc))
-            for loc, lp in p.locations.items()]
+            for loc, lp in p.locations.items() if lp.counted]
     rows.append(("total", p.duration, p.mpi, p.outside_mpi,
                  sum(bd.waits.total(s) for s in WAIT_STATES)))
     for label, dur, mpi, outside, waiting in rows:
         lines.append(f"{label:<{w}}  {dur * k:12.3f}  {mpi * k:12.3f}  {outside * k:17.3f}  "
                      f"{waiting * k:12.3f}  "
                      f"{_pct(100 * mpi / dur if dur else float('nan'))}")
+    lines += _uncounted(p)
     lines.append("")
     wunit, wk = _unit(max(bd.waits.total(s) for s in WAIT_STATES) or p.span)
     lines.append(f"{'wait state':<16}  {_h('time', wunit)}  {'% of MPI':>8}  {'count':>7}  "
@@ -125,6 +128,19 @@ def format_profile(bd: Breakdown, top: int = 10) -> str:
             lines.append(f"{r.name:<{rw}}  {r.visits:8d}  {r.inclusive * rk:15.3f}  "
                          f"{r.exclusive * rk:15.3f}")
     return "\n".join(lines)
+
+
+def _uncounted(p: Profile) -> list[str]:
+    """A line naming the locations left out of the totals, by type (none: no line)."""
+    by_type: dict[str, int] = {}
+    for lp in p.locations.values():
+        if not lp.counted:
+            by_type[lp.type] = by_type.get(lp.type, 0) + 1
+    if not by_type:
+        return []
+    what = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items()))
+    plural = "s" if sum(by_type.values()) > 1 else ""
+    return [f"(not counted as execution time: {what} location{plural})"]
 
 
 def format_comparison(cmp: Comparison) -> str:
@@ -273,6 +289,28 @@ def _check_trace_path(path: str) -> None:
         raise _Usage(str(exc)) from None
 
 
+def _check_nesting(trace: Trace, strict: bool) -> None:
+    """Enter/Leave that do not nest: refused with ``--strict`` (TraceError, exit 3),
+    else one note on stderr (the analyses pair each Leave with the latest open Enter
+    of its region, :class:`compensate.matching.Nesting`)."""
+    from compensate.matching.match import structure_of
+
+    count, first = 0, None
+    for loc, ev in trace.events.items():
+        nest = structure_of(trace, loc, ev, strict)
+        if nest.problems:
+            count += nest.problems
+            i = nest.first[0]
+            key = (int(ev.time[i]), loc)
+            if first is None or key < first[0]:
+                first = (key, loc, i, nest.first[1])
+    if first is not None:
+        _, loc, i, what = first
+        print(f"compensate report: note: {count} Leave records do not nest (first: "
+              f"{trace.source}: location {loc}, record {i}: {what}); each Leave closed the "
+              f"latest open Enter of its region (--strict refuses)", file=sys.stderr)
+
+
 def run_report(argv: list[str]) -> int:
     p = _Parser(prog="compensate report",
                 description="Profile and wait states of a trace, or the before/after "
@@ -286,6 +324,9 @@ def run_report(argv: list[str]) -> int:
                         "default: inferred from the timing")
     p.add_argument("--top", metavar="N", type=int, default=10,
                    help="regions listed in the one-trace report (default 10)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse Enter/Leave that do not nest (exit 3) instead of pairing "
+                        "each Leave with the latest open Enter of its region")
     args = p.parse_args(argv)
     paths = [args.trace] + ([args.trace2] if args.trace2 else [])
     for path in paths:
@@ -304,6 +345,8 @@ def run_report(argv: list[str]) -> int:
 
 def _report(args: argparse.Namespace, paths: list[str], json_out: AtomicFile | None) -> int:
     traces = [read_trace(path) for path in paths]
+    for trace in traces:
+        _check_nesting(trace, args.strict)
     cmp = None
     if len(traces) == 2:
         cmp = compare(traces[0], traces[1], eager_limit=args.eager_limit)

@@ -95,10 +95,13 @@ class Graph:
         end to end; BufferFlush statistics."""
         res, t0, stats = self.res, self.t0, self.stats
         tms, gaps = [], []
-        for ev, (pinned, carry) in zip(self.evs, self.pins, strict=True):
+        defs = self.trace.definitions.locations
+        for loc, ev, (pinned, carry) in zip(self.loc_ids, self.evs, self.pins, strict=True):
             tm = (ev.time - t0).astype(np.float64)
             n = len(tm)
             o = self.ovh[ev.kind].copy()
+            if loc in defs and defs[loc].is_metric:  # mapped afterwards, not R1: no
+                o[:] = 0.0  # overhead charged, no overcompensation counted (engine.metrics)
             flush = np.flatnonzero(ev.kind == BUFFER_FLUSH)
             if flush.size:
                 o[flush] += (ev.size[flush] - ev.time[flush]).astype(np.float64)

@@ -36,6 +36,7 @@ import numpy as np
 
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
+from compensate.engine.metrics import map_metric_samples
 from compensate.engine.rules import Context
 from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
@@ -272,6 +273,7 @@ class _Engine:
 def approximate(trace: Trace, platform: Platform, options: EngineOptions, matching: Matching,
                 progress: Callable[[int], None] | None = None, *, t0: int | None = None,
                 pins: dict[int, tuple[np.ndarray, float]] | None = None,
+                references: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
                 ) -> tuple[dict[int, np.ndarray], int, Stats]:
     """The engine itself: every record's approximated time in float ticks from ``t0``
     (default: the earliest measured timestamp), ``t0``, and the statistics.
@@ -280,10 +282,15 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
     ``{location: (times, carry)}`` gives the approximated times (float ticks from
     ``t0``) of the location's first ``len(times)`` records, which are context from
     earlier segments; the record after them follows R1 from the last of them, whose
-    timestamp group left the overhead ``carry`` (ticks) to charge."""
+    timestamp group left the overhead ``carry`` (ticks) to charge.
+
+    METRIC locations' samples then take their process's time function
+    (:mod:`compensate.engine.metrics`); ``references`` gives the (measured,
+    approximated) points of a reference thread without records in ``trace``."""
     with gc_paused():
         eng = _Engine(trace, platform, options, matching, progress, t0, pins)
         approx = eng.run()
+    map_metric_samples(trace, approx, eng.t0, pins, references)
     return approx, eng.t0, eng.stats
 
 

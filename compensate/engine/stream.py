@@ -23,6 +23,19 @@ is not in time order across locations (possible in a hand-written ``.trace``)
 raises :class:`NotStreamable`, and so does a problem the in-memory path would
 report with other record numbers (:class:`SegmentError`): the caller then runs
 the in-memory path, which gives the exact error.
+
+METRIC samples are mapped through their process's time function
+(:mod:`compensate.engine.metrics`): the cutter holds a sample back until the
+segment that holds the reference record after it, and the text writer's
+watermark allows for such late samples (:meth:`_Segmenter.watermark`).
+Enter/Leave follow the tolerant nesting rule of
+:class:`compensate.matching.Nesting` across chunks and segments.
+
+Why one module (over 600 lines): cutting (:class:`_Cutter`), the per-segment
+context (:class:`_Segmenter`) and the two passes share one invariant — what may
+cross a cut and what a segment carries from the one before — and each part is
+only correct together with the others; split apart, that invariant would be
+stated in three places.
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ import numpy as np
 
 from compensate.engine import EngineOptions, Stats, approximate, rounded_times
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
-from compensate.matching import Matching, match
+from compensate.matching import Matching, match, nesting
 from compensate.matching.p2p import _key_ids, members_of
 from compensate.model import (
     BUFFER_FLUSH,
@@ -49,7 +62,6 @@ from compensate.model import (
     ISEND,
     ISEND_COMPLETE,
     KIND_CODE,
-    LEAVE,
     NBC_COMPLETE,
     NBC_REQUEST,
     RECV,
@@ -123,6 +135,8 @@ class StreamResult:
     largest_segment: int = 0
     measured_span: tuple[int, int] | None = None  # (first, last) timestamp
     approximated_span: tuple[int, int] | None = None
+    #: the first Enter/Leave that does not nest (``Matching.nesting_first``)
+    nesting_first: dict | None = None
 
 
 # -- cutting ---------------------------------------------------------------------------
@@ -143,8 +157,14 @@ class _Cutter:
         self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
         self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
         self.coll_done: dict[tuple, int] = defaultdict(int)  # (comm key, loc) -> completed
-        self.depth: dict[int, int] = defaultdict(int)  # call depth after the last record
-        self.send_calls: dict[int, list[int]] = defaultdict(list)  # depths of open send calls
+        # regions of the calls open after the last record (entry order), and the
+        # positions among them of the open calls around a send
+        self.open_regions: dict[int, list[int]] = defaultdict(list)
+        self.send_calls: dict[int, list[int]] = defaultdict(list)
+        # METRIC locations and their reference threads (compensate.engine.metrics); the
+        # last measured time of each reference handed out in a segment
+        self.refs = {m: r for m, r in defs.metric_references().items() if r is not None}
+        self.ref_last: dict[int, int] = {}
 
     # the busy function: messages in flight + calls around a send that are still open
     # (matching needs the send call's Leave) + open collective calls + open requests
@@ -188,28 +208,35 @@ class _Cutter:
     def _send_call_ends(self, loc: int, ev: Events) -> tuple[np.ndarray, np.ndarray]:
         """(times of sends inside a call, times of the Leaves that close such calls —
         of this chunk's sends or earlier ones): the call around a send ends with the
-        first Leave after it at the send's call depth."""
+        first Leave after it on the send's call level (the tolerant nesting rule of
+        :class:`compensate.matching.Nesting`, continued across chunks: the calls
+        still open go in front of the chunk as Enters, on levels 1, 2, ...)."""
         k = ev.kind
-        step = (k == ENTER).astype(np.int64) - (k == LEAVE).astype(np.int64)
-        before = self.depth[loc] + np.cumsum(step) - step
-        self.depth[loc] = int(before[-1] + step[-1])
+        carried_regions = self.open_regions[loc]
+        c = len(carried_regions)
+        nest = nesting(np.r_[np.full(c, ENTER, k.dtype), k],
+                       np.r_[np.array(carried_regions, dtype=ev.region.dtype), ev.region])
+        before = nest.before[c:]
         sends = np.flatnonzero((k == SEND) | (k == ISEND))
         lvl = before[sends]
         sends, lvl = sends[lvl > 0], lvl[lvl > 0]  # outside any call: no Leave to wait for
-        carried = np.array(self.send_calls[loc], dtype=np.int64)
+        carried = np.array(self.send_calls[loc], dtype=np.int64) + 1  # position -> level
         w_lvl = np.r_[carried, lvl]
         w_after = np.r_[np.full(carried.size, -1, np.int64), sends]
-        leaves = np.flatnonzero(k == LEAVE)
-        level_of = before[leaves]
         ends, still = [], []
         for d in np.unique(w_lvl).tolist():
-            cand = leaves[level_of == d]
+            cand = nest.leaves.get(d, np.zeros(0, np.int64)) - c
             sel = w_lvl == d
             j = np.searchsorted(cand, w_after[sel], side="right")
             ok = j < cand.size
             ends.append(ev.time[cand[j[ok]]])
             still += [d] * int(np.count_nonzero(~ok))
-        self.send_calls[loc] = still
+        # the calls open after the chunk, and the pending send calls by their position
+        open_end = nest.open_end
+        position = {lv: p for p, lv in enumerate((nest.before[open_end] + 1).tolist())}
+        self.send_calls[loc] = [position[d] for d in still]
+        self.open_regions[loc] = np.r_[np.array(carried_regions, dtype=np.int64),
+                                       ev.region.astype(np.int64)][open_end].tolist()
         return ev.time[sends], (np.concatenate(ends) if ends else np.zeros(0, np.int64))
 
     def add(self, chunk: dict[int, Events]) -> Iterator[dict[int, Events]]:
@@ -229,7 +256,8 @@ class _Cutter:
             if seg is None:
                 self.next_try = int(self.count * 1.5) + 1
                 break
-            yield seg
+            if seg:  # (empty when only METRIC samples waiting for a reference record)
+                yield seg
             self.next_try = self.count + self.target
 
     def rest(self) -> dict[int, Events] | None:
@@ -323,8 +351,17 @@ class _Cutter:
         seg: dict[int, Events] = {}
         self.pending = defaultdict(list)
         self.count = 0
+        for ref in set(self.refs.values()):  # the references' last records before the cut
+            ev = merged.get(ref)
+            n = int(np.searchsorted(ev.time, cut, side="left")) if ev is not None else 0
+            if n:
+                self.ref_last[ref] = int(ev.time[n - 1])
         for loc, ev in merged.items():
             n = int(np.searchsorted(ev.time, cut, side="left"))
+            ref = self.refs.get(loc)
+            if ref is not None:  # a metric sample waits for the reference record after it
+                last = self.ref_last.get(ref)
+                n = 0 if last is None else min(n, int(np.searchsorted(ev.time, last, "right")))
             if n:
                 seg[loc] = ev.slice(0, n)
             if n < len(ev):
@@ -343,6 +380,11 @@ def segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
     """The records of ``chunks`` (successive slices of every location, in time
     order), regrouped into segments that end at safe cuts."""
     cutter = _Cutter(defs, segment_records)
+    yield from _segments(cutter, chunks)
+
+
+def _segments(cutter: _Cutter, chunks: Iterable[dict[int, Events]]
+              ) -> Iterator[dict[int, Events]]:
     for chunk in chunks:
         yield from cutter.add(chunk)
     rest = cutter.rest()
@@ -357,11 +399,15 @@ class _Segmenter:
     context the segments before it left."""
 
     def __init__(self, defs: Definitions, platform: Platform, source: str,
-                 eager_limit: int | None) -> None:
+                 eager_limit: int | None, strict: bool = False) -> None:
         self.defs = defs
         self.platform = platform
         self.source = source
         self.eager_limit = eager_limit
+        self.strict = strict
+        self.done: dict[int, int] = defaultdict(int)  # records of earlier segments
+        #: the first Enter/Leave that does not nest (record index in the location)
+        self.nesting_first: dict | None = None
         self.ovh = platform.overhead_table() * float(defs.timer_resolution)
         self.ctx: dict[int, _Context] = defaultdict(_Context)
         self.t0: int | None = None
@@ -388,35 +434,83 @@ class _Segmenter:
         return (Trace(self.defs, events, self.source), Trace(self.defs, for_match, self.source),
                 pins)
 
+    def references(self, seg: dict[int, Events]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """(measured, approximated) time of the last record of each reference thread
+        of a METRIC location (compensate.engine.metrics) that has no records in
+        ``seg``: what that segment's samples are mapped through (float ticks from
+        t0)."""
+        out = {}
+        for ref in set(self.defs.metric_references().values()):
+            if ref is None or ref in seg:
+                continue
+            rows = self.ctx[ref].records() if ref in self.ctx else []
+            if rows:
+                m = float(rows[-1][0][0] - self.t0)
+                out[ref] = (np.array([m]), np.array([rows[-1][2]]))
+        return out
+
+    def watermark(self, cutter: _Cutter, seg: dict[int, Events], start: int) -> int:
+        """No location that has written nothing yet will write a record before the
+        returned time (see ``compensate_stream``). A METRIC location's samples may
+        come a segment late (they wait for their reference's next record) and take
+        their reference's time function, so for one that has written nothing yet
+        the bound is its reference's last written time (every later sample maps at
+        or after it), or, while the reference has written nothing either, its own
+        earliest sample still to write (a sample before the reference's first
+        record keeps that record's shift, which is >= 0)."""
+        low = start
+        for loc, ref in cutter.refs.items():
+            if self.done[loc]:
+                continue
+            if self.done[ref]:  # (rounded as rounded_times rounds the samples)
+                low = min(low, int(np.rint(self.ctx[ref].records()[-1][2])) + self.t0)
+                continue
+            firsts = [int(ev.time[0]) for ev in cutter.pending.get(loc, ()) if len(ev)]
+            if loc in seg:
+                firsts.append(int(seg[loc].time[0]))
+            if firsts:
+                low = min(low, min(firsts))
+        return low
+
     def match(self, mtrace: Trace) -> Matching:
         try:
-            return match(mtrace, eager_limit=self.eager_limit)
+            matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict)
         except TraceError as exc:
             raise SegmentError(str(exc)) from exc
+        first = matching.nesting_first
+        if first is not None and self.nesting_first is None:
+            # segments come in time order: the first segment with one has the first;
+            # its index counts the records of earlier segments, not the context
+            loc = first["location"]
+            p = len(self.ctx[loc].records()) if loc in self.ctx else 0
+            self.nesting_first = dict(first, index=self.done[loc] + first["index"] - p)
+        return matching
 
     def advance(self, seg: dict[int, Events], values: dict[int, np.ndarray] | None,
-                written: dict[int, np.ndarray] | None) -> None:
+                written: dict[int, np.ndarray] | None, matching: Matching) -> None:
         """Update every location's context with the records of ``seg`` (``values``:
         their approximated float times, ``written``: their output timestamps; None
-        in the fitting pass)."""
+        in the fitting pass). ``matching`` is the segment's: its
+        :attr:`~compensate.matching.Matching.open_calls` (indices into the segment
+        with its context in front) are the calls still open after it."""
         for loc, ev in seg.items():
             ctx = self.ctx[loc]
             n = len(ev)
+            self.done[loc] += n
             v = values[loc] if values is not None else np.zeros(n)
             w = written[loc] if written is not None else np.zeros(n, np.int64)
-            step = (ev.kind == ENTER).astype(np.int64) - (ev.kind == LEAVE).astype(np.int64)
-            after = np.cumsum(step)
-            low = int(after.min())
-            if low < 0:  # Leaves closed calls opened in earlier segments
-                del ctx.stack[len(ctx.stack) + low:]
-            # Enters never closed within the segment: after them the depth never
-            # falls below theirs
-            suffix_min = np.minimum.accumulate(after[::-1])[::-1]
-            still = np.flatnonzero((ev.kind == ENTER) & (suffix_min >= after))
-            for i in still.tolist():
-                ctx.stack.append((ev.row(i), ev.payload[i], float(v[i]), int(w[i])))
+            p = len(ctx.records())  # the context records in front of the segment
+            stack = []
+            for i in matching.open_calls.get(loc, np.zeros(0, np.int64)).tolist():
+                if i < p:  # a call opened in an earlier segment, still open
+                    stack.append(ctx.stack[i])
+                else:
+                    j = i - p
+                    stack.append((ev.row(j), ev.payload[j], float(v[j]), int(w[j])))
+            ctx.stack = stack
             last = n - 1
-            ctx.last = None if (still.size and int(still[-1]) == last) else \
+            is_open = bool(stack) and int(matching.open_calls[loc][-1]) == p + last
+            ctx.last = None if is_open else \
                 (ev.row(last), ev.payload[last], float(v[last]), int(w[last]))
             # the overhead of the trailing timestamp group (R1: charged to the next gap)
             t = ev.time
@@ -455,9 +549,9 @@ def _span(span: tuple[int, int] | None, lo: int, hi: int) -> tuple[int, int]:
 
 def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
              source: str, eager_limit: int | None,
-             segment_records: int = SEGMENT_RECORDS) -> FitOutcome:
+             segment_records: int = SEGMENT_RECORDS, strict: bool = False) -> FitOutcome:
     """``--bound fitted``, first pass: observe the transfers segment by segment and fit."""
-    sg = _Segmenter(defs, platform, source, eager_limit)
+    sg = _Segmenter(defs, platform, source, eager_limit, strict)
     sizes, seconds, p2p, coll = [], [], 0, 0
     for seg in segments(defs, chunks, segment_records):
         trace, mtrace, _ = sg.traces(seg)
@@ -467,7 +561,7 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
         seconds.append(obs.seconds)
         p2p += obs.p2p
         coll += obs.collective
-        sg.advance(seg, None, None)
+        sg.advance(seg, None, None, matching)
         seg = trace = mtrace = matching = obs = None
         release_memory()
     obs = Observations(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
@@ -481,7 +575,8 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
                       eager_limit: int | None = None,
                       progress: Callable[[int], None] | None = None,
                       segment_records: int = SEGMENT_RECORDS,
-                      advance: Callable[[int], None] | None = None) -> StreamResult:
+                      advance: Callable[[int], None] | None = None,
+                      strict: bool = False) -> StreamResult:
     """Compensate the records of ``chunks`` segment by segment and hand each
     location's output records to ``write(location, events)`` in order.
 
@@ -494,9 +589,10 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
     output. Raises :class:`NotStreamable` / :class:`SegmentError` (see the module
     docstring) and :class:`TraceError` for bad input.
     """
-    sg = _Segmenter(defs, platform, source, eager_limit)
+    sg = _Segmenter(defs, platform, source, eager_limit, strict)
     out = StreamResult(Stats(), Verification(), {})
-    for seg in segments(defs, chunks, segment_records):
+    cutter = _Cutter(defs, segment_records)
+    for seg in _segments(cutter, chunks):
         n_seg = sum(len(ev) for ev in seg.values())
         out.segments += 1
         out.largest_segment = max(out.largest_segment, n_seg)
@@ -509,8 +605,9 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
             # has nothing before it, so it is START (its measured time) or a receive
             # from ``enter_const = recv_m - cs``, where every case of R2 (recv_time,
             # the inline fast path) gives >= ready + cs = recv_m. Other rules are for
-            # records after their own Enter/CollectiveBegin/request record.
-            advance(start)
+            # records after their own Enter/CollectiveBegin/request record. METRIC
+            # samples are mapped, not compensated: _Segmenter.watermark.
+            advance(sg.watermark(cutter, seg, start))
         trace, mtrace, pins = sg.traces(seg)
         matching = sg.match(mtrace)
         values: dict[int, np.ndarray] = {}
@@ -525,7 +622,8 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
         else:
             try:
                 approx, _, stats = approximate(trace, platform, options, matching,
-                                               t0=sg.t0, pins=pins)
+                                               t0=sg.t0, pins=pins,
+                                               references=sg.references(seg))
             except TraceError as exc:
                 raise SegmentError(str(exc)) from exc
             for loc, ev in seg.items():
@@ -543,7 +641,8 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
                 size = ev.size.copy()
                 size[flush] = t[flush]
             out_events[loc] = ev.with_time(t, size)
-        check = verify(Trace(defs, out_events, source), matching)
+        check = verify(Trace(defs, out_events, source), matching, measured=trace,
+                       skip={loc: len(pins[loc][0]) for loc in pins})
         _add_verification(out.verification, check)
         stats.messages = len(matching.table)
         stats.unmatched_sends = matching.unmatched_sends
@@ -560,7 +659,7 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
             w = written[loc]
             out.approximated_span = _span(out.approximated_span, int(w[0]), int(w[-1]))
         out.records += n_seg
-        sg.advance(seg, values, written)
+        sg.advance(seg, values, written, matching)
         # drop this segment's arrays before handing the freed heap back
         seg = trace = mtrace = matching = values = written = out_events = approx = None
         release_memory()
@@ -568,6 +667,7 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
             progress(out.records)
     out.stats.records = out.records
     out.locations = out.stats.locations = len(defs.locations)  # as in memory: all defined
+    out.nesting_first = sg.nesting_first
     return out
 
 
@@ -575,6 +675,9 @@ def _add_verification(total: Verification, part: Verification) -> None:
     total.order += part.order
     total.messages += part.messages
     total.collectives += part.collectives
+    total.metrics += part.metrics
+    for kind, n in part.carried_local_only.items():
+        total.carried_local_only[kind] = total.carried_local_only.get(kind, 0) + n
     total.examples += part.examples[:max(0, 10 - len(total.examples))]
 
 

@@ -4,8 +4,8 @@ instances (:mod:`~compensate.matching.collectives`) and the MPI call around each
 (:mod:`~compensate.matching.match`)."""
 
 from compensate.matching.collectives import COLLECTIVE_CLASSES, Instance, needed_members
-from compensate.matching.match import Matching, check_structure, match
+from compensate.matching.match import Matching, Nesting, check_structure, match, nesting
 from compensate.matching.p2p import Message, MessageTable
 
 __all__ = ["COLLECTIVE_CLASSES", "Instance", "Matching", "Message", "MessageTable",
-           "check_structure", "match", "needed_members"]
+           "Nesting", "check_structure", "match", "needed_members", "nesting"]

@@ -9,14 +9,16 @@
   (``enter.recv``) and the Leave that ends it (``exit.send``), which the
   compensation rules compare.
 
-Structural problems (time going backwards, Leave without Enter, a receive without a
-send, a collective instance with missing members) raise :class:`TraceError` naming
-the file, the location(s) and the record index.
+Structural problems (time going backwards, a receive without a send, a collective
+instance with missing members) raise :class:`TraceError` naming the file, the
+location(s) and the record index. Enter/Leave that do not nest are paired by region
+and counted (:class:`Nesting`); ``strict`` refuses them.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -59,6 +61,15 @@ class Matching:
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
+    #: Enter/Leave that do not nest (:class:`Nesting`): Leaves closing a call that
+    #: was not the innermost one, Leaves without an open Enter of their region
+    leaves_out_of_order: int = 0
+    leaves_without_enter: int = 0
+    #: the first of them in record order (time, then location id): location,
+    #: record index, time and what is wrong; None if every location nests
+    nesting_first: dict | None = None
+    #: per location, its Enters still open after its last record (entry order)
+    open_calls: dict = field(default_factory=dict)
 
     @cached_property
     def messages(self) -> list[Message]:
@@ -84,19 +95,169 @@ class Matching:
             "cancelled_requests": self.cancelled_requests,
             "collectives": dict(sorted(by_cls.items())),
             "unknown_collective_ops": self.unknown_ops,
+            "nesting": {"leaves_out_of_order": self.leaves_out_of_order,
+                        "leaves_without_enter": self.leaves_without_enter},
         }
+
+    def nesting_summary(self) -> dict:
+        """What the summary says about Enter/Leave nesting: the counts and the first
+        offending record (file, location, record index, regions)."""
+        return {"leaves_out_of_order": self.leaves_out_of_order,
+                "leaves_without_enter": self.leaves_without_enter,
+                "first": self.nesting_first}
 
 
 def _where(trace: Trace, loc: int, idx: int | None = None) -> dict:
     return {"source": trace.source, "location": loc, "index": idx}
 
 
-def check_structure(trace: Trace, loc: int, ev: Events) -> tuple[np.ndarray, dict, dict]:
-    """Check time order and Enter/Leave nesting on one location.
+@dataclass
+class Nesting:
+    """The call structure of one location under the tolerant nesting rule.
 
-    Returns (depth before each record, {depth: Enter indices whose call opens that
-    depth}, {depth: Leave indices closing that depth}).
+    The rule (docs/design.md §4, "Call nesting"): a Leave closes the most recent
+    still-open Enter *of its own region*; a Leave with no open Enter of its region
+    closes nothing. Records stay where they are. In a well-nested location this is
+    the usual stack; Score-P traces whose user regions were left out of order (or
+    that start with a Leave) get the same pairs a reader would draw by region.
+
+    The structure is encoded by *levels*, the nesting depth of a well-nested
+    location: a call's level is one more than the level of the innermost call open
+    when it was entered (the innermost call is the latest-entered one still open).
+    Calls on one level never overlap (one entered while another of that level is
+    open would have a higher level), so the consumers' lookups by level stay
+    valid: the innermost call around a record is the last Enter on the record's
+    level before it, and its Leave the first Leave on that level after it.
+
+    ``before``: per record, the level of the innermost open call (for an Enter,
+    before it opens; for a Leave, the level of the call it closes); ``enters`` /
+    ``leaves``: {level: Enter / closing-Leave indices}, the k-th Leave of a level
+    closing its k-th Enter (calls never closed come last on their level);
+    ``open_end``: Enters still open after the last record, in entry order;
+    ``out_of_order``: Leaves that closed a call that was not the innermost one;
+    ``orphans``: Leaves without an open Enter of their region; ``first``: the
+    first of these in record order as ``(index, message)``, or None.
     """
+
+    before: np.ndarray
+    enters: dict[int, np.ndarray]
+    leaves: dict[int, np.ndarray]
+    open_end: np.ndarray
+    out_of_order: np.ndarray
+    orphans: np.ndarray
+    first: tuple[int, str] | None = None
+
+    @property
+    def problems(self) -> int:
+        return len(self.out_of_order) + len(self.orphans)
+
+
+_NO_INDEX = np.zeros(0, dtype=np.int64)
+
+
+def nesting(kind: np.ndarray, region: np.ndarray,
+            region_name: Callable[[int], str] = str) -> Nesting:
+    """The call structure (:class:`Nesting`) of one location's records, given their
+    kind and region columns; vectorised when the location nests, a walk over its
+    Enter/Leave records when it does not. ``region_name`` names regions in
+    :attr:`Nesting.first`."""
+    step = np.where(kind == ENTER, 1, 0) - np.where(kind == LEAVE, 1, 0)
+    after = np.cumsum(step)
+    before = after - step
+    enters_idx = np.flatnonzero(kind == ENTER)
+    leaves_idx = np.flatnonzero(kind == LEAVE)
+    enters = _by_level(after[enters_idx], enters_idx)
+    leaves = _by_level(before[leaves_idx], leaves_idx)
+    nested = not (after.size and after.min() < 0)
+    if nested:  # at each depth Enters and Leaves alternate: the k-th Leave closes the k-th
+        for d, lv in leaves.items():
+            en = enters.get(d, _NO_INDEX)
+            if np.any(region[en[:len(lv)]] != region[lv]):
+                nested = False
+                break
+    if not nested:
+        return _nesting_walk(kind, region, region_name)
+    # Enters still open at the end: after them the depth never falls below theirs
+    suffix_min = np.minimum.accumulate(after[::-1])[::-1] if after.size else after
+    open_end = enters_idx[suffix_min[enters_idx] >= after[enters_idx]]
+    return Nesting(before, enters, leaves, open_end, _NO_INDEX, _NO_INDEX)
+
+
+def _by_level(levels: np.ndarray, idx: np.ndarray) -> dict[int, np.ndarray]:
+    """{level: the indices ``idx`` on that level, in record order}."""
+    out: dict[int, np.ndarray] = {}
+    if idx.size:
+        order = np.argsort(levels, kind="stable")
+        for d, grp in _split_by(levels[order], idx[order]):
+            out[d] = grp
+    return out
+
+
+def _nesting_walk(kind: np.ndarray, region: np.ndarray,
+                  region_name: Callable[[int], str]) -> Nesting:
+    """:func:`nesting` for a location that does not nest: one pass over its
+    Enter/Leave records with the stack of open calls (entry order)."""
+    marks = np.flatnonzero((kind == ENTER) | (kind == LEAVE))
+    stack: list[tuple[int, int, int]] = []  # (region, level, Enter index) of open calls
+    before_m = np.zeros(len(marks), dtype=np.int64)  # ``before`` of each mark
+    inner_m = np.zeros(len(marks), dtype=np.int64)  # innermost level after each mark
+    e_lvl: list[int] = []
+    e_idx: list[int] = []
+    l_lvl: list[int] = []
+    l_idx: list[int] = []
+    out_of_order: list[int] = []
+    orphans: list[int] = []
+    first: tuple[int, str] | None = None
+    kinds = kind[marks].tolist()
+    regions = region[marks].tolist()
+    for m, (i, k, r) in enumerate(zip(marks.tolist(), kinds, regions, strict=True)):
+        top = stack[-1][1] if stack else 0
+        if k == ENTER:
+            before_m[m] = top
+            stack.append((r, top + 1, i))
+            e_lvl.append(top + 1)
+            e_idx.append(i)
+        else:
+            pos = len(stack) - 1
+            while pos >= 0 and stack[pos][0] != r:
+                pos -= 1
+            if pos < 0:
+                before_m[m] = top
+                orphans.append(i)
+                if first is None:
+                    first = (i, f"Leave of region {region_name(r)} without an open Enter "
+                                f"of that region")
+            else:
+                _, lvl, _ = stack.pop(pos)
+                before_m[m] = lvl
+                l_lvl.append(lvl)
+                l_idx.append(i)
+                if pos < len(stack):  # calls entered after it are still open
+                    out_of_order.append(i)
+                    if first is None:
+                        inner = stack[-1]
+                        first = (i, f"Leave of region {region_name(r)} while region "
+                                    f"{region_name(inner[0])}, entered after it, is still "
+                                    f"open")
+        inner_m[m] = stack[-1][1] if stack else 0
+    # other records: the innermost level after the last Enter/Leave before them
+    n = len(kind)
+    pos = np.searchsorted(marks, np.arange(n), side="right") - 1
+    before = np.where(pos >= 0, inner_m[np.maximum(pos, 0)] if marks.size else 0, 0)
+    before = before.astype(np.int64)
+    before[marks] = before_m
+    as_array = lambda x: np.array(x, dtype=np.int64)  # noqa: E731
+    return Nesting(before, _by_level(as_array(e_lvl), as_array(e_idx)),
+                   _by_level(as_array(l_lvl), as_array(l_idx)),
+                   as_array([c[2] for c in stack]), as_array(out_of_order),
+                   as_array(orphans), first)
+
+
+def structure_of(trace: Trace, loc: int, ev: Events, strict: bool = False) -> Nesting:
+    """Check time order on one location and find its call structure (:func:`nesting`).
+
+    ``strict``: refuse Enter/Leave that do not nest (a :class:`TraceError` naming the
+    first offending record), as ``--strict`` asks."""
     t = ev.time
     if len(t) > 1:
         back = np.flatnonzero(np.diff(t) < 0)
@@ -105,38 +266,29 @@ def check_structure(trace: Trace, loc: int, ev: Events) -> tuple[np.ndarray, dic
             raise TraceError(
                 f"time {int(t[i])} is before the previous record's {int(t[i - 1])}",
                 **_where(trace, loc, i))
-    step = np.where(ev.kind == ENTER, 1, 0) - np.where(ev.kind == LEAVE, 1, 0)
-    after = np.cumsum(step)
-    before = after - step
-    if after.size and after.min() < 0:
-        i = int(np.flatnonzero(after < 0)[0])
-        raise TraceError("Leave without a matching Enter", **_where(trace, loc, i))
-    enters_idx = np.flatnonzero(ev.kind == ENTER)
-    leaves_idx = np.flatnonzero(ev.kind == LEAVE)
-    enters: dict[int, np.ndarray] = {}
-    leaves: dict[int, np.ndarray] = {}
-    if enters_idx.size:
-        d_e = after[enters_idx]
-        order = np.argsort(d_e, kind="stable")
-        for d, grp in _split_by(d_e[order], enters_idx[order]):
-            enters[d] = grp
-    if leaves_idx.size:
-        d_l = before[leaves_idx]
-        order = np.argsort(d_l, kind="stable")
-        for d, grp in _split_by(d_l[order], leaves_idx[order]):
-            leaves[d] = grp
-    # At each depth, Enters and Leaves alternate: the k-th Leave closes the k-th Enter.
-    for d, lv in leaves.items():
-        en = enters.get(d, np.zeros(0, dtype=np.int64))
-        k = min(len(en), len(lv))
-        bad = np.flatnonzero(ev.region[en[:k]] != ev.region[lv[:k]])
-        if bad.size:
-            i = int(lv[bad[0]])
-            raise TraceError(
-                f"Leave of region {int(ev.region[i])} does not match the open Enter of "
-                f"region {int(ev.region[en[bad[0]]])} (record {int(en[bad[0]])})",
-                **_where(trace, loc, i))
-    return before, enters, leaves
+    names = trace.definitions.regions
+    nest = nesting(ev.kind, ev.region, lambda r: repr(names.get(r, str(r))))
+    if strict and nest.problems:
+        i = nest.first[0]
+        if len(nest.orphans) and int(nest.orphans[0]) == i:
+            message = "Leave without a matching Enter"
+        else:
+            message = f"Enter/Leave do not nest: {nest.first[1]}"
+        raise TraceError(f"{message} (--strict)", **_where(trace, loc, i))
+    return nest
+
+
+def check_structure(trace: Trace, loc: int, ev: Events,
+                    strict: bool = False) -> tuple[np.ndarray, dict, dict]:
+    """Check time order and find the call structure of one location.
+
+    Returns (level before each record, {level: Enter indices whose call opens that
+    level}, {level: Leave indices closing that level}): in a well-nested location
+    the levels are the nesting depths; see :class:`Nesting` for the tolerant rule
+    (``strict`` refuses mis-nested Enter/Leave instead).
+    """
+    nest = structure_of(trace, loc, ev, strict)
+    return nest.before, nest.enters, nest.leaves
 
 
 def _split_by(keys: np.ndarray, values: np.ndarray):
@@ -176,22 +328,36 @@ def _posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
     return posted, cancelled
 
 
-def match(trace: Trace, eager_limit: int | None = None) -> Matching:
+def match(trace: Trace, eager_limit: int | None = None, strict: bool = False) -> Matching:
     """Check structure and link sends to receives and collective ends into instances.
 
     ``eager_limit``: blocking MPI_Send messages larger than this many bytes are
-    treated as synchronous (rendezvous), like MPI_Ssend always is.
+    treated as synchronous (rendezvous), like MPI_Ssend always is. Enter/Leave that
+    do not nest are counted (:attr:`Matching.leaves_out_of_order`, ...) and paired
+    by region (:class:`Nesting`); ``strict`` refuses them instead.
     """
     defs = trace.definitions
     result = Matching()
     structure = {}
     posting = {}
+    first: tuple | None = None
     for loc, ev in trace.events.items():
         if loc not in defs.locations:
             raise TraceError("records for an undefined location", **_where(trace, loc))
-        structure[loc] = check_structure(trace, loc, ev)
+        nest = structure_of(trace, loc, ev, strict)
+        structure[loc] = (nest.before, nest.enters, nest.leaves)
+        result.open_calls[loc] = nest.open_end
+        if nest.problems:
+            result.leaves_out_of_order += len(nest.out_of_order)
+            result.leaves_without_enter += len(nest.orphans)
+            i, what = nest.first
+            key = (int(ev.time[i]), loc)
+            if first is None or key < first[0]:
+                first = (key, {"file": trace.source, "location": loc, "index": i,
+                               "time": int(ev.time[i]), "problem": what})
         posting[loc] = _posting_records(trace, loc, ev)
         result.cancelled_requests += len(posting[loc][1])
+    result.nesting_first = first[1] if first else None
 
     for matcher in MATCHERS:
         matcher(trace, structure, posting, eager_limit, result)
@@ -295,4 +461,5 @@ def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:
     return seq[-1][0] if seq else 0
 
 
-__all__ = ["MATCHERS", "Matching", "check_structure", "match"]
+__all__ = ["MATCHERS", "Matching", "Nesting", "check_structure", "match", "nesting",
+           "structure_of"]

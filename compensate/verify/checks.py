@@ -14,6 +14,7 @@ import numpy as np
 from compensate.matching import Matching, needed_members
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N
 from compensate.model import Trace
+from compensate.verify.coverage import carried_local_only
 
 
 @dataclass
@@ -21,27 +22,49 @@ class Verification:
     order: int = 0  # records earlier than their predecessor on the same location
     messages: int = 0  # receives not strictly after their send
     collectives: int = 0  # collective exits before an enter they depend on
+    metrics: int = 0  # METRIC samples outside their reference records (needs measured)
     examples: list[str] = field(default_factory=list)
+    #: records no dependency rule looked at, by kind (:mod:`compensate.verify.coverage`)
+    carried_local_only: dict[str, int] = field(default_factory=dict)
 
     @property
     def violations(self) -> int:
-        return self.order + self.messages + self.collectives
+        return self.order + self.messages + self.collectives + self.metrics
 
     @property
     def ok(self) -> bool:
         return self.violations == 0
 
+    @property
+    def local_only_records(self) -> int:
+        return sum(self.carried_local_only.values())
+
     def to_dict(self) -> dict:
         return {"ok": self.ok, "violations": self.violations, "order": self.order,
                 "messages": self.messages, "collectives": self.collectives,
-                "examples": self.examples[:10]}
+                "metrics": self.metrics, "examples": self.examples[:10],
+                "covers": COVERS,
+                "carried_local_only": dict(sorted(self.carried_local_only.items())),
+                "carried_local_only_records": self.local_only_records}
 
 
-def verify(trace: Trace, matching: Matching) -> Verification:
-    """Count happened-before violations in ``trace`` given its ``matching``."""
+#: What "verified" checks (``Verification.to_dict()["covers"]``).
+COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
+          "collectives", "nonblocking collectives", "METRIC samples against their process"]
+
+
+def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
+           skip: dict[int, int] | None = None) -> Verification:
+    """Count happened-before violations in ``trace`` given its ``matching``, and list
+    the records carried as local only. ``measured``: the input trace (the same
+    records with their measured times), which the METRIC check needs; ``skip``:
+    leading context records per location (a stream segment) not to count."""
     v = Verification()
     for check in CHECKS:
         check(trace, matching, v)
+    if measured is not None:
+        _verify_metrics(trace, measured, v)
+    v.carried_local_only = carried_local_only(trace, skip)
     return v
 
 
@@ -134,6 +157,31 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
         _note(v, f"location {ids[table.send_li[j]]}, record {int(table.send_exit_idx[j])}: "
                  f"synchronous send returned before its receive was posted (location "
                  f"{ids[table.recv_li[j]]}, record {int(table.recv_post_idx[j])})")
+
+
+def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
+    """Each METRIC sample stays between its reference thread's records: at or after
+    the approximated time of the last reference record measured at or before it,
+    and at or before that of the first one measured after it (compensate.engine.metrics
+    maps it between them; its shift then lies between theirs)."""
+    for loc, ref in trace.definitions.metric_references().items():
+        if ref is None or loc not in trace.events or ref not in trace.events:
+            continue
+        ev, rev = trace.events[loc], trace.events[ref]
+        m, rm = measured.events[loc].time, measured.events[ref].time
+        if not len(ev) or not len(rev):
+            continue
+        j = np.searchsorted(rm, m, side="right") - 1
+        has_before, has_after = j >= 0, j + 1 < len(rm)
+        low = np.where(has_before, rev.time[np.maximum(j, 0)], np.iinfo(np.int64).min)
+        high = np.where(has_after, rev.time[np.minimum(j + 1, len(rm) - 1)],
+                        np.iinfo(np.int64).max)
+        bad = np.flatnonzero((ev.time < low) | (ev.time > high))
+        v.metrics += int(bad.size)
+        if bad.size:
+            i = int(bad[0])
+            _note(v, f"location {loc}, record {i}: METRIC sample outside its process's "
+                     f"records (location {ref}) around it")
 
 
 #: One check per dependency family, each independent of how the engine computed the

@@ -24,6 +24,7 @@ from compensate.cli import main
 from compensate.cli.report import REPORT_SCHEMA, report_dict
 from compensate.engine import EngineOptions, compensate
 from compensate.formats import read_trace, write_trace
+from compensate.matching import check_structure
 from compensate.model import (
     BUFFER_FLUSH,
     ENTER,
@@ -168,13 +169,26 @@ def test_breakdown_partitions_each_location():
             assert sum(bd.by_location[c][loc] for c in CATEGORIES) == pytest.approx(lp.duration)
 
 
-def test_bad_nesting_is_a_trace_error():
+def test_bad_nesting_is_tolerated_and_refused_when_strict():
+    """A Leave without an open Enter of its region closes nothing; a Leave out of
+    order closes its own region's call (docs/design.md §4): the profile is built,
+    and strict checking refuses the same location."""
     b = RowBuilder()
     b.add(0, ENTER, region=1)
-    b.add(10, LEAVE, region=2)
+    b.add(10, LEAVE, region=2)  # no open B: closes nothing
+    b.add(20, ENTER, region=2)
+    b.add(30, LEAVE, region=1)  # A left while B is open: A lasts 0..30
+    b.add(50, LEAVE, region=2)  # B: 20..50
     defs = Definitions(10**9, {0: Location(0)}, {1: "A", 2: "B"})
-    with pytest.raises(TraceError, match="does not match"):
-        profile(Trace(defs, {0: b.build()}, "bad"))
+    trace = Trace(defs, {0: b.build()}, "bad")
+    prof = profile(trace)
+    incl = {r.name: r.inclusive * 1e9 for r in prof.regions}
+    excl = {r.name: r.exclusive * 1e9 for r in prof.regions}
+    assert incl == pytest.approx({"A": 30, "B": 30})
+    # B's time inside A (20..30) is not A's own; nothing is negative
+    assert excl == pytest.approx({"A": 20, "B": 30})
+    with pytest.raises(TraceError, match="record 1: Leave without a matching Enter"):
+        check_structure(trace, 0, trace.events[0], strict=True)
 
 
 # ---------------------------------------------------------------------------------
@@ -452,13 +466,17 @@ def test_report_errors_are_one_line(argv, code, message, capsys):
     assert err.startswith("compensate report: error:")
 
 
-def test_report_bad_trace_is_exit_3(tmp_path, capsys):
+def test_report_bad_nesting_is_a_note_and_exit_3_when_strict(tmp_path, capsys):
     bad = tmp_path / "bad.trace"
     bad.write_text("compensate-trace 1\ntimer_resolution 10\nlocation 0\nregion 1 \"A\"\n"
                    "events\n0 0 Leave region=1\n")
-    assert main(["report", str(bad)]) == 3
+    assert main(["report", str(bad)]) == 0
     err = capsys.readouterr().err
-    assert "Leave without a matching Enter" in err and len(err.strip().splitlines()) == 1
+    assert "1 Leave records do not nest" in err and "location 0, record 0" in err
+    assert main(["report", str(bad), "--strict"]) == 3
+    err = capsys.readouterr().err
+    assert "Leave without a matching Enter" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("compensate report: error:")
 
 
 def test_nan_percentages_when_nothing_changed():

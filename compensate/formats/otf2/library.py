@@ -41,8 +41,9 @@ class Otf2Archive:
     ``registry`` is the ``otf2`` DefinitionRegistry of the input: every global
     definition with its original reference; the payload event objects point into it,
     so it must be written together with them. ``global_offset`` and
-    ``trace_length`` are the input's values, for information only (the writer
-    recomputes them from the timestamps it writes).
+    ``trace_length`` are the input's values; the writer keeps them (the length
+    grows only if a record written lies beyond it, see
+    :func:`compensate.formats.otf2.write.clock_properties`).
     """
 
     registry: Any

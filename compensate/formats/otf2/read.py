@@ -34,7 +34,10 @@ from compensate.formats.otf2.library import (
     _library_errors,
 )
 from compensate.model import (
+    LOCATION_GROUP_TYPES,
+    LOCATION_TYPES,
     NONE,
+    PROCESS,
     Comm,
     Definitions,
     Events,
@@ -69,14 +72,32 @@ def _archive_metadata(handle: Any) -> dict[str, Any]:
     }
 
 
+def _type_name(value: Any, names: tuple[str, ...], default: str = "UNKNOWN") -> str:
+    """The name of an OTF2 location (group) type by its numeric value (the bindings
+    spell value 2 ``GPU``, OTF2 3 ``ACCELERATOR_STREAM``: the model uses the latter);
+    ``default`` when the definition has none, UNKNOWN for a value beyond the table."""
+    if value is None:
+        return default
+    try:
+        code = int(getattr(value, "value", value))
+    except (TypeError, ValueError):
+        return "UNKNOWN"
+    return names[code] if 0 <= code < len(names) else "UNKNOWN"
+
+
 def _model_definitions(registry: Any, meta: Otf2Archive) -> Definitions:
     """The engine's view (:class:`Definitions`) of an otf2 definition registry."""
     locations: dict[int, Location] = {}
     for loc in registry.locations:
         group = loc.group
+        creator = getattr(group, "creating_location_group", None) if group is not None else None
         locations[loc._ref] = Location(
             id=int(loc._ref), name=loc.name or "", group=_ref(group),
             group_name=(group.name or "") if group is not None else "",
+            type=_type_name(loc.type, LOCATION_TYPES),
+            group_type=_type_name(getattr(group, "location_group_type", None),
+                                  LOCATION_GROUP_TYPES, PROCESS),
+            group_creator=_ref(creator),
         )
     regions = {int(r._ref): r.name or "" for r in registry.regions}
     comms: dict[int, Comm] = {}

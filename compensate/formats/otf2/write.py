@@ -7,7 +7,13 @@ registry; for it :func:`write_otf2` synthesises minimal OTF2 definitions (system
 tree node, location groups, locations, regions, MPI communicators) and builds the
 records of the kinds the engine interprets from the columns
 (:mod:`compensate.formats.otf2.records`). :class:`Otf2EventWriter` writes records
-handed over chunk by chunk.
+handed over chunk by chunk. The input's ClockProperties (offset, resolution,
+length) are carried unchanged (:func:`clock_properties`).
+
+Why one module (over 600 lines): everything here serves one OTF2 archive writer —
+the memory callbacks, the clock, the synthesised definitions and the records
+built from columns are each only meaningful inside it, and they share its
+library handles and its error reporting.
 """
 
 from __future__ import annotations
@@ -155,19 +161,29 @@ class _ChunkAllocator:
 class _ArchiveWriter(otf2.writer.Writer):
     """``otf2.writer.Writer`` that writes the ClockProperties we ask for.
 
-    The stock writer stamps the archive with ``time.time()`` as realtime timestamp;
-    we keep the input's (or leave it undefined), while global offset and trace
-    length still follow the timestamps actually written. It also makes the timer
-    resolution independent of the (immutable) ClockProperties object of a reader's
+    The stock writer stamps the archive with ``time.time()`` as realtime timestamp
+    and moves the global offset to the first record written. Both would shift
+    every timeline a viewer shows against the input's clock, so the input's
+    ClockProperties are carried unchanged (``clock``: its global offset and trace
+    length): the offset stays exactly as read, and the length is kept unless the
+    records demand more (a record after ``offset + length`` extends it; a record
+    before the offset, which a compensated trace never has, moves the offset to
+    it). A compensated span is shorter, so the length is kept: the viewer's time
+    axis stays the measured run's, with the approximation ending earlier on it.
+    Without ``clock`` (a trace that did not come from OTF2) offset and length
+    follow the timestamps written. It also makes the timer resolution
+    independent of the (immutable) ClockProperties object of a reader's
     registry, and never raises from ``__del__``.
     """
 
     def __init__(self, *args: Any, timer_resolution: int,
-                 realtime_timestamp: int = _TIMESTAMP_UNDEF, **kwargs: Any) -> None:
+                 realtime_timestamp: int = _TIMESTAMP_UNDEF,
+                 clock: tuple[int, int] | None = None, **kwargs: Any) -> None:
         self._handle = None  # so that close() is a no-op if Archive_Open fails
         self._event_writers = {}
         self._resolution = int(timer_resolution)
         self._realtime = int(realtime_timestamp)
+        self._clock = clock
         self._allocator = _ChunkAllocator()  # must outlive the archive handle
         super().__init__(*args, **kwargs)
         try:
@@ -184,11 +200,8 @@ class _ArchiveWriter(otf2.writer.Writer):
         if not self.is_primary:
             return
         with DefinitionWriter(self) as global_def_writer:
-            if self._first_timestamp is not None:
-                global_offset = self._first_timestamp
-                trace_length = self._last_timestamp - self._first_timestamp
-            else:
-                global_offset = trace_length = 0
+            global_offset, trace_length = clock_properties(
+                self._clock, self._first_timestamp, self._last_timestamp)
             global_def_writer.write_clock_properties(self._resolution, global_offset,
                                                      trace_length, self._realtime)
             self.definitions.write(global_def_writer)
@@ -203,6 +216,24 @@ class _ArchiveWriter(otf2.writer.Writer):
     def __del__(self) -> None:
         with interrupt.shielded(), contextlib.suppress(Exception):
             self.close()
+
+
+def clock_properties(clock: tuple[int, int] | None, first: int | None,
+                     last: int | None) -> tuple[int, int]:
+    """(global offset, trace length) to write, given the input's ``clock`` (offset,
+    length; None: no input clock) and the first and last timestamps written (None:
+    no record). See :class:`_ArchiveWriter`."""
+    if clock is None:
+        if first is None:
+            return 0, 0
+        return first, last - first
+    offset, length = int(clock[0]), int(clock[1])
+    if first is None:
+        return offset, length
+    if first < offset:  # never for a compensated trace: the records demand it
+        length += offset - first
+        offset = first
+    return offset, max(length, last - offset)
 
 
 def _split_anchor(path: str) -> tuple[str, str]:
@@ -243,9 +274,11 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
     # OTF2 readers expect definitions in reference order (otf2-print warns otherwise).
     model_locations = sorted(defs.locations.values(), key=lambda loc: loc.id)
     group_names: dict[int, str] = {}
+    group_of: dict[int, Any] = {}  # group key -> its first location (type, creator)
     for loc in model_locations:
         if not group_names.get(loc.group):
             group_names[loc.group] = loc.group_name
+        group_of.setdefault(loc.group, loc)
     next_ref = max((g for g in group_names if g >= 0), default=-1) + 1
     groups: dict[int, Any] = {}
     for key in sorted(group_names, key=lambda g: (g < 0, abs(g))):
@@ -253,13 +286,19 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
         ref = key if key >= 0 else next_ref
         if key < 0:
             next_ref += 1
+        first = group_of[key]
         groups[key] = _add_def(
             reg, odef.LocationGroup, _check_id(ref, "location group", _UINT32_UNDEF, path),
-            name or f"MPI Rank {ref}", location_group_type=LocationGroupType.PROCESS,
-            system_tree_parent=node)
+            name or f"MPI Rank {ref}",
+            location_group_type=getattr(LocationGroupType, first.group_type,
+                                        LocationGroupType.PROCESS),
+            system_tree_parent=node,
+            # an accelerator context names the process that created it (OTF2 >= 3;
+            # definitions refer backwards only, so a creator defined later is dropped)
+            creating_location_group=groups.get(first.group_creator))
     locations = {
         loc.id: _add_def(reg, odef.Location, _check_id(loc.id, "location", _UINT64_UNDEF, path),
-                         loc.name, type=LocationType.CPU_THREAD, number_of_events=0,
+                         loc.name, type=_location_type(loc.type), number_of_events=0,
                          group=groups[loc.group])
         for loc in model_locations
     }
@@ -295,6 +334,14 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
             _add_def(reg, odef.Comm, _check_id(cid, "communicator", _UINT32_UNDEF, path),
                      comm.name, group=group, parent=None, flags=CommFlag.NONE)
     return reg
+
+
+def _location_type(name: str) -> Any:
+    """The OTF2 location type of a model type name (ACCELERATOR_STREAM is the
+    bindings' GPU: the same value)."""
+    if name == "ACCELERATOR_STREAM":
+        return LocationType.GPU
+    return getattr(LocationType, name, LocationType.CPU_THREAD)
 
 
 def _undef(value: int, undefined: int) -> int:
@@ -460,9 +507,10 @@ class Otf2EventWriter:
                         chunks["chunk_size_definitions"] = meta.chunk_size_definitions
                 self.registry = registry
                 os.makedirs(directory, exist_ok=True)
+                clock = None if meta is None else (meta.global_offset, meta.trace_length)
                 writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
                                         timer_resolution=definitions.timer_resolution,
-                                        realtime_timestamp=realtime, **chunks)
+                                        realtime_timestamp=realtime, clock=clock, **chunks)
                 self._writer = writer
                 if meta is not None:
                     if meta.creator:
@@ -578,8 +626,9 @@ def write_otf2(trace: Trace, path: str) -> None:
 
     A trace read from OTF2 is written with its original definitions and archive
     metadata (``Definitions.otf2`` is authoritative; ``regions``/``comms`` are only
-    a derived view); ClockProperties keep the input's realtime timestamp, while
-    global offset and trace length follow the written timestamps. A text trace
+    a derived view); ClockProperties keep the input's realtime timestamp, global
+    offset and timer resolution, and its trace length unless a record lies beyond
+    it (:func:`clock_properties`). A text trace
     gets synthesised definitions, and its records of the kinds Enter, Leave,
     MpiSend, MpiRecv, MpiCollectiveBegin/End, BufferFlush, MeasurementOnOff,
     ProgramBegin and ProgramEnd are built from the columns (other kinds raise).

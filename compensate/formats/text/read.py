@@ -55,14 +55,19 @@ from compensate.formats.text.syntax import (
     _strip_comment,
 )
 from compensate.model import (
+    ACCELERATOR_STREAM,
     COLLECTIVE_OPS,
     COLUMNS,
+    CPU_THREAD,
     ENTER,
     ISEND,
     KIND_CODE,
     KIND_NAMES,
     LEAVE,
+    LOCATION_GROUP_TYPES,
+    LOCATION_TYPES,
     NONE,
+    PROCESS,
     RECV,
     SEND,
     Comm,
@@ -265,7 +270,8 @@ class _Reader:
 
     def location_line(self, toks: list[_Token], text: str) -> None:
         usage = ('expected \'location <id> [group=<id>] [name="..."] '
-                 '[group_name="..."]\'')
+                 '[group_name="..."] [type=CPU_THREAD|ACCELERATOR_STREAM|METRIC|UNKNOWN] '
+                 '[group_type=PROCESS|ACCELERATOR|UNKNOWN] [group_creator=<id>]\'')
         if len(toks) < 2 or toks[1].positional() is None:
             raise self.err(f"{usage}, got {_show(text)}")
         loc = self.int_value(toks[1].positional(), "location id", 0, 2**64 - 1)
@@ -276,9 +282,26 @@ class _Reader:
             group = self.int_value(fields.pop("group"), "location group", 0, 2**64 - 1)
         name = fields.pop("name", "")
         group_name = fields.pop("group_name", "")
+        # the location model (optional, docs/trace-format.md): without them a CPU
+        # thread in a process, as every file before these fields
+        kind = fields.pop("type", CPU_THREAD).upper()
+        kind = ACCELERATOR_STREAM if kind == "GPU" else kind  # OTF2 < 3 spelling
+        if kind not in LOCATION_TYPES:
+            raise self.err(f"location {loc}: unknown type {_show(kind)}, expected one of "
+                           f"{', '.join(LOCATION_TYPES)}")
+        group_type = fields.pop("group_type", PROCESS).upper()
+        if group_type not in LOCATION_GROUP_TYPES:
+            raise self.err(f"location {loc}: unknown group_type {_show(group_type)}, expected "
+                           f"one of {', '.join(LOCATION_GROUP_TYPES)}")
+        creator = -1
+        if "group_creator" in fields:
+            creator = self.int_value(fields.pop("group_creator"), "location group creator",
+                                     0, 2**64 - 1)
         if fields:
             raise self.err(f"unexpected field '{next(iter(fields))}=' in location line, {usage}")
-        self.locations[loc] = Location(id=loc, name=name, group=group, group_name=group_name)
+        self.locations[loc] = Location(id=loc, name=name, group=group, group_name=group_name,
+                                       type=kind, group_type=group_type,
+                                       group_creator=creator)
         self.state[loc] = ([], [])
         self.prev[loc] = -1
         self.base[loc] = 0

@@ -30,6 +30,7 @@ from compensate.model import (
     COLL_END,
     COLLECTIVE_OP_NAMES,
     COLUMNS,
+    CPU_THREAD,
     ENTER,
     IRECV,
     IRECV_REQUEST,
@@ -40,6 +41,7 @@ from compensate.model import (
     MEASUREMENT_ONOFF,
     NBC_COMPLETE,
     NBC_REQUEST,
+    PROCESS,
     PROGRAM_BEGIN,
     PROGRAM_END,
     RECV,
@@ -194,6 +196,14 @@ class _Formatter:
                 line += f" name={_quote(loc.name)}"
             if loc.group_name:
                 line += f" group_name={_quote(loc.group_name)}"
+            # the location model, only where it is not the default (so that files
+            # of CPU threads in processes read and write as before)
+            if loc.type != CPU_THREAD:
+                line += f" type={loc.type}"
+            if loc.group_type != PROCESS:
+                line += f" group_type={loc.group_type}"
+            if loc.group_creator >= 0:
+                line += f" group_creator={loc.group_creator}"
             out.append(line + "\n")
         for rid in sorted(d.regions):
             out.append(f"region {rid} {_quote(str(d.regions[rid]))}\n")

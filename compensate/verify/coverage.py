@@ -1,0 +1,70 @@
+"""What verification covers, and what it does not: records carried as local only.
+
+"verified" means that every dependency the engine models holds in the output
+(:mod:`compensate.verify.checks`). A record of a kind no dependency rule looks
+at is compensated by R1 alone and only checked for its place on its own
+timeline, however much it may depend on another location in the program (an
+OpenMP fork and the team it starts, an RMA put and its window, a kernel on a
+GPU stream and its launch). The summary lists those records by kind, so that
+"verified" says what it covers (docs/design.md R7).
+
+Three groups of record kinds:
+
+* :data:`DEPENDENT`: kinds a dependency rule times and an invariant checks
+  (messages, requests, collectives); a Metric sample on a METRIC location is
+  mapped through its process's time function and checked against it too;
+* :data:`LOCAL`: kinds that are local by nature (call structure, tracer
+  records, program begin/end, parameters, CPU-side metrics, calling context):
+  R1 is their whole rule;
+* everything else, and every record on an accelerator stream (device activity,
+  which depends on its host launch): carried as local only, and counted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compensate.model import KIND_CODE, KIND_NAMES, METRIC, Trace
+
+#: Record kinds whose dependencies the engine models and the verifier checks (a new
+#: dependency kind adds its records here with its invariant in ``CHECKS``).
+DEPENDENT = frozenset(KIND_CODE[k] for k in (
+    "MpiSend", "MpiRecv", "MpiIsend", "MpiIsendComplete", "MpiIrecvRequest", "MpiIrecv",
+    "MpiRequestTest", "MpiRequestCancelled", "MpiCollectiveBegin", "MpiCollectiveEnd",
+    "NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete"))
+
+#: Record kinds that depend on nothing outside their own location.
+LOCAL = frozenset(KIND_CODE[k] for k in (
+    "Enter", "Leave", "BufferFlush", "MeasurementOnOff", "ProgramBegin", "ProgramEnd",
+    "Metric", "ParameterInt", "ParameterString", "ParameterUnsignedInt",
+    "CallingContextEnter", "CallingContextLeave", "CallingContextSample"))
+
+_COVERED = np.zeros(len(KIND_NAMES), dtype=bool)
+_COVERED[list(DEPENDENT | LOCAL)] = True
+
+
+def carried_local_only(trace: Trace, skip: dict[int, int] | None = None) -> dict[str, int]:
+    """``{kind name: records}`` of ``trace`` that were carried as local only (module
+    docstring); records on an accelerator stream count as ``"<kind> on
+    ACCELERATOR_STREAM"``. ``skip``: leading records per location not to count (the
+    context records of a stream segment)."""
+    defs = trace.definitions.locations
+    total = np.zeros(len(KIND_NAMES), dtype=np.int64)
+    device = np.zeros(len(KIND_NAMES), dtype=np.int64)
+    for loc, ev in trace.events.items():
+        p = skip.get(loc, 0) if skip else 0
+        if len(ev) <= p:
+            continue
+        counts = np.bincount(ev.kind[p:].astype(np.int64), minlength=len(KIND_NAMES))
+        where = defs.get(loc)
+        if where is not None and where.is_device:
+            device += counts
+        elif where is not None and where.is_metric:
+            counts[METRIC] = 0  # mapped and checked (engine.metrics, checks._verify_metrics)
+            total += counts
+        else:
+            total += counts
+    out = {KIND_NAMES[k]: int(total[k]) for k in np.flatnonzero((total > 0) & ~_COVERED)}
+    out.update({f"{KIND_NAMES[k]} on ACCELERATOR_STREAM": int(device[k])
+                for k in np.flatnonzero(device)})
+    return out

@@ -1,0 +1,47 @@
+"""What "verified" covers: records carried as local only, by kind
+(compensate.verify.coverage), in the summary and the one-line message."""
+
+import json
+
+import compensate as c
+from compensate.cli import main
+from compensate.verify.coverage import DEPENDENT, LOCAL
+
+from ..conftest import ROOT
+
+TRACES = ROOT / "tests" / "data" / "traces"
+
+
+def test_groups_do_not_overlap():
+    assert not DEPENDENT & LOCAL
+
+
+def test_thread_rma_and_device_records_are_listed():
+    t = c.read(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2")
+    r = c.compensate(t, overhead="100ns")
+    local = r.summary["verification"]["carried_local_only"]
+    assert local["ThreadFork"] > 0 and local["ThreadTeamBegin"] > 0
+    assert any(k.endswith("on ACCELERATOR_STREAM") for k in local)
+    assert "Enter" not in local and "MpiSend" not in local  # local by nature / checked
+    assert r.summary["verification"]["carried_local_only_records"] == sum(local.values())
+    # each counted once: kinds on CPU threads plus everything on the CUDA streams
+    devices = [x for x, loc in t.definitions.locations.items() if loc.is_device]
+    assert sum(v for k, v in local.items() if k.endswith("ACCELERATOR_STREAM")) == \
+        sum(len(t.events[x]) for x in devices)
+
+
+def test_pure_mpi_covers_everything(tmp_path, capsys):
+    out, summary = tmp_path / "o" / "traces.otf2", tmp_path / "s.json"
+    src = TRACES / "ping-pong-otf2" / "traces.otf2"
+    assert main([str(src), str(out), "--overhead", "100ns", "--summary", str(summary)]) == 0
+    assert "carried as local" not in capsys.readouterr().out
+    v = json.loads(summary.read_text())["verification"]
+    assert v["carried_local_only"] == {} and "point-to-point messages" in v["covers"]
+
+
+def test_one_line_summary_says_what_was_not_checked(tmp_path, capsys):
+    out = tmp_path / "o" / "traces.otf2"
+    src = TRACES / "jacobi-openmp-tasks-offload" / "traces.otf2"
+    assert main([str(src), str(out), "--overhead", "100ns"]) == 0
+    line = capsys.readouterr().out
+    assert "verified (" in line and "records carried as local only, not checked" in line
