@@ -152,11 +152,18 @@ REQUEST_TEST = KIND_CODE["MpiRequestTest"]
 REQUEST_CANCELLED = KIND_CODE["MpiRequestCancelled"]
 NBC_REQUEST = KIND_CODE["NonBlockingCollectiveRequest"]
 NBC_COMPLETE = KIND_CODE["NonBlockingCollectiveComplete"]
+# Matched probes (MPI_Mprobe/Improbe, then MPI_Mrecv/Imrecv). A message id lives in the
+# ``size_recv`` column (MpiProbe: -1 for a plain MPI_Probe/Iprobe, which does not
+# take the message), the message length in ``size``, a request id in ``request``.
+PROBE = KIND_CODE["MpiProbe"]
+MRECV = KIND_CODE["MpiMrecv"]
+IMRECV_REQUEST = KIND_CODE["MpiImrecvRequest"]
+IMRECV = KIND_CODE["MpiImrecv"]
 
 #: Kinds whose fields live in the numpy columns (the rest only in the payload).
 INTERPRETED = frozenset({ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, BUFFER_FLUSH, ISEND,
                          ISEND_COMPLETE, IRECV_REQUEST, IRECV, REQUEST_TEST, REQUEST_CANCELLED,
-                         NBC_REQUEST, NBC_COMPLETE})
+                         NBC_REQUEST, NBC_COMPLETE, PROBE, MRECV, IMRECV_REQUEST, IMRECV})
 #: Kinds that carry a request id in the ``request`` column.
 REQUEST_KINDS = frozenset({ISEND, ISEND_COMPLETE, IRECV_REQUEST, IRECV, REQUEST_TEST,
                            REQUEST_CANCELLED, NBC_REQUEST, NBC_COMPLETE})

@@ -57,13 +57,16 @@ from compensate.model import (
     COLL_BEGIN,
     COLL_END,
     ENTER,
+    IMRECV,
     IRECV,
     IRECV_REQUEST,
     ISEND,
     ISEND_COMPLETE,
     KIND_CODE,
+    MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
+    PROBE,
     RECV,
     REQUEST_CANCELLED,
     SEND,
@@ -170,10 +173,15 @@ class _Cutter:
     # (matching needs the send call's Leave) + open collective calls + open requests
     def _steps(self, loc: int, ev: Events) -> None:
         k, t = ev.kind, ev.time
-        plus = (k == SEND) | (k == ISEND) | (k == COLL_BEGIN)
-        minus = (k == RECV) | (k == IRECV) | (k == COLL_END)
-        times = [t[plus], t[minus]]
-        deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64)]
+        # a matched probe opens (+1) what its MpiMrecv / MpiImrecv closes (-1 more
+        # than the message itself): no cut between a probe and its receive
+        took = (k == PROBE) & (ev.size_recv >= 0)
+        plus = (k == SEND) | (k == ISEND) | (k == COLL_BEGIN) | took
+        matched = (k == MRECV) | (k == IMRECV)
+        minus = (k == RECV) | (k == IRECV) | (k == COLL_END) | matched
+        times = [t[plus], t[minus], t[matched]]
+        deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
+                  -np.ones(int(matched.sum()), np.int64)]
         opened, closed = self._send_call_ends(loc, ev)
         times += [opened, closed]
         deltas += [np.ones(opened.size, np.int64), -np.ones(closed.size, np.int64)]
@@ -304,8 +312,9 @@ class _Cutter:
         for loc, ev in merged.items():
             n = int(np.searchsorted(ev.time, cut, side="left"))
             k = ev.kind[:n]
+            took = (k == PROBE) & (ev.size_recv[:n] >= 0)  # a matched probe took it
             for kinds, sign in (((SEND, ISEND), 1), ((RECV, IRECV), -1)):
-                idx = np.flatnonzero(np.isin(k, kinds))
+                idx = np.flatnonzero(np.isin(k, kinds) | (took if sign < 0 else False))
                 if not idx.size:
                     continue
                 other = np.full(idx.size, -1, np.int64)

@@ -1,7 +1,10 @@
 """Point-to-point matching in numpy columns (docs/design.md §4), for :mod:`compensate.matching`.
 
 Per (sender, receiver, communicator, tag) the k-th MpiSend/MpiIsend matches the k-th
-MpiRecv/MpiIrecv (MPI's non-overtaking rule; receives in their posting order).
+MpiRecv/MpiIrecv (MPI's non-overtaking rule; receives in their posting order). A
+matched probe (MPI_Mprobe/Improbe: an MpiProbe with a message id) takes its place in
+that order; the MpiMrecv/MpiImrecv that receives the message is its receive record
+(:func:`matched_receives`).
 Matching, the call structure around each message (``exit.send``, ``enter.recv``)
 and the synchronous-send test are computed with array operations over all
 messages at once — a Python loop and a dataclass per message made matching as
@@ -21,10 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from compensate.model import (
+    IMRECV,
+    IMRECV_REQUEST,
     IRECV,
     ISEND,
     ISEND_COMPLETE,
     KIND_NAMES,
+    MRECV,
+    NONE,
+    PROBE,
     RECV,
     SEND,
     Definitions,
@@ -262,6 +270,49 @@ def _completions(ev: Events, sends: np.ndarray) -> np.ndarray:
     return out
 
 
+def matched_receives(trace: Trace, loc: int, ev: Events
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The matched-probe receives of one location: (MpiMrecv/MpiImrecv records, the
+    MpiProbe that took each one's message, each one's posting record).
+
+    MPI_Mprobe/Improbe match the message (MpiProbe with a message id); MPI_Mrecv
+    (MpiMrecv) or MPI_Imrecv (MpiImrecvRequest, completed by MpiImrecv in
+    MPI_Wait/Test) receive it. The probe therefore holds the sender, communicator
+    and tag and fixes the non-overtaking order; the receive is the message's receive
+    record. The posting record is the MpiImrecvRequest of an MPI_Imrecv, else the
+    receive itself (the Enter of its call is then used, as for MpiRecv). Message and
+    request ids are per location and reused after completion: each receive takes the
+    latest probe (request) with its id before it. A receive without one is an error."""
+    sel = np.flatnonzero(np.isin(ev.kind, (PROBE, MRECV, IMRECV_REQUEST, IMRECV)))
+    recv, probe, post = [], [], []
+    by_message: dict[int, int] = {}
+    by_request: dict[int, tuple[int, int]] = {}  # request -> (probe, ImrecvRequest)
+    for i in sel.tolist():
+        k = int(ev.kind[i])
+        if k == PROBE:
+            if int(ev.size_recv[i]) != NONE:
+                by_message[int(ev.size_recv[i])] = i
+            continue
+        if k == IMRECV:
+            found = by_request.pop(int(ev.request[i]), None)
+            what = f"request {int(ev.request[i])} without its MpiImrecvRequest"
+        else:
+            p = by_message.pop(int(ev.size_recv[i]), None)
+            found = None if p is None else (p, i)
+            what = f"message {int(ev.size_recv[i])} without the MpiProbe that matched it"
+        if found is None:
+            raise TraceError(f"{KIND_NAMES[k]} of {what}", source=trace.source, location=loc,
+                             index=i)
+        if k == IMRECV_REQUEST:
+            by_request[int(ev.request[i])] = found
+            continue
+        recv.append(i)
+        probe.append(found[0])
+        post.append(found[1])
+    arr = [np.array(x, dtype=np.int64) for x in (recv, probe, post)]
+    return arr[0], arr[1], arr[2]
+
+
 def match_p2p(trace: Trace, structure: dict, posting: dict,
               eager_limit: int | None) -> tuple[MessageTable, int]:
     """Match every receive to its send. Returns (the messages, unmatched sends).
@@ -285,7 +336,6 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     r_parts = []
     for li, (loc, ev) in enumerate(zip(loc_ids, evs, strict=True)):
         idx = np.flatnonzero((ev.kind == RECV) | (ev.kind == IRECV))
-        src = _peer_positions(trace, pos_of, loc, ev, idx)
         post = idx.copy()
         posted = posting[loc][0]  # also holds nonblocking collective completions
         if posted and idx.size:
@@ -293,17 +343,24 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
             by = np.fromiter(posted.values(), dtype=np.int64, count=len(posted))
             mine = np.isin(done, idx)
             post[np.searchsorted(idx, done[mine])] = by[mine]
+        # matched-probe receives: sender, communicator, tag and the matching order
+        # come from the probe that took the message
+        m_recv, m_probe, m_post = matched_receives(trace, loc, ev)
+        at = np.r_[idx, m_probe]  # the records holding sender, communicator and tag
+        order = np.r_[post, m_probe]  # the records whose positions fix the order
+        idx, post = np.r_[idx, m_recv], np.r_[post, m_post]
+        src = _peer_positions(trace, pos_of, loc, ev, at)
         r_parts.append((src, np.full(idx.size, li, dtype=np.int64), idx, post,
-                        ev.comm[idx].astype(np.int64), ev.tag[idx].astype(np.int64)))
+                        ev.comm[at].astype(np.int64), ev.tag[at].astype(np.int64), order))
     s_src, s_idx, s_dst, s_comm, s_tag = _concat(s_parts, 5)
-    r_src, r_dst, r_idx, r_post, r_comm, r_tag = _concat(r_parts, 6)
+    r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key = _concat(r_parts, 7)
     ns, nr = len(s_idx), len(r_idx)
     key = _key_ids([np.r_[s_src, r_src], np.r_[s_dst, r_dst], np.r_[s_comm, r_comm],
                     np.r_[s_tag, r_tag]])
     nkeys = int(key.max()) + 1 if key.size else 0
     s_key, r_key = key[:ns], key[ns:]
     s_order = np.argsort(s_key, kind="stable")  # per key: location order, record order
-    r_order = np.lexsort((r_idx, r_post, r_key))  # per key: posting order
+    r_order = np.lexsort((r_idx, r_order_key, r_key))  # per key: posting (probe) order
     r_rank = _group_ranks(r_key, r_order)
     n_sends = np.bincount(s_key, minlength=nkeys)
     n_recvs = np.bincount(r_key, minlength=nkeys)
@@ -367,7 +424,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
             r_kind[sel] = ev.kind[i]
             size[sel] = ev.size[i]
     enter_idx = np.where(enter_idx < 0, r_idx - 1, enter_idx)
-    nb_recv = r_kind == IRECV
+    nb_recv = (r_kind == IRECV) | (r_kind == IMRECV)
     post_idx = np.where(nb_recv & (r_post != r_idx), r_post, enter_idx)
     is_sync = ssend | ((size > eager_limit) & plain if eager_limit is not None else False)
     sync = (s_kind == SEND) & (exit_idx >= 0) & (post_idx >= 0) & (call_enter >= 0) & is_sync

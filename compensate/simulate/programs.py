@@ -18,6 +18,7 @@ op (constructor)                       meaning
 ``issend(dest, nbytes, tag, handle)``  MPI_Issend (synchronous: completes in the wait
                                        once the receive was posted and the data arrived)
 ``irecv(source, tag, handle)``         MPI_Irecv (specific source only)
+``mrecv(source, tag)``                 MPI_Mprobe then MPI_Mrecv (specific source only)
 ``wait(handle)``                       MPI_Wait on one request
 ``waitall(handles)``                   MPI_Waitall, completing the requests in list order
 ``collective(op, nbytes, root)``       MPI collective on COMM_WORLD; ``op`` is a key of
@@ -124,6 +125,11 @@ def isend(dest: int, nbytes: int, tag: int, handle: Hashable) -> Op:
 def issend(dest: int, nbytes: int, tag: int, handle: Hashable) -> Op:
     """MPI_Issend (nonblocking synchronous); complete it with :func:`wait`/:func:`waitall`."""
     return ("issend", dest, tag, int(nbytes), handle)
+
+
+def mrecv(source: int, tag: int) -> Op:
+    """MPI_Mprobe from ``source`` (or :data:`REPLY`), then MPI_Mrecv of that message."""
+    return ("mrecv", source, tag)
 
 
 def irecv(source: int, tag: int, handle: Hashable) -> Op:
@@ -591,6 +597,25 @@ def issend_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
                                        nbytes=nbytes))
 
 
+def mprobe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
+                   nbytes: int = 4096, work_time: float = 1e-5) -> Program:
+    """Ring with matched probes: each rank sends to the right neighbour after
+    rank-dependent work and receives from the left with MPI_Mprobe + MPI_Mrecv (every
+    third iteration a plain MPI_Recv, so both kinds share the channel's order)."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[] for _ in range(ranks)]
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            right, left = (r + 1) % ranks, (r - 1) % ranks
+            prog.append(call("work", _jitter(rng, work_time * (1 + 0.3 * ((r + it) % 4)))))
+            prog.append(send(right, nbytes, 5))
+            prog.append(recv(left, 5) if it % 3 == 2 else mrecv(left, 5))
+    return Program("mprobe", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                       nbytes=nbytes))
+
+
 #: name -> builder(ranks, iterations, seed, **sizes)
 PROGRAMS: dict[str, Callable[..., Program]] = {
     "montecarlo": montecarlo,
@@ -606,4 +631,5 @@ PROGRAMS: dict[str, Callable[..., Program]] = {
     "gather": gather_program,
     "nonblocking_rooted": nonblocking_rooted,
     "issend": issend_program,
+    "mprobe": mprobe_program,
 }

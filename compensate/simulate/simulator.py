@@ -74,6 +74,9 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
 * MPI_Issend (``issend``): Enter(MPI_Issend) [O]; MpiIsend@ts [O]; Leave [O]; the
   message is synchronous (its arrival is set once the receive is posted, as for
   MPI_Ssend); in a later wait ``t = max(t, arrival)``; MpiIsendComplete@t [O].
+* MPI_Mprobe + MPI_Mrecv (``mrecv``): Enter(MPI_Mprobe) [O]; ``t = max(t, arrival)``;
+  MpiProbe@t with a message id [O]; Leave [O]; Enter(MPI_Mrecv) [O]; ``t +=
+  copy(r)``; MpiMrecv@t [O]; Leave [O].
 * Score-P's handle collectives (CREATE_HANDLE ... DESTROY_HANDLE_AND_DEALLOCATE):
   as n-to-n operations with ``D`` of 0 bytes, size_sent = size_recv = 0.
 * Nonblocking: Isend: Enter(MPI_Isend) [O]; MpiIsend@ts [O]; ``t += copy(s)``;
@@ -139,9 +142,11 @@ from compensate.model import (
     ISEND,
     ISEND_COMPLETE,
     LEAVE,
+    MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
     NONE,
+    PROBE,
     PROGRAM_BEGIN,
     PROGRAM_END,
     RECV,
@@ -178,7 +183,7 @@ SUPPORTED_COLLECTIVES = N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS | SCAN_OPS
 HANDLE_OPS = frozenset({"CREATE_HANDLE", "DESTROY_HANDLE", "ALLOCATE", "DEALLOCATE",
                         "CREATE_HANDLE_AND_ALLOCATE", "DESTROY_HANDLE_AND_DEALLOCATE"})
 #: Point-to-point regions added after the first ones (see :func:`_region_table`).
-LATER_REGIONS = ("MPI_Issend",)
+LATER_REGIONS = ("MPI_Issend", "MPI_Mprobe", "MPI_Mrecv")
 P2P_REGIONS = ("MPI_Send", "MPI_Recv", "MPI_Ssend", "MPI_Isend", "MPI_Irecv",
                "MPI_Wait", "MPI_Waitall", "MPI_Sendrecv")
 
@@ -525,6 +530,8 @@ class _Rank:
                 yield from self.recv(op[1], op[2])
             elif name == "sendrecv":
                 yield from self.sendrecv(*op[1:])
+            elif name == "mrecv":
+                yield from self.mrecv(op[1], op[2])
             elif name == "isend":
                 self.isend(*op[1:])
             elif name == "irecv":
@@ -633,6 +640,28 @@ class _Rank:
         self.emit(RECV, peer=src, comm=WORLD, tag=tag, size=m.size)
         self.last_source = src
         self.emit(LEAVE, region=region)
+
+    def mrecv(self, source: int, tag: int) -> Generator[tuple, Any, None]:
+        """MPI_Mprobe then MPI_Mrecv: Enter(MPI_Mprobe) [O]; the probe returns once the
+        message arrived: MpiProbe@max(t, arrival) with a fresh message id [O]; Leave
+        [O]; Enter(MPI_Mrecv) [O]; copy in; MpiMrecv [O]; Leave [O]."""
+        sim = self.sim
+        src = self.peer(source, "mprobe from")
+        self.emit(ENTER, region=sim.regions["MPI_Mprobe"])
+        ch, k = self.post(src, tag, self.t)
+        while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
+            yield ch.key
+        m = ch.msgs[k]
+        self.t = max(self.t, m.arrival)
+        message = self.next_request
+        self.next_request += 1
+        self.emit(PROBE, peer=src, comm=WORLD, tag=tag, size_recv=message)
+        self.emit(LEAVE, region=sim.regions["MPI_Mprobe"])
+        self.emit(ENTER, region=sim.regions["MPI_Mrecv"])
+        self.t += sim.copy(m.size)
+        self.emit(MRECV, size_recv=message, size=m.size)
+        self.last_source = src
+        self.emit(LEAVE, region=sim.regions["MPI_Mrecv"])
 
     def isend(self, dest: int, tag: int, size: int, handle: Any) -> None:
         sim = self.sim
@@ -875,6 +904,8 @@ def _region_table(program: Program) -> dict[str, int]:
         for op in ops:
             if op[0] == "issend":
                 used.add("MPI_Issend")
+            elif op[0] == "mrecv":
+                used.update(("MPI_Mprobe", "MPI_Mrecv"))
             elif op[0] == "icoll" and op[1] in ONE_TO_N_OPS | N_TO_ONE_OPS:
                 used.add(nonblocking_region(op[1]))
             elif op[0] == "coll" and op[1] in HANDLE_OPS:

@@ -31,7 +31,11 @@ from compensate.model import KIND_CODE, KIND_NAMES, METRIC, Trace
 DEPENDENT = frozenset(KIND_CODE[k] for k in (
     "MpiSend", "MpiRecv", "MpiIsend", "MpiIsendComplete", "MpiIrecvRequest", "MpiIrecv",
     "MpiRequestTest", "MpiRequestCancelled", "MpiCollectiveBegin", "MpiCollectiveEnd",
-    "NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete"))
+    "NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete",
+    # matched-probe receives: the message's receive record (MpiMrecv, or MpiImrecv
+    # completing the MpiImrecvRequest that posted it); the probe itself is not yet
+    # a dependency and stays listed as carried local only
+    "MpiMrecv", "MpiImrecvRequest", "MpiImrecv"))
 
 #: Record kinds that depend on nothing outside their own location.
 LOCAL = frozenset(KIND_CODE[k] for k in (

@@ -34,15 +34,18 @@ from compensate.simulate import simulate
 from compensate.simulate.programs import PROGRAMS
 
 #: The programs of issue #7; those added later come after the extra configurations,
-#: so that the numbering (part of each key) of the older ones stays.
+#: in the order they were added (LATER), so that the numbering (part of each key) of
+#: the older ones stays.
 FIRST = ["collectives", "imbalanced", "mixed", "montecarlo", "nonblocking", "pingpong",
          "pipeline", "ring", "sendrecv_ring", "stencil"]
+LATER = ["gather", "issend", "nonblocking_rooted", "mprobe"]
 CONFIGS = [(name, {"ranks": 5, "seed": 1}, {}) for name in FIRST] + [
     ("ring", {"ranks": 4, "seed": 2, "eager_limit": 512}, {"eager_limit": 512}),
     ("pingpong", {"ranks": 2, "seed": 2, "eager_limit": 100}, {"eager_limit": 100}),
     ("mixed", {"ranks": 6, "seed": 3, "start_offsets": [0, 1e-5, 3e-5, 0, 2e-6, 7e-6]}, {}),
     ("imbalanced", {"ranks": 3, "seed": 4, "overhead": 2.5e-7, "flush_every": 40}, {}),
-] + [(name, {"ranks": 5, "seed": 1}, {}) for name in sorted(set(PROGRAMS) - set(FIRST))]
+] + [(name, {"ranks": 5, "seed": 1}, {})
+      for name in LATER + sorted(set(PROGRAMS) - set(FIRST) - set(LATER))]
 VARIANTS = [("lower", "uniform"), ("upper", "per-process"), ("fitted", "uniform")]
 
 EXPECTED = {
@@ -95,6 +98,9 @@ EXPECTED = {
     '16-nonblocking_rooted:lower:uniform': '0d1b7b7f708206fe',
     '16-nonblocking_rooted:upper:per-process': 'b5b3a5d7a65acf65',
     '16-nonblocking_rooted:fitted:uniform': '402d5d63bab862d8',
+    '17-mprobe:lower:uniform': 'a7f2e77fa47790ba',
+    '17-mprobe:upper:per-process': 'c22206a4684f9299',
+    '17-mprobe:fitted:uniform': '6f1034f14acf2131',
 }
 
 #: Statistics added after these fingerprints were taken (issue 15's overcompensation

@@ -185,3 +185,35 @@ def test_random_traces_any_chunking(case, bound):
     ref, got, res = both(trace, PLATFORM, bound, segment_records=segment_records,
                          chunk_records=chunk_records)
     assert_same(ref, got, res)
+
+
+def test_no_cut_between_a_matched_probe_and_its_receive(tmp_path):
+    """A segment must not separate an MpiProbe that took a message from the MpiMrecv /
+    MpiImrecvRequest ... MpiImrecv that receive it (the next segment could not match
+    them); cuts still happen between rounds, and the result is the in-memory one."""
+    head = ('compensate-trace 1\ntimer_resolution 1000000000\nlocation 0 group=0\n'
+            'location 1 group=1\nregion 1 "MPI_Send"\nregion 2 "MPI_Mprobe"\n'
+            'region 3 "MPI_Mrecv"\nregion 4 "MPI_Wait"\ncomm 0 "MPI_COMM_WORLD" 0,1\nevents\n')
+    lines = []
+    for k in range(30):
+        b = 1000 * k
+        lines += [f"{b} 0 Enter region=1", f"{b + 100} 0 MpiSend receiver=1 comm=0 tag=1 bytes=8",
+                  f"{b + 200} 0 Leave region=1", f"{b + 50} 1 Enter region=2",
+                  f"{b + 300} 1 MpiProbe sender=0 comm=0 tag=1 message={k % 3}",
+                  f"{b + 400} 1 Leave region=2"]
+        if k % 2:
+            lines += [f"{b + 500} 1 Enter region=3",
+                      f"{b + 600} 1 MpiMrecv message={k % 3} bytes=8",
+                      f"{b + 700} 1 Leave region=3"]
+        else:
+            lines += [f"{b + 500} 1 MpiImrecvRequest message={k % 3} request=5",
+                      f"{b + 600} 1 Enter region=4", f"{b + 700} 1 MpiImrecv request=5 bytes=8",
+                      f"{b + 800} 1 Leave region=4"]
+    lines.sort(key=lambda x: int(x.split()[0]))
+    path = tmp_path / "mprobe.trace"
+    path.write_text(head + "\n".join(lines) + "\n")
+    trace = read_trace(path)
+    for records in (3, 20):
+        ref, got, res = both(trace, Platform(1e-7), segment_records=records, chunk_records=7)
+        assert_same(ref, got, res)
+        assert res.segments >= 5

@@ -198,7 +198,7 @@ def test_overhead_free_trace_is_left_alone():
 
 # issue 16: gather (n-to-1 only), Issend with handle collectives, nonblocking 1-to-n
 # and n-to-1; the rows of docs/accuracy.md (8 ranks, tick grid)
-ISSUE16 = ["gather", "issend", "nonblocking_rooted"]
+ISSUE16 = ["gather", "issend", "nonblocking_rooted", "mprobe"]
 
 
 def fitted_accuracy(sim):

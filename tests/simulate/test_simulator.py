@@ -13,6 +13,7 @@ from compensate.model import (
     COLL_END,
     COLLECTIVE_OP_NAMES,
     KIND_CODE,
+    PROBE,
     RECV,
     SEND,
     Trace,
@@ -70,7 +71,8 @@ def check_happened_before(trace: Trace) -> None:
             k = int(ev.kind[i])
             if k in SENDS:
                 sends[(me, int(ev.peer[i]), int(ev.comm[i]), int(ev.tag[i]))].append(ev.time[i])
-            elif k in RECVS:
+            elif k in RECVS or (k == PROBE and ev.size_recv[i] >= 0):
+                # a matched probe (MPI_Mprobe) takes the message: it, too, is after the send
                 recvs[(int(ev.peer[i]), me, int(ev.comm[i]), int(ev.tag[i]))].append(ev.time[i])
             elif k == COLL_BEGIN:
                 begins[loc].append(ev.time[i])

@@ -136,3 +136,17 @@ def test_nonblocking_bcast_member_completes_before_the_root_request():
         bad = broken(bad, 1, i, t)
     v = verify(bad, m)
     assert v.collectives == 1 and v.order == 0
+
+
+@pytest.mark.parametrize("name,recv", [("r5_mrecv", 4), ("r5_imrecv", 7)])
+def test_matched_receive_before_its_send(name, recv):
+    """An MpiMrecv / MpiImrecv is its message's receive record (issue 16): moved (with
+    the records before it) to before the send (location 0, record 1), it is a violation."""
+    trace = read_text(str(CASES / f"{name}.trace"))
+    m = match(trace)
+    send_t = int(trace.events[0].time[1])
+    bad = trace
+    for i in range(recv + 1):
+        bad = broken(bad, 1, i, send_t - 10)
+    v = verify(bad, m)
+    assert v.messages == 1 and f"record {recv}: receive not" in v.examples[0]

@@ -23,12 +23,16 @@ from compensate.model import (
     COLL_END,
     COLUMNS,
     ENTER,
+    IMRECV,
+    IMRECV_REQUEST,
     IRECV,
     ISEND,
     KIND_CODE,
     LEAVE,
+    MRECV,
     NBC_COMPLETE,
     NONE,
+    PROBE,
     RECV,
     REQUEST_KINDS,
     SEND,
@@ -83,6 +87,12 @@ FIELDS: dict[int, tuple] = {
     ISEND: _P2P_SEND + _REQUEST,
     IRECV: _P2P_RECV + _REQUEST,
     NBC_COMPLETE: _COLL + _REQUEST,
+    # matched probes: the message id in ``size_recv`` (undefined: -1), see model.PROBE
+    PROBE: (("peer", "sender", _u32), ("comm", "communicator", _ref), ("tag", "tag", _u32),
+            ("size_recv", "message_id", _u64)),
+    MRECV: (("size_recv", "message_id", _u64), ("size", "msg_length", _u64)),
+    IMRECV_REQUEST: (("size_recv", "message_id", _u64), ("request", "request_id", _u64)),
+    IMRECV: (("request", "request_id", _u64), ("size", "msg_length", _u64)),
 }
 for _k in REQUEST_KINDS:
     FIELDS.setdefault(_k, _REQUEST)

@@ -22,7 +22,18 @@ from typing import Any
 import _otf2
 import otf2.events as oev
 
-from compensate.model import COLL_BEGIN, ENTER, LEAVE, RECV, SEND
+from compensate.model import (
+    COLL_BEGIN,
+    ENTER,
+    IMRECV,
+    IMRECV_REQUEST,
+    LEAVE,
+    MRECV,
+    NONE,
+    PROBE,
+    RECV,
+    SEND,
+)
 
 __all__ = ["write_records"]
 
@@ -101,3 +112,26 @@ def write_records(writer: Any, ew: Any, payloads: list[Any], times: list[int],
         ew._location._number_of_events_written += direct
         writer._update_timestamps(times[0])
         writer._update_timestamps(times[-1])
+
+
+#: Matched-probe kinds, built from the columns by :func:`matched_event`.
+MATCHED_KINDS = frozenset({PROBE, MRECV, IMRECV_REQUEST, IMRECV})
+
+
+def matched_event(reg: Any, cols: dict[str, list[int]], i: int, kind: int) -> Any:
+    """The otf2 event of matched-probe record ``i`` (a text trace's): the message id
+    is in ``size_recv``, the length in ``size``, the request id in ``request``
+    (model.PROBE); -1 becomes OTF2's undefined value."""
+    def u(name: str, undefined: int = 0xFFFFFFFFFFFFFFFF) -> int:
+        v = cols[name][i]
+        return undefined if v == NONE or v < 0 else int(v)
+
+    t = cols["time"][i]
+    if kind == PROBE:
+        return oev.MpiProbe(t, u("peer", 0xFFFFFFFF), reg.comms[cols["comm"][i]],
+                            u("tag", 0xFFFFFFFF), u("size_recv"))
+    if kind == MRECV:
+        return oev.MpiMrecv(t, u("size_recv"), u("size"))
+    if kind == IMRECV_REQUEST:
+        return oev.MpiImrecvRequest(t, u("size_recv"), u("request"))
+    return oev.MpiImrecv(t, u("request"), u("size"))

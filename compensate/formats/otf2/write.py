@@ -51,7 +51,7 @@ from compensate.formats.otf2.library import (
     Otf2Archive,
     _library_call,
 )
-from compensate.formats.otf2.records import write_records
+from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, write_records
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -367,8 +367,8 @@ def _exit_status(value: Any) -> int:
 
 def _event_from_columns(reg: DefinitionRegistry, cols: dict[str, list[int]], i: int,
                         kind: int, payload: Any) -> Any:
-    """Build an otf2 event object for record ``i`` from the columns (text traces);
-    None for a kind that cannot be built without an OTF2 payload."""
+    """The otf2 event of record ``i`` built from the columns (text traces); None
+    for a kind that cannot be built without an OTF2 payload."""
     t = cols["time"][i]
     fields = payload if isinstance(payload, dict) else {}
     if kind == ENTER or kind == LEAVE:
@@ -417,7 +417,7 @@ def _event_from_columns(reg: DefinitionRegistry, cols: dict[str, list[int]], i: 
             t, CollectiveOp(op), reg.comms[cols["comm"][i]],
             _undef(cols["peer"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
             _undef(cols["size_recv"][i], _UINT64_UNDEF), request)
-    return None
+    return matched_event(reg, cols, i, kind) if kind in MATCHED_KINDS else None
 
 
 def _check_location_times(ev: Events, path: str, loc: int, base: int = 0,

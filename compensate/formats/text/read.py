@@ -60,12 +60,15 @@ from compensate.model import (
     COLUMNS,
     CPU_THREAD,
     ENTER,
+    IMRECV,
+    IMRECV_REQUEST,
     ISEND,
     KIND_CODE,
     KIND_NAMES,
     LEAVE,
     LOCATION_GROUP_TYPES,
     LOCATION_TYPES,
+    MRECV,
     NONE,
     PROCESS,
     RECV,
@@ -134,6 +137,10 @@ class _Reader:
             "MpiRequestCancelled": self._request_record,
             "NonBlockingCollectiveRequest": self._request_record,
             "NonBlockingCollectiveComplete": self._nbc_complete,
+            "MpiProbe": self._probe,
+            "MpiMrecv": self._matched_record,
+            "MpiImrecvRequest": self._matched_record,
+            "MpiImrecv": self._matched_record,
             "MpiCollectiveBegin": self._coll_begin,
             "MpiCollectiveEnd": self._coll_end,
             "BufferFlush": self._buffer_flush,
@@ -500,6 +507,37 @@ class _Reader:
                               0, _INT64_MAX)
         self.no_more(fields, kname, f"{peer_key}= comm= tag= bytes= {extra}".strip())
         return (t, kind, NONE, peer, comm, tag, size, NONE, NONE), None
+
+    def _probe(self, kname: str, kind: int, t: int,
+               fields: dict[str, str]) -> tuple[tuple, Any]:
+        """MpiProbe: the message id in ``size_recv`` (-1: a probe that takes no message)."""
+        comm = self.comm_ref(self.need(fields, "comm", kname, "<comm id>"))
+        peer = self.rank(self.need(fields, "sender", kname, "<rank in comm>"), "sender rank",
+                         comm)
+        tag = self.int_value(self.need(fields, "tag", kname, "<tag>"), "tag",
+                             _INT64_MIN, _INT64_MAX)
+        message = self.int_value(self.need(fields, "message", kname, "<message id or -1>"),
+                                 "message id", NONE, _INT64_MAX)
+        self.no_more(fields, kname, "sender= comm= tag= message=")
+        return (t, kind, NONE, peer, comm, tag, NONE, message, NONE, NONE), None
+
+    def _matched_record(self, kname: str, kind: int, t: int,
+                        fields: dict[str, str]) -> tuple[tuple, Any]:
+        """MpiMrecv (message= bytes=), MpiImrecvRequest (message= request=), MpiImrecv
+        (request= bytes=): message id -> ``size_recv``, bytes -> ``size``."""
+        keys = {MRECV: ("message", "bytes"), IMRECV_REQUEST: ("message", "request"),
+                IMRECV: ("request", "bytes")}[kind]
+        message = size = request = NONE
+        if "message" in keys:
+            message = self.int_value(self.need(fields, "message", kname, "<message id>"),
+                                     "message id", NONE, _INT64_MAX)
+        if "request" in keys:
+            request = self._request_id(fields, kname)
+        if "bytes" in keys:
+            size = self.int_value(self.need(fields, "bytes", kname, "<message bytes>"),
+                                  "bytes", 0, _INT64_MAX)
+        self.no_more(fields, kname, " ".join(f"{k}=" for k in keys))
+        return (t, kind, NONE, NONE, NONE, NONE, size, message, NONE, request), None
 
     def _coll_begin(self, kname: str, kind: int, t: int,
                     fields: dict[str, str]) -> tuple[tuple, Any]:

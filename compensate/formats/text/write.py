@@ -32,6 +32,8 @@ from compensate.model import (
     COLUMNS,
     CPU_THREAD,
     ENTER,
+    IMRECV,
+    IMRECV_REQUEST,
     IRECV,
     IRECV_REQUEST,
     ISEND,
@@ -39,8 +41,10 @@ from compensate.model import (
     KIND_NAMES,
     LEAVE,
     MEASUREMENT_ONOFF,
+    MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
+    PROBE,
     PROCESS,
     PROGRAM_BEGIN,
     PROGRAM_END,
@@ -119,6 +123,14 @@ class _Formatter:
         if kind in (ISEND_COMPLETE, IRECV_REQUEST, REQUEST_TEST, REQUEST_CANCELLED,
                     NBC_REQUEST):
             return f"request={request}"
+        if kind == PROBE:
+            return f"sender={peer} comm={comm} tag={tag} message={size_recv}"
+        if kind == MRECV:
+            return f"message={size_recv} bytes={size}"
+        if kind == IMRECV_REQUEST:
+            return f"message={size_recv} request={request}"
+        if kind == IMRECV:
+            return f"request={request} bytes={size}"
         if kind == COLL_END or kind == NBC_COMPLETE:
             root = "-" if peer < 0 else peer
             text = (f"op={COLLECTIVE_OP_NAMES.get(op, op)} comm={comm} root={root} "

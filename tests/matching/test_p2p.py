@@ -1,0 +1,58 @@
+"""Matched probes in point-to-point matching (compensate.matching.p2p)."""
+
+import pytest
+
+from compensate.formats.text import read_text
+from compensate.matching import match
+from compensate.model import TraceError
+
+HEAD = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=1
+region 1 "MPI_Mprobe"
+comm 0 "MPI_COMM_WORLD" 0,1
+events
+"""
+
+
+def _match(tmp_path, body):
+    path = tmp_path / "t.trace"
+    path.write_text(HEAD + body)
+    return match(read_text(str(path)))
+
+
+def test_matched_probe_takes_its_place_in_the_non_overtaking_order(tmp_path):
+    # the Mprobe (record 0) comes before the MpiRecv (1): it takes the first send,
+    # and the MpiMrecv (3) that names its message is that message's receive record
+    m = _match(tmp_path, """10 0 MpiSend receiver=1 comm=0 tag=7 bytes=1
+20 0 MpiSend receiver=1 comm=0 tag=7 bytes=2
+30 1 MpiProbe sender=0 comm=0 tag=7 message=9
+40 1 MpiRecv sender=0 comm=0 tag=7 bytes=2
+45 1 MpiProbe sender=0 comm=0 tag=7 message=-1
+50 1 MpiMrecv message=9 bytes=1
+""")
+    got = sorted((x.send_idx, x.recv_idx, x.nonblocking_recv) for x in m.messages)
+    assert got == [(0, 3, False), (1, 1, False)]
+
+
+def test_imrecv_is_a_nonblocking_receive_posted_at_its_request(tmp_path):
+    m = _match(tmp_path, """10 0 MpiSend receiver=1 comm=0 tag=7 bytes=1
+30 1 MpiProbe sender=0 comm=0 tag=7 message=9
+40 1 MpiImrecvRequest message=9 request=4
+50 1 MpiImrecv request=4 bytes=1
+""")
+    (x,) = m.messages
+    assert (x.send_idx, x.recv_idx, x.nonblocking_recv, x.recv_post_idx) == (0, 2, True, 1)
+
+
+@pytest.mark.parametrize("body,problem", [
+    ("50 1 MpiMrecv message=9 bytes=1\n", "MpiMrecv of message 9 without the MpiProbe"),
+    ("50 1 MpiImrecv request=4 bytes=1\n", "MpiImrecv of request 4 without its"),
+    ("30 1 MpiProbe sender=0 comm=0 tag=7 message=-1\n50 1 MpiMrecv message=-1 bytes=1\n",
+     "MpiMrecv of message -1 without"),
+])
+def test_receive_of_an_unknown_message_is_a_one_line_error(tmp_path, body, problem):
+    with pytest.raises(TraceError, match=problem) as e:
+        _match(tmp_path, body)
+    assert "location 1" in str(e.value) and "\n" not in str(e.value)
