@@ -75,6 +75,9 @@ from compensate.model import (
 from compensate.platform import Platform
 from compensate.verify import Verification, verify
 
+_THREAD_OPEN = (KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"], KIND_CODE["ThreadEnd"])
+_THREAD_CLOSE = (KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["ThreadWait"])
+
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
 
@@ -170,8 +173,10 @@ class _Cutter:
     # (matching needs the send call's Leave) + open collective calls + open requests
     def _steps(self, loc: int, ev: Events) -> None:
         k, t = ev.kind, ev.time
-        plus = (k == SEND) | (k == ISEND) | (k == COLL_BEGIN)
-        minus = (k == RECV) | (k == IRECV) | (k == COLL_END)
+        # (thread synchronisation: a parallel region is open from its fork to its
+        # join, a Pthread from its create to its begin and from its end to its wait)
+        plus = (k == SEND) | (k == ISEND) | (k == COLL_BEGIN) | np.isin(k, _THREAD_OPEN)
+        minus = (k == RECV) | (k == IRECV) | (k == COLL_END) | np.isin(k, _THREAD_CLOSE)
         times = [t[plus], t[minus]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64)]
         opened, closed = self._send_call_ends(loc, ev)

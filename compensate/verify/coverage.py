@@ -11,7 +11,8 @@ GPU stream and its launch). The summary lists those records by kind, so that
 Three groups of record kinds:
 
 * :data:`DEPENDENT`: kinds a dependency rule times and an invariant checks
-  (messages, requests, collectives); a Metric sample on a METRIC location is
+  (messages, requests, collectives, thread fork/join, locks and create/join on
+  CPU threads); a Metric sample on a METRIC location is
   mapped through its process's time function and checked against it too;
 * :data:`LOCAL`: kinds that are local by nature (call structure, tracer
   records, program begin/end, parameters, CPU-side metrics, calling context):
@@ -31,7 +32,10 @@ from compensate.model import KIND_CODE, KIND_NAMES, METRIC, Trace
 DEPENDENT = frozenset(KIND_CODE[k] for k in (
     "MpiSend", "MpiRecv", "MpiIsend", "MpiIsendComplete", "MpiIrecvRequest", "MpiIrecv",
     "MpiRequestTest", "MpiRequestCancelled", "MpiCollectiveBegin", "MpiCollectiveEnd",
-    "NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete"))
+    "NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete",
+    # thread synchronisation (compensate.matching.threads, verify.checks._verify_threads)
+    "ThreadFork", "ThreadJoin", "ThreadTeamBegin", "ThreadTeamEnd", "ThreadAcquireLock",
+    "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait"))
 
 #: Record kinds that depend on nothing outside their own location.
 LOCAL = frozenset(KIND_CODE[k] for k in (

@@ -65,7 +65,9 @@ def test_every_branch_has_a_case():
                      "r5_ssend_sender_late", "r5_eager_limit", "r5_sendrecv", "r5_gather",
                      "r5_scan", "r5_ibarrier", "r5_ibarrier_waited", "r5_cancelled_self",
                      # issue 16: handle collectives, nonblocking 1-to-n and n-to-1
-                     "r5_handles", "r5_ibcast", "r5_igather"):
+                     "r5_handles", "r5_ibcast", "r5_igather",
+                     # issue 17: thread fork/join and locks
+                     "r8_fork_join", "r8_lock"):
         assert required in names
 
 
@@ -92,7 +94,10 @@ def test_case(path, bound, exit_):
     deps = matching.counts()
     for name, value in stats.items():
         if name.startswith("dep:"):
-            assert deps[name[4:]] == value, f"{path.name}: {name}"
+            got = deps
+            for part in name[4:].split("."):  # nested counts: threads.fork
+                got = got[part]
+            assert got == value, f"{path.name}: {name}"
     for loc, want in stops.items():
         ev = result.trace.events[loc]
         assert ev.size[ev.kind == BUFFER_FLUSH].tolist() == want
