@@ -78,6 +78,9 @@ from compensate.model import (
 from compensate.platform import Platform
 from compensate.verify import Verification, verify
 
+_THREAD_OPEN = (KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"], KIND_CODE["ThreadEnd"])
+_THREAD_CLOSE = (KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["ThreadWait"])
+
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
 
@@ -174,11 +177,15 @@ class _Cutter:
     def _steps(self, loc: int, ev: Events) -> None:
         k, t = ev.kind, ev.time
         # a matched probe opens (+1) what its MpiMrecv / MpiImrecv closes (-1 more
-        # than the message itself): no cut between a probe and its receive
+        # than the message itself): no cut between a probe and its receive; thread
+        # synchronisation: a parallel region is open from its fork to its join, a
+        # Pthread from its create to its begin and from its end to its wait
         took = (k == PROBE) & (ev.size_recv >= 0)
-        plus = (k == SEND) | (k == ISEND) | (k == COLL_BEGIN) | took
+        plus = ((k == SEND) | (k == ISEND) | (k == COLL_BEGIN) | took
+                | np.isin(k, _THREAD_OPEN))
         matched = (k == MRECV) | (k == IMRECV)
-        minus = (k == RECV) | (k == IRECV) | (k == COLL_END) | matched
+        minus = ((k == RECV) | (k == IRECV) | (k == COLL_END) | matched
+                 | np.isin(k, _THREAD_CLOSE))
         times = [t[plus], t[minus], t[matched]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
                   -np.ones(int(matched.sum()), np.int64)]

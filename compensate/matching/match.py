@@ -32,6 +32,7 @@ from compensate.matching.collectives import (
     collective_class,
 )
 from compensate.matching.p2p import Message, MessageTable, match_p2p
+from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
@@ -58,6 +59,8 @@ class Matching:
 
     table: MessageTable = field(default_factory=MessageTable.empty)
     instances: list[Instance] = field(default_factory=list)
+    #: thread synchronisation: fork/join, locks, create/join (:mod:`.threads`)
+    threads: ThreadDeps = field(default_factory=ThreadDeps)
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
@@ -95,6 +98,7 @@ class Matching:
             "cancelled_requests": self.cancelled_requests,
             "collectives": dict(sorted(by_cls.items())),
             "unknown_collective_ops": self.unknown_ops,
+            "threads": self.threads.counts(),
             "nesting": {"leaves_out_of_order": self.leaves_out_of_order,
                         "leaves_without_enter": self.leaves_without_enter},
         }
@@ -442,10 +446,17 @@ def match_messages(trace: Trace, structure: dict, posting: dict, eager_limit: in
     result.table, result.unmatched_sends = match_p2p(trace, structure, posting, eager_limit)
 
 
+def match_thread_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
+                       result: Matching) -> None:
+    """Thread synchronisation (OpenMP fork/join and locks, Pthreads create/join):
+    :func:`compensate.matching.threads.match_threads`."""
+    result.threads = match_threads(trace)
+
+
 #: What :func:`match` links, one matcher per family of records, each filling its
 #: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
 #: handler in :mod:`compensate.engine.kinds`).
-MATCHERS = (match_messages, match_collectives)
+MATCHERS = (match_messages, match_collectives, match_thread_syncs)
 
 
 def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:

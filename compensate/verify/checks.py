@@ -22,6 +22,7 @@ class Verification:
     order: int = 0  # records earlier than their predecessor on the same location
     messages: int = 0  # receives not strictly after their send
     collectives: int = 0  # collective exits before an enter they depend on
+    threads: int = 0  # thread records not strictly after a record they wait for
     metrics: int = 0  # METRIC samples outside their reference records (needs measured)
     examples: list[str] = field(default_factory=list)
     #: records no dependency rule looked at, by kind (:mod:`compensate.verify.coverage`)
@@ -29,7 +30,7 @@ class Verification:
 
     @property
     def violations(self) -> int:
-        return self.order + self.messages + self.collectives + self.metrics
+        return self.order + self.messages + self.collectives + self.threads + self.metrics
 
     @property
     def ok(self) -> bool:
@@ -42,6 +43,7 @@ class Verification:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "violations": self.violations, "order": self.order,
                 "messages": self.messages, "collectives": self.collectives,
+                "threads": self.threads,
                 "metrics": self.metrics, "examples": self.examples[:10],
                 "covers": COVERS,
                 "carried_local_only": dict(sorted(self.carried_local_only.items())),
@@ -50,7 +52,8 @@ class Verification:
 
 #: What "verified" checks (``Verification.to_dict()["covers"]``).
 COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
-          "collectives", "nonblocking collectives", "METRIC samples against their process"]
+          "collectives", "nonblocking collectives", "thread fork/join, locks and create/join",
+          "METRIC samples against their process"]
 
 
 def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
@@ -159,6 +162,22 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
                  f"{ids[table.recv_li[j]]}, record {int(table.recv_post_idx[j])})")
 
 
+def _verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
+    """Every thread record that waits for another thread (a team member's
+    ThreadTeamBegin for its fork, the master's ThreadJoin for each member's
+    ThreadTeamEnd, a ThreadAcquireLock for the release before it in acquisition
+    order, a ThreadBegin for its ThreadCreate, a ThreadWait for its ThreadEnd) is
+    strictly after it."""
+    for sync in matching.threads.syncs:
+        loc, i = sync.recv
+        t = trace.events[loc].time[i]
+        for s_loc, s in sync.sends:
+            if t <= trace.events[s_loc].time[s]:
+                v.threads += 1
+                _note(v, f"location {loc}, record {i}: thread {sync.kind} not after "
+                         f"location {s_loc}, record {s}")
+
+
 def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
     """Each METRIC sample stays between its reference thread's records: at or after
     the approximated time of the last reference record measured at or before it,
@@ -186,4 +205,4 @@ def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
 
 #: One check per dependency family, each independent of how the engine computed the
 #: times (a new dependency kind adds its invariant here).
-CHECKS = (_verify_order, _verify_messages, _verify_collectives)
+CHECKS = (_verify_order, _verify_messages, _verify_collectives, _verify_threads)

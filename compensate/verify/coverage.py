@@ -11,7 +11,8 @@ GPU stream and its launch). The summary lists those records by kind, so that
 Three groups of record kinds:
 
 * :data:`DEPENDENT`: kinds a dependency rule times and an invariant checks
-  (messages, requests, collectives); a Metric sample on a METRIC location is
+  (messages, requests, collectives, thread fork/join, locks and create/join on
+  CPU threads); a Metric sample on a METRIC location is
   mapped through its process's time function and checked against it too;
 * :data:`LOCAL`: kinds that are local by nature (call structure, tracer
   records, program begin/end, parameters, CPU-side metrics, calling context):
@@ -35,7 +36,10 @@ DEPENDENT = frozenset(KIND_CODE[k] for k in (
     # matched-probe receives: the message's receive record (MpiMrecv, or MpiImrecv
     # completing the MpiImrecvRequest that posted it); the probe itself is not yet
     # a dependency and stays listed as carried local only
-    "MpiMrecv", "MpiImrecvRequest", "MpiImrecv"))
+    "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
+    # thread synchronisation (compensate.matching.threads, verify.checks._verify_threads)
+    "ThreadFork", "ThreadJoin", "ThreadTeamBegin", "ThreadTeamEnd", "ThreadAcquireLock",
+    "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait"))
 
 #: Record kinds that depend on nothing outside their own location.
 LOCAL = frozenset(KIND_CODE[k] for k in (

@@ -67,7 +67,9 @@ def test_every_branch_has_a_case():
                      # issue 16: handle collectives, nonblocking 1-to-n and n-to-1
                      "r5_handles", "r5_ibcast", "r5_igather",
                      # issue 16: matched probes (Mprobe + Mrecv, Improbe + Imrecv)
-                     "r5_mrecv", "r5_imrecv"):
+                     "r5_mrecv", "r5_imrecv",
+                     # issue 17: thread fork/join and locks
+                     "r8_fork_join", "r8_lock"):
         assert required in names
 
 
@@ -94,7 +96,10 @@ def test_case(path, bound, exit_):
     deps = matching.counts()
     for name, value in stats.items():
         if name.startswith("dep:"):
-            assert deps[name[4:]] == value, f"{path.name}: {name}"
+            got = deps
+            for part in name[4:].split("."):  # nested counts: threads.fork
+                got = got[part]
+            assert got == value, f"{path.name}: {name}"
     for loc, want in stops.items():
         ev = result.trace.events[loc]
         assert ev.size[ev.kind == BUFFER_FLUSH].tolist() == want

@@ -24,7 +24,11 @@ from ..conftest import CASES, ROOT
 
 # r1_same_timestamp holds a Metric record, which a text trace cannot turn into OTF2
 # (no metric definitions in the text format; refusal tested below with the PAPI archive)
-TEXT_FILES = [p for p in sorted(CASES.glob("*.trace")) if p.stem != "r1_same_timestamp"]
+# (the r8_* thread cases hold carried thread records, which the OTF2 writer cannot
+# build from text fields yet: it refuses them with a one-line error, see
+# test_thread_records_from_text_are_refused_for_otf2)
+TEXT_FILES = [p for p in sorted(CASES.glob("*.trace"))
+              if p.stem != "r1_same_timestamp" and not p.stem.startswith("r8_")]
 TEXT_FILES.append(ROOT / "examples" / "pingpong.trace")
 
 
@@ -34,6 +38,12 @@ def same_records(a, b):
         eb = b.events[loc]
         for name, _ in COLUMNS:
             assert np.array_equal(getattr(ea, name), getattr(eb, name)), (loc, name)
+
+
+def test_thread_records_from_text_are_refused_for_otf2(tmp_path):
+    from compensate.model import TraceError
+    with pytest.raises(TraceError, match="cannot write record kind ThreadAcquireLock to OTF2"):
+        write_otf2(read_text(str(CASES / "r8_lock.trace")), str(tmp_path / "a" / "traces.otf2"))
 
 
 @pytest.mark.parametrize("path", TEXT_FILES, ids=lambda p: p.stem)

@@ -15,14 +15,19 @@ from compensate.matching.collectives import (
     SCAN,
     collective_class,
 )
-from compensate.matching.match import MATCHERS, match_collectives, match_messages
+from compensate.matching.match import (
+    MATCHERS,
+    match_collectives,
+    match_messages,
+    match_thread_syncs,
+)
 from compensate.model import COLLECTIVE_OPS
 
 from ..conftest import CASES
 
 
 def test_matchers_table():
-    assert MATCHERS == (match_messages, match_collectives)
+    assert MATCHERS == (match_messages, match_collectives, match_thread_syncs)
 
 
 @pytest.mark.parametrize("op,cls", [("BARRIER", N_TO_N), ("ALLREDUCE", N_TO_N),

@@ -28,7 +28,27 @@ def test_measured_cases_verify(path):
 
 def test_one_check_per_family():
     assert [c.__name__ for c in CHECKS] == ["_verify_order", "_verify_messages",
-                                            "_verify_collectives"]
+                                            "_verify_collectives", "_verify_threads"]
+
+
+@pytest.mark.parametrize("loc,idx,time,what", [
+    (1, 0, 1100, "fork"),  # the worker's TeamBegin at its fork's time
+    (0, 4, 1999, "join"),  # the master's Join before the worker's TeamEnd
+])
+def test_thread_fork_and_join(loc, idx, time, what):
+    trace = read_text(str(CASES / "r8_fork_join.trace"))
+    m = match(trace)
+    v = verify(broken(trace, loc, idx, time), m)
+    assert v.threads == 1 and v.violations == 1
+    assert f"location {loc}, record {idx}: thread {what}" in v.examples[0]
+
+
+def test_thread_lock():
+    trace = read_text(str(CASES / "r8_lock.trace"))
+    m = match(trace)
+    v = verify(broken(trace, 1, 1, 1300), m)  # acquired at the previous release
+    assert v.threads == 1
+    assert "thread lock not after location 0, record 2" in v.examples[0]
 
 
 def test_order_within_a_location():

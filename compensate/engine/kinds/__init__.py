@@ -13,6 +13,8 @@ new row below, plus its invariant in :mod:`compensate.verify`.
   :class:`~compensate.matching.MessageTable`), by protocol.
 * :data:`COLLECTIVE_KINDS`: collective instances, by class (the operation table
   :data:`compensate.matching.COLLECTIVE_CLASSES`) and whether they are nonblocking.
+* :data:`SYNC_KINDS`: other families of dependencies, one builder each over what
+  its matcher found (thread synchronisation: :mod:`compensate.matching.threads`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from compensate.engine.kinds import (
     p2p,
     scan,
     synchronous,
+    threads,
 )
 from compensate.matching import Instance, Matching, MessageTable
 from compensate.matching.collectives import (
@@ -82,6 +85,11 @@ COLLECTIVE_KINDS: dict[tuple[str, bool], CollectiveBuilder] = {
     (FREE, True): handles.build_nonblocking,
 }
 
+#: family -> (what matching found for it, rule builder); applied after the collectives.
+SYNC_KINDS: dict[str, tuple[Callable[[Matching], object], Callable]] = {
+    "threads": (lambda m: m.threads, threads.build_all),
+}
+
 
 def rules_of(graph: Graph, matching: Matching) -> dict[tuple[int, int], list]:
     """Every dependent record's pending rules, ``{(location position, record):
@@ -104,4 +112,6 @@ def rules_of(graph: Graph, matching: Matching) -> dict[tuple[int, int], list]:
         lis = [graph.pos_of[loc] for loc in inst.locs]
         COLLECTIVE_KINDS[(inst.cls, inst.nonblocking)](graph, inst, lis, dep_rules)
         graph.stats.collective_instances += 1
+    for found, build in SYNC_KINDS.values():
+        build(graph, found(matching), dep_rules)
     return dep_rules

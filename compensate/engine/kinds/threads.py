@@ -1,0 +1,97 @@
+"""Thread synchronisation (R8, docs/compensation.md "Threads"): OpenMP fork ->
+team begin, team end -> join, lock release -> next acquisition, Pthreads create
+-> begin and end -> wait. Each is R2 for a zero-byte message (``Cs = 0``) from
+the sender records to the waiting record, within one process.
+
+With ``s`` a sender record, ``r`` the waiting record, ``p`` the record before
+``r`` and the observed latency ``δ = max(0, r_m - s_m - O(s))``:
+
+* the waiter was there first (``p_m + O(p) <= s_m + O(s)``, or ``r`` opens its
+  location: a thread that did not exist waited for its fork or create): the
+  interval after the sender's record is all hand-over latency, observed (R2 m.1):
+  ``r_a = max(p_a, s_a + δ)``;
+* the waiter came later: the latency is not observed, only bounded (R2 m.2), and
+  the gap before ``r`` was the waiter's own work: ``r_a = max(local_a, s_a + L)``
+  with ``L = 0`` (lower bound), ``L = δ`` (upper bound), or under ``--bound
+  fitted`` the least latency the trace shows for this kind of dependency where it
+  was observed, clamped into ``[0, δ]``;
+* always ``r_a >= s_a + 1 tick``.
+
+A join waits for several team ends: only the last to arrive can have been
+observed (as the root of an n-to-1, R5); the value is the latest over the
+senders.
+
+Matching: :mod:`compensate.matching.threads`. Verified by
+:func:`compensate.verify.checks._verify_threads`.
+"""
+
+from __future__ import annotations
+
+from compensate.engine.graph import Graph
+from compensate.engine.pending import Pending
+from compensate.engine.rules import TICK, Context, Need, Ref, Rule, at
+from compensate.matching.threads import DEP_KINDS, ThreadDeps
+
+
+class ThreadWait(Rule):
+    """R8: a waiting thread record after the records it waits for (module docstring)."""
+
+    __slots__ = ("sends", "waited", "delta", "fit", "first")
+
+    def __init__(self, sends: list[Ref], waited: list[bool], delta: list[float],
+                 fit: float, first: bool, needs: list[Need]) -> None:
+        self.sends, self.waited, self.delta, self.fit = sends, waited, delta, fit
+        self.first, self.needs = first, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        if self.first:  # no record before: the thread only waited
+            prev_a = float("-inf")
+        best = float("-inf")
+        for s, waited, delta in zip(self.sends, self.waited, self.delta, strict=True):
+            send_a = at(A, s)
+            if waited:
+                t = max(prev_a, send_a + delta)
+            else:
+                if ctx.bound == "lower":
+                    lat = 0.0
+                elif ctx.bound == "upper":
+                    lat = delta
+                else:
+                    lat = min(self.fit, delta)
+                t = max(local, send_a + lat)
+            best = max(best, t, send_a + TICK)
+        return best
+
+
+def _inputs(graph: Graph, li: int, idx: int, senders: list[tuple[int, int]]
+            ) -> tuple[list[bool], list[float]]:
+    """Per sender: whether the waiter was there first, and the observed latency δ."""
+    tm, ovh = graph.tm, graph.kind_ovh
+    r = graph.g(li, idx)
+    ready = tm[r - 1] + ovh(r - 1) if idx > 0 else float("-inf")
+    free = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s)) for s_li, s in senders]
+    last = max(range(len(senders)), key=free.__getitem__)
+    waited = [ready <= free[j] and j == last for j in range(len(senders))]
+    delta = [max(0.0, float(tm[r] - f)) for f in free]
+    return waited, delta
+
+
+def build_all(graph: Graph, deps: ThreadDeps, dep_rules: dict) -> None:
+    """One :class:`ThreadWait` rule per waiting record (a record that also has
+    another rule keeps both: the later value wins)."""
+    prepared = []
+    fit = {k: float("inf") for k in DEP_KINDS}
+    for sync in deps.syncs:
+        li = graph.pos_of[sync.recv[0]]
+        senders = [(graph.pos_of[loc], i) for loc, i in sync.sends]
+        waited, delta = _inputs(graph, li, sync.recv[1], senders)
+        for w, d in zip(waited, delta, strict=True):
+            if w and sync.recv[1] > 0:
+                fit[sync.kind] = min(fit[sync.kind], d)
+        prepared.append((sync, li, senders, waited, delta))
+    for sync, li, senders, waited, delta in prepared:
+        lmin = fit[sync.kind] if fit[sync.kind] != float("inf") else 0.0
+        dep_rules.setdefault((li, sync.recv[1]), []).append(Pending(
+            ThreadWait, ([("ref", s_li, s) for s_li, s in senders], waited, delta, lmin,
+                         sync.recv[1] == 0),
+            senders))

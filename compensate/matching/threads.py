@@ -1,0 +1,224 @@
+"""Thread synchronisation: the records one CPU thread waits for on another
+(docs/compensation.md, "Threads"; issue #17).
+
+Each dependency is a :class:`ThreadSync`: a record on one location (the
+*waiter*) that cannot happen before one or more records on other locations of
+the same process (the *senders*), like a zero-byte message:
+
+* ``fork``: OpenMP ThreadFork of the master -> each other member's
+  ThreadTeamBegin. The team is the ThreadTeamBegin's thread-team communicator
+  (its members are the team's locations); the k-th ThreadTeamBegin of every
+  member on that communicator is team instance k; its master is the member whose
+  ThreadTeamBegin follows a ThreadFork on its own location (the fork it made).
+* ``join``: each other member's ThreadTeamEnd of that instance -> the master's
+  ThreadJoin (the first one after the master's ThreadTeamEnd).
+* ``lock``: ThreadReleaseLock of acquisition ``k - 1`` -> ThreadAcquireLock of
+  acquisition ``k`` of the same lock (model, lock id) within one process
+  (OpenMP locks and critical sections, Pthread mutexes alike).
+* ``create``: ThreadCreate -> the ThreadBegin with the same thread contingent and
+  sequence count; ``end``: ThreadEnd -> the ThreadWait with the same pair
+  (Pthreads: create/join).
+
+Dependencies within one location are ordered by the location itself and left
+out. The fields are read from the records' payloads (an OTF2 event object, or
+the fields of a ``.trace`` line: :func:`field_of`); thread records are few, so
+this is off the hot path. A record whose partner is missing (a trace cut short,
+a stream segment) is left local and counted in :attr:`ThreadDeps.unmatched`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from compensate.model import KIND_CODE, Trace, TraceError
+
+FORK, JOIN = KIND_CODE["ThreadFork"], KIND_CODE["ThreadJoin"]
+TEAM_BEGIN, TEAM_END = KIND_CODE["ThreadTeamBegin"], KIND_CODE["ThreadTeamEnd"]
+ACQUIRE, RELEASE = KIND_CODE["ThreadAcquireLock"], KIND_CODE["ThreadReleaseLock"]
+CREATE, BEGIN = KIND_CODE["ThreadCreate"], KIND_CODE["ThreadBegin"]
+END, WAIT = KIND_CODE["ThreadEnd"], KIND_CODE["ThreadWait"]
+THREAD_KINDS = (FORK, JOIN, TEAM_BEGIN, TEAM_END, ACQUIRE, RELEASE, CREATE, BEGIN, END, WAIT)
+
+#: dependency kinds, in the order of :attr:`ThreadDeps.counts`
+DEP_KINDS = ("fork", "join", "lock", "create", "end")
+
+
+@dataclass
+class ThreadSync:
+    """One waiting record and the records it waits for: ``recv`` and ``sends`` are
+    ``(location id, record index)``; ``kind`` one of :data:`DEP_KINDS`."""
+
+    kind: str
+    recv: tuple[int, int]
+    sends: list[tuple[int, int]]
+
+
+@dataclass
+class ThreadDeps:
+    """Every thread dependency of a trace, and how many records had no partner."""
+
+    syncs: list[ThreadSync] = field(default_factory=list)
+    unmatched: int = 0
+
+    def counts(self) -> dict:
+        out = {k: 0 for k in DEP_KINDS}
+        for s in self.syncs:
+            out[s.kind] += 1
+        out["unmatched"] = self.unmatched
+        return out
+
+
+def field_of(payload: Any, name: str) -> Any:
+    """Field ``name`` of a thread record: from an OTF2 event object (a definition
+    as its reference number, an enum by name) or a ``.trace`` field dict (``name``
+    or ``name_ref``; numbers as ints). None if absent."""
+    if isinstance(payload, dict):
+        v = payload.get(name, payload.get(name + "_ref"))
+        if isinstance(v, str):
+            try:
+                return int(v)
+            except ValueError:
+                return v.upper()
+        return v
+    v = getattr(payload, name, None)
+    if v is None:
+        return None
+    if hasattr(v, "_ref"):
+        return int(v._ref)
+    names = getattr(type(v), "_names", None)  # an OTF2 enum (``_otf2`` EnumBase)
+    if isinstance(names, dict) and getattr(v, "value", None) in names:
+        return str(names[v.value]).upper()
+    if isinstance(getattr(v, "name", None), str):  # a Python enum
+        return v.name.upper()
+    return int(v) if isinstance(v, (int, np.integer)) else v
+
+
+def _need(trace: Trace, loc: int, i: int, name: str) -> Any:
+    v = field_of(trace.events[loc].payload[i], name)
+    if v is None:
+        kind = trace.events[loc].kind[i]
+        from compensate.model import KIND_NAMES
+        raise TraceError(f"{KIND_NAMES[kind]} without its {name} field",
+                         source=trace.source, location=loc, index=i)
+    return v
+
+
+def match_threads(trace: Trace) -> ThreadDeps:
+    """The thread dependencies of ``trace`` (module docstring)."""
+    deps = ThreadDeps()
+    defs = trace.definitions
+    # per location, its thread records in order
+    recs = {loc: np.flatnonzero(np.isin(ev.kind, THREAD_KINDS)).tolist()
+            for loc, ev in trace.events.items()}
+    recs = {loc: r for loc, r in recs.items() if r}
+    if not recs:
+        return deps
+    _fork_join(trace, recs, deps)
+    _locks(trace, recs, deps, defs.process_of)
+    _create_end(trace, recs, deps)
+    return deps
+
+
+def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
+    # (comm, location) -> [(TeamBegin, TeamEnd, fork or -1, join or -1)] in order
+    teams: dict[int, dict[int, list[list[int]]]] = defaultdict(lambda: defaultdict(list))
+    for loc, idx in recs.items():
+        ev = trace.events[loc]
+        fork = -1  # a ThreadFork not yet followed by its team's begin
+        open_: list[list[int]] = []  # teams entered, innermost last
+        wants_join: list[list[int]] = []
+        for i in idx:
+            k = int(ev.kind[i])
+            if k == FORK:
+                fork = i
+            elif k == TEAM_BEGIN:
+                comm = _need(trace, loc, i, "thread_team")
+                entry = [i, -1, fork, -1]
+                fork = -1
+                teams[comm][loc].append(entry)
+                open_.append(entry)
+            elif k == TEAM_END:
+                if open_:
+                    entry = open_.pop()
+                    entry[1] = i
+                    if entry[2] >= 0:
+                        wants_join.append(entry)
+            elif k == JOIN and wants_join:
+                wants_join.pop()[3] = i
+    for per_loc in teams.values():
+        counts = {len(v) for v in per_loc.values()}
+        if len(counts) != 1:  # members disagree on the number of team instances
+            deps.unmatched += sum(len(v) for v in per_loc.values())
+            continue
+        for k in range(counts.pop()):
+            members = {loc: v[k] for loc, v in per_loc.items()}
+            masters = [loc for loc, e in members.items() if e[2] >= 0]
+            if len(masters) != 1:
+                deps.unmatched += len(members) - 1
+                continue
+            m = masters[0]
+            fork, join = members[m][2], members[m][3]
+            others = [loc for loc in members if loc != m]
+            for loc in others:
+                deps.syncs.append(ThreadSync("fork", (loc, members[loc][0]), [(m, fork)]))
+            ends = [(loc, members[loc][1]) for loc in others if members[loc][1] >= 0]
+            if join >= 0 and ends:
+                deps.syncs.append(ThreadSync("join", (m, join), ends))
+            elif others:
+                deps.unmatched += 1
+
+
+def _locks(trace: Trace, recs: dict, deps: ThreadDeps, process_of) -> None:
+    releases: dict[tuple, tuple[int, int]] = {}
+    acquires: list[tuple[tuple, int, int]] = []
+    for loc, idx in recs.items():
+        ev = trace.events[loc]
+        proc = process_of(loc)
+        for i in idx:
+            k = int(ev.kind[i])
+            if k not in (ACQUIRE, RELEASE):
+                continue
+            key = (proc, _need(trace, loc, i, "model"), _need(trace, loc, i, "lock_id"))
+            order = int(_need(trace, loc, i, "acquisition_order"))
+            if k == RELEASE:
+                releases[key + (order,)] = (loc, i)
+            else:
+                acquires.append((key + (order - 1,), loc, i))
+    for key, loc, i in acquires:
+        rel = releases.get(key)
+        if rel is None:
+            deps.unmatched += int(key[-1] >= 1)  # the first acquisition waits for nobody
+        elif rel[0] != loc:
+            deps.syncs.append(ThreadSync("lock", (loc, i), [rel]))
+
+
+def _create_end(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
+    senders: dict[tuple, tuple[int, int]] = {}
+    waiters: list[tuple[tuple, int, int]] = []
+    pair = {BEGIN: CREATE, WAIT: END}
+    for loc, idx in recs.items():
+        ev = trace.events[loc]
+        for i in idx:
+            k = int(ev.kind[i])
+            if k not in (CREATE, BEGIN, END, WAIT):
+                continue
+            key = (_need(trace, loc, i, "thread_contingent"),
+                   int(_need(trace, loc, i, "sequence_count")))
+            if k in pair:
+                waiters.append(((pair[k],) + key, loc, i))
+            else:
+                senders[(k,) + key] = (loc, i)
+    for key, loc, i in waiters:
+        s = senders.get(key)
+        if s is None:
+            deps.unmatched += 1
+        elif s[0] != loc:
+            deps.syncs.append(ThreadSync("create" if key[0] == CREATE else "end",
+                                         (loc, i), [s]))
+
+
+__all__ = ["DEP_KINDS", "ThreadDeps", "ThreadSync", "field_of", "match_threads"]

@@ -1,0 +1,76 @@
+"""Matching of thread synchronisation (compensate/matching/threads.py): teams by
+their thread-team communicator, the master by its fork, locks by acquisition
+order within a process, Pthreads create/join by contingent and sequence count."""
+
+import pytest
+
+from compensate.formats.otf2 import read_otf2
+from compensate.formats.text import read_text
+from compensate.matching import match
+from compensate.matching.threads import field_of
+from compensate.model import TraceError
+
+from ..conftest import CASES, TRACES
+
+
+def _trace(tmp_path, events, locs=((0, 0), (1, 0)), comm="comm 0 \"team\" 0,1"):
+    text = ["compensate-trace 1", "timer_resolution 1000000000"]
+    text += [f"location {a} group={g}" for a, g in locs]
+    text += [comm, "events", *events]
+    p = tmp_path / "t.trace"
+    p.write_text("\n".join(text) + "\n")
+    return read_text(str(p))
+
+
+def test_fork_join_case():
+    m = match(read_text(str(CASES / "r8_fork_join.trace")))
+    assert [(s.kind, s.recv, s.sends) for s in m.threads.syncs] == [
+        ("fork", (1, 0), [(0, 1)]), ("join", (0, 4), [(1, 1)])]
+
+
+def test_lock_order_and_scope(tmp_path):
+    """Acquisition k waits for release k-1 of the same lock in the same process; the
+    same lock id in another process is another lock."""
+    ev = ["100 0 ThreadAcquireLock model=OPENMP lock_id=3 acquisition_order=1",
+          "200 0 ThreadReleaseLock model=OPENMP lock_id=3 acquisition_order=1",
+          "150 2 ThreadAcquireLock model=OPENMP lock_id=3 acquisition_order=1",
+          "250 2 ThreadReleaseLock model=OPENMP lock_id=3 acquisition_order=1",
+          "300 1 ThreadAcquireLock model=OPENMP lock_id=3 acquisition_order=2",
+          "400 1 ThreadReleaseLock model=OPENMP lock_id=3 acquisition_order=2"]
+    m = match(_trace(tmp_path, ev, locs=((0, 0), (1, 0), (2, 9))))
+    assert [(s.kind, s.recv, s.sends) for s in m.threads.syncs] == [
+        ("lock", (1, 0), [(0, 1)])]
+
+
+def test_pthread_create_and_join(tmp_path):
+    ev = ["100 0 ThreadCreate thread_contingent=0 sequence_count=1",
+          "150 1 ThreadBegin thread_contingent=0 sequence_count=1",
+          "250 1 ThreadEnd thread_contingent=0 sequence_count=1",
+          "300 0 ThreadWait thread_contingent=0 sequence_count=1"]
+    m = match(_trace(tmp_path, ev))
+    assert sorted((s.kind, s.recv, s.sends) for s in m.threads.syncs) == [
+        ("create", (1, 0), [(0, 0)]), ("end", (0, 1), [(1, 1)])]
+
+
+def test_missing_field_is_a_one_line_error(tmp_path):
+    ev = ["100 0 ThreadTeamBegin"]
+    with pytest.raises(TraceError, match=r"location 0, record 0: ThreadTeamBegin without its "
+                                         r"thread_team field"):
+        match(_trace(tmp_path, ev))
+
+
+def test_real_archive_teams():
+    """jacobi-mpi-openmp-cuda: two ranks with two OpenMP threads each; every parallel
+    region's worker begins after its master's fork, the master joins after the
+    worker's end; 40 lock acquisitions, of which the 34 not first on their lock in
+    their process and not after a release by the same thread wait for another."""
+    t = read_otf2(str(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2"))
+    m = match(t)
+    assert m.counts()["threads"] == {"fork": 49, "join": 49, "lock": 34, "create": 0,
+                                     "end": 0, "unmatched": 0}
+    ev = t.events
+    for s in m.threads.syncs:
+        assert all(t.definitions.process_of(loc) == t.definitions.process_of(s.recv[0])
+                   for loc, _ in s.sends)
+        assert all(ev[s.recv[0]].time[s.recv[1]] >= ev[loc].time[i] for loc, i in s.sends)
+    assert field_of(ev[0].payload[198], "model") == "OPENMP"
