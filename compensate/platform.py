@@ -29,6 +29,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -337,7 +338,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)?\s*$")
-_UNIT = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+#: Decimal exponent of each unit: the value is scaled in decimal and rounded once,
+#: so that "100ns" is exactly the float 1e-7 (100 * 1e-9 is 1.0000000000000001e-07,
+#: which made a platform given as --overhead 100ns differ from one with 1e-7).
+_UNIT = {None: 0, "s": 0, "ms": -3, "us": -6, "µs": -6, "ns": -9}
 
 
 def parse_duration(text: str) -> float:
@@ -345,4 +349,4 @@ def parse_duration(text: str) -> float:
     m = _DURATION.match(str(text))
     if not m:
         raise PlatformError(f"cannot parse duration {text!r} (examples: 250ns, 1.5us, 2e-6)")
-    return float(m.group(1)) * _UNIT[m.group(2)]
+    return float(Decimal(m.group(1)).scaleb(_UNIT[m.group(2)]))

@@ -156,7 +156,7 @@ def test_platform_as_path_as_platform_and_overhead_as_string():
         assert r.summary["approximated_span_s"] == by_path.summary["approximated_span_s"]
     # overhead as seconds or as a duration: the same
     a = c.compensate(t, overhead="250ns")
-    b = c.compensate(t, overhead=250 * 1e-9)  # as parse_duration computes it
+    b = c.compensate(t, overhead=250e-9)  # the nearest float, as parse_duration gives
     assert a.summary["platform"] == b.summary["platform"]
     assert a.summary["platform"]["event_overhead"] == pytest.approx(250e-9)
     assert a.summary["platform"]["copy_time"] == []

@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compensate.model import KIND_NAMES
-from compensate.platform import SCHEMA_PATH, Platform, PlatformError, first_problem, schema
+from compensate.platform import (
+    SCHEMA_PATH,
+    Platform,
+    PlatformError,
+    first_problem,
+    parse_duration,
+    schema,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"event_overhead": 1e-6, "copy_time": [{"bytes": 64, "seconds": 1.6e-8},
@@ -179,3 +186,25 @@ def test_valid_files_from_sorted_tables_load(sizes, overhead, shuffle):
     assert_agree(data)
     if sorted(sizes) == [e["bytes"] for e in table]:
         assert Platform.from_dict(data).copy_time(sizes[0]) == pytest.approx(sizes[0] * 1e-10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**9), st.sampled_from([("ns", "e-9"), ("us", "e-6"), ("µs", "e-6"),
+                                               ("ms", "e-3"), ("s", ""), ("", "")]),
+       st.sampled_from(["", ".5", ".25", ".125"]))
+def test_durations_are_the_nearest_float_of_their_decimal_value(n, unit, frac):
+    # "100ns" must be the float 1e-7, not 100 * 1e-9 = 1.0000000000000001e-07: the
+    # command's --overhead 100ns and a platform file's 1e-7 must compensate alike
+    text, exponent = f"{n}{frac}", unit[1]
+    assert parse_duration(f"{text}{unit[0]}") == float(f"{text}{exponent or 'e0'}")
+
+
+def test_overhead_given_as_a_duration_equals_the_same_number(tmp_path):
+    from compensate.cli import main
+    case = Path(__file__).parent / "cases" / "r2_m1_a1.trace"
+    for i, overhead in enumerate(("100ns", "1e-7")):
+        assert main([str(case), str(tmp_path / f"o{i}.trace"), "--overhead", overhead,
+                     "--quiet", "--summary", str(tmp_path / f"s{i}.json")]) == 0
+    assert (tmp_path / "o0.trace").read_bytes() == (tmp_path / "o1.trace").read_bytes()
+    s0, s1 = (json.loads((tmp_path / f"s{i}.json").read_text()) for i in (0, 1))
+    assert s0["overcompensated_records"] == s1["overcompensated_records"] == 0
