@@ -118,6 +118,7 @@ def handling() -> Iterator[None]:
         for s, h in previous.items():
             signal.signal(s, h)
         _active, _hook, _undoable = False, None, False
+        _received, _defer, _committed = None, 0, False
 
 
 def received() -> int | None:
@@ -128,7 +129,7 @@ def received() -> int | None:
 
 def check() -> None:
     """Raise :class:`Interrupted` if a signal has been received (and swallowed)."""
-    if _received is not None and not _committed:
+    if _received is not None and not _committed and _active:
         raise Interrupted(_received)
 
 
@@ -266,4 +267,6 @@ def _trigger(name: str) -> None:
         t.daemon = True
         t.start()
     else:
-        os.kill(os.getpid(), sig)
+        # to this thread, and the handler has run when it returns (os.kill may be
+        # delivered to another thread, e.g. a BLAS worker, and handled later)
+        signal.raise_signal(sig)
