@@ -223,6 +223,10 @@ def _run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None)
                 code = body()
             except KeyboardInterrupt as exc:
                 code, fallback = None, getattr(exc, "signum", signal.SIGINT)
+            except BaseException:
+                if _received is None:
+                    raise
+                code = None  # an error the interrupt caused (e.g. inside an import)
             if _received is None:
                 _committed = True  # done: a signal from now on comes after the command
         except KeyboardInterrupt as exc:  # the first signal, just after body returned

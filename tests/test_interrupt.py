@@ -95,6 +95,18 @@ def test_run_never_returns_0_after_a_swallowed_interrupt(capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_run_reports_an_error_an_interrupt_caused(capsys):
+    def body():
+        with interrupt.shielded():
+            _kill()
+        raise ImportError("PyCapsule_Import could not import module")  # as numpy does
+
+    assert interrupt.run("prog", body) == 130
+    assert capsys.readouterr().err == "prog: interrupted by SIGINT; nothing written\n"
+    with pytest.raises(ImportError):  # without a signal it is the error it is
+        interrupt.run("prog", lambda: __import__("no_such_module_here"))
+
+
 def test_run_is_reentrant_and_cleans_up(capsys):
     cleaned = []
 
