@@ -118,6 +118,7 @@ def handling() -> Iterator[None]:
         for s, h in previous.items():
             signal.signal(s, h)
         _active, _hook, _undoable = False, None, False
+        _received, _defer, _committed = None, 0, False
 
 
 def received() -> int | None:
@@ -224,6 +225,10 @@ def _run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None)
                 code = body()
             except KeyboardInterrupt as exc:
                 code, fallback = None, getattr(exc, "signum", signal.SIGINT)
+            except BaseException:
+                if _received is None:
+                    raise
+                code = None  # an error the interrupt caused (e.g. inside an import)
             if _received is None:
                 _committed = True  # done: a signal from now on comes after the command
         except KeyboardInterrupt as exc:  # the first signal, just after body returned
@@ -268,4 +273,6 @@ def _trigger(name: str) -> None:
         t.daemon = True
         t.start()
     else:
-        os.kill(os.getpid(), sig)
+        # to this thread, and the handler has run when it returns (os.kill may be
+        # delivered to another thread, e.g. a BLAS worker, and handled later)
+        signal.raise_signal(sig)

@@ -4,7 +4,6 @@ tests/cli/test_interrupt.py)."""
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
@@ -14,10 +13,8 @@ from compensate.interrupt import Interrupted
 
 
 def _kill(sig: int = signal.SIGINT) -> None:
-    os.kill(os.getpid(), sig)
-    # the Python-level handler runs at the next bytecode boundary
-    for _ in range(3):
-        pass
+    # to this thread; the Python-level handler has run when raise_signal returns
+    signal.raise_signal(sig)
 
 
 def test_outside_handling_everything_is_a_no_op():
@@ -59,6 +56,8 @@ def test_shielded_cleanup_is_not_cut_short_and_a_second_signal_only_records():
             steps.append("shielded")
         assert interrupt.received() == signal.SIGINT  # the first one counts
     assert steps == ["cleanup ran on", "shielded"]
+    assert interrupt.received() is None  # the next run starts afresh
+    interrupt.check()
 
 
 def test_commit_point_raises_before_and_ignores_after():
@@ -96,6 +95,18 @@ def test_run_never_returns_0_after_a_swallowed_interrupt(capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_run_reports_an_error_an_interrupt_caused(capsys):
+    def body():
+        with interrupt.shielded():
+            _kill()
+        raise ImportError("PyCapsule_Import could not import module")  # as numpy does
+
+    assert interrupt.run("prog", body) == 130
+    assert capsys.readouterr().err == "prog: interrupted by SIGINT; nothing written\n"
+    with pytest.raises(ImportError):  # without a signal it is the error it is
+        interrupt.run("prog", lambda: __import__("no_such_module_here"))
+
+
 def test_run_is_reentrant_and_cleans_up(capsys):
     cleaned = []
 
@@ -127,8 +138,6 @@ def test_hook(monkeypatch):
         interrupt.checkpoint("elsewhere")
         with pytest.raises(Interrupted) as exc:
             interrupt.checkpoint("here")
-            for _ in range(3):
-                pass
         assert exc.value.signum == signal.SIGTERM
 
 

@@ -20,7 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     prog = f"compensate {args[0]}" if args and args[0] in ("report", "export") else "compensate"
 
     def body() -> int:
-        from compensate.cli.compensate import main as command_main
+        # extension modules' initialisation can turn a KeyboardInterrupt into an
+        # ImportError: during the imports a signal is only recorded
+        with interrupt.deferred("import"):
+            from compensate.cli.compensate import main as command_main
         return command_main(argv)
 
     return interrupt.run(prog, body)

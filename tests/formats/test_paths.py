@@ -67,7 +67,7 @@ def test_no_commit_after_an_interrupt(tmp_path):
     summary.write_text("{}")
     with interrupt.handling():
         with interrupt.shielded():  # as if swallowed by C code
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
         with pytest.raises(interrupt.Interrupted):
             out.commit(before=summary.commit)
     out.discard()
