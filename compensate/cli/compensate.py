@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ import numpy as np
 import compensate.interrupt as interrupt
 from compensate import __version__
 from compensate.api import build_summary, resolve_platform, run_pipeline
+from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
 from compensate.engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions
 from compensate.formats import (
     AtomicFile,
@@ -35,12 +35,10 @@ from compensate.formats import (
     write_trace,
 )
 from compensate.gcpause import gc_paused
-from compensate.model import TraceError
-from compensate.platform import Platform, PlatformError
+from compensate.platform import Platform
 from compensate.progress import Progress
 
-EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_VERIFY = 0, 1, 2, 3, 4
-EXIT_OVERCOMPENSATED = 5
+EXIT_VERIFY, EXIT_OVERCOMPENSATED = 4, 5
 
 PLATFORM_HINT = ("give --platform FILE.json (write one with `calibrate`, or by hand: "
                  '{"event_overhead": 1e-6, "copy_time": [{"bytes": 1024, "seconds": 1e-7}]}) '
@@ -479,23 +477,12 @@ def _main(argv: list[str] | None) -> int:
     except (KeyboardInterrupt, SystemExit):  # SystemExit: --help, --version
         raise
     except BaseException as exc:  # noqa: BLE001 - one line, never a traceback
-        interrupt.check()  # an error an interrupt caused is reported as the interrupt
         if isinstance(exc, _Usage):
+            interrupt.check()  # an error an interrupt caused is reported as the interrupt
             print(f"compensate: error: {exc}" + (f"\n{USAGE}" if exc.synopsis else ""),
                   file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(exc, (TraceError, PlatformError, OutputError)):
-            print(f"compensate: error: {exc}", file=sys.stderr)
-            return EXIT_INPUT
-        if isinstance(exc, OSError):  # e.g. the input cannot be opened
-            where = f"{exc.filename}: " if exc.filename else ""
-            print(f"compensate: error: {where}{exc.strerror or exc}", file=sys.stderr)
-            return EXIT_INPUT
-        if os.environ.get("COMPENSATE_DEBUG") or not isinstance(exc, Exception):
-            raise
-        print(f"compensate: internal error: {type(exc).__name__}: {exc} "
-              f"(set COMPENSATE_DEBUG=1 for a traceback; please report it)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return failure_status("compensate", exc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -33,10 +32,10 @@ from compensate.analysis import (
     breakdown,
     compare,
 )
+from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
 from compensate.formats import AtomicFile, OutputError, read_trace, trace_format
 from compensate.model import Trace, TraceError
 
-EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 SCHEMA_ID = "compensate-report/1"
 
 USAGE = {
@@ -407,19 +406,8 @@ def _main(argv: list[str]) -> int:
     except (KeyboardInterrupt, SystemExit):  # interrupt.run reports; --help
         raise
     except BaseException as exc:  # noqa: BLE001 - one line, never a traceback
-        interrupt.check()  # an error an interrupt caused is reported as the interrupt
         if isinstance(exc, _Usage):
+            interrupt.check()  # an error an interrupt caused is reported as the interrupt
             print(f"compensate {command}: error: {exc}\n{USAGE[command]}", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(exc, (TraceError, OutputError)):
-            print(f"compensate {command}: error: {exc}", file=sys.stderr)
-            return EXIT_INPUT
-        if isinstance(exc, OSError):
-            where = f"{exc.filename}: " if exc.filename else ""
-            print(f"compensate {command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
-            return EXIT_INPUT
-        if os.environ.get("COMPENSATE_DEBUG") or not isinstance(exc, Exception):
-            raise
-        print(f"compensate {command}: internal error: {type(exc).__name__}: {exc} "
-              f"(set COMPENSATE_DEBUG=1 for a traceback; please report it)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return failure_status(f"compensate {command}", exc)

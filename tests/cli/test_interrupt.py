@@ -178,6 +178,15 @@ def test_interrupt_at_a_time(results, case):
     if not r["sent"]:  # the run ended before its moment: then it must have succeeded
         assert r["code"] == 0 and r["out"].exists(), r["stderr"]
         return
+    sig = getattr(signal, "SIG" + r["signal"])
+    if r["code"] == -sig:
+        # the signal came while the interpreter was still starting, before the first
+        # line of ours could install a handler (on a loaded machine 10 % of a short run
+        # can be that early): the process ended by the signal itself, as any program
+        # does then — not exit 0, nothing opened, nothing written, no traceback
+        assert r["stderr"] == "" and not r["out"].exists()
+        assert sorted(os.listdir(r["work"])) == []
+        return
     _assert_interrupted(r)
 
 
