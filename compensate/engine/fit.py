@@ -278,7 +278,7 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     posted_first = ~sync | (after[base_r + np.where(sync, post, 0)] <= after[send])
     last = _last_of_groups(group, after[send] + copy, size)
     keep = overlapped & waited & posted_first & last
-    net = tm[recv] - after[send] - copy - cs  # after[send] = send_m + O(MpiSend)
+    net = tm[recv] - after[send] - (copy + cs)  # after[send] = send_m + O(MpiSend)
     return Observations(size[keep].astype(np.int64), net[keep] / res,
                         p2p=int(np.count_nonzero(keep & (is_p2p >= 1))),
                         collective=int(np.count_nonzero(keep & (is_p2p == 0))))
