@@ -8,11 +8,15 @@ from compensate.model import (
     COLL_END,
     COLLECTIVE_OPS,
     ENTER,
+    IMRECV,
+    IMRECV_REQUEST,
     ISEND,
     ISEND_COMPLETE,
     LEAVE,
+    MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
+    PROBE,
     RECV,
     SEND,
     Comm,
@@ -24,7 +28,8 @@ from compensate.model import (
 
 REGIONS = {1: "MPI_Send", 2: "MPI_Recv", 3: "work", 4: "MPI_Allreduce", 5: "MPI_Bcast",
            6: "MPI_Reduce", 7: "MPI_Issend", 8: "MPI_Wait", 9: "MPI_Comm_dup",
-           10: "MPI_Comm_free", 11: "MPI_Ibcast", 12: "MPI_Igather"}
+           10: "MPI_Comm_free", 11: "MPI_Ibcast", 12: "MPI_Igather", 13: "MPI_Mprobe",
+           14: "MPI_Mrecv", 15: "MPI_Improbe", 16: "MPI_Imrecv", 17: "MPI_Ssend"}
 OPS = [("ALLREDUCE", 4), ("BCAST", 5), ("REDUCE", 6), ("BARRIER", 4)]
 
 
@@ -32,7 +37,8 @@ def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False) -> T
     """``draw_int(lo, hi)`` supplies every random choice (hypothesis or random).
     ``extended`` adds the kinds of issue 16: MPI_Issend completed in MPI_Wait, handle
     collectives (a synchronising MPI_Comm_dup, an MPI_Comm_free that may be local),
-    MPI_Ibcast and MPI_Igather completed in MPI_Wait."""
+    MPI_Ibcast and MPI_Igather completed in MPI_Wait, MPI_Send or MPI_Ssend received by
+    a matched probe (MPI_Mprobe + MPI_Mrecv, or MPI_Improbe + MPI_Imrecv + MPI_Wait)."""
     t = [draw_int(0, 1000) for _ in range(n_locs)]
     b = [RowBuilder() for _ in range(n_locs)]
     req = [0] * n_locs
@@ -41,7 +47,7 @@ def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False) -> T
         return draw_int(1, 3000)
 
     for _ in range(steps):
-        what = draw_int(0, 7 if extended else 3)
+        what = draw_int(0, 8 if extended else 3)
         if what >= 4:
             _extended_step(what, draw_int, gap, t, b, req, n_locs)
             continue
@@ -132,6 +138,50 @@ def _extended_step(what, draw_int, gap, t, b, req, n_locs) -> None:
             t[loc] += gap()
             b[loc].add(t[loc], LEAVE, region=region)
             t[loc] += gap()
+    elif what == 8:  # matched probe: the probe waits for the message, the receive copies
+        s = draw_int(0, n_locs - 1)
+        r = (s + draw_int(1, n_locs - 1)) % n_locs
+        size, tag = draw_int(0, 1 << 20), draw_int(0, 2)
+        sync, nonblocking = draw_int(0, 1) == 1, draw_int(0, 1) == 1
+        b[s].add(t[s], ENTER, region=17 if sync else 1)
+        t[s] += gap()
+        ts = t[s]
+        b[s].add(ts, SEND, peer=r, comm=0, tag=tag, size=size)
+        t[s] += gap()
+        req[r] += 1
+        message = req[r]
+        b[r].add(t[r], ENTER, region=15 if nonblocking else 13)
+        t[r] = max(t[r] + gap(), ts + gap())
+        b[r].add(t[r], PROBE, peer=s, comm=0, tag=tag, size_recv=message)
+        t[r] += gap()
+        b[r].add(t[r], LEAVE, region=15 if nonblocking else 13)
+        t[r] += gap()
+        if nonblocking:
+            req[r] += 1
+            b[r].add(t[r], ENTER, region=16)
+            t[r] += gap()
+            post = t[r]
+            b[r].add(t[r], IMRECV_REQUEST, size_recv=message, request=req[r])
+            t[r] += gap()
+            b[r].add(t[r], LEAVE, region=16)
+            t[r] += gap()
+            b[r].add(t[r], ENTER, region=8)
+            t[r] += gap()
+            b[r].add(t[r], IMRECV, request=req[r], size=size)
+            t[r] += gap()
+            b[r].add(t[r], LEAVE, region=8)
+        else:
+            post = t[r]
+            b[r].add(t[r], ENTER, region=14)
+            t[r] += gap()
+            b[r].add(t[r], MRECV, size_recv=message, size=size)
+            t[r] += gap()
+            b[r].add(t[r], LEAVE, region=14)
+        t[r] += gap()
+        # a synchronous send ends after the receive was posted
+        t[s] = max(t[s], post + gap()) if sync else t[s]
+        b[s].add(t[s], LEAVE, region=17 if sync else 1)
+        t[s] += gap()
     else:  # nonblocking Ibcast / Igather, completed in MPI_Wait
         name, region = ("BCAST", 11) if draw_int(0, 1) == 0 else ("GATHER", 12)
         root = draw_int(0, n_locs - 1)

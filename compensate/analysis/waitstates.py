@@ -108,7 +108,8 @@ def wait_states(trace: Trace, matching: Matching | None = None, *,
         known_sync = np.fromiter((x.synchronous for x in msgs), bool, n)
         # where a nonblocking receive was posted (its MpiIrecvRequest), if recorded
         post = np.fromiter((x.recv_post_idx if x.nonblocking_recv and x.recv_post_idx >= 0
-                            and x.recv_post_idx != x.recv_idx else -1 for x in msgs), np.int64, n)
+                            and x.recv_post_idx != x.recv_idx and not x.no_recv_copy else -1
+                            for x in msgs), np.int64, n)
         s_e, s_x, r_e, r_x, r_post = (np.zeros(n, np.int64) for _ in range(5))
         s_region = np.full(n, -1, dtype=np.int64)
         r_call = np.full(n, -1, dtype=np.int64)

@@ -125,7 +125,8 @@ class NetworkFit:
 def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     """Every message that may reveal its transfer, one row each: (send_loc,
     send_idx, send_exit_idx, recv_loc, recv_enter_idx, recv_idx, size, is_p2p,
-    sync_post_idx, group).
+    sync_post_idx, group). ``is_p2p``: 0 collective, 1 point-to-point, 2
+    point-to-point taken by a matched probe (the receive record copies nothing in).
 
     Point-to-point messages between two locations; per non-root member of a 1-to-n
     collective the message from the root's begin (request) to the member's end
@@ -139,7 +140,7 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     only if the receive was posted first.
     """
     rows = [(m.send_loc, m.send_idx, m.send_exit_idx, m.recv_loc, m.recv_enter_idx,
-             m.recv_idx, m.size, 1,
+             m.recv_idx, m.size, 2 if getattr(m, "no_recv_copy", False) else 1,
              getattr(m, "recv_post_idx", -1) if getattr(m, "synchronous", False) else -1, -1)
             for m in matching.messages if m.send_loc != m.recv_loc]
     group = 0
@@ -269,16 +270,17 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     base_r = np.array([col.offsets[x] for x in r_loc], dtype=np.int64)
     send, send_exit = base_s + s_idx, base_s + s_exit
     recv, enter, before = base_r + r_idx, base_r + r_enter, base_r + r_idx - 1
-    cs = np.asarray(platform.copy_time(size), dtype=np.float64) * res
+    copy = np.asarray(platform.copy_time(size), dtype=np.float64) * res
+    cs = np.where(is_p2p == 2, 0.0, copy)  # a matched probe copies nothing in
     overlapped = (tm[enter] <= tm[send_exit]) | (is_p2p == 0)  # see the module docstring
     waited = message_was_late(tm[recv], cs, free[before], tm[before])
     sync = post >= 0
     posted_first = ~sync | (after[base_r + np.where(sync, post, 0)] <= after[send])
-    last = _last_of_groups(group, after[send] + cs, size)
+    last = _last_of_groups(group, after[send] + copy, size)
     keep = overlapped & waited & posted_first & last
-    net = tm[recv] - after[send] - 2.0 * cs  # after[send] = send_m + O(MpiSend)
+    net = tm[recv] - after[send] - (copy + cs)  # after[send] = send_m + O(MpiSend)
     return Observations(size[keep].astype(np.int64), net[keep] / res,
-                        p2p=int(np.count_nonzero(keep & (is_p2p == 1))),
+                        p2p=int(np.count_nonzero(keep & (is_p2p >= 1))),
                         collective=int(np.count_nonzero(keep & (is_p2p == 0))))
 
 

@@ -276,8 +276,9 @@ class Graph:
         """Per-anchor inputs of the fast-path receives (message rows ``fast`` at
         anchors ``anchors``), as flat typed arrays the engine indexes by anchor:
         send anchor and offset, enter anchor (-1: none) and offset, enter time if
-        none, copy of a preceding send, copy cost, bound constant (2·C(s)·s for the
-        lower bound, the observed interval for the upper), observed interval,
+        none, copy of a preceding send, receive copy cost, bound constant (for the
+        lower bound the least transfer ``lo``: 2·C(s)·s for a receive, C(s)·s for a
+        matched probe; for the upper the observed interval), observed interval,
         overlapped, and the message's table row (to name it in an error).
         ``array.array`` rather than lists: no Python object per value to build."""
         m = self.m
@@ -299,7 +300,7 @@ class Graph:
             cols["extra"][anchors] = m.extra[fast]
             cs = m.cs[fast]
             cols["cs"][anchors] = cs
-            cols["bound_c"][anchors] = 2.0 * cs if self.bound == "lower" else m.observed[fast]
+            cols["bound_c"][anchors] = m.lo[fast] if self.bound == "lower" else m.observed[fast]
             cols["observed"][anchors] = m.observed[fast]
             overlapped[anchors] = m.overlapped[fast]
         for name, values in cols.items():
@@ -344,8 +345,8 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
         z = np.zeros(0)
         zi = np.zeros(0, dtype=np.int64)
         return _MessageInputs(send_li=zi, send_idx=zi, recv_li=zi, recv_idx=zi, enter_idx=zi,
-                              size=zi, cs=z, enter_const=z, observed=z, overlapped=zi.astype(bool),
-                              extra=z)
+                              size=zi, cs=z, lo=z, enter_const=z, observed=z,
+                              overlapped=zi.astype(bool), extra=z)
     sg = off[t.send_li] + t.send_idx
     rg = off[t.recv_li] + t.recv_idx
     xg = off[t.send_li] + t.send_exit_idx
@@ -353,7 +354,11 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
     has_enter = enter_idx >= 0
     eg = off[t.recv_li] + np.where(has_enter, enter_idx, 0)
     send_m, recv_m = tm[sg], tm[rg]
-    cs = graph.copy_many(t.size)
+    copy = graph.copy_many(t.size)
+    # the receive copy (none where the receive record is a matched probe) and the least
+    # transfer: the send's copy out plus the receive copy
+    cs = np.where(t.no_recv_copy, 0.0, copy)
+    lo = copy + cs
     enter_m = np.where(has_enter, tm[eg], recv_m)
     observed = recv_m - send_m - graph.ovh[graph.kind[sg]]
     overlapped = enter_m <= tm[xg]
@@ -364,7 +369,7 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
     prev_rows = np.flatnonzero(has_prev)[is_send]
     extra[prev_rows] = graph.copy_many(graph.size[pg[is_send]])
     return _MessageInputs(send_li=t.send_li, send_idx=t.send_idx, recv_li=t.recv_li,
-                          recv_idx=t.recv_idx, enter_idx=enter_idx, size=t.size, cs=cs,
+                          recv_idx=t.recv_idx, enter_idx=enter_idx, size=t.size, cs=cs, lo=lo,
                           enter_const=recv_m - cs, observed=observed, overlapped=overlapped,
                           extra=extra)
 

@@ -21,7 +21,7 @@ class PendingRecv:
     def __init__(self, *, send: tuple[int, int], enter: tuple[int, int] | None,
                  enter_const: float, cs: float, observed: float, overlapped: bool, extra: float,
                  has_prev: bool, size: int, recv: tuple[int, int], fitted: bool,
-                 one_of_many: bool = False) -> None:
+                 one_of_many: bool = False, lo: float | None = None) -> None:
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -44,7 +44,8 @@ class PendingRecv:
         return RecvParams(
             send=graph.ref(*self.send),
             enter=graph.ref(*self.enter) if self.enter is not None else None,
-            enter_const=self.enter_const, cs=self.cs, observed=self.observed,
+            enter_const=self.enter_const, cs=self.cs,
+            lo=2.0 * self.cs if self.lo is None else self.lo, observed=self.observed,
             overlapped=overlapped, receiver_late=late, message_late=message_late, extra=self.extra,
             has_prev=self.has_prev, size=self.size)
 

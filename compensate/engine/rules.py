@@ -50,13 +50,16 @@ class RecvParams:
     location: then it starts at ``enter_const = recv_m - cs``); ``extra`` is the
     buffer copy of the receiver's previous record if that was a send in the same
     call (MPI_Sendrecv); ``has_prev`` whether the receive has a previous record.
-    ``overlapped`` already folds in the fitted bound's receiver-was-late test
+    ``cs`` is the receive copy (0 where the receive record is a matched probe), ``lo``
+    the least transfer (send copy + receive copy: 2·C(s)·s for a receive, C(s)·s for
+    a probe). ``overlapped`` already folds in the fitted bound's receiver-was-late test
     (``receiver_late``)."""
 
     send: Ref
     enter: Ref | None
     enter_const: float
     cs: float
+    lo: float
     observed: float
     overlapped: bool
     receiver_late: bool
@@ -84,14 +87,14 @@ def recv_time(p: RecvParams, A: list, prev_a: float, ctx: Context) -> float:
     else:  # m.2: bounds only (eq. 8-10)
         comm_min = (ready - send_a) + cs
         if ctx.bound == "lower":
-            comm = max(2.0 * cs, comm_min)
+            comm = max(p.lo, comm_min)
             cases["m2_lower"] += 1
         elif ctx.bound == "upper":
             comm = max(observed, comm_min)
             cases["m2_upper"] += 1
         else:  # fitted (R2f): the modelled transfer, clamped into [lower, upper]
-            lo, hi = max(2.0 * cs, comm_min), max(observed, comm_min)
-            fit = 2.0 * cs + ctx.network_ticks(p.size)
+            lo, hi = max(p.lo, comm_min), max(observed, comm_min)
+            fit = p.lo + ctx.network_ticks(p.size)
             comm = min(max(fit, lo), hi)
             cases["m2_fitted"] += 1
             cases["m2_fitted_clamped"] += int(comm != fit)

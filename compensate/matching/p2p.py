@@ -3,8 +3,9 @@
 Per (sender, receiver, communicator, tag) the k-th MpiSend/MpiIsend matches the k-th
 MpiRecv/MpiIrecv (MPI's non-overtaking rule; receives in their posting order). A
 matched probe (MPI_Mprobe/Improbe: an MpiProbe with a message id) takes its place in
-that order; the MpiMrecv/MpiImrecv that receives the message is its receive record
-(:func:`matched_receives`).
+that order and is the message's receive record (it waits for the message; the
+``no_recv_copy`` column says that it copies nothing); the MpiMrecv/MpiImrecv that
+copies the data in follows it locally (:func:`matched_receives`).
 Matching, the call structure around each message (``exit.send``, ``enter.recv``)
 and the synchronous-send test are computed with array operations over all
 messages at once — a Python loop and a dataclass per message made matching as
@@ -49,7 +50,7 @@ class Message:
     send_loc: int
     send_idx: int  # the MpiSend / MpiIsend record
     recv_loc: int
-    recv_idx: int  # the MpiRecv / MpiIrecv record (the completion)
+    recv_idx: int  # the MpiRecv / MpiIrecv record (the completion), or a matched MpiProbe
     size: int
     send_exit_idx: int  # Leave ending the send call (or the send record itself)
     recv_enter_idx: int  # Enter of the receive (completion) call (or the record before; -1)
@@ -61,11 +62,14 @@ class Message:
     # record (the Enter of a blocking receive call, the MpiIrecvRequest of an MPI_Irecv)
     synchronous: bool = False
     recv_post_idx: int = -1
+    # the receive record is a matched probe (MPI_Mprobe/Improbe): it waits for the
+    # message but copies nothing (the MPI_Mrecv/Imrecv after it does, locally)
+    no_recv_copy: bool = False
 
 
 _INT_COLUMNS = ("send_li", "send_idx", "recv_li", "recv_idx", "size", "send_exit_idx",
                 "recv_enter_idx", "recv_post_idx")
-_BOOL_COLUMNS = ("nonblocking_send", "nonblocking_recv", "synchronous")
+_BOOL_COLUMNS = ("nonblocking_send", "nonblocking_recv", "synchronous", "no_recv_copy")
 
 
 @dataclass
@@ -75,7 +79,8 @@ class MessageTable:
     ``send_li``/``recv_li`` are *positions* of the locations in ``loc_ids`` (the
     trace's location order), not location ids: ids may exceed int64 and dense
     positions index per-location lists directly. The other columns mean what the
-    fields of :class:`Message` mean.
+    fields of :class:`Message` mean. ``no_recv_copy`` marks the messages whose
+    receive record is a matched probe (R2 with a receive copy of zero).
     """
 
     loc_ids: list[int]
@@ -90,6 +95,7 @@ class MessageTable:
     nonblocking_send: np.ndarray
     nonblocking_recv: np.ndarray
     synchronous: np.ndarray
+    no_recv_copy: np.ndarray
 
     def __len__(self) -> int:
         return len(self.send_idx)
@@ -106,8 +112,9 @@ class MessageTable:
         cols = [getattr(self, name).tolist() for name in _INT_COLUMNS + _BOOL_COLUMNS]
         return [Message(send_loc=ids[sl], send_idx=si, recv_loc=ids[rl], recv_idx=ri, size=sz,
                         send_exit_idx=sx, recv_enter_idx=re, nonblocking_send=nbs,
-                        nonblocking_recv=nbr, synchronous=sy, recv_post_idx=rp)
-                for sl, si, rl, ri, sz, sx, re, rp, nbs, nbr, sy in zip(*cols, strict=True)]
+                        nonblocking_recv=nbr, synchronous=sy, recv_post_idx=rp,
+                        no_recv_copy=nc)
+                for sl, si, rl, ri, sz, sx, re, rp, nbs, nbr, sy, nc in zip(*cols, strict=True)]
 
 
 def members_of(defs: Definitions, comm: int, loc: int) -> tuple[int, ...]:
@@ -278,9 +285,10 @@ def matched_receives(trace: Trace, loc: int, ev: Events
     MPI_Mprobe/Improbe match the message (MpiProbe with a message id); MPI_Mrecv
     (MpiMrecv) or MPI_Imrecv (MpiImrecvRequest, completed by MpiImrecv in
     MPI_Wait/Test) receive it. The probe therefore holds the sender, communicator
-    and tag and fixes the non-overtaking order; the receive is the message's receive
-    record. The posting record is the MpiImrecvRequest of an MPI_Imrecv, else the
-    receive itself (the Enter of its call is then used, as for MpiRecv). Message and
+    and tag and fixes the non-overtaking order, and :func:`match_p2p` makes it the
+    message's receive record; the receive holds the size. The posting record is the
+    MpiImrecvRequest of an MPI_Imrecv, else the receive itself (:func:`match_p2p`
+    then uses the Enter of its call, as for MpiRecv). Message and
     request ids are per location and reused after completion: each receive takes the
     latest probe (request) with its id before it. A receive without one is an error."""
     sel = np.flatnonzero(np.isin(ev.kind, (PROBE, MRECV, IMRECV_REQUEST, IMRECV)))
@@ -345,15 +353,29 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
             post[np.searchsorted(idx, done[mine])] = by[mine]
         # matched-probe receives: sender, communicator, tag and the matching order
         # come from the probe that took the message
+        # come from the probe that took the message. The probe is where the receiver
+        # waits for the message: it is the message's receive record (without a copy);
+        # the MPI_Mrecv/Imrecv that copies the data in follows locally. The receive's
+        # posting (a synchronous sender waits for it) stays the MPI_Mrecv's Enter or the
+        # MpiImrecvRequest; the data record (the receive) holds the size.
         m_recv, m_probe, m_post = matched_receives(trace, loc, ev)
+        before, enters, _ = structure[loc]
+        blocking = ev.kind[m_post] == MRECV
+        if blocking.any():
+            e = enclosing_enters(before, enters, m_post[blocking])
+            m_post[blocking] = np.where(e >= 0, e, m_post[blocking] - 1)
         at = np.r_[idx, m_probe]  # the records holding sender, communicator and tag
         order = np.r_[post, m_probe]  # the records whose positions fix the order
-        idx, post = np.r_[idx, m_recv], np.r_[post, m_post]
+        data = np.r_[idx, m_recv]
+        probe = np.r_[np.zeros(idx.size, dtype=np.int64), np.ones(m_probe.size, dtype=np.int64)]
+        idx, post = np.r_[idx, m_probe], np.r_[post, m_post]
         src = _peer_positions(trace, pos_of, loc, ev, at)
         r_parts.append((src, np.full(idx.size, li, dtype=np.int64), idx, post,
-                        ev.comm[at].astype(np.int64), ev.tag[at].astype(np.int64), order))
+                        ev.comm[at].astype(np.int64), ev.tag[at].astype(np.int64), order,
+                        data, probe))
     s_src, s_idx, s_dst, s_comm, s_tag = _concat(s_parts, 5)
-    r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key = _concat(r_parts, 7)
+    (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data,
+     r_probe) = _concat(r_parts, 9)
     ns, nr = len(s_idx), len(r_idx)
     key = _key_ids([np.r_[s_src, r_src], np.r_[s_dst, r_dst], np.r_[s_comm, r_comm],
                     np.r_[s_tag, r_tag]])
@@ -384,6 +406,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     # the k-th send of a key: position in the key-sorted send list
     s_start = np.r_[0, np.cumsum(n_sends)[:-1]] if nkeys else np.zeros(0, np.int64)
     r_idx, r_dst, r_src, r_post = r_idx[m_order], r_dst[m_order], r_src[m_order], r_post[m_order]
+    r_data, no_copy = r_data[m_order], r_probe[m_order].astype(bool)
     sj = s_order[s_start[r_key[m_order]] + r_rank[m_order]] if nr else np.zeros(0, np.int64)
     m_sidx = s_idx[sj]
     n = len(m_sidx)
@@ -421,11 +444,11 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         if sel.size:
             i = r_idx[sel]
             enter_idx[sel] = enclosing_enters(before, enters, i)
-            r_kind[sel] = ev.kind[i]
-            size[sel] = ev.size[i]
+            r_kind[sel] = ev.kind[r_data[sel]]
+            size[sel] = ev.size[r_data[sel]]
     enter_idx = np.where(enter_idx < 0, r_idx - 1, enter_idx)
     nb_recv = (r_kind == IRECV) | (r_kind == IMRECV)
-    post_idx = np.where(nb_recv & (r_post != r_idx), r_post, enter_idx)
+    post_idx = np.where(no_copy | (nb_recv & (r_post != r_idx)), r_post, enter_idx)
     is_sync = ssend | ((size > eager_limit) & plain if eager_limit is not None else False)
     sync = (s_kind == SEND) & (exit_idx >= 0) & (post_idx >= 0) & (call_enter >= 0) & is_sync
     # MPI_Issend: synchronous where its completion (MpiIsendComplete) is in the trace; the
@@ -437,5 +460,5 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         loc_ids=loc_ids, send_li=r_src.copy(), send_idx=m_sidx, recv_li=r_dst.copy(),
         recv_idx=r_idx.copy(), size=size, send_exit_idx=np.where(exit_idx >= 0, exit_idx, m_sidx),
         recv_enter_idx=enter_idx, recv_post_idx=post_idx, nonblocking_send=s_kind == ISEND,
-        nonblocking_recv=nb_recv, synchronous=sync & (r_src != r_dst))
+        nonblocking_recv=nb_recv, synchronous=sync & (r_src != r_dst), no_recv_copy=no_copy)
     return table, unmatched

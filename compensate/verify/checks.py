@@ -128,7 +128,8 @@ def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> No
 
 
 def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
-    """Every receive strictly after its send (at or after it, for a send to self), and
+    """Every receive (a matched probe, where one took the message) strictly after its
+    send (at or after it, for a send to self), and
     a synchronous send's call not ended before its receive was posted (for an
     MPI_Issend: its MpiIsendComplete, which matching puts in ``send_exit_idx``);
     vectorised over the message table."""

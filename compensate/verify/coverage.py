@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compensate.model import KIND_CODE, KIND_NAMES, METRIC, Trace
+from compensate.model import KIND_CODE, KIND_NAMES, METRIC, NONE, PROBE, Trace
 
 #: Record kinds whose dependencies the engine models and the verifier checks (a new
 #: dependency kind adds its records here with its invariant in ``CHECKS``).
@@ -33,10 +33,11 @@ DEPENDENT = frozenset(KIND_CODE[k] for k in (
     "MpiSend", "MpiRecv", "MpiIsend", "MpiIsendComplete", "MpiIrecvRequest", "MpiIrecv",
     "MpiRequestTest", "MpiRequestCancelled", "MpiCollectiveBegin", "MpiCollectiveEnd",
     "NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete",
-    # matched-probe receives: the message's receive record (MpiMrecv, or MpiImrecv
-    # completing the MpiImrecvRequest that posted it); the probe itself is not yet
-    # a dependency and stays listed as carried local only
-    "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
+    # matched-probe receives: the probe (an MpiProbe with a message id, counted by
+    # :func:`carried_local_only` apart from plain MPI_Probe/Iprobe records, which stay
+    # local only) is the message's receive record; MpiMrecv, MpiImrecvRequest and
+    # MpiImrecv are checked as the receive's posting and local successors
+    "MpiProbe", "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
     # thread synchronisation (compensate.matching.threads, verify.checks._verify_threads)
     "ThreadFork", "ThreadJoin", "ThreadTeamBegin", "ThreadTeamEnd", "ThreadAcquireLock",
     "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait"))
@@ -49,6 +50,7 @@ LOCAL = frozenset(KIND_CODE[k] for k in (
 
 _COVERED = np.zeros(len(KIND_NAMES), dtype=bool)
 _COVERED[list(DEPENDENT | LOCAL)] = True
+_COVERED[PROBE] = False  # only matched probes are: carried_local_only counts the plain ones
 
 
 def carried_local_only(trace: Trace, skip: dict[int, int] | None = None) -> dict[str, int]:
@@ -59,19 +61,24 @@ def carried_local_only(trace: Trace, skip: dict[int, int] | None = None) -> dict
     defs = trace.definitions.locations
     total = np.zeros(len(KIND_NAMES), dtype=np.int64)
     device = np.zeros(len(KIND_NAMES), dtype=np.int64)
+    plain_probes = 0
     for loc, ev in trace.events.items():
         p = skip.get(loc, 0) if skip else 0
         if len(ev) <= p:
             continue
-        counts = np.bincount(ev.kind[p:].astype(np.int64), minlength=len(KIND_NAMES))
+        kind = ev.kind[p:]
+        counts = np.bincount(kind.astype(np.int64), minlength=len(KIND_NAMES))
         where = defs.get(loc)
         if where is not None and where.is_device:
             device += counts
-        elif where is not None and where.is_metric:
+            continue
+        if where is not None and where.is_metric:
             counts[METRIC] = 0  # mapped and checked (engine.metrics, checks._verify_metrics)
-            total += counts
-        else:
-            total += counts
+        total += counts
+        # an MpiProbe with a message id (MPI_Mprobe/Improbe) is a message's receive
+        # record; one without (MPI_Probe/Iprobe) is not a dependency
+        plain_probes += int(np.count_nonzero(ev.size_recv[p:][kind == PROBE] == NONE))
+    total[PROBE] = plain_probes
     out = {KIND_NAMES[k]: int(total[k]) for k in np.flatnonzero((total > 0) & ~_COVERED)}
     out.update({f"{KIND_NAMES[k]} on ACCELERATOR_STREAM": int(device[k])
                 for k in np.flatnonzero(device)})

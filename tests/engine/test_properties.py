@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from compensate.engine import EngineOptions, compensate
 from compensate.matching import match
+from compensate.model import PROBE
 from compensate.platform import Platform
 from compensate.verify import verify
 
@@ -68,9 +69,11 @@ def test_never_later_than_measured_without_copy_cost(trace):
 @given(traces(extended=True), st.sampled_from(["lower", "upper"]),
        st.sampled_from(["uniform", "per-process"]))
 def test_issue16_kinds_keep_happened_before(trace, bound, exit_):
-    """MPI_Issend, handle collectives (creation synchronising, free maybe local) and
-    nonblocking Ibcast/Igather: the output verifies, an Issend completes no earlier
-    than its receive was posted, and nothing is an unknown collective op."""
+    """MPI_Issend, handle collectives (creation synchronising, free maybe local),
+    nonblocking Ibcast/Igather and matched probes (MPI_Mprobe/Improbe with MPI_Ssend or
+    MPI_Send): the output verifies, a synchronous send (an Issend's completion) ends no
+    earlier than its receive was posted, a matched probe (the receive record) comes
+    after its send, and nothing is an unknown collective op."""
     m = match(trace)
     assert verify(trace, m).ok and m.unknown_ops == 0
     result = compensate(trace, PLATFORM, EngineOptions(bound=bound, collective_exit=exit_), m)
@@ -78,7 +81,12 @@ def test_issue16_kinds_keep_happened_before(trace, bound, exit_):
     check = verify(out, result.matching)
     assert check.ok, check.examples
     t = result.matching.table
-    for j in np.flatnonzero(t.synchronous & t.nonblocking_send).tolist():
+    for j in np.flatnonzero(t.synchronous).tolist():
         s_loc, r_loc = t.loc_ids[t.send_li[j]], t.loc_ids[t.recv_li[j]]
         assert out.events[s_loc].time[t.send_exit_idx[j]] >= \
             out.events[r_loc].time[t.recv_post_idx[j]]
+    for j in np.flatnonzero(t.no_recv_copy).tolist():
+        s_loc, r_loc = t.loc_ids[t.send_li[j]], t.loc_ids[t.recv_li[j]]
+        ev, probe = out.events[r_loc], int(t.recv_idx[j])
+        assert trace.events[r_loc].kind[probe] == PROBE
+        assert ev.time[probe] > out.events[s_loc].time[t.send_idx[j]]

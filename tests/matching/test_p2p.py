@@ -23,8 +23,9 @@ def _match(tmp_path, body):
 
 
 def test_matched_probe_takes_its_place_in_the_non_overtaking_order(tmp_path):
-    # the Mprobe (record 0) comes before the MpiRecv (1): it takes the first send,
-    # and the MpiMrecv (3) that names its message is that message's receive record
+    # the Mprobe (record 0) comes before the MpiRecv (1): it takes the first send and
+    # is that message's receive record (no receive copy: the MpiMrecv (3) that names its
+    # message copies it in, locally, and holds its size); a plain probe (2) matches nothing
     m = _match(tmp_path, """10 0 MpiSend receiver=1 comm=0 tag=7 bytes=1
 20 0 MpiSend receiver=1 comm=0 tag=7 bytes=2
 30 1 MpiProbe sender=0 comm=0 tag=7 message=9
@@ -32,18 +33,39 @@ def test_matched_probe_takes_its_place_in_the_non_overtaking_order(tmp_path):
 45 1 MpiProbe sender=0 comm=0 tag=7 message=-1
 50 1 MpiMrecv message=9 bytes=1
 """)
-    got = sorted((x.send_idx, x.recv_idx, x.nonblocking_recv) for x in m.messages)
-    assert got == [(0, 3, False), (1, 1, False)]
+    got = sorted((x.send_idx, x.recv_idx, x.nonblocking_recv, x.no_recv_copy, x.size)
+                 for x in m.messages)
+    assert got == [(0, 0, False, True, 1), (1, 1, False, False, 2)]
 
 
 def test_imrecv_is_a_nonblocking_receive_posted_at_its_request(tmp_path):
+    # the probe (0) is the receive record; the MpiImrecvRequest (1) posted the receive
     m = _match(tmp_path, """10 0 MpiSend receiver=1 comm=0 tag=7 bytes=1
 30 1 MpiProbe sender=0 comm=0 tag=7 message=9
 40 1 MpiImrecvRequest message=9 request=4
 50 1 MpiImrecv request=4 bytes=1
 """)
     (x,) = m.messages
-    assert (x.send_idx, x.recv_idx, x.nonblocking_recv, x.recv_post_idx) == (0, 2, True, 1)
+    assert (x.send_idx, x.recv_idx, x.nonblocking_recv, x.recv_post_idx, x.no_recv_copy,
+            x.size) == (0, 0, True, 1, True, 1)
+
+
+def test_mrecv_posting_is_the_enter_of_its_call(tmp_path):
+    # a synchronous sender waits for the MPI_Mrecv's posting (its Enter, 3), not the probe
+    path = tmp_path / "t.trace"
+    path.write_text(HEAD.replace('events', 'region 2 "MPI_Ssend"\nregion 3 "MPI_Mprobe"\n'
+                                 'region 4 "MPI_Mrecv"\nevents') + """10 0 Enter region=2
+15 0 MpiSend receiver=1 comm=0 tag=7 bytes=1
+20 1 Enter region=3
+30 1 MpiProbe sender=0 comm=0 tag=7 message=9
+35 1 Leave region=3
+40 1 Enter region=4
+50 1 MpiMrecv message=9 bytes=1
+55 1 Leave region=4
+60 0 Leave region=2
+""")
+    (x,) = match(read_text(str(path))).messages
+    assert (x.recv_idx, x.recv_enter_idx, x.recv_post_idx, x.synchronous) == (1, 0, 3, True)
 
 
 @pytest.mark.parametrize("body,problem", [

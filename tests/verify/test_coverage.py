@@ -46,3 +46,16 @@ def test_one_line_summary_says_what_was_not_checked(tmp_path, capsys):
     assert main([str(src), str(out), "--overhead", "100ns"]) == 0
     line = capsys.readouterr().out
     assert "verified (" in line and "records carried as local only, not checked" in line
+
+
+def test_matched_probes_are_covered_plain_probes_are_not():
+    """A matched probe (message id) is its message's receive record and checked; a plain
+    MPI_Probe (no message id) depends on nothing the engine models: counted."""
+    from compensate.formats.text import read_text
+    from compensate.verify.coverage import carried_local_only
+
+    t = read_text(str(ROOT / "tests" / "cases" / "r5_mrecv.trace"))
+    assert carried_local_only(t) == {}
+    ev = t.events[1]
+    ev.size_recv[1] = -1  # the probe without its message id: a plain MPI_Probe
+    assert carried_local_only(t) == {"MpiProbe": 1}

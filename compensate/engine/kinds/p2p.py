@@ -1,6 +1,8 @@
 """Eager point-to-point messages (R2; R2f under ``--bound fitted``): MpiSend or
 MpiIsend matched to MpiRecv or MpiIrecv, blocking or completed in
-Wait/Waitall/Test (the completion call is then the receive call).
+Wait/Waitall/Test (the completion call is then the receive call), or taken by a
+matched probe (the MpiProbe of MPI_Mprobe/Improbe: R2 with no receive copy, the
+``no_recv_copy`` column of the message table).
 
 Matching: :mod:`compensate.matching.p2p`. The receive record depends on the send
 record. Under the lower and upper bound the common case is evaluated inline by the
@@ -66,7 +68,7 @@ def recv_params_of_message(graph: Graph, row: int) -> PendingRecv:
         send=(int(m.send_li[row]), int(m.send_idx[row])),
         enter=(int(m.recv_li[row]), int(m.enter_idx[row])) if m.enter_idx[row] >= 0
         else None,
-        enter_const=float(m.enter_const[row]), cs=float(m.cs[row]),
+        enter_const=float(m.enter_const[row]), cs=float(m.cs[row]), lo=float(m.lo[row]),
         observed=float(m.observed[row]), overlapped=bool(m.overlapped[row]),
         extra=float(m.extra[row]), has_prev=bool(m.recv_idx[row] > 0),
         size=int(m.size[row]), recv=(int(m.recv_li[row]), int(m.recv_idx[row])),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from compensate.engine.graph import Graph
+from compensate.engine.kinds.p2p import P2PRecv, recv_params_of_message
 from compensate.engine.pending import Pending
 from compensate.engine.rules import TICK, Context, Need, Ref, Rule, at
 from compensate.matching import MessageTable
@@ -160,6 +161,13 @@ def build(graph: Graph, t: MessageTable, rows: np.ndarray, shared: np.ndarray,
             dep_rules.setdefault((s_li, exit_idx), []).append(
                 Pending(SyncExit, (("ref", s_li, s_idx), ("ref", r_li, post), to_exit),
                         [(r_li, post)]))
+        if t.no_recv_copy[row]:
+            # a matched probe took the message: it waits for the message as for an eager
+            # one (R2 without a receive copy); the posting the sender waits for is the
+            # MPI_Mrecv/Imrecv after it
+            dep_rules.setdefault((r_li, recv_idx), []).append(
+                Pending(P2PRecv, (recv_params_of_message(graph, row),), [(s_li, s_idx)]))
+            continue
         enter = ("ref", r_li, enter_idx) if enter_idx >= 0 else None
         if nb_recv:
             if not recv_waited:  # the receiver was late: only bounds of the transfer + copy
