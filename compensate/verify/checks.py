@@ -52,7 +52,8 @@ class Verification:
 
 #: What "verified" checks (``Verification.to_dict()["covers"]``).
 COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
-          "collectives", "nonblocking collectives", "thread fork/join, locks and create/join",
+          "collectives", "nonblocking collectives",
+          "thread fork/join, OpenMP barriers, locks and create/join",
           "METRIC samples against their process"]
 
 
