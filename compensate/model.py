@@ -392,6 +392,14 @@ class Comm:
     members: tuple[int, ...]
 
 
+#: OTF2 region roles of a barrier; in paradigm :data:`THREAD_BARRIER_PARADIGMS` the
+#: members of a thread team synchronise in it (R8); in MPI it is an MPI_Barrier
+BARRIER_ROLES = frozenset({"BARRIER", "IMPLICIT_BARRIER"})
+#: paradigms whose barrier regions are thread-team barriers (not e.g. CUDA's
+#: cudaSynchronize, which Score-P also marks IMPLICIT_BARRIER, nor MPI_Barrier)
+THREAD_BARRIER_PARADIGMS = frozenset({"OPENMP"})
+
+
 @dataclass
 class Definitions:
     """What the engine and the text format need from a trace's definitions.
@@ -406,6 +414,10 @@ class Definitions:
     regions: dict[int, str] = field(default_factory=dict)
     comms: dict[int, Comm] = field(default_factory=dict)
     otf2: Any = None
+    #: region id -> (OTF2 region role, paradigm), upper case (``"IMPLICIT_BARRIER"``,
+    #: ``"OPENMP"``), where the trace gives them; a region not listed is a plain
+    #: function of no known paradigm (OpenMP barriers are found by these: R8)
+    region_roles: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     def location_of(self, comm: int, rank: int) -> int:
         """Map a rank in communicator ``comm`` to a location id (KeyError/IndexError if unknown)."""

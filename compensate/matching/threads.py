@@ -15,6 +15,14 @@ the same process (the *senders*), like a zero-byte message:
 * ``lock``: ThreadReleaseLock of acquisition ``k - 1`` -> ThreadAcquireLock of
   acquisition ``k`` of the same lock (model, lock id) within one process
   (OpenMP locks and critical sections, Pthread mutexes alike).
+* ``barrier``: an OpenMP barrier (a region of role BARRIER or IMPLICIT_BARRIER
+  and paradigm OPENMP, :data:`compensate.model.BARRIER_ROLES`) entered by the
+  members of a team instance: the b-th barrier region each member enters inside
+  that instance (not inside a nested team) is one n-to-n among the members, like
+  an MPI_Barrier (:class:`~compensate.matching.collectives.Instance` of class
+  n-to-n, kept in :attr:`ThreadDeps.barriers`): nobody leaves it before the last
+  member entered. Members that disagree on the number of barriers leave the
+  instance's barriers local (counted as unmatched).
 * ``create``: ThreadCreate -> the ThreadBegin with the same thread contingent and
   sequence count; ``end``: ThreadEnd -> the ThreadWait with the same pair
   (Pthreads: create/join).
@@ -34,7 +42,16 @@ from typing import Any
 
 import numpy as np
 
-from compensate.model import KIND_CODE, Trace, TraceError
+from compensate.matching.collectives import N_TO_N, Instance
+from compensate.model import (
+    BARRIER_ROLES,
+    ENTER,
+    KIND_CODE,
+    LEAVE,
+    THREAD_BARRIER_PARADIGMS,
+    Trace,
+    TraceError,
+)
 
 FORK, JOIN = KIND_CODE["ThreadFork"], KIND_CODE["ThreadJoin"]
 TEAM_BEGIN, TEAM_END = KIND_CODE["ThreadTeamBegin"], KIND_CODE["ThreadTeamEnd"]
@@ -62,12 +79,15 @@ class ThreadDeps:
     """Every thread dependency of a trace, and how many records had no partner."""
 
     syncs: list[ThreadSync] = field(default_factory=list)
+    #: OpenMP barriers, one n-to-n instance each (``comm`` the team, ``op`` -1)
+    barriers: list[Instance] = field(default_factory=list)
     unmatched: int = 0
 
     def counts(self) -> dict:
         out = {k: 0 for k in DEP_KINDS}
         for s in self.syncs:
             out[s.kind] += 1
+        out["barrier"] = len(self.barriers)
         out["unmatched"] = self.unmatched
         return out
 
@@ -112,32 +132,46 @@ def match_threads(trace: Trace) -> ThreadDeps:
     deps = ThreadDeps()
     defs = trace.definitions
     # per location, its thread records in order
-    recs = {loc: np.flatnonzero(np.isin(ev.kind, THREAD_KINDS)).tolist()
-            for loc, ev in trace.events.items()}
+    barrier_regions = [rid for rid, (role, paradigm) in defs.region_roles.items()
+                       if role in BARRIER_ROLES and paradigm in THREAD_BARRIER_PARADIGMS]
+    recs = {loc: np.flatnonzero(np.isin(ev.kind, THREAD_KINDS) | (
+                np.isin(ev.kind, (ENTER, LEAVE)) & np.isin(ev.region, barrier_regions))
+            ).tolist() for loc, ev in trace.events.items()}
     recs = {loc: r for loc, r in recs.items() if r}
     if not recs:
         return deps
     _fork_join(trace, recs, deps)
+    recs = {loc: [i for i in r if trace.events[loc].kind[i] in THREAD_KINDS]
+            for loc, r in recs.items()}
     _locks(trace, recs, deps, defs.process_of)
     _create_end(trace, recs, deps)
     return deps
 
 
 def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
-    # (comm, location) -> [(TeamBegin, TeamEnd, fork or -1, join or -1)] in order
-    teams: dict[int, dict[int, list[list[int]]]] = defaultdict(lambda: defaultdict(list))
+    # (comm, location) -> [(TeamBegin, TeamEnd, fork or -1, join or -1, barriers)] in
+    # order; barriers: [(Enter, Leave)] of the barrier regions directly in the team
+    teams: dict[int, dict[int, list[list]]] = defaultdict(lambda: defaultdict(list))
     for loc, idx in recs.items():
         ev = trace.events[loc]
         fork = -1  # a ThreadFork not yet followed by its team's begin
-        open_: list[list[int]] = []  # teams entered, innermost last
-        wants_join: list[list[int]] = []
+        open_: list[list] = []  # teams entered, innermost last
+        wants_join: list[list] = []
+        in_barrier: list[int] = []  # barrier Enters not yet left
         for i in idx:
             k = int(ev.kind[i])
-            if k == FORK:
+            if k == ENTER:
+                in_barrier.append(i)
+            elif k == LEAVE:
+                if in_barrier:
+                    enter = in_barrier.pop()
+                    if open_ and open_[-1][0] < enter:
+                        open_[-1][4].append((enter, i))
+            elif k == FORK:
                 fork = i
             elif k == TEAM_BEGIN:
                 comm = _need(trace, loc, i, "thread_team")
-                entry = [i, -1, fork, -1]
+                entry = [i, -1, fork, -1, []]
                 fork = -1
                 teams[comm][loc].append(entry)
                 open_.append(entry)
@@ -149,13 +183,14 @@ def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
                         wants_join.append(entry)
             elif k == JOIN and wants_join:
                 wants_join.pop()[3] = i
-    for per_loc in teams.values():
+    for comm, per_loc in teams.items():
         counts = {len(v) for v in per_loc.values()}
         if len(counts) != 1:  # members disagree on the number of team instances
             deps.unmatched += sum(len(v) for v in per_loc.values())
             continue
         for k in range(counts.pop()):
             members = {loc: v[k] for loc, v in per_loc.items()}
+            _barriers(comm, members, deps)
             masters = [loc for loc, e in members.items() if e[2] >= 0]
             if len(masters) != 1:
                 deps.unmatched += len(members) - 1
@@ -170,6 +205,24 @@ def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
                 deps.syncs.append(ThreadSync("join", (m, join), ends))
             elif others:
                 deps.unmatched += 1
+
+
+def _barriers(comm: int, members: dict[int, list], deps: ThreadDeps) -> None:
+    """The b-th barrier of every member of one team instance: one n-to-n each."""
+    if len(members) < 2:
+        return
+    locs = sorted(members)
+    counts = {len(members[loc][4]) for loc in locs}
+    if len(counts) != 1:
+        deps.unmatched += sum(len(members[loc][4]) for loc in locs)
+        return
+    n = len(locs)
+    for b in range(counts.pop()):
+        deps.barriers.append(Instance(
+            comm=comm, op=-1, cls=N_TO_N, known_op=True, root=-1, locs=locs,
+            begin_idx=[members[loc][4][b][0] for loc in locs],
+            end_idx=[members[loc][4][b][1] for loc in locs],
+            size_sent=[0] * n, size_recv=[0] * n))
 
 
 def _locks(trace: Trace, recs: dict, deps: ThreadDeps, process_of) -> None:

@@ -52,7 +52,8 @@ class Verification:
 
 #: What "verified" checks (``Verification.to_dict()["covers"]``).
 COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
-          "collectives", "nonblocking collectives", "thread fork/join, locks and create/join",
+          "collectives", "nonblocking collectives",
+          "thread fork/join, OpenMP barriers, locks and create/join",
           "METRIC samples against their process"]
 
 
@@ -168,7 +169,16 @@ def _verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
     ThreadTeamBegin for its fork, the master's ThreadJoin for each member's
     ThreadTeamEnd, a ThreadAcquireLock for the release before it in acquisition
     order, a ThreadBegin for its ThreadCreate, a ThreadWait for its ThreadEnd) is
-    strictly after it."""
+    strictly after it; no member of an OpenMP barrier leaves it before the last
+    member entered it (counted with the threads)."""
+    for inst in matching.threads.barriers:
+        ev = [trace.events[loc].time for loc in inst.locs]
+        last = max(int(t[b]) for t, b in zip(ev, inst.begin_idx, strict=True))
+        for loc, t, e in zip(inst.locs, ev, inst.end_idx, strict=True):
+            if t[e] < last:
+                v.threads += 1
+                _note(v, f"location {loc}, record {e}: left an OpenMP barrier before the "
+                         f"last member entered it (team {inst.comm})")
     for sync in matching.threads.syncs:
         loc, i = sync.recv
         t = trace.events[loc].time[i]

@@ -12,7 +12,8 @@ Three groups of record kinds:
 
 * :data:`DEPENDENT`: kinds a dependency rule times and an invariant checks
   (messages, requests, collectives, thread fork/join, locks and create/join on
-  CPU threads); a Metric sample on a METRIC location is
+  CPU threads; the Enter/Leave of an OpenMP barrier are checked as a barrier, but
+  listed as LOCAL with every Enter/Leave); a Metric sample on a METRIC location is
   mapped through its process's time function and checked against it too;
 * :data:`LOCAL`: kinds that are local by nature (call structure, tracer
   records, program begin/end, parameters, CPU-side metrics, calling context):

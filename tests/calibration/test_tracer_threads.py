@@ -508,15 +508,24 @@ def test_threaded_run_has_a_location_per_thread(traced_threads: Path) -> None:
 
 
 def test_threaded_run_compensates(traced_threads: Path) -> None:
-    """``python -m compensate`` carries the thread records (as local events; the
-    thread rules are another part of issue 17): exit 0, the same records per
+    """``python -m compensate`` times the thread records by R8: exit 0, every
+    create -> begin, end -> wait and lock hand-over of the run matched (3 threads
+    created and joined per rank, 2 locks x 12 acquisitions per rank, of which those
+    handed to another thread wait) and 0 thread violations; the same records per
     location, and otf2-print reads the result."""
     out = traced_threads.parent.parent / "out" / "traces.otf2"
+    summary = traced_threads.parent.parent / "out-summary.json"
     proc = subprocess.run(
         [sys.executable, "-m", "compensate", str(traced_threads), str(out),
-         "--platform", str(traced_threads.parent / "platform.json"), "--quiet"],
+         "--platform", str(traced_threads.parent / "platform.json"), "--quiet",
+         "--summary", str(summary)],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+    done = json.loads(summary.read_text())
+    deps = done["dependencies"]["threads"]
+    assert deps["create"] == deps["end"] == 6, deps
+    assert 0 < deps["lock"] <= 2 * 2 * 11 and deps["unmatched"] == 0, deps
+    assert done["verification"]["ok"] and done["verification"]["threads"] == 0
     before, after = read_archive(traced_threads), read_archive(out)
     assert {r: (v["name"], v["group"], [k for _, k, _ in v["events"]])
             for r, v in before.items()} == {

@@ -20,7 +20,8 @@ SETTINGS = settings(max_examples=60, deadline=None,
 
 def _openmp_text(draw) -> str:
     """A measured trace of one process: ``n`` threads run parallel regions (fork,
-    team begin, work, a critical section taken in a random order, team end, join)."""
+    team begin, work, up to two barriers, a critical section taken in a random order,
+    team end, join)."""
     n = draw(st.integers(2, 4))
     t = [1000] * n
     lines = []
@@ -39,6 +40,12 @@ def _openmp_text(draw) -> str:
         for w in range(n):
             rec(w, t[w] + draw(st.integers(0, 500)), "Enter region=1")
             rec(w, t[w] + draw(st.integers(1, 500)), "Leave region=1")
+        for _ in range(draw(st.integers(0, 2))):  # OpenMP barriers: leave after the last enter
+            for w in range(n):
+                rec(w, t[w] + draw(st.integers(1, 400)), "Enter region=3")
+            last = max(t)
+            for w in range(n):
+                rec(w, last + draw(st.integers(1, 200)), "Leave region=3")
         if draw(st.booleans()):  # a critical section, taken in a random order
             released = 0
             for w in draw(st.permutations(range(n))):
@@ -56,6 +63,7 @@ def _openmp_text(draw) -> str:
     head = ["compensate-trace 1", "timer_resolution 1000000000"]
     head += [f"location {w} group=0" for w in range(n)]
     head += ['region 1 "work"', 'region 2 "!$omp critical"',
+             'region 3 "!$omp barrier" role=BARRIER paradigm=OPENMP',
              f'comm 0 "team" {",".join(str(w) for w in range(n))}', "events"]
     return "\n".join(head + [x[3] for x in sorted(lines)]) + "\n"
 
@@ -75,7 +83,8 @@ def _read(text, tmp_path_factory):
 @given(openmp_traces(), st.sampled_from(["lower", "upper"]), st.floats(0.0, 2e-7))
 def test_thread_dependencies_hold(tmp_path_factory, text, bound, overhead):
     """After compensation no team member begins before its fork, no join precedes a
-    member's team end, no lock is acquired before the previous release."""
+    member's team end, no lock is acquired before the previous release, no member
+    leaves a barrier before the last one entered (checked directly and by the verifier)."""
     trace = _read(text, tmp_path_factory)
     m = match(trace)
     assert verify(trace, m).ok  # the generator makes valid traces
@@ -84,6 +93,18 @@ def test_thread_dependencies_hold(tmp_path_factory, text, bound, overhead):
     result = compensate(trace, Platform(overhead), EngineOptions(bound=bound), m)
     check = verify(result.trace, m)
     assert check.ok and check.threads == 0, check.examples
+    assert barrier_violations(result.trace, m) == 0
+
+
+def barrier_violations(trace, m) -> int:
+    """Members that left an OpenMP barrier before its last member entered (counted
+    here, independently of the verifier)."""
+    bad = 0
+    for inst in m.threads.barriers:
+        time = [trace.events[loc].time for loc in inst.locs]
+        last = max(t[b] for t, b in zip(time, inst.begin_idx, strict=True))
+        bad += sum(t[e] < last for t, e in zip(time, inst.end_idx, strict=True))
+    return bad
 
 
 @SETTINGS
@@ -104,19 +125,46 @@ THREADED = ["jacobi-mpi-openmp-cuda", "jacobi-openmp-tasks-offload"]
 def test_real_archives_keep_thread_order(name, overhead):
     """Issue 17's criteria on the bundled archives: no ThreadTeamBegin before its
     fork, no ThreadTeamEnd after its join, no lock acquired before the previous
-    release (each checked here directly, not through the verifier)."""
+    release, no member leaving an OpenMP barrier before the last one entered (each
+    checked here directly, not through the verifier)."""
     from compensate.formats.otf2 import read_otf2
     trace = read_otf2(str(TRACES / name / "traces.otf2"))
     m = match(trace)
     kinds = m.threads.counts()
     assert kinds["fork"] > 0 and kinds["join"] > 0 and kinds["unmatched"] == 0
+    assert kinds["barrier"] > 0 and barrier_violations(trace, m) == 0
     for bound in ("lower", "upper"):
         out = compensate(trace, Platform(overhead), EngineOptions(bound=bound), m).trace
         time = {loc: ev.time for loc, ev in out.events.items()}
         bad = [s for s in m.threads.syncs
                if any(time[s.recv[0]][s.recv[1]] <= time[loc][i] for loc, i in s.sends)]
         assert not bad, (bound, bad[:3])
+        assert barrier_violations(out, m) == 0
         assert verify(out, m).ok
+
+
+#: members leaving an OpenMP barrier before its last member entered, compensated
+#: with every thread on its own (R1 only, no thread rules), at the lower bound
+BEFORE = {("jacobi-mpi-openmp-cuda", 1e-7): 44, ("jacobi-mpi-openmp-cuda", 3e-6): 49,
+          ("jacobi-openmp-tasks-offload", 1e-7): 3,
+          ("jacobi-openmp-tasks-offload", 3e-6): 75}
+
+
+@pytest.mark.parametrize("overhead", [1e-7, 3e-6])
+@pytest.mark.parametrize("name", THREADED)
+def test_real_archives_barriers_break_without_r8(name, overhead):
+    """The baseline the barrier rule fixes: compensated without thread dependencies,
+    members leave barriers before the last one entered, and the verifier says so."""
+    import dataclasses
+
+    from compensate.formats.otf2 import read_otf2
+    from compensate.matching.threads import ThreadDeps
+    trace = read_otf2(str(TRACES / name / "traces.otf2"))
+    m = match(trace)
+    alone = dataclasses.replace(m, threads=ThreadDeps())
+    out = compensate(trace, Platform(overhead), EngineOptions(bound="lower"), alone).trace
+    assert barrier_violations(out, m) == BEFORE[(name, overhead)]
+    assert verify(out, m).threads >= BEFORE[(name, overhead)]
 
 
 @pytest.mark.parametrize("segment_records", [40, 10**6])

@@ -46,6 +46,20 @@ def test_thread_records_from_text_are_refused_for_otf2(tmp_path):
         write_otf2(read_text(str(CASES / "r8_lock.trace")), str(tmp_path / "a" / "traces.otf2"))
 
 
+def test_region_roles_survive_otf2(tmp_path):
+    """A text region's role and paradigm become the OTF2 region's; regions without
+    them are FUNCTION (MPI or USER, as before)."""
+    p = tmp_path / "t.trace"
+    p.write_text("compensate-trace 1\ntimer_resolution 1000\nlocation 0\n"
+                 'region 0 "!$omp implicit barrier" role=IMPLICIT_BARRIER paradigm=OPENMP\n'
+                 'region 1 "MPI_Send"\nregion 2 "f"\nevents\n'
+                 "10 0 Enter region=0\n20 0 Leave region=0\n")
+    write_otf2(read_text(str(p)), str(tmp_path / "a" / "traces.otf2"))
+    roles = read_otf2(str(tmp_path / "a" / "traces.otf2")).definitions.region_roles
+    assert roles == {0: ("IMPLICIT_BARRIER", "OPENMP"), 1: ("FUNCTION", "MPI"),
+                     2: ("FUNCTION", "USER")}
+
+
 @pytest.mark.parametrize("path", TEXT_FILES, ids=lambda p: p.stem)
 def test_text_otf2_text(tmp_path, path):
     original = read_text(str(path))

@@ -188,6 +188,22 @@ def test_full_trace_round_trips(tmp_path):
     assert (tmp_path / "rt.trace").read_text() == (tmp_path / "rt2.trace").read_text()
 
 
+def test_region_role_and_paradigm(tmp_path):
+    """Optional role= and paradigm= of a region (upper case; R8 finds OpenMP barriers by
+    them); the writer keeps them on barrier regions, other regions stay plain."""
+    text = ("compensate-trace 1\ntimer_resolution 1000\nlocation 0\n"
+            'region 1 "!$omp barrier" role=barrier paradigm=openmp\n'
+            'region 2 "f" role=FUNCTION\nregion 3 "g"\nevents\n')
+    d = read_text(write(tmp_path, text)).definitions
+    assert d.region_roles == {1: ("BARRIER", "OPENMP"), 2: ("FUNCTION", "UNKNOWN")}
+    out = tmp_path / "b.trace"
+    write_text(read_text(write(tmp_path, text)), str(out))
+    lines = out.read_text().splitlines()
+    assert 'region 1 "!$omp barrier" role=BARRIER paradigm=OPENMP' in lines
+    assert 'region 2 "f"' in lines and 'region 3 "g"' in lines
+    assert read_text(str(out)).definitions.region_roles == {1: ("BARRIER", "OPENMP")}
+
+
 def test_interleaving_in_the_file_does_not_matter(tmp_path):
     a = HEADER + "1 0 Enter region=4\n2 1 Enter region=4\n3 0 Leave region=4\n4 1 Leave region=4\n"
     b = HEADER + "2 1 Enter region=4\n4 1 Leave region=4\n1 0 Enter region=4\n3 0 Leave region=4\n"
@@ -263,7 +279,12 @@ ERRORS = [
      r"duplicate definition: comm 1 already defined on line 2"),
     ("compensate-trace 1\ntimer_resolution 1\ntimer_resolution 2\n", 3,
      r"duplicate definition: timer_resolution already given on line 2, expected it once"),
-    ("compensate-trace 1\nregion 1\n", 2, r"expected 'region <id> \"<name>\"'"),
+    ("compensate-trace 1\nregion 1\n", 2,
+     r"expected 'region <id> \"<name>\" \[role=.*got 'region 1'"),
+    ("compensate-trace 1\nregion 1 \"b\" kind=BARRIER\n", 2,
+     r"unexpected field 'kind=' in region line, expected 'region <id> \"<name>\" \[role="),
+    ("compensate-trace 1\nregion 1 \"b\" role=\"a b\"\n", 2,
+     r"region 1: role 'a b' is not a name"),
     ("compensate-trace 1\nlocation 0 colour=red\n", 2, r"unexpected field 'colour='"),
     ("compensate-trace 1\nlocation 0 group=x\n", 2, r"location group 'x' is not an integer"),
     ("compensate-trace 1\nlocation 0 \"Master\"\n", 2,

@@ -28,6 +28,56 @@ def test_fork_join_case():
         ("fork", (1, 0), [(0, 1)]), ("join", (0, 4), [(1, 1)])]
 
 
+def test_barrier_case():
+    """The OpenMP barrier (paradigm OPENMP) is one n-to-n of the team; the CUDA
+    region of the same role on the master is not a barrier."""
+    m = match(read_text(str(CASES / "r8_barrier.trace")))
+    [inst] = m.threads.barriers
+    assert (inst.locs, inst.begin_idx, inst.end_idx, inst.cls) == ([0, 1], [3, 3], [4, 4],
+                                                                   "n-to-n")
+
+
+_TEAM = ('region 1 "!$omp barrier" role=BARRIER paradigm=OPENMP\n'
+         'comm 0 "team" 0,1\ncomm 1 "inner" 1,2')
+
+
+def test_barriers_by_team_instance_and_nesting(tmp_path):
+    """The k-th barrier of each member in one team instance; a barrier inside a nested
+    team belongs to that team; members that disagree on the count stay local."""
+    ev = ["100 0 ThreadFork model=OPENMP", "110 0 ThreadTeamBegin thread_team=0",
+          "120 1 ThreadTeamBegin thread_team=0",
+          "130 0 Enter region=1", "140 1 Enter region=1", "150 0 Leave region=1",
+          "150 1 Leave region=1",
+          # location 1 forks an inner team with location 2; its barrier is theirs
+          "160 1 ThreadFork model=OPENMP", "170 1 ThreadTeamBegin thread_team=1",
+          "175 2 ThreadTeamBegin thread_team=1", "180 1 Enter region=1",
+          "185 2 Enter region=1", "190 1 Leave region=1", "190 2 Leave region=1",
+          "195 2 ThreadTeamEnd thread_team=1", "200 1 ThreadTeamEnd thread_team=1",
+          "210 1 ThreadJoin model=OPENMP",
+          "300 0 ThreadTeamEnd thread_team=0", "300 1 ThreadTeamEnd thread_team=0",
+          "310 0 ThreadJoin model=OPENMP",
+          # second instance of team 0: location 0 enters a barrier, location 1 not
+          "400 0 ThreadFork model=OPENMP", "410 0 ThreadTeamBegin thread_team=0",
+          "420 1 ThreadTeamBegin thread_team=0", "430 0 Enter region=1",
+          "440 0 Leave region=1", "450 0 ThreadTeamEnd thread_team=0",
+          "450 1 ThreadTeamEnd thread_team=0", "460 0 ThreadJoin model=OPENMP"]
+    m = match(_trace(tmp_path, ev, locs=((0, 0), (1, 0), (2, 0)), comm=_TEAM))
+    got = sorted((inst.comm, inst.locs, inst.begin_idx, inst.end_idx)
+                 for inst in m.threads.barriers)
+    assert got == [(0, [0, 1], [2, 1], [3, 2]), (1, [1, 2], [5, 1], [6, 2])]
+    assert m.threads.counts()["unmatched"] == 1
+
+
+def test_region_without_openmp_paradigm_is_no_barrier(tmp_path):
+    ev = ["100 0 ThreadFork model=OPENMP", "110 0 ThreadTeamBegin thread_team=0",
+          "120 1 ThreadTeamBegin thread_team=0", "130 0 Enter region=1",
+          "140 1 Enter region=1", "150 0 Leave region=1", "150 1 Leave region=1",
+          "300 0 ThreadTeamEnd thread_team=0", "300 1 ThreadTeamEnd thread_team=0",
+          "310 0 ThreadJoin model=OPENMP"]
+    team = 'region 1 "cudaSynchronize" role=IMPLICIT_BARRIER paradigm=CUDA\ncomm 0 "team" 0,1'
+    assert match(_trace(tmp_path, ev, comm=team)).threads.barriers == []
+
+
 def test_lock_order_and_scope(tmp_path):
     """Acquisition k waits for release k-1 of the same lock in the same process; the
     same lock id in another process is another lock."""
@@ -67,7 +117,11 @@ def test_real_archive_teams():
     t = read_otf2(str(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2"))
     m = match(t)
     assert m.counts()["threads"] == {"fork": 49, "join": 49, "lock": 34, "create": 0,
-                                     "end": 0, "unmatched": 0}
+                                     "end": 0, "barrier": 49, "unmatched": 0}
+    # the OpenMP implicit barriers, never cudaSynchronize (IMPLICIT_BARRIER of CUDA)
+    names = {t.definitions.regions[int(t.events[inst.locs[0]].region[inst.begin_idx[0]])]
+             for inst in m.threads.barriers}
+    assert names and all(n.startswith("!$omp implicit barrier") for n in names)
     ev = t.events
     for s in m.threads.syncs:
         assert all(t.definitions.process_of(loc) == t.definitions.process_of(s.recv[0])

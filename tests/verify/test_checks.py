@@ -51,6 +51,17 @@ def test_thread_lock():
     assert "thread lock not after location 0, record 2" in v.examples[0]
 
 
+def test_thread_barrier():
+    """r8_barrier: the worker (location 1) entered the barrier last (1800); the master
+    leaving it (record 4) earlier is a violation, leaving at that very time is not."""
+    trace = read_text(str(CASES / "r8_barrier.trace"))
+    m = match(trace)
+    v = verify(broken(trace, 0, 4, 1799), m)
+    assert v.threads == 1 and v.violations == 1
+    assert "location 0, record 4: left an OpenMP barrier before the last member" in v.examples[0]
+    assert verify(broken(trace, 0, 4, 1800), m).ok
+
+
 def test_order_within_a_location():
     trace = read_text(str(CASES / "r2_m1_a1.trace"))
     m = match(trace)

@@ -21,6 +21,11 @@ A join waits for several team ends: only the last to arrive can have been
 observed (as the root of an n-to-1, R5); the value is the latest over the
 senders.
 
+An OpenMP barrier is an n-to-n among the team's members (R3 with the thread
+team as communicator, :func:`compensate.engine.kinds.nton.build`): each
+member's Leave of the barrier region after the latest approximated Enter plus
+its measured synchronisation time.
+
 Matching: :mod:`compensate.matching.threads`. Verified by
 :func:`compensate.verify.checks._verify_threads`.
 """
@@ -28,6 +33,7 @@ Matching: :mod:`compensate.matching.threads`. Verified by
 from __future__ import annotations
 
 from compensate.engine.graph import Graph
+from compensate.engine.kinds.nton import build as nton_build
 from compensate.engine.pending import Pending
 from compensate.engine.rules import TICK, Context, Need, Ref, Rule, at
 from compensate.matching.threads import DEP_KINDS, ThreadDeps
@@ -77,8 +83,14 @@ def _inputs(graph: Graph, li: int, idx: int, senders: list[tuple[int, int]]
 
 
 def build_all(graph: Graph, deps: ThreadDeps, dep_rules: dict) -> None:
-    """One :class:`ThreadWait` rule per waiting record (a record that also has
-    another rule keeps both: the later value wins)."""
+    """One :class:`ThreadWait` rule per waiting record, one n-to-n rule per
+    member's barrier Leave (a record that also has another rule keeps both: the
+    later value wins)."""
+    for inst in deps.barriers:
+        own: dict = {}
+        nton_build(graph, inst, [graph.pos_of[loc] for loc in inst.locs], own)
+        for key, pending in own.items():
+            dep_rules.setdefault(key, []).extend(pending)
     prepared = []
     fit = {k: float("inf") for k in DEP_KINDS}
     for sync in deps.syncs:

@@ -100,6 +100,9 @@ def _model_definitions(registry: Any, meta: Otf2Archive) -> Definitions:
             group_creator=_ref(creator),
         )
     regions = {int(r._ref): r.name or "" for r in registry.regions}
+    region_roles = {int(r._ref): (_enum_name(getattr(r, "region_role", None)),
+                                  _enum_name(getattr(r, "paradigm", None)))
+                    for r in registry.regions}
     comms: dict[int, Comm] = {}
     for c in registry.comms:  # the Comm registry (also holds InterComms)
         group = getattr(c, "group", None)
@@ -109,7 +112,17 @@ def _model_definitions(registry: Any, meta: Otf2Archive) -> Definitions:
                 members = tuple(int(m._ref) for m in group.members)
         comms[int(c._ref)] = Comm(id=int(c._ref), name=c.name or "", members=members)
     return Definitions(timer_resolution=meta.timer_resolution, locations=locations,
-                       regions=regions, comms=comms, otf2=meta)
+                       regions=regions, comms=comms, otf2=meta, region_roles=region_roles)
+
+
+def _enum_name(value: object) -> str:
+    """An OTF2 enum value's name in upper case ("IMPLICIT_BARRIER"), "UNKNOWN" if None."""
+    if value is None:
+        return "UNKNOWN"
+    names = getattr(type(value), "_names", None)
+    if isinstance(names, dict) and getattr(value, "value", None) in names:
+        return str(names[value.value]).upper()
+    return str(value).rsplit(".", 1)[-1].upper()
 
 
 def _open_archive(path: str) -> tuple[Any, Definitions]:

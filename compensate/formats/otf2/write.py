@@ -310,9 +310,10 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
             regions.setdefault(rid, f"<unused region {rid}>")
     for rid, name in sorted(regions.items()):
         mpi = name.startswith("MPI_")
+        role, paradigm = defs.region_roles.get(rid, ("FUNCTION", "MPI" if mpi else "USER"))
         _add_def(reg, odef.Region, _check_id(rid, "region", _UINT32_UNDEF, path), name,
-                 canonical_name=name, region_role=RegionRole.FUNCTION,
-                 paradigm=Paradigm.MPI if mpi else Paradigm.USER)
+                 canonical_name=name, region_role=getattr(RegionRole, role, RegionRole.FUNCTION),
+                 paradigm=getattr(Paradigm, paradigm, Paradigm.USER))
 
     if defs.comms:
         in_comms = {m for c in defs.comms.values() for m in c.members}

@@ -115,6 +115,7 @@ class _Reader:
         self.timer_resolution: int | None = None
         self.locations: dict[int, Location] = {}
         self.regions: dict[int, str] = {}
+        self.region_roles: dict[int, tuple[str, str]] = {}
         self.comms: dict[int, Comm] = {}
         self.def_line: dict[tuple[str, int], int] = {}  # (what, id) -> line defined
         # location id -> (rows, payloads) of the current chunk; rows are model column tuples
@@ -314,11 +315,25 @@ class _Reader:
         self.base[loc] = 0
 
     def region_line(self, toks: list[_Token], text: str) -> None:
-        if len(toks) != 3 or toks[1].positional() is None or toks[2].positional() is None:
-            raise self.err(f"expected 'region <id> \"<name>\"', got {_show(text)}")
+        usage = "expected 'region <id> \"<name>\" [role=<OTF2 role>] [paradigm=<OTF2 paradigm>]'"
+        if len(toks) < 3 or toks[1].positional() is None or toks[2].positional() is None:
+            raise self.err(f"{usage}, got {_show(text)}")
         region = self.int_value(toks[1].positional(), "region id", 0, _INT32_MAX)
         self.define("region", region)
         self.regions[region] = toks[2].positional()
+        fields = self.field_dict(toks[3:], usage)
+        # optional (docs/trace-format.md): OpenMP barriers are regions of role
+        # BARRIER or IMPLICIT_BARRIER and paradigm OPENMP (R8)
+        role = fields.pop("role", None)
+        paradigm = fields.pop("paradigm", None)
+        if fields:
+            raise self.err(f"unexpected field '{next(iter(fields))}=' in region line, {usage}")
+        for what, v in (("role", role), ("paradigm", paradigm)):
+            if v is not None and not v.replace("_", "").isalnum():
+                raise self.err(f"region {region}: {what} {_show(v)} is not a name, {usage}")
+        if role is not None or paradigm is not None:
+            self.region_roles[region] = ((role or "FUNCTION").upper(),
+                                         (paradigm or "UNKNOWN").upper())
 
     def comm_line(self, toks: list[_Token], text: str) -> None:
         usage = ("expected 'comm <id> \"<name>\" <member location ids in rank order, "
@@ -641,7 +656,8 @@ class _Reader:
             if self.in_events:
                 return Definitions(timer_resolution=self.timer_resolution,
                                    locations=self.locations, regions=self.regions,
-                                   comms=self.comms, otf2=None)
+                                   comms=self.comms, otf2=None,
+                                   region_roles=self.region_roles)
         if not self.seen_magic:
             self.lineno = max(self.lineno, 1)
             raise self.err(f"empty trace, expected '{MAGIC} {FORMAT_VERSION}' as the first line")

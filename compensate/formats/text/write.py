@@ -25,6 +25,7 @@ from compensate.formats.text.syntax import (
     _value,
 )
 from compensate.model import (
+    BARRIER_ROLES,
     BUFFER_FLUSH,
     COLL_BEGIN,
     COLL_END,
@@ -218,7 +219,12 @@ class _Formatter:
                 line += f" group_creator={loc.group_creator}"
             out.append(line + "\n")
         for rid in sorted(d.regions):
-            out.append(f"region {rid} {_quote(str(d.regions[rid]))}\n")
+            line = f"region {rid} {_quote(str(d.regions[rid]))}"
+            # role and paradigm only of barriers, the regions compensation reads them of
+            role, paradigm = d.region_roles.get(rid, ("FUNCTION", "UNKNOWN"))
+            if role in BARRIER_ROLES:
+                line += f" role={role} paradigm={paradigm}"
+            out.append(line + "\n")
         for cid in sorted(d.comms):
             c = d.comms[cid]
             members = ",".join(str(m) for m in c.members) if c.members else "-"
