@@ -100,7 +100,7 @@ class Graph:
         """tm (measured, float ticks from t0) and the clamped R1 gaps, all locations
         end to end; BufferFlush statistics."""
         res, t0, stats = self.res, self.t0, self.stats
-        tms, gaps = [], []
+        tms, gaps, devs = [], [], []
         defs = self.trace.definitions.locations
         for loc, ev, (pinned, carry) in zip(self.loc_ids, self.evs, self.pins, strict=True):
             tm = (ev.time - t0).astype(np.float64)
@@ -108,6 +108,10 @@ class Graph:
             o = self.ovh[ev.kind].copy()
             if loc in defs and defs[loc].is_metric:  # mapped afterwards, not R1: no
                 o[:] = 0.0  # overhead charged, no overcompensation counted (engine.metrics)
+            device = loc in defs and defs[loc].is_device
+            if device:  # device activity is not dilated by host tracing (R9): the
+                o[:] = 0.0  # platform file has no device overhead, so it is zero
+            devs.append(np.full(n, device))
             flush = np.flatnonzero(ev.kind == BUFFER_FLUSH)
             if flush.size:
                 o[flush] += (ev.size[flush] - ev.time[flush]).astype(np.float64)
@@ -126,6 +130,8 @@ class Graph:
             gaps.append(gap)
         self.tm = np.concatenate(tms) if tms else np.zeros(0)
         self.gap = np.concatenate(gaps) if gaps else np.zeros(0)
+        #: per record: on an accelerator stream (no tracer overhead, :meth:`kind_ovh`)
+        self.device = np.concatenate(devs) if devs else np.zeros(0, bool)
         self.kind = (np.concatenate([ev.kind for ev in self.evs]).astype(np.int64)
                      if self.evs else np.zeros(0, np.int64))
         self.size = (np.concatenate([ev.size for ev in self.evs]).astype(np.int64)
@@ -173,7 +179,8 @@ class Graph:
         return np.array([self.copy(s) for s in u.tolist()], dtype=np.float64)[inv.reshape(-1)]
 
     def kind_ovh(self, g: int) -> float:
-        return float(self.ovh[self.kind[g]])
+        """The tracer overhead of record ``g`` (ticks): by kind, 0 on a device."""
+        return 0.0 if self.device[g] else float(self.ovh[self.kind[g]])
 
     def g(self, li: int, idx: int) -> int:
         """Global record number of record ``idx`` of location position ``li``."""

@@ -51,6 +51,7 @@ import numpy as np
 from compensate.engine import EngineOptions, Stats, approximate, rounded_times
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
 from compensate.matching import Matching, match, nesting
+from compensate.matching.devices import is_synchronize
 from compensate.matching.p2p import _key_ids, members_of
 from compensate.model import (
     BUFFER_FLUSH,
@@ -63,6 +64,7 @@ from compensate.model import (
     ISEND,
     ISEND_COMPLETE,
     KIND_CODE,
+    LEAVE,
     MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
@@ -171,6 +173,10 @@ class _Cutter:
         # last measured time of each reference handed out in a segment
         self.refs = {m: r for m, r in defs.metric_references().items() if r is not None}
         self.ref_last: dict[int, int] = {}
+        # host synchronize calls (R9): no cut inside one, so that the device Leave
+        # it waits for is matched in the same segment
+        self.sync_regions = np.array([r for r, name in defs.regions.items()
+                                      if is_synchronize(name)], dtype=np.int64)
 
     # the busy function: messages in flight + calls around a send that are still open
     # (matching needs the send call's Leave) + open collective calls + open requests
@@ -186,6 +192,10 @@ class _Cutter:
         matched = (k == MRECV) | (k == IMRECV)
         minus = ((k == RECV) | (k == IRECV) | (k == COLL_END) | matched
                  | np.isin(k, _THREAD_CLOSE))
+        if self.sync_regions.size:
+            in_sync = np.isin(ev.region, self.sync_regions)
+            plus = plus | ((k == ENTER) & in_sync)
+            minus = minus | ((k == LEAVE) & in_sync)
         times = [t[plus], t[minus], t[matched]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
                   -np.ones(int(matched.sum()), np.int64)]
@@ -532,6 +542,8 @@ class _Segmenter:
             t = ev.time
             first = int(np.searchsorted(t, t[last], side="left"))
             o = self.ovh[ev.kind[first:]]
+            if loc in self.defs.locations and self.defs.locations[loc].is_device:
+                o = np.zeros_like(o)  # device records carry no overhead (R9)
             flush = ev.kind[first:] == BUFFER_FLUSH
             carry = float(o.sum())
             if flush.any():

@@ -31,6 +31,7 @@ from compensate.matching.collectives import (
     classify_instance,
     collective_class,
 )
+from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.p2p import Message, MessageTable, match_p2p
 from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.model import (
@@ -61,6 +62,8 @@ class Matching:
     instances: list[Instance] = field(default_factory=list)
     #: thread synchronisation: fork/join, locks, create/join (:mod:`.threads`)
     threads: ThreadDeps = field(default_factory=ThreadDeps)
+    #: host/device: launch -> kernel, kernel end -> synchronize (:mod:`.devices`)
+    devices: DeviceDeps = field(default_factory=DeviceDeps)
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
@@ -99,6 +102,7 @@ class Matching:
             "collectives": dict(sorted(by_cls.items())),
             "unknown_collective_ops": self.unknown_ops,
             "threads": self.threads.counts(),
+            "devices": self.devices.counts(),
             "nesting": {"leaves_out_of_order": self.leaves_out_of_order,
                         "leaves_without_enter": self.leaves_without_enter},
         }
@@ -453,10 +457,17 @@ def match_thread_syncs(trace: Trace, structure: dict, posting: dict, eager_limit
     result.threads = match_threads(trace)
 
 
+def match_device_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
+                       result: Matching) -> None:
+    """Accelerators (kernel launch -> device Enter, device Leave -> host
+    synchronize): :func:`compensate.matching.devices.match_devices`."""
+    result.devices = match_devices(trace)
+
+
 #: What :func:`match` links, one matcher per family of records, each filling its
 #: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
 #: handler in :mod:`compensate.engine.kinds`).
-MATCHERS = (match_messages, match_collectives, match_thread_syncs)
+MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs)
 
 
 def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:

@@ -23,6 +23,7 @@ class Verification:
     messages: int = 0  # receives not strictly after their send
     collectives: int = 0  # collective exits before an enter they depend on
     threads: int = 0  # thread records not strictly after a record they wait for
+    devices: int = 0  # kernels not after their launch, synchronizes not after the kernel
     metrics: int = 0  # METRIC samples outside their reference records (needs measured)
     examples: list[str] = field(default_factory=list)
     #: records no dependency rule looked at, by kind (:mod:`compensate.verify.coverage`)
@@ -30,7 +31,8 @@ class Verification:
 
     @property
     def violations(self) -> int:
-        return self.order + self.messages + self.collectives + self.threads + self.metrics
+        return (self.order + self.messages + self.collectives + self.threads + self.devices
+                + self.metrics)
 
     @property
     def ok(self) -> bool:
@@ -43,7 +45,7 @@ class Verification:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "violations": self.violations, "order": self.order,
                 "messages": self.messages, "collectives": self.collectives,
-                "threads": self.threads,
+                "threads": self.threads, "devices": self.devices,
                 "metrics": self.metrics, "examples": self.examples[:10],
                 "covers": COVERS,
                 "carried_local_only": dict(sorted(self.carried_local_only.items())),
@@ -54,6 +56,7 @@ class Verification:
 COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
           "collectives", "nonblocking collectives",
           "thread fork/join, OpenMP barriers, locks and create/join",
+          "kernel launch and synchronize on accelerator streams",
           "METRIC samples against their process"]
 
 
@@ -189,6 +192,23 @@ def _verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
                          f"location {s_loc}, record {s}")
 
 
+def _verify_devices(trace: Trace, matching: Matching, v: Verification) -> None:
+    """No device activity starts before its host launch (the kernel's Enter strictly
+    after the host's callsite parameter record), no host synchronize call returns
+    before the device activity that ended while it was in progress (its Leave
+    strictly after the device Leave): :mod:`compensate.matching.devices`."""
+    for sync in matching.devices.syncs:
+        loc, i = sync.recv
+        t = trace.events[loc].time[i]
+        for s_loc, s in sync.sends:
+            if t <= trace.events[s_loc].time[s]:
+                v.devices += 1
+                what = "kernel started before its launch" if sync.kind == "launch" else \
+                    "synchronize returned before the device activity ended"
+                _note(v, f"location {loc}, record {i}: {what} (location {s_loc}, "
+                         f"record {s})")
+
+
 def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
     """Each METRIC sample stays between its reference thread's records: at or after
     the approximated time of the last reference record measured at or before it,
@@ -216,4 +236,5 @@ def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
 
 #: One check per dependency family, each independent of how the engine computed the
 #: times (a new dependency kind adds its invariant here).
-CHECKS = (_verify_order, _verify_messages, _verify_collectives, _verify_threads)
+CHECKS = (_verify_order, _verify_messages, _verify_collectives, _verify_threads,
+          _verify_devices)

@@ -18,8 +18,11 @@ Three groups of record kinds:
 * :data:`LOCAL`: kinds that are local by nature (call structure, tracer
   records, program begin/end, parameters, CPU-side metrics, calling context):
   R1 is their whole rule;
-* everything else, and every record on an accelerator stream (device activity,
-  which depends on its host launch): carried as local only, and counted.
+* :data:`DEVICE_DEPENDENT`: on an accelerator stream, the kinds the accelerator
+  rule times and checks (Enter after its launch, Leave before the host's
+  synchronize, the callsite parameter; R9, :mod:`compensate.matching.devices`);
+* everything else, and every other record on an accelerator stream (memory
+  copies recorded as RMA, ...): carried as local only, and counted.
 """
 
 from __future__ import annotations
@@ -49,6 +52,15 @@ LOCAL = frozenset(KIND_CODE[k] for k in (
     "Metric", "ParameterInt", "ParameterString", "ParameterUnsignedInt",
     "CallingContextEnter", "CallingContextLeave", "CallingContextSample"))
 
+#: Record kinds on an accelerator stream that R9 looks at and ``_verify_devices``
+#: checks: every Leave (against the host's synchronize calls), the callsite
+#: parameter, and an Enter only when that parameter follows it (a launched kernel;
+#: other device Enters are still counted as carried local only).
+DEVICE_DEPENDENT = frozenset(KIND_CODE[k] for k in (
+    "Enter", "Leave", "ParameterUnsignedInt"))
+_D_ENTER, _D_LEAVE, _D_PARAM = (KIND_CODE[k] for k in (
+    "Enter", "Leave", "ParameterUnsignedInt"))
+
 _COVERED = np.zeros(len(KIND_NAMES), dtype=bool)
 _COVERED[list(DEPENDENT | LOCAL)] = True
 _COVERED[PROBE] = False  # only matched probes are: carried_local_only counts the plain ones
@@ -71,6 +83,9 @@ def carried_local_only(trace: Trace, skip: dict[int, int] | None = None) -> dict
         counts = np.bincount(kind.astype(np.int64), minlength=len(KIND_NAMES))
         where = defs.get(loc)
         if where is not None and where.is_device:
+            launched = int(np.count_nonzero((kind[:-1] == _D_ENTER) & (kind[1:] == _D_PARAM)))
+            counts[_D_ENTER] -= launched
+            counts[_D_LEAVE] = counts[_D_PARAM] = 0
             device += counts
             continue
         if where is not None and where.is_metric:

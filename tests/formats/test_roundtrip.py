@@ -28,7 +28,7 @@ from ..conftest import CASES, ROOT
 # build from text fields yet: it refuses them with a one-line error, see
 # test_thread_records_from_text_are_refused_for_otf2)
 TEXT_FILES = [p for p in sorted(CASES.glob("*.trace"))
-              if p.stem != "r1_same_timestamp" and not p.stem.startswith("r8_")]
+              if p.stem != "r1_same_timestamp" and not p.stem.startswith(("r8_", "r9_"))]
 TEXT_FILES.append(ROOT / "examples" / "pingpong.trace")
 
 
@@ -44,6 +44,10 @@ def test_thread_records_from_text_are_refused_for_otf2(tmp_path):
     from compensate.model import TraceError
     with pytest.raises(TraceError, match="cannot write record kind ThreadAcquireLock to OTF2"):
         write_otf2(read_text(str(CASES / "r8_lock.trace")), str(tmp_path / "a" / "traces.otf2"))
+    # parameters too: the text format carries no parameter definitions (r9)
+    with pytest.raises(TraceError, match="cannot write record kind ParameterUnsignedInt"):
+        write_otf2(read_text(str(CASES / "r9_launch_sync.trace")),
+                   str(tmp_path / "b" / "traces.otf2"))
 
 
 def test_region_roles_survive_otf2(tmp_path):

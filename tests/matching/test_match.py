@@ -18,6 +18,7 @@ from compensate.matching.collectives import (
 from compensate.matching.match import (
     MATCHERS,
     match_collectives,
+    match_device_syncs,
     match_messages,
     match_thread_syncs,
 )
@@ -27,7 +28,8 @@ from ..conftest import CASES
 
 
 def test_matchers_table():
-    assert MATCHERS == (match_messages, match_collectives, match_thread_syncs)
+    assert MATCHERS == (match_messages, match_collectives, match_thread_syncs,
+                        match_device_syncs)
 
 
 @pytest.mark.parametrize("op,cls", [("BARRIER", N_TO_N), ("ALLREDUCE", N_TO_N),

@@ -5,6 +5,7 @@ import json
 
 import compensate as c
 from compensate.cli import main
+from compensate.model import KIND_CODE
 from compensate.verify.coverage import DEPENDENT, LOCAL
 
 from ..conftest import ROOT
@@ -26,9 +27,21 @@ def test_thread_rma_and_device_records_are_listed():
     assert "Enter" not in local and "MpiSend" not in local  # local by nature / checked
     assert r.summary["verification"]["carried_local_only_records"] == sum(local.values())
     # each counted once: kinds on CPU threads plus everything on the CUDA streams
+    # but their Leaves (checked against the host's synchronize calls, R9); this
+    # archive's kernels have no callsite parameter, so their Enters are listed
     devices = [x for x, loc in t.definitions.locations.items() if loc.is_device]
+    leaves = sum(int((t.events[x].kind == KIND_CODE["Leave"]).sum()) for x in devices)
+    assert "Leave on ACCELERATOR_STREAM" not in local and "Enter on ACCELERATOR_STREAM" in local
     assert sum(v for k, v in local.items() if k.endswith("ACCELERATOR_STREAM")) == \
-        sum(len(t.events[x]) for x in devices)
+        sum(len(t.events[x]) for x in devices) - leaves
+
+
+def test_launched_kernels_are_covered():
+    """hip-two-gpu-metrics: every device record is a launched kernel's Enter, its
+    callsite parameter or its Leave: nothing on the streams is local only (R9)."""
+    t = c.read(TRACES / "hip-two-gpu-metrics" / "traces.otf2")
+    local = c.compensate(t, overhead="3us").summary["verification"]["carried_local_only"]
+    assert not any(k.endswith("ACCELERATOR_STREAM") for k in local), local
 
 
 def test_pure_mpi_covers_everything(tmp_path, capsys):

@@ -14,7 +14,8 @@ new row below, plus its invariant in :mod:`compensate.verify`.
 * :data:`COLLECTIVE_KINDS`: collective instances, by class (the operation table
   :data:`compensate.matching.COLLECTIVE_CLASSES`) and whether they are nonblocking.
 * :data:`SYNC_KINDS`: other families of dependencies, one builder each over what
-  its matcher found (thread synchronisation: :mod:`compensate.matching.threads`).
+  its matcher found (thread synchronisation: :mod:`compensate.matching.threads`;
+  accelerators: :mod:`compensate.matching.devices`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from compensate.engine.graph import Graph
 from compensate.engine.kinds import (
+    devices,
     handles,
     nonblocking,
     nton,
@@ -88,6 +90,7 @@ COLLECTIVE_KINDS: dict[tuple[str, bool], CollectiveBuilder] = {
 #: family -> (what matching found for it, rule builder); applied after the collectives.
 SYNC_KINDS: dict[str, tuple[Callable[[Matching], object], Callable]] = {
     "threads": (lambda m: m.threads, threads.build_all),
+    "devices": (lambda m: m.devices, devices.build_all),
 }
 
 
