@@ -24,40 +24,13 @@ Matching: :mod:`compensate.matching.devices`. Verified by
 from __future__ import annotations
 
 from compensate.engine.graph import Graph
-from compensate.engine.kinds.threads import ThreadWait
-from compensate.engine.pending import Pending
-from compensate.matching.devices import DEP_KINDS, DeviceDeps
+from compensate.engine.kinds.threads import ThreadWait, build_links
+from compensate.matching.devices import DeviceDeps
 
-
-def _inputs(graph: Graph, li: int, idx: int, senders: list[tuple[int, int]]
-            ) -> tuple[list[bool], list[float]]:
-    """Per sender: whether the waiter was there first, and the observed latency δ."""
-    tm, ovh = graph.tm, graph.kind_ovh
-    r = graph.g(li, idx)
-    ready = tm[r - 1] + ovh(r - 1) if idx > 0 else float("-inf")
-    free = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s)) for s_li, s in senders]
-    last = max(range(len(senders)), key=free.__getitem__)
-    waited = [ready <= free[j] and j == last for j in range(len(senders))]
-    delta = [max(0.0, float(tm[r] - f)) for f in free]
-    return waited, delta
+__all__ = ["ThreadWait", "build_all"]
 
 
 def build_all(graph: Graph, deps: DeviceDeps, dep_rules: dict) -> None:
-    """One :class:`ThreadWait` rule per dependency (a record with several keeps all:
-    the latest value wins)."""
-    prepared = []
-    fit = {k: float("inf") for k in DEP_KINDS}
-    for sync in deps.syncs:
-        li = graph.pos_of[sync.recv[0]]
-        senders = [(graph.pos_of[loc], i) for loc, i in sync.sends]
-        waited, delta = _inputs(graph, li, sync.recv[1], senders)
-        for w, d in zip(waited, delta, strict=True):
-            if w and sync.recv[1] > 0:
-                fit[sync.kind] = min(fit[sync.kind], d)
-        prepared.append((sync, li, senders, waited, delta))
-    for sync, li, senders, waited, delta in prepared:
-        lmin = fit[sync.kind] if fit[sync.kind] != float("inf") else 0.0
-        dep_rules.setdefault((li, sync.recv[1]), []).append(Pending(
-            ThreadWait, ([("ref", s_li, s) for s_li, s in senders], waited, delta, lmin,
-                         sync.recv[1] == 0),
-            senders))
+    """One :class:`ThreadWait` rule per dependency, as R8 builds its links (a record
+    with several keeps all: the latest value wins)."""
+    build_links(graph, deps.syncs, dep_rules)

@@ -36,7 +36,7 @@ from compensate.engine.graph import Graph
 from compensate.engine.kinds.nton import build as nton_build
 from compensate.engine.pending import Pending
 from compensate.engine.rules import TICK, Context, Need, Ref, Rule, at
-from compensate.matching.threads import DEP_KINDS, ThreadDeps
+from compensate.matching.threads import ThreadDeps
 
 
 class ThreadWait(Rule):
@@ -91,18 +91,25 @@ def build_all(graph: Graph, deps: ThreadDeps, dep_rules: dict) -> None:
         nton_build(graph, inst, [graph.pos_of[loc] for loc in inst.locs], own)
         for key, pending in own.items():
             dep_rules.setdefault(key, []).extend(pending)
+    build_links(graph, deps.syncs, dep_rules)
+
+
+def build_links(graph: Graph, syncs: list, dep_rules: dict) -> None:
+    """One :class:`ThreadWait` rule per waiting record of ``syncs`` (each with
+    ``kind``, ``recv`` and ``sends``; R8's and R9's links alike). The fitted latency
+    of a kind is the least latency observed where the waiter was there first."""
     prepared = []
-    fit = {k: float("inf") for k in DEP_KINDS}
-    for sync in deps.syncs:
+    fit: dict = {}
+    for sync in syncs:
         li = graph.pos_of[sync.recv[0]]
         senders = [(graph.pos_of[loc], i) for loc, i in sync.sends]
         waited, delta = _inputs(graph, li, sync.recv[1], senders)
         for w, d in zip(waited, delta, strict=True):
             if w and sync.recv[1] > 0:
-                fit[sync.kind] = min(fit[sync.kind], d)
+                fit[sync.kind] = min(fit.get(sync.kind, float("inf")), d)
         prepared.append((sync, li, senders, waited, delta))
     for sync, li, senders, waited, delta in prepared:
-        lmin = fit[sync.kind] if fit[sync.kind] != float("inf") else 0.0
+        lmin = fit.get(sync.kind, 0.0)
         dep_rules.setdefault((li, sync.recv[1]), []).append(Pending(
             ThreadWait, ([("ref", s_li, s) for s_li, s in senders], waited, delta, lmin,
                          sync.recv[1] == 0),
