@@ -594,6 +594,13 @@ class _Rank:
             sim.notify(ch.key)
         return ch, k
 
+    def arrived(self, ch: _Chan, k: int) -> Generator[tuple, Any, _Msg]:
+        """Wait (yielding the channel's key) until message ``k`` of ``ch`` has
+        arrived; return it."""
+        while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
+            yield ch.key
+        return ch.msgs[k]
+
     def sendrecv(self, dest: int, size: int, send_tag: int, source: int,
                  recv_tag: int) -> Generator[tuple, Any, None]:
         """MPI_Sendrecv (eager send part): Enter; MpiSend [O]; copy out; the receive
@@ -609,9 +616,7 @@ class _Rank:
         sim.notify(ch.key)
         src = self.peer(source, "receive from")
         rch, k = self.post(src, recv_tag, self.t)
-        while len(rch.msgs) <= k or rch.msgs[k].arrival is None:
-            yield rch.key
-        m = rch.msgs[k]
+        m = yield from self.arrived(rch, k)
         self.t = max(self.t, m.arrival) + sim.copy(m.size)
         self.emit(RECV, peer=src, comm=WORLD, tag=recv_tag, size=m.size)
         self.last_source = src
@@ -633,9 +638,7 @@ class _Rank:
         else:
             src = self.peer(source, "receive from")
         ch, k = self.post(src, tag, ready)
-        while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
-            yield ch.key
-        m = ch.msgs[k]
+        m = yield from self.arrived(ch, k)
         self.t = max(self.t, m.arrival) + sim.copy(m.size)
         self.emit(RECV, peer=src, comm=WORLD, tag=tag, size=m.size)
         self.last_source = src
@@ -649,9 +652,7 @@ class _Rank:
         src = self.peer(source, "mprobe from")
         self.emit(ENTER, region=sim.regions["MPI_Mprobe"])
         ch, k = self.post(src, tag, self.t)
-        while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
-            yield ch.key
-        m = ch.msgs[k]
+        m = yield from self.arrived(ch, k)
         self.t = max(self.t, m.arrival)
         message = self.next_request
         self.next_request += 1
@@ -757,9 +758,7 @@ class _Rank:
                           op=COLLECTIVE_OPS[op], request=req)
                 continue
             _, req, ch, k, src, tag = r
-            while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
-                yield ch.key
-            m = ch.msgs[k]
+            m = yield from self.arrived(ch, k)
             self.t = max(self.t, m.arrival) + sim.copy(m.size)
             self.emit(IRECV, peer=src, comm=WORLD, tag=tag, size=m.size,
                       request=req)
