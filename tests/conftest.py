@@ -1,5 +1,6 @@
 """Shared test helpers: paths to the real Score-P archives and the case files."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,3 +18,13 @@ def real_archive(request) -> Path:
     if not request.param.exists():
         pytest.skip(f"{request.param} not available")
     return request.param
+
+
+def mpiexec() -> str:
+    """The mpiexec of the [mpi] extra's mpich wheel; the test skips without it."""
+    pytest.importorskip("mpi4py", reason="the [mpi] extra is not installed",
+                        exc_type=ImportError)
+    exe = shutil.which("mpiexec")
+    if exe is None:
+        pytest.skip("mpiexec not found (the [mpi] extra is not installed)")
+    return exe

@@ -26,18 +26,10 @@ from calibration.tracer.overhead import calibrate
 from compensate.formats.otf2 import read_otf2
 from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE
 from compensate.platform import Platform
+from tests.conftest import mpiexec as _mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 ALLCALLS = ROOT / "examples" / "mpi" / "allcalls.py"
-
-
-def _mpiexec() -> str:
-    pytest.importorskip("mpi4py", reason="the [mpi] extra is not installed",
-                        exc_type=ImportError)
-    exe = shutil.which("mpiexec")
-    if exe is None:
-        pytest.skip("mpiexec not found (the [mpi] extra is not installed)")
-    return exe
 
 
 def _otf2_print(*args: str) -> subprocess.CompletedProcess | None:

@@ -35,6 +35,7 @@ from calibration.tracer import buffer as tb
 from calibration.tracer import threads
 from calibration.tracer.archive import RankData, ThreadData, snapshot, write_archive
 from calibration.tracer.functions import make_decorator
+from tests.conftest import mpiexec as _mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLE = ROOT / "examples" / "mpi" / "threads.py"
@@ -452,15 +453,6 @@ def test_snapshot_keeps_whole_records() -> None:
 
 # ---------------------------------------------------------------------------------
 # real MPI
-
-def _mpiexec() -> str:
-    pytest.importorskip("mpi4py", reason="the [mpi] extra is not installed",
-                        exc_type=ImportError)
-    exe = shutil.which("mpiexec")
-    if exe is None:
-        pytest.skip("mpiexec not found (the [mpi] extra is not installed)")
-    return exe
-
 
 @pytest.fixture(scope="module")
 def traced_threads(tmp_path_factory: pytest.TempPathFactory) -> Path:
