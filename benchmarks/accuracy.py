@@ -43,7 +43,8 @@ def fitted_accuracy(sim: SimResult, eager_limit: int | None = None) -> tuple[Acc
     back to the lower bound (what the command line does)."""
     m = match(sim.measured, eager_limit=eager_limit)
     fit = fit_network(sim.measured, m, sim.platform)
-    opts = EngineOptions("fitted", network_time=fit) if fit else EngineOptions("lower")
+    opts = (EngineOptions("fitted", network_time=fit) if fit
+            else EngineOptions("lower", fit_links=True))
     r = compensate(sim.measured, sim.platform, opts, m)
     return accuracy(sim.truth, sim.measured, r.trace), fit is None
 

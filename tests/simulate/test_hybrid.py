@@ -1,9 +1,7 @@
 """The hybrid programs (compensate/simulate/hybrid.py) against ground truth (issue 17):
 identical records in both runs, every thread and device dependency matched, the
 truth itself free of happened-before violations, and the compensated trace removing
-at least 99 % of the dilation (the better of lower, upper and fitted) with none.
-Known shortfalls (docs/accuracy.md, "Threads and GPUs") are strict expected
-failures, so that a fix shows up as an XPASS."""
+at least 99 % of the dilation (the better of lower, upper and fitted) with none."""
 
 from __future__ import annotations
 
@@ -22,14 +20,6 @@ from .test_simulator import assert_same_records
 OVERHEADS = [2e-7, 1e-6, 5e-6]
 SIZES = {"omp_loop": {"iterations": 12}, "hybrid_halo": {"iterations": 10},
          "pthreads": {"iterations": 12}, "gpu": {"iterations": 15}}
-#: (program, overhead) whose best bound stays below 99 %: the synchronize calls the
-#: host reached just after its kernel ended in the measured run but before it in
-#: the truth take the lower bound's zero latency or the upper bound's whole
-#: interval; R9's fitted latency would be exact, but without MPI transfers to fit
-#: ``--bound fitted`` falls back to the lower bound
-SHORT = {("gpu", 1e-6)}
-
-
 @pytest.fixture(scope="module")
 def runs() -> dict:
     return {(name, o): simulate(name, ranks=HYBRID_RANKS[name], overhead=o, quantize=True,
@@ -39,11 +29,13 @@ def runs() -> dict:
 
 def best_removed(sim) -> tuple[float, int]:
     """The best removed fraction of lower, upper and fitted (as the command runs it:
-    the lower bound where there is nothing to fit), and their violations in total."""
+    where there is no network to fit, the lower bound with R8/R9's fitted link
+    latency), and their violations in total."""
     m = match(sim.measured)
     fit = fit_network(sim.measured, m, sim.platform)
     opts = [EngineOptions("lower"), EngineOptions("upper"),
-            EngineOptions("fitted", network_time=fit) if fit else EngineOptions("lower")]
+            EngineOptions("fitted", network_time=fit) if fit
+            else EngineOptions("lower", fit_links=True)]
     acc = [accuracy(sim.truth, sim.measured, compensate(sim.measured, sim.platform, o, m).trace)
            for o in opts]
     return max(a.removed_total for a in acc), sum(a.violations for a in acc)
@@ -64,19 +56,9 @@ def test_records_and_dependencies(runs, name):
     assert all(counts[k] > 0 for k in expect[name]), counts
 
 
-CASES = [pytest.param(name, o, marks=pytest.mark.xfail(strict=True, reason="SHORT"))
-         if (name, o) in SHORT else (name, o)
-         for name in sorted(HYBRID_PROGRAMS) for o in OVERHEADS]
-
-
-@pytest.mark.parametrize("name,overhead", CASES)
+@pytest.mark.parametrize("overhead", OVERHEADS)
+@pytest.mark.parametrize("name", sorted(HYBRID_PROGRAMS))
 def test_dilation_removed(runs, name, overhead):
     removed, violations = best_removed(runs[(name, overhead)])
     assert violations == 0
     assert removed >= 0.99
-
-
-@pytest.mark.parametrize("name,overhead", sorted(SHORT))
-def test_known_shortfall_is_small(runs, name, overhead):
-    removed, violations = best_removed(runs[(name, overhead)])
-    assert violations == 0 and 0.97 <= removed < 0.99
