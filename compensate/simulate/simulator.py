@@ -1057,8 +1057,8 @@ def simulate(program_name: str = "montecarlo", ranks: int = 4, iterations: int |
     try:
         builder = {**PROGRAMS, **HYBRID_PROGRAMS}[program_name]
     except KeyError:
-        raise SimulationError(f"unknown program {program_name!r} "
-                              f"(known: {', '.join(sorted(PROGRAMS))})") from None
+        known = ", ".join(sorted({**PROGRAMS, **HYBRID_PROGRAMS}))
+        raise SimulationError(f"unknown program {program_name!r} (known: {known})") from None
     kwargs = dict(program_args)
     if iterations is not None:
         kwargs["iterations"] = iterations

@@ -62,3 +62,12 @@ def test_dilation_removed(runs, name, overhead):
     removed, violations = best_removed(runs[(name, overhead)])
     assert violations == 0
     assert removed >= 0.99
+
+
+@pytest.mark.parametrize("name", sorted(HYBRID_PROGRAMS))
+def test_zero_overhead_is_truth(name):
+    """Without overhead both runs are the same run: same lock order, same times."""
+    sim = simulate(name, ranks=HYBRID_RANKS[name], overhead=0.0, iterations=4)
+    for loc, ev in sim.truth.events.items():
+        assert ev.time.tolist() == sim.measured.events[loc].time.tolist()
+    assert_same_records(sim.truth, sim.measured)
