@@ -214,7 +214,8 @@ def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective
         used = "fitted" if outcome.fit else "lower"  # too few observations: fall back
     result = run_engine(trace, platform or Platform(0.0),
                         EngineOptions(bound=used, collective_exit=collective_exit,
-                                      network_time=outcome.fit if outcome else None),
+                                      network_time=outcome.fit if outcome else None,
+                                      fit_links=bound == "fitted" and used == "lower"),
                         matching, progress)
     return result, matching, outcome, verify(result.trace, matching, measured=trace)
 

@@ -300,7 +300,8 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         result = compensate_stream(
             defs, interrupt.checkpoints(chunks, "read"), plat,
             EngineOptions(bound=bound, collective_exit=args.collective_exit,
-                          network_time=outcome.fit if outcome else None),
+                          network_time=outcome.fit if outcome else None,
+                          fit_links=args.bound == "fitted" and bound == "lower"),
             write, source=str(args.input), eager_limit=args.eager_limit,
             progress=on_progress, advance=advance, strict=args.strict)
         progress.close()

@@ -68,6 +68,9 @@ class Program:
     name: str
     ops: list[list[Op]]
     params: dict[str, Any] = field(default_factory=dict)
+    #: extra locations of the processes: ``(rank, "CPU_THREAD" | "ACCELERATOR_STREAM",
+    #: ops)`` (:mod:`compensate.simulate.threads`; a stream's ops are empty)
+    threads: list[tuple[int, str, list[Op]]] = field(default_factory=list)
 
     @property
     def ranks(self) -> int:

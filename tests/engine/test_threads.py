@@ -12,7 +12,7 @@ from compensate.matching import match
 from compensate.platform import Platform
 from compensate.verify import verify
 
-from ..conftest import TRACES
+from ..conftest import CASES, TRACES
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -186,3 +186,18 @@ def test_streamed_threaded_archive_is_the_in_memory_result(segment_records):
         assert res.segments >= 2
     else:
         assert have == want
+
+
+def test_fitted_without_a_network_fit_keeps_the_fitted_link_latency():
+    """``--bound fitted`` on a trace with no MPI transfer to fit falls back to the
+    lower bound for messages, but R8's links keep their own fitted latency (it needs
+    no network fit): in the lock case, acquisition 3 did not wait and takes the 100
+    ticks acquisition 2 was observed to take, 1200 + 100, not the lower bound's
+    1201 (tests/cases/r8_lock.trace)."""
+    import compensate as c
+    trace = read_text(str(CASES / "r8_lock.trace"))
+    got = {}
+    for bound in ("lower", "fitted"):
+        result = c.compensate(trace, bound=bound, overhead="100ns")
+        got[bound] = result.trace.events[0].time.tolist()[-3:]
+    assert got == {"lower": [1201, 1201, 1201], "fitted": [1300, 1300, 1300]}
