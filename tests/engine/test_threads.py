@@ -12,7 +12,7 @@ from compensate.matching import match
 from compensate.platform import Platform
 from compensate.verify import verify
 
-from ..conftest import CASES, TRACES
+from ..conftest import CASES, TRACES, read_bundled
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -127,8 +127,7 @@ def test_real_archives_keep_thread_order(name, overhead):
     fork, no ThreadTeamEnd after its join, no lock acquired before the previous
     release, no member leaving an OpenMP barrier before the last one entered (each
     checked here directly, not through the verifier)."""
-    from compensate.formats.otf2 import read_otf2
-    trace = read_otf2(str(TRACES / name / "traces.otf2"))
+    trace = read_bundled(TRACES / name / "traces.otf2")
     m = match(trace)
     kinds = m.threads.counts()
     assert kinds["fork"] > 0 and kinds["join"] > 0 and kinds["unmatched"] == 0
@@ -157,9 +156,8 @@ def test_real_archives_barriers_break_without_r8(name, overhead):
     members leave barriers before the last one entered, and the verifier says so."""
     import dataclasses
 
-    from compensate.formats.otf2 import read_otf2
     from compensate.matching.threads import ThreadDeps
-    trace = read_otf2(str(TRACES / name / "traces.otf2"))
+    trace = read_bundled(TRACES / name / "traces.otf2")
     m = match(trace)
     alone = dataclasses.replace(m, threads=ThreadDeps())
     out = compensate(trace, Platform(overhead), EngineOptions(bound="lower"), alone).trace
@@ -173,8 +171,8 @@ def test_streamed_threaded_archive_is_the_in_memory_result(segment_records):
     streamed times equal the in-memory ones (compensate/engine/stream.py). A lock
     handed over from one parallel region to the next may be cut: that hand-over is
     then ordered through the join and the next fork, not counted as a lock."""
-    from .test_stream import both, read_trace
-    trace = read_trace(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2")
+    from .test_stream import both
+    trace = read_bundled(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2")
     ref, got, res = both(trace, Platform(1e-7), segment_records=segment_records,
                          chunk_records=7)
     assert res.verification.ok

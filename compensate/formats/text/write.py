@@ -21,6 +21,7 @@ from compensate.formats.text.syntax import (
     _enum_name,
     _join_args,
     _quote,
+    _scalar_fields,
     _valid_key,
     _value,
 )
@@ -61,39 +62,6 @@ from compensate.model import (
 
 # ---------------------------------------------------------------------------
 # Writer
-
-
-def _scalar_fields(obj: Any) -> list[tuple[str, str]]:
-    """Best-effort ``key=value`` fields from an OTF2 event object's attributes: ints,
-    floats, strings, enums (by name), definitions (``key_ref=<ref>``) and lists of
-    numbers (comma-separated); anything else is skipped."""
-    out: list[tuple[str, str]] = []
-    try:
-        attrs = vars(obj)
-    except TypeError:
-        return out
-    for key, v in attrs.items():
-        if key in ("time", "attributes") or key.startswith("_") or not _valid_key(key):
-            continue
-        name = _enum_name(v)
-        if name is not None:
-            out.append((key, name))
-        elif isinstance(v, bool | np.bool_):
-            out.append((key, "true" if v else "false"))
-        elif isinstance(v, int | np.integer):
-            out.append((key, str(int(v))))
-        elif isinstance(v, float | np.floating):
-            out.append((key, repr(float(v))))
-        elif isinstance(v, str):
-            out.append((key, v))
-        elif isinstance(getattr(v, "_ref", None), int | np.integer):
-            out.append((key + "_ref", str(int(v._ref))))
-        elif (isinstance(v, list | tuple) and v
-              and all(isinstance(x, int | float | np.integer | np.floating)
-                      and not isinstance(x, bool) for x in v)):
-            out.append((key, ",".join(str(int(x)) if isinstance(x, int | np.integer)
-                                      else repr(float(x)) for x in v)))
-    return out
 
 
 class _Formatter:
