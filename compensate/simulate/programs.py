@@ -657,7 +657,7 @@ def mprobe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
                                        nbytes=nbytes))
 
 
-def partitioned_halo(ranks: int = 8, iterations: int = 30, seed: int = 0, *,
+def partitioned_halo(ranks: int = 8, iterations: int = 10, seed: int = 0, *,
                      nbytes: int = 32768, send_parts: int = 4, recv_parts: int = 2,
                      work_time: float = 1e-5, poll: bool = False) -> Program:
     """Periodic 1-D halo exchange with MPI-4 partitioned communication: each rank
@@ -665,8 +665,9 @@ def partitioned_halo(ranks: int = 8, iterations: int = 30, seed: int = 0, *,
     ready after its own piece of work (rank-, iteration- and partition-dependent,
     so partitions become ready at different times), and receives the left
     neighbour's halo in ``recv_parts`` partitions; an MPI_Allreduce ends every
-    iteration. With ``poll`` the receiver polls partition 0 once right after the
-    start (MPI_Parrived returns false: the sender is still working) and then
+    iteration (and a barrier follows the Inits). With ``poll`` the receiver polls
+    its last partition once right after the start (MPI_Parrived returns false: the
+    sender is still working on it) and then
     observes every partition with MPI_Parrived before processing it, before the
     waits; without, it processes after completing the receive in MPI_Wait."""
     _check(ranks, iterations, 2)
@@ -675,13 +676,13 @@ def partitioned_halo(ranks: int = 8, iterations: int = 30, seed: int = 0, *,
     for r in range(ranks):
         right, left = (r + 1) % ranks, (r - 1) % ranks
         ops.append([precv_init(left, nbytes, recv_parts, 11, "r"),
-                    psend_init(right, nbytes, send_parts, 11, "s")])
+                    psend_init(right, nbytes, send_parts, 11, "s"), barrier()])
     for it in range(iterations):
         for r in range(ranks):
             prog = ops[r]
             prog += [pstart("r"), pstart("s")]
-            if poll:
-                prog.append(ptest("r", 0))
+            if poll:  # the last partition: its sender is still working
+                prog.append(ptest("r", recv_parts - 1))
             for i in range(send_parts):
                 scale = 0.5 + 0.5 * ((r + it + 2 * i) % 4)
                 prog.append(call("work", _jitter(rng, work_time * scale)))
@@ -700,7 +701,7 @@ def partitioned_halo(ranks: int = 8, iterations: int = 30, seed: int = 0, *,
                         send_parts=send_parts, recv_parts=recv_parts, poll=poll))
 
 
-def partitioned_poll(ranks: int = 8, iterations: int = 30, seed: int = 0, *,
+def partitioned_poll(ranks: int = 8, iterations: int = 10, seed: int = 0, *,
                      nbytes: int = 32768, work_time: float = 1e-5) -> Program:
     """:func:`partitioned_halo` with 4 send and 4 receive partitions, polled early."""
     return partitioned_halo(ranks, iterations, seed, nbytes=nbytes, send_parts=4,

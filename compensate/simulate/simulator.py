@@ -160,7 +160,9 @@ from compensate.model import (
     Trace,
 )
 from compensate.platform import Platform
-from compensate.simulate import partitioned
+from compensate.simulate.partitioned import OPS as PARTITIONED_OPS
+from compensate.simulate.partitioned import REGIONS as PARTITIONED_REGIONS
+from compensate.simulate.partitioned import run as run_partitioned
 from compensate.simulate.programs import ANY_SOURCE, PROGRAMS, REPLY, Program
 
 WORLD = 0  #: the one communicator of a simulated trace
@@ -550,8 +552,8 @@ class _Rank:
                 self.icollective(*op[1:])
             elif name == "flush":
                 self.flush()
-            elif name in partitioned.OPS:
-                yield from partitioned.run(self, op)
+            elif name in PARTITIONED_OPS:
+                yield from run_partitioned(self, op)
             else:
                 raise self.fail(f"unknown op {op!r}")
         self.emit(LEAVE, region=regions["main"])
@@ -915,11 +917,11 @@ def _region_table(program: Program) -> dict[str, int]:
                 used.add(nonblocking_region(op[1]))
             elif op[0] == "coll" and op[1] in HANDLE_OPS:
                 used.add(collective_region(op[1]))
-            elif op[0] in partitioned.OPS:
-                used.update(partitioned.REGIONS)
+            elif op[0] in PARTITIONED_OPS:
+                used.update(PARTITIONED_REGIONS)
     rooted = sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)
     later = [*LATER_REGIONS, *(nonblocking_region(op) for op in rooted),
-             *(collective_region(op) for op in sorted(HANDLE_OPS)), *partitioned.REGIONS]
+             *(collective_region(op) for op in sorted(HANDLE_OPS)), *PARTITIONED_REGIONS]
     names += [x for x in later if x in used and x not in seen]
     return {name: i for i, name in enumerate(names)}
 
