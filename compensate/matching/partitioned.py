@@ -238,3 +238,27 @@ def _messages(s_op: Operation, r_op: Operation, s_rnd: Round, r_rnd: Round,
                 continue
             deps.messages.append(PartitionMessage((s_op.loc, s_rnd.marks[i]),
                                                   (r_op.loc, obs), nbytes, i, j))
+
+
+def fit_candidates(trace: Trace, deps: PartitionedDeps, group: int) -> list[tuple]:
+    """The partition messages as rows of :func:`compensate.engine.fit._candidates`
+    (send location, Pready, the Leave of its call, receive location, the Enter of
+    the observing call, the observing record, bytes, 1, -1, group): several
+    messages observed at one record form a group numbered from ``group`` on (only
+    the last departure can show its transfer), a single one has group -1."""
+    from compensate.matching.collectives import call_enter, call_leave
+
+    by_recv: dict[tuple[int, int], list[PartitionMessage]] = defaultdict(list)
+    for m in deps.messages:
+        if m.send[0] != m.recv[0]:
+            by_recv[m.recv].append(m)
+    rows = []
+    for (r_loc, r_idx), msgs in by_recv.items():
+        enter = call_enter(trace.events[r_loc].kind, r_idx)
+        g = group if len(msgs) > 1 else -1
+        group += len(msgs) > 1
+        for m in msgs:
+            s_loc, s_idx = m.send
+            rows.append((s_loc, s_idx, call_leave(trace.events[s_loc].kind, s_idx), r_loc,
+                         enter, r_idx, m.size, 1, -1, g))
+    return rows

@@ -105,6 +105,7 @@ EXPECTED = {
     '17-mprobe:fitted:uniform': '4efd0b3ec5b5204b',
     '18-partitioned:lower:uniform': 'b0fc48c8554bde72',
     '18-partitioned:upper:per-process': '7ed0b7940e18de8f',
+    '18-partitioned:fitted:uniform': 'e41cb6c2c9d89ec7',
     '19-partitioned_poll:lower:uniform': 'ebbbea9c2cdeaa06',
     '19-partitioned_poll:upper:per-process': 'b5ba0e681ca14041',
 }
