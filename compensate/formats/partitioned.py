@@ -115,6 +115,16 @@ def event_from_columns(reg: Any, cols: dict[str, list[int]], i: int, kind: int) 
     """The OTF2 ``ParameterUnsignedInt`` of partitioned record ``i``; its parameter
     and attribute definitions are added to ``reg`` on first use (an archive read
     from OTF2 already has them: the same definitions are found by name)."""
+    fields = {column: cols[column][i] for _key, column in TEXT_FIELDS[kind]}
+    comm = reg.comms[fields["comm"]] if "comm" in fields else None
+    return make_event(reg, kind, cols["time"][i], fields, comm)
+
+
+def make_event(reg: Any, kind: int, time: int, fields: dict[str, int], comm: Any = None) -> Any:
+    """The OTF2 ``ParameterUnsignedInt`` of a partitioned record of ``kind`` at
+    ``time`` with the model columns ``fields`` (``comm``: the communicator's OTF2
+    definition, for the Init records); definitions are added to ``reg`` on first
+    use."""
     import otf2.events as oev
     from otf2.enums import ParameterType, Type
 
@@ -124,14 +134,13 @@ def event_from_columns(reg: Any, cols: dict[str, list[int]], i: int, kind: int) 
         if column == "request":
             continue
         name, description = attribute_of(kind, column)
-        value = cols[column][i]
         if column == "comm":
-            attributes[reg.attribute(name, description, type=Type.COMM)] = reg.comms[value]
+            attributes[reg.attribute(name, description, type=Type.COMM)] = comm
         elif column == "peer" or column == "tag":
-            attributes[reg.attribute(name, description, type=Type.UINT32)] = int(value)
+            attributes[reg.attribute(name, description, type=Type.UINT32)] = int(fields[column])
         else:
-            attributes[reg.attribute(name, description, type=Type.UINT64)] = int(value)
-    request = cols["request"][i]
+            attributes[reg.attribute(name, description, type=Type.UINT64)] = int(fields[column])
+    request = int(fields["request"])
     if request < 0:
         raise ValueError("undefined request id")
-    return oev.ParameterUnsignedInt(cols["time"][i], param, int(request), attributes=attributes)
+    return oev.ParameterUnsignedInt(time, param, request, attributes=attributes)
