@@ -98,6 +98,8 @@ class PartitionMessage:
     size: int
     send_partition: int
     recv_partition: int
+    #: bytes of the whole send partition (what its Pready copies out)
+    send_size: int = 0
 
 
 @dataclass
@@ -236,8 +238,9 @@ def _messages(s_op: Operation, r_op: Operation, s_rnd: Round, r_rnd: Round,
             shares, nbytes = overlap(i, s, j, r, size)
             if not shares or s_rnd.marks[i] < 0:
                 continue
+            share = (i + 1) * size // s - i * size // s
             deps.messages.append(PartitionMessage((s_op.loc, s_rnd.marks[i]),
-                                                  (r_op.loc, obs), nbytes, i, j))
+                                                  (r_op.loc, obs), nbytes, i, j, share))
 
 
 def fit_candidates(trace: Trace, deps: PartitionedDeps, group: int) -> list[tuple]:

@@ -37,8 +37,11 @@ def _exchange(s, r, works, poll):
        overhead=st.sampled_from([2e-7, 1e-6, 4e-6]))
 def test_r11_against_ground_truth(s, r, poll, works, overhead):
     """One message per overlapping pair of partitions and round; both bounds keep
-    happened-before (0 violations) and bracket the true run time (the lower bound
-    assumes free transfers, the upper keeps every measured interval)."""
+    happened-before (0 violations), and the true run time is not above the upper
+    bound's, which is not below the lower bound's. (The lower bound is no bound on
+    the truth: a partition whose observing call began after the Pready call ended
+    is timed without network time, and where the observing call began just before
+    it ended, R2's observed interval holds the receiver's own lateness too.)"""
     sim = run_program(_exchange(s, r, works, poll), default_platform(overhead))
     m = match(sim.measured)
     pairs = {(i, j) for j in range(r) for i in range(s)
@@ -50,4 +53,5 @@ def test_r11_against_ground_truth(s, r, poll, works, overhead):
         assert accuracy(sim.truth, sim.measured, out).violations == 0
         span[bound] = out.span_seconds
     slack = 2e-9 * sim.measured.record_count  # rounding: a tick per record at most
-    assert span["lower"] - slack <= sim.truth.span_seconds <= span["upper"] + slack
+    assert span["lower"] <= span["upper"] + slack
+    assert sim.truth.span_seconds <= span["upper"] + slack

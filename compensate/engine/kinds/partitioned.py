@@ -7,7 +7,9 @@ start copying that share out) to the record that observes the receive partition:
 a successful ``MpiParrived`` or, for a partition no Parrived observed, the
 round's ``MpiPrecvComplete`` (the receive completes after its last partition).
 The receiving call (MPI_Parrived, MPI_Wait/Test) is the receive call of R2: its
-Enter is the receive's ``enter``, the Pready call's Leave the send call's exit.
+Enter is the receive's ``enter``, the Pready call's Leave the send call's exit;
+the least transfer (the lower bound's) is the copy of the whole send partition
+out plus the copy of the shared bytes in, ``C(b_i)·b_i + C(b_ij)·b_ij``.
 A record that observes several send partitions (a receive partition that
 overlaps several send partitions, or a completion that observes every partition
 not yet seen) waits for all of them, as the root of an n-to-1 collective (R5):
@@ -67,8 +69,11 @@ def build_all(graph: Graph, deps: PartitionedDeps, dep_rules: dict) -> None:
         params = []
         for n, m in enumerate(msgs):
             s_li = graph.pos_of[m.send[0]]
-            params.append(implied_message(graph, s_li, m.send[1],
-                                          call_leave(graph, s_li, m.send[1]), r_li, enter,
-                                          m.size, r_idx, one_of_many=n != k))
+            p = implied_message(graph, s_li, m.send[1], call_leave(graph, s_li, m.send[1]),
+                                r_li, enter, m.size, r_idx, one_of_many=n != k)
+            # the least transfer: the Pready copies its whole partition out, the
+            # receiver copies in the bytes the two partitions share
+            p.lo = graph.copy(max(m.send_size, m.size)) + p.cs
+            params.append(p)
         needs = [(graph.pos_of[m.send[0]], m.send[1]) for m in msgs]
         dep_rules.setdefault((r_li, r_idx), []).append(Pending(NToOne, (params,), needs))
