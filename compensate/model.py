@@ -23,6 +23,12 @@ BufferFlush                                              stop_time
                                                          (ticks)
 =====================  ========  =======  ======  =====  ==============  =========  =========
 
+MPI-4 partitioned kinds (``MpiPsendInit`` ... ``MpiPrecvComplete``): the Init
+records fill peer (receiver/sender rank), comm, tag, size (bytes of the whole
+buffer) and ``size_recv`` (number of partitions); ``MpiPready``, ``MpiParrived``
+and ``MpiPtested`` hold the partition index in ``size_recv``; all hold the
+request id in ``request``.
+
 The ``request`` column holds the request id of MpiIsend, MpiIsendComplete,
 MpiIrecvRequest, MpiIrecv, MpiRequestTest, MpiRequestCancelled,
 NonBlockingCollectiveRequest and NonBlockingCollectiveComplete (request ids are
@@ -130,6 +136,17 @@ KIND_NAMES: tuple[str, ...] = (
     "ThreadTeamBegin",
     "ThreadTeamEnd",
     "ThreadWait",
+    # --- MPI-4 partitioned point-to-point (the seed's event model, issue #20;
+    # OTF2 3.x has no such records: docs/trace-format.md, "Partitioned communication")
+    "MpiPsendInit",
+    "MpiPrecvInit",
+    "MpiPsendRequest",
+    "MpiPrecvRequest",
+    "MpiPready",
+    "MpiParrived",
+    "MpiPtested",
+    "MpiPsendComplete",
+    "MpiPrecvComplete",
 )
 KIND_CODE: dict[str, int] = {name: i for i, name in enumerate(KIND_NAMES)}
 
@@ -160,8 +177,28 @@ MRECV = KIND_CODE["MpiMrecv"]
 IMRECV_REQUEST = KIND_CODE["MpiImrecvRequest"]
 IMRECV = KIND_CODE["MpiImrecv"]
 
+# MPI-4 partitioned point-to-point (compensate/partitioned.py). The Init records fill
+# peer/comm/tag/size like MpiIsend/MpiIrecv plus the number of partitions in
+# ``size_recv``; Pready/Parrived/Ptested carry the partition index in ``size_recv``;
+# all carry the request id in ``request``.
+PSEND_INIT = KIND_CODE["MpiPsendInit"]
+PRECV_INIT = KIND_CODE["MpiPrecvInit"]
+PSEND_REQUEST = KIND_CODE["MpiPsendRequest"]
+PRECV_REQUEST = KIND_CODE["MpiPrecvRequest"]
+PREADY = KIND_CODE["MpiPready"]
+PARRIVED = KIND_CODE["MpiParrived"]
+PTESTED = KIND_CODE["MpiPtested"]
+PSEND_COMPLETE = KIND_CODE["MpiPsendComplete"]
+PRECV_COMPLETE = KIND_CODE["MpiPrecvComplete"]
+#: every partitioned kind; those with a partition index; those with an envelope
+PARTITIONED_KINDS = frozenset({PSEND_INIT, PRECV_INIT, PSEND_REQUEST, PRECV_REQUEST, PREADY,
+                               PARRIVED, PTESTED, PSEND_COMPLETE, PRECV_COMPLETE})
+PARTITION_KINDS = frozenset({PREADY, PARRIVED, PTESTED})
+PINIT_KINDS = frozenset({PSEND_INIT, PRECV_INIT})
+
 #: Kinds whose fields live in the numpy columns (the rest only in the payload).
-INTERPRETED = frozenset({ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, BUFFER_FLUSH, ISEND,
+INTERPRETED = PARTITIONED_KINDS | frozenset({
+                         ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, BUFFER_FLUSH, ISEND,
                          ISEND_COMPLETE, IRECV_REQUEST, IRECV, REQUEST_TEST, REQUEST_CANCELLED,
                          NBC_REQUEST, NBC_COMPLETE, PROBE, MRECV, IMRECV_REQUEST, IMRECV})
 #: Kinds that carry a request id in the ``request`` column.

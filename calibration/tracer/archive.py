@@ -56,6 +56,8 @@ from otf2.enums import (
 
 from calibration.tracer import buffer as tb
 from calibration.tracer.clock import Offset
+from compensate.formats.partitioned import make_event
+from compensate.model import KIND_CODE
 
 TIMER_RESOLUTION = 10**9  # monotonic_ns ticks
 _UNDEF_U32 = 0xFFFFFFFF
@@ -246,7 +248,9 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
                 loc = locations[d.rank][i]
                 ew = writer.event_writer_from_location(loc)
                 for rec in th.rows():
-                    ew.write(_event(rec, region_map, comm_map, contingent, waited))
+                    ew.write(partitioned_event(defs, rec, comm_map)
+                             if rec[1] in tb.PARTITIONED_KINDS else
+                             _event(rec, region_map, comm_map, contingent, waited))
                 written += len(th.data) // 2
                 dw = _otf2.Archive_GetDefWriter(writer.handle, loc._ref)
                 for o in d.offsets:
@@ -396,3 +400,28 @@ def _event(rec: tuple, regions: list, comms: list, contingent: Any = None,
     if kind == tb.THREAD_RELEASE_LOCK:
         return oev.ThreadReleaseLock(t, Paradigm.PTHREAD, rec[2], rec[3])
     raise ValueError(f"unknown record kind {kind}")
+
+
+#: MPI-4 partitioned tracer kind (calibration.tracer.partitioned) -> (model kind, the
+#: model columns of its fields in order)
+_COLUMNS = {
+    tb.P_SEND_INIT: ("MpiPsendInit", ("peer", "comm", "tag", "size", "size_recv", "request")),
+    tb.P_RECV_INIT: ("MpiPrecvInit", ("peer", "comm", "tag", "size", "size_recv", "request")),
+    tb.P_SEND_REQUEST: ("MpiPsendRequest", ("request",)),
+    tb.P_RECV_REQUEST: ("MpiPrecvRequest", ("request",)),
+    tb.P_READY: ("MpiPready", ("request", "size_recv")),
+    tb.P_ARRIVED: ("MpiParrived", ("request", "size_recv")),
+    tb.P_TESTED: ("MpiPtested", ("request", "size_recv")),
+    tb.P_SEND_COMPLETE: ("MpiPsendComplete", ("request",)),
+    tb.P_RECV_COMPLETE: ("MpiPrecvComplete", ("request",)),
+}
+
+
+def partitioned_event(defs: Any, rec: tuple, comms: list) -> Any:
+    """The OTF2 record of a traced partitioned record ``(time, kind, *fields)``
+    (:mod:`compensate.formats.partitioned`); ``comms`` maps local comm ids to
+    their OTF2 definitions."""
+    name, columns = _COLUMNS[rec[1]]
+    fields = dict(zip(columns, rec[2:], strict=True))
+    comm = comms[fields["comm"]] if "comm" in fields else None
+    return make_event(defs, KIND_CODE[name], rec[0], fields, comm)

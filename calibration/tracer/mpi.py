@@ -19,6 +19,9 @@ Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
   MpiIrecvRequest; completion in Wait/Waitall/Test (and lower-case forms):
   MpiIrecv (from the status) or MpiIsendComplete, MpiRequestTest for a Test that
   found the request incomplete.
+* Psend_init/Precv_init (MPI-4 partitioned): a traced partitioned request whose
+  Start, Pready(_range/_list), Parrived, Wait and Test record the seed's events
+  (:mod:`calibration.tracer.partitioned`).
 * barrier, bcast, scatter, gather, reduce, allreduce, allgather, alltoall (both
   cases): MpiCollectiveBegin, the call, MpiCollectiveEnd with the operation, the
   root and the bytes this rank sent and received (:mod:`calibration.tracer.sizes`).
@@ -44,6 +47,7 @@ from typing import Any
 from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
+from calibration.tracer import partitioned as ptr
 from calibration.tracer import sizes as sz
 from compensate.model import COLLECTIVE_OPS
 
@@ -61,6 +65,7 @@ _world_group: Any = None
 _status = MPI.Status()  # scratch status of the master thread's calls made without one
 
 _REGIONS: dict[str, int] = {}
+_PREGIONS: dict[str, int] = {}  # MPI-4 partitioned calls (calibration.tracer.partitioned)
 _ROLES = {
     "POINT2POINT": ("Send", "Ssend", "Recv", "Sendrecv", "Isend", "Issend", "Irecv",
                     "Wait", "Waitall", "Test"),
@@ -85,6 +90,7 @@ def install(recorder: tb.Recorder) -> None:
     traced = TracedIntracomm(world)
     traced._cid = recorder.comm_id(tuple(range(world.Get_size())))
     MPI.COMM_WORLD = traced
+    _PREGIONS.update(ptr.register(recorder))
     MPI.Request = TracedRequest
     MPI.Finalize = _deferred_finalize
 
@@ -293,6 +299,13 @@ class TracedIntracomm(MPI.Intracomm):
     def Irecv(self, buf: Any, source: int = _ANY_SOURCE,
               tag: int = _ANY_TAG) -> TracedRequest:
         return self._irecv(_Comm.Irecv, buf, source, tag)
+
+    def Psend_init(self, buf: Any, partitions: int, dest: int, tag: int = 0) -> Any:
+        return ptr.init(self, _rec, _PREGIONS, _cid(self), True, buf, partitions, dest, tag)
+
+    def Precv_init(self, buf: Any, partitions: int, source: int, tag: int = 0) -> Any:
+        return ptr.init(self, _rec, _PREGIONS, _cid(self), False, buf, partitions, source,
+                        tag)
 
     # -- collectives -------------------------------------------------------------------
     def barrier(self) -> None:

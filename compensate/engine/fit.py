@@ -49,6 +49,7 @@ import numpy as np
 
 from compensate.matching import Matching
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
+from compensate.matching.partitioned import fit_candidates
 from compensate.model import BUFFER_FLUSH, KIND_CODE, SEND, Trace
 from compensate.platform import Platform
 
@@ -128,7 +129,8 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     sync_post_idx, group). ``is_p2p``: 0 collective, 1 point-to-point, 2
     point-to-point taken by a matched probe (the receive record copies nothing in).
 
-    Point-to-point messages between two locations; per non-root member of a 1-to-n
+    Point-to-point messages between two locations; MPI-4 partition messages
+    (:func:`compensate.matching.partitioned.fit_candidates`); per non-root member of a 1-to-n
     collective the message from the root's begin (request) to the member's end
     (completion); per non-root member of an n-to-1 collective the message from its
     begin (request) to the root's end (completion), ``group`` numbering the instance
@@ -165,6 +167,9 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
                 rows.append((loc, b[i], send_exit[i], inst.root, recv_enter[r], e[r],
                              inst.size_sent[i], 0, -1, group))
         group += inst.cls == N_TO_ONE
+    partitioned = getattr(matching, "partitioned", None)
+    if partitioned is not None and partitioned.messages:  # MPI-4 partitions (R11)
+        rows += fit_candidates(trace, partitioned, group)
     return np.array(rows, dtype=np.int64).reshape(-1, 10)
 
 

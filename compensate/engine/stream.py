@@ -68,6 +68,7 @@ from compensate.model import (
     MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
+    PINIT_KINDS,
     PROBE,
     RECV,
     REQUEST_CANCELLED,
@@ -96,6 +97,7 @@ _THREAD_CLOSE = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"],
                        KIND_CODE["ThreadWait"])
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
+_PARTITIONED_OPEN = _kinds(*sorted(PINIT_KINDS))
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
@@ -199,10 +201,12 @@ class _Cutter:
         # a matched probe opens (+1) what its MpiMrecv / MpiImrecv closes (-1 more
         # than the message itself): no cut between a probe and its receive; thread
         # synchronisation: a parallel region is open from its fork to its join, a
-        # Pthread from its create to its begin and from its end to its wait
+        # Pthread from its create to its begin and from its end to its wait; an MPI-4
+        # partitioned operation from its Init on (no record frees it: rounds match by
+        # the order of the Inits, so no cut after the first one)
         took = (k == PROBE) & (ev.size_recv >= 0)
         plus = ((k == SEND) | (k == ISEND) | (k == COLL_BEGIN) | took
-                | _THREAD_OPEN[k])
+                | _THREAD_OPEN[k] | _PARTITIONED_OPEN[k])
         matched = (k == MRECV) | (k == IMRECV)
         minus = ((k == RECV) | (k == IRECV) | (k == COLL_END) | matched
                  | _THREAD_CLOSE[k])
@@ -719,6 +723,9 @@ def _add_verification(total: Verification, part: Verification) -> None:
     total.messages += part.messages
     total.collectives += part.collectives
     total.metrics += part.metrics
+    total.threads += part.threads
+    total.devices += part.devices
+    total.partitioned += part.partitioned
     for kind, n in part.carried_local_only.items():
         total.carried_local_only[kind] = total.carried_local_only.get(kind, 0) + n
     total.examples += part.examples[:max(0, 10 - len(total.examples))]

@@ -33,6 +33,7 @@ from compensate.matching.collectives import (
 )
 from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.p2p import Message, MessageTable, match_p2p
+from compensate.matching.partitioned import PartitionedDeps, match_partitioned
 from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.model import (
     COLL_BEGIN,
@@ -64,6 +65,8 @@ class Matching:
     threads: ThreadDeps = field(default_factory=ThreadDeps)
     #: host/device: launch -> kernel, kernel end -> synchronize (:mod:`.devices`)
     devices: DeviceDeps = field(default_factory=DeviceDeps)
+    #: MPI-4 partitioned: Pready -> Parrived / receive completion (:mod:`.partitioned`)
+    partitioned: PartitionedDeps = field(default_factory=PartitionedDeps)
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
@@ -103,6 +106,7 @@ class Matching:
             "unknown_collective_ops": self.unknown_ops,
             "threads": self.threads.counts(),
             "devices": self.devices.counts(),
+            "partitioned": self.partitioned.counts(),
             "nesting": {"leaves_out_of_order": self.leaves_out_of_order,
                         "leaves_without_enter": self.leaves_without_enter},
         }
@@ -467,7 +471,15 @@ def match_device_syncs(trace: Trace, structure: dict, posting: dict, eager_limit
 #: What :func:`match` links, one matcher per family of records, each filling its
 #: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
 #: handler in :mod:`compensate.engine.kinds`).
-MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs)
+def match_partitioned_ops(trace: Trace, structure: dict, posting: dict,
+                          eager_limit: int | None, result: Matching) -> None:
+    """MPI-4 partitioned point-to-point (Pready -> Parrived or the receive's
+    completion): :func:`compensate.matching.partitioned.match_partitioned`."""
+    result.partitioned = match_partitioned(trace)
+
+
+MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs,
+            match_partitioned_ops)
 
 
 def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:

@@ -25,6 +25,12 @@ op (constructor)                       meaning
                                        :data:`compensate.model.COLLECTIVE_OPS`; see the
                                        shortcuts ``barrier()``, ``allreduce(n)``, ...
 ``flush()``                            a trace BufferFlush at this point
+``psend_init(dest, nbytes, parts,      MPI-4 partitioned send / receive setup; then
+tag, handle)``, ``precv_init(...)``    ``pstart(handle)``, ``pready(handle, i)``,
+                                       ``parrived(handle, j)`` (returns true),
+                                       ``ptest(handle, j)`` (returns false),
+                                       ``pwait(handle)``
+                                       (:mod:`compensate.simulate.partitioned`)
 =====================================  ==================================================
 
 A destination or source may be :data:`REPLY`: the sender of this rank's most recent
@@ -195,6 +201,41 @@ def reduce(nbytes: int, root: int) -> Op:
 
 def gather(nbytes: int, root: int) -> Op:
     return collective("GATHER", nbytes, root)
+
+
+def psend_init(dest: int, nbytes: int, parts: int, tag: int, handle: Hashable) -> Op:
+    """MPI_Psend_init of an ``nbytes`` buffer in ``parts`` partitions to ``dest``."""
+    return ("psend_init", dest, tag, nbytes, parts, handle)
+
+
+def precv_init(source: int, nbytes: int, parts: int, tag: int, handle: Hashable) -> Op:
+    """MPI_Precv_init of an ``nbytes`` buffer in ``parts`` partitions from ``source``."""
+    return ("precv_init", source, tag, nbytes, parts, handle)
+
+
+def pstart(handle: Hashable) -> Op:
+    """MPI_Start of a partitioned request."""
+    return ("pstart", handle)
+
+
+def pready(handle: Hashable, partition: int) -> Op:
+    """MPI_Pready of one send partition."""
+    return ("pready", handle, partition)
+
+
+def parrived(handle: Hashable, partition: int) -> Op:
+    """MPI_Parrived polled until it returns true (one recorded call)."""
+    return ("parrived", handle, partition)
+
+
+def ptest(handle: Hashable, partition: int) -> Op:
+    """MPI_Parrived that returns false (the program polls before the data can be there)."""
+    return ("ptest", handle, partition)
+
+
+def pwait(handle: Hashable) -> Op:
+    """MPI_Wait on a partitioned request."""
+    return ("pwait", handle)
 
 
 def flush() -> Op:
@@ -619,6 +660,57 @@ def mprobe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
                                        nbytes=nbytes))
 
 
+def partitioned_halo(ranks: int = 8, iterations: int = 10, seed: int = 0, *,
+                     nbytes: int = 32768, send_parts: int = 4, recv_parts: int = 2,
+                     work_time: float = 1e-5, poll: bool = False) -> Program:
+    """Periodic 1-D halo exchange with MPI-4 partitioned communication: each rank
+    sends its halo to the right neighbour in ``send_parts`` partitions, each made
+    ready after its own piece of work (rank-, iteration- and partition-dependent,
+    so partitions become ready at different times), and receives the left
+    neighbour's halo in ``recv_parts`` partitions; an MPI_Allreduce ends every
+    iteration (and a barrier follows the Inits). With ``poll`` the receiver polls
+    its last partition once right after the start (MPI_Parrived returns false: the
+    sender is still working on it) and then
+    observes every partition with MPI_Parrived before processing it, before the
+    waits; without, it processes after completing the receive in MPI_Wait."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = []
+    for r in range(ranks):
+        right, left = (r + 1) % ranks, (r - 1) % ranks
+        ops.append([precv_init(left, nbytes, recv_parts, 11, "r"),
+                    psend_init(right, nbytes, send_parts, 11, "s"), barrier()])
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            prog += [pstart("r"), pstart("s")]
+            if poll:  # the last partition: its sender is still working
+                prog.append(ptest("r", recv_parts - 1))
+            for i in range(send_parts):
+                scale = 0.5 + 0.5 * ((r + it + 2 * i) % 4)
+                prog.append(call("work", _jitter(rng, work_time * scale)))
+                prog.append(pready("s", i))
+            if poll:
+                for j in range(recv_parts):
+                    prog.append(parrived("r", j))
+                    prog.append(call("process", _jitter(rng, 0.2 * work_time)))
+                prog += [pwait("s"), pwait("r")]
+            else:
+                prog += [pwait("s"), pwait("r"),
+                         call("process", _jitter(rng, 0.2 * work_time * recv_parts))]
+            prog.append(allreduce(8))
+    return Program("partitioned_poll" if poll else "partitioned", ops,
+                   dict(ranks=ranks, iterations=iterations, seed=seed, nbytes=nbytes,
+                        send_parts=send_parts, recv_parts=recv_parts, poll=poll))
+
+
+def partitioned_poll(ranks: int = 8, iterations: int = 10, seed: int = 0, *,
+                     nbytes: int = 32768, work_time: float = 1e-5) -> Program:
+    """:func:`partitioned_halo` with 4 send and 4 receive partitions, polled early."""
+    return partitioned_halo(ranks, iterations, seed, nbytes=nbytes, send_parts=4,
+                            recv_parts=4, work_time=work_time, poll=True)
+
+
 #: name -> builder(ranks, iterations, seed, **sizes)
 PROGRAMS: dict[str, Callable[..., Program]] = {
     "montecarlo": montecarlo,
@@ -635,4 +727,6 @@ PROGRAMS: dict[str, Callable[..., Program]] = {
     "nonblocking_rooted": nonblocking_rooted,
     "issend": issend_program,
     "mprobe": mprobe_program,
+    "partitioned": partitioned_halo,
+    "partitioned_poll": partitioned_poll,
 }

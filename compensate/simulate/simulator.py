@@ -105,6 +105,8 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   ``flush_every`` records were written since the last flush — never inside an MPI
   call): BufferFlush@t with ``stop_time = t + F`` (measured) or ``t`` (truth) in
   the ``size`` column (ticks); [O(BufferFlush)]; measured ``t += F``.
+* MPI-4 partitioned point-to-point (``psend_init`` ... ``pwait``): see
+  :mod:`compensate.simulate.partitioned`.
 * Each location: ProgramBegin (payload ``{"name": program, "args": []}``),
   Enter(main), the ops, Leave(main), ProgramEnd (payload ``{"status": 0}``).
 * Threads and accelerator streams of a process (``Program.threads``): OpenMP
@@ -167,6 +169,9 @@ from compensate.model import (
 )
 from compensate.platform import Platform
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
+from compensate.simulate.partitioned import OPS as PARTITIONED_OPS
+from compensate.simulate.partitioned import REGIONS as PARTITIONED_REGIONS
+from compensate.simulate.partitioned import run as run_partitioned
 from compensate.simulate.programs import ANY_SOURCE, PROGRAMS, REPLY, Program
 
 WORLD = 0  #: the one communicator of a simulated trace
@@ -330,6 +335,7 @@ class _Sim:
         self.resolved: dict[int, list[int]] = {r: [] for r in range(self.n)}
         self.chans: dict[tuple, _Chan] = {}
         self.colls: dict[tuple, _Coll] = {}
+        self.partitioned: dict[tuple, Any] = {}  # MPI-4 partitioned (simulate.partitioned)
         self.waiting: dict[tuple, list[int]] = {}
         self.runnable: deque[int] = deque()
         self.rows: list[_Records] = [_Records() for _ in range(self.n + len(program.threads))]
@@ -569,6 +575,8 @@ class _Rank:
                 self.flush()
             elif name in threads.OPS:
                 yield from threads.run_op(self, op)
+            elif name in PARTITIONED_OPS:
+                yield from run_partitioned(self, op)
             else:
                 raise self.fail(f"unknown op {op!r}")
         self.emit(LEAVE, region=regions["main"])
@@ -932,9 +940,11 @@ def _region_table(program: Program) -> dict[str, int]:
                 used.add(nonblocking_region(op[1]))
             elif op[0] == "coll" and op[1] in HANDLE_OPS:
                 used.add(collective_region(op[1]))
+            elif op[0] in PARTITIONED_OPS:
+                used.update(PARTITIONED_REGIONS)
     rooted = sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)
     later = [*LATER_REGIONS, *(nonblocking_region(op) for op in rooted),
-             *(collective_region(op) for op in sorted(HANDLE_OPS))]
+             *(collective_region(op) for op in sorted(HANDLE_OPS)), *PARTITIONED_REGIONS]
     names += [x for x in later if x in used and x not in seen]
     names += [x for x in threads.region_names(program) if x not in names]
     return {name: i for i, name in enumerate(names)}

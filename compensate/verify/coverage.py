@@ -44,7 +44,11 @@ DEPENDENT = frozenset(KIND_CODE[k] for k in (
     "MpiProbe", "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
     # thread synchronisation (compensate.matching.threads, verify.checks._verify_threads)
     "ThreadFork", "ThreadJoin", "ThreadTeamBegin", "ThreadTeamEnd", "ThreadAcquireLock",
-    "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait"))
+    "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait",
+    # MPI-4 partitioned (compensate.matching.partitioned, verify.partitioned); an
+    # unsuccessful MpiPtested is local by nature
+    "MpiPsendInit", "MpiPrecvInit", "MpiPsendRequest", "MpiPrecvRequest", "MpiPready",
+    "MpiParrived", "MpiPtested", "MpiPsendComplete", "MpiPrecvComplete"))
 
 #: Record kinds that depend on nothing outside their own location.
 LOCAL = frozenset(KIND_CODE[k] for k in (

@@ -71,7 +71,9 @@ def test_every_branch_has_a_case():
                      # issue 17: thread fork/join and locks
                      "r8_fork_join", "r8_lock", "r8_barrier", "r8_pthread",
                      # issue 17: accelerators, kernel launch and synchronize
-                     "r9_launch_sync", "r9_sync_done"):
+                     "r9_launch_sync", "r9_sync_done",
+                     # issue 20: MPI-4 partitioned point-to-point
+                     "r11_partitioned"):
         assert required in names
 
 

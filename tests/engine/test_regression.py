@@ -40,7 +40,7 @@ from compensate.simulate.programs import PROGRAMS
 #: the older ones stays.
 FIRST = ["collectives", "imbalanced", "mixed", "montecarlo", "nonblocking", "pingpong",
          "pipeline", "ring", "sendrecv_ring", "stencil"]
-LATER = ["gather", "issend", "nonblocking_rooted", "mprobe"]
+LATER = ["gather", "issend", "nonblocking_rooted", "mprobe", "partitioned", "partitioned_poll"]
 CONFIGS = [(name, {"ranks": 5, "seed": 1}, {}) for name in FIRST] + [
     ("ring", {"ranks": 4, "seed": 2, "eager_limit": 512}, {"eager_limit": 512}),
     ("pingpong", {"ranks": 2, "seed": 2, "eager_limit": 100}, {"eager_limit": 100}),
@@ -103,6 +103,11 @@ EXPECTED = {
     '17-mprobe:lower:uniform': '04fc3d073c24f5f6',
     '17-mprobe:upper:per-process': '57d6507b21a7bbbc',
     '17-mprobe:fitted:uniform': '4efd0b3ec5b5204b',
+    '18-partitioned:lower:uniform': 'b0fc48c8554bde72',
+    '18-partitioned:upper:per-process': '7ed0b7940e18de8f',
+    '18-partitioned:fitted:uniform': 'e41cb6c2c9d89ec7',
+    '19-partitioned_poll:lower:uniform': 'ebbbea9c2cdeaa06',
+    '19-partitioned_poll:upper:per-process': 'b5ba0e681ca14041',
 }
 
 #: Statistics added after these fingerprints were taken (issue 15's overcompensation

@@ -52,6 +52,7 @@ from compensate.formats.otf2.library import (
     _library_call,
 )
 from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, write_records
+from compensate.formats.partitioned import event_from_columns as partitioned_event
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -68,6 +69,7 @@ from compensate.model import (
     MEASUREMENT_ONOFF,
     NBC_COMPLETE,
     NBC_REQUEST,
+    PARTITIONED_KINDS,
     PROGRAM_BEGIN,
     PROGRAM_END,
     RECV,
@@ -418,6 +420,8 @@ def _event_from_columns(reg: DefinitionRegistry, cols: dict[str, list[int]], i: 
             t, CollectiveOp(op), reg.comms[cols["comm"][i]],
             _undef(cols["peer"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
             _undef(cols["size_recv"][i], _UINT64_UNDEF), request)
+    if kind in PARTITIONED_KINDS:
+        return partitioned_event(reg, cols, i, kind)
     return matched_event(reg, cols, i, kind) if kind in MATCHED_KINDS else None
 
 

@@ -40,6 +40,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from compensate.formats.chunks import ChunkIterator
+from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import (
     _BARE_RUN,
     _EVENT_SYNTAX,
@@ -150,6 +151,7 @@ class _Reader:
             "ProgramEnd": self._program_end,
         }
         self.handlers = {KIND_CODE[name]: handler for name, handler in by_name.items()}
+        self.handlers.update(dict.fromkeys(TEXT_FIELDS, self._partitioned))
 
     # -- errors ---------------------------------------------------------------
 
@@ -522,6 +524,30 @@ class _Reader:
                               0, _INT64_MAX)
         self.no_more(fields, kname, f"{peer_key}= comm= tag= bytes= {extra}".strip())
         return (t, kind, NONE, peer, comm, tag, size, NONE, NONE), None
+
+    def _partitioned(self, kname: str, kind: int, t: int,
+                     fields: dict[str, str]) -> tuple[tuple, Any]:
+        """MPI-4 partitioned records (:data:`compensate.formats.partitioned.TEXT_FIELDS`)."""
+        spec = TEXT_FIELDS[kind]
+        cols = {name: NONE for name, _ in COLUMNS}
+        keys = dict(spec)
+        if "comm" in keys:
+            cols["comm"] = self.comm_ref(self.need(fields, "comm", kname, "<comm id>"))
+        for key, column in spec:
+            if column == "comm":
+                continue
+            text = self.need(fields, key, kname, f"<{key}>")
+            if column == "peer":
+                cols[column] = self.rank(text, f"{key} rank", cols["comm"])
+            elif column == "tag":
+                cols[column] = self.int_value(text, "tag", _INT64_MIN, _INT64_MAX)
+            elif column == "request":
+                cols[column] = self.int_value(text, "request id", NONE, _INT64_MAX)
+            else:
+                cols[column] = self.int_value(text, key, 0, _INT64_MAX)
+        self.no_more(fields, kname, " ".join(f"{k}=" for k, _ in spec))
+        cols["time"], cols["kind"] = t, kind
+        return tuple(cols[name] for name, _ in COLUMNS), None
 
     def _probe(self, kname: str, kind: int, t: int,
                fields: dict[str, str]) -> tuple[tuple, Any]:

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from compensate.formats.order import Piece, WindowedMerge, merge_order
+from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import (
     FORMAT_VERSION,
     MAGIC,
@@ -107,6 +108,10 @@ class _Formatter:
             return text + (f" request={request}" if kind == NBC_COMPLETE else "")
         if kind == COLL_BEGIN:
             return ""
+        if kind in TEXT_FIELDS:
+            values = dict(zip(("region", "peer", "comm", "tag", "size", "size_recv", "op",
+                               "request"), cols, strict=True))
+            return " ".join(f"{key}={values[column]}" for key, column in TEXT_FIELDS[kind])
         if kind == BUFFER_FLUSH:
             return f"stop={size}"
         if kind == MEASUREMENT_ONOFF:
