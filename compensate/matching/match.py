@@ -33,6 +33,7 @@ from compensate.matching.collectives import (
 )
 from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.p2p import Message, MessageTable, match_p2p
+from compensate.matching.tasks import match_tasks
 from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.model import (
     COLL_BEGIN,
@@ -455,6 +456,7 @@ def match_thread_syncs(trace: Trace, structure: dict, posting: dict, eager_limit
     """Thread synchronisation (OpenMP fork/join and locks, Pthreads create/join):
     :func:`compensate.matching.threads.match_threads`."""
     result.threads = match_threads(trace)
+    match_tasks(trace, result.threads)
 
 
 def match_device_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,

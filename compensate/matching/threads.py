@@ -26,6 +26,9 @@ the same process (the *senders*), like a zero-byte message:
 * ``create``: ThreadCreate -> the ThreadBegin with the same thread contingent and
   sequence count; ``end``: ThreadEnd -> the ThreadWait with the same pair
   (Pthreads: create/join).
+* ``task``: a task's create -> its first switch on another thread; ``taskwait``:
+  the completes of the tasks a barrier or taskwait waited for -> its Leave
+  (:mod:`compensate.matching.tasks`, added to these by the matcher).
 
 Dependencies within one location are ordered by the location itself and left
 out. The fields are read from the records' payloads (an OTF2 event object, or
@@ -61,7 +64,7 @@ END, WAIT = KIND_CODE["ThreadEnd"], KIND_CODE["ThreadWait"]
 THREAD_KINDS = (FORK, JOIN, TEAM_BEGIN, TEAM_END, ACQUIRE, RELEASE, CREATE, BEGIN, END, WAIT)
 
 #: dependency kinds, in the order of :attr:`ThreadDeps.counts`
-DEP_KINDS = ("fork", "join", "lock", "create", "end")
+DEP_KINDS = ("fork", "join", "lock", "create", "end", "task", "taskwait")
 
 
 @dataclass

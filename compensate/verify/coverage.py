@@ -44,7 +44,9 @@ DEPENDENT = frozenset(KIND_CODE[k] for k in (
     "MpiProbe", "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
     # thread synchronisation (compensate.matching.threads, verify.checks._verify_threads)
     "ThreadFork", "ThreadJoin", "ThreadTeamBegin", "ThreadTeamEnd", "ThreadAcquireLock",
-    "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait"))
+    "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait",
+    # OpenMP tasks (compensate.matching.tasks, compensate.verify.tasks)
+    "ThreadTaskCreate", "ThreadTaskSwitch", "ThreadTaskComplete"))
 
 #: Record kinds that depend on nothing outside their own location.
 LOCAL = frozenset(KIND_CODE[k] for k in (
