@@ -46,7 +46,10 @@ DEPENDENT = frozenset(KIND_CODE[k] for k in (
     "ThreadFork", "ThreadJoin", "ThreadTeamBegin", "ThreadTeamEnd", "ThreadAcquireLock",
     "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait",
     # OpenMP tasks (compensate.matching.tasks, compensate.verify.tasks)
-    "ThreadTaskCreate", "ThreadTaskSwitch", "ThreadTaskComplete"))
+    "ThreadTaskCreate", "ThreadTaskSwitch", "ThreadTaskComplete",
+    # the legacy OpenMP records of older Score-P (compensate.matching.legacy)
+    "OmpFork", "OmpJoin", "OmpAcquireLock", "OmpReleaseLock", "OmpTaskCreate",
+    "OmpTaskSwitch", "OmpTaskComplete"))
 
 #: Record kinds that depend on nothing outside their own location.
 LOCAL = frozenset(KIND_CODE[k] for k in (
