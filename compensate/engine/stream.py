@@ -442,6 +442,7 @@ class _Segmenter:
         #: the first Enter/Leave that does not nest (record index in the location)
         self.nesting_first: dict | None = None
         self.ovh = platform.overhead_table() * float(defs.timer_resolution)
+        self.dev_ovh = platform.device_overhead * float(defs.timer_resolution)
         self.ctx: dict[int, _Context] = defaultdict(_Context)
         self.t0: int | None = None
         self.links = LinkCarry(defs)
@@ -561,7 +562,7 @@ class _Segmenter:
             first = int(np.searchsorted(t, t[last], side="left"))
             o = self.ovh[ev.kind[first:]]
             if loc in self.defs.locations and self.defs.locations[loc].is_device:
-                o = np.zeros_like(o)  # device records carry no overhead (R9)
+                o = np.full_like(o, self.dev_ovh)  # the device overhead (R9, default 0)
             flush = ev.kind[first:] == BUFFER_FLUSH
             carry = float(o.sum())
             if flush.any():
