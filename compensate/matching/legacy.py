@@ -28,6 +28,7 @@ task ones (:mod:`compensate.matching.tasks`, keyed by task id).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 
 import numpy as np
@@ -61,6 +62,7 @@ def match_legacy(trace: Trace, deps: ThreadDeps) -> None:
             forks[(defs.process_of(loc), f[0])].append(f[1:] + (loc,))
     for v in forks.values():
         v.sort()
+    fork_times = {key: [f[0] for f in v] for key, v in forks.items()}
     regions = {r for _, r in forks}
     # instance -> {member: (enter, leave)}; the master's own span included
     teams: dict[tuple, dict[int, tuple[int, int]]] = defaultdict(dict)
@@ -74,10 +76,10 @@ def match_legacy(trace: Trace, deps: ThreadDeps) -> None:
         for region, enter, leave in _spans(ev, regions):
             items = forks.get((proc, region), [])
             t = int(ev.time[enter])
-            best = None
-            for item in items:
-                if item[0] <= t and item[6] != loc:
-                    best = item
+            j = bisect_right(fork_times[(proc, region)], t) - 1 if items else -1
+            while j >= 0 and items[j][6] == loc:  # its own fork (a nested team's master)
+                j -= 1
+            best = items[j] if j >= 0 else None
             if best is None or t > best[2]:
                 continue
             team = teams[(proc, region, best[0], best[6])]
@@ -104,28 +106,33 @@ def _forks(trace: Trace, loc: int) -> list[tuple]:
     ``loc`` whose parallel region is entered (join -1 if there is none)."""
     ev = trace.events[loc]
     k = ev.kind
+    enters = np.flatnonzero(k == ENTER)
+    joins = np.flatnonzero(k == OMP_JOIN)
+    by_region: dict[int, np.ndarray] = {}
     out = []
     for f in np.flatnonzero(k == OMP_FORK).tolist():
-        enters = np.flatnonzero(k[f + 1:] == ENTER)
-        if not enters.size:
+        e = int(np.searchsorted(enters, f, side="right"))
+        if e == len(enters):
             continue
-        enter = f + 1 + int(enters[0])
+        enter = int(enters[e])
         region = int(ev.region[enter])
-        leave = _leave_of(ev, enter)
+        if region not in by_region:
+            by_region[region] = np.flatnonzero(((k == ENTER) | (k == LEAVE))
+                                               & (ev.region == region))
+        leave = _leave_of(ev, by_region[region], enter)
         join = -1
         if leave >= 0:
-            joins = np.flatnonzero(k[leave + 1:] == OMP_JOIN)
-            join = leave + 1 + int(joins[0]) if joins.size else -1
+            j = int(np.searchsorted(joins, leave, side="right"))
+            join = int(joins[j]) if j < len(joins) else -1
         out.append((region, int(ev.time[f]), f,
                     int(ev.time[join]) if join >= 0 else int(ev.time[-1]), join,
                     enter, leave))
     return out
 
 
-def _leave_of(ev, enter: int) -> int:
-    """The Leave that closes the Enter at ``enter`` (same region, same depth), -1."""
-    region = int(ev.region[enter])
-    sel = np.flatnonzero(((ev.kind == ENTER) | (ev.kind == LEAVE)) & (ev.region == region))
+def _leave_of(ev, sel: np.ndarray, enter: int) -> int:
+    """The Leave that closes the Enter at ``enter`` (same region, same depth; ``sel``
+    the region's Enter/Leave positions), -1."""
     depth = 0
     for i in sel[np.searchsorted(sel, enter):].tolist():
         depth += 1 if ev.kind[i] == ENTER else -1

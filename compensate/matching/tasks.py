@@ -44,7 +44,7 @@ R8's zero-byte link:
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 
 import numpy as np
@@ -117,6 +117,7 @@ def match_tasks(trace: Trace, deps) -> None:
                     creates[key].append((int(ev.time[i]), loc, i))
     for items in creates.values():
         items.sort()
+    times = {key: [c[0] for c in items] for key, items in creates.items()}
     others: list[tuple] = []  # (task ref, time, loc, index, kind)
     waits: list[tuple] = []  # (loc, Leave index, Leave time, [task refs])
     for loc, idx in recs.items():
@@ -145,9 +146,10 @@ def match_tasks(trace: Trace, deps) -> None:
                 continue
             if k in CREATE:
                 cur = stack[-1] if stack else implicit
-                pending[cur].append((key, creates[key].index((t, loc, i))))
+                pending[cur].append((key, creates[key].index((t, loc, i),
+                                                             bisect_left(times[key], t))))
                 continue
-            ref = _instance(creates, key, t)
+            ref = _instance(times, key, t)
             if ref is None:
                 deps.unmatched += 1
                 continue
@@ -176,10 +178,9 @@ def match_tasks(trace: Trace, deps) -> None:
     _barrier_waits(trace, deps, ThreadSync, creates, complete, done)
 
 
-def _instance(creates: dict, key: tuple, t: int) -> tuple | None:
+def _instance(times: dict, key: tuple, t: int) -> tuple | None:
     """(key, n): the latest create of ``key`` measured at or before ``t``."""
-    times = [c[0] for c in creates.get(key, ())]
-    n = bisect_right(times, t) - 1
+    n = bisect_right(times.get(key, ()), t) - 1
     return None if n < 0 else (key, n)
 
 
@@ -208,6 +209,7 @@ def _barrier_waits(trace: Trace, deps, sync_cls, creates: dict, complete: dict,
         return
     for v in leaves.values():
         v.sort(key=lambda x: x[0])
+    ends = {loc: np.array([e for e, _, _ in v], dtype=np.int64) for loc, v in leaves.items()}
     edges = {loc: np.flatnonzero(np.isin(ev.kind, _TEAM_EDGES))
              for loc, ev in trace.events.items() if loc in leaves}
     waited: dict[int, list] = defaultdict(list)  # id(inst) -> task refs
@@ -215,17 +217,16 @@ def _barrier_waits(trace: Trace, deps, sync_cls, creates: dict, complete: dict,
     for key, items in creates.items():
         for n, (_, loc, i) in enumerate(items):
             mine = leaves.get(loc)
-            if (key, n) in done:  # a taskwait waited for it, before the barrier
+            if not mine or (key, n) in done:  # (a taskwait waited for it, before)
                 continue
-            if not mine:
-                continue
-            j = bisect_right([e for e, _, _ in mine], i)
+            j = int(np.searchsorted(ends[loc], i, side="right"))
             if j == len(mine):
                 continue
             _, inst, begin = mine[j]
             e = edges[loc]
             lo, hi = min(i, begin), max(i, begin)
-            if np.any((e > lo) & (e < hi)):  # a team begin or end in between
+            # a team begin or end in between: the barrier is another team's
+            if np.searchsorted(e, hi, side="left") > np.searchsorted(e, lo, side="right"):
                 continue
             waited[id(inst)].append((key, n))
             insts[id(inst)] = inst
