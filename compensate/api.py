@@ -123,7 +123,7 @@ def resolve_platform(platform: Platform | str | os.PathLike | None,
                         f"got {type(overhead).__name__}")
     if plat is None:
         return Platform(seconds)
-    return Platform(seconds, {}, plat.copy_bytes, plat.copy_seconds)
+    return Platform(seconds, {}, plat.copy_bytes, plat.copy_seconds, plat.device_overhead)
 
 
 def compensate(trace: Trace, bound: str = "lower",

@@ -5,6 +5,7 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
     {"format": 1,
      "event_overhead": 1e-6,                       # seconds per record
      "event_overhead_by_kind": {"Metric": 2e-6},   # optional, OTF2 record kind -> seconds
+     "device_overhead": 0.0,                       # optional, seconds per accelerator record
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...]}
 
 One schema describes the file: ``compensate/platform.schema.json`` (JSON Schema
@@ -53,11 +54,17 @@ class Platform:
     overhead_by_kind: dict[str, float] = field(default_factory=dict)
     copy_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     copy_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: seconds per record on an accelerator stream (R9; 0: device activity is not
+    #: dilated by host tracing, whatever the record kind)
+    device_overhead: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.event_overhead >= 0 and math.isfinite(self.event_overhead)):
             raise PlatformError(f"event_overhead must be a finite number >= 0, "
                                 f"got {self.event_overhead!r}")
+        if not (self.device_overhead >= 0 and math.isfinite(self.device_overhead)):
+            raise PlatformError(f"device_overhead must be a finite number >= 0, "
+                                f"got {self.device_overhead!r}")
         for k, v in self.overhead_by_kind.items():
             if k not in KIND_CODE:
                 raise PlatformError(f"event_overhead_by_kind: unknown record kind {k!r}")
@@ -119,7 +126,8 @@ class Platform:
         b = [float(e["bytes"]) for e in data["copy_time"]]
         s = [float(e["seconds"]) for e in data["copy_time"]]
         try:
-            return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s))
+            return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s),
+                       float(data.get("device_overhead", 0.0)))
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -149,6 +157,7 @@ class Platform:
             "format": 1,
             "event_overhead": self.event_overhead,
             "event_overhead_by_kind": dict(self.overhead_by_kind),
+            "device_overhead": self.device_overhead,
             "copy_time": [{"bytes": int(b), "seconds": float(s)}
                           for b, s in zip(self.copy_bytes, self.copy_seconds, strict=True)],
         }

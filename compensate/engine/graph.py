@@ -68,6 +68,7 @@ class Graph:
         res = float(trace.definitions.timer_resolution)
         self.res = res
         self.ovh = platform.overhead_table() * res  # ticks per kind code
+        self.dev_ovh = platform.device_overhead * res  # ticks per accelerator record
         self.loc_ids = list(trace.events)
         self.evs = [trace.events[loc] for loc in self.loc_ids]
         self.pos_of = {loc: li for li, loc in enumerate(self.loc_ids)}
@@ -109,8 +110,8 @@ class Graph:
             if loc in defs and defs[loc].is_metric:  # mapped afterwards, not R1: no
                 o[:] = 0.0  # overhead charged, no overcompensation counted (engine.metrics)
             device = loc in defs and defs[loc].is_device
-            if device:  # device activity is not dilated by host tracing (R9): the
-                o[:] = 0.0  # platform file has no device overhead, so it is zero
+            if device:  # device activity is not dilated by host tracing (R9): only the
+                o[:] = self.dev_ovh  # platform file's device_overhead (default 0)
             devs.append(np.full(n, device))
             flush = np.flatnonzero(ev.kind == BUFFER_FLUSH)
             if flush.size:
@@ -179,8 +180,9 @@ class Graph:
         return np.array([self.copy(s) for s in u.tolist()], dtype=np.float64)[inv.reshape(-1)]
 
     def kind_ovh(self, g: int) -> float:
-        """The tracer overhead of record ``g`` (ticks): by kind, 0 on a device."""
-        return 0.0 if self.device[g] else float(self.ovh[self.kind[g]])
+        """The tracer overhead of record ``g`` (ticks): by kind, on a device the
+        platform's device overhead (default 0)."""
+        return self.dev_ovh if self.device[g] else float(self.ovh[self.kind[g]])
 
     def g(self, li: int, idx: int) -> int:
         """Global record number of record ``idx`` of location position ``li``."""

@@ -44,11 +44,11 @@ import ctypes
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from compensate.engine import EngineOptions, Stats, approximate, rounded_times
+from compensate.engine.carry import LinkCarry, Row
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
 from compensate.matching import Matching, match, nesting
 from compensate.matching.devices import is_synchronize
@@ -92,9 +92,9 @@ def _kinds(*codes: int) -> np.ndarray:
 
 
 _THREAD_OPEN = _kinds(KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"],
-                      KIND_CODE["ThreadEnd"])
+                      KIND_CODE["ThreadEnd"], KIND_CODE["OmpFork"])
 _THREAD_CLOSE = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"],
-                       KIND_CODE["ThreadWait"])
+                       KIND_CODE["ThreadWait"], KIND_CODE["OmpJoin"])
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
 _PARTITIONED_OPEN = _kinds(*sorted(PINIT_KINDS))
@@ -138,12 +138,17 @@ class SegmentError(Exception):
 class _Context:
     """What one location carries from one segment to the next."""
 
-    stack: list[tuple[tuple, Any, float, int]] = field(default_factory=list)  # open Enters
-    last: tuple[tuple, Any, float, int] | None = None  # the last record, if not on the stack
+    # rows: (columns, payload, approximated float, written int, record index)
+    stack: list[Row] = field(default_factory=list)  # open Enters
+    last: Row | None = None  # the last record, if not on the stack
     carry: float = 0.0  # overhead (ticks) the last timestamp group left to charge
+    #: earlier senders of links that may cross the cut (compensate.engine.carry)
+    carried: list[Row] = field(default_factory=list)
+    last_carried: bool = False  # the last record is such a sender: matched again
 
-    def records(self) -> list[tuple[tuple, Any, float, int]]:
-        return self.stack + ([self.last] if self.last is not None else [])
+    def records(self) -> list[Row]:
+        rows = self.stack + self.carried + ([self.last] if self.last is not None else [])
+        return sorted(rows, key=lambda r: r[4]) if self.carried else rows
 
 
 @dataclass
@@ -454,13 +459,18 @@ class _Segmenter:
         #: the first Enter/Leave that does not nest (record index in the location)
         self.nesting_first: dict | None = None
         self.ovh = platform.overhead_table() * float(defs.timer_resolution)
+        self.dev_ovh = platform.device_overhead * float(defs.timer_resolution)
         self.ctx: dict[int, _Context] = defaultdict(_Context)
         self.t0: int | None = None
+        self.links = LinkCarry(defs)
 
     def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
         """(trace for the engine, trace for matching, pins) of a segment with its
         context records in front."""
         events, for_match, pins = {}, {}, {}
+        for loc in self.ctx:  # a carried sender on a location without records here
+            if self.ctx[loc].carried and loc not in seg:
+                seg[loc] = Events.from_rows([], [])
         for loc, ev in seg.items():
             ctx = self.ctx[loc]
             rows = ctx.records()
@@ -469,7 +479,7 @@ class _Segmenter:
                 continue
             head = Events.from_rows([r[0] for r in rows], [r[1] for r in rows])
             events[loc] = Events.concat([head, ev])
-            if ctx.last is not None:
+            if ctx.last is not None and not ctx.last_carried:
                 kind = events[loc].kind.copy()
                 kind[len(rows) - 1] = _NEUTRAL
                 for_match[loc] = replace(events[loc], kind=kind)
@@ -538,36 +548,60 @@ class _Segmenter:
         in the fitting pass). ``matching`` is the segment's: its
         :attr:`~compensate.matching.Matching.open_calls` (indices into the segment
         with its context in front) are the calls still open after it."""
+        base: dict[int, int] = {}
         for loc, ev in seg.items():
             ctx = self.ctx[loc]
             n = len(ev)
+            if not n:  # only carried context records were in front
+                continue
+            base[loc] = self.done[loc]
             self.done[loc] += n
             v = values[loc] if values is not None else np.zeros(n)
             w = written[loc] if written is not None else np.zeros(n, np.int64)
-            p = len(ctx.records())  # the context records in front of the segment
+            rows = ctx.records()  # the context records in front of the segment
+            p = len(rows)
             stack = []
             for i in matching.open_calls.get(loc, np.zeros(0, np.int64)).tolist():
                 if i < p:  # a call opened in an earlier segment, still open
-                    stack.append(ctx.stack[i])
+                    stack.append(rows[i])
                 else:
                     j = i - p
-                    stack.append((ev.row(j), ev.payload[j], float(v[j]), int(w[j])))
+                    stack.append((ev.row(j), ev.payload[j], float(v[j]), int(w[j]),
+                                  base[loc] + j))
             ctx.stack = stack
             last = n - 1
             is_open = bool(stack) and int(matching.open_calls[loc][-1]) == p + last
             ctx.last = None if is_open else \
-                (ev.row(last), ev.payload[last], float(v[last]), int(w[last]))
+                (ev.row(last), ev.payload[last], float(v[last]), int(w[last]),
+                 base[loc] + last)
             # the overhead of the trailing timestamp group (R1: charged to the next gap)
             t = ev.time
             first = int(np.searchsorted(t, t[last], side="left"))
             o = self.ovh[ev.kind[first:]]
             if loc in self.defs.locations and self.defs.locations[loc].is_device:
-                o = np.zeros_like(o)  # device records carry no overhead (R9)
+                o = np.full_like(o, self.dev_ovh)  # the device overhead (R9, default 0)
             flush = ev.kind[first:] == BUFFER_FLUSH
             carry = float(o.sum())
             if flush.any():
                 carry += float((ev.size[first:][flush] - t[first:][flush]).sum())
             ctx.carry = carry
+
+        def row_of(loc: int, j: int) -> Row:
+            ev = seg[loc]
+            v = float(values[loc][j]) if values is not None else 0.0
+            w = int(written[loc][j]) if written is not None else 0
+            return (ev.row(j), ev.payload[j], v, w, base[loc] + j)
+
+        self.links.update({loc: ev for loc, ev in seg.items() if len(ev)}, row_of)
+        carried = self.links.carried()
+        for loc, ctx in self.ctx.items():
+            mine = carried.get(loc, [])
+            own = {r[4] for r in ctx.stack} | ({ctx.last[4]} if ctx.last is not None else set())
+            ctx.carried = [r for r in mine if r[4] not in own]
+            ctx.last_carried = ctx.last is not None and any(r[4] == ctx.last[4] for r in mine)
+        for loc in carried:
+            if loc not in self.ctx:
+                self.ctx[loc].carried = carried[loc]
 
 
 def _sum_counts(total: dict, part: dict) -> None:
@@ -676,6 +710,9 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
             for loc, ev in seg.items():
                 p = len(pins[loc][0]) if loc in pins else 0
                 values[loc] = approx[loc][p:]
+                if not len(ev):
+                    written[loc] = np.zeros(0, np.int64)
+                    continue
                 floor = sg.ctx[loc].records()[-1][3] if p else None
                 written[loc], _ = rounded_times(ev, values[loc], sg.t0, floor)
         for loc, ev in trace.events.items():
@@ -700,6 +737,8 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
         if not check.ok:
             return out
         for loc, ev in seg.items():
+            if not len(ev):
+                continue
             p = len(pins[loc][0]) if loc in pins else 0
             write(loc, out_events[loc].slice(p, p + len(ev)))
             out.measured_span = _span(out.measured_span, int(ev.time[0]), int(ev.time[-1]))

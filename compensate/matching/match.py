@@ -32,8 +32,10 @@ from compensate.matching.collectives import (
     collective_class,
 )
 from compensate.matching.devices import DeviceDeps, match_devices
+from compensate.matching.legacy import match_legacy
 from compensate.matching.p2p import Message, MessageTable, match_p2p
 from compensate.matching.partitioned import PartitionedDeps, match_partitioned
+from compensate.matching.tasks import match_tasks
 from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.model import (
     COLL_BEGIN,
@@ -459,6 +461,8 @@ def match_thread_syncs(trace: Trace, structure: dict, posting: dict, eager_limit
     """Thread synchronisation (OpenMP fork/join and locks, Pthreads create/join):
     :func:`compensate.matching.threads.match_threads`."""
     result.threads = match_threads(trace)
+    match_legacy(trace, result.threads)
+    match_tasks(trace, result.threads)
 
 
 def match_device_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,

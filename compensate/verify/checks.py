@@ -16,6 +16,7 @@ from compensate.matching.collectives import N_TO_ONE, ONE_TO_N
 from compensate.model import Trace
 from compensate.verify.coverage import carried_local_only
 from compensate.verify.partitioned import verify_partitioned
+from compensate.verify.tasks import task_violations
 
 
 @dataclass
@@ -59,6 +60,8 @@ class Verification:
 COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
           "collectives", "nonblocking collectives",
           "thread fork/join, OpenMP barriers, locks and create/join",
+          "OpenMP tasks: create before switch and complete, completes before the "
+          "barrier or taskwait that waited for them",
           "kernel launch and synchronize on accelerator streams",
           "METRIC samples against their process",
           "MPI-4 partitioned Pready -> Parrived and completions"]
@@ -238,7 +241,16 @@ def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
                      f"records (location {ref}) around it")
 
 
+def _verify_tasks(trace: Trace, matching: Matching, v: Verification) -> None:
+    """No OpenMP task switched to or completed before its create
+    (:mod:`compensate.verify.tasks`, counted with the threads)."""
+    bad, notes = task_violations(trace)
+    v.threads += bad
+    for n in notes:
+        _note(v, n)
+
+
 #: One check per dependency family, each independent of how the engine computed the
 #: times (a new dependency kind adds its invariant here).
 CHECKS = (_verify_order, _verify_messages, _verify_collectives, _verify_threads,
-          _verify_devices, verify_partitioned)
+          _verify_devices, _verify_tasks, verify_partitioned)

@@ -48,7 +48,12 @@ DEPENDENT = frozenset(KIND_CODE[k] for k in (
     # MPI-4 partitioned (compensate.matching.partitioned, verify.partitioned); an
     # unsuccessful MpiPtested is local by nature
     "MpiPsendInit", "MpiPrecvInit", "MpiPsendRequest", "MpiPrecvRequest", "MpiPready",
-    "MpiParrived", "MpiPtested", "MpiPsendComplete", "MpiPrecvComplete"))
+    "MpiParrived", "MpiPtested", "MpiPsendComplete", "MpiPrecvComplete",
+    # OpenMP tasks (compensate.matching.tasks, compensate.verify.tasks)
+    "ThreadTaskCreate", "ThreadTaskSwitch", "ThreadTaskComplete",
+    # the legacy OpenMP records of older Score-P (compensate.matching.legacy)
+    "OmpFork", "OmpJoin", "OmpAcquireLock", "OmpReleaseLock", "OmpTaskCreate",
+    "OmpTaskSwitch", "OmpTaskComplete"))
 
 #: Record kinds that depend on nothing outside their own location.
 LOCAL = frozenset(KIND_CODE[k] for k in (

@@ -148,3 +148,39 @@ def test_streamed_hip_archive_is_the_in_memory_result(segment_records):
     for loc, ev in got.items():
         np.testing.assert_array_equal(ev.time, ref.trace.events[loc].time)
     assert res.counts["devices"]["synchronize"] == 2
+
+
+DEVICE_ONLY = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=1 name="GPU" type=ACCELERATOR_STREAM group_type=ACCELERATOR group_creator=0
+region 1 "kernel"
+region 2 "main"
+events
+900 0 Enter region=2
+1000 1 Enter region=1
+1500 1 Leave region=1
+2000 1 Enter region=1
+2600 1 Leave region=1
+3000 0 Leave region=2
+"""
+
+
+@pytest.mark.parametrize("device_overhead, want", [
+    (0.0, [1000, 1500, 2000, 2600]),  # default: device gaps and durations kept
+    # 100 ticks per device record, R1: 1000, 1000 + (500 - 100), 1400 + (500 - 100),
+    # 1800 + (600 - 100)
+    (1e-7, [1000, 1400, 1800, 2300]),
+])
+def test_device_overhead_of_the_platform_file(tmp_path, device_overhead, want):
+    """R9 applies the platform file's device_overhead to accelerator records only
+    (the host's records keep the host overhead, here 0)."""
+    path = tmp_path / "d.trace"
+    path.write_text(DEVICE_ONLY)
+    trace = read_text(str(path))
+    plat = Platform.from_dict({"event_overhead": 0.0, "copy_time": [],
+                               "device_overhead": device_overhead})
+    assert Platform.from_dict(plat.to_dict()).device_overhead == device_overhead
+    out = compensate(trace, plat, EngineOptions(bound="lower"))
+    assert out.trace.events[1].time.tolist() == want
+    assert out.trace.events[0].time.tolist() == [900, 3000]

@@ -167,10 +167,9 @@ def test_real_archives_barriers_break_without_r8(name, overhead):
 
 @pytest.mark.parametrize("segment_records", [40, 10**6])
 def test_streamed_threaded_archive_is_the_in_memory_result(segment_records):
-    """A parallel region (fork to join) is never cut into two stream segments, so the
-    streamed times equal the in-memory ones (compensate/engine/stream.py). A lock
-    handed over from one parallel region to the next may be cut: that hand-over is
-    then ordered through the join and the next fork, not counted as a lock."""
+    """A parallel region (fork to join) is never cut into two stream segments and a
+    lock hand-over across a cut is carried (compensate/engine/carry.py), so the
+    streamed times and links equal the in-memory ones."""
     from .test_stream import both
     trace = read_bundled(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2")
     ref, got, res = both(trace, Platform(1e-7), segment_records=segment_records,
@@ -178,12 +177,9 @@ def test_streamed_threaded_archive_is_the_in_memory_result(segment_records):
     assert res.verification.ok
     for loc, ev in got.items():
         np.testing.assert_array_equal(ev.time, ref.trace.events[loc].time)
-    want, have = ref.matching.counts()["threads"], res.counts["threads"]
-    assert (have["fork"], have["join"]) == (want["fork"], want["join"])
+    assert res.counts["threads"] == ref.matching.counts()["threads"]
     if segment_records == 40:
         assert res.segments >= 2
-    else:
-        assert have == want
 
 
 def test_fitted_without_a_network_fit_keeps_the_fitted_link_latency():
