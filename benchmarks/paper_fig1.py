@@ -41,9 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+from compensate import insitu
 from compensate.formats.otf2 import read_otf2
 from compensate.model import ENTER, LEAVE
-from compensate.platform import Platform
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "examples" / "montecarlo_pi.py"
@@ -57,9 +57,10 @@ def _run(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
     return proc
 
 
-def region_span(path: Path, region: str = REGION) -> tuple[float, int, np.ndarray]:
+def region_span(path: Path, region: str = REGION) -> tuple[float, dict]:
     """(seconds from the earliest Enter to the latest Leave of ``region`` over all
-    locations, record count and record kinds of the busiest location)."""
+    locations, facts about the busiest location: records, the mean overhead per
+    record the trace's in-situ tables give it, its run-queue wait)."""
     trace = read_otf2(str(path))
     ids = [i for i, name in trace.definitions.regions.items() if name == region]
     enters, leaves = [], []
@@ -69,17 +70,20 @@ def region_span(path: Path, region: str = REGION) -> tuple[float, int, np.ndarra
         leaves += ev.time[sel & (ev.kind == LEAVE)].tolist()
     if not enters or not leaves:
         raise RuntimeError(f"{path}: no Enter/Leave of region {region!r}")
-    busiest = max(trace.events.values(), key=len)
-    return (max(leaves) - min(enters)) / trace.definitions.timer_resolution, len(busiest), \
-        busiest.kind
-
-
-def mean_overhead(platform: Platform, kinds: np.ndarray) -> float:
-    return float(platform.overhead_table()[kinds].mean())
+    loc, busiest = max(trace.events.items(), key=lambda kv: len(kv[1]))
+    info = {"records": len(busiest), "mean_o": float("nan"), "wait": float("nan")}
+    plat = insitu.platform_of(trace.definitions)
+    if plat is not None:
+        info["mean_o"] = float(plat.location_overheads(loc, busiest.kind,
+                                                       busiest.region).mean())
+        sched = trace.definitions.insitu.get(loc, {}).get("sched") or {}
+        info["wait"] = sched.get("runqueue_wait_s", float("nan"))
+    return (max(leaves) - min(enters)) / trace.definitions.timer_resolution, info
 
 
 def supports_fitted() -> bool:
-    proc = subprocess.run(["compensate", "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "compensate", "--help"],
+                          capture_output=True, text=True, cwd=ROOT)
     return "fitted" in proc.stdout
 
 
@@ -98,12 +102,28 @@ def machine() -> dict[str, str]:
             "os": f"{pyplatform.system()} {pyplatform.release()}"}
 
 
+def compensate_run(trace: Path, out: Path, bound: str) -> dict:
+    """``compensate`` with the trace's in-situ overhead (the tracer's platform file
+    only for the copy cost); the compensated span and the summary's counts."""
+    summary = out.with_suffix(".json")
+    _run([sys.executable, "-m", "compensate", str(trace), str(out / "traces.otf2"),
+          "--platform", str(trace.parent / "platform.json"), "--overhead", "insitu",
+          "--bound", bound, "--summary", str(summary), "--quiet", "--force"])
+    s = json.loads(summary.read_text())
+    return {"seconds": region_span(out / "traces.otf2")[0],
+            "violations": s["verification"]["violations"],
+            "overcompensated": s["overcompensated_records"],
+            "source": s["overhead"]["source"]}
+
+
 def experiment(n: int, args: argparse.Namespace, work: Path, bounds: list[str]) -> dict:
+    """``--reps`` uninstrumented and traced runs, alternating (so that both see the
+    same load); every traced run compensated with every bound."""
     prog = [str(PROGRAM), "--rounds", str(args.rounds), "--pairs", str(args.pairs),
             "--check-every", str(args.check_every)]
     base = ["mpiexec", "-n", str(n), sys.executable]
     plain, traced = [], []
-    for rep in range(args.reps):  # alternate, so that both kinds see the same load
+    for rep in range(args.reps):
         timing = work / f"u{n}-{rep}.json"
         _run([*base, *prog, "--timing", str(timing)])
         plain.append(json.loads(timing.read_text()))
@@ -111,62 +131,89 @@ def experiment(n: int, args: argparse.Namespace, work: Path, bounds: list[str]) 
         timing = work / f"t{n}-{rep}.json"
         _run([*base, "-m", "calibration.record", "-o", str(out / "traces.otf2"), "--force",
               "--", *prog, "--timing", str(timing)])
-        traced.append((json.loads(timing.read_text()), out))
-    kept_plain = min(plain, key=lambda t: t["seconds"])
-    kept, best = min(traced, key=lambda t: t[0]["seconds"])
-    t_m, records, kinds = region_span(best / "traces.otf2")
-    plat = Platform.load(best / "platform.json")
-    row = {"ranks": n, "uninstr": kept_plain["seconds"], "instr": t_m, "records": records,
-           "mean_o": mean_overhead(plat, kinds),
-           "plain_all": [t["seconds"] for t in plain],
-           "traced_all": [t["seconds"] for t, _ in traced],
-           "off_cpu": (kept_plain["off_cpu"], kept["off_cpu"]), "bounds": {}}
-    for bound in bounds:
-        out = work / f"c{n}-{bound}"
-        summary = work / f"c{n}-{bound}.json"
-        _run(["compensate", str(best / "traces.otf2"), str(out / "traces.otf2"),
-              "--platform", str(best / "platform.json"), "--bound", bound,
-              "--summary", str(summary), "--quiet", "--force"])
-        s = json.loads(summary.read_text())
-        row["bounds"][bound] = {"seconds": region_span(out / "traces.otf2")[0],
-                                "violations": s["verification"]["violations"],
-                                "overcompensated": s["overcompensated_records"]}
-    return row
+        t_m, info = region_span(out / "traces.otf2")
+        run = {"timing": json.loads(timing.read_text()), "instr": t_m, **info, "bounds": {}}
+        for bound in bounds:
+            run["bounds"][bound] = compensate_run(out / "traces.otf2",
+                                                  work / f"c{n}-{rep}-{bound}", bound)
+        traced.append(run)
+        if not args.keep and not args.workdir:
+            shutil.rmtree(out, ignore_errors=True)
+            for bound in bounds:
+                shutil.rmtree(work / f"c{n}-{rep}-{bound}", ignore_errors=True)
+    return {"ranks": n, "plain": plain, "traced": traced}
 
 
 def removed(t_a: float, t_m: float, t_u: float) -> float:
     return 100.0 * (1.0 - abs(t_a - t_u) / (t_m - t_u)) if t_m != t_u else float("nan")
 
 
+def _med(values: list[float]) -> str:
+    """median [min-max] of a list of numbers."""
+    v = [x for x in values if x == x]
+    if not v:
+        return "n/a"
+    return f"{np.median(v):.1f} [{min(v):.1f}–{max(v):.1f}]"
+
+
+def row_numbers(r: dict, bounds: list[str]) -> dict:
+    """Per repetition: dilation, removal per bound (against the median
+    uninstrumented time), dilation and overhead per record of the busiest rank."""
+    t_u = float(np.median([p["seconds"] for p in r["plain"]]))
+    reps = []
+    for t in r["traced"]:
+        t_m = t["instr"]
+        reps.append({"t_m": t_m, "dilation": 100 * (t_m - t_u) / t_u,
+                     "per_record_ns": 1e9 * (t_m - t_u) / t["records"],
+                     "mean_o_ns": 1e9 * t["mean_o"],
+                     "removed": {b: removed(t["bounds"][b]["seconds"], t_m, t_u)
+                                 for b in bounds},
+                     "t_a": {b: t["bounds"][b]["seconds"] for b in bounds}})
+    return {"t_u": t_u, "reps": reps}
+
+
 def report(rows: list[dict], bounds: list[str], info: dict) -> str:
     cores = os.cpu_count() or 1
     head = ["ranks", "uninstr. s", "instr. s", *[f"{b} s" for b in bounds], "dilation %",
+            "dilation ns/record", "overhead used ns/record",
             *[f"removed {b} %" for b in bounds]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for r in rows:
-        t_u, t_m = r["uninstr"], r["instr"]
+        num = row_numbers(r, bounds)
+        reps = num["reps"]
         over = " ⁺" if r["ranks"] > cores else ""
-        cells = [f"{r['ranks']}{over}", f"{t_u:.4f}", f"{t_m:.4f}",
-                 *[f"{r['bounds'][b]['seconds']:.4f}" for b in bounds],
-                 f"{100 * (t_m - t_u) / t_u:.1f}",
-                 *[f"{removed(r['bounds'][b]['seconds'], t_m, t_u):.1f}" for b in bounds]]
+        t_m = float(np.median([x["t_m"] for x in reps]))
+        cells = [f"{r['ranks']}{over}", f"{num['t_u']:.4f}", f"{t_m:.4f}",
+                 *[f"{np.median([x['t_a'][b] for x in reps]):.4f}" for b in bounds],
+                 _med([x["dilation"] for x in reps]),
+                 _med([x["per_record_ns"] for x in reps]),
+                 _med([x["mean_o_ns"] for x in reps]),
+                 *[_med([x["removed"][b] for x in reps]) for b in bounds]]
         lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Medians over the repetitions [min–max]; removed % = 1 − |T_a − T_u| / "
+                 "(T_m − T_u) per traced run, T_u the median uninstrumented time; "
+                 "overhead used = the mean in-situ overhead of the busiest rank's records.")
     if any(r["ranks"] > cores for r in rows):
-        lines.append(f"\n⁺ oversubscribed: more ranks than the machine's {cores} cores")
+        lines.append(f"⁺ oversubscribed: more ranks than the machine's {cores} cores")
     lines.append("")
     for r in rows:
-        busiest = (r["instr"] - r["uninstr"]) / r["records"]
+        t = r["traced"]
+        worst = {b: (max(x["bounds"][b]["violations"] for x in t),
+                     max(x["bounds"][b]["overcompensated"] for x in t)) for b in bounds}
+        sources = sorted({x["bounds"][b]["source"] for x in t for b in bounds})
         lines.append(
-            f"ranks {r['ranks']}: busiest rank {r['records']:,} records, measured dilation "
-            f"{busiest * 1e9:.0f} ns/record, calibrated mean O {r['mean_o'] * 1e9:.0f} "
-            f"ns/record (ratio {busiest / r['mean_o']:.2f}); all runs: uninstr. "
-            + ", ".join(f"{t:.4f}" for t in r["plain_all"]) + " s; instr. "
-            + ", ".join(f"{t:.4f}" for t in r["traced_all"]) + " s; off-CPU time of the "
-            f"busiest rank in the kept runs: uninstr. {r['off_cpu'][0]:.4f} s, instr. "
-            f"{r['off_cpu'][1]:.4f} s; violations "
-            + ", ".join(f"{b} {r['bounds'][b]['violations']}" for b in bounds)
-            + "; overcompensated records "
-            + ", ".join(f"{b} {r['bounds'][b]['overcompensated']}" for b in bounds))
+            f"ranks {r['ranks']}: busiest rank {t[0]['records']:,} records; all runs: "
+            f"uninstr. " + ", ".join(f"{p['seconds']:.4f}" for p in r["plain"])
+            + " s; instr. " + ", ".join(f"{x['instr']:.4f}" for x in t) + " s; off-CPU "
+            "(largest of a rank): uninstr. "
+            + ", ".join(f"{p['off_cpu']:.4f}" for p in r["plain"]) + " s, instr. "
+            + ", ".join(f"{x['timing']['off_cpu']:.4f}" for x in t) + " s; run-queue wait "
+            "of the busiest rank (in-situ): "
+            + ", ".join(f"{x['wait']:.4f}" for x in t) + " s; worst of all runs: "
+            + ", ".join(f"{b} {v} violations, {o} overcompensated"
+                        for b, (v, o) in worst.items())
+            + f"; overhead source: {', '.join(sources)}")
     lines.append("")
     lines.append("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
     return "\n".join(lines)

@@ -39,6 +39,7 @@ base-class methods, so it is never recorded.
 from __future__ import annotations
 
 import pickle
+from time import monotonic_ns
 from typing import Any
 
 from mpi4py import MPI
@@ -120,16 +121,32 @@ def _register(comm: Any) -> int:
 
 def _collective(comm: Any, name: str, op: str, root: int, fn: Any, args: tuple,
                 sizes: Any) -> Any:
+    t = monotonic_ns()  # stamps first, the tracer's work after them (module docstring)
+    tb_ = monotonic_ns()
     rec, region = _rec.current(), _REGIONS[name]
     cid = _cid(comm)
-    rec.enter(region)
-    rec.coll_begin()
+    rec.enter_at(t, region)
+    rec.add_record(tb_, tb.COLL_BEGIN, ())
+    rec.back(t)
     try:
         result = fn(comm, *args)
-        rec.coll_end(COLLECTIVE_OPS[op], cid, root, sizes, comm, args, result)
-        return result
-    finally:
-        rec.leave(region)
+    except BaseException:
+        _leave(rec, region)
+        raise
+    te = monotonic_ns()
+    tl = monotonic_ns()
+    sent, received = sizes(comm, args, result)
+    rec.add_record(te, tb.COLL_END, (COLLECTIVE_OPS[op], cid, root, sent, received))
+    rec.leave_at(tl, region)
+    rec.back(te)
+    return result
+
+
+def _leave(rec: tb.Buffer, region: int) -> None:
+    """Leave of a wrapped call that raised."""
+    t = monotonic_ns()
+    rec.leave_at(t, region)
+    rec.back(t)
 
 
 # ---------------------------------------------------------------------------------
@@ -165,18 +182,19 @@ class TracedIntracomm(MPI.Intracomm):
 
     # -- blocking point to point -------------------------------------------------------
     def _send(self, name: str, fn: Any, obj: Any, dest: int, tag: int, pickled: bool) -> None:
+        t = monotonic_ns()
+        ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             if dest != _PROC_NULL:
-                if pickled:
-                    rec.send_obj(dest, cid, tag, obj)
-                else:
-                    rec.send(dest, cid, tag, sz.nbytes(obj))
+                rec.add_record(ts, tb.MPI_SEND, (dest, cid, tag, tb.pickled_size(obj)
+                                                 if pickled else sz.nbytes(obj)))
+            rec.back(t)
             fn(self, obj, dest, tag)
         finally:
-            rec.leave(region)
+            _leave(rec, region)
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         self._send("MPI_Send", _Comm.send, obj, dest, tag, True)
@@ -191,17 +209,19 @@ class TracedIntracomm(MPI.Intracomm):
         self._send("MPI_Ssend", _Comm.Ssend, buf, dest, tag, False)
 
     def _recv(self, fn: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
+        t = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Recv"]
         cid = _cid(self)
         st = _scratch(rec) if status is None else status
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             result = fn(self, buf, source, tag, st)
-            if source != _PROC_NULL:
-                rec.recv(cid, st)
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        _received(rec, region, source, cid, st)
+        return result
 
     def recv(self, buf: Any = None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
              status: Any = None) -> Any:
@@ -213,22 +233,23 @@ class TracedIntracomm(MPI.Intracomm):
 
     def _sendrecv(self, fn: Any, sendobj: Any, dest: int, sendtag: int, recvbuf: Any,
                   source: int, recvtag: int, status: Any, pickled: bool) -> Any:
+        t = monotonic_ns()
+        ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Sendrecv"]
         cid = _cid(self)
         st = _scratch(rec) if status is None else status
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             if dest != _PROC_NULL:
-                if pickled:
-                    rec.send_obj(dest, cid, sendtag, sendobj)
-                else:
-                    rec.send(dest, cid, sendtag, sz.nbytes(sendobj))
+                rec.add_record(ts, tb.MPI_SEND, (dest, cid, sendtag, tb.pickled_size(sendobj)
+                                                 if pickled else sz.nbytes(sendobj)))
+            rec.back(t)
             result = fn(self, sendobj, dest, sendtag, recvbuf, source, recvtag, st)
-            if source != _PROC_NULL:
-                rec.recv(cid, st)
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        _received(rec, region, source, cid, st)
+        return result
 
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
@@ -245,21 +266,22 @@ class TracedIntracomm(MPI.Intracomm):
     # -- nonblocking point to point ----------------------------------------------------
     def _isend(self, name: str, fn: Any, obj: Any, dest: int, tag: int,
                pickled: bool) -> TracedRequest:
+        t = monotonic_ns()
+        ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             rid = _rec.new_request()
             if dest != _PROC_NULL:
-                if pickled:
-                    rec.isend_obj(dest, cid, tag, obj, rid)
-                else:
-                    rec.isend(dest, cid, tag, sz.nbytes(obj), rid)
+                rec.add_record(ts, tb.MPI_ISEND, (dest, cid, tag, tb.pickled_size(obj)
+                                                  if pickled else sz.nbytes(obj), rid))
+            rec.back(t)
             req = TracedRequest(fn(self, obj, dest, tag))
             req._info = (rid, cid, False) if dest != _PROC_NULL else None
             return req
         finally:
-            rec.leave(region)
+            _leave(rec, region)
 
     def isend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
         return self._isend("MPI_Isend", _Comm.isend, obj, dest, tag, True)
@@ -274,17 +296,20 @@ class TracedIntracomm(MPI.Intracomm):
         return self._isend("MPI_Issend", _Comm.Issend, buf, dest, tag, False)
 
     def _irecv(self, fn: Any, buf: Any, source: int, tag: int) -> TracedRequest:
+        t = monotonic_ns()
+        tr = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Irecv"]
         cid = _cid(self)
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             rid = _rec.new_request()
-            rec.irecv_request(rid)
+            rec.add_record(tr, tb.MPI_IRECV_REQUEST, (rid,))
+            rec.back(t)
             req = TracedRequest(fn(self, buf, source, tag))
             req._info = (rid, cid, True) if source != _PROC_NULL else None
             return req
         finally:
-            rec.leave(region)
+            _leave(rec, region)
 
     def irecv(self, buf: Any = None, source: int = _ANY_SOURCE,
               tag: int = _ANY_TAG) -> TracedRequest:
@@ -362,15 +387,29 @@ class TracedIntracomm(MPI.Intracomm):
 
 # ---------------------------------------------------------------------------------
 
-def _complete(rec: tb.Buffer, info: tuple | None, status: Any) -> None:
-    """The completion record of a traced request (none for untraced ones)."""
+def _received(rec: tb.Buffer, region: int, source: int, cid: int, status: Any) -> None:
+    """MpiRecv (from the status) and Leave after a receive returned: both stamped
+    first, the status read after them."""
+    tr = monotonic_ns()
+    tl = monotonic_ns()
+    if source != _PROC_NULL:
+        rec.add_record(tr, tb.MPI_RECV, (status.Get_source(), cid, status.Get_tag(),
+                                         status.Get_count()))
+    rec.leave_at(tl, region)
+    rec.back(tr)
+
+
+def _complete(rec: tb.Buffer, info: tuple | None, status: Any, t: int) -> None:
+    """The completion record of a traced request (none for untraced ones), stamped
+    ``t``."""
     if info is None:
         return
     rid, cid, is_recv = info
     if is_recv:
-        rec.irecv(cid, status, rid)
+        rec.add_record(t, tb.MPI_IRECV, (status.Get_source(), cid, status.Get_tag(),
+                                         status.Get_count(), rid))
     else:
-        rec.isend_complete(rid)
+        rec.add_record(t, tb.MPI_ISEND_COMPLETE, (rid,))
 
 
 class TracedRequest(MPI.Request):
@@ -380,17 +419,24 @@ class TracedRequest(MPI.Request):
     _info: tuple | None = None
 
     def _wait(self, fn: Any, status: Any) -> Any:
+        t = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Wait"]
         info = self._info
         st = _scratch(rec) if status is None else status
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             result = fn(self, st)
-            self._info = None
-            _complete(rec, info, st)
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        tl = monotonic_ns()
+        self._info = None
+        _complete(rec, info, st, tc)
+        rec.leave_at(tl, region)
+        rec.back(tc)
+        return result
 
     def Wait(self, status: Any = None) -> Any:
         return self._wait(_Request.Wait, status)
@@ -399,22 +445,29 @@ class TracedRequest(MPI.Request):
         return self._wait(_Request.wait, status)
 
     def _test(self, fn: Any, status: Any) -> Any:
+        t = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Test"]
         info = self._info
         st = _scratch(rec) if status is None else status
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             result = fn(self, st)
-            done = result[0] if isinstance(result, tuple) else result
-            if info is not None:
-                if done:
-                    self._info = None
-                    _complete(rec, info, st)
-                else:
-                    rec.request_test(info[0])
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        tl = monotonic_ns()
+        done = result[0] if isinstance(result, tuple) else result
+        if info is not None:
+            if done:
+                self._info = None
+                _complete(rec, info, st, tc)
+            else:
+                rec.add_record(tc, tb.MPI_REQUEST_TEST, (info[0],))
+        rec.leave_at(tl, region)
+        rec.back(tc)
+        return result
 
     def Test(self, status: Any = None) -> bool:
         return self._test(_Request.Test, status)
@@ -424,6 +477,7 @@ class TracedRequest(MPI.Request):
 
     @classmethod
     def _waitall(cls, fn: Any, requests: Any, statuses: Any) -> Any:
+        t = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Waitall"]
         reqs = list(requests)
         infos = [getattr(q, "_info", None) for q in reqs]
@@ -431,16 +485,23 @@ class TracedRequest(MPI.Request):
             sts = [MPI.Status() for _ in reqs]
         else:
             sts = statuses
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             result = fn(reqs, sts)
-            for q, info, st in zip(reqs, infos, sts, strict=False):
-                if info is not None:
-                    q._info = None
-                    _complete(rec, info, st)
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        tc = monotonic_ns()  # completions stamped as they are written, from here
+        first = True
+        for q, info, st in zip(reqs, infos, sts, strict=False):
+            if info is not None:
+                q._info = None
+                _complete(rec, info, st, tc if first else monotonic_ns())
+                first = False
+        rec.leave_at(monotonic_ns(), region)
+        rec.back(tc)
+        return result
 
     @classmethod
     def Waitall(cls, requests: Any, statuses: Any = None) -> Any:

@@ -541,7 +541,8 @@ class _Segmenter:
             # the overhead of the trailing timestamp group (R1: charged to the next gap)
             t = ev.time
             first = int(np.searchsorted(t, t[last], side="left"))
-            o = self.ovh[ev.kind[first:]]
+            o = self.platform.location_overheads(loc, ev.kind[first:], ev.region[first:]) \
+                * float(self.defs.timer_resolution)
             if loc in self.defs.locations and self.defs.locations[loc].is_device:
                 o = np.zeros_like(o)  # device records carry no overhead (R9)
             flush = ev.kind[first:] == BUFFER_FLUSH
