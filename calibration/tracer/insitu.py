@@ -87,7 +87,7 @@ def back_cost(calls: int = 2000, repeats: int = 15) -> float:
             back(0)
         t = np.array(back.__self__.backs[1::2], dtype=np.int64)
         meds.append(float(np.median(np.diff(t))))
-    return float(np.median(meds))
+    return float(round(np.median(meds)))  # whole ns, as the clock
 
 
 def record_keys(codes: np.ndarray) -> np.ndarray:
@@ -176,12 +176,14 @@ def location_table(data: Any, backs: Any, region_names: list[str],
             label = kname
             if not s.size:
                 if kname in defaults:
-                    by_kind[kname] = min(defaults[kname], bound * 1e-9)
+                    by_kind[kname] = round(min(defaults[kname] * 1e9, bound)) * 1e-9
                     source[kname] = "calibration"
                 continue
         st = _stats(s)
         st["bound"] = bound * 1e-9 if np.isfinite(bound) else None
-        value = min(st["median"], st["bound"]) if st["bound"] is not None else st["median"]
+        # whole clock ticks (ns): a median of an even count is a half tick, and an
+        # overhead of half ticks rounds a receive onto its send in the output
+        value = round(min(float(np.median(s)), bound)) * 1e-9
         st["used"] = value
         measured[label] = st
         if kind in (tb.ENTER, tb.LEAVE):
@@ -193,7 +195,7 @@ def location_table(data: Any, backs: Any, region_names: list[str],
         kname = tb.KIND_NAMES[kind]
         if kname in defaults:
             cap = float(bounds.min()) * 1e-9 if bounds.size else float("inf")
-            by_kind[kname] = min(defaults[kname], cap)
+            by_kind[kname] = round(min(defaults[kname], cap) * 1e9) * 1e-9
             source[kname] = "calibration"
     table: dict[str, Any] = {"format": FORMAT, "by_kind": by_kind, "by_region": by_region,
                              "measured": measured, "source": source,

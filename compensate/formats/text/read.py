@@ -315,7 +315,7 @@ class _Reader:
             try:
                 self.insitu[loc] = insitu.parse(table, self.path, loc)
             except TraceError as exc:
-                raise self.err(str(exc).split(": ", 2)[-1]) from None
+                raise self.err(str(exc).split(": ", 1)[-1]) from None
         self.locations[loc] = Location(id=loc, name=name, group=group, group_name=group_name,
                                        type=kind, group_type=group_type,
                                        group_creator=creator)
