@@ -31,6 +31,16 @@ Score-P, which supports MPI_THREAD_FUNNELED): the archive writer maps the rank t
 the thread that made them and warns if several did
 (:func:`calibration.tracer.archive.write_archive`).
 
+**Stamps first, work after** (for the in-situ overhead,
+:mod:`calibration.tracer.insitu`): the public method stamps the Enter as it is
+called (``_now()`` is its helper's first argument), the helper stamps the records
+it writes before the MPI call back to back, then looks up the buffer and the
+communicator, sizes the message and stores, and calls :meth:`Buffer.back
+<calibration.tracer.buffer.Buffer.back>` right before the MPI call; after it
+returns, the completion record and the Leave are stamped at once, the status is
+read, and ``back`` again. So everything the wrapper does lies after a timestamp,
+and each record's real cost in this run is measured.
+
 Calls to ``MPI.PROC_NULL`` get Enter/Leave but no message record. The tracer's
 own communication uses a communicator duplicated before :func:`install` and the
 base-class methods, so it is never recorded.
@@ -57,6 +67,7 @@ _ANY_TAG = MPI.ANY_TAG
 _IN_PLACE = MPI.IN_PLACE
 _NO_ROOT = -1
 
+_now = monotonic_ns  # a wrapped call's Enter stamp, taken as it is called
 _rec: tb.Recorder = tb.Recorder()  # replaced by install()
 _world_group: Any = None
 _status = MPI.Status()  # scratch status of the master thread's calls made without one
@@ -119,9 +130,8 @@ def _register(comm: Any) -> int:
     return comm._cid
 
 
-def _collective(comm: Any, name: str, op: str, root: int, fn: Any, args: tuple,
+def _collective(t: int, comm: Any, name: str, op: str, root: int, fn: Any, args: tuple,
                 sizes: Any) -> Any:
-    t = monotonic_ns()  # stamps first, the tracer's work after them (module docstring)
     tb_ = monotonic_ns()
     rec, region = _rec.current(), _REGIONS[name]
     cid = _cid(comm)
@@ -181,8 +191,8 @@ class TracedIntracomm(MPI.Intracomm):
         return self._created(_Intracomm.Create_group(self, *args, **kwargs))
 
     # -- blocking point to point -------------------------------------------------------
-    def _send(self, name: str, fn: Any, obj: Any, dest: int, tag: int, pickled: bool) -> None:
-        t = monotonic_ns()
+    def _send(self, t: int, name: str, fn: Any, obj: Any, dest: int, tag: int,
+              pickled: bool) -> None:
         ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
@@ -197,19 +207,18 @@ class TracedIntracomm(MPI.Intracomm):
             _leave(rec, region)
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
-        self._send("MPI_Send", _Comm.send, obj, dest, tag, True)
+        self._send(_now(), "MPI_Send", _Comm.send, obj, dest, tag, True)
 
     def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
-        self._send("MPI_Ssend", _Comm.ssend, obj, dest, tag, True)
+        self._send(_now(), "MPI_Ssend", _Comm.ssend, obj, dest, tag, True)
 
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
-        self._send("MPI_Send", _Comm.Send, buf, dest, tag, False)
+        self._send(_now(), "MPI_Send", _Comm.Send, buf, dest, tag, False)
 
     def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
-        self._send("MPI_Ssend", _Comm.Ssend, buf, dest, tag, False)
+        self._send(_now(), "MPI_Ssend", _Comm.Ssend, buf, dest, tag, False)
 
-    def _recv(self, fn: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
-        t = monotonic_ns()
+    def _recv(self, t: int, fn: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Recv"]
         cid = _cid(self)
         st = _scratch(rec) if status is None else status
@@ -225,15 +234,14 @@ class TracedIntracomm(MPI.Intracomm):
 
     def recv(self, buf: Any = None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
              status: Any = None) -> Any:
-        return self._recv(_Comm.recv, buf, source, tag, status)
+        return self._recv(_now(), _Comm.recv, buf, source, tag, status)
 
     def Recv(self, buf: Any, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
              status: Any = None) -> None:
-        self._recv(_Comm.Recv, buf, source, tag, status)
+        self._recv(_now(), _Comm.Recv, buf, source, tag, status)
 
-    def _sendrecv(self, fn: Any, sendobj: Any, dest: int, sendtag: int, recvbuf: Any,
+    def _sendrecv(self, t: int, fn: Any, sendobj: Any, dest: int, sendtag: int, recvbuf: Any,
                   source: int, recvtag: int, status: Any, pickled: bool) -> Any:
-        t = monotonic_ns()
         ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Sendrecv"]
         cid = _cid(self)
@@ -254,19 +262,18 @@ class TracedIntracomm(MPI.Intracomm):
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
                  status: Any = None) -> Any:
-        return self._sendrecv(_Comm.sendrecv, sendobj, dest, sendtag, recvbuf, source,
+        return self._sendrecv(_now(), _Comm.sendrecv, sendobj, dest, sendtag, recvbuf, source,
                               recvtag, status, True)
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
                  status: Any = None) -> None:
-        self._sendrecv(_Comm.Sendrecv, sendbuf, dest, sendtag, recvbuf, source, recvtag,
+        self._sendrecv(_now(), _Comm.Sendrecv, sendbuf, dest, sendtag, recvbuf, source, recvtag,
                        status, False)
 
     # -- nonblocking point to point ----------------------------------------------------
-    def _isend(self, name: str, fn: Any, obj: Any, dest: int, tag: int,
+    def _isend(self, t: int, name: str, fn: Any, obj: Any, dest: int, tag: int,
                pickled: bool) -> TracedRequest:
-        t = monotonic_ns()
         ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
@@ -284,19 +291,18 @@ class TracedIntracomm(MPI.Intracomm):
             _leave(rec, region)
 
     def isend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
-        return self._isend("MPI_Isend", _Comm.isend, obj, dest, tag, True)
+        return self._isend(_now(), "MPI_Isend", _Comm.isend, obj, dest, tag, True)
 
     def issend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
-        return self._isend("MPI_Issend", _Comm.issend, obj, dest, tag, True)
+        return self._isend(_now(), "MPI_Issend", _Comm.issend, obj, dest, tag, True)
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> TracedRequest:
-        return self._isend("MPI_Isend", _Comm.Isend, buf, dest, tag, False)
+        return self._isend(_now(), "MPI_Isend", _Comm.Isend, buf, dest, tag, False)
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> TracedRequest:
-        return self._isend("MPI_Issend", _Comm.Issend, buf, dest, tag, False)
+        return self._isend(_now(), "MPI_Issend", _Comm.Issend, buf, dest, tag, False)
 
-    def _irecv(self, fn: Any, buf: Any, source: int, tag: int) -> TracedRequest:
-        t = monotonic_ns()
+    def _irecv(self, t: int, fn: Any, buf: Any, source: int, tag: int) -> TracedRequest:
         tr = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Irecv"]
         cid = _cid(self)
@@ -313,75 +319,75 @@ class TracedIntracomm(MPI.Intracomm):
 
     def irecv(self, buf: Any = None, source: int = _ANY_SOURCE,
               tag: int = _ANY_TAG) -> TracedRequest:
-        return self._irecv(_Comm.irecv, buf, source, tag)
+        return self._irecv(_now(), _Comm.irecv, buf, source, tag)
 
     def Irecv(self, buf: Any, source: int = _ANY_SOURCE,
               tag: int = _ANY_TAG) -> TracedRequest:
-        return self._irecv(_Comm.Irecv, buf, source, tag)
+        return self._irecv(_now(), _Comm.Irecv, buf, source, tag)
 
     # -- collectives -------------------------------------------------------------------
     def barrier(self) -> None:
-        return _collective(self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.barrier, (),
+        return _collective(_now(), self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.barrier, (),
                            sz.none)
 
     def Barrier(self) -> None:
-        return _collective(self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.Barrier, (),
+        return _collective(_now(), self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.Barrier, (),
                            sz.none)
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
-        return _collective(self, "MPI_Bcast", "BCAST", root, _Comm.bcast, (obj, root),
+        return _collective(_now(), self, "MPI_Bcast", "BCAST", root, _Comm.bcast, (obj, root),
                            sz.bcast)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
-        return _collective(self, "MPI_Bcast", "BCAST", root, _Comm.Bcast, (buf, root),
+        return _collective(_now(), self, "MPI_Bcast", "BCAST", root, _Comm.Bcast, (buf, root),
                            sz.Bcast)
 
     def scatter(self, sendobj: Any, root: int = 0) -> Any:
-        return _collective(self, "MPI_Scatter", "SCATTER", root, _Comm.scatter,
+        return _collective(_now(), self, "MPI_Scatter", "SCATTER", root, _Comm.scatter,
                            (sendobj, root), sz.scatter)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        return _collective(self, "MPI_Scatter", "SCATTER", root, _Comm.Scatter,
+        return _collective(_now(), self, "MPI_Scatter", "SCATTER", root, _Comm.Scatter,
                            (sendbuf, recvbuf, root), sz.Scatter)
 
     def gather(self, sendobj: Any, root: int = 0) -> Any:
-        return _collective(self, "MPI_Gather", "GATHER", root, _Comm.gather,
+        return _collective(_now(), self, "MPI_Gather", "GATHER", root, _Comm.gather,
                            (sendobj, root), sz.gather)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        return _collective(self, "MPI_Gather", "GATHER", root, _Comm.Gather,
+        return _collective(_now(), self, "MPI_Gather", "GATHER", root, _Comm.Gather,
                            (sendbuf, recvbuf, root), sz.Gather)
 
     def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0) -> Any:
-        return _collective(self, "MPI_Reduce", "REDUCE", root, _Comm.reduce,
+        return _collective(_now(), self, "MPI_Reduce", "REDUCE", root, _Comm.reduce,
                            (sendobj, op, root), sz.reduce)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:
-        return _collective(self, "MPI_Reduce", "REDUCE", root, _Comm.Reduce,
+        return _collective(_now(), self, "MPI_Reduce", "REDUCE", root, _Comm.Reduce,
                            (sendbuf, recvbuf, op, root), sz.Reduce)
 
     def allreduce(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
-        return _collective(self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.allreduce,
+        return _collective(_now(), self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.allreduce,
                            (sendobj, op), sz.allreduce)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:
-        return _collective(self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.Allreduce,
+        return _collective(_now(), self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.Allreduce,
                            (sendbuf, recvbuf, op), sz.Allreduce)
 
     def allgather(self, sendobj: Any) -> Any:
-        return _collective(self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.allgather,
+        return _collective(_now(), self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.allgather,
                            (sendobj,), sz.allgather)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
-        return _collective(self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.Allgather,
+        return _collective(_now(), self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.Allgather,
                            (sendbuf, recvbuf), sz.Allgather)
 
     def alltoall(self, sendobj: Any) -> Any:
-        return _collective(self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.alltoall,
+        return _collective(_now(), self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.alltoall,
                            (sendobj,), sz.alltoall)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
-        return _collective(self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.Alltoall,
+        return _collective(_now(), self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.Alltoall,
                            (sendbuf, recvbuf), sz.Alltoall)
 
 
@@ -418,8 +424,7 @@ class TracedRequest(MPI.Request):
 
     _info: tuple | None = None
 
-    def _wait(self, fn: Any, status: Any) -> Any:
-        t = monotonic_ns()
+    def _wait(self, t: int, fn: Any, status: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Wait"]
         info = self._info
         st = _scratch(rec) if status is None else status
@@ -439,13 +444,12 @@ class TracedRequest(MPI.Request):
         return result
 
     def Wait(self, status: Any = None) -> Any:
-        return self._wait(_Request.Wait, status)
+        return self._wait(_now(), _Request.Wait, status)
 
     def wait(self, status: Any = None) -> Any:
-        return self._wait(_Request.wait, status)
+        return self._wait(_now(), _Request.wait, status)
 
-    def _test(self, fn: Any, status: Any) -> Any:
-        t = monotonic_ns()
+    def _test(self, t: int, fn: Any, status: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Test"]
         info = self._info
         st = _scratch(rec) if status is None else status
@@ -470,14 +474,13 @@ class TracedRequest(MPI.Request):
         return result
 
     def Test(self, status: Any = None) -> bool:
-        return self._test(_Request.Test, status)
+        return self._test(_now(), _Request.Test, status)
 
     def test(self, status: Any = None) -> tuple[bool, Any]:
-        return self._test(_Request.test, status)
+        return self._test(_now(), _Request.test, status)
 
     @classmethod
-    def _waitall(cls, fn: Any, requests: Any, statuses: Any) -> Any:
-        t = monotonic_ns()
+    def _waitall(cls, t: int, fn: Any, requests: Any, statuses: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Waitall"]
         reqs = list(requests)
         infos = [getattr(q, "_info", None) for q in reqs]
@@ -499,14 +502,14 @@ class TracedRequest(MPI.Request):
                 q._info = None
                 _complete(rec, info, st, tc if first else monotonic_ns())
                 first = False
-        rec.leave_at(monotonic_ns(), region)
+        rec.leave_at(_now(), region)
         rec.back(tc)
         return result
 
     @classmethod
     def Waitall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._waitall(_Request.Waitall, requests, statuses)
+        return cls._waitall(_now(), _Request.Waitall, requests, statuses)
 
     @classmethod
     def waitall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._waitall(_Request.waitall, requests, statuses)
+        return cls._waitall(_now(), _Request.waitall, requests, statuses)
