@@ -164,7 +164,7 @@ def compensate(trace: Trace, bound: str = "lower",
                          f"got {collective_exit!r}")
     if eager_limit is not None:
         eager_limit = _bytes(eager_limit)
-    from compensate import overhead as overhead_choice
+    import compensate.overhead as overhead_choice
 
     keyword = isinstance(overhead, str) and overhead in overhead_choice.KEYWORDS
     plat = resolve_platform(platform, None if keyword else overhead)

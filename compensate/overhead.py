@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from compensate import insitu
+import compensate.insitu as insitu
 from compensate.model import BUFFER_FLUSH, KIND_NAMES, Definitions, Trace
 from compensate.platform import Platform
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 import compensate.interrupt as interrupt
+import compensate.overhead as overhead_choice
 from compensate import __version__
-from compensate import overhead as overhead_choice
 from compensate.api import build_summary, resolve_platform, run_pipeline
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
 from compensate.engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions

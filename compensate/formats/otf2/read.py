@@ -24,8 +24,8 @@ import _otf2
 import otf2
 from otf2 import definitions as odef
 
+import compensate.insitu as insitu
 import compensate.interrupt as interrupt
-from compensate import insitu
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.otf2.columns import EventCollector, empty_events
 from compensate.formats.otf2.library import (

@@ -43,8 +43,8 @@ from otf2.enums import (
 )
 from otf2.registry import DefinitionRegistry
 
+import compensate.insitu as insitu
 import compensate.interrupt as interrupt
-from compensate import insitu
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
     _TIMESTAMP_UNDEF,

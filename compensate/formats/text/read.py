@@ -39,7 +39,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from compensate import insitu
+import compensate.insitu as insitu
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.text.syntax import (
     _BARE_RUN,

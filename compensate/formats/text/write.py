@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from compensate import insitu
+import compensate.insitu as insitu
 from compensate.formats.order import Piece, WindowedMerge, merge_order
 from compensate.formats.text.syntax import (
     FORMAT_VERSION,
