@@ -455,6 +455,10 @@ class Definitions:
     #: ``"OPENMP"``), where the trace gives them; a region not listed is a plain
     #: function of no known paradigm (OpenMP barriers are found by these: R8)
     region_roles: dict[int, tuple[str, str]] = field(default_factory=dict)
+    #: location id -> the tracer's in-situ overhead table for it, where the trace
+    #: carries one (parsed JSON, compensate.insitu; OTF2 LocationProperty
+    #: ``COMPENSATE::INSITU_OVERHEAD``, the .trace location field ``insitu=``)
+    insitu: dict[int, dict] = field(default_factory=dict)
 
     def location_of(self, comm: int, rank: int) -> int:
         """Map a rank in communicator ``comm`` to a location id (KeyError/IndexError if unknown)."""

@@ -166,6 +166,11 @@ class Buffer:
         self.add = self.data.append
         self._add_extra = self.extra.append
         self._add_int = self.ints.append
+        #: in-situ brackets of the MPI and lock wrappers: (first stamp of the
+        #: wrapper's run of records, time the tracer handed control back) pairs
+        #: (:meth:`back`, :mod:`calibration.tracer.insitu`)
+        self.backs = array("q")
+        self._add_back = self.backs.append
 
     def __len__(self) -> int:
         return len(self.data) // 2
@@ -184,7 +189,32 @@ class Buffer:
         return rows(self.data, self.extra, self.ints)
 
     def clear(self) -> None:
-        del self.data[:], self.extra[:], self.ints[:]
+        del self.data[:], self.extra[:], self.ints[:], self.backs[:]
+
+    # -- in-situ brackets -------------------------------------------------------------
+    def back(self, first: int) -> None:
+        """The tracer hands control back (to the program or to the MPI library)
+        after a run of records whose first timestamp is ``first``: the time now,
+        less each record's timestamp, is what those records cost in situ
+        (:mod:`calibration.tracer.insitu`)."""
+        t = monotonic_ns()
+        self._add_back(first)
+        self._add_back(t)
+
+    def enter_at(self, t: int, region: int) -> None:
+        """Enter stamped ``t`` (a wrapper stamps first and works after)."""
+        self.add(t)
+        self.add(ENTER | region << KIND_BITS)
+
+    def leave_at(self, t: int, region: int) -> None:
+        self.add(t)
+        self.add(LEAVE | region << KIND_BITS)
+
+    def lock_record_at(self, t: int, kind: int, lock: int, order: int) -> None:
+        self.add(t)
+        self.add(kind | len(self.ints) << KIND_BITS)
+        self._add_int(lock)
+        self._add_int(order)
 
     # -- records: timestamp first, then the work --------------------------------------
     def add_record(self, t: int, kind: int, fields: tuple) -> None:

@@ -204,7 +204,6 @@ class _Columns:
 def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
     """Concatenate every location's times, with overheads and copies applied."""
     res = float(trace.definitions.timer_resolution)
-    ovh = platform.overhead_table() * res
     offsets, times, after, free = {}, [], [], []
     n = 0
     for loc, ev in trace.events.items():
@@ -212,7 +211,7 @@ def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
         n += len(ev)
         t = ev.time.astype(np.float64)
         a = np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time).astype(np.float64)
-        a += ovh[ev.kind]
+        a += platform.location_overheads(loc, ev.kind, ev.region) * res
         sends = np.flatnonzero(np.isin(ev.kind, _EAGER_SENDS))
         f = a.copy()
         if sends.size:

@@ -39,9 +39,11 @@ from otf2.enums import (
     Paradigm,
     ParadigmClass,
     RegionRole,
+    Type,
 )
 from otf2.registry import DefinitionRegistry
 
+import compensate.insitu as insitu
 import compensate.interrupt as interrupt
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
@@ -304,6 +306,10 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
                          group=groups[loc.group])
         for loc in model_locations
     }
+    for lid, table in sorted(defs.insitu.items()):  # the tracer's in-situ overhead
+        if lid in locations:
+            reg.location_property(locations[lid], insitu.PROPERTY, Type.STRING,
+                                  insitu.dumps(table))
     regions = dict(defs.regions)
     if regions and max(regions) < 4 * len(regions) + 64:
         # OTF2 readers expect region references 0, 1, 2, ... in order: fill id gaps

@@ -39,6 +39,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+import compensate.insitu as insitu
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import (
@@ -117,6 +118,7 @@ class _Reader:
         self.locations: dict[int, Location] = {}
         self.regions: dict[int, str] = {}
         self.region_roles: dict[int, tuple[str, str]] = {}
+        self.insitu: dict[int, dict] = {}
         self.comms: dict[int, Comm] = {}
         self.def_line: dict[tuple[str, int], int] = {}  # (what, id) -> line defined
         # location id -> (rows, payloads) of the current chunk; rows are model column tuples
@@ -281,7 +283,8 @@ class _Reader:
     def location_line(self, toks: list[_Token], text: str) -> None:
         usage = ('expected \'location <id> [group=<id>] [name="..."] '
                  '[group_name="..."] [type=CPU_THREAD|ACCELERATOR_STREAM|METRIC|UNKNOWN] '
-                 '[group_type=PROCESS|ACCELERATOR|UNKNOWN] [group_creator=<id>]\'')
+                 '[group_type=PROCESS|ACCELERATOR|UNKNOWN] [group_creator=<id>] '
+                 '[insitu="<JSON>"]\'')
         if len(toks) < 2 or toks[1].positional() is None:
             raise self.err(f"{usage}, got {_show(text)}")
         loc = self.int_value(toks[1].positional(), "location id", 0, 2**64 - 1)
@@ -307,8 +310,14 @@ class _Reader:
         if "group_creator" in fields:
             creator = self.int_value(fields.pop("group_creator"), "location group creator",
                                      0, 2**64 - 1)
+        table = fields.pop("insitu", None)  # the tracer's in-situ overhead (JSON)
         if fields:
             raise self.err(f"unexpected field '{next(iter(fields))}=' in location line, {usage}")
+        if table is not None:
+            try:
+                self.insitu[loc] = insitu.parse(table, self.path, loc)
+            except TraceError as exc:
+                raise self.err(str(exc).split(": ", 1)[-1]) from None
         self.locations[loc] = Location(id=loc, name=name, group=group, group_name=group_name,
                                        type=kind, group_type=group_type,
                                        group_creator=creator)
@@ -683,7 +692,7 @@ class _Reader:
                 return Definitions(timer_resolution=self.timer_resolution,
                                    locations=self.locations, regions=self.regions,
                                    comms=self.comms, otf2=None,
-                                   region_roles=self.region_roles)
+                                   region_roles=self.region_roles, insitu=self.insitu)
         if not self.seen_magic:
             self.lineno = max(self.lineno, 1)
             raise self.err(f"empty trace, expected '{MAGIC} {FORMAT_VERSION}' as the first line")

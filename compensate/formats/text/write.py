@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+import compensate.insitu as insitu
 from compensate.formats.order import Piece, WindowedMerge, merge_order
 from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import (
@@ -190,6 +191,8 @@ class _Formatter:
                 line += f" group_type={loc.group_type}"
             if loc.group_creator >= 0:
                 line += f" group_creator={loc.group_creator}"
+            if lid in d.insitu:  # the tracer's in-situ overhead table
+                line += f" insitu={_quote(insitu.dumps(d.insitu[lid]))}"
             out.append(line + "\n")
         for rid in sorted(d.regions):
             line = f"region {rid} {_quote(str(d.regions[rid]))}"
