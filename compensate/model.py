@@ -392,6 +392,16 @@ class Comm:
     members: tuple[int, ...]
 
 
+@dataclass
+class Window:
+    """An MPI RMA window (OTF2 RmaWin): its name and communicator (the ``remote`` rank
+    of an RMA record is a rank in it; its members synchronise in a fence)."""
+
+    id: int
+    name: str
+    comm: int
+
+
 #: OTF2 region roles of a barrier; in paradigm :data:`THREAD_BARRIER_PARADIGMS` the
 #: members of a thread team synchronise in it (R8); in MPI it is an MPI_Barrier
 BARRIER_ROLES = frozenset({"BARRIER", "IMPLICIT_BARRIER"})
@@ -418,6 +428,8 @@ class Definitions:
     #: ``"OPENMP"``), where the trace gives them; a region not listed is a plain
     #: function of no known paradigm (OpenMP barriers are found by these: R8)
     region_roles: dict[int, tuple[str, str]] = field(default_factory=dict)
+    #: RMA windows by id (R10; :mod:`compensate.rmarecords` reads the RMA records)
+    windows: dict[int, Window] = field(default_factory=dict)
 
     def location_of(self, comm: int, rank: int) -> int:
         """Map a rank in communicator ``comm`` to a location id (KeyError/IndexError if unknown)."""
