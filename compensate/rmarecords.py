@@ -229,5 +229,20 @@ def otf2_event(kind_name: str, time: int, payload: Any, reg: Any, groups: dict) 
     return cls(time, win, u64(f["matching_id"]))
 
 
+def mpi_windows(defs: Any) -> set[int]:
+    """The windows R10 applies to: MPI windows, whose communicator's members are all
+    CPU threads (the MPI ranks). A window with a member on an accelerator stream
+    holds device copies that Score-P records as RMA (CUDA, HIP, offload): left to
+    the accelerator rules and carried as local records."""
+    out = set()
+    for wid, win in defs.windows.items():
+        comm = defs.comms.get(win.comm)
+        members = comm.members if comm is not None else ()
+        if members and all(m in defs.locations and defs.locations[m].is_cpu
+                           for m in members):
+            out.add(wid)
+    return out
+
+
 __all__ = ["RMA_FIELDS", "RMA_KINDS", "SYNC_MEMORY", "SYNC_PROCESS", "fields_of",
-           "otf2_event", "text_fields"]
+           "mpi_windows", "otf2_event", "text_fields"]

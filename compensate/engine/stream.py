@@ -80,8 +80,10 @@ from compensate.model import (
 from compensate.platform import Platform
 from compensate.verify import Verification, verify
 
-_THREAD_OPEN = (KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"], KIND_CODE["ThreadEnd"])
-_THREAD_CLOSE = (KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["ThreadWait"])
+_THREAD_OPEN = (KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"], KIND_CODE["ThreadEnd"],
+                KIND_CODE["RmaWinCreate"])  # and an RMA window, until its destruction (R10)
+_THREAD_CLOSE = (KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["ThreadWait"],
+                 KIND_CODE["RmaWinDestroy"])
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18

@@ -33,6 +33,7 @@ from compensate.matching.collectives import (
 )
 from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.p2p import Message, MessageTable, match_p2p
+from compensate.matching.rma import RmaDeps, match_rma
 from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.model import (
     COLL_BEGIN,
@@ -64,6 +65,8 @@ class Matching:
     threads: ThreadDeps = field(default_factory=ThreadDeps)
     #: host/device: launch -> kernel, kernel end -> synchronize (:mod:`.devices`)
     devices: DeviceDeps = field(default_factory=DeviceDeps)
+    #: MPI one-sided: fences, post/start/complete/wait, locks, transfers (:mod:`.rma`)
+    rma: RmaDeps = field(default_factory=RmaDeps)
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
@@ -103,6 +106,7 @@ class Matching:
             "unknown_collective_ops": self.unknown_ops,
             "threads": self.threads.counts(),
             "devices": self.devices.counts(),
+            "rma": self.rma.counts(),
             "nesting": {"leaves_out_of_order": self.leaves_out_of_order,
                         "leaves_without_enter": self.leaves_without_enter},
         }
@@ -464,10 +468,17 @@ def match_device_syncs(trace: Trace, structure: dict, posting: dict, eager_limit
     result.devices = match_devices(trace)
 
 
+def match_rma_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
+                    result: Matching) -> None:
+    """MPI one-sided communication (R10): :func:`compensate.matching.rma.match_rma`."""
+    result.rma = match_rma(trace)
+
+
 #: What :func:`match` links, one matcher per family of records, each filling its
 #: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
 #: handler in :mod:`compensate.engine.kinds`).
-MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs)
+MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs,
+            match_rma_syncs)
 
 
 def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:

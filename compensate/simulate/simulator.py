@@ -105,6 +105,9 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   ``flush_every`` records were written since the last flush — never inside an MPI
   call): BufferFlush@t with ``stop_time = t + F`` (measured) or ``t`` (truth) in
   the ``size`` column (ticks); [O(BufferFlush)]; measured ``t += F``.
+* MPI one-sided communication (window creation, fences, puts and accumulates,
+  post/start/complete/wait, passive-target locks): :mod:`compensate.simulate.rma`,
+  whose docstring states the model of each op.
 * Each location: ProgramBegin (payload ``{"name": program, "args": []}``),
   Enter(main), the ops, Leave(main), ProgramEnd (payload ``{"status": 0}``).
 
@@ -156,9 +159,12 @@ from compensate.model import (
     Events,
     Location,
     Trace,
+    Window,
 )
 from compensate.platform import Platform
 from compensate.simulate.programs import ANY_SOURCE, PROGRAMS, REPLY, Program
+from compensate.simulate.rma import RMA_OPS, RMA_REGIONS, WIN
+from compensate.simulate.rma import run_op as rma_op
 
 WORLD = 0  #: the one communicator of a simulated trace
 
@@ -546,6 +552,8 @@ class _Rank:
                 self.icollective(*op[1:])
             elif name == "flush":
                 self.flush()
+            elif name in RMA_OPS:
+                yield from rma_op(self, op)
             else:
                 raise self.fail(f"unknown op {op!r}")
         self.emit(LEAVE, region=regions["main"])
@@ -909,9 +917,11 @@ def _region_table(program: Program) -> dict[str, int]:
                 used.add(nonblocking_region(op[1]))
             elif op[0] == "coll" and op[1] in HANDLE_OPS:
                 used.add(collective_region(op[1]))
+            elif op[0] in RMA_OPS:
+                used.update(RMA_REGIONS)
     rooted = sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)
     later = [*LATER_REGIONS, *(nonblocking_region(op) for op in rooted),
-             *(collective_region(op) for op in sorted(HANDLE_OPS))]
+             *(collective_region(op) for op in sorted(HANDLE_OPS)), *RMA_REGIONS]
     names += [x for x in later if x in used and x not in seen]
     return {name: i for i, name in enumerate(names)}
 
@@ -922,6 +932,7 @@ def _definitions(n: int, regions: dict[str, int], timer_resolution: int) -> Defi
         locations={r: Location(r, f"rank {r}", r, f"MPI Rank {r}") for r in range(n)},
         regions={i: name for name, i in regions.items()},
         comms={WORLD: Comm(WORLD, "MPI_COMM_WORLD", tuple(range(n)))},
+        windows={WIN: Window(WIN, "window", WORLD)} if "MPI_Win_create" in regions else {},
     )
 
 

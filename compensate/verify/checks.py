@@ -15,6 +15,7 @@ from compensate.matching import Matching, needed_members
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N
 from compensate.model import Trace
 from compensate.verify.coverage import carried_local_only
+from compensate.verify.rma import verify_rma
 
 
 @dataclass
@@ -24,6 +25,7 @@ class Verification:
     collectives: int = 0  # collective exits before an enter they depend on
     threads: int = 0  # thread records not strictly after a record they wait for
     devices: int = 0  # kernels not after their launch, synchronizes not after the kernel
+    rma: int = 0  # fences, post/start/complete/wait, locks, transfers (compensate.verify.rma)
     metrics: int = 0  # METRIC samples outside their reference records (needs measured)
     examples: list[str] = field(default_factory=list)
     #: records no dependency rule looked at, by kind (:mod:`compensate.verify.coverage`)
@@ -32,7 +34,7 @@ class Verification:
     @property
     def violations(self) -> int:
         return (self.order + self.messages + self.collectives + self.threads + self.devices
-                + self.metrics)
+                + self.metrics + self.rma)
 
     @property
     def ok(self) -> bool:
@@ -45,7 +47,7 @@ class Verification:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "violations": self.violations, "order": self.order,
                 "messages": self.messages, "collectives": self.collectives,
-                "threads": self.threads, "devices": self.devices,
+                "threads": self.threads, "devices": self.devices, "rma": self.rma,
                 "metrics": self.metrics, "examples": self.examples[:10],
                 "covers": COVERS,
                 "carried_local_only": dict(sorted(self.carried_local_only.items())),
@@ -57,7 +59,8 @@ COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
           "collectives", "nonblocking collectives",
           "thread fork/join, OpenMP barriers, locks and create/join",
           "kernel launch and synchronize on accelerator streams",
-          "METRIC samples against their process"]
+          "METRIC samples against their process",
+          "MPI one-sided: fences, post/start/complete/wait, passive-target locks, transfers"]
 
 
 def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
@@ -237,4 +240,4 @@ def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
 #: One check per dependency family, each independent of how the engine computed the
 #: times (a new dependency kind adds its invariant here).
 CHECKS = (_verify_order, _verify_messages, _verify_collectives, _verify_threads,
-          _verify_devices)
+          _verify_devices, verify_rma)

@@ -52,7 +52,6 @@ from compensate.formats.otf2.library import (
     _library_call,
 )
 from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, write_records
-from compensate.rmarecords import RMA_KINDS, otf2_event
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -80,6 +79,7 @@ from compensate.model import (
     Trace,
     TraceError,
 )
+from compensate.rmarecords import RMA_KINDS, otf2_event
 
 # ---------------------------------------------------------------------------
 # Writing

@@ -13,7 +13,6 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from compensate.rmarecords import RMA_FIELDS, text_fields
 from compensate.formats.order import Piece, WindowedMerge, merge_order
 from compensate.formats.text.syntax import (
     FORMAT_VERSION,
@@ -59,6 +58,7 @@ from compensate.model import (
     Trace,
     TraceError,
 )
+from compensate.rmarecords import RMA_FIELDS, text_fields
 
 # ---------------------------------------------------------------------------
 # Writer

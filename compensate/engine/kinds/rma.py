@@ -1,0 +1,126 @@
+"""MPI one-sided communication (R10, docs/compensation.md "One-sided
+communication (R10)"): fences as n-to-n operations over the window (R3) where the
+measurement shows they synchronised; post -> start (or complete), complete ->
+wait, the previous conflicting lock release -> the next grant; and transfers
+(put, accumulate) -> the target's end of their epoch, as messages.
+
+All links of one waiting record form one rule, R2's receive with several
+senders. With ``s`` a sender record, ``r`` the waiting record, ``p`` the record
+before ``r``, ``δ = max(0, r_m - s_m - O(s))`` the measured interval and ``lo``
+the least transfer (``2·C(b)·b`` for ``b`` bytes, 0 for a synchronisation):
+
+* the waiter was there first (``p_m + O(p) <= s_m + O(s)``) and ``s`` is the
+  sender that freed it last: the interval is observed (R2 m.1):
+  ``r_a = max(p_a, s_a + δ)``;
+* otherwise only bounds (R2 m.2): ``r_a = max(local_a, s_a + L)`` with
+  ``L = lo`` (lower), ``L = max(δ, lo)`` (upper) or, under ``--bound fitted``,
+  for a transfer ``lo + network(b)`` (R2f's fit) and for a synchronisation the
+  least latency the trace observed for that kind of link, clamped into
+  ``[lo, max(δ, lo)]``;
+* always ``r_a >= s_a + 1 tick``.
+
+A fence instance is n-to-n (:func:`compensate.engine.kinds.handles.build`: only
+where it synchronised); window creation and free as the handle collectives.
+
+Matching: :mod:`compensate.matching.rma`. Verified by
+:func:`compensate.verify.rma.verify_rma`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from compensate.engine.graph import Graph
+from compensate.engine.kinds.handles import build as handles_build
+from compensate.engine.pending import Pending
+from compensate.engine.rules import TICK, Context, Need, Ref, Rule, at
+from compensate.matching.rma import RmaDeps, was_observed
+
+
+class RmaWait(Rule):
+    """R10: a waiting record after the records it waits for (module docstring)."""
+
+    __slots__ = ("sends", "waited", "delta", "lo", "sizes", "fit", "first", "explained")
+
+    def __init__(self, sends: list[Ref], waited: list[bool], delta: list[float],
+                 lo: list[float], sizes: list[int], fit: list[float | None], first: bool,
+                 explained: bool, needs: list[Need]) -> None:
+        self.sends, self.waited, self.delta, self.lo = sends, waited, delta, lo
+        self.sizes, self.fit, self.first, self.needs = sizes, fit, first, needs
+        self.explained = explained
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        if self.first:
+            prev_a = float("-inf")
+        # the gap before the record is the waiter's own time only if nothing it
+        # waited for freed it (else the observed sender or the fence explains it)
+        own = prev_a if self.explained else local
+        best = float("-inf")
+        for j, s in enumerate(self.sends):
+            send_a = at(A, s)
+            lo, hi = self.lo[j], max(self.delta[j], self.lo[j])
+            if self.waited[j]:
+                t = max(prev_a, send_a + self.delta[j])
+            else:
+                if ctx.bound == "lower":
+                    lat = lo
+                elif ctx.bound == "upper":
+                    lat = hi
+                else:
+                    fit = self.fit[j]
+                    if fit is None:  # a transfer: R2f's network model
+                        fit = lo + ctx.network_ticks(self.sizes[j])
+                    lat = min(max(fit, lo), hi)
+                t = max(own if ctx.bound != "upper" else local, send_a + lat)
+            best = max(best, t, send_a + TICK)
+        return best
+
+
+def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
+    """The fence rules, then one :class:`RmaWait` per waiting record (a record with
+    another rule keeps both: the later value wins)."""
+    for inst in deps.collectives:
+        own: dict = {}
+        handles_build(graph, inst, [graph.pos_of[loc] for loc in inst.locs], own)
+        for key, pending in own.items():
+            dep_rules.setdefault(key, []).extend(pending)
+    by_recv: dict[tuple, list] = defaultdict(list)
+    also: dict[tuple, set] = defaultdict(set)
+    for link in deps.links:
+        for s, size in zip(link.sends, link.sizes, strict=True):
+            by_recv[link.recv].append((link.kind, s, size))
+        also[link.recv].update(link.also)
+    tm, ovh = graph.tm, graph.kind_ovh
+    prepared = []
+    fit: dict[str, float] = {}
+    for recv, senders in by_recv.items():
+        li = graph.pos_of[recv[0]]
+        r = graph.g(li, recv[1])
+        pos = [(graph.pos_of[loc], i) for _, (loc, i), _ in senders]
+        # each constraint by the earliest it can free the waiter (a transfer: after
+        # its two copies), to tell which one freed it last
+        earliest = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s))
+                    + (2.0 * graph.copy(size) if kind == "transfer" else 0.0)
+                    for (s_li, s), (kind, _, size) in zip(pos, senders, strict=True)]
+        free = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s)) for s_li, s in pos]
+        other = [tm[graph.g(graph.pos_of[loc], i)] + ovh(graph.g(graph.pos_of[loc], i))
+                 for loc, i in also[recv]]
+        ready = tm[r - 1] + ovh(r - 1) if recv[1] > 0 else float("-inf")
+        last = max(range(len(free)), key=earliest.__getitem__)
+        kind, _, size = senders[last]
+        explained, observed = was_observed(kind, earliest[last], max(earliest + other), ready,
+                                           float(tm[r]), graph.copy(size))
+        waited = [observed and j == last for j in range(len(free))]
+        delta = [max(0.0, float(tm[r] - f)) for f in free]
+        for (kind, _, _), w, d in zip(senders, waited, delta, strict=True):
+            if w and recv[1] > 0 and kind != "transfer":
+                fit[kind] = min(fit.get(kind, float("inf")), d)
+        prepared.append((recv, li, senders, pos, waited, delta, explained))
+    for recv, li, senders, pos, waited, delta, explained in prepared:
+        lo = [2.0 * graph.copy(size) if kind == "transfer" else 0.0
+              for kind, _, size in senders]
+        fits = [None if kind == "transfer" else fit.get(kind, 0.0) for kind, _, _ in senders]
+        dep_rules.setdefault((li, recv[1]), []).append(Pending(
+            RmaWait, ([("ref", s_li, s) for s_li, s in pos], waited, delta, lo,
+                      [size for _, _, size in senders], fits, recv[1] == 0, explained),
+            pos))
