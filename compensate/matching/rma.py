@@ -84,7 +84,7 @@ PUT, GET, ATOMIC = KIND_CODE["RmaPut"], KIND_CODE["RmaGet"], KIND_CODE["RmaAtomi
 WIN_CREATE, WIN_DESTROY = KIND_CODE["RmaWinCreate"], KIND_CODE["RmaWinDestroy"]
 
 #: link kinds, in the order of :meth:`RmaDeps.counts`
-DEP_KINDS = ("post", "complete", "lock", "transfer")
+DEP_KINDS = ("post", "complete", "lock", "transfer", "completion")
 #: the PSCW calls, by a part of their (lower-case) region name
 PSCW_CALLS = (("win_post", "post"), ("win_start", "start"), ("win_complete", "complete"),
               ("win_wait", "wait"), ("win_test", "wait"))
@@ -97,9 +97,21 @@ class RmaLink(ThreadSync):
     synchronisation) in ``sizes``."""
 
     sizes: list[int] = field(default_factory=list)
+    #: bytes that come back to the origin (a get, a fetching atomic), per sender
+    back: list[int] = field(default_factory=list)
+    #: per sender: a *reference* (the previous lock holder's first record at the
+    #: unlock's exit): the waiting record keeps its measured offset from it, which may
+    #: be negative (the release happened before it); not a happened-before sender
+    ref: list[bool] = field(default_factory=list)
     #: records the waiting record waits for by another rule (a fence's begins), which
     #: may be the ones that freed it last: then no sender's interval was observed
     also: list[tuple[int, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.sends)
+        self.sizes = self.sizes or [0] * n
+        self.back = self.back or [0] * n
+        self.ref = self.ref or [False] * n
 
 
 @dataclass
@@ -115,7 +127,7 @@ class RmaDeps:
     def counts(self) -> dict:
         out = {k: 0 for k in DEP_KINDS}
         for s in self.links:
-            out[s.kind] += len(s.sends)
+            out[s.kind] += sum(not r for r in s.ref)
         out["fence"] = sum(1 for i in self.collectives if i.cls == N_TO_N and i.synchronising)
         out["fence (local)"] = sum(1 for i in self.collectives
                                    if i.cls == N_TO_N and not i.synchronising)
@@ -164,6 +176,9 @@ class _Loc:
             else:
                 name = KIND_NAME[k]
                 f = fields_of(name, ev.payload[i], source=trace.source, location=loc, index=i)
+                if "win" in f and f["win"] not in trace.definitions.windows:
+                    raise TraceError(f"{name} of window {f['win']}, which is not defined",
+                                     source=trace.source, location=loc, index=i)
                 if "win" in f and f["win"] not in mpi:
                     continue  # a device window (module docstring)
                 enter = stack[-1] if stack else -1
@@ -366,8 +381,9 @@ def _locks(locs: dict[int, _Loc], deps: RmaDeps, target) -> None:
         last_x = None
         shared: list = []
         for _, loc, excl, req, acq, rel in eps:
-            senders = ([last_x] if last_x else []) + (shared if excl else [])
-            senders = [s for s in senders if s[0] != loc]
+            holders = ([last_x] if last_x else []) + (shared if excl else [])
+            holders = [h for h in holders if h[0] != loc]
+            senders = [(h[0], h[1]) for h in holders]
             if senders:
                 lr = locs[loc]
                 t_m = max(int(locs[s[0]].time[s[1]]) for s in senders)
@@ -380,11 +396,19 @@ def _locks(locs: dict[int, _Loc], deps: RmaDeps, target) -> None:
                     w = lr.waiter(rel, rel.enter if rel.enter >= 0 else rel.idx - 1, t_m)
                 if w is None:
                     deps.unmatched += 1
-                else:
-                    deps.links.append(RmaLink("lock", (loc, w), senders, [0] * len(senders)))
+                else:  # the reference: the exit of the holder that released last
+                    n = len(holders)
+                    last = max(holders, key=lambda h: int(locs[h[0]].time[h[2]]))
+                    deps.links.append(RmaLink(
+                        "lock", (loc, w), senders + [(last[0], last[2])],
+                        [0] * (n + 1), [0] * (n + 1), [False] * n + [True]))
             # the lock is released inside MPI_Win_unlock, before Score-P writes the
-            # RmaReleaseLock at the call's exit: the call's Enter is the sender
-            freed = (loc, rel.enter if rel.enter >= 0 else rel.idx)
+            # RmaReleaseLock at the call's exit: the call's Enter is the sender, its
+            # first record after the Enter (the exit) the reference
+            lr_ = locs[loc]
+            enter = rel.enter if rel.enter >= 0 else rel.idx
+            x = lr_.waiter(rel, enter, int(lr_.time[enter])) if rel.enter >= 0 else rel.idx
+            freed = (loc, enter, rel.idx if x is None else x)
             if excl:
                 last_x, shared = freed, []
             else:
@@ -397,7 +421,7 @@ def _transfers(locs: dict[int, _Loc], deps: RmaDeps, target, fence_end: dict,
         fences: dict[int, int] = defaultdict(int)  # window -> fences passed
         access: dict[int, dict[int, int]] = {}  # window -> {target: epoch index}
         epoch_no: dict[tuple, int] = defaultdict(int)  # (win, target) -> starts seen
-        locked: set[tuple] = set()  # (win, remote) of open lock epochs
+        locked: dict[tuple, list] = {}  # (win, remote) of open lock epochs -> their ops
         for r in lr.recs:
             win = r.f.get("win")
             if r.kind == C_END:
@@ -412,12 +436,15 @@ def _transfers(locs: dict[int, _Loc], deps: RmaDeps, target, fence_end: dict,
                 elif kind == "complete":
                     access.pop(win, None)
             elif r.kind == REQUEST_LOCK:
-                locked.add((win, r.f["remote"]))
+                locked[(win, r.f["remote"])] = []
             elif r.kind == RELEASE_LOCK:
-                locked.discard((win, r.f["remote"]))
+                _completions(deps, lr, r, locked.pop((win, r.f["remote"]), []))
+            elif r.kind == GET or (r.kind in (PUT, ATOMIC) and (
+                    (win, r.f["remote"]) in locked or (win, -1) in locked)):
+                key = (win, r.f["remote"]) if (win, r.f["remote"]) in locked else (win, -1)
+                if key in locked:  # a passive-target epoch: completed by its unlock
+                    locked[key].append(r)
             elif r.kind in (PUT, ATOMIC):
-                if (win, r.f["remote"]) in locked or (win, -1) in locked:
-                    continue  # a passive-target epoch: no target record (lock links order it)
                 size = r.f["bytes"] if r.kind == PUT else r.f["sent"]
                 if size < 0 or (r.kind == ATOMIC and size == 0):
                     continue
@@ -442,7 +469,7 @@ def _transfers(locs: dict[int, _Loc], deps: RmaDeps, target, fence_end: dict,
                         continue
                     if loc != t:
                         deps.links.append(RmaLink("transfer", (t, w), [(loc, r.idx)], [size],
-                                                  also))
+                                                  also=also))
 
 
 __all__ = ["DEP_KINDS", "RmaDeps", "RmaLink", "match_rma"]
@@ -459,8 +486,9 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
     by_recv: dict[tuple, list] = defaultdict(list)
     also: dict[tuple, set] = defaultdict(set)
     for link in deps.links:
-        for s, size in zip(link.sends, link.sizes, strict=True):
-            by_recv[link.recv].append((link.kind, s, size))
+        for s, size, ref in zip(link.sends, link.sizes, link.ref, strict=True):
+            if not ref:
+                by_recv[link.recv].append((link.kind, s, size))
         also[link.recv].update(link.also)
     ev = trace.events
 
@@ -490,6 +518,25 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
     return sizes, nets
 
 
+def _completions(deps: RmaDeps, lr: _Loc, rel: _Rec, ops: list[_Rec]) -> None:
+    """``completion`` links of a lock epoch's operations to its unlock: the first
+    record of MPI_Win_unlock (after its Enter) at or after the operation cannot come
+    before the operation completed at the target (and, for a get or a fetching
+    atomic, its result is back): a round trip on the origin's own timeline, which
+    R1 alone would shorten by the tracer's overhead written meanwhile."""
+    if rel.enter < 0:
+        return
+    for op in ops:
+        w = lr.waiter(rel, rel.enter, int(lr.time[op.idx]))
+        if w is None:
+            continue
+        sent = op.f["bytes"] if op.kind == PUT else (0 if op.kind == GET else op.f["sent"])
+        back = op.f["bytes"] if op.kind == GET else (op.f["received"] if op.kind == ATOMIC
+                                                     else 0)
+        deps.links.append(RmaLink("completion", (lr.loc, w), [(lr.loc, op.idx)],
+                                  [max(sent, 0)], [max(back, 0)], [False]))
+
+
 def was_observed(kind: str, earliest: float, latest: float, ready: float, r_m: float,
                  cs: float) -> tuple[bool, bool]:
     """(explained, observed) for a waiting record at ``r_m`` whose waiter was ready
@@ -499,7 +546,10 @@ def was_observed(kind: str, earliest: float, latest: float, ready: float, r_m: f
     *Observed*: the interval from that sender to ``r_m`` is its whole latency (R2
     m.1) — for a synchronisation, the waiter was there before it was freed; for a
     transfer, it is the last constraint and the record came clearly after the
-    waiter was ready (R2f's "message late": the data, not the waiter, was late).
+    waiter was ready (R2f's "message late": the data, not the waiter, was late); for
+    an operation's completion in MPI_Win_unlock (``completion``), whose exit also
+    holds the release's round trip, only if the waiter was ready before the data
+    could be back.
     *Explained*: the gap before the record is waiting, not the waiter's own time."""
     if kind == "transfer":
         observed = earliest >= latest and r_m > ready + 1.0 + 0.1 * cs

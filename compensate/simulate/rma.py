@@ -24,8 +24,9 @@ Ops (program constructors in :mod:`compensate.simulate.programs`): ``win_create`
   copy, done by its NIC/progress engine, not its CPU); Leave [O]. The deposit
   counts for the target's end of the origin's current epoch.
 * ``fetch_add(target)``: as accumulate with 8 bytes each way (RmaAtomic
-  FETCH_AND_ADD, sent 8, received 8); the result is back at the origin at
-  ``deposit + net(8) + copy(8)``, which the unlock waits for.
+  FETCH_AND_ADD, sent 8, received 8); the old value is copied out at the target and
+  back at the origin at ``deposit + copy(8) + net(8) + copy(8)``, which the unlock
+  waits for.
 * ``fence``: Enter(MPI_Win_fence) [O]; RmaCollectiveBegin@b_i [O];
   ``t = max(t, max_j(b_j + O(Begin)) + D, deposits into this rank's window in the
   epoch the fence closes)``; RmaOpCompleteBlocking per operation this rank issued
@@ -188,7 +189,7 @@ def transfer(rank: Any, kind: str, target: int, nbytes: int) -> None:
     rank.t += sim.copy(nbytes)
     deposit = rank.t + sim.net(nbytes) + sim.copy(nbytes)
     if kind == "fetch_add":
-        me.fetched = max(me.fetched, deposit + sim.net(8) + sim.copy(8))
+        me.fetched = max(me.fetched, deposit + sim.copy(8) + sim.net(8) + sim.copy(8))
     me.ops.append(mid)
     if me.access is not None or me.lock is not None:
         me.epoch_dep[target] = max(me.epoch_dep.get(target, float("-inf")), deposit)

@@ -18,6 +18,7 @@ _WHAT = {
     "complete": "MPI_Win_wait returned before the matching MPI_Win_complete was called",
     "lock": "lock granted before the previous conflicting release",
     "transfer": "the target's epoch ended before the transfer arrived",
+    "completion": "MPI_Win_unlock returned before its operation",
 }
 
 
@@ -37,7 +38,9 @@ def verify_rma(trace: Trace, matching: Matching, v) -> None:
     for link in deps.links:
         loc, i = link.recv
         t = trace.events[loc].time[i]
-        for s_loc, s in link.sends:
+        for (s_loc, s), ref in zip(link.sends, link.ref, strict=True):
+            if ref or (s_loc == loc and s < i):
+                continue  # a reference, or ordered by the location itself
             if t <= trace.events[s_loc].time[s]:
                 v.rma += 1
                 _note(v, f"location {loc}, record {i}: {_WHAT[link.kind]} (location "

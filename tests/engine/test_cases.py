@@ -71,7 +71,9 @@ def test_every_branch_has_a_case():
                      # issue 17: thread fork/join and locks
                      "r8_fork_join", "r8_lock", "r8_barrier", "r8_pthread",
                      # issue 17: accelerators, kernel launch and synchronize
-                     "r9_launch_sync"):
+                     "r9_launch_sync",
+                     # issue 19: MPI one-sided, fences, PSCW, passive-target locks
+                     "r10_fence", "r10_pscw", "r10_lock"):
         assert required in names
 
 

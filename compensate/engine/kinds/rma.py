@@ -36,18 +36,21 @@ from compensate.engine.pending import Pending
 from compensate.engine.rules import TICK, Context, Need, Ref, Rule, at
 from compensate.matching.rma import RmaDeps, was_observed
 
+_DATA = ("transfer", "completion")  # links that carry bytes (the others synchronise)
+
 
 class RmaWait(Rule):
     """R10: a waiting record after the records it waits for (module docstring)."""
 
-    __slots__ = ("sends", "waited", "delta", "lo", "sizes", "fit", "first", "explained")
+    __slots__ = ("sends", "waited", "delta", "lo", "sizes", "back", "fit", "ref", "first",
+                 "explained")
 
     def __init__(self, sends: list[Ref], waited: list[bool], delta: list[float],
-                 lo: list[float], sizes: list[int], fit: list[float | None], first: bool,
-                 explained: bool, needs: list[Need]) -> None:
+                 lo: list[float], sizes: list[int], back: list[int], fit: list[float | None],
+                 ref: list[bool], first: bool, explained: bool, needs: list[Need]) -> None:
         self.sends, self.waited, self.delta, self.lo = sends, waited, delta, lo
-        self.sizes, self.fit, self.first, self.needs = sizes, fit, first, needs
-        self.explained = explained
+        self.sizes, self.back, self.fit, self.ref = sizes, back, fit, ref
+        self.first, self.explained, self.needs = first, explained, needs
 
     def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
         if self.first:
@@ -58,6 +61,10 @@ class RmaWait(Rule):
         best = float("-inf")
         for j, s in enumerate(self.sends):
             send_a = at(A, s)
+            if self.ref[j]:  # the release was observed: keep the measured offset from
+                if self.waited[j]:  # the holder's unlock exit
+                    best = max(best, send_a + self.delta[j])
+                continue
             lo, hi = self.lo[j], max(self.delta[j], self.lo[j])
             if self.waited[j]:
                 t = max(prev_a, send_a + self.delta[j])
@@ -68,12 +75,19 @@ class RmaWait(Rule):
                     lat = hi
                 else:
                     fit = self.fit[j]
-                    if fit is None:  # a transfer: R2f's network model
-                        fit = lo + ctx.network_ticks(self.sizes[j])
+                    if fit is None:  # bytes on the network: R2f's model, each way
+                        fit = lo + ctx.network_ticks(self.sizes[j]) + (
+                            ctx.network_ticks(self.back[j]) if self.back[j] else 0.0)
                     lat = min(max(fit, lo), hi)
                 t = max(own if ctx.bound != "upper" else local, send_a + lat)
             best = max(best, t, send_a + TICK)
         return best
+
+
+def _least(graph: Graph, size: int, back: int) -> float:
+    """The least time bytes take: both copies each way (2·C(s)·s), nothing else."""
+    return (2.0 * graph.copy(size) if size > 0 else 0.0) + \
+        (2.0 * graph.copy(back) if back > 0 else 0.0)
 
 
 def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
@@ -87,8 +101,8 @@ def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
     by_recv: dict[tuple, list] = defaultdict(list)
     also: dict[tuple, set] = defaultdict(set)
     for link in deps.links:
-        for s, size in zip(link.sends, link.sizes, strict=True):
-            by_recv[link.recv].append((link.kind, s, size))
+        for row in zip(link.sends, link.sizes, link.back, link.ref, strict=True):
+            by_recv[link.recv].append((link.kind, *row))
         also[link.recv].update(link.also)
     tm, ovh = graph.tm, graph.kind_ovh
     prepared = []
@@ -96,31 +110,33 @@ def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
     for recv, senders in by_recv.items():
         li = graph.pos_of[recv[0]]
         r = graph.g(li, recv[1])
-        pos = [(graph.pos_of[loc], i) for _, (loc, i), _ in senders]
-        # each constraint by the earliest it can free the waiter (a transfer: after
-        # its two copies), to tell which one freed it last
-        earliest = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s))
-                    + (2.0 * graph.copy(size) if kind == "transfer" else 0.0)
-                    for (s_li, s), (kind, _, size) in zip(pos, senders, strict=True)]
+        pos = [(graph.pos_of[loc], i) for _, (loc, i), _, _, _ in senders]
+        lo = [_least(graph, size, back) if kind in _DATA else 0.0
+              for kind, _, size, back, _ in senders]
         free = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s)) for s_li, s in pos]
+        # each constraint by the earliest it can free the waiter (bytes: after their
+        # copies), to tell which one freed it last; references are not constraints
+        real = [j for j, row in enumerate(senders) if not row[4]]
+        earliest = {j: free[j] + lo[j] for j in real}
         other = [tm[graph.g(graph.pos_of[loc], i)] + ovh(graph.g(graph.pos_of[loc], i))
                  for loc, i in also[recv]]
         ready = tm[r - 1] + ovh(r - 1) if recv[1] > 0 else float("-inf")
-        last = max(range(len(free)), key=earliest.__getitem__)
-        kind, _, size = senders[last]
-        explained, observed = was_observed(kind, earliest[last], max(earliest + other), ready,
-                                           float(tm[r]), graph.copy(size))
-        waited = [observed and j == last for j in range(len(free))]
-        delta = [max(0.0, float(tm[r] - f)) for f in free]
-        for (kind, _, _), w, d in zip(senders, waited, delta, strict=True):
-            if w and recv[1] > 0 and kind != "transfer":
+        last = max(real, key=earliest.__getitem__)
+        explained, observed = was_observed(
+            senders[last][0], earliest[last], max(list(earliest.values()) + other), ready,
+            float(tm[r]), lo[last] / 2.0)
+        # a reference counts where the release it follows was observed
+        waited = [observed and (j == last or senders[j][4]) for j in range(len(senders))]
+        delta = [float(tm[r] - tm[graph.g(*pos[j])]) if senders[j][4]
+                 else max(0.0, float(tm[r] - free[j])) for j in range(len(senders))]
+        for (kind, *_), w, d in zip(senders, waited, delta, strict=True):
+            if w and recv[1] > 0 and kind not in _DATA:
                 fit[kind] = min(fit.get(kind, float("inf")), d)
-        prepared.append((recv, li, senders, pos, waited, delta, explained))
-    for recv, li, senders, pos, waited, delta, explained in prepared:
-        lo = [2.0 * graph.copy(size) if kind == "transfer" else 0.0
-              for kind, _, size in senders]
-        fits = [None if kind == "transfer" else fit.get(kind, 0.0) for kind, _, _ in senders]
+        prepared.append((recv, li, senders, pos, waited, delta, lo, explained))
+    for recv, li, senders, pos, waited, delta, lo, explained in prepared:
+        fits = [None if kind in _DATA else fit.get(kind, 0.0) for kind, *_ in senders]
         dep_rules.setdefault((li, recv[1]), []).append(Pending(
             RmaWait, ([("ref", s_li, s) for s_li, s in pos], waited, delta, lo,
-                      [size for _, _, size in senders], fits, recv[1] == 0, explained),
+                      [row[2] for row in senders], [row[3] for row in senders], fits,
+                      [row[4] for row in senders], recv[1] == 0, explained),
             pos))
