@@ -17,6 +17,7 @@ it measured:
   viol            happened-before violations in all three outputs (must be 0)
 
 Usage: python benchmarks/accuracy.py [--ranks 8] [--overheads 0.2us,1us,5us] [--seed 0]
+       [--programs rma_fence,rma_pscw,...]
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--overheads", default="0.2us,1us,5us")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--programs", default="", help="comma-separated subset (default: all)")
     args = ap.parse_args(argv)
     overheads = [parse_duration(x) for x in args.overheads.split(",")]
     start = time.monotonic()
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = [(name, name, None) for name in PROGRAMS]
     runs += [(f"{name} (rendezvous > {limit} B)", name, limit) for name, limit in RENDEZVOUS]
     runs += [(name, name, None) for name in HYBRID_PROGRAMS]
+    if args.programs:
+        runs = [r for r in runs if r[1] in args.programs.split(",")]
     for label, name, limit in runs:
         ranks = 2 if name == "pingpong" else args.ranks
         if name in HYBRID_PROGRAMS and HYBRID_RANKS[name] == 1:

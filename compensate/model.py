@@ -429,6 +429,16 @@ class Comm:
     members: tuple[int, ...]
 
 
+@dataclass
+class Window:
+    """An MPI RMA window (OTF2 RmaWin): its name and communicator (the ``remote`` rank
+    of an RMA record is a rank in it; its members synchronise in a fence)."""
+
+    id: int
+    name: str
+    comm: int
+
+
 #: OTF2 region roles of a barrier; in paradigm :data:`THREAD_BARRIER_PARADIGMS` the
 #: members of a thread team synchronise in it (R8); in MPI it is an MPI_Barrier
 BARRIER_ROLES = frozenset({"BARRIER", "IMPLICIT_BARRIER"})
@@ -459,6 +469,8 @@ class Definitions:
     #: carries one (parsed JSON, compensate.insitu; OTF2 LocationProperty
     #: ``COMPENSATE::INSITU_OVERHEAD``, the .trace location field ``insitu=``)
     insitu: dict[int, dict] = field(default_factory=dict)
+    #: RMA windows by id (R10; :mod:`compensate.rmarecords` reads the RMA records)
+    windows: dict[int, Window] = field(default_factory=dict)
 
     def location_of(self, comm: int, rank: int) -> int:
         """Map a rank in communicator ``comm`` to a location id (KeyError/IndexError if unknown)."""

@@ -50,6 +50,7 @@ import numpy as np
 from compensate.matching import Matching
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
 from compensate.matching.partitioned import fit_candidates
+from compensate.matching.rma import observed_transfers
 from compensate.model import BUFFER_FLUSH, KIND_CODE, SEND, Trace
 from compensate.platform import Platform
 
@@ -79,6 +80,7 @@ class Observations:
     seconds: np.ndarray  # float64
     p2p: int = 0  # how many came from point-to-point messages
     collective: int = 0  # ... and from collectives' implied messages (1-to-n, n-to-1)
+    rma: int = 0  # ... and from RMA transfers to a target's epoch end (R10)
 
     def __len__(self) -> int:
         return int(self.sizes.size)
@@ -265,7 +267,7 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     cand = _candidates(trace, matching)
     cand = cand[(cand[:, 4] >= 0) & (cand[:, 5] > 0)]  # the receive needs a record before it
     if cand.shape[0] == 0:
-        return Observations(np.zeros(0, dtype=np.int64), np.zeros(0))
+        cand = np.zeros((0, 10), dtype=np.int64)
     col = _flat_columns(trace, platform)
     tm, after, free = col.time, col.after, col.free
     res = float(trace.definitions.timer_resolution)
@@ -283,9 +285,14 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     last = _last_of_groups(group, after[send] + copy, size)
     keep = overlapped & waited & posted_first & last
     net = tm[recv] - after[send] - (copy + cs)  # after[send] = send_m + O(MpiSend)
-    return Observations(size[keep].astype(np.int64), net[keep] / res,
+    r_size, r_net = observed_transfers(  # RMA transfers (R10)
+        trace, matching.rma, platform.overhead_table() * res,
+        lambda s: float(platform.copy_time(s)) * res)
+    return Observations(np.r_[size[keep].astype(np.int64), np.array(r_size, np.int64)],
+                        np.r_[net[keep] / res, np.array(r_net) / res],
                         p2p=int(np.count_nonzero(keep & (is_p2p >= 1))),
-                        collective=int(np.count_nonzero(keep & (is_p2p == 0))))
+                        collective=int(np.count_nonzero(keep & (is_p2p == 0))),
+                        rma=len(r_size))
 
 
 # -- fitting ------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.legacy import match_legacy
 from compensate.matching.p2p import Message, MessageTable, match_p2p
 from compensate.matching.partitioned import PartitionedDeps, match_partitioned
+from compensate.matching.rma import RmaDeps, match_rma
 from compensate.matching.tasks import match_tasks
 from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.model import (
@@ -69,6 +70,8 @@ class Matching:
     devices: DeviceDeps = field(default_factory=DeviceDeps)
     #: MPI-4 partitioned: Pready -> Parrived / receive completion (:mod:`.partitioned`)
     partitioned: PartitionedDeps = field(default_factory=PartitionedDeps)
+    #: MPI one-sided: fences, post/start/complete/wait, locks, transfers (:mod:`.rma`)
+    rma: RmaDeps = field(default_factory=RmaDeps)
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
@@ -109,6 +112,7 @@ class Matching:
             "threads": self.threads.counts(),
             "devices": self.devices.counts(),
             "partitioned": self.partitioned.counts(),
+            "rma": self.rma.counts(),
             "nesting": {"leaves_out_of_order": self.leaves_out_of_order,
                         "leaves_without_enter": self.leaves_without_enter},
         }
@@ -472,6 +476,12 @@ def match_device_syncs(trace: Trace, structure: dict, posting: dict, eager_limit
     result.devices = match_devices(trace)
 
 
+def match_rma_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
+                    result: Matching) -> None:
+    """MPI one-sided communication (R10): :func:`compensate.matching.rma.match_rma`."""
+    result.rma = match_rma(trace)
+
+
 #: What :func:`match` links, one matcher per family of records, each filling its
 #: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
 #: handler in :mod:`compensate.engine.kinds`).
@@ -483,7 +493,7 @@ def match_partitioned_ops(trace: Trace, structure: dict, posting: dict,
 
 
 MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs,
-            match_partitioned_ops)
+            match_partitioned_ops, match_rma_syncs)
 
 
 def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:

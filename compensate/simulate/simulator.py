@@ -107,6 +107,9 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   the ``size`` column (ticks); [O(BufferFlush)]; measured ``t += F``.
 * MPI-4 partitioned point-to-point (``psend_init`` ... ``pwait``): see
   :mod:`compensate.simulate.partitioned`.
+* MPI one-sided communication (window creation, fences, puts and accumulates,
+  post/start/complete/wait, passive-target locks): :mod:`compensate.simulate.rma`,
+  whose docstring states the model of each op.
 * Each location: ProgramBegin (payload ``{"name": program, "args": []}``),
   Enter(main), the ops, Leave(main), ProgramEnd (payload ``{"status": 0}``).
 * Threads and accelerator streams of a process (``Program.threads``): OpenMP
@@ -166,6 +169,7 @@ from compensate.model import (
     Events,
     Location,
     Trace,
+    Window,
 )
 from compensate.platform import Platform
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
@@ -173,6 +177,8 @@ from compensate.simulate.partitioned import OPS as PARTITIONED_OPS
 from compensate.simulate.partitioned import REGIONS as PARTITIONED_REGIONS
 from compensate.simulate.partitioned import run as run_partitioned
 from compensate.simulate.programs import ANY_SOURCE, PROGRAMS, REPLY, Program
+from compensate.simulate.rma import RMA_OPS, RMA_REGIONS, WIN
+from compensate.simulate.rma import run_op as rma_op
 
 WORLD = 0  #: the one communicator of a simulated trace
 
@@ -577,6 +583,8 @@ class _Rank:
                 yield from threads.run_op(self, op)
             elif name in PARTITIONED_OPS:
                 yield from run_partitioned(self, op)
+            elif name in RMA_OPS:
+                yield from rma_op(self, op)
             else:
                 raise self.fail(f"unknown op {op!r}")
         self.emit(LEAVE, region=regions["main"])
@@ -942,9 +950,12 @@ def _region_table(program: Program) -> dict[str, int]:
                 used.add(collective_region(op[1]))
             elif op[0] in PARTITIONED_OPS:
                 used.update(PARTITIONED_REGIONS)
+            elif op[0] in RMA_OPS:
+                used.update(RMA_REGIONS)
     rooted = sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)
     later = [*LATER_REGIONS, *(nonblocking_region(op) for op in rooted),
-             *(collective_region(op) for op in sorted(HANDLE_OPS)), *PARTITIONED_REGIONS]
+             *(collective_region(op) for op in sorted(HANDLE_OPS)), *PARTITIONED_REGIONS,
+             *RMA_REGIONS]
     names += [x for x in later if x in used and x not in seen]
     names += [x for x in threads.region_names(program) if x not in names]
     return {name: i for i, name in enumerate(names)}
@@ -958,6 +969,7 @@ def _definitions(program: Program, regions: dict[str, int],
         locations={r: Location(r, f"rank {r}", r, f"MPI Rank {r}") for r in range(n)},
         regions={i: name for name, i in regions.items()},
         comms={WORLD: Comm(WORLD, "MPI_COMM_WORLD", tuple(range(n)))},
+        windows={WIN: Window(WIN, "window", WORLD)} if "MPI_Win_create" in regions else {},
     ))
 
 

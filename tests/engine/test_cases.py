@@ -73,7 +73,9 @@ def test_every_branch_has_a_case():
                      # issue 17: accelerators, kernel launch and synchronize
                      "r9_launch_sync", "r9_sync_done",
                      # issue 20: MPI-4 partitioned point-to-point
-                     "r11_partitioned"):
+                     "r11_partitioned",
+                     # issue 19: MPI one-sided, fences, PSCW, passive-target locks
+                     "r10_fence", "r10_pscw", "r10_lock"):
         assert required in names
 
 

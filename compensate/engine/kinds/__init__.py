@@ -35,6 +35,7 @@ from compensate.engine.kinds import (
     oneton,
     p2p,
     partitioned,
+    rma,
     scan,
     synchronous,
     threads,
@@ -93,6 +94,7 @@ SYNC_KINDS: dict[str, tuple[Callable[[Matching], object], Callable]] = {
     "threads": (lambda m: m.threads, threads.build_all),
     "devices": (lambda m: m.devices, devices.build_all),
     "partitioned": (lambda m: m.partitioned, partitioned.build_all),
+    "rma": (lambda m: m.rma, rma.build_all),
 }
 
 

@@ -45,6 +45,7 @@ from compensate.model import (
     Location,
     Trace,
     TraceError,
+    Window,
 )
 
 # ---------------------------------------------------------------------------
@@ -112,9 +113,11 @@ def _model_definitions(registry: Any, meta: Otf2Archive, source: str = "") -> De
             if all(isinstance(m, odef.Location) for m in group.members):
                 members = tuple(int(m._ref) for m in group.members)
         comms[int(c._ref)] = Comm(id=int(c._ref), name=c.name or "", members=members)
+    windows = {int(w._ref): Window(id=int(w._ref), name=w.name or "", comm=_ref(w.comm))
+               for w in registry.rma_wins}
     return Definitions(timer_resolution=meta.timer_resolution, locations=locations,
                        regions=regions, comms=comms, otf2=meta, region_roles=region_roles,
-                       insitu=_insitu_tables(registry, source))
+                       insitu=_insitu_tables(registry, source), windows=windows)
 
 
 def _insitu_tables(registry: Any, source: str) -> dict[int, dict]:

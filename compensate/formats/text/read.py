@@ -81,6 +81,7 @@ from compensate.model import (
     Location,
     Trace,
     TraceError,
+    Window,
 )
 
 # ---------------------------------------------------------------------------
@@ -120,6 +121,7 @@ class _Reader:
         self.region_roles: dict[int, tuple[str, str]] = {}
         self.insitu: dict[int, dict] = {}
         self.comms: dict[int, Comm] = {}
+        self.windows: dict[int, Window] = {}
         self.def_line: dict[tuple[str, int], int] = {}  # (what, id) -> line defined
         # location id -> (rows, payloads) of the current chunk; rows are model column tuples
         self.state: dict[int, tuple[list[tuple], list[Any]]] = {}
@@ -260,6 +262,8 @@ class _Reader:
             self.region_line(toks, text)
         elif word == "comm":
             self.comm_line(toks, text)
+        elif word == "window":
+            self.window_line(toks, text)
         elif word == "events":
             if len(toks) != 1:
                 raise self.err(f"expected 'events' alone on its line, got {_show(text)}")
@@ -360,6 +364,16 @@ class _Reader:
                             for m in spec.split(","))
         self.comms[comm] = Comm(id=comm, name=toks[2].positional(), members=members)
 
+    def window_line(self, toks: list[_Token], text: str) -> None:
+        usage = "expected 'window <id> \"<name>\" comm=<comm id>' (an RMA window, R10)"
+        if len(toks) != 4 or any(t.positional() is None for t in toks[1:3]) \
+                or toks[3].key != "comm":
+            raise self.err(f"{usage}, got {_show(text)}")
+        win = self.int_value(toks[1].positional(), "window id", 0, _INT32_MAX)
+        self.define("window", win)
+        comm = self.int_value(toks[3].value, "window comm id", 0, _INT32_MAX)
+        self.windows[win] = Window(id=win, name=toks[2].positional(), comm=comm)
+
     def finish_header(self) -> None:
         if self.timer_resolution is None:
             raise self.err("missing 'timer_resolution <ticks per second>' line, expected it "
@@ -370,6 +384,11 @@ class _Reader:
                     self.lineno = self.def_line[("comm", cid)]
                     raise self.err(f"comm {cid}: member rank {rank} is location {loc}, which is "
                                    f"not defined, expected a 'location {loc}' line")
+        for wid, win in self.windows.items():
+            if win.comm not in self.comms:
+                self.lineno = self.def_line[("window", wid)]
+                raise self.err(f"window {wid}: comm {win.comm} is not defined, expected a "
+                               f"'comm {win.comm} ...' line")
         self.in_events = True
 
     # -- events -----------------------------------------------------------------
@@ -692,7 +711,8 @@ class _Reader:
                 return Definitions(timer_resolution=self.timer_resolution,
                                    locations=self.locations, regions=self.regions,
                                    comms=self.comms, otf2=None,
-                                   region_roles=self.region_roles, insitu=self.insitu)
+                                   region_roles=self.region_roles, insitu=self.insitu,
+                                   windows=self.windows)
         if not self.seen_magic:
             self.lineno = max(self.lineno, 1)
             raise self.err(f"empty trace, expected '{MAGIC} {FORMAT_VERSION}' as the first line")

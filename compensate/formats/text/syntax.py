@@ -20,7 +20,7 @@ _INT32_MAX = 2**31 - 1
 _INT16_MAX = 2**15 - 1
 
 _EVENT_SYNTAX = "'<time> <location> <kind> [key=value ...]'"
-_HEADER_KEYWORDS = ("timer_resolution", "location", "region", "comm", "events")
+_HEADER_KEYWORDS = ("timer_resolution", "location", "region", "comm", "window", "events")
 
 # Escapes inside double-quoted strings (besides \xHH).
 _UNESCAPE = {'"': '"', "\\": "\\", "n": "\n", "r": "\r", "t": "\t"}

@@ -61,6 +61,7 @@ from compensate.model import (
     Trace,
     TraceError,
 )
+from compensate.rmarecords import RMA_FIELDS, text_fields
 
 # ---------------------------------------------------------------------------
 # Writer
@@ -121,7 +122,7 @@ class _Formatter:
             return self.program_begin(loc, index, payload)
         if kind == PROGRAM_END:
             return self.program_end(loc, index, payload)
-        return self.generic(loc, index, payload)
+        return self.generic(loc, index, payload, KIND_NAMES[kind])
 
     def measurement(self, loc: int, index: int, payload: Any) -> str:
         if isinstance(payload, dict):
@@ -155,16 +156,22 @@ class _Formatter:
                                         f"(payload {_brief(payload)})")
         return f"status={int(status)}"
 
-    def generic(self, loc: int, index: int, payload: Any) -> str:
+    def generic(self, loc: int, index: int, payload: Any, kind_name: str = "") -> str:
         if payload is None:
             return ""
-        if isinstance(payload, dict):
+        if isinstance(payload, dict) and not (
+                kind_name in RMA_FIELDS and not all(isinstance(v, str) for v in payload.values())):
             items = [(k, v if isinstance(v, str) else str(v)) for k, v in payload.items()]
             for k, _ in items:
                 if not isinstance(k, str) or not _valid_key(k):
                     raise self.fail(loc, index, f"field name {k!r} cannot be written, expected "
                                                 f"a non-empty name without whitespace, '=', "
                                                 f"quotes or control characters")
+        elif kind_name in RMA_FIELDS:  # an OTF2 RMA record or built fields (R10)
+            try:
+                items = text_fields(kind_name, payload)
+            except TraceError as exc:
+                raise self.fail(loc, index, str(exc).split(": ", 1)[-1]) from exc
         else:
             items = _scalar_fields(payload)
         return " ".join(f"{k}={_value(v)}" for k, v in items)
@@ -205,6 +212,9 @@ class _Formatter:
             c = d.comms[cid]
             members = ",".join(str(m) for m in c.members) if c.members else "-"
             out.append(f"comm {cid} {_quote(str(c.name))} {members}\n")
+        for wid in sorted(d.windows):
+            w = d.windows[wid]
+            out.append(f"window {wid} {_quote(str(w.name))} comm={w.comm}\n")
         out.append("events\n")
         return out
 
