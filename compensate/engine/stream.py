@@ -93,10 +93,11 @@ def _kinds(*codes: int) -> np.ndarray:
 
 _THREAD_OPEN = _kinds(KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"],
                       KIND_CODE["ThreadEnd"], KIND_CODE["OmpFork"],
-                      KIND_CODE["RmaWinCreate"])  # an RMA window until its destruction (R10)
+                      KIND_CODE["RmaWinCreate"],  # an RMA window until its destruction
+                      KIND_CODE["RmaCollectiveBegin"])  # and its collectives (R10)
 _THREAD_CLOSE = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"],
                        KIND_CODE["ThreadWait"], KIND_CODE["OmpJoin"],
-                       KIND_CODE["RmaWinDestroy"])
+                       KIND_CODE["RmaWinDestroy"], KIND_CODE["RmaCollectiveEnd"])
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
 _PARTITIONED_OPEN = _kinds(*sorted(PINIT_KINDS))

@@ -177,8 +177,9 @@ class _Loc:
                 name = KIND_NAME[k]
                 f = fields_of(name, ev.payload[i], source=trace.source, location=loc, index=i)
                 if "win" in f and f["win"] not in trace.definitions.windows:
-                    raise TraceError(f"{name} of window {f['win']}, which is not defined",
-                                     source=trace.source, location=loc, index=i)
+                    raise TraceError(f"{name} of window {f['win']}, which is not defined"
+                                     f"{_UNDEFINED_HINT}", source=trace.source,
+                                     location=loc, index=i)
                 if "win" in f and f["win"] not in mpi:
                     continue  # a device window (module docstring)
                 enter = stack[-1] if stack else -1
@@ -200,6 +201,9 @@ class _Loc:
 
 
 KIND_NAME = {k: n for n, k in KIND_CODE.items()}
+#: what a text trace written before R10 (no window lines) needs
+_UNDEFINED_HINT = (" (a .trace file needs a line 'window <id> \"<name>\" comm=<comm id>' "
+                   "per window; files written before R10 have none)")
 
 
 def match_rma(trace: Trace) -> RmaDeps:
@@ -220,8 +224,9 @@ def match_rma(trace: Trace) -> RmaDeps:
     def target(loc: int, r: _Rec, remote: int) -> list[int]:
         win = defs.windows.get(r.f["win"])
         if win is None:
-            raise TraceError(f"{KIND_NAME[r.kind]} of window {r.f['win']}, which is not defined",
-                             source=trace.source, location=loc, index=r.idx)
+            raise TraceError(f"{KIND_NAME[r.kind]} of window {r.f['win']}, which is not "
+                             f"defined{_UNDEFINED_HINT}", source=trace.source, location=loc,
+                             index=r.idx)
         comm = defs.comms.get(win.comm)
         members = comm.members if comm is not None else ()
         if not members:

@@ -67,7 +67,8 @@ def test_openmp_fork_barrier_critical_join():
     assert d.comms[1].members == (0, W)
     assert m.events[0].payload[3] == {"thread_team": "1"}
     assert match(m).threads.counts() == {"fork": 1, "join": 1, "lock": 1, "create": 0,
-                                         "end": 0, "barrier": 1, "unmatched": 0}
+                                         "end": 0, "barrier": 1, "task": 0, "taskwait": 0,
+                                         "unmatched": 0}
 
 
 def test_pthreads_create_mutex_join():
