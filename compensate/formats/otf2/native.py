@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
 from compensate.model import (
     COLUMNS,
@@ -257,7 +258,8 @@ def _scan(lib: _Library, path: str, locations: tuple[int, ...]) -> bool:
         bufs = _buffers(cap)
         p1 = _pass1(lib, bufs, cap, lib.allowed)
         while True:
-            rc = lib.dll.cmp_read(handle, ctypes.byref(p1))
+            with interrupt.deferred("otf2-read"):
+                rc = lib.dll.cmp_read(handle, ctypes.byref(p1))
             if rc == _INTERRUPTED and p1.refused >= 0:
                 return False
             if rc:
@@ -302,7 +304,7 @@ class NativeChunks(ChunkIterator):
         if self._lib is None:
             raise TraceError("the OTF2 C path is not available", source=path)
         self._locs = np.array(location_order, np.uint64)
-        self._index = {int(ref): k for k, ref in enumerate(location_order)}
+        self._sorted = np.unique(self._locs)
         self.last = {int(ref): -1 for ref in location_order}
         self.count = {int(ref): 0 for ref in location_order}
         self.limit = chunk_records
@@ -312,10 +314,12 @@ class NativeChunks(ChunkIterator):
         self._handle: int | None = _open(self._lib, path, self._locs, True)
         self._done = False
 
-    def _read_block(self, cap: int) -> dict[str, np.ndarray]:
-        """The next at most ``cap`` records as flat arrays (copies)."""
+    def _read_block(self, cap: int, copy: bool) -> dict[str, np.ndarray]:
+        """The next at most ``cap`` records as flat arrays (views of the buffers
+        unless ``copy``)."""
         self._p1.cap = cap
-        rc = self._lib.dll.cmp_read(self._handle, ctypes.byref(self._p1))
+        with interrupt.deferred("otf2-read"):  # a signal is raised once the C call returns
+            rc = self._lib.dll.cmp_read(self._handle, ctypes.byref(self._p1))
         if rc == _INTERRUPTED and self._p1.refused >= 0:  # an Unknown record
             raise TraceError("unsupported OTF2 record type (unknown to the OTF2 library)",
                              source=self.path)
@@ -324,16 +328,19 @@ class NativeChunks(ChunkIterator):
         n = self._p1.n
         if n < cap:
             self._done = True
-        return {name: self._bufs[name][:n].copy() for name in _NAMES}
+        return {name: self._bufs[name][:n].copy() if copy else self._bufs[name][:n]
+                for name in _NAMES}
 
     def _read(self) -> dict[int, Events]:
         if self._done:
             return {}
         want = self.limit
+        if want is not None and want <= self._cap:  # one block: no copy of the buffers
+            return self._split(self._read_block(want, False))
         blocks = []
         while not self._done and (want is None or want > 0):
             cap = self._cap if want is None else min(self._cap, want)
-            block = self._read_block(cap)
+            block = self._read_block(cap, True)
             blocks.append(block)
             if want is not None:
                 want -= len(block["kind"])
@@ -342,29 +349,37 @@ class NativeChunks(ChunkIterator):
 
     def _split(self, flat: dict[str, np.ndarray]) -> dict[int, Events]:
         """Each location's Events from the flat arrays, locations in order of
-        their first record (as the ``otf2`` path returns them)."""
+        their first record (as the ``otf2`` path returns them): one stable sort
+        by location, one gather per column, a slice per location."""
         loc = flat["loc"]
         if not len(loc):
             return {}
-        order = np.argsort(loc, kind="stable")
-        refs, first, counts = np.unique(loc, return_index=True, return_counts=True)
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        k = np.searchsorted(self._sorted, loc)
+        k[k >= len(self._sorted)] = 0
+        unknown = np.flatnonzero(self._sorted[k] != loc)
+        if unknown.size:
+            raise TraceError("record of a location that is not defined", source=self.path,
+                             location=int(loc[unknown[0]]))
+        k = k.astype(np.int16 if len(self._sorted) < 2**15 else np.int32)  # radix sort
+        order = np.argsort(k, kind="stable")
+        ks = k[order]
+        bounds = np.flatnonzero(np.diff(ks)) + 1
+        starts = np.concatenate(([0], bounds))
+        stops = np.concatenate((bounds, [len(ks)]))
+        cols = {"time": flat["time"][order], "kind": flat["kind"][order]}
+        for name in ("region", "peer", "comm", "tag", "size", "size_recv", "op", "request"):
+            cols[name] = flat[name][order].astype(_DTYPES[name], copy=False)  # wraps as before
+        times = cols["time"]
+        cols["time"] = times.view(np.int64)
         out = {}
-        for j in np.argsort(first, kind="stable").tolist():
-            ref = int(refs[j])
-            idx = order[starts[j]:starts[j] + counts[j]]
-            if ref not in self.last:
-                raise TraceError("record of a location that is not defined", source=self.path,
-                                 location=ref)
-            times = flat["time"][idx]
-            self._check(ref, times)
-            cols = {"time": times.astype(np.int64), "kind": flat["kind"][idx]}
-            for name in ("region", "peer", "comm", "tag", "size", "size_recv", "op", "request"):
-                cols[name] = flat[name][idx].astype(_DTYPES[name])  # wraps like the otf2 path
-            n = len(idx)
-            out[ref] = Events(**cols, payload=[NATIVE] * n)
-            self.last[ref] = int(times[-1])
-            self.count[ref] += n
+        for j in np.argsort(order[starts], kind="stable").tolist():  # by first record
+            a, b = int(starts[j]), int(stops[j])
+            ref = int(self._sorted[ks[a]])
+            self._check(ref, times[a:b])
+            out[ref] = Events(**{name: col[a:b] for name, col in cols.items()},
+                              payload=[NATIVE] * (b - a))
+            self.last[ref] = int(times[b - 1])
+            self.count[ref] += b - a
         return out
 
     def _check(self, ref: int, times: np.ndarray) -> None:
@@ -386,7 +401,8 @@ class NativeChunks(ChunkIterator):
     def _release(self) -> None:
         handle, self._handle = self._handle, None
         if handle is not None:
-            self._lib.dll.cmp_close(handle)
+            with interrupt.shielded():
+                self._lib.dll.cmp_close(handle)
 
 
 class NativeCopier:
