@@ -12,8 +12,8 @@ interpreter start-up excluded; the machine is shared, so CPU time is the stable
 measure):
 
   lib read      the OTF2 library's own read: its global event reader with one C
-                callback per record kind that stores the record's fields (the C
-                path's scan, compensate/formats/otf2/native.py), nothing per record
+                callback per record kind that stores the record's columns (the C
+                path's pass 1, compensate/formats/otf2/native.py), nothing per record
                 in Python;
   lib copy      read and write through the library with no compensation: the C
                 path's read into columns and its copy into a new archive (the I/O
@@ -136,15 +136,14 @@ def _locations(src: str) -> tuple[int, ...]:
 
 def _libread(src: str) -> dict:
     """The OTF2 library's own read: its global event reader with one C callback per
-    record kind that stores the record's fields (the C path's scan), nothing
+    record kind that stores the record's columns (the C path's pass 1), nothing
     returned to Python per record."""
     from compensate.formats.otf2 import native
-    lib = native.library()
-    if lib is None:
+    if native.library() is None:
         raise SystemExit("the OTF2 C path is not available")
     locations = _locations(src)
     t0, c0 = time.perf_counter(), time.process_time()
-    native._scan(lib, src, locations)
+    native.library_read(src, locations)
     return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "exit": 0}
 
 

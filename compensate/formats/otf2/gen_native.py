@@ -36,6 +36,7 @@ from compensate.formats.otf2.columns import FIELDS
 from compensate.model import KIND_NAMES
 
 OUT = Path(__file__).with_name("native.c")
+MAX_ARGS = 8  # arguments of a record kind kept for its field dict (native.NativeFields)
 
 # the otf2 event attribute (columns.FIELDS) -> the C argument name (EvtWriter_*)
 _CAMEL = {"msg_tag": "msgTag", "msg_length": "msgLength", "collective_op": "collectiveOp",
@@ -108,13 +109,20 @@ def _pass1(kind: str, index: int, args: list[str], names: list[str]) -> str:
         if arg is None:
             raise ValueError(f"{kind}: no argument {want}")
         body.append(f"    c->{column}[i] = " + _CONVERT[convert.__name__].format(v=arg) + ";")
+    scalar = [n for t, n in zip(args, names, strict=True) if not t.endswith("*")]
+    if args and len(scalar) == len(args):  # no arrays: the arguments may become a field dict
+        if len(args) > MAX_ARGS:
+            raise ValueError(f"{kind}: more than {MAX_ARGS} arguments")
+        store = "".join(f" a[{j}] = (uint64_t){n};" for j, n in enumerate(names))
+        body.append(f"    if (c->store[{index}]) {{ uint64_t* a = c->args + i * MAX_ARGS;"
+                    f"{store} }}")
     lines = "\n".join(body)
     return f"""static OTF2_CallbackCode r_{kind}(uint64_t location, uint64_t time, void* ud,
         void* attributes{decl}) {{
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[{index}]) {{ c->refused = {index}; return OTF2_CALLBACK_INTERRUPT; }}
-    {"uint64_t i = " if lines else "(void)"}begin(c, location, time, {index});
+    {"uint64_t i = " if body else "(void)"}begin(c, location, time, {index});
 {lines}
     return OTF2_CALLBACK_SUCCESS;
 }}
@@ -142,7 +150,7 @@ def _pass2(kind: str, index: int, args: list[str], names: list[str]) -> str:
 
 def generate() -> str:
     kinds = _kinds()
-    parts = [_HEADER.replace("@NKINDS@", str(len(kinds)))]
+    parts = [_HEADER.replace("@NKINDS@", str(len(kinds))).replace("@MAX_ARGS@", str(MAX_ARGS))]
     for kind, args, _ in kinds:
         parts.append(f"typedef int (*t_EvtWriter_{kind})(void*, void*, uint64_t"
                      + "".join(f", {t}" for t in args) + f");\nstatic t_EvtWriter_{kind} "
@@ -183,6 +191,7 @@ _HEADER = """\
 #include <string.h>
 
 #define NKINDS @NKINDS@
+#define MAX_ARGS @MAX_ARGS@
 #define OTF2_CALLBACK_SUCCESS 0
 #define OTF2_CALLBACK_INTERRUPT 1
 #define OTF2_ERROR_INTERRUPTED_BY_CALLBACK 92
@@ -190,6 +199,7 @@ typedef int OTF2_CallbackCode;
 
 const char* cmp_digest(void) { return "@DIGEST@"; }
 int cmp_nkinds(void) { return NKINDS; }
+int cmp_max_args(void) { return MAX_ARGS; }
 
 typedef struct {
     /* output arrays of capacity cap (filled from 0 on each read call) */
@@ -199,7 +209,9 @@ typedef struct {
     uint64_t cap, n;
     const int16_t* code;     /* kind index -> model kind code */
     const uint8_t* allowed;  /* kind index -> 1: may be read natively */
-    int64_t refused;         /* kind index of a refused record, -1: none; NKINDS: unknown */
+    int64_t refused;         /* kind index of a refused record, -1: none */
+    const uint8_t* store;    /* kind index -> 1: keep the arguments in args */
+    uint64_t* args;          /* MAX_ARGS per record */
 } Pass1;
 
 typedef struct {
@@ -223,18 +235,8 @@ static inline uint64_t begin(Pass1* c, uint64_t location, uint64_t time, int ind
     return i;
 }
 
-static OTF2_CallbackCode r_Unknown(uint64_t location, uint64_t time, void* ud, void* a) {
-    (void)location; (void)time; (void)a;
-    ((Pass1*)ud)->refused = NKINDS;
-    return OTF2_CALLBACK_INTERRUPT;
-}
-
-static OTF2_CallbackCode w_Unknown(uint64_t location, uint64_t time, uint64_t pos, void* ud,
-                                   void* a) {
-    (void)location; (void)time; (void)pos; (void)a;
-    ((Pass2*)ud)->mismatch = NKINDS;
-    return OTF2_CALLBACK_INTERRUPT;
-}
+/* No Unknown callbacks: a record of a kind this OTF2 library does not know is
+ * skipped by both passes, as the otf2 package skips it. */
 
 """
 
@@ -264,12 +266,10 @@ static void* (*p_Reader_GetGlobalEvtReader)(void*);
 static int (*p_Reader_CloseGlobalEvtReader)(void*, void*);
 static void* (*p_GlobalEvtReaderCallbacks_New)(void);
 static void (*p_GlobalEvtReaderCallbacks_Delete)(void*);
-static int (*p_GlobalEvtReaderCallbacks_SetUnknownCallback)(void*, void*);
 static int (*p_Reader_RegisterGlobalEvtCallbacks)(void*, void*, void*, void*);
 static int (*p_Reader_ReadGlobalEvents)(void*, void*, uint64_t, uint64_t*);
 static void* (*p_EvtReaderCallbacks_New)(void);
 static void (*p_EvtReaderCallbacks_Delete)(void*);
-static int (*p_EvtReaderCallbacks_SetUnknownCallback)(void*, void*);
 static int (*p_Reader_RegisterEvtCallbacks)(void*, void*, void*, void*);
 static int (*p_Reader_ReadLocalEvents)(void*, void*, uint64_t, uint64_t*);
 
@@ -291,9 +291,9 @@ int cmp_init(const char* path) {
     GET(Reader_ReadAllLocalDefinitions) GET(Reader_CloseDefReader) GET(Reader_GetEvtReader)
     GET(Reader_CloseEvtReader) GET(Reader_GetGlobalEvtReader) GET(Reader_CloseGlobalEvtReader)
     GET(GlobalEvtReaderCallbacks_New) GET(GlobalEvtReaderCallbacks_Delete)
-    GET(GlobalEvtReaderCallbacks_SetUnknownCallback) GET(Reader_RegisterGlobalEvtCallbacks)
+    GET(Reader_RegisterGlobalEvtCallbacks)
     GET(Reader_ReadGlobalEvents) GET(EvtReaderCallbacks_New) GET(EvtReaderCallbacks_Delete)
-    GET(EvtReaderCallbacks_SetUnknownCallback) GET(Reader_RegisterEvtCallbacks)
+    GET(Reader_RegisterEvtCallbacks)
     GET(Reader_ReadLocalEvents)
 @RESOLVE@    return 0;
 }
@@ -386,14 +386,12 @@ Input* cmp_open(const char* path, const uint64_t* locs, uint64_t nlocs, int glob
         in->global = p_Reader_GetGlobalEvtReader(in->reader);
         in->callbacks = p_GlobalEvtReaderCallbacks_New();
         if (!in->global || !in->callbacks) { *rc = -4; cmp_close(in); return 0; }
-        if (set_global(in->callbacks) ||
-            p_GlobalEvtReaderCallbacks_SetUnknownCallback(in->callbacks, (void*)r_Unknown)) {
+        if (set_global(in->callbacks)) {
             *rc = -5; cmp_close(in); return 0; }
     } else {
         in->callbacks = p_EvtReaderCallbacks_New();
         if (!in->callbacks) { *rc = -4; cmp_close(in); return 0; }
-        if (set_local(in->callbacks) ||
-            p_EvtReaderCallbacks_SetUnknownCallback(in->callbacks, (void*)w_Unknown)) {
+        if (set_local(in->callbacks)) {
             *rc = -5; cmp_close(in); return 0; }
     }
     return in;

@@ -11,13 +11,15 @@
 #include <string.h>
 
 #define NKINDS 83
+#define MAX_ARGS 8
 #define OTF2_CALLBACK_SUCCESS 0
 #define OTF2_CALLBACK_INTERRUPT 1
 #define OTF2_ERROR_INTERRUPTED_BY_CALLBACK 92
 typedef int OTF2_CallbackCode;
 
-const char* cmp_digest(void) { return "fa40fb6fe4a5bfa5"; }
+const char* cmp_digest(void) { return "076c110a325ab48f"; }
 int cmp_nkinds(void) { return NKINDS; }
+int cmp_max_args(void) { return MAX_ARGS; }
 
 typedef struct {
     /* output arrays of capacity cap (filled from 0 on each read call) */
@@ -27,7 +29,9 @@ typedef struct {
     uint64_t cap, n;
     const int16_t* code;     /* kind index -> model kind code */
     const uint8_t* allowed;  /* kind index -> 1: may be read natively */
-    int64_t refused;         /* kind index of a refused record, -1: none; NKINDS: unknown */
+    int64_t refused;         /* kind index of a refused record, -1: none */
+    const uint8_t* store;    /* kind index -> 1: keep the arguments in args */
+    uint64_t* args;          /* MAX_ARGS per record */
 } Pass1;
 
 typedef struct {
@@ -300,18 +304,8 @@ static inline uint64_t begin(Pass1* c, uint64_t location, uint64_t time, int ind
     return i;
 }
 
-static OTF2_CallbackCode r_Unknown(uint64_t location, uint64_t time, void* ud, void* a) {
-    (void)location; (void)time; (void)a;
-    ((Pass1*)ud)->refused = NKINDS;
-    return OTF2_CALLBACK_INTERRUPT;
-}
-
-static OTF2_CallbackCode w_Unknown(uint64_t location, uint64_t time, uint64_t pos, void* ud,
-                                   void* a) {
-    (void)location; (void)time; (void)pos; (void)a;
-    ((Pass2*)ud)->mismatch = NKINDS;
-    return OTF2_CALLBACK_INTERRUPT;
-}
+/* No Unknown callbacks: a record of a kind this OTF2 library does not know is
+ * skipped by both passes, as the otf2 package skips it. */
 
 static OTF2_CallbackCode r_BufferFlush(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t stopTime) {
@@ -320,6 +314,7 @@ static OTF2_CallbackCode r_BufferFlush(uint64_t location, uint64_t time, void* u
     if (!c->allowed[0]) { c->refused = 0; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 0);
     c->size[i] = ((int64_t)(stopTime));
+    if (c->store[0]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)stopTime; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_BufferFlush(uint64_t location, uint64_t time, uint64_t pos,
@@ -338,8 +333,8 @@ static OTF2_CallbackCode r_MeasurementOnOff(uint64_t location, uint64_t time, vo
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[1]) { c->refused = 1; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 1);
-
+    uint64_t i = begin(c, location, time, 1);
+    if (c->store[1]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)measurementMode; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MeasurementOnOff(uint64_t location, uint64_t time, uint64_t pos,
@@ -360,6 +355,7 @@ static OTF2_CallbackCode r_Enter(uint64_t location, uint64_t time, void* ud,
     if (!c->allowed[2]) { c->refused = 2; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 2);
     c->region[i] = ((uint64_t)(region) == 0xFFFFFFFFu ? -1 : (int64_t)(region));
+    if (c->store[2]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)region; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_Enter(uint64_t location, uint64_t time, uint64_t pos,
@@ -380,6 +376,7 @@ static OTF2_CallbackCode r_Leave(uint64_t location, uint64_t time, void* ud,
     if (!c->allowed[3]) { c->refused = 3; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 3);
     c->region[i] = ((uint64_t)(region) == 0xFFFFFFFFu ? -1 : (int64_t)(region));
+    if (c->store[3]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)region; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_Leave(uint64_t location, uint64_t time, uint64_t pos,
@@ -403,6 +400,7 @@ static OTF2_CallbackCode r_MpiSend(uint64_t location, uint64_t time, void* ud,
     c->comm[i] = ((uint64_t)(communicator) == 0xFFFFFFFFu ? -1 : (int64_t)(communicator));
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
+    if (c->store[4]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)receiver; a[1] = (uint64_t)communicator; a[2] = (uint64_t)msgTag; a[3] = (uint64_t)msgLength; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiSend(uint64_t location, uint64_t time, uint64_t pos,
@@ -427,6 +425,7 @@ static OTF2_CallbackCode r_MpiIsend(uint64_t location, uint64_t time, void* ud,
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
+    if (c->store[5]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)receiver; a[1] = (uint64_t)communicator; a[2] = (uint64_t)msgTag; a[3] = (uint64_t)msgLength; a[4] = (uint64_t)requestID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiIsend(uint64_t location, uint64_t time, uint64_t pos,
@@ -447,6 +446,7 @@ static OTF2_CallbackCode r_MpiIsendComplete(uint64_t location, uint64_t time, vo
     if (!c->allowed[6]) { c->refused = 6; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 6);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
+    if (c->store[6]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiIsendComplete(uint64_t location, uint64_t time, uint64_t pos,
@@ -467,6 +467,7 @@ static OTF2_CallbackCode r_MpiIrecvRequest(uint64_t location, uint64_t time, voi
     if (!c->allowed[7]) { c->refused = 7; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 7);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
+    if (c->store[7]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiIrecvRequest(uint64_t location, uint64_t time, uint64_t pos,
@@ -490,6 +491,7 @@ static OTF2_CallbackCode r_MpiRecv(uint64_t location, uint64_t time, void* ud,
     c->comm[i] = ((uint64_t)(communicator) == 0xFFFFFFFFu ? -1 : (int64_t)(communicator));
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
+    if (c->store[8]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)sender; a[1] = (uint64_t)communicator; a[2] = (uint64_t)msgTag; a[3] = (uint64_t)msgLength; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiRecv(uint64_t location, uint64_t time, uint64_t pos,
@@ -514,6 +516,7 @@ static OTF2_CallbackCode r_MpiIrecv(uint64_t location, uint64_t time, void* ud,
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
+    if (c->store[9]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)sender; a[1] = (uint64_t)communicator; a[2] = (uint64_t)msgTag; a[3] = (uint64_t)msgLength; a[4] = (uint64_t)requestID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiIrecv(uint64_t location, uint64_t time, uint64_t pos,
@@ -534,6 +537,7 @@ static OTF2_CallbackCode r_MpiRequestTest(uint64_t location, uint64_t time, void
     if (!c->allowed[10]) { c->refused = 10; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 10);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
+    if (c->store[10]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiRequestTest(uint64_t location, uint64_t time, uint64_t pos,
@@ -554,6 +558,7 @@ static OTF2_CallbackCode r_MpiRequestCancelled(uint64_t location, uint64_t time,
     if (!c->allowed[11]) { c->refused = 11; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 11);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
+    if (c->store[11]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiRequestCancelled(uint64_t location, uint64_t time, uint64_t pos,
@@ -598,6 +603,7 @@ static OTF2_CallbackCode r_MpiCollectiveEnd(uint64_t location, uint64_t time, vo
     c->peer[i] = ((uint64_t)(root) >= 0x80000000u ? -1 : (int64_t)(root));
     c->size[i] = ((uint64_t)(sizeSent) > (uint64_t)INT64_MAX ? -1 : (int64_t)(sizeSent));
     c->size_recv[i] = ((uint64_t)(sizeReceived) > (uint64_t)INT64_MAX ? -1 : (int64_t)(sizeReceived));
+    if (c->store[13]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)collectiveOp; a[1] = (uint64_t)communicator; a[2] = (uint64_t)root; a[3] = (uint64_t)sizeSent; a[4] = (uint64_t)sizeReceived; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiCollectiveEnd(uint64_t location, uint64_t time, uint64_t pos,
@@ -616,8 +622,8 @@ static OTF2_CallbackCode r_OmpFork(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[14]) { c->refused = 14; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 14);
-
+    uint64_t i = begin(c, location, time, 14);
+    if (c->store[14]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)numberOfRequestedThreads; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpFork(uint64_t location, uint64_t time, uint64_t pos,
@@ -656,8 +662,8 @@ static OTF2_CallbackCode r_OmpAcquireLock(uint64_t location, uint64_t time, void
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[16]) { c->refused = 16; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 16);
-
+    uint64_t i = begin(c, location, time, 16);
+    if (c->store[16]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)lockID; a[1] = (uint64_t)acquisitionOrder; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpAcquireLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -676,8 +682,8 @@ static OTF2_CallbackCode r_OmpReleaseLock(uint64_t location, uint64_t time, void
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[17]) { c->refused = 17; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 17);
-
+    uint64_t i = begin(c, location, time, 17);
+    if (c->store[17]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)lockID; a[1] = (uint64_t)acquisitionOrder; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpReleaseLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -696,8 +702,8 @@ static OTF2_CallbackCode r_OmpTaskCreate(uint64_t location, uint64_t time, void*
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[18]) { c->refused = 18; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 18);
-
+    uint64_t i = begin(c, location, time, 18);
+    if (c->store[18]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)taskID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpTaskCreate(uint64_t location, uint64_t time, uint64_t pos,
@@ -716,8 +722,8 @@ static OTF2_CallbackCode r_OmpTaskSwitch(uint64_t location, uint64_t time, void*
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[19]) { c->refused = 19; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 19);
-
+    uint64_t i = begin(c, location, time, 19);
+    if (c->store[19]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)taskID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpTaskSwitch(uint64_t location, uint64_t time, uint64_t pos,
@@ -736,8 +742,8 @@ static OTF2_CallbackCode r_OmpTaskComplete(uint64_t location, uint64_t time, voi
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[20]) { c->refused = 20; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 20);
-
+    uint64_t i = begin(c, location, time, 20);
+    if (c->store[20]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)taskID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpTaskComplete(uint64_t location, uint64_t time, uint64_t pos,
@@ -776,8 +782,8 @@ static OTF2_CallbackCode r_ParameterString(uint64_t location, uint64_t time, voi
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[22]) { c->refused = 22; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 22);
-
+    uint64_t i = begin(c, location, time, 22);
+    if (c->store[22]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)parameter; a[1] = (uint64_t)string; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ParameterString(uint64_t location, uint64_t time, uint64_t pos,
@@ -796,8 +802,8 @@ static OTF2_CallbackCode r_ParameterInt(uint64_t location, uint64_t time, void* 
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[23]) { c->refused = 23; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 23);
-
+    uint64_t i = begin(c, location, time, 23);
+    if (c->store[23]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)parameter; a[1] = (uint64_t)value; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ParameterInt(uint64_t location, uint64_t time, uint64_t pos,
@@ -816,8 +822,8 @@ static OTF2_CallbackCode r_ParameterUnsignedInt(uint64_t location, uint64_t time
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[24]) { c->refused = 24; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 24);
-
+    uint64_t i = begin(c, location, time, 24);
+    if (c->store[24]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)parameter; a[1] = (uint64_t)value; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ParameterUnsignedInt(uint64_t location, uint64_t time, uint64_t pos,
@@ -836,8 +842,8 @@ static OTF2_CallbackCode r_RmaWinCreate(uint64_t location, uint64_t time, void* 
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[25]) { c->refused = 25; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 25);
-
+    uint64_t i = begin(c, location, time, 25);
+    if (c->store[25]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaWinCreate(uint64_t location, uint64_t time, uint64_t pos,
@@ -856,8 +862,8 @@ static OTF2_CallbackCode r_RmaWinDestroy(uint64_t location, uint64_t time, void*
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[26]) { c->refused = 26; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 26);
-
+    uint64_t i = begin(c, location, time, 26);
+    if (c->store[26]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaWinDestroy(uint64_t location, uint64_t time, uint64_t pos,
@@ -896,8 +902,8 @@ static OTF2_CallbackCode r_RmaCollectiveEnd(uint64_t location, uint64_t time, vo
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[28]) { c->refused = 28; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 28);
-
+    uint64_t i = begin(c, location, time, 28);
+    if (c->store[28]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)collectiveOp; a[1] = (uint64_t)syncLevel; a[2] = (uint64_t)win; a[3] = (uint64_t)root; a[4] = (uint64_t)bytesSent; a[5] = (uint64_t)bytesReceived; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaCollectiveEnd(uint64_t location, uint64_t time, uint64_t pos,
@@ -916,8 +922,8 @@ static OTF2_CallbackCode r_RmaGroupSync(uint64_t location, uint64_t time, void* 
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[29]) { c->refused = 29; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 29);
-
+    uint64_t i = begin(c, location, time, 29);
+    if (c->store[29]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)syncLevel; a[1] = (uint64_t)win; a[2] = (uint64_t)group; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaGroupSync(uint64_t location, uint64_t time, uint64_t pos,
@@ -936,8 +942,8 @@ static OTF2_CallbackCode r_RmaRequestLock(uint64_t location, uint64_t time, void
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[30]) { c->refused = 30; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 30);
-
+    uint64_t i = begin(c, location, time, 30);
+    if (c->store[30]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)lockId; a[3] = (uint64_t)lockType; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaRequestLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -956,8 +962,8 @@ static OTF2_CallbackCode r_RmaAcquireLock(uint64_t location, uint64_t time, void
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[31]) { c->refused = 31; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 31);
-
+    uint64_t i = begin(c, location, time, 31);
+    if (c->store[31]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)lockId; a[3] = (uint64_t)lockType; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaAcquireLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -976,8 +982,8 @@ static OTF2_CallbackCode r_RmaTryLock(uint64_t location, uint64_t time, void* ud
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[32]) { c->refused = 32; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 32);
-
+    uint64_t i = begin(c, location, time, 32);
+    if (c->store[32]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)lockId; a[3] = (uint64_t)lockType; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaTryLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -996,8 +1002,8 @@ static OTF2_CallbackCode r_RmaReleaseLock(uint64_t location, uint64_t time, void
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[33]) { c->refused = 33; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 33);
-
+    uint64_t i = begin(c, location, time, 33);
+    if (c->store[33]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)lockId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaReleaseLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -1016,8 +1022,8 @@ static OTF2_CallbackCode r_RmaSync(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[34]) { c->refused = 34; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 34);
-
+    uint64_t i = begin(c, location, time, 34);
+    if (c->store[34]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)syncType; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaSync(uint64_t location, uint64_t time, uint64_t pos,
@@ -1036,8 +1042,8 @@ static OTF2_CallbackCode r_RmaWaitChange(uint64_t location, uint64_t time, void*
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[35]) { c->refused = 35; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 35);
-
+    uint64_t i = begin(c, location, time, 35);
+    if (c->store[35]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaWaitChange(uint64_t location, uint64_t time, uint64_t pos,
@@ -1056,8 +1062,8 @@ static OTF2_CallbackCode r_RmaPut(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[36]) { c->refused = 36; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 36);
-
+    uint64_t i = begin(c, location, time, 36);
+    if (c->store[36]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)bytes; a[3] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaPut(uint64_t location, uint64_t time, uint64_t pos,
@@ -1076,8 +1082,8 @@ static OTF2_CallbackCode r_RmaGet(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[37]) { c->refused = 37; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 37);
-
+    uint64_t i = begin(c, location, time, 37);
+    if (c->store[37]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)bytes; a[3] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaGet(uint64_t location, uint64_t time, uint64_t pos,
@@ -1096,8 +1102,8 @@ static OTF2_CallbackCode r_RmaAtomic(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[38]) { c->refused = 38; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 38);
-
+    uint64_t i = begin(c, location, time, 38);
+    if (c->store[38]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)type; a[3] = (uint64_t)bytesSent; a[4] = (uint64_t)bytesReceived; a[5] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaAtomic(uint64_t location, uint64_t time, uint64_t pos,
@@ -1116,8 +1122,8 @@ static OTF2_CallbackCode r_RmaOpCompleteBlocking(uint64_t location, uint64_t tim
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[39]) { c->refused = 39; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 39);
-
+    uint64_t i = begin(c, location, time, 39);
+    if (c->store[39]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaOpCompleteBlocking(uint64_t location, uint64_t time, uint64_t pos,
@@ -1136,8 +1142,8 @@ static OTF2_CallbackCode r_RmaOpCompleteNonBlocking(uint64_t location, uint64_t 
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[40]) { c->refused = 40; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 40);
-
+    uint64_t i = begin(c, location, time, 40);
+    if (c->store[40]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaOpCompleteNonBlocking(uint64_t location, uint64_t time, uint64_t pos,
@@ -1156,8 +1162,8 @@ static OTF2_CallbackCode r_RmaOpTest(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[41]) { c->refused = 41; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 41);
-
+    uint64_t i = begin(c, location, time, 41);
+    if (c->store[41]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaOpTest(uint64_t location, uint64_t time, uint64_t pos,
@@ -1176,8 +1182,8 @@ static OTF2_CallbackCode r_RmaOpCompleteRemote(uint64_t location, uint64_t time,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[42]) { c->refused = 42; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 42);
-
+    uint64_t i = begin(c, location, time, 42);
+    if (c->store[42]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaOpCompleteRemote(uint64_t location, uint64_t time, uint64_t pos,
@@ -1196,8 +1202,8 @@ static OTF2_CallbackCode r_ThreadFork(uint64_t location, uint64_t time, void* ud
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[43]) { c->refused = 43; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 43);
-
+    uint64_t i = begin(c, location, time, 43);
+    if (c->store[43]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)model; a[1] = (uint64_t)numberOfRequestedThreads; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadFork(uint64_t location, uint64_t time, uint64_t pos,
@@ -1216,8 +1222,8 @@ static OTF2_CallbackCode r_ThreadJoin(uint64_t location, uint64_t time, void* ud
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[44]) { c->refused = 44; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 44);
-
+    uint64_t i = begin(c, location, time, 44);
+    if (c->store[44]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)model; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadJoin(uint64_t location, uint64_t time, uint64_t pos,
@@ -1236,8 +1242,8 @@ static OTF2_CallbackCode r_ThreadTeamBegin(uint64_t location, uint64_t time, voi
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[45]) { c->refused = 45; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 45);
-
+    uint64_t i = begin(c, location, time, 45);
+    if (c->store[45]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTeamBegin(uint64_t location, uint64_t time, uint64_t pos,
@@ -1256,8 +1262,8 @@ static OTF2_CallbackCode r_ThreadTeamEnd(uint64_t location, uint64_t time, void*
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[46]) { c->refused = 46; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 46);
-
+    uint64_t i = begin(c, location, time, 46);
+    if (c->store[46]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTeamEnd(uint64_t location, uint64_t time, uint64_t pos,
@@ -1276,8 +1282,8 @@ static OTF2_CallbackCode r_ThreadAcquireLock(uint64_t location, uint64_t time, v
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[47]) { c->refused = 47; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 47);
-
+    uint64_t i = begin(c, location, time, 47);
+    if (c->store[47]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)model; a[1] = (uint64_t)lockID; a[2] = (uint64_t)acquisitionOrder; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadAcquireLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -1296,8 +1302,8 @@ static OTF2_CallbackCode r_ThreadReleaseLock(uint64_t location, uint64_t time, v
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[48]) { c->refused = 48; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 48);
-
+    uint64_t i = begin(c, location, time, 48);
+    if (c->store[48]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)model; a[1] = (uint64_t)lockID; a[2] = (uint64_t)acquisitionOrder; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadReleaseLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -1316,8 +1322,8 @@ static OTF2_CallbackCode r_ThreadTaskCreate(uint64_t location, uint64_t time, vo
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[49]) { c->refused = 49; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 49);
-
+    uint64_t i = begin(c, location, time, 49);
+    if (c->store[49]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; a[1] = (uint64_t)creatingThread; a[2] = (uint64_t)generationNumber; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTaskCreate(uint64_t location, uint64_t time, uint64_t pos,
@@ -1336,8 +1342,8 @@ static OTF2_CallbackCode r_ThreadTaskSwitch(uint64_t location, uint64_t time, vo
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[50]) { c->refused = 50; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 50);
-
+    uint64_t i = begin(c, location, time, 50);
+    if (c->store[50]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; a[1] = (uint64_t)creatingThread; a[2] = (uint64_t)generationNumber; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTaskSwitch(uint64_t location, uint64_t time, uint64_t pos,
@@ -1356,8 +1362,8 @@ static OTF2_CallbackCode r_ThreadTaskComplete(uint64_t location, uint64_t time, 
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[51]) { c->refused = 51; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 51);
-
+    uint64_t i = begin(c, location, time, 51);
+    if (c->store[51]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; a[1] = (uint64_t)creatingThread; a[2] = (uint64_t)generationNumber; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTaskComplete(uint64_t location, uint64_t time, uint64_t pos,
@@ -1376,8 +1382,8 @@ static OTF2_CallbackCode r_ThreadCreate(uint64_t location, uint64_t time, void* 
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[52]) { c->refused = 52; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 52);
-
+    uint64_t i = begin(c, location, time, 52);
+    if (c->store[52]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadContingent; a[1] = (uint64_t)sequenceCount; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadCreate(uint64_t location, uint64_t time, uint64_t pos,
@@ -1396,8 +1402,8 @@ static OTF2_CallbackCode r_ThreadBegin(uint64_t location, uint64_t time, void* u
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[53]) { c->refused = 53; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 53);
-
+    uint64_t i = begin(c, location, time, 53);
+    if (c->store[53]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadContingent; a[1] = (uint64_t)sequenceCount; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadBegin(uint64_t location, uint64_t time, uint64_t pos,
@@ -1416,8 +1422,8 @@ static OTF2_CallbackCode r_ThreadWait(uint64_t location, uint64_t time, void* ud
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[54]) { c->refused = 54; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 54);
-
+    uint64_t i = begin(c, location, time, 54);
+    if (c->store[54]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadContingent; a[1] = (uint64_t)sequenceCount; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadWait(uint64_t location, uint64_t time, uint64_t pos,
@@ -1436,8 +1442,8 @@ static OTF2_CallbackCode r_ThreadEnd(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[55]) { c->refused = 55; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 55);
-
+    uint64_t i = begin(c, location, time, 55);
+    if (c->store[55]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadContingent; a[1] = (uint64_t)sequenceCount; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadEnd(uint64_t location, uint64_t time, uint64_t pos,
@@ -1456,8 +1462,8 @@ static OTF2_CallbackCode r_CallingContextEnter(uint64_t location, uint64_t time,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[56]) { c->refused = 56; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 56);
-
+    uint64_t i = begin(c, location, time, 56);
+    if (c->store[56]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)callingContext; a[1] = (uint64_t)unwindDistance; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CallingContextEnter(uint64_t location, uint64_t time, uint64_t pos,
@@ -1476,8 +1482,8 @@ static OTF2_CallbackCode r_CallingContextLeave(uint64_t location, uint64_t time,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[57]) { c->refused = 57; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 57);
-
+    uint64_t i = begin(c, location, time, 57);
+    if (c->store[57]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)callingContext; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CallingContextLeave(uint64_t location, uint64_t time, uint64_t pos,
@@ -1496,8 +1502,8 @@ static OTF2_CallbackCode r_CallingContextSample(uint64_t location, uint64_t time
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[58]) { c->refused = 58; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 58);
-
+    uint64_t i = begin(c, location, time, 58);
+    if (c->store[58]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)callingContext; a[1] = (uint64_t)unwindDistance; a[2] = (uint64_t)interruptGenerator; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CallingContextSample(uint64_t location, uint64_t time, uint64_t pos,
@@ -1516,8 +1522,8 @@ static OTF2_CallbackCode r_IoCreateHandle(uint64_t location, uint64_t time, void
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[59]) { c->refused = 59; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 59);
-
+    uint64_t i = begin(c, location, time, 59);
+    if (c->store[59]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)mode; a[2] = (uint64_t)creationFlags; a[3] = (uint64_t)statusFlags; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoCreateHandle(uint64_t location, uint64_t time, uint64_t pos,
@@ -1536,8 +1542,8 @@ static OTF2_CallbackCode r_IoDestroyHandle(uint64_t location, uint64_t time, voi
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[60]) { c->refused = 60; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 60);
-
+    uint64_t i = begin(c, location, time, 60);
+    if (c->store[60]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoDestroyHandle(uint64_t location, uint64_t time, uint64_t pos,
@@ -1556,8 +1562,8 @@ static OTF2_CallbackCode r_IoDuplicateHandle(uint64_t location, uint64_t time, v
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[61]) { c->refused = 61; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 61);
-
+    uint64_t i = begin(c, location, time, 61);
+    if (c->store[61]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)oldHandle; a[1] = (uint64_t)newHandle; a[2] = (uint64_t)statusFlags; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoDuplicateHandle(uint64_t location, uint64_t time, uint64_t pos,
@@ -1576,8 +1582,8 @@ static OTF2_CallbackCode r_IoSeek(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[62]) { c->refused = 62; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 62);
-
+    uint64_t i = begin(c, location, time, 62);
+    if (c->store[62]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)offsetRequest; a[2] = (uint64_t)whence; a[3] = (uint64_t)offsetResult; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoSeek(uint64_t location, uint64_t time, uint64_t pos,
@@ -1596,8 +1602,8 @@ static OTF2_CallbackCode r_IoChangeStatusFlags(uint64_t location, uint64_t time,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[63]) { c->refused = 63; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 63);
-
+    uint64_t i = begin(c, location, time, 63);
+    if (c->store[63]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)statusFlags; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoChangeStatusFlags(uint64_t location, uint64_t time, uint64_t pos,
@@ -1616,8 +1622,8 @@ static OTF2_CallbackCode r_IoDeleteFile(uint64_t location, uint64_t time, void* 
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[64]) { c->refused = 64; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 64);
-
+    uint64_t i = begin(c, location, time, 64);
+    if (c->store[64]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)ioParadigm; a[1] = (uint64_t)file; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoDeleteFile(uint64_t location, uint64_t time, uint64_t pos,
@@ -1636,8 +1642,8 @@ static OTF2_CallbackCode r_IoOperationBegin(uint64_t location, uint64_t time, vo
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[65]) { c->refused = 65; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 65);
-
+    uint64_t i = begin(c, location, time, 65);
+    if (c->store[65]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)mode; a[2] = (uint64_t)operationFlags; a[3] = (uint64_t)bytesRequest; a[4] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationBegin(uint64_t location, uint64_t time, uint64_t pos,
@@ -1656,8 +1662,8 @@ static OTF2_CallbackCode r_IoOperationTest(uint64_t location, uint64_t time, voi
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[66]) { c->refused = 66; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 66);
-
+    uint64_t i = begin(c, location, time, 66);
+    if (c->store[66]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationTest(uint64_t location, uint64_t time, uint64_t pos,
@@ -1676,8 +1682,8 @@ static OTF2_CallbackCode r_IoOperationIssued(uint64_t location, uint64_t time, v
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[67]) { c->refused = 67; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 67);
-
+    uint64_t i = begin(c, location, time, 67);
+    if (c->store[67]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationIssued(uint64_t location, uint64_t time, uint64_t pos,
@@ -1696,8 +1702,8 @@ static OTF2_CallbackCode r_IoOperationComplete(uint64_t location, uint64_t time,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[68]) { c->refused = 68; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 68);
-
+    uint64_t i = begin(c, location, time, 68);
+    if (c->store[68]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)bytesResult; a[2] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationComplete(uint64_t location, uint64_t time, uint64_t pos,
@@ -1716,8 +1722,8 @@ static OTF2_CallbackCode r_IoOperationCancelled(uint64_t location, uint64_t time
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[69]) { c->refused = 69; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 69);
-
+    uint64_t i = begin(c, location, time, 69);
+    if (c->store[69]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)matchingId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationCancelled(uint64_t location, uint64_t time, uint64_t pos,
@@ -1736,8 +1742,8 @@ static OTF2_CallbackCode r_IoAcquireLock(uint64_t location, uint64_t time, void*
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[70]) { c->refused = 70; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 70);
-
+    uint64_t i = begin(c, location, time, 70);
+    if (c->store[70]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)lockType; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoAcquireLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -1756,8 +1762,8 @@ static OTF2_CallbackCode r_IoReleaseLock(uint64_t location, uint64_t time, void*
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[71]) { c->refused = 71; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 71);
-
+    uint64_t i = begin(c, location, time, 71);
+    if (c->store[71]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)lockType; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoReleaseLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -1776,8 +1782,8 @@ static OTF2_CallbackCode r_IoTryLock(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[72]) { c->refused = 72; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 72);
-
+    uint64_t i = begin(c, location, time, 72);
+    if (c->store[72]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)lockType; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoTryLock(uint64_t location, uint64_t time, uint64_t pos,
@@ -1816,8 +1822,8 @@ static OTF2_CallbackCode r_ProgramEnd(uint64_t location, uint64_t time, void* ud
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[74]) { c->refused = 74; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 74);
-
+    uint64_t i = begin(c, location, time, 74);
+    if (c->store[74]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)exitStatus; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ProgramEnd(uint64_t location, uint64_t time, uint64_t pos,
@@ -1838,6 +1844,7 @@ static OTF2_CallbackCode r_NonBlockingCollectiveRequest(uint64_t location, uint6
     if (!c->allowed[75]) { c->refused = 75; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 75);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
+    if (c->store[75]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_NonBlockingCollectiveRequest(uint64_t location, uint64_t time, uint64_t pos,
@@ -1863,6 +1870,7 @@ static OTF2_CallbackCode r_NonBlockingCollectiveComplete(uint64_t location, uint
     c->size[i] = ((uint64_t)(sizeSent) > (uint64_t)INT64_MAX ? -1 : (int64_t)(sizeSent));
     c->size_recv[i] = ((uint64_t)(sizeReceived) > (uint64_t)INT64_MAX ? -1 : (int64_t)(sizeReceived));
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
+    if (c->store[76]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)collectiveOp; a[1] = (uint64_t)communicator; a[2] = (uint64_t)root; a[3] = (uint64_t)sizeSent; a[4] = (uint64_t)sizeReceived; a[5] = (uint64_t)requestID; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_NonBlockingCollectiveComplete(uint64_t location, uint64_t time, uint64_t pos,
@@ -1881,8 +1889,8 @@ static OTF2_CallbackCode r_CommCreate(uint64_t location, uint64_t time, void* ud
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[77]) { c->refused = 77; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 77);
-
+    uint64_t i = begin(c, location, time, 77);
+    if (c->store[77]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)communicator; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CommCreate(uint64_t location, uint64_t time, uint64_t pos,
@@ -1901,8 +1909,8 @@ static OTF2_CallbackCode r_CommDestroy(uint64_t location, uint64_t time, void* u
     Pass1* c = (Pass1*)ud;
     (void)attributes;
     if (!c->allowed[78]) { c->refused = 78; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 78);
-
+    uint64_t i = begin(c, location, time, 78);
+    if (c->store[78]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)communicator; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CommDestroy(uint64_t location, uint64_t time, uint64_t pos,
@@ -1926,6 +1934,7 @@ static OTF2_CallbackCode r_MpiProbe(uint64_t location, uint64_t time, void* ud,
     c->comm[i] = ((uint64_t)(communicator) == 0xFFFFFFFFu ? -1 : (int64_t)(communicator));
     c->tag[i] = ((uint64_t)(tag) == 0xFFFFFFFFu ? -1 : (int64_t)(tag));
     c->size_recv[i] = ((uint64_t)(messageId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(messageId));
+    if (c->store[79]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)sender; a[1] = (uint64_t)communicator; a[2] = (uint64_t)tag; a[3] = (uint64_t)messageId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiProbe(uint64_t location, uint64_t time, uint64_t pos,
@@ -1947,6 +1956,7 @@ static OTF2_CallbackCode r_MpiMrecv(uint64_t location, uint64_t time, void* ud,
     uint64_t i = begin(c, location, time, 80);
     c->size_recv[i] = ((uint64_t)(messageId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(messageId));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
+    if (c->store[80]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)messageId; a[1] = (uint64_t)msgLength; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiMrecv(uint64_t location, uint64_t time, uint64_t pos,
@@ -1968,6 +1978,7 @@ static OTF2_CallbackCode r_MpiImrecvRequest(uint64_t location, uint64_t time, vo
     uint64_t i = begin(c, location, time, 81);
     c->size_recv[i] = ((uint64_t)(messageId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(messageId));
     c->request[i] = ((uint64_t)(requestId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestId));
+    if (c->store[81]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)messageId; a[1] = (uint64_t)requestId; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiImrecvRequest(uint64_t location, uint64_t time, uint64_t pos,
@@ -1989,6 +2000,7 @@ static OTF2_CallbackCode r_MpiImrecv(uint64_t location, uint64_t time, void* ud,
     uint64_t i = begin(c, location, time, 82);
     c->request[i] = ((uint64_t)(requestId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestId));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
+    if (c->store[82]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestId; a[1] = (uint64_t)msgLength; }
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiImrecv(uint64_t location, uint64_t time, uint64_t pos,
@@ -2028,12 +2040,10 @@ static void* (*p_Reader_GetGlobalEvtReader)(void*);
 static int (*p_Reader_CloseGlobalEvtReader)(void*, void*);
 static void* (*p_GlobalEvtReaderCallbacks_New)(void);
 static void (*p_GlobalEvtReaderCallbacks_Delete)(void*);
-static int (*p_GlobalEvtReaderCallbacks_SetUnknownCallback)(void*, void*);
 static int (*p_Reader_RegisterGlobalEvtCallbacks)(void*, void*, void*, void*);
 static int (*p_Reader_ReadGlobalEvents)(void*, void*, uint64_t, uint64_t*);
 static void* (*p_EvtReaderCallbacks_New)(void);
 static void (*p_EvtReaderCallbacks_Delete)(void*);
-static int (*p_EvtReaderCallbacks_SetUnknownCallback)(void*, void*);
 static int (*p_Reader_RegisterEvtCallbacks)(void*, void*, void*, void*);
 static int (*p_Reader_ReadLocalEvents)(void*, void*, uint64_t, uint64_t*);
 
@@ -2055,9 +2065,9 @@ int cmp_init(const char* path) {
     GET(Reader_ReadAllLocalDefinitions) GET(Reader_CloseDefReader) GET(Reader_GetEvtReader)
     GET(Reader_CloseEvtReader) GET(Reader_GetGlobalEvtReader) GET(Reader_CloseGlobalEvtReader)
     GET(GlobalEvtReaderCallbacks_New) GET(GlobalEvtReaderCallbacks_Delete)
-    GET(GlobalEvtReaderCallbacks_SetUnknownCallback) GET(Reader_RegisterGlobalEvtCallbacks)
+    GET(Reader_RegisterGlobalEvtCallbacks)
     GET(Reader_ReadGlobalEvents) GET(EvtReaderCallbacks_New) GET(EvtReaderCallbacks_Delete)
-    GET(EvtReaderCallbacks_SetUnknownCallback) GET(Reader_RegisterEvtCallbacks)
+    GET(Reader_RegisterEvtCallbacks)
     GET(Reader_ReadLocalEvents)
     if (!(p_EvtWriter_BufferFlush = (t_EvtWriter_BufferFlush)dlsym(lib, "OTF2_EvtWriter_BufferFlush"))) return -1;
     if (!(p_EvtWriter_MeasurementOnOff = (t_EvtWriter_MeasurementOnOff)dlsym(lib, "OTF2_EvtWriter_MeasurementOnOff"))) return -1;
@@ -2399,14 +2409,12 @@ Input* cmp_open(const char* path, const uint64_t* locs, uint64_t nlocs, int glob
         in->global = p_Reader_GetGlobalEvtReader(in->reader);
         in->callbacks = p_GlobalEvtReaderCallbacks_New();
         if (!in->global || !in->callbacks) { *rc = -4; cmp_close(in); return 0; }
-        if (set_global(in->callbacks) ||
-            p_GlobalEvtReaderCallbacks_SetUnknownCallback(in->callbacks, (void*)r_Unknown)) {
+        if (set_global(in->callbacks)) {
             *rc = -5; cmp_close(in); return 0; }
     } else {
         in->callbacks = p_EvtReaderCallbacks_New();
         if (!in->callbacks) { *rc = -4; cmp_close(in); return 0; }
-        if (set_local(in->callbacks) ||
-            p_EvtReaderCallbacks_SetUnknownCallback(in->callbacks, (void*)w_Unknown)) {
+        if (set_local(in->callbacks)) {
             *rc = -5; cmp_close(in); return 0; }
     }
     return in;

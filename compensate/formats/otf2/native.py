@@ -8,29 +8,33 @@ writes the records through the same library with C callbacks
 Python call per record:
 
 * **Pass 1, reading** (:class:`NativeChunks`): the library's global event reader
-  calls one C callback per record, which appends its location, time, kind code
-  and, for the kinds the engine interprets, the column values to flat arrays;
-  numpy splits them into each location's :class:`~compensate.model.Events`. The
-  records keep no OTF2 object: every payload is :data:`NATIVE`.
-* **Pass 2, writing** (:func:`copy_records`, used by
+  calls one C callback per record, which appends its location, time and kind
+  code and, for the kinds the engine interprets, the column values to flat
+  arrays; numpy splits them into each location's :class:`~compensate.model.Events`
+  (one stable sort by location, one gather per column). A record keeps no OTF2
+  object: its payload is :data:`NATIVE`, or, for the few kinds whose fields the
+  engine reads from the payload (thread fork/join, locks, tasks, parameters; every
+  kind not in :data:`COLUMN_KINDS`), a small :class:`NativeFields` dict built from
+  the record's arguments, which the C callback keeps for those kinds only.
+* **Pass 2, writing** (:class:`NativeCopier`, used by
   :class:`~compensate.formats.otf2.write.Otf2EventWriter`): the input is read
   again, location by location with the library's local event readers, in step
   with the engine's segments; each record goes with the same arguments and
   attribute list to the matching ``OTF2_EvtWriter_<Kind>``, its timestamp taken
   from the compensated time column by position (BufferFlush's stop time from
-  ``size``). The ``otf2`` package writes the same records with the same library,
-  so the archive is the same byte for byte (tests/formats/otf2/test_native.py).
+  ``size``); a record whose kind differs from the column's is an error naming it.
+  The ``otf2`` package writes the same records with the same library, so the
+  archive is the same byte for byte (tests/formats/otf2/test_native.py,
+  tests/test_fingerprints.py). A record of a kind this OTF2 library does not know
+  is skipped by both passes, as the ``otf2`` package skips it.
 
 The definitions are still read and written by the ``otf2`` package (small).
 
-When the C path is used: only for an input whose every record is of a kind in
-:data:`NATIVE_KINDS` (the engine needs nothing of those beyond the columns; a
-kind whose payload fields the engine reads, e.g. thread forks and locks or
-parameters, routes the trace to the ``otf2`` package: a C-level scan of the
-archive decides before the first chunk), and only when the caller says the
-payloads are not needed (an OTF2 output written from this input; a text output
-needs every record's fields). ``COMPENSATE_NATIVE=0`` forces the ``otf2``
-package everywhere (CI runs the tests both ways).
+The C path is used when the caller says that no payload objects are needed
+(``read_chunks(..., payload=False)``: the streaming command writing OTF2, and the
+fit pass of ``--bound fitted``; a text output needs every record's fields, and
+``--in-memory`` and the Python API read through the ``otf2`` package as before).
+``COMPENSATE_NATIVE=0`` forces the ``otf2`` package everywhere.
 
 Building: the C file is compiled on first use with the system C compiler
 (``$CC``, default ``cc``) into a cache (``$COMPENSATE_CACHE``, default
@@ -66,16 +70,17 @@ from compensate.model import (
     TraceError,
 )
 
-__all__ = ["NATIVE", "NATIVE_KINDS", "NativeChunks", "NativeCopier", "available",
-           "scan_native"]
+__all__ = ["COLUMN_KINDS", "NATIVE", "NativeChunks", "NativeCopier", "NativeFields",
+           "available"]
 
 SOURCE = Path(__file__).with_name("native.c")
 ENV_SWITCH = "COMPENSATE_NATIVE"  # "0": always the otf2 package
 
-#: Record kinds the C path reads: the engine needs nothing of them beyond the columns.
-NATIVE_KINDS = frozenset({KIND_NAMES[k] for k in INTERPRETED} | {
-    "MeasurementOnOff", "ProgramBegin", "ProgramEnd", "Metric", "ParameterString",
-    "ParameterInt", "CallingContextEnter", "CallingContextLeave", "CallingContextSample",
+#: Record kinds whose payload is :data:`NATIVE`: the engine needs nothing of them
+#: beyond the columns. Every other kind gets a :class:`NativeFields` payload.
+COLUMN_KINDS = frozenset({KIND_NAMES[k] for k in INTERPRETED} | {
+    "MeasurementOnOff", "ProgramBegin", "ProgramEnd", "Metric", "CallingContextEnter",
+    "CallingContextLeave", "CallingContextSample",
 })
 
 
@@ -91,6 +96,18 @@ class _Native:
 
 NATIVE = _Native()
 
+
+class NativeFields(dict):
+    """The payload of a record read by the C path whose kind is not in
+    :data:`COLUMN_KINDS` (thread, lock, task, parameter, RMA, I/O ... records): its
+    fields as the engine reads them from an ``otf2`` event object with
+    :func:`compensate.matching.threads.field_of` (``otf2`` attribute names; a
+    definition as its reference number, absent if undefined; an enum by its
+    upper-case name; a number as an int; string references and arrays left out).
+    The writer copies the record itself from the input, like a :data:`NATIVE` one."""
+
+    __slots__ = ()
+
 _INTERRUPTED = 92  # OTF2_ERROR_INTERRUPTED_BY_CALLBACK
 
 _i64p = ctypes.POINTER(ctypes.c_int64)
@@ -104,7 +121,8 @@ class _Pass1(ctypes.Structure):
                 *((name, _i64p) for name in ("region", "peer", "comm", "tag", "size",
                                              "size_recv", "op", "request")),
                 ("cap", ctypes.c_uint64), ("n", ctypes.c_uint64), ("code", _i16p),
-                ("allowed", _u8p), ("refused", ctypes.c_int64)]
+                ("allowed", _u8p), ("refused", ctypes.c_int64), ("store", _u8p),
+                ("args", _u64p)]
 
 
 class _Pass2(ctypes.Structure):
@@ -129,9 +147,65 @@ class _Library:
         n = dll.cmp_nkinds()
         self.names = [dll.cmp_kind_name(i).decode() for i in range(n)]
         self.code = np.array([KIND_CODE.get(name, -1) for name in self.names], np.int16)
-        self.allowed = np.array([name in NATIVE_KINDS and name in KIND_CODE
-                                 for name in self.names], np.uint8)
-        self.everything = np.ones(n, np.uint8)
+        self.allowed = np.array([name in KIND_CODE for name in self.names], np.uint8)
+        self.max_args = dll.cmp_max_args()
+        self.fields = [_field_spec(name) for name in self.names]
+        self.store = np.array([name not in COLUMN_KINDS and bool(spec)
+                               for name, spec in zip(self.names, self.fields, strict=True)],
+                              np.uint8)
+        # model kind code -> the C kind index, for the kinds that get NativeFields
+        self.field_index = {int(self.code[i]): i for i in np.flatnonzero(self.store).tolist()}
+
+
+def _field_spec(kind: str) -> list[tuple[int, str, Any]]:
+    """(argument position, ``otf2`` attribute name, conversion) of each field of
+    ``kind`` kept in a :class:`NativeFields` (see there); [] for a kind whose C
+    arguments do not match the ``otf2`` event's attributes one to one."""
+    import _otf2
+    import otf2.events as oev
+
+    cls = getattr(oev, kind, None)
+    if cls is None or not hasattr(cls, "_fields"):
+        return []
+    import inspect
+    snake = [p for p in inspect.signature(cls.__init__).parameters
+             if p not in ("self", "time", "attributes")]
+    types = [t for name, t, *_ in cls._fields if name not in ("time", "attributes")]
+    if len(snake) != len(types):
+        return []
+    spec = []
+    for j, (name, t) in enumerate(zip(snake, types, strict=True)):
+        if t == "StringRef" or t == "array":  # a str / a list in the otf2 package
+            continue
+        if t.endswith("Ref"):
+            spec.append((j, name, _ref_field))
+        elif t.startswith("ctypes.c_int"):
+            spec.append((j, name, _signed_field))
+        elif t.startswith("ctypes.c_"):
+            spec.append((j, name, int))
+        else:
+            names = getattr(getattr(_otf2, t, None), "_names", None)
+            spec.append((j, name, _enum_field(names) if isinstance(names, dict) else int))
+    if len(snake) > _MAX_ARGS:
+        return []
+    return spec
+
+
+_MAX_ARGS = 8  # gen_native.MAX_ARGS
+
+
+def _ref_field(v: int) -> int | None:
+    return None if v in (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF) else v
+
+
+def _signed_field(v: int) -> int:
+    return v - 2**64 if v >= 2**63 else v
+
+
+def _enum_field(names: dict) -> Any:
+    def convert(v: int) -> Any:
+        return str(names[v]).upper() if v in names else v
+    return convert
 
 
 _state: dict[str, Any] = {}
@@ -227,45 +301,25 @@ def _raise(rc: int, path: str, action: str) -> None:
     raise TraceError(f"{action}: the OTF2 C path failed ({rc})", source=path)
 
 
-def scan_native(path: str, locations: tuple[int, ...]) -> bool:
-    """Whether every record of the archive ``path`` is of a kind in
-    :data:`NATIVE_KINDS` (read at the library's speed, nothing kept); False
-    if the C path is not available."""
+def library_read(path: str, locations: tuple[int, ...]) -> int:
+    """Read every record of ``path`` with the C callbacks and keep nothing: the
+    OTF2 library's own read rate (benchmarks/throughput.py). Returns the count."""
     lib = library()
     if lib is None:
-        return False
-    try:
-        st = os.stat(path)
-        key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, tuple(locations))
-    except OSError:
-        key = None
-    if key is not None and key in _scanned:
-        return _scanned[key]
-    ok = _scan(lib, path, locations)
-    if key is not None:
-        _scanned[key] = ok
-    return ok
-
-
-_scanned: dict[tuple, bool] = {}  # (anchor, mtime, size, locations) -> scan_native's answer
-
-
-def _scan(lib: _Library, path: str, locations: tuple[int, ...]) -> bool:
-    locs = np.array(locations, np.uint64)
-    handle = _open(lib, path, locs, True)
+        raise TraceError("the OTF2 C path is not available", source=path)
+    handle = _open(lib, path, np.array(locations, np.uint64), True)
     try:
         cap = 1 << 16
-        bufs = _buffers(cap)
-        p1 = _pass1(lib, bufs, cap, lib.allowed)
+        bufs, store = _buffers(cap), np.zeros_like(lib.store)  # alive while C writes
+        p1 = _pass1(lib, bufs, cap, store)
+        total = 0
         while True:
-            with interrupt.deferred("otf2-read"):
-                rc = lib.dll.cmp_read(handle, ctypes.byref(p1))
-            if rc == _INTERRUPTED and p1.refused >= 0:
-                return False
+            rc = lib.dll.cmp_read(handle, ctypes.byref(p1))
             if rc:
                 _raise(rc, path, "cannot read OTF2 archive")
+            total += p1.n
             if p1.n < cap:
-                return True
+                return total
     finally:
         lib.dll.cmp_close(handle)
 
@@ -276,16 +330,19 @@ _NAMES = ("loc", "time", "kind", "region", "peer", "comm", "tag", "size", "size_
 
 def _buffers(cap: int) -> dict[str, np.ndarray]:
     dtypes = {"loc": np.uint64, "time": np.uint64, "kind": np.int16}
-    return {name: np.empty(cap, dtypes.get(name, np.int64)) for name in _NAMES}
+    bufs = {name: np.empty(cap, dtypes.get(name, np.int64)) for name in _NAMES}
+    bufs["args"] = np.empty((cap, _MAX_ARGS), np.uint64)
+    return bufs
 
 
-def _pass1(lib: _Library, bufs: dict[str, np.ndarray], cap: int,
-           allowed: np.ndarray) -> _Pass1:
+def _pass1(lib: _Library, bufs: dict[str, np.ndarray], cap: int, store: np.ndarray) -> _Pass1:
     ptr = {np.dtype(np.uint64): _u64p, np.dtype(np.int64): _i64p, np.dtype(np.int16): _i16p}
     p1 = _Pass1(**{name: bufs[name].ctypes.data_as(ptr[bufs[name].dtype]) for name in _NAMES})
     p1.cap = cap
     p1.code = lib.code.ctypes.data_as(_i16p)
-    p1.allowed = allowed.ctypes.data_as(_u8p)
+    p1.allowed = lib.allowed.ctypes.data_as(_u8p)
+    p1.store = store.ctypes.data_as(_u8p)
+    p1.args = bufs["args"].ctypes.data_as(_u64p)
     return p1
 
 
@@ -305,12 +362,15 @@ class NativeChunks(ChunkIterator):
             raise TraceError("the OTF2 C path is not available", source=path)
         self._locs = np.array(location_order, np.uint64)
         self._sorted = np.unique(self._locs)
+        self._store_code = np.zeros(max(len(KIND_NAMES), 1), bool)  # model kind -> fields?
+        for code in self._lib.field_index:
+            self._store_code[code] = True
         self.last = {int(ref): -1 for ref in location_order}
         self.count = {int(ref): 0 for ref in location_order}
         self.limit = chunk_records
         self._cap = min(chunk_records or (1 << 18), 1 << 18)
         self._bufs = _buffers(self._cap)
-        self._p1 = _pass1(self._lib, self._bufs, self._cap, self._lib.everything)
+        self._p1 = _pass1(self._lib, self._bufs, self._cap, self._lib.store)
         self._handle: int | None = _open(self._lib, path, self._locs, True)
         self._done = False
 
@@ -320,16 +380,16 @@ class NativeChunks(ChunkIterator):
         self._p1.cap = cap
         with interrupt.deferred("otf2-read"):  # a signal is raised once the C call returns
             rc = self._lib.dll.cmp_read(self._handle, ctypes.byref(self._p1))
-        if rc == _INTERRUPTED and self._p1.refused >= 0:  # an Unknown record
-            raise TraceError("unsupported OTF2 record type (unknown to the OTF2 library)",
-                             source=self.path)
+        if rc == _INTERRUPTED and self._p1.refused >= 0:  # a kind the model lacks
+            raise TraceError("unsupported OTF2 record type "
+                             f"{self._lib.names[self._p1.refused]}", source=self.path)
         if rc:
             _raise(rc, self.path, "cannot read OTF2 archive")
         n = self._p1.n
         if n < cap:
             self._done = True
         return {name: self._bufs[name][:n].copy() if copy else self._bufs[name][:n]
-                for name in _NAMES}
+                for name in (*_NAMES, "args")}
 
     def _read(self) -> dict[int, Events]:
         if self._done:
@@ -344,7 +404,7 @@ class NativeChunks(ChunkIterator):
             blocks.append(block)
             if want is not None:
                 want -= len(block["kind"])
-        flat = {name: np.concatenate([b[name] for b in blocks]) for name in _NAMES}
+        flat = {name: np.concatenate([b[name] for b in blocks]) for name in (*_NAMES, "args")}
         return self._split(flat)
 
     def _split(self, flat: dict[str, np.ndarray]) -> dict[int, Events]:
@@ -371,16 +431,41 @@ class NativeChunks(ChunkIterator):
             cols[name] = flat[name][order].astype(_DTYPES[name], copy=False)  # wraps as before
         times = cols["time"]
         cols["time"] = times.view(np.int64)
+        fields = self._fields(cols["kind"], order, flat["args"])
         out = {}
         for j in np.argsort(order[starts], kind="stable").tolist():  # by first record
             a, b = int(starts[j]), int(stops[j])
             ref = int(self._sorted[ks[a]])
             self._check(ref, times[a:b])
+            payload = [NATIVE] * (b - a)
+            if fields:
+                lo, hi = np.searchsorted(fields[0], [a, b]).tolist()
+                for pos, obj in zip(fields[0][lo:hi].tolist(), fields[1][lo:hi], strict=True):
+                    payload[pos - a] = obj
             out[ref] = Events(**{name: col[a:b] for name, col in cols.items()},
-                              payload=[NATIVE] * (b - a))
+                              payload=payload)
             self.last[ref] = int(times[b - 1])
             self.count[ref] += b - a
         return out
+
+    def _fields(self, kind: np.ndarray, order: np.ndarray, args: np.ndarray
+                ) -> tuple[np.ndarray, list[NativeFields]] | None:
+        """(positions in the sorted chunk, NativeFields) of the records whose kind
+        keeps its fields; None if there are none."""
+        pos = np.flatnonzero(self._store_code[kind])
+        if not pos.size:
+            return None
+        lib = self._lib
+        objs = []
+        for k, row in zip(kind[pos].tolist(), args[order[pos]].tolist(), strict=True):
+            spec = lib.fields[lib.field_index[k]]
+            obj = NativeFields()
+            for j, name, convert in spec:
+                v = convert(row[j])
+                if v is not None:
+                    obj[name] = v
+            objs.append(obj)
+        return pos, objs
 
     def _check(self, ref: int, times: np.ndarray) -> None:
         """TraceError naming the record for a time beyond int64 or going backwards."""

@@ -213,8 +213,9 @@ def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = Tr
     ``payload=False``: the caller needs no payload objects, only the columns, and
     writes the records only to an OTF2 archive (which then copies them from this
     input). The records are then read by the C path
-    (:mod:`compensate.formats.otf2.native`) if it is available and every record's
-    kind allows it: same columns, every payload ``native.NATIVE``, and
+    (:mod:`compensate.formats.otf2.native`) if it is available: the same columns,
+    payloads ``native.NATIVE`` (or a ``native.NativeFields`` dict of the fields
+    the engine may read, for kinds beyond the columns), and
     ``Definitions.otf2.native_source`` set to ``path``.
     """
     path = os.fspath(path)
@@ -237,8 +238,6 @@ def _native_chunks(reader: Any, definitions: Definitions, path: str,
     meta = definitions.otf2
     try:
         with _library_errors(path, "cannot read OTF2 archive"):
-            if not native.scan_native(path, meta.location_order):
-                return None
             chunks = native.NativeChunks(path, meta.location_order, chunk_records)
     except BaseException:
         reader.close()

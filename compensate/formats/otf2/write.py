@@ -586,7 +586,7 @@ class Otf2EventWriter:
                     payload.stop_time = sizes[i]
                 ew.write(payload)
                 return
-            if type(payload).__name__ == "_Native":
+            if type(payload).__name__ in ("_Native", "NativeFields"):
                 raise TraceError("a record read by the OTF2 C path can only be written "
                                  "with its input archive", source=path, location=ref,
                                  index=base + i)
@@ -642,8 +642,10 @@ class Otf2EventWriter:
 
 def _native_payloads(ev: Events) -> bool:
     """Whether every record of ``ev`` was read by the C path."""
-    from compensate.formats.otf2.native import NATIVE
-    return bool(ev.payload) and ev.payload.count(NATIVE) == len(ev.payload)
+    from compensate.formats.otf2.native import NATIVE, NativeFields
+    p = ev.payload
+    return bool(p) and (p.count(NATIVE) == len(p) or
+                        all(x is NATIVE or type(x) is NativeFields for x in p))
 
 
 def write_otf2(trace: Trace, path: str) -> None:
