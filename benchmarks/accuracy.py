@@ -8,7 +8,8 @@ it measured:
   dilation %      (T_measured - T_true) / T_true
   lower %/upper % fraction of the dilation removed on total time, 1 - |T_a-T_t|/|T_m-T_t|
   fitted %        the same with --bound fitted (‡: too few observed transfers to fit,
-                  the lower bound was used)
+                  the lower bound was used for messages; thread and device links
+                  keep their fitted latency)
   min loc %       the worst location's removed fraction (better bound)
   err p50/p99/max per-record absolute error of the better bound, microseconds
   bracketed %     receives/collective exits whose truth lies in [lower, upper]
@@ -16,6 +17,7 @@ it measured:
   viol            happened-before violations in all three outputs (must be 0)
 
 Usage: python benchmarks/accuracy.py [--ranks 8] [--overheads 0.2us,1us,5us] [--seed 0]
+       [--programs rma_fence,rma_pscw,...]
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ from compensate.engine.fit import fit_network
 from compensate.matching import match
 from compensate.platform import parse_duration
 from compensate.simulate import SimResult, simulate
+from compensate.simulate.hybrid import HYBRID_PROGRAMS, HYBRID_RANKS
 from compensate.simulate.programs import PROGRAMS
 from compensate.simulate.validation import Accuracy, accuracy, evaluate
 
 # Rendezvous variants: every message above the eager limit is synchronous.
 RENDEZVOUS = [("ring", 512), ("pipeline", 4096)]
-FALLBACK_NOTE = "‡ fitted: too few observed transfers to fit, the lower bound was used"
+FALLBACK_NOTE = ("‡ fitted: too few observed transfers to fit, the lower bound was used "
+                 "(thread and device links: their fitted latency)")
 
 
 def fitted_accuracy(sim: SimResult, eager_limit: int | None = None) -> tuple[Accuracy, bool]:
@@ -43,7 +47,8 @@ def fitted_accuracy(sim: SimResult, eager_limit: int | None = None) -> tuple[Acc
     back to the lower bound (what the command line does)."""
     m = match(sim.measured, eager_limit=eager_limit)
     fit = fit_network(sim.measured, m, sim.platform)
-    opts = EngineOptions("fitted", network_time=fit) if fit else EngineOptions("lower")
+    opts = (EngineOptions("fitted", network_time=fit) if fit
+            else EngineOptions("lower", fit_links=True))
     r = compensate(sim.measured, sim.platform, opts, m)
     return accuracy(sim.truth, sim.measured, r.trace), fit is None
 
@@ -53,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--overheads", default="0.2us,1us,5us")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--programs", default="", help="comma-separated subset (default: all)")
     args = ap.parse_args(argv)
     overheads = [parse_duration(x) for x in args.overheads.split(",")]
     start = time.monotonic()
@@ -65,8 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     fallbacks = 0
     runs = [(name, name, None) for name in PROGRAMS]
     runs += [(f"{name} (rendezvous > {limit} B)", name, limit) for name, limit in RENDEZVOUS]
+    runs += [(name, name, None) for name in HYBRID_PROGRAMS]
+    if args.programs:
+        runs = [r for r in runs if r[1] in args.programs.split(",")]
     for label, name, limit in runs:
         ranks = 2 if name == "pingpong" else args.ranks
+        if name in HYBRID_PROGRAMS and HYBRID_RANKS[name] == 1:
+            ranks = 1  # one process with threads or streams
         for o in overheads:
             sim = simulate(name, ranks=ranks, overhead=o, seed=args.seed, quantize=True,
                            eager_limit=limit)

@@ -3,27 +3,33 @@
 For each process count, ``examples/montecarlo_pi.py`` (the Monte-Carlo π
 master/worker of Wolf, Malony, Shende, Morris, Fig. 1) runs ``--reps`` times
 uninstrumented and ``--reps`` times under the tracer
-(``python -m calibration.record``), alternating; as in the paper the shortest run
-of each kind is kept. The shortest traced run is compensated with its own ``platform.json``
-using the lower and the upper bound (and ``fitted`` when this ``compensate``
-supports it). Printed (markdown, also the table of docs/realrun.md):
+(``python -m calibration.record``), alternating, so that both see the same load.
+Every traced run is compensated with the lower, the upper and the fitted bound,
+with the overhead the trace measured itself while the program ran (its in-situ
+tables, ``--overhead insitu``; the tracer's ``platform.json`` only for the copy
+cost). Printed (markdown, also the table of docs/realrun.md), medians over the
+repetitions with [min–max]:
 
   uninstr. s      span of the program's ``run()`` over all ranks, uninstrumented
-                  (the program measures it itself, after a common barrier)
-  instr. s        the same span in the trace (Enter/Leave of ``run``)
-  lower/upper/fitted s  the same span in the compensated traces
-  dilation %      (instr - uninstr) / uninstr
+                  (the program measures it itself, after a common barrier): the
+                  median of the runs, T_u
+  instr. s        the same span in the trace (Enter/Leave of ``run``), T_m
+  lower/upper/fitted s  the same span in the compensated traces, T_a
+  dilation %      (T_m - T_u) / T_u
+  dilation ns/record    (T_m - T_u) / records of the busiest rank
+  overhead used ns/record  the mean in-situ overhead of the busiest rank's records
   removed %       share of the dilation removed, 1 - |T_a - T_u| / (T_m - T_u)
                   (docs/design.md §7: overshooting below T_u counts against it)
 
-Below the table: the per-record check (measured dilation per record of the
-busiest rank against the calibrated mean O of its records), all run times, the
-largest off-CPU time of a rank during ``run()`` in the kept runs (MPICH ranks
-busy-poll and never sleep, so this is time the OS gave their core to another
-process: waiting that is no tracer overhead), and the machine.
+Below the table: all run times, the largest off-CPU time of a rank during
+``run()`` (MPICH ranks busy-poll and never sleep, so this is time the OS gave
+their core to another process), the busiest rank's run-queue wait the tracer
+measured in situ, the worst violations and overcompensated records of any run,
+the overhead source, and the machine.
 
 Usage: python benchmarks/paper_fig1.py [--ranks 2,4] [--reps 5] [--rounds 300]
            [--pairs 300] [--workdir DIR] [--keep]
+(about 2 minutes on an idle 2-core machine; ``--ranks 2 --reps 3`` for a quick look)
 """
 
 from __future__ import annotations
@@ -41,9 +47,10 @@ from pathlib import Path
 
 import numpy as np
 
+import compensate as c
+from compensate import insitu
 from compensate.formats.otf2 import read_otf2
 from compensate.model import ENTER, LEAVE
-from compensate.platform import Platform
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "examples" / "montecarlo_pi.py"
@@ -57,9 +64,10 @@ def _run(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
     return proc
 
 
-def region_span(path: Path, region: str = REGION) -> tuple[float, int, np.ndarray]:
+def region_span(path: Path, region: str = REGION) -> tuple[float, dict]:
     """(seconds from the earliest Enter to the latest Leave of ``region`` over all
-    locations, record count and record kinds of the busiest location)."""
+    locations, facts about the busiest location: records, the mean overhead per
+    record the trace's in-situ tables give it, its run-queue wait)."""
     trace = read_otf2(str(path))
     ids = [i for i, name in trace.definitions.regions.items() if name == region]
     enters, leaves = [], []
@@ -69,18 +77,15 @@ def region_span(path: Path, region: str = REGION) -> tuple[float, int, np.ndarra
         leaves += ev.time[sel & (ev.kind == LEAVE)].tolist()
     if not enters or not leaves:
         raise RuntimeError(f"{path}: no Enter/Leave of region {region!r}")
-    busiest = max(trace.events.values(), key=len)
-    return (max(leaves) - min(enters)) / trace.definitions.timer_resolution, len(busiest), \
-        busiest.kind
-
-
-def mean_overhead(platform: Platform, kinds: np.ndarray) -> float:
-    return float(platform.overhead_table()[kinds].mean())
-
-
-def supports_fitted() -> bool:
-    proc = subprocess.run(["compensate", "--help"], capture_output=True, text=True)
-    return "fitted" in proc.stdout
+    loc, busiest = max(trace.events.items(), key=lambda kv: len(kv[1]))
+    info = {"records": len(busiest), "mean_o": float("nan"), "wait": float("nan")}
+    plat = insitu.platform_of(trace.definitions)
+    if plat is not None:
+        info["mean_o"] = float(plat.location_overheads(loc, busiest.kind,
+                                                       busiest.region).mean())
+        sched = trace.definitions.insitu.get(loc, {}).get("sched") or {}
+        info["wait"] = sched.get("runqueue_wait_s", float("nan"))
+    return (max(leaves) - min(enters)) / trace.definitions.timer_resolution, info
 
 
 def machine() -> dict[str, str]:
@@ -98,12 +103,38 @@ def machine() -> dict[str, str]:
             "os": f"{pyplatform.system()} {pyplatform.release()}"}
 
 
+def compensate_run(trace: Path, bounds: list[str]) -> dict[str, dict]:
+    """Compensate ``trace`` with every bound, in this process (the command's
+    pipeline, :func:`compensate.compensate`), with the trace's in-situ overhead (the
+    tracer's platform file only for the copy cost): the span of ``run`` in each
+    approximated trace and the summary's counts."""
+    measured = c.read(trace)
+    ids = [i for i, name in measured.definitions.regions.items() if name == REGION]
+    out = {}
+    for bound in bounds:
+        r = c.compensate(measured, bound=bound, platform=trace.parent / "platform.json",
+                         overhead="insitu")
+        enters, leaves = [], []
+        for ev in r.trace.events.values():
+            sel = np.isin(ev.region, ids)
+            enters += ev.time[sel & (ev.kind == ENTER)].tolist()
+            leaves += ev.time[sel & (ev.kind == LEAVE)].tolist()
+        out[bound] = {"seconds": (max(leaves) - min(enters))
+                      / measured.definitions.timer_resolution,
+                      "violations": r.summary["verification"]["violations"],
+                      "overcompensated": r.summary["overcompensated_records"],
+                      "source": r.summary["overhead"]["source"]}
+    return out
+
+
 def experiment(n: int, args: argparse.Namespace, work: Path, bounds: list[str]) -> dict:
+    """``--reps`` uninstrumented and traced runs, alternating (so that both see the
+    same load); every traced run compensated with every bound."""
     prog = [str(PROGRAM), "--rounds", str(args.rounds), "--pairs", str(args.pairs),
             "--check-every", str(args.check_every)]
     base = ["mpiexec", "-n", str(n), sys.executable]
     plain, traced = [], []
-    for rep in range(args.reps):  # alternate, so that both kinds see the same load
+    for rep in range(args.reps):
         timing = work / f"u{n}-{rep}.json"
         _run([*base, *prog, "--timing", str(timing)])
         plain.append(json.loads(timing.read_text()))
@@ -111,62 +142,91 @@ def experiment(n: int, args: argparse.Namespace, work: Path, bounds: list[str]) 
         timing = work / f"t{n}-{rep}.json"
         _run([*base, "-m", "calibration.record", "-o", str(out / "traces.otf2"), "--force",
               "--", *prog, "--timing", str(timing)])
-        traced.append((json.loads(timing.read_text()), out))
-    kept_plain = min(plain, key=lambda t: t["seconds"])
-    kept, best = min(traced, key=lambda t: t[0]["seconds"])
-    t_m, records, kinds = region_span(best / "traces.otf2")
-    plat = Platform.load(best / "platform.json")
-    row = {"ranks": n, "uninstr": kept_plain["seconds"], "instr": t_m, "records": records,
-           "mean_o": mean_overhead(plat, kinds),
-           "plain_all": [t["seconds"] for t in plain],
-           "traced_all": [t["seconds"] for t, _ in traced],
-           "off_cpu": (kept_plain["off_cpu"], kept["off_cpu"]), "bounds": {}}
-    for bound in bounds:
-        out = work / f"c{n}-{bound}"
-        summary = work / f"c{n}-{bound}.json"
-        _run(["compensate", str(best / "traces.otf2"), str(out / "traces.otf2"),
-              "--platform", str(best / "platform.json"), "--bound", bound,
-              "--summary", str(summary), "--quiet", "--force"])
-        s = json.loads(summary.read_text())
-        row["bounds"][bound] = {"seconds": region_span(out / "traces.otf2")[0],
-                                "violations": s["verification"]["violations"],
-                                "overcompensated": s["overcompensated_records"]}
-    return row
+        t_m, info = region_span(out / "traces.otf2")
+        traced.append({"timing": json.loads(timing.read_text()), "instr": t_m, **info,
+                       "bounds": compensate_run(out / "traces.otf2", bounds)})
+        if not args.keep and not args.workdir:
+            shutil.rmtree(out, ignore_errors=True)
+    return {"ranks": n, "plain": plain, "traced": traced}
 
 
 def removed(t_a: float, t_m: float, t_u: float) -> float:
     return 100.0 * (1.0 - abs(t_a - t_u) / (t_m - t_u)) if t_m != t_u else float("nan")
 
 
+def _med(values: list[float]) -> str:
+    """median [min-max] of a list of numbers."""
+    v = [x for x in values if x == x]
+    if not v:
+        return "n/a"
+    return f"{np.median(v):.1f} [{min(v):.1f}–{max(v):.1f}]"
+
+
+def row_numbers(r: dict, bounds: list[str]) -> dict:
+    """Per repetition: dilation, removal per bound (against the median
+    uninstrumented time), dilation and overhead per record of the busiest rank."""
+    t_u = float(np.median([p["seconds"] for p in r["plain"]]))
+    reps = []
+    for t in r["traced"]:
+        t_m = t["instr"]
+        reps.append({"t_m": t_m, "dilation": 100 * (t_m - t_u) / t_u,
+                     "per_record_ns": 1e9 * (t_m - t_u) / t["records"],
+                     "mean_o_ns": 1e9 * t["mean_o"],
+                     "removed": {b: removed(t["bounds"][b]["seconds"], t_m, t_u)
+                                 for b in bounds},
+                     "t_a": {b: t["bounds"][b]["seconds"] for b in bounds}})
+    return {"t_u": t_u, "reps": reps}
+
+
 def report(rows: list[dict], bounds: list[str], info: dict) -> str:
     cores = os.cpu_count() or 1
     head = ["ranks", "uninstr. s", "instr. s", *[f"{b} s" for b in bounds], "dilation %",
+            "dilation ns/record", "overhead used ns/record",
             *[f"removed {b} %" for b in bounds]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for r in rows:
-        t_u, t_m = r["uninstr"], r["instr"]
+        num = row_numbers(r, bounds)
+        reps = num["reps"]
         over = " ⁺" if r["ranks"] > cores else ""
-        cells = [f"{r['ranks']}{over}", f"{t_u:.4f}", f"{t_m:.4f}",
-                 *[f"{r['bounds'][b]['seconds']:.4f}" for b in bounds],
-                 f"{100 * (t_m - t_u) / t_u:.1f}",
-                 *[f"{removed(r['bounds'][b]['seconds'], t_m, t_u):.1f}" for b in bounds]]
+        t_m = float(np.median([x["t_m"] for x in reps]))
+        cells = [f"{r['ranks']}{over}", f"{num['t_u']:.4f}", f"{t_m:.4f}",
+                 *[f"{np.median([x['t_a'][b] for x in reps]):.4f}" for b in bounds],
+                 _med([x["dilation"] for x in reps]),
+                 _med([x["per_record_ns"] for x in reps]),
+                 _med([x["mean_o_ns"] for x in reps]),
+                 *[_med([x["removed"][b] for x in reps]) for b in bounds]]
         lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Medians over the repetitions [min–max]; removed % = 1 − |T_a − T_u| / "
+                 "(T_m − T_u) per traced run, T_u the median uninstrumented time; "
+                 "overhead used = the mean in-situ overhead of the busiest rank's records.")
     if any(r["ranks"] > cores for r in rows):
-        lines.append(f"\n⁺ oversubscribed: more ranks than the machine's {cores} cores")
+        lines.append(f"⁺ oversubscribed: more ranks than the machine's {cores} cores")
     lines.append("")
     for r in rows:
-        busiest = (r["instr"] - r["uninstr"]) / r["records"]
+        t = r["traced"]
+        worst = {b: (max(x["bounds"][b]["violations"] for x in t),
+                     max(x["bounds"][b]["overcompensated"] for x in t)) for b in bounds}
+        sources = sorted({x["bounds"][b]["source"] for x in t for b in bounds})
+        u_min = min(p["seconds"] for p in r["plain"])
+        best = min(t, key=lambda x: x["instr"])
         lines.append(
-            f"ranks {r['ranks']}: busiest rank {r['records']:,} records, measured dilation "
-            f"{busiest * 1e9:.0f} ns/record, calibrated mean O {r['mean_o'] * 1e9:.0f} "
-            f"ns/record (ratio {busiest / r['mean_o']:.2f}); all runs: uninstr. "
-            + ", ".join(f"{t:.4f}" for t in r["plain_all"]) + " s; instr. "
-            + ", ".join(f"{t:.4f}" for t in r["traced_all"]) + " s; off-CPU time of the "
-            f"busiest rank in the kept runs: uninstr. {r['off_cpu'][0]:.4f} s, instr. "
-            f"{r['off_cpu'][1]:.4f} s; violations "
-            + ", ".join(f"{b} {r['bounds'][b]['violations']}" for b in bounds)
-            + "; overcompensated records "
-            + ", ".join(f"{b} {r['bounds'][b]['overcompensated']}" for b in bounds))
+            f"ranks {r['ranks']}: as the paper (the shortest run of each kind): uninstr. "
+            f"{u_min:.4f} s, instr. {best['instr']:.4f} s, removed "
+            + ", ".join(f"{b} {removed(best['bounds'][b]['seconds'], best['instr'], u_min):.1f} %"
+                        for b in bounds))
+        lines.append(
+            f"ranks {r['ranks']}: busiest rank {t[0]['records']:,} records; all runs: "
+            f"uninstr. " + ", ".join(f"{p['seconds']:.4f}" for p in r["plain"])
+            + " s; instr. " + ", ".join(f"{x['instr']:.4f}" for x in t) + " s; off-CPU "
+            "(largest of a rank): uninstr. "
+            + ", ".join(f"{p['off_cpu']:.4f}" for p in r["plain"]) + " s, instr. "
+            + ", ".join(f"{x['timing']['off_cpu']:.4f}" for x in t) + " s; run-queue wait "
+            "of the busiest rank (in-situ): "
+            + ", ".join(f"{x['wait']:.4f}" for x in t) + " s; worst of all runs: "
+            + ", ".join(f"{b} {v} violations, {o} overcompensated"
+                        for b, (v, o) in worst.items())
+            + f"; overhead source: {', '.join(sources)}")
     lines.append("")
     lines.append("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
     return "\n".join(lines)
@@ -187,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = Path(args.workdir or tempfile.mkdtemp(prefix="realrun-"))
     work.mkdir(parents=True, exist_ok=True)
-    bounds = ["lower", "upper"] + (["fitted"] if supports_fitted() else [])
+    bounds = ["lower", "upper", "fitted"]
     info = machine()
     info["load before"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     start = time.monotonic()

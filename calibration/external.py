@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as _st
 
+from calibration.stats import _scipy_stats
 from calibration.timer import TimerCalibration
 
 TIMINGS = ("wall", "stdout")
@@ -170,7 +170,7 @@ def fit_line(ns: list[int], seconds: list[float]) -> Fit:
     """Least-squares line through (n, seconds) with the slope's standard error."""
     x = np.asarray(ns, dtype=float)
     y = np.asarray(seconds, dtype=float)
-    res = _st.linregress(x, y)
+    res = _scipy_stats().linregress(x, y)  # imported here: see calibration.stats
     medians = {int(n): float(np.median(y[x == n])) for n in sorted(set(ns))}
     return Fit(float(res.slope), float(res.stderr), float(res.intercept), float(res.rvalue),
                int(x.size), medians)
@@ -182,7 +182,7 @@ def combine(instrumented: Fit, baseline: Fit, k: float,
     overhead = (instrumented.slope - baseline.slope) / k
     se = float(np.hypot(instrumented.slope_se, baseline.slope_se) / k)
     dof = max(instrumented.points - 2 + baseline.points - 2, 1)
-    half = float(_st.t.ppf(0.975, dof)) * se
+    half = float(_scipy_stats().t.ppf(0.975, dof)) * se
     return ExternalResult(settings, instrumented, baseline, float(overhead), se,
                           (float(overhead - half), float(overhead + half)))
 

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from mpi4py import MPI
 
-    from calibration.tracer import archive, clock, threads
+    from calibration.tracer import archive, clock, insitu, threads
     from calibration.tracer import mpi as mpi_calls
     from calibration.tracer.buffer import Recorder
     from calibration.tracer.functions import FunctionTracing
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     threads.install(recorder)
     functions.install()
     private.Barrier()
+    sched0, wall0 = insitu.sched_now(), time.monotonic_ns()
     recorder.program_begin(os.path.basename(script), args.args)
     try:
         status = _run_script(script, args.args, code, functions)
@@ -158,11 +159,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     threads.wait_for_threads()
     recorder.program_end(status)
+    sched1, wall1 = insitu.sched_now(), time.monotonic_ns()
     functions.uninstall()
     threads.uninstall()
 
     offsets.append(clock.clock_offsets(private, trust_host=trust))
     mine = archive.RankData.of(rank, host, recorder, offsets, realtime)
+    mine.back_ns = insitu.back_cost()
+    if sched0 and sched1:
+        mine.sched = {"cpu_s": (sched1[0] - sched0[0]) * 1e-9,
+                      "runqueue_wait_s": (sched1[1] - sched0[1]) * 1e-9,
+                      "wall_s": (wall1 - wall0) * 1e-9}
     gathered = private.gather(mine, root=0)
     error: str | None = None
     if rank == 0:
@@ -180,14 +187,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | None:
-    """Rank 0: write the archive, then calibrate and write platform.json; returns
-    an error message or None."""
+    """Rank 0: calibrate, write the archive (with each location's in-situ overhead
+    table, whose unbracketed records take the calibrated values), then
+    platform.json; returns an error message or None."""
     from calibration.tracer import archive
 
+    platform = None
+    if args.calibration_records > 0:
+        extra = {"ranks": len(gathered), "hosts": sorted({d.host for d in gathered}),
+                 "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+                 "mpi4py": __import__("mpi4py").__version__,
+                 "clock_offsets_ns": {
+                     "columns": ["time", "offset", "error", "measured"],
+                     "ranks": {d.rank: [[o.time, o.offset, o.error, o.measured]
+                                        for o in d.offsets] for d in gathered}}}
+        threaded = any(d.threaded for d in gathered)
+        platform = _calibrate(args, MPI.Status(), extra, threaded)
+    defaults = {}
+    if platform is not None:
+        defaults = dict(platform["event_overhead_by_kind"])
+        for kind in ("Enter", "Leave"):
+            defaults.setdefault(kind, platform["event_overhead"])
     warnings: list[str] = []
     try:
         n = archive.write_archive(args.output, gathered,
-                                  " ".join([args.program, *args.args]), warnings)
+                                  " ".join([args.program, *args.args]), warnings, defaults)
     except Exception as exc:  # noqa: BLE001 - reported, then every rank fails
         return f"cannot write {args.output}: {type(exc).__name__}: {exc}"
     for w in warnings:
@@ -195,17 +219,8 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | 
     threads = sum(len(d.threads) for d in gathered)
     print(f"calibration.record: {n:,} records of {len(gathered)} ranks ({threads} "
           f"threads) -> {args.output}", file=sys.stderr)
-    if args.calibration_records <= 0:
+    if platform is None:
         return None
-    extra = {"ranks": len(gathered), "hosts": sorted({d.host for d in gathered}),
-             "mpi": MPI.Get_library_version().splitlines()[0].strip(),
-             "mpi4py": __import__("mpi4py").__version__,
-             "clock_offsets_ns": {
-                 "columns": ["time", "offset", "error", "measured"],
-                 "ranks": {d.rank: [[o.time, o.offset, o.error, o.measured]
-                                    for o in d.offsets] for d in gathered}}}
-    threaded = any(d.threaded for d in gathered)
-    platform = _calibrate(args, MPI.Status(), extra, threaded)
     path = os.path.join(os.path.dirname(os.path.abspath(args.output)), "platform.json")
     try:
         with open(path, "w") as f:

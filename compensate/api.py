@@ -50,7 +50,7 @@ COLLECTIVE_EXITS = ("uniform", "per-process")
 
 PLATFORM_HINT = ("give platform= (a compensate.Platform or a platform file written by "
                  "`calibrate`, e.g. 'platform.json') or overhead= (seconds per record, "
-                 "e.g. 1e-6 or '250ns')")
+                 "e.g. 1e-6 or '250ns'), or overhead='estimate' (from the trace's records)")
 
 
 class VerificationError(RuntimeError):
@@ -123,7 +123,7 @@ def resolve_platform(platform: Platform | str | os.PathLike | None,
                         f"got {type(overhead).__name__}")
     if plat is None:
         return Platform(seconds)
-    return Platform(seconds, {}, plat.copy_bytes, plat.copy_seconds)
+    return Platform(seconds, {}, plat.copy_bytes, plat.copy_seconds, plat.device_overhead)
 
 
 def compensate(trace: Trace, bound: str = "lower",
@@ -137,8 +137,12 @@ def compensate(trace: Trace, bound: str = "lower",
     ``summary["fit"]`` says) or ``"none"`` (times unchanged).
     ``platform``: a :class:`Platform` or the path of a platform file; ``overhead``:
     seconds per record (``1e-6``) or a duration (``"250ns"``), replacing the
-    platform's per-record overhead. At least one of the two is needed (except for
+    platform's per-record overhead, or ``"insitu"`` (the trace's own in-situ
+    overhead, :mod:`compensate.insitu`) or ``"estimate"`` (from the trace's records,
+    :func:`compensate.overhead.estimate`). Without either, the trace's in-situ
+    overhead is used if it carries one; otherwise one of them is needed (except for
     ``bound="none"``); without a platform, copies cost nothing.
+    ``summary["overhead"]`` says which overhead was used and where it came from.
     ``collective_exit``: ``"uniform"`` or ``"per-process"``; ``eager_limit``: treat
     ``MPI_Send`` messages larger than this many bytes as synchronous. ``strict``:
     refuse Enter/Leave that do not nest (TraceError) instead of pairing them by
@@ -160,7 +164,12 @@ def compensate(trace: Trace, bound: str = "lower",
                          f"got {collective_exit!r}")
     if eager_limit is not None:
         eager_limit = _bytes(eager_limit)
-    plat = resolve_platform(platform, overhead)
+    import compensate.overhead as overhead_choice
+
+    keyword = isinstance(overhead, str) and overhead in overhead_choice.KEYWORDS
+    plat = resolve_platform(platform, None if keyword else overhead)
+    plat, overhead_info = overhead_choice.choose(
+        plat, overhead, lambda: trace.definitions, lambda: trace, bound != "none")
     if plat is None and bound != "none":
         raise PlatformError(f"no platform: {PLATFORM_HINT}")
 
@@ -176,7 +185,7 @@ def compensate(trace: Trace, bound: str = "lower",
         counts=matching.counts(), fit_outcome=outcome, records=trace.record_count,
         locations=len(trace.events), resolution=trace.definitions.timer_resolution,
         measured=trace.span_seconds, approximated=result.trace.span_seconds,
-        nesting=matching.nesting_summary())
+        nesting=matching.nesting_summary(), overhead=overhead_info)
     summary["seconds"] = {"compensate": time.monotonic() - start}
     summary = _plain(summary)
     if not check.ok:
@@ -214,7 +223,8 @@ def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective
         used = "fitted" if outcome.fit else "lower"  # too few observations: fall back
     result = run_engine(trace, platform or Platform(0.0),
                         EngineOptions(bound=used, collective_exit=collective_exit,
-                                      network_time=outcome.fit if outcome else None),
+                                      network_time=outcome.fit if outcome else None,
+                                      fit_links=bound == "fitted" and used == "lower"),
                         matching, progress)
     return result, matching, outcome, verify(result.trace, matching, measured=trace)
 
@@ -242,10 +252,12 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
                   eager_limit: int | None, platform: Platform | None, stats: Stats,
                   verification: Verification, counts: dict, fit_outcome: FitOutcome | None,
                   records: int, locations: int, resolution: int, measured: float,
-                  approximated: float, nesting: dict | None = None) -> dict:
+                  approximated: float, nesting: dict | None = None,
+                  overhead: dict | None = None) -> dict:
     """The run summary, key by key as the command's ``--summary`` writes it (before the
     timings it adds): shared by the command and :func:`compensate`. ``nesting``:
-    Enter/Leave that do not nest (``Matching.nesting_summary()``)."""
+    Enter/Leave that do not nest (``Matching.nesting_summary()``); ``overhead``:
+    which overhead was used and where it came from (:func:`compensate.overhead.choose`)."""
     summary: dict[str, Any] = {
         "input": input,
         "output": output,
@@ -269,6 +281,7 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
         "buffer_flushes": stats.buffer_flushes,
         "flush_seconds_removed": stats.flush_seconds_removed,
         "platform": platform.to_dict() if platform else None,
+        "overhead": overhead,
         "verification": verification.to_dict(),
     }
     if nesting is not None:  # Enter/Leave that do not nest: counts and the first one

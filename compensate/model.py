@@ -23,6 +23,12 @@ BufferFlush                                              stop_time
                                                          (ticks)
 =====================  ========  =======  ======  =====  ==============  =========  =========
 
+MPI-4 partitioned kinds (``MpiPsendInit`` ... ``MpiPrecvComplete``): the Init
+records fill peer (receiver/sender rank), comm, tag, size (bytes of the whole
+buffer) and ``size_recv`` (number of partitions); ``MpiPready``, ``MpiParrived``
+and ``MpiPtested`` hold the partition index in ``size_recv``; all hold the
+request id in ``request``.
+
 The ``request`` column holds the request id of MpiIsend, MpiIsendComplete,
 MpiIrecvRequest, MpiIrecv, MpiRequestTest, MpiRequestCancelled,
 NonBlockingCollectiveRequest and NonBlockingCollectiveComplete (request ids are
@@ -130,6 +136,17 @@ KIND_NAMES: tuple[str, ...] = (
     "ThreadTeamBegin",
     "ThreadTeamEnd",
     "ThreadWait",
+    # --- MPI-4 partitioned point-to-point (the seed's event model, issue #20;
+    # OTF2 3.x has no such records: docs/trace-format.md, "Partitioned communication")
+    "MpiPsendInit",
+    "MpiPrecvInit",
+    "MpiPsendRequest",
+    "MpiPrecvRequest",
+    "MpiPready",
+    "MpiParrived",
+    "MpiPtested",
+    "MpiPsendComplete",
+    "MpiPrecvComplete",
 )
 KIND_CODE: dict[str, int] = {name: i for i, name in enumerate(KIND_NAMES)}
 
@@ -160,8 +177,28 @@ MRECV = KIND_CODE["MpiMrecv"]
 IMRECV_REQUEST = KIND_CODE["MpiImrecvRequest"]
 IMRECV = KIND_CODE["MpiImrecv"]
 
+# MPI-4 partitioned point-to-point (compensate/partitioned.py). The Init records fill
+# peer/comm/tag/size like MpiIsend/MpiIrecv plus the number of partitions in
+# ``size_recv``; Pready/Parrived/Ptested carry the partition index in ``size_recv``;
+# all carry the request id in ``request``.
+PSEND_INIT = KIND_CODE["MpiPsendInit"]
+PRECV_INIT = KIND_CODE["MpiPrecvInit"]
+PSEND_REQUEST = KIND_CODE["MpiPsendRequest"]
+PRECV_REQUEST = KIND_CODE["MpiPrecvRequest"]
+PREADY = KIND_CODE["MpiPready"]
+PARRIVED = KIND_CODE["MpiParrived"]
+PTESTED = KIND_CODE["MpiPtested"]
+PSEND_COMPLETE = KIND_CODE["MpiPsendComplete"]
+PRECV_COMPLETE = KIND_CODE["MpiPrecvComplete"]
+#: every partitioned kind; those with a partition index; those with an envelope
+PARTITIONED_KINDS = frozenset({PSEND_INIT, PRECV_INIT, PSEND_REQUEST, PRECV_REQUEST, PREADY,
+                               PARRIVED, PTESTED, PSEND_COMPLETE, PRECV_COMPLETE})
+PARTITION_KINDS = frozenset({PREADY, PARRIVED, PTESTED})
+PINIT_KINDS = frozenset({PSEND_INIT, PRECV_INIT})
+
 #: Kinds whose fields live in the numpy columns (the rest only in the payload).
-INTERPRETED = frozenset({ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, BUFFER_FLUSH, ISEND,
+INTERPRETED = PARTITIONED_KINDS | frozenset({
+                         ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, BUFFER_FLUSH, ISEND,
                          ISEND_COMPLETE, IRECV_REQUEST, IRECV, REQUEST_TEST, REQUEST_CANCELLED,
                          NBC_REQUEST, NBC_COMPLETE, PROBE, MRECV, IMRECV_REQUEST, IMRECV})
 #: Kinds that carry a request id in the ``request`` column.
@@ -392,6 +429,16 @@ class Comm:
     members: tuple[int, ...]
 
 
+@dataclass
+class Window:
+    """An MPI RMA window (OTF2 RmaWin): its name and communicator (the ``remote`` rank
+    of an RMA record is a rank in it; its members synchronise in a fence)."""
+
+    id: int
+    name: str
+    comm: int
+
+
 #: OTF2 region roles of a barrier; in paradigm :data:`THREAD_BARRIER_PARADIGMS` the
 #: members of a thread team synchronise in it (R8); in MPI it is an MPI_Barrier
 BARRIER_ROLES = frozenset({"BARRIER", "IMPLICIT_BARRIER"})
@@ -418,6 +465,12 @@ class Definitions:
     #: ``"OPENMP"``), where the trace gives them; a region not listed is a plain
     #: function of no known paradigm (OpenMP barriers are found by these: R8)
     region_roles: dict[int, tuple[str, str]] = field(default_factory=dict)
+    #: location id -> the tracer's in-situ overhead table for it, where the trace
+    #: carries one (parsed JSON, compensate.insitu; OTF2 LocationProperty
+    #: ``COMPENSATE::INSITU_OVERHEAD``, the .trace location field ``insitu=``)
+    insitu: dict[int, dict] = field(default_factory=dict)
+    #: RMA windows by id (R10; :mod:`compensate.rmarecords` reads the RMA records)
+    windows: dict[int, Window] = field(default_factory=dict)
 
     def location_of(self, comm: int, rank: int) -> int:
         """Map a rank in communicator ``comm`` to a location id (KeyError/IndexError if unknown)."""

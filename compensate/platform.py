@@ -5,6 +5,7 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
     {"format": 1,
      "event_overhead": 1e-6,                       # seconds per record
      "event_overhead_by_kind": {"Metric": 2e-6},   # optional, OTF2 record kind -> seconds
+     "device_overhead": 0.0,                       # optional, seconds per accelerator record
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...]}
 
 One schema describes the file: ``compensate/platform.schema.json`` (JSON Schema
@@ -47,17 +48,30 @@ class PlatformError(Exception):
 
 @dataclass
 class Platform:
-    """Per-record overhead (seconds) and a copy-time table (bytes -> seconds)."""
+    """Per-record overhead (seconds) and a copy-time table (bytes -> seconds).
+
+    ``by_location`` (from a trace's in-situ tables, :mod:`compensate.insitu`):
+    location id -> (seconds per kind name, region id -> (Enter s, Leave s), either
+    None to use the kind's); a location listed there takes its overheads from it
+    alone (kinds it does not name cost 0), see :meth:`location_overheads`."""
 
     event_overhead: float
     overhead_by_kind: dict[str, float] = field(default_factory=dict)
     copy_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     copy_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: seconds per record on an accelerator stream (R9; 0: device activity is not
+    #: dilated by host tracing, whatever the record kind)
+    device_overhead: float = 0.0
+    by_location: dict[int, tuple[dict[str, float], dict[int, tuple]]] = \
+        field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (self.event_overhead >= 0 and math.isfinite(self.event_overhead)):
             raise PlatformError(f"event_overhead must be a finite number >= 0, "
                                 f"got {self.event_overhead!r}")
+        if not (self.device_overhead >= 0 and math.isfinite(self.device_overhead)):
+            raise PlatformError(f"device_overhead must be a finite number >= 0, "
+                                f"got {self.device_overhead!r}")
         for k, v in self.overhead_by_kind.items():
             if k not in KIND_CODE:
                 raise PlatformError(f"event_overhead_by_kind: unknown record kind {k!r}")
@@ -84,6 +98,37 @@ class Platform:
         for name, v in self.overhead_by_kind.items():
             table[KIND_CODE[name]] = v
         return table
+
+    def location_overheads(self, loc: int, kinds: np.ndarray,
+                           regions: np.ndarray) -> np.ndarray:
+        """Seconds of overhead of each record of location ``loc`` (its kind codes
+        and region ids): :meth:`overhead_table` by kind, or the location's in-situ
+        table where :attr:`by_location` has one (its Enter/Leave per region)."""
+        entry = self.by_location.get(loc)
+        if entry is None:
+            return self.overhead_table()[kinds]
+        by_kind, regions_table = entry
+        table = np.zeros(len(KIND_NAMES), dtype=float)
+        for name, v in by_kind.items():
+            table[KIND_CODE[name]] = v
+        o = table[kinds]
+        if regions_table:
+            el = (kinds == KIND_CODE["Enter"]) | (kinds == KIND_CODE["Leave"])
+            idx = np.flatnonzero(el)
+            if idx.size:
+                ids = np.array(sorted(regions_table), dtype=np.int64)
+                nan = float("nan")
+                enter = np.array([nan if regions_table[i][0] is None else regions_table[i][0]
+                                  for i in ids.tolist()])
+                leave = np.array([nan if regions_table[i][1] is None else regions_table[i][1]
+                                  for i in ids.tolist()])
+                r = np.asarray(regions)[idx].astype(np.int64)
+                pos = np.clip(np.searchsorted(ids, r), 0, len(ids) - 1)
+                hit = ids[pos] == r
+                val = np.where(kinds[idx] == KIND_CODE["Enter"], enter[pos], leave[pos])
+                use = hit & ~np.isnan(val)
+                o[idx[use]] = val[use]
+        return o
 
     # -- copy cost --------------------------------------------------------------
     def copy_time(self, nbytes):
@@ -119,7 +164,8 @@ class Platform:
         b = [float(e["bytes"]) for e in data["copy_time"]]
         s = [float(e["seconds"]) for e in data["copy_time"]]
         try:
-            return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s))
+            return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s),
+                       float(data.get("device_overhead", 0.0)))
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -149,6 +195,7 @@ class Platform:
             "format": 1,
             "event_overhead": self.event_overhead,
             "event_overhead_by_kind": dict(self.overhead_by_kind),
+            "device_overhead": self.device_overhead,
             "copy_time": [{"bytes": int(b), "seconds": float(s)}
                           for b, s in zip(self.copy_bytes, self.copy_seconds, strict=True)],
         }

@@ -1,5 +1,8 @@
-"""Shared test helpers: paths to the real Score-P archives and the case files."""
+"""Shared test helpers: paths to the real Score-P archives and the case files, and
+the bundled archives read once per session."""
 
+import dataclasses
+import functools
 import shutil
 from pathlib import Path
 
@@ -28,3 +31,24 @@ def mpiexec() -> str:
     if exe is None:
         pytest.skip("mpiexec not found (the [mpi] extra is not installed)")
     return exe
+
+
+@functools.cache
+def _read_bundled(path: str):
+    from compensate.formats import read_trace
+    trace = read_trace(path)
+    for ev in trace.events.values():
+        for f in dataclasses.fields(ev):
+            value = getattr(ev, f.name)
+            if hasattr(value, "flags"):
+                value.flags.writeable = False
+    return trace
+
+
+def read_bundled(path: Path | str):
+    """A bundled archive (``tests/data/traces``) as ``read_trace`` returns it, read
+    once per session: the hip archive alone takes ~0.6 s to read and a dozen tests
+    only read it. Every column is read-only, so that whatever writes into the shared
+    trace fails at once instead of changing what later tests see; a test that
+    changes a trace must read its own."""
+    return _read_bundled(str(Path(path).resolve()))

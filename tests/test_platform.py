@@ -59,6 +59,7 @@ CASES = [  # (file content, the message after "p.json: ")
      'event_overhead_by_kind.Metric: expected a number, got the string "2us"'),
     (with_(event_overheads=1e-6),
      "unknown field 'event_overheads' (did you mean 'event_overhead'?)"),
+    (with_(device_overhead=-1e-9), "device_overhead: must be >= 0, got -1e-09"),
     (with_(format=2), "format: unsupported value 2 (expected 1)"),
     ({"copy_time": []},
      "missing required field 'event_overhead' (seconds the tracer adds per record)"),
@@ -165,6 +166,7 @@ platform_files = st.fixed_dictionaries(
     {},
     optional={"format": st.one_of(st.just(1), junk),
               "event_overhead": st.one_of(numbers, junk),
+              "device_overhead": st.one_of(numbers, junk),
               "event_overhead_by_kind": st.one_of(
                   st.dictionaries(kinds, st.one_of(numbers, junk), max_size=3), junk),
               "copy_time": st.one_of(st.lists(entry, max_size=4), junk),

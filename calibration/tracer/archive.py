@@ -52,10 +52,14 @@ from otf2.enums import (
     Paradigm,
     ParadigmClass,
     RegionRole,
+    Type,
 )
 
 from calibration.tracer import buffer as tb
+from calibration.tracer import insitu
 from calibration.tracer.clock import Offset
+from compensate.formats.partitioned import make_event
+from compensate.model import KIND_CODE
 
 TIMER_RESOLUTION = 10**9  # monotonic_ns ticks
 _UNDEF_U32 = 0xFFFFFFFF
@@ -72,6 +76,7 @@ class ThreadData:
     data: Any  # array('q') of (time, code) pairs
     extra: list[tuple]
     ints: Any = ()
+    backs: Any = ()  # in-situ brackets (calibration.tracer.insitu)
 
     @property
     def times(self) -> Any:
@@ -94,6 +99,10 @@ class RankData:
     realtime: tuple[int, int] = (0, 0)  # (monotonic_ns, time_ns) read together
     notes: list[str] = field(default_factory=list)
     threaded: bool = False  # the rank left the single-threaded fast path
+    #: the master thread's CPU and run-queue seconds and wall seconds during the
+    #: program (calibration.tracer.insitu.sched_now), if known
+    sched: dict[str, float] | None = None
+    back_ns: float = 0.0  # calibration.tracer.insitu.back_cost on this rank
 
     @classmethod
     def of(cls, rank: int, host: str, recorder: tb.Recorder, offsets: list[Offset],
@@ -132,7 +141,8 @@ def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[Thre
             if notes is not None:
                 notes.append(f"{buf.name} was still running at the end of the program; "
                              f"its {len(stack)} open regions end there")
-        out.append(ThreadData(buf.name, buf.sequence, data, extra, ints))
+        out.append(ThreadData(buf.name, buf.sequence, data, extra, ints,
+                              array("q", buf.backs)))
     return out
 
 
@@ -201,11 +211,14 @@ def archive_exists(path: str) -> bool:
 
 
 def write_archive(path: str, ranks: list[RankData], program: str = "",
-                  warnings: list[str] | None = None) -> int:
+                  warnings: list[str] | None = None,
+                  overhead_defaults: dict[str, float] | None = None) -> int:
     """Write ``ranks`` as the OTF2 archive ``path`` (``run/traces.otf2``); returns
     the number of records written. Problems that do not stop the writing (MPI
     calls from several threads of a rank, threads still running at the end) are
-    appended to ``warnings``."""
+    appended to ``warnings``. Every location gets its in-situ overhead table
+    (:func:`calibration.tracer.insitu.location_table`, with ``overhead_defaults``
+    for the records that were not bracketed) as a LocationProperty."""
     directory, base = os.path.split(os.path.abspath(path))
     stem, ext = os.path.splitext(base)
     if ext != ".otf2" or not stem:
@@ -233,6 +246,7 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
             writer.description = program
         defs = writer.definitions
         locations, regions, comms, contingents = _definitions(defs, ranks, warn)
+        _insitu_properties(defs, ranks, locations, overhead_defaults or {})
         for d in ranks:
             region_map = [regions[key] for key in d.regions]
             comm_map = [comms[key] for key in d.comms]
@@ -246,7 +260,9 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
                 loc = locations[d.rank][i]
                 ew = writer.event_writer_from_location(loc)
                 for rec in th.rows():
-                    ew.write(_event(rec, region_map, comm_map, contingent, waited))
+                    ew.write(partitioned_event(defs, rec, comm_map)
+                             if rec[1] in tb.PARTITIONED_KINDS else
+                             _event(rec, region_map, comm_map, contingent, waited))
                 written += len(th.data) // 2
                 dw = _otf2.Archive_GetDefWriter(writer.handle, loc._ref)
                 for o in d.offsets:
@@ -262,6 +278,18 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
                 pass
         raise
     return written
+
+
+def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
+                       defaults: dict[str, float]) -> None:
+    """One :data:`calibration.tracer.insitu.PROPERTY` per location."""
+    for d in ranks:
+        names = [key[0] for key in d.regions]
+        for i, th in enumerate(d.threads):
+            table = insitu.location_table(th.data, th.backs, names, defaults, d.back_ns,
+                                          d.sched if i == 0 else None)
+            defs.location_property(locations[d.rank][i], insitu.PROPERTY, Type.STRING,
+                                   insitu.to_json(table))
 
 
 _PARADIGMS = {"user": Paradigm.USER, "mpi": Paradigm.MPI, "pthread": Paradigm.PTHREAD}
@@ -396,3 +424,28 @@ def _event(rec: tuple, regions: list, comms: list, contingent: Any = None,
     if kind == tb.THREAD_RELEASE_LOCK:
         return oev.ThreadReleaseLock(t, Paradigm.PTHREAD, rec[2], rec[3])
     raise ValueError(f"unknown record kind {kind}")
+
+
+#: MPI-4 partitioned tracer kind (calibration.tracer.partitioned) -> (model kind, the
+#: model columns of its fields in order)
+_COLUMNS = {
+    tb.P_SEND_INIT: ("MpiPsendInit", ("peer", "comm", "tag", "size", "size_recv", "request")),
+    tb.P_RECV_INIT: ("MpiPrecvInit", ("peer", "comm", "tag", "size", "size_recv", "request")),
+    tb.P_SEND_REQUEST: ("MpiPsendRequest", ("request",)),
+    tb.P_RECV_REQUEST: ("MpiPrecvRequest", ("request",)),
+    tb.P_READY: ("MpiPready", ("request", "size_recv")),
+    tb.P_ARRIVED: ("MpiParrived", ("request", "size_recv")),
+    tb.P_TESTED: ("MpiPtested", ("request", "size_recv")),
+    tb.P_SEND_COMPLETE: ("MpiPsendComplete", ("request",)),
+    tb.P_RECV_COMPLETE: ("MpiPrecvComplete", ("request",)),
+}
+
+
+def partitioned_event(defs: Any, rec: tuple, comms: list) -> Any:
+    """The OTF2 record of a traced partitioned record ``(time, kind, *fields)``
+    (:mod:`compensate.formats.partitioned`); ``comms`` maps local comm ids to
+    their OTF2 definitions."""
+    name, columns = _COLUMNS[rec[1]]
+    fields = dict(zip(columns, rec[2:], strict=True))
+    comm = comms[fields["comm"]] if "comm" in fields else None
+    return make_event(defs, KIND_CODE[name], rec[0], fields, comm)

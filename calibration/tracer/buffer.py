@@ -64,6 +64,11 @@ THREAD_END,            ThreadEnd to ThreadWait, as OTF2 defines them)
 THREAD_WAIT
 THREAD_ACQUIRE_LOCK,   lock id (per rank), acquisition order (per lock,
 THREAD_RELEASE_LOCK    from 1; an acquire and its release share it)
+P_SEND_INIT,           peer, comm, tag, bytes, partitions, request id
+P_RECV_INIT
+P_SEND_REQUEST, ...    request id (P_SEND/RECV_REQUEST/COMPLETE)
+P_READY, P_ARRIVED,    request id, partition
+P_TESTED
 =====================  ===========================================
 """
 
@@ -82,6 +87,9 @@ from typing import Any
  MPI_ISEND_COMPLETE, MPI_REQUEST_TEST, COLL_BEGIN, COLL_END, PROGRAM_BEGIN,
  PROGRAM_END, THREAD_CREATE, THREAD_BEGIN, THREAD_END, THREAD_WAIT,
  THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK) = range(19)
+# MPI-4 partitioned point-to-point (calibration.tracer.partitioned; the model's kinds)
+(P_SEND_INIT, P_RECV_INIT, P_SEND_REQUEST, P_RECV_REQUEST, P_READY, P_ARRIVED, P_TESTED,
+ P_SEND_COMPLETE, P_RECV_COMPLETE) = range(19, 28)
 
 #: OTF2 record names of the kinds above (the names the platform file uses).
 KIND_NAMES: tuple[str, ...] = (
@@ -89,10 +97,13 @@ KIND_NAMES: tuple[str, ...] = (
     "MpiIsendComplete", "MpiRequestTest", "MpiCollectiveBegin", "MpiCollectiveEnd",
     "ProgramBegin", "ProgramEnd", "ThreadCreate", "ThreadBegin", "ThreadEnd",
     "ThreadWait", "ThreadAcquireLock", "ThreadReleaseLock",
+    "MpiPsendInit", "MpiPrecvInit", "MpiPsendRequest", "MpiPrecvRequest", "MpiPready",
+    "MpiParrived", "MpiPtested", "MpiPsendComplete", "MpiPrecvComplete",
 )
 
 #: Kinds that are MPI records (a thread that wrote one made MPI calls).
-MPI_KINDS = frozenset(range(MPI_SEND, COLL_END + 1))
+PARTITIONED_KINDS = frozenset(range(P_SEND_INIT, P_RECV_COMPLETE + 1))
+MPI_KINDS = frozenset(range(MPI_SEND, COLL_END + 1)) | PARTITIONED_KINDS
 #: Kinds whose index is a sequence count.
 SEQUENCE_KINDS = frozenset((THREAD_CREATE, THREAD_BEGIN, THREAD_END, THREAD_WAIT))
 LOCK_KINDS = frozenset((THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK))
@@ -155,6 +166,11 @@ class Buffer:
         self.add = self.data.append
         self._add_extra = self.extra.append
         self._add_int = self.ints.append
+        #: in-situ brackets of the MPI and lock wrappers: (first stamp of the
+        #: wrapper's run of records, time the tracer handed control back) pairs
+        #: (:meth:`back`, :mod:`calibration.tracer.insitu`)
+        self.backs = array("q")
+        self._add_back = self.backs.append
 
     def __len__(self) -> int:
         return len(self.data) // 2
@@ -173,7 +189,32 @@ class Buffer:
         return rows(self.data, self.extra, self.ints)
 
     def clear(self) -> None:
-        del self.data[:], self.extra[:], self.ints[:]
+        del self.data[:], self.extra[:], self.ints[:], self.backs[:]
+
+    # -- in-situ brackets -------------------------------------------------------------
+    def back(self, first: int) -> None:
+        """The tracer hands control back (to the program or to the MPI library)
+        after a run of records whose first timestamp is ``first``: the time now,
+        less each record's timestamp, is what those records cost in situ
+        (:mod:`calibration.tracer.insitu`)."""
+        t = monotonic_ns()
+        self._add_back(first)
+        self._add_back(t)
+
+    def enter_at(self, t: int, region: int) -> None:
+        """Enter stamped ``t`` (a wrapper stamps first and works after)."""
+        self.add(t)
+        self.add(ENTER | region << KIND_BITS)
+
+    def leave_at(self, t: int, region: int) -> None:
+        self.add(t)
+        self.add(LEAVE | region << KIND_BITS)
+
+    def lock_record_at(self, t: int, kind: int, lock: int, order: int) -> None:
+        self.add(t)
+        self.add(kind | len(self.ints) << KIND_BITS)
+        self._add_int(lock)
+        self._add_int(order)
 
     # -- records: timestamp first, then the work --------------------------------------
     def add_record(self, t: int, kind: int, fields: tuple) -> None:
@@ -221,6 +262,10 @@ class Buffer:
 
     def request_test(self, request: int) -> None:
         self.add_record(monotonic_ns(), MPI_REQUEST_TEST, (request,))
+
+    def partitioned(self, kind: int, fields: tuple) -> None:
+        """An MPI-4 partitioned record (``P_*`` kinds, fields as in the table above)."""
+        self.add_record(monotonic_ns(), kind, fields)
 
     def coll_begin(self) -> None:
         self.add_record(monotonic_ns(), COLL_BEGIN, ())

@@ -19,6 +19,9 @@ Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
   MpiIrecvRequest; completion in Wait/Waitall/Test (and lower-case forms):
   MpiIrecv (from the status) or MpiIsendComplete, MpiRequestTest for a Test that
   found the request incomplete.
+* Psend_init/Precv_init (MPI-4 partitioned): a traced partitioned request whose
+  Start, Pready(_range/_list), Parrived, Wait and Test record the seed's events
+  (:mod:`calibration.tracer.partitioned`).
 * barrier, bcast, scatter, gather, reduce, allreduce, allgather, alltoall (both
   cases): MpiCollectiveBegin, the call, MpiCollectiveEnd with the operation, the
   root and the bytes this rank sent and received (:mod:`calibration.tracer.sizes`).
@@ -31,6 +34,16 @@ Score-P, which supports MPI_THREAD_FUNNELED): the archive writer maps the rank t
 the thread that made them and warns if several did
 (:func:`calibration.tracer.archive.write_archive`).
 
+**Stamps first, work after** (for the in-situ overhead,
+:mod:`calibration.tracer.insitu`): the public method stamps the Enter as it is
+called (``_now()`` is its helper's first argument), the helper stamps the records
+it writes before the MPI call back to back, then looks up the buffer and the
+communicator, sizes the message and stores, and calls :meth:`Buffer.back
+<calibration.tracer.buffer.Buffer.back>` right before the MPI call; after it
+returns, the completion record and the Leave are stamped at once, the status is
+read, and ``back`` again. So everything the wrapper does lies after a timestamp,
+and each record's real cost in this run is measured.
+
 Calls to ``MPI.PROC_NULL`` get Enter/Leave but no message record. The tracer's
 own communication uses a communicator duplicated before :func:`install` and the
 base-class methods, so it is never recorded.
@@ -39,11 +52,13 @@ base-class methods, so it is never recorded.
 from __future__ import annotations
 
 import pickle
+from time import monotonic_ns
 from typing import Any
 
 from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
+from calibration.tracer import partitioned as ptr
 from calibration.tracer import sizes as sz
 from compensate.model import COLLECTIVE_OPS
 
@@ -56,11 +71,13 @@ _ANY_TAG = MPI.ANY_TAG
 _IN_PLACE = MPI.IN_PLACE
 _NO_ROOT = -1
 
+_now = monotonic_ns  # a wrapped call's Enter stamp, taken as it is called
 _rec: tb.Recorder = tb.Recorder()  # replaced by install()
 _world_group: Any = None
 _status = MPI.Status()  # scratch status of the master thread's calls made without one
 
 _REGIONS: dict[str, int] = {}
+_PREGIONS: dict[str, int] = {}  # MPI-4 partitioned calls (calibration.tracer.partitioned)
 _ROLES = {
     "POINT2POINT": ("Send", "Ssend", "Recv", "Sendrecv", "Isend", "Issend", "Irecv",
                     "Wait", "Waitall", "Test"),
@@ -85,6 +102,7 @@ def install(recorder: tb.Recorder) -> None:
     traced = TracedIntracomm(world)
     traced._cid = recorder.comm_id(tuple(range(world.Get_size())))
     MPI.COMM_WORLD = traced
+    _PREGIONS.update(ptr.register(recorder))
     MPI.Request = TracedRequest
     MPI.Finalize = _deferred_finalize
 
@@ -118,18 +136,33 @@ def _register(comm: Any) -> int:
     return comm._cid
 
 
-def _collective(comm: Any, name: str, op: str, root: int, fn: Any, args: tuple,
+def _collective(t: int, comm: Any, name: str, op: str, root: int, fn: Any, args: tuple,
                 sizes: Any) -> Any:
+    tb_ = monotonic_ns()
     rec, region = _rec.current(), _REGIONS[name]
     cid = _cid(comm)
-    rec.enter(region)
-    rec.coll_begin()
+    rec.enter_at(t, region)
+    rec.add_record(tb_, tb.COLL_BEGIN, ())
+    rec.back(t)
     try:
         result = fn(comm, *args)
-        rec.coll_end(COLLECTIVE_OPS[op], cid, root, sizes, comm, args, result)
-        return result
-    finally:
-        rec.leave(region)
+    except BaseException:
+        _leave(rec, region)
+        raise
+    te = monotonic_ns()
+    tl = monotonic_ns()
+    sent, received = sizes(comm, args, result)
+    rec.add_record(te, tb.COLL_END, (COLLECTIVE_OPS[op], cid, root, sent, received))
+    rec.leave_at(tl, region)
+    rec.back(te)
+    return result
+
+
+def _leave(rec: tb.Buffer, region: int) -> None:
+    """Leave of a wrapped call that raised."""
+    t = monotonic_ns()
+    rec.leave_at(t, region)
+    rec.back(t)
 
 
 # ---------------------------------------------------------------------------------
@@ -164,213 +197,238 @@ class TracedIntracomm(MPI.Intracomm):
         return self._created(_Intracomm.Create_group(self, *args, **kwargs))
 
     # -- blocking point to point -------------------------------------------------------
-    def _send(self, name: str, fn: Any, obj: Any, dest: int, tag: int, pickled: bool) -> None:
+    def _send(self, t: int, name: str, fn: Any, obj: Any, dest: int, tag: int,
+              pickled: bool) -> None:
+        ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             if dest != _PROC_NULL:
-                if pickled:
-                    rec.send_obj(dest, cid, tag, obj)
-                else:
-                    rec.send(dest, cid, tag, sz.nbytes(obj))
+                rec.add_record(ts, tb.MPI_SEND, (dest, cid, tag, tb.pickled_size(obj)
+                                                 if pickled else sz.nbytes(obj)))
+            rec.back(t)
             fn(self, obj, dest, tag)
         finally:
-            rec.leave(region)
+            _leave(rec, region)
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
-        self._send("MPI_Send", _Comm.send, obj, dest, tag, True)
+        self._send(_now(), "MPI_Send", _Comm.send, obj, dest, tag, True)
 
     def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
-        self._send("MPI_Ssend", _Comm.ssend, obj, dest, tag, True)
+        self._send(_now(), "MPI_Ssend", _Comm.ssend, obj, dest, tag, True)
 
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
-        self._send("MPI_Send", _Comm.Send, buf, dest, tag, False)
+        self._send(_now(), "MPI_Send", _Comm.Send, buf, dest, tag, False)
 
     def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
-        self._send("MPI_Ssend", _Comm.Ssend, buf, dest, tag, False)
+        self._send(_now(), "MPI_Ssend", _Comm.Ssend, buf, dest, tag, False)
 
-    def _recv(self, fn: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
+    def _recv(self, t: int, fn: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Recv"]
         cid = _cid(self)
         st = _scratch(rec) if status is None else status
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             result = fn(self, buf, source, tag, st)
-            if source != _PROC_NULL:
-                rec.recv(cid, st)
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        _received(rec, region, source, cid, st)
+        return result
 
     def recv(self, buf: Any = None, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
              status: Any = None) -> Any:
-        return self._recv(_Comm.recv, buf, source, tag, status)
+        return self._recv(_now(), _Comm.recv, buf, source, tag, status)
 
     def Recv(self, buf: Any, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
              status: Any = None) -> None:
-        self._recv(_Comm.Recv, buf, source, tag, status)
+        self._recv(_now(), _Comm.Recv, buf, source, tag, status)
 
-    def _sendrecv(self, fn: Any, sendobj: Any, dest: int, sendtag: int, recvbuf: Any,
+    def _sendrecv(self, t: int, fn: Any, sendobj: Any, dest: int, sendtag: int, recvbuf: Any,
                   source: int, recvtag: int, status: Any, pickled: bool) -> Any:
+        ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Sendrecv"]
         cid = _cid(self)
         st = _scratch(rec) if status is None else status
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             if dest != _PROC_NULL:
-                if pickled:
-                    rec.send_obj(dest, cid, sendtag, sendobj)
-                else:
-                    rec.send(dest, cid, sendtag, sz.nbytes(sendobj))
+                rec.add_record(ts, tb.MPI_SEND, (dest, cid, sendtag, tb.pickled_size(sendobj)
+                                                 if pickled else sz.nbytes(sendobj)))
+            rec.back(t)
             result = fn(self, sendobj, dest, sendtag, recvbuf, source, recvtag, st)
-            if source != _PROC_NULL:
-                rec.recv(cid, st)
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        _received(rec, region, source, cid, st)
+        return result
 
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
                  status: Any = None) -> Any:
-        return self._sendrecv(_Comm.sendrecv, sendobj, dest, sendtag, recvbuf, source,
+        return self._sendrecv(_now(), _Comm.sendrecv, sendobj, dest, sendtag, recvbuf, source,
                               recvtag, status, True)
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = _ANY_SOURCE, recvtag: int = _ANY_TAG,
                  status: Any = None) -> None:
-        self._sendrecv(_Comm.Sendrecv, sendbuf, dest, sendtag, recvbuf, source, recvtag,
+        self._sendrecv(_now(), _Comm.Sendrecv, sendbuf, dest, sendtag, recvbuf, source, recvtag,
                        status, False)
 
     # -- nonblocking point to point ----------------------------------------------------
-    def _isend(self, name: str, fn: Any, obj: Any, dest: int, tag: int,
+    def _isend(self, t: int, name: str, fn: Any, obj: Any, dest: int, tag: int,
                pickled: bool) -> TracedRequest:
+        ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             rid = _rec.new_request()
             if dest != _PROC_NULL:
-                if pickled:
-                    rec.isend_obj(dest, cid, tag, obj, rid)
-                else:
-                    rec.isend(dest, cid, tag, sz.nbytes(obj), rid)
+                rec.add_record(ts, tb.MPI_ISEND, (dest, cid, tag, tb.pickled_size(obj)
+                                                  if pickled else sz.nbytes(obj), rid))
+            rec.back(t)
             req = TracedRequest(fn(self, obj, dest, tag))
             req._info = (rid, cid, False) if dest != _PROC_NULL else None
             return req
         finally:
-            rec.leave(region)
+            _leave(rec, region)
 
     def isend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
-        return self._isend("MPI_Isend", _Comm.isend, obj, dest, tag, True)
+        return self._isend(_now(), "MPI_Isend", _Comm.isend, obj, dest, tag, True)
 
     def issend(self, obj: Any, dest: int, tag: int = 0) -> TracedRequest:
-        return self._isend("MPI_Issend", _Comm.issend, obj, dest, tag, True)
+        return self._isend(_now(), "MPI_Issend", _Comm.issend, obj, dest, tag, True)
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> TracedRequest:
-        return self._isend("MPI_Isend", _Comm.Isend, buf, dest, tag, False)
+        return self._isend(_now(), "MPI_Isend", _Comm.Isend, buf, dest, tag, False)
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> TracedRequest:
-        return self._isend("MPI_Issend", _Comm.Issend, buf, dest, tag, False)
+        return self._isend(_now(), "MPI_Issend", _Comm.Issend, buf, dest, tag, False)
 
-    def _irecv(self, fn: Any, buf: Any, source: int, tag: int) -> TracedRequest:
+    def _irecv(self, t: int, fn: Any, buf: Any, source: int, tag: int) -> TracedRequest:
+        tr = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Irecv"]
         cid = _cid(self)
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             rid = _rec.new_request()
-            rec.irecv_request(rid)
+            rec.add_record(tr, tb.MPI_IRECV_REQUEST, (rid,))
+            rec.back(t)
             req = TracedRequest(fn(self, buf, source, tag))
             req._info = (rid, cid, True) if source != _PROC_NULL else None
             return req
         finally:
-            rec.leave(region)
+            _leave(rec, region)
 
     def irecv(self, buf: Any = None, source: int = _ANY_SOURCE,
               tag: int = _ANY_TAG) -> TracedRequest:
-        return self._irecv(_Comm.irecv, buf, source, tag)
+        return self._irecv(_now(), _Comm.irecv, buf, source, tag)
 
     def Irecv(self, buf: Any, source: int = _ANY_SOURCE,
               tag: int = _ANY_TAG) -> TracedRequest:
-        return self._irecv(_Comm.Irecv, buf, source, tag)
+        return self._irecv(_now(), _Comm.Irecv, buf, source, tag)
+
+    def Psend_init(self, buf: Any, partitions: int, dest: int, tag: int = 0) -> Any:
+        return ptr.init(self, _rec, _PREGIONS, _cid(self), True, buf, partitions, dest, tag)
+
+    def Precv_init(self, buf: Any, partitions: int, source: int, tag: int = 0) -> Any:
+        return ptr.init(self, _rec, _PREGIONS, _cid(self), False, buf, partitions, source,
+                        tag)
 
     # -- collectives -------------------------------------------------------------------
     def barrier(self) -> None:
-        return _collective(self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.barrier, (),
+        return _collective(_now(), self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.barrier, (),
                            sz.none)
 
     def Barrier(self) -> None:
-        return _collective(self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.Barrier, (),
+        return _collective(_now(), self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.Barrier, (),
                            sz.none)
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
-        return _collective(self, "MPI_Bcast", "BCAST", root, _Comm.bcast, (obj, root),
+        return _collective(_now(), self, "MPI_Bcast", "BCAST", root, _Comm.bcast, (obj, root),
                            sz.bcast)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
-        return _collective(self, "MPI_Bcast", "BCAST", root, _Comm.Bcast, (buf, root),
+        return _collective(_now(), self, "MPI_Bcast", "BCAST", root, _Comm.Bcast, (buf, root),
                            sz.Bcast)
 
     def scatter(self, sendobj: Any, root: int = 0) -> Any:
-        return _collective(self, "MPI_Scatter", "SCATTER", root, _Comm.scatter,
+        return _collective(_now(), self, "MPI_Scatter", "SCATTER", root, _Comm.scatter,
                            (sendobj, root), sz.scatter)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        return _collective(self, "MPI_Scatter", "SCATTER", root, _Comm.Scatter,
+        return _collective(_now(), self, "MPI_Scatter", "SCATTER", root, _Comm.Scatter,
                            (sendbuf, recvbuf, root), sz.Scatter)
 
     def gather(self, sendobj: Any, root: int = 0) -> Any:
-        return _collective(self, "MPI_Gather", "GATHER", root, _Comm.gather,
+        return _collective(_now(), self, "MPI_Gather", "GATHER", root, _Comm.gather,
                            (sendobj, root), sz.gather)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        return _collective(self, "MPI_Gather", "GATHER", root, _Comm.Gather,
+        return _collective(_now(), self, "MPI_Gather", "GATHER", root, _Comm.Gather,
                            (sendbuf, recvbuf, root), sz.Gather)
 
     def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0) -> Any:
-        return _collective(self, "MPI_Reduce", "REDUCE", root, _Comm.reduce,
+        return _collective(_now(), self, "MPI_Reduce", "REDUCE", root, _Comm.reduce,
                            (sendobj, op, root), sz.reduce)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:
-        return _collective(self, "MPI_Reduce", "REDUCE", root, _Comm.Reduce,
+        return _collective(_now(), self, "MPI_Reduce", "REDUCE", root, _Comm.Reduce,
                            (sendbuf, recvbuf, op, root), sz.Reduce)
 
     def allreduce(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
-        return _collective(self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.allreduce,
+        return _collective(_now(), self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.allreduce,
                            (sendobj, op), sz.allreduce)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:
-        return _collective(self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.Allreduce,
+        return _collective(_now(), self, "MPI_Allreduce", "ALLREDUCE", _NO_ROOT, _Comm.Allreduce,
                            (sendbuf, recvbuf, op), sz.Allreduce)
 
     def allgather(self, sendobj: Any) -> Any:
-        return _collective(self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.allgather,
+        return _collective(_now(), self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.allgather,
                            (sendobj,), sz.allgather)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
-        return _collective(self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.Allgather,
+        return _collective(_now(), self, "MPI_Allgather", "ALLGATHER", _NO_ROOT, _Comm.Allgather,
                            (sendbuf, recvbuf), sz.Allgather)
 
     def alltoall(self, sendobj: Any) -> Any:
-        return _collective(self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.alltoall,
+        return _collective(_now(), self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.alltoall,
                            (sendobj,), sz.alltoall)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
-        return _collective(self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.Alltoall,
+        return _collective(_now(), self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.Alltoall,
                            (sendbuf, recvbuf), sz.Alltoall)
 
 
 # ---------------------------------------------------------------------------------
 
-def _complete(rec: tb.Buffer, info: tuple | None, status: Any) -> None:
-    """The completion record of a traced request (none for untraced ones)."""
+def _received(rec: tb.Buffer, region: int, source: int, cid: int, status: Any) -> None:
+    """MpiRecv (from the status) and Leave after a receive returned: both stamped
+    first, the status read after them."""
+    tr = monotonic_ns()
+    tl = monotonic_ns()
+    if source != _PROC_NULL:
+        rec.add_record(tr, tb.MPI_RECV, (status.Get_source(), cid, status.Get_tag(),
+                                         status.Get_count()))
+    rec.leave_at(tl, region)
+    rec.back(tr)
+
+
+def _complete(rec: tb.Buffer, info: tuple | None, status: Any, t: int) -> None:
+    """The completion record of a traced request (none for untraced ones), stamped
+    ``t``."""
     if info is None:
         return
     rid, cid, is_recv = info
     if is_recv:
-        rec.irecv(cid, status, rid)
+        rec.add_record(t, tb.MPI_IRECV, (status.Get_source(), cid, status.Get_tag(),
+                                         status.Get_count(), rid))
     else:
-        rec.isend_complete(rid)
+        rec.add_record(t, tb.MPI_ISEND_COMPLETE, (rid,))
 
 
 class TracedRequest(MPI.Request):
@@ -379,51 +437,63 @@ class TracedRequest(MPI.Request):
 
     _info: tuple | None = None
 
-    def _wait(self, fn: Any, status: Any) -> Any:
+    def _wait(self, t: int, fn: Any, status: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Wait"]
         info = self._info
         st = _scratch(rec) if status is None else status
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             result = fn(self, st)
-            self._info = None
-            _complete(rec, info, st)
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        tl = monotonic_ns()
+        self._info = None
+        _complete(rec, info, st, tc)
+        rec.leave_at(tl, region)
+        rec.back(tc)
+        return result
 
     def Wait(self, status: Any = None) -> Any:
-        return self._wait(_Request.Wait, status)
+        return self._wait(_now(), _Request.Wait, status)
 
     def wait(self, status: Any = None) -> Any:
-        return self._wait(_Request.wait, status)
+        return self._wait(_now(), _Request.wait, status)
 
-    def _test(self, fn: Any, status: Any) -> Any:
+    def _test(self, t: int, fn: Any, status: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Test"]
         info = self._info
         st = _scratch(rec) if status is None else status
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             result = fn(self, st)
-            done = result[0] if isinstance(result, tuple) else result
-            if info is not None:
-                if done:
-                    self._info = None
-                    _complete(rec, info, st)
-                else:
-                    rec.request_test(info[0])
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        tl = monotonic_ns()
+        done = result[0] if isinstance(result, tuple) else result
+        if info is not None:
+            if done:
+                self._info = None
+                _complete(rec, info, st, tc)
+            else:
+                rec.add_record(tc, tb.MPI_REQUEST_TEST, (info[0],))
+        rec.leave_at(tl, region)
+        rec.back(tc)
+        return result
 
     def Test(self, status: Any = None) -> bool:
-        return self._test(_Request.Test, status)
+        return self._test(_now(), _Request.Test, status)
 
     def test(self, status: Any = None) -> tuple[bool, Any]:
-        return self._test(_Request.test, status)
+        return self._test(_now(), _Request.test, status)
 
     @classmethod
-    def _waitall(cls, fn: Any, requests: Any, statuses: Any) -> Any:
+    def _waitall(cls, t: int, fn: Any, requests: Any, statuses: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Waitall"]
         reqs = list(requests)
         infos = [getattr(q, "_info", None) for q in reqs]
@@ -431,21 +501,28 @@ class TracedRequest(MPI.Request):
             sts = [MPI.Status() for _ in reqs]
         else:
             sts = statuses
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             result = fn(reqs, sts)
-            for q, info, st in zip(reqs, infos, sts, strict=False):
-                if info is not None:
-                    q._info = None
-                    _complete(rec, info, st)
-            return result
-        finally:
-            rec.leave(region)
+        except BaseException:
+            _leave(rec, region)
+            raise
+        tc = monotonic_ns()  # completions stamped as they are written, from here
+        first = True
+        for q, info, st in zip(reqs, infos, sts, strict=False):
+            if info is not None:
+                q._info = None
+                _complete(rec, info, st, tc if first else monotonic_ns())
+                first = False
+        rec.leave_at(_now(), region)
+        rec.back(tc)
+        return result
 
     @classmethod
     def Waitall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._waitall(_Request.Waitall, requests, statuses)
+        return cls._waitall(_now(), _Request.Waitall, requests, statuses)
 
     @classmethod
     def waitall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._waitall(_Request.waitall, requests, statuses)
+        return cls._waitall(_now(), _Request.waitall, requests, statuses)

@@ -55,6 +55,7 @@ from __future__ import annotations
 import _thread
 import sys
 import threading
+from time import monotonic_ns
 from typing import Any
 
 from calibration.tracer import buffer as tb
@@ -90,29 +91,44 @@ class TracedLock:
         self._ra, self._rr = (_R[n] for n in self._names)  # region ids in recorder
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        # stamp first, work after, then hand back (in-situ bracket: buffer.back)
+        t = monotonic_ns()
         rec, region = self._rec.current(), self._ra
-        rec.enter(region)
+        rec.enter_at(t, region)
+        rec.back(t)
         try:
             ok = self._lock.acquire(blocking, timeout)
-            if ok:
-                self._acquired(rec)
-            return ok
-        finally:
-            rec.leave(region)
+        except BaseException:
+            t = monotonic_ns()
+            rec.leave_at(t, region)
+            rec.back(t)
+            raise
+        ta = monotonic_ns()
+        tl = monotonic_ns()
+        if ok:
+            self._acquired(rec, ta)
+        rec.leave_at(tl, region)
+        rec.back(ta)
+        return ok
 
-    def _acquired(self, rec: tb.Buffer) -> None:
+    def _acquired(self, rec: tb.Buffer, t: int) -> None:
         self._order += 1  # we hold the lock: no other thread counts now
-        rec.lock_record(tb.THREAD_ACQUIRE_LOCK, self._id, self._order)
+        rec.lock_record_at(t, tb.THREAD_ACQUIRE_LOCK, self._id, self._order)
 
     def release(self) -> None:
+        t = monotonic_ns()
+        tr = monotonic_ns()
         rec, region = self._rec.current(), self._rr
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             if self._lock.locked():  # else the release below raises RuntimeError
-                rec.lock_record(tb.THREAD_RELEASE_LOCK, self._id, self._order)
+                rec.lock_record_at(tr, tb.THREAD_RELEASE_LOCK, self._id, self._order)
+            rec.back(t)
             self._lock.release()
         finally:
-            rec.leave(region)
+            tl = monotonic_ns()
+            rec.leave_at(tl, region)
+            rec.back(tl)
 
     def __enter__(self) -> bool:
         return self.acquire()
@@ -140,22 +156,27 @@ class TracedRLock(TracedLock):
         super().__init__(lock, lock_id, recorder)
         self._depth = 0
 
-    def _acquired(self, rec: tb.Buffer) -> None:
+    def _acquired(self, rec: tb.Buffer, t: int) -> None:
         self._depth += 1
         if self._depth == 1:
-            super()._acquired(rec)
+            super()._acquired(rec, t)
 
     def release(self) -> None:
+        t = monotonic_ns()
+        tr = monotonic_ns()
         rec, region = self._rec.current(), self._rr
-        rec.enter(region)
+        rec.enter_at(t, region)
         try:
             if self._lock._is_owned():  # else the release below raises RuntimeError
                 self._depth -= 1
                 if self._depth == 0:
-                    rec.lock_record(tb.THREAD_RELEASE_LOCK, self._id, self._order)
+                    rec.lock_record_at(tr, tb.THREAD_RELEASE_LOCK, self._id, self._order)
+            rec.back(t)
             self._lock.release()
         finally:
-            rec.leave(region)
+            tl = monotonic_ns()
+            rec.leave_at(tl, region)
+            rec.back(tl)
 
     # the protocol threading.Condition uses with an RLock
     def _is_owned(self) -> bool:

@@ -12,7 +12,8 @@ MPI_PREFIX = "MPI_"
 
 #: Wait-state keys in report order.
 WAIT_STATES: tuple[str, ...] = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier",
-                                "late_broadcast", "early_reduce", "wait_create", "wait_free")
+                                "late_broadcast", "early_reduce", "wait_create", "wait_free",
+                                "partitioned_late_sender", "partitioned_late_receiver")
 #: Behaviour categories of :func:`breakdown`; per location they add up to its time.
 CATEGORIES: tuple[str, ...] = ("execution", "flush", *WAIT_STATES, "other_mpi")
 LABELS: dict[str, str] = {
@@ -26,6 +27,8 @@ LABELS: dict[str, str] = {
     "early_reduce": "Early Reduce",
     "wait_create": "Wait at Create",
     "wait_free": "Wait at Free",
+    "partitioned_late_sender": "P-Late Sender",  # MPI-4 partitioned (analysis.partitioned)
+    "partitioned_late_receiver": "P-Late Receiver",
     "other_mpi": "other MPI",
 }
 

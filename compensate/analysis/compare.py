@@ -13,6 +13,7 @@ from compensate.analysis.calls import (
     WAIT_STATES,
     calls_of,
 )
+from compensate.analysis.hybrid import HYBRID_STATES, HybridWaits, hybrid_waits
 from compensate.analysis.profile import (
     Profile,
     profile,
@@ -21,7 +22,7 @@ from compensate.analysis.waitstates import (
     WaitStates,
     wait_states,
 )
-from compensate.matching import Matching
+from compensate.matching import Matching, match
 from compensate.model import Trace, TraceError
 
 
@@ -39,6 +40,8 @@ class Breakdown:
     profile: Profile
     waits: WaitStates
     by_location: dict[str, dict[int, float]]
+    #: thread and accelerator wait states, outside the categories (analysis.hybrid)
+    hybrid: HybridWaits | None = None
 
     def total(self, category: str) -> float:
         return sum(self.by_location[category].values())
@@ -54,6 +57,7 @@ def breakdown(trace: Trace, matching: Matching | None = None, *,
     """Profile, wait states and the behaviour split of ``trace`` in one pass."""
     calls = calls_of(trace)
     prof = profile(trace, calls)
+    matching = matching if matching is not None else match(trace, eager_limit=eager_limit)
     waits = wait_states(trace, matching, eager_limit=eager_limit, calls=calls)
     out: dict[str, dict[int, float]] = {c: {} for c in CATEGORIES}
     for loc, p in prof.locations.items():
@@ -64,7 +68,7 @@ def breakdown(trace: Trace, matching: Matching | None = None, *,
         for s in WAIT_STATES:
             out[s][loc] = waits.by_location[s].get(loc, 0.0)
         out["other_mpi"][loc] = p.mpi - p.flush_in_mpi - waits.at(loc)
-    return Breakdown(prof, waits, out)
+    return Breakdown(prof, waits, out, hybrid_waits(trace, matching))
 
 
 @dataclass
@@ -137,7 +141,16 @@ class Comparison:
             "locations": {str(loc): {"difference": self.location_diff(loc),
                                      "percent": _json_num(self.location_percent(loc))}
                           for loc in self.locations},
+            "hybrid": {s: {"measured": m, "approximated": a, "difference": m - a}
+                       for s, m, a in self.hybrid_rows()},
         }
+
+    def hybrid_rows(self) -> list[tuple[str, float, float]]:
+        """(state, measured, approximated seconds) of the thread and accelerator wait
+        states (:mod:`compensate.analysis.hybrid`)."""
+        m, a = self.measured.hybrid, self.approximated.hybrid
+        return [(s, m.total(s) if m else 0.0, a.total(s) if a else 0.0)
+                for s in HYBRID_STATES]
 
 
 def compare(measured: Trace, approximated: Trace, *, eager_limit: int | None = None

@@ -1,7 +1,8 @@
 """The KOJAK/Scalasca wait-state patterns: Late Sender, Late Receiver, Wait at N×N,
 Wait at Barrier, Late Broadcast, Early Reduce, and Wait at Create / Wait at Free
-for communicator and window creation and freeing (Score-P's handle collectives)
-(definitions: docs/analysis.md)."""
+for communicator and window creation and freeing (Score-P's handle collectives),
+and the MPI-4 partitioned Late Sender / Late Receiver
+(:mod:`compensate.analysis.partitioned`) (definitions: docs/analysis.md)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from compensate.analysis.calls import (
     calls_of,
     trace_origin,
 )
+from compensate.analysis.partitioned import partitioned_waits
 from compensate.matching import Matching, match
 from compensate.matching.collectives import CREATE, FREE, N_TO_N, N_TO_ONE, ONE_TO_N
 from compensate.model import Definitions, Trace
@@ -166,6 +168,11 @@ def wait_states(trace: Trace, matching: Matching | None = None, *,
         else:
             w = np.clip(enter[others].max() - enter[r], 0, span[r])
             add("early_reduce", locs_a[r:r + 1], enter[r:r + 1], np.array([w]))
+    # --- MPI-4 partitioned (compensate.analysis.partitioned)
+    if matching.partitioned.transfers:
+        for state, (loc, start, wait) in partitioned_waits(matching, calls,
+                                                           _call_times).items():
+            add(state, loc, start, wait)
     return WaitStates(by_loc, inst)
 
 

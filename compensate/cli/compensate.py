@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import compensate.interrupt as interrupt
+import compensate.overhead as overhead_choice
 from compensate import __version__
 from compensate.api import build_summary, resolve_platform, run_pipeline
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
@@ -42,7 +43,8 @@ EXIT_VERIFY, EXIT_OVERCOMPENSATED = 4, 5
 
 PLATFORM_HINT = ("give --platform FILE.json (write one with `calibrate`, or by hand: "
                  '{"event_overhead": 1e-6, "copy_time": [{"bytes": 1024, "seconds": 1e-7}]}) '
-                 "or --overhead DURATION (e.g. 250ns)")
+                 "or --overhead DURATION (e.g. 250ns), or --overhead estimate (from the "
+                 "trace's own records)")
 
 
 class _Usage(Exception):
@@ -73,7 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--platform", metavar="FILE.json", help="platform file (overhead, copy cost)")
     p.add_argument("--overhead", metavar="DURATION",
                    help="per-record overhead for every record kind, e.g. 250ns, 1.5us, 2e-6; "
-                        "overrides the platform file's")
+                        "overrides the platform file's and the trace's in-situ one; "
+                        "'insitu': the trace's in-situ overhead (the default when no "
+                        "--platform is given); 'estimate': estimated from the trace's "
+                        "records (for traces without one)")
     p.add_argument("--collective-exit", choices=COLLECTIVE_EXITS, default="uniform",
                    help="n-to-n exits: uniform (eq. 12) or per-process (eq. 13)")
     p.add_argument("--eager-limit", metavar="BYTES", type=int, default=None,
@@ -113,8 +118,28 @@ def _limit(text: str) -> tuple[float, bool]:
 
 
 def load_platform(args: argparse.Namespace) -> Platform | None:
-    """``--platform`` with its overhead replaced by ``--overhead`` (as the API does)."""
-    return resolve_platform(args.platform or None, args.overhead)
+    """``--platform`` with its overhead replaced by ``--overhead`` (as the API does;
+    an ``--overhead`` keyword such as ``insitu`` replaces nothing here)."""
+    keyword = args.overhead in overhead_choice.KEYWORDS
+    return resolve_platform(args.platform or None, None if keyword else args.overhead)
+
+
+def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
+    """The platform to use and the summary's ``overhead`` object
+    (:func:`compensate.overhead.choose`: command line, platform file, the trace's
+    in-situ tables, or an estimate)."""
+    from compensate.formats import read_chunks
+
+    def definitions():
+        defs, chunks = read_chunks(args.input)
+        chunks.close()
+        return defs
+
+    try:
+        return overhead_choice.choose(load_platform(args), args.overhead, definitions,
+                                      lambda: read_trace(args.input), args.bound != "none")
+    except ValueError as exc:
+        raise _Usage(str(exc), synopsis=False) from None
 
 
 def _time_fraction(defs) -> Callable[[int], float | None]:
@@ -189,9 +214,10 @@ def _run(argv: list[str] | None) -> int:
         trace_format(args.output)
     except ValueError as exc:
         raise _Usage(str(exc)) from None
-    platform = load_platform(args)
+    platform, overhead_info = choose_overhead(args)
     if platform is None and args.bound != "none":
         raise _Usage(f"no platform: {PLATFORM_HINT}", synopsis=False)
+    args.overhead_info = overhead_info
     target = output_target(args.input, args.output, args.force)
     show = not args.quiet and sys.stderr.isatty()
     outputs = _Outputs(args, target)
@@ -301,7 +327,8 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         result = compensate_stream(
             defs, interrupt.checkpoints(chunks, "read"), plat,
             EngineOptions(bound=bound, collective_exit=args.collective_exit,
-                          network_time=outcome.fit if outcome else None),
+                          network_time=outcome.fit if outcome else None,
+                          fit_links=args.bound == "fitted" and bound == "lower"),
             write, source=str(args.input), eager_limit=args.eager_limit,
             progress=on_progress, advance=advance, strict=args.strict)
         progress.close()
@@ -352,11 +379,14 @@ def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, 
         collective_exit=args.collective_exit, eager_limit=args.eager_limit, platform=platform,
         stats=stats, verification=check, counts=counts, fit_outcome=outcome, records=records,
         locations=locations, resolution=resolution, measured=measured,
-        approximated=approximated, nesting=nesting)
+        approximated=approximated, nesting=nesting,
+        overhead=getattr(args, "overhead_info", None))
     summary["_bound_text"] = f"{args.bound} bound"
     if outcome is not None:
         from compensate.engine.fit import summary_phrase
         summary["_bound_text"] = summary_phrase(summary["fit"])
+    if summary.get("overhead") and args.bound != "none":
+        summary["_bound_text"] += ", " + overhead_choice.phrase(summary["overhead"])
     return summary
 
 

@@ -32,6 +32,7 @@ from compensate.analysis import (
     breakdown,
     compare,
 )
+from compensate.analysis.hybrid import HYBRID_LABELS, HYBRID_STATES
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
 from compensate.formats import AtomicFile, OutputError, read_trace, trace_format
 from compensate.model import Trace, TraceError
@@ -114,6 +115,7 @@ def format_profile(bd: Breakdown, top: int = 10) -> str:
         share = _pct(100 * t / p.mpi if p.mpi else float("nan"))
         lines.append(f"{LABELS[s]:<16}  {t * wk:12.3f}  {share:>8}  {bd.waits.count(s):7d}  "
                      f"{most}".rstrip())
+    lines += _hybrid_table(bd)
     regions = p.region_totals()
     if regions and top > 0:
         lines.append("")
@@ -127,6 +129,26 @@ def format_profile(bd: Breakdown, top: int = 10) -> str:
             lines.append(f"{r.name:<{rw}}  {r.visits:8d}  {r.inclusive * rk:15.3f}  "
                          f"{r.exclusive * rk:15.3f}")
     return "\n".join(lines)
+
+
+def _hybrid_table(bd: Breakdown) -> list[str]:
+    """Thread and accelerator wait states (docs/analysis.md), for a trace that has
+    thread synchronisation or accelerator streams (else no lines)."""
+    h = bd.hybrid
+    if h is None or not h.present:
+        return []
+    hunit, hk = _unit(max(h.total(s) for s in HYBRID_STATES) or bd.profile.span)
+    w = max(len(HYBRID_LABELS[s]) for s in HYBRID_STATES)
+    lines = ["", f"{'threads and accelerators':<{w}}  {_h('time', hunit)}  {'count':>7}  most on"]
+    for s in HYBRID_STATES:
+        t = h.total(s)
+        most = ""
+        if t > 0:
+            loc = max(h.by_location[s], key=h.by_location[s].get)
+            most = f"location {loc} ({100 * h.by_location[s][loc] / t:.0f} %)"
+        lines.append(f"{HYBRID_LABELS[s]:<{w}}  {t * hk:12.3f}  {h.counts.get(s, 0):7d}  "
+                     f"{most}".rstrip())
+    return lines
 
 
 def _uncounted(p: Profile) -> list[str]:
@@ -178,6 +200,12 @@ def format_comparison(cmp: Comparison) -> str:
         lm, la = m.locations[loc], a.locations[loc]
         lines.append(row(_row_label(loc, lm.label), lm.duration, la.duration,
                          cmp.location_diff(loc), cmp.location_percent(loc)))
+    if any(b.hybrid is not None and b.hybrid.present
+           for b in (cmp.measured, cmp.approximated)):
+        lines.append("")
+        lines.append("threads and accelerators (outside the sum above)")
+        for s, mv, av in cmp.hybrid_rows():
+            lines.append(row(HYBRID_LABELS[s], mv, av, mv - av, None))
     lines.append("(difference = measured - approximated)")
     return "\n".join(lines)
 
@@ -227,6 +255,12 @@ REPORT_SCHEMA: dict = {
                             "type": "object", "required": ["total", "count", "by_location"],
                             "properties": {"total": _NUM, "count": {"type": "integer"},
                                            "by_location": _PER_LOC}}},
+                    "hybrid": {"oneOf": [{"type": "null"}, {
+                        "type": "object", "required": list(HYBRID_STATES),
+                        "additionalProperties": {
+                            "type": "object", "required": ["total", "count", "by_location"],
+                            "properties": {"total": _NUM, "count": {"type": "integer"},
+                                           "by_location": _PER_LOC}}}]},
                     "breakdown": {
                         "type": "object", "required": list(CATEGORIES),
                         "additionalProperties": {
@@ -259,6 +293,9 @@ REPORT_SCHEMA: dict = {
                      "locations": {"type": "object", "additionalProperties": {
                          "type": "object", "required": ["difference", "percent"],
                          "properties": {"difference": _NUM, "percent": _NUM_OR_NULL}}},
+                     "hybrid": {"type": "object", "additionalProperties": {
+                         "type": "object",
+                         "required": ["measured", "approximated", "difference"]}},
                  }},
             ],
         },
@@ -273,7 +310,9 @@ def report_dict(traces: list[tuple[Trace, Breakdown]], cmp: Comparison | None) -
         "unit": "s",
         "traces": [{"path": t.source, "records": t.record_count,
                     "profile": bd.profile.to_dict(), "wait_states": bd.waits.to_dict(),
-                    "breakdown": bd.to_dict()} for t, bd in traces],
+                    "breakdown": bd.to_dict(),
+                    "hybrid": bd.hybrid.to_dict() if bd.hybrid is not None else None}
+                   for t, bd in traces],
         "comparison": cmp.to_dict() if cmp is not None else None,
     }
 

@@ -49,6 +49,8 @@ import numpy as np
 
 from compensate.matching import Matching
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
+from compensate.matching.partitioned import fit_candidates
+from compensate.matching.rma import observed_transfers
 from compensate.model import BUFFER_FLUSH, KIND_CODE, SEND, Trace
 from compensate.platform import Platform
 
@@ -78,6 +80,7 @@ class Observations:
     seconds: np.ndarray  # float64
     p2p: int = 0  # how many came from point-to-point messages
     collective: int = 0  # ... and from collectives' implied messages (1-to-n, n-to-1)
+    rma: int = 0  # ... and from RMA transfers to a target's epoch end (R10)
 
     def __len__(self) -> int:
         return int(self.sizes.size)
@@ -128,7 +131,8 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     sync_post_idx, group). ``is_p2p``: 0 collective, 1 point-to-point, 2
     point-to-point taken by a matched probe (the receive record copies nothing in).
 
-    Point-to-point messages between two locations; per non-root member of a 1-to-n
+    Point-to-point messages between two locations; MPI-4 partition messages
+    (:func:`compensate.matching.partitioned.fit_candidates`); per non-root member of a 1-to-n
     collective the message from the root's begin (request) to the member's end
     (completion); per non-root member of an n-to-1 collective the message from its
     begin (request) to the root's end (completion), ``group`` numbering the instance
@@ -165,6 +169,9 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
                 rows.append((loc, b[i], send_exit[i], inst.root, recv_enter[r], e[r],
                              inst.size_sent[i], 0, -1, group))
         group += inst.cls == N_TO_ONE
+    partitioned = getattr(matching, "partitioned", None)
+    if partitioned is not None and partitioned.messages:  # MPI-4 partitions (R11)
+        rows += fit_candidates(trace, partitioned, group)
     return np.array(rows, dtype=np.int64).reshape(-1, 10)
 
 
@@ -199,7 +206,6 @@ class _Columns:
 def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
     """Concatenate every location's times, with overheads and copies applied."""
     res = float(trace.definitions.timer_resolution)
-    ovh = platform.overhead_table() * res
     offsets, times, after, free = {}, [], [], []
     n = 0
     for loc, ev in trace.events.items():
@@ -207,7 +213,7 @@ def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
         n += len(ev)
         t = ev.time.astype(np.float64)
         a = np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time).astype(np.float64)
-        a += ovh[ev.kind]
+        a += platform.location_overheads(loc, ev.kind, ev.region) * res
         sends = np.flatnonzero(np.isin(ev.kind, _EAGER_SENDS))
         f = a.copy()
         if sends.size:
@@ -261,7 +267,7 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     cand = _candidates(trace, matching)
     cand = cand[(cand[:, 4] >= 0) & (cand[:, 5] > 0)]  # the receive needs a record before it
     if cand.shape[0] == 0:
-        return Observations(np.zeros(0, dtype=np.int64), np.zeros(0))
+        cand = np.zeros((0, 10), dtype=np.int64)
     col = _flat_columns(trace, platform)
     tm, after, free = col.time, col.after, col.free
     res = float(trace.definitions.timer_resolution)
@@ -279,9 +285,14 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     last = _last_of_groups(group, after[send] + copy, size)
     keep = overlapped & waited & posted_first & last
     net = tm[recv] - after[send] - (copy + cs)  # after[send] = send_m + O(MpiSend)
-    return Observations(size[keep].astype(np.int64), net[keep] / res,
+    r_size, r_net = observed_transfers(  # RMA transfers (R10)
+        trace, matching.rma, platform.overhead_table() * res,
+        lambda s: float(platform.copy_time(s)) * res)
+    return Observations(np.r_[size[keep].astype(np.int64), np.array(r_size, np.int64)],
+                        np.r_[net[keep] / res, np.array(r_net) / res],
                         p2p=int(np.count_nonzero(keep & (is_p2p >= 1))),
-                        collective=int(np.count_nonzero(keep & (is_p2p == 0))))
+                        collective=int(np.count_nonzero(keep & (is_p2p == 0))),
+                        rma=len(r_size))
 
 
 # -- fitting ------------------------------------------------------------------------

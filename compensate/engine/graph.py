@@ -68,6 +68,7 @@ class Graph:
         res = float(trace.definitions.timer_resolution)
         self.res = res
         self.ovh = platform.overhead_table() * res  # ticks per kind code
+        self.dev_ovh = platform.device_overhead * res  # ticks per accelerator record
         self.loc_ids = list(trace.events)
         self.evs = [trace.events[loc] for loc in self.loc_ids]
         self.pos_of = {loc: li for li, loc in enumerate(self.loc_ids)}
@@ -100,17 +101,18 @@ class Graph:
         """tm (measured, float ticks from t0) and the clamped R1 gaps, all locations
         end to end; BufferFlush statistics."""
         res, t0, stats = self.res, self.t0, self.stats
-        tms, gaps, devs = [], [], []
+        tms, gaps, devs, rovh = [], [], [], []
         defs = self.trace.definitions.locations
         for loc, ev, (pinned, carry) in zip(self.loc_ids, self.evs, self.pins, strict=True):
             tm = (ev.time - t0).astype(np.float64)
             n = len(tm)
-            o = self.ovh[ev.kind].copy()
+            o = self.platform.location_overheads(loc, ev.kind, ev.region) * res
+            rovh.append(o.copy())
             if loc in defs and defs[loc].is_metric:  # mapped afterwards, not R1: no
                 o[:] = 0.0  # overhead charged, no overcompensation counted (engine.metrics)
             device = loc in defs and defs[loc].is_device
-            if device:  # device activity is not dilated by host tracing (R9): the
-                o[:] = 0.0  # platform file has no device overhead, so it is zero
+            if device:  # device activity is not dilated by host tracing (R9): only the
+                o[:] = self.dev_ovh  # platform file's device_overhead (default 0)
             devs.append(np.full(n, device))
             flush = np.flatnonzero(ev.kind == BUFFER_FLUSH)
             if flush.size:
@@ -132,6 +134,9 @@ class Graph:
         self.gap = np.concatenate(gaps) if gaps else np.zeros(0)
         #: per record: on an accelerator stream (no tracer overhead, :meth:`kind_ovh`)
         self.device = np.concatenate(devs) if devs else np.zeros(0, bool)
+        #: per record: its tracer overhead in ticks (by location, kind and region:
+        #: Platform.location_overheads), before the metric/device/flush adjustments
+        self.rovh = np.concatenate(rovh) if rovh else np.zeros(0)
         self.kind = (np.concatenate([ev.kind for ev in self.evs]).astype(np.int64)
                      if self.evs else np.zeros(0, np.int64))
         self.size = (np.concatenate([ev.size for ev in self.evs]).astype(np.int64)
@@ -179,8 +184,9 @@ class Graph:
         return np.array([self.copy(s) for s in u.tolist()], dtype=np.float64)[inv.reshape(-1)]
 
     def kind_ovh(self, g: int) -> float:
-        """The tracer overhead of record ``g`` (ticks): by kind, 0 on a device."""
-        return 0.0 if self.device[g] else float(self.ovh[self.kind[g]])
+        """The tracer overhead of record ``g`` (ticks): by location and kind, on a
+        device the platform's device overhead (default 0)."""
+        return self.dev_ovh if self.device[g] else float(self.rovh[g])
 
     def g(self, li: int, idx: int) -> int:
         """Global record number of record ``idx`` of location position ``li``."""
@@ -209,7 +215,7 @@ class Graph:
         k = ev.kind[prev]
         gp = self.g(li, prev)
         start = float(ev.size[prev] - self.t0) if k == BUFFER_FLUSH else self.tm[gp]
-        free = start + float(self.ovh[k]) + self.extra(li, idx)
+        free = start + float(self.rovh[gp]) + self.extra(li, idx)
         recv_m = self.tm[gp + 1]
         if message_was_late(recv_m, cs, free, self.tm[gp]):
             return "message"
@@ -367,7 +373,7 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
     cs = np.where(t.no_recv_copy, 0.0, copy)
     lo = copy + cs
     enter_m = np.where(has_enter, tm[eg], recv_m)
-    observed = recv_m - send_m - graph.ovh[graph.kind[sg]]
+    observed = recv_m - send_m - graph.rovh[sg]
     overlapped = enter_m <= tm[xg]
     extra = np.zeros(n)
     has_prev = t.recv_idx > 0

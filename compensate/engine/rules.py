@@ -40,6 +40,7 @@ class Context:
     bound: str
     network_ticks: Callable[[int], float] | None
     cases: dict
+    links: str = ""  # the bound of R8/R9's links if not ``bound`` (EngineOptions.fit_links)
 
 
 @dataclass(slots=True)

@@ -54,6 +54,10 @@ class EngineOptions:
     # bound="fitted": network time in seconds of an s-byte message (without the two
     # buffer copies), e.g. a latency + bytes/bandwidth fit to the observed transfers
     network_time: Callable[[int], float] | None = None
+    # bound="lower" standing in for "fitted" (too few transfers to fit the network):
+    # thread and device links (R8, R9) still take the least latency the trace
+    # observed for their kind, which needs no network fit
+    fit_links: bool = False
 
     def __post_init__(self) -> None:
         if self.bound not in BOUNDS:
@@ -121,7 +125,8 @@ class _Engine:
         self.graph = Graph(trace, platform, opts.bound, opts.collective_exit, opts.network_time,
                            matching, self.stats, t0, pins)
         self.graph.set_rules(rules_of(self.graph, matching))
-        self.ctx = Context(opts.bound, network, self.stats.p2p_cases)
+        self.ctx = Context(opts.bound, network, self.stats.p2p_cases,
+                           "fitted" if opts.fit_links else opts.bound)
         self.t0 = self.graph.t0
 
     def run(self) -> dict[int, np.ndarray]:

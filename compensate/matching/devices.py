@@ -17,15 +17,21 @@ message, timed like R8):
   in a loop repeats its id; a launch precedes its kernel). The parameter's name is
   not needed (the text format carries only its reference): the pairing by value
   between a device parameter and a host parameter is the link.
-* ``synchronize``: a device ``Leave`` -> the ``Leave`` of every host call of the
-  same process whose region name contains "synchronize" (any case:
-  hipDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, ...) and
-  that was in progress when the device's Leave happened, measured strictly:
-  ``enter_m <= leave_dev_m < leave_sync_m`` (the call started before the
-  activity ended and returned after it: it waited for it, or at least it cannot
-  have returned before the activity it may have waited for; a synchronize call
-  of another stream in progress at that moment is constrained too, which is
-  conservative).
+* ``synchronize``: a host call whose region name contains "synchronize" (any
+  case: hipDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, ...)
+  returns after the device activity that ended before it returned: per stream of
+  the same process, the last device ``Leave`` with ``after_m <= leave_dev_m <
+  leave_sync_m`` -> the call's ``Leave``, where ``after_m`` is the Leave of the
+  same thread's previous synchronize call (-inf for its first; what ended earlier
+  is ordered through that call). This holds whether the call waited for the
+  activity (it ended during the call) or not: a call that in the measured run
+  found the work already done (the host was slowed down by the tracer) may well
+  have waited for it in the uninstrumented run, and without the link its
+  compensated Leave could come before the activity's end (ground truth, the
+  ``gpu`` program of :mod:`compensate.simulate.hybrid`). The trace does not say
+  which stream or event a stream or event synchronize waited for, so every stream
+  of the process is constrained, which is conservative: it can delay a call past
+  another stream's activity, never let it return before its own.
 
 Dependencies need a host and a device location of one process; records whose
 partner is missing (a device Enter with a parameter no host record has) are
@@ -129,39 +135,42 @@ def _synchronizes(trace: Trace, devices: list[int], hosts: list[int],
     if not regions:
         return
     proc = defs.process_of
-    # process -> [(enter time, leave time, loc, leave index)] of synchronize calls
-    calls: dict[int, list] = defaultdict(list)
+    # per stream, the measured times of its Leaves (in order)
+    leaves = {}
+    for loc in devices:
+        ev = trace.events[loc]
+        idx = np.flatnonzero(ev.kind == LEAVE)
+        leaves[loc] = (idx, ev.time[idx])
+    streams: dict[int, list[int]] = defaultdict(list)
+    for loc in devices:
+        streams[proc(loc)].append(loc)
     for loc in hosts:
+        mine = streams.get(proc(loc))
+        if not mine:
+            continue
         ev = trace.events[loc]
         sel = np.flatnonzero(((ev.kind == ENTER) | (ev.kind == LEAVE))
                              & np.isin(ev.region, list(regions))).tolist()
-        open_: dict[int, list[int]] = defaultdict(list)
+        depth: dict[int, int] = defaultdict(int)
+        after = -1  # the measured Leave of this thread's previous synchronize call
         for i in sel:
             r = int(ev.region[i])
             if ev.kind[i] == ENTER:
-                open_[r].append(int(ev.time[i]))
-            elif open_[r]:
-                calls[proc(loc)].append((open_[r].pop(), int(ev.time[i]), loc, i))
-    for loc in devices:
-        ev = trace.events[loc]
-        mine = calls.get(proc(loc), [])
-        if not mine:
-            continue
-        enter = np.array([c[0] for c in mine], dtype=np.int64)
-        leave = np.array([c[1] for c in mine], dtype=np.int64)
-        by_call: dict[int, list] = defaultdict(list)
-        for i in np.flatnonzero(ev.kind == LEAVE).tolist():
+                depth[r] += 1
+                continue
+            if depth[r] == 0:
+                continue
+            depth[r] -= 1
             t = int(ev.time[i])
-            for c in np.flatnonzero((enter <= t) & (t < leave)).tolist():
-                by_call[c].append((loc, i))
-        for c, sends in by_call.items():
-            _, _, h_loc, h_i = mine[c]
-            # only the device's last Leave within the call matters per location
-            last = {}
-            for s_loc, s in sends:
-                last[s_loc] = max(last.get(s_loc, -1), s)
-            deps.syncs.append(ThreadSync("synchronize", (h_loc, h_i),
-                                         [(s_loc, s) for s_loc, s in last.items()]))
+            sends = []
+            for s_loc in mine:
+                idx, times = leaves[s_loc]
+                j = int(np.searchsorted(times, t, side="left")) - 1  # last Leave < t
+                if j >= 0 and times[j] >= after:
+                    sends.append((s_loc, int(idx[j])))
+            after = t
+            if sends:
+                deps.syncs.append(ThreadSync("synchronize", (loc, i), sends))
 
 
 __all__ = ["DEP_KINDS", "DeviceDeps", "is_synchronize", "match_devices"]

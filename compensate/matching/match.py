@@ -32,7 +32,11 @@ from compensate.matching.collectives import (
     collective_class,
 )
 from compensate.matching.devices import DeviceDeps, match_devices
+from compensate.matching.legacy import match_legacy
 from compensate.matching.p2p import Message, MessageTable, match_p2p
+from compensate.matching.partitioned import PartitionedDeps, match_partitioned
+from compensate.matching.rma import RmaDeps, match_rma
+from compensate.matching.tasks import match_tasks
 from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.model import (
     COLL_BEGIN,
@@ -64,6 +68,10 @@ class Matching:
     threads: ThreadDeps = field(default_factory=ThreadDeps)
     #: host/device: launch -> kernel, kernel end -> synchronize (:mod:`.devices`)
     devices: DeviceDeps = field(default_factory=DeviceDeps)
+    #: MPI-4 partitioned: Pready -> Parrived / receive completion (:mod:`.partitioned`)
+    partitioned: PartitionedDeps = field(default_factory=PartitionedDeps)
+    #: MPI one-sided: fences, post/start/complete/wait, locks, transfers (:mod:`.rma`)
+    rma: RmaDeps = field(default_factory=RmaDeps)
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
@@ -103,6 +111,8 @@ class Matching:
             "unknown_collective_ops": self.unknown_ops,
             "threads": self.threads.counts(),
             "devices": self.devices.counts(),
+            "partitioned": self.partitioned.counts(),
+            "rma": self.rma.counts(),
             "nesting": {"leaves_out_of_order": self.leaves_out_of_order,
                         "leaves_without_enter": self.leaves_without_enter},
         }
@@ -455,6 +465,8 @@ def match_thread_syncs(trace: Trace, structure: dict, posting: dict, eager_limit
     """Thread synchronisation (OpenMP fork/join and locks, Pthreads create/join):
     :func:`compensate.matching.threads.match_threads`."""
     result.threads = match_threads(trace)
+    match_legacy(trace, result.threads)
+    match_tasks(trace, result.threads)
 
 
 def match_device_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
@@ -464,10 +476,24 @@ def match_device_syncs(trace: Trace, structure: dict, posting: dict, eager_limit
     result.devices = match_devices(trace)
 
 
+def match_rma_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
+                    result: Matching) -> None:
+    """MPI one-sided communication (R10): :func:`compensate.matching.rma.match_rma`."""
+    result.rma = match_rma(trace)
+
+
 #: What :func:`match` links, one matcher per family of records, each filling its
 #: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
 #: handler in :mod:`compensate.engine.kinds`).
-MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs)
+def match_partitioned_ops(trace: Trace, structure: dict, posting: dict,
+                          eager_limit: int | None, result: Matching) -> None:
+    """MPI-4 partitioned point-to-point (Pready -> Parrived or the receive's
+    completion): :func:`compensate.matching.partitioned.match_partitioned`."""
+    result.partitioned = match_partitioned(trace)
+
+
+MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs,
+            match_partitioned_ops, match_rma_syncs)
 
 
 def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:

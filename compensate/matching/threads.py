@@ -14,7 +14,9 @@ the same process (the *senders*), like a zero-byte message:
   ThreadJoin (the first one after the master's ThreadTeamEnd).
 * ``lock``: ThreadReleaseLock of acquisition ``k - 1`` -> ThreadAcquireLock of
   acquisition ``k`` of the same lock (model, lock id) within one process
-  (OpenMP locks and critical sections, Pthread mutexes alike).
+  (OpenMP locks and critical sections, Pthread mutexes alike; the legacy
+  OmpReleaseLock / OmpAcquireLock of older Score-P carry the same lock id and
+  acquisition order, model OpenMP).
 * ``barrier``: an OpenMP barrier (a region of role BARRIER or IMPLICIT_BARRIER
   and paradigm OPENMP, :data:`compensate.model.BARRIER_ROLES`) entered by the
   members of a team instance: the b-th barrier region each member enters inside
@@ -26,6 +28,9 @@ the same process (the *senders*), like a zero-byte message:
 * ``create``: ThreadCreate -> the ThreadBegin with the same thread contingent and
   sequence count; ``end``: ThreadEnd -> the ThreadWait with the same pair
   (Pthreads: create/join).
+* ``task``: a task's create -> its first switch on another thread; ``taskwait``:
+  the completes of the tasks a barrier or taskwait waited for -> its Leave
+  (:mod:`compensate.matching.tasks`, added to these by the matcher).
 
 Dependencies within one location are ordered by the location itself and left
 out. The fields are read from the records' payloads (an OTF2 event object, or
@@ -58,10 +63,13 @@ TEAM_BEGIN, TEAM_END = KIND_CODE["ThreadTeamBegin"], KIND_CODE["ThreadTeamEnd"]
 ACQUIRE, RELEASE = KIND_CODE["ThreadAcquireLock"], KIND_CODE["ThreadReleaseLock"]
 CREATE, BEGIN = KIND_CODE["ThreadCreate"], KIND_CODE["ThreadBegin"]
 END, WAIT = KIND_CODE["ThreadEnd"], KIND_CODE["ThreadWait"]
-THREAD_KINDS = (FORK, JOIN, TEAM_BEGIN, TEAM_END, ACQUIRE, RELEASE, CREATE, BEGIN, END, WAIT)
+#: the legacy lock records of older Score-P (OTF2 1.0/1.1): OpenMP locks, no model field
+OMP_ACQUIRE, OMP_RELEASE = KIND_CODE["OmpAcquireLock"], KIND_CODE["OmpReleaseLock"]
+THREAD_KINDS = (FORK, JOIN, TEAM_BEGIN, TEAM_END, ACQUIRE, RELEASE, CREATE, BEGIN, END, WAIT,
+                OMP_ACQUIRE, OMP_RELEASE)
 
 #: dependency kinds, in the order of :attr:`ThreadDeps.counts`
-DEP_KINDS = ("fork", "join", "lock", "create", "end")
+DEP_KINDS = ("fork", "join", "lock", "create", "end", "task", "taskwait")
 
 
 @dataclass
@@ -233,11 +241,13 @@ def _locks(trace: Trace, recs: dict, deps: ThreadDeps, process_of) -> None:
         proc = process_of(loc)
         for i in idx:
             k = int(ev.kind[i])
-            if k not in (ACQUIRE, RELEASE):
+            if k not in (ACQUIRE, RELEASE, OMP_ACQUIRE, OMP_RELEASE):
                 continue
-            key = (proc, _need(trace, loc, i, "model"), _need(trace, loc, i, "lock_id"))
+            model = "OPENMP" if k in (OMP_ACQUIRE, OMP_RELEASE) else \
+                _need(trace, loc, i, "model")
+            key = (proc, model, _need(trace, loc, i, "lock_id"))
             order = int(_need(trace, loc, i, "acquisition_order"))
-            if k == RELEASE:
+            if k in (RELEASE, OMP_RELEASE):
                 releases[key + (order,)] = (loc, i)
             else:
                 acquires.append((key + (order - 1,), loc, i))

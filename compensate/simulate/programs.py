@@ -25,6 +25,20 @@ op (constructor)                       meaning
                                        :data:`compensate.model.COLLECTIVE_OPS`; see the
                                        shortcuts ``barrier()``, ``allreduce(n)``, ...
 ``flush()``                            a trace BufferFlush at this point
+``psend_init(dest, nbytes, parts,      MPI-4 partitioned send / receive setup; then
+tag, handle)``, ``precv_init(...)``    ``pstart(handle)``, ``pready(handle, i)``,
+                                       ``parrived(handle, j)`` (returns true),
+                                       ``ptest(handle, j)`` (returns false),
+                                       ``pwait(handle)``
+                                       (:mod:`compensate.simulate.partitioned`)
+``win_create()`` / ``win_free()``      MPI_Win_create / MPI_Win_free of the one RMA window
+``win_fence()``                        MPI_Win_fence on it
+``rma_put(target, nbytes)``            MPI_Put (``rma_accumulate``: MPI_Accumulate;
+                                       ``rma_fetch_add(target)``: MPI_Fetch_and_op)
+``win_post(origins)`` ...              MPI_Win_post / ``win_start(targets)`` /
+                                       ``win_complete()`` / ``win_wait(origins)``
+``win_lock(target, excl, ticket)``     MPI_Win_lock; ``ticket`` fixes the grant order per
+                                       target; ``win_unlock(target)`` MPI_Win_unlock
 =====================================  ==================================================
 
 A destination or source may be :data:`REPLY`: the sender of this rank's most recent
@@ -68,6 +82,9 @@ class Program:
     name: str
     ops: list[list[Op]]
     params: dict[str, Any] = field(default_factory=dict)
+    #: extra locations of the processes: ``(rank, "CPU_THREAD" | "ACCELERATOR_STREAM",
+    #: ops)`` (:mod:`compensate.simulate.threads`; a stream's ops are empty)
+    threads: list[tuple[int, str, list[Op]]] = field(default_factory=list)
 
     @property
     def ranks(self) -> int:
@@ -194,9 +211,104 @@ def gather(nbytes: int, root: int) -> Op:
     return collective("GATHER", nbytes, root)
 
 
+def psend_init(dest: int, nbytes: int, parts: int, tag: int, handle: Hashable) -> Op:
+    """MPI_Psend_init of an ``nbytes`` buffer in ``parts`` partitions to ``dest``."""
+    return ("psend_init", dest, tag, nbytes, parts, handle)
+
+
+def precv_init(source: int, nbytes: int, parts: int, tag: int, handle: Hashable) -> Op:
+    """MPI_Precv_init of an ``nbytes`` buffer in ``parts`` partitions from ``source``."""
+    return ("precv_init", source, tag, nbytes, parts, handle)
+
+
+def pstart(handle: Hashable) -> Op:
+    """MPI_Start of a partitioned request."""
+    return ("pstart", handle)
+
+
+def pready(handle: Hashable, partition: int) -> Op:
+    """MPI_Pready of one send partition."""
+    return ("pready", handle, partition)
+
+
+def parrived(handle: Hashable, partition: int) -> Op:
+    """MPI_Parrived polled until it returns true (one recorded call)."""
+    return ("parrived", handle, partition)
+
+
+def ptest(handle: Hashable, partition: int) -> Op:
+    """MPI_Parrived that returns false (the program polls before the data can be there)."""
+    return ("ptest", handle, partition)
+
+
+def pwait(handle: Hashable) -> Op:
+    """MPI_Wait on a partitioned request."""
+    return ("pwait", handle)
+
+
 def flush() -> Op:
     """A tracer buffer flush (its duration is a simulator parameter)."""
     return ("flush",)
+
+
+def win_create() -> Op:
+    """MPI_Win_create of the RMA window (collective over COMM_WORLD)."""
+    return ("win_create",)
+
+
+def win_free() -> Op:
+    """MPI_Win_free of the RMA window."""
+    return ("win_free",)
+
+
+def win_fence() -> Op:
+    """MPI_Win_fence: closes the epoch of the puts before it, opens the next."""
+    return ("win_fence",)
+
+
+def rma_put(target: int, nbytes: int) -> Op:
+    """MPI_Put of ``nbytes`` into ``target``'s window."""
+    return ("rma_put", target, nbytes)
+
+
+def rma_accumulate(target: int, nbytes: int) -> Op:
+    """MPI_Accumulate of ``nbytes`` into ``target``'s window."""
+    return ("rma_accumulate", target, nbytes)
+
+
+def rma_fetch_add(target: int) -> Op:
+    """MPI_Fetch_and_op (8 bytes each way) on ``target``'s window."""
+    return ("rma_fetch_add", target, 8)
+
+
+def win_post(origins: Sequence[int]) -> Op:
+    """MPI_Win_post: expose the window to ``origins``."""
+    return ("win_post", tuple(origins))
+
+
+def win_start(targets: Sequence[int]) -> Op:
+    """MPI_Win_start: an access epoch to ``targets`` (blocks until they posted)."""
+    return ("win_start", tuple(targets))
+
+
+def win_complete() -> Op:
+    """MPI_Win_complete: ends the access epoch."""
+    return ("win_complete",)
+
+
+def win_wait(origins: Sequence[int]) -> Op:
+    """MPI_Win_wait: ends the exposure epoch once every origin completed."""
+    return ("win_wait", tuple(origins))
+
+
+def win_lock(target: int, exclusive: bool, ticket: int) -> Op:
+    """MPI_Win_lock of ``target``; the ``ticket``-th grant of that target's lock."""
+    return ("win_lock", target, bool(exclusive), int(ticket))
+
+
+def win_unlock(target: int) -> Op:
+    """MPI_Win_unlock of ``target``."""
+    return ("win_unlock", target)
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -616,7 +728,123 @@ def mprobe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
                                        nbytes=nbytes))
 
 
+def partitioned_halo(ranks: int = 8, iterations: int = 10, seed: int = 0, *,
+                     nbytes: int = 32768, send_parts: int = 4, recv_parts: int = 2,
+                     work_time: float = 1e-5, poll: bool = False) -> Program:
+    """Periodic 1-D halo exchange with MPI-4 partitioned communication: each rank
+    sends its halo to the right neighbour in ``send_parts`` partitions, each made
+    ready after its own piece of work (rank-, iteration- and partition-dependent,
+    so partitions become ready at different times), and receives the left
+    neighbour's halo in ``recv_parts`` partitions; an MPI_Allreduce ends every
+    iteration (and a barrier follows the Inits). With ``poll`` the receiver polls
+    its last partition once right after the start (MPI_Parrived returns false: the
+    sender is still working on it) and then
+    observes every partition with MPI_Parrived before processing it, before the
+    waits; without, it processes after completing the receive in MPI_Wait."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = []
+    for r in range(ranks):
+        right, left = (r + 1) % ranks, (r - 1) % ranks
+        ops.append([precv_init(left, nbytes, recv_parts, 11, "r"),
+                    psend_init(right, nbytes, send_parts, 11, "s"), barrier()])
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            prog += [pstart("r"), pstart("s")]
+            if poll:  # the last partition: its sender is still working
+                prog.append(ptest("r", recv_parts - 1))
+            for i in range(send_parts):
+                scale = 0.5 + 0.5 * ((r + it + 2 * i) % 4)
+                prog.append(call("work", _jitter(rng, work_time * scale)))
+                prog.append(pready("s", i))
+            if poll:
+                for j in range(recv_parts):
+                    prog.append(parrived("r", j))
+                    prog.append(call("process", _jitter(rng, 0.2 * work_time)))
+                prog += [pwait("s"), pwait("r")]
+            else:
+                prog += [pwait("s"), pwait("r"),
+                         call("process", _jitter(rng, 0.2 * work_time * recv_parts))]
+            prog.append(allreduce(8))
+    return Program("partitioned_poll" if poll else "partitioned", ops,
+                   dict(ranks=ranks, iterations=iterations, seed=seed, nbytes=nbytes,
+                        send_parts=send_parts, recv_parts=recv_parts, poll=poll))
+
+
+def partitioned_poll(ranks: int = 8, iterations: int = 10, seed: int = 0, *,
+                     nbytes: int = 32768, work_time: float = 1e-5) -> Program:
+    """:func:`partitioned_halo` with 4 send and 4 receive partitions, polled early."""
+    return partitioned_halo(ranks, iterations, seed, nbytes=nbytes, send_parts=4,
+                            recv_parts=4, work_time=work_time, poll=True)
+
+
 #: name -> builder(ranks, iterations, seed, **sizes)
+def rma_fence(ranks: int = 4, iterations: int = 30, seed: int = 0, *,
+              halo_bytes: Sequence[int] = (8192, 65536, 262144),
+              step_time: float = 2e-5) -> Program:
+    """1-D halo exchange with MPI_Put between fences (active target, R10): each
+    iteration works, puts its halo into both neighbours' windows and fences. The
+    halo size cycles through ``halo_bytes`` (grid levels)."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[win_create(), win_fence()] for _ in range(ranks)]
+    for it in range(iterations):
+        size = halo_bytes[it % len(halo_bytes)]
+        for r in range(ranks):
+            ops[r] += [call("interior", _jitter(rng, step_time, 0.5)),
+                       rma_put((r + 1) % ranks, size),
+                       rma_put((r - 1) % ranks, size), win_fence()]
+    for r in range(ranks):
+        ops[r].append(win_free())
+    return Program("rma_fence", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                          halo_bytes=tuple(halo_bytes)))
+
+
+def rma_pscw(ranks: int = 4, iterations: int = 40, seed: int = 0, *,
+             halo_bytes: Sequence[int] = (8192, 65536), step_time: float = 2e-5) -> Program:
+    """Neighbour exchange with post/start/complete/wait (general active target):
+    each rank exposes its window to its neighbours, puts into theirs, and waits
+    for them; imbalanced work makes Late Post and Early Wait. The halo size cycles
+    through ``halo_bytes``."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[win_create()] for _ in range(ranks)]
+    for it in range(iterations):
+        size = halo_bytes[it % len(halo_bytes)]
+        for r in range(ranks):
+            nb = sorted({(r - 1) % ranks, (r + 1) % ranks})
+            ops[r] += [call("interior", _jitter(rng, step_time, 0.6)), win_post(nb),
+                       win_start(nb), *(rma_put(t, size) for t in nb), win_complete(),
+                       call("boundary", _jitter(rng, step_time / 4, 0.6)), win_wait(nb)]
+    for r in range(ranks):
+        ops[r].append(win_free())
+    return Program("rma_pscw", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                         halo_bytes=tuple(halo_bytes)))
+
+
+def rma_lock_counter(ranks: int = 4, iterations: int = 30, seed: int = 0, *,
+                     step_time: float = 1e-5) -> Program:
+    """A shared counter on rank 0 under lock contention (passive target): each rank
+    works, then MPI_Fetch_and_op under an exclusive lock; every third round an
+    MPI_Accumulate under a shared lock. The grant order is round by round, rank by
+    rank (the ``ticket``)."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[win_create()] for _ in range(ranks)]
+    for it in range(iterations):
+        for r in range(ranks):
+            ticket = it * ranks + r
+            ops[r].append(call("work", _jitter(rng, step_time, 0.8)))
+            if it % 3 == 2:
+                ops[r] += [win_lock(0, False, ticket), rma_accumulate(0, 64), win_unlock(0)]
+            else:
+                ops[r] += [win_lock(0, True, ticket), rma_fetch_add(0), win_unlock(0)]
+    for r in range(ranks):
+        ops[r].append(win_free())
+    return Program("rma_lock_counter", ops, dict(ranks=ranks, iterations=iterations, seed=seed))
+
+
 PROGRAMS: dict[str, Callable[..., Program]] = {
     "montecarlo": montecarlo,
     "stencil": stencil,
@@ -632,4 +860,9 @@ PROGRAMS: dict[str, Callable[..., Program]] = {
     "nonblocking_rooted": nonblocking_rooted,
     "issend": issend_program,
     "mprobe": mprobe_program,
+    "partitioned": partitioned_halo,
+    "partitioned_poll": partitioned_poll,
+    "rma_fence": rma_fence,
+    "rma_pscw": rma_pscw,
+    "rma_lock_counter": rma_lock_counter,
 }

@@ -105,8 +105,20 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   ``flush_every`` records were written since the last flush — never inside an MPI
   call): BufferFlush@t with ``stop_time = t + F`` (measured) or ``t`` (truth) in
   the ``size`` column (ticks); [O(BufferFlush)]; measured ``t += F``.
+* MPI-4 partitioned point-to-point (``psend_init`` ... ``pwait``): see
+  :mod:`compensate.simulate.partitioned`.
+* MPI one-sided communication (window creation, fences, puts and accumulates,
+  post/start/complete/wait, passive-target locks): :mod:`compensate.simulate.rma`,
+  whose docstring states the model of each op.
 * Each location: ProgramBegin (payload ``{"name": program, "args": []}``),
   Enter(main), the ops, Leave(main), ProgramEnd (payload ``{"status": 0}``).
+* Threads and accelerator streams of a process (``Program.threads``): OpenMP
+  fork/join, barriers and critical sections, Pthreads create/join and mutexes,
+  GPU kernel launches and synchronizations, each op's rule in
+  :mod:`compensate.simulate.threads`; a thread's first record is its
+  ThreadTeamBegin / ThreadBegin (no ProgramBegin, no main). Lock grants are
+  resolved like wildcard receives (the earliest grant when nothing else can go
+  on) and replayed in the truth run.
 
 Collective record fields (MpiCollectiveEnd: root or -1 in ``peer``, comm 0, ``size``
 = bytes sent, ``size_recv`` = bytes received, ``op``) from the op's ``nbytes`` and
@@ -130,6 +142,7 @@ from typing import Any
 
 import numpy as np
 
+import compensate.simulate.threads as threads
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -156,9 +169,16 @@ from compensate.model import (
     Events,
     Location,
     Trace,
+    Window,
 )
 from compensate.platform import Platform
+from compensate.simulate.hybrid import HYBRID_PROGRAMS
+from compensate.simulate.partitioned import OPS as PARTITIONED_OPS
+from compensate.simulate.partitioned import REGIONS as PARTITIONED_REGIONS
+from compensate.simulate.partitioned import run as run_partitioned
 from compensate.simulate.programs import ANY_SOURCE, PROGRAMS, REPLY, Program
+from compensate.simulate.rma import RMA_OPS, RMA_REGIONS, WIN
+from compensate.simulate.rma import run_op as rma_op
 
 WORLD = 0  #: the one communicator of a simulated trace
 
@@ -321,9 +341,10 @@ class _Sim:
         self.resolved: dict[int, list[int]] = {r: [] for r in range(self.n)}
         self.chans: dict[tuple, _Chan] = {}
         self.colls: dict[tuple, _Coll] = {}
+        self.partitioned: dict[tuple, Any] = {}  # MPI-4 partitioned (simulate.partitioned)
         self.waiting: dict[tuple, list[int]] = {}
         self.runnable: deque[int] = deque()
-        self.rows: list[_Records] = [_Records() for _ in range(self.n)]
+        self.rows: list[_Records] = [_Records() for _ in range(self.n + len(program.threads))]
 
     # -- plumbing --------------------------------------------------------------------
     def chan(self, src: int, dst: int, tag: int) -> _Chan:
@@ -342,9 +363,11 @@ class _Sim:
         """Run every rank to its end; ``progress(ops)`` gets, now and then, how many
         of the program's ops the ranks have started."""
         n = self.n
-        ranks = [_Rank(self, r) for r in range(n)]
+        ranks = [_Rank(self, r, slot) for slot, r in enumerate(
+            [*range(n), *(rank for rank, _, _ in self.program.threads)])]
         gens = [rk.body() for rk in ranks]
         steps = 0
+        n = len(ranks)
         done = [False] * n
         pending: list[Any] = [None] * n
         blocked_on: dict[int, tuple] = {}
@@ -364,25 +387,30 @@ class _Sim:
                 steps += 1
                 if progress is not None and not steps & 1023:
                     progress(sum(rk.op_index + 1 for rk in ranks))
-                if key[0] == "wild":
+                if key[0] == "wild" or key[0] == "lock":
                     wild[r] = key
                 else:
                     self.waiting.setdefault(key, []).append(r)
             if all(done):
                 return
             best = self._pick_wildcard(wild)
+            lock = threads.pick_lock(self, wild)
+            if lock is not None and (best is None or lock < best):
+                best = lock
             if best is None:
                 what = "; ".join(f"rank {r} waits on {_describe(k)}"
                                  for r, k in sorted(blocked_on.items()))
                 raise SimulationError(f"{self.program.name}: deadlock: {what}")
-            r, src = best
+            _, r, src = best
             del wild[r]
             pending[r] = src
             self.runnable.append(r)
 
-    def _pick_wildcard(self, wild: dict[int, tuple]) -> tuple[int, int] | None:
+    def _pick_wildcard(self, wild: dict[int, tuple]) -> tuple[float, int, int] | None:
         best = None
-        for r, (_, tag, ready) in wild.items():
+        for r, (what, tag, ready) in wild.items():
+            if what != "wild":
+                continue
             for s in range(self.n):
                 ch = self.chans.get(("chan", s, r, WORLD, tag))
                 if ch is None or len(ch.msgs) <= len(ch.ready):
@@ -394,14 +422,15 @@ class _Sim:
                 cand = (a, s, r)
                 if best is None or cand < best:
                     best = cand
-        return None if best is None else (best[2], best[1])
+        return None if best is None else (best[0], best[2], best[1])
 
     def trace(self, timer_resolution: int, definitions: Definitions, run: str) -> Trace:
         """The emitted records as a :class:`Trace` (times rounded to ticks); the
         compact record store is released rank by rank as it is converted."""
         events = {}
-        for r in range(self.n):
-            events[r] = self.rows[r].events(timer_resolution)
+        ids = [*range(self.n), *(loc for _, loc, _ in threads.slots(self.program))]
+        for r, loc in enumerate(ids):
+            events[loc] = self.rows[r].events(timer_resolution)
             self.rows[r] = _Records()
         return Trace(definitions, events, source=f"simulate:{self.program.name}:{run}")
 
@@ -456,11 +485,12 @@ def _describe(key: tuple) -> str:
 class _Rank:
     """The coroutine of one rank: executes its ops, yields wait keys when blocked."""
 
-    def __init__(self, sim: _Sim, rank: int) -> None:
+    def __init__(self, sim: _Sim, rank: int, slot: int | None = None) -> None:
         self.sim = sim
         self.rank = rank
+        self.slot = rank if slot is None else slot  # >= sim.n: a thread or stream
         self.t = float(sim.start_offsets[rank])
-        self.rows = sim.rows[rank]
+        self.rows = sim.rows[self.slot]
         self.O = sim.O
         self.since_flush = 0
         self.last_source = NONE
@@ -501,6 +531,9 @@ class _Rank:
     # -- the program -------------------------------------------------------------------
     def body(self) -> Generator[tuple, Any, None]:
         sim = self.sim
+        if self.slot >= sim.n:
+            yield from threads.thread_body(self)
+            return
         regions = sim.regions
         self.emit(PROGRAM_BEGIN, payload={"name": sim.program.name, "args": []})
         self.emit(ENTER, region=regions["main"])
@@ -546,6 +579,12 @@ class _Rank:
                 self.icollective(*op[1:])
             elif name == "flush":
                 self.flush()
+            elif name in threads.OPS:
+                yield from threads.run_op(self, op)
+            elif name in PARTITIONED_OPS:
+                yield from run_partitioned(self, op)
+            elif name in RMA_OPS:
+                yield from rma_op(self, op)
             else:
                 raise self.fail(f"unknown op {op!r}")
         self.emit(LEAVE, region=regions["main"])
@@ -909,20 +948,29 @@ def _region_table(program: Program) -> dict[str, int]:
                 used.add(nonblocking_region(op[1]))
             elif op[0] == "coll" and op[1] in HANDLE_OPS:
                 used.add(collective_region(op[1]))
+            elif op[0] in PARTITIONED_OPS:
+                used.update(PARTITIONED_REGIONS)
+            elif op[0] in RMA_OPS:
+                used.update(RMA_REGIONS)
     rooted = sorted(ONE_TO_N_OPS | N_TO_ONE_OPS)
     later = [*LATER_REGIONS, *(nonblocking_region(op) for op in rooted),
-             *(collective_region(op) for op in sorted(HANDLE_OPS))]
+             *(collective_region(op) for op in sorted(HANDLE_OPS)), *PARTITIONED_REGIONS,
+             *RMA_REGIONS]
     names += [x for x in later if x in used and x not in seen]
+    names += [x for x in threads.region_names(program) if x not in names]
     return {name: i for i, name in enumerate(names)}
 
 
-def _definitions(n: int, regions: dict[str, int], timer_resolution: int) -> Definitions:
-    return Definitions(
+def _definitions(program: Program, regions: dict[str, int],
+                 timer_resolution: int) -> Definitions:
+    n = program.ranks
+    return threads.add_definitions(program, Definitions(
         timer_resolution=timer_resolution,
         locations={r: Location(r, f"rank {r}", r, f"MPI Rank {r}") for r in range(n)},
         regions={i: name for name, i in regions.items()},
         comms={WORLD: Comm(WORLD, "MPI_COMM_WORLD", tuple(range(n)))},
-    )
+        windows={WIN: Window(WIN, "window", WORLD)} if "MPI_Win_create" in regions else {},
+    ))
 
 
 def run_program(program: Program, platform: Platform, *, network: Network | None = None,
@@ -980,12 +1028,14 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
     total_ops = 2 * max(sum(len(ops) for ops in program.ops), 1)
     measured.run(progress and (lambda ops: progress(ops / total_ops)))
     # convert each run's records as soon as it ends: one run's record store at a time
-    m_trace = measured.trace(timer_resolution, _definitions(n, regions, timer_resolution),
+    m_trace = measured.trace(timer_resolution, _definitions(program, regions, timer_resolution),
                              "measured")
     truth = _Sim(program, [0.0] * len(platform.overhead_table()), copy, replace(network),
                  flush_time=0.0, fixed_sources=measured.resolved, **common)
+    threads.replay(measured, truth)
     truth.run(progress and (lambda ops: progress(0.5 + ops / total_ops)))
-    t_trace = truth.trace(timer_resolution, _definitions(n, regions, timer_resolution), "truth")
+    t_trace = truth.trace(timer_resolution, _definitions(program, regions, timer_resolution),
+                          "truth")
     info = {
         "wildcard_sources": {r: list(s) for r, s in measured.resolved.items() if s},
         "span_truth": t_trace.span_seconds,
@@ -1010,7 +1060,7 @@ def _quantized(program: Program, quantum: Callable[[float], float]) -> Program:
             return (op[0], op[1], quantum(op[2]))
         return op
     return Program(program.name, [[snap(op) for op in ops] for ops in program.ops],
-                   dict(program.params))
+                   dict(program.params), program.threads)
 
 
 def simulate(program_name: str = "montecarlo", ranks: int = 4, iterations: int | None = None,
@@ -1027,10 +1077,10 @@ def simulate(program_name: str = "montecarlo", ranks: int = 4, iterations: int |
     the builder (message sizes, durations); ``progress`` as for :func:`run_program`.
     """
     try:
-        builder = PROGRAMS[program_name]
+        builder = {**PROGRAMS, **HYBRID_PROGRAMS}[program_name]
     except KeyError:
-        raise SimulationError(f"unknown program {program_name!r} "
-                              f"(known: {', '.join(sorted(PROGRAMS))})") from None
+        known = ", ".join(sorted({**PROGRAMS, **HYBRID_PROGRAMS}))
+        raise SimulationError(f"unknown program {program_name!r} (known: {known})") from None
     kwargs = dict(program_args)
     if iterations is not None:
         kwargs["iterations"] = iterations

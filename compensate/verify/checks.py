@@ -15,6 +15,9 @@ from compensate.matching import Matching, needed_members
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N
 from compensate.model import Trace
 from compensate.verify.coverage import carried_local_only
+from compensate.verify.partitioned import verify_partitioned
+from compensate.verify.rma import verify_rma
+from compensate.verify.tasks import task_violations
 
 
 @dataclass
@@ -24,7 +27,9 @@ class Verification:
     collectives: int = 0  # collective exits before an enter they depend on
     threads: int = 0  # thread records not strictly after a record they wait for
     devices: int = 0  # kernels not after their launch, synchronizes not after the kernel
+    rma: int = 0  # fences, post/start/complete/wait, locks, transfers (compensate.verify.rma)
     metrics: int = 0  # METRIC samples outside their reference records (needs measured)
+    partitioned: int = 0  # MPI-4 partitioned: Parrived/completions before a Pready
     examples: list[str] = field(default_factory=list)
     #: records no dependency rule looked at, by kind (:mod:`compensate.verify.coverage`)
     carried_local_only: dict[str, int] = field(default_factory=dict)
@@ -32,7 +37,7 @@ class Verification:
     @property
     def violations(self) -> int:
         return (self.order + self.messages + self.collectives + self.threads + self.devices
-                + self.metrics)
+                + self.metrics + self.partitioned + self.rma)
 
     @property
     def ok(self) -> bool:
@@ -45,8 +50,9 @@ class Verification:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "violations": self.violations, "order": self.order,
                 "messages": self.messages, "collectives": self.collectives,
-                "threads": self.threads, "devices": self.devices,
-                "metrics": self.metrics, "examples": self.examples[:10],
+                "threads": self.threads, "devices": self.devices, "rma": self.rma,
+                "metrics": self.metrics, "partitioned": self.partitioned,
+                "examples": self.examples[:10],
                 "covers": COVERS,
                 "carried_local_only": dict(sorted(self.carried_local_only.items())),
                 "carried_local_only_records": self.local_only_records}
@@ -56,8 +62,12 @@ class Verification:
 COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
           "collectives", "nonblocking collectives",
           "thread fork/join, OpenMP barriers, locks and create/join",
+          "OpenMP tasks: create before switch and complete, completes before the "
+          "barrier or taskwait that waited for them",
           "kernel launch and synchronize on accelerator streams",
-          "METRIC samples against their process"]
+          "METRIC samples against their process",
+          "MPI-4 partitioned Pready -> Parrived and completions",
+          "MPI one-sided: fences, post/start/complete/wait, passive-target locks, transfers"]
 
 
 def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
@@ -234,7 +244,16 @@ def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
                      f"records (location {ref}) around it")
 
 
+def _verify_tasks(trace: Trace, matching: Matching, v: Verification) -> None:
+    """No OpenMP task switched to or completed before its create
+    (:mod:`compensate.verify.tasks`, counted with the threads)."""
+    bad, notes = task_violations(trace)
+    v.threads += bad
+    for n in notes:
+        _note(v, n)
+
+
 #: One check per dependency family, each independent of how the engine computed the
 #: times (a new dependency kind adds its invariant here).
 CHECKS = (_verify_order, _verify_messages, _verify_collectives, _verify_threads,
-          _verify_devices)
+          _verify_devices, _verify_tasks, verify_partitioned, verify_rma)

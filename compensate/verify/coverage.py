@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from compensate.model import KIND_CODE, KIND_NAMES, METRIC, NONE, PROBE, Trace
+from compensate.rmarecords import fields_of, mpi_windows
 
 #: Record kinds whose dependencies the engine models and the verifier checks (a new
 #: dependency kind adds its records here with its invariant in ``CHECKS``).
@@ -44,13 +45,30 @@ DEPENDENT = frozenset(KIND_CODE[k] for k in (
     "MpiProbe", "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
     # thread synchronisation (compensate.matching.threads, verify.checks._verify_threads)
     "ThreadFork", "ThreadJoin", "ThreadTeamBegin", "ThreadTeamEnd", "ThreadAcquireLock",
-    "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait"))
+    "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait",
+    # MPI-4 partitioned (compensate.matching.partitioned, verify.partitioned); an
+    # unsuccessful MpiPtested is local by nature
+    "MpiPsendInit", "MpiPrecvInit", "MpiPsendRequest", "MpiPrecvRequest", "MpiPready",
+    "MpiParrived", "MpiPtested", "MpiPsendComplete", "MpiPrecvComplete",
+    # OpenMP tasks (compensate.matching.tasks, compensate.verify.tasks)
+    "ThreadTaskCreate", "ThreadTaskSwitch", "ThreadTaskComplete",
+    # the legacy OpenMP records of older Score-P (compensate.matching.legacy)
+    "OmpFork", "OmpJoin", "OmpAcquireLock", "OmpReleaseLock", "OmpTaskCreate",
+    "OmpTaskSwitch", "OmpTaskComplete",
+    # MPI one-sided (compensate.matching.rma, verify.rma): fences and window
+    # collectives, PSCW group syncs, passive-target locks, transfers to a target
+    # epoch (a put inside a lock epoch is ordered by the next holder's lock link)
+    "RmaCollectiveBegin", "RmaCollectiveEnd", "RmaGroupSync", "RmaRequestLock",
+    "RmaAcquireLock", "RmaReleaseLock", "RmaPut", "RmaAtomic"))
 
 #: Record kinds that depend on nothing outside their own location.
 LOCAL = frozenset(KIND_CODE[k] for k in (
     "Enter", "Leave", "BufferFlush", "MeasurementOnOff", "ProgramBegin", "ProgramEnd",
     "Metric", "ParameterInt", "ParameterString", "ParameterUnsignedInt",
-    "CallingContextEnter", "CallingContextLeave", "CallingContextSample"))
+    "CallingContextEnter", "CallingContextLeave", "CallingContextSample",
+    # an RMA window's creation and destruction markers and an operation's local
+    # completion inside its synchronisation call (R10)
+    "RmaWinCreate", "RmaWinDestroy", "RmaOpCompleteBlocking", "RmaOpCompleteNonBlocking"))
 
 #: Record kinds on an accelerator stream that R9 looks at and ``_verify_devices``
 #: checks: every Leave (against the host's synchronize calls), the callsite
@@ -75,6 +93,7 @@ def carried_local_only(trace: Trace, skip: dict[int, int] | None = None) -> dict
     total = np.zeros(len(KIND_NAMES), dtype=np.int64)
     device = np.zeros(len(KIND_NAMES), dtype=np.int64)
     plain_probes = 0
+    device_rma = np.zeros(len(KIND_NAMES), dtype=np.int64)
     for loc, ev in trace.events.items():
         p = skip.get(loc, 0) if skip else 0
         if len(ev) <= p:
@@ -91,11 +110,31 @@ def carried_local_only(trace: Trace, skip: dict[int, int] | None = None) -> dict
         if where is not None and where.is_metric:
             counts[METRIC] = 0  # mapped and checked (engine.metrics, checks._verify_metrics)
         total += counts
+        _device_window_records(trace, ev, p, counts, device_rma)
         # an MpiProbe with a message id (MPI_Mprobe/Improbe) is a message's receive
         # record; one without (MPI_Probe/Iprobe) is not a dependency
         plain_probes += int(np.count_nonzero(ev.size_recv[p:][kind == PROBE] == NONE))
     total[PROBE] = plain_probes
     out = {KIND_NAMES[k]: int(total[k]) for k in np.flatnonzero((total > 0) & ~_COVERED)}
+    for k in np.flatnonzero(device_rma):  # RMA records of device windows (R10: not MPI)
+        out[KIND_NAMES[k]] = out.get(KIND_NAMES[k], 0) + int(device_rma[k])
     out.update({f"{KIND_NAMES[k]} on ACCELERATOR_STREAM": int(device[k])
                 for k in np.flatnonzero(device)})
     return out
+
+
+_RMA_CHECKED = np.array(sorted(k for k in DEPENDENT if KIND_NAMES[k].startswith("Rma")))
+
+
+def _device_window_records(trace: Trace, ev, p: int, counts: np.ndarray,
+                           device_rma: np.ndarray) -> None:
+    """Count in ``device_rma`` the RMA records of kinds R10 checks that belong to a
+    window R10 leaves alone (a device window: :func:`compensate.rmarecords.mpi_windows`)."""
+    if not counts[_RMA_CHECKED].any():
+        return
+    mpi = mpi_windows(trace.definitions)
+    for i in np.flatnonzero(np.isin(ev.kind[p:], _RMA_CHECKED)).tolist():
+        kind = KIND_NAMES[ev.kind[p + i]]
+        win = fields_of(kind, ev.payload[p + i]).get("win")
+        if win is not None and win not in mpi:
+            device_rma[ev.kind[p + i]] += 1

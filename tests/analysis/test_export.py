@@ -14,6 +14,8 @@ from compensate.matching import match
 from compensate.model import KIND_NAMES, METRIC
 from compensate.simulate import simulate
 
+from ..conftest import read_bundled
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 CASES = ROOT / "tests" / "cases_analysis"
 
@@ -212,7 +214,7 @@ BUNDLED = sorted((ROOT / "tests" / "data" / "traces").glob("*/traces.otf2"))
 @pytest.mark.parametrize("archive", BUNDLED, ids=lambda p: p.parent.name)
 def test_every_record_of_every_bundled_archive_is_exported(archive):
     """Records in == events out, by kind (the PAPI trace's Metric records included)."""
-    trace = read_trace(archive)
+    trace = read_bundled(archive)
     doc = trace_events(trace)
     check_trace_event_document(doc)
     events = [e for e in doc["traceEvents"] if e["ph"] != "M"]

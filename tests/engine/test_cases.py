@@ -69,9 +69,13 @@ def test_every_branch_has_a_case():
                      # issue 16: matched probes (Mprobe + Mrecv, Improbe + Imrecv)
                      "r5_mrecv", "r5_imrecv",
                      # issue 17: thread fork/join and locks
-                     "r8_fork_join", "r8_lock", "r8_barrier", "r8_pthread",
+                     "r8_fork_join", "r8_lock", "r8_barrier", "r8_pthread", "r8_task", "r8_legacy",
                      # issue 17: accelerators, kernel launch and synchronize
-                     "r9_launch_sync"):
+                     "r9_launch_sync", "r9_sync_done",
+                     # issue 20: MPI-4 partitioned point-to-point
+                     "r11_partitioned",
+                     # issue 19: MPI one-sided, fences, PSCW, passive-target locks
+                     "r10_fence", "r10_pscw", "r10_lock"):
         assert required in names
 
 

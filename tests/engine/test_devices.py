@@ -14,7 +14,7 @@ from compensate.model import ENTER, LEAVE
 from compensate.platform import Platform
 from compensate.verify import verify
 
-from ..conftest import TRACES
+from ..conftest import TRACES, read_bundled
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -117,8 +117,7 @@ def test_hip_archive(overhead):
     through the verifier), kernel durations unchanged. Without the device
     dependencies (R1 on each stream alone, the code before R9) both
     synchronizes return too early at 3 us per record."""
-    from compensate.formats.otf2 import read_otf2
-    trace = read_otf2(str(TRACES / "hip-two-gpu-metrics" / "traces.otf2"))
+    trace = read_bundled(TRACES / "hip-two-gpu-metrics" / "traces.otf2")
     m = match(trace)
     assert m.devices.counts() == {"launch": 2, "synchronize": 2, "unmatched": 0}
     for bound in ("lower", "upper"):
@@ -136,12 +135,52 @@ def test_hip_archive(overhead):
 @pytest.mark.parametrize("segment_records", [40, 10**6])
 def test_streamed_hip_archive_is_the_in_memory_result(segment_records):
     """Streaming never cuts inside a synchronize call (compensate/engine/stream.py),
-    so the streamed times equal the in-memory ones."""
-    from .test_stream import both, read_trace
-    trace = read_trace(TRACES / "hip-two-gpu-metrics" / "traces.otf2")
+    so the streamed times equal the in-memory ones. Chunks of 1000 records (73
+    chunks; 5 segments at 40 records, as many as chunks of 7 gave): the cutter's
+    cost is per location and chunk, so chunks of 7 (10^4 chunks) took 14 s per
+    case; tiny chunks are covered by test_stream's random traces."""
+    from .test_stream import both
+    trace = read_bundled(TRACES / "hip-two-gpu-metrics" / "traces.otf2")
     ref, got, res = both(trace, Platform(3e-6), segment_records=segment_records,
-                         chunk_records=7)
+                         chunk_records=1000)
+    assert res.segments == 1 if segment_records > 10**5 else res.segments > 1
     assert res.verification.ok
     for loc, ev in got.items():
         np.testing.assert_array_equal(ev.time, ref.trace.events[loc].time)
     assert res.counts["devices"]["synchronize"] == 2
+
+
+DEVICE_ONLY = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=1 name="GPU" type=ACCELERATOR_STREAM group_type=ACCELERATOR group_creator=0
+region 1 "kernel"
+region 2 "main"
+events
+900 0 Enter region=2
+1000 1 Enter region=1
+1500 1 Leave region=1
+2000 1 Enter region=1
+2600 1 Leave region=1
+3000 0 Leave region=2
+"""
+
+
+@pytest.mark.parametrize("device_overhead, want", [
+    (0.0, [1000, 1500, 2000, 2600]),  # default: device gaps and durations kept
+    # 100 ticks per device record, R1: 1000, 1000 + (500 - 100), 1400 + (500 - 100),
+    # 1800 + (600 - 100)
+    (1e-7, [1000, 1400, 1800, 2300]),
+])
+def test_device_overhead_of_the_platform_file(tmp_path, device_overhead, want):
+    """R9 applies the platform file's device_overhead to accelerator records only
+    (the host's records keep the host overhead, here 0)."""
+    path = tmp_path / "d.trace"
+    path.write_text(DEVICE_ONLY)
+    trace = read_text(str(path))
+    plat = Platform.from_dict({"event_overhead": 0.0, "copy_time": [],
+                               "device_overhead": device_overhead})
+    assert Platform.from_dict(plat.to_dict()).device_overhead == device_overhead
+    out = compensate(trace, plat, EngineOptions(bound="lower"))
+    assert out.trace.events[1].time.tolist() == want
+    assert out.trace.events[0].time.tolist() == [900, 3000]

@@ -17,7 +17,7 @@ from compensate.engine.metrics import interpolate
 from compensate.formats.text import read_text
 from compensate.verify import verify
 
-from ..conftest import ROOT
+from ..conftest import ROOT, read_bundled
 
 ARCHIVES = sorted((ROOT / "tests" / "data" / "traces").glob("*/traces.otf2"))
 OTF2_PRINT = shutil.which("otf2-print")
@@ -118,7 +118,7 @@ def test_every_archive_compensates_intact(tmp_path, archive, overhead):
     summary = tmp_path / "s.json"
     assert main([str(archive), str(out), "--overhead", overhead, "--quiet",
                  "--summary", str(summary)]) == 0
-    measured, approx = c.read(archive), c.read(out)
+    measured, approx = read_bundled(archive), c.read(out)
     for loc, ev in measured.events.items():
         assert len(approx.events[loc]) == len(ev), loc
     a, b = measured.definitions.otf2, approx.definitions.otf2
@@ -152,7 +152,7 @@ def test_metric_samples_no_longer_move_on_their_own():
     moves by at most 73 us; its samples moved up to 3.7 ms under R1, and now no
     further than the master."""
     archive = next(p for p in ARCHIVES if p.parent.name == "hip-two-gpu-metrics")
-    t = c.read(archive)
+    t = read_bundled(archive)
     r = c.compensate(t, overhead="1us")
     master = np.abs(_shifts(t, r.trace, 0)).max()
     res = t.definitions.timer_resolution
@@ -165,7 +165,7 @@ def test_metric_samples_no_longer_move_on_their_own():
 @pytest.mark.parametrize("segment_records", [50, 10**6])
 def test_stream_equals_memory_on_every_archive(segment_records):
     for archive in ARCHIVES:
-        trace = c.read(archive)
+        trace = read_bundled(archive)
         ref = c.compensate(trace, overhead=2e-7)
         got = {}
         res = stream.compensate_stream(

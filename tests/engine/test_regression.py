@@ -40,7 +40,8 @@ from compensate.simulate.programs import PROGRAMS
 #: the older ones stays.
 FIRST = ["collectives", "imbalanced", "mixed", "montecarlo", "nonblocking", "pingpong",
          "pipeline", "ring", "sendrecv_ring", "stencil"]
-LATER = ["gather", "issend", "nonblocking_rooted", "mprobe"]
+LATER = ["gather", "issend", "nonblocking_rooted", "mprobe", "partitioned", "partitioned_poll",
+         "rma_fence", "rma_lock_counter", "rma_pscw"]
 CONFIGS = [(name, {"ranks": 5, "seed": 1}, {}) for name in FIRST] + [
     ("ring", {"ranks": 4, "seed": 2, "eager_limit": 512}, {"eager_limit": 512}),
     ("pingpong", {"ranks": 2, "seed": 2, "eager_limit": 100}, {"eager_limit": 100}),
@@ -103,6 +104,19 @@ EXPECTED = {
     '17-mprobe:lower:uniform': '04fc3d073c24f5f6',
     '17-mprobe:upper:per-process': '57d6507b21a7bbbc',
     '17-mprobe:fitted:uniform': '4efd0b3ec5b5204b',
+    '18-partitioned:lower:uniform': 'b0fc48c8554bde72',
+    '18-partitioned:upper:per-process': '7ed0b7940e18de8f',
+    '18-partitioned:fitted:uniform': 'e41cb6c2c9d89ec7',
+    '19-partitioned_poll:lower:uniform': 'ebbbea9c2cdeaa06',
+    '19-partitioned_poll:upper:per-process': 'b5ba0e681ca14041',
+    '20-rma_fence:lower:uniform': 'eedd3f7e12b365e9',
+    '20-rma_fence:upper:per-process': 'a118a15c631b9460',
+    '20-rma_fence:fitted:uniform': '855e573b99a7db9b',
+    '21-rma_lock_counter:lower:uniform': '85fb7215e830afde',
+    '21-rma_lock_counter:upper:per-process': 'bdff2dcf39bd0f29',
+    '22-rma_pscw:lower:uniform': 'e767c866c2014024',
+    '22-rma_pscw:upper:per-process': '7edb535748a29371',
+    '22-rma_pscw:fitted:uniform': '1916ebdb0db8baf3',
 }
 
 #: Statistics added after these fingerprints were taken (issue 15's overcompensation

@@ -70,7 +70,9 @@ def test_every_program_cut_into_many_segments(program, bound):
     ref, got, res = both(sim.measured, sim.platform, bound, segment_records=150,
                          chunk_records=97, network=net)
     assert_same(ref, got, res)
-    if program != "pingpong":  # pingpong always has a message in flight: no safe cut
+    # pingpong always has a message in flight: no safe cut; a partitioned operation
+    # is open from its Init on (no record frees it): no cut after the first Init
+    if program not in ("pingpong", "partitioned", "partitioned_poll"):
         assert res.segments >= 2 and res.largest_segment < sim.measured.record_count
 
 

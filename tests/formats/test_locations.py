@@ -7,7 +7,7 @@ import compensate as c
 from compensate.formats.text import read_text
 from compensate.model import TraceError
 
-from ..conftest import ROOT
+from ..conftest import ROOT, read_bundled
 
 TEXT = """\
 compensate-trace 1
@@ -64,11 +64,11 @@ def test_bad_type_is_one_line(tmp_path):
 
 def test_otf2_types_of_the_bundled_archives():
     base = ROOT / "tests" / "data" / "traces"
-    d = c.read(base / "hip-two-gpu-metrics" / "traces.otf2").definitions
+    d = read_bundled(base / "hip-two-gpu-metrics" / "traces.otf2").definitions
     types = [loc.type for loc in d.locations.values()]
     assert types.count("METRIC") == 29 and types.count("ACCELERATOR_STREAM") == 2
     stream = next(loc for loc in d.locations.values() if loc.is_device)
     assert stream.group_type == "ACCELERATOR" and d.process_of(stream.id) == 0
-    d = c.read(base / "jacobi-mpi-openmp-cuda" / "traces.otf2").definitions
+    d = read_bundled(base / "jacobi-mpi-openmp-cuda" / "traces.otf2").definitions
     assert {d.process_of(x) for x in d.locations} == {0, 1}
     assert d.cpu_threads(1) == [1, 4294967297]  # master thread first

@@ -20,6 +20,8 @@ from compensate.matching.match import (
     match_collectives,
     match_device_syncs,
     match_messages,
+    match_partitioned_ops,
+    match_rma_syncs,
     match_thread_syncs,
 )
 from compensate.model import COLLECTIVE_OPS
@@ -29,7 +31,7 @@ from ..conftest import CASES
 
 def test_matchers_table():
     assert MATCHERS == (match_messages, match_collectives, match_thread_syncs,
-                        match_device_syncs)
+                        match_device_syncs, match_partitioned_ops, match_rma_syncs)
 
 
 @pytest.mark.parametrize("op,cls", [("BARRIER", N_TO_N), ("ALLREDUCE", N_TO_N),

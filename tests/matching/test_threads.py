@@ -4,13 +4,12 @@ order within a process, Pthreads create/join by contingent and sequence count.""
 
 import pytest
 
-from compensate.formats.otf2 import read_otf2
 from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.matching.threads import field_of
 from compensate.model import TraceError
 
-from ..conftest import CASES, TRACES
+from ..conftest import CASES, TRACES, read_bundled
 
 
 def _trace(tmp_path, events, locs=((0, 0), (1, 0)), comm="comm 0 \"team\" 0,1"):
@@ -114,10 +113,11 @@ def test_real_archive_teams():
     region's worker begins after its master's fork, the master joins after the
     worker's end; 40 lock acquisitions, of which the 34 not first on their lock in
     their process and not after a release by the same thread wait for another."""
-    t = read_otf2(str(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2"))
+    t = read_bundled(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2")
     m = match(t)
     assert m.counts()["threads"] == {"fork": 49, "join": 49, "lock": 34, "create": 0,
-                                     "end": 0, "barrier": 49, "unmatched": 0}
+                                     "end": 0, "task": 0, "taskwait": 0, "barrier": 49,
+                                     "unmatched": 0}
     # the OpenMP implicit barriers, never cudaSynchronize (IMPLICIT_BARRIER of CUDA)
     names = {t.definitions.regions[int(t.events[inst.locs[0]].region[inst.begin_idx[0]])]
              for inst in m.threads.barriers}

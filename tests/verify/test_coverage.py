@@ -8,7 +8,7 @@ from compensate.cli import main
 from compensate.model import KIND_CODE
 from compensate.verify.coverage import DEPENDENT, LOCAL
 
-from ..conftest import ROOT
+from ..conftest import ROOT, read_bundled
 
 TRACES = ROOT / "tests" / "data" / "traces"
 
@@ -18,7 +18,7 @@ def test_groups_do_not_overlap():
 
 
 def test_thread_rma_and_device_records_are_listed():
-    t = c.read(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2")
+    t = read_bundled(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2")
     r = c.compensate(t, overhead="100ns")
     local = r.summary["verification"]["carried_local_only"]
     assert local["ThreadTaskCreate"] > 0 if "ThreadTaskCreate" in local else True
@@ -39,7 +39,7 @@ def test_thread_rma_and_device_records_are_listed():
 def test_launched_kernels_are_covered():
     """hip-two-gpu-metrics: every device record is a launched kernel's Enter, its
     callsite parameter or its Leave: nothing on the streams is local only (R9)."""
-    t = c.read(TRACES / "hip-two-gpu-metrics" / "traces.otf2")
+    t = read_bundled(TRACES / "hip-two-gpu-metrics" / "traces.otf2")
     local = c.compensate(t, overhead="3us").summary["verification"]["carried_local_only"]
     assert not any(k.endswith("ACCELERATOR_STREAM") for k in local), local
 

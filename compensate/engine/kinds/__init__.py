@@ -34,6 +34,8 @@ from compensate.engine.kinds import (
     ntoone,
     oneton,
     p2p,
+    partitioned,
+    rma,
     scan,
     synchronous,
     threads,
@@ -91,6 +93,8 @@ COLLECTIVE_KINDS: dict[tuple[str, bool], CollectiveBuilder] = {
 SYNC_KINDS: dict[str, tuple[Callable[[Matching], object], Callable]] = {
     "threads": (lambda m: m.threads, threads.build_all),
     "devices": (lambda m: m.devices, devices.build_all),
+    "partitioned": (lambda m: m.partitioned, partitioned.build_all),
+    "rma": (lambda m: m.rma, rma.build_all),
 }
 
 

@@ -64,11 +64,11 @@ def sync_times(graph: Graph, inst: Instance, lis: list[int], members: list[int],
         if ll not in by_exit:
             exit_m_l = tm[g(lis[ll], e[ll])]
             # overheads of records between the latest enter and the exit on l's location
-            ev_l = graph.evs[lis[ll]]
             inside = np.arange(b[ll] + 1, e[ll])
             if inside.size:
                 inside = inside[tm[graph.off[lis[ll]] + inside] >= enter_m_j]
-            o_inside = float(np.sum(graph.ovh[ev_l.kind[inside]])) if inside.size else 0.0
+            o_inside = float(np.sum(graph.rovh[graph.off[lis[ll]] + inside])) \
+                if inside.size else 0.0
             by_exit[ll] = max(0.0, exit_m_l - enter_m_j - o_j - o_inside)
         out[i] = by_exit[ll]
     return out

@@ -53,14 +53,15 @@ class ThreadWait(Rule):
         if self.first:  # no record before: the thread only waited
             prev_a = float("-inf")
         best = float("-inf")
+        bound = ctx.links or ctx.bound
         for s, waited, delta in zip(self.sends, self.waited, self.delta, strict=True):
             send_a = at(A, s)
             if waited:
                 t = max(prev_a, send_a + delta)
             else:
-                if ctx.bound == "lower":
+                if bound == "lower":
                     lat = 0.0
-                elif ctx.bound == "upper":
+                elif bound == "upper":
                     lat = delta
                 else:
                     lat = min(self.fit, delta)

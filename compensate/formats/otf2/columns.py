@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from compensate.formats.partitioned import columns_of_event, kind_of_parameter
 from compensate.gcpause import gc_paused
 from compensate.model import (
     BUFFER_FLUSH,
@@ -193,7 +194,8 @@ def _columns(times: list[int], kinds: list[int], payload: list[Any]) -> Events:
     cols["time"] = np.array(times[1:], dtype=np.int64)
     kind = np.array(kinds, dtype=np.int16)
     cols["kind"] = kind
-    for k in np.unique(kind).tolist():
+    kind_codes = np.unique(kind).tolist()
+    for k in kind_codes:
         fields = FIELDS.get(k)
         if not fields:
             continue
@@ -202,4 +204,24 @@ def _columns(times: list[int], kinds: list[int], payload: list[Any]) -> Events:
         for column, attr, convert in fields:
             values = np.array([convert(getattr(e, attr)) for e in events], dtype=np.int64)
             cols[column][idx] = values.astype(cols[column].dtype)  # wraps like a row build
+    if _PARAM_UINT in kind_codes:
+        _partitioned(cols, payload)
     return Events(**cols, payload=payload)
+
+
+_PARAM_UINT = KIND_CODE["ParameterUnsignedInt"]
+
+
+def _partitioned(cols: dict[str, np.ndarray], payload: list[Any]) -> None:
+    """The ParameterUnsignedInt records that stand for MPI-4 partitioned events
+    (:mod:`compensate.formats.partitioned`) become their model kinds; their fields
+    live in the columns (payload None: the writer rebuilds them from there)."""
+    for i in np.flatnonzero(cols["kind"] == _PARAM_UINT).tolist():
+        ev = payload[i]
+        kind = kind_of_parameter(getattr(ev.parameter, "name", None))
+        if kind is None:
+            continue
+        cols["kind"][i] = kind
+        for column, value in columns_of_event(kind, ev).items():
+            cols[column][i] = value
+        payload[i] = None

@@ -24,6 +24,7 @@ import _otf2
 import otf2
 from otf2 import definitions as odef
 
+import compensate.insitu as insitu
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.otf2.columns import EventCollector, empty_events
@@ -44,6 +45,7 @@ from compensate.model import (
     Location,
     Trace,
     TraceError,
+    Window,
 )
 
 # ---------------------------------------------------------------------------
@@ -85,7 +87,7 @@ def _type_name(value: Any, names: tuple[str, ...], default: str = "UNKNOWN") -> 
     return names[code] if 0 <= code < len(names) else "UNKNOWN"
 
 
-def _model_definitions(registry: Any, meta: Otf2Archive) -> Definitions:
+def _model_definitions(registry: Any, meta: Otf2Archive, source: str = "") -> Definitions:
     """The engine's view (:class:`Definitions`) of an otf2 definition registry."""
     locations: dict[int, Location] = {}
     for loc in registry.locations:
@@ -111,8 +113,22 @@ def _model_definitions(registry: Any, meta: Otf2Archive) -> Definitions:
             if all(isinstance(m, odef.Location) for m in group.members):
                 members = tuple(int(m._ref) for m in group.members)
         comms[int(c._ref)] = Comm(id=int(c._ref), name=c.name or "", members=members)
+    windows = {int(w._ref): Window(id=int(w._ref), name=w.name or "", comm=_ref(w.comm))
+               for w in registry.rma_wins}
     return Definitions(timer_resolution=meta.timer_resolution, locations=locations,
-                       regions=regions, comms=comms, otf2=meta, region_roles=region_roles)
+                       regions=regions, comms=comms, otf2=meta, region_roles=region_roles,
+                       insitu=_insitu_tables(registry, source), windows=windows)
+
+
+def _insitu_tables(registry: Any, source: str) -> dict[int, dict]:
+    """The in-situ overhead tables of the archive's locations (compensate.insitu)."""
+    out: dict[int, dict] = {}
+    for prop in getattr(registry, "location_properties", ()):
+        name = getattr(prop.name, "name", prop.name)  # a String definition or str
+        if str(name) == insitu.PROPERTY and prop.location is not None:
+            loc = int(prop.location._ref)
+            out[loc] = insitu.parse(str(prop.value), source, loc)
+    return out
 
 
 def _enum_name(value: object) -> str:
@@ -147,7 +163,7 @@ def _open_archive(path: str) -> tuple[Any, Definitions]:
                 location_order=tuple(int(loc._ref) for loc in registry.locations),
                 **_archive_metadata(reader.handle),
             )
-            definitions = _model_definitions(registry, meta)
+            definitions = _model_definitions(registry, meta, path)
         except BaseException:
             reader.close()
             raise

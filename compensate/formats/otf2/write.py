@@ -39,9 +39,11 @@ from otf2.enums import (
     Paradigm,
     ParadigmClass,
     RegionRole,
+    Type,
 )
 from otf2.registry import DefinitionRegistry
 
+import compensate.insitu as insitu
 import compensate.interrupt as interrupt
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
@@ -52,6 +54,7 @@ from compensate.formats.otf2.library import (
     _library_call,
 )
 from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, write_records
+from compensate.formats.partitioned import event_from_columns as partitioned_event
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -68,6 +71,7 @@ from compensate.model import (
     MEASUREMENT_ONOFF,
     NBC_COMPLETE,
     NBC_REQUEST,
+    PARTITIONED_KINDS,
     PROGRAM_BEGIN,
     PROGRAM_END,
     RECV,
@@ -79,6 +83,7 @@ from compensate.model import (
     Trace,
     TraceError,
 )
+from compensate.rmarecords import RMA_KINDS, otf2_event
 
 # ---------------------------------------------------------------------------
 # Writing
@@ -302,6 +307,10 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
                          group=groups[loc.group])
         for loc in model_locations
     }
+    for lid, table in sorted(defs.insitu.items()):  # the tracer's in-situ overhead
+        if lid in locations:
+            reg.location_property(locations[lid], insitu.PROPERTY, Type.STRING,
+                                  insitu.dumps(table))
     regions = dict(defs.regions)
     if regions and max(regions) < 4 * len(regions) + 64:
         # OTF2 readers expect region references 0, 1, 2, ... in order: fill id gaps
@@ -334,6 +343,12 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
                                   members=())
             _add_def(reg, odef.Comm, _check_id(cid, "communicator", _UINT32_UNDEF, path),
                      comm.name, group=group, parent=None, flags=CommFlag.NONE)
+    for wid, win in sorted(defs.windows.items()):  # RMA windows (R10)
+        if win.comm not in defs.comms:
+            raise TraceError(f"window {wid}: communicator {win.comm} is not defined",
+                             source=path)
+        _add_def(reg, odef.RmaWin, _check_id(wid, "window", _UINT32_UNDEF, path), win.name,
+                 comm=reg.comms[win.comm])
     return reg
 
 
@@ -418,7 +433,20 @@ def _event_from_columns(reg: DefinitionRegistry, cols: dict[str, list[int]], i: 
             t, CollectiveOp(op), reg.comms[cols["comm"][i]],
             _undef(cols["peer"][i], _UINT32_UNDEF), _undef(cols["size"][i], _UINT64_UNDEF),
             _undef(cols["size_recv"][i], _UINT64_UNDEF), request)
+    if kind in PARTITIONED_KINDS:
+        return partitioned_event(reg, cols, i, kind)
+    if kind in RMA_KINDS:
+        return otf2_event(KIND_NAMES[kind], t, fields, reg, _rma_groups(reg))
     return matched_event(reg, cols, i, kind) if kind in MATCHED_KINDS else None
+
+
+def _rma_groups(reg: DefinitionRegistry) -> dict:
+    """The group definitions made for RmaGroupSync member sets, by set (one each)."""
+    groups = getattr(reg, "_compensate_rma_groups", None)
+    if groups is None:
+        groups = {}
+        reg._compensate_rma_groups = groups
+    return groups
 
 
 def _check_location_times(ev: Events, path: str, loc: int, base: int = 0,
@@ -594,7 +622,7 @@ class Otf2EventWriter:
                 cols = {name: getattr(ev, name).tolist() for name, _ in COLUMNS}
             try:
                 obj = _event_from_columns(reg, cols, i, kind, payload)
-            except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            except (KeyError, ValueError, TypeError, AttributeError, TraceError) as exc:
                 raise TraceError(f"cannot write {KIND_NAMES[kind]} record to OTF2: "
                                  f"undefined or invalid field ({exc})", source=path,
                                  location=ref, index=base + i) from exc

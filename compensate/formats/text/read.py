@@ -39,7 +39,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
+import compensate.insitu as insitu
 from compensate.formats.chunks import ChunkIterator
+from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import (
     _BARE_RUN,
     _EVENT_SYNTAX,
@@ -79,6 +81,7 @@ from compensate.model import (
     Location,
     Trace,
     TraceError,
+    Window,
 )
 
 # ---------------------------------------------------------------------------
@@ -116,7 +119,9 @@ class _Reader:
         self.locations: dict[int, Location] = {}
         self.regions: dict[int, str] = {}
         self.region_roles: dict[int, tuple[str, str]] = {}
+        self.insitu: dict[int, dict] = {}
         self.comms: dict[int, Comm] = {}
+        self.windows: dict[int, Window] = {}
         self.def_line: dict[tuple[str, int], int] = {}  # (what, id) -> line defined
         # location id -> (rows, payloads) of the current chunk; rows are model column tuples
         self.state: dict[int, tuple[list[tuple], list[Any]]] = {}
@@ -150,6 +155,7 @@ class _Reader:
             "ProgramEnd": self._program_end,
         }
         self.handlers = {KIND_CODE[name]: handler for name, handler in by_name.items()}
+        self.handlers.update(dict.fromkeys(TEXT_FIELDS, self._partitioned))
 
     # -- errors ---------------------------------------------------------------
 
@@ -256,6 +262,8 @@ class _Reader:
             self.region_line(toks, text)
         elif word == "comm":
             self.comm_line(toks, text)
+        elif word == "window":
+            self.window_line(toks, text)
         elif word == "events":
             if len(toks) != 1:
                 raise self.err(f"expected 'events' alone on its line, got {_show(text)}")
@@ -279,7 +287,8 @@ class _Reader:
     def location_line(self, toks: list[_Token], text: str) -> None:
         usage = ('expected \'location <id> [group=<id>] [name="..."] '
                  '[group_name="..."] [type=CPU_THREAD|ACCELERATOR_STREAM|METRIC|UNKNOWN] '
-                 '[group_type=PROCESS|ACCELERATOR|UNKNOWN] [group_creator=<id>]\'')
+                 '[group_type=PROCESS|ACCELERATOR|UNKNOWN] [group_creator=<id>] '
+                 '[insitu="<JSON>"]\'')
         if len(toks) < 2 or toks[1].positional() is None:
             raise self.err(f"{usage}, got {_show(text)}")
         loc = self.int_value(toks[1].positional(), "location id", 0, 2**64 - 1)
@@ -305,8 +314,14 @@ class _Reader:
         if "group_creator" in fields:
             creator = self.int_value(fields.pop("group_creator"), "location group creator",
                                      0, 2**64 - 1)
+        table = fields.pop("insitu", None)  # the tracer's in-situ overhead (JSON)
         if fields:
             raise self.err(f"unexpected field '{next(iter(fields))}=' in location line, {usage}")
+        if table is not None:
+            try:
+                self.insitu[loc] = insitu.parse(table, self.path, loc)
+            except TraceError as exc:
+                raise self.err(str(exc).split(": ", 1)[-1]) from None
         self.locations[loc] = Location(id=loc, name=name, group=group, group_name=group_name,
                                        type=kind, group_type=group_type,
                                        group_creator=creator)
@@ -349,6 +364,16 @@ class _Reader:
                             for m in spec.split(","))
         self.comms[comm] = Comm(id=comm, name=toks[2].positional(), members=members)
 
+    def window_line(self, toks: list[_Token], text: str) -> None:
+        usage = "expected 'window <id> \"<name>\" comm=<comm id>' (an RMA window, R10)"
+        if len(toks) != 4 or any(t.positional() is None for t in toks[1:3]) \
+                or toks[3].key != "comm":
+            raise self.err(f"{usage}, got {_show(text)}")
+        win = self.int_value(toks[1].positional(), "window id", 0, _INT32_MAX)
+        self.define("window", win)
+        comm = self.int_value(toks[3].value, "window comm id", 0, _INT32_MAX)
+        self.windows[win] = Window(id=win, name=toks[2].positional(), comm=comm)
+
     def finish_header(self) -> None:
         if self.timer_resolution is None:
             raise self.err("missing 'timer_resolution <ticks per second>' line, expected it "
@@ -359,6 +384,11 @@ class _Reader:
                     self.lineno = self.def_line[("comm", cid)]
                     raise self.err(f"comm {cid}: member rank {rank} is location {loc}, which is "
                                    f"not defined, expected a 'location {loc}' line")
+        for wid, win in self.windows.items():
+            if win.comm not in self.comms:
+                self.lineno = self.def_line[("window", wid)]
+                raise self.err(f"window {wid}: comm {win.comm} is not defined, expected a "
+                               f"'comm {win.comm} ...' line")
         self.in_events = True
 
     # -- events -----------------------------------------------------------------
@@ -523,6 +553,30 @@ class _Reader:
         self.no_more(fields, kname, f"{peer_key}= comm= tag= bytes= {extra}".strip())
         return (t, kind, NONE, peer, comm, tag, size, NONE, NONE), None
 
+    def _partitioned(self, kname: str, kind: int, t: int,
+                     fields: dict[str, str]) -> tuple[tuple, Any]:
+        """MPI-4 partitioned records (:data:`compensate.formats.partitioned.TEXT_FIELDS`)."""
+        spec = TEXT_FIELDS[kind]
+        cols = {name: NONE for name, _ in COLUMNS}
+        keys = dict(spec)
+        if "comm" in keys:
+            cols["comm"] = self.comm_ref(self.need(fields, "comm", kname, "<comm id>"))
+        for key, column in spec:
+            if column == "comm":
+                continue
+            text = self.need(fields, key, kname, f"<{key}>")
+            if column == "peer":
+                cols[column] = self.rank(text, f"{key} rank", cols["comm"])
+            elif column == "tag":
+                cols[column] = self.int_value(text, "tag", _INT64_MIN, _INT64_MAX)
+            elif column == "request":
+                cols[column] = self.int_value(text, "request id", NONE, _INT64_MAX)
+            else:
+                cols[column] = self.int_value(text, key, 0, _INT64_MAX)
+        self.no_more(fields, kname, " ".join(f"{k}=" for k, _ in spec))
+        cols["time"], cols["kind"] = t, kind
+        return tuple(cols[name] for name, _ in COLUMNS), None
+
     def _probe(self, kname: str, kind: int, t: int,
                fields: dict[str, str]) -> tuple[tuple, Any]:
         """MpiProbe: the message id in ``size_recv`` (-1: a probe that takes no message)."""
@@ -657,7 +711,8 @@ class _Reader:
                 return Definitions(timer_resolution=self.timer_resolution,
                                    locations=self.locations, regions=self.regions,
                                    comms=self.comms, otf2=None,
-                                   region_roles=self.region_roles)
+                                   region_roles=self.region_roles, insitu=self.insitu,
+                                   windows=self.windows)
         if not self.seen_magic:
             self.lineno = max(self.lineno, 1)
             raise self.err(f"empty trace, expected '{MAGIC} {FORMAT_VERSION}' as the first line")

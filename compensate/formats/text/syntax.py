@@ -1,12 +1,15 @@
 """The lexical rules of the ``.trace`` text format, shared by its reader and writer:
-the magic line, quoting and escaping of values, comments, and how values are shown
-in error messages (docs/trace-format.md)."""
+the magic line, quoting and escaping of values, comments, how values are shown
+in error messages (docs/trace-format.md), and the ``key=value`` fields the writer
+makes of an OTF2 record object it has no syntax of its own for."""
 
 from __future__ import annotations
 
 import enum
 import re
 from typing import Any
+
+import numpy as np
 
 MAGIC = "compensate-trace"
 FORMAT_VERSION = 1
@@ -17,7 +20,7 @@ _INT32_MAX = 2**31 - 1
 _INT16_MAX = 2**15 - 1
 
 _EVENT_SYNTAX = "'<time> <location> <kind> [key=value ...]'"
-_HEADER_KEYWORDS = ("timer_resolution", "location", "region", "comm", "events")
+_HEADER_KEYWORDS = ("timer_resolution", "location", "region", "comm", "window", "events")
 
 # Escapes inside double-quoted strings (besides \xHH).
 _UNESCAPE = {'"': '"', "\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
@@ -84,3 +87,83 @@ def _brief(obj: Any, limit: int = 80) -> str:
     """``repr(obj)`` shortened for an error message."""
     text = repr(obj)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _scalar_fields(obj: Any) -> list[tuple[str, str]]:
+    """Best-effort ``key=value`` fields from an OTF2 event object's attributes: ints,
+    floats, strings, enums (by name), definitions (``key_ref=<ref>``) and lists of
+    numbers (comma-separated); anything else is skipped. Runs for most records of a
+    metric-heavy archive, so what depends only on a key or a value's type is
+    remembered; the result is that of :func:`_scalar_field` on each attribute."""
+    out: list[tuple[str, str]] = []
+    try:
+        attrs = vars(obj)
+    except TypeError:
+        return out
+    for key, v in attrs.items():
+        ok = _KEY_OK.get(key)
+        if not (_key_ok(key) if ok is None else ok):
+            continue
+        t = type(v)
+        if t is int:
+            out.append((key, str(v)))
+        elif t is str:
+            out.append((key, v))
+        elif t is list or t is tuple:
+            _number_list(key, v, out)
+        else:
+            plain = _PLAIN_TYPE.get(t)
+            if plain if plain is not None else _is_plain_type(t):  # a definition or nothing
+                if isinstance(getattr(v, "_ref", None), int | np.integer):
+                    out.append((key + "_ref", str(int(v._ref))))
+            else:
+                _scalar_field(key, v, out)
+    return out
+
+
+_KEY_OK: dict[str, bool] = {}  # key -> written at all
+_PLAIN_TYPE: dict[type, bool] = {}  # type -> see _is_plain_type
+
+
+def _key_ok(key: str) -> bool:
+    ok = _KEY_OK[key] = not (key in ("time", "attributes") or key.startswith("_")
+                             or not _valid_key(key))
+    return ok
+
+
+def _is_plain_type(t: type) -> bool:
+    """Is ``t`` none of what :func:`_scalar_field` tests before ``_ref`` (enum by
+    :func:`_enum_name`'s type test, bool, number, string) nor a list or tuple?"""
+    plain = _PLAIN_TYPE[t] = not (
+        issubclass(t, enum.Enum) or isinstance(getattr(t, "_names", None), dict)
+        or issubclass(t, bool | np.bool_ | int | np.integer | float | np.floating | str
+                      | list | tuple))
+    return plain
+
+
+def _scalar_field(key: str, v: Any, out: list[tuple[str, str]]) -> None:
+    """Append the field of one attribute value to ``out`` (nothing if unwritable)."""
+    name = _enum_name(v)
+    if name is not None:
+        out.append((key, name))
+    elif isinstance(v, bool | np.bool_):
+        out.append((key, "true" if v else "false"))
+    elif isinstance(v, int | np.integer):
+        out.append((key, str(int(v))))
+    elif isinstance(v, float | np.floating):
+        out.append((key, repr(float(v))))
+    elif isinstance(v, str):
+        out.append((key, v))
+    elif isinstance(getattr(v, "_ref", None), int | np.integer):
+        out.append((key + "_ref", str(int(v._ref))))
+    elif isinstance(v, list | tuple):
+        _number_list(key, v, out)
+
+
+def _number_list(key: str, v: list | tuple, out: list[tuple[str, str]]) -> None:
+    if v and all(type(x) is int for x in v):
+        out.append((key, ",".join(map(str, v))))
+    elif v and all(isinstance(x, int | float | np.integer | np.floating)
+                 and not isinstance(x, bool) for x in v):
+        out.append((key, ",".join(str(int(x)) if isinstance(x, int | np.integer)
+                                  else repr(float(x)) for x in v)))

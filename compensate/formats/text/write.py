@@ -13,7 +13,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
+import compensate.insitu as insitu
 from compensate.formats.order import Piece, WindowedMerge, merge_order
+from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import (
     FORMAT_VERSION,
     MAGIC,
@@ -21,6 +23,7 @@ from compensate.formats.text.syntax import (
     _enum_name,
     _join_args,
     _quote,
+    _scalar_fields,
     _valid_key,
     _value,
 )
@@ -58,42 +61,10 @@ from compensate.model import (
     Trace,
     TraceError,
 )
+from compensate.rmarecords import RMA_FIELDS, text_fields
 
 # ---------------------------------------------------------------------------
 # Writer
-
-
-def _scalar_fields(obj: Any) -> list[tuple[str, str]]:
-    """Best-effort ``key=value`` fields from an OTF2 event object's attributes: ints,
-    floats, strings, enums (by name), definitions (``key_ref=<ref>``) and lists of
-    numbers (comma-separated); anything else is skipped."""
-    out: list[tuple[str, str]] = []
-    try:
-        attrs = vars(obj)
-    except TypeError:
-        return out
-    for key, v in attrs.items():
-        if key in ("time", "attributes") or key.startswith("_") or not _valid_key(key):
-            continue
-        name = _enum_name(v)
-        if name is not None:
-            out.append((key, name))
-        elif isinstance(v, bool | np.bool_):
-            out.append((key, "true" if v else "false"))
-        elif isinstance(v, int | np.integer):
-            out.append((key, str(int(v))))
-        elif isinstance(v, float | np.floating):
-            out.append((key, repr(float(v))))
-        elif isinstance(v, str):
-            out.append((key, v))
-        elif isinstance(getattr(v, "_ref", None), int | np.integer):
-            out.append((key + "_ref", str(int(v._ref))))
-        elif (isinstance(v, list | tuple) and v
-              and all(isinstance(x, int | float | np.integer | np.floating)
-                      and not isinstance(x, bool) for x in v)):
-            out.append((key, ",".join(str(int(x)) if isinstance(x, int | np.integer)
-                                      else repr(float(x)) for x in v)))
-    return out
 
 
 class _Formatter:
@@ -139,6 +110,10 @@ class _Formatter:
             return text + (f" request={request}" if kind == NBC_COMPLETE else "")
         if kind == COLL_BEGIN:
             return ""
+        if kind in TEXT_FIELDS:
+            values = dict(zip(("region", "peer", "comm", "tag", "size", "size_recv", "op",
+                               "request"), cols, strict=True))
+            return " ".join(f"{key}={values[column]}" for key, column in TEXT_FIELDS[kind])
         if kind == BUFFER_FLUSH:
             return f"stop={size}"
         if kind == MEASUREMENT_ONOFF:
@@ -147,7 +122,7 @@ class _Formatter:
             return self.program_begin(loc, index, payload)
         if kind == PROGRAM_END:
             return self.program_end(loc, index, payload)
-        return self.generic(loc, index, payload)
+        return self.generic(loc, index, payload, KIND_NAMES[kind])
 
     def measurement(self, loc: int, index: int, payload: Any) -> str:
         if isinstance(payload, dict):
@@ -181,16 +156,22 @@ class _Formatter:
                                         f"(payload {_brief(payload)})")
         return f"status={int(status)}"
 
-    def generic(self, loc: int, index: int, payload: Any) -> str:
+    def generic(self, loc: int, index: int, payload: Any, kind_name: str = "") -> str:
         if payload is None:
             return ""
-        if isinstance(payload, dict):
+        if isinstance(payload, dict) and not (
+                kind_name in RMA_FIELDS and not all(isinstance(v, str) for v in payload.values())):
             items = [(k, v if isinstance(v, str) else str(v)) for k, v in payload.items()]
             for k, _ in items:
                 if not isinstance(k, str) or not _valid_key(k):
                     raise self.fail(loc, index, f"field name {k!r} cannot be written, expected "
                                                 f"a non-empty name without whitespace, '=', "
                                                 f"quotes or control characters")
+        elif kind_name in RMA_FIELDS:  # an OTF2 RMA record or built fields (R10)
+            try:
+                items = text_fields(kind_name, payload)
+            except TraceError as exc:
+                raise self.fail(loc, index, str(exc).split(": ", 1)[-1]) from exc
         else:
             items = _scalar_fields(payload)
         return " ".join(f"{k}={_value(v)}" for k, v in items)
@@ -217,6 +198,8 @@ class _Formatter:
                 line += f" group_type={loc.group_type}"
             if loc.group_creator >= 0:
                 line += f" group_creator={loc.group_creator}"
+            if lid in d.insitu:  # the tracer's in-situ overhead table
+                line += f" insitu={_quote(insitu.dumps(d.insitu[lid]))}"
             out.append(line + "\n")
         for rid in sorted(d.regions):
             line = f"region {rid} {_quote(str(d.regions[rid]))}"
@@ -229,6 +212,9 @@ class _Formatter:
             c = d.comms[cid]
             members = ",".join(str(m) for m in c.members) if c.members else "-"
             out.append(f"comm {cid} {_quote(str(c.name))} {members}\n")
+        for wid in sorted(d.windows):
+            w = d.windows[wid]
+            out.append(f"window {wid} {_quote(str(w.name))} comm={w.comm}\n")
         out.append("events\n")
         return out
 

@@ -1,0 +1,210 @@
+"""In-situ overhead: what the tracer's records cost *in this run*, per location.
+
+A separate calibration times the tracer's record methods back to back. In a real
+run the tracer does more than that: its MPI and lock wrappers look up the
+thread's buffer and the communicator, size the message, read the status, enter
+and leave two extra Python frames; and all of it runs under the machine's real
+load, in the program's caches. The first version's calibration saw only the
+record methods: an ``Enter(MPI_Send) -> MpiSend`` gap of 1 µs in the trace was
+calibrated at 0.2 µs.
+
+So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
+
+* **Stamps first, work after.** A wrapper takes the timestamps of the records it
+  writes before a hand-over (Enter, MpiSend, ...) back to back, then does its
+  work (lookups, sizes, stores); after the MPI (or lock) call returns it stamps
+  its completion record and the Leave at once and reads the status after. All of
+  the tracer's work therefore lies after the last timestamp before the hand-over,
+  where docs/design.md §2 charges it (to that record's kind).
+* **Brackets.** When it hands control back (to the MPI library, the lock, or the
+  program), the wrapper calls :meth:`Buffer.back(first)
+  <calibration.tracer.buffer.Buffer.back>`: one timer read, stored with the first
+  stamp of its run of records. At the end :func:`samples` turns every run into
+  one sample per record: a record followed by another record of the same run
+  costs the gap to it, the last record of the run costs the time to the
+  hand-back plus :func:`back_cost` (the bracket's own timer read and stores,
+  measured). The samples are the real per-call costs of this run, under its
+  load.
+* **Per location, per kind, per region.** The samples are grouped by location,
+  by record kind and, for Enter/Leave, by region (``MPI_Send``'s Enter costs its
+  wrapper's lookups; a function's Enter costs the decorator's). The value used
+  is the **median** (robust to a sample that was preempted), capped by the
+  location's **in-trace bound** for that key (the smallest gap after such a
+  record, :mod:`calibration.tracecheck`'s bound): an overhead larger than a gap
+  the trace holds would overcompensate it.
+* **Decorator records** (Enter/Leave of the program's functions) are not
+  bracketed: two more timer reads per call would add a quarter to the hot path.
+  They take the calibrated split of the traced call's dilation
+  (:func:`calibration.tracer.overhead.function_dilation`), also capped by the
+  location's bound. In the real Monte-Carlo worker loop that dilation was
+  measured at 401-403 ns per call (thread CPU time, traced vs untraced
+  ``count_inside``), the calibration's at 394-399 ns: the decorator's cost in
+  situ is the calibrated one.
+* **Load.** Each rank's master thread reads ``/proc/thread-self/schedstat`` at
+  the start and end of the program: CPU time and time spent runnable but
+  waiting for a CPU (preemption by other processes). Written with the table, so
+  that a reader can tell a loaded run (docs/realrun.md).
+
+The table is written into the trace (:func:`location_table`, one JSON
+``LocationProperty`` per location, :data:`PROPERTY`), where ``compensate`` finds it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from calibration.tracer import buffer as tb
+
+#: Name of the OTF2 LocationProperty holding a location's table (a JSON string);
+#: ``compensate`` reads it (:mod:`compensate.insitu`), other OTF2 tools ignore it.
+PROPERTY = "COMPENSATE::INSITU_OVERHEAD"
+FORMAT = 1
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def sched_now() -> tuple[int, int] | None:
+    """(CPU ns, run-queue wait ns) of the calling thread so far, None where the
+    kernel does not say (no ``/proc/thread-self/schedstat``)."""
+    try:
+        with open(_SCHEDSTAT) as f:
+            cpu, wait = f.read().split()[:2]
+        return int(cpu), int(wait)
+    except (OSError, ValueError):
+        return None
+
+
+def back_cost(calls: int = 2000, repeats: int = 15) -> float:
+    """Nanoseconds one :meth:`Buffer.back` costs: the median spacing of the
+    timestamps of ``calls`` back-to-back calls (median over ``repeats``
+    samples of their medians: robust to preemption)."""
+    meds = []
+    for _ in range(repeats):
+        back = tb.Buffer().back
+        for _ in range(calls):
+            back(0)
+        t = np.array(back.__self__.backs[1::2], dtype=np.int64)
+        meds.append(float(np.median(np.diff(t))))
+    return float(round(np.median(meds)))  # whole ns, as the clock
+
+
+def record_keys(codes: np.ndarray) -> np.ndarray:
+    """Grouping key per record: the code (kind and region) of an Enter/Leave, the
+    kind of any other record."""
+    kinds = codes & tb.KIND_MASK
+    return np.where((kinds == tb.ENTER) | (kinds == tb.LEAVE), codes, kinds)
+
+
+def samples(times: np.ndarray, backs: np.ndarray, back_ns: float) -> np.ndarray:
+    """Per record, its in-situ cost in ns, or -1 if it was not bracketed (see the
+    module docstring). ``times``: the location's record times (non-decreasing);
+    ``backs``: (first stamp, hand-back time) pairs from :meth:`Buffer.back`."""
+    n = len(times)
+    out = np.full(n, -1.0)
+    if n == 0 or len(backs) < 2:
+        return out
+    pairs = np.asarray(backs, dtype=np.int64).reshape(-1, 2)
+    i0 = np.searchsorted(times, pairs[:, 0], "left")
+    i1 = np.searchsorted(times, pairs[:, 1], "right") - 1
+    ok = i1 >= i0
+    i0, i1, tback = i0[ok], i1[ok], pairs[ok, 1]
+    mark = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(mark, i0, 1)
+    np.add.at(mark, i1, -1)
+    inside = np.cumsum(mark)[:n] > 0  # followed by a record of the same run
+    if n > 1:
+        gaps = np.diff(times).astype(np.float64)
+        idx = np.flatnonzero(inside[:-1])
+        out[idx] = gaps[idx]
+    out[i1] = (tback - times[i1]).astype(np.float64) + back_ns
+    return out
+
+
+def _stats(x: np.ndarray) -> dict[str, float]:
+    q = np.percentile(x, [25, 50, 75])
+    return {"n": int(x.size), "median": float(q[1]) * 1e-9, "p25": float(q[0]) * 1e-9,
+            "p75": float(q[2]) * 1e-9, "min": float(x.min()) * 1e-9}
+
+
+def location_table(data: Any, backs: Any, region_names: list[str],
+                   defaults: dict[str, float], back_ns: float,
+                   sched: dict[str, float] | None = None) -> dict[str, Any]:
+    """The in-situ table of one location (the JSON of :data:`PROPERTY`).
+
+    ``data``: the buffer's (time, code) pairs; ``backs``: its brackets;
+    ``region_names``: the rank's region names by local id; ``defaults``: seconds
+    per kind name for records without samples (the calibration's; may be empty);
+    ``back_ns``: :func:`back_cost`; ``sched``: the thread's CPU and run-queue
+    time during the program, if known.
+
+    Keys: ``by_kind`` (seconds per record kind: the median of the in-situ samples
+    where there are any, else the default; each capped by the bound),
+    ``by_region`` (region name -> {"Enter"/"Leave": seconds}, for regions whose
+    records were bracketed), ``measured`` (per kind or ``region/Kind``: n,
+    median, p25, p75, min of the samples, and ``bound``, the smallest gap after
+    such a record), ``source`` (per by_kind entry: ``in-situ`` or
+    ``calibration``), ``back_cost_s``, ``sched``."""
+    pairs = np.asarray(data, dtype=np.int64).reshape(-1, 2)
+    times, codes = pairs[:, 0], pairs[:, 1]
+    keys = record_keys(codes)
+    cost = samples(times, np.asarray(backs, dtype=np.int64), back_ns)
+    nxt = np.full(len(times), np.inf)
+    if len(times) > 1:
+        nxt[:-1] = np.diff(times)
+    by_kind: dict[str, float] = {}
+    source: dict[str, str] = {}
+    by_region: dict[str, dict[str, float]] = {}
+    measured: dict[str, dict[str, float]] = {}
+    plain = {tb.ENTER: np.zeros(0), tb.LEAVE: np.zeros(0)}  # bounds of unbracketed E/L
+    for key in np.unique(keys).tolist():
+        sel = keys == key
+        kind = key & tb.KIND_MASK
+        kname = tb.KIND_NAMES[kind]
+        s = cost[sel]
+        s = s[s >= 0]
+        bound = float(nxt[sel].min())
+        if kind in (tb.ENTER, tb.LEAVE):
+            region = key >> tb.KIND_BITS
+            name = region_names[region] if region < len(region_names) else str(region)
+            if not s.size:
+                plain[kind] = np.append(plain[kind], bound)
+                continue
+            label = f"{name}/{kname}"
+        else:
+            label = kname
+            if not s.size:
+                if kname in defaults:
+                    by_kind[kname] = round(min(defaults[kname] * 1e9, bound)) * 1e-9
+                    source[kname] = "calibration"
+                continue
+        st = _stats(s)
+        st["bound"] = bound * 1e-9 if np.isfinite(bound) else None
+        # whole clock ticks (ns): a median of an even count is a half tick, and an
+        # overhead of half ticks rounds a receive onto its send in the output
+        value = round(min(float(np.median(s)), bound)) * 1e-9
+        st["used"] = value
+        measured[label] = st
+        if kind in (tb.ENTER, tb.LEAVE):
+            by_region.setdefault(name, {})[kname] = value
+        else:
+            by_kind[kname] = value
+            source[kname] = "in-situ"
+    for kind, bounds in plain.items():
+        kname = tb.KIND_NAMES[kind]
+        if kname in defaults:
+            cap = float(bounds.min()) * 1e-9 if bounds.size else float("inf")
+            by_kind[kname] = round(min(defaults[kname], cap) * 1e9) * 1e-9
+            source[kname] = "calibration"
+    table: dict[str, Any] = {"format": FORMAT, "by_kind": by_kind, "by_region": by_region,
+                             "measured": measured, "source": source,
+                             "back_cost_s": back_ns * 1e-9}
+    if sched:
+        table["sched"] = sched
+    return table
+
+
+def to_json(table: dict[str, Any]) -> str:
+    """The property value: compact JSON (finite numbers only)."""
+    return json.dumps(table, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,123 @@
+"""Thread and device links across stream segments (docs/compensation.md, "Threads"
+and "Accelerators"; :mod:`compensate.engine.stream`).
+
+The stream cutter never cuts a parallel region (fork to join), a Pthread's create
+to begin or end to wait, or a host synchronize call. Two links may still cross a
+cut, because nothing brackets them:
+
+* a lock (a mutex outside a parallel region, legacy or Thread* records): the
+  release of acquisition ``k`` before the cut, the acquisition ``k + 1`` after it;
+* a kernel launch: the host's callsite parameter before the cut, the kernel's
+  ``Enter`` on its stream after it.
+
+Such a sender record is *carried*: put, with its pinned approximated and written
+times, among the context records in front of its location's part of the next
+segment (in record order), so that the next segment's matcher links it as the
+whole trace's would and its rule reads the same times. A release is carried
+while it is its lock's latest and no later acquisition was seen; a host parameter
+while it has not been paired with a kernel (per key, first to first in time, as
+:mod:`compensate.matching.devices` pairs), in a process that has accelerator
+streams: every host parameter until the process's first kernel shows which
+parameter its launches use, then only parameters seen on its streams (so the
+parameters of other calls are not carried for ever).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from compensate.matching.threads import field_of
+from compensate.model import ENTER, KIND_CODE, Definitions, Events
+
+_ACQUIRE = (KIND_CODE["ThreadAcquireLock"], KIND_CODE["OmpAcquireLock"])
+_RELEASE = (KIND_CODE["ThreadReleaseLock"], KIND_CODE["OmpReleaseLock"])
+_PARAM = KIND_CODE["ParameterUnsignedInt"]
+
+#: a context record: (columns row, payload, approximated float, written int, index)
+Row = tuple[Any, Any, float, int, int]
+
+
+class LinkCarry:
+    """The sender records to carry into the next segment (module docstring)."""
+
+    def __init__(self, defs: Definitions) -> None:
+        self.defs = defs
+        self.release: dict[tuple, tuple[int, int, int, Row]] = {}  # key -> (order, loc, ...)
+        self.acquired: dict[tuple, int] = {}  # key -> highest acquisition order seen
+        self.launch: dict[tuple, list[tuple[int, int, Row]]] = defaultdict(list)
+        self.device_params: set[tuple] = set()  # (process, parameter) seen on a device
+        self.seen: set[int] = set()  # processes whose accelerator streams ran a kernel
+        #: processes with accelerator streams (the only ones whose host parameters
+        #: can be launches)
+        self.gpu_procs = {defs.process_of(loc) for loc, d in defs.locations.items()
+                          if d.is_device}
+
+    def _lock_key(self, loc: int, payload: Any, kind: int) -> tuple | None:
+        model = "OPENMP" if kind in (_ACQUIRE[1], _RELEASE[1]) else field_of(payload, "model")
+        lock, order = field_of(payload, "lock_id"), field_of(payload, "acquisition_order")
+        if model is None or lock is None or order is None:
+            return None
+        return (self.defs.process_of(loc), model, lock), int(order)
+
+    def update(self, seg: dict[int, Events], row_of: Callable[[int, int], Row]) -> None:
+        """Take a segment's records (``row_of(loc, j)``: the context row of its j-th
+        record on ``loc``)."""
+        defs = self.defs
+        hosts: dict[tuple, list] = defaultdict(list)
+        kernels: dict[tuple, int] = defaultdict(int)
+        for loc, ev in seg.items():
+            k = ev.kind
+            device = loc in defs.locations and defs.locations[loc].is_device
+            for j in np.flatnonzero(np.isin(k, _ACQUIRE + _RELEASE)).tolist():
+                got = self._lock_key(loc, ev.payload[j], int(k[j]))
+                if got is None:
+                    continue
+                key, order = got
+                if int(k[j]) in _ACQUIRE:
+                    self.acquired[key] = max(self.acquired.get(key, 0), order)
+                elif order >= self.release.get(key, (-1,))[0]:
+                    row = row_of(loc, j)
+                    self.release[key] = (order, loc, row[4], row)
+            if device:
+                for j in np.flatnonzero((k[:-1] == ENTER) & (k[1:] == _PARAM)).tolist():
+                    p = ev.payload[j + 1]
+                    par, val = field_of(p, "parameter"), field_of(p, "value")
+                    if par is not None and val is not None:
+                        proc = defs.process_of(loc)
+                        self.device_params.add((proc, par))
+                        self.seen.add(proc)
+                        kernels[(proc, par, val)] += 1
+            elif loc in defs.locations and defs.locations[loc].is_cpu and \
+                    defs.process_of(loc) in self.gpu_procs:
+                for j in np.flatnonzero(k == _PARAM).tolist():
+                    p = ev.payload[j]
+                    par, val = field_of(p, "parameter"), field_of(p, "value")
+                    if par is not None and val is not None:
+                        hosts[(defs.process_of(loc), par, val)].append(
+                            (int(ev.time[j]), loc, row_of(loc, j)))
+        for key in set(hosts) | set(kernels) | set(self.launch):
+            waiting = sorted(self.launch.get(key, []) + hosts.get(key, []),
+                             key=lambda x: (x[0], x[2][4]))
+            rest = waiting[kernels.get(key, 0):]
+            if rest and (key[:2] in self.device_params or key[0] not in self.seen):
+                self.launch[key] = rest
+            else:
+                self.launch.pop(key, None)
+
+    def carried(self) -> dict[int, list[Row]]:
+        """Per location, the rows to put among its context records."""
+        out: dict[int, list[Row]] = defaultdict(list)
+        for key, (order, loc, _, row) in self.release.items():
+            if self.acquired.get(key, 0) <= order:
+                out[loc].append(row)
+        for items in self.launch.values():
+            for _, loc, row in items:
+                out[loc].append(row)
+        return dict(out)
+
+
+__all__ = ["LinkCarry", "Row"]

@@ -1,0 +1,142 @@
+"""MPI one-sided communication (R10, docs/compensation.md "One-sided
+communication (R10)"): fences as n-to-n operations over the window (R3) where the
+measurement shows they synchronised; post -> start (or complete), complete ->
+wait, the previous conflicting lock release -> the next grant; and transfers
+(put, accumulate) -> the target's end of their epoch, as messages.
+
+All links of one waiting record form one rule, R2's receive with several
+senders. With ``s`` a sender record, ``r`` the waiting record, ``p`` the record
+before ``r``, ``δ = max(0, r_m - s_m - O(s))`` the measured interval and ``lo``
+the least transfer (``2·C(b)·b`` for ``b`` bytes, 0 for a synchronisation):
+
+* the waiter was there first (``p_m + O(p) <= s_m + O(s)``) and ``s`` is the
+  sender that freed it last: the interval is observed (R2 m.1):
+  ``r_a = max(p_a, s_a + δ)``;
+* otherwise only bounds (R2 m.2): ``r_a = max(local_a, s_a + L)`` with
+  ``L = lo`` (lower), ``L = max(δ, lo)`` (upper) or, under ``--bound fitted``,
+  for a transfer ``lo + network(b)`` (R2f's fit) and for a synchronisation the
+  least latency the trace observed for that kind of link, clamped into
+  ``[lo, max(δ, lo)]``;
+* always ``r_a >= s_a + 1 tick``.
+
+A fence instance is n-to-n (:func:`compensate.engine.kinds.handles.build`: only
+where it synchronised); window creation and free as the handle collectives.
+
+Matching: :mod:`compensate.matching.rma`. Verified by
+:func:`compensate.verify.rma.verify_rma`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from compensate.engine.graph import Graph
+from compensate.engine.kinds.handles import build as handles_build
+from compensate.engine.pending import Pending
+from compensate.engine.rules import TICK, Context, Need, Ref, Rule, at
+from compensate.matching.rma import RmaDeps, was_observed
+
+_DATA = ("transfer", "completion")  # links that carry bytes (the others synchronise)
+
+
+class RmaWait(Rule):
+    """R10: a waiting record after the records it waits for (module docstring)."""
+
+    __slots__ = ("sends", "waited", "delta", "lo", "sizes", "back", "fit", "ref", "first",
+                 "explained")
+
+    def __init__(self, sends: list[Ref], waited: list[bool], delta: list[float],
+                 lo: list[float], sizes: list[int], back: list[int], fit: list[float | None],
+                 ref: list[bool], first: bool, explained: bool, needs: list[Need]) -> None:
+        self.sends, self.waited, self.delta, self.lo = sends, waited, delta, lo
+        self.sizes, self.back, self.fit, self.ref = sizes, back, fit, ref
+        self.first, self.explained, self.needs = first, explained, needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        if self.first:
+            prev_a = float("-inf")
+        # the gap before the record is the waiter's own time only if nothing it
+        # waited for freed it (else the observed sender or the fence explains it)
+        own = prev_a if self.explained else local
+        best = float("-inf")
+        for j, s in enumerate(self.sends):
+            send_a = at(A, s)
+            if self.ref[j]:  # the release was observed: keep the measured offset from
+                if self.waited[j]:  # the holder's unlock exit
+                    best = max(best, send_a + self.delta[j])
+                continue
+            lo, hi = self.lo[j], max(self.delta[j], self.lo[j])
+            if self.waited[j]:
+                t = max(prev_a, send_a + self.delta[j])
+            else:
+                if ctx.bound == "lower":
+                    lat = lo
+                elif ctx.bound == "upper":
+                    lat = hi
+                else:
+                    fit = self.fit[j]
+                    if fit is None:  # bytes on the network: R2f's model, each way
+                        fit = lo + ctx.network_ticks(self.sizes[j]) + (
+                            ctx.network_ticks(self.back[j]) if self.back[j] else 0.0)
+                    lat = min(max(fit, lo), hi)
+                t = max(own if ctx.bound != "upper" else local, send_a + lat)
+            best = max(best, t, send_a + TICK)
+        return best
+
+
+def _least(graph: Graph, size: int, back: int) -> float:
+    """The least time bytes take: both copies each way (2·C(s)·s), nothing else."""
+    return (2.0 * graph.copy(size) if size > 0 else 0.0) + \
+        (2.0 * graph.copy(back) if back > 0 else 0.0)
+
+
+def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
+    """The fence rules, then one :class:`RmaWait` per waiting record (a record with
+    another rule keeps both: the later value wins)."""
+    for inst in deps.collectives:
+        own: dict = {}
+        handles_build(graph, inst, [graph.pos_of[loc] for loc in inst.locs], own)
+        for key, pending in own.items():
+            dep_rules.setdefault(key, []).extend(pending)
+    by_recv: dict[tuple, list] = defaultdict(list)
+    also: dict[tuple, set] = defaultdict(set)
+    for link in deps.links:
+        for row in zip(link.sends, link.sizes, link.back, link.ref, strict=True):
+            by_recv[link.recv].append((link.kind, *row))
+        also[link.recv].update(link.also)
+    tm, ovh = graph.tm, graph.kind_ovh
+    prepared = []
+    fit: dict[str, float] = {}
+    for recv, senders in by_recv.items():
+        li = graph.pos_of[recv[0]]
+        r = graph.g(li, recv[1])
+        pos = [(graph.pos_of[loc], i) for _, (loc, i), _, _, _ in senders]
+        lo = [_least(graph, size, back) if kind in _DATA else 0.0
+              for kind, _, size, back, _ in senders]
+        free = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s)) for s_li, s in pos]
+        # each constraint by the earliest it can free the waiter (bytes: after their
+        # copies), to tell which one freed it last; references are not constraints
+        real = [j for j, row in enumerate(senders) if not row[4]]
+        earliest = {j: free[j] + lo[j] for j in real}
+        other = [tm[graph.g(graph.pos_of[loc], i)] + ovh(graph.g(graph.pos_of[loc], i))
+                 for loc, i in also[recv]]
+        ready = tm[r - 1] + ovh(r - 1) if recv[1] > 0 else float("-inf")
+        last = max(real, key=earliest.__getitem__)
+        explained, observed = was_observed(
+            senders[last][0], earliest[last], max(list(earliest.values()) + other), ready,
+            float(tm[r]), lo[last] / 2.0)
+        # a reference counts where the release it follows was observed
+        waited = [observed and (j == last or senders[j][4]) for j in range(len(senders))]
+        delta = [float(tm[r] - tm[graph.g(*pos[j])]) if senders[j][4]
+                 else max(0.0, float(tm[r] - free[j])) for j in range(len(senders))]
+        for (kind, *_), w, d in zip(senders, waited, delta, strict=True):
+            if w and recv[1] > 0 and kind not in _DATA:
+                fit[kind] = min(fit.get(kind, float("inf")), d)
+        prepared.append((recv, li, senders, pos, waited, delta, lo, explained))
+    for recv, li, senders, pos, waited, delta, lo, explained in prepared:
+        fits = [None if kind in _DATA else fit.get(kind, 0.0) for kind, *_ in senders]
+        dep_rules.setdefault((li, recv[1]), []).append(Pending(
+            RmaWait, ([("ref", s_li, s) for s_li, s in pos], waited, delta, lo,
+                      [row[2] for row in senders], [row[3] for row in senders], fits,
+                      [row[4] for row in senders], recv[1] == 0, explained),
+            pos))

@@ -1,0 +1,169 @@
+"""Which tracer overhead ``compensate`` removes, and where it came from.
+
+In order of precedence (docs/compensation.md, "Which overhead"):
+
+1. ``--overhead DURATION`` (``overhead=``): one value for every record
+   (source ``command line``), with the platform file's copy cost if one is given;
+2. ``--platform FILE``: the platform file's per-kind overhead (``platform file``);
+3. the trace's own in-situ tables, when neither is given (``trace in-situ``,
+   :mod:`compensate.insitu`): per location, per kind and per region;
+   ``--overhead insitu`` asks for them explicitly (with ``--platform`` only
+   the platform's copy cost is then used);
+4. ``--overhead estimate``: an estimate from the trace's records alone
+   (:func:`estimate`), for traces that carry no measurement (Score-P).
+
+Without any of these the command stops (exit 2) as before. The summary's
+``overhead`` object says which one was used (``source``), from where, and what
+it was overridden by or estimated from; the one-line summary names the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import compensate.insitu as insitu
+from compensate.model import BUFFER_FLUSH, KIND_NAMES, Definitions, Trace
+from compensate.platform import Platform
+
+#: ``--overhead`` words that are no duration.
+KEYWORDS = ("insitu", "estimate")
+#: Kinds whose in-trace bound enters the estimate need at least this many gaps.
+MIN_GAPS = 10
+
+
+def choose(platform: Platform | None, overhead: Any,
+           definitions: Callable[[], Definitions], trace: Callable[[], Trace],
+           needed: bool) -> tuple[Platform | None, dict[str, Any]]:
+    """The platform to compensate with and the summary's ``overhead`` object.
+
+    ``platform``: what ``--platform``/``--overhead DURATION`` resolved to (None if
+    neither, or if ``overhead`` is a keyword); ``overhead``: the ``--overhead``
+    value as given; ``definitions`` and ``trace`` read the input's definitions /
+    whole trace when needed; ``needed``: the bound removes overhead (False for
+    ``none``)."""
+    keyword = overhead if isinstance(overhead, str) and overhead in KEYWORDS else None
+    if keyword is None and overhead is not None:
+        return platform, {"source": "command line", "seconds": platform.event_overhead}
+    if keyword == "estimate":
+        est_platform, info = estimate(trace(), platform)
+        return est_platform, {"source": "estimate", **info}
+    if keyword is None and platform is not None:
+        return platform, {"source": "platform file"}
+    if keyword == "insitu" or needed:
+        defs = definitions()
+        found = insitu.platform_of(defs, platform)
+        if found is not None:
+            return found, {"source": "trace in-situ",
+                           "locations": len(defs.insitu),
+                           "by_location": insitu.describe(found)}
+        if keyword == "insitu":
+            raise ValueError("--overhead insitu: the trace carries no in-situ overhead "
+                             f"(no {insitu.PROPERTY} location property)")
+    return platform, {"source": "none" if platform is None else "platform file"}
+
+
+def phrase(info: dict[str, Any]) -> str:
+    """The one-line summary's words for the overhead used."""
+    source = info.get("source", "none")
+    if source == "estimate":
+        lo, hi = info["interval_s"]
+        return (f"overhead estimated from the trace {info['seconds'] * 1e9:.4g} ns "
+                f"(interval {lo * 1e9:.4g}..{hi * 1e9:.4g} ns)")
+    if source == "command line":
+        return f"overhead {info['seconds'] * 1e9:.4g} ns from the command line"
+    return f"overhead from {source}"
+
+
+def kind_bounds(trace: Trace) -> dict[str, tuple[float, int]]:
+    """Per record kind: (smallest gap after such a record on its location, in
+    seconds; number of gaps). The in-trace bound of ``calibrate check``
+    (calibration/tracecheck.py): O(kind) cannot exceed it without R1
+    overcompensating that gap. A BufferFlush's own interval is taken off first."""
+    res = float(trace.definitions.timer_resolution)
+    best: dict[int, tuple[float, int]] = {}
+    for loc, ev in trace.events.items():
+        if len(ev) < 2 or loc in trace.definitions.locations \
+                and not trace.definitions.locations[loc].is_cpu:
+            continue
+        gaps = np.diff(ev.time).astype(np.float64)
+        kinds = ev.kind[:-1]
+        flush = kinds == BUFFER_FLUSH
+        if flush.any():
+            gaps[flush] -= (ev.size[:-1][flush] - ev.time[:-1][flush]).astype(np.float64)
+        for code in np.unique(kinds).tolist():
+            sel = kinds == code
+            g, n = float(gaps[sel].min()) / res, int(sel.sum())
+            old = best.get(code)
+            best[code] = (min(g, old[0]), old[1] + n) if old else (g, n)
+    return {KIND_NAMES[k]: v for k, v in sorted(best.items())}
+
+
+def observed_transfers(trace: Trace) -> float | None:
+    """The shortest observed transfer (seconds): of the matched point-to-point
+    messages whose receiver was already waiting in its receive call when the send
+    was recorded, the least time from send record to receive record. The send's
+    overhead lies inside it (the message leaves after the send record's O), so
+    it bounds O(send) from above across locations. None without such messages."""
+    from compensate.matching import match
+
+    try:
+        table = match(trace).table
+    except Exception:  # noqa: BLE001 - an estimate, not a check: no bound then
+        return None
+    if not len(table.send_li):
+        return None
+    locs = list(trace.events)
+    t = {li: trace.events[loc].time for li, loc in enumerate(locs)}
+    res = float(trace.definitions.timer_resolution)
+    best = None
+    for sl, si, rl, ri, ei in zip(table.send_li.tolist(), table.send_idx.tolist(),
+                                  table.recv_li.tolist(), table.recv_idx.tolist(),
+                                  table.recv_enter_idx.tolist(), strict=True):
+        if ei < 0:
+            continue
+        send_t, recv_t, enter_t = t[sl][si], t[rl][ri], t[rl][ei]
+        if enter_t <= send_t:  # the receiver waited: the transfer was observed
+            d = (recv_t - send_t) / res
+            best = d if best is None or d < best else best
+    return best
+
+
+def estimate(trace: Trace, base: Platform | None = None) -> tuple[Platform, dict[str, Any]]:
+    """An overhead from the trace's records alone, with an interval.
+
+    Every gap after a record of kind k holds O(k) plus whatever the program did
+    before its next record, so the smallest such gap bounds O(k) from above
+    (:func:`kind_bounds`); for the kinds that send a message, the shortest observed
+    transfer (a receiver that was already waiting) bounds it too
+    (:func:`observed_transfers`). A tracer writes every record by much the same
+    path, so a common O lies below the smallest bound of the kinds with at least
+    :data:`MIN_GAPS` gaps (a kind whose bound is 0 -- a Metric stamped with its
+    event's time -- is left out and costs nothing). The trace gives no lower limit:
+    the interval is [0, that bound]. The estimate is the bound itself, the largest
+    overhead the trace admits (``calibrate check``'s bound): exact where the trace
+    holds back-to-back records (an MPI adapter's Enter and MpiSend), too large by
+    the program's least work between two records otherwise. Each kind gets
+    min(estimate, its own bound): R1 overcompensates nothing."""
+    bounds = kind_bounds(trace)
+    transfer = observed_transfers(trace)
+    if transfer is not None:
+        for kind in ("MpiSend", "MpiIsend"):
+            if kind in bounds:
+                g, n = bounds[kind]
+                bounds[kind] = (min(g, max(transfer, 0.0)), n)
+    frequent = sorted(g for g, n in bounds.values() if n >= MIN_GAPS and g > 0)
+    if not frequent:
+        frequent = sorted(g for g, _ in bounds.values() if g > 0) or [0.0]
+    common = float(frequent[0])
+    by_kind = {k: min(common, g) for k, (g, _) in bounds.items()}
+    info = {"seconds": common, "interval_s": [0.0, common],
+            "by_kind": by_kind, "bounds_s": {k: g for k, (g, _) in bounds.items()},
+            "observed_transfer_s": transfer,
+            "method": "the smallest in-trace bound of the frequent kinds; each kind "
+                      "capped by its own bound (docs/compensation.md)"}
+    if base is None:
+        return Platform(common, by_kind), info
+    return Platform(common, by_kind, base.copy_bytes, base.copy_seconds), info

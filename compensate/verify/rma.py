@@ -1,0 +1,52 @@
+"""The RMA invariants of R7 (R10; issue #19), independent of how the engine timed
+them: no member leaves a fence (that synchronised in the measurement) before the
+last member entered it; an MPI_Win_start or MPI_Win_complete does not return
+before the matching MPI_Win_post; an MPI_Win_wait does not return before the
+matching MPI_Win_complete was called; no lock is granted (nor its epoch ended)
+before the previous conflicting release; a put's data is at the target before the
+target's epoch ends. Each waiting record strictly after what it waits for
+(:mod:`compensate.matching.rma` says which records those are)."""
+
+from __future__ import annotations
+
+from compensate.matching import Matching
+from compensate.model import Trace
+
+#: what a violated link means, by link kind
+_WHAT = {
+    "post": "returned before the matching MPI_Win_post (Late Post)",
+    "complete": "MPI_Win_wait returned before the matching MPI_Win_complete was called",
+    "lock": "lock granted before the previous conflicting release",
+    "transfer": "the target's epoch ended before the transfer arrived",
+    "completion": "MPI_Win_unlock returned before its operation",
+}
+
+
+def verify_rma(trace: Trace, matching: Matching, v) -> None:
+    """Count RMA violations in ``v.rma`` (examples in ``v.examples``)."""
+    deps = matching.rma
+    for inst in deps.collectives:
+        if not inst.synchronising:
+            continue
+        ev = [trace.events[loc].time for loc in inst.locs]
+        last = max(int(t[b]) for t, b in zip(ev, inst.begin_idx, strict=True))
+        for loc, t, b, e in zip(inst.locs, ev, inst.begin_idx, inst.end_idx, strict=True):
+            if t[e] < last or (e != b and t[e] <= t[b]):
+                v.rma += 1
+                _note(v, f"location {loc}, record {e}: left a fence (window {inst.comm}) "
+                         f"before the last member entered it")
+    for link in deps.links:
+        loc, i = link.recv
+        t = trace.events[loc].time[i]
+        for (s_loc, s), ref in zip(link.sends, link.ref, strict=True):
+            if ref or (s_loc == loc and s < i):
+                continue  # a reference, or ordered by the location itself
+            if t <= trace.events[s_loc].time[s]:
+                v.rma += 1
+                _note(v, f"location {loc}, record {i}: {_WHAT[link.kind]} (location "
+                         f"{s_loc}, record {s})")
+
+
+def _note(v, msg: str) -> None:
+    if len(v.examples) < 10:
+        v.examples.append(msg)

@@ -1,0 +1,118 @@
+"""The tracer's in-situ overhead (calibration/tracer/insitu.py): brackets turned into
+per-record costs by hand-computed cases, and a short real traced run whose table
+is in the archive and is what ``compensate`` uses by default."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibration.tracer import buffer as tb
+from calibration.tracer import insitu
+from compensate.cli.compensate import main
+from compensate.formats.otf2 import read_otf2
+from tests.conftest import mpiexec as _mpiexec
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def test_samples_hand_computed() -> None:
+    """Two wrapper runs: (100, 140) handed back at 900, (1100, 1150) at 1300; the
+    records at 1000 and 5000 are the program's (not bracketed). A record followed
+    by one of its run costs the gap, the last of a run the time to the hand-back
+    plus the bracket's own cost (10 ns here)."""
+    times = np.array([100, 140, 1000, 1100, 1150, 5000])
+    backs = np.array([100, 900, 1100, 1300])
+    got = insitu.samples(times, backs, 10.0)
+    assert got.tolist() == [40, 770, -1, 50, 160, -1]
+
+
+def _buffer_of(calls: list[tuple[int, int, int]]) -> tb.Buffer:
+    """A buffer of MPI_Send calls (Enter, MpiSend stamped 40 ns later, handed back
+    after ``work`` ns, Leave ``mpi`` ns later, handed back 100 ns later), each
+    followed by a traced function f (Enter, Leave 300 ns later) ``gap`` ns later."""
+    buf = tb.Buffer()
+    t = 1000
+    for work, mpi, gap in calls:
+        buf.enter_at(t, 1)
+        buf.add_record(t + 40, tb.MPI_SEND, (1, 0, 0, 8))
+        buf.backs.extend((t, t + 40 + work))
+        leave = t + 40 + work + mpi
+        buf.leave_at(leave, 1)
+        buf.backs.extend((leave, leave + 100))
+        t = leave + 100 + gap
+        buf.enter_at(t, 0)
+        buf.leave_at(t + 300, 0)
+        t += 300 + 500
+    return buf
+
+
+def test_location_table_medians_bounds_and_defaults() -> None:
+    buf = _buffer_of([(1000, 5000, 200), (1200, 5000, 200), (1500, 5000, 50)])
+    table = insitu.location_table(buf.data, buf.backs, ["f", "MPI_Send"],
+                                  {"Enter": 250e-9, "Leave": 150e-9, "MpiRecv": 1e-7},
+                                  back_ns=10.0, sched={"cpu_s": 1.0})
+    ns = {k: round(v * 1e9) for k, v in table["by_kind"].items()}
+    # MpiSend: brackets 1010, 1210, 1510 -> median 1210 (its gaps of 6000+ allow it)
+    assert ns["MpiSend"] == 1210
+    # Enter/Leave of MPI_Send, per region: the 40 ns gap; 110 ns brackets, capped by
+    # the smallest gap after such a Leave (100 + 50 = 150 ns: not binding)
+    assert {k: round(v * 1e9) for k, v in table["by_region"]["MPI_Send"].items()} == \
+        {"Enter": 40, "Leave": 110}
+    # f's Enter/Leave: not bracketed: the calibrated values, capped by f's bounds
+    # (300 ns after an Enter f; the Leave f's gap is 500 ns)
+    assert ns["Enter"] == 250 and ns["Leave"] == 150
+    assert table["source"] == {"MpiSend": "in-situ", "Enter": "calibration",
+                               "Leave": "calibration"}
+    assert "MpiRecv" not in table["by_kind"]  # no such records here
+    m = table["measured"]["MpiSend"]
+    assert m["n"] == 3 and round(m["median"] * 1e9) == 1210 and round(m["min"] * 1e9) == 1010
+    assert table["sched"] == {"cpu_s": 1.0}
+    # an overhead larger than a gap of the trace is capped by it
+    capped = insitu.location_table(buf.data, buf.backs, ["f", "MPI_Send"],
+                                   {"Enter": 400e-9}, back_ns=10.0)
+    assert round(capped["by_kind"]["Enter"] * 1e9) == 300
+
+
+def test_back_cost_is_positive_and_whole_ns() -> None:
+    cost = insitu.back_cost(calls=200, repeats=3)
+    assert cost > 0 and cost == int(cost)
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short Monte-Carlo run on 2 ranks (few records, small calibration)."""
+    mpiexec = _mpiexec()
+    out = tmp_path_factory.mktemp("insitu") / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec, "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--calibration-records", "200", "--", "examples/montecarlo_pi.py",
+         "--rounds", "20", "--pairs", "20"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_real_run_carries_and_uses_its_insitu_overhead(short_run: Path, capsys) -> None:
+    trace = read_otf2(str(short_run))
+    assert set(trace.definitions.insitu) == set(trace.events) == {0, 1}
+    for table in trace.definitions.insitu.values():
+        assert table["source"]["MpiSend"] == "in-situ"
+        assert table["source"]["Enter"] == "calibration"
+        assert {"MPI_Send", "MPI_Recv", "MPI_Allreduce"} <= set(table["by_region"])
+        assert table["measured"]["MpiSend"]["n"] >= 20
+        # the wrapper's work lies after the MpiSend stamp: more than a record store
+        assert table["by_kind"]["MpiSend"] > 100e-9
+    summary = short_run.parent / "summary.json"
+    assert main([str(short_run), str(short_run.parent.parent / "out" / "traces.otf2"),
+                 "--summary", str(summary)]) == 0
+    assert "overhead from trace in-situ" in capsys.readouterr().out
+    s = json.loads(summary.read_text())
+    assert s["overhead"]["source"] == "trace in-situ" and s["overhead"]["locations"] == 2
+    assert s["verification"]["violations"] == 0
+    assert s["overcompensated_records"] == 0

@@ -1,0 +1,85 @@
+"""Which overhead compensate uses (compensate/overhead.py): precedence of the
+sources, what the summary and the one-line summary say, and the estimate for
+traces without an in-situ measurement, checked against the simulator's truth."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import compensate as c
+from compensate.cli.compensate import main
+from compensate.overhead import estimate, kind_bounds
+from compensate.simulate import simulate
+from tests.test_insitu import _text_trace
+
+
+@pytest.fixture
+def traced(tmp_path: Path) -> Path:
+    return _text_trace(tmp_path)
+
+
+def _summary(tmp_path: Path, src: Path, *args: str) -> tuple[int, dict]:
+    out, s = tmp_path / "out.trace", tmp_path / "s.json"
+    code = main([str(src), str(out), "--summary", str(s), "--quiet", "--force", *args])
+    return code, (json.loads(s.read_text()) if code == 0 else {})
+
+
+def test_precedence_command_line_platform_file_trace(tmp_path: Path, traced: Path) -> None:
+    pf = tmp_path / "platform.json"
+    pf.write_text(json.dumps({"event_overhead": 50e-9, "copy_time": []}))
+    _, s = _summary(tmp_path, traced)
+    assert s["overhead"]["source"] == "trace in-situ"
+    assert s["overhead"]["by_location"]["0"]["by_region"] == {"1": {"Enter": 3e-7,
+                                                                    "Leave": None}}
+    _, s = _summary(tmp_path, traced, "--platform", str(pf))
+    assert s["overhead"]["source"] == "platform file"
+    assert s["approximated_span_s"] == pytest.approx(3000e-9 - 3 * 50e-9)
+    _, s = _summary(tmp_path, traced, "--platform", str(pf), "--overhead", "10ns")
+    assert s["overhead"] == {"source": "command line", "seconds": pytest.approx(1e-8)}
+    _, s = _summary(tmp_path, traced, "--platform", str(pf), "--overhead", "insitu")
+    assert s["overhead"]["source"] == "trace in-situ"
+
+
+def test_insitu_missing_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    plain = _text_trace(tmp_path, None)
+    assert main([str(plain), str(tmp_path / "o.trace"), "--overhead", "insitu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "carries no in-situ overhead" in err[0]
+    assert main([str(plain), str(tmp_path / "o.trace")]) == 2  # nothing to use: as before
+    assert "no platform" in capsys.readouterr().err
+
+
+def test_one_line_summary_names_the_source(tmp_path: Path, traced: Path, capsys) -> None:
+    assert main([str(traced), str(tmp_path / "o.trace"), "--force"]) == 0
+    assert "overhead from trace in-situ" in capsys.readouterr().out
+    assert main([str(traced), str(tmp_path / "o.trace"), "--force", "--overhead",
+                 "estimate"]) == 0
+    assert "overhead estimated from the trace" in capsys.readouterr().out
+
+
+def test_estimate_hand_computed(traced: Path) -> None:
+    """Gaps after Enter: 1000, 1000 (twice per location); after Leave: 1000: every
+    bound is 1000 ns, too few gaps for MIN_GAPS, so the smallest positive one."""
+    trace = c.read(traced)
+    assert kind_bounds(trace) == {"Enter": (pytest.approx(1e-6), 4),
+                                  "Leave": (pytest.approx(1e-6), 2)}
+    plat, info = estimate(trace)
+    assert info["seconds"] == pytest.approx(1e-6)
+    assert info["interval_s"] == [0.0, pytest.approx(1e-6)]
+
+
+def test_estimate_against_the_simulator() -> None:
+    """A simulated ring with O = 1 µs per record: the interval holds the truth, the
+    estimate is the truth (the ring has back-to-back records), and compensating
+    with it overcompensates nothing and verifies."""
+    sim = simulate("ring", ranks=3, iterations=3, overhead=1e-6)
+    plat, info = estimate(sim.measured)
+    lo, hi = info["interval_s"]
+    assert lo <= 1e-6 <= hi + 1e-9
+    assert info["seconds"] == pytest.approx(1e-6, abs=2e-9)
+    r = c.compensate(sim.measured, overhead="estimate")
+    assert r.summary["overhead"]["source"] == "estimate"
+    assert r.summary["overcompensated_records"] == 0

@@ -1,0 +1,44 @@
+"""R10 invariants (compensate/verify/rma.py) catch outputs that break them."""
+
+from compensate.engine import EngineOptions, compensate
+from compensate.formats.text import read_text
+from compensate.platform import Platform
+from compensate.verify import verify
+
+from ..conftest import CASES
+
+
+def _run(name):
+    t = read_text(str(CASES / name))
+    r = compensate(t, Platform(1e-7), EngineOptions("lower"))
+    return r
+
+
+def _shift(trace, loc, i, to):
+    ev = trace.events[loc]
+    times = ev.time.copy()
+    times[i:] = times[i:] - times[i] + to  # keep the location's own order
+    return trace.with_times({lc: (times if lc == loc else e.time)
+                             for lc, e in trace.events.items()})
+
+
+def test_wait_before_complete_is_a_violation():
+    r = _run("r10_pscw.trace")
+    assert verify(r.trace, r.matching).ok
+    bad = _shift(r.trace, 1, 5, int(r.trace.events[0].time[8]))  # wait's Leave = complete
+    v = verify(bad, r.matching)
+    assert v.rma >= 1 and any("MPI_Win_complete was called" in e for e in v.examples)
+
+
+def test_leaving_a_fence_early_is_a_violation():
+    r = _run("r10_fence.trace")
+    bad = _shift(r.trace, 1, 6, int(r.trace.events[1].time[5]))  # before location 0 entered
+    v = verify(bad, r.matching)
+    assert v.rma >= 1 and any("left a fence" in e for e in v.examples)
+
+
+def test_lock_before_release_is_a_violation():
+    r = _run("r10_lock.trace")
+    bad = _shift(r.trace, 1, 2, int(r.trace.events[0].time[3]) - 1)
+    v = verify(bad, r.matching)
+    assert v.rma >= 1 and any("lock granted" in e for e in v.examples)
