@@ -37,6 +37,7 @@ from compensate.model import KIND_NAMES
 
 OUT = Path(__file__).with_name("native.c")
 MAX_ARGS = 8  # arguments of a record kind kept for its field dict (native.NativeFields)
+MAX_ATTRS = 8  # attributes of a record kept (native: the partitioned parameters)
 
 # the otf2 event attribute (columns.FIELDS) -> the C argument name (EvtWriter_*)
 _CAMEL = {"msg_tag": "msgTag", "msg_length": "msgLength", "collective_op": "collectiveOp",
@@ -116,13 +117,13 @@ def _pass1(kind: str, index: int, args: list[str], names: list[str]) -> str:
         store = "".join(f" a[{j}] = (uint64_t){n};" for j, n in enumerate(names))
         body.append(f"    if (c->store[{index}]) {{ uint64_t* a = c->args + i * MAX_ARGS;"
                     f"{store} }}")
+    body.append(f"    if (c->keep_attrs[{index}]) save_attrs(c, i, attributes);")
     lines = "\n".join(body)
     return f"""static OTF2_CallbackCode r_{kind}(uint64_t location, uint64_t time, void* ud,
         void* attributes{decl}) {{
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[{index}]) {{ c->refused = {index}; return OTF2_CALLBACK_INTERRUPT; }}
-    {"uint64_t i = " if body else "(void)"}begin(c, location, time, {index});
+    uint64_t i = begin(c, location, time, {index});
 {lines}
     return OTF2_CALLBACK_SUCCESS;
 }}
@@ -138,7 +139,7 @@ def _pass2(kind: str, index: int, args: list[str], names: list[str]) -> str:
         void* ud, void* attributes{decl}) {{
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[{index}]) {{
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != {index}) {{
         c->mismatch = {index}; return OTF2_CALLBACK_INTERRUPT; }}
     c->rc = p_EvtWriter_{kind}(c->writer, attributes, (uint64_t)c->times[c->i]{call});
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -150,7 +151,8 @@ def _pass2(kind: str, index: int, args: list[str], names: list[str]) -> str:
 
 def generate() -> str:
     kinds = _kinds()
-    parts = [_HEADER.replace("@NKINDS@", str(len(kinds))).replace("@MAX_ARGS@", str(MAX_ARGS))]
+    parts = [_HEADER.replace("@NKINDS@", str(len(kinds))).replace("@MAX_ARGS@", str(MAX_ARGS))
+             .replace("@MAX_ATTRS@", str(MAX_ATTRS))]
     for kind, args, _ in kinds:
         parts.append(f"typedef int (*t_EvtWriter_{kind})(void*, void*, uint64_t"
                      + "".join(f", {t}" for t in args) + f");\nstatic t_EvtWriter_{kind} "
@@ -192,6 +194,7 @@ _HEADER = """\
 
 #define NKINDS @NKINDS@
 #define MAX_ARGS @MAX_ARGS@
+#define MAX_ATTRS @MAX_ATTRS@
 #define OTF2_CALLBACK_SUCCESS 0
 #define OTF2_CALLBACK_INTERRUPT 1
 #define OTF2_ERROR_INTERRUPTED_BY_CALLBACK 92
@@ -200,6 +203,7 @@ typedef int OTF2_CallbackCode;
 const char* cmp_digest(void) { return "@DIGEST@"; }
 int cmp_nkinds(void) { return NKINDS; }
 int cmp_max_args(void) { return MAX_ARGS; }
+int cmp_max_attrs(void) { return MAX_ATTRS; }
 
 typedef struct {
     /* output arrays of capacity cap (filled from 0 on each read call) */
@@ -212,6 +216,9 @@ typedef struct {
     int64_t refused;         /* kind index of a refused record, -1: none */
     const uint8_t* store;    /* kind index -> 1: keep the arguments in args */
     uint64_t* args;          /* MAX_ARGS per record */
+    const uint8_t* keep_attrs; /* kind index -> 1: keep the attribute list in attrs */
+    uint32_t* nattrs;        /* per record: its number of attributes (kept kinds) */
+    uint64_t* attrs;         /* MAX_ATTRS (reference, type, value) triples per record */
 } Pass1;
 
 typedef struct {
@@ -219,7 +226,7 @@ typedef struct {
     const int64_t *times, *stops;
     const int16_t *kinds;
     uint64_t i, n;
-    const int16_t* code;
+    const int16_t* origin;   /* model kind code -> the kind index its records are read as */
     int64_t mismatch;        /* kind index of a record that does not match, -1: none */
     int rc;                  /* the failing OTF2_EvtWriter call's error code */
 } Pass2;
@@ -233,6 +240,24 @@ static inline uint64_t begin(Pass1* c, uint64_t location, uint64_t time, int ind
     c->region[i] = -1; c->peer[i] = -1; c->comm[i] = -1; c->tag[i] = -1;
     c->size[i] = -1; c->size_recv[i] = -1; c->op[i] = -1; c->request[i] = -1;
     return i;
+}
+
+static uint32_t (*p_AttributeList_GetNumberOfElements)(const void*);
+static int (*p_AttributeList_GetAttributeByIndex)(const void*, uint32_t, uint32_t*, uint8_t*,
+                                                  uint64_t*);
+
+/* Record i's attribute list: its length in nattrs[i] and its first MAX_ATTRS
+ * (reference, type, value as the 8 bytes of OTF2_AttributeValue) in attrs. */
+static void save_attrs(Pass1* c, uint64_t i, const void* attributes) {
+    uint32_t n = attributes ? p_AttributeList_GetNumberOfElements(attributes) : 0;
+    uint64_t* a = c->attrs + i * 3 * MAX_ATTRS;
+    c->nattrs[i] = n;
+    for (uint32_t j = 0; j < n && j < MAX_ATTRS; j++) {
+        uint32_t ref = 0; uint8_t type = 0; uint64_t value = 0;
+        if (p_AttributeList_GetAttributeByIndex(attributes, j, &ref, &type, &value)) {
+            c->nattrs[i] = (uint32_t)-1; return; }
+        a[3 * j] = ref; a[3 * j + 1] = type; a[3 * j + 2] = value;
+    }
 }
 
 /* No Unknown callbacks: a record of a kind this OTF2 library does not know is
@@ -295,6 +320,7 @@ int cmp_init(const char* path) {
     GET(Reader_ReadGlobalEvents) GET(EvtReaderCallbacks_New) GET(EvtReaderCallbacks_Delete)
     GET(Reader_RegisterEvtCallbacks)
     GET(Reader_ReadLocalEvents)
+    GET(AttributeList_GetNumberOfElements) GET(AttributeList_GetAttributeByIndex)
 @RESOLVE@    return 0;
 }
 

@@ -12,14 +12,16 @@
 
 #define NKINDS 83
 #define MAX_ARGS 8
+#define MAX_ATTRS 8
 #define OTF2_CALLBACK_SUCCESS 0
 #define OTF2_CALLBACK_INTERRUPT 1
 #define OTF2_ERROR_INTERRUPTED_BY_CALLBACK 92
 typedef int OTF2_CallbackCode;
 
-const char* cmp_digest(void) { return "076c110a325ab48f"; }
+const char* cmp_digest(void) { return "7611e9b6f73961b3"; }
 int cmp_nkinds(void) { return NKINDS; }
 int cmp_max_args(void) { return MAX_ARGS; }
+int cmp_max_attrs(void) { return MAX_ATTRS; }
 
 typedef struct {
     /* output arrays of capacity cap (filled from 0 on each read call) */
@@ -32,6 +34,9 @@ typedef struct {
     int64_t refused;         /* kind index of a refused record, -1: none */
     const uint8_t* store;    /* kind index -> 1: keep the arguments in args */
     uint64_t* args;          /* MAX_ARGS per record */
+    const uint8_t* keep_attrs; /* kind index -> 1: keep the attribute list in attrs */
+    uint32_t* nattrs;        /* per record: its number of attributes (kept kinds) */
+    uint64_t* attrs;         /* MAX_ATTRS (reference, type, value) triples per record */
 } Pass1;
 
 typedef struct {
@@ -39,7 +44,7 @@ typedef struct {
     const int64_t *times, *stops;
     const int16_t *kinds;
     uint64_t i, n;
-    const int16_t* code;
+    const int16_t* origin;   /* model kind code -> the kind index its records are read as */
     int64_t mismatch;        /* kind index of a record that does not match, -1: none */
     int rc;                  /* the failing OTF2_EvtWriter call's error code */
 } Pass2;
@@ -304,24 +309,42 @@ static inline uint64_t begin(Pass1* c, uint64_t location, uint64_t time, int ind
     return i;
 }
 
+static uint32_t (*p_AttributeList_GetNumberOfElements)(const void*);
+static int (*p_AttributeList_GetAttributeByIndex)(const void*, uint32_t, uint32_t*, uint8_t*,
+                                                  uint64_t*);
+
+/* Record i's attribute list: its length in nattrs[i] and its first MAX_ATTRS
+ * (reference, type, value as the 8 bytes of OTF2_AttributeValue) in attrs. */
+static void save_attrs(Pass1* c, uint64_t i, const void* attributes) {
+    uint32_t n = attributes ? p_AttributeList_GetNumberOfElements(attributes) : 0;
+    uint64_t* a = c->attrs + i * 3 * MAX_ATTRS;
+    c->nattrs[i] = n;
+    for (uint32_t j = 0; j < n && j < MAX_ATTRS; j++) {
+        uint32_t ref = 0; uint8_t type = 0; uint64_t value = 0;
+        if (p_AttributeList_GetAttributeByIndex(attributes, j, &ref, &type, &value)) {
+            c->nattrs[i] = (uint32_t)-1; return; }
+        a[3 * j] = ref; a[3 * j + 1] = type; a[3 * j + 2] = value;
+    }
+}
+
 /* No Unknown callbacks: a record of a kind this OTF2 library does not know is
  * skipped by both passes, as the otf2 package skips it. */
 
 static OTF2_CallbackCode r_BufferFlush(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t stopTime) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[0]) { c->refused = 0; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 0);
     c->size[i] = ((int64_t)(stopTime));
     if (c->store[0]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)stopTime; }
+    if (c->keep_attrs[0]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_BufferFlush(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t stopTime) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[0]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 0) {
         c->mismatch = 0; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_BufferFlush(c->writer, attributes, (uint64_t)c->times[c->i], (uint64_t)c->stops[c->i]);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -331,17 +354,17 @@ static OTF2_CallbackCode w_BufferFlush(uint64_t location, uint64_t time, uint64_
 static OTF2_CallbackCode r_MeasurementOnOff(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t measurementMode) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[1]) { c->refused = 1; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 1);
     if (c->store[1]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)measurementMode; }
+    if (c->keep_attrs[1]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MeasurementOnOff(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t measurementMode) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[1]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 1) {
         c->mismatch = 1; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MeasurementOnOff(c->writer, attributes, (uint64_t)c->times[c->i], measurementMode);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -351,18 +374,18 @@ static OTF2_CallbackCode w_MeasurementOnOff(uint64_t location, uint64_t time, ui
 static OTF2_CallbackCode r_Enter(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t region) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[2]) { c->refused = 2; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 2);
     c->region[i] = ((uint64_t)(region) == 0xFFFFFFFFu ? -1 : (int64_t)(region));
     if (c->store[2]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)region; }
+    if (c->keep_attrs[2]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_Enter(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t region) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[2]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 2) {
         c->mismatch = 2; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_Enter(c->writer, attributes, (uint64_t)c->times[c->i], region);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -372,18 +395,18 @@ static OTF2_CallbackCode w_Enter(uint64_t location, uint64_t time, uint64_t pos,
 static OTF2_CallbackCode r_Leave(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t region) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[3]) { c->refused = 3; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 3);
     c->region[i] = ((uint64_t)(region) == 0xFFFFFFFFu ? -1 : (int64_t)(region));
     if (c->store[3]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)region; }
+    if (c->keep_attrs[3]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_Leave(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t region) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[3]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 3) {
         c->mismatch = 3; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_Leave(c->writer, attributes, (uint64_t)c->times[c->i], region);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -393,7 +416,6 @@ static OTF2_CallbackCode w_Leave(uint64_t location, uint64_t time, uint64_t pos,
 static OTF2_CallbackCode r_MpiSend(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t receiver, uint32_t communicator, uint32_t msgTag, uint64_t msgLength) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[4]) { c->refused = 4; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 4);
     c->peer[i] = ((uint64_t)(receiver) == 0xFFFFFFFFu ? -1 : (int64_t)(receiver));
@@ -401,13 +423,14 @@ static OTF2_CallbackCode r_MpiSend(uint64_t location, uint64_t time, void* ud,
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
     if (c->store[4]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)receiver; a[1] = (uint64_t)communicator; a[2] = (uint64_t)msgTag; a[3] = (uint64_t)msgLength; }
+    if (c->keep_attrs[4]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiSend(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t receiver, uint32_t communicator, uint32_t msgTag, uint64_t msgLength) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[4]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 4) {
         c->mismatch = 4; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiSend(c->writer, attributes, (uint64_t)c->times[c->i], receiver, communicator, msgTag, msgLength);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -417,7 +440,6 @@ static OTF2_CallbackCode w_MpiSend(uint64_t location, uint64_t time, uint64_t po
 static OTF2_CallbackCode r_MpiIsend(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t receiver, uint32_t communicator, uint32_t msgTag, uint64_t msgLength, uint64_t requestID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[5]) { c->refused = 5; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 5);
     c->peer[i] = ((uint64_t)(receiver) == 0xFFFFFFFFu ? -1 : (int64_t)(receiver));
@@ -426,13 +448,14 @@ static OTF2_CallbackCode r_MpiIsend(uint64_t location, uint64_t time, void* ud,
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
     if (c->store[5]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)receiver; a[1] = (uint64_t)communicator; a[2] = (uint64_t)msgTag; a[3] = (uint64_t)msgLength; a[4] = (uint64_t)requestID; }
+    if (c->keep_attrs[5]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiIsend(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t receiver, uint32_t communicator, uint32_t msgTag, uint64_t msgLength, uint64_t requestID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[5]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 5) {
         c->mismatch = 5; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiIsend(c->writer, attributes, (uint64_t)c->times[c->i], receiver, communicator, msgTag, msgLength, requestID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -442,18 +465,18 @@ static OTF2_CallbackCode w_MpiIsend(uint64_t location, uint64_t time, uint64_t p
 static OTF2_CallbackCode r_MpiIsendComplete(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t requestID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[6]) { c->refused = 6; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 6);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
     if (c->store[6]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
+    if (c->keep_attrs[6]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiIsendComplete(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t requestID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[6]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 6) {
         c->mismatch = 6; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiIsendComplete(c->writer, attributes, (uint64_t)c->times[c->i], requestID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -463,18 +486,18 @@ static OTF2_CallbackCode w_MpiIsendComplete(uint64_t location, uint64_t time, ui
 static OTF2_CallbackCode r_MpiIrecvRequest(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t requestID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[7]) { c->refused = 7; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 7);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
     if (c->store[7]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
+    if (c->keep_attrs[7]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiIrecvRequest(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t requestID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[7]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 7) {
         c->mismatch = 7; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiIrecvRequest(c->writer, attributes, (uint64_t)c->times[c->i], requestID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -484,7 +507,6 @@ static OTF2_CallbackCode w_MpiIrecvRequest(uint64_t location, uint64_t time, uin
 static OTF2_CallbackCode r_MpiRecv(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t sender, uint32_t communicator, uint32_t msgTag, uint64_t msgLength) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[8]) { c->refused = 8; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 8);
     c->peer[i] = ((uint64_t)(sender) == 0xFFFFFFFFu ? -1 : (int64_t)(sender));
@@ -492,13 +514,14 @@ static OTF2_CallbackCode r_MpiRecv(uint64_t location, uint64_t time, void* ud,
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
     if (c->store[8]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)sender; a[1] = (uint64_t)communicator; a[2] = (uint64_t)msgTag; a[3] = (uint64_t)msgLength; }
+    if (c->keep_attrs[8]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiRecv(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t sender, uint32_t communicator, uint32_t msgTag, uint64_t msgLength) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[8]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 8) {
         c->mismatch = 8; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiRecv(c->writer, attributes, (uint64_t)c->times[c->i], sender, communicator, msgTag, msgLength);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -508,7 +531,6 @@ static OTF2_CallbackCode w_MpiRecv(uint64_t location, uint64_t time, uint64_t po
 static OTF2_CallbackCode r_MpiIrecv(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t sender, uint32_t communicator, uint32_t msgTag, uint64_t msgLength, uint64_t requestID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[9]) { c->refused = 9; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 9);
     c->peer[i] = ((uint64_t)(sender) == 0xFFFFFFFFu ? -1 : (int64_t)(sender));
@@ -517,13 +539,14 @@ static OTF2_CallbackCode r_MpiIrecv(uint64_t location, uint64_t time, void* ud,
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
     if (c->store[9]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)sender; a[1] = (uint64_t)communicator; a[2] = (uint64_t)msgTag; a[3] = (uint64_t)msgLength; a[4] = (uint64_t)requestID; }
+    if (c->keep_attrs[9]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiIrecv(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t sender, uint32_t communicator, uint32_t msgTag, uint64_t msgLength, uint64_t requestID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[9]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 9) {
         c->mismatch = 9; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiIrecv(c->writer, attributes, (uint64_t)c->times[c->i], sender, communicator, msgTag, msgLength, requestID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -533,18 +556,18 @@ static OTF2_CallbackCode w_MpiIrecv(uint64_t location, uint64_t time, uint64_t p
 static OTF2_CallbackCode r_MpiRequestTest(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t requestID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[10]) { c->refused = 10; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 10);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
     if (c->store[10]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
+    if (c->keep_attrs[10]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiRequestTest(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t requestID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[10]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 10) {
         c->mismatch = 10; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiRequestTest(c->writer, attributes, (uint64_t)c->times[c->i], requestID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -554,18 +577,18 @@ static OTF2_CallbackCode w_MpiRequestTest(uint64_t location, uint64_t time, uint
 static OTF2_CallbackCode r_MpiRequestCancelled(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t requestID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[11]) { c->refused = 11; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 11);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
     if (c->store[11]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
+    if (c->keep_attrs[11]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiRequestCancelled(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t requestID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[11]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 11) {
         c->mismatch = 11; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiRequestCancelled(c->writer, attributes, (uint64_t)c->times[c->i], requestID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -575,17 +598,16 @@ static OTF2_CallbackCode w_MpiRequestCancelled(uint64_t location, uint64_t time,
 static OTF2_CallbackCode r_MpiCollectiveBegin(uint64_t location, uint64_t time, void* ud,
         void* attributes) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[12]) { c->refused = 12; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 12);
-
+    uint64_t i = begin(c, location, time, 12);
+    if (c->keep_attrs[12]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiCollectiveBegin(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[12]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 12) {
         c->mismatch = 12; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiCollectiveBegin(c->writer, attributes, (uint64_t)c->times[c->i]);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -595,7 +617,6 @@ static OTF2_CallbackCode w_MpiCollectiveBegin(uint64_t location, uint64_t time, 
 static OTF2_CallbackCode r_MpiCollectiveEnd(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t collectiveOp, uint32_t communicator, uint32_t root, uint64_t sizeSent, uint64_t sizeReceived) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[13]) { c->refused = 13; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 13);
     c->op[i] = ((int64_t)(collectiveOp));
@@ -604,13 +625,14 @@ static OTF2_CallbackCode r_MpiCollectiveEnd(uint64_t location, uint64_t time, vo
     c->size[i] = ((uint64_t)(sizeSent) > (uint64_t)INT64_MAX ? -1 : (int64_t)(sizeSent));
     c->size_recv[i] = ((uint64_t)(sizeReceived) > (uint64_t)INT64_MAX ? -1 : (int64_t)(sizeReceived));
     if (c->store[13]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)collectiveOp; a[1] = (uint64_t)communicator; a[2] = (uint64_t)root; a[3] = (uint64_t)sizeSent; a[4] = (uint64_t)sizeReceived; }
+    if (c->keep_attrs[13]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiCollectiveEnd(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t collectiveOp, uint32_t communicator, uint32_t root, uint64_t sizeSent, uint64_t sizeReceived) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[13]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 13) {
         c->mismatch = 13; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiCollectiveEnd(c->writer, attributes, (uint64_t)c->times[c->i], collectiveOp, communicator, root, sizeSent, sizeReceived);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -620,17 +642,17 @@ static OTF2_CallbackCode w_MpiCollectiveEnd(uint64_t location, uint64_t time, ui
 static OTF2_CallbackCode r_OmpFork(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t numberOfRequestedThreads) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[14]) { c->refused = 14; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 14);
     if (c->store[14]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)numberOfRequestedThreads; }
+    if (c->keep_attrs[14]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpFork(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t numberOfRequestedThreads) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[14]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 14) {
         c->mismatch = 14; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_OmpFork(c->writer, attributes, (uint64_t)c->times[c->i], numberOfRequestedThreads);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -640,17 +662,16 @@ static OTF2_CallbackCode w_OmpFork(uint64_t location, uint64_t time, uint64_t po
 static OTF2_CallbackCode r_OmpJoin(uint64_t location, uint64_t time, void* ud,
         void* attributes) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[15]) { c->refused = 15; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 15);
-
+    uint64_t i = begin(c, location, time, 15);
+    if (c->keep_attrs[15]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpJoin(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[15]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 15) {
         c->mismatch = 15; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_OmpJoin(c->writer, attributes, (uint64_t)c->times[c->i]);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -660,17 +681,17 @@ static OTF2_CallbackCode w_OmpJoin(uint64_t location, uint64_t time, uint64_t po
 static OTF2_CallbackCode r_OmpAcquireLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t lockID, uint32_t acquisitionOrder) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[16]) { c->refused = 16; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 16);
     if (c->store[16]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)lockID; a[1] = (uint64_t)acquisitionOrder; }
+    if (c->keep_attrs[16]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpAcquireLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t lockID, uint32_t acquisitionOrder) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[16]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 16) {
         c->mismatch = 16; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_OmpAcquireLock(c->writer, attributes, (uint64_t)c->times[c->i], lockID, acquisitionOrder);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -680,17 +701,17 @@ static OTF2_CallbackCode w_OmpAcquireLock(uint64_t location, uint64_t time, uint
 static OTF2_CallbackCode r_OmpReleaseLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t lockID, uint32_t acquisitionOrder) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[17]) { c->refused = 17; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 17);
     if (c->store[17]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)lockID; a[1] = (uint64_t)acquisitionOrder; }
+    if (c->keep_attrs[17]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpReleaseLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t lockID, uint32_t acquisitionOrder) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[17]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 17) {
         c->mismatch = 17; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_OmpReleaseLock(c->writer, attributes, (uint64_t)c->times[c->i], lockID, acquisitionOrder);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -700,17 +721,17 @@ static OTF2_CallbackCode w_OmpReleaseLock(uint64_t location, uint64_t time, uint
 static OTF2_CallbackCode r_OmpTaskCreate(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t taskID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[18]) { c->refused = 18; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 18);
     if (c->store[18]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)taskID; }
+    if (c->keep_attrs[18]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpTaskCreate(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t taskID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[18]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 18) {
         c->mismatch = 18; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_OmpTaskCreate(c->writer, attributes, (uint64_t)c->times[c->i], taskID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -720,17 +741,17 @@ static OTF2_CallbackCode w_OmpTaskCreate(uint64_t location, uint64_t time, uint6
 static OTF2_CallbackCode r_OmpTaskSwitch(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t taskID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[19]) { c->refused = 19; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 19);
     if (c->store[19]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)taskID; }
+    if (c->keep_attrs[19]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpTaskSwitch(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t taskID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[19]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 19) {
         c->mismatch = 19; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_OmpTaskSwitch(c->writer, attributes, (uint64_t)c->times[c->i], taskID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -740,17 +761,17 @@ static OTF2_CallbackCode w_OmpTaskSwitch(uint64_t location, uint64_t time, uint6
 static OTF2_CallbackCode r_OmpTaskComplete(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t taskID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[20]) { c->refused = 20; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 20);
     if (c->store[20]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)taskID; }
+    if (c->keep_attrs[20]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_OmpTaskComplete(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t taskID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[20]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 20) {
         c->mismatch = 20; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_OmpTaskComplete(c->writer, attributes, (uint64_t)c->times[c->i], taskID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -760,17 +781,16 @@ static OTF2_CallbackCode w_OmpTaskComplete(uint64_t location, uint64_t time, uin
 static OTF2_CallbackCode r_Metric(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t a0, uint8_t a1, const uint8_t* a2, const void* a3) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[21]) { c->refused = 21; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 21);
-
+    uint64_t i = begin(c, location, time, 21);
+    if (c->keep_attrs[21]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_Metric(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t a0, uint8_t a1, const uint8_t* a2, const void* a3) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[21]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 21) {
         c->mismatch = 21; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_Metric(c->writer, attributes, (uint64_t)c->times[c->i], a0, a1, a2, a3);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -780,17 +800,17 @@ static OTF2_CallbackCode w_Metric(uint64_t location, uint64_t time, uint64_t pos
 static OTF2_CallbackCode r_ParameterString(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t parameter, uint32_t string) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[22]) { c->refused = 22; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 22);
     if (c->store[22]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)parameter; a[1] = (uint64_t)string; }
+    if (c->keep_attrs[22]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ParameterString(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t parameter, uint32_t string) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[22]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 22) {
         c->mismatch = 22; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ParameterString(c->writer, attributes, (uint64_t)c->times[c->i], parameter, string);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -800,17 +820,17 @@ static OTF2_CallbackCode w_ParameterString(uint64_t location, uint64_t time, uin
 static OTF2_CallbackCode r_ParameterInt(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t parameter, int64_t value) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[23]) { c->refused = 23; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 23);
     if (c->store[23]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)parameter; a[1] = (uint64_t)value; }
+    if (c->keep_attrs[23]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ParameterInt(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t parameter, int64_t value) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[23]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 23) {
         c->mismatch = 23; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ParameterInt(c->writer, attributes, (uint64_t)c->times[c->i], parameter, value);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -820,17 +840,17 @@ static OTF2_CallbackCode w_ParameterInt(uint64_t location, uint64_t time, uint64
 static OTF2_CallbackCode r_ParameterUnsignedInt(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t parameter, uint64_t value) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[24]) { c->refused = 24; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 24);
     if (c->store[24]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)parameter; a[1] = (uint64_t)value; }
+    if (c->keep_attrs[24]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ParameterUnsignedInt(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t parameter, uint64_t value) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[24]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 24) {
         c->mismatch = 24; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ParameterUnsignedInt(c->writer, attributes, (uint64_t)c->times[c->i], parameter, value);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -840,17 +860,17 @@ static OTF2_CallbackCode w_ParameterUnsignedInt(uint64_t location, uint64_t time
 static OTF2_CallbackCode r_RmaWinCreate(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[25]) { c->refused = 25; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 25);
     if (c->store[25]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; }
+    if (c->keep_attrs[25]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaWinCreate(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[25]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 25) {
         c->mismatch = 25; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaWinCreate(c->writer, attributes, (uint64_t)c->times[c->i], win);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -860,17 +880,17 @@ static OTF2_CallbackCode w_RmaWinCreate(uint64_t location, uint64_t time, uint64
 static OTF2_CallbackCode r_RmaWinDestroy(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[26]) { c->refused = 26; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 26);
     if (c->store[26]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; }
+    if (c->keep_attrs[26]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaWinDestroy(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[26]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 26) {
         c->mismatch = 26; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaWinDestroy(c->writer, attributes, (uint64_t)c->times[c->i], win);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -880,17 +900,16 @@ static OTF2_CallbackCode w_RmaWinDestroy(uint64_t location, uint64_t time, uint6
 static OTF2_CallbackCode r_RmaCollectiveBegin(uint64_t location, uint64_t time, void* ud,
         void* attributes) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[27]) { c->refused = 27; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 27);
-
+    uint64_t i = begin(c, location, time, 27);
+    if (c->keep_attrs[27]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaCollectiveBegin(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[27]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 27) {
         c->mismatch = 27; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaCollectiveBegin(c->writer, attributes, (uint64_t)c->times[c->i]);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -900,17 +919,17 @@ static OTF2_CallbackCode w_RmaCollectiveBegin(uint64_t location, uint64_t time, 
 static OTF2_CallbackCode r_RmaCollectiveEnd(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t collectiveOp, uint32_t syncLevel, uint32_t win, uint32_t root, uint64_t bytesSent, uint64_t bytesReceived) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[28]) { c->refused = 28; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 28);
     if (c->store[28]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)collectiveOp; a[1] = (uint64_t)syncLevel; a[2] = (uint64_t)win; a[3] = (uint64_t)root; a[4] = (uint64_t)bytesSent; a[5] = (uint64_t)bytesReceived; }
+    if (c->keep_attrs[28]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaCollectiveEnd(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t collectiveOp, uint32_t syncLevel, uint32_t win, uint32_t root, uint64_t bytesSent, uint64_t bytesReceived) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[28]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 28) {
         c->mismatch = 28; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaCollectiveEnd(c->writer, attributes, (uint64_t)c->times[c->i], collectiveOp, syncLevel, win, root, bytesSent, bytesReceived);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -920,17 +939,17 @@ static OTF2_CallbackCode w_RmaCollectiveEnd(uint64_t location, uint64_t time, ui
 static OTF2_CallbackCode r_RmaGroupSync(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t syncLevel, uint32_t win, uint32_t group) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[29]) { c->refused = 29; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 29);
     if (c->store[29]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)syncLevel; a[1] = (uint64_t)win; a[2] = (uint64_t)group; }
+    if (c->keep_attrs[29]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaGroupSync(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t syncLevel, uint32_t win, uint32_t group) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[29]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 29) {
         c->mismatch = 29; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaGroupSync(c->writer, attributes, (uint64_t)c->times[c->i], syncLevel, win, group);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -940,17 +959,17 @@ static OTF2_CallbackCode w_RmaGroupSync(uint64_t location, uint64_t time, uint64
 static OTF2_CallbackCode r_RmaRequestLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint32_t remote, uint64_t lockId, uint8_t lockType) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[30]) { c->refused = 30; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 30);
     if (c->store[30]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)lockId; a[3] = (uint64_t)lockType; }
+    if (c->keep_attrs[30]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaRequestLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint32_t remote, uint64_t lockId, uint8_t lockType) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[30]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 30) {
         c->mismatch = 30; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaRequestLock(c->writer, attributes, (uint64_t)c->times[c->i], win, remote, lockId, lockType);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -960,17 +979,17 @@ static OTF2_CallbackCode w_RmaRequestLock(uint64_t location, uint64_t time, uint
 static OTF2_CallbackCode r_RmaAcquireLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint32_t remote, uint64_t lockId, uint8_t lockType) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[31]) { c->refused = 31; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 31);
     if (c->store[31]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)lockId; a[3] = (uint64_t)lockType; }
+    if (c->keep_attrs[31]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaAcquireLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint32_t remote, uint64_t lockId, uint8_t lockType) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[31]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 31) {
         c->mismatch = 31; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaAcquireLock(c->writer, attributes, (uint64_t)c->times[c->i], win, remote, lockId, lockType);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -980,17 +999,17 @@ static OTF2_CallbackCode w_RmaAcquireLock(uint64_t location, uint64_t time, uint
 static OTF2_CallbackCode r_RmaTryLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint32_t remote, uint64_t lockId, uint8_t lockType) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[32]) { c->refused = 32; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 32);
     if (c->store[32]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)lockId; a[3] = (uint64_t)lockType; }
+    if (c->keep_attrs[32]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaTryLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint32_t remote, uint64_t lockId, uint8_t lockType) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[32]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 32) {
         c->mismatch = 32; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaTryLock(c->writer, attributes, (uint64_t)c->times[c->i], win, remote, lockId, lockType);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1000,17 +1019,17 @@ static OTF2_CallbackCode w_RmaTryLock(uint64_t location, uint64_t time, uint64_t
 static OTF2_CallbackCode r_RmaReleaseLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint32_t remote, uint64_t lockId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[33]) { c->refused = 33; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 33);
     if (c->store[33]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)lockId; }
+    if (c->keep_attrs[33]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaReleaseLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint32_t remote, uint64_t lockId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[33]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 33) {
         c->mismatch = 33; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaReleaseLock(c->writer, attributes, (uint64_t)c->times[c->i], win, remote, lockId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1020,17 +1039,17 @@ static OTF2_CallbackCode w_RmaReleaseLock(uint64_t location, uint64_t time, uint
 static OTF2_CallbackCode r_RmaSync(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint32_t remote, uint8_t syncType) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[34]) { c->refused = 34; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 34);
     if (c->store[34]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)syncType; }
+    if (c->keep_attrs[34]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaSync(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint32_t remote, uint8_t syncType) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[34]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 34) {
         c->mismatch = 34; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaSync(c->writer, attributes, (uint64_t)c->times[c->i], win, remote, syncType);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1040,17 +1059,17 @@ static OTF2_CallbackCode w_RmaSync(uint64_t location, uint64_t time, uint64_t po
 static OTF2_CallbackCode r_RmaWaitChange(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[35]) { c->refused = 35; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 35);
     if (c->store[35]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; }
+    if (c->keep_attrs[35]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaWaitChange(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[35]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 35) {
         c->mismatch = 35; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaWaitChange(c->writer, attributes, (uint64_t)c->times[c->i], win);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1060,17 +1079,17 @@ static OTF2_CallbackCode w_RmaWaitChange(uint64_t location, uint64_t time, uint6
 static OTF2_CallbackCode r_RmaPut(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint32_t remote, uint64_t bytes, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[36]) { c->refused = 36; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 36);
     if (c->store[36]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)bytes; a[3] = (uint64_t)matchingId; }
+    if (c->keep_attrs[36]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaPut(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint32_t remote, uint64_t bytes, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[36]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 36) {
         c->mismatch = 36; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaPut(c->writer, attributes, (uint64_t)c->times[c->i], win, remote, bytes, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1080,17 +1099,17 @@ static OTF2_CallbackCode w_RmaPut(uint64_t location, uint64_t time, uint64_t pos
 static OTF2_CallbackCode r_RmaGet(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint32_t remote, uint64_t bytes, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[37]) { c->refused = 37; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 37);
     if (c->store[37]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)bytes; a[3] = (uint64_t)matchingId; }
+    if (c->keep_attrs[37]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaGet(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint32_t remote, uint64_t bytes, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[37]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 37) {
         c->mismatch = 37; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaGet(c->writer, attributes, (uint64_t)c->times[c->i], win, remote, bytes, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1100,17 +1119,17 @@ static OTF2_CallbackCode w_RmaGet(uint64_t location, uint64_t time, uint64_t pos
 static OTF2_CallbackCode r_RmaAtomic(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint32_t remote, uint8_t type, uint64_t bytesSent, uint64_t bytesReceived, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[38]) { c->refused = 38; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 38);
     if (c->store[38]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)remote; a[2] = (uint64_t)type; a[3] = (uint64_t)bytesSent; a[4] = (uint64_t)bytesReceived; a[5] = (uint64_t)matchingId; }
+    if (c->keep_attrs[38]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaAtomic(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint32_t remote, uint8_t type, uint64_t bytesSent, uint64_t bytesReceived, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[38]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 38) {
         c->mismatch = 38; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaAtomic(c->writer, attributes, (uint64_t)c->times[c->i], win, remote, type, bytesSent, bytesReceived, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1120,17 +1139,17 @@ static OTF2_CallbackCode w_RmaAtomic(uint64_t location, uint64_t time, uint64_t 
 static OTF2_CallbackCode r_RmaOpCompleteBlocking(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[39]) { c->refused = 39; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 39);
     if (c->store[39]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)matchingId; }
+    if (c->keep_attrs[39]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaOpCompleteBlocking(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[39]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 39) {
         c->mismatch = 39; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaOpCompleteBlocking(c->writer, attributes, (uint64_t)c->times[c->i], win, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1140,17 +1159,17 @@ static OTF2_CallbackCode w_RmaOpCompleteBlocking(uint64_t location, uint64_t tim
 static OTF2_CallbackCode r_RmaOpCompleteNonBlocking(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[40]) { c->refused = 40; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 40);
     if (c->store[40]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)matchingId; }
+    if (c->keep_attrs[40]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaOpCompleteNonBlocking(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[40]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 40) {
         c->mismatch = 40; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaOpCompleteNonBlocking(c->writer, attributes, (uint64_t)c->times[c->i], win, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1160,17 +1179,17 @@ static OTF2_CallbackCode w_RmaOpCompleteNonBlocking(uint64_t location, uint64_t 
 static OTF2_CallbackCode r_RmaOpTest(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[41]) { c->refused = 41; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 41);
     if (c->store[41]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)matchingId; }
+    if (c->keep_attrs[41]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaOpTest(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[41]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 41) {
         c->mismatch = 41; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaOpTest(c->writer, attributes, (uint64_t)c->times[c->i], win, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1180,17 +1199,17 @@ static OTF2_CallbackCode w_RmaOpTest(uint64_t location, uint64_t time, uint64_t 
 static OTF2_CallbackCode r_RmaOpCompleteRemote(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t win, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[42]) { c->refused = 42; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 42);
     if (c->store[42]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)win; a[1] = (uint64_t)matchingId; }
+    if (c->keep_attrs[42]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_RmaOpCompleteRemote(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t win, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[42]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 42) {
         c->mismatch = 42; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_RmaOpCompleteRemote(c->writer, attributes, (uint64_t)c->times[c->i], win, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1200,17 +1219,17 @@ static OTF2_CallbackCode w_RmaOpCompleteRemote(uint64_t location, uint64_t time,
 static OTF2_CallbackCode r_ThreadFork(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t model, uint32_t numberOfRequestedThreads) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[43]) { c->refused = 43; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 43);
     if (c->store[43]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)model; a[1] = (uint64_t)numberOfRequestedThreads; }
+    if (c->keep_attrs[43]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadFork(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t model, uint32_t numberOfRequestedThreads) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[43]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 43) {
         c->mismatch = 43; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadFork(c->writer, attributes, (uint64_t)c->times[c->i], model, numberOfRequestedThreads);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1220,17 +1239,17 @@ static OTF2_CallbackCode w_ThreadFork(uint64_t location, uint64_t time, uint64_t
 static OTF2_CallbackCode r_ThreadJoin(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t model) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[44]) { c->refused = 44; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 44);
     if (c->store[44]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)model; }
+    if (c->keep_attrs[44]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadJoin(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t model) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[44]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 44) {
         c->mismatch = 44; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadJoin(c->writer, attributes, (uint64_t)c->times[c->i], model);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1240,17 +1259,17 @@ static OTF2_CallbackCode w_ThreadJoin(uint64_t location, uint64_t time, uint64_t
 static OTF2_CallbackCode r_ThreadTeamBegin(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadTeam) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[45]) { c->refused = 45; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 45);
     if (c->store[45]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; }
+    if (c->keep_attrs[45]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTeamBegin(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadTeam) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[45]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 45) {
         c->mismatch = 45; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadTeamBegin(c->writer, attributes, (uint64_t)c->times[c->i], threadTeam);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1260,17 +1279,17 @@ static OTF2_CallbackCode w_ThreadTeamBegin(uint64_t location, uint64_t time, uin
 static OTF2_CallbackCode r_ThreadTeamEnd(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadTeam) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[46]) { c->refused = 46; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 46);
     if (c->store[46]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; }
+    if (c->keep_attrs[46]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTeamEnd(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadTeam) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[46]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 46) {
         c->mismatch = 46; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadTeamEnd(c->writer, attributes, (uint64_t)c->times[c->i], threadTeam);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1280,17 +1299,17 @@ static OTF2_CallbackCode w_ThreadTeamEnd(uint64_t location, uint64_t time, uint6
 static OTF2_CallbackCode r_ThreadAcquireLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t model, uint32_t lockID, uint32_t acquisitionOrder) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[47]) { c->refused = 47; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 47);
     if (c->store[47]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)model; a[1] = (uint64_t)lockID; a[2] = (uint64_t)acquisitionOrder; }
+    if (c->keep_attrs[47]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadAcquireLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t model, uint32_t lockID, uint32_t acquisitionOrder) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[47]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 47) {
         c->mismatch = 47; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadAcquireLock(c->writer, attributes, (uint64_t)c->times[c->i], model, lockID, acquisitionOrder);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1300,17 +1319,17 @@ static OTF2_CallbackCode w_ThreadAcquireLock(uint64_t location, uint64_t time, u
 static OTF2_CallbackCode r_ThreadReleaseLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t model, uint32_t lockID, uint32_t acquisitionOrder) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[48]) { c->refused = 48; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 48);
     if (c->store[48]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)model; a[1] = (uint64_t)lockID; a[2] = (uint64_t)acquisitionOrder; }
+    if (c->keep_attrs[48]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadReleaseLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t model, uint32_t lockID, uint32_t acquisitionOrder) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[48]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 48) {
         c->mismatch = 48; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadReleaseLock(c->writer, attributes, (uint64_t)c->times[c->i], model, lockID, acquisitionOrder);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1320,17 +1339,17 @@ static OTF2_CallbackCode w_ThreadReleaseLock(uint64_t location, uint64_t time, u
 static OTF2_CallbackCode r_ThreadTaskCreate(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadTeam, uint32_t creatingThread, uint32_t generationNumber) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[49]) { c->refused = 49; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 49);
     if (c->store[49]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; a[1] = (uint64_t)creatingThread; a[2] = (uint64_t)generationNumber; }
+    if (c->keep_attrs[49]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTaskCreate(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadTeam, uint32_t creatingThread, uint32_t generationNumber) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[49]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 49) {
         c->mismatch = 49; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadTaskCreate(c->writer, attributes, (uint64_t)c->times[c->i], threadTeam, creatingThread, generationNumber);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1340,17 +1359,17 @@ static OTF2_CallbackCode w_ThreadTaskCreate(uint64_t location, uint64_t time, ui
 static OTF2_CallbackCode r_ThreadTaskSwitch(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadTeam, uint32_t creatingThread, uint32_t generationNumber) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[50]) { c->refused = 50; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 50);
     if (c->store[50]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; a[1] = (uint64_t)creatingThread; a[2] = (uint64_t)generationNumber; }
+    if (c->keep_attrs[50]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTaskSwitch(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadTeam, uint32_t creatingThread, uint32_t generationNumber) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[50]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 50) {
         c->mismatch = 50; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadTaskSwitch(c->writer, attributes, (uint64_t)c->times[c->i], threadTeam, creatingThread, generationNumber);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1360,17 +1379,17 @@ static OTF2_CallbackCode w_ThreadTaskSwitch(uint64_t location, uint64_t time, ui
 static OTF2_CallbackCode r_ThreadTaskComplete(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadTeam, uint32_t creatingThread, uint32_t generationNumber) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[51]) { c->refused = 51; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 51);
     if (c->store[51]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadTeam; a[1] = (uint64_t)creatingThread; a[2] = (uint64_t)generationNumber; }
+    if (c->keep_attrs[51]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadTaskComplete(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadTeam, uint32_t creatingThread, uint32_t generationNumber) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[51]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 51) {
         c->mismatch = 51; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadTaskComplete(c->writer, attributes, (uint64_t)c->times[c->i], threadTeam, creatingThread, generationNumber);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1380,17 +1399,17 @@ static OTF2_CallbackCode w_ThreadTaskComplete(uint64_t location, uint64_t time, 
 static OTF2_CallbackCode r_ThreadCreate(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadContingent, uint64_t sequenceCount) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[52]) { c->refused = 52; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 52);
     if (c->store[52]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadContingent; a[1] = (uint64_t)sequenceCount; }
+    if (c->keep_attrs[52]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadCreate(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadContingent, uint64_t sequenceCount) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[52]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 52) {
         c->mismatch = 52; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadCreate(c->writer, attributes, (uint64_t)c->times[c->i], threadContingent, sequenceCount);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1400,17 +1419,17 @@ static OTF2_CallbackCode w_ThreadCreate(uint64_t location, uint64_t time, uint64
 static OTF2_CallbackCode r_ThreadBegin(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadContingent, uint64_t sequenceCount) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[53]) { c->refused = 53; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 53);
     if (c->store[53]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadContingent; a[1] = (uint64_t)sequenceCount; }
+    if (c->keep_attrs[53]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadBegin(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadContingent, uint64_t sequenceCount) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[53]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 53) {
         c->mismatch = 53; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadBegin(c->writer, attributes, (uint64_t)c->times[c->i], threadContingent, sequenceCount);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1420,17 +1439,17 @@ static OTF2_CallbackCode w_ThreadBegin(uint64_t location, uint64_t time, uint64_
 static OTF2_CallbackCode r_ThreadWait(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadContingent, uint64_t sequenceCount) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[54]) { c->refused = 54; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 54);
     if (c->store[54]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadContingent; a[1] = (uint64_t)sequenceCount; }
+    if (c->keep_attrs[54]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadWait(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadContingent, uint64_t sequenceCount) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[54]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 54) {
         c->mismatch = 54; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadWait(c->writer, attributes, (uint64_t)c->times[c->i], threadContingent, sequenceCount);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1440,17 +1459,17 @@ static OTF2_CallbackCode w_ThreadWait(uint64_t location, uint64_t time, uint64_t
 static OTF2_CallbackCode r_ThreadEnd(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t threadContingent, uint64_t sequenceCount) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[55]) { c->refused = 55; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 55);
     if (c->store[55]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)threadContingent; a[1] = (uint64_t)sequenceCount; }
+    if (c->keep_attrs[55]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ThreadEnd(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t threadContingent, uint64_t sequenceCount) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[55]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 55) {
         c->mismatch = 55; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ThreadEnd(c->writer, attributes, (uint64_t)c->times[c->i], threadContingent, sequenceCount);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1460,17 +1479,17 @@ static OTF2_CallbackCode w_ThreadEnd(uint64_t location, uint64_t time, uint64_t 
 static OTF2_CallbackCode r_CallingContextEnter(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t callingContext, uint32_t unwindDistance) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[56]) { c->refused = 56; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 56);
     if (c->store[56]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)callingContext; a[1] = (uint64_t)unwindDistance; }
+    if (c->keep_attrs[56]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CallingContextEnter(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t callingContext, uint32_t unwindDistance) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[56]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 56) {
         c->mismatch = 56; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_CallingContextEnter(c->writer, attributes, (uint64_t)c->times[c->i], callingContext, unwindDistance);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1480,17 +1499,17 @@ static OTF2_CallbackCode w_CallingContextEnter(uint64_t location, uint64_t time,
 static OTF2_CallbackCode r_CallingContextLeave(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t callingContext) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[57]) { c->refused = 57; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 57);
     if (c->store[57]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)callingContext; }
+    if (c->keep_attrs[57]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CallingContextLeave(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t callingContext) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[57]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 57) {
         c->mismatch = 57; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_CallingContextLeave(c->writer, attributes, (uint64_t)c->times[c->i], callingContext);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1500,17 +1519,17 @@ static OTF2_CallbackCode w_CallingContextLeave(uint64_t location, uint64_t time,
 static OTF2_CallbackCode r_CallingContextSample(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t callingContext, uint32_t unwindDistance, uint32_t interruptGenerator) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[58]) { c->refused = 58; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 58);
     if (c->store[58]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)callingContext; a[1] = (uint64_t)unwindDistance; a[2] = (uint64_t)interruptGenerator; }
+    if (c->keep_attrs[58]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CallingContextSample(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t callingContext, uint32_t unwindDistance, uint32_t interruptGenerator) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[58]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 58) {
         c->mismatch = 58; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_CallingContextSample(c->writer, attributes, (uint64_t)c->times[c->i], callingContext, unwindDistance, interruptGenerator);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1520,17 +1539,17 @@ static OTF2_CallbackCode w_CallingContextSample(uint64_t location, uint64_t time
 static OTF2_CallbackCode r_IoCreateHandle(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint8_t mode, uint32_t creationFlags, uint32_t statusFlags) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[59]) { c->refused = 59; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 59);
     if (c->store[59]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)mode; a[2] = (uint64_t)creationFlags; a[3] = (uint64_t)statusFlags; }
+    if (c->keep_attrs[59]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoCreateHandle(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint8_t mode, uint32_t creationFlags, uint32_t statusFlags) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[59]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 59) {
         c->mismatch = 59; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoCreateHandle(c->writer, attributes, (uint64_t)c->times[c->i], handle, mode, creationFlags, statusFlags);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1540,17 +1559,17 @@ static OTF2_CallbackCode w_IoCreateHandle(uint64_t location, uint64_t time, uint
 static OTF2_CallbackCode r_IoDestroyHandle(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[60]) { c->refused = 60; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 60);
     if (c->store[60]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; }
+    if (c->keep_attrs[60]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoDestroyHandle(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[60]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 60) {
         c->mismatch = 60; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoDestroyHandle(c->writer, attributes, (uint64_t)c->times[c->i], handle);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1560,17 +1579,17 @@ static OTF2_CallbackCode w_IoDestroyHandle(uint64_t location, uint64_t time, uin
 static OTF2_CallbackCode r_IoDuplicateHandle(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t oldHandle, uint32_t newHandle, uint32_t statusFlags) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[61]) { c->refused = 61; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 61);
     if (c->store[61]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)oldHandle; a[1] = (uint64_t)newHandle; a[2] = (uint64_t)statusFlags; }
+    if (c->keep_attrs[61]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoDuplicateHandle(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t oldHandle, uint32_t newHandle, uint32_t statusFlags) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[61]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 61) {
         c->mismatch = 61; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoDuplicateHandle(c->writer, attributes, (uint64_t)c->times[c->i], oldHandle, newHandle, statusFlags);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1580,17 +1599,17 @@ static OTF2_CallbackCode w_IoDuplicateHandle(uint64_t location, uint64_t time, u
 static OTF2_CallbackCode r_IoSeek(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, int64_t offsetRequest, uint8_t whence, uint64_t offsetResult) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[62]) { c->refused = 62; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 62);
     if (c->store[62]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)offsetRequest; a[2] = (uint64_t)whence; a[3] = (uint64_t)offsetResult; }
+    if (c->keep_attrs[62]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoSeek(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, int64_t offsetRequest, uint8_t whence, uint64_t offsetResult) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[62]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 62) {
         c->mismatch = 62; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoSeek(c->writer, attributes, (uint64_t)c->times[c->i], handle, offsetRequest, whence, offsetResult);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1600,17 +1619,17 @@ static OTF2_CallbackCode w_IoSeek(uint64_t location, uint64_t time, uint64_t pos
 static OTF2_CallbackCode r_IoChangeStatusFlags(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint32_t statusFlags) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[63]) { c->refused = 63; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 63);
     if (c->store[63]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)statusFlags; }
+    if (c->keep_attrs[63]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoChangeStatusFlags(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint32_t statusFlags) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[63]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 63) {
         c->mismatch = 63; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoChangeStatusFlags(c->writer, attributes, (uint64_t)c->times[c->i], handle, statusFlags);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1620,17 +1639,17 @@ static OTF2_CallbackCode w_IoChangeStatusFlags(uint64_t location, uint64_t time,
 static OTF2_CallbackCode r_IoDeleteFile(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t ioParadigm, uint32_t file) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[64]) { c->refused = 64; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 64);
     if (c->store[64]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)ioParadigm; a[1] = (uint64_t)file; }
+    if (c->keep_attrs[64]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoDeleteFile(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t ioParadigm, uint32_t file) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[64]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 64) {
         c->mismatch = 64; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoDeleteFile(c->writer, attributes, (uint64_t)c->times[c->i], ioParadigm, file);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1640,17 +1659,17 @@ static OTF2_CallbackCode w_IoDeleteFile(uint64_t location, uint64_t time, uint64
 static OTF2_CallbackCode r_IoOperationBegin(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint8_t mode, uint32_t operationFlags, uint64_t bytesRequest, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[65]) { c->refused = 65; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 65);
     if (c->store[65]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)mode; a[2] = (uint64_t)operationFlags; a[3] = (uint64_t)bytesRequest; a[4] = (uint64_t)matchingId; }
+    if (c->keep_attrs[65]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationBegin(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint8_t mode, uint32_t operationFlags, uint64_t bytesRequest, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[65]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 65) {
         c->mismatch = 65; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoOperationBegin(c->writer, attributes, (uint64_t)c->times[c->i], handle, mode, operationFlags, bytesRequest, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1660,17 +1679,17 @@ static OTF2_CallbackCode w_IoOperationBegin(uint64_t location, uint64_t time, ui
 static OTF2_CallbackCode r_IoOperationTest(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[66]) { c->refused = 66; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 66);
     if (c->store[66]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)matchingId; }
+    if (c->keep_attrs[66]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationTest(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[66]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 66) {
         c->mismatch = 66; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoOperationTest(c->writer, attributes, (uint64_t)c->times[c->i], handle, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1680,17 +1699,17 @@ static OTF2_CallbackCode w_IoOperationTest(uint64_t location, uint64_t time, uin
 static OTF2_CallbackCode r_IoOperationIssued(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[67]) { c->refused = 67; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 67);
     if (c->store[67]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)matchingId; }
+    if (c->keep_attrs[67]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationIssued(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[67]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 67) {
         c->mismatch = 67; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoOperationIssued(c->writer, attributes, (uint64_t)c->times[c->i], handle, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1700,17 +1719,17 @@ static OTF2_CallbackCode w_IoOperationIssued(uint64_t location, uint64_t time, u
 static OTF2_CallbackCode r_IoOperationComplete(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint64_t bytesResult, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[68]) { c->refused = 68; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 68);
     if (c->store[68]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)bytesResult; a[2] = (uint64_t)matchingId; }
+    if (c->keep_attrs[68]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationComplete(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint64_t bytesResult, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[68]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 68) {
         c->mismatch = 68; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoOperationComplete(c->writer, attributes, (uint64_t)c->times[c->i], handle, bytesResult, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1720,17 +1739,17 @@ static OTF2_CallbackCode w_IoOperationComplete(uint64_t location, uint64_t time,
 static OTF2_CallbackCode r_IoOperationCancelled(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint64_t matchingId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[69]) { c->refused = 69; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 69);
     if (c->store[69]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)matchingId; }
+    if (c->keep_attrs[69]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoOperationCancelled(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint64_t matchingId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[69]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 69) {
         c->mismatch = 69; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoOperationCancelled(c->writer, attributes, (uint64_t)c->times[c->i], handle, matchingId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1740,17 +1759,17 @@ static OTF2_CallbackCode w_IoOperationCancelled(uint64_t location, uint64_t time
 static OTF2_CallbackCode r_IoAcquireLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint8_t lockType) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[70]) { c->refused = 70; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 70);
     if (c->store[70]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)lockType; }
+    if (c->keep_attrs[70]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoAcquireLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint8_t lockType) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[70]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 70) {
         c->mismatch = 70; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoAcquireLock(c->writer, attributes, (uint64_t)c->times[c->i], handle, lockType);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1760,17 +1779,17 @@ static OTF2_CallbackCode w_IoAcquireLock(uint64_t location, uint64_t time, uint6
 static OTF2_CallbackCode r_IoReleaseLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint8_t lockType) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[71]) { c->refused = 71; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 71);
     if (c->store[71]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)lockType; }
+    if (c->keep_attrs[71]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoReleaseLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint8_t lockType) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[71]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 71) {
         c->mismatch = 71; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoReleaseLock(c->writer, attributes, (uint64_t)c->times[c->i], handle, lockType);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1780,17 +1799,17 @@ static OTF2_CallbackCode w_IoReleaseLock(uint64_t location, uint64_t time, uint6
 static OTF2_CallbackCode r_IoTryLock(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t handle, uint8_t lockType) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[72]) { c->refused = 72; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 72);
     if (c->store[72]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)handle; a[1] = (uint64_t)lockType; }
+    if (c->keep_attrs[72]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_IoTryLock(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t handle, uint8_t lockType) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[72]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 72) {
         c->mismatch = 72; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_IoTryLock(c->writer, attributes, (uint64_t)c->times[c->i], handle, lockType);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1800,17 +1819,16 @@ static OTF2_CallbackCode w_IoTryLock(uint64_t location, uint64_t time, uint64_t 
 static OTF2_CallbackCode r_ProgramBegin(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t a0, uint32_t a1, const uint32_t* a2) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[73]) { c->refused = 73; return OTF2_CALLBACK_INTERRUPT; }
-    (void)begin(c, location, time, 73);
-
+    uint64_t i = begin(c, location, time, 73);
+    if (c->keep_attrs[73]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ProgramBegin(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t a0, uint32_t a1, const uint32_t* a2) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[73]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 73) {
         c->mismatch = 73; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ProgramBegin(c->writer, attributes, (uint64_t)c->times[c->i], a0, a1, a2);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1820,17 +1838,17 @@ static OTF2_CallbackCode w_ProgramBegin(uint64_t location, uint64_t time, uint64
 static OTF2_CallbackCode r_ProgramEnd(uint64_t location, uint64_t time, void* ud,
         void* attributes, int64_t exitStatus) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[74]) { c->refused = 74; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 74);
     if (c->store[74]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)exitStatus; }
+    if (c->keep_attrs[74]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_ProgramEnd(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, int64_t exitStatus) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[74]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 74) {
         c->mismatch = 74; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_ProgramEnd(c->writer, attributes, (uint64_t)c->times[c->i], exitStatus);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1840,18 +1858,18 @@ static OTF2_CallbackCode w_ProgramEnd(uint64_t location, uint64_t time, uint64_t
 static OTF2_CallbackCode r_NonBlockingCollectiveRequest(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t requestID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[75]) { c->refused = 75; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 75);
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
     if (c->store[75]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestID; }
+    if (c->keep_attrs[75]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_NonBlockingCollectiveRequest(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t requestID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[75]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 75) {
         c->mismatch = 75; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_NonBlockingCollectiveRequest(c->writer, attributes, (uint64_t)c->times[c->i], requestID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1861,7 +1879,6 @@ static OTF2_CallbackCode w_NonBlockingCollectiveRequest(uint64_t location, uint6
 static OTF2_CallbackCode r_NonBlockingCollectiveComplete(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint8_t collectiveOp, uint32_t communicator, uint32_t root, uint64_t sizeSent, uint64_t sizeReceived, uint64_t requestID) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[76]) { c->refused = 76; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 76);
     c->op[i] = ((int64_t)(collectiveOp));
@@ -1871,13 +1888,14 @@ static OTF2_CallbackCode r_NonBlockingCollectiveComplete(uint64_t location, uint
     c->size_recv[i] = ((uint64_t)(sizeReceived) > (uint64_t)INT64_MAX ? -1 : (int64_t)(sizeReceived));
     c->request[i] = ((uint64_t)(requestID) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestID));
     if (c->store[76]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)collectiveOp; a[1] = (uint64_t)communicator; a[2] = (uint64_t)root; a[3] = (uint64_t)sizeSent; a[4] = (uint64_t)sizeReceived; a[5] = (uint64_t)requestID; }
+    if (c->keep_attrs[76]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_NonBlockingCollectiveComplete(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint8_t collectiveOp, uint32_t communicator, uint32_t root, uint64_t sizeSent, uint64_t sizeReceived, uint64_t requestID) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[76]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 76) {
         c->mismatch = 76; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_NonBlockingCollectiveComplete(c->writer, attributes, (uint64_t)c->times[c->i], collectiveOp, communicator, root, sizeSent, sizeReceived, requestID);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1887,17 +1905,17 @@ static OTF2_CallbackCode w_NonBlockingCollectiveComplete(uint64_t location, uint
 static OTF2_CallbackCode r_CommCreate(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t communicator) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[77]) { c->refused = 77; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 77);
     if (c->store[77]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)communicator; }
+    if (c->keep_attrs[77]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CommCreate(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t communicator) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[77]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 77) {
         c->mismatch = 77; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_CommCreate(c->writer, attributes, (uint64_t)c->times[c->i], communicator);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1907,17 +1925,17 @@ static OTF2_CallbackCode w_CommCreate(uint64_t location, uint64_t time, uint64_t
 static OTF2_CallbackCode r_CommDestroy(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t communicator) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[78]) { c->refused = 78; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 78);
     if (c->store[78]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)communicator; }
+    if (c->keep_attrs[78]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_CommDestroy(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t communicator) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[78]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 78) {
         c->mismatch = 78; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_CommDestroy(c->writer, attributes, (uint64_t)c->times[c->i], communicator);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1927,7 +1945,6 @@ static OTF2_CallbackCode w_CommDestroy(uint64_t location, uint64_t time, uint64_
 static OTF2_CallbackCode r_MpiProbe(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint32_t sender, uint32_t communicator, uint32_t tag, uint64_t messageId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[79]) { c->refused = 79; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 79);
     c->peer[i] = ((uint64_t)(sender) == 0xFFFFFFFFu ? -1 : (int64_t)(sender));
@@ -1935,13 +1952,14 @@ static OTF2_CallbackCode r_MpiProbe(uint64_t location, uint64_t time, void* ud,
     c->tag[i] = ((uint64_t)(tag) == 0xFFFFFFFFu ? -1 : (int64_t)(tag));
     c->size_recv[i] = ((uint64_t)(messageId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(messageId));
     if (c->store[79]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)sender; a[1] = (uint64_t)communicator; a[2] = (uint64_t)tag; a[3] = (uint64_t)messageId; }
+    if (c->keep_attrs[79]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiProbe(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint32_t sender, uint32_t communicator, uint32_t tag, uint64_t messageId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[79]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 79) {
         c->mismatch = 79; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiProbe(c->writer, attributes, (uint64_t)c->times[c->i], sender, communicator, tag, messageId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1951,19 +1969,19 @@ static OTF2_CallbackCode w_MpiProbe(uint64_t location, uint64_t time, uint64_t p
 static OTF2_CallbackCode r_MpiMrecv(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t messageId, uint64_t msgLength) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[80]) { c->refused = 80; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 80);
     c->size_recv[i] = ((uint64_t)(messageId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(messageId));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
     if (c->store[80]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)messageId; a[1] = (uint64_t)msgLength; }
+    if (c->keep_attrs[80]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiMrecv(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t messageId, uint64_t msgLength) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[80]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 80) {
         c->mismatch = 80; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiMrecv(c->writer, attributes, (uint64_t)c->times[c->i], messageId, msgLength);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1973,19 +1991,19 @@ static OTF2_CallbackCode w_MpiMrecv(uint64_t location, uint64_t time, uint64_t p
 static OTF2_CallbackCode r_MpiImrecvRequest(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t messageId, uint64_t requestId) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[81]) { c->refused = 81; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 81);
     c->size_recv[i] = ((uint64_t)(messageId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(messageId));
     c->request[i] = ((uint64_t)(requestId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestId));
     if (c->store[81]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)messageId; a[1] = (uint64_t)requestId; }
+    if (c->keep_attrs[81]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiImrecvRequest(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t messageId, uint64_t requestId) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[81]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 81) {
         c->mismatch = 81; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiImrecvRequest(c->writer, attributes, (uint64_t)c->times[c->i], messageId, requestId);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -1995,19 +2013,19 @@ static OTF2_CallbackCode w_MpiImrecvRequest(uint64_t location, uint64_t time, ui
 static OTF2_CallbackCode r_MpiImrecv(uint64_t location, uint64_t time, void* ud,
         void* attributes, uint64_t requestId, uint64_t msgLength) {
     Pass1* c = (Pass1*)ud;
-    (void)attributes;
     if (!c->allowed[82]) { c->refused = 82; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 82);
     c->request[i] = ((uint64_t)(requestId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(requestId));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
     if (c->store[82]) { uint64_t* a = c->args + i * MAX_ARGS; a[0] = (uint64_t)requestId; a[1] = (uint64_t)msgLength; }
+    if (c->keep_attrs[82]) save_attrs(c, i, attributes);
     return OTF2_CALLBACK_SUCCESS;
 }
 static OTF2_CallbackCode w_MpiImrecv(uint64_t location, uint64_t time, uint64_t pos,
         void* ud, void* attributes, uint64_t requestId, uint64_t msgLength) {
     Pass2* c = (Pass2*)ud;
     (void)location; (void)time; (void)pos;
-    if (c->i >= c->n || c->kinds[c->i] != c->code[82]) {
+    if (c->i >= c->n || c->origin[c->kinds[c->i]] != 82) {
         c->mismatch = 82; return OTF2_CALLBACK_INTERRUPT; }
     c->rc = p_EvtWriter_MpiImrecv(c->writer, attributes, (uint64_t)c->times[c->i], requestId, msgLength);
     if (c->rc) return OTF2_CALLBACK_INTERRUPT;
@@ -2069,6 +2087,7 @@ int cmp_init(const char* path) {
     GET(Reader_ReadGlobalEvents) GET(EvtReaderCallbacks_New) GET(EvtReaderCallbacks_Delete)
     GET(Reader_RegisterEvtCallbacks)
     GET(Reader_ReadLocalEvents)
+    GET(AttributeList_GetNumberOfElements) GET(AttributeList_GetAttributeByIndex)
     if (!(p_EvtWriter_BufferFlush = (t_EvtWriter_BufferFlush)dlsym(lib, "OTF2_EvtWriter_BufferFlush"))) return -1;
     if (!(p_EvtWriter_MeasurementOnOff = (t_EvtWriter_MeasurementOnOff)dlsym(lib, "OTF2_EvtWriter_MeasurementOnOff"))) return -1;
     if (!(p_EvtWriter_Enter = (t_EvtWriter_Enter)dlsym(lib, "OTF2_EvtWriter_Enter"))) return -1;

@@ -28,7 +28,13 @@ Python call per record:
   tests/test_fingerprints.py). A record of a kind this OTF2 library does not know
   is skipped by both passes, as the ``otf2`` package skips it.
 
-The definitions are still read and written by the ``otf2`` package (small).
+MPI-4 partitioned records (``ParameterUnsignedInt`` records with attribute
+lists) and RMA records get their model view in
+:mod:`compensate.formats.otf2.nativerecords`; an archive whose partitioned
+records the ``otf2`` package path would write differently is read by that path.
+
+The definitions (with the in-situ overhead tables, a LocationProperty) are still
+read and written by the ``otf2`` package (small).
 
 The C path is used when the caller says that no payload objects are needed
 (``read_chunks(..., payload=False)``: the streaming command writing OTF2, and the
@@ -37,8 +43,9 @@ fit pass of ``--bound fitted``; a text output needs every record's fields, and
 ``COMPENSATE_NATIVE=0`` forces the ``otf2`` package everywhere.
 
 Building: the C file is compiled on first use with the system C compiler
-(``$CC``, default ``cc``) into a cache (``$COMPENSATE_CACHE``, default
-``~/.cache/compensate``), keyed by the source's digest, and loaded with ctypes.
+(``$CC``, default ``cc``) into a per-user cache (:mod:`~compensate.formats.otf2.
+nativebuild`: ``$COMPENSATE_CACHE``, default ``~/.cache/compensate``), keyed by
+the source's digest, and loaded with ctypes.
 It needs no Python or OTF2 headers: it finds every OTF2 function with ``dlsym``
 in the ``otf2`` package's own ``_otf2`` extension, the library instance Python
 already uses, so handles pass freely between the two. If it cannot be built or
@@ -48,12 +55,8 @@ loaded, everything goes through the ``otf2`` package, said once on stderr.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import platform
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +64,14 @@ import numpy as np
 
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
+from compensate.formats.otf2.nativebuild import SubprocessError, compiled
+from compensate.formats.otf2.nativerecords import Partitioned, rma_aliases
 from compensate.model import (
     COLUMNS,
     INTERPRETED,
     KIND_CODE,
     KIND_NAMES,
+    PARTITIONED_KINDS,
     Events,
     TraceError,
 )
@@ -114,6 +120,7 @@ _i64p = ctypes.POINTER(ctypes.c_int64)
 _u64p = ctypes.POINTER(ctypes.c_uint64)
 _i16p = ctypes.POINTER(ctypes.c_int16)
 _u8p = ctypes.POINTER(ctypes.c_uint8)
+_u32p = ctypes.POINTER(ctypes.c_uint32)
 
 
 class _Pass1(ctypes.Structure):
@@ -122,13 +129,14 @@ class _Pass1(ctypes.Structure):
                                              "size_recv", "op", "request")),
                 ("cap", ctypes.c_uint64), ("n", ctypes.c_uint64), ("code", _i16p),
                 ("allowed", _u8p), ("refused", ctypes.c_int64), ("store", _u8p),
-                ("args", _u64p)]
+                ("args", _u64p), ("keep_attrs", _u8p), ("nattrs", _u32p),
+                ("attrs", _u64p)]
 
 
 class _Pass2(ctypes.Structure):
     _fields_ = [("writer", ctypes.c_void_p), ("times", _i64p), ("stops", _i64p),
                 ("kinds", _i16p), ("i", ctypes.c_uint64), ("n", ctypes.c_uint64),
-                ("code", _i16p), ("mismatch", ctypes.c_int64), ("rc", ctypes.c_int)]
+                ("origin", _i16p), ("mismatch", ctypes.c_int64), ("rc", ctypes.c_int)]
 
 
 class _Library:
@@ -149,6 +157,17 @@ class _Library:
         self.code = np.array([KIND_CODE.get(name, -1) for name in self.names], np.int16)
         self.allowed = np.array([name in KIND_CODE for name in self.names], np.uint8)
         self.max_args = dll.cmp_max_args()
+        self.max_attrs = dll.cmp_max_attrs()
+        # the attribute lists are kept of the records that may stand for partitioned ones
+        self.keep_attrs = np.array([name == "ParameterUnsignedInt" for name in self.names],
+                                   np.uint8)
+        # model kind -> the kind index of the OTF2 records it is read from (pass 2)
+        self.origin = np.full(len(KIND_NAMES), -1, np.int16)
+        for i, name in enumerate(self.names):
+            if name in KIND_CODE:
+                self.origin[KIND_CODE[name]] = i
+        for k in PARTITIONED_KINDS:
+            self.origin[k] = self.names.index("ParameterUnsignedInt")
         self.fields = [_field_spec(name) for name in self.names]
         self.store = np.array([name not in COLUMN_KINDS and bool(spec)
                                for name, spec in zip(self.names, self.fields, strict=True)],
@@ -192,6 +211,7 @@ def _field_spec(kind: str) -> list[tuple[int, str, Any]]:
 
 
 _MAX_ARGS = 8  # gen_native.MAX_ARGS
+_MAX_ATTRS = 8  # gen_native.MAX_ATTRS
 
 
 def _ref_field(v: int) -> int | None:
@@ -218,45 +238,10 @@ def _say_once(message: str) -> None:
               "(slower)", file=sys.stderr)
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("COMPENSATE_CACHE")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "compensate"
-
-
-def _build(source: bytes, target: Path) -> None:
-    """Compile ``source`` into the shared library ``target`` (atomically)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    cc = os.environ.get("CC", "cc")
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-    os.close(fd)
-    try:
-        run = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, "-x", "c", "-",
-                              "-ldl"], input=source, capture_output=True, timeout=300)
-        if run.returncode:
-            err = run.stderr.decode(errors="replace").strip().splitlines()
-            raise OSError(f"{cc} failed: {err[0] if err else run.returncode}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _load() -> _Library | None:
     import _otf2
 
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
-    target = _cache_dir() / f"otf2native-{digest}-{platform.machine()}.so"
-    if not target.exists():
-        try:
-            _build(source, target)
-        except OSError:  # an unwritable cache: build into a private temporary one
-            target = Path(tempfile.gettempdir()) / f"compensate-{os.getuid()}" / target.name
-            if not target.exists():
-                _build(source, target)
+    target = compiled(SOURCE.read_bytes(), "otf2native")
     dll = ctypes.CDLL(str(target))
     rc = dll.cmp_init(_otf2.conf.lib._name.encode())
     if rc:
@@ -272,7 +257,7 @@ def library() -> _Library | None:
     if "lib" not in _state:
         try:
             _state["lib"] = _load()
-        except (OSError, subprocess.SubprocessError, AttributeError, ValueError) as exc:
+        except (OSError, SubprocessError, AttributeError, ValueError) as exc:
             _state["lib"] = None
             _say_once(f"the OTF2 C path is not available ({exc})")
     return _state["lib"]
@@ -326,12 +311,15 @@ def library_read(path: str, locations: tuple[int, ...]) -> int:
 
 _NAMES = ("loc", "time", "kind", "region", "peer", "comm", "tag", "size", "size_recv", "op",
           "request")
+_BLOCK = (*_NAMES, "args", "nattrs", "attrs")
 
 
 def _buffers(cap: int) -> dict[str, np.ndarray]:
     dtypes = {"loc": np.uint64, "time": np.uint64, "kind": np.int16}
     bufs = {name: np.empty(cap, dtypes.get(name, np.int64)) for name in _NAMES}
     bufs["args"] = np.empty((cap, _MAX_ARGS), np.uint64)
+    bufs["nattrs"] = np.empty(cap, np.uint32)
+    bufs["attrs"] = np.empty((cap, 3 * _MAX_ATTRS), np.uint64)
     return bufs
 
 
@@ -343,10 +331,14 @@ def _pass1(lib: _Library, bufs: dict[str, np.ndarray], cap: int, store: np.ndarr
     p1.allowed = lib.allowed.ctypes.data_as(_u8p)
     p1.store = store.ctypes.data_as(_u8p)
     p1.args = bufs["args"].ctypes.data_as(_u64p)
+    p1.keep_attrs = lib.keep_attrs.ctypes.data_as(_u8p)
+    p1.nattrs = bufs["nattrs"].ctypes.data_as(_u32p)
+    p1.attrs = bufs["attrs"].ctypes.data_as(_u64p)
     return p1
 
 
 _DTYPES = dict(COLUMNS)
+_RMA = frozenset(KIND_CODE[k] for k in KIND_CODE if k.startswith("Rma"))
 
 
 class NativeChunks(ChunkIterator):
@@ -355,11 +347,14 @@ class NativeChunks(ChunkIterator):
     :class:`~compensate.formats.otf2.read.Otf2Chunks`, every payload :data:`NATIVE`."""
 
     def __init__(self, path: str, location_order: tuple[int, ...],
-                 chunk_records: int | None) -> None:
+                 chunk_records: int | None, registry: Any = None) -> None:
         self.path = path
         self._lib = library()
         if self._lib is None:
             raise TraceError("the OTF2 C path is not available", source=path)
+        self._registry = registry
+        self._partitioned = Partitioned(registry)
+        self._param_uint = KIND_CODE["ParameterUnsignedInt"]
         self._locs = np.array(location_order, np.uint64)
         self._sorted = np.unique(self._locs)
         self._store_code = np.zeros(max(len(KIND_NAMES), 1), bool)  # model kind -> fields?
@@ -389,7 +384,7 @@ class NativeChunks(ChunkIterator):
         if n < cap:
             self._done = True
         return {name: self._bufs[name][:n].copy() if copy else self._bufs[name][:n]
-                for name in (*_NAMES, "args")}
+                for name in _BLOCK}
 
     def _read(self) -> dict[int, Events]:
         if self._done:
@@ -404,7 +399,7 @@ class NativeChunks(ChunkIterator):
             blocks.append(block)
             if want is not None:
                 want -= len(block["kind"])
-        flat = {name: np.concatenate([b[name] for b in blocks]) for name in (*_NAMES, "args")}
+        flat = {name: np.concatenate([b[name] for b in blocks]) for name in _BLOCK}
         return self._split(flat)
 
     def _split(self, flat: dict[str, np.ndarray]) -> dict[int, Events]:
@@ -431,6 +426,18 @@ class NativeChunks(ChunkIterator):
             cols[name] = flat[name][order].astype(_DTYPES[name], copy=False)  # wraps as before
         times = cols["time"]
         cols["time"] = times.view(np.int64)
+        if self._partitioned.kind_of:
+            pos = np.flatnonzero(cols["kind"] == self._param_uint)
+            if pos.size:
+                src = order[pos]
+
+                def where(p: int) -> dict[str, Any]:
+                    ref = int(self._sorted[ks[p]])
+                    start = int(np.searchsorted(ks, ks[p]))
+                    return {"source": self.path, "location": ref,
+                            "index": self.count[ref] + p - start}
+                self._partitioned.convert(cols, pos, flat["args"][src], flat["nattrs"][src],
+                                          flat["attrs"][src], where)
         fields = self._fields(cols["kind"], order, flat["args"])
         out = {}
         for j in np.argsort(order[starts], kind="stable").tolist():  # by first record
@@ -464,6 +471,9 @@ class NativeChunks(ChunkIterator):
                 v = convert(row[j])
                 if v is not None:
                     obj[name] = v
+            if k in _RMA:
+                rma_aliases(self._registry, KIND_NAMES[k], obj,
+                                          {name: row[j] for j, name, _ in spec})
             objs.append(obj)
         return pos, objs
 
@@ -518,7 +528,7 @@ class NativeCopier:
         kinds = np.ascontiguousarray(ev.kind, np.int16)
         p2 = _Pass2(writer=writer_handle, times=times.ctypes.data_as(_i64p),
                     stops=stops.ctypes.data_as(_i64p), kinds=kinds.ctypes.data_as(_i16p),
-                    n=len(ev), code=self._lib.code.ctypes.data_as(_i16p))
+                    n=len(ev), origin=self._lib.origin.ctypes.data_as(_i16p))
         rc = self._lib.dll.cmp_copy(self._handle, k, ctypes.byref(p2))
         if rc == _INTERRUPTED and p2.rc:
             _raise(p2.rc, out, "cannot write OTF2 archive")

@@ -248,13 +248,17 @@ def _native_chunks(reader: Any, definitions: Definitions, path: str,
     """The C path's chunks (closing the ``otf2`` reader, whose definitions are
     read), or None if it cannot be used for this archive."""
     import compensate.formats.otf2.native as native
+    import compensate.formats.otf2.nativerecords as nativerecords
 
     if not native.available():
         return None
     meta = definitions.otf2
+    if nativerecords.unsuitable(meta.registry) is not None:
+        return None  # the otf2 package path writes it differently (nativerecords)
     try:
         with _library_errors(path, "cannot read OTF2 archive"):
-            chunks = native.NativeChunks(path, meta.location_order, chunk_records)
+            chunks = native.NativeChunks(path, meta.location_order, chunk_records,
+                                         meta.registry)
     except BaseException:
         reader.close()
         raise

@@ -6,6 +6,8 @@ simulated ones; routing to the ``otf2`` package when the C path must not be used
 import contextlib
 import inspect
 import io
+import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +17,18 @@ import pytest
 from otf2.enums import GroupType, Paradigm, ParameterType, Type
 
 from compensate.cli import main
-from compensate.formats import write_trace
-from compensate.formats.otf2 import Otf2Chunks, Otf2EventWriter, native, read_otf2_chunks
+from compensate.formats import partitioned, read_trace, write_trace
+from compensate.formats.otf2 import (
+    Otf2Chunks,
+    Otf2EventWriter,
+    native,
+    nativebuild,
+    nativerecords,
+    read_otf2_chunks,
+)
 from compensate.matching.threads import field_of
-from compensate.model import COLUMNS, KIND_CODE, TraceError
+from compensate.model import COLUMNS, KIND_CODE, PARTITIONED_KINDS, TraceError
+from compensate.rmarecords import RMA_FIELDS, fields_of
 from compensate.simulate import simulate
 
 from ...conftest import TRACES
@@ -90,11 +100,22 @@ def archives(tmp_path_factory) -> list[Path]:
     """The real archives, simulated programs written as OTF2, and the archive above."""
     tmp = tmp_path_factory.mktemp("native")
     out = list(REAL)
-    for name in ("mixed", "nonblocking", "mprobe", "collectives"):
+    for name in ("mixed", "nonblocking", "mprobe", "collectives", "partitioned",
+                 "partitioned_poll", "rma_fence", "rma_pscw"):
         sim = simulate(name, ranks=4, iterations=3, overhead=1e-6)
         anchor = tmp / name / "traces.otf2"
         write_trace(sim.measured, anchor)
         out.append(anchor)
+    insitu = tmp / "insitu.trace"  # an in-situ overhead table: an OTF2 LocationProperty
+    table = json.dumps(json.dumps({"format": 1, "by_kind": {"Enter": 1e-7, "Leave": 2e-7}}))
+    insitu.write_text("compensate-trace 1\ntimer_resolution 1000000000\n"
+                      f"location 0 group=0 insitu={table}\nlocation 1 group=1\n"
+                      'region 0 "f"\nevents\n' + "".join(
+                          f"{t + loc} {loc} {k} region=0\n" for t, k in
+                          ((0, "Enter"), (1000, "Leave"), (2000, "Enter"), (3000, "Leave"))
+                          for loc in (0, 1)))
+    write_trace(read_trace(insitu), tmp / "insitu" / "traces.otf2")
+    out.append(tmp / "insitu" / "traces.otf2")
     build_native_archive(tmp / "built")
     out.append(tmp / "built" / "traces.otf2")
     return out
@@ -153,22 +174,34 @@ def test_field_payloads_read_as_the_otf2_objects(both):
     for path, (_, fast, slow) in both.items():
         for a, b in zip(fast, slow, strict=True):
             for loc, ev in a.items():
-                for p, q in zip(ev.payload, b[loc].payload, strict=True):
+                for k, p, q in zip(ev.kind.tolist(), ev.payload, b[loc].payload, strict=True):
                     if p is native.NATIVE:
-                        assert type(q).__name__ in native.COLUMN_KINDS
+                        if q is None:  # rebuilt from the columns by the otf2 package path
+                            assert k in PARTITIONED_KINDS
+                            seen.add("partitioned")
+                        else:  # a column kind, or one without fields (RmaCollectiveBegin)
+                            assert type(q).__name__ in native.COLUMN_KINDS or \
+                                not native._field_spec(type(q).__name__)
                         continue
                     assert type(p) is native.NativeFields
-                    seen.add(type(q).__name__)
+                    name = type(q).__name__
+                    seen.add(name)
                     names = set(inspect.signature(type(q).__init__).parameters) - {
                         "self", "time", "attributes"}
-                    assert set(p) <= names
+                    extra = set()
+                    if name in RMA_FIELDS:  # rmarecords reads these as from the otf2 object
+                        assert fields_of(name, p) == fields_of(name, q), (path, name)
+                        extra = set(RMA_FIELDS[name])
+                    assert set(p) <= names | extra
                     for name in names:
                         if isinstance(getattr(q, name), (str, list, tuple)):  # left out
                             assert name not in p
                             continue
-                        assert field_of(p, name) == field_of(q, name), (path, type(q), name)
+                        if name not in RMA_FIELDS.get(type(q).__name__, ()):
+                            assert field_of(p, name) == field_of(q, name), (path, type(q), name)
     assert {"ThreadFork", "ThreadTeamBegin", "ThreadTaskCreate", "ParameterInt",
-            "ParameterString", "RmaPut"} <= seen
+            "ParameterString", "RmaPut", "RmaCollectiveEnd", "RmaGroupSync",
+            "partitioned"} <= seen
 
 
 @pytest.mark.parametrize("bound", ["lower", "fitted"])
@@ -181,14 +214,14 @@ def test_the_same_archive_byte_for_byte(archives, tmp_path, monkeypatch, bound):
     copy = native.NativeCopier.copy
     monkeypatch.setattr(native.NativeCopier, "copy",
                         lambda self, ref, *a: copied.append(ref) or copy(self, ref, *a))
-    chosen = [p for p in archives if p.parent.name != "jacobi-openmp-tasks-offload"]
-    for k, path in enumerate(chosen if bound == "lower" else archives[-2:]):
+    for k, path in enumerate(archives if bound == "lower" else archives[-2:]):
         outs = []
         for switch in ("1", "0"):
             monkeypatch.setenv(native.ENV_SWITCH, switch)
             out = tmp_path / f"{k}-{switch}" / "traces.otf2"
+            overhead = [] if path.parent.name == "insitu" else ["--overhead", "200ns"]
             with contextlib.redirect_stderr(io.StringIO()):
-                assert main([str(path), str(out), "--overhead", "200ns", "--bound", bound,
+                assert main([str(path), str(out), *overhead, "--bound", bound,
                              "--quiet"]) == 0, path
             outs.append(_files(out))
             assert bool(copied) == (switch == "1"), path  # the C path wrote it, or not
@@ -223,15 +256,36 @@ def test_a_record_of_another_kind_is_refused_naming_it(archives, tmp_path):
         writer.abandon()
 
 
-def test_a_build_failure_falls_back_and_says_so_once(monkeypatch, tmp_path, capsys):
+@pytest.mark.parametrize("cc", ["false", "/nonexistent/cc"])
+def test_a_fresh_machine_without_a_compiler_falls_back_and_says_so_once(
+        archives, monkeypatch, tmp_path, capfd, cc):
+    """No working C compiler and an empty cache: `compensate` says once on stderr
+    that the C path is not available and writes the same archive through the
+    otf2 package."""
     monkeypatch.setattr(native, "_state", {})
-    monkeypatch.setenv("COMPENSATE_CACHE", str(tmp_path))
-    monkeypatch.setenv("CC", "false")
-    monkeypatch.setattr(native.tempfile, "gettempdir", lambda: str(tmp_path / "t"))
-    assert native.library() is None and native.library() is None
-    err = capsys.readouterr().err
-    assert err.count("OTF2 C path is not available") == 1 and "\n" == err[-1]
-    assert err.count("\n") == 1
+    monkeypatch.setenv("COMPENSATE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", cc)
+    path = archives[-1]
+    for k in range(2):
+        assert main([str(path), str(tmp_path / f"o{k}" / "traces.otf2"), "--overhead", "200ns",
+                     "--quiet"]) == 0
+    err = capfd.readouterr().err
+    assert err.count("OTF2 C path is not available") == 1 and err.count("\n") == 1, err
+    assert not native.available() and not list((tmp_path / "cache").glob("*.so"))
+    monkeypatch.setenv(native.ENV_SWITCH, "0")
+    assert main([str(path), str(tmp_path / "py" / "traces.otf2"), "--overhead", "200ns",
+                 "--quiet"]) == 0
+    assert _files(tmp_path / "o0" / "traces.otf2") == _files(tmp_path / "py" / "traces.otf2")
+
+
+def test_an_unwritable_cache_builds_into_a_private_temporary_directory(monkeypatch, tmp_path):
+    """Only this user's own directory in the temporary directory is built into."""
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    (shared / f"compensate-{os.getuid()}").symlink_to(tmp_path)
+    assert not nativebuild._usable_dir(shared / f"compensate-{os.getuid()}", True)
+    assert nativebuild._usable_dir(shared / "mine", True)
+    assert (shared / "mine").stat().st_mode & 0o777 == 0o700
 
 
 def test_the_library_read_counts_every_record(both):
@@ -240,3 +294,56 @@ def test_the_library_read_counts_every_record(both):
         locations = read_otf2_chunks(str(path), 1)[0].otf2.location_order
         n = sum(len(ev) for chunk in fast for ev in chunk.values())
         assert native.library_read(str(path), locations) == n
+
+
+def _pready_archive(anchor_dir: Path, description: str | None, extra: bool) -> Path:
+    """One location with one partitioned MPI_Pready record (formats/partitioned.py):
+    its attribute with another ``description`` than compensate writes (None: the
+    same), an ``extra`` attribute or not."""
+    with otf2.writer.open(str(anchor_dir), timer_resolution=1_000_000_000) as w:
+        d = w.definitions
+        grp = d.location_group("rank 0", system_tree_parent=d.system_tree_node("node"))
+        loc = d.location("thread 0", group=grp)
+        f = d.region("MPI_Pready")
+        par = d.parameter("compensate:MpiPready", parameter_type=ParameterType.UINT64)
+        name, canonical = partitioned.attribute_of(KIND_CODE["MpiPready"], "size_recv")
+        description = canonical if description is None else description
+        attrs = {d.attribute(name, description, Type.UINT64): 3}
+        if extra:
+            attrs[d.attribute("other", "", Type.UINT64)] = 1
+        ew = w.event_writer_from_location(loc)
+        for t, ev in enumerate([E.Enter(0, f), E.ParameterUnsignedInt(0, par, 9,
+                                                                      attributes=attrs),
+                                E.Leave(0, f)]):
+            ev.time = 10 * t
+            ew(ev)
+    return anchor_dir / "traces.otf2"
+
+
+def test_partitioned_records_not_as_compensate_writes_them(tmp_path):
+    """The C path copies a partitioned record's attribute list, the otf2 package
+    path rebuilds it from the columns: an archive whose partitioned definitions
+    differ from what compensate writes goes to the otf2 package path; a record
+    whose attribute list differs is a one-line error saying how to read it."""
+    fine = _pready_archive(tmp_path / "fine", None, False)
+    defs, kind, chunks = _chunks(fine, None, payload=False)
+    assert kind is native.NativeChunks and defs.otf2.native_source == str(fine)
+    ev = chunks[0][0]
+    assert ev.kind[1] == KIND_CODE["MpiPready"] and ev.request[1] == 9
+    assert ev.size_recv[1] == 3
+    other = _pready_archive(tmp_path / "other", "partition", False)
+    assert "lacks an attribute" in nativerecords.unsuitable(
+        read_otf2_chunks(str(other), 1)[0].otf2.registry)
+    defs, kind, _ = _chunks(other, None, payload=False)
+    assert kind is Otf2Chunks and defs.otf2.native_source is None
+    extra = _pready_archive(tmp_path / "extra", None, True)
+    with pytest.raises(TraceError, match=r"extra/traces\.otf2: location 0, record 1: "
+                                         r"partitioned record .*COMPENSATE_NATIVE=0") as exc:
+        _chunks(extra, None, payload=False)
+    assert "\n" not in str(exc.value)
+
+
+def test_the_in_situ_table_is_read_on_the_c_path(archives):
+    defs, kind, _ = _chunks(next(p for p in archives if p.parent.name == "insitu"), None,
+                            payload=False)
+    assert kind is native.NativeChunks and defs.insitu[0]["by_kind"]["Leave"] == 2e-7
