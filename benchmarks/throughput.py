@@ -15,6 +15,10 @@ measure):
                 callback per record kind that stores the record's columns (the C
                 path's pass 1, compensate/formats/otf2/native.py), nothing per record
                 in Python;
+  our read      compensate's chunked read into the model's Events on the C path
+                (``read_chunks(..., payload=False)``: pass 1 and numpy's split by
+                location); ``our read, otf2 pkg``: the same read through the
+                ``otf2`` package (an event object per record);
   lib copy      read and write through the library with no compensation: the C
                 path's read into columns and its copy into a new archive (the I/O
                 floor of an end-to-end run);
@@ -74,6 +78,8 @@ def _worker(argv: list[str]) -> dict:
         return _e2e(*argv[1:])
     if kind == "libread":
         return _libread(argv[1])
+    if kind == "ourread":
+        return _ourread(argv[1], argv[2] == "1")
     if kind == "libcopy":
         return _libcopy(argv[1], argv[2])
     if kind == "floor":
@@ -144,6 +150,22 @@ def _libread(src: str) -> dict:
     locations = _locations(src)
     t0, c0 = time.perf_counter(), time.process_time()
     native.library_read(src, locations)
+    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "exit": 0}
+
+
+def _ourread(src: str, columns_only: bool) -> dict:
+    """compensate's chunked read into the model's Events: ``columns_only`` the C
+    path (``read_chunks(..., payload=False)``: pass 1 and the numpy split), else
+    the ``otf2`` package path (an event object per record)."""
+    import otf2  # noqa: F401  (imports and the C library's build: not timed)
+
+    from compensate.formats import read_chunks
+    from compensate.formats.otf2 import native
+    native.library()
+    t0, c0 = time.perf_counter(), time.process_time()
+    defs, chunks = read_chunks(src, payload=not columns_only)
+    for _chunk in chunks:
+        pass
     return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "exit": 0}
 
 
@@ -266,16 +288,21 @@ def _otf2_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
     """OTF2: the library's own read and copy beside compensate, per CPU-second."""
     print("\nOTF2, records per CPU-second (process CPU time of each child around the "
           "operation):\n")
-    print("| program | records | lib read | lib copy | lower | fitted | lower, otf2 pkg | "
-          "lib read / lower | lib copy / lower | lib copy / fitted | peak MiB lower | "
-          "peak MiB fitted |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+    print("| program | records | lib read | our read | our read, otf2 pkg | lib copy | lower | "
+          "fitted | lower, otf2 pkg | lib read / lower | lib copy / lower | "
+          "lib copy / fitted | peak MiB lower | peak MiB fitted |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+          flush=True)
     for program, size, case in cases:
         n = json.loads((case / "info.json").read_text())["records"]
         src = str(case / "otf2" / "traces.otf2")
         platform_file = str(case / "platform.json")
         scratch = _scratch(work)
         read, _ = run_child(["libread", src])
+        ours, _ = run_child(["ourread", src, "1"])
+        ours_pkg = None
+        if not args.no_before:
+            ours_pkg, _ = run_child(["ourread", src, "0"])
         copy, _ = run_child(["libcopy", src, str(scratch / "copy" / "traces.otf2")])
         runs = {}
         for bound in ("lower", "fitted"):
@@ -292,12 +319,15 @@ def _otf2_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
             shutil.rmtree(scratch, ignore_errors=True)
         lower, fitted = runs["lower"][0], runs["fitted"][0]
         results.append({"program": program, "records": n, "format": "otf2",
-                        "lib_read_cpu": read["cpu"], "lib_copy_cpu": copy["cpu"],
+                        "lib_read_cpu": read["cpu"], "our_read_cpu": ours["cpu"],
+                        "our_read_pkg_cpu": ours_pkg["cpu"] if ours_pkg else None,
+                        "lib_copy_cpu": copy["cpu"],
                         "lower_cpu": lower["cpu"], "fitted_cpu": fitted["cpu"],
                         "before_cpu": before["cpu"] if before else None,
                         "peak_lower_mib": runs["lower"][1],
                         "peak_fitted_mib": runs["fitted"][1]})
-        print(f"| {program} | {n:,} | {_rate(n, read['cpu'])} | {_rate(n, copy['cpu'])} | "
+        print(f"| {program} | {n:,} | {_rate(n, read['cpu'])} | {_rate(n, ours['cpu'])} | "
+              f"{_rate(n, ours_pkg['cpu']) if ours_pkg else '-'} | {_rate(n, copy['cpu'])} | "
               f"{_rate(n, lower['cpu'])} | {_rate(n, fitted['cpu'])} | "
               f"{_rate(n, before['cpu']) if before else '-'} | "
               f"{lower['cpu'] / read['cpu']:.1f} | {lower['cpu'] / copy['cpu']:.1f} | "

@@ -31,7 +31,8 @@ from compensate.model import COLUMNS, KIND_CODE, PARTITIONED_KINDS, TraceError
 from compensate.rmarecords import RMA_FIELDS, fields_of
 from compensate.simulate import simulate
 
-from ...conftest import TRACES
+from ...conftest import CASES, TRACES
+from ...matching.test_legacy import _write_archive as write_legacy
 
 # the real archives but the largest (72k records: covered by tests/test_fingerprints.py,
 # whose real-archive OTF2 outputs now come from the C path)
@@ -116,6 +117,9 @@ def archives(tmp_path_factory) -> list[Path]:
                           for loc in (0, 1)))
     write_trace(read_trace(insitu), tmp / "insitu" / "traces.otf2")
     out.append(tmp / "insitu" / "traces.otf2")
+    # legacy OpenMP records (OmpFork, OmpAcquireLock, OmpTaskCreate ...), as
+    # tests/matching/test_legacy.py writes them
+    out.append(Path(write_legacy(read_trace(CASES / "r8_legacy.trace"), tmp / "legacy")))
     build_native_archive(tmp / "built")
     out.append(tmp / "built" / "traces.otf2")
     return out
@@ -199,7 +203,8 @@ def test_field_payloads_read_as_the_otf2_objects(both):
                             continue
                         if name not in RMA_FIELDS.get(type(q).__name__, ()):
                             assert field_of(p, name) == field_of(q, name), (path, type(q), name)
-    assert {"ThreadFork", "ThreadTeamBegin", "ThreadTaskCreate", "ParameterInt",
+    assert {"ThreadFork", "ThreadTeamBegin", "ThreadTaskCreate", "ParameterInt", "OmpFork",
+            "OmpAcquireLock", "OmpTaskCreate", "OmpTaskSwitch", "OmpTaskComplete",
             "ParameterString", "RmaPut", "RmaCollectiveEnd", "RmaGroupSync",
             "partitioned"} <= seen
 
