@@ -12,11 +12,16 @@ declares (84 in OTF2 3.x):
 * a global-event-reader callback that appends the record's location, time and
   kind code to flat arrays and, for the kinds the engine interprets, the column
   values, converted exactly as :data:`~compensate.formats.otf2.columns.FIELDS`
-  converts them (pass 1: reading);
+  converts them, the arguments of the kinds that keep a field dict, and the
+  attribute list of the kinds Python asks for (``ParameterUnsignedInt``: the
+  partitioned records, :mod:`compensate.formats.otf2.nativerecords`)
+  (pass 1: reading);
 * a local-event-reader callback that hands the record, with the same arguments
   and attribute list, to ``OTF2_EvtWriter_<Kind>`` with the timestamp taken
   from the compensated time column by position (pass 2: writing; BufferFlush's
-  stop time from the ``size`` column, as the Python writer does).
+  stop time from the ``size`` column, as the Python writer does); the record's
+  kind is checked against the column's through an origin table (model kind ->
+  the OTF2 kind it is read from: a partitioned kind from ``ParameterUnsignedInt``).
 
 The C types come from the ctypes argument types (all are integers of 1, 4 or 8
 bytes, or pointers to arrays that are passed through), and each writer's
