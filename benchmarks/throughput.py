@@ -1,34 +1,45 @@
-"""Throughput and memory benchmark (issue #7): compensate vs. the I/O floor.
+"""Throughput and memory benchmark (issues #7, #18): compensate vs. the OTF2 library.
 
 For a communication-heavy program (``stencil``: 32 ranks, a halo exchange every
 ~7 records, little compute) and a computation-heavy one (``montecarlo``: 8 ranks,
 long local runs of traced ``get_coords`` calls between messages), at about 10^5,
 10^6 and 10^7 records, it generates the measured trace once with the simulator
 (cached in ``--workdir``, as an OTF2 archive and a ``.trace`` file plus the
-platform file), then measures, every figure in a fresh child process:
+platform file), then measures every figure in a fresh child process.
 
-  e2e rec/s     ``compensate IN OUT --platform P`` end to end (read, match,
-                compensate, verify, write), timed inside the child around
-                ``compensate.cli.main`` (interpreter start-up excluded);
-  floor rec/s   the I/O floor: the same read + write with no compensation. OTF2:
-                the ``otf2`` package reads every record and writes it back
-                unchanged (global reader, batch of BATCH_EVENTS, one event writer
-                per location). ``.trace``: our ``read_text`` + ``write_text``;
-  ratio         e2e time / floor time (targets: OTF2 <= 1.5, .trace <= 2);
-  engine rec/s  match + compensate + verify on the in-memory model (read from the
-                ``.trace`` file first, not timed; target >= 10^6 on the 10^7
-                communication-heavy trace);
-  peak MiB      the e2e child's peak resident set (``ru_maxrss`` from ``wait4``),
-                and per program/format the ratio peak(10^7) / peak(10^6)
-                (target <= 1.5).
+OTF2 (records per CPU-second: the child's process CPU time around the operation,
+interpreter start-up excluded; the machine is shared, so CPU time is the stable
+measure):
 
-Rows are printed as soon as they are measured. This machine is shared and noisy:
-compare ratios from one run, not across runs.
+  lib read      the OTF2 library's own read: its global event reader with one C
+                callback per record kind that stores the record's columns (the C
+                path's pass 1, compensate/formats/otf2/native.py), nothing per record
+                in Python;
+  our read      compensate's chunked read into the model's Events on the C path
+                (``read_chunks(..., payload=False)``: pass 1 and numpy's split by
+                location); ``our read, otf2 pkg``: the same read through the
+                ``otf2`` package (an event object per record);
+  lib copy      read and write through the library with no compensation: the C
+                path's read into columns and its copy into a new archive (the I/O
+                floor of an end-to-end run);
+  lower, fitted ``compensate IN OUT --platform P --bound B`` end to end (read,
+                match, compensate, verify, write, streamed; fitted reads twice);
+  lower, otf2 pkg  the same with ``COMPENSATE_NATIVE=0``: the ``otf2`` package
+                path (what every run did before issue #18; ``--no-before`` skips it);
+  ratios        CPU time of compensate / CPU time of the library's read or copy;
+  peak MiB      peak resident set of the e2e children (``ru_maxrss`` of ``wait4``),
+                and the ratio peak(10^7) / peak(10^6).
+
+``.trace`` (wall seconds, as in issue #7): e2e beside the floor ``read_text`` +
+``write_text``, and the engine alone (match + compensate + verify in memory).
+
+Rows are printed as soon as they are measured.
 
 Usage::
 
     python benchmarks/throughput.py [--sizes 1e5,1e6,1e7] [--programs stencil,montecarlo]
                                     [--formats otf2,trace] [--workdir DIR] [--keep-outputs]
+                                    [--no-before]
 """
 
 from __future__ import annotations
@@ -64,7 +75,13 @@ def _worker(argv: list[str]) -> dict:
     if kind == "generate":
         return _generate(argv[1], int(argv[2]), Path(argv[3]))
     if kind == "e2e":
-        return _e2e(*argv[1:4])
+        return _e2e(*argv[1:])
+    if kind == "libread":
+        return _libread(argv[1])
+    if kind == "ourread":
+        return _ourread(argv[1], argv[2] == "1")
+    if kind == "libcopy":
+        return _libcopy(argv[1], argv[2])
     if kind == "floor":
         return _floor(*argv[1:3])
     if kind == "engine":
@@ -108,11 +125,66 @@ def _generate(program: str, records: int, out: Path) -> dict:
     return info
 
 
-def _e2e(src: str, dst: str, platform_file: str) -> dict:
+def _e2e(src: str, dst: str, platform_file: str, bound: str = "lower") -> dict:
     from compensate.cli import main
-    t0 = time.perf_counter()
-    code = main([src, dst, "--platform", platform_file, "--force", "--quiet"])
-    return {"seconds": time.perf_counter() - t0, "exit": code}
+    t0, c0 = time.perf_counter(), time.process_time()
+    code = main([src, dst, "--platform", platform_file, "--force", "--quiet", "--bound", bound])
+    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0,
+            "exit": code}
+
+
+def _locations(src: str) -> tuple[int, ...]:
+    from compensate.formats.otf2 import read_otf2_chunks
+    defs, chunks = read_otf2_chunks(src, 1)
+    chunks.close()
+    return defs.otf2.location_order
+
+
+def _libread(src: str) -> dict:
+    """The OTF2 library's own read: its global event reader with one C callback per
+    record kind that stores the record's columns (the C path's pass 1), nothing
+    returned to Python per record."""
+    from compensate.formats.otf2 import native
+    if native.library() is None:
+        raise SystemExit("the OTF2 C path is not available")
+    locations = _locations(src)
+    t0, c0 = time.perf_counter(), time.process_time()
+    native.library_read(src, locations)
+    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "exit": 0}
+
+
+def _ourread(src: str, columns_only: bool) -> dict:
+    """compensate's chunked read into the model's Events: ``columns_only`` the C
+    path (``read_chunks(..., payload=False)``: pass 1 and the numpy split), else
+    the ``otf2`` package path (an event object per record)."""
+    import otf2  # noqa: F401  (imports and the C library's build: not timed)
+
+    from compensate.formats import read_chunks
+    from compensate.formats.otf2 import native
+    native.library()
+    t0, c0 = time.perf_counter(), time.process_time()
+    defs, chunks = read_chunks(src, payload=not columns_only)
+    for _chunk in chunks:
+        pass
+    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "exit": 0}
+
+
+def _libcopy(src: str, dst: str) -> dict:
+    """Read and write through the OTF2 library, no compensation: the C path's read
+    into columns and its copy back into a new archive (the I/O floor of e2e)."""
+    import otf2  # noqa: F401  (imports and the C library's build: not timed)
+
+    from compensate.formats import TraceWriter, read_chunks
+    from compensate.formats.otf2 import native
+    native.library()
+    shutil.rmtree(os.path.dirname(dst), ignore_errors=True)
+    t0, c0 = time.perf_counter(), time.process_time()
+    defs, chunks = read_chunks(src, payload=False)
+    with TraceWriter(dst, defs) as writer:
+        for chunk in chunks:
+            for loc, ev in chunk.items():
+                writer.write(loc, ev)
+    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "exit": 0}
 
 
 def _floor(src: str, dst: str) -> dict:
@@ -163,10 +235,11 @@ def _engine(src: str, platform_file: str) -> dict:
 # Parent: run workers in fresh processes, collect wall time and peak RSS.
 
 
-def run_child(args: list[str], script: str | Path | None = None) -> tuple[dict, float]:
+def run_child(args: list[str], script: str | Path | None = None,
+              env_extra: dict | None = None) -> tuple[dict, float]:
     """Run ``SCRIPT _worker args`` (default: this script) in a fresh process; (the JSON
     line it printed last, its peak RSS in MiB)."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     script = Path(script or __file__).resolve()
     proc = subprocess.Popen([sys.executable, str(script), "_worker", *args],
@@ -199,6 +272,102 @@ def parse_size(text: str) -> int:
     return int(float(text))
 
 
+def _rate(n: int, seconds: float) -> str:
+    return f"{n / seconds:,.0f}" if seconds > 0 else "-"
+
+
+def _scratch(work: Path) -> Path:
+    scratch = work / "out"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    return scratch
+
+
+def _otf2_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
+                results: list) -> None:
+    """OTF2: the library's own read and copy beside compensate, per CPU-second."""
+    print("\nOTF2, records per CPU-second (process CPU time of each child around the "
+          "operation):\n")
+    print("| program | records | lib read | our read | our read, otf2 pkg | lib copy | lower | "
+          "fitted | lower, otf2 pkg | lib read / lower | lib copy / lower | "
+          "lib copy / fitted | peak MiB lower | peak MiB fitted |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+          flush=True)
+    for program, size, case in cases:
+        n = json.loads((case / "info.json").read_text())["records"]
+        src = str(case / "otf2" / "traces.otf2")
+        platform_file = str(case / "platform.json")
+        scratch = _scratch(work)
+        read, _ = run_child(["libread", src])
+        ours, _ = run_child(["ourread", src, "1"])
+        ours_pkg = None
+        if not args.no_before:
+            ours_pkg, _ = run_child(["ourread", src, "0"])
+        copy, _ = run_child(["libcopy", src, str(scratch / "copy" / "traces.otf2")])
+        runs = {}
+        for bound in ("lower", "fitted"):
+            out = scratch / bound / "traces.otf2"
+            runs[bound] = run_child(["e2e", src, str(out), platform_file, bound])
+            if runs[bound][0]["exit"] != 0:
+                raise RuntimeError(f"{program} {n} {bound}: exit {runs[bound][0]['exit']}")
+            peaks[(program, f"otf2 {bound}", size)] = runs[bound][1]
+        before = None
+        if not args.no_before:
+            before, _ = run_child(["e2e", src, str(scratch / "before" / "traces.otf2"),
+                                   platform_file, "lower"], env_extra={"COMPENSATE_NATIVE": "0"})
+        if not args.keep_outputs:
+            shutil.rmtree(scratch, ignore_errors=True)
+        lower, fitted = runs["lower"][0], runs["fitted"][0]
+        results.append({"program": program, "records": n, "format": "otf2",
+                        "lib_read_cpu": read["cpu"], "our_read_cpu": ours["cpu"],
+                        "our_read_pkg_cpu": ours_pkg["cpu"] if ours_pkg else None,
+                        "lib_copy_cpu": copy["cpu"],
+                        "lower_cpu": lower["cpu"], "fitted_cpu": fitted["cpu"],
+                        "before_cpu": before["cpu"] if before else None,
+                        "peak_lower_mib": runs["lower"][1],
+                        "peak_fitted_mib": runs["fitted"][1]})
+        print(f"| {program} | {n:,} | {_rate(n, read['cpu'])} | {_rate(n, ours['cpu'])} | "
+              f"{_rate(n, ours_pkg['cpu']) if ours_pkg else '-'} | {_rate(n, copy['cpu'])} | "
+              f"{_rate(n, lower['cpu'])} | {_rate(n, fitted['cpu'])} | "
+              f"{_rate(n, before['cpu']) if before else '-'} | "
+              f"{lower['cpu'] / read['cpu']:.1f} | {lower['cpu'] / copy['cpu']:.1f} | "
+              f"{fitted['cpu'] / copy['cpu']:.1f} | {runs['lower'][1]:,.0f} | "
+              f"{runs['fitted'][1]:,.0f} |", flush=True)
+
+
+def _trace_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
+                 results: list) -> None:
+    """.trace: compensate beside read_text + write_text (wall seconds)."""
+    print("\n.trace, wall seconds:\n")
+    print("| program | records | e2e s | e2e rec/s | floor s | floor rec/s | ratio | "
+          "engine rec/s | peak MiB | floor peak MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+    for program, size, case in cases:
+        n = json.loads((case / "info.json").read_text())["records"]
+        engine, _ = run_child(["engine", str(case / "measured.trace"),
+                               str(case / "platform.json")])
+        if engine["exit"] != 0:
+            raise RuntimeError(f"{program} {n}: verification failed")
+        src = case / "measured.trace"
+        scratch = _scratch(work)
+        floor, floor_peak = run_child(["floor", str(src), str(scratch / "floor.trace")])
+        e2e, peak = run_child(["e2e", str(src), str(scratch / "e2e.trace"),
+                               str(case / "platform.json")])
+        if e2e["exit"] != 0:
+            raise RuntimeError(f"{program} {n} trace: compensate exit {e2e['exit']}")
+        if not args.keep_outputs:
+            shutil.rmtree(scratch, ignore_errors=True)
+        peaks[(program, "trace", size)] = peak
+        results.append({"program": program, "records": n, "format": "trace",
+                        "e2e_s": e2e["seconds"], "floor_s": floor["seconds"],
+                        "engine_s": engine["seconds"], "peak_mib": peak,
+                        "floor_peak_mib": floor_peak})
+        print(f"| {program} | {n:,} | {e2e['seconds']:.2f} | {_rate(n, e2e['seconds'])} | "
+              f"{floor['seconds']:.2f} | {_rate(n, floor['seconds'])} | "
+              f"{e2e['seconds'] / floor['seconds']:.2f} | {_rate(n, engine['seconds'])} | "
+              f"{peak:,.0f} | {floor_peak:,.0f} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_worker":
@@ -211,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default="/tmp/compensate-throughput",
                     help="cache of generated traces and scratch outputs")
     ap.add_argument("--keep-outputs", action="store_true", help="keep compensated outputs")
+    ap.add_argument("--no-before", action="store_true",
+                    help="skip the otf2-package run (COMPENSATE_NATIVE=0) of --bound lower")
     args = ap.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     programs = args.programs.split(",")
@@ -227,11 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# throughput benchmark: {' '.join(['python benchmarks/throughput.py', *argv])}")
     print(f"# machine: {machine_line()}")
     print(f"# workdir: {work}; simulated overhead {OVERHEAD * 1e6:g} us/record")
-    print("| program | records | format | e2e s | e2e rec/s | floor s | floor rec/s | "
-          "ratio | engine rec/s | peak MiB | floor peak MiB |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
-    peaks: dict[tuple[str, str, int], float] = {}
-    results = []
+    cases = []
     for program in programs:
         for size in sizes:
             case = work / f"{program}-{size}"
@@ -240,44 +407,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# generated {program} {info['records']:,} records "
                       f"({info['ranks']} ranks, {info['iterations']} iterations): simulate "
                       f"{info['simulate_s']:.1f} s, write {info['write_s']:.1f} s", flush=True)
-            info = json.loads((case / "info.json").read_text())
-            n = info["records"]
-            engine, _ = run_child(["engine", str(case / "measured.trace"),
-                                   str(case / "platform.json")])
-            if engine["exit"] != 0:
-                raise RuntimeError(f"{program} {n}: verification failed")
-            for fmt in formats:
-                src = case / ("otf2/traces.otf2" if fmt == "otf2" else "measured.trace")
-                scratch = work / "out"
-                shutil.rmtree(scratch, ignore_errors=True)
-                scratch.mkdir()
-                out = scratch / ("e2e/traces.otf2" if fmt == "otf2" else "e2e.trace")
-                floor_out = scratch / ("floor/traces.otf2" if fmt == "otf2" else "floor.trace")
-                floor, floor_peak = run_child(["floor", str(src), str(floor_out)])
-                e2e, peak = run_child(["e2e", str(src), str(out), str(case / "platform.json")])
-                if e2e["exit"] != 0:
-                    raise RuntimeError(f"{program} {n} {fmt}: compensate exit {e2e['exit']}")
-                if not args.keep_outputs:
-                    shutil.rmtree(scratch, ignore_errors=True)
-                peaks[(program, fmt, size)] = peak
-                row = {"program": program, "records": n, "format": fmt,
-                       "e2e_s": e2e["seconds"], "floor_s": floor["seconds"],
-                       "engine_s": engine["seconds"], "peak_mib": peak,
-                       "floor_peak_mib": floor_peak}
-                results.append(row)
-                print(f"| {program} | {n:,} | {fmt} | {e2e['seconds']:.2f} | "
-                      f"{n / e2e['seconds']:,.0f} | {floor['seconds']:.2f} | "
-                      f"{n / floor['seconds']:,.0f} | {e2e['seconds'] / floor['seconds']:.2f} | "
-                      f"{n / engine['seconds']:,.0f} | {peak:,.0f} | {floor_peak:,.0f} |",
-                      flush=True)
+            cases.append((program, size, case))
+    peaks: dict[tuple[str, str, int], float] = {}
+    results: list[dict] = []
+    if "otf2" in formats:
+        _otf2_table(cases, work, args, peaks, results)
+    if "trace" in formats:
+        _trace_table(cases, work, args, peaks, results)
     if 10**6 in sizes and 10**7 in sizes:
-        print("\n| program | format | peak MiB 10^6 | peak MiB 10^7 | ratio |")
+        print("\n| program | run | peak MiB 10^6 | peak MiB 10^7 | ratio |")
         print("|---|---|---:|---:|---:|")
         for program in programs:
-            for fmt in formats:
-                a, b = peaks.get((program, fmt, 10**6)), peaks.get((program, fmt, 10**7))
+            for run in ("otf2 lower", "otf2 fitted", "trace"):
+                a, b = peaks.get((program, run, 10**6)), peaks.get((program, run, 10**7))
                 if a and b:
-                    print(f"| {program} | {fmt} | {a:,.0f} | {b:,.0f} | {b / a:.2f} |")
+                    print(f"| {program} | {run} | {a:,.0f} | {b:,.0f} | {b / a:.2f} |")
     (work / "results.json").write_text(json.dumps(results, indent=1))
     print(f"\n# total wall time {time.monotonic() - start:.0f} s", flush=True)
     return 0

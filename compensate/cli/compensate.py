@@ -298,13 +298,14 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     plat = platform or Platform(0.0)
     if args.bound == "fitted":  # R2f needs the fit first: one more pass over the input
         _phase(show, f"fitting the network to the transfers {args.input} observed ...")
-        defs, chunks = read_chunks(args.input)
+        defs, chunks = read_chunks(args.input, payload=False)
         outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, args.input,
                            args.eager_limit, strict=args.strict)
         bound = "fitted" if outcome.fit else "lower"
     t_fit = time.monotonic()
     interrupt.checkpoint("open")
-    defs, chunks = read_chunks(args.input)
+    # an OTF2 output copies the records from the input: no payload objects needed
+    defs, chunks = read_chunks(args.input, payload=outputs.trace.format != "otf2")
     progress = Progress("compensate", "compensating", None, "records", enabled=show)
     where = _time_fraction(defs)
     writer = TraceWriter(args.output, defs, output=outputs.trace)

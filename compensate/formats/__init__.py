@@ -66,8 +66,8 @@ def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, 
         raise
 
 
-def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS
-                ) -> tuple[Definitions, Iterator[dict[int, Events]]]:
+def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS, *,
+                payload: bool = True) -> tuple[Definitions, Iterator[dict[int, Events]]]:
     """Definitions of the trace ``path`` and an iterator over its records in chunks.
 
     ``path`` is an OTF2 anchor file (``*.otf2``) or a text trace (``*.trace``).
@@ -83,12 +83,17 @@ def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS
     ``read_trace`` (record index counted over the whole location). The iterator
     keeps no record of a chunk it has returned; it releases the file at the end,
     on an error, or on ``close()``.
+
+    ``payload=False`` says that the caller needs only the columns and writes the
+    records, if at all, to an OTF2 archive: an OTF2 input is then read by the C
+    path where possible (payloads ``NATIVE``, copied from the input by the OTF2
+    writer; :mod:`compensate.formats.otf2.native`).
     """
     if chunk_records < 1:
         raise ValueError(f"chunk_records must be at least 1, got {chunk_records}")
     path = str(path)
     if input_format(path) == "otf2":
         from compensate.formats.otf2 import read_otf2_chunks
-        return read_otf2_chunks(path, chunk_records)
+        return read_otf2_chunks(path, chunk_records, payload=payload)
     from compensate.formats.text import read_text_chunks
     return read_text_chunks(path, chunk_records)

@@ -43,7 +43,8 @@ HOOKED = [
     ("o2o-defs", "otf2", "otf2", [], "TERM:otf2-open:1"),
     ("o2o-create", "otf2", "otf2", [], "INT:otf2-create:1"),
     ("o2o-chunk", "otf2", "otf2", [], "INT:read:1"),
-    ("o2o-in-callbacks", "otf2", "otf2", [], "TERM:otf2-read:3:0.002"),
+    # (the OTF2 C path reads this trace in one call: the signal lands in its scan/read)
+    ("o2o-in-callbacks", "otf2", "otf2", [], "TERM:otf2-read:1:0.002"),
     ("o2o-segment", "otf2", "otf2", [], "TERM:segment:1"),
     ("o2o-matching", "otf2", "otf2", [], "INT:segment:1:0.01"),
     ("o2o-compensated", "otf2", "otf2", [], "INT:compensate:1"),

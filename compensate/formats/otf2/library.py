@@ -60,6 +60,9 @@ class Otf2Archive:
     trace_id: int = 0
     version: tuple[int, ...] = ()
     location_order: tuple[int, ...] = ()
+    #: the input archive the records were read from by the C path (their payloads
+    #: are ``native.NATIVE``): the writer copies them from it (None: not read so)
+    native_source: str | None = None
 
 
 # ---------------------------------------------------------------------------

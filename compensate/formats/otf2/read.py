@@ -214,7 +214,8 @@ def _batches(pairs: Iterator[tuple[Any, Any]]) -> Iterator[list[tuple[Any, Any]]
         yield batch
 
 
-def read_otf2_chunks(path: str, chunk_records: int | None) -> tuple[Definitions, Otf2Chunks]:
+def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = True
+                     ) -> tuple[Definitions, ChunkIterator]:
     """Definitions of the archive ``path`` and an iterator over its records in chunks.
 
     Each chunk holds the next ``chunk_records`` records (all if None) in the order
@@ -224,10 +225,47 @@ def read_otf2_chunks(path: str, chunk_records: int | None) -> tuple[Definitions,
     or its definitions raise :class:`TraceError` here, problems with a record
     from the iterator (naming the location and the record's index within the
     whole location).
+
+    ``payload=False``: the caller needs no payload objects, only the columns, and
+    writes the records only to an OTF2 archive (which then copies them from this
+    input). The records are then read by the C path
+    (:mod:`compensate.formats.otf2.native`) if it is available: the same columns,
+    payloads ``native.NATIVE`` (or a ``native.NativeFields`` dict of the fields
+    the engine may read, for kinds beyond the columns), and
+    ``Definitions.otf2.native_source`` set to ``path``.
     """
     path = os.fspath(path)
     reader, definitions = _open_archive(path)
+    if not payload:
+        native = _native_chunks(reader, definitions, path, chunk_records)
+        if native is not None:
+            return definitions, native
     return definitions, Otf2Chunks(reader, definitions, path, chunk_records)
+
+
+def _native_chunks(reader: Any, definitions: Definitions, path: str,
+                   chunk_records: int | None) -> ChunkIterator | None:
+    """The C path's chunks (closing the ``otf2`` reader, whose definitions are
+    read), or None if it cannot be used for this archive."""
+    import compensate.formats.otf2.native as native
+    import compensate.formats.otf2.nativerecords as nativerecords
+
+    if not native.available():
+        return None
+    meta = definitions.otf2
+    if nativerecords.unsuitable(meta.registry) is not None:
+        return None  # the otf2 package path writes it differently (nativerecords)
+    try:
+        with _library_errors(path, "cannot read OTF2 archive"):
+            chunks = native.NativeChunks(path, meta.location_order, chunk_records,
+                                         meta.registry)
+    except BaseException:
+        reader.close()
+        raise
+    with interrupt.shielded(), _library_errors(path, "cannot read OTF2 archive"):
+        reader.close()
+    meta.native_source = path
+    return chunks
 
 
 def read_otf2(path: str) -> Trace:

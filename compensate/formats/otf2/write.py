@@ -520,6 +520,10 @@ class Otf2EventWriter:
         # location -> [event writer, records written, last time written]
         self._locations: dict[int, list[Any]] = {}
         self._writer: _ArchiveWriter | None = None
+        self._copier: Any = None  # native.NativeCopier for records read by the C path
+        if meta is not None and meta.native_source is not None:
+            from compensate.formats.otf2.native import NativeCopier
+            self._copier = NativeCopier(meta.native_source, meta.location_order)
         try:
             with _library_call(path, "cannot write OTF2 archive", "otf2-create"):
                 if meta is None:
@@ -583,6 +587,14 @@ class Otf2EventWriter:
 
     def _write_records(self, ref: int, ew: Any, ev: Events, base: int) -> None:
         reg, path = self.registry, self.path
+        if self._copier is not None and _native_payloads(ev):
+            # records read by the C path: copied from the input by the C path
+            self._copier.copy(ref, ctypes.cast(ew.handle, ctypes.c_void_p).value, ev, base,
+                              path)
+            ew._location._number_of_events_written += len(ev)  # as EventWriter.write does
+            self._writer._update_timestamps(int(ev.time[0]))
+            self._writer._update_timestamps(int(ev.time[-1]))
+            return
         times = ev.time.tolist()
         kinds = ev.kind.tolist()
         sizes = ev.size.tolist()
@@ -602,6 +614,10 @@ class Otf2EventWriter:
                     payload.stop_time = sizes[i]
                 ew.write(payload)
                 return
+            if type(payload).__name__ in ("_Native", "NativeFields"):
+                raise TraceError("a record read by the OTF2 C path can only be written "
+                                 "with its input archive", source=path, location=ref,
+                                 index=base + i)
             if cols is None:
                 cols = {name: getattr(ev, name).tolist() for name, _ in COLUMNS}
             try:
@@ -632,6 +648,7 @@ class Otf2EventWriter:
                         self._location(ref)
                 writer, self._writer = self._writer, None
                 writer.close()
+                self._close_copier()
         except BaseException:
             self.abandon()
             raise
@@ -642,6 +659,21 @@ class Otf2EventWriter:
         if writer is not None:
             with interrupt.shielded():
                 writer.abandon()
+        with interrupt.shielded(), contextlib.suppress(Exception):
+            self._close_copier()
+
+    def _close_copier(self) -> None:
+        copier, self._copier = self._copier, None
+        if copier is not None:
+            copier.close()
+
+
+def _native_payloads(ev: Events) -> bool:
+    """Whether every record of ``ev`` was read by the C path."""
+    from compensate.formats.otf2.native import NATIVE, NativeFields
+    p = ev.payload
+    return bool(p) and (p.count(NATIVE) == len(p) or
+                        all(x is NATIVE or type(x) is NativeFields for x in p))
 
 
 def write_otf2(trace: Trace, path: str) -> None:
