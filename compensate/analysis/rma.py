@@ -18,6 +18,9 @@ issue #19), for :func:`compensate.analysis.waitstates.wait_states`
   Fence**, ``rma_early_fence``, the time a target's fence was entered before the
   latest exit of the puts and accumulates into its window in the epoch it closes
   (every fence, synchronising or not).
+* Window creation (MPI_Win_create, _allocate, ...) and a synchronising
+  MPI_Win_free add to **Wait at Create** / **Wait at Free**, as communicator
+  creation does.
 * **Lock Competition**, ``rma_lock_competition``: a passive-target epoch waits
   for the lock a conflicting epoch of another origin holds: Enter of that
   holder's MPI_Win_unlock − Enter of the call that waited (the lock call, or the
@@ -43,7 +46,7 @@ from collections.abc import Callable
 import numpy as np
 
 from compensate.matching import Matching
-from compensate.matching.collectives import N_TO_N
+from compensate.matching.collectives import CREATE, FREE, N_TO_N
 from compensate.matching.rma import ATOMIC, GET, GROUP_SYNC, PSCW_CALLS, PUT
 from compensate.model import KIND_NAMES, Trace
 from compensate.rmarecords import fields_of
@@ -52,14 +55,17 @@ from compensate.rmarecords import fields_of
 STATES = ("rma_late_post", "rma_early_transfer", "rma_early_wait", "rma_late_complete",
           "rma_wait_fence", "rma_early_fence", "rma_lock_competition")
 _OPS = (PUT, GET, ATOMIC)
+#: window creation and free count in the handle collectives' states
+_HANDLE = {CREATE: "wait_create", FREE: "wait_free"}
 
 
 def rma_waits(trace: Trace, matching: Matching, calls: dict, call_times: Callable
               ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """``{state: (location, start tick, waiting ticks)}`` of every candidate (zero
+    """``{state: (location, start tick, waiting ticks)}`` of every candidate (the
+    :data:`STATES` and ``wait_create``/``wait_free``; zero
     waits included; the caller keeps the positive ones). ``call_times(calls[loc],
     idx, time)`` gives (enter, end, call position) of the calls around records."""
-    out: dict[str, list[tuple[int, int, int]]] = {s: [] for s in STATES}
+    out: dict[str, list[tuple[int, int, int]]] = {s: [] for s in (*STATES, *_HANDLE.values())}
     deps = matching.rma
     defs = trace.definitions
 
@@ -133,9 +139,10 @@ def rma_waits(trace: Trace, matching: Matching, calls: dict, call_times: Callabl
         latest = max(call(s_loc, s_idx)[1] for s_loc, s_idx in link.sends)
         w = min(max(latest - t0, 0), t1 - t0)
         early_fence[(loc, pos)] = max(w, early_fence.get((loc, pos), 0))
-    # Wait at Fence: synchronising fences (the matching's n-to-n window collectives)
+    # Wait at Fence: synchronising fences (the matching's n-to-n window collectives);
+    # window creation and a synchronising free: Wait at Create / Wait at Free
     for ins in deps.collectives:
-        if ins.cls != N_TO_N or not ins.synchronising or len(ins.locs) < 2:
+        if ins.cls not in (N_TO_N, *_HANDLE) or not ins.synchronising or len(ins.locs) < 2:
             continue
         rows = []
         for loc, b, e in zip(ins.locs, ins.begin_idx, ins.end_idx, strict=True):
@@ -144,7 +151,11 @@ def rma_waits(trace: Trace, matching: Matching, calls: dict, call_times: Callabl
         latest = max(r[1] for r in rows)
         for loc, t0, t1, pos in rows:
             w = min(max(latest - t0, 0), t1 - t0)
-            out["rma_wait_fence"].append((loc, t0, max(w - early_fence.get((loc, pos), 0), 0)))
+            if ins.cls in _HANDLE:
+                out[_HANDLE[ins.cls]].append((loc, t0, w))
+            else:
+                out["rma_wait_fence"].append(
+                    (loc, t0, max(w - early_fence.get((loc, pos), 0), 0)))
     for (loc, pos), w in early_fence.items():
         out["rma_early_fence"].append((loc, int(calls[loc].t0[pos]), w))
 

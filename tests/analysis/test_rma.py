@@ -128,3 +128,43 @@ def test_report_shows_rma_states_before_and_after(tmp_path):
     assert doc["traces"][0]["wait_states"]["rma_early_wait"]["total"] == pytest.approx(600e-9)
     text = format_comparison(c)
     assert "Early Wait" in text and "Late Complete" in text
+
+
+def test_window_creation_counts_as_wait_at_create(tmp_path):
+    """MPI_Win_create entered at 100 by location 0 and at 500 by location 1 (both
+    leave after 600): location 0 waits 400 ns at Create; the free, where location 0
+    left (800) before location 1 entered (900), did not synchronise."""
+    p = tmp_path / "create.trace"
+    p.write_text("""compensate-trace 1
+timer_resolution 1000000000
+location 0
+location 1
+region 1 "MPI_Win_create"
+region 2 "MPI_Win_free"
+comm 0 "W" 0,1
+window 0 "win" comm=0
+events
+100 0 Enter region=1
+110 0 RmaCollectiveBegin
+600 0 RmaWinCreate win=0
+610 0 RmaCollectiveEnd op=CREATE_HANDLE sync_level=NONE win=0 root=- sent=0 received=0
+620 0 Leave region=1
+700 0 Enter region=2
+710 0 RmaWinDestroy win=0
+720 0 RmaCollectiveBegin
+790 0 RmaCollectiveEnd op=DESTROY_HANDLE sync_level=NONE win=0 root=- sent=0 received=0
+800 0 Leave region=2
+500 1 Enter region=1
+510 1 RmaCollectiveBegin
+600 1 RmaWinCreate win=0
+610 1 RmaCollectiveEnd op=CREATE_HANDLE sync_level=NONE win=0 root=- sent=0 received=0
+620 1 Leave region=1
+900 1 Enter region=2
+910 1 RmaWinDestroy win=0
+920 1 RmaCollectiveBegin
+990 1 RmaCollectiveEnd op=DESTROY_HANDLE sync_level=NONE win=0 root=- sent=0 received=0
+1000 1 Leave region=2
+""")
+    w = wait_states(read_text(p))
+    assert _waits("wait_create", w) == [(0, 400)]
+    assert w.count("wait_free") == 0

@@ -73,3 +73,16 @@ def test_traced_rma_run_compensates_without_violations(traced: Path) -> None:
     assert s["verification"]["ok"] and s["verification"]["rma"] == 0
     local = s["verification"]["carried_local_only"]
     assert not {k for k in local if k.startswith("Rma") and k != "RmaGet"}
+
+
+def test_report_shows_rma_wait_states_of_the_real_run(traced: Path) -> None:
+    """The odd rank works before it posts, so rank 0's MPI_Win_start waits (Late
+    Post); the report lists it, measured and approximated."""
+    from compensate.analysis import compare
+    from compensate.api import compensate
+    measured = read_otf2(str(traced))
+    approx = compensate(measured, "lower", platform=traced.parent / "platform.json").trace
+    c = compare(measured, approx)
+    for bd in (c.measured, c.approximated):
+        assert bd.waits.by_location["rma_late_post"][0] > 0
+        assert bd.waits.count("rma_late_post") >= 1
