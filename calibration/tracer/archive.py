@@ -49,9 +49,12 @@ from otf2.enums import (
     GroupType,
     LocationGroupType,
     LocationType,
+    LockType,
     Paradigm,
     ParadigmClass,
     RegionRole,
+    RmaAtomicType,
+    RmaSyncLevel,
     Type,
 )
 
@@ -103,6 +106,7 @@ class RankData:
     #: program (calibration.tracer.insitu.sched_now), if known
     sched: dict[str, float] | None = None
     back_ns: float = 0.0  # calibration.tracer.insitu.back_cost on this rank
+    wins: list[tuple[tb.CommKey, int]] = field(default_factory=list)  # RMA windows
 
     @classmethod
     def of(cls, rank: int, host: str, recorder: tb.Recorder, offsets: list[Offset],
@@ -110,7 +114,8 @@ class RankData:
         notes: list[str] = []
         threads = snapshot(recorder, notes)
         return cls(rank, host, threads, recorder.regions, recorder.comms, offsets,
-                   realtime, [f"rank {rank}: {n}" for n in notes], recorder.threaded)
+                   realtime, [f"rank {rank}: {n}" for n in notes], recorder.threaded,
+                   wins=list(recorder.wins))
 
     def rows(self) -> list[tuple]:
         """The master thread's records."""
@@ -247,9 +252,12 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
         defs = writer.definitions
         locations, regions, comms, contingents = _definitions(defs, ranks, warn)
         _insitu_properties(defs, ranks, locations, overhead_defaults or {})
+        mpi_loc = {d.rank: locations[d.rank][_mpi_thread(d, [])] for d in ranks}
+        rma = _RmaDefs(defs, ranks, comms, mpi_loc)
         for d in ranks:
             region_map = [regions[key] for key in d.regions]
             comm_map = [comms[key] for key in d.comms]
+            win_map = [rma.windows[key] for key in d.wins]
             contingent = contingents.get(d.rank)
             waited = set()
             for th in d.threads:
@@ -260,8 +268,10 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
                 loc = locations[d.rank][i]
                 ew = writer.event_writer_from_location(loc)
                 for rec in th.rows():
+                    kind = rec[1]
                     ew.write(partitioned_event(defs, rec, comm_map)
-                             if rec[1] in tb.PARTITIONED_KINDS else
+                             if kind in tb.PARTITIONED_KINDS else
+                             rma.event(rec, win_map) if kind in tb.RMA_KINDS else
                              _event(rec, region_map, comm_map, contingent, waited))
                 written += len(th.data) // 2
                 dw = _otf2.Archive_GetDefWriter(writer.handle, loc._ref)
@@ -449,3 +459,55 @@ def partitioned_event(defs: Any, rec: tuple, comms: list) -> Any:
     fields = dict(zip(columns, rec[2:], strict=True))
     comm = comms[fields["comm"]] if "comm" in fields else None
     return make_event(defs, KIND_CODE[name], rec[0], fields, comm)
+
+
+class _RmaDefs:
+    """The RMA window definitions of the archive (one per window key, on its
+    communicator) and the OTF2 records of the tracer's RMA kinds
+    (:mod:`calibration.tracer.rma`); an RmaGroupSync's members become a group of
+    the ranks' MPI locations, one definition per distinct member set."""
+
+    def __init__(self, defs: Any, ranks: list[RankData], comms: dict, mpi_loc: dict) -> None:
+        self.defs, self.mpi_loc = defs, mpi_loc
+        self.windows: dict = {}
+        for key in sorted({k for d in ranks for k in d.wins}):
+            self.windows[key] = defs.rma_win(f"MPI_Win {len(self.windows)}", comms[key[0]])
+        self.groups: dict[tuple[int, ...], Any] = {}
+
+    def group(self, members: tuple[int, ...]) -> Any:
+        g = self.groups.get(members)
+        if g is None:
+            g = self.groups[members] = self.defs.group(
+                "", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
+                members=tuple(self.mpi_loc[m] for m in members))
+        return g
+
+    def event(self, rec: tuple, wins: list) -> Any:
+        t, kind, f = rec[0], rec[1], rec[2:]
+        if kind == tb.RMA_COLL_BEGIN:
+            return oev.RmaCollectiveBegin(t)
+        if kind == tb.RMA_COLL_END:
+            return oev.RmaCollectiveEnd(t, CollectiveOp(f[0]), RmaSyncLevel(f[1]), wins[f[2]],
+                                        _UNDEF_U32, 0, 0)
+        if kind == tb.RMA_GROUP_SYNC:
+            return oev.RmaGroupSync(t, RmaSyncLevel(f[0]), wins[f[1]], self.group(f[2]))
+        win = wins[f[0]]
+        if kind == tb.RMA_WIN_CREATE:
+            return oev.RmaWinCreate(t, win)
+        if kind == tb.RMA_WIN_DESTROY:
+            return oev.RmaWinDestroy(t, win)
+        remote = _UNDEF_U32 if f[1] < 0 else f[1]
+        if kind == tb.RMA_REQUEST_LOCK:
+            return oev.RmaRequestLock(t, win, remote, 0,
+                                      LockType.EXCLUSIVE if f[2] == 0 else LockType.SHARED)
+        if kind == tb.RMA_RELEASE_LOCK:
+            return oev.RmaReleaseLock(t, win, remote, 0)
+        if kind == tb.RMA_PUT:
+            return oev.RmaPut(t, win, remote, f[2], f[3])
+        if kind == tb.RMA_GET:
+            return oev.RmaGet(t, win, remote, f[2], f[3])
+        if kind == tb.RMA_ATOMIC:
+            return oev.RmaAtomic(t, win, remote, RmaAtomicType(f[2]), f[3], f[4], f[5])
+        if kind == tb.RMA_OP_COMPLETE:
+            return oev.RmaOpCompleteBlocking(t, win, f[1])
+        raise ValueError(f"unknown RMA record kind {kind}")

@@ -69,6 +69,18 @@ P_RECV_INIT
 P_SEND_REQUEST, ...    request id (P_SEND/RECV_REQUEST/COMPLETE)
 P_READY, P_ARRIVED,    request id, partition
 P_TESTED
+RMA_WIN_CREATE,        window (local id, :meth:`Recorder.win_id`)
+RMA_WIN_DESTROY
+RMA_COLL_BEGIN         (none)
+RMA_COLL_END           op (OTF2 numbering), sync level (OTF2 bits), window
+RMA_GROUP_SYNC         sync level, window, members (world ranks)
+RMA_REQUEST_LOCK       window, target rank (-1: all), lock type (0 exclusive,
+                       1 shared)
+RMA_RELEASE_LOCK       window, target rank (-1: all)
+RMA_PUT, RMA_GET       window, target rank, bytes, matching id
+RMA_ATOMIC             window, target rank, OTF2 atomic type, bytes sent,
+                       bytes received, matching id
+RMA_OP_COMPLETE        window, matching id (RmaOpCompleteBlocking)
 =====================  ===========================================
 """
 
@@ -90,6 +102,10 @@ from typing import Any
 # MPI-4 partitioned point-to-point (calibration.tracer.partitioned; the model's kinds)
 (P_SEND_INIT, P_RECV_INIT, P_SEND_REQUEST, P_RECV_REQUEST, P_READY, P_ARRIVED, P_TESTED,
  P_SEND_COMPLETE, P_RECV_COMPLETE) = range(19, 28)
+# MPI one-sided communication (calibration.tracer.rma; the model's Rma* kinds)
+(RMA_WIN_CREATE, RMA_WIN_DESTROY, RMA_COLL_BEGIN, RMA_COLL_END, RMA_GROUP_SYNC,
+ RMA_REQUEST_LOCK, RMA_RELEASE_LOCK, RMA_PUT, RMA_GET, RMA_ATOMIC,
+ RMA_OP_COMPLETE) = range(28, 39)
 
 #: OTF2 record names of the kinds above (the names the platform file uses).
 KIND_NAMES: tuple[str, ...] = (
@@ -99,11 +115,15 @@ KIND_NAMES: tuple[str, ...] = (
     "ThreadWait", "ThreadAcquireLock", "ThreadReleaseLock",
     "MpiPsendInit", "MpiPrecvInit", "MpiPsendRequest", "MpiPrecvRequest", "MpiPready",
     "MpiParrived", "MpiPtested", "MpiPsendComplete", "MpiPrecvComplete",
+    "RmaWinCreate", "RmaWinDestroy", "RmaCollectiveBegin", "RmaCollectiveEnd",
+    "RmaGroupSync", "RmaRequestLock", "RmaReleaseLock", "RmaPut", "RmaGet", "RmaAtomic",
+    "RmaOpCompleteBlocking",
 )
 
 #: Kinds that are MPI records (a thread that wrote one made MPI calls).
 PARTITIONED_KINDS = frozenset(range(P_SEND_INIT, P_RECV_COMPLETE + 1))
-MPI_KINDS = frozenset(range(MPI_SEND, COLL_END + 1)) | PARTITIONED_KINDS
+RMA_KINDS = frozenset(range(RMA_WIN_CREATE, RMA_OP_COMPLETE + 1))
+MPI_KINDS = frozenset(range(MPI_SEND, COLL_END + 1)) | PARTITIONED_KINDS | RMA_KINDS
 #: Kinds whose index is a sequence count.
 SEQUENCE_KINDS = frozenset((THREAD_CREATE, THREAD_BEGIN, THREAD_END, THREAD_WAIT))
 LOCK_KINDS = frozenset((THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK))
@@ -131,7 +151,7 @@ def pickled_size(obj: Any) -> int:
     return len(pickle.dumps(obj, _PROTOCOL))
 
 
-KIND_BITS = 5  # code = kind | index << KIND_BITS
+KIND_BITS = 6  # code = kind | index << KIND_BITS (up to 64 kinds)
 KIND_MASK = (1 << KIND_BITS) - 1
 
 
@@ -320,6 +340,9 @@ class Recorder:
         self._region_ids: dict[RegionKey, int] = {}
         self.comms: list[CommKey] = []
         self._comm_count: dict[tuple[int, ...], int] = {}
+        #: RMA windows: (communicator key, occurrence on it), by local id
+        self.wins: list[tuple[CommKey, int]] = []
+        self._win_count: dict[CommKey, int] = {}
         self._define = _thread.allocate_lock()  # the tracer's own, never traced
         self._requests = itertools.count(1)
         self._sequences = itertools.count(1)
@@ -409,6 +432,17 @@ class Recorder:
             self._comm_count[members] = occurrence + 1
             self.comms.append((members, occurrence))
             return len(self.comms) - 1
+
+    def win_id(self, comm: int) -> int:
+        """Register a newly created RMA window on the local communicator ``comm``:
+        its local id. Window key: (the communicator's key, occurrence on it), the
+        same on every member (creation is collective)."""
+        with self._define:
+            key = self.comms[comm] if comm >= 0 else ((), 0)
+            occurrence = self._win_count.get(key, 0)
+            self._win_count[key] = occurrence + 1
+            self.wins.append((key, occurrence))
+            return len(self.wins) - 1
 
     def new_request(self) -> int:
         """A request id, unique on this rank (counting from 1, as Score-P does)."""

@@ -22,6 +22,9 @@ Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
 * Psend_init/Precv_init (MPI-4 partitioned): a traced partitioned request whose
   Start, Pready(_range/_list), Parrived, Wait and Test record the seed's events
   (:mod:`calibration.tracer.partitioned`).
+* MPI.Win (one-sided communication): :class:`calibration.tracer.rma.TracedWin`
+  records window creation, fences, transfers, PSCW and locks as Score-P's Rma*
+  records (:mod:`calibration.tracer.rma`).
 * barrier, bcast, scatter, gather, reduce, allreduce, allgather, alltoall (both
   cases): MpiCollectiveBegin, the call, MpiCollectiveEnd with the operation, the
   root and the bytes this rank sent and received (:mod:`calibration.tracer.sizes`).
@@ -59,6 +62,7 @@ from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
 from calibration.tracer import partitioned as ptr
+from calibration.tracer import rma
 from calibration.tracer import sizes as sz
 from compensate.model import COLLECTIVE_OPS
 
@@ -103,6 +107,7 @@ def install(recorder: tb.Recorder) -> None:
     traced._cid = recorder.comm_id(tuple(range(world.Get_size())))
     MPI.COMM_WORLD = traced
     _PREGIONS.update(ptr.register(recorder))
+    rma.install(recorder, _cid, _world_group)
     MPI.Request = TracedRequest
     MPI.Finalize = _deferred_finalize
 

@@ -13,7 +13,10 @@ MPI_PREFIX = "MPI_"
 #: Wait-state keys in report order.
 WAIT_STATES: tuple[str, ...] = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier",
                                 "late_broadcast", "early_reduce", "wait_create", "wait_free",
-                                "partitioned_late_sender", "partitioned_late_receiver")
+                                "partitioned_late_sender", "partitioned_late_receiver",
+                                "rma_late_post", "rma_early_transfer", "rma_early_wait",
+                                "rma_late_complete", "rma_wait_fence", "rma_early_fence",
+                                "rma_lock_competition")
 #: Behaviour categories of :func:`breakdown`; per location they add up to its time.
 CATEGORIES: tuple[str, ...] = ("execution", "flush", *WAIT_STATES, "other_mpi")
 LABELS: dict[str, str] = {
@@ -29,6 +32,13 @@ LABELS: dict[str, str] = {
     "wait_free": "Wait at Free",
     "partitioned_late_sender": "P-Late Sender",  # MPI-4 partitioned (analysis.partitioned)
     "partitioned_late_receiver": "P-Late Receiver",
+    "rma_late_post": "Late Post",  # MPI one-sided (analysis.rma)
+    "rma_early_transfer": "Early Transfer",
+    "rma_early_wait": "Early Wait",
+    "rma_late_complete": "Late Complete",
+    "rma_wait_fence": "Wait at Fence",
+    "rma_early_fence": "Early Fence",
+    "rma_lock_competition": "Lock Competition",
     "other_mpi": "other MPI",
 }
 

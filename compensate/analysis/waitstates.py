@@ -1,8 +1,10 @@
 """The KOJAK/Scalasca wait-state patterns: Late Sender, Late Receiver, Wait at N×N,
 Wait at Barrier, Late Broadcast, Early Reduce, and Wait at Create / Wait at Free
 for communicator and window creation and freeing (Score-P's handle collectives),
-and the MPI-4 partitioned Late Sender / Late Receiver
-(:mod:`compensate.analysis.partitioned`) (definitions: docs/analysis.md)."""
+the MPI-4 partitioned Late Sender / Late Receiver
+(:mod:`compensate.analysis.partitioned`) and the MPI one-sided patterns (Late Post,
+Early Transfer, Early Wait, Late Complete, Wait at Fence, Early Fence, Lock
+Competition: :mod:`compensate.analysis.rma`) (definitions: docs/analysis.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from compensate.analysis.calls import (
     trace_origin,
 )
 from compensate.analysis.partitioned import partitioned_waits
+from compensate.analysis.rma import rma_waits
 from compensate.matching import Matching, match
 from compensate.matching.collectives import CREATE, FREE, N_TO_N, N_TO_ONE, ONE_TO_N
 from compensate.model import Definitions, Trace
@@ -172,6 +175,11 @@ def wait_states(trace: Trace, matching: Matching | None = None, *,
     if matching.partitioned.transfers:
         for state, (loc, start, wait) in partitioned_waits(matching, calls,
                                                            _call_times).items():
+            add(state, loc, start, wait)
+    # --- MPI one-sided communication (compensate.analysis.rma)
+    if matching.rma.links or matching.rma.collectives:
+        for state, (loc, start, wait) in rma_waits(trace, matching, calls,
+                                                   _call_times).items():
             add(state, loc, start, wait)
     return WaitStates(by_loc, inst)
 
