@@ -13,7 +13,7 @@ global record order, so a location's anchors are consecutive) and holds, per
 anchor, how to compute it:
 
 * code 0: record 0 of its location, not dependent: its measured time;
-* code 1: an eager point-to-point receive under the lower or upper bound, the
+* code 1: an eager point-to-point receive completing one message (any bound), the
   common case: evaluated inline by the engine from the flat typed arrays
   ``f_*`` (indexed by anchor);
 * code 2: a list of :class:`compensate.engine.rules.Rule` objects (everything else, and
@@ -90,6 +90,8 @@ class Graph:
         # evaluates inline (set by the eager-message handler)
         self.m = _message_inputs(self, matching.table)
         self.fast_rows = np.zeros(0, dtype=np.int64)
+        #: fitted bound: fast-path receives whose receiver / message was late
+        self.fast_receiver_late = self.fast_message_late = 0
 
     def set_rules(self, dep_rules: dict[tuple[int, int], list]) -> None:
         """Take the pending rules of every dependent record (from the handler table,
@@ -182,6 +184,16 @@ class Graph:
             return np.zeros(0)
         u, inv = np.unique(sizes, return_inverse=True)
         return np.array([self.copy(s) for s in u.tolist()], dtype=np.float64)[inv.reshape(-1)]
+
+    def network_ticks_many(self, sizes: np.ndarray) -> np.ndarray:
+        """The fitted network time in ticks of every size (``network_time(s) * res``,
+        the same floats as the engine's per-message hook, called once per distinct
+        size)."""
+        if not len(sizes):
+            return np.zeros(0)
+        u, inv = np.unique(sizes, return_inverse=True)
+        f, res = self.network_time, self.res
+        return np.array([f(s) * res for s in u.tolist()], dtype=np.float64)[inv.reshape(-1)]
 
     def kind_ovh(self, g: int) -> float:
         """The tracer overhead of record ``g`` (ticks): by location and kind, on a
@@ -292,11 +304,15 @@ class Graph:
         none, copy of a preceding send, receive copy cost, bound constant (for the
         lower bound the least transfer ``lo``: 2·C(s)·s for a receive, C(s)·s for a
         matched probe; for the upper the observed interval), observed interval,
-        overlapped, and the message's table row (to name it in an error).
+        overlapped, and the message's table row (to name it in an error). Under the
+        fitted bound also the modelled transfer ``fit`` (least transfer + network
+        time of the size), with ``overlapped`` already folding in who was late
+        (:func:`late_parties`; counted in ``fast_receiver_late`` and
+        ``fast_message_late``).
         ``array.array`` rather than lists: no Python object per value to build."""
         m = self.m
         cols = {name: np.zeros(na) for name in ("s_off", "e_off", "enter_c", "extra", "cs",
-                                                "bound_c", "observed")}
+                                                "bound_c", "observed", "fit")}
         ints = {name: np.full(na, -1, dtype=np.int64) for name in ("s_anchor", "e_anchor",
                                                                    "row")}
         overlapped = np.zeros(na, dtype=np.int8)
@@ -313,9 +329,18 @@ class Graph:
             cols["extra"][anchors] = m.extra[fast]
             cs = m.cs[fast]
             cols["cs"][anchors] = cs
-            cols["bound_c"][anchors] = m.lo[fast] if self.bound == "lower" else m.observed[fast]
+            cols["bound_c"][anchors] = m.observed[fast] if self.bound == "upper" else m.lo[fast]
             cols["observed"][anchors] = m.observed[fast]
-            overlapped[anchors] = m.overlapped[fast]
+            over = m.overlapped[fast]
+            if self.bound == "fitted":
+                late, message_late = late_parties(self, fast)
+                receiver_late = over & late
+                message_late &= ~over
+                over = (over & ~receiver_late) | message_late
+                self.fast_receiver_late = int(receiver_late.sum())
+                self.fast_message_late = int(message_late.sum())
+                cols["fit"][anchors] = m.lo[fast] + self.network_ticks_many(m.size[fast])
+            overlapped[anchors] = over
         for name, values in cols.items():
             setattr(self, "f_" + name, _array("d", values))
         for name, values in ints.items():
@@ -342,6 +367,24 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     than sorting for 10^6 distinct values)."""
     s = np.sort(values)
     return s[np.r_[True, s[1:] != s[:-1]]] if s.size else s
+
+
+def late_parties(graph: Graph, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Graph.who_was_late` of the receives of message rows ``rows``, all at
+    once: (receiver was late, message was late), bool arrays (both false: unclear,
+    or the receive opens its location). The same float operations in the same
+    order as the scalar method, so the same answers bit for bit."""
+    m = graph.m
+    rg = graph.off[m.recv_li[rows]] + m.recv_idx[rows]
+    has_prev = m.recv_idx[rows] > 0
+    gp = np.where(has_prev, rg - 1, rg)
+    start = np.where(graph.kind[gp] == BUFFER_FLUSH,
+                     (graph.size[gp] - graph.t0).astype(np.float64), graph.tm[gp])
+    free = start + graph.rovh[gp] + m.extra[rows]
+    recv_m, cs = graph.tm[rg], m.cs[rows]
+    message = message_was_late(recv_m, cs, free, graph.tm[gp]) & has_prev
+    receiver = receiver_was_late(recv_m, cs, free) & has_prev & ~message
+    return receiver, message
 
 
 class _MessageInputs:

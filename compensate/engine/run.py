@@ -16,8 +16,8 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   wake-up. Which location runs next does not change any result (every value is a
   function of the values it needs), so runnable locations are kept on a plain
   stack rather than in a priority queue.
-* The common rule, an eager point-to-point receive (R2) under the lower or upper
-  bound, is evaluated inline from per-message lists precomputed with numpy;
+* The common rule, an eager point-to-point receive (R2, R2f under the fitted
+  bound), is evaluated inline from per-message lists precomputed with numpy;
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
 
 All arithmetic is in float ticks relative to the earliest measured timestamp;
@@ -139,7 +139,8 @@ class _Engine:
         code, has_prev, prev_s, generic = g.code, g.has_prev, g.prev_s, g.generic
         s_anchor, s_off, e_anchor, e_off = g.f_s_anchor, g.f_s_off, g.f_e_anchor, g.f_e_off
         enter_c, extra, f_cs, bound_c = g.f_enter_c, g.f_extra, g.f_cs, g.f_bound_c
-        f_observed, f_overlapped = g.f_observed, g.f_overlapped
+        f_observed, f_overlapped, f_fit = g.f_observed, g.f_overlapped, g.f_fit
+        fitted = self.opts.bound == "fitted"
         ctx = self.ctx
         a_end = g.a_end.tolist()
         cur = g.a_first.tolist()  # next anchor to compute, per location position
@@ -155,7 +156,7 @@ class _Engine:
         waiters: dict[int, list[int]] = {}
         parked: dict[int, tuple[int, int]] = {}  # location position -> (loc id, record)
         stack = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
-        a1 = a2 = m2 = 0
+        a1 = a2 = m2 = clamped = 0
         evaluated = 0
         next_report = PROGRESS_EVERY
         while stack:
@@ -163,7 +164,7 @@ class _Engine:
             k, end = cur[li], a_end[li]
             while k < end:
                 hp = has_prev[k]
-                if code[k] == FAST_P2P:  # R2, eager message, lower/upper bound, inline
+                if code[k] == FAST_P2P:  # R2 (R2f), eager message, inline
                     sk = s_anchor[k]
                     send_a = A[sk]
                     if send_a != send_a:  # NaN: not computed yet
@@ -192,6 +193,21 @@ class _Engine:
                                 a1 += 1
                             else:
                                 a2 += 1
+                    elif fitted:  # m.2, R2f: the modelled transfer clamped into
+                        comm_min = (ready - send_a) + f_cs[k]  # [lower, upper]
+                        b = bound_c[k]  # the least transfer
+                        lo = comm_min if comm_min > b else b
+                        hi = f_observed[k]
+                        if comm_min > hi:
+                            hi = comm_min
+                        fit = f_fit[k]
+                        comm = lo if lo > fit else fit
+                        if hi < comm:
+                            comm = hi
+                        if comm != fit:
+                            clamped += 1
+                        recv_a = send_a + comm
+                        m2 += 1
                     else:  # m.2: bounds only (eq. 8-10); bound_c: 2·C(s)·s or observed
                         comm = (ready - send_a) + f_cs[k]
                         b = bound_c[k]
@@ -245,7 +261,10 @@ class _Engine:
         cases = self.stats.p2p_cases
         cases["m1_a1"] += a1
         cases["m1_a2"] += a2
-        cases["m2_lower" if self.opts.bound == "lower" else "m2_upper"] += m2
+        cases["m2_" + self.opts.bound] += m2
+        cases["m2_fitted_clamped"] += clamped
+        cases["m1_receiver_late"] += g.fast_receiver_late
+        cases["m2_message_late"] += g.fast_message_late
         if parked:
             li = min(parked)
             on_loc, on_idx = parked[li]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from compensate.engine import EngineOptions, compensate
+from compensate.engine.run import Stats
 from compensate.model import ENTER, LEAVE, Definitions, Location, RowBuilder, Trace
 from compensate.platform import Platform
 
@@ -32,3 +34,56 @@ def test_a_real_shortfall_is_counted_by_kind():
     assert r.stats.overcompensated == 5
     assert r.stats.overcompensated_by_kind == {"Enter": 2, "Leave": 3}
     assert r.stats.overcompensated_max_s == pytest.approx(1e-9)
+
+
+# -- the fitted bound's fast path (issue #18) ---------------------------------------------
+
+def _generic_p2p_build(graph, t, rows, shared, dep_rules):
+    """The eager-message handler as it was before the fitted fast path: every row a
+    :class:`~compensate.engine.kinds.p2p.P2PRecv` rule (scalar who-was-late test)."""
+    from compensate.engine.kinds.p2p import P2PRecv, recv_params_of_message
+    from compensate.engine.pending import Pending
+    graph.fast_rows = np.zeros(0, dtype=np.int64)
+    for row in np.sort(rows).tolist():
+        dep_rules.setdefault((int(t.recv_li[row]), int(t.recv_idx[row])), []).append(
+            Pending(P2PRecv, (recv_params_of_message(graph, row),),
+                    [(int(t.send_li[row]), int(t.send_idx[row]))]))
+
+
+def test_fitted_fast_path_equals_the_generic_rule(monkeypatch):
+    """The fitted bound's inline receives (engine loop + vectorised who-was-late,
+    ``graph.late_parties``) give the same times and case counts, bit for bit, as the
+    scalar P2PRecv rule, on a jittery mixed program where the receiver-late, message-late
+    and clamped cases all occur."""
+    import compensate.engine.kinds as kinds
+    from compensate.engine.fit import fit_network
+    from compensate.engine.graph import Graph, late_parties
+    from compensate.engine.run import approximate
+    from compensate.matching import match
+    from compensate.simulate import Network, simulate
+
+    sim = simulate("mixed", ranks=4, iterations=20, overhead=1e-6, quantize=True,
+                   network=Network(jitter=2e-6, seed=3))
+    m = match(sim.measured)
+    opts = EngineOptions("fitted", network_time=fit_network(sim.measured, m, sim.platform))
+    fast, _, fast_stats = approximate(sim.measured, sim.platform, opts, m)
+    assert fast_stats.p2p_cases["m1_receiver_late"] > 0
+    assert fast_stats.p2p_cases["m2_message_late"] > 0
+    assert fast_stats.p2p_cases["m2_fitted_clamped"] > 0
+
+    g = Graph(sim.measured, sim.platform, "fitted", "uniform", opts.network_time, m, Stats())
+    rows = np.arange(len(m.table))
+    receiver, message = late_parties(g, rows)
+    scalar = [g.who_was_late(int(g.m.recv_li[r]), int(g.m.recv_idx[r]), float(g.m.cs[r]))
+              for r in rows.tolist()]
+    assert [("receiver" if a else "message" if b else "unclear")
+            for a, b in zip(receiver.tolist(), message.tolist(), strict=True)] == scalar
+    assert {"receiver", "message", "unclear"} <= set(scalar)
+
+    eager = kinds.MESSAGE_KINDS["eager"]
+    monkeypatch.setitem(kinds.MESSAGE_KINDS, "eager",
+                        kinds.MessageKind(eager.selects, eager.targets, _generic_p2p_build))
+    generic, _, generic_stats = approximate(sim.measured, sim.platform, opts, m)
+    assert generic_stats.p2p_cases == fast_stats.p2p_cases
+    for loc in fast:
+        assert np.array_equal(fast[loc], generic[loc])

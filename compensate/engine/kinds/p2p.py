@@ -5,12 +5,14 @@ matched probe (the MpiProbe of MPI_Mprobe/Improbe: R2 with no receive copy, the
 ``no_recv_copy`` column of the message table).
 
 Matching: :mod:`compensate.matching.p2p`. The receive record depends on the send
-record. Under the lower and upper bound the common case is evaluated inline by the
-engine from per-message arrays (:meth:`compensate.engine.graph.Graph.fast_fields`,
-the same arithmetic as :func:`compensate.engine.rules.recv_time`); under the
-fitted bound, and where one record completes several messages, through the
-:class:`P2PRecv` rule. Verified by :func:`compensate.verify.checks.verify`
-(every receive at least one tick after its send).
+record. The common case, a receive that completes one message, is evaluated
+inline by the engine from per-message arrays under every bound
+(:meth:`compensate.engine.graph.Graph._fast_fields`, the same arithmetic as
+:func:`compensate.engine.rules.recv_time`, the fitted bound's who-was-late test
+vectorised in :func:`compensate.engine.graph.late_parties`); where one record
+completes several messages, through the :class:`P2PRecv` rule. Verified by
+:func:`compensate.verify.checks.verify` (every receive at least one tick after its
+send).
 """
 
 from __future__ import annotations
@@ -42,17 +44,14 @@ def targets(graph: Graph, t: MessageTable, rows: np.ndarray) -> np.ndarray:
 
 def build(graph: Graph, t: MessageTable, rows: np.ndarray, shared: np.ndarray,
           dep_rules: dict) -> None:
-    """Rules of the eager messages ``rows``: the fast path (``graph.fast_rows``) for
-    the lower and upper bound where the receive completes only this message; a
+    """Rules of the eager messages ``rows``: the fast path (``graph.fast_rows``, any
+    bound) where the receive completes only this message; a
     :class:`P2PRecv` rule otherwise (``shared``: global records that several message
     rules apply to; there the later value wins)."""
-    if graph.bound in ("lower", "upper"):
-        is_generic = np.zeros(rows.size, dtype=bool)
-        if shared.size:
-            rg = graph.off[t.recv_li[rows]] + t.recv_idx[rows]
-            is_generic = np.isin(rg, shared)
-    else:  # the fitted bound always takes the generic path
-        is_generic = np.ones(rows.size, dtype=bool)
+    is_generic = np.zeros(rows.size, dtype=bool)
+    if shared.size:
+        rg = graph.off[t.recv_li[rows]] + t.recv_idx[rows]
+        is_generic = np.isin(rg, shared)
     graph.fast_rows = rows[~is_generic]
     for row in np.sort(rows[is_generic]).tolist():
         li, i = int(t.recv_li[row]), int(t.recv_idx[row])
