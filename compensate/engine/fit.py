@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compensate.matching import Matching
+from compensate.matching import Matching, MessageTable
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
 from compensate.matching.partitioned import fit_candidates
 from compensate.matching.rma import observed_transfers
@@ -143,10 +143,8 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     such a transfer starts only once the receive is posted, so it shows the network
     only if the receive was posted first.
     """
-    rows = [(m.send_loc, m.send_idx, m.send_exit_idx, m.recv_loc, m.recv_enter_idx,
-             m.recv_idx, m.size, 2 if getattr(m, "no_recv_copy", False) else 1,
-             getattr(m, "recv_post_idx", -1) if getattr(m, "synchronous", False) else -1, -1)
-            for m in matching.messages if m.send_loc != m.recv_loc]
+    p2p = _p2p_candidates(matching.table)
+    rows: list[tuple] = []
     group = 0
     for inst in matching.instances:
         if inst.cls not in (ONE_TO_N, N_TO_ONE) or inst.root < 0:
@@ -172,7 +170,38 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     partitioned = getattr(matching, "partitioned", None)
     if partitioned is not None and partitioned.messages:  # MPI-4 partitions (R11)
         rows += fit_candidates(trace, partitioned, group)
-    return np.array(rows, dtype=np.int64).reshape(-1, 10)
+    return np.concatenate([p2p, np.array(rows, dtype=np.int64).reshape(-1, 10)])
+
+
+def _p2p_candidates(t: MessageTable) -> np.ndarray:
+    """The point-to-point rows of :func:`_candidates` (messages between two
+    locations, in table order), built from the message table's columns."""
+    keep = np.flatnonzero(t.send_li != t.recv_li)
+    ids = np.asarray(t.loc_ids, dtype=np.int64)
+    out = np.empty((keep.size, 10), dtype=np.int64)
+    if not keep.size:
+        return out
+    out[:, 0] = ids[t.send_li[keep]]
+    out[:, 1] = t.send_idx[keep]
+    out[:, 2] = t.send_exit_idx[keep]
+    out[:, 3] = ids[t.recv_li[keep]]
+    out[:, 4] = t.recv_enter_idx[keep]
+    out[:, 5] = t.recv_idx[keep]
+    out[:, 6] = t.size[keep]
+    out[:, 7] = np.where(t.no_recv_copy[keep], 2, 1)
+    out[:, 8] = np.where(t.synchronous[keep], t.recv_post_idx[keep], -1)
+    out[:, 9] = -1
+    return out
+
+
+def _offsets_of(offsets: dict[int, int], locs: np.ndarray) -> np.ndarray:
+    """``offsets[loc]`` of every element of ``locs`` (all keys of ``offsets``)."""
+    if not offsets or not locs.size:
+        return np.zeros(locs.size, dtype=np.int64)
+    keys = np.fromiter(offsets, dtype=np.int64, count=len(offsets))
+    values = np.fromiter(offsets.values(), dtype=np.int64, count=len(offsets))
+    order = np.argsort(keys)
+    return values[order][np.searchsorted(keys[order], locs)]
 
 
 def _last_of_groups(group: np.ndarray, departure: np.ndarray, size: np.ndarray) -> np.ndarray:
@@ -272,8 +301,7 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     tm, after, free = col.time, col.after, col.free
     res = float(trace.definitions.timer_resolution)
     s_loc, s_idx, s_exit, r_loc, r_enter, r_idx, size, is_p2p, post, group = cand.T
-    base_s = np.array([col.offsets[x] for x in s_loc], dtype=np.int64)
-    base_r = np.array([col.offsets[x] for x in r_loc], dtype=np.int64)
+    base_s, base_r = _offsets_of(col.offsets, s_loc), _offsets_of(col.offsets, r_loc)
     send, send_exit = base_s + s_idx, base_s + s_exit
     recv, enter, before = base_r + r_idx, base_r + r_enter, base_r + r_idx - 1
     copy = np.asarray(platform.copy_time(size), dtype=np.float64) * res
