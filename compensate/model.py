@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -303,7 +304,7 @@ class Events:
             return parts[0]
         cols = {name: np.concatenate([getattr(p, name) for p in parts]).astype(dtype, copy=False)
                 for name, dtype in COLUMNS}
-        return cls(**cols, payload=[x for p in parts for x in p.payload])
+        return cls(**cols, payload=list(chain.from_iterable(p.payload for p in parts)))
 
     def with_time(self, time: np.ndarray, size: np.ndarray | None = None) -> Events:
         """A copy sharing everything but the timestamps (and, if given, the ``size``
