@@ -637,7 +637,7 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
              segment_records: int = SEGMENT_RECORDS, strict: bool = False) -> FitOutcome:
     """``--bound fitted``, first pass: observe the transfers segment by segment and fit."""
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
-    sizes, seconds, p2p, coll = [], [], 0, 0
+    sizes, seconds, p2p, coll, rma = [], [], 0, 0, 0
     for seg in segments(defs, chunks, segment_records):
         trace, mtrace, _ = sg.traces(seg)
         matching = sg.match(mtrace)
@@ -646,11 +646,12 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
         seconds.append(obs.seconds)
         p2p += obs.p2p
         coll += obs.collective
+        rma += obs.rma
         sg.advance(seg, None, None, matching)
         seg = trace = mtrace = matching = obs = None
         release_memory()
     obs = Observations(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
-                       np.concatenate(seconds) if seconds else np.zeros(0), p2p, coll)
+                       np.concatenate(seconds) if seconds else np.zeros(0), p2p, coll, rma)
     return outcome_of(obs, 1.0 / defs.timer_resolution)
 
 
