@@ -77,9 +77,12 @@ from __future__ import annotations
 import _thread
 import itertools
 import pickle
+import sys
 import threading
 from array import array
+from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from time import monotonic_ns
 from typing import Any
 
@@ -90,6 +93,8 @@ from typing import Any
 # MPI-4 partitioned point-to-point (calibration.tracer.partitioned; the model's kinds)
 (P_SEND_INIT, P_RECV_INIT, P_SEND_REQUEST, P_RECV_REQUEST, P_READY, P_ARRIVED, P_TESTED,
  P_SEND_COMPLETE, P_RECV_COMPLETE) = range(19, 28)
+#: the tracer's own buffer work (:meth:`Buffer.reserve`), an OTF2 BufferFlush
+BUFFER_FLUSH = 28
 
 #: OTF2 record names of the kinds above (the names the platform file uses).
 KIND_NAMES: tuple[str, ...] = (
@@ -99,6 +104,7 @@ KIND_NAMES: tuple[str, ...] = (
     "ThreadWait", "ThreadAcquireLock", "ThreadReleaseLock",
     "MpiPsendInit", "MpiPrecvInit", "MpiPsendRequest", "MpiPrecvRequest", "MpiPready",
     "MpiParrived", "MpiPtested", "MpiPsendComplete", "MpiPrecvComplete",
+    "BufferFlush",
 )
 
 #: Kinds that are MPI records (a thread that wrote one made MPI calls).
@@ -133,6 +139,38 @@ def pickled_size(obj: Any) -> int:
 
 KIND_BITS = 5  # code = kind | index << KIND_BITS
 KIND_MASK = (1 << KIND_BITS) - 1
+
+#: Items (int64) of touched memory a reserving buffer keeps ahead of its records
+#: at least (:meth:`Buffer.reserve`): 512 KiB, 32,768 records.
+RESERVE_ITEMS = 1 << 16
+_ZEROS = array("q", bytes(8 * RESERVE_ITEMS))
+_EMPTY_SIZE = sys.getsizeof(array("q"))
+_CUT = slice(-15, None)
+
+
+def capacity(a: Any) -> int:
+    """Items the ``array('q')`` ``a`` holds without reallocating (its allocation,
+    from ``sys.getsizeof``)."""
+    return (sys.getsizeof(a) - _EMPTY_SIZE) // a.itemsize
+
+
+def prefault(a: Any, items: int) -> bool:
+    """Allocate and touch memory for ``items`` more items of the ``array('q')``
+    ``a`` without changing its contents; True if the allocation was kept.
+
+    Appending to an array whose memory was never written costs a page fault per
+    4 KiB (~3 µs on this machine's VM, every 256 records); here the faults, and
+    the reallocations, happen now. The array is extended with zeros (written, so
+    touched) and cut back 15 items at a time: CPython's array keeps its
+    allocation when fewer than 16 items go (``array_resize``), so the memory
+    stays. Another implementation may free it; the result says so."""
+    n = len(a)
+    chunks = -(-items // RESERVE_ITEMS)
+    for _ in range(chunks):
+        a.extend(_ZEROS)
+    deque(map(a.__delitem__, repeat(_CUT, (len(a) - n) // 15)), maxlen=0)
+    del a[n:]
+    return capacity(a) >= n + chunks * RESERVE_ITEMS
 
 
 def rows(data: Any, extra: list[tuple], ints: Any = ()) -> list[tuple]:
@@ -171,6 +209,9 @@ class Buffer:
         #: (:meth:`back`, :mod:`calibration.tracer.insitu`)
         self.backs = array("q")
         self._add_back = self.backs.append
+        #: lengths of ``data`` / ``backs`` at which :meth:`back` reserves more
+        #: memory (:meth:`reserve`; never unless the buffer reserves)
+        self._limit = self._back_limit = sys.maxsize
 
     def __len__(self) -> int:
         return len(self.data) // 2
@@ -200,6 +241,39 @@ class Buffer:
         t = monotonic_ns()
         self._add_back(first)
         self._add_back(t)
+        if len(self.data) > self._limit or len(self.backs) > self._back_limit:
+            self.reserve()
+
+    def reserve(self, record: bool = True) -> None:
+        """Touch the memory the next records will take, now, and record the time
+        it took as a BufferFlush (``record``) that ``compensate`` removes (R6).
+
+        The tracer's buffers grow into fresh memory: every 256 records a page
+        fault (~3 µs here), ~13 ns per record in all, rare and large, so the
+        median of the in-situ samples never sees it and the calibration's short
+        samples mostly miss it (docs/calibration.md, "Buffer memory"). Instead
+        the buffer keeps touched memory ahead of its records: at least
+        :data:`RESERVE_ITEMS` items or a quarter of what it holds, topped up by
+        :meth:`back` (at an MPI or lock wrapper's hand-back, never on the
+        decorator's hot path) when half of it is used. A run that writes more
+        than the headroom between two hand-backs faults as before for the rest.
+        Called with ``record=False`` before the program starts."""
+        t = monotonic_ns()
+        data, backs = self.data, self.backs
+        grow = max(RESERVE_ITEMS, len(data) // 4)
+        kept = prefault(data, grow)
+        self._limit = len(data) + grow // 2 if kept else sys.maxsize
+        bgrow = max(RESERVE_ITEMS // 4, len(backs) // 4)
+        kept = prefault(backs, bgrow)
+        self._back_limit = len(backs) + bgrow // 2 if kept else sys.maxsize
+        if record:
+            te = monotonic_ns()
+            self.add_record(t, BUFFER_FLUSH, (te,))
+
+    def reserve_at_next_back(self) -> None:
+        """Make :meth:`back` reserve memory (:meth:`reserve`) from now on, first at
+        its next call."""
+        self._limit = self._back_limit = -1
 
     def enter_at(self, t: int, region: int) -> None:
         """Enter stamped ``t`` (a wrapper stamps first and works after)."""
@@ -302,8 +376,13 @@ class Recorder:
     counts (see the module docstring). The thread that makes it is the master
     thread, whose buffer is :attr:`main`."""
 
-    def __init__(self) -> None:
+    def __init__(self, reserve: bool = False) -> None:
         self.main = Buffer("Master thread", 0)
+        #: buffers keep touched memory ahead of their records (:meth:`Buffer.reserve`;
+        #: the tracer's run, not the calibration)
+        self.reserving = reserve
+        if reserve:
+            self.main.reserve(record=False)
         #: True once a second thread may run: record paths must look threads up
         self.threaded = False
         self._on_threaded: list[Callable[[], None]] = []
@@ -360,6 +439,8 @@ class Recorder:
         buf = getattr(self._local, "buffer", None)
         if buf is None:
             buf = self._local.buffer = Buffer(f"Orphan thread {next(self._orphans)}", None)
+            if self.reserving:
+                buf.reserve_at_next_back()
             self.buffers.append(buf)
         return buf
 
@@ -371,6 +452,8 @@ class Recorder:
         """Called first thing in a new thread: its buffer, registered, with the
         ThreadBegin record."""
         buf = Buffer(f"Pthread thread {sequence}", sequence)
+        if self.reserving:
+            buf.reserve_at_next_back()
         self.buffers.append(buf)
         self._register(threading.get_ident(), buf)
         buf.thread_record(THREAD_BEGIN, sequence)
