@@ -36,6 +36,10 @@ tuple per record (the first version) every 700th record triggered a collection, 
 the cost of a record was 140 ns in most gaps and microseconds in a few, a
 distribution no constant ``O`` per record can remove; with the arrays the gaps are
 tight (measured: p50 200 ns, p99 230 ns against p50 140 ns, p99 2.1 µs).
+A growing array still writes into fresh memory, a page fault (~3 µs) every 256
+records; the tracer's buffers therefore keep written memory ahead of their records
+(:meth:`Buffer.reserve`), and a reservation made while the program runs is a
+BufferFlush record, which ``compensate`` removes.
 
 Each record method takes its timestamp *first* and only then does the work of the
 record (reading a status, sizing a pickled object, storing): the measurement model
@@ -69,6 +73,7 @@ P_RECV_INIT
 P_SEND_REQUEST, ...    request id (P_SEND/RECV_REQUEST/COMPLETE)
 P_READY, P_ARRIVED,    request id, partition
 P_TESTED
+BUFFER_FLUSH           stop time (the tracer's own work: :meth:`Buffer.reserve`)
 =====================  ===========================================
 """
 

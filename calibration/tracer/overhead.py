@@ -48,6 +48,7 @@ from calibration.tracer.buffer import (
     THREAD_RELEASE_LOCK,
     THREAD_WAIT,
     Recorder,
+    prefault,
 )
 from calibration.tracer.functions import make_decorator
 from compensate.model import COLLECTIVE_OPS
@@ -118,9 +119,10 @@ def function_dilation(calls: int = 100000, repeats: int = 5,
     all repeats, as in a real run). ``O_enter`` is the part of ``D`` that lies
     between the Enter and the Leave record: the median Enter->Leave gap minus the
     time the untraced call itself takes, so that R1 gives that gap its
-    uninstrumented length back. ``threaded``: time the decorator's multi-threaded
-    path (the per-call lookup of the thread's buffer) instead of the
-    single-threaded one."""
+    uninstrumented length back. The buffer's memory is touched before each
+    sample (:func:`~calibration.tracer.buffer.prefault`), as the run's is.
+    ``threaded``: time the decorator's multi-threaded path (the per-call lookup
+    of the thread's buffer) instead of the single-threaded one."""
     rec = Recorder()
     if threaded:
         rec.go_threaded()
@@ -130,6 +132,7 @@ def function_dilation(calls: int = 100000, repeats: int = 5,
         empty = _empty_call_loop_ns(calls)
         plain = _call_loop_ns(_trivial, calls)
         start = len(rec.main)
+        prefault(rec.main.data, 4 * calls)  # the run's buffers are touched ahead too
         wrapped = _call_loop_ns(traced, calls)
         d = max(wrapped - plain, 0) / calls
         times = np.frombuffer(rec.main.data, dtype=np.int64)[2 * start::2].copy()
