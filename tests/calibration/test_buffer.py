@@ -28,7 +28,13 @@ def _flushes(buf: tb.Buffer) -> list[tuple[int, int]]:
     return [(r[0], r[2]) for r in buf.rows() if r[1] == tb.BUFFER_FLUSH]
 
 
-def test_prefault_keeps_contents_and_allocation() -> None:
+@pytest.mark.parametrize("set_len", ["ctypes", "del"])
+def test_prefault_keeps_contents_and_allocation(set_len: str, monkeypatch) -> None:
+    """Both ways of cutting the array back (its length field, or 15 items at a
+    time) keep the contents and the allocation."""
+    assert tb._SET_LEN is not None  # CPython here
+    if set_len == "del":
+        monkeypatch.setattr(tb, "_SET_LEN", None)
     a = array("q", range(37))
     assert tb.prefault(a, 1000)
     assert a.tolist() == list(range(37))
