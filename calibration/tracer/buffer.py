@@ -148,7 +148,7 @@ KIND_MASK = (1 << KIND_BITS) - 1
 #: Items (int64) of touched memory a reserving buffer keeps ahead of its records
 #: at least (:meth:`Buffer.reserve`): 512 KiB, 32,768 records.
 RESERVE_ITEMS = 1 << 16
-_ZEROS = array("q", bytes(8 * RESERVE_ITEMS))
+_ZEROS = memoryview(bytes(8 * RESERVE_ITEMS))
 _EMPTY_SIZE = sys.getsizeof(array("q"))
 _CUT = slice(-15, None)
 
@@ -202,15 +202,17 @@ def prefault(a: Any, items: int) -> bool:
     the allocation when fewer than 16 items go). Another implementation may free
     it; the result says so."""
     n = len(a)
-    chunks = -(-items // RESERVE_ITEMS)
-    for _ in range(chunks):
-        a.extend(_ZEROS)
+    left = items
+    while left > 0:
+        k = min(left, RESERVE_ITEMS)
+        a.frombytes(_ZEROS[:8 * k])
+        left -= k
     if _SET_LEN is not None:
         _SET_LEN(a, n)
     else:
         deque(map(a.__delitem__, repeat(_CUT, (len(a) - n) // 15)), maxlen=0)
         del a[n:]
-    return capacity(a) >= n + chunks * RESERVE_ITEMS
+    return capacity(a) >= n + items
 
 
 def rows(data: Any, extra: list[tuple], ints: Any = ()) -> list[tuple]:
@@ -293,19 +295,21 @@ class Buffer:
         median of the in-situ samples never sees it and the calibration's short
         samples mostly miss it (docs/calibration.md, "Buffer memory"). Instead
         the buffer keeps touched memory ahead of its records: at least
-        :data:`RESERVE_ITEMS` items or a quarter of what it holds, topped up by
-        :meth:`back` (at an MPI or lock wrapper's hand-back, never on the
-        decorator's hot path) when half of it is used. A run that writes more
+        :data:`RESERVE_ITEMS` items or a quarter of what it holds (an eighth of
+        that for the brackets), topped up by :meth:`back` (at an MPI or lock
+        wrapper's hand-back, never on the decorator's hot path) when half of it
+        is used. A run that writes more
         than the headroom between two hand-backs faults as before for the rest.
         Called with ``record=False`` before the program starts."""
         t = monotonic_ns()
         data, backs = self.data, self.backs
-        grow = max(RESERVE_ITEMS, len(data) // 4)
-        kept = prefault(data, grow)
-        self._limit = len(data) + grow // 2 if kept else sys.maxsize
-        bgrow = max(RESERVE_ITEMS // 4, len(backs) // 4)
-        kept = prefault(backs, bgrow)
-        self._back_limit = len(backs) + bgrow // 2 if kept else sys.maxsize
+        if len(data) > self._limit:
+            grow = max(RESERVE_ITEMS, len(data) // 4)
+            self._limit = len(data) + grow // 2 if prefault(data, grow) else sys.maxsize
+        if len(backs) > self._back_limit:
+            grow = max(RESERVE_ITEMS // 8, len(backs) // 4)
+            self._back_limit = (len(backs) + grow // 2 if prefault(backs, grow)
+                                else sys.maxsize)
         if record:
             te = monotonic_ns()
             self.add_record(t, BUFFER_FLUSH, (te,))
@@ -422,6 +426,7 @@ class Recorder:
         #: the tracer's run, not the calibration)
         self.reserving = reserve
         if reserve:
+            self.main.reserve_at_next_back()
             self.main.reserve(record=False)
         #: True once a second thread may run: record paths must look threads up
         self.threaded = False
