@@ -232,7 +232,11 @@ def report(rows: list[dict], bounds: list[str], info: dict) -> str:
             + " s; instr. " + ", ".join(f"{x['instr']:.4f}" for x in t) + " s; off-CPU "
             "(largest of a rank): uninstr. "
             + ", ".join(f"{p['off_cpu']:.4f}" for p in r["plain"]) + " s, instr. "
-            + ", ".join(f"{x['timing']['off_cpu']:.4f}" for x in t) + " s; run-queue wait "
+            + ", ".join(f"{x['timing']['off_cpu']:.4f}" for x in t) + " s; removed per run "
+            "(against the median uninstr.): "
+            + ", ".join(f"{b} " + " ".join(f"{x['removed'][b]:.1f}"
+                                          for x in row_numbers(r, bounds)["reps"])
+                        for b in bounds) + " %; run-queue wait "
             "of the busiest rank (in-situ): "
             + ", ".join(f"{x['wait']:.4f}" for x in t) + " s; worst of all runs: "
             + ", ".join(f"{b} {v} violations, {o} overcompensated"
