@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"calibration.record: error: {problem}", file=sys.stderr)
         return 2
 
-    recorder = Recorder()
+    recorder = Recorder(reserve=True)
     functions = FunctionTracing(recorder, [m.strip() for m in args.functions.split(",")])
     if rank == 0:
         for m in functions.already_imported():

@@ -433,6 +433,8 @@ def _event(rec: tuple, regions: list, comms: list, contingent: Any = None,
         return oev.ThreadAcquireLock(t, Paradigm.PTHREAD, rec[2], rec[3])
     if kind == tb.THREAD_RELEASE_LOCK:
         return oev.ThreadReleaseLock(t, Paradigm.PTHREAD, rec[2], rec[3])
+    if kind == tb.BUFFER_FLUSH:
+        return oev.BufferFlush(t, rec[2])
     raise ValueError(f"unknown record kind {kind}")
 
 

@@ -36,6 +36,10 @@ tuple per record (the first version) every 700th record triggered a collection, 
 the cost of a record was 140 ns in most gaps and microseconds in a few, a
 distribution no constant ``O`` per record can remove; with the arrays the gaps are
 tight (measured: p50 200 ns, p99 230 ns against p50 140 ns, p99 2.1 µs).
+A growing array still writes into fresh memory, a page fault (~3 µs) every 256
+records; the tracer's buffers therefore keep written memory ahead of their records
+(:meth:`Buffer.reserve`), and a reservation made while the program runs is a
+BufferFlush record, which ``compensate`` removes.
 
 Each record method takes its timestamp *first* and only then does the work of the
 record (reading a status, sizing a pickled object, storing): the measurement model
@@ -81,6 +85,7 @@ RMA_PUT, RMA_GET       window, target rank, bytes, matching id
 RMA_ATOMIC             window, target rank, OTF2 atomic type, bytes sent,
                        bytes received, matching id
 RMA_OP_COMPLETE        window, matching id (RmaOpCompleteBlocking)
+BUFFER_FLUSH           stop time (the tracer's own work: :meth:`Buffer.reserve`)
 =====================  ===========================================
 """
 
@@ -89,9 +94,12 @@ from __future__ import annotations
 import _thread
 import itertools
 import pickle
+import sys
 import threading
 from array import array
+from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from time import monotonic_ns
 from typing import Any
 
@@ -106,6 +114,8 @@ from typing import Any
 (RMA_WIN_CREATE, RMA_WIN_DESTROY, RMA_COLL_BEGIN, RMA_COLL_END, RMA_GROUP_SYNC,
  RMA_REQUEST_LOCK, RMA_RELEASE_LOCK, RMA_PUT, RMA_GET, RMA_ATOMIC,
  RMA_OP_COMPLETE) = range(28, 39)
+#: the tracer's own buffer work (:meth:`Buffer.reserve`), an OTF2 BufferFlush
+BUFFER_FLUSH = 39
 
 #: OTF2 record names of the kinds above (the names the platform file uses).
 KIND_NAMES: tuple[str, ...] = (
@@ -118,6 +128,7 @@ KIND_NAMES: tuple[str, ...] = (
     "RmaWinCreate", "RmaWinDestroy", "RmaCollectiveBegin", "RmaCollectiveEnd",
     "RmaGroupSync", "RmaRequestLock", "RmaReleaseLock", "RmaPut", "RmaGet", "RmaAtomic",
     "RmaOpCompleteBlocking",
+    "BufferFlush",
 )
 
 #: Kinds that are MPI records (a thread that wrote one made MPI calls).
@@ -153,6 +164,75 @@ def pickled_size(obj: Any) -> int:
 
 KIND_BITS = 6  # code = kind | index << KIND_BITS (up to 64 kinds)
 KIND_MASK = (1 << KIND_BITS) - 1
+
+#: Items (int64) of touched memory a reserving buffer keeps ahead of its records
+#: at least (:meth:`Buffer.reserve`): 512 KiB, 32,768 records.
+RESERVE_ITEMS = 1 << 16
+_ZEROS = memoryview(bytes(8 * RESERVE_ITEMS))
+_EMPTY_SIZE = sys.getsizeof(array("q"))
+_CUT = slice(-15, None)
+
+
+def capacity(a: Any) -> int:
+    """Items the ``array('q')`` ``a`` holds without reallocating (its allocation,
+    from ``sys.getsizeof``)."""
+    return (sys.getsizeof(a) - _EMPTY_SIZE) // a.itemsize
+
+
+def _size_field() -> Any:
+    """A setter of an ``array``'s length that keeps its allocation, or None.
+
+    CPython's ``array_resize`` itself just sets ``ob_size`` when the allocation
+    is large enough and fewer than 16 items go; this does the same for any
+    number of items, through ctypes, at the field's place in the object header
+    (after the reference count and the type). Checked on a probe array first:
+    None where the layout differs (another implementation), and
+    :func:`prefault` then cuts 15 items at a time (~60 ns each)."""
+    try:
+        import ctypes  # noqa: PLC0415 - only for this
+    except ImportError:  # pragma: no cover
+        return None
+    offset = 2 * ctypes.sizeof(ctypes.c_void_p)
+
+    def set_len(a: Any, n: int) -> None:
+        ctypes.c_ssize_t.from_address(id(a) + offset).value = n
+
+    probe = array("q", range(40))
+    if ctypes.c_ssize_t.from_address(id(probe) + offset).value != 40:
+        return None  # pragma: no cover
+    cap = capacity(probe)
+    set_len(probe, 20)
+    if len(probe) != 20 or capacity(probe) != cap or probe.tolist() != list(range(20)):
+        return None  # pragma: no cover
+    return set_len
+
+
+_SET_LEN = _size_field()
+
+
+def prefault(a: Any, items: int) -> bool:
+    """Allocate and touch memory for ``items`` more items of the ``array('q')``
+    ``a`` without changing its contents; True if the allocation was kept.
+
+    Appending to an array whose memory was never written costs a page fault per
+    4 KiB (~3 µs on this machine's VM, every 256 records); here the faults, and
+    the reallocations, happen now. The array is extended with zeros (written, so
+    touched) and its length set back without giving the memory up (by
+    :data:`_SET_LEN`, else 15 items at a time: CPython's ``array_resize`` keeps
+    the allocation when fewer than 16 items go). Another implementation may free
+    it; the result says so."""
+    n = len(a)
+    left = items
+    while left > 0:
+        k = min(left, RESERVE_ITEMS)
+        a.frombytes(_ZEROS[:8 * k])
+        left -= k
+    if _SET_LEN is not None:
+        _SET_LEN(a, n)
+    else:
+        deque(map(a.__delitem__, repeat(_CUT, (len(a) - n) // 15)), maxlen=0)
+        del a[n:]
+    return capacity(a) >= n + items
 
 
 def rows(data: Any, extra: list[tuple], ints: Any = ()) -> list[tuple]:
@@ -191,6 +271,9 @@ class Buffer:
         #: (:meth:`back`, :mod:`calibration.tracer.insitu`)
         self.backs = array("q")
         self._add_back = self.backs.append
+        #: lengths of ``data`` / ``backs`` at which :meth:`back` reserves more
+        #: memory (:meth:`reserve`; never unless the buffer reserves)
+        self._limit = self._back_limit = sys.maxsize
 
     def __len__(self) -> int:
         return len(self.data) // 2
@@ -220,6 +303,41 @@ class Buffer:
         t = monotonic_ns()
         self._add_back(first)
         self._add_back(t)
+        if len(self.data) > self._limit or len(self.backs) > self._back_limit:
+            self.reserve()
+
+    def reserve(self, record: bool = True) -> None:
+        """Touch the memory the next records will take, now, and record the time
+        it took as a BufferFlush (``record``) that ``compensate`` removes (R6).
+
+        The tracer's buffers grow into fresh memory: every 256 records a page
+        fault (~3 µs here), ~13 ns per record in all, rare and large, so the
+        median of the in-situ samples never sees it and the calibration's short
+        samples mostly miss it (docs/calibration.md, "Buffer memory"). Instead
+        the buffer keeps touched memory ahead of its records: at least
+        :data:`RESERVE_ITEMS` items or a quarter of what it holds (an eighth of
+        that for the brackets), topped up by :meth:`back` (at an MPI or lock
+        wrapper's hand-back, never on the decorator's hot path) when half of it
+        is used. A run that writes more
+        than the headroom between two hand-backs faults as before for the rest.
+        Called with ``record=False`` before the program starts."""
+        t = monotonic_ns()
+        data, backs = self.data, self.backs
+        if len(data) > self._limit:
+            grow = max(RESERVE_ITEMS, len(data) // 4)
+            self._limit = len(data) + grow // 2 if prefault(data, grow) else sys.maxsize
+        if len(backs) > self._back_limit:
+            grow = max(RESERVE_ITEMS // 8, len(backs) // 4)
+            self._back_limit = (len(backs) + grow // 2 if prefault(backs, grow)
+                                else sys.maxsize)
+        if record:
+            te = monotonic_ns()
+            self.add_record(t, BUFFER_FLUSH, (te,))
+
+    def reserve_at_next_back(self) -> None:
+        """Make :meth:`back` reserve memory (:meth:`reserve`) from now on, first at
+        its next call."""
+        self._limit = self._back_limit = -1
 
     def enter_at(self, t: int, region: int) -> None:
         """Enter stamped ``t`` (a wrapper stamps first and works after)."""
@@ -322,8 +440,14 @@ class Recorder:
     counts (see the module docstring). The thread that makes it is the master
     thread, whose buffer is :attr:`main`."""
 
-    def __init__(self) -> None:
+    def __init__(self, reserve: bool = False) -> None:
         self.main = Buffer("Master thread", 0)
+        #: buffers keep touched memory ahead of their records (:meth:`Buffer.reserve`;
+        #: the tracer's run, not the calibration)
+        self.reserving = reserve
+        if reserve:
+            self.main.reserve_at_next_back()
+            self.main.reserve(record=False)
         #: True once a second thread may run: record paths must look threads up
         self.threaded = False
         self._on_threaded: list[Callable[[], None]] = []
@@ -383,6 +507,8 @@ class Recorder:
         buf = getattr(self._local, "buffer", None)
         if buf is None:
             buf = self._local.buffer = Buffer(f"Orphan thread {next(self._orphans)}", None)
+            if self.reserving:
+                buf.reserve_at_next_back()
             self.buffers.append(buf)
         return buf
 
@@ -394,6 +520,8 @@ class Recorder:
         """Called first thing in a new thread: its buffer, registered, with the
         ThreadBegin record."""
         buf = Buffer(f"Pthread thread {sequence}", sequence)
+        if self.reserving:
+            buf.reserve_at_next_back()
         self.buffers.append(buf)
         self._register(threading.get_ident(), buf)
         buf.thread_record(THREAD_BEGIN, sequence)

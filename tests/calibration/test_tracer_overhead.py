@@ -1,0 +1,32 @@
+"""The tracer's calibration (calibration/tracer/overhead.py): which statistic of the
+samples becomes which overhead."""
+
+from __future__ import annotations
+
+import pytest
+
+from calibration.tracer import overhead
+
+
+def _stats(p10: float, median: float) -> dict[str, float]:
+    return {"p10": p10, "median": median, "min": p10, "max": median, "iqr": 0.0}
+
+
+def test_functions_take_the_median_record_paths_the_p10(monkeypatch) -> None:
+    """Enter/Leave of functions (the decorator's split dilation, paid on every
+    call) take the median of the samples; the record-path kinds the 10th
+    percentile; the default per record is half the median traced call."""
+    costs = {"MpiSend": _stats(200e-9, 260e-9), "Enter": _stats(180e-9, 185e-9),
+             "Leave": _stats(200e-9, 206e-9), "function_call": _stats(380e-9, 391e-9),
+             "function_call_single": _stats(380e-9, 391e-9),
+             "function_call_threaded": _stats(430e-9, 441e-9),
+             "enter_call": _stats(220e-9, 230e-9)}
+    monkeypatch.setattr(overhead, "record_path_costs", lambda *a, **k: costs)
+    monkeypatch.setattr(overhead, "copy_table", lambda *a, **k: [(64, 1e-9), (1024, 2e-9)])
+    data = overhead.calibrate()
+    by_kind = data["event_overhead_by_kind"]
+    assert by_kind["Enter"] == pytest.approx(185e-9)
+    assert by_kind["Leave"] == pytest.approx(206e-9)
+    assert by_kind["MpiSend"] == pytest.approx(200e-9)
+    assert data["event_overhead"] == pytest.approx(391e-9 / 2)
+    assert data["calibration"]["function_statistic"] == "median"
