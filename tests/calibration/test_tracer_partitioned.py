@@ -4,10 +4,6 @@ with 0 violations, every partition matched."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +11,13 @@ import pytest
 from compensate.formats.otf2 import read_otf2
 from compensate.matching import match
 from compensate.model import KIND_CODE
-from tests.conftest import mpiexec as _mpiexec
+from tests.calibration.traced_runs import (
+    ROOT,
+    assert_opens_in_otf2_print,
+    compensate_summary,
+    trace_example,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mpi" / "partitioned.py"
 ITERATIONS = 3
 
@@ -28,14 +28,8 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from mpi4py import MPI
     if not hasattr(MPI.Comm, "Psend_init"):
         pytest.skip("this mpi4py/MPI has no partitioned communication")
-    exe = _mpiexec()
     out = tmp_path_factory.mktemp("partitioned") / "run" / "traces.otf2"
-    proc = subprocess.run(
-        [exe, "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out), "--",
-         str(EXAMPLE), str(ITERATIONS)], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "partitioned done" in proc.stdout
-    return out
+    return trace_example(EXAMPLE, out, [str(ITERATIONS)], "partitioned done")
 
 
 def test_partitioned_calls_are_recorded(traced: Path) -> None:
@@ -49,20 +43,10 @@ def test_partitioned_calls_are_recorded(traced: Path) -> None:
         assert kinds.count(KIND_CODE["MpiPready"]) == 4 * ITERATIONS
         assert kinds.count(KIND_CODE["MpiParrived"]) == 2 * ITERATIONS
         assert kinds.count(KIND_CODE["MpiPtested"]) >= ITERATIONS  # the early polls
-    if shutil.which("otf2-print"):
-        printed = subprocess.run(["otf2-print", "-Werror", "--silent", str(traced)],
-                                 capture_output=True, text=True, timeout=60)
-        assert printed.returncode == 0, printed.stderr
+    assert_opens_in_otf2_print(traced)
 
 
 def test_traced_partitioned_run_compensates_without_violations(traced: Path) -> None:
-    out = traced.parent.parent / "out" / "traces.otf2"
-    summary = traced.parent.parent / "summary.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "compensate", str(traced), str(out), "--platform",
-         str(traced.parent / "platform.json"), "--summary", str(summary), "--quiet"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    s = json.loads(summary.read_text())
+    s = compensate_summary(traced)
     assert s["verification"]["ok"] and s["verification"]["partitioned"] == 0
     assert "MpiPready" not in s["verification"]["carried_local_only"]

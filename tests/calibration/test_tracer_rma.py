@@ -5,10 +5,6 @@ dependency is matched, and it compensates with 0 violations."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +12,13 @@ import pytest
 from compensate.formats.otf2 import read_otf2
 from compensate.matching import match
 from compensate.model import KIND_CODE
-from tests.conftest import mpiexec as _mpiexec
+from tests.calibration.traced_runs import (
+    ROOT,
+    assert_opens_in_otf2_print,
+    compensate_summary,
+    trace_example,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mpi" / "rma.py"
 ITERATIONS = 3
 
@@ -26,14 +26,8 @@ ITERATIONS = 3
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("mpi4py")
-    exe = _mpiexec()
     out = tmp_path_factory.mktemp("rma") / "run" / "traces.otf2"
-    proc = subprocess.run(
-        [exe, "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out), "--",
-         str(EXAMPLE), str(ITERATIONS)], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "rma done" in proc.stdout
-    return out
+    return trace_example(EXAMPLE, out, [str(ITERATIONS)], "rma done")
 
 
 def test_rma_calls_are_recorded_and_matched(traced: Path) -> None:
@@ -55,21 +49,11 @@ def test_rma_calls_are_recorded_and_matched(traced: Path) -> None:
         kinds = ev.kind.tolist()
         assert kinds.count(KIND_CODE["RmaRequestLock"]) == kinds.count(
             KIND_CODE["RmaReleaseLock"])
-    if shutil.which("otf2-print"):
-        printed = subprocess.run(["otf2-print", "-Werror", "--silent", str(traced)],
-                                 capture_output=True, text=True, timeout=60)
-        assert printed.returncode == 0, printed.stderr
+    assert_opens_in_otf2_print(traced)
 
 
 def test_traced_rma_run_compensates_without_violations(traced: Path) -> None:
-    out = traced.parent.parent / "out" / "traces.otf2"
-    summary = traced.parent.parent / "summary.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "compensate", str(traced), str(out), "--platform",
-         str(traced.parent / "platform.json"), "--summary", str(summary), "--quiet"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    s = json.loads(summary.read_text())
+    s = compensate_summary(traced)
     assert s["verification"]["ok"] and s["verification"]["rma"] == 0
     local = s["verification"]["carried_local_only"]
     assert not {k for k in local if k.startswith("Rma") and k != "RmaGet"}
