@@ -209,18 +209,24 @@ def post(rank: Any, origins: tuple[int, ...]) -> None:
     rank.emit(LEAVE, region=sim.regions["MPI_Win_post"])
 
 
+def _await_each(rank: Any, sent: dict, seen: dict, what: str,
+                peers: tuple[int, ...]) -> Generator[tuple, Any, None]:
+    """Wait for the next ``what`` ("post" or "note") of each of ``peers`` to this
+    rank: the time it arrives, in the order the peer sent them."""
+    for p in peers:
+        k = seen[p]
+        while len(sent[(p, rank.rank)]) <= k:
+            yield ("rma", what, p, rank.rank)
+        rank.t = max(rank.t, sent[(p, rank.rank)][k])
+        seen[p] += 1
+
+
 def start(rank: Any, targets: tuple[int, ...]) -> Generator[tuple, Any, None]:
     st, me = _st(rank)
     sim = rank.sim
     rank.emit(ENTER, region=sim.regions["MPI_Win_start"])
     rank.emit(GROUP_SYNC, payload={"sync_level": PROCESS, "win": WIN, "members": targets})
-    for t in targets:
-        k = me.posts_seen[t]
-        key = ("rma", "post", t, rank.rank)
-        while len(st.posts[(t, rank.rank)]) <= k:
-            yield key
-        rank.t = max(rank.t, st.posts[(t, rank.rank)][k])
-        me.posts_seen[t] += 1
+    yield from _await_each(rank, st.posts, me.posts_seen, "post", targets)
     me.access, me.epoch_dep = targets, {}
     rank.emit(LEAVE, region=sim.regions["MPI_Win_start"])
 
@@ -245,13 +251,7 @@ def wait(rank: Any, origins: tuple[int, ...]) -> Generator[tuple, Any, None]:
     sim = rank.sim
     rank.emit(ENTER, region=sim.regions["MPI_Win_wait"])
     rank.emit(GROUP_SYNC, payload={"sync_level": BOTH, "win": WIN, "members": origins})
-    for o in origins:
-        k = me.notes_seen[o]
-        key = ("rma", "note", o, rank.rank)
-        while len(st.notes[(o, rank.rank)]) <= k:
-            yield key
-        rank.t = max(rank.t, st.notes[(o, rank.rank)][k])
-        me.notes_seen[o] += 1
+    yield from _await_each(rank, st.notes, me.notes_seen, "note", origins)
     rank.emit(LEAVE, region=sim.regions["MPI_Win_wait"])
 
 
