@@ -33,7 +33,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from compensate.matching.threads import ThreadDeps, ThreadSync, _barriers
+from compensate.matching.threads import ThreadDeps, _barriers, link_team
 from compensate.model import (
     BARRIER_ROLES,
     ENTER,
@@ -88,14 +88,7 @@ def match_legacy(trace: Trace, deps: ThreadDeps) -> None:
     for (proc, region, ft, m), members in teams.items():
         fork, join = next((f[1], f[3]) for f in forks[(proc, region)]
                           if f[0] == ft and f[6] == m)
-        others = [loc for loc in members if loc != m]
-        for loc in others:
-            deps.syncs.append(ThreadSync("fork", (loc, members[loc][0]), [(m, fork)]))
-        ends = [(loc, members[loc][1]) for loc in others if members[loc][1] >= 0]
-        if join >= 0 and ends:
-            deps.syncs.append(ThreadSync("join", (m, join), ends))
-        elif others:
-            deps.unmatched += 1
+        link_team(deps, members, m, fork, join)
         entries = {loc: [b, e, -1, -1, _barrier_spans(trace.events[loc], b, e, barrier_regions)]
                    for loc, (b, e) in members.items()}
         _barriers(-1, entries, deps)

@@ -204,15 +204,22 @@ def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
                 deps.unmatched += len(members) - 1
                 continue
             m = masters[0]
-            fork, join = members[m][2], members[m][3]
-            others = [loc for loc in members if loc != m]
-            for loc in others:
-                deps.syncs.append(ThreadSync("fork", (loc, members[loc][0]), [(m, fork)]))
-            ends = [(loc, members[loc][1]) for loc in others if members[loc][1] >= 0]
-            if join >= 0 and ends:
-                deps.syncs.append(ThreadSync("join", (m, join), ends))
-            elif others:
-                deps.unmatched += 1
+            link_team(deps, members, m, members[m][2], members[m][3])
+
+
+def link_team(deps: ThreadDeps, members: dict, master: int, fork: int, join: int) -> None:
+    """R8's fork and join links of one team: the master's ``fork`` record -> each
+    other member's first record of the team (``members[loc][0]``), each member's
+    last (``members[loc][1]``, -1 if none) -> the master's ``join`` (-1 if none); a
+    team with members but no join or no ends counts as unmatched."""
+    others = [loc for loc in members if loc != master]
+    for loc in others:
+        deps.syncs.append(ThreadSync("fork", (loc, members[loc][0]), [(master, fork)]))
+    ends = [(loc, members[loc][1]) for loc in others if members[loc][1] >= 0]
+    if join >= 0 and ends:
+        deps.syncs.append(ThreadSync("join", (master, join), ends))
+    elif others:
+        deps.unmatched += 1
 
 
 def _barriers(comm: int, members: dict[int, list], deps: ThreadDeps) -> None:
