@@ -16,7 +16,10 @@ the same process (the *senders*), like a zero-byte message:
   acquisition ``k`` of the same lock (model, lock id) within one process
   (OpenMP locks and critical sections, Pthread mutexes alike; the legacy
   OmpReleaseLock / OmpAcquireLock of older Score-P carry the same lock id and
-  acquisition order, model OpenMP).
+  acquisition order, model OpenMP). A link whose release the other edges already
+  order before the acquisition (handed from one parallel region to the next, across
+  a barrier, a Pthread join/create) is marked ``implied``
+  (:mod:`compensate.matching.lock_order`).
 * ``barrier``: an OpenMP barrier (a region of role BARRIER or IMPLICIT_BARRIER
   and paradigm OPENMP, :data:`compensate.model.BARRIER_ROLES`) entered by the
   members of a team instance: the b-th barrier region each member enters inside
@@ -48,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from compensate.matching.collectives import N_TO_N, Instance
+from compensate.matching.lock_order import mark_implied
 from compensate.model import (
     BARRIER_ROLES,
     ENTER,
@@ -75,11 +79,14 @@ DEP_KINDS = ("fork", "join", "lock", "create", "end", "task", "taskwait")
 @dataclass
 class ThreadSync:
     """One waiting record and the records it waits for: ``recv`` and ``sends`` are
-    ``(location id, record index)``; ``kind`` one of :data:`DEP_KINDS`."""
+    ``(location id, record index)``; ``kind`` one of :data:`DEP_KINDS`. ``implied``:
+    a lock link that the other thread edges already order
+    (:mod:`compensate.matching.lock_order`), timed as an ordering only."""
 
     kind: str
     recv: tuple[int, int]
     sends: list[tuple[int, int]]
+    implied: bool = field(default=False, kw_only=True)
 
 
 @dataclass
@@ -153,6 +160,7 @@ def match_threads(trace: Trace) -> ThreadDeps:
             for loc, r in recs.items()}
     _locks(trace, recs, deps, defs.process_of)
     _create_end(trace, recs, deps)
+    mark_implied(trace, deps)
     return deps
 
 

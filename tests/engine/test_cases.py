@@ -70,6 +70,8 @@ def test_every_branch_has_a_case():
                      "r5_mrecv", "r5_imrecv",
                      # issue 17: thread fork/join and locks
                      "r8_fork_join", "r8_lock", "r8_barrier", "r8_pthread", "r8_task", "r8_legacy",
+                     # issue 17 follow-up: a lock handed across parallel regions
+                     "r8_lock_regions",
                      # issue 17: accelerators, kernel launch and synchronize
                      "r9_launch_sync", "r9_sync_done",
                      # issue 20: MPI-4 partitioned point-to-point

@@ -184,3 +184,14 @@ def test_matched_receive_before_its_send(name, recv):
         bad = broken(bad, 1, i, send_t - 10)
     v = verify(bad, m)
     assert v.messages == 1 and f"record {recv}: receive not" in v.examples[0]
+
+
+def test_thread_lock_implied_is_still_checked():
+    """r8_lock_regions: the hand-over from one parallel region to the next is implied
+    by the join and the fork (timed as an ordering only) and still verified."""
+    trace = read_text(str(CASES / "r8_lock_regions.trace"))
+    m = match(trace)
+    assert [s.implied for s in m.threads.syncs if s.kind == "lock"] == [True]
+    v = verify(broken(trace, 1, 3, 1600), m)  # acquired at the previous release
+    assert v.threads == 1  # (and before its own TeamBegin: an order violation too)
+    assert any("thread lock not after location 0, record 4" in e for e in v.examples)

@@ -17,6 +17,13 @@ With ``s`` a sender record, ``r`` the waiting record, ``p`` the record before
   was observed, clamped into ``[0, δ]``;
 * always ``r_a >= s_a + 1 tick``.
 
+A lock link the other thread edges already order (``implied``,
+:mod:`compensate.matching.lock_order`: the lock was free before its next holder
+asked for it, e.g. handed from one parallel region to the next) keeps only
+``r_a >= s_a + 1 tick``: its measured interval holds the join, the fork and what
+lies between, which those edges' own rules time; it is no hand-over latency and
+does not enter the fitted latency.
+
 A join waits for several team ends: only the last to arrive can have been
 observed (as the root of an n-to-1, R5); the value is the latest over the
 senders.
@@ -105,6 +112,8 @@ def build_links(graph: Graph, syncs: list, dep_rules: dict) -> None:
         li = graph.pos_of[sync.recv[0]]
         senders = [(graph.pos_of[loc], i) for loc, i in sync.sends]
         waited, delta = _inputs(graph, li, sync.recv[1], senders)
+        if getattr(sync, "implied", False):  # ordered by other edges: no latency
+            waited, delta = [False] * len(senders), [0.0] * len(senders)
         for w, d in zip(waited, delta, strict=True):
             if w and sync.recv[1] > 0:
                 fit[sync.kind] = min(fit.get(sync.kind, float("inf")), d)
