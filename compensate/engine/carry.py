@@ -20,6 +20,12 @@ while it has not been paired with a kernel (per key, first to first in time, as
 streams: every host parameter until the process's first kernel shows which
 parameter its launches use, then only parameters seen on its streams (so the
 parameters of other calls are not carried for ever).
+
+A carried release also brings the locations it already happened before by fork,
+join, barrier or Pthread create/join edges of its segments (:attr:`LinkCarry.reach`,
+filled by the stream from :func:`compensate.matching.lock_order.release_reach`):
+they seed the next segment's vector clocks, so that a lock handed from one parallel
+region to the next across the cut is marked implied as in memory.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ class LinkCarry:
         self.defs = defs
         self.release: dict[tuple, tuple[int, int, int, Row]] = {}  # key -> (order, loc, ...)
         self.acquired: dict[tuple, int] = {}  # key -> highest acquisition order seen
+        #: (location, record index) of a release -> the locations it happened before by
+        #: other thread edges (compensate.matching.lock_order.release_reach)
+        self.reach: dict[tuple[int, int], set[int]] = {}
         self.launch: dict[tuple, list[tuple[int, int, Row]]] = defaultdict(list)
         self.device_params: set[tuple] = set()  # (process, parameter) seen on a device
         self.seen: set[int] = set()  # processes whose accelerator streams ran a kernel

@@ -52,6 +52,7 @@ from compensate.engine.carry import LinkCarry, Row
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
 from compensate.matching import Matching, match, nesting
 from compensate.matching.devices import is_synchronize
+from compensate.matching.lock_order import mark_implied, release_reach
 from compensate.matching.p2p import _key_ids, members_of
 from compensate.model import (
     BUFFER_FLUSH,
@@ -542,7 +543,29 @@ class _Segmenter:
             loc = first["location"]
             p = len(self.ctx[loc].records()) if loc in self.ctx else 0
             self.nesting_first = dict(first, index=self.done[loc] + first["index"] - p)
+        self._lock_order(mtrace, matching)
         return matching
+
+    def _lock_order(self, mtrace: Trace, matching: Matching) -> None:
+        """Lock hand-overs across the cut that fork/join, barriers or Pthread
+        create/join order (compensate.matching.lock_order): seed the locations each
+        carried release happened before, and keep this segment's for the next."""
+        rows = {loc: self.ctx[loc].records() if loc in self.ctx else []
+                for loc in mtrace.events}
+        seeds: dict[int, dict[int, int]] = {}
+        for loc, rs in rows.items():
+            for pos, r in enumerate(rs):
+                for x in self.links.reach.get((loc, r[4]), ()):
+                    seeds.setdefault(x, {})[loc] = pos
+        if seeds:
+            mark_implied(mtrace, matching.threads, seeds)
+        if not (seeds or matching.threads.syncs or matching.threads.barriers):
+            self.links.reach = {}
+            return
+        self.links.reach = {
+            (loc, rows[loc][i][4] if i < len(rows[loc])
+             else self.done[loc] + i - len(rows[loc])): locs
+            for (loc, i), locs in release_reach(mtrace, matching.threads, seeds).items()}
 
     def advance(self, seg: dict[int, Events], values: dict[int, np.ndarray] | None,
                 written: dict[int, np.ndarray] | None, matching: Matching) -> None:

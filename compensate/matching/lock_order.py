@@ -24,17 +24,23 @@ the matching (fork, join, create, end, every barrier member's Leave after every
 member's Enter) and program order, never the lock links themselves (so no link
 justifies another). Nodes are processed in measured-time order; a sender not yet
 processed (a trace whose clocks disagree with the edge) is left out, which can
-only keep a link, never mark one wrongly.
+only keep a link, never mark one wrongly. A stream segment sees only its own edges:
+a release carried across a cut brings the locations it already happened before
+(:func:`release_reach`, kept by :class:`compensate.engine.carry.LinkCarry`), so a
+hand-over across a cut is marked as in memory.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 
-from compensate.model import Trace
+import numpy as np
+
+from compensate.model import KIND_CODE, Trace
 
 #: the thread edges that order records besides the lock links
 ORDER_KINDS = ("fork", "join", "create", "end")
+_RELEASES = (KIND_CODE["ThreadReleaseLock"], KIND_CODE["OmpReleaseLock"])
 
 
 def _edges(deps) -> dict[tuple[int, int], list[tuple[int, int]]]:
@@ -50,16 +56,16 @@ def _edges(deps) -> dict[tuple[int, int], list[tuple[int, int]]]:
     return recv
 
 
-def mark_implied(trace: Trace, deps) -> int:
-    """Mark each lock link of ``deps`` (a :class:`~compensate.matching.threads.
-    ThreadDeps`) whose release happens before its acquisition by the other thread
-    edges (module docstring); returns how many."""
-    locks = [s for s in deps.syncs if s.kind == "lock"]
-    if not locks:
-        return 0
+Seeds = dict[int, dict[int, int]]
+
+
+def _clocks(trace: Trace, deps, seeds: Seeds | None = None):
+    """``clock_at(loc, i)``: per location, the latest record index known to happen
+    before record ``i`` of ``loc`` (vector clock of the latest edge-receiving record
+    at or before it). ``seeds[loc]``: what every record of ``loc`` comes after (a
+    stream segment's carried releases, :func:`release_reach`)."""
+    seeds = seeds or {}
     recv = _edges(deps)
-    if not recv:
-        return 0
     nodes = sorted(recv, key=lambda n: (int(trace.events[n[0]].time[n[1]]), n[0], n[1]))
     done_idx: dict[int, list[int]] = {}  # location -> processed node indices, in order
     done_vc: dict[int, list[dict]] = {}  # location -> their clocks
@@ -67,10 +73,8 @@ def mark_implied(trace: Trace, deps) -> int:
     def clock_at(loc: int, i: int) -> dict:
         """The clock of the latest processed node on ``loc`` at or before ``i``."""
         idx = done_idx.get(loc)
-        if not idx:
-            return {}
-        j = bisect_right(idx, i) - 1
-        return done_vc[loc][j] if j >= 0 else {}
+        j = bisect_right(idx, i) - 1 if idx else -1
+        return done_vc[loc][j] if j >= 0 else seeds.get(loc, {})
 
     for loc, i in nodes:
         idx = done_idx.setdefault(loc, [])
@@ -86,6 +90,17 @@ def mark_implied(trace: Trace, deps) -> int:
         vc[loc] = i
         idx.append(i)
         done_vc.setdefault(loc, []).append(vc)
+    return clock_at
+
+
+def mark_implied(trace: Trace, deps, seeds: Seeds | None = None) -> int:
+    """Mark each lock link of ``deps`` (a :class:`~compensate.matching.threads.
+    ThreadDeps`) whose release happens before its acquisition by the other thread
+    edges (module docstring); returns how many it marked."""
+    locks = [s for s in deps.syncs if s.kind == "lock" and not s.implied]
+    if not locks:
+        return 0
+    clock_at = _clocks(trace, deps, seeds)
     n = 0
     for sync in locks:
         (loc, i), (r_loc, r) = sync.recv, sync.sends[0]
@@ -95,4 +110,20 @@ def mark_implied(trace: Trace, deps) -> int:
     return n
 
 
-__all__ = ["ORDER_KINDS", "mark_implied"]
+def release_reach(trace: Trace, deps, seeds: Seeds | None = None
+                  ) -> dict[tuple[int, int], set[int]]:
+    """For each lock release ``(loc, i)`` of ``trace``: the locations whose last
+    record happens after it (its own among them). A stream segment's release carried
+    into the next segment (:mod:`compensate.engine.carry`) seeds those locations
+    there, so that a hand-over across the cut is marked as in memory."""
+    rel = [(loc, i) for loc, ev in trace.events.items()
+           for i in np.flatnonzero(np.isin(ev.kind, _RELEASES)).tolist()]
+    if not rel:
+        return {}
+    clock_at = _clocks(trace, deps, seeds)
+    last = {loc: clock_at(loc, len(ev)) for loc, ev in trace.events.items()}
+    return {(loc, i): {x for x, vc in last.items() if vc.get(loc, -1) >= i} | {loc}
+            for loc, i in rel}
+
+
+__all__ = ["ORDER_KINDS", "Seeds", "mark_implied", "release_reach"]

@@ -66,3 +66,51 @@ def test_without_carrying_the_links_are_lost(trace, monkeypatch):
     _, _, res = both(trace, Platform(1e-7), segment_records=8, chunk_records=3)
     assert res.counts["threads"]["lock"] == 0
     assert res.counts["devices"]["launch"] == 0 and res.counts["devices"]["unmatched"] == 1
+
+
+_REGIONS = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=0
+region 0 "!$omp parallel"
+comm 0 "team" 0,1
+events
+1000 0 Enter region=0
+1100 0 ThreadFork model=OPENMP number_of_requested_threads=2
+1200 0 ThreadTeamBegin thread_team=0
+1500 1 ThreadTeamBegin thread_team=0
+1550 1 ThreadAcquireLock model=OPENMP lock_id=0 acquisition_order=1
+1600 1 ThreadReleaseLock model=OPENMP lock_id=0 acquisition_order=1
+1700 0 ThreadTeamEnd thread_team=0
+1800 1 ThreadTeamEnd thread_team=0
+2000 0 ThreadJoin model=OPENMP
+2100 0 Leave region=0
+2200 0 Enter region=0
+2300 0 ThreadFork model=OPENMP number_of_requested_threads=2
+2400 0 ThreadTeamBegin thread_team=0
+2450 0 ThreadAcquireLock model=OPENMP lock_id=0 acquisition_order=2
+2470 0 ThreadReleaseLock model=OPENMP lock_id=0 acquisition_order=2
+2500 0 ThreadTeamEnd thread_team=0
+2700 1 ThreadTeamBegin thread_team=0
+3200 1 ThreadTeamEnd thread_team=0
+3400 0 ThreadJoin model=OPENMP
+3500 0 Leave region=0
+"""
+
+
+def test_lock_handed_across_regions_and_a_cut(tmp_path, monkeypatch):
+    """The worker's release in region 1 and the master's acquisition in region 2 fall
+    in different segments; the join that orders them only in the first. The release
+    carries the locations it happened before, so the upper bound marks the link
+    implied as in memory; without that it keeps the interval (550 ticks later)."""
+    path = tmp_path / "r.trace"
+    path.write_text(_REGIONS)
+    trace = read_text(str(path))
+    ref, got, res = both(trace, Platform(1e-7), "upper", segment_records=2, chunk_records=1)
+    assert res.segments >= 2 and res.verification.ok
+    assert [s.implied for s in ref.matching.threads.syncs if s.kind == "lock"] == [True]
+    for loc, ev in got.items():
+        np.testing.assert_array_equal(ev.time, ref.trace.events[loc].time)
+    monkeypatch.setattr("compensate.engine.stream.release_reach", lambda *a, **k: {})
+    _, lost, _ = both(trace, Platform(1e-7), "upper", segment_records=2, chunk_records=1)
+    assert int(lost[0].time[9] - ref.trace.events[0].time[9]) == 550
