@@ -7,7 +7,9 @@ calibration/microbench.c (skipped where no C compiler is installed).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
 import json
 import math
 import shutil
@@ -19,6 +21,7 @@ import numpy as np
 import pytest
 
 from calibration import external, tracecheck
+from calibration.cli import main as calibrate_main
 from calibration.copycost import (
     CopyPoint,
     CopySettings,
@@ -47,6 +50,18 @@ def run_calibrate(*args: str, cwd: Path | None = None) -> subprocess.CompletedPr
     """``calibrate ARGS`` in a fresh interpreter (what a user's shell runs)."""
     return subprocess.run([sys.executable, "-m", "calibration", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def calibrate_in_process(*args: object) -> subprocess.CompletedProcess:
+    """``calibrate ARGS`` through the same ``main`` in this interpreter: its exit code,
+    stdout and stderr, without a fresh interpreter's ~0.4 s start. For the checks and
+    the error paths, where what the command prints and returns is tested (an escaping
+    exception fails the test as a traceback would); the quick runs and the no-argument
+    call below still go through ``python -m calibration``."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = calibrate_main([str(a) for a in args])
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess) -> None:
@@ -326,15 +341,15 @@ def test_calibrate_overhead_updates_a_platform_file(microbench, quick_file, tmp_
 
 
 def test_calibrate_overhead_errors_are_one_line(microbench, tmp_path):
-    proc = run_calibrate("overhead", "--command", "x", "--baseline", "y {n}",
+    proc = calibrate_in_process("overhead", "--command", "x", "--baseline", "y {n}",
                          "--events-per-iteration", "2")
     assert proc.returncode == 2
     assert_one_line_error(proc)
-    proc = run_calibrate("overhead", "--command", "no-such-tracer-binary {n}",
+    proc = calibrate_in_process("overhead", "--command", "no-such-tracer-binary {n}",
                          "--baseline", f"{microbench} {{n}}", "--events-per-iteration", "2")
     assert proc.returncode == 3 and "command not found" in proc.stderr
     assert_one_line_error(proc)
-    proc = run_calibrate("overhead", "--command", f"{microbench} {{n}} bad",
+    proc = calibrate_in_process("overhead", "--command", f"{microbench} {{n}} bad",
                          "--baseline", f"{microbench} {{n}}", "--events-per-iteration", "2")
     assert proc.returncode == 3 and "exited with status 2" in proc.stderr
 
@@ -365,10 +380,10 @@ def test_calibrate_check_warns_on_a_too_large_overhead(tmp_path):
     good.write_text(json.dumps({"event_overhead": 1e-6, "copy_time": []}))
     bad.write_text(json.dumps({"event_overhead": 1e-6, "event_overhead_by_kind": {"Leave": 5e-6},
                                "copy_time": []}))
-    proc = run_calibrate("check", trace, "--platform", good)
+    proc = calibrate_in_process("check", trace, "--platform", good)
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout
-    proc = run_calibrate("check", trace, "--platform", bad)
+    proc = calibrate_in_process("check", trace, "--platform", bad)
     assert proc.returncode == 4
     assert "would overcompensate" in proc.stderr and "Leave" in proc.stderr
     assert "Enter" not in proc.stderr.split("overcompensate", 1)[1]
@@ -379,32 +394,32 @@ def test_calibrate_check_warns_on_a_too_large_overhead(tmp_path):
 def test_calibrate_check_on_real_score_p_traces(archive):
     if not archive.exists():
         pytest.skip(f"{archive} not available")
-    proc = run_calibrate("check", archive, "--overhead", "100ns")
+    proc = calibrate_in_process("check", archive, "--overhead", "100ns")
     papi = "papi" in archive.parent.name
     # Score-P stamps each PAPI Metric with its event's time: zero gaps, bound 0
     assert proc.returncode == (4 if papi else 0), proc.stdout + proc.stderr
     assert "Enter" in proc.stdout and "MpiRecv" in proc.stdout
     if papi:
         assert "Metric" in proc.stderr and "share a timestamp" in proc.stderr
-    proc = run_calibrate("check", archive, "--overhead", "10us")
+    proc = calibrate_in_process("check", archive, "--overhead", "10us")
     assert proc.returncode == 4 and "would overcompensate" in proc.stderr
 
 
 def test_calibrate_bad_input_is_one_line_and_nonzero(tmp_path, quick_file):
-    proc = run_calibrate("run", "--quick", "-o", quick_file)  # exists, no --force
+    proc = calibrate_in_process("run", "--quick", "-o", quick_file)  # exists, no --force
     assert proc.returncode == 3 and "--force" in proc.stderr
     assert_one_line_error(proc)
     (tmp_path / "broken.json").write_text("{not json")
-    proc = run_calibrate("check", ROOT / "examples" / "pingpong.trace", "--platform",
+    proc = calibrate_in_process("check", ROOT / "examples" / "pingpong.trace", "--platform",
                          tmp_path / "broken.json")
     assert proc.returncode == 3
     assert_one_line_error(proc)
-    proc = run_calibrate("check", tmp_path / "missing.otf2", "--overhead", "1us")
+    proc = calibrate_in_process("check", tmp_path / "missing.otf2", "--overhead", "1us")
     assert proc.returncode == 3
     assert_one_line_error(proc)
-    proc = run_calibrate("check", tmp_path / "x.txt")
+    proc = calibrate_in_process("check", tmp_path / "x.txt")
     assert proc.returncode == 2
-    proc = run_calibrate()
+    proc = run_calibrate()  # the real command, once
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
