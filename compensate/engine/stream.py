@@ -92,16 +92,16 @@ def _kinds(*codes: int) -> np.ndarray:
     return table
 
 
-_THREAD_OPEN = _kinds(KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"],
-                      KIND_CODE["ThreadEnd"], KIND_CODE["OmpFork"],
-                      KIND_CODE["RmaWinCreate"],  # an RMA window until its destruction
-                      KIND_CODE["RmaCollectiveBegin"])  # and its collectives (R10)
-_THREAD_CLOSE = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"],
-                       KIND_CODE["ThreadWait"], KIND_CODE["OmpJoin"],
-                       KIND_CODE["RmaWinDestroy"], KIND_CODE["RmaCollectiveEnd"])
+#: record kinds that open (+1) / close (-1) something no cut may fall inside, besides
+#: messages, MPI collectives and requests (see _Cutter._steps)
+_OPENS = _kinds(KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"], KIND_CODE["ThreadEnd"],
+                KIND_CODE["OmpFork"], KIND_CODE["RmaWinCreate"],
+                KIND_CODE["RmaCollectiveBegin"], *PINIT_KINDS)
+_CLOSES = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["ThreadWait"],
+                 KIND_CODE["OmpJoin"], KIND_CODE["RmaWinDestroy"],
+                 KIND_CODE["RmaCollectiveEnd"])
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
-_PARTITIONED_OPEN = _kinds(*sorted(PINIT_KINDS))
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
@@ -210,15 +210,14 @@ class _Cutter:
         # a matched probe opens (+1) what its MpiMrecv / MpiImrecv closes (-1 more
         # than the message itself): no cut between a probe and its receive; thread
         # synchronisation: a parallel region is open from its fork to its join, a
-        # Pthread from its create to its begin and from its end to its wait; an MPI-4
-        # partitioned operation from its Init on (no record frees it: rounds match by
-        # the order of the Inits, so no cut after the first one)
+        # Pthread from its create to its begin and from its end to its wait; an RMA
+        # window from its creation to its destruction, its collectives from begin to
+        # end (R10); an MPI-4 partitioned operation from its Init on (no record frees
+        # it: rounds match by the order of the Inits, so no cut after the first one)
         took = (k == PROBE) & (ev.size_recv >= 0)
-        plus = ((k == SEND) | (k == ISEND) | (k == COLL_BEGIN) | took
-                | _THREAD_OPEN[k] | _PARTITIONED_OPEN[k])
+        plus = (k == SEND) | (k == ISEND) | (k == COLL_BEGIN) | took | _OPENS[k]
         matched = (k == MRECV) | (k == IMRECV)
-        minus = ((k == RECV) | (k == IRECV) | (k == COLL_END) | matched
-                 | _THREAD_CLOSE[k])
+        minus = (k == RECV) | (k == IRECV) | (k == COLL_END) | matched | _CLOSES[k]
         if self.sync_regions.size:
             in_sync = np.isin(ev.region, self.sync_regions)
             plus = plus | ((k == ENTER) & in_sync)
