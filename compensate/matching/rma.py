@@ -222,11 +222,7 @@ def match_rma(trace: Trace) -> RmaDeps:
         return deps
 
     def target(loc: int, r: _Rec, remote: int) -> list[int]:
-        win = defs.windows.get(r.f["win"])
-        if win is None:
-            raise TraceError(f"{KIND_NAME[r.kind]} of window {r.f['win']}, which is not "
-                             f"defined{_UNDEFINED_HINT}", source=trace.source, location=loc,
-                             index=r.idx)
+        win = defs.windows[r.f["win"]]  # _Loc refused a record of an undefined window
         comm = defs.comms.get(win.comm)
         members = comm.members if comm is not None else ()
         if not members:
