@@ -65,6 +65,18 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from compensate.matching.threads import (
+    ACQUIRE,
+    BEGIN,
+    CREATE,
+    END,
+    FORK,
+    JOIN,
+    RELEASE,
+    TEAM_BEGIN,
+    TEAM_END,
+    WAIT,
+)
 from compensate.model import (
     ACCELERATOR_STREAM,
     CPU_THREAD,
@@ -77,11 +89,6 @@ from compensate.model import (
     Location,
 )
 
-FORK, JOIN = KIND_CODE["ThreadFork"], KIND_CODE["ThreadJoin"]
-TEAM_BEGIN, TEAM_END = KIND_CODE["ThreadTeamBegin"], KIND_CODE["ThreadTeamEnd"]
-ACQUIRE, RELEASE = KIND_CODE["ThreadAcquireLock"], KIND_CODE["ThreadReleaseLock"]
-CREATE, BEGIN = KIND_CODE["ThreadCreate"], KIND_CODE["ThreadBegin"]
-END, WAIT = KIND_CODE["ThreadEnd"], KIND_CODE["ThreadWait"]
 PARAM = KIND_CODE["ParameterUnsignedInt"]
 
 # hand-over latencies (seconds), the same in the truth and the measured run
