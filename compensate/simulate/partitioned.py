@@ -208,11 +208,18 @@ def _receive(rank: Any, op: _Op, j: int, ready: float):
     op.observed.add(j)
 
 
-def _parrived(rank: Any, handle: Any, j: int):
+def _unarrived(rank: Any, handle: Any, j: int, call: str) -> Any:
+    """The active receive operation of ``handle`` whose partition ``j`` ``call``
+    (parrived, ptest) may still ask for: one not observed yet."""
     op = _get(rank, handle, active=True)
     if op.send or not 0 <= j < op.parts or j in op.observed:
-        raise rank.fail(f"parrived of partition {j} of {handle!r}: not a receive partition "
+        raise rank.fail(f"{call} of partition {j} of {handle!r}: not a receive partition "
                         f"0..{op.parts - 1} that has not arrived yet")
+    return op
+
+
+def _parrived(rank: Any, handle: Any, j: int):
+    op = _unarrived(rank, handle, j, "parrived")
     region = rank.sim.regions["MPI_Parrived"]
     rank.emit(ENTER, region=region)
     yield from _receive(rank, op, j, rank.t)
@@ -221,10 +228,7 @@ def _parrived(rank: Any, handle: Any, j: int):
 
 
 def _ptest(rank: Any, handle: Any, j: int):
-    op = _get(rank, handle, active=True)
-    if op.send or not 0 <= j < op.parts or j in op.observed:
-        raise rank.fail(f"ptest of partition {j} of {handle!r}: not a receive partition "
-                        f"0..{op.parts - 1} that has not arrived yet")
+    op = _unarrived(rank, handle, j, "ptest")
     region = rank.sim.regions["MPI_Parrived"]
     rank.emit(ENTER, region=region)
     op.pair.tests.setdefault((op.round, j), []).append(rank.t)
