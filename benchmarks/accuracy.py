@@ -17,12 +17,18 @@ it measured:
   viol            happened-before violations in all three outputs (must be 0)
 
 Usage: python benchmarks/accuracy.py [--ranks 8] [--overheads 0.2us,1us,5us] [--seed 0]
-       [--programs rma_fence,rma_pscw,...]
+       [--programs rma_fence,rma_pscw,...] [--platform FILE.json]
+
+``--platform``: the ``network`` entry of this platform file (a platform network
+model) is given to the fitted bound; the overheads and copy costs stay the
+simulator's. ``benchmarks/simulated-network.json`` holds the simulator's own
+network (1 µs + bytes / 5 GB/s).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform as pyplatform
 import sys
 import time
@@ -30,7 +36,7 @@ import time
 from compensate.engine import EngineOptions, compensate
 from compensate.engine.fit import fit_network
 from compensate.matching import match
-from compensate.platform import parse_duration
+from compensate.platform import Platform, parse_duration
 from compensate.simulate import SimResult, simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS, HYBRID_RANKS
 from compensate.simulate.programs import PROGRAMS
@@ -42,11 +48,14 @@ FALLBACK_NOTE = ("‡ fitted: too few observed transfers to fit, the lower bound
                  "(thread and device links: their fitted latency)")
 
 
-def fitted_accuracy(sim: SimResult, eager_limit: int | None = None) -> tuple[Accuracy, bool]:
+def fitted_accuracy(sim: SimResult, eager_limit: int | None = None,
+                    network: tuple[float, float] | None = None) -> tuple[Accuracy, bool]:
     """Accuracy of ``--bound fitted`` on the measured trace, and whether it fell
-    back to the lower bound (what the command line does)."""
+    back to the lower bound (what the command line does); ``network`` a platform
+    network model (latency s, seconds per byte) for the fit."""
     m = match(sim.measured, eager_limit=eager_limit)
-    fit = fit_network(sim.measured, m, sim.platform)
+    plat = dataclasses.replace(sim.platform, network=network) if network else sim.platform
+    fit = fit_network(sim.measured, m, plat)
     opts = (EngineOptions("fitted", network_time=fit) if fit
             else EngineOptions("lower", fit_links=True))
     r = compensate(sim.measured, sim.platform, opts, m)
@@ -59,11 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overheads", default="0.2us,1us,5us")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--programs", default="", help="comma-separated subset (default: all)")
+    ap.add_argument("--platform", metavar="FILE.json",
+                    help="give its network entry (a platform network model) to the fitted bound")
     args = ap.parse_args(argv)
+    network = Platform.load(args.platform).network if args.platform else None
     overheads = [parse_duration(x) for x in args.overheads.split(",")]
     start = time.monotonic()
     print(f"# accuracy benchmark: ranks={args.ranks} seed={args.seed} "
-          f"python {pyplatform.python_version()} on {pyplatform.machine()}")
+          f"python {pyplatform.python_version()} on {pyplatform.machine()}"
+          + (f"; platform network model {network} from {args.platform}" if network else ""))
     print()
     print("| program | ranks | overhead | records | dilation % | lower % | upper % | fitted % | "
           "min loc % | err p50 µs | err p99 µs | err max µs | bracketed % | total in | viol |")
@@ -85,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             lo, up = ev["lower"], ev["upper"]
             best = lo if lo.removed_total >= up.removed_total else up
             br = ev["bracket"]
-            fi, fell_back = fitted_accuracy(sim, limit)
+            fi, fell_back = fitted_accuracy(sim, limit, network)
             fallbacks += fell_back
             print(f"| {label} | {ranks} | {o * 1e6:g} µs | {sim.measured.record_count} | "
                   f"{100 * lo.dilation:.1f} | {100 * lo.removed_total:.1f} | "

@@ -15,7 +15,9 @@ interpreter would. At the end the buffers are gathered on rank 0
 and written as ``run/traces.otf2`` with ClockOffset definitions from a ping-pong
 at start and end (:mod:`calibration.tracer.clock`, :mod:`calibration.tracer.archive`);
 then rank 0 calibrates the tracer's own per-record cost while the other ranks
-sleep, and writes ``run/platform.json`` (:mod:`calibration.tracer.overhead`), so
+sleep, and writes ``run/platform.json`` (:mod:`calibration.tracer.overhead`; on two
+or more ranks, ranks 0 and 1 first measure the network by a ping-pong after the
+program, :mod:`calibration.network`, for its ``network`` entry), so
 that ``compensate run/traces.otf2 out/traces.otf2 --platform run/platform.json``
 removes a measured overhead.
 
@@ -164,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     threads.uninstall()
 
     offsets.append(clock.clock_offsets(private, trust_host=trust))
+    pingpong = None  # the platform network model, after the program (not in the trace)
+    if args.calibration_records > 0 and private.Get_size() >= 2:
+        from calibration.network import pingpong as measure_network
+        pingpong = measure_network(private)
     mine = archive.RankData.of(rank, host, recorder, offsets, realtime)
     mine.back_ns = insitu.back_cost()
     if sched0 and sched1:
@@ -173,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     gathered = private.gather(mine, root=0)
     error: str | None = None
     if rank == 0:
-        error = _write_outputs(args, gathered, MPI)
+        error = _write_outputs(args, gathered, MPI, pingpong)
         del gathered
         private.Ibarrier().Wait()
     else:
@@ -186,10 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | None:
+def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
+                   pingpong: list[dict] | None = None) -> str | None:
     """Rank 0: calibrate, write the archive (with each location's in-situ overhead
     table, whose unbracketed records take the calibrated values), then
-    platform.json; returns an error message or None."""
+    platform.json (with the network model of the ranks' ``pingpong``, if measured:
+    :mod:`calibration.network`); returns an error message or None."""
     from calibration.tracer import archive
 
     platform = None
@@ -203,6 +211,13 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any) -> str | 
                                         for o in d.offsets] for d in gathered}}}
         threaded = any(d.threaded for d in gathered)
         platform = _calibrate(args, MPI.Status(), extra, threaded)
+        if pingpong:
+            from calibration.network import network_entry
+            from compensate.platform import Platform
+            copy = Platform.from_dict(platform).copy_time
+            platform["network"] = network_entry(pingpong, copy)
+            platform["network"]["mpi"] = extra["mpi"]
+            platform["network"]["ranks"] = [gathered[0].host, gathered[1].host]
     defaults = {}
     if platform is not None:
         defaults = dict(platform["event_overhead_by_kind"])

@@ -123,7 +123,8 @@ def resolve_platform(platform: Platform | str | os.PathLike | None,
                         f"got {type(overhead).__name__}")
     if plat is None:
         return Platform(seconds)
-    return Platform(seconds, {}, plat.copy_bytes, plat.copy_seconds, plat.device_overhead)
+    return Platform(seconds, {}, plat.copy_bytes, plat.copy_seconds, plat.device_overhead,
+                    network=plat.network)
 
 
 def compensate(trace: Trace, bound: str = "lower",

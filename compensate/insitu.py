@@ -100,7 +100,8 @@ def platform_of(defs: Definitions, base: Platform | None = None) -> Platform | N
     if base is None:
         return Platform(0.0, by_location=by_location)
     return Platform(base.event_overhead, dict(base.overhead_by_kind), base.copy_bytes,
-                    base.copy_seconds, base.device_overhead, by_location=by_location)
+                    base.copy_seconds, base.device_overhead, by_location=by_location,
+                    network=base.network)
 
 
 def describe(platform: Platform) -> dict[str, Any]:

@@ -166,4 +166,5 @@ def estimate(trace: Trace, base: Platform | None = None) -> tuple[Platform, dict
                       "capped by its own bound (docs/compensation.md)"}
     if base is None:
         return Platform(common, by_kind), info
-    return Platform(common, by_kind, base.copy_bytes, base.copy_seconds), info
+    return Platform(common, by_kind, base.copy_bytes, base.copy_seconds,
+                    network=base.network), info

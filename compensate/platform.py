@@ -6,7 +6,14 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
      "event_overhead": 1e-6,                       # seconds per record
      "event_overhead_by_kind": {"Metric": 2e-6},   # optional, OTF2 record kind -> seconds
      "device_overhead": 0.0,                       # optional, seconds per accelerator record
-     "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...]}
+     "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...],
+     "network": {"latency": 1e-6, "per_byte": 2e-10}}  # optional (R2f, below)
+
+``network``: the platform's network model, ``latency + bytes · per_byte`` seconds
+for one message's transfer (without the two buffer copies), measured by a
+ping-pong (:mod:`calibration.network`). ``--bound fitted`` uses it where the
+trace's own observations cannot separate latency from bandwidth
+(:func:`compensate.engine.fit.outcome_of`); no other bound reads it.
 
 One schema describes the file: ``compensate/platform.schema.json`` (JSON Schema
 2020-12, shipped in the package). :func:`validate` checks a file against it field
@@ -64,6 +71,9 @@ class Platform:
     device_overhead: float = 0.0
     by_location: dict[int, tuple[dict[str, float], dict[int, tuple]]] = \
         field(default_factory=dict)
+    #: the platform network model ``(latency s, seconds per byte)`` of the file's
+    #: optional ``network`` entry (module docstring); None: the file has none
+    network: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if not (self.event_overhead >= 0 and math.isfinite(self.event_overhead)):
@@ -83,6 +93,12 @@ class Platform:
             raise PlatformError("copy_time: bytes and seconds must pair up")
         if np.any(b <= 0) or np.any(s < 0) or not np.all(np.isfinite(s)):
             raise PlatformError("copy_time: bytes must be > 0 and seconds >= 0")
+        if self.network is not None:
+            lat, per_byte = (float(x) for x in self.network)
+            if not all(v >= 0 and math.isfinite(v) for v in (lat, per_byte)):
+                raise PlatformError(f"network: latency and per_byte must be finite numbers "
+                                    f">= 0, got {self.network!r}")
+            self.network = (lat, per_byte)
         order = np.argsort(b)
         b, s = b[order], s[order]
         if np.any(np.diff(b) == 0):
@@ -163,9 +179,11 @@ class Platform:
         by_kind = {str(k): float(v) for k, v in (data.get("event_overhead_by_kind") or {}).items()}
         b = [float(e["bytes"]) for e in data["copy_time"]]
         s = [float(e["seconds"]) for e in data["copy_time"]]
+        net = data.get("network")
+        network = None if net is None else (float(net["latency"]), float(net["per_byte"]))
         try:
             return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s),
-                       float(data.get("device_overhead", 0.0)))
+                       float(data.get("device_overhead", 0.0)), network=network)
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -191,7 +209,7 @@ class Platform:
         return cls.from_dict(data, str(path))
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "format": 1,
             "event_overhead": self.event_overhead,
             "event_overhead_by_kind": dict(self.overhead_by_kind),
@@ -199,6 +217,9 @@ class Platform:
             "copy_time": [{"bytes": int(b), "seconds": float(s)}
                           for b, s in zip(self.copy_bytes, self.copy_seconds, strict=True)],
         }
+        if self.network is not None:  # only where given: summaries stay as they were
+            out["network"] = {"latency": self.network[0], "per_byte": self.network[1]}
+        return out
 
 
 # -- the schema and its validator -----------------------------------------------------

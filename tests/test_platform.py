@@ -61,6 +61,13 @@ CASES = [  # (file content, the message after "p.json: ")
      "unknown field 'event_overheads' (did you mean 'event_overhead'?)"),
     (with_(device_overhead=-1e-9), "device_overhead: must be >= 0, got -1e-09"),
     (with_(format=2), "format: unsupported value 2 (expected 1)"),
+    (with_(network={"latency": 1e-6}),
+     "network: missing required field 'per_byte' (seconds per byte)"),
+    (with_(network={"latency": -1e-6, "per_byte": 0}),
+     "network.latency: must be >= 0, got -1e-06"),
+    (with_(network={"latency": 1e-6, "per_byte": 2e-10, "bandwidth": 5e9}),
+     "network: unknown field 'bandwidth'"),
+    (with_(network=[1e-6, 2e-10]), "network: expected an object, got a list"),
     ({"copy_time": []},
      "missing required field 'event_overhead' (seconds the tracer adds per record)"),
     ([GOOD], "expected an object, got a list"),
@@ -147,6 +154,18 @@ def test_bundled_examples_are_valid_for_both(path):
     assert_agree(data)
 
 
+def test_network_entry_loads_and_round_trips():
+    data = with_(network={"latency": 1e-6, "per_byte": 2e-10, "method": "ping-pong"})
+    plat = Platform.from_dict(data)
+    assert plat.network == (1e-6, 2e-10)
+    back = plat.to_dict()
+    assert back["network"] == {"latency": 1e-6, "per_byte": 2e-10}
+    assert Platform.from_dict(back).network == plat.network
+    assert "network" not in Platform.from_dict(GOOD).to_dict()  # absent: summaries unchanged
+    with pytest.raises(PlatformError, match="network"):
+        Platform(1e-6, network=(math.nan, 0.0))
+
+
 def test_what_the_simulator_writes_is_valid_for_both(tmp_path):
     from compensate.simulate import default_platform
     assert_agree(default_platform(1e-6).to_dict())
@@ -170,6 +189,10 @@ platform_files = st.fixed_dictionaries(
               "event_overhead_by_kind": st.one_of(
                   st.dictionaries(kinds, st.one_of(numbers, junk), max_size=3), junk),
               "copy_time": st.one_of(st.lists(entry, max_size=4), junk),
+              "network": st.one_of(st.fixed_dictionaries(
+                  {}, optional={"latency": st.one_of(numbers, junk),
+                                "per_byte": st.one_of(numbers, junk),
+                                "measured": junk, "bandwith": numbers}), junk),
               "_comment": junk, "machine": junk, "date": junk, "copy_times": junk})
 
 

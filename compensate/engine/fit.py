@@ -38,6 +38,26 @@ median transfer time as a constant (``per_byte = 0``, model ``"constant"``).
 
 One fit for all location pairs: the engine's hook takes the message size only,
 so a separate intra-/inter-node fit could not be applied per message.
+
+**With a platform network model** (the platform file's optional ``network``
+entry, ``latency_P + s · per_byte_P``, measured by a ping-pong:
+:mod:`calibration.network`), :func:`outcome_of` combines the two, taking from
+the platform only what the trace cannot tell (docs/compensation.md, "R2f with a
+platform network model"):
+
+* the trace observed >= :data:`MIN_OBSERVATIONS` transfers of >= 2 sizes: the
+  trace's own fit, as without a platform model (it measures this run);
+* of one size ``s0`` only: the trace fixes the network time at ``s0`` (its
+  median ``m``), the platform the slope: ``latency = m - s0 · per_byte_P``,
+  ``per_byte = per_byte_P`` (model ``"platform slope"``; where that latency would
+  be negative, ``latency 0, per_byte = m / s0``): exact at the observed size,
+  the platform's bandwidth elsewhere, where the constant fit would time every
+  size like ``s0``;
+* fewer than :data:`MIN_OBSERVATIONS`: the platform model itself (``"platform"``)
+  instead of falling back to the lower bound.
+
+Without a ``network`` entry nothing changes. Every value is still clamped into
+the message's [lower, upper] interval by the engine.
 """
 
 from __future__ import annotations
@@ -97,7 +117,9 @@ class NetworkFit:
     size_min: int  # smallest observed message, bytes
     size_max: int  # largest observed message, bytes
     distinct_sizes: int
-    model: str  # "linear" | "constant" (a single message size: latency only)
+    #: "linear" | "constant" (a single message size: latency only) | "platform slope" |
+    #: "platform" (the platform network model: module docstring)
+    model: str
 
     @property
     def bandwidth(self) -> float:
@@ -398,12 +420,41 @@ class FitOutcome:
 def try_fit(trace: Trace, matching: Matching, platform: Platform) -> FitOutcome:
     """Observe the transfers of ``trace`` and fit them; say why if that is not possible."""
     obs = observe_transfers(trace, matching, platform)
-    return outcome_of(obs, 1.0 / trace.definitions.timer_resolution)
+    return outcome_of(obs, 1.0 / trace.definitions.timer_resolution, platform.network)
 
 
-def outcome_of(obs: Observations, tick: float) -> FitOutcome:
-    """Fit observed transfers; say why if that is not possible (too few)."""
+def with_platform(obs: Observations, fit: NetworkFit | None,
+                  network: tuple[float, float]) -> NetworkFit:
+    """The trace's fit combined with the platform network model ``(latency s,
+    seconds per byte)`` (module docstring): the trace's own linear fit where it
+    has one, the platform's slope through the one size it observed, else the
+    platform model."""
+    if fit is not None and fit.model == "linear":
+        return fit
+    p_lat, p_pb = network
+    n = len(obs)
+    if fit is None:
+        lo = int(obs.sizes.min()) if n else 0
+        hi = int(obs.sizes.max()) if n else 0
+        distinct = int(np.unique(obs.sizes).size) if n else 0
+        return NetworkFit(p_lat, p_pb, n, 0.0, lo, hi, distinct, "platform")
+    s0, m = fit.size_min, fit.latency  # a constant fit: the median at its one size
+    latency, per_byte = m - s0 * p_pb, p_pb
+    if latency < 0:
+        latency, per_byte = 0.0, m / s0
+    resid = obs.seconds - (latency + obs.sizes * per_byte)
+    return NetworkFit(latency, per_byte, n, _mad(resid), fit.size_min, fit.size_max,
+                      fit.distinct_sizes, "platform slope")
+
+
+def outcome_of(obs: Observations, tick: float,
+               network: tuple[float, float] | None = None) -> FitOutcome:
+    """Fit observed transfers; say why if that is not possible (too few). With a
+    platform network model ``network`` the fit is combined with it
+    (:func:`with_platform`) and there is always one."""
     fit = fit_observations(obs, tick)
+    if network is not None:
+        return FitOutcome(with_platform(obs, fit, network), len(obs))
     if fit is not None:
         return FitOutcome(fit, len(obs))
     reason = (f"{len(obs)} observed transfers ({obs.p2p} point-to-point messages whose "
@@ -446,6 +497,8 @@ def summary_phrase(obj: dict) -> str:
         return f"fitted bound not possible ({obj['fallback_reason']})"
     bw = obj["bandwidth_Bps"]
     bandwidth = f"{bw / 1e9:.3g} GB/s" if bw else "bandwidth n/a: one message size"
+    source = {"platform": "the platform network model; ",
+              "platform slope": "the platform network model's bandwidth; "}.get(obj["model"], "")
     return (f"fitted bound (latency {obj['latency_s'] * 1e6:.3g} us, {bandwidth}, "
-            f"from {obj['observations']} observed transfers; used for {obj['used']} "
+            f"from {source}{obj['observations']} observed transfers; used for {obj['used']} "
             f"unobserved, {obj['clamped']} of them clamped to [lower, upper])")

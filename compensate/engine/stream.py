@@ -674,7 +674,7 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
         release_memory()
     obs = Observations(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
                        np.concatenate(seconds) if seconds else np.zeros(0), p2p, coll, rma)
-    return outcome_of(obs, 1.0 / defs.timer_resolution)
+    return outcome_of(obs, 1.0 / defs.timer_resolution, platform.network)
 
 
 def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],

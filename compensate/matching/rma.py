@@ -106,6 +106,11 @@ class RmaLink(ThreadSync):
     #: records the waiting record waits for by another rule (a fence's begins), which
     #: may be the ones that freed it last: then no sender's interval was observed
     also: list[tuple[int, int]] = field(default_factory=list)
+    #: a ``lock`` link's *deposits*: the operations of the previous conflicting
+    #: epochs, ``(location, record index, bytes to the target, bytes back)``; the
+    #: grant follows each one's arrival at the target (``target``, a location)
+    deposits: list[tuple[int, int, int, int]] = field(default_factory=list)
+    target: int = -1
 
     def __post_init__(self) -> None:
         n = len(self.sends)
@@ -365,23 +370,29 @@ def _locks(locs: dict[int, _Loc], deps: RmaDeps, target) -> None:
     # (win, target location) -> [(release time, origin, exclusive, grant candidates, release)]
     epochs: dict[tuple, list] = defaultdict(list)
     for loc, lr in locs.items():
-        open_: dict[tuple, list] = {}  # (win, remote) -> [request rec, acquire rec]
+        open_: dict[tuple, list] = {}  # (win, remote) -> [request, acquire, operations]
         for r in lr.recs:
             key = (r.f.get("win"), r.f.get("remote"))
             if r.kind == REQUEST_LOCK:
-                open_[key] = [r, None]
+                open_[key] = [r, None, []]
             elif r.kind == ACQUIRE_LOCK and key in open_:
                 open_[key][1] = r
+            elif r.kind in (PUT, GET, ATOMIC):
+                ops = open_.get(key) or open_.get((key[0], -1))
+                if ops is not None:
+                    ops[2].append(r)
             elif r.kind == RELEASE_LOCK and key in open_:
-                req, acq = open_.pop(key)
+                req, acq, ops = open_.pop(key)
                 excl = req.f["lock_type"] == "EXCLUSIVE"
                 for t in target(loc, r, key[1]):
-                    epochs[(key[0], t)].append((int(lr.time[r.idx]), loc, excl, req, acq, r))
-    for (_win, _t), eps in epochs.items():
+                    mine = [o for o in ops if t in target(loc, o, o.f["remote"])]
+                    epochs[(key[0], t)].append((int(lr.time[r.idx]), loc, excl, req, acq, r,
+                                                mine))
+    for (_win, t), eps in epochs.items():
         eps.sort(key=lambda e: (e[0], e[1]))
         last_x = None
         shared: list = []
-        for _, loc, excl, req, acq, rel in eps:
+        for _, loc, excl, req, acq, rel, ops in eps:
             holders = ([last_x] if last_x else []) + (shared if excl else [])
             holders = [h for h in holders if h[0] != loc]
             senders = [(h[0], h[1]) for h in holders]
@@ -402,14 +413,16 @@ def _locks(locs: dict[int, _Loc], deps: RmaDeps, target) -> None:
                     last = max(holders, key=lambda h: int(locs[h[0]].time[h[2]]))
                     deps.links.append(RmaLink(
                         "lock", (loc, w), senders + [(last[0], last[2])],
-                        [0] * (n + 1), [0] * (n + 1), [False] * n + [True]))
+                        [0] * (n + 1), [0] * (n + 1), [False] * n + [True],
+                        deposits=[d for h in holders for d in h[3]], target=t))
             # the lock is released inside MPI_Win_unlock, before Score-P writes the
             # RmaReleaseLock at the call's exit: the call's Enter is the sender, its
             # first record after the Enter (the exit) the reference
             lr_ = locs[loc]
             enter = rel.enter if rel.enter >= 0 else rel.idx
             x = lr_.waiter(rel, enter, int(lr_.time[enter])) if rel.enter >= 0 else rel.idx
-            freed = (loc, enter, rel.idx if x is None else x)
+            freed = (loc, enter, rel.idx if x is None else x,
+                     [(loc, o.idx, *_bytes(o)) for o in ops])
             if excl:
                 last_x, shared = freed, []
             else:
@@ -531,11 +544,17 @@ def _completions(deps: RmaDeps, lr: _Loc, rel: _Rec, ops: list[_Rec]) -> None:
         w = lr.waiter(rel, rel.enter, int(lr.time[op.idx]))
         if w is None:
             continue
-        sent = op.f["bytes"] if op.kind == PUT else (0 if op.kind == GET else op.f["sent"])
-        back = op.f["bytes"] if op.kind == GET else (op.f["received"] if op.kind == ATOMIC
-                                                     else 0)
+        sent, back = _bytes(op)
         deps.links.append(RmaLink("completion", (lr.loc, w), [(lr.loc, op.idx)],
-                                  [max(sent, 0)], [max(back, 0)], [False]))
+                                  [sent], [back], [False]))
+
+
+def _bytes(op: _Rec) -> tuple[int, int]:
+    """(bytes to the target, bytes back to the origin) of an RMA operation (>= 0)."""
+    sent = op.f["bytes"] if op.kind == PUT else (0 if op.kind == GET else op.f["sent"])
+    back = op.f["bytes"] if op.kind == GET else (op.f["received"] if op.kind == ATOMIC
+                                                 else 0)
+    return max(sent, 0), max(back, 0)
 
 
 def was_observed(kind: str, earliest: float, latest: float, ready: float, r_m: float,

@@ -3,8 +3,10 @@ them: no member leaves a fence (that synchronised in the measurement) before the
 last member entered it; an MPI_Win_start or MPI_Win_complete does not return
 before the matching MPI_Win_post; an MPI_Win_wait does not return before the
 matching MPI_Win_complete was called; no lock is granted (nor its epoch ended)
-before the previous conflicting release; a put's data is at the target before the
-target's epoch ends. Each waiting record strictly after what it waits for
+before the previous conflicting release, nor before the operations of the previous
+conflicting epochs were issued (they reach the target before the release, which
+comes before the grant); a put's data is at the target before the target's epoch
+ends. Each waiting record strictly after what it waits for
 (:mod:`compensate.matching.rma` says which records those are)."""
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ _WHAT = {
     "lock": "lock granted before the previous conflicting release",
     "transfer": "the target's epoch ended before the transfer arrived",
     "completion": "MPI_Win_unlock returned before its operation",
+    "deposit": "lock granted before an operation of the previous conflicting epoch was issued",
 }
 
 
@@ -38,6 +41,11 @@ def verify_rma(trace: Trace, matching: Matching, v) -> None:
     for link in deps.links:
         loc, i = link.recv
         t = trace.events[loc].time[i]
+        for s_loc, s, _, _ in link.deposits:  # happened before via the release
+            if s_loc != loc and t <= trace.events[s_loc].time[s]:
+                v.rma += 1
+                _note(v, f"location {loc}, record {i}: {_WHAT['deposit']} (location "
+                         f"{s_loc}, record {s})")
         for (s_loc, s), ref in zip(link.sends, link.ref, strict=True):
             if ref or (s_loc == loc and s < i):
                 continue  # a reference, or ordered by the location itself

@@ -234,6 +234,11 @@ def test_calibrated_overhead_matches_the_dilation_of_a_record_heavy_loop(
 def test_traced_run_compensates_without_violations(traced_allcalls: Path) -> None:
     platform = traced_allcalls.parent / "platform.json"
     assert Platform.load(platform).event_overhead > 0
+    # ranks 0 and 1 measured the network after the program (calibration.network)
+    latency, per_byte = Platform.load(platform).network
+    assert 0 < latency < 1e-3 and 0 <= per_byte < 1e-6
+    assert [m["bytes"] for m in json.loads(platform.read_text())["network"]["measured"]] \
+        == [0, 64, 1024, 16384, 262144]
     out = traced_allcalls.parent.parent / "out" / "traces.otf2"
     summary = traced_allcalls.parent.parent / "summary.json"
     proc = subprocess.run(

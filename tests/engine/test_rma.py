@@ -82,3 +82,42 @@ def test_no_overhead_upper_is_identity(program):
                    EngineOptions(bound="upper", collective_exit="per-process"), m)
     for loc, ev in sim.measured.events.items():
         assert r.trace.events[loc].time.tolist() == ev.time.tolist(), loc
+
+
+@given(rma_programs(), st.sampled_from([2e-7, 1e-6]))
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_lock_deposits_hold_in_the_truth_and_only_move_records_later(program, overhead):
+    """The deposit rule ("Passive target", docs/compensation.md): in the simulator's
+    truth every lock grant comes at least the rule's time after each operation of
+    the previous conflicting epochs (its copies, its way to the target, the grant's
+    way back: a lower bound of the truth, with the true network); and the rule never
+    moves a record earlier than the other rules place it, under lower and fitted with
+    the true network as the platform model."""
+    import dataclasses
+
+    import pytest
+
+    from compensate.engine.kinds import rma
+
+    net = Network(latency=1e-6)
+    sim = run_program(program, default_platform(overhead), network=net, quantize=True)
+    m = match(sim.measured)
+    true = dataclasses.replace(sim.platform, network=(net.latency, 1.0 / net.bandwidth))
+    res = sim.truth.definitions.timer_resolution
+    for link in m.rma.links:
+        loc, i = link.recv
+        for o_loc, o_i, sent, _ in link.deposits:
+            least = 2 * sim.platform.copy_time(sent) + (
+                net.time(sent) if o_loc != link.target else 0.0) + (
+                net.time(0) if loc != link.target else 0.0)
+            gap = int(sim.truth.events[loc].time[i]) - int(sim.truth.events[o_loc].time[o_i])
+            assert gap >= least * res - 2, (link, gap, least)
+    fit = fit_network(sim.measured, m, true)
+    for opts in (EngineOptions("lower"), EngineOptions("fitted", network_time=fit)):
+        with_rule = compensate(sim.measured, sim.platform, opts, m).trace
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(rma, "_deposits", lambda *a: None)
+            without = compensate(sim.measured, sim.platform, opts, m).trace
+        assert verify(with_rule, m).ok
+        for loc, ev in without.events.items():
+            assert (with_rule.events[loc].time >= ev.time).all(), (opts.bound, loc)

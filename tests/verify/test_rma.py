@@ -42,3 +42,13 @@ def test_lock_before_release_is_a_violation():
     bad = _shift(r.trace, 1, 2, int(r.trace.events[0].time[3]) - 1)
     v = verify(bad, r.matching)
     assert v.rma >= 1 and any("lock granted" in e for e in v.examples)
+
+
+def test_lock_before_the_previous_epochs_put_is_a_violation():
+    r = _run("r10_lock_deposit.trace")
+    assert verify(r.trace, r.matching).ok
+    put = int(r.trace.events[1].time[4])  # location 1's RmaPut
+    bad = _shift(r.trace, 2, 6, put)  # location 2's lock Leave at the put's time
+    v = verify(bad, r.matching)
+    assert v.rma >= 1 and any("operation of the previous conflicting epoch" in e
+                              for e in v.examples)

@@ -19,6 +19,16 @@ the least transfer (``2·C(b)·b`` for ``b`` bytes, 0 for a synchronisation):
   ``[lo, max(δ, lo)]``;
 * always ``r_a >= s_a + 1 tick``.
 
+**Deposits** (docs/compensation.md, "Passive target: the epoch's operations before
+the next grant"): a lock grant also follows every operation ``o`` of the previous
+conflicting epochs, by the least time the operation takes to arrive at the target
+and the grant to come back: ``r_a >= o_a + max(L, 1 tick)`` with ``L = lo`` (the
+operation's two copies, ``2·C(b)·b``; lower and upper bounds) or, under
+``--bound fitted``, ``lo + network(b)`` (origin not the target) ``+ network(0)``
+(waiter not the target), clamped into ``[lo, max(δ, lo)]``. A lower bound of
+the truth under MPI's semantics; never earlier than the rule above would place
+the record (the later value wins).
+
 A fence instance is n-to-n (:func:`compensate.engine.kinds.handles.build`: only
 where it synchronised); window creation and free as the handle collectives.
 
@@ -84,6 +94,50 @@ class RmaWait(Rule):
         return best
 
 
+class LockDeposit(Rule):
+    """A lock grant after the arrival of the previous epochs' operations at the
+    target (module docstring, "Deposits")."""
+
+    __slots__ = ("ops", "lo", "hi", "size", "hops")
+
+    def __init__(self, ops: list[Ref], lo: list[float], hi: list[float], size: list[int],
+                 hops: list[tuple[bool, bool]], needs: list[Need]) -> None:
+        self.ops, self.lo, self.hi, self.size, self.hops = ops, lo, hi, size, hops
+        self.needs = needs
+
+    def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
+        best = float("-inf")
+        fitted = ctx.bound == "fitted"
+        for j, o in enumerate(self.ops):
+            lat = lo = self.lo[j]
+            if fitted:
+                there, back = self.hops[j]
+                lat = lo + (ctx.network_ticks(self.size[j]) if there else 0.0) + (
+                    ctx.network_ticks(0) if back else 0.0)
+                lat = min(lat, self.hi[j])
+            best = max(best, at(A, o) + max(lat, lo, TICK))
+        return best
+
+
+def _deposits(graph: Graph, link, dep_rules: dict) -> None:
+    """The :class:`LockDeposit` rule of a lock link with deposits."""
+    loc, i = link.recv
+    li = graph.pos_of[loc]
+    r_m = float(graph.tm[graph.g(li, i)])
+    pos, lo, hi, size, hops = [], [], [], [], []
+    for o_loc, o_i, sent, _back in link.deposits:
+        o_li = graph.pos_of[o_loc]
+        g = graph.g(o_li, o_i)
+        least = _least(graph, sent, 0)
+        pos.append((o_li, o_i))
+        lo.append(least)
+        hi.append(max(r_m - float(graph.tm[g]) - float(graph.kind_ovh(g)), least))
+        size.append(sent)
+        hops.append((o_loc != link.target, loc != link.target))
+    dep_rules.setdefault((li, i), []).append(Pending(
+        LockDeposit, ([("ref", o_li, o_i) for o_li, o_i in pos], lo, hi, size, hops), pos))
+
+
 def _least(graph: Graph, size: int, back: int) -> float:
     """The least time bytes take: both copies each way (2·C(s)·s), nothing else."""
     return (2.0 * graph.copy(size) if size > 0 else 0.0) + \
@@ -104,6 +158,8 @@ def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
         for row in zip(link.sends, link.sizes, link.back, link.ref, strict=True):
             by_recv[link.recv].append((link.kind, *row))
         also[link.recv].update(link.also)
+        if link.deposits:
+            _deposits(graph, link, dep_rules)
     tm, ovh = graph.tm, graph.kind_ovh
     prepared = []
     fit: dict[str, float] = {}

@@ -1,0 +1,137 @@
+"""The platform network model: a ping-pong of a few message sizes between two MPI
+ranks, fitted to ``network(s) = latency + s · per_byte`` (the platform file's
+optional ``network`` entry, docs/platform-file.md; R2f step 5 in
+docs/compensation.md says how ``--bound fitted`` uses it).
+
+Rank 0 sends ``s`` bytes to rank 1, which sends them back; half the median round
+trip is the one-way time of an ``s``-byte message as the program sees it. The
+measurement model (docs/design.md §2) splits that into the sender's copy, the
+network and the receiver's copy, ``one_way(s) = 2·C(s)·s + network(s)``: the
+copies of the platform's ``copy_time`` table are subtracted (never below 0) and
+the line is fitted robustly (:func:`compensate.engine.fit.fit_line`) through the
+per-size medians. The other ranks of the communicator wait.
+
+Run alone on the ranks the traces come from (the network between other nodes
+may differ)::
+
+    mpiexec -n 2 python -m calibration.network --update platform.json
+
+or let the project's mpi4py tracer do it (``python -m calibration.record`` on two
+or more ranks writes the entry into the platform.json beside its traces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from time import perf_counter_ns
+from typing import Any
+
+#: message sizes of the ping-pong (bytes): zero bytes for the latency, then up to
+#: 256 KiB (the eager/rendezvous switch of most MPI libraries lies in between; one
+#: line through both is what R2f fits to a trace too)
+SIZES = (0, 64, 1024, 16384, 262144)
+REPEATS = 101  #: timed round trips per size (after WARMUP untimed ones)
+WARMUP = 10
+
+
+def pingpong(comm: Any, sizes: tuple[int, ...] = SIZES, repeats: int = REPEATS,
+             warmup: int = WARMUP) -> list[dict] | None:
+    """Collective over ``comm`` (>= 2 ranks): rank 0 times ``repeats`` round trips
+    per size with rank 1. Returns on rank 0 ``[{"bytes", "seconds", "n"}]``, the
+    median one-way time (half the round trip) per size; None on the other ranks."""
+    from mpi4py import MPI
+
+    rank = comm.Get_rank()
+    out: list[dict] | None = [] if rank == 0 else None
+    comm.Barrier()
+    for size in sizes:
+        buf = bytearray(max(size, 1))
+        msg = [buf, size, MPI.BYTE]
+        samples = []
+        for i in range(warmup + repeats):
+            if rank == 0:
+                t0 = perf_counter_ns()
+                comm.Send(msg, dest=1, tag=7)
+                comm.Recv(msg, source=1, tag=7)
+                if i >= warmup:
+                    samples.append((perf_counter_ns() - t0) * 1e-9 / 2.0)
+            elif rank == 1:
+                comm.Recv(msg, source=0, tag=7)
+                comm.Send(msg, dest=0, tag=7)
+        if out is not None:
+            out.append({"bytes": size, "seconds": statistics.median(samples),
+                        "n": len(samples)})
+    comm.Barrier()
+    return out
+
+
+def network_entry(measured: list[dict], copy_time=None) -> dict:
+    """The platform file's ``network`` entry from the ping-pong medians: one-way
+    time minus the two copies (``copy_time(s)``: seconds to copy ``s`` bytes once;
+    None: free), fitted to ``latency + s · per_byte`` (both >= 0)."""
+    import numpy as np
+
+    from compensate.engine.fit import fit_line
+
+    sizes = np.array([m["bytes"] for m in measured], dtype=np.int64)
+    copies = np.array([2.0 * float(copy_time(int(s))) if copy_time else 0.0 for s in sizes])
+    net = np.maximum(np.array([m["seconds"] for m in measured]) - copies, 0.0)
+    latency, per_byte = fit_line(sizes, net)
+    return {"latency": latency, "per_byte": per_byte,
+            "method": "ping-pong between ranks 0 and 1 (calibration.network): half the "
+                      "median round trip minus two copies, fitted latency + bytes * per_byte",
+            "measured": measured}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m calibration.network",
+        description="Measure the network model (ping-pong of ranks 0 and 1; run under "
+                    "mpiexec -n 2) and print it, or write it into a platform file.")
+    ap.add_argument("--update", metavar="FILE.json",
+                    help="write the network entry into this platform file (its copy_time "
+                         "table gives the copies subtracted)")
+    ap.add_argument("--repeats", type=int, default=REPEATS, help=f"round trips per size "
+                                                                 f"({REPEATS})")
+    args = ap.parse_args(argv)
+    from mpi4py import MPI
+
+    from compensate.platform import Platform, PlatformError
+
+    comm = MPI.COMM_WORLD
+    if comm.Get_size() < 2:
+        print("calibration.network: error: needs two ranks (mpiexec -n 2 python -m "
+              "calibration.network)", file=sys.stderr)
+        return 2
+    plat, error = None, None
+    if comm.Get_rank() == 0 and args.update:
+        try:
+            plat = Platform.load(args.update)
+        except PlatformError as exc:
+            error = str(exc)
+    if comm.bcast(error, root=0):
+        if comm.Get_rank() == 0:
+            print(f"calibration.network: error: {error}", file=sys.stderr)
+        return 3
+    measured = pingpong(comm, repeats=max(args.repeats, 1))
+    if comm.Get_rank() != 0:
+        return 0
+    entry = network_entry(measured, plat.copy_time if plat else None)
+    entry["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
+    if args.update:
+        with open(args.update) as f:
+            data = json.load(f)
+        data["network"] = entry
+        with open(args.update, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+    print(f"network: latency {entry['latency'] * 1e6:.3g} us, per byte "
+          f"{entry['per_byte'] * 1e9:.3g} ns" + (f" -> {args.update}" if args.update else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
