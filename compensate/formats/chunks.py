@@ -54,6 +54,16 @@ class ChunkIterator:
             self.close()
 
 
+class NoChunks(ChunkIterator):
+    """The chunks of an empty selection of locations: none (no event file is opened)."""
+
+    def _read(self) -> dict:
+        return {}
+
+    def _release(self) -> None:
+        pass
+
+
 #: Records per chunk of :func:`read_chunks`.
 DEFAULT_CHUNK_RECORDS = 1 << 18
 

@@ -26,7 +26,7 @@ from otf2 import definitions as odef
 
 import compensate.insitu as insitu
 import compensate.interrupt as interrupt
-from compensate.formats.chunks import ChunkIterator, selected_locations
+from compensate.formats.chunks import ChunkIterator, NoChunks, selected_locations
 from compensate.formats.otf2.columns import EventCollector, empty_events
 from compensate.formats.otf2.library import (
     BATCH_EVENTS,
@@ -255,6 +255,10 @@ def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = Tr
     except BaseException:
         reader.close()
         raise
+    if selection == ():  # the OTF2 readers refuse to read no location
+        with interrupt.shielded(), _library_errors(path, "cannot read OTF2 archive"):
+            reader.close()
+        return definitions, NoChunks()
     if not payload:
         native = _native_chunks(reader, definitions, path, chunk_records, selection)
         if native is not None:
