@@ -236,10 +236,13 @@ class PartWriter:
         src, dst = self._scratch / name, self.tmp / name
         dst.mkdir(exist_ok=True)
         for loc in self.locations:  # the location's event and local definition files
-            for suffix in (".evt", ".def"):
-                f = src / f"{loc}{suffix}"
-                if f.exists():
-                    os.replace(f, dst / f.name)
+            evt = src / f"{loc}.evt"
+            if not evt.exists():  # OTF2 wrote another layout: never a partial archive
+                raise TraceError(f"OTF2 wrote no event file {evt.name} for this location",
+                                 source=str(self.out), location=loc)
+            os.replace(evt, dst / evt.name)
+            if (src / f"{loc}.def").exists():
+                os.replace(src / f"{loc}.def", dst / f"{loc}.def")
         shutil.rmtree(self._scratch)
         return {"counts": {str(k): v for k, v in counts.items()}, "first": first, "last": last}
 
