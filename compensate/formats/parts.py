@@ -33,7 +33,11 @@ location); :func:`commit` refuses anything else with a one-line
   global definitions with those counts (a Location's ``numberOfEvents``) and
   that time range (the ClockProperties), then renames ``TMP`` to the archive
   directory. A location's files depend only on its own records, so the archive
-  is byte for byte the one-process archive.
+  is byte for byte the one-process archive. Records that writing would add
+  definitions for (records built from a text trace's fields: ProgramBegin's
+  strings, RMA member groups) cannot be split so, as their references would
+  differ between the parts: such a part fails at :meth:`PartWriter.close` with
+  a one-line TraceError (write that output from one process).
 * **Text.** A ``.trace`` file interleaves all locations' lines in one time
   order (time, then location id, then record order). Each part writes its
   locations' lines in that order to ``TMP/.parts/<part>.trace`` (a
@@ -162,6 +166,7 @@ class PartWriter:
                 self._sink = Otf2EventWriter(str(self._scratch / self.out.name), definitions,
                                              locations=self.locations,
                                              global_definitions=False)
+                self._defined = _definition_counts(self._sink.registry)
             else:
                 from compensate.formats.text import TextEventWriter
                 if self._scratch.exists():
@@ -229,6 +234,12 @@ class PartWriter:
 
     def _close_otf2(self) -> dict[str, Any]:
         sink = self._sink
+        if _definition_counts(sink.registry) != self._defined:
+            # its records would refer to definitions only this part has
+            raise TraceError("writing these records to OTF2 adds definitions (records "
+                             "built from a text trace's fields, e.g. ProgramBegin strings), "
+                             "which the parts cannot share: write this output from one "
+                             "process", source=str(self.out))
         counts, first, last = sink.written()
         sink.close()
         self._sink = None
@@ -279,6 +290,12 @@ class PartWriter:
                 self.close()
         else:
             self.abort()
+
+
+def _definition_counts(registry: Any) -> dict[str, int]:
+    """How many definitions of each kind the ``otf2`` registry holds."""
+    return {name: len(sub) for name, sub in vars(registry).items()
+            if type(sub).__name__.endswith("Registry") and hasattr(sub, "__len__")}
 
 
 def write_part(tmp: str | Path, part: int, source: Trace | tuple[Definitions, Iterable],

@@ -260,7 +260,8 @@ def test_parts_with_compensated_times(tmp_path, fmt):
 
 @pytest.mark.parametrize("fmt", ["otf2", "trace"])
 def test_abort_and_failed_commit_leave_nothing(tmp_path, fmt):
-    whole = read_trace(PINGPONG)
+    whole = read_trace(PINGPONG if fmt == "trace" else SMALL[-1])
+    assert list(whole.events) == [0, 1]
     out = tmp_path / "new" / "dir" / ("traces.otf2" if fmt == "otf2" else "out.trace")
     tmp = P.begin(out)
     P.write_part(tmp, 0, whole, [0])
@@ -276,4 +277,18 @@ def test_abort_and_failed_commit_leave_nothing(tmp_path, fmt):
         P.commit(tmp, whole.definitions)
     assert "location 1: location written by no part" in str(err.value)
     assert "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_otf2_parts_refuse_records_that_add_definitions(tmp_path):
+    """A text trace's ProgramBegin becomes an OTF2 record with new String
+    definitions: parts cannot share those, so the part refuses (one line) and
+    nothing is left."""
+    whole = read_trace(PINGPONG)
+    out = tmp_path / "o" / "traces.otf2"
+    tmp = P.begin(out)
+    with pytest.raises(TraceError) as err:
+        P.write_part(tmp, 0, whole, [0])
+    assert "adds definitions" in str(err.value) and "\n" not in str(err.value)
+    P.abort(tmp)
     assert list(tmp_path.iterdir()) == []
