@@ -43,7 +43,8 @@ location); :func:`commit` refuses anything else with a one-line
   locations' lines in that order to ``TMP/.parts/<part>.trace`` (a
   :class:`~compensate.formats.text.TextEventWriter` over its locations);
   :func:`commit` writes the header and merges the parts' lines, streaming
-  (``heapq.merge``, one line per part in memory), re-padding the time and kind
+  (``heapq.merge``, one line per part in memory; in rounds of :data:`FAN_IN`
+  parts when there are more), re-padding the time and kind
   columns to the widths of the whole file, into ``TMP/.parts/merged`` and
   renames that to the output.
 
@@ -377,21 +378,27 @@ def commit(tmp: str | Path, definitions: Definitions) -> None:
             except OSError as exc:
                 raise output_error(out, "move the output into place", exc) from None
     except BaseException:
-        abort(tmp)
+        _discard(tmp, info)
         raise
 
 
 def abort(tmp: str | Path) -> None:
     """Remove the temporary output and every part in it, and the directories
     :func:`begin` created for it if empty; the output is left as it was.
-    Idempotent. Call once every process has stopped writing."""
+    Idempotent (a directory :func:`begin` did not make is never touched). Call
+    once every process has stopped writing."""
     tmp = Path(tmp)
+    try:
+        info = _info(tmp)
+    except TraceError:
+        return
+    _discard(tmp, info)
+
+
+def _discard(tmp: Path, info: dict[str, Any]) -> None:
     with interrupt.shielded():
-        parents: list[str] = []
-        with contextlib.suppress(TraceError):
-            parents = _info(tmp).get("parents", [])
         shutil.rmtree(tmp, ignore_errors=True)
-        _remove_empty([Path(p) for p in parents])
+        _remove_empty([Path(p) for p in info.get("parents", [])])
 
 
 # -- OTF2 ----------------------------------------------------------------------
@@ -428,26 +435,60 @@ def _commit_otf2(tmp: Path, out: Path, definitions: Definitions,
 # -- text ----------------------------------------------------------------------
 
 
-def _record_lines(path: str) -> Iterator[str]:
+#: Parts merged at once: with more, they are merged in rounds of this many into
+#: intermediate files, so that the committing process never holds more open files.
+FAN_IN = 128
+
+
+def _record_lines(path: str | Path, header: bool = True) -> Iterator[str]:
     """The record lines of a part's ``.trace`` file (after its header and the
-    column comment)."""
+    column comment; ``header=False``: an intermediate file of record lines)."""
     from compensate.formats.text.write import _COMMENT
 
     with open(path, encoding="utf-8", newline="\n") as f:
-        for line in f:
-            if line == "events\n":
+        if header:
+            for line in f:
+                if line == "events\n":
+                    break
+            for line in f:
+                if line != _COMMENT:
+                    yield line
                 break
-        for line in f:
-            if line != _COMMENT:
-                yield line
-            break
         yield from f
 
 
-def _keyed(lines: Iterator[str]) -> Iterator[tuple[int, int, list[str]]]:
+def _keyed(lines: Iterator[str]) -> Iterator[tuple[int, int, str]]:
+    """Each line with its sort key (time, location)."""
     for line in lines:
-        parts = line.rstrip("\n").split(None, 3)
-        yield int(parts[0]), int(parts[1]), parts
+        t, loc, _ = line.split(None, 2)
+        yield int(t), int(loc), line
+
+
+def _merge(streams: list[Iterator[tuple[int, int, str]]]) -> Iterator[tuple[int, int, str]]:
+    """The lines of several streams, each in (time, location, record) order, in
+    that order (a location's lines are all in one stream)."""
+    return heapq.merge(*streams, key=lambda x: (x[0], x[1]))
+
+
+def _merged_lines(files: list[tuple[str | Path, bool]], scratch: Path) -> Iterator[str]:
+    """Every record line of ``files`` ((path, has a header)) in the one-process
+    order, merging at most :data:`FAN_IN` files at a time."""
+    rounds = 0
+    while len(files) > FAN_IN:
+        rounds += 1
+        merged = []
+        for j in range(0, len(files), FAN_IN):
+            group = files[j:j + FAN_IN]
+            path = scratch / f"round{rounds}-{j // FAN_IN}"
+            with open(path, "w", encoding="utf-8", newline="\n") as f:
+                f.writelines(line for _, _, line in
+                             _merge([_keyed(_record_lines(p, h)) for p, h in group]))
+            for p, _ in group:
+                os.unlink(p)
+            merged.append((path, False))
+        files = merged
+    for _, _, line in _merge([_keyed(_record_lines(p, h)) for p, h in files]):
+        yield line
 
 
 def _commit_text(tmp: Path, out: str, definitions: Definitions,
@@ -464,13 +505,14 @@ def _commit_text(tmp: Path, out: str, definitions: Definitions,
     tw = len(str(max_time))
     lw = max((len(str(loc)) for loc in definitions.locations), default=1)
     kw = max((len(KIND_NAMES[k]) for k in kinds), default=0)
-    streams = [_keyed(_record_lines(r["file"])) for r in records]
+    lines = _merged_lines([(r["file"], True) for r in records], tmp / _PARTS)
     with open(merged, "w", encoding="utf-8", newline="\n") as f:
         f.writelines(_Formatter(definitions, out).header())
         if kinds:
             f.write(_COMMENT)
         buf: list[str] = []
-        for _, _, p in heapq.merge(*streams, key=lambda x: (x[0], x[1])):
+        for line in lines:
+            p = line.rstrip("\n").split(None, 3)
             if len(p) == 4:
                 buf.append(f"{p[0]:>{tw}} {p[1]:>{lw}} {p[2]:<{kw}} {p[3]}\n")
             else:

@@ -226,7 +226,8 @@ def test_otf2_parts_equal_the_one_process_archive(real, tmp_path):
             assert run.returncode == 0 and not run.stderr, run.stderr
 
 
-def test_text_parts_equal_the_one_process_file(tmp_path):
+def test_text_parts_equal_the_one_process_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(P, "FAN_IN", 2)  # 3 parts: merged in two rounds
     for path in [PINGPONG, SMALL[0], *SMALL[2:]]:
         whole = read_trace(path)
         ref = tmp_path / f"{path.parent.name}.trace"
@@ -270,6 +271,9 @@ def test_abort_and_failed_commit_leave_nothing(tmp_path, fmt):
         writer.write(0, whole.events[0])
     P.abort(tmp)
     assert list(tmp_path.iterdir()) == []  # the directories begin made are gone too
+    P.abort(tmp)  # idempotent
+    P.abort(tmp_path)  # and never removes a directory begin did not make
+    assert tmp_path.exists()
     # a commit that finds a location no part wrote fails and leaves nothing
     tmp = P.begin(out)
     P.write_part(tmp, 0, whole, [0])
@@ -278,6 +282,19 @@ def test_abort_and_failed_commit_leave_nothing(tmp_path, fmt):
     assert "location 1: location written by no part" in str(err.value)
     assert "\n" not in str(err.value)
     assert list(tmp_path.iterdir()) == []
+    # an existing output stays as it was until a commit replaces it
+    old = tmp_path / "old" / ("traces.otf2" if fmt == "otf2" else "out.trace")
+    write_trace(whole, old)
+    before, inode = files(old.parent), old.stat().st_ino
+    tmp = P.begin(old)
+    P.write_part(tmp, 0, whole, [0, 1])
+    P.abort(tmp)
+    assert files(old.parent) == before and old.stat().st_ino == inode
+    tmp = P.begin(old)
+    P.write_part(tmp, 0, whole, [0, 1])
+    P.commit(tmp, whole.definitions)
+    assert files(old.parent) == before and not tmp.exists()
+    assert old.stat().st_ino != inode  # replaced by the new output
 
 
 def test_otf2_parts_refuse_records_that_add_definitions(tmp_path):
