@@ -307,6 +307,8 @@ def read_otf2(path: str, locations: Iterable[int] | None = None) -> Trace:
     exactly them, in the archive's order (:func:`read_otf2_chunks`).
     """
     path = os.fspath(path)
+    if locations is not None:
+        locations = tuple(locations)  # (an iterator would be used up below)
     definitions, chunks = read_otf2_chunks(path, None, locations=locations)
     with contextlib.closing(chunks):
         chunk = next(chunks, {})
