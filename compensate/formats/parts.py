@@ -160,9 +160,13 @@ class PartWriter:
                                              else f"{self.part}.trace")
         self._sink: Any = None
         self._state = "open"
+        self._made = False  # whether _scratch is this writer's (abort removes only that)
         try:
+            if (self.tmp / _PARTS / f"{self.part}.json").exists() or self._scratch.exists():
+                raise TraceError(f"part {self.part} is written twice", source=str(self.out))
             if self.format == "otf2":
                 self._scratch.mkdir()
+                self._made = True
                 from compensate.formats.otf2 import Otf2EventWriter
                 self._sink = Otf2EventWriter(str(self._scratch / self.out.name), definitions,
                                              locations=self.locations,
@@ -170,8 +174,7 @@ class PartWriter:
                 self._defined = _definition_counts(self._sink.registry)
             else:
                 from compensate.formats.text import TextEventWriter
-                if self._scratch.exists():
-                    raise FileExistsError(17, "part written twice", str(self._scratch))
+                self._made = True  # (the writer creates the file)
                 self._sink = TextEventWriter(
                     str(self._scratch), definitions,
                     max_buffered=MAX_BUFFERED if max_buffered is None else max_buffered,
@@ -276,6 +279,8 @@ class PartWriter:
             if sink is not None:
                 with contextlib.suppress(Exception):
                     sink.abandon()
+            if not self._made:
+                return
             if self.format == "otf2":
                 shutil.rmtree(self._scratch, ignore_errors=True)
             else:

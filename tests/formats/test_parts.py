@@ -267,6 +267,8 @@ def test_abort_and_failed_commit_leave_nothing(tmp_path, fmt):
     out = tmp_path / "new" / "dir" / ("traces.otf2" if fmt == "otf2" else "out.trace")
     tmp = P.begin(out)
     P.write_part(tmp, 0, whole, [0])
+    with pytest.raises(TraceError, match="part 0 is written twice"):
+        P.PartWriter(tmp, 0, whole.definitions, [1])
     writer = P.PartWriter(tmp, 1, whole.definitions, [1])
     with pytest.raises(TraceError, match="location 0: location is not among"):
         writer.write(0, whole.events[0])
