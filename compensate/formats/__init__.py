@@ -9,7 +9,7 @@ of :mod:`compensate.formats.paths` (atomic, never the input).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS, ChunkIterator
@@ -27,19 +27,27 @@ from compensate.formats.writer import TraceWriter
 from compensate.model import Definitions, Events, Trace
 
 __all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "AtomicFile", "AtomicOutput", "ChunkIterator",
-           "OutputError", "TraceWriter", "input_format", "output_error", "output_target",
-           "read_chunks", "read_trace", "trace_format", "write_trace"]
+           "OutputError", "TraceWriter", "input_format", "location_record_counts",
+           "output_error", "output_target", "read_chunks", "read_trace", "trace_format",
+           "write_trace"]
 
 
-def read_trace(path: str | Path) -> Trace:
+def read_trace(path: str | Path, locations: Iterable[int] | None = None) -> Trace:
     """Read an OTF2 archive or a text trace (TraceError on bad input).
-    (:func:`read_chunks` reads it chunk by chunk.)"""
+    (:func:`read_chunks` reads it chunk by chunk.)
+
+    ``locations`` (ids; None: all) reads only these locations' records, for a
+    process that owns them (docs/parallel-io.md): the definitions are read whole,
+    ``events`` holds exactly the selected locations, and record ``i`` of a
+    location is its ``i``-th record in the whole trace. OTF2 opens only their
+    event files; a text trace is scanned whole, keeping only their lines. An id
+    the definitions lack is a one-line TraceError."""
     path = str(path)
     if input_format(path) == "otf2":
         from compensate.formats.otf2 import read_otf2
-        return read_otf2(path)
+        return read_otf2(path, locations)
     from compensate.formats.text import read_text
-    return read_text(path)
+    return read_text(path, locations)
 
 
 def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, *,
@@ -67,7 +75,8 @@ def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, 
 
 
 def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS, *,
-                payload: bool = True) -> tuple[Definitions, Iterator[dict[int, Events]]]:
+                payload: bool = True, locations: Iterable[int] | None = None
+                ) -> tuple[Definitions, Iterator[dict[int, Events]]]:
     """Definitions of the trace ``path`` and an iterator over its records in chunks.
 
     ``path`` is an OTF2 anchor file (``*.otf2``) or a text trace (``*.trace``).
@@ -88,12 +97,29 @@ def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS, *,
     records, if at all, to an OTF2 archive: an OTF2 input is then read by the C
     path where possible (payloads ``NATIVE``, copied from the input by the OTF2
     writer; :mod:`compensate.formats.otf2.native`).
+
+    ``locations``: only these locations' records, as for :func:`read_trace`;
+    ``chunk_records`` then counts only theirs.
     """
     if chunk_records < 1:
         raise ValueError(f"chunk_records must be at least 1, got {chunk_records}")
     path = str(path)
     if input_format(path) == "otf2":
         from compensate.formats.otf2 import read_otf2_chunks
-        return read_otf2_chunks(path, chunk_records, payload=payload)
+        return read_otf2_chunks(path, chunk_records, payload=payload, locations=locations)
     from compensate.formats.text import read_text_chunks
-    return read_text_chunks(path, chunk_records)
+    return read_text_chunks(path, chunk_records, locations)
+
+
+def location_record_counts(path: str | Path) -> dict[int, int | None]:
+    """Each location's number of records without reading any record, for dividing
+    locations among processes: an OTF2 Location definition's ``numberOfEvents``;
+    None for a text trace (its header does not say)."""
+    path = str(path)
+    if input_format(path) == "otf2":
+        from compensate.formats.otf2.read import location_record_counts as counts
+        return dict(counts(path))
+    from compensate.formats.text import read_text_chunks
+    definitions, chunks = read_text_chunks(path, None)
+    chunks.close()
+    return dict.fromkeys(sorted(definitions.locations))

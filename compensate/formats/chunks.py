@@ -1,13 +1,16 @@
 """Reading a trace in chunks of records, so that memory is bounded by a chunk: the
-iterator protocol both readers' chunk iterators share (:class:`ChunkIterator`), and
-the default chunk size of :func:`compensate.formats.read_chunks`.
+iterator protocol both readers' chunk iterators share (:class:`ChunkIterator`),
+the default chunk size of :func:`compensate.formats.read_chunks`, and the check of
+a selection of locations to read (:func:`selected_locations`).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
 import compensate.interrupt as interrupt
+from compensate.model import TraceError
 
 
 class ChunkIterator:
@@ -51,5 +54,30 @@ class ChunkIterator:
             self.close()
 
 
+class NoChunks(ChunkIterator):
+    """The chunks of an empty selection of locations: none (no event file is opened)."""
+
+    def _read(self) -> dict:
+        return {}
+
+    def _release(self) -> None:
+        pass
+
+
 #: Records per chunk of :func:`read_chunks`.
 DEFAULT_CHUNK_RECORDS = 1 << 18
+
+
+def selected_locations(order: Iterable[int], locations: Iterable[int] | None,
+                       source: str) -> tuple[int, ...] | None:
+    """The ids of ``locations`` in the trace's location ``order`` (each once; None
+    for None: every location); TraceError naming the first id not in ``order``."""
+    if locations is None:
+        return None
+    order = tuple(order)
+    wanted = {int(ref) for ref in locations}
+    unknown = wanted.difference(order)
+    if unknown:
+        raise TraceError("selected location is not defined", source=source,
+                         location=min(unknown))
+    return tuple(ref for ref in order if ref in wanted)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import chain, islice
 from typing import Any
 
@@ -26,7 +26,7 @@ from otf2 import definitions as odef
 
 import compensate.insitu as insitu
 import compensate.interrupt as interrupt
-from compensate.formats.chunks import ChunkIterator
+from compensate.formats.chunks import ChunkIterator, NoChunks, selected_locations
 from compensate.formats.otf2.columns import EventCollector, empty_events
 from compensate.formats.otf2.library import (
     BATCH_EVENTS,
@@ -179,17 +179,23 @@ class Otf2Chunks(ChunkIterator):
     """
 
     def __init__(self, reader: Any, definitions: Definitions, path: str,
-                 chunk_records: int | None) -> None:
+                 chunk_records: int | None, locations: tuple[int, ...] | None = None) -> None:
         self.path = path
         self.chunk_records = chunk_records
         self._reader = reader
         self._pairs: Iterator[tuple[Any, Any]] | None = None
-        self._collector = EventCollector(definitions.otf2.location_order, path)
+        self._locations = locations  # None: every location
+        order = definitions.otf2.location_order if locations is None else locations
+        self._collector = EventCollector(order, path)
 
     def _read(self) -> dict[int, Events]:
         with _library_errors(self.path, "cannot read OTF2 archive"):
             if self._pairs is None:
-                self._pairs = chain.from_iterable(_batches(iter(self._reader.events)))
+                events = self._reader.events
+                if self._locations is not None:  # OTF2_Reader_SelectLocation for each
+                    registry = self._reader.definitions.locations
+                    events = events([registry[ref] for ref in self._locations])
+                self._pairs = chain.from_iterable(_batches(iter(events)))
             return self._collector.chunk(self._pairs, self.chunk_records)
 
     def _release(self) -> None:
@@ -214,7 +220,8 @@ def _batches(pairs: Iterator[tuple[Any, Any]]) -> Iterator[list[tuple[Any, Any]]
         yield batch
 
 
-def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = True
+def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = True,
+                     locations: Iterable[int] | None = None
                      ) -> tuple[Definitions, ChunkIterator]:
     """Definitions of the archive ``path`` and an iterator over its records in chunks.
 
@@ -233,18 +240,35 @@ def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = Tr
     payloads ``native.NATIVE`` (or a ``native.NativeFields`` dict of the fields
     the engine may read, for kinds beyond the columns), and
     ``Definitions.otf2.native_source`` set to ``path``.
+
+    ``locations`` (ids; None: all): read only these locations' event files (the
+    OTF2 library's ``OTF2_Reader_SelectLocation``; the definitions are read
+    whole): the chunks hold only their records, ``chunk_records`` counts only
+    theirs, and a record's index is still its index within the whole location.
+    An id the definitions lack is a TraceError naming it
+    (:func:`selected_locations`).
     """
     path = os.fspath(path)
     reader, definitions = _open_archive(path)
+    try:
+        selection = selected_locations(definitions.otf2.location_order, locations, path)
+    except BaseException:
+        reader.close()
+        raise
+    if selection == ():  # the OTF2 readers refuse to read no location
+        with interrupt.shielded(), _library_errors(path, "cannot read OTF2 archive"):
+            reader.close()
+        return definitions, NoChunks()
     if not payload:
-        native = _native_chunks(reader, definitions, path, chunk_records)
+        native = _native_chunks(reader, definitions, path, chunk_records, selection)
         if native is not None:
             return definitions, native
-    return definitions, Otf2Chunks(reader, definitions, path, chunk_records)
+    return definitions, Otf2Chunks(reader, definitions, path, chunk_records, selection)
 
 
 def _native_chunks(reader: Any, definitions: Definitions, path: str,
-                   chunk_records: int | None) -> ChunkIterator | None:
+                   chunk_records: int | None, locations: tuple[int, ...] | None = None
+                   ) -> ChunkIterator | None:
     """The C path's chunks (closing the ``otf2`` reader, whose definitions are
     read), or None if it cannot be used for this archive."""
     import compensate.formats.otf2.native as native
@@ -257,8 +281,9 @@ def _native_chunks(reader: Any, definitions: Definitions, path: str,
         return None  # the otf2 package path writes it differently (nativerecords)
     try:
         with _library_errors(path, "cannot read OTF2 archive"):
-            chunks = native.NativeChunks(path, meta.location_order, chunk_records,
-                                         meta.registry)
+            chunks = native.NativeChunks(
+                path, meta.location_order if locations is None else locations,
+                chunk_records, meta.registry)
     except BaseException:
         reader.close()
         raise
@@ -268,7 +293,7 @@ def _native_chunks(reader: Any, definitions: Definitions, path: str,
     return chunks
 
 
-def read_otf2(path: str) -> Trace:
+def read_otf2(path: str, locations: Iterable[int] | None = None) -> Trace:
     """Read the OTF2 archive whose anchor file is ``path`` (e.g. ``run/traces.otf2``).
 
     Every location gets an :class:`Events` (possibly empty) in the archive's
@@ -277,13 +302,34 @@ def read_otf2(path: str) -> Trace:
     can reproduce the archive. Raises :class:`TraceError` (one line, naming the
     file) if the archive cannot be read, and naming location and record if a
     location's timestamps go backwards.
+
+    ``locations``: read only these locations' event files; ``events`` then holds
+    exactly them, in the archive's order (:func:`read_otf2_chunks`).
     """
     path = os.fspath(path)
-    definitions, chunks = read_otf2_chunks(path, None)
+    if locations is not None:
+        locations = tuple(locations)  # (an iterator would be used up below)
+    definitions, chunks = read_otf2_chunks(path, None, locations=locations)
     with contextlib.closing(chunks):
         chunk = next(chunks, {})
         for _ in chunks:  # None: a single chunk; this only closes the reader
             raise AssertionError("more than one chunk")
+    order = definitions.otf2.location_order
+    selection = selected_locations(order, locations, path)
     events = {ref: chunk[ref] if ref in chunk else empty_events()
-              for ref in definitions.otf2.location_order}
+              for ref in (order if selection is None else selection)}
     return Trace(definitions=definitions, events=events, source=path)
+
+
+def location_record_counts(path: str) -> dict[int, int]:
+    """Each location's record count as its Location definition gives it
+    (``numberOfEvents``), read from the global definitions alone, no event file
+    opened: for dividing the locations among processes before reading them."""
+    path = os.fspath(path)
+    reader, definitions = _open_archive(path)
+    try:
+        return {int(loc._ref): int(loc.number_of_events or 0)
+                for loc in definitions.otf2.registry.locations}
+    finally:
+        with interrupt.shielded(), _library_errors(path, "cannot read OTF2 archive"):
+            reader.close()

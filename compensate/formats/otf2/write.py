@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import _otf2
@@ -183,9 +184,11 @@ class _ArchiveWriter(otf2.writer.Writer):
 
     def __init__(self, *args: Any, timer_resolution: int,
                  realtime_timestamp: int = _TIMESTAMP_UNDEF,
-                 clock: tuple[int, int] | None = None, **kwargs: Any) -> None:
+                 clock: tuple[int, int] | None = None, global_definitions: bool = True,
+                 **kwargs: Any) -> None:
         self._handle = None  # so that close() is a no-op if Archive_Open fails
         self._event_writers = {}
+        self._global_definitions = global_definitions  # False: a part's event files only
         self._resolution = int(timer_resolution)
         self._realtime = int(realtime_timestamp)
         self._clock = clock
@@ -202,7 +205,7 @@ class _ArchiveWriter(otf2.writer.Writer):
         return self._resolution
 
     def _write_global_definitions(self) -> None:
-        if not self.is_primary:
+        if not self.is_primary or not self._global_definitions:
             return
         with DefinitionWriter(self) as global_def_writer:
             global_offset, trace_length = clock_properties(
@@ -507,9 +510,19 @@ class Otf2EventWriter:
     a failure without finishing it (the caller removes the files). The archive
     is the same as :func:`write_otf2` writes for the same records, whatever
     the interleaving.
+
+    For one process's part of a parallel output (:mod:`compensate.formats.parts`):
+    ``locations`` (ids; None: every defined location) are the locations this
+    writer writes and opens event files for (the C path copies only theirs from
+    its input); ``global_definitions=False`` writes no global definitions (the
+    anchor file it still writes is the caller's to drop), and
+    :meth:`set_written` gives a definitions-only writer (``locations=()``) the
+    event counts and time range the parts wrote.
     """
 
-    def __init__(self, path: str, definitions: Definitions) -> None:
+    def __init__(self, path: str, definitions: Definitions, *,
+                 locations: Iterable[int] | None = None,
+                 global_definitions: bool = True) -> None:
         path = os.fspath(path)
         self.path = path
         directory, name = _check_anchor(path)
@@ -519,11 +532,14 @@ class Otf2EventWriter:
                              source=path)
         # location -> [event writer, records written, last time written]
         self._locations: dict[int, list[Any]] = {}
+        self._selection = None if locations is None else tuple(int(r) for r in locations)
         self._writer: _ArchiveWriter | None = None
         self._copier: Any = None  # native.NativeCopier for records read by the C path
-        if meta is not None and meta.native_source is not None:
+        if meta is not None and meta.native_source is not None and self._selection != ():
             from compensate.formats.otf2.native import NativeCopier
-            self._copier = NativeCopier(meta.native_source, meta.location_order)
+            mine = meta.location_order if self._selection is None else tuple(
+                ref for ref in meta.location_order if ref in set(self._selection))
+            self._copier = NativeCopier(meta.native_source, mine)
         try:
             with _library_call(path, "cannot write OTF2 archive", "otf2-create"):
                 if meta is None:
@@ -543,7 +559,8 @@ class Otf2EventWriter:
                 clock = None if meta is None else (meta.global_offset, meta.trace_length)
                 writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
                                         timer_resolution=definitions.timer_resolution,
-                                        realtime_timestamp=realtime, clock=clock, **chunks)
+                                        realtime_timestamp=realtime, clock=clock,
+                                        global_definitions=global_definitions, **chunks)
                 self._writer = writer
                 if meta is not None:
                     if meta.creator:
@@ -565,6 +582,9 @@ class Otf2EventWriter:
         if state is None:
             if not _has_ref(self.registry.locations, ref):
                 raise TraceError("location is not defined in the OTF2 definitions",
+                                 source=self.path, location=ref)
+            if self._selection is not None and ref not in self._selection:
+                raise TraceError("location is not among those this writer writes",
                                  source=self.path, location=ref)
             ew = self._writer.event_writer_from_location(self.registry.locations[ref])
             state = self._locations[ref] = [ew, 0, -1]
@@ -643,7 +663,9 @@ class Otf2EventWriter:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
         try:
             with _library_call(self.path, "cannot write OTF2 archive", "otf2-close"):
-                for ref in (loc._ref for loc in self.registry.locations):
+                mine = (loc._ref for loc in self.registry.locations) \
+                    if self._selection is None else self._selection
+                for ref in mine:
                     if ref not in self._locations:
                         self._location(ref)
                 writer, self._writer = self._writer, None
@@ -652,6 +674,26 @@ class Otf2EventWriter:
         except BaseException:
             self.abandon()
             raise
+
+    def written(self) -> tuple[dict[int, int], int | None, int | None]:
+        """Records written per location (every location this writer writes), and
+        the first and last timestamp written (None: no record)."""
+        counts = {ref: state[1] for ref, state in self._locations.items()}
+        for ref in self._selection or ():
+            counts.setdefault(ref, 0)
+        w = self._writer
+        return counts, w._first_timestamp, w._last_timestamp
+
+    def set_written(self, counts: dict[int, int], first: int | None,
+                    last: int | None) -> None:
+        """Give the definitions the event counts and time range other writers
+        wrote (a definitions-only writer of a parallel output): each Location
+        definition's ``numberOfEvents`` from ``counts``, the ClockProperties from
+        ``first``/``last`` as if this writer had written them."""
+        for loc in self.registry.locations:
+            loc._number_of_events_written = int(counts.get(int(loc._ref), 0))
+        w = self._writer
+        w._first_timestamp, w._last_timestamp = first, last
 
     def abandon(self) -> None:
         """Release the archive after a failure, without writing anything more."""

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 import numpy as np
 
 import compensate.insitu as insitu
-from compensate.formats.chunks import ChunkIterator
+from compensate.formats.chunks import ChunkIterator, selected_locations
 from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import (
     _BARE_RUN,
@@ -129,6 +129,10 @@ class _Reader:
         # earlier chunks
         self.prev: dict[int, int] = {}
         self.base: dict[int, int] = {}
+        # the locations to read (None: all) and the spelling in the file of every
+        # other defined location, whose record lines are skipped unparsed
+        self.selection: tuple[int, ...] | None = None
+        self.others: frozenset[str] = frozenset()
         # record kind -> parser of its fields (keyed by the kind's name in the file)
         by_name: dict[str, Callable[[str, int, int, dict[str, str]], tuple[tuple, Any]]] = {
             "Enter": self._region_record,
@@ -416,8 +420,10 @@ class _Reader:
             fields[k] = v
         return fields
 
-    def event_line(self, parts: list[str], fields: dict[str, str] | None, line: str) -> None:
-        """Parse one record; ``fields`` is None for a quote-free line (then parsed here)."""
+    def event_line(self, parts: list[str], fields: dict[str, str] | None, line: str
+                   ) -> bool | None:
+        """Parse one record; ``fields`` is None for a quote-free line (then parsed here).
+        True: the record is of a location not selected, and skipped."""
         if len(parts) < 3:
             self.misplaced_header(parts[0])
             raise self.err(f"expected {_EVENT_SYNTAX}, got {_show(line.strip())}")
@@ -436,6 +442,8 @@ class _Reader:
                            f"({_EVENT_SYNTAX})") from None
         st = self.state.get(loc)
         if st is None:
+            if loc in self.locations:  # not selected (spelled unlike its header id)
+                return True
             raise self.err(f"location {loc} is not defined, expected a 'location {loc}' line "
                            f"in the header")
         kname = parts[2]
@@ -708,6 +716,8 @@ class _Reader:
                     continue
                 self.header_line(self.tokenize_plain(parts), line.strip())
             if self.in_events:
+                if self.selection is not None:
+                    self.select()
                 return Definitions(timer_resolution=self.timer_resolution,
                                    locations=self.locations, regions=self.regions,
                                    comms=self.comms, otf2=None,
@@ -718,6 +728,17 @@ class _Reader:
             raise self.err(f"empty trace, expected '{MAGIC} {FORMAT_VERSION}' as the first line")
         raise self.err("end of file before the 'events' line, expected the header to end "
                        "with 'events'")
+
+    def select(self) -> None:
+        """Keep only the selected locations' records (after the header): the lines
+        of every other defined location are skipped without being parsed, so a
+        record's problems are reported by the reader that selects its location,
+        and a line naming no defined location by every reader."""
+        chosen = set(selected_locations(sorted(self.locations), self.selection, self.path) or ())
+        self.others = frozenset(str(loc) for loc in self.locations if loc not in chosen)
+        for loc in list(self.state):
+            if loc not in chosen:
+                del self.state[loc]
 
     def read_records(self, lines: Iterator[tuple[int, str]],
                      limit: int | None) -> dict[int, Events]:
@@ -765,7 +786,12 @@ class _Reader:
                     skipped += 1
                     continue
                 fields = None  # parsed from parts[3:] by event_line
-            self.event_line(parts, fields, line)
+            if self.others and len(parts) > 1 and parts[1] in self.others \
+                    and parts[0] not in _HEADER_KEYWORDS:
+                skipped += 1  # a location another reader selected: checked there
+                continue
+            if self.event_line(parts, fields, line):
+                skipped += 1
         return skipped
 
     @staticmethod
@@ -829,6 +855,8 @@ class TextChunks(ChunkIterator):
         self._reader = reader
         self._file: TextIO | None = f
         self._lines = lines
+        #: the locations whose records are read
+        self.selected: tuple[int, ...] = tuple(reader.state)
 
     def _read(self) -> dict[int, Events]:
         with _read_errors(self.path):
@@ -840,7 +868,8 @@ class TextChunks(ChunkIterator):
             f.close()
 
 
-def read_text_chunks(path: str, chunk_records: int | None) -> tuple[Definitions, TextChunks]:
+def read_text_chunks(path: str, chunk_records: int | None,
+                     locations: Iterable[int] | None = None) -> tuple[Definitions, TextChunks]:
     """The definitions of a ``.trace`` file and an iterator over its records in chunks.
 
     Each chunk holds the next ``chunk_records`` records of the file (all if None),
@@ -848,9 +877,17 @@ def read_text_chunks(path: str, chunk_records: int | None) -> tuple[Definitions,
     among them. Header problems raise :class:`~compensate.model.TraceError` here,
     record problems from the iterator (``FILE:LINE: ...``, with the record's index
     within the whole location), exactly as :func:`read_text` reports them.
+
+    ``locations`` (ids; None: all): keep only these locations' records. The file
+    is still scanned whole (their lines are interleaved with the others'), but
+    another location's line is skipped unparsed and never kept, and
+    ``chunk_records`` counts only selected records; an id the header does not
+    define is a TraceError naming it.
     """
     path = os.fspath(path)
     reader = _Reader(path)
+    if locations is not None:
+        reader.selection = tuple(int(loc) for loc in locations)
     with _read_errors(path):
         f = open(path, encoding="utf-8")  # noqa: SIM115 (closed by TextChunks)
     try:
@@ -863,17 +900,20 @@ def read_text_chunks(path: str, chunk_records: int | None) -> tuple[Definitions,
     return definitions, TextChunks(reader, f, lines, chunk_records)
 
 
-def read_text(path: str) -> Trace:
+def read_text(path: str, locations: Iterable[int] | None = None) -> Trace:
     """Read a ``.trace`` file into a :class:`~compensate.model.Trace`.
 
     The result's ``source`` is ``path`` and ``definitions.otf2`` is None. Every
     defined location gets an :class:`~compensate.model.Events` (possibly empty).
     Raises :class:`~compensate.model.TraceError` (``FILE:LINE: ...``) on any bad input.
+    ``locations``: keep only these locations' records; ``events`` then holds
+    exactly them (:func:`read_text_chunks`).
     """
     path = os.fspath(path)
-    definitions, chunks = read_text_chunks(path, None)
+    definitions, chunks = read_text_chunks(path, None, locations)
     with contextlib.closing(chunks):
         chunk = next(chunks, {})
+    wanted = definitions.locations if locations is None else set(chunks.selected)
     events = {loc: chunk[loc] if loc in chunk else _events([], [])
-              for loc in definitions.locations}
+              for loc in definitions.locations if loc in wanted}
     return Trace(definitions, events, source=path)
