@@ -102,6 +102,10 @@ _CLOSES = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["T
                  KIND_CODE["RmaCollectiveEnd"])
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
+#: messages sent / received, collectives completed (_Cutter._aligned)
+_SENDS = _kinds(SEND, ISEND)
+_RECVS = _kinds(RECV, IRECV)
+_COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
@@ -349,39 +353,74 @@ class _Cutter:
     def _aligned(self, merged: dict[int, Events], cut: int) -> dict | None:
         """Exactly: no channel with a message in flight, every communicator's members
         through the same number of collectives, at ``cut``. Returns the completed
-        collectives per (communicator, member) then, or None."""
+        collectives per (communicator, member) then, or None.
+
+        All locations' records before the cut at once (one flat set of columns), so
+        that its cost is a few numpy calls per cut, not per location and channel."""
         done = dict(self.coll_done)
         defs = self.defs
+        locs = list(merged)
+        if not locs:
+            return done
+        evs = [merged[loc] for loc in locs]
+        ns = [int(np.searchsorted(ev.time, cut, side="left")) for ev in evs]
+        k = np.concatenate([ev.kind[:n] for ev, n in zip(evs, ns, strict=True)])
+        pos = np.repeat(np.arange(len(locs), dtype=np.int64), ns)
+        send = _SENDS[k]
+        # a receive, or a matched probe (it took the message)
+        recv = _RECVS[k] | ((k == PROBE) &
+                            (np.concatenate([ev.size_recv[:n] for ev, n
+                                             in zip(evs, ns, strict=True)]) >= 0))
+        idx = np.flatnonzero(send | recv)
         keys, signs = [], []
-        for loc, ev in merged.items():
-            n = int(np.searchsorted(ev.time, cut, side="left"))
-            k = ev.kind[:n]
-            took = (k == PROBE) & (ev.size_recv[:n] >= 0)  # a matched probe took it
-            for kinds, sign in (((SEND, ISEND), 1), ((RECV, IRECV), -1)):
-                idx = np.flatnonzero(np.isin(k, kinds) | (took if sign < 0 else False))
-                if not idx.size:
-                    continue
-                other = np.full(idx.size, -1, np.int64)
-                comm = ev.comm[idx].astype(np.int64)
-                peer = ev.peer[idx].astype(np.int64)
-                for c in np.unique(comm).tolist():
-                    members = np.array(members_of(defs, c, loc) or (-1,), dtype=np.int64)
-                    sel = comm == c
-                    ok = sel & (peer >= 0) & (peer < members.size)
-                    other[ok] = members[peer[ok]]
-                here = np.full(idx.size, loc, np.int64)
-                src, dst = (here, other) if sign > 0 else (other, here)
-                keys.append(np.stack([src, dst, comm, ev.tag[idx].astype(np.int64)]))
-                signs.append(np.full(idx.size, sign, np.int64))
-            idx = np.flatnonzero((k == COLL_END) | (k == NBC_COMPLETE))
-            for comm in ev.comm[idx].tolist():
-                key = comm if defs.comms.get(comm) and defs.comms[comm].members else (comm, loc)
-                done[(key, loc)] = done.get((key, loc), 0) + 1
-        for t, loc, (comm, peer, tag) in self.cancelled:  # matching drops these sends
+        if idx.size:
+            comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
+                                  )[idx].astype(np.int64)
+            peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]
+                                  )[idx].astype(np.int64)
+            tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
+                                 )[idx].astype(np.int64)
+            p = pos[idx]
+            # the peer's location through its communicator as seen from the record's
+            # location: one members table per distinct (communicator, location)
+            pair_ids = _key_ids([comm, p])
+            first = np.unique(pair_ids, return_index=True)[1]
+            tables, starts, lengths = [], [], []
+            at = 0
+            for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
+                members = members_of(defs, c, locs[q]) or (-1,)
+                tables.append(np.array(members, dtype=np.int64))
+                starts.append(at)
+                lengths.append(len(members))
+                at += len(members)
+            table = np.concatenate(tables)
+            start = np.array(starts, dtype=np.int64)[pair_ids]
+            ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
+            other = np.full(idx.size, -1, np.int64)
+            other[ok] = table[start[ok] + peer[ok]]
+            here = np.array(locs, dtype=np.int64)[p]
+            s = send[idx]
+            keys.append(np.stack([np.where(s, here, other), np.where(s, other, here),
+                                  comm, tag]))
+            signs.append(np.where(s, 1, -1).astype(np.int64))
+        coll = np.flatnonzero(_COLL_DONE[k])
+        if coll.size:
+            ccomm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
+                                   )[coll].astype(np.int64)
+            cp = pos[coll]
+            ids = _key_ids([ccomm, cp])
+            _, first, counts = np.unique(ids, return_index=True, return_counts=True)
+            for comm_, q, c in zip(ccomm[first].tolist(), cp[first].tolist(),
+                                   counts.tolist(), strict=True):
+                loc = locs[q]
+                key = comm_ if defs.comms.get(comm_) and defs.comms[comm_].members \
+                    else (comm_, loc)
+                done[(key, loc)] = done.get((key, loc), 0) + c
+        for t, loc, (comm_, peer_, tag_) in self.cancelled:  # matching drops these sends
             if t < cut:
-                members = members_of(defs, comm, loc)
-                other = members[peer] if 0 <= peer < len(members) else -1
-                keys.append(np.array([[loc], [other], [comm], [tag]], dtype=np.int64))
+                members = members_of(defs, comm_, loc)
+                other_ = members[peer_] if 0 <= peer_ < len(members) else -1
+                keys.append(np.array([[loc], [other_], [comm_], [tag_]], dtype=np.int64))
                 signs.append(np.array([-1], dtype=np.int64))
         if keys:
             cols = np.concatenate(keys, axis=1)
@@ -392,8 +431,8 @@ class _Cutter:
         for (key, _loc), c in done.items():
             by_comm[key].add(c)
         for key, counts in by_comm.items():
-            comm = key if isinstance(key, int) else key[0]
-            members = defs.comms[comm].members if comm in defs.comms else ()
+            comm_ = key if isinstance(key, int) else key[0]
+            members = defs.comms[comm_].members if comm_ in defs.comms else ()
             if len(counts) > 1 or (members and len({done.get((key, m), 0)
                                                     for m in members}) > 1):
                 return None
