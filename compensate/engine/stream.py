@@ -116,21 +116,48 @@ SEGMENT_RECORDS = 1 << 18
 _NEUTRAL = KIND_CODE["Metric"]
 
 
-def _libc_malloc_trim() -> Callable[[], None]:
-    """glibc's ``malloc_trim(0)`` (a no-op elsewhere)."""
+#: Free heap memory (bytes) the process may keep between segments for the next
+#: one to reuse (:func:`release_memory`).
+KEEP_FREE_HEAP = 64 << 20
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (``fordblks``: free bytes held by malloc)."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _libc_release(keep: int) -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)`` once malloc holds more than ``keep`` free bytes
+    (``mallinfo2``; every time if glibc is older than 2.33); a no-op elsewhere."""
     try:
-        trim = ctypes.CDLL(None).malloc_trim
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
     except (AttributeError, OSError):
         return lambda: None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0)
+    info = getattr(libc, "mallinfo2", None)
+    if info is None:
+        return lambda: trim(0)
+    info.argtypes, info.restype = [], _MallInfo2
+
+    def release() -> None:
+        if info().fordblks > keep:
+            trim(0)
+    return release
 
 
-#: Hand the heap a segment freed back to the system before the next segment.
-#: Without it every segment's transient arrays leave free holes that the next
-#: segment's allocations only partly reuse, and the peak keeps creeping up with
-#: the number of segments (10^7-record stencil OTF2: 571-586 MiB, with: 477 MiB).
-release_memory = _libc_malloc_trim()
+#: Hand the heap a segment freed back to the system before the next segment, once
+#: it holds more than :data:`KEEP_FREE_HEAP` free bytes. Without trimming, every
+#: segment's transient arrays leave free holes that the next segment's allocations
+#: only partly reuse, and the peak keeps creeping up with the number of segments
+#: (10^7-record stencil OTF2: 571-586 MiB, with: 477 MiB). Trimming after every
+#: segment instead made the next segment fault all its memory in again (656 k
+#: page faults, ~18 % of the CPU time of a 10^7-record run); keeping up to 64 MiB
+#: free leaves 251 k, and the same peak (docs/performance.md).
+release_memory = _libc_release(KEEP_FREE_HEAP)
 
 
 class NotStreamable(Exception):
