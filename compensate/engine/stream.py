@@ -208,9 +208,15 @@ class StreamResult:
 class _Cutter:
     """Collects chunks and hands out segments that end at safe cuts."""
 
-    def __init__(self, defs: Definitions, segment_records: int) -> None:
+    def __init__(self, defs: Definitions, segment_records: int,
+                 replay: list[tuple[int, int, int | None]] | None = None) -> None:
         self.defs = defs
         self.target = segment_records
+        #: every cut attempt as (records pending, their first time, the cut or None);
+        #: ``replay``: the attempts of an earlier pass over the same chunks, taken
+        #: instead of searching for cuts (see :func:`fit_pass`)
+        self.attempts: list[tuple[int, int, int | None]] = []
+        self.replay = iter(replay) if replay is not None else None
         self.pending: dict[int, list[Events]] = defaultdict(list)
         self.count = 0
         self.next_try = segment_records
@@ -333,7 +339,8 @@ class _Cutter:
                     f"{self.last_cut} made earlier: the input is not in time order")
             self.pending[loc].append(ev)
             self.count += len(ev)
-            self._steps(loc, ev)
+            if self.replay is None:
+                self._steps(loc, ev)
         while self.count >= self.next_try:
             seg = self._cut()
             if seg is None:
@@ -356,6 +363,12 @@ class _Cutter:
         merged = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
         self.pending = defaultdict(list, {loc: [ev] for loc, ev in merged.items()})
         first = min(int(ev.time[0]) for ev in merged.values())
+        if self.replay is not None:
+            count, first_then, cut = next(self.replay, (-1, -1, None))
+            if (count, first_then) != (self.count, first):
+                raise NotStreamable("the second pass over the input did not read the "
+                                    "records the first pass read")
+            return None if cut is None else self._split(merged, cut, None, None, None)
         last = max(int(ev.time[-1]) for ev in merged.values())
         bt = np.concatenate(self.busy_t) if self.busy_t else np.zeros(0, np.int64)
         bd = np.concatenate(self.busy_d) if self.busy_d else np.zeros(0, np.int64)
@@ -374,7 +387,9 @@ class _Cutter:
         for cut in cand[::-1][:4].tolist():  # latest safe cuts first
             done = self._aligned(merged, cut)
             if done is not None:
+                self.attempts.append((self.count, first, cut))
                 return self._split(merged, cut, bt, bd, done)
+        self.attempts.append((self.count, first, None))
         return None
 
     def _aligned(self, merged: dict[int, Events], cut: int) -> dict | None:
@@ -465,8 +480,10 @@ class _Cutter:
                 return None
         return done
 
-    def _split(self, merged: dict[int, Events], cut: int, bt: np.ndarray,
-               bd: np.ndarray, done: dict) -> dict[int, Events]:
+    def _split(self, merged: dict[int, Events], cut: int, bt: np.ndarray | None,
+               bd: np.ndarray | None, done: dict | None) -> dict[int, Events]:
+        """The segment before ``cut``; the rest stays pending. ``bt``/``bd``/``done``:
+        the cut search's state after the cut (None when replaying cuts)."""
         seg: dict[int, Events] = {}
         self.pending = defaultdict(list)
         self.count = 0
@@ -486,10 +503,11 @@ class _Cutter:
             if n < len(ev):
                 self.pending[loc].append(ev.slice(n, len(ev)))
                 self.count += len(ev) - n
-        keep = bt >= cut
-        self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
-        self.coll_done = defaultdict(int, done)
-        self.cancelled = [c for c in self.cancelled if c[0] >= cut]
+        if bt is not None and bd is not None and done is not None:
+            keep = bt >= cut
+            self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
+            self.coll_done = defaultdict(int, done)
+            self.cancelled = [c for c in self.cancelled if c[0] >= cut]
         self.last_cut = cut
         return seg
 
@@ -722,11 +740,16 @@ def _span(span: tuple[int, int] | None, lo: int, hi: int) -> tuple[int, int]:
 
 def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
              source: str, eager_limit: int | None,
-             segment_records: int = SEGMENT_RECORDS, strict: bool = False) -> FitOutcome:
-    """``--bound fitted``, first pass: observe the transfers segment by segment and fit."""
+             segment_records: int = SEGMENT_RECORDS, strict: bool = False,
+             cuts: list | None = None) -> FitOutcome:
+    """``--bound fitted``, first pass: observe the transfers segment by segment and fit.
+
+    ``cuts``, a list, receives the cutter's attempts: :func:`compensate_stream` given
+    them (and the same chunks) cuts the same segments without searching again."""
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     sizes, seconds, p2p, coll, rma = [], [], 0, 0, 0
-    for seg in segments(defs, chunks, segment_records):
+    cutter = _Cutter(defs, segment_records)
+    for seg in _segments(cutter, chunks):
         trace, mtrace, _ = sg.traces(seg)
         matching = sg.match(mtrace)
         obs = observe_transfers(trace, matching, platform)
@@ -738,6 +761,8 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
         sg.advance(seg, None, None, matching)
         seg = trace = mtrace = matching = obs = None
         release_memory()
+    if cuts is not None:
+        cuts[:] = cutter.attempts
     obs = Observations(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
                        np.concatenate(seconds) if seconds else np.zeros(0), p2p, coll, rma)
     return outcome_of(obs, 1.0 / defs.timer_resolution)
@@ -750,13 +775,17 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
                       progress: Callable[[int], None] | None = None,
                       segment_records: int = SEGMENT_RECORDS,
                       advance: Callable[[int], None] | None = None,
-                      strict: bool = False) -> StreamResult:
+                      strict: bool = False, cuts: list | None = None) -> StreamResult:
     """Compensate the records of ``chunks`` segment by segment and hand each
     location's output records to ``write(location, events)`` in order.
 
     ``advance(time)`` (e.g. :meth:`compensate.formats.TraceWriter.advance`) gets,
     before each segment, a watermark: no location handed nothing yet will be
     handed a record earlier than ``time`` (the segment's first measured time).
+
+    ``cuts``: the cut attempts :func:`fit_pass` recorded over the same chunks; the
+    segments are then cut where that pass cut them, without searching again (the
+    same segments; :class:`NotStreamable` if the chunks are not the same).
 
     Nothing is passed to ``write`` for a segment that fails verification: the run
     stops there (``result.verification`` says why) and the caller discards the
@@ -765,7 +794,7 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
     """
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     out = StreamResult(Stats(), Verification(), {})
-    cutter = _Cutter(defs, segment_records)
+    cutter = _Cutter(defs, segment_records, replay=cuts)
     for seg in _segments(cutter, chunks):
         n_seg = sum(len(ev) for ev in seg.values())
         out.segments += 1
