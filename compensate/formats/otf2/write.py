@@ -143,12 +143,18 @@ class _ChunkAllocator:
     the archive is closed, location after location), so a chunk from the heap
     stayed resident after its free while the next location's was filled: closing
     added ~140 MiB to the peak (32 locations, 1 MiB event and 4 MiB local
-    definition chunks; docs/performance.md).
+    definition chunks; docs/performance.md). Up to :data:`POOL` freed chunks of
+    each size are kept for the next allocation (an event buffer gets a new chunk
+    after every flush: a fresh mapping each time would fault all its pages in).
     """
+
+    #: freed chunks kept per chunk size
+    POOL = 2
 
     def __init__(self, per_buffer: int = 1) -> None:
         self.per_buffer = per_buffer
         self.chunks: dict[int, list[tuple[int, int]]] = {}  # buffer key -> (address, size)
+        self.pool: dict[int, list[int]] = {}  # size -> addresses of freed chunks
         self.next_key = 1
         self.callbacks = _MemoryCallbacks(_ALLOCATE_FN(self._allocate),
                                           _FREE_ALL_FN(self._free_all))
@@ -170,7 +176,8 @@ class _ChunkAllocator:
             chunks = self.chunks.setdefault(key, [])
             if file_type == _FILETYPE_EVENTS and len(chunks) >= self.per_buffer:
                 return None  # OTF2 writes the buffer out and frees its chunks
-            ptr = _map_chunk(size)
+            pooled = self.pool.get(size)
+            ptr = pooled.pop() if pooled else _map_chunk(size)
             if ptr:
                 chunks.append((ptr, size))
             return ptr
@@ -180,9 +187,19 @@ class _ChunkAllocator:
     def _free_all(self, _user, _file_type, _location, per_buffer, _final):  # C callback
         try:
             for ptr, size in self.chunks.pop(per_buffer[0], ()):
-                _unmap_chunk(ptr, size)
+                pooled = self.pool.setdefault(size, [])
+                if len(pooled) < self.POOL:
+                    pooled.append(ptr)
+                else:
+                    _unmap_chunk(ptr, size)
         except BaseException:  # never raise into C
             pass
+
+    def __del__(self) -> None:  # (after the archive: the writer holds it until then)
+        for size, pooled in self.pool.items():
+            for ptr in pooled:
+                _unmap_chunk(ptr, size)
+        self.pool = {}
 
 
 class _ArchiveWriter(otf2.writer.Writer):
