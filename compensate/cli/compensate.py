@@ -296,16 +296,21 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     t_start = time.monotonic()
     bound, outcome = args.bound, None
     plat = platform or Platform(0.0)
+    # an OTF2 output copies the records from the input: no payload objects needed
+    payload = outputs.trace.format != "otf2"
+    # the second pass reads the same chunks as the fit pass (no payload): it cuts the
+    # segments where the fit pass cut them
+    cuts: list | None = None
     if args.bound == "fitted":  # R2f needs the fit first: one more pass over the input
         _phase(show, f"fitting the network to the transfers {args.input} observed ...")
         defs, chunks = read_chunks(args.input, payload=False)
+        cuts = None if payload else []
         outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, args.input,
-                           args.eager_limit, strict=args.strict)
+                           args.eager_limit, strict=args.strict, cuts=cuts)
         bound = "fitted" if outcome.fit else "lower"
     t_fit = time.monotonic()
     interrupt.checkpoint("open")
-    # an OTF2 output copies the records from the input: no payload objects needed
-    defs, chunks = read_chunks(args.input, payload=outputs.trace.format != "otf2")
+    defs, chunks = read_chunks(args.input, payload=payload)
     progress = Progress("compensate", "compensating", None, "records", enabled=show)
     where = _time_fraction(defs)
     writer = TraceWriter(args.output, defs, output=outputs.trace)
@@ -330,7 +335,7 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
                           network_time=outcome.fit if outcome else None,
                           fit_links=args.bound == "fitted" and bound == "lower"),
             write, source=str(args.input), eager_limit=args.eager_limit,
-            progress=on_progress, advance=advance, strict=args.strict)
+            progress=on_progress, advance=advance, strict=args.strict, cuts=cuts)
         progress.close()
         check = result.verification
         res = defs.timer_resolution

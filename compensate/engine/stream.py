@@ -102,6 +102,10 @@ _CLOSES = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["T
                  KIND_CODE["RmaCollectiveEnd"])
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
+#: messages sent / received, collectives completed (_Cutter._aligned)
+_SENDS = _kinds(SEND, ISEND)
+_RECVS = _kinds(RECV, IRECV)
+_COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
@@ -112,21 +116,48 @@ SEGMENT_RECORDS = 1 << 18
 _NEUTRAL = KIND_CODE["Metric"]
 
 
-def _libc_malloc_trim() -> Callable[[], None]:
-    """glibc's ``malloc_trim(0)`` (a no-op elsewhere)."""
+#: Free heap memory (bytes) the process may keep between segments for the next
+#: one to reuse (:func:`release_memory`).
+KEEP_FREE_HEAP = 64 << 20
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (``fordblks``: free bytes held by malloc)."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _libc_release(keep: int) -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)`` once malloc holds more than ``keep`` free bytes
+    (``mallinfo2``; every time if glibc is older than 2.33); a no-op elsewhere."""
     try:
-        trim = ctypes.CDLL(None).malloc_trim
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
     except (AttributeError, OSError):
         return lambda: None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0)
+    info = getattr(libc, "mallinfo2", None)
+    if info is None:
+        return lambda: trim(0)
+    info.argtypes, info.restype = [], _MallInfo2
+
+    def release() -> None:
+        if info().fordblks > keep:
+            trim(0)
+    return release
 
 
-#: Hand the heap a segment freed back to the system before the next segment.
-#: Without it every segment's transient arrays leave free holes that the next
-#: segment's allocations only partly reuse, and the peak keeps creeping up with
-#: the number of segments (10^7-record stencil OTF2: 571-586 MiB, with: 477 MiB).
-release_memory = _libc_malloc_trim()
+#: Hand the heap a segment freed back to the system before the next segment, once
+#: it holds more than :data:`KEEP_FREE_HEAP` free bytes. Without trimming, every
+#: segment's transient arrays leave free holes that the next segment's allocations
+#: only partly reuse, and the peak keeps creeping up with the number of segments
+#: (10^7-record stencil OTF2: 571-586 MiB, with: 477 MiB). Trimming after every
+#: segment instead made the next segment fault all its memory in again (656 k
+#: page faults, ~18 % of the CPU time of a 10^7-record run); keeping up to 64 MiB
+#: free leaves 251 k, and the same peak (docs/performance.md).
+release_memory = _libc_release(KEEP_FREE_HEAP)
 
 
 class NotStreamable(Exception):
@@ -177,9 +208,15 @@ class StreamResult:
 class _Cutter:
     """Collects chunks and hands out segments that end at safe cuts."""
 
-    def __init__(self, defs: Definitions, segment_records: int) -> None:
+    def __init__(self, defs: Definitions, segment_records: int,
+                 replay: list[tuple[int, int, int | None]] | None = None) -> None:
         self.defs = defs
         self.target = segment_records
+        #: every cut attempt as (records pending, their first time, the cut or None);
+        #: ``replay``: the attempts of an earlier pass over the same chunks, taken
+        #: instead of searching for cuts (see :func:`fit_pass`)
+        self.attempts: list[tuple[int, int, int | None]] = []
+        self.replay = iter(replay) if replay is not None else None
         self.pending: dict[int, list[Events]] = defaultdict(list)
         self.count = 0
         self.next_try = segment_records
@@ -302,7 +339,8 @@ class _Cutter:
                     f"{self.last_cut} made earlier: the input is not in time order")
             self.pending[loc].append(ev)
             self.count += len(ev)
-            self._steps(loc, ev)
+            if self.replay is None:
+                self._steps(loc, ev)
         while self.count >= self.next_try:
             seg = self._cut()
             if seg is None:
@@ -325,6 +363,12 @@ class _Cutter:
         merged = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
         self.pending = defaultdict(list, {loc: [ev] for loc, ev in merged.items()})
         first = min(int(ev.time[0]) for ev in merged.values())
+        if self.replay is not None:
+            count, first_then, cut = next(self.replay, (-1, -1, None))
+            if (count, first_then) != (self.count, first):
+                raise NotStreamable("the second pass over the input did not read the "
+                                    "records the first pass read")
+            return None if cut is None else self._split(merged, cut, None, None, None)
         last = max(int(ev.time[-1]) for ev in merged.values())
         bt = np.concatenate(self.busy_t) if self.busy_t else np.zeros(0, np.int64)
         bd = np.concatenate(self.busy_d) if self.busy_d else np.zeros(0, np.int64)
@@ -343,45 +387,82 @@ class _Cutter:
         for cut in cand[::-1][:4].tolist():  # latest safe cuts first
             done = self._aligned(merged, cut)
             if done is not None:
+                self.attempts.append((self.count, first, cut))
                 return self._split(merged, cut, bt, bd, done)
+        self.attempts.append((self.count, first, None))
         return None
 
     def _aligned(self, merged: dict[int, Events], cut: int) -> dict | None:
         """Exactly: no channel with a message in flight, every communicator's members
         through the same number of collectives, at ``cut``. Returns the completed
-        collectives per (communicator, member) then, or None."""
+        collectives per (communicator, member) then, or None.
+
+        All locations' records before the cut at once (one flat set of columns), so
+        that its cost is a few numpy calls per cut, not per location and channel."""
         done = dict(self.coll_done)
         defs = self.defs
+        locs = list(merged)
+        if not locs:
+            return done
+        evs = [merged[loc] for loc in locs]
+        ns = [int(np.searchsorted(ev.time, cut, side="left")) for ev in evs]
+        k = np.concatenate([ev.kind[:n] for ev, n in zip(evs, ns, strict=True)])
+        pos = np.repeat(np.arange(len(locs), dtype=np.int64), ns)
+        send = _SENDS[k]
+        # a receive, or a matched probe (it took the message)
+        recv = _RECVS[k] | ((k == PROBE) &
+                            (np.concatenate([ev.size_recv[:n] for ev, n
+                                             in zip(evs, ns, strict=True)]) >= 0))
+        idx = np.flatnonzero(send | recv)
         keys, signs = [], []
-        for loc, ev in merged.items():
-            n = int(np.searchsorted(ev.time, cut, side="left"))
-            k = ev.kind[:n]
-            took = (k == PROBE) & (ev.size_recv[:n] >= 0)  # a matched probe took it
-            for kinds, sign in (((SEND, ISEND), 1), ((RECV, IRECV), -1)):
-                idx = np.flatnonzero(np.isin(k, kinds) | (took if sign < 0 else False))
-                if not idx.size:
-                    continue
-                other = np.full(idx.size, -1, np.int64)
-                comm = ev.comm[idx].astype(np.int64)
-                peer = ev.peer[idx].astype(np.int64)
-                for c in np.unique(comm).tolist():
-                    members = np.array(members_of(defs, c, loc) or (-1,), dtype=np.int64)
-                    sel = comm == c
-                    ok = sel & (peer >= 0) & (peer < members.size)
-                    other[ok] = members[peer[ok]]
-                here = np.full(idx.size, loc, np.int64)
-                src, dst = (here, other) if sign > 0 else (other, here)
-                keys.append(np.stack([src, dst, comm, ev.tag[idx].astype(np.int64)]))
-                signs.append(np.full(idx.size, sign, np.int64))
-            idx = np.flatnonzero((k == COLL_END) | (k == NBC_COMPLETE))
-            for comm in ev.comm[idx].tolist():
-                key = comm if defs.comms.get(comm) and defs.comms[comm].members else (comm, loc)
-                done[(key, loc)] = done.get((key, loc), 0) + 1
-        for t, loc, (comm, peer, tag) in self.cancelled:  # matching drops these sends
+        if idx.size:
+            comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
+                                  )[idx].astype(np.int64)
+            peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]
+                                  )[idx].astype(np.int64)
+            tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
+                                 )[idx].astype(np.int64)
+            p = pos[idx]
+            # the peer's location through its communicator as seen from the record's
+            # location: one members table per distinct (communicator, location)
+            pair_ids = _key_ids([comm, p])
+            first = np.unique(pair_ids, return_index=True)[1]
+            tables, starts, lengths = [], [], []
+            at = 0
+            for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
+                members = members_of(defs, c, locs[q]) or (-1,)
+                tables.append(np.array(members, dtype=np.int64))
+                starts.append(at)
+                lengths.append(len(members))
+                at += len(members)
+            table = np.concatenate(tables)
+            start = np.array(starts, dtype=np.int64)[pair_ids]
+            ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
+            other = np.full(idx.size, -1, np.int64)
+            other[ok] = table[start[ok] + peer[ok]]
+            here = np.array(locs, dtype=np.int64)[p]
+            s = send[idx]
+            keys.append(np.stack([np.where(s, here, other), np.where(s, other, here),
+                                  comm, tag]))
+            signs.append(np.where(s, 1, -1).astype(np.int64))
+        coll = np.flatnonzero(_COLL_DONE[k])
+        if coll.size:
+            ccomm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
+                                   )[coll].astype(np.int64)
+            cp = pos[coll]
+            ids = _key_ids([ccomm, cp])
+            _, first, counts = np.unique(ids, return_index=True, return_counts=True)
+            for comm_, q, c in zip(ccomm[first].tolist(), cp[first].tolist(),
+                                   counts.tolist(), strict=True):
+                loc = locs[q]
+                key = comm_ if defs.comms.get(comm_) and defs.comms[comm_].members \
+                    else (comm_, loc)
+                done[(key, loc)] = done.get((key, loc), 0) + c
+        for t, loc, (comm_, peer_, tag_) in self.cancelled:  # matching drops these sends
             if t < cut:
-                members = members_of(defs, comm, loc)
-                other = members[peer] if 0 <= peer < len(members) else -1
-                keys.append(np.array([[loc], [other], [comm], [tag]], dtype=np.int64))
+                members = members_of(defs, comm_, loc)
+                other_ = members[peer_] if 0 <= peer_ < len(members) else -1
+                keys.append(np.array([[loc], [other_], [comm_], [tag_]], dtype=np.int64))
                 signs.append(np.array([-1], dtype=np.int64))
         if keys:
             cols = np.concatenate(keys, axis=1)
@@ -392,15 +473,17 @@ class _Cutter:
         for (key, _loc), c in done.items():
             by_comm[key].add(c)
         for key, counts in by_comm.items():
-            comm = key if isinstance(key, int) else key[0]
-            members = defs.comms[comm].members if comm in defs.comms else ()
+            comm_ = key if isinstance(key, int) else key[0]
+            members = defs.comms[comm_].members if comm_ in defs.comms else ()
             if len(counts) > 1 or (members and len({done.get((key, m), 0)
                                                     for m in members}) > 1):
                 return None
         return done
 
-    def _split(self, merged: dict[int, Events], cut: int, bt: np.ndarray,
-               bd: np.ndarray, done: dict) -> dict[int, Events]:
+    def _split(self, merged: dict[int, Events], cut: int, bt: np.ndarray | None,
+               bd: np.ndarray | None, done: dict | None) -> dict[int, Events]:
+        """The segment before ``cut``; the rest stays pending. ``bt``/``bd``/``done``:
+        the cut search's state after the cut (None when replaying cuts)."""
         seg: dict[int, Events] = {}
         self.pending = defaultdict(list)
         self.count = 0
@@ -420,10 +503,11 @@ class _Cutter:
             if n < len(ev):
                 self.pending[loc].append(ev.slice(n, len(ev)))
                 self.count += len(ev) - n
-        keep = bt >= cut
-        self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
-        self.coll_done = defaultdict(int, done)
-        self.cancelled = [c for c in self.cancelled if c[0] >= cut]
+        if bt is not None and bd is not None and done is not None:
+            keep = bt >= cut
+            self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
+            self.coll_done = defaultdict(int, done)
+            self.cancelled = [c for c in self.cancelled if c[0] >= cut]
         self.last_cut = cut
         return seg
 
@@ -656,11 +740,16 @@ def _span(span: tuple[int, int] | None, lo: int, hi: int) -> tuple[int, int]:
 
 def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
              source: str, eager_limit: int | None,
-             segment_records: int = SEGMENT_RECORDS, strict: bool = False) -> FitOutcome:
-    """``--bound fitted``, first pass: observe the transfers segment by segment and fit."""
+             segment_records: int = SEGMENT_RECORDS, strict: bool = False,
+             cuts: list | None = None) -> FitOutcome:
+    """``--bound fitted``, first pass: observe the transfers segment by segment and fit.
+
+    ``cuts``, a list, receives the cutter's attempts: :func:`compensate_stream` given
+    them (and the same chunks) cuts the same segments without searching again."""
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     sizes, seconds, p2p, coll, rma = [], [], 0, 0, 0
-    for seg in segments(defs, chunks, segment_records):
+    cutter = _Cutter(defs, segment_records)
+    for seg in _segments(cutter, chunks):
         trace, mtrace, _ = sg.traces(seg)
         matching = sg.match(mtrace)
         obs = observe_transfers(trace, matching, platform)
@@ -672,6 +761,8 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
         sg.advance(seg, None, None, matching)
         seg = trace = mtrace = matching = obs = None
         release_memory()
+    if cuts is not None:
+        cuts[:] = cutter.attempts
     obs = Observations(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
                        np.concatenate(seconds) if seconds else np.zeros(0), p2p, coll, rma)
     return outcome_of(obs, 1.0 / defs.timer_resolution, platform.network)
@@ -684,13 +775,17 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
                       progress: Callable[[int], None] | None = None,
                       segment_records: int = SEGMENT_RECORDS,
                       advance: Callable[[int], None] | None = None,
-                      strict: bool = False) -> StreamResult:
+                      strict: bool = False, cuts: list | None = None) -> StreamResult:
     """Compensate the records of ``chunks`` segment by segment and hand each
     location's output records to ``write(location, events)`` in order.
 
     ``advance(time)`` (e.g. :meth:`compensate.formats.TraceWriter.advance`) gets,
     before each segment, a watermark: no location handed nothing yet will be
     handed a record earlier than ``time`` (the segment's first measured time).
+
+    ``cuts``: the cut attempts :func:`fit_pass` recorded over the same chunks; the
+    segments are then cut where that pass cut them, without searching again (the
+    same segments; :class:`NotStreamable` if the chunks are not the same).
 
     Nothing is passed to ``write`` for a segment that fails verification: the run
     stops there (``result.verification`` says why) and the caller discards the
@@ -699,7 +794,7 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
     """
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     out = StreamResult(Stats(), Verification(), {})
-    cutter = _Cutter(defs, segment_records)
+    cutter = _Cutter(defs, segment_records, replay=cuts)
     for seg in _segments(cutter, chunks):
         n_seg = sum(len(ev) for ev in seg.values())
         out.segments += 1

@@ -26,7 +26,7 @@ from .test_regression import CONFIGS
 
 
 def both(trace, platform, bound="lower", *, segment_records, chunk_records, eager_limit=None,
-         network=None, collective_exit="uniform"):
+         network=None, collective_exit="uniform", cuts=None):
     """(in-memory result, streamed events per location, stream result)."""
     m = match(trace, eager_limit=eager_limit)
     opts = EngineOptions(bound, collective_exit=collective_exit, network_time=network)
@@ -35,7 +35,7 @@ def both(trace, platform, bound="lower", *, segment_records, chunk_records, eage
     res = stream.compensate_stream(
         trace.definitions, stream.trace_chunks(trace, chunk_records), platform, opts,
         lambda loc, ev: got.setdefault(loc, []).append(ev), eager_limit=eager_limit,
-        segment_records=segment_records)
+        segment_records=segment_records, cuts=cuts)
     return ref, {loc: Events.concat(parts) for loc, parts in got.items()}, res
 
 
@@ -57,18 +57,20 @@ def assert_same(ref, got, res):
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_every_program_cut_into_many_segments(program, bound):
     sim = simulate(program, ranks=5, seed=1)
-    net = None
+    net = cuts = None
     if bound == "fitted":
         outcome = try_fit(sim.measured, match(sim.measured), sim.platform)
         if outcome.fit is None:
             pytest.skip("too few observed transfers to fit")
         net = outcome.fit
+        cuts = []
         again = stream.fit_pass(sim.measured.definitions,
                                 stream.trace_chunks(sim.measured, 97), sim.platform, "", None,
-                                segment_records=150)
+                                segment_records=150, cuts=cuts)
         assert again.fit == net  # the first pass sees the same observations
+    # fitted: the second pass cuts where the fit pass cut (cuts replayed, no search)
     ref, got, res = both(sim.measured, sim.platform, bound, segment_records=150,
-                         chunk_records=97, network=net)
+                         chunk_records=97, network=net, cuts=cuts)
     assert_same(ref, got, res)
     # pingpong always has a message in flight: no safe cut; a partitioned operation
     # is open from its Init on (no record frees it): no cut after the first Init
@@ -106,6 +108,25 @@ def test_segments_stay_bounded_on_a_long_run():
     assert_same(ref, got, res)
     assert res.segments >= sim.measured.record_count // 4000
     assert res.largest_segment <= 4000
+
+
+def test_replayed_cuts_give_the_searched_segments_or_refuse_other_chunks():
+    """The cut attempts one pass recorded cut the same chunks into the same segments
+    without the search; over other chunks they are refused (NotStreamable: the
+    command then runs in memory) rather than cutting where no cut was checked."""
+    sim = simulate("stencil", ranks=4, iterations=60)
+    trace = sim.measured
+    searched = stream._Cutter(trace.definitions, 300)
+    segs = list(stream._segments(searched, stream.trace_chunks(trace, 70)))
+    assert len(segs) >= 3 and len(searched.attempts) >= len(segs) - 1
+    replayed = stream._Cutter(trace.definitions, 300, replay=searched.attempts)
+    again = list(stream._segments(replayed, stream.trace_chunks(trace, 70)))
+    assert [{loc: ev.time.tolist() for loc, ev in seg.items()} for seg in again] == \
+        [{loc: ev.time.tolist() for loc, ev in seg.items()} for seg in segs]
+    assert replayed.busy_t == []  # no search state was built
+    other = stream._Cutter(trace.definitions, 300, replay=searched.attempts)
+    with pytest.raises(stream.NotStreamable, match="did not read the records"):
+        list(stream._segments(other, stream.trace_chunks(trace, 50)))
 
 
 def test_input_not_in_time_order_is_refused():

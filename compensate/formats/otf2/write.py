@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import mmap
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -109,8 +110,22 @@ def _libc_function(name: str, restype: Any, argtypes: list[Any]) -> Any:
     return fn
 
 
-_malloc = _libc_function("malloc", ctypes.c_void_p, [ctypes.c_size_t])
-_free = _libc_function("free", None, [ctypes.c_void_p])
+_mmap = _libc_function("mmap", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                  ctypes.c_int, ctypes.c_int, ctypes.c_long])
+_munmap = _libc_function("munmap", ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t])
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _map_chunk(size: int) -> int | None:
+    """``size`` bytes of fresh anonymous memory of their own (None if none): handed
+    back to the system by :func:`_unmap_chunk` however the heap looks then."""
+    ptr = _mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    return None if ptr in (None, _MAP_FAILED) else ptr
+
+
+def _unmap_chunk(ptr: int, size: int) -> None:
+    _munmap(ptr, size)
 
 
 class _ChunkAllocator:
@@ -123,11 +138,24 @@ class _ChunkAllocator:
     archive is closed. Refusing a further chunk makes it write the buffer's
     chunks to the event file and reuse the memory; the file is the same, chunk
     for chunk. Definition buffers are not limited.
+
+    Each chunk is a mapping of its own (``mmap``), unmapped when OTF2 frees it:
+    OTF2 fills the rest of every chunk when it writes it out (at the latest when
+    the archive is closed, location after location), so a chunk from the heap
+    stayed resident after its free while the next location's was filled: closing
+    added ~140 MiB to the peak (32 locations, 1 MiB event and 4 MiB local
+    definition chunks; docs/performance.md). Up to :data:`POOL` freed chunks of
+    each size are kept for the next allocation (an event buffer gets a new chunk
+    after every flush: a fresh mapping each time would fault all its pages in).
     """
+
+    #: freed chunks kept per chunk size
+    POOL = 2
 
     def __init__(self, per_buffer: int = 1) -> None:
         self.per_buffer = per_buffer
-        self.chunks: dict[int, list[int]] = {}  # buffer key -> chunk addresses
+        self.chunks: dict[int, list[tuple[int, int]]] = {}  # buffer key -> (address, size)
+        self.pool: dict[int, list[int]] = {}  # size -> addresses of freed chunks
         self.next_key = 1
         self.callbacks = _MemoryCallbacks(_ALLOCATE_FN(self._allocate),
                                           _FREE_ALL_FN(self._free_all))
@@ -149,19 +177,30 @@ class _ChunkAllocator:
             chunks = self.chunks.setdefault(key, [])
             if file_type == _FILETYPE_EVENTS and len(chunks) >= self.per_buffer:
                 return None  # OTF2 writes the buffer out and frees its chunks
-            ptr = _malloc(size)
+            pooled = self.pool.get(size)
+            ptr = pooled.pop() if pooled else _map_chunk(size)
             if ptr:
-                chunks.append(ptr)
+                chunks.append((ptr, size))
             return ptr
         except BaseException:  # never raise into C; NULL is an allocation failure
             return None
 
     def _free_all(self, _user, _file_type, _location, per_buffer, _final):  # C callback
         try:
-            for ptr in self.chunks.pop(per_buffer[0], ()):
-                _free(ptr)
+            for ptr, size in self.chunks.pop(per_buffer[0], ()):
+                pooled = self.pool.setdefault(size, [])
+                if len(pooled) < self.POOL:
+                    pooled.append(ptr)
+                else:
+                    _unmap_chunk(ptr, size)
         except BaseException:  # never raise into C
             pass
+
+    def __del__(self) -> None:  # (after the archive: the writer holds it until then)
+        for size, pooled in self.pool.items():
+            for ptr in pooled:
+                _unmap_chunk(ptr, size)
+        self.pool = {}
 
 
 class _ArchiveWriter(otf2.writer.Writer):
