@@ -79,7 +79,7 @@ def agree(transport: Transport, exc: BaseException | None) -> None:
     raise RankFailed(first, status, line)
 
 
-def _phase(transport: Transport, step: Any, *args: Any, exchange: Exchange | None = None):
+def agreed(transport: Transport, step: Any, *args: Any, exchange: Exchange | None = None):
     """``step(*args)`` followed by :func:`agree` (and, if it raised inside the replay,
     the exchange's failure round first)."""
     try:
@@ -116,7 +116,7 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
             used = "fitted" if outcome.fit else "lower"
         return matching, outcome, used
 
-    matching, outcome, used = _phase(transport, prepare)
+    matching, outcome, used = agreed(transport, prepare)
     owner = owners(trace.definitions, list(trace.events), transport.size)
     mine = [loc for loc in trace.events if owner[loc] == transport.rank]
     if bound == "none":
@@ -126,7 +126,7 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
         opts = EngineOptions(bound=used, collective_exit=collective_exit,
                              network_time=outcome.fit if outcome else None,
                              fit_links=bound == "fitted" and used == "lower")
-        approx, t0, stats = _phase(
+        approx, t0, stats = agreed(
             transport, lambda: approximate(trace, plat, opts, matching, exchange=exchange),
             exchange=exchange)
     # par21io: gather the owned locations' times to rank 0, which writes the whole

@@ -1,0 +1,98 @@
+"""``mpiexec -n P compensate IN OUT ...``: the command's distributed run.
+
+:func:`launched` tells from the environment alone whether an MPI launcher started
+this process with more than one rank (mpi4py is imported only then, or with
+``--mpi``: importing it costs start-up time). :func:`run_parallel` runs the
+pipeline of :mod:`compensate.parallel.driver` on ``COMM_WORLD``; rank 0 writes the
+output and the summary exactly as the ``--in-memory`` run does.
+
+Errors: every rank exits with the same status (the command's documented codes);
+only rank 0 prints, the first failing rank's one line; nothing is written after a
+failure (rank 0's output is atomic and discarded). Ranks other than 0 print
+nothing at all (:func:`silent_rank`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+#: (size, rank) variables of the launchers: MPICH/Hydra and Intel MPI (PMI),
+#: Open MPI, MVAPICH2, Slurm's srun
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
+
+
+def _env_int(names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = os.environ.get(name, "")
+        if value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def launched() -> bool:
+    """Whether an MPI launcher started this process as one of several ranks (and
+    mpi4py is there to join them)."""
+    size = _env_int(_SIZE_VARS)
+    if size is None or size <= 1:
+        return False
+    import importlib.util
+    return importlib.util.find_spec("mpi4py") is not None
+
+
+def silent_rank(argv: list[str]) -> bool:
+    """Whether this process is a rank other than 0 of a distributed run (then it
+    prints nothing: rank 0 reports for all)."""
+    if not (launched() or "--mpi" in argv):
+        return False
+    rank = _env_int(_RANK_VARS)
+    return rank is not None and rank > 0
+
+
+def run_parallel(args, read: Callable, make_outputs: Callable, finish: Callable) -> int:
+    """The distributed run of the command. ``read()`` reads the trace, ``make_outputs()``
+    creates rank 0's atomic outputs, ``finish(outputs, trace, pipeline, seconds, ranks)`` writes
+    them from the pipeline's result and returns the exit status (rank 0 only)."""
+    import time
+
+    from compensate.parallel.driver import agreed, describe, run_pipeline_parallel
+    from compensate.parallel.transport import MpiTransport
+
+    try:
+        transport = MpiTransport()
+    except ImportError as exc:
+        raise RuntimeError(f"--mpi needs mpi4py (the [mpi] extra): {exc}") from None
+    status, line = 0, None
+    outputs = None
+    try:
+        t_start = time.monotonic()
+        if transport.rank == 0:
+            outputs = agreed(transport, make_outputs)
+        else:
+            agreed(transport, lambda: None)
+        # par21io: every rank reads the whole trace for now; each will read only its
+        # own locations and the ghost records it needs
+        trace = agreed(transport, read)
+        t_read = time.monotonic()
+        pipeline = run_pipeline_parallel(trace, args.platform_used, args.bound,
+                                         args.collective_exit, args.eager_limit, transport,
+                                         strict=args.strict)
+        if transport.rank == 0:
+            status = finish(outputs, trace, pipeline,
+                            {"read": t_read - t_start, "compensate": time.monotonic() - t_read},
+                            transport.size)
+    except Exception as exc:  # noqa: BLE001 - one line from rank 0, the same status everywhere
+        if os.environ.get("COMPENSATE_DEBUG") and transport.rank == 0:
+            import traceback
+            traceback.print_exc()
+        status, line = describe(exc)
+    finally:
+        if outputs is not None:
+            outputs.discard()  # nothing after a commit; everything after a failure
+    final = transport.allgather((status, line))
+    first = next(((s, ln) for s, ln in final if s != 0), (0, None))
+    if transport.rank == 0 and first[1]:
+        import sys
+        print(first[1], file=sys.stderr)
+    return first[0]
