@@ -66,7 +66,7 @@ def test_three_locations_on_two_ranks_exchange_the_hand_computed_values():
         return {loc: approx[loc] for loc in trace.events if owner[loc] == t.rank}, ex
 
     parts = run_threads(2, body)
-    for rank, (part, ex) in enumerate(parts):
+    for part, ex in parts:
         for loc, times in part.items():
             np.testing.assert_array_equal(times, one[loc])  # bit for bit
         assert ex.sent == 1 and ex.received == 1 and ex.expected == 1
