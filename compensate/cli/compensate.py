@@ -228,6 +228,8 @@ def _run(argv: list[str] | None) -> int:
     target = output_target(args.input, args.output, args.force)
     show = not args.quiet and sys.stderr.isatty()
     if args.mpi or parallel.launched():  # mpiexec -n P compensate ...: docs/parallel.md
+        if not parallel.available():
+            raise _Usage("--mpi needs mpi4py: pip install 'compensate[mpi]'", synopsis=False)
         args.platform_used = platform
         return parallel.run_parallel(
             args, lambda: read_trace(args.input), lambda: _Outputs(args, target),

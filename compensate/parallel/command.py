@@ -31,14 +31,17 @@ def _env_int(names: tuple[str, ...]) -> int | None:
     return None
 
 
+def available() -> bool:
+    """Whether mpi4py can be imported (without importing it)."""
+    import importlib.util
+    return importlib.util.find_spec("mpi4py") is not None
+
+
 def launched() -> bool:
     """Whether an MPI launcher started this process as one of several ranks (and
     mpi4py is there to join them)."""
     size = _env_int(_SIZE_VARS)
-    if size is None or size <= 1:
-        return False
-    import importlib.util
-    return importlib.util.find_spec("mpi4py") is not None
+    return size is not None and size > 1 and available()
 
 
 def silent_rank(argv: list[str]) -> bool:
@@ -59,10 +62,7 @@ def run_parallel(args, read: Callable, make_outputs: Callable, finish: Callable)
     from compensate.parallel.driver import agreed, describe, run_pipeline_parallel
     from compensate.parallel.transport import MpiTransport
 
-    try:
-        transport = MpiTransport()
-    except ImportError as exc:
-        raise RuntimeError(f"--mpi needs mpi4py (the [mpi] extra): {exc}") from None
+    transport = MpiTransport()
     status, line = 0, None
     outputs = None
     try:

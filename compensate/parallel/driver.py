@@ -129,9 +129,19 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
         approx, t0, stats = agreed(
             transport, lambda: approximate(trace, plat, opts, matching, exchange=exchange),
             exchange=exchange)
+
+    def own_times():
+        part = {loc: approx[loc] for loc in mine}
+        for loc, times in part.items():  # every owned anchor was computed (a rule
+            if np.isnan(times).any():  # reading an anchor it did not list in its
+                i = int(np.flatnonzero(np.isnan(times))[0])  # needs would show here)
+                raise RuntimeError(f"location {loc}, record {i}: no time computed "
+                                   f"on rank {transport.rank}")
+        return part
+
+    part = None if approx is None else agreed(transport, own_times)
     # par21io: gather the owned locations' times to rank 0, which writes the whole
     # trace; the I/O helper's writer will let each rank write its own locations
-    part = None if approx is None else {loc: approx[loc] for loc in mine}
     parts = transport.allgather(part)
     if transport.rank != 0:
         return None

@@ -91,3 +91,37 @@ def test_mpiexec_equals_one_process(inputs, ranks, capfd):
         assert s2["ranks"] == ranks
         assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
             {k: v for k, v in s2.items() if k not in PER_RUN}, name
+
+
+def test_launcher_detection_from_the_environment(monkeypatch):
+    """The distributed path starts when a launcher says there are several ranks; only
+    rank 0 prints. Nothing imports mpi4py to find out."""
+    from compensate.parallel import command
+
+    for name in command._SIZE_VARS + command._RANK_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(command, "available", lambda: True)
+    assert not command.launched()
+    assert not command.silent_rank(["in.trace", "out.trace"])
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert not command.launched()
+    monkeypatch.setenv("PMI_SIZE", "3")
+    monkeypatch.setenv("PMI_RANK", "0")
+    assert command.launched() and not command.silent_rank([])
+    monkeypatch.setenv("PMI_RANK", "2")
+    assert command.silent_rank([])
+    monkeypatch.setattr(command, "available", lambda: False)
+    assert not command.launched()
+    assert command.silent_rank(["--mpi"])
+
+
+def test_mpi_without_mpi4py_is_a_usage_error(monkeypatch, capsys, tmp_path):
+    from compensate.parallel import command
+
+    monkeypatch.setattr(command, "available", lambda: False)
+    (tmp_path / "in.trace").write_text(CYCLE)
+    assert main([str(tmp_path / "in.trace"), str(tmp_path / "out.trace"), "--overhead",
+                 "1ns", "--mpi"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["compensate: error: --mpi needs mpi4py: pip install 'compensate[mpi]'"]
+    assert not (tmp_path / "out.trace").exists()
