@@ -163,8 +163,9 @@ class _Engine:
         parked: dict[int, tuple[int, int]] = {}  # location position -> (loc id, record)
         xch = self.exchange
         if xch is not None:  # distributed (compensate.parallel): other ranks' locations
-            # are ghosts, their anchors arrive; anchors other ranks need have a waiter
-            # list from the start, so that computing them takes the wake-up path
+            # are ghosts (pinned, every record an anchor, values NaN until they
+            # arrive); anchors other ranks need have a waiter list from the start, so
+            # that computing them takes the wake-up path
             xch.start(g, A, cur, waiters)
             base = dict(ctx.cases)  # counters of the graph's build, equal on every rank
         stack = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
@@ -287,8 +288,8 @@ class _Engine:
         cases["m1_a2"] += a2
         cases["m2_" + self.opts.bound] += m2
         cases["m2_fitted_clamped"] += clamped
-        if xch is not None:  # each rank counted the cases of its own records: sum them
-            xch.sum_counts(cases, base)
+        if xch is not None:  # each rank counted its own records: reduce over the ranks
+            xch.reduce(g, self.stats, base)
         cases["m1_receiver_late"] += g.fast_receiver_late
         cases["m2_message_late"] += g.fast_message_late
         if parked:

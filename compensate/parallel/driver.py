@@ -26,7 +26,7 @@ import numpy as np
 from compensate.engine.run import EngineOptions, Result, Stats, approximate, rounded_times
 from compensate.matching import match
 from compensate.model import Trace, TraceError
-from compensate.parallel.exchange import Exchange, RemoteFailure
+from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import Transport
 from compensate.platform import Platform, PlatformError
@@ -119,15 +119,23 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
     matching, outcome, used = agreed(transport, prepare)
     owner = owners(trace.definitions, list(trace.events), transport.size)
     mine = [loc for loc in trace.events if owner[loc] == transport.rank]
+    # t0: the earliest measured timestamp of all (each rank knows its own locations')
+    firsts = transport.allgather(min((int(trace.events[loc].time[0]) for loc in mine
+                                      if len(trace.events[loc])), default=None))
+    t0 = min((x for x in firsts if x is not None), default=0)
+    # ghosts: the other ranks' locations, pinned with unknown values (every record its
+    # own anchor; engine.run never evaluates them, the exchange fills them in)
+    ghosts = ghost_pins(trace, owner, transport.rank)
     if bound == "none":
-        stats, approx, t0 = Stats(), None, 0
+        stats, approx = Stats(), None
     else:
         exchange = Exchange(transport, owner)
         opts = EngineOptions(bound=used, collective_exit=collective_exit,
                              network_time=outcome.fit if outcome else None,
                              fit_links=bound == "fitted" and used == "lower")
         approx, t0, stats = agreed(
-            transport, lambda: approximate(trace, plat, opts, matching, exchange=exchange),
+            transport, lambda: approximate(trace, plat, opts, matching, t0=t0, pins=ghosts,
+                                           exchange=exchange),
             exchange=exchange)
 
     def own_times():

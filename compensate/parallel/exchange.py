@@ -1,28 +1,34 @@
-"""The forward replay's exchange: anchors that cross ranks (docs/parallel.md).
+"""The forward replay's exchange: the records whose times cross ranks (docs/parallel.md).
 
-Every rank builds the same :class:`~compensate.engine.graph.Graph` (today from the
-whole trace), so an anchor has the same number on every rank. A rank evaluates
-only the anchors of the locations it owns (:mod:`compensate.parallel.ownership`);
-the other locations are *ghosts*: the engine never evaluates them, their anchors'
-values arrive from their owners. The value sent is ``A[anchor]`` itself, and the
-receiving rule adds its own R1 offset exactly as in the one-process run, so the
-floats are bit-identical.
+A rank evaluates the anchors of the locations it owns (:mod:`compensate.parallel.ownership`);
+the other locations are *ghosts* (:func:`ghost_pins`): pinned like a stream
+segment's context records (``pins`` of :func:`compensate.engine.run.approximate`),
+so that every ghost record is its own anchor, but with values unknown (NaN) until
+their owners send them. The engine never evaluates a ghost. Values are keyed by
+(location, record): a ghost index never needs to agree with the owner's anchor
+numbering. The value sent for a record is ``A[anchor] + offset`` on its owner,
+exactly what a rule's :data:`~compensate.engine.rules.Ref` computes in the
+one-process run; the rule on the receiving rank reads it from the ghost anchor
+with offset 0, so the floats are bit-identical.
 
-* **Setup** (:meth:`Exchange.start`): each rank lists the remote anchors its own
-  dependent records read (the fast path's send anchor, every generic rule's
-  ``needs``) and sends each owner its list in one ``alltoall``; the owner gives each
-  requested anchor a waiter list, so that computing it takes the engine's wake-up
-  path and :meth:`Exchange.computed` queues it.
+* **Setup** (:meth:`Exchange.start`): each rank lists the ghost records its own
+  dependent records read (the fast path's send, every generic rule's ``needs``) and
+  sends each owner its list, (locations, records) as numpy arrays, in one
+  ``alltoall``. The owner gives the anchor of each requested record a waiter list,
+  so that computing it takes the engine's wake-up path and :meth:`Exchange.computed`
+  queues it.
 * **Rounds** (:meth:`Exchange.round`): when the engine has nothing runnable, the rank
-  sends every queued value to the ranks that asked for it (one packed pair of numpy
-  arrays per destination) and takes what the others sent, in one ``alltoall`` that
-  also carries every rank's status (failed, done, values sent). Then every rank
-  knows the same thing: all done and nothing sent — finished; nothing sent but
-  somebody not done — the dependencies form a cycle (the one-process run's
-  "can never be reached" error, raised by every rank still waiting); a rank
-  failed — every rank stops (:class:`RemoteFailure`). Nobody blocks forever,
-  because a rank enters a round only after its runnable work is done and every
-  rank takes part in every round until all agree to stop.
+  sends every queued value to the ranks that asked for it (one packed triple of
+  numpy arrays per destination) and takes what the others sent, in one ``alltoall``
+  that also carries every rank's status (failed, done, values sent). Then every rank
+  knows the same thing: nothing sent by anybody — finished (if somebody is not done,
+  the dependencies form a cycle: the one-process run's "can never be reached" error,
+  raised by every rank still waiting); a rank failed — every rank stops
+  (:class:`RemoteFailure`). Nobody blocks forever, because a rank enters a round
+  only after its runnable work is done and every rank takes part in every round
+  until all agree to stop.
+* **Statistics** (:meth:`Exchange.reduce`): what each rank counted for its own
+  locations, reduced to the one-process numbers.
 """
 
 from __future__ import annotations
@@ -34,7 +40,16 @@ from typing import Any
 import numpy as np
 
 from compensate.engine.graph import FAST_P2P, GENERIC, Graph
+from compensate.model import BUFFER_FLUSH
 from compensate.parallel.transport import Transport
+
+
+def ghost_pins(trace: Any, owner: dict[int, int], rank: int) -> dict[int, tuple]:
+    """The ``pins`` of :func:`compensate.engine.run.approximate` that make every
+    location ``rank`` does not own a ghost: every record its own anchor, its value
+    unknown (NaN) until the exchange brings it."""
+    return {loc: (np.full(len(ev), np.nan), 0.0) for loc, ev in trace.events.items()
+            if owner[loc] != rank}
 
 
 class RemoteFailure(Exception):
@@ -59,10 +74,13 @@ class Exchange:
         self.received = 0
         self.expected = 0  # values this rank will receive (from the setup)
         self._out: list[int] = []
-        self._dest: dict[int, list[int]] = {}
+        #: owned anchor -> (rank, location, record, R1 offset) of each record of its
+        #: segment another rank asked for
+        self._dest: dict[int, list[tuple[int, int, int, float]]] = {}
         self._owned: list[int] = []
         self._a_end: list[int] = []
-        self._A: array | None = None
+        self._first: list[int] = []
+        self._pos: dict[int, int] = {}
 
     # -- collective steps ------------------------------------------------------------
     def _alltoall(self, payloads: list[Any], status: tuple = ()) -> list[tuple[tuple, Any]]:
@@ -86,8 +104,9 @@ class Exchange:
 
     # -- the engine's hooks ---------------------------------------------------------
     def start(self, g: Graph, A: array, cur: list[int], waiters: dict[int, list[int]]) -> None:
-        """Mark ghosts (never evaluated), ask the owners for the remote anchors this
-        rank's records read, and register the anchors the others asked for."""
+        """Ask the owners for the ghost records this rank's rules read, and register
+        the records the others asked for. Ghost locations come pinned (every record
+        its own anchor, value NaN until it arrives): none of them is evaluated."""
         me, size = self.transport.rank, self.transport.size
         loc_rank = np.array([self.owner[loc] for loc in g.loc_ids], dtype=np.int64)
         a_end = g.a_end.tolist()
@@ -95,11 +114,13 @@ class Exchange:
         for li in range(len(cur)):
             if loc_rank[li] != me:
                 cur[li] = a_end[li]
-        self._owned, self._a_end, self._A = owned, a_end, A
+        self._owned, self._a_end = owned, a_end
+        self._first = g.a_first.tolist()
+        self._pos = g.pos_of
         anchor_rank = loc_rank[g.anchor_loc] if len(g.anchor_loc) else np.zeros(0, np.int64)
         code, generic = g.code, g.generic
         s_anchor, e_anchor = g.f_s_anchor, g.f_e_anchor
-        first = g.a_first.tolist()
+        first = self._first
         wanted: list[int] = []
         for li in owned:
             for k in range(first[li], a_end[li]):
@@ -112,62 +133,101 @@ class Exchange:
                     for rule in generic[k][0]:
                         wanted.extend(need[0] for need in rule.needs)
         w = np.unique(np.asarray(wanted, dtype=np.int64))
-        if w.size:
-            Aw = np.frombuffer(A, dtype=np.float64)[w]
-            w = w[(anchor_rank[w] != me) & np.isnan(Aw)]  # remote, not known at start
+        w = w[anchor_rank[w] != me] if w.size else w  # ghost records (each an anchor)
         self.expected = int(w.size)
+        locs = np.asarray(g.loc_ids, dtype=np.int64)[g.anchor_loc[w]] if w.size else w
+        recs = g.anchor_rec[w] if w.size else w
         wr = anchor_rank[w]
-        got = self._alltoall([w[wr == r] for r in range(size)])
-        for rank, (_, asked) in enumerate(got):
-            for k in asked.tolist():
-                waiters.setdefault(k, [])
-                self._dest.setdefault(k, []).append(rank)
-                if not math.isnan(A[k]):  # known from the start (a first record)
-                    self._out.append(k)
+        got = self._alltoall([(locs[wr == r], recs[wr == r]) for r in range(size)])
+        for rank, (_, (asked_locs, asked_recs)) in enumerate(got):
+            for loc, idx in zip(asked_locs.tolist(), asked_recs.tolist(), strict=True):
+                # the value a remote rule reads: A[anchor] + offset, as Graph.ref
+                k, offset = g.ref(g.pos_of[loc], idx)
+                if k not in self._dest:
+                    waiters.setdefault(k, [])
+                    self._dest[k] = []
+                    if not math.isnan(A[k]):  # known from the start (a first record)
+                        self._out.append(k)
+                self._dest[k].append((rank, loc, idx, offset))
 
     def computed(self, k: int) -> None:
-        """Anchor ``k`` was computed; queue it if other ranks asked for it."""
+        """Anchor ``k`` was computed; queue it if other ranks asked for a record of
+        its segment."""
         if k in self._dest:
             self._out.append(k)
 
     def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
-        """Send the queued values, take the others'; the anchors that arrived (their
-        values are in ``A``). Sets :attr:`finished` when every rank is done."""
+        """Send the queued values, take the others'; the ghost anchors that arrived
+        (their values are in ``A``). Sets :attr:`finished` when nothing moves any more."""
         t = self.transport
         ends = self._a_end
         done = all(cur[li] >= ends[li] for li in self._owned) and \
             self.received >= self.expected
-        batches: list[list[int]] = [[] for _ in range(t.size)]
+        batches: list[tuple[list[int], list[int], list[float]]] = [
+            ([], [], []) for _ in range(t.size)]
         for k in self._out:
-            for r in self._dest[k]:
-                batches[r].append(k)
+            a = A[k]
+            for rank, loc, idx, offset in self._dest[k]:
+                b = batches[rank]
+                b[0].append(loc)
+                b[1].append(idx)
+                b[2].append(a + offset)
         self._out = []
         payloads = []
         n = 0
-        for b in batches:
-            ids = np.asarray(b, dtype=np.int64)
-            payloads.append((ids, np.array([A[k] for k in b], dtype=np.float64)))
-            n += len(b)
+        for locs, recs, vals in batches:
+            payloads.append((np.asarray(locs, dtype=np.int64), np.asarray(recs, dtype=np.int64),
+                             np.asarray(vals, dtype=np.float64)))
+            n += len(locs)
         self.sent += n
         self.rounds += 1
         got = self._alltoall(payloads, (done, n))
         arrived: list[int] = []
-        for _, (ids, vals) in got:
-            if len(ids):
-                for k, v in zip(ids.tolist(), vals.tolist(), strict=True):
-                    A[k] = v
-                arrived.extend(ids.tolist())
+        first, pos = self._first, self._pos
+        for _, (locs, recs, vals) in got:
+            for loc, idx, v in zip(locs.tolist(), recs.tolist(), vals.tolist(), strict=True):
+                k = first[pos[loc]] + idx  # a ghost location's records are its anchors
+                A[k] = v
+                arrived.append(k)
         self.received += len(arrived)
         total = sum(st[2] for st, _ in got)
         if total == 0:  # nothing moves any more: done, or a cycle (the engine's
             self.finished = True  # parked check names it on each waiting rank)
         return arrived
 
-    def sum_counts(self, cases: dict[str, int], base: dict[str, int]) -> None:
-        """``cases`` = ``base`` (counted while building the graph, the same on every
-        rank) plus every rank's own evaluation counts (``cases - base``), summed."""
+    def reduce(self, g: Graph, stats: Any, base: dict[str, int]) -> None:
+        """Make ``stats`` the one-process statistics: the case counters are ``base``
+        (counted while building the graph, the same on every rank) plus every rank's
+        evaluation counts (``p2p_cases - base``) summed; R1 overcompensation and
+        BufferFlush statistics, which each rank counted for its own locations (ghost
+        records are anchors, never local), summed, their largest shortfall the
+        largest; the flush seconds added per location in the trace's location order,
+        as the one-process run adds them (the same float)."""
         t = self.transport
-        mine = {k: v - base.get(k, 0) for k, v in cases.items()}
-        got = self._alltoall([mine] * t.size)
+        cases = stats.p2p_cases
+        flush = {}
+        for li in self._owned:
+            ev = g.evs[li]
+            f = np.flatnonzero(ev.kind == BUFFER_FLUSH)
+            if f.size:  # as Graph._flat_columns adds it
+                flush[g.loc_ids[li]] = float(np.sum(ev.size[f] - ev.time[f]) / g.res)
+        mine = ({k: v - base.get(k, 0) for k, v in cases.items()}, stats.overcompensated,
+                dict(stats.overcompensated_by_kind), stats.overcompensated_max_s,
+                stats.buffer_flushes, flush)
+        got = [p for _, p in self._alltoall([mine] * t.size)]
         for k in cases:
-            cases[k] = base.get(k, 0) + sum(d.get(k, 0) for _, d in got)
+            cases[k] = base.get(k, 0) + sum(d[0].get(k, 0) for d in got)
+        stats.overcompensated = sum(d[1] for d in got)
+        by_kind: dict[str, int] = {}
+        for d in got:
+            for name, n in d[2].items():
+                by_kind[name] = by_kind.get(name, 0) + n
+        stats.overcompensated_by_kind = by_kind
+        stats.overcompensated_max_s = max(d[3] for d in got)
+        stats.buffer_flushes = sum(d[4] for d in got)
+        seconds = {loc: x for d in got for loc, x in d[5].items()}
+        total = 0.0
+        for loc in g.loc_ids:
+            if loc in seconds:
+                total += seconds[loc]
+        stats.flush_seconds_removed = total

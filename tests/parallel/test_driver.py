@@ -63,6 +63,19 @@ def test_more_ranks_than_processes_and_per_process_exits():
                                     collective_exit="per-process"))
 
 
+def test_flushes_and_overcompensation_are_reduced_exactly():
+    """Statistics each rank counts for its own locations (BufferFlush seconds, a
+    float sum; overcompensated records by kind and the largest shortfall) are the
+    one-process numbers."""
+    sim = simulate("stencil", ranks=4, seed=2, iterations=2, flush_every=7)
+    plat = Platform(3e-6, {"Leave": 2e-5}, sim.platform.copy_bytes,
+                    sim.platform.copy_seconds)
+    one = run_pipeline(sim.measured, plat, "lower", "uniform", None)
+    s = one[0].stats
+    assert s.buffer_flushes > 0 and s.flush_seconds_removed > 0 and s.overcompensated > 0
+    assert_same(one, parallel(sim.measured, plat, "lower", 3))
+
+
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.parent.name)
 def test_bundled_archives(path):
     """Under the fitted bound (the fit, or the lower bound where too few transfers

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compensate.engine.run import EngineOptions, _Engine, approximate
+from compensate.engine.run import EngineOptions, approximate
 from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.model import TraceError
-from compensate.parallel.exchange import Exchange
+from compensate.parallel.exchange import Exchange, ghost_pins
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import ThreadTransport, run_threads
 from compensate.platform import Platform
@@ -30,9 +30,9 @@ class Recording(ThreadTransport):
 
     def alltoall(self, items):
         for dest, (status, payload) in enumerate(items):
-            if len(status) == 3 and payload is not None and len(payload[0]):  # a round
-                for k, v in zip(payload[0].tolist(), payload[1].tolist(), strict=True):
-                    self.log.append((self.rank, dest, k, v))
+            if len(status) == 3 and len(payload[0]):  # a round's (locations, records, values)
+                for loc, idx, v in zip(*(x.tolist() for x in payload), strict=True):
+                    self.log.append((self.rank, dest, (loc, idx), v))
         return super().alltoall(items)
 
 
@@ -62,22 +62,20 @@ def test_three_locations_on_two_ranks_exchange_the_hand_computed_values():
 
     def body(t):
         ex = Exchange(Recording(t, log), owner)
-        approx, _, _ = approximate(trace, platform, opts, matching, exchange=ex)
+        ghosts = ghost_pins(trace, owner, t.rank)
+        approx, _, _ = approximate(trace, platform, opts, matching, pins=ghosts, exchange=ex)
         return {loc: approx[loc] for loc in trace.events if owner[loc] == t.rank}, ex
 
     parts = run_threads(2, body)
-    for part, ex in parts:
+    for part, _ in parts:
         for loc, times in part.items():
             np.testing.assert_array_equal(times, one[loc])  # bit for bit
-        assert ex.sent == 1 and ex.received == 1 and ex.expected == 1
-    graph = _Engine(trace, platform, opts, matching, None).graph
-
-    def record_of(anchor):
-        return graph.loc_ids[int(graph.anchor_loc[anchor])], int(graph.anchor_rec[anchor])
-
-    sent = sorted((src, dest, record_of(k), v) for src, dest, k, v in log)
-    assert sent == [(0, 1, (0, 1), 300.0),  # loc 0's MpiRecv: 1300 - t0
-                    (1, 0, (2, 4), 600.0)]  # loc 2's MpiRecv: 1600 - t0
+    # what each rank's rules read of the other's locations, in float ticks from t0:
+    # loc 0's receive reads loc 2's first send (record 1, 1000 -> 0.0), loc 2's
+    # receive loc 0's send (record 4: 1300 -> 300.0), loc 1's receive loc 2's second
+    # send (record 7: 1600 -> 600.0)
+    assert sorted(log) == [(0, 1, (0, 4), 300.0), (1, 0, (2, 1), 0.0), (1, 0, (2, 7), 600.0)]
+    assert [(ex.expected, ex.received, ex.sent) for _, ex in parts] == [(2, 2, 1), (1, 1, 2)]
 
 
 CYCLE = """compensate-trace 1
@@ -117,8 +115,10 @@ def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path):
     errors = {}
 
     def body(t):
+        ghosts = ghost_pins(trace, owner, t.rank)
         try:
-            approximate(trace, Platform(1e-8), opts, matching, exchange=Exchange(t, owner))
+            approximate(trace, Platform(1e-8), opts, matching, pins=ghosts,
+                        exchange=Exchange(t, owner))
         except TraceError as exc:
             errors[t.rank] = str(exc)
 
