@@ -100,10 +100,10 @@ def test_a_failing_rank_stops_every_rank(monkeypatch):
     real = driver.approximate
     seen = {}
 
-    def approximate(trace, platform, opts, matching, exchange):
-        if exchange.transport.rank == 1:
+    def approximate(trace, platform, opts, matching, **kw):
+        if kw["exchange"].transport.rank == 1:
             raise RuntimeError("boom on rank 1")
-        return real(trace, platform, opts, matching, exchange=exchange)
+        return real(trace, platform, opts, matching, **kw)
 
     monkeypatch.setattr(driver, "approximate", approximate)
 
