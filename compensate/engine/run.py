@@ -20,6 +20,12 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   bound), is evaluated inline from per-message lists precomputed with numpy;
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
 
+* Distributed (``approximate(..., exchange=...)``, docs/parallel.md): the
+  locations other ranks own are ghosts, pinned with unknown values; when nothing is
+  runnable the exchange sends the values other ranks asked for and brings theirs,
+  which wake their waiters exactly like a local value does
+  (:mod:`compensate.parallel.exchange`).
+
 All arithmetic is in float ticks relative to the earliest measured timestamp;
 results are rounded to integer ticks at the end, which keeps every order the
 float values have (each receive is placed at least one tick after its send).
