@@ -295,11 +295,15 @@ class _Engine:
         cases["m2_" + self.opts.bound] += m2
         cases["m2_fitted_clamped"] += clamped
         if xch is not None:  # each rank counted its own records: reduce over the ranks
-            xch.reduce(g, self.stats, base)
+            # (and, after a cycle, the rank whose waiting location comes first names
+            # it, as the one-process run does; the others stop without an error)
+            xch.reduce(g, self.stats, base, min(parked) if parked else None)
         cases["m1_receiver_late"] += g.fast_receiver_late
         cases["m2_message_late"] += g.fast_message_late
         if parked:
             li = min(parked)
+            if xch is not None:
+                xch.check_first_waiting(li)
             on_loc, on_idx = parked[li]
             if on_loc == -1:
                 on_loc, on_idx = g.message_send(on_idx)

@@ -69,6 +69,8 @@ class Exchange:
         self.transport = transport
         self.owner = owner
         self.finished = False
+        #: after a cycle: (position, rank) of the first location still waiting
+        self.first_waiting: tuple[int, int] | None = None
         self.rounds = 0
         self.sent = 0  # values this rank sent
         self.received = 0
@@ -195,7 +197,10 @@ class Exchange:
             self.finished = True  # parked check names it on each waiting rank)
         return arrived
 
-    def reduce(self, g: Graph, stats: Any, base: dict[str, int]) -> None:
+    def reduce(self, g: Graph, stats: Any, base: dict[str, int],
+               waiting: int | None = None) -> None:
+        # (``waiting``: this rank's first location position still waiting after a
+        # cycle, None if none; see :meth:`check_first_waiting`)
         """Make ``stats`` the one-process statistics: the case counters are ``base``
         (counted while building the graph, the same on every rank) plus every rank's
         evaluation counts (``p2p_cases - base``) summed; R1 overcompensation and
@@ -213,8 +218,13 @@ class Exchange:
                 flush[g.loc_ids[li]] = float(np.sum(ev.size[f] - ev.time[f]) / g.res)
         mine = ({k: v - base.get(k, 0) for k, v in cases.items()}, stats.overcompensated,
                 dict(stats.overcompensated_by_kind), stats.overcompensated_max_s,
-                stats.buffer_flushes, flush)
+                stats.buffer_flushes, flush,
+                None if waiting is None else g.loc_ids[waiting])
         got = [p for _, p in self._alltoall([mine] * t.size)]
+        # after a cycle: the first location (in the trace's order) still waiting
+        order = {loc: i for i, loc in enumerate(g.loc_ids)}
+        stuck = [(order[d[6]], rank) for rank, d in enumerate(got) if d[6] is not None]
+        self.first_waiting = min(stuck) if stuck else None
         for k in cases:
             cases[k] = base.get(k, 0) + sum(d[0].get(k, 0) for d in got)
         stats.overcompensated = sum(d[1] for d in got)
@@ -231,3 +241,11 @@ class Exchange:
             if loc in seconds:
                 total += seconds[loc]
         stats.flush_seconds_removed = total
+
+    def check_first_waiting(self, li: int) -> None:
+        """After a cycle: return if this rank's location position ``li`` is the first
+        location still waiting of all ranks (this rank then raises the one-process
+        run's error naming it); else RemoteFailure naming the rank that reports it."""
+        first = self.first_waiting
+        if first is not None and first[1] != self.transport.rank:
+            raise RemoteFailure(first[1])

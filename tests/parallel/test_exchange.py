@@ -13,7 +13,7 @@ from compensate.engine.run import EngineOptions, approximate
 from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.model import TraceError
-from compensate.parallel.exchange import Exchange, ghost_pins
+from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import ThreadTransport, run_threads
 from compensate.platform import Platform
@@ -102,8 +102,9 @@ events
 
 
 def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path):
-    """Two receives waiting for each other's later sends: no round moves anything,
-    every waiting rank names its blocked record as the one-process run does."""
+    """Two receives waiting for each other's later sends: no round moves anything;
+    the rank of the first waiting location raises the one-process run's error, the
+    other stops (RemoteFailure: the driver's agreement reports the error once)."""
     path = tmp_path / "cycle.trace"
     path.write_text(CYCLE)
     trace = read_text(str(path))
@@ -119,9 +120,9 @@ def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path):
         try:
             approximate(trace, Platform(1e-8), opts, matching, pins=ghosts,
                         exchange=Exchange(t, owner))
-        except TraceError as exc:
-            errors[t.rank] = str(exc)
+        except (TraceError, RemoteFailure) as exc:
+            errors[t.rank] = exc
 
     run_threads(2, body)
-    assert errors[0] == str(one.value)
-    assert "location 1, record 1" in errors[1] and "cycle" in errors[1]
+    assert isinstance(errors[0], TraceError) and str(errors[0]) == str(one.value)
+    assert isinstance(errors[1], RemoteFailure) and errors[1].rank == 0
