@@ -71,8 +71,9 @@ def run_parallel(args, read: Callable, make_outputs: Callable, finish: Callable)
             outputs = agreed(transport, make_outputs)
         else:
             agreed(transport, lambda: None)
-        # par21io: every rank reads the whole trace for now; each will read only its
-        # own locations and the ghost records it needs
+        # par21io: every rank reads the whole trace for now; with a reader that selects
+        # locations, each rank reads its own (ownership.owners of the definitions) and
+        # ghosts.complete_trace(defs, own, transport) gives every rank the rest
         trace = agreed(transport, read)
         t_read = time.monotonic()
         pipeline = run_pipeline_parallel(trace, args.platform_used, args.bound,

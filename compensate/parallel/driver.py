@@ -100,8 +100,9 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
     matching, fit outcome, verification)`` equal to the one-process run's (the
     summary's statistics reduced over the ranks), on the other ranks None.
 
-    ``trace`` is the whole trace on every rank for now (# par21io: each rank will
-    read its own locations and the ghost records it needs)."""
+    ``trace`` is the whole trace on every rank: read whole for now, or assembled
+    from every rank's own locations by :func:`compensate.parallel.ghosts.complete_trace`
+    (payloads only where the rank owns the location)."""
     from compensate.engine.metrics import map_metric_samples
     from compensate.verify import verify
 

@@ -23,7 +23,7 @@ with offset 0, so the floats are bit-identical.
   that also carries every rank's status (failed, done, values sent). Then every rank
   knows the same thing: nothing sent by anybody — finished (if somebody is not done,
   the dependencies form a cycle: the one-process run's "can never be reached" error,
-  raised by every rank still waiting); a rank failed — every rank stops
+  raised by the rank of the first waiting location); a rank failed — every rank stops
   (:class:`RemoteFailure`). Nobody blocks forever, because a rank enters a round
   only after its runnable work is done and every rank takes part in every round
   until all agree to stop.

@@ -1,7 +1,7 @@
 """The distributed pipeline (compensate/parallel/driver.py) on thread ranks: every
 record's time, the statistics and the verification equal the one-process run's,
-on every simulated program and bound, on the bundled real archives, and with more
-ranks than processes (idle ranks)."""
+on every simulated program and bound and with more ranks than processes (idle
+ranks); the bundled real archives: tests/parallel/test_ghosts.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from compensate.simulate import simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
 from compensate.simulate.programs import PROGRAMS
 
-from ..conftest import TRACES, read_bundled
+from ..conftest import TRACES
 
 BUNDLED = sorted(p / "traces.otf2" for p in TRACES.iterdir()
                  if (p / "traces.otf2").exists()) if TRACES.exists() else []
@@ -74,19 +74,6 @@ def test_flushes_and_overcompensation_are_reduced_exactly():
     s = one[0].stats
     assert s.buffer_flushes > 0 and s.flush_seconds_removed > 0 and s.overcompensated > 0
     assert_same(one, parallel(sim.measured, plat, "lower", 3))
-
-
-@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.parent.name)
-def test_bundled_archives(path):
-    """Under the fitted bound (the fit, or the lower bound where too few transfers
-    were observed, with R8/R9 links fitted). An archive of one process runs on rank 0
-    with the others idle: P = 2 is enough for it."""
-    trace = read_bundled(path)
-    platform = Platform(1e-7)
-    one = run_pipeline(trace, platform, "fitted", "uniform", None)
-    processes = {trace.definitions.process_of(loc) for loc in trace.events}
-    for size in (2, 3) if len(processes) > 1 else (2,):
-        assert_same(one, parallel(trace, platform, "fitted", size))
 
 
 def test_a_failing_rank_stops_every_rank(monkeypatch):
