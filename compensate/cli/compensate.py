@@ -529,13 +529,6 @@ USAGE = ("usage: compensate IN OUT [--bound lower|upper|fitted|none] [--platform
 def _main(argv: list[str] | None) -> int:
     """The run with every failure turned into one line on stderr and an exit code.
     A failure caused by an interrupt is left to :func:`compensate.interrupt.run`."""
-    if parallel.silent_rank(sys.argv[1:] if argv is None else list(argv)):
-        with contextlib.redirect_stderr(io.StringIO()):  # rank 0 reports for all
-            return _main_loud(argv)
-    return _main_loud(argv)
-
-
-def _main_loud(argv: list[str] | None) -> int:
     try:
         return run(argv)
     except (KeyboardInterrupt, SystemExit):  # SystemExit: --help, --version
@@ -555,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
     if sub and sub[0] in ("report", "export"):
         from compensate.cli.report import main as subcommand_main
         return subcommand_main(sub)
+    if parallel.silent_rank(sub):  # a distributed run's rank > 0: rank 0 reports for all
+        with contextlib.redirect_stderr(io.StringIO()):
+            return interrupt.run("compensate", lambda: _main(argv))
     return interrupt.run("compensate", lambda: _main(argv))
 
 

@@ -9,8 +9,10 @@ its locations' approximated times to rank 0, which maps METRIC samples, rounds,
 verifies and returns the same ``(Result, Matching, FitOutcome, Verification)`` as
 the one-process pipeline (the other ranks return None).
 
-Failures: each phase ends in :func:`agree`, an ``allgather`` of every rank's status;
-if a rank failed, every rank raises — the failing rank its own exception, the others
+Failures (and SIGINT/SIGTERM, which :mod:`compensate.parallel.command` only records
+while the ranks talk, :func:`compensate.interrupt.deferred`): each phase ends in
+:func:`agree`, an ``allgather`` of every rank's status; if a rank failed (or
+received a signal), every rank raises — the failing rank its own exception, the others
 :class:`RankFailed` carrying the first failing rank's one-line message and exit
 status — so every rank exits with the same status and no rank waits for one that
 is gone (inside the replay, :meth:`compensate.parallel.exchange.Exchange.fail` tells
@@ -19,10 +21,12 @@ the others in the round they wait in).
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import numpy as np
 
+import compensate.interrupt as interrupt
 from compensate.engine.run import EngineOptions, Result, Stats, approximate, rounded_times
 from compensate.matching import match
 from compensate.model import Trace, TraceError
@@ -51,6 +55,10 @@ def describe(exc: BaseException, prog: str = "compensate") -> tuple[int, str]:
 
     if isinstance(exc, RankFailed):
         return exc.status, exc.line
+    if isinstance(exc, KeyboardInterrupt):  # SIGINT/SIGTERM (compensate.interrupt)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        return (interrupt.exit_status(signum),
+                f"{prog}: interrupted by {interrupt.signal_name(signum)}; nothing written")
     if isinstance(exc, (TraceError, PlatformError, OutputError)):
         return EXIT_INPUT, f"{prog}: error: {exc}"
     if isinstance(exc, OSError):
@@ -64,6 +72,8 @@ def agree(transport: Transport, exc: BaseException | None) -> None:
     """A phase boundary: every rank says whether it failed; if one did, every rank
     raises (the first failing rank's own exception there, :class:`RankFailed` on the
     others). A rank that only saw another's failure (RemoteFailure) is not a source."""
+    if exc is None and interrupt.received() is not None:  # a signal came (recorded)
+        exc = interrupt.Interrupted(interrupt.received())
     mine = None
     if exc is not None and not isinstance(exc, RemoteFailure):
         mine = describe(exc)
@@ -84,7 +94,7 @@ def agreed(transport: Transport, step: Any, *args: Any, exchange: Exchange | Non
     the exchange's failure round first)."""
     try:
         out = step(*args)
-    except Exception as exc:  # noqa: BLE001 - every rank must hear of it
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - every rank must hear of it
         if exchange is not None and not isinstance(exc, RemoteFailure):
             exchange.fail()
         agree(transport, exc)
