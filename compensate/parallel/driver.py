@@ -89,7 +89,8 @@ def agree(transport: Transport, exc: BaseException | None) -> None:
     raise RankFailed(first, status, line)
 
 
-def agreed(transport: Transport, step: Any, *args: Any, exchange: Exchange | None = None):
+def agreed(transport: Transport, step: Any, *args: Any,
+           exchange: Exchange | None = None) -> Any:
     """``step(*args)`` followed by :func:`agree` (and, if it raised inside the replay,
     the exchange's failure round first)."""
     try:
@@ -105,7 +106,7 @@ def agreed(transport: Transport, step: Any, *args: Any, exchange: Exchange | Non
 
 def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
                           collective_exit: str, eager_limit: int | None,
-                          transport: Transport, strict: bool = False):
+                          transport: Transport, strict: bool = False) -> tuple | None:
     """The distributed :func:`compensate.api.run_pipeline`: on rank 0 ``(result,
     matching, fit outcome, verification)`` equal to the one-process run's (the
     summary's statistics reduced over the ranks), on the other ranks None.
