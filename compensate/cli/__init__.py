@@ -26,7 +26,18 @@ def main(argv: list[str] | None = None) -> int:
             from compensate.cli.compensate import main as command_main
         return command_main(argv)
 
-    return interrupt.run(prog, body)
+    from compensate.parallel import command as parallel
+
+    if prog != "compensate" or not (parallel.launched() or "--mpi" in args):
+        return interrupt.run(prog, body)
+    # a distributed run (docs/parallel.md): ranks > 0 print nothing, rank 0 reports
+    # for all; a rank a signal stopped before it joined the others aborts the job
+    if parallel.silent_rank(args):
+        import contextlib
+        import io
+        with contextlib.redirect_stderr(io.StringIO()):
+            return parallel.abort_if_stranded(interrupt.run(prog, body))
+    return parallel.abort_if_stranded(interrupt.run(prog, body))
 
 
 __all__ = ["main"]

@@ -12,6 +12,8 @@ stderr; set COMPENSATE_DEBUG=1 to see tracebacks of internal errors.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 import time
@@ -22,6 +24,7 @@ import numpy as np
 
 import compensate.interrupt as interrupt
 import compensate.overhead as overhead_choice
+import compensate.parallel.command as parallel
 from compensate import __version__
 from compensate.api import build_summary, resolve_platform, run_pipeline
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
@@ -97,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "each Leave with the latest open Enter of its region")
     p.add_argument("--force", action="store_true", help="replace an existing OUT")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary line")
+    p.add_argument("--mpi", action="store_true",
+                   help="run distributed over MPI (mpiexec -n P compensate ...; found "
+                        "without it when an MPI launcher started more than one rank; "
+                        "needs the [mpi] extra; docs/parallel.md)")
     p.add_argument("--version", action="version", version=f"compensate {__version__}")
     return p
 
@@ -220,6 +227,14 @@ def _run(argv: list[str] | None) -> int:
     args.overhead_info = overhead_info
     target = output_target(args.input, args.output, args.force)
     show = not args.quiet and sys.stderr.isatty()
+    if args.mpi or parallel.launched():  # mpiexec -n P compensate ...: docs/parallel.md
+        if not parallel.available():
+            raise _Usage("--mpi needs mpi4py: pip install 'compensate[mpi]'", synopsis=False)
+        args.platform_used = platform
+        return parallel.run_parallel(
+            args, lambda: read_trace(args.input), lambda: _Outputs(args, target),
+            lambda outputs, trace, pipeline, seconds, ranks: _write_result(
+                args, outputs, platform, False, trace, pipeline, seconds, ranks))
     outputs = _Outputs(args, target)
     try:
         if not args.in_memory:
@@ -254,19 +269,30 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         _phase(show, message)
 
     try:
-        result, matching, outcome, check = run_pipeline(
+        pipeline = run_pipeline(
             trace, platform, args.bound, args.collective_exit, args.eager_limit, on_progress,
             on_phase, strict=args.strict)
     finally:
         progress.close()
     interrupt.checkpoint("verified")
-    t_comp = time.monotonic()
+    seconds = {"read": t_read - t_start, "compensate": time.monotonic() - t_read}
+    return _write_result(args, outputs, platform, show, trace, pipeline, seconds)
+
+
+def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
+                  show: bool, trace, pipeline: tuple, seconds: dict,
+                  ranks: int | None = None) -> int:
+    """Summary, the checks that refuse an output (verification, --max-overcompensated),
+    then write: the end of the in-memory run (and of rank 0 of the distributed one)."""
+    result, matching, outcome, check = pipeline
     summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
                        records=trace.record_count, locations=len(trace.events),
                        resolution=trace.definitions.timer_resolution,
                        measured=trace.span_seconds, approximated=result.trace.span_seconds,
                        nesting=matching.nesting_summary())
-    summary["seconds"] = {"read": t_read - t_start, "compensate": t_comp - t_read}
+    summary["seconds"] = seconds
+    if ranks is not None:  # the distributed run (docs/parallel.md): how many ranks
+        summary["ranks"] = ranks
     if not check.ok:
         return _verification_failed(args, outputs, summary, check)
     refused = _refused(args, outputs, summary)
@@ -502,7 +528,7 @@ def _json_default(o):
 USAGE = ("usage: compensate IN OUT [--bound lower|upper|fitted|none] [--platform FILE.json] "
          "[--overhead DURATION] [--collective-exit uniform|per-process] [--eager-limit BYTES] "
          "[--summary FILE.json] [--max-overcompensated N|P%] [--in-memory] [--strict] [--force] "
-         "[--quiet]")
+         "[--quiet] [--mpi]")
 
 
 def _main(argv: list[str] | None) -> int:
@@ -527,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     if sub and sub[0] in ("report", "export"):
         from compensate.cli.report import main as subcommand_main
         return subcommand_main(sub)
+    if parallel.silent_rank(sub):  # a distributed run's rank > 0: rank 0 reports for all
+        with contextlib.redirect_stderr(io.StringIO()):
+            return interrupt.run("compensate", lambda: _main(argv))
     return interrupt.run("compensate", lambda: _main(argv))
 
 

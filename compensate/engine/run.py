@@ -20,6 +20,12 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   bound), is evaluated inline from per-message lists precomputed with numpy;
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
 
+* Distributed (``approximate(..., exchange=...)``, docs/parallel.md): the
+  locations other ranks own are ghosts, pinned with unknown values; when nothing is
+  runnable the exchange sends the values other ranks asked for and brings theirs,
+  which wake their waiters exactly like a local value does
+  (:mod:`compensate.parallel.exchange`).
+
 All arithmetic is in float ticks relative to the earliest measured timestamp;
 results are rounded to integer ticks at the end, which keeps every order the
 float values have (each receive is placed at least one tick after its send).
@@ -31,6 +37,7 @@ import math
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +49,9 @@ from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
 from compensate.model import BUFFER_FLUSH, KIND_NAMES, Events, Trace, TraceError
 from compensate.platform import Platform
+
+if TYPE_CHECKING:
+    from compensate.parallel.exchange import Exchange
 
 BOUNDS = ("lower", "upper", "fitted", "none")
 COLLECTIVE_EXITS = ("uniform", "per-process")
@@ -112,8 +122,10 @@ class _Engine:
     def __init__(self, trace: Trace, platform: Platform, opts: EngineOptions,
                  matching: Matching, progress: Callable[[int], None] | None,
                  t0: int | None = None,
-                 pins: dict[int, tuple[np.ndarray, float]] | None = None) -> None:
+                 pins: dict[int, tuple[np.ndarray, float]] | None = None,
+                 exchange: Exchange | None = None) -> None:
         self.trace = trace
+        self.exchange = exchange
         self.opts = opts
         self.progress = progress
         self.stats = Stats()
@@ -155,118 +167,143 @@ class _Engine:
                 cur[li] += 1
         waiters: dict[int, list[int]] = {}
         parked: dict[int, tuple[int, int]] = {}  # location position -> (loc id, record)
+        xch = self.exchange
+        if xch is not None:  # distributed (compensate.parallel): other ranks' locations
+            # are ghosts (pinned, every record an anchor, values NaN until they
+            # arrive); anchors other ranks need have a waiter list from the start, so
+            # that computing them takes the wake-up path
+            xch.start(g, A, cur, waiters)
+            base = dict(ctx.cases)  # counters of the graph's build, equal on every rank
         stack = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
         a1 = a2 = m2 = clamped = 0
         evaluated = 0
         next_report = PROGRESS_EVERY
-        while stack:
-            li = stack.pop()
-            k, end = cur[li], a_end[li]
-            while k < end:
-                hp = has_prev[k]
-                if code[k] == FAST_P2P:  # R2 (R2f), eager message, inline
-                    sk = s_anchor[k]
-                    send_a = A[sk]
-                    if send_a != send_a:  # NaN: not computed yet
-                        waiters.setdefault(sk, []).append(li)
-                        parked[li] = (-1, g.f_row[k])  # a message row: named if needed
-                        break
-                    send_a += s_off[k]
-                    ek = e_anchor[k]
-                    enter_a = A[ek] + e_off[k] if ek >= 0 else enter_c[k]
-                    # (``b if b > a else a`` is ``max(a, b)``, without the call)
-                    if hp:
-                        prev_a = A[k - 1] + prev_s[k]
-                        ready = prev_a + extra[k]
-                        ready = ready if ready > enter_a else enter_a
-                    else:
-                        ready = enter_a
-                    if f_overlapped[k]:  # m.1: the calls overlapped, transfer observed
-                        x = send_a + f_observed[k]
-                        y = ready + f_cs[k]
-                        if y > x:
-                            recv_a = y
-                            a2 += 1
+        while True:
+            while stack:
+                li = stack.pop()
+                k, end = cur[li], a_end[li]
+                while k < end:
+                    hp = has_prev[k]
+                    if code[k] == FAST_P2P:  # R2 (R2f), eager message, inline
+                        sk = s_anchor[k]
+                        send_a = A[sk]
+                        if send_a != send_a:  # NaN: not computed yet
+                            waiters.setdefault(sk, []).append(li)
+                            parked[li] = (-1, g.f_row[k])  # a message row: named if needed
+                            break
+                        send_a += s_off[k]
+                        ek = e_anchor[k]
+                        enter_a = A[ek] + e_off[k] if ek >= 0 else enter_c[k]
+                        # (``b if b > a else a`` is ``max(a, b)``, without the call)
+                        if hp:
+                            prev_a = A[k - 1] + prev_s[k]
+                            ready = prev_a + extra[k]
+                            ready = ready if ready > enter_a else enter_a
                         else:
-                            recv_a = x
-                            if x > y:
-                                a1 += 1
-                            else:
+                            ready = enter_a
+                        if f_overlapped[k]:  # m.1: the calls overlapped, transfer observed
+                            x = send_a + f_observed[k]
+                            y = ready + f_cs[k]
+                            if y > x:
+                                recv_a = y
                                 a2 += 1
-                    elif fitted:  # m.2, R2f: the modelled transfer clamped into
-                        comm_min = (ready - send_a) + f_cs[k]  # [lower, upper]
-                        b = bound_c[k]  # the least transfer
-                        lo = comm_min if comm_min > b else b
-                        hi = f_observed[k]
-                        if comm_min > hi:
-                            hi = comm_min
-                        fit = f_fit[k]
-                        comm = lo if lo > fit else fit
-                        if hi < comm:
-                            comm = hi
-                        if comm != fit:
-                            clamped += 1
-                        recv_a = send_a + comm
-                        m2 += 1
-                    else:  # m.2: bounds only (eq. 8-10); bound_c: 2·C(s)·s or observed
-                        comm = (ready - send_a) + f_cs[k]
-                        b = bound_c[k]
-                        recv_a = send_a + (comm if comm > b else b)
-                        m2 += 1
-                    # eq. 7: after the receive was entered, and after the send
-                    value = recv_a
-                    x = send_a + 1.0
-                    if x > value:
-                        value = x
-                    x = enter_a + 1.0
-                    if x > value:
-                        value = x
-                else:
-                    rules, gap = generic[k]
-                    blocked = None
-                    for rule in rules:
-                        for need in rule.needs:
-                            x = A[need[0]]
-                            if x != x:
-                                blocked = need
+                            else:
+                                recv_a = x
+                                if x > y:
+                                    a1 += 1
+                                else:
+                                    a2 += 1
+                        elif fitted:  # m.2, R2f: the modelled transfer clamped into
+                            comm_min = (ready - send_a) + f_cs[k]  # [lower, upper]
+                            b = bound_c[k]  # the least transfer
+                            lo = comm_min if comm_min > b else b
+                            hi = f_observed[k]
+                            if comm_min > hi:
+                                hi = comm_min
+                            fit = f_fit[k]
+                            comm = lo if lo > fit else fit
+                            if hi < comm:
+                                comm = hi
+                            if comm != fit:
+                                clamped += 1
+                            recv_a = send_a + comm
+                            m2 += 1
+                        else:  # m.2: bounds only (eq. 8-10); bound_c: 2·C(s)·s or observed
+                            comm = (ready - send_a) + f_cs[k]
+                            b = bound_c[k]
+                            recv_a = send_a + (comm if comm > b else b)
+                            m2 += 1
+                        # eq. 7: after the receive was entered, and after the send
+                        value = recv_a
+                        x = send_a + 1.0
+                        if x > value:
+                            value = x
+                        x = enter_a + 1.0
+                        if x > value:
+                            value = x
+                    else:
+                        rules, gap = generic[k]
+                        blocked = None
+                        for rule in rules:
+                            for need in rule.needs:
+                                x = A[need[0]]
+                                if x != x:
+                                    blocked = need
+                                    break
+                            if blocked:
                                 break
                         if blocked:
+                            waiters.setdefault(blocked[0], []).append(li)
+                            parked[li] = (blocked[1], blocked[2])
                             break
-                    if blocked:
-                        waiters.setdefault(blocked[0], []).append(li)
-                        parked[li] = (blocked[1], blocked[2])
-                        break
-                    if hp:
-                        prev_a = A[k - 1] + prev_s[k]
-                        local = prev_a + gap
-                    else:
-                        local = prev_a = g.tm_at[k]
-                    value = rules[0].value(A, local, prev_a, ctx)
-                    for rule in rules[1:]:
-                        value = max(value, rule.value(A, local, prev_a, ctx))
-                if hp and prev_a > value:
-                    value = prev_a
-                A[k] = value
+                        if hp:
+                            prev_a = A[k - 1] + prev_s[k]
+                            local = prev_a + gap
+                        else:
+                            local = prev_a = g.tm_at[k]
+                        value = rules[0].value(A, local, prev_a, ctx)
+                        for rule in rules[1:]:
+                            value = max(value, rule.value(A, local, prev_a, ctx))
+                    if hp and prev_a > value:
+                        value = prev_a
+                    A[k] = value
+                    woken = waiters.pop(k, None)
+                    if woken is not None:  # local waiters, or other ranks want it
+                        for w in woken:
+                            del parked[w]
+                        stack.extend(woken)
+                        if xch is not None:
+                            xch.computed(k)
+                    k += 1
+                evaluated += k - cur[li]
+                cur[li] = k
+                if self.progress and evaluated >= next_report:
+                    next_report = evaluated + PROGRESS_EVERY
+                    self.progress(self._records_done(cur))
+            if xch is None or xch.finished:
+                break
+            # nothing runnable here: send the values other ranks wait for, take theirs
+            for k in xch.round(A, cur, parked):
                 woken = waiters.pop(k, None)
                 if woken:
                     for w in woken:
                         del parked[w]
                     stack.extend(woken)
-                k += 1
-            evaluated += k - cur[li]
-            cur[li] = k
-            if self.progress and evaluated >= next_report:
-                next_report = evaluated + PROGRESS_EVERY
-                self.progress(self._records_done(cur))
         cases = self.stats.p2p_cases
         cases["m1_a1"] += a1
         cases["m1_a2"] += a2
         cases["m2_" + self.opts.bound] += m2
         cases["m2_fitted_clamped"] += clamped
+        if xch is not None:  # each rank counted its own records: reduce over the ranks
+            # (and, after a cycle, the rank whose waiting location comes first names
+            # it, as the one-process run does; the others stop without an error)
+            xch.reduce(g, self.stats, base, min(parked) if parked else None)
         cases["m1_receiver_late"] += g.fast_receiver_late
         cases["m2_message_late"] += g.fast_message_late
         if parked:
             li = min(parked)
+            if xch is not None:
+                xch.check_first_waiting(li)
             on_loc, on_idx = parked[li]
             if on_loc == -1:
                 on_loc, on_idx = g.message_send(on_idx)
@@ -298,6 +335,7 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
                 progress: Callable[[int], None] | None = None, *, t0: int | None = None,
                 pins: dict[int, tuple[np.ndarray, float]] | None = None,
                 references: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
+                exchange: Exchange | None = None,
                 ) -> tuple[dict[int, np.ndarray], int, Stats]:
     """The engine itself: every record's approximated time in float ticks from ``t0``
     (default: the earliest measured timestamp), ``t0``, and the statistics.
@@ -310,11 +348,19 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
 
     METRIC locations' samples then take their process's time function
     (:mod:`compensate.engine.metrics`); ``references`` gives the (measured,
-    approximated) points of a reference thread without records in ``trace``."""
+    approximated) points of a reference thread without records in ``trace``.
+
+    ``exchange`` (:class:`compensate.parallel.exchange.Exchange`, the distributed
+    run of docs/parallel.md): only the locations this rank owns are evaluated; the
+    anchors of the others arrive through it, and the anchors others need leave
+    through it. Then only the owned locations' times are meaningful, and METRIC
+    samples are left unmapped: their reference thread may be another rank's, so the
+    caller maps them once every time is at hand."""
     with gc_paused():
-        eng = _Engine(trace, platform, options, matching, progress, t0, pins)
+        eng = _Engine(trace, platform, options, matching, progress, t0, pins, exchange)
         approx = eng.run()
-    map_metric_samples(trace, approx, eng.t0, pins, references)
+    if exchange is None:
+        map_metric_samples(trace, approx, eng.t0, pins, references)
     return approx, eng.t0, eng.stats
 
 

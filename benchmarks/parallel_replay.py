@@ -1,0 +1,101 @@
+"""The distributed run against P (issue #21, docs/parallel.md): wall time, peak
+memory per rank, rounds and values exchanged.
+
+Simulates ``stencil`` (a halo exchange every few records; cached in ``--workdir``
+as a ``.trace`` with its platform file), then runs ``compensate IN OUT --in-memory``
+in one process (P = 1) and ``mpiexec -n P compensate IN OUT`` for each P, each in
+fresh processes, and prints per P: wall seconds (the whole command, interpreter
+start-up included), the speed-up against P = 1, the largest peak resident set of a
+rank (``ru_maxrss`` each rank reports at its end) and its ratio to P = 1, and
+whether the output equals the one-process output byte for byte.
+
+Usage::
+
+    python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _child(args: list[str]) -> None:
+    """One rank (or the one process): run the command, then write its peak RSS."""
+    from compensate.cli.compensate import main
+    status = main(args[1:])
+    rank = os.environ.get("PMI_RANK", "0")
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    Path(args[0], f"peak{rank}").write_text(str(peak_kib))
+    sys.exit(status)
+
+
+def _trace(workdir: Path, records: float) -> tuple[Path, Path]:
+    """A cached stencil trace of about ``records`` records and its platform file."""
+    ranks = 16
+    iterations = max(1, int(records / (ranks * 14)))
+    out = workdir / f"stencil_{ranks}x{iterations}"
+    if not (out / "measured.trace").exists():
+        subprocess.run([sys.executable, "-m", "compensate.cli.simulate", "stencil", str(out),
+                        "--ranks", str(ranks), "--iterations", str(iterations),
+                        "--format", "trace"], check=True, cwd=ROOT, capture_output=True)
+    return out / "measured.trace", out / "platform.json"
+
+
+def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
+         extra: list[str]) -> tuple[float, int, dict]:
+    peaks = Path(tempfile.mkdtemp(prefix="peaks"))
+    summary = out.with_suffix(".json")
+    start = time.monotonic()
+    subprocess.run([*launcher, sys.executable, __file__, "--child", str(peaks), str(trace),
+                    str(out), "--platform", str(platform), "--quiet", "--force",
+                    "--summary", str(summary), *extra], check=True, cwd=ROOT,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    wall = time.monotonic() - start
+    peak = max(int(p.read_text()) for p in peaks.iterdir())
+    shutil.rmtree(peaks)
+    return wall, peak, json.loads(summary.read_text())
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _child(sys.argv[2:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=float, default=1e5)
+    ap.add_argument("--ranks", default="2")
+    ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "compensate-bench"))
+    a = ap.parse_args()
+    workdir = Path(a.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    trace, platform = _trace(workdir, a.records)
+    one = workdir / "one.trace"
+    wall1, peak1, s1 = _run([], trace, platform, one, ["--in-memory"])
+    print(f"{s1['records']:,} records on {s1['locations']} locations")
+    print(f"{'P':>3} {'wall s':>8} {'speed-up':>9} {'peak MiB/rank':>14} {'vs P=1':>7}  same")
+    print(f"{1:>3} {wall1:>8.2f} {1.0:>9.2f} {peak1 / 1024:>14.0f} {1.0:>7.2f}  -")
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        print("mpiexec not found (the [mpi] extra): only P = 1 measured")
+        return
+    for p in [int(x) for x in a.ranks.split(",")]:
+        out = workdir / f"p{p}.trace"
+        wall, peak, _ = _run([mpiexec, "-n", str(p)], trace, platform, out, [])
+        same = filecmp.cmp(one, out, shallow=False)
+        print(f"{p:>3} {wall:>8.2f} {wall1 / wall:>9.2f} {peak / 1024:>14.0f} "
+              f"{peak / peak1:>7.2f}  {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""One rank of the distributed run: match -> compensate (forward replay) -> gather.
+
+:func:`run_pipeline_parallel` is :func:`compensate.api.run_pipeline` on one rank of
+``transport.size``: every rank matches the trace and fits the network (today from
+the whole trace, so every rank computes the same matching and fit), evaluates the
+anchors of the locations it owns (:mod:`compensate.parallel.ownership`) while
+:mod:`compensate.parallel.exchange` carries the anchors that cross ranks, and sends
+its locations' approximated times to rank 0, which maps METRIC samples, rounds,
+verifies and returns the same ``(Result, Matching, FitOutcome, Verification)`` as
+the one-process pipeline (the other ranks return None).
+
+Failures (and SIGINT/SIGTERM, which :mod:`compensate.parallel.command` only records
+while the ranks talk, :func:`compensate.interrupt.deferred`): each phase ends in
+:func:`agree`, an ``allgather`` of every rank's status; if a rank failed (or
+received a signal), every rank raises — the failing rank its own exception, the others
+:class:`RankFailed` carrying the first failing rank's one-line message and exit
+status — so every rank exits with the same status and no rank waits for one that
+is gone (inside the replay, :meth:`compensate.parallel.exchange.Exchange.fail` tells
+the others in the round they wait in).
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import numpy as np
+
+import compensate.interrupt as interrupt
+from compensate.engine.run import EngineOptions, Result, Stats, approximate, rounded_times
+from compensate.matching import match
+from compensate.model import Trace, TraceError
+from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
+from compensate.parallel.ownership import owners
+from compensate.parallel.transport import Transport
+from compensate.platform import Platform, PlatformError
+
+#: exit statuses (as compensate/cli/failure.py): bad input 3, internal error 1
+EXIT_INTERNAL, EXIT_INPUT = 1, 3
+
+
+class RankFailed(Exception):
+    """Another rank failed: ``line`` is its one-line message (``compensate: error:
+    ...``), ``status`` its exit status, ``rank`` its number."""
+
+    def __init__(self, rank: int, status: int, line: str) -> None:
+        super().__init__(line)
+        self.rank, self.status, self.line = rank, status, line
+
+
+def describe(exc: BaseException, prog: str = "compensate") -> tuple[int, str]:
+    """The exit status and one-line message of ``exc`` (as
+    :func:`compensate.cli.failure.failure_status` prints them)."""
+    from compensate.formats import OutputError
+
+    if isinstance(exc, RankFailed):
+        return exc.status, exc.line
+    if isinstance(exc, KeyboardInterrupt):  # SIGINT/SIGTERM (compensate.interrupt)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        return (interrupt.exit_status(signum),
+                f"{prog}: interrupted by {interrupt.signal_name(signum)}; nothing written")
+    if isinstance(exc, (TraceError, PlatformError, OutputError)):
+        return EXIT_INPUT, f"{prog}: error: {exc}"
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return EXIT_INPUT, f"{prog}: error: {where}{exc.strerror or exc}"
+    return EXIT_INTERNAL, (f"{prog}: internal error: {type(exc).__name__}: {exc} "
+                           f"(set COMPENSATE_DEBUG=1 for a traceback; please report it)")
+
+
+def agree(transport: Transport, exc: BaseException | None) -> None:
+    """A phase boundary: every rank says whether it failed; if one did, every rank
+    raises (the first failing rank's own exception there, :class:`RankFailed` on the
+    others). A rank that only saw another's failure (RemoteFailure) is not a source."""
+    if exc is None and interrupt.received() is not None:  # a signal came (recorded)
+        exc = interrupt.Interrupted(interrupt.received())
+    mine = None
+    if exc is not None and not isinstance(exc, RemoteFailure):
+        mine = describe(exc)
+    statuses = transport.allgather(mine)
+    first = next((r for r, s in enumerate(statuses) if s is not None), None)
+    if first is None:
+        if exc is not None:  # a RemoteFailure whose source has not reported: cannot be
+            raise exc
+        return
+    if first == transport.rank and exc is not None:
+        raise exc
+    status, line = statuses[first]
+    raise RankFailed(first, status, line)
+
+
+def agreed(transport: Transport, step: Any, *args: Any,
+           exchange: Exchange | None = None) -> Any:
+    """``step(*args)`` followed by :func:`agree` (and, if it raised inside the replay,
+    the exchange's failure round first)."""
+    try:
+        out = step(*args)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - every rank must hear of it
+        if exchange is not None and not isinstance(exc, RemoteFailure):
+            exchange.fail()
+        agree(transport, exc)
+        raise  # agree always raises for a failure
+    agree(transport, None)
+    return out
+
+
+def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
+                          collective_exit: str, eager_limit: int | None,
+                          transport: Transport, strict: bool = False) -> tuple | None:
+    """The distributed :func:`compensate.api.run_pipeline`: on rank 0 ``(result,
+    matching, fit outcome, verification)`` equal to the one-process run's (the
+    summary's statistics reduced over the ranks), on the other ranks None.
+
+    ``trace`` is the whole trace on every rank: read whole for now, or assembled
+    from every rank's own locations by :func:`compensate.parallel.ghosts.complete_trace`
+    (payloads only where the rank owns the location)."""
+    from compensate.engine.metrics import map_metric_samples
+    from compensate.verify import verify
+
+    plat = platform or Platform(0.0)
+
+    def prepare():
+        matching = match(trace, eager_limit=eager_limit, strict=strict)
+        used, outcome = bound, None
+        if bound == "fitted":  # R2f: the same fit on every rank (it sees the whole trace)
+            from compensate.engine.fit import try_fit
+            outcome = try_fit(trace, matching, plat)
+            used = "fitted" if outcome.fit else "lower"
+        return matching, outcome, used
+
+    matching, outcome, used = agreed(transport, prepare)
+    owner = owners(trace.definitions, list(trace.events), transport.size)
+    mine = [loc for loc in trace.events if owner[loc] == transport.rank]
+    # t0: the earliest measured timestamp of all (each rank knows its own locations')
+    firsts = transport.allgather(min((int(trace.events[loc].time[0]) for loc in mine
+                                      if len(trace.events[loc])), default=None))
+    t0 = min((x for x in firsts if x is not None), default=0)
+    # ghosts: the other ranks' locations, pinned with unknown values (every record its
+    # own anchor; engine.run never evaluates them, the exchange fills them in)
+    ghosts = ghost_pins(trace, owner, transport.rank)
+    if bound == "none":
+        stats, approx = Stats(), None
+    else:
+        exchange = Exchange(transport, owner)
+        opts = EngineOptions(bound=used, collective_exit=collective_exit,
+                             network_time=outcome.fit if outcome else None,
+                             fit_links=bound == "fitted" and used == "lower")
+        approx, t0, stats = agreed(
+            transport, lambda: approximate(trace, plat, opts, matching, t0=t0, pins=ghosts,
+                                           exchange=exchange),
+            exchange=exchange)
+
+    def own_times():
+        part = {loc: approx[loc] for loc in mine}
+        for loc, times in part.items():  # every owned anchor was computed (a rule
+            if np.isnan(times).any():  # reading an anchor it did not list in its
+                i = int(np.flatnonzero(np.isnan(times))[0])  # needs would show here)
+                raise RuntimeError(f"location {loc}, record {i}: no time computed "
+                                   f"on rank {transport.rank}")
+        return part
+
+    part = None if approx is None else agreed(transport, own_times)
+    # par21io: gather the owned locations' times to rank 0, which writes the whole
+    # trace; the I/O helper's writer will let each rank write its own locations
+    parts = transport.allgather(part)
+    if transport.rank != 0:
+        return None
+
+    def finish():
+        if bound == "none":
+            out = trace
+        else:
+            full: dict[int, np.ndarray] = {}
+            for p in parts:
+                full.update(p)
+            map_metric_samples(trace, full, t0)
+            times, sizes = {}, {}
+            for loc, ev in trace.events.items():
+                times[loc], size = rounded_times(ev, full[loc], t0)
+                if size is not None:
+                    sizes[loc] = size
+            out = trace.with_times(times, sizes)
+        stats.records = trace.record_count
+        stats.locations = len(trace.events)
+        stats.messages = len(matching.table)
+        stats.unmatched_sends = matching.unmatched_sends
+        stats.collective_instances = len(matching.instances)
+        stats.unknown_collective_ops = matching.unknown_ops
+        result = Result(out, stats, matching)
+        return result, matching, outcome, verify(out, matching, measured=trace)
+
+    return finish()
+
+
+def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: int,
+                   collective_exit: str = "uniform", eager_limit: int | None = None,
+                   strict: bool = False):
+    """:func:`run_pipeline_parallel` on ``size`` thread ranks of this process (tests
+    and experiments without ``mpiexec``): rank 0's result."""
+    from compensate.parallel.transport import run_threads
+
+    return run_threads(size, lambda t: run_pipeline_parallel(
+        trace, platform, bound, collective_exit, eager_limit, t, strict))[0]

@@ -1,0 +1,251 @@
+"""The forward replay's exchange: the records whose times cross ranks (docs/parallel.md).
+
+A rank evaluates the anchors of the locations it owns (:mod:`compensate.parallel.ownership`);
+the other locations are *ghosts* (:func:`ghost_pins`): pinned like a stream
+segment's context records (``pins`` of :func:`compensate.engine.run.approximate`),
+so that every ghost record is its own anchor, but with values unknown (NaN) until
+their owners send them. The engine never evaluates a ghost. Values are keyed by
+(location, record): a ghost index never needs to agree with the owner's anchor
+numbering. The value sent for a record is ``A[anchor] + offset`` on its owner,
+exactly what a rule's :data:`~compensate.engine.rules.Ref` computes in the
+one-process run; the rule on the receiving rank reads it from the ghost anchor
+with offset 0, so the floats are bit-identical.
+
+* **Setup** (:meth:`Exchange.start`): each rank lists the ghost records its own
+  dependent records read (the fast path's send, every generic rule's ``needs``) and
+  sends each owner its list, (locations, records) as numpy arrays, in one
+  ``alltoall``. The owner gives the anchor of each requested record a waiter list,
+  so that computing it takes the engine's wake-up path and :meth:`Exchange.computed`
+  queues it.
+* **Rounds** (:meth:`Exchange.round`): when the engine has nothing runnable, the rank
+  sends every queued value to the ranks that asked for it (one packed triple of
+  numpy arrays per destination) and takes what the others sent, in one ``alltoall``
+  that also carries every rank's status (failed, done, values sent). Then every rank
+  knows the same thing: nothing sent by anybody — finished (if somebody is not done,
+  the dependencies form a cycle: the one-process run's "can never be reached" error,
+  raised by the rank of the first waiting location); a rank failed — every rank stops
+  (:class:`RemoteFailure`). Nobody blocks forever, because a rank enters a round
+  only after its runnable work is done and every rank takes part in every round
+  until all agree to stop.
+* **Statistics** (:meth:`Exchange.reduce`): what each rank counted for its own
+  locations, reduced to the one-process numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import Any
+
+import numpy as np
+
+from compensate.engine.graph import FAST_P2P, GENERIC, Graph
+from compensate.model import BUFFER_FLUSH
+from compensate.parallel.transport import Transport
+
+
+def ghost_pins(trace: Any, owner: dict[int, int], rank: int) -> dict[int, tuple]:
+    """The ``pins`` of :func:`compensate.engine.run.approximate` that make every
+    location ``rank`` does not own a ghost: every record its own anchor, its value
+    unknown (NaN) until the exchange brings it."""
+    return {loc: (np.full(len(ev), np.nan), 0.0) for loc, ev in trace.events.items()
+            if owner[loc] != rank}
+
+
+class RemoteFailure(Exception):
+    """Another rank failed; ``rank`` is the first that did (it reports the error)."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__(f"rank {rank} failed")
+        self.rank = rank
+
+
+class Exchange:
+    """The engine's link to the other ranks (see the module docstring).
+
+    ``owner``: ``{location id: rank}`` for every location of the trace."""
+
+    def __init__(self, transport: Transport, owner: dict[int, int]) -> None:
+        self.transport = transport
+        self.owner = owner
+        self.finished = False
+        #: after a cycle: (position, rank) of the first location still waiting
+        self.first_waiting: tuple[int, int] | None = None
+        self.rounds = 0
+        self.sent = 0  # values this rank sent
+        self.received = 0
+        self.expected = 0  # values this rank will receive (from the setup)
+        self._out: list[int] = []
+        #: owned anchor -> (rank, location, record, R1 offset) of each record of its
+        #: segment another rank asked for
+        self._dest: dict[int, list[tuple[int, int, int, float]]] = {}
+        self._owned: list[int] = []
+        self._a_end: list[int] = []
+        self._first: list[int] = []
+        self._pos: dict[int, int] = {}
+
+    # -- collective steps ------------------------------------------------------------
+    def _alltoall(self, payloads: list[Any], status: tuple = ()) -> list[tuple[tuple, Any]]:
+        """One ``alltoall`` of ``(status, payload)``; RemoteFailure if any rank failed."""
+        t = self.transport
+        got = t.alltoall([(("ok", *status), p) for p in payloads])
+        for rank, (st, _) in enumerate(got):
+            if st[0] == "failed":
+                self.finished = True
+                raise RemoteFailure(rank)
+        return got
+
+    def fail(self) -> None:
+        """This rank failed: tell the others in the round they are waiting in (a
+        no-op once the rounds are over; the driver's next agreement carries it)."""
+        if self.finished:
+            return
+        self.finished = True
+        t = self.transport
+        t.alltoall([(("failed",), None)] * t.size)
+
+    # -- the engine's hooks ---------------------------------------------------------
+    def start(self, g: Graph, A: array, cur: list[int], waiters: dict[int, list[int]]) -> None:
+        """Ask the owners for the ghost records this rank's rules read, and register
+        the records the others asked for. Ghost locations come pinned (every record
+        its own anchor, value NaN until it arrives): none of them is evaluated."""
+        me, size = self.transport.rank, self.transport.size
+        loc_rank = np.array([self.owner[loc] for loc in g.loc_ids], dtype=np.int64)
+        a_end = g.a_end.tolist()
+        owned = [li for li in range(len(cur)) if loc_rank[li] == me]
+        for li in range(len(cur)):
+            if loc_rank[li] != me:
+                cur[li] = a_end[li]
+        self._owned, self._a_end = owned, a_end
+        self._first = g.a_first.tolist()
+        self._pos = g.pos_of
+        anchor_rank = loc_rank[g.anchor_loc] if len(g.anchor_loc) else np.zeros(0, np.int64)
+        code, generic = g.code, g.generic
+        s_anchor, e_anchor = g.f_s_anchor, g.f_e_anchor
+        first = self._first
+        wanted: list[int] = []
+        for li in owned:
+            for k in range(first[li], a_end[li]):
+                c = code[k]
+                if c == FAST_P2P:
+                    wanted.append(s_anchor[k])
+                    if e_anchor[k] >= 0:
+                        wanted.append(e_anchor[k])
+                elif c == GENERIC:
+                    for rule in generic[k][0]:
+                        wanted.extend(need[0] for need in rule.needs)
+        w = np.unique(np.asarray(wanted, dtype=np.int64))
+        w = w[anchor_rank[w] != me] if w.size else w  # ghost records (each an anchor)
+        self.expected = int(w.size)
+        locs = np.asarray(g.loc_ids, dtype=np.int64)[g.anchor_loc[w]] if w.size else w
+        recs = g.anchor_rec[w] if w.size else w
+        wr = anchor_rank[w]
+        got = self._alltoall([(locs[wr == r], recs[wr == r]) for r in range(size)])
+        for rank, (_, (asked_locs, asked_recs)) in enumerate(got):
+            for loc, idx in zip(asked_locs.tolist(), asked_recs.tolist(), strict=True):
+                # the value a remote rule reads: A[anchor] + offset, as Graph.ref
+                k, offset = g.ref(g.pos_of[loc], idx)
+                if k not in self._dest:
+                    waiters.setdefault(k, [])
+                    self._dest[k] = []
+                    if not math.isnan(A[k]):  # known from the start (a first record)
+                        self._out.append(k)
+                self._dest[k].append((rank, loc, idx, offset))
+
+    def computed(self, k: int) -> None:
+        """Anchor ``k`` was computed; queue it if other ranks asked for a record of
+        its segment."""
+        if k in self._dest:
+            self._out.append(k)
+
+    def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
+        """Send the queued values, take the others'; the ghost anchors that arrived
+        (their values are in ``A``). Sets :attr:`finished` when nothing moves any more."""
+        t = self.transport
+        ends = self._a_end
+        done = all(cur[li] >= ends[li] for li in self._owned) and \
+            self.received >= self.expected
+        batches: list[tuple[list[int], list[int], list[float]]] = [
+            ([], [], []) for _ in range(t.size)]
+        for k in self._out:
+            a = A[k]
+            for rank, loc, idx, offset in self._dest[k]:
+                b = batches[rank]
+                b[0].append(loc)
+                b[1].append(idx)
+                b[2].append(a + offset)
+        self._out = []
+        payloads = []
+        n = 0
+        for locs, recs, vals in batches:
+            payloads.append((np.asarray(locs, dtype=np.int64), np.asarray(recs, dtype=np.int64),
+                             np.asarray(vals, dtype=np.float64)))
+            n += len(locs)
+        self.sent += n
+        self.rounds += 1
+        got = self._alltoall(payloads, (done, n))
+        arrived: list[int] = []
+        first, pos = self._first, self._pos
+        for _, (locs, recs, vals) in got:
+            for loc, idx, v in zip(locs.tolist(), recs.tolist(), vals.tolist(), strict=True):
+                k = first[pos[loc]] + idx  # a ghost location's records are its anchors
+                A[k] = v
+                arrived.append(k)
+        self.received += len(arrived)
+        total = sum(st[2] for st, _ in got)
+        if total == 0:  # nothing moves any more: done, or a cycle (the engine's
+            self.finished = True  # parked check names it on each waiting rank)
+        return arrived
+
+    def reduce(self, g: Graph, stats: Any, base: dict[str, int],
+               waiting: int | None = None) -> None:
+        # (``waiting``: this rank's first location position still waiting after a
+        # cycle, None if none; see :meth:`check_first_waiting`)
+        """Make ``stats`` the one-process statistics: the case counters are ``base``
+        (counted while building the graph, the same on every rank) plus every rank's
+        evaluation counts (``p2p_cases - base``) summed; R1 overcompensation and
+        BufferFlush statistics, which each rank counted for its own locations (ghost
+        records are anchors, never local), summed, their largest shortfall the
+        largest; the flush seconds added per location in the trace's location order,
+        as the one-process run adds them (the same float)."""
+        t = self.transport
+        cases = stats.p2p_cases
+        flush = {}
+        for li in self._owned:
+            ev = g.evs[li]
+            f = np.flatnonzero(ev.kind == BUFFER_FLUSH)
+            if f.size:  # as Graph._flat_columns adds it
+                flush[g.loc_ids[li]] = float(np.sum(ev.size[f] - ev.time[f]) / g.res)
+        mine = ({k: v - base.get(k, 0) for k, v in cases.items()}, stats.overcompensated,
+                dict(stats.overcompensated_by_kind), stats.overcompensated_max_s,
+                stats.buffer_flushes, flush,
+                None if waiting is None else g.loc_ids[waiting])
+        got = [p for _, p in self._alltoall([mine] * t.size)]
+        # after a cycle: the first location (in the trace's order) still waiting
+        order = {loc: i for i, loc in enumerate(g.loc_ids)}
+        stuck = [(order[d[6]], rank) for rank, d in enumerate(got) if d[6] is not None]
+        self.first_waiting = min(stuck) if stuck else None
+        for k in cases:
+            cases[k] = base.get(k, 0) + sum(d[0].get(k, 0) for d in got)
+        stats.overcompensated = sum(d[1] for d in got)
+        by_kind: dict[str, int] = {}
+        for d in got:
+            for name, n in d[2].items():
+                by_kind[name] = by_kind.get(name, 0) + n
+        stats.overcompensated_by_kind = by_kind
+        stats.overcompensated_max_s = max(d[3] for d in got)
+        stats.buffer_flushes = sum(d[4] for d in got)
+        seconds = {loc: x for d in got for loc, x in d[5].items()}
+        total = 0.0
+        for loc in g.loc_ids:
+            if loc in seconds:
+                total += seconds[loc]
+        stats.flush_seconds_removed = total
+
+    def check_first_waiting(self, li: int) -> None:
+        """After a cycle: return if this rank's location position ``li`` is the first
+        location still waiting of all ranks (this rank then raises the one-process
+        run's error naming it); else RemoteFailure naming the rank that reports it."""
+        first = self.first_waiting
+        if first is not None and first[1] != self.transport.rank:
+            raise RemoteFailure(first[1])

@@ -1,0 +1,87 @@
+"""Ghost locations: the other ranks' records a rank needs (docs/parallel.md).
+
+In this first version a rank's ghosts are whole locations: :func:`complete_trace`
+turns the locations each rank read (its own, once the reader selects locations)
+into the whole trace on every rank with one ``allgather`` of packed numpy columns
+(no Python object per record). The payloads — OTF2 event objects, text fields —
+stay with their owner, which is the only rank that writes them; of the records
+whose payload matching reads (thread, task and lock records, parameters, RMA
+records) a small dict of just those fields crosses instead (:func:`stand_in`). The engine never
+evaluates a ghost (:func:`compensate.parallel.exchange.ghost_pins`); matching, the
+network fit and the statistics read them. Keeping of each remote location only
+the records the rank's matching and rules read is the next step (docs/parallel.md,
+"Limits").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from compensate.matching.threads import field_of
+from compensate.model import COLUMNS, KIND_NAMES, Definitions, Events, Trace
+from compensate.parallel.transport import Transport
+from compensate.rmarecords import RMA_FIELDS, fields_of
+
+#: the payload fields the matchers read (compensate/matching/threads.py, tasks.py,
+#: devices.py), by :func:`compensate.matching.threads.field_of`
+MATCHED_FIELDS = ("thread_team", "model", "lock_id", "acquisition_order",
+                  "thread_contingent", "sequence_count", "task_id", "creating_thread",
+                  "generation_number", "parameter", "value")
+_PREFIXES = ("Thread", "Omp", "Parameter")
+
+
+def stand_in(kind_name: str, payload: Any) -> Any:
+    """What another rank needs of a record's payload: None for a kind no matcher
+    reads; a ``.trace`` field dict as it is; of an OTF2 event object, the fields
+    matching reads, normalised (RMA: :func:`compensate.rmarecords.fields_of`; thread,
+    task and parameter records: :func:`compensate.matching.threads.field_of`), as a
+    dict that both functions read back to the same values."""
+    if payload is None or isinstance(payload, dict):
+        return payload
+    if kind_name in RMA_FIELDS:
+        return fields_of(kind_name, payload)
+    if kind_name.startswith(_PREFIXES):
+        out = {}
+        for name in MATCHED_FIELDS:
+            v = field_of(payload, name)
+            if v is not None:
+                out[name] = v
+        return out
+    return None
+
+
+def _stand_ins(ev: Events) -> dict[int, Any]:
+    """``{record: stand-in}`` of the records of ``ev`` whose payload matching reads."""
+    out = {}
+    for k in np.unique(ev.kind).tolist():
+        name = KIND_NAMES[k]
+        if name in RMA_FIELDS or name.startswith(_PREFIXES):
+            for i in np.flatnonzero(ev.kind == k).tolist():
+                out[i] = stand_in(name, ev.payload[i])
+    return out
+
+
+def complete_trace(defs: Definitions, own: dict[int, Events], transport: Transport,
+                   source: str = "") -> Trace:
+    """The whole trace from every rank's ``own`` locations (each location read by
+    exactly one rank): locations in definition order, as the readers give them;
+    the other ranks' locations carry only the stand-ins of :func:`stand_in`."""
+    packed = {loc: (tuple(np.ascontiguousarray(getattr(ev, name)) for name, _ in COLUMNS),
+                    _stand_ins(ev)) for loc, ev in own.items()}
+    columns: dict[int, tuple] = {}
+    for part in transport.allgather(packed):
+        columns.update(part)
+    events: dict[int, Events] = {}
+    for loc in defs.locations:
+        if loc in own:
+            events[loc] = own[loc]
+        elif loc in columns:
+            packed_cols, payloads = columns[loc]
+            cols = dict(zip((name for name, _ in COLUMNS), packed_cols, strict=True))
+            payload: list[Any] = [None] * len(cols["time"])
+            for i, p in payloads.items():
+                payload[i] = p
+            events[loc] = Events(**cols, payload=payload)
+    return Trace(defs, events, source)

@@ -1,0 +1,127 @@
+"""``mpiexec -n P compensate`` (compensate/parallel/command.py) under real MPI: the
+outputs and summaries equal the one-process run's, on a simulated program and a
+real archive, for P = 2 and 3; a bad input gives every rank the same status, one
+line and no output. Two launches, several commands each (tests/parallel/mpi_runs.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compensate.cli.compensate import main
+from compensate.simulate import simulate
+
+from ..conftest import ROOT, TRACES, mpiexec
+from ..fingerprint_gen import _output_bytes
+from .test_exchange import CYCLE
+
+PER_RUN = {"seconds", "output", "ranks"}  # honestly per run (docs/parallel.md)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mpi")
+    sim = simulate("mixed", ranks=4, seed=2, iterations=1)
+    from compensate.formats import write_trace
+    write_trace(sim.measured, str(tmp / "mixed.trace"))
+    (tmp / "platform.json").write_text(json.dumps(sim.platform.to_dict()))
+    (tmp / "cycle.trace").write_text(CYCLE)
+    return tmp
+
+
+def commands(tmp: Path, tag: str) -> list[tuple[str, list[str]]]:
+    """(output name, arguments after IN OUT's output) of each case."""
+    real = TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2"
+    if not real.exists():
+        pytest.skip(f"{real} not available")
+    plat = ["--platform", str(tmp / "platform.json")]
+    return [
+        (f"mixed_fitted_{tag}.trace",
+         [str(tmp / "mixed.trace"), str(tmp / f"mixed_fitted_{tag}.trace"), *plat,
+          "--bound", "fitted"]),
+        (f"real_{tag}/traces.otf2",
+         [str(real), str(tmp / f"real_{tag}" / "traces.otf2"), "--overhead", "100ns"]),
+    ]
+
+
+def one_process(tmp: Path, cases) -> None:
+    for name, args in cases:
+        out = Path(args[1])
+        args = [args[0], str(out.parent / ("one_" + out.name)) if out.suffix == ".trace"
+                else str(tmp / ("one_" + out.parent.name) / out.name), *args[2:]]
+        assert main([*args, "--in-memory", "--quiet", "--summary",
+                     str(tmp / f"one_{name.replace('/', '_')}.json")]) == 0
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_mpiexec_equals_one_process(inputs, ranks, capfd):
+    tmp = inputs
+    cases = commands(tmp, f"p{ranks}")
+    one_process(tmp, cases)
+    capfd.readouterr()
+    runs = [[*args, "--quiet", "--summary", str(tmp / f"{name.replace('/', '_')}.json")]
+            for name, args in cases]
+    # a trace whose dependencies form a cycle: every rank exits 3, nothing written
+    runs.append([str(tmp / "cycle.trace"), str(tmp / f"cycle_{ranks}.trace"),
+                 "--overhead", "10ns"])
+    status_dir = tmp / f"status{ranks}"
+    status_dir.mkdir()
+    proc = subprocess.run(
+        [mpiexec(), "-n", str(ranks), sys.executable, "-m", "tests.parallel.mpi_runs",
+         str(status_dir), json.dumps(runs)], capture_output=True, text=True, timeout=240,
+        cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    for rank in range(ranks):
+        assert json.loads((status_dir / f"rank{rank}.json").read_text()) == [0, 0, 3]
+    # one line for the failure, from rank 0 only
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("compensate:")]
+    assert len(errors) == 1 and "cycle" in errors[0], proc.stderr
+    assert not (tmp / f"cycle_{ranks}.trace").exists()
+    for name, args in cases:
+        out = Path(args[1])
+        ref = (out.parent / ("one_" + out.name) if out.suffix == ".trace"
+               else tmp / ("one_" + out.parent.name) / out.name)
+        assert _output_bytes(out) == _output_bytes(ref), name
+        s1 = json.loads((tmp / f"one_{name.replace('/', '_')}.json").read_text())
+        s2 = json.loads((tmp / f"{name.replace('/', '_')}.json").read_text())
+        assert s2["ranks"] == ranks
+        assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
+            {k: v for k, v in s2.items() if k not in PER_RUN}, name
+
+
+def test_launcher_detection_from_the_environment(monkeypatch):
+    """The distributed path starts when a launcher says there are several ranks; only
+    rank 0 prints. Nothing imports mpi4py to find out."""
+    from compensate.parallel import command
+
+    for name in command._SIZE_VARS + command._RANK_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(command, "available", lambda: True)
+    assert not command.launched()
+    assert not command.silent_rank(["in.trace", "out.trace"])
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert not command.launched()
+    monkeypatch.setenv("PMI_SIZE", "3")
+    monkeypatch.setenv("PMI_RANK", "0")
+    assert command.launched() and not command.silent_rank([])
+    monkeypatch.setenv("PMI_RANK", "2")
+    assert command.silent_rank([])
+    monkeypatch.setattr(command, "available", lambda: False)
+    assert not command.launched()
+    assert command.silent_rank(["--mpi"])
+
+
+def test_mpi_without_mpi4py_is_a_usage_error(monkeypatch, capsys, tmp_path):
+    from compensate.parallel import command
+
+    monkeypatch.setattr(command, "available", lambda: False)
+    (tmp_path / "in.trace").write_text(CYCLE)
+    assert main([str(tmp_path / "in.trace"), str(tmp_path / "out.trace"), "--overhead",
+                 "1ns", "--mpi"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["compensate: error: --mpi needs mpi4py: pip install 'compensate[mpi]'"]
+    assert not (tmp_path / "out.trace").exists()

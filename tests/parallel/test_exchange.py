@@ -1,0 +1,128 @@
+"""The anchor exchange (compensate/parallel/exchange.py): a hand-computed case
+whose exchanged values are checked by hand, and the cycle a trace can hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compensate.engine.run import EngineOptions, approximate
+from compensate.formats.text import read_text
+from compensate.matching import match
+from compensate.model import TraceError
+from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
+from compensate.parallel.ownership import owners
+from compensate.parallel.transport import ThreadTransport, run_threads
+from compensate.platform import Platform
+
+DATA = Path(__file__).parent / "data"
+
+
+class Recording(ThreadTransport):
+    """A thread rank that notes the anchor values it sends in each round."""
+
+    def __init__(self, inner: ThreadTransport, log: list) -> None:
+        super().__init__(inner.shared, inner.rank)
+        self.log = log
+
+    def alltoall(self, items):
+        for dest, (status, payload) in enumerate(items):
+            if len(status) == 3 and len(payload[0]):  # a round's (locations, records, values)
+                for loc, idx, v in zip(*(x.tolist() for x in payload), strict=True):
+                    self.log.append((self.rank, dest, (loc, idx), v))
+        return super().alltoall(items)
+
+
+def load(name: str):
+    path = DATA / name
+    trace = read_text(str(path))
+    line = next(x for x in path.read_text().splitlines() if x.startswith("# platform:"))
+    platform = Platform.from_dict(json.loads(line.split(":", 1)[1]))
+    expect = {}
+    for x in path.read_text().splitlines():
+        if x.startswith("# expect any"):
+            head, times = x[len("# expect any"):].split(":")
+            expect[int(head)] = [int(t) for t in times.split()]
+    return trace, platform, expect
+
+
+def test_three_locations_on_two_ranks_exchange_the_hand_computed_values():
+    trace, platform, expect = load("three_locations.trace")
+    owner = owners(trace.definitions, list(trace.events), 2)
+    assert owner == {0: 0, 1: 0, 2: 1}
+    matching = match(trace)
+    opts = EngineOptions(bound="lower")
+    one, t0, _ = approximate(trace, platform, opts, matching)
+    for loc, times in expect.items():  # the case itself, in one process
+        np.testing.assert_array_equal(np.rint(one[loc]) + t0, times)
+    log: list = []
+
+    def body(t):
+        ex = Exchange(Recording(t, log), owner)
+        ghosts = ghost_pins(trace, owner, t.rank)
+        approx, _, _ = approximate(trace, platform, opts, matching, pins=ghosts, exchange=ex)
+        return {loc: approx[loc] for loc in trace.events if owner[loc] == t.rank}, ex
+
+    parts = run_threads(2, body)
+    for part, _ in parts:
+        for loc, times in part.items():
+            np.testing.assert_array_equal(times, one[loc])  # bit for bit
+    # what each rank's rules read of the other's locations, in float ticks from t0:
+    # loc 0's receive reads loc 2's first send (record 1, 1000 -> 0.0), loc 2's
+    # receive loc 0's send (record 4: 1300 -> 300.0), loc 1's receive loc 2's second
+    # send (record 7: 1600 -> 600.0)
+    assert sorted(log) == [(0, 1, (0, 4), 300.0), (1, 0, (2, 1), 0.0), (1, 0, (2, 7), 600.0)]
+    assert [(ex.expected, ex.received, ex.sent) for _, ex in parts] == [(2, 2, 1), (1, 1, 2)]
+
+
+CYCLE = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0 name="rank 0"
+location 1 group=1 name="rank 1"
+region 1 "MPI_Send"
+region 2 "MPI_Recv"
+comm 0 "MPI_COMM_WORLD" 0,1
+events
+1000 0 Enter region=2
+1000 1 Enter region=2
+1100 0 MpiRecv sender=1 comm=0 tag=0 bytes=8
+1100 1 MpiRecv sender=0 comm=0 tag=0 bytes=8
+1200 0 Leave region=2
+1200 1 Leave region=2
+1300 0 Enter region=1
+1300 1 Enter region=1
+1400 0 MpiSend receiver=1 comm=0 tag=0 bytes=8
+1400 1 MpiSend receiver=0 comm=0 tag=0 bytes=8
+1500 0 Leave region=1
+1500 1 Leave region=1
+"""
+
+
+def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path):
+    """Two receives waiting for each other's later sends: no round moves anything;
+    the rank of the first waiting location raises the one-process run's error, the
+    other stops (RemoteFailure: the driver's agreement reports the error once)."""
+    path = tmp_path / "cycle.trace"
+    path.write_text(CYCLE)
+    trace = read_text(str(path))
+    matching = match(trace)
+    opts = EngineOptions(bound="lower")
+    with pytest.raises(TraceError) as one:
+        approximate(trace, Platform(1e-8), opts, matching)
+    owner = owners(trace.definitions, list(trace.events), 2)
+    errors = {}
+
+    def body(t):
+        ghosts = ghost_pins(trace, owner, t.rank)
+        try:
+            approximate(trace, Platform(1e-8), opts, matching, pins=ghosts,
+                        exchange=Exchange(t, owner))
+        except (TraceError, RemoteFailure) as exc:
+            errors[t.rank] = exc
+
+    run_threads(2, body)
+    assert isinstance(errors[0], TraceError) and str(errors[0]) == str(one.value)
+    assert isinstance(errors[1], RemoteFailure) and errors[1].rank == 0
