@@ -166,10 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     threads.uninstall()
 
     offsets.append(clock.clock_offsets(private, trust_host=trust))
-    pingpong = None  # the platform network model, after the program (not in the trace)
+    pingpong = unlock = None  # network model and rma protocol, after the program
     if args.calibration_records > 0 and private.Get_size() >= 2:
         from calibration.network import pingpong as measure_network
+        from calibration.rma import measure as measure_rma
+        from calibration.tracer.rma import _Win
         pingpong = measure_network(private)
+        unlock = measure_rma(private, repeats=51, win_class=_Win)  # the rma entry
     mine = archive.RankData.of(rank, host, recorder, offsets, realtime)
     mine.back_ns = insitu.back_cost()
     if sched0 and sched1:
@@ -179,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     gathered = private.gather(mine, root=0)
     error: str | None = None
     if rank == 0:
-        error = _write_outputs(args, gathered, MPI, pingpong)
+        error = _write_outputs(args, gathered, MPI, pingpong, unlock)
         del gathered
         private.Ibarrier().Wait()
     else:
@@ -193,11 +196,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
-                   pingpong: list[dict] | None = None) -> str | None:
+                   pingpong: list[dict] | None = None,
+                   unlock: dict | None = None) -> str | None:
     """Rank 0: calibrate, write the archive (with each location's in-situ overhead
     table, whose unbracketed records take the calibrated values), then
     platform.json (with the network model of the ranks' ``pingpong``, if measured:
-    :mod:`calibration.network`); returns an error message or None."""
+    :mod:`calibration.network`, and the one-sided protocol of ``unlock``:
+    :mod:`calibration.rma`); returns an error message or None."""
     from calibration.tracer import archive
 
     platform = None
@@ -218,6 +223,9 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
             platform["network"] = network_entry(pingpong, copy)
             platform["network"]["mpi"] = extra["mpi"]
             platform["network"]["ranks"] = [gathered[0].host, gathered[1].host]
+        if unlock:
+            from calibration.rma import rma_entry
+            platform["rma"] = {**rma_entry(unlock), "mpi": extra["mpi"]}
     defaults = {}
     if platform is not None:
         defaults = dict(platform["event_overhead_by_kind"])

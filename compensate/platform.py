@@ -7,13 +7,24 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
      "event_overhead_by_kind": {"Metric": 2e-6},   # optional, OTF2 record kind -> seconds
      "device_overhead": 0.0,                       # optional, seconds per accelerator record
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...],
-     "network": {"latency": 1e-6, "per_byte": 2e-10}}  # optional (R2f, below)
+     "network": {"latency": 1e-6, "per_byte": 2e-10},  # optional (R2f, below)
+     "rma": {"release": "after_completion"}}            # optional (R10, below)
 
 ``network``: the platform's network model, ``latency + bytes · per_byte`` seconds
 for one message's transfer (without the two buffer copies), measured by a
 ping-pong (:mod:`calibration.network`). ``--bound fitted`` uses it where the
 trace's own observations cannot separate latency from bandwidth
 (:func:`compensate.engine.fit.outcome_of`); no other bound reads it.
+
+``rma``: the MPI library's one-sided protocol, a platform property like the
+network's latency (not MPI's semantics, not visible in a trace). ``release``:
+``"eager"`` (what MPI allows at least: the lock's release may leave MPI_Win_unlock
+while a fetched result is still on its way back; the default, also where the entry
+is absent) or ``"after_completion"`` (the release leaves only once the epoch's
+operations completed at the origin, as MPICH's ch4 does), measured by
+:mod:`calibration.rma`. Under ``after_completion`` the next conflicting lock grant
+also follows each fetching operation's round trip (R10 "Release after completion"
+in docs/compensation.md).
 
 One schema describes the file: ``compensate/platform.schema.json`` (JSON Schema
 2020-12, shipped in the package). :func:`validate` checks a file against it field
@@ -74,6 +85,9 @@ class Platform:
     #: the platform network model ``(latency s, seconds per byte)`` of the file's
     #: optional ``network`` entry (module docstring); None: the file has none
     network: tuple[float, float] | None = None
+    #: the ``rma`` entry's ``release`` (module docstring); None: the file has no
+    #: ``rma`` entry (the same as ``"eager"``)
+    rma_release: str | None = None
 
     def __post_init__(self) -> None:
         if not (self.event_overhead >= 0 and math.isfinite(self.event_overhead)):
@@ -99,6 +113,9 @@ class Platform:
                 raise PlatformError(f"network: latency and per_byte must be finite numbers "
                                     f">= 0, got {self.network!r}")
             self.network = (lat, per_byte)
+        if self.rma_release not in (None, "eager", "after_completion"):
+            raise PlatformError(f"rma.release must be \"eager\" or \"after_completion\", "
+                                f"got {self.rma_release!r}")
         order = np.argsort(b)
         b, s = b[order], s[order]
         if np.any(np.diff(b) == 0):
@@ -181,9 +198,11 @@ class Platform:
         s = [float(e["seconds"]) for e in data["copy_time"]]
         net = data.get("network")
         network = None if net is None else (float(net["latency"]), float(net["per_byte"]))
+        rma = data.get("rma")
         try:
             return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s),
-                       float(data.get("device_overhead", 0.0)), network=network)
+                       float(data.get("device_overhead", 0.0)), network=network,
+                       rma_release=None if rma is None else str(rma["release"]))
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -219,6 +238,8 @@ class Platform:
         }
         if self.network is not None:  # only where given: summaries stay as they were
             out["network"] = {"latency": self.network[0], "per_byte": self.network[1]}
+        if self.rma_release is not None:  # likewise
+            out["rma"] = {"release": self.rma_release}
         return out
 
 

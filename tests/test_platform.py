@@ -68,6 +68,10 @@ CASES = [  # (file content, the message after "p.json: ")
     (with_(network={"latency": 1e-6, "per_byte": 2e-10, "bandwidth": 5e9}),
      "network: unknown field 'bandwidth'"),
     (with_(network=[1e-6, 2e-10]), "network: expected an object, got a list"),
+    (with_(rma={"release": "lazy"}),
+     'rma.release: unsupported value "lazy" (expected "eager", "after_completion")'),
+    (with_(rma={}), "rma: missing required field 'release' (when MPI_Win_unlock sends the lock's "
+     "release: eager or after_completion)"),
     ({"copy_time": []},
      "missing required field 'event_overhead' (seconds the tracer adds per record)"),
     ([GOOD], "expected an object, got a list"),
@@ -164,6 +168,18 @@ def test_network_entry_loads_and_round_trips():
     assert "network" not in Platform.from_dict(GOOD).to_dict()  # absent: summaries unchanged
     with pytest.raises(PlatformError, match="network"):
         Platform(1e-6, network=(math.nan, 0.0))
+
+
+def test_rma_entry_loads_and_round_trips():
+    data = with_(rma={"release": "after_completion", "method": "unlock durations"})
+    plat = Platform.from_dict(data)
+    assert plat.rma_release == "after_completion"
+    back = plat.to_dict()
+    assert back["rma"] == {"release": "after_completion"}
+    assert Platform.from_dict(back).rma_release == "after_completion"
+    assert "rma" not in Platform.from_dict(GOOD).to_dict()  # absent: summaries unchanged
+    with pytest.raises(PlatformError, match="rma.release"):
+        Platform(1e-6, rma_release="sometimes")
 
 
 def test_what_the_simulator_writes_is_valid_for_both(tmp_path):

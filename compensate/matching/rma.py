@@ -108,7 +108,8 @@ class RmaLink(ThreadSync):
     also: list[tuple[int, int]] = field(default_factory=list)
     #: a ``lock`` link's *deposits*: the operations of the previous conflicting
     #: epochs, ``(location, record index, bytes to the target, bytes back)``; the
-    #: grant follows each one's arrival at the target (``target``, a location)
+    #: grant follows each one's arrival at the target (``target``, a location; of a
+    #: ``completion`` link the operation's target, -1 if not one location)
     deposits: list[tuple[int, int, int, int]] = field(default_factory=list)
     target: int = -1
 
@@ -452,7 +453,7 @@ def _transfers(locs: dict[int, _Loc], deps: RmaDeps, target, fence_end: dict,
             elif r.kind == REQUEST_LOCK:
                 locked[(win, r.f["remote"])] = []
             elif r.kind == RELEASE_LOCK:
-                _completions(deps, lr, r, locked.pop((win, r.f["remote"]), []))
+                _completions(deps, lr, r, locked.pop((win, r.f["remote"]), []), target)
             elif r.kind == GET or (r.kind in (PUT, ATOMIC) and (
                     (win, r.f["remote"]) in locked or (win, -1) in locked)):
                 key = (win, r.f["remote"]) if (win, r.f["remote"]) in locked else (win, -1)
@@ -532,7 +533,7 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
     return sizes, nets
 
 
-def _completions(deps: RmaDeps, lr: _Loc, rel: _Rec, ops: list[_Rec]) -> None:
+def _completions(deps: RmaDeps, lr: _Loc, rel: _Rec, ops: list[_Rec], target) -> None:
     """``completion`` links of a lock epoch's operations to its unlock: the first
     record of MPI_Win_unlock (after its Enter) at or after the operation cannot come
     before the operation completed at the target (and, for a get or a fetching
@@ -545,8 +546,10 @@ def _completions(deps: RmaDeps, lr: _Loc, rel: _Rec, ops: list[_Rec]) -> None:
         if w is None:
             continue
         sent, back = _bytes(op)
+        where = target(lr.loc, op, op.f["remote"])
         deps.links.append(RmaLink("completion", (lr.loc, w), [(lr.loc, op.idx)],
-                                  [sent], [back], [False]))
+                                  [sent], [back], [False],
+                                  target=where[0] if len(where) == 1 else -1))
 
 
 def _bytes(op: _Rec) -> tuple[int, int]:

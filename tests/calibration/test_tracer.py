@@ -239,6 +239,10 @@ def test_traced_run_compensates_without_violations(traced_allcalls: Path) -> Non
     assert 0 < latency < 1e-3 and 0 <= per_byte < 1e-6
     assert [m["bytes"] for m in json.loads(platform.read_text())["network"]["measured"]] \
         == [0, 64, 1024, 16384, 262144]
+    # and when MPI_Win_unlock sends the release (calibration.rma)
+    assert Platform.load(platform).rma_release in ("eager", "after_completion")
+    assert set(json.loads(platform.read_text())["rma"]["measured"]) == \
+        {"empty_s", "put_s", "fetch_s", "round_trip_s", "n"}
     out = traced_allcalls.parent.parent / "out" / "traces.otf2"
     summary = traced_allcalls.parent.parent / "summary.json"
     proc = subprocess.run(

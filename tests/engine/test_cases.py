@@ -77,7 +77,8 @@ def test_every_branch_has_a_case():
                      # issue 20: MPI-4 partitioned point-to-point
                      "r11_partitioned",
                      # issue 19: MPI one-sided, fences, PSCW, passive-target locks
-                     "r10_fence", "r10_pscw", "r10_lock", "r10_lock_deposit"):
+                     "r10_fence", "r10_pscw", "r10_lock", "r10_lock_deposit",
+                     "r10_lock_release_after_completion"):
         assert required in names
 
 

@@ -92,7 +92,11 @@ def test_lock_deposits_hold_in_the_truth_and_only_move_records_later(program, ov
     the previous conflicting epochs (its copies, its way to the target, the grant's
     way back: a lower bound of the truth, with the true network); and the rule never
     moves a record earlier than the other rules place it, under lower and fitted with
-    the true network as the platform model."""
+    the true network as the platform model. Likewise "Release after completion" (the
+    platform's rma.release, the simulator's protocol: its unlock releases only once
+    the fetched results are back): a fetch's round trip and the release's way before
+    the next grant, and before the unlock's return also the acknowledgement's way,
+    hold in the truth; and its outputs are never earlier than the eager ones."""
     import dataclasses
 
     import pytest
@@ -104,20 +108,37 @@ def test_lock_deposits_hold_in_the_truth_and_only_move_records_later(program, ov
     m = match(sim.measured)
     true = dataclasses.replace(sim.platform, network=(net.latency, 1.0 / net.bandwidth))
     res = sim.truth.definitions.timer_resolution
+    copy = sim.platform.copy_time
+
+    def gap(loc, i, o_loc, o_i):
+        return int(sim.truth.events[loc].time[i]) - int(sim.truth.events[o_loc].time[o_i])
+
     for link in m.rma.links:
         loc, i = link.recv
-        for o_loc, o_i, sent, _ in link.deposits:
-            least = 2 * sim.platform.copy_time(sent) + (
-                net.time(sent) if o_loc != link.target else 0.0) + (
-                net.time(0) if loc != link.target else 0.0)
-            gap = int(sim.truth.events[loc].time[i]) - int(sim.truth.events[o_loc].time[o_i])
-            assert gap >= least * res - 2, (link, gap, least)
+        for o_loc, o_i, sent, back in link.deposits:
+            there, grant = o_loc != link.target, loc != link.target
+            least = 2 * copy(sent) + (net.time(sent) if there else 0.0) + (
+                net.time(0) if grant else 0.0)
+            assert gap(loc, i, o_loc, o_i) >= least * res - 2, (link, least)
+            if back > 0:  # release after completion
+                least += 2 * copy(back) + (net.time(back) + net.time(0) if there else 0.0)
+                assert gap(loc, i, o_loc, o_i) >= least * res - 2, (link, least)
+        if link.kind == "completion" and link.back[0] > 0 and link.target >= 0:
+            (o_loc, o_i), sent, back = link.sends[0], link.sizes[0], link.back[0]
+            remote = o_loc != link.target
+            least = 2 * copy(sent) + 2 * copy(back) + (
+                net.time(sent) + net.time(back) + 2 * net.time(0) if remote else 0.0)
+            assert gap(loc, i, o_loc, o_i) >= least * res - 2, (link, least)
     fit = fit_network(sim.measured, m, true)
+    after = dataclasses.replace(sim.platform, rma_release="after_completion")
     for opts in (EngineOptions("lower"), EngineOptions("fitted", network_time=fit)):
         with_rule = compensate(sim.measured, sim.platform, opts, m).trace
+        completed = compensate(sim.measured, after, opts, m).trace
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(rma, "_deposits", lambda *a: None)
             without = compensate(sim.measured, sim.platform, opts, m).trace
-        assert verify(with_rule, m).ok
+        assert verify(with_rule, m).ok and verify(completed, m).ok
         for loc, ev in without.events.items():
             assert (with_rule.events[loc].time >= ev.time).all(), (opts.bound, loc)
+            assert (completed.events[loc].time >= with_rule.events[loc].time).all(), \
+                (opts.bound, loc)

@@ -49,7 +49,8 @@ def test_fitted_removes_99_percent(results, name):
 
 
 @pytest.mark.xfail(strict=True, reason="the fetch-and-op round trips inside MPI_Win_unlock "
-                   "overlap the tracer's overhead: no bound sees them (docs/accuracy.md)")
+                   "overlap the tracer's overhead: without the platform's network model "
+                   "and rma entry no bound sees them (docs/accuracy.md, issue 19)")
 def test_lock_counter_removes_99_percent(results):
     _, _, _, acc = results["rma_lock_counter"]
     assert max(a.removed_total for a in acc.values()) >= 0.99

@@ -29,6 +29,18 @@ operation's two copies, ``2·C(b)·b``; lower and upper bounds) or, under
 the truth under MPI's semantics; never earlier than the rule above would place
 the record (the later value wins).
 
+**Release after completion** (the platform file's ``rma.release`` =
+``after_completion``: the MPI library sends the release only once the epoch's
+operations completed at the origin, as MPICH's ch4 does; a platform property, not
+MPI's semantics): for a *fetching* operation (``b'`` > 0 bytes back: a get, a
+fetch-and-op, a compare-and-swap, a get-accumulate) ``lo`` also counts the result's
+two copies, ``2·C(b')·b'``, and the fitted way to the target becomes
+``network(b) + network(b') + network(0)`` (there, back, and the release's way
+there), all only where the origin is not the target. The unlock returns with the
+release's acknowledgement: its waiting record (the ``completion`` link's) follows
+the same operation by that time plus ``network(0)`` back. Without the entry (or
+with ``eager``) nothing changes.
+
 A fence instance is n-to-n (:func:`compensate.engine.kinds.handles.build`: only
 where it synchronised); window creation and free as the handle collectives.
 
@@ -96,13 +108,16 @@ class RmaWait(Rule):
 
 class LockDeposit(Rule):
     """A lock grant after the arrival of the previous epochs' operations at the
-    target (module docstring, "Deposits")."""
+    target (module docstring, "Deposits"); with the platform's ``rma.release`` =
+    ``after_completion`` after a fetching operation's round trip and the release's
+    way to the target ("Release after completion")."""
 
-    __slots__ = ("ops", "lo", "hi", "size", "hops")
+    __slots__ = ("ops", "lo", "hi", "size", "hops", "ret")
 
     def __init__(self, ops: list[Ref], lo: list[float], hi: list[float], size: list[int],
-                 hops: list[tuple[bool, bool]], needs: list[Need]) -> None:
+                 hops: list[tuple[bool, bool]], ret: list[int], needs: list[Need]) -> None:
         self.ops, self.lo, self.hi, self.size, self.hops = ops, lo, hi, size, hops
+        self.ret = ret  # bytes fetched back before the release (-1: not waited for)
         self.needs = needs
 
     def value(self, A: list, local: float, prev_a: float, ctx: Context) -> float:
@@ -112,8 +127,11 @@ class LockDeposit(Rule):
             lat = lo = self.lo[j]
             if fitted:
                 there, back = self.hops[j]
-                lat = lo + (ctx.network_ticks(self.size[j]) if there else 0.0) + (
-                    ctx.network_ticks(0) if back else 0.0)
+                net = ctx.network_ticks
+                way = net(self.size[j])
+                if self.ret[j] >= 0:  # the result's way back, then the release's
+                    way += net(self.ret[j]) + net(0)
+                lat = lo + (way if there else 0.0) + (net(0) if back else 0.0)
                 lat = min(lat, self.hi[j])
             best = max(best, at(A, o) + max(lat, lo, TICK))
         return best
@@ -124,18 +142,40 @@ def _deposits(graph: Graph, link, dep_rules: dict) -> None:
     loc, i = link.recv
     li = graph.pos_of[loc]
     r_m = float(graph.tm[graph.g(li, i)])
-    pos, lo, hi, size, hops = [], [], [], [], []
-    for o_loc, o_i, sent, _back in link.deposits:
+    after = graph.platform.rma_release == "after_completion"
+    pos, lo, hi, size, hops, ret = [], [], [], [], [], []
+    for o_loc, o_i, sent, back in link.deposits:
         o_li = graph.pos_of[o_loc]
         g = graph.g(o_li, o_i)
-        least = _least(graph, sent, 0)
+        fetch = after and back > 0
+        least = _least(graph, sent, back if fetch else 0)
         pos.append((o_li, o_i))
         lo.append(least)
         hi.append(max(r_m - float(graph.tm[g]) - float(graph.kind_ovh(g)), least))
         size.append(sent)
         hops.append((o_loc != link.target, loc != link.target))
+        ret.append(back if fetch else -1)
     dep_rules.setdefault((li, i), []).append(Pending(
-        LockDeposit, ([("ref", o_li, o_i) for o_li, o_i in pos], lo, hi, size, hops), pos))
+        LockDeposit, ([("ref", o_li, o_i) for o_li, o_i in pos], lo, hi, size, hops, ret),
+        pos))
+
+
+def _unlock_return(graph: Graph, link, dep_rules: dict) -> None:
+    """Release after completion: the unlock's waiting record after a fetching
+    operation's round trip, the release's way to the target and its
+    acknowledgement's way back (a :class:`LockDeposit` with the origin as waiter)."""
+    loc, i = link.recv
+    li = graph.pos_of[loc]
+    (o_loc, o_i), sent, back = link.sends[0], link.sizes[0], link.back[0]
+    o_li = graph.pos_of[o_loc]
+    g = graph.g(o_li, o_i)
+    least = _least(graph, sent, back)
+    hi = max(float(graph.tm[graph.g(li, i)]) - float(graph.tm[g]) - float(graph.kind_ovh(g)),
+             least)
+    remote = o_loc != link.target
+    dep_rules.setdefault((li, i), []).append(Pending(
+        LockDeposit, ([("ref", o_li, o_i)], [least], [hi], [sent], [(remote, remote)], [back]),
+        [(o_li, o_i)]))
 
 
 def _least(graph: Graph, size: int, back: int) -> float:
@@ -160,6 +200,9 @@ def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
         also[link.recv].update(link.also)
         if link.deposits:
             _deposits(graph, link, dep_rules)
+        elif link.kind == "completion" and link.back[0] > 0 and link.target >= 0 and \
+                graph.platform.rma_release == "after_completion":
+            _unlock_return(graph, link, dep_rules)
     tm, ovh = graph.tm, graph.kind_ovh
     prepared = []
     fit: dict[str, float] = {}
