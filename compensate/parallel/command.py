@@ -105,13 +105,15 @@ def read_own(path: str, transport) -> tuple[Trace, dict[int, int], list[int]]:
     from their owners (:func:`compensate.parallel.ghosts.complete_trace`). Returns
     the completed trace, ``{location: rank}`` and this rank's locations.
     Collective; a failure on any rank raises on every rank."""
-    from compensate.formats import location_record_counts, read_trace
+    from compensate.formats import location_record_counts, read_chunks, read_trace
     from compensate.parallel.driver import agreed
     from compensate.parallel.ghosts import complete_trace
     from compensate.parallel.ownership import owners
 
-    def definitions():  # no record read (a text trace is scanned, none kept)
-        return read_trace(path, []).definitions, location_record_counts(path)
+    def definitions():  # no record read (a text trace: only its header)
+        defs, chunks = read_chunks(path, payload=False)
+        getattr(chunks, "close", lambda: None)()
+        return defs, location_record_counts(path)
 
     defs, counts = agreed(transport, definitions)
     owner = owners(defs, list(defs.locations), transport.size, counts)
