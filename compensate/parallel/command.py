@@ -111,7 +111,7 @@ def read_own(path: str, transport) -> tuple[Trace, dict[int, int], list[int]]:
     from compensate.parallel.ownership import owners
 
     def definitions():  # no record read (a text trace: only its header)
-        defs, chunks = read_chunks(path, payload=False)
+        defs, chunks = read_chunks(path, payload=False, locations=[])
         getattr(chunks, "close", lambda: None)()
         return defs, location_record_counts(path)
 
