@@ -174,15 +174,24 @@ def run(argv: list[str] | None = None) -> int:
 class _Outputs:
     """The outputs of one run, created before the work so that a path that cannot
     be written fails first: the trace's temporary output and the ``--summary``
-    file's. Nothing of them stays unless :meth:`commit` moves them into place."""
+    file's. Nothing of them stays unless :meth:`commit` moves them into place.
+    ``in_parts`` (the distributed run): instead of the trace's temporary output, the
+    directory every rank writes its part into (:func:`compensate.formats.parts.begin`;
+    ``parts_tmp``)."""
 
-    def __init__(self, args: argparse.Namespace, target: Path) -> None:
+    def __init__(self, args: argparse.Namespace, target: Path, in_parts: bool = False) -> None:
         self.summary: AtomicFile | None = None
+        self.trace: AtomicOutput | None = None
+        self.parts_tmp: Path | None = None
         if args.summary:
             _check_summary_path(args)
             self.summary = AtomicFile(args.summary)
         try:
-            self.trace = AtomicOutput(args.output, target)
+            if in_parts:
+                from compensate.formats import parts
+                self.parts_tmp = parts.begin(args.output, target)
+            else:
+                self.trace = AtomicOutput(args.output, target)
         except BaseException:
             self.discard()
             raise
@@ -200,6 +209,9 @@ class _Outputs:
             self.summary.discard()
         if getattr(self, "trace", None) is not None:
             self.trace.discard()
+        if getattr(self, "parts_tmp", None) is not None:
+            from compensate.formats import parts
+            parts.abort(self.parts_tmp)  # (nothing left to remove after a commit)
 
 
 def _check_summary_path(args: argparse.Namespace) -> None:
@@ -232,9 +244,9 @@ def _run(argv: list[str] | None) -> int:
             raise _Usage("--mpi needs mpi4py: pip install 'compensate[mpi]'", synopsis=False)
         args.platform_used = platform
         return parallel.run_parallel(
-            args, lambda: read_trace(args.input), lambda: _Outputs(args, target),
-            lambda outputs, trace, pipeline, seconds, ranks: _write_result(
-                args, outputs, platform, False, trace, pipeline, seconds, ranks))
+            args, lambda: _Outputs(args, target, in_parts=True),
+            lambda outputs, trace, pipeline, seconds, ranks, write: _write_result(
+                args, outputs, platform, False, trace, pipeline, seconds, ranks, write))
     outputs = _Outputs(args, target)
     try:
         if not args.in_memory:
@@ -281,9 +293,11 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
 
 def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
                   show: bool, trace, pipeline: tuple, seconds: dict,
-                  ranks: int | None = None) -> int:
+                  ranks: int | None = None,
+                  write: Callable[[Callable[[], None]], None] | None = None) -> int:
     """Summary, the checks that refuse an output (verification, --max-overcompensated),
-    then write: the end of the in-memory run (and of rank 0 of the distributed one)."""
+    then write: the end of the in-memory run (and of rank 0 of the distributed one,
+    whose ``write(before_commit)`` has every rank write its own part)."""
     result, matching, outcome, check = pipeline
     summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
                        records=trace.record_count, locations=len(trace.events),
@@ -307,7 +321,11 @@ def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platfor
         summary["seconds"]["write"] = time.monotonic() - t_write
         _commit_summary(outputs, summary)
 
-    write_trace(result.trace, args.output, output=outputs.trace, before_commit=before_commit)
+    if write is not None:
+        write(before_commit)
+    else:
+        write_trace(result.trace, args.output, output=outputs.trace,
+                    before_commit=before_commit)
     _phase(show, "")
     return _done(args, summary)
 

@@ -3,8 +3,11 @@
 :func:`launched` tells from the environment alone whether an MPI launcher started
 this process with more than one rank (mpi4py is imported only then, or with
 ``--mpi``: importing it costs start-up time). :func:`run_parallel` runs the
-pipeline of :mod:`compensate.parallel.driver` on ``COMM_WORLD``; rank 0 writes the
-output and the summary exactly as the ``--in-memory`` run does.
+pipeline of :mod:`compensate.parallel.driver` on ``COMM_WORLD``: every rank reads
+its own locations (:func:`read_own`) and writes them into the one output
+(:mod:`compensate.formats.parts`: rank 0 calls ``begin`` before the work, every
+rank ``write_part``, rank 0 ``commit``); rank 0 verifies, writes the summary and
+decides, as the ``--in-memory`` run does, whether the output is written.
 
 Errors: every rank exits with the same status (the command's documented codes;
 SIGINT/SIGTERM, which mpiexec forwards to every rank, are only recorded while the
@@ -18,8 +21,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import compensate.interrupt as interrupt
+
+if TYPE_CHECKING:
+    from compensate.model import Trace
 
 #: (size, rank) variables of the launchers: MPICH/Hydra and Intel MPI (PMI),
 #: Open MPI, MVAPICH2, Slurm's srun
@@ -73,57 +80,112 @@ def abort_if_stranded(status: int) -> int:
     return status
 
 
-def run_parallel(args, read: Callable, make_outputs: Callable, finish: Callable) -> int:
-    """The distributed run of the command. ``read()`` reads the trace, ``make_outputs()``
-    creates rank 0's atomic outputs, ``finish(outputs, trace, pipeline, seconds, ranks)`` writes
-    them from the pipeline's result and returns the exit status (rank 0 only)."""
+def run_parallel(args, make_outputs: Callable, finish: Callable) -> int:
+    """The distributed run of the command. ``make_outputs()`` creates rank 0's
+    outputs before the work (their ``parts_tmp``: the temporary output of
+    :func:`compensate.formats.parts.begin`), ``finish(outputs, trace, pipeline,
+    seconds, ranks, write)`` builds the summary from the pipeline's result, calls
+    ``write(before_commit)`` to write the output if it is to be written, and returns
+    the exit status (rank 0 only)."""
     from compensate.parallel.transport import MpiTransport
 
     transport = MpiTransport()
     global _completed
     with interrupt.deferred():  # a signal is only recorded: the ranks stop together
-        status = _run(transport, args, read, make_outputs, finish)
+        status = _run(transport, args, make_outputs, finish)
         _completed = True
     # (a signal this rank received raises as the region ends: compensate.interrupt.run
     # reports it, with the status the ranks agreed on)
     return status
 
 
-def _run(transport, args, read: Callable, make_outputs: Callable, finish: Callable) -> int:
+def read_own(path: str, transport) -> tuple[Trace, dict[int, int], list[int]]:
+    """Every rank reads the definitions and only its own locations' records
+    (docs/parallel.md, "What each rank reads"); the other locations' columns come
+    from their owners (:func:`compensate.parallel.ghosts.complete_trace`). Returns
+    the completed trace, ``{location: rank}`` and this rank's locations.
+    Collective; a failure on any rank raises on every rank."""
+    from compensate.formats import location_record_counts, read_chunks, read_trace
+    from compensate.parallel.driver import agreed
+    from compensate.parallel.ghosts import complete_trace
+    from compensate.parallel.ownership import owners
+
+    def definitions():  # no record read (a text trace: only its header)
+        defs, chunks = read_chunks(path, payload=False, locations=[])
+        getattr(chunks, "close", lambda: None)()
+        return defs, location_record_counts(path)
+
+    defs, counts = agreed(transport, definitions)
+    owner = owners(defs, list(defs.locations), transport.size, counts)
+    mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
+    own = agreed(transport, lambda: read_trace(path, mine))
+    trace = agreed(transport, lambda: complete_trace(own.definitions, own.events, transport,
+                                                     own.source))
+    return trace, owner, mine
+
+
+def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
     import sys
     import time
 
-    from compensate.parallel.driver import agreed, describe, run_pipeline_parallel
+    from compensate.formats import parts
+    from compensate.parallel.driver import RankFailed, agreed, describe, run_rank
 
     status, line = 0, None
     outputs = None
+    #: rank 0 still owes the others its decision (write, skip, or its failure)
+    deciding = False
     try:
         t_start = time.monotonic()
         if transport.rank == 0:
             outputs = agreed(transport, make_outputs)
         else:
             agreed(transport, lambda: None)
-        # par21io: every rank reads the whole trace for now; with a reader that selects
-        # locations, each rank reads its own (ownership.owners of the definitions) and
-        # ghosts.complete_trace(defs, own, transport) gives every rank the rest
-        trace = agreed(transport, read)
+        # the temporary output every rank writes its part into (rank 0 made it)
+        tmp = transport.allgather(outputs.parts_tmp if outputs is not None else None)[0]
+        trace, owner, mine = read_own(args.input, transport)
         t_read = time.monotonic()
-        pipeline = run_pipeline_parallel(trace, args.platform_used, args.bound,
-                                         args.collective_exit, args.eager_limit, transport,
-                                         strict=args.strict)
+        ranked = run_rank(trace, args.platform_used, args.bound, args.collective_exit,
+                          args.eager_limit, transport, strict=args.strict, owner=owner)
+
+        def write_part() -> None:  # every rank: its own locations, then a barrier
+            agreed(transport, parts.write_part, tmp, transport.rank, ranked.own, mine)
+
         if transport.rank == 0:
-            status = finish(outputs, trace, pipeline,
+            deciding = True
+
+            def write(before_commit: Callable[[], None]) -> None:
+                nonlocal deciding
+                deciding = False
+                transport.allgather(("write",))
+                write_part()
+                before_commit()
+                parts.commit(tmp, trace.definitions)
+
+            status = finish(outputs, trace, ranked.pipeline,
                             {"read": t_read - t_start, "compensate": time.monotonic() - t_read},
-                            transport.size)
+                            transport.size, write)
+            if deciding:  # verification failed or --max-overcompensated: nothing written
+                deciding = False
+                transport.allgather(("skip",))
+        else:
+            decision = transport.allgather(None)[0]
+            if decision[0] == "failed":
+                raise RankFailed(0, decision[1], decision[2])
+            if decision[0] == "write":
+                write_part()
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line from rank 0,
         # the same status everywhere
         if os.environ.get("COMPENSATE_DEBUG") and transport.rank == 0:
             import traceback
             traceback.print_exc()
         status, line = describe(exc)
+        if deciding:  # rank 0 failed before it decided: the others hear it
+            transport.allgather(("failed", status, line))
     finally:
         if outputs is not None:
             outputs.discard()  # nothing after a commit; everything after a failure
+            # (every rank has stopped writing: past the write's agreement or never began)
     final = transport.allgather((status, line))
     first = next(((s, ln) for s, ln in final if s != 0), (0, None))
     # rank 0 prints the first failure's line (an interrupt it received itself is

@@ -1,13 +1,15 @@
-"""One rank of the distributed run: match -> compensate (forward replay) -> gather.
+"""One rank of the distributed run: match -> compensate (forward replay) -> own times.
 
-:func:`run_pipeline_parallel` is :func:`compensate.api.run_pipeline` on one rank of
+:func:`run_rank` is :func:`compensate.api.run_pipeline` on one rank of
 ``transport.size``: every rank matches the trace and fits the network (today from
 the whole trace, so every rank computes the same matching and fit), evaluates the
 anchors of the locations it owns (:mod:`compensate.parallel.ownership`) while
-:mod:`compensate.parallel.exchange` carries the anchors that cross ranks, and sends
-its locations' approximated times to rank 0, which maps METRIC samples, rounds,
-verifies and returns the same ``(Result, Matching, FitOutcome, Verification)`` as
-the one-process pipeline (the other ranks return None).
+:mod:`compensate.parallel.exchange` carries the anchors that cross ranks, maps the
+METRIC samples of its locations and rounds their times (its :class:`RankOutput`'s
+``own``, which the command writes as this rank's part of the output), and sends
+the rounded times (not the records) to rank 0, which verifies and returns the same
+``(Result, Matching, FitOutcome, Verification)`` as the one-process pipeline
+(:func:`run_pipeline_parallel`: the other ranks return None).
 
 Failures (and SIGINT/SIGTERM, which :mod:`compensate.parallel.command` only records
 while the ranks talk, :func:`compensate.interrupt.deferred`): each phase ends in
@@ -22,6 +24,7 @@ the others in the round they wait in).
 from __future__ import annotations
 
 import signal
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -104,16 +107,41 @@ def agreed(transport: Transport, step: Any, *args: Any,
     return out
 
 
+@dataclass
+class RankOutput:
+    """What one rank of :func:`run_rank` ends with: ``own``, its own locations with
+    their compensated times (METRIC samples mapped, rounded, as the one-process run
+    writes them; the payloads as read: this rank writes them); ``pipeline``, on rank
+    0 the ``(result, matching, fit outcome, verification)`` of the one-process run,
+    else None."""
+
+    own: Trace
+    pipeline: tuple | None
+
+
 def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
                           collective_exit: str, eager_limit: int | None,
                           transport: Transport, strict: bool = False) -> tuple | None:
     """The distributed :func:`compensate.api.run_pipeline`: on rank 0 ``(result,
     matching, fit outcome, verification)`` equal to the one-process run's (the
-    summary's statistics reduced over the ranks), on the other ranks None.
+    summary's statistics reduced over the ranks), on the other ranks None
+    (:func:`run_rank`'s ``pipeline``)."""
+    return run_rank(trace, platform, bound, collective_exit, eager_limit, transport,
+                    strict).pipeline
 
-    ``trace`` is the whole trace on every rank: read whole for now, or assembled
-    from every rank's own locations by :func:`compensate.parallel.ghosts.complete_trace`
-    (payloads only where the rank owns the location)."""
+
+def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exit: str,
+             eager_limit: int | None, transport: Transport, strict: bool = False,
+             owner: dict[int, int] | None = None) -> RankOutput:
+    """One rank's share of the pipeline (module docstring).
+
+    ``trace`` is the whole trace on every rank: read whole, or assembled from every
+    rank's own locations by :func:`compensate.parallel.ghosts.complete_trace`
+    (payloads only where the rank owns the location). ``owner`` (default:
+    :func:`compensate.parallel.ownership.owners` by process count) says which rank
+    owns which location. Each rank maps the METRIC samples of its own locations and
+    rounds their times; rank 0 receives only the rounded times (and BufferFlush
+    sizes) of the others' locations, for verification and the summary."""
     from compensate.engine.metrics import map_metric_samples
     from compensate.verify import verify
 
@@ -129,7 +157,8 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
         return matching, outcome, used
 
     matching, outcome, used = agreed(transport, prepare)
-    owner = owners(trace.definitions, list(trace.events), transport.size)
+    if owner is None:
+        owner = owners(trace.definitions, list(trace.events), transport.size)
     mine = [loc for loc in trace.events if owner[loc] == transport.rank]
     # t0: the earliest measured timestamp of all (each rank knows its own locations')
     firsts = transport.allgather(min((int(trace.events[loc].time[0]) for loc in mine
@@ -149,6 +178,8 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
             transport, lambda: approximate(trace, plat, opts, matching, t0=t0, pins=ghosts,
                                            exchange=exchange),
             exchange=exchange)
+    own_events = Trace(trace.definitions, {loc: trace.events[loc] for loc in mine},
+                       trace.source)
 
     def own_times():
         part = {loc: approx[loc] for loc in mine}
@@ -157,28 +188,36 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
                 i = int(np.flatnonzero(np.isnan(times))[0])  # needs would show here)
                 raise RuntimeError(f"location {loc}, record {i}: no time computed "
                                    f"on rank {transport.rank}")
-        return part
+        # a METRIC location's reference is a thread of its process: on this rank
+        map_metric_samples(own_events, part, t0)
+        times, sizes = {}, {}
+        for loc in mine:
+            times[loc], size = rounded_times(trace.events[loc], part[loc], t0)
+            if size is not None:
+                sizes[loc] = size
+        return times, sizes
 
-    part = None if approx is None else agreed(transport, own_times)
-    # par21io: gather the owned locations' times to rank 0, which writes the whole
-    # trace; the I/O helper's writer will let each rank write its own locations
-    parts = transport.allgather(part)
+    if approx is None:
+        own = own_events
+        part = None
+    else:
+        times, sizes = agreed(transport, own_times)
+        own = own_events.with_times(times, sizes)
+        part = (times, sizes)
+    # verification and the summary on rank 0, from the others' rounded times only
+    # (their records stay with them: each writes its own locations)
+    parts = transport.alltoall([part if r == 0 else None for r in range(transport.size)])
     if transport.rank != 0:
-        return None
+        return RankOutput(own, None)
 
     def finish():
         if bound == "none":
             out = trace
         else:
-            full: dict[int, np.ndarray] = {}
-            for p in parts:
-                full.update(p)
-            map_metric_samples(trace, full, t0)
             times, sizes = {}, {}
-            for loc, ev in trace.events.items():
-                times[loc], size = rounded_times(ev, full[loc], t0)
-                if size is not None:
-                    sizes[loc] = size
+            for p in parts:
+                times.update(p[0])
+                sizes.update(p[1])
             out = trace.with_times(times, sizes)
         stats.records = trace.record_count
         stats.locations = len(trace.events)
@@ -189,7 +228,7 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
         result = Result(out, stats, matching)
         return result, matching, outcome, verify(out, matching, measured=trace)
 
-    return finish()
+    return RankOutput(own, finish())
 
 
 def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: int,

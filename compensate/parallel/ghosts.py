@@ -1,15 +1,16 @@
 """Ghost locations: the other ranks' records a rank needs (docs/parallel.md).
 
 In this first version a rank's ghosts are whole locations: :func:`complete_trace`
-turns the locations each rank read (its own, once the reader selects locations)
-into the whole trace on every rank with one ``allgather`` of packed numpy columns
-(no Python object per record). The payloads — OTF2 event objects, text fields —
-stay with their owner, which is the only rank that writes them; of the records
-whose payload matching reads (thread, task and lock records, parameters, RMA
-records) a small dict of just those fields crosses instead (:func:`stand_in`). The engine never
-evaluates a ghost (:func:`compensate.parallel.exchange.ghost_pins`); matching, the
-network fit and the statistics read them. Keeping of each remote location only
-the records the rank's matching and rules read is the next step (docs/parallel.md,
+turns the locations each rank read (its own: ``read_trace(path, locations)`` in
+:func:`compensate.parallel.command.read_own`) into the whole trace on every rank
+with one ``allgather`` of packed numpy columns (no Python object per record).
+The payloads — OTF2 event objects, text fields — stay with their owner, which
+is the only rank that writes them; of the records whose payload matching reads
+(thread, task and lock records, parameters, RMA records) a small dict of just
+those fields crosses instead (:func:`stand_in`). The engine never evaluates a
+ghost (:func:`compensate.parallel.exchange.ghost_pins`); matching, the network
+fit and the statistics read them. Keeping of each remote location only the
+records the rank's matching and rules read is the next step (docs/parallel.md,
 "Limits").
 """
 

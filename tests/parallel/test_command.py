@@ -125,3 +125,97 @@ def test_mpi_without_mpi4py_is_a_usage_error(monkeypatch, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["compensate: error: --mpi needs mpi4py: pip install 'compensate[mpi]'"]
     assert not (tmp_path / "out.trace").exists()
+
+
+def _thread_command(tmp: Path, argv: list[str], ranks: int) -> list[int]:
+    """The command's distributed run (compensate.parallel.command._run, as
+    run_parallel calls it) on thread ranks: each rank's exit status."""
+    from compensate.cli import compensate as cli
+    from compensate.parallel import command
+    from compensate.parallel.transport import run_threads
+
+    args = cli.build_parser().parse_args(argv)
+    platform, args.overhead_info = cli.choose_overhead(args)
+    args.platform_used = platform
+    target = cli.output_target(args.input, args.output, args.force)
+    return run_threads(ranks, lambda t: command._run(
+        t, args, lambda: cli._Outputs(args, target, in_parts=True),
+        lambda outputs, trace, pipeline, seconds, n, write: cli._write_result(
+            args, outputs, platform, False, trace, pipeline, seconds, n, write)))
+
+
+@pytest.fixture(scope="module")
+def threads_case(inputs):
+    """The one-process output of the simulated program, to compare with."""
+    one = inputs / "one_threads.trace"
+    assert main([str(inputs / "mixed.trace"), str(one), "--platform",
+                 str(inputs / "platform.json"), "--in-memory", "--quiet"]) == 0
+    return inputs, one
+
+
+def test_each_rank_reads_and_writes_only_its_own_locations(threads_case, monkeypatch):
+    """Every rank reads the definitions and its own locations' records only (the
+    selections partition the trace), writes them as its part, and the output is the
+    one-process output byte for byte."""
+    import compensate.formats as formats
+    from compensate.formats import parts
+
+    tmp, one = threads_case
+    read, written = [], []
+    real_read, real_part = formats.read_trace, parts.write_part
+
+    def spy_read(path, locations=None):
+        read.append(None if locations is None else sorted(locations))
+        return real_read(path, locations)
+
+    def spy_part(tmp_dir, part, source, locations):
+        written.append((part, sorted(locations), sorted(source.events)))
+        return real_part(tmp_dir, part, source, locations)
+
+    monkeypatch.setattr(formats, "read_trace", spy_read)
+    monkeypatch.setattr(parts, "write_part", spy_part)
+    out = tmp / "threads.trace"
+    assert _thread_command(tmp, [str(tmp / "mixed.trace"), str(out), "--platform",
+                                 str(tmp / "platform.json"), "--quiet"], 3) == [0, 0, 0]
+    assert None not in read  # nobody read the whole trace
+    selections = [s for s in read if s]
+    locations = sorted(real_read(tmp / "mixed.trace", []).definitions.locations)
+    assert len(selections) == 3 and sorted(sum(selections, [])) == locations
+    assert sorted(p for p, _, _ in written) == [0, 1, 2]
+    assert all(mine == held for _, mine, held in written)  # a part holds only its own
+    assert sorted(sum((m for _, m, _ in written), [])) == locations
+    assert out.read_bytes() == one.read_bytes()
+    assert not list(tmp.glob(".threads.trace.tmp-*"))
+
+
+def test_a_rank_failing_while_writing_leaves_no_output(threads_case, monkeypatch, capsys):
+    """A part that cannot be written: every rank exits 3 with that rank's line and
+    nothing is at OUT (the parts are aborted)."""
+    from compensate.formats import parts
+
+    tmp, _ = threads_case
+    real_part = parts.write_part
+
+    def failing(tmp_dir, part, source, locations):
+        if part == 1:
+            raise OSError(28, "No space left on device", str(tmp_dir))
+        return real_part(tmp_dir, part, source, locations)
+
+    monkeypatch.setattr(parts, "write_part", failing)
+    out = tmp / "failed.trace"
+    assert _thread_command(tmp, [str(tmp / "mixed.trace"), str(out), "--platform",
+                                 str(tmp / "platform.json"), "--quiet"], 2) == [3, 3]
+    assert not out.exists() and not list(tmp.glob(".failed.trace.tmp-*"))
+
+
+def test_refused_output_is_written_by_no_rank(threads_case, monkeypatch, capsys):
+    """--max-overcompensated refuses (exit 5) on rank 0: no rank writes a part."""
+    from compensate.formats import parts
+
+    tmp, _ = threads_case
+    monkeypatch.setattr(parts, "write_part", lambda *a: pytest.fail("a part was written"))
+    out = tmp / "refused.trace"
+    statuses = _thread_command(tmp, [str(tmp / "mixed.trace"), str(out), "--overhead", "1ms",
+                                     "--max-overcompensated", "0", "--quiet"], 2)
+    assert statuses[0] == 5
+    assert not out.exists() and not list(tmp.glob(".refused.trace.tmp-*"))

@@ -38,3 +38,19 @@ def test_a_process_is_never_split():
 def test_no_ranks_is_refused():
     with pytest.raises(ValueError):
         owners(defs([0]), [0], 0)
+
+
+def test_record_counts_balance_the_blocks():
+    """With every location's record count the blocks balance records (a process
+    goes where its middle record falls), still contiguous and whole processes."""
+    d = defs([0, 1, 2, 3])
+    assert owners(d, [0, 1, 2, 3], 2, {0: 90, 1: 5, 2: 3, 3: 2}) == {0: 0, 1: 1, 2: 1, 3: 1}
+    assert owners(d, [0, 1, 2, 3], 2, {0: 10, 1: 10, 2: 10, 3: 10}) == \
+        owners(d, [0, 1, 2, 3], 2)
+    # a heavy process leaves a rank idle rather than split
+    assert owners(d, [0, 1, 2, 3], 3, {0: 1, 1: 1000, 2: 1, 3: 1}) == {0: 0, 1: 1, 2: 2, 3: 2}
+    # an unknown count (a text trace): by process count
+    assert owners(d, [0, 1, 2, 3], 2, {0: 90, 1: None, 2: 3, 3: 2}) == owners(d, [0, 1, 2, 3], 2)
+    # threads of one process add up
+    d2 = defs([5, 5, 6])
+    assert owners(d2, [0, 1, 2], 2, {0: 10, 1: 10, 2: 15}) == {0: 0, 1: 0, 2: 1}
