@@ -207,7 +207,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
 
             status = finish(outputs, trace, ranked.pipeline,
                             {"read": t_read - t_start, "compensate": time.monotonic() - t_read},
-                            transport.size, write, parallel=info)
+                            transport.size, write, info)
             if deciding:  # verification failed or --max-overcompensated: nothing written
                 deciding = False
                 transport.allgather(("skip",))
