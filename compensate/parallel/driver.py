@@ -10,6 +10,9 @@ METRIC samples of its locations and rounds their times (its :class:`RankOutput`'
 the rounded times (not the records) to rank 0, which verifies and returns the same
 ``(Result, Matching, FitOutcome, Verification)`` as the one-process pipeline
 (:func:`run_pipeline_parallel`: the other ranks return None).
+Each rank also returns its counts and phase seconds (:func:`rank_info`,
+:attr:`RankOutput.info`), which the command gathers into the summary's
+``parallel`` for the cost model (docs/performance.md, issue #21).
 
 Failures (and SIGINT/SIGTERM, which :mod:`compensate.parallel.command` only records
 while the ranks talk, :func:`compensate.interrupt.deferred`): each phase ends in
