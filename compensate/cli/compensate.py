@@ -245,8 +245,9 @@ def _run(argv: list[str] | None) -> int:
         args.platform_used = platform
         return parallel.run_parallel(
             args, lambda: _Outputs(args, target, in_parts=True),
-            lambda outputs, trace, pipeline, seconds, ranks, write: _write_result(
-                args, outputs, platform, False, trace, pipeline, seconds, ranks, write))
+            lambda outputs, trace, pipeline, seconds, ranks, write, info=None: _write_result(
+                args, outputs, platform, False, trace, pipeline, seconds, ranks, write,
+                info))
     outputs = _Outputs(args, target)
     try:
         if not args.in_memory:
@@ -294,7 +295,8 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
 def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
                   show: bool, trace, pipeline: tuple, seconds: dict,
                   ranks: int | None = None,
-                  write: Callable[[Callable[[], None]], None] | None = None) -> int:
+                  write: Callable[[Callable[[], None]], None] | None = None,
+                  parallel: dict | None = None) -> int:
     """Summary, the checks that refuse an output (verification, --max-overcompensated),
     then write: the end of the in-memory run (and of rank 0 of the distributed one,
     whose ``write(before_commit)`` has every rank write its own part)."""
@@ -307,6 +309,8 @@ def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platfor
     summary["seconds"] = seconds
     if ranks is not None:  # the distributed run (docs/parallel.md): how many ranks
         summary["ranks"] = ranks
+    if parallel is not None:  # its per-rank counts and seconds (docs/parallel.md)
+        summary["parallel"] = parallel
     if not check.ok:
         return _verification_failed(args, outputs, summary, check)
     refused = _refused(args, outputs, summary)

@@ -99,12 +99,16 @@ def run_parallel(args, make_outputs: Callable, finish: Callable) -> int:
     return status
 
 
-def read_own(path: str, transport) -> tuple[Trace, dict[int, int], list[int]]:
+def read_own(path: str, transport, seconds: dict[str, float] | None = None,
+             ) -> tuple[Trace, dict[int, int], list[int]]:
     """Every rank reads the definitions and only its own locations' records
     (docs/parallel.md, "What each rank reads"); the other locations' columns come
     from their owners (:func:`compensate.parallel.ghosts.complete_trace`). Returns
     the completed trace, ``{location: rank}`` and this rank's locations.
-    Collective; a failure on any rank raises on every rank."""
+    Collective; a failure on any rank raises on every rank. ``seconds`` (if given)
+    receives this rank's wall seconds of ``definitions``, ``read`` and ``ghosts``."""
+    import time
+
     from compensate.formats import location_record_counts, read_chunks, read_trace
     from compensate.parallel.driver import agreed
     from compensate.parallel.ghosts import complete_trace
@@ -115,13 +119,49 @@ def read_own(path: str, transport) -> tuple[Trace, dict[int, int], list[int]]:
         getattr(chunks, "close", lambda: None)()
         return defs, location_record_counts(path)
 
+    laps = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        laps.append(time.perf_counter())
+        if seconds is not None:
+            seconds[name] = laps[-1] - laps[-2]
+
     defs, counts = agreed(transport, definitions)
     owner = owners(defs, list(defs.locations), transport.size, counts)
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
+    lap("definitions")
     own = agreed(transport, lambda: read_trace(path, mine))
+    lap("read")
     trace = agreed(transport, lambda: complete_trace(own.definitions, own.events, transport,
                                                      own.source))
+    lap("ghosts")
     return trace, owner, mine
+
+
+def gather_info(transport, info: dict) -> dict | None:
+    """The summary's ``parallel`` (docs/parallel.md): every rank's ``info``
+    (:attr:`compensate.parallel.driver.RankOutput.info`, with its read seconds, CPU
+    seconds and peak resident set so far) gathered on rank 0, by field, one list
+    entry per rank; None on the other ranks. One ``allgather`` of a few numbers."""
+    import resource
+    import sys
+    import time
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB (bytes on macOS)
+    info = dict(info, cpu_seconds=time.process_time(),
+                peak_mib=peak / (1 << 20 if sys.platform == "darwin" else 1 << 10))
+    every = transport.allgather(info)
+    if transport.rank != 0:
+        return None
+    out: dict = {"ranks": transport.size,
+                 "rounds": max((d.get("rounds", 0) for d in every), default=0)}
+    for name in ("records", "ghost_records", "anchors", "values_sent", "values_received",
+                 "cpu_seconds", "peak_mib"):
+        out[name] = [d.get(name) for d in every]
+    for group in ("replay", "seconds"):
+        names = list(dict.fromkeys(k for d in every for k in d.get(group, {})))
+        out[group] = {k: [d.get(group, {}).get(k) for d in every] for k in names}
+    return out
 
 
 def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
@@ -143,10 +183,13 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
             agreed(transport, lambda: None)
         # the temporary output every rank writes its part into (rank 0 made it)
         tmp = transport.allgather(outputs.parts_tmp if outputs is not None else None)[0]
-        trace, owner, mine = read_own(args.input, transport)
+        read_seconds: dict[str, float] = {}
+        trace, owner, mine = read_own(args.input, transport, read_seconds)
         t_read = time.monotonic()
         ranked = run_rank(trace, args.platform_used, args.bound, args.collective_exit,
                           args.eager_limit, transport, strict=args.strict, owner=owner)
+        ranked.info["seconds"] = dict(read_seconds, **ranked.info.get("seconds", {}))
+        info = gather_info(transport, ranked.info)
 
         def write_part() -> None:  # every rank: its own locations, then a barrier
             agreed(transport, parts.write_part, tmp, transport.rank, ranked.own, mine)
@@ -164,7 +207,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
 
             status = finish(outputs, trace, ranked.pipeline,
                             {"read": t_read - t_start, "compensate": time.monotonic() - t_read},
-                            transport.size, write)
+                            transport.size, write, info)
             if deciding:  # verification failed or --max-overcompensated: nothing written
                 deciding = False
                 transport.allgather(("skip",))

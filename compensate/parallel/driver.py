@@ -10,6 +10,9 @@ METRIC samples of its locations and rounds their times (its :class:`RankOutput`'
 the rounded times (not the records) to rank 0, which verifies and returns the same
 ``(Result, Matching, FitOutcome, Verification)`` as the one-process pipeline
 (:func:`run_pipeline_parallel`: the other ranks return None).
+Each rank also returns its counts and phase seconds (:func:`rank_info`,
+:attr:`RankOutput.info`), which the command gathers into the summary's
+``parallel`` for the cost model (docs/performance.md, issue #21).
 
 Failures (and SIGINT/SIGTERM, which :mod:`compensate.parallel.command` only records
 while the ranks talk, :func:`compensate.interrupt.deferred`): each phase ends in
@@ -24,7 +27,8 @@ the others in the round they wait in).
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -117,6 +121,24 @@ class RankOutput:
 
     own: Trace
     pipeline: tuple | None
+    #: this rank's counts and seconds (:func:`rank_info`), for the summary's ``parallel``
+    info: dict = field(default_factory=dict)
+
+
+def rank_info(trace: Trace, mine: list[int], exchange: Exchange | None) -> dict:
+    """What the cost model of docs/performance.md reads of one rank: its records
+    (own and ghost), its own anchors (the values its engine computes), and of the
+    forward replay the rounds, values sent and received (the exchange's counts)."""
+    own = sum(len(trace.events[loc]) for loc in mine)
+    info: dict = {"records": own, "ghost_records": trace.record_count - own}
+    if exchange is not None:
+        first, end, owned = (getattr(exchange, name, None) for name in ("_first", "_a_end",
+                                                                         "_owned"))
+        if first is not None and end is not None and owned is not None:
+            info["anchors"] = sum(end[li] - first[li] for li in owned)
+        info.update(rounds=exchange.rounds, values_sent=exchange.sent,
+                    values_received=exchange.received)
+    return info
 
 
 def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
@@ -146,6 +168,13 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     from compensate.verify import verify
 
     plat = platform or Platform(0.0)
+    seconds: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:  # this rank's wall seconds of a phase
+        now = time.perf_counter()
+        seconds[name] = seconds.get(name, 0.0) + now - clock[0]
+        clock[0] = now
 
     def prepare():
         matching = match(trace, eager_limit=eager_limit, strict=strict)
@@ -157,6 +186,7 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
         return matching, outcome, used
 
     matching, outcome, used = agreed(transport, prepare)
+    lap("match")
     if owner is None:
         owner = owners(trace.definitions, list(trace.events), transport.size)
     mine = [loc for loc in trace.events if owner[loc] == transport.rank]
@@ -167,6 +197,9 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     # ghosts: the other ranks' locations, pinned with unknown values (every record its
     # own anchor; engine.run never evaluates them, the exchange fills them in)
     ghosts = ghost_pins(trace, owner, transport.rank)
+    exchange = None
+    lap("setup")
+    before = transport.traffic.snapshot()
     if bound == "none":
         stats, approx = Stats(), None
     else:
@@ -178,6 +211,10 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
             transport, lambda: approximate(trace, plat, opts, matching, t0=t0, pins=ghosts,
                                            exchange=exchange),
             exchange=exchange)
+    lap("replay")
+    after = transport.traffic.snapshot()
+    replay = {"collectives": after[0] - before[0], "bytes_sent": after[1] - before[1],
+              "collective_seconds": after[2] - before[2]}
     own_events = Trace(trace.definitions, {loc: trace.events[loc] for loc in mine},
                        trace.source)
 
@@ -204,11 +241,15 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
         times, sizes = agreed(transport, own_times)
         own = own_events.with_times(times, sizes)
         part = (times, sizes)
+    lap("times")
     # verification and the summary on rank 0, from the others' rounded times only
     # (their records stay with them: each writes its own locations)
     parts = transport.alltoall([part if r == 0 else None for r in range(transport.size)])
+    lap("gather")
+    info = rank_info(trace, mine, exchange)
+    info.update(replay=replay, seconds=seconds)
     if transport.rank != 0:
-        return RankOutput(own, None)
+        return RankOutput(own, None, info)
 
     def finish():
         if bound == "none":
@@ -228,7 +269,9 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
         result = Result(out, stats, matching)
         return result, matching, outcome, verify(out, matching, measured=trace)
 
-    return RankOutput(own, finish())
+    pipeline = finish()
+    lap("verify")
+    return RankOutput(own, pipeline, info)
 
 
 def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: int,

@@ -18,8 +18,44 @@ nobody waits forever.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
+
+
+def payload_bytes(obj: Any) -> int:
+    """The bytes of ``obj``'s data as the distributed run sends it: numpy arrays'
+    ``nbytes``, strings' and bytes' length, 8 per number, containers summed (the
+    pickle framing not counted). Cheap next to the pickling itself."""
+    if isinstance(obj, np.ndarray):
+        return int(obj.nbytes)
+    if isinstance(obj, (tuple, list)):
+        return sum(payload_bytes(x) for x in obj)
+    if isinstance(obj, dict):
+        return sum(payload_bytes(k) + payload_bytes(v) for k, v in obj.items())
+    if isinstance(obj, (str, bytes)):
+        return len(obj)
+    if isinstance(obj, (int, float, np.generic)):
+        return 8
+    return 0
+
+
+class Traffic:
+    """What one rank's collective calls cost (docs/parallel.md, the summary's
+    ``parallel``): how many, the bytes of data it sent to the other ranks
+    (:func:`payload_bytes`: an ``alltoall``'s items for the others, an
+    ``allgather``'s item once per other rank) and the seconds spent inside them
+    (transfer and waiting for the slowest rank)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.bytes_sent = 0
+        self.seconds = 0.0
+
+    def snapshot(self) -> tuple[int, int, float]:
+        return self.calls, self.bytes_sent, self.seconds
 
 
 class Transport:
@@ -28,6 +64,17 @@ class Transport:
 
     rank: int = 0
     size: int = 1
+    #: this rank's collective calls so far (set by the implementations)
+    traffic: Traffic
+
+    def _count(self, nbytes: int, start: float) -> None:
+        t = self.traffic
+        t.calls += 1
+        t.bytes_sent += nbytes
+        t.seconds += time.perf_counter() - start
+
+    def _alltoall_bytes(self, items: list[Any]) -> int:
+        return sum(payload_bytes(x) for r, x in enumerate(items) if r != self.rank)
 
     def alltoall(self, items: list[Any]) -> list[Any]:
         """Send ``items[r]`` to rank ``r``; return what each rank sent to this one."""
@@ -47,12 +94,19 @@ class MpiTransport(Transport):
         self.comm = MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
+        self.traffic = Traffic()
 
     def alltoall(self, items: list[Any]) -> list[Any]:
-        return self.comm.alltoall(items)
+        nbytes, start = self._alltoall_bytes(items), time.perf_counter()
+        got = self.comm.alltoall(items)
+        self._count(nbytes, start)
+        return got
 
     def allgather(self, item: Any) -> list[Any]:
-        return self.comm.allgather(item)
+        nbytes, start = payload_bytes(item) * (self.size - 1), time.perf_counter()
+        got = self.comm.allgather(item)
+        self._count(nbytes, start)
+        return got
 
 
 class _Shared:
@@ -69,6 +123,7 @@ class ThreadTransport(Transport):
 
     def __init__(self, shared: _Shared, rank: int) -> None:
         self.shared, self.rank, self.size = shared, rank, shared.size
+        self.traffic = Traffic()
 
     def _exchange(self, item: Any) -> list[Any]:
         sh = self.shared
@@ -79,10 +134,16 @@ class ThreadTransport(Transport):
         return got
 
     def alltoall(self, items: list[Any]) -> list[Any]:
-        return [row[self.rank] for row in self._exchange(items)]
+        nbytes, start = self._alltoall_bytes(items), time.perf_counter()
+        got = [row[self.rank] for row in self._exchange(items)]
+        self._count(nbytes, start)
+        return got
 
     def allgather(self, item: Any) -> list[Any]:
-        return self._exchange(item)
+        nbytes, start = payload_bytes(item) * (self.size - 1), time.perf_counter()
+        got = self._exchange(item)
+        self._count(nbytes, start)
+        return got
 
 
 def run_threads(size: int, body: Callable[[Transport], Any]) -> list[Any]:

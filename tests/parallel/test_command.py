@@ -19,7 +19,7 @@ from ..conftest import ROOT, TRACES, mpiexec
 from ..fingerprint_gen import _output_bytes
 from .test_exchange import CYCLE
 
-PER_RUN = {"seconds", "output", "ranks"}  # honestly per run (docs/parallel.md)
+PER_RUN = {"seconds", "output", "ranks", "parallel"}  # honestly per run (docs/parallel.md)
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +140,8 @@ def _thread_command(tmp: Path, argv: list[str], ranks: int) -> list[int]:
     target = cli.output_target(args.input, args.output, args.force)
     return run_threads(ranks, lambda t: command._run(
         t, args, lambda: cli._Outputs(args, target, in_parts=True),
-        lambda outputs, trace, pipeline, seconds, n, write: cli._write_result(
-            args, outputs, platform, False, trace, pipeline, seconds, n, write)))
+        lambda outputs, trace, pipeline, seconds, n, write, parallel=None: cli._write_result(
+            args, outputs, platform, False, trace, pipeline, seconds, n, write, parallel)))
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +219,42 @@ def test_refused_output_is_written_by_no_rank(threads_case, monkeypatch, capsys)
                                      "--max-overcompensated", "0", "--quiet"], 2)
     assert statuses[0] == 5
     assert not out.exists() and not list(tmp.glob(".refused.trace.tmp-*"))
+
+
+def test_the_summary_counts_of_the_hand_computed_three_location_case(tmp_path):
+    """The summary's ``parallel`` on tests/parallel/data/three_locations.trace (rank 0
+    owns locations 0 and 1, rank 1 location 2), by hand from the case's comments:
+    rank 0 owns 6 + 3 records and holds location 2's 9 as ghosts, rank 1 the other
+    way round; anchors (each location's first record and its receives): 2 + 2 and 2;
+    values: rank 1 sends loc 2's two sends (records 1 and 7), rank 0 loc 0's send
+    (record 4). Rounds: round 1 carries loc 2's first send (known from the start),
+    round 2 loc 0's send (computed from it), round 3 loc 2's second send, round 4
+    moves nothing and ends the replay. The replay's collectives: the setup, 4
+    rounds, the statistics' reduction and the phase agreement."""
+    data = Path(__file__).parent / "data" / "three_locations.trace"
+    plat = next(x for x in data.read_text().splitlines() if x.startswith("# platform:"))
+    (tmp_path / "platform.json").write_text(plat.split(":", 1)[1])
+    summary = tmp_path / "s.json"
+    assert _thread_command(tmp_path, [str(data), str(tmp_path / "out.trace"), "--platform",
+                                      str(tmp_path / "platform.json"), "--quiet",
+                                      "--summary", str(summary)], 2) == [0, 0]
+    par = json.loads(summary.read_text())["parallel"]
+    assert par["ranks"] == 2 and par["rounds"] == 4
+    assert par["records"] == [9, 9] and par["ghost_records"] == [9, 9]
+    assert par["anchors"] == [4, 2]
+    assert par["values_sent"] == [1, 2] and par["values_received"] == [2, 1]
+    assert par["replay"]["collectives"] == [7, 7]
+    assert all(b >= 24 * n for b, n in zip(par["replay"]["bytes_sent"], par["values_sent"],
+                                           strict=True))  # 3 x 8 bytes per value at least
+    for phase in ("definitions", "read", "ghosts", "match", "replay", "times", "gather"):
+        assert len(par["seconds"][phase]) == 2 and min(par["seconds"][phase]) >= 0
+    assert par["seconds"]["verify"][1] is None  # rank 0 alone verifies
+    assert all(x > 0 for x in par["cpu_seconds"] + par["peak_mib"])
+
+
+def test_payload_bytes_counts_the_data_not_the_objects():
+    import numpy as np
+
+    from compensate.parallel.transport import payload_bytes
+    assert payload_bytes((np.zeros(3, np.int64), np.zeros(2, np.float32), None)) == 32
+    assert payload_bytes({"ab": [1, 2.0], 3: b"xyz"}) == 2 + 16 + 8 + 3
