@@ -44,6 +44,7 @@ import numpy as np
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
+from compensate.engine.pending import positions
 from compensate.engine.rules import Context
 from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
@@ -134,9 +135,18 @@ class _Engine:
         if opts.network_time is not None:
             def network(size: int, _f=opts.network_time) -> float:
                 return _f(size) * res
-        self.graph = Graph(trace, platform, opts.bound, opts.collective_exit, opts.network_time,
-                           matching, self.stats, t0, pins)
-        self.graph.set_rules(rules_of(self.graph, matching))
+        ghosts = exchange.ghosts(trace) if exchange is not None else ()
+        g = self.graph = Graph(trace, platform, opts.bound, opts.collective_exit,
+                               opts.network_time, matching, self.stats, t0, pins, ghosts)
+        dep_rules = rules_of(g, matching)
+        if g.has_ghosts:  # the distributed run: only this rank's rules, and as anchors
+            dep_rules = g.own_rules(dep_rules)  # only the ghost records they read
+            reads = [g.g(li, i) for li, i in positions(
+                [p for pending in dep_rules.values() for p in pending], set())
+                if g.ghost[li]]
+            g.set_rules(dep_rules, np.asarray(reads, dtype=np.int64))
+        else:
+            g.set_rules(dep_rules)
         self.ctx = Context(opts.bound, network, self.stats.p2p_cases,
                            "fitted" if opts.fit_links else opts.bound)
         self.t0 = self.graph.t0
@@ -156,7 +166,10 @@ class _Engine:
         ctx = self.ctx
         a_end = g.a_end.tolist()
         cur = g.a_first.tolist()  # next anchor to compute, per location position
+        ghost = g.ghost
         for li in range(len(cur)):
+            if ghost[li]:  # another rank's location (the exchange brings its values)
+                continue
             pinned = g.pins[li][0]
             if pinned:  # leading records whose times are given (stream segments)
                 for value in pinned:
@@ -294,12 +307,12 @@ class _Engine:
         cases["m1_a2"] += a2
         cases["m2_" + self.opts.bound] += m2
         cases["m2_fitted_clamped"] += clamped
+        cases["m1_receiver_late"] += g.fast_receiver_late  # (of this rank's receives only
+        cases["m2_message_late"] += g.fast_message_late  # in the distributed run: summed)
         if xch is not None:  # each rank counted its own records: reduce over the ranks
             # (and, after a cycle, the rank whose waiting location comes first names
             # it, as the one-process run does; the others stop without an error)
             xch.reduce(g, self.stats, base, min(parked) if parked else None)
-        cases["m1_receiver_late"] += g.fast_receiver_late
-        cases["m2_message_late"] += g.fast_message_late
         if parked:
             li = min(parked)
             if xch is not None:

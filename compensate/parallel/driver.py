@@ -33,7 +33,7 @@ import compensate.interrupt as interrupt
 from compensate.engine.run import EngineOptions, Result, Stats, approximate, rounded_times
 from compensate.matching import match
 from compensate.model import Trace, TraceError
-from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
+from compensate.parallel.exchange import Exchange, RemoteFailure
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import Transport
 from compensate.platform import Platform, PlatformError
@@ -164,9 +164,6 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     firsts = transport.allgather(min((int(trace.events[loc].time[0]) for loc in mine
                                       if len(trace.events[loc])), default=None))
     t0 = min((x for x in firsts if x is not None), default=0)
-    # ghosts: the other ranks' locations, pinned with unknown values (every record its
-    # own anchor; engine.run never evaluates them, the exchange fills them in)
-    ghosts = ghost_pins(trace, owner, transport.rank)
     if bound == "none":
         stats, approx = Stats(), None
     else:
@@ -175,8 +172,7 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
                              network_time=outcome.fit if outcome else None,
                              fit_links=bound == "fitted" and used == "lower")
         approx, t0, stats = agreed(
-            transport, lambda: approximate(trace, plat, opts, matching, t0=t0, pins=ghosts,
-                                           exchange=exchange),
+            transport, lambda: approximate(trace, plat, opts, matching, t0=t0, exchange=exchange),
             exchange=exchange)
     own_events = Trace(trace.definitions, {loc: trace.events[loc] for loc in mine},
                        trace.source)
