@@ -21,10 +21,12 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
 
 * Distributed (``approximate(..., exchange=...)``, docs/parallel.md): the
-  locations other ranks own are ghosts, pinned with unknown values; when nothing is
-  runnable the exchange sends the values other ranks asked for and brings theirs,
-  which wake their waiters exactly like a local value does
-  (:mod:`compensate.parallel.exchange`).
+  locations other ranks own are ghosts, never evaluated: their only anchors are
+  their first records and the records this rank's rules read
+  (:meth:`compensate.engine.graph.Graph.set_rules`), unknown until their owners
+  send them; when nothing is runnable the exchange sends the values other ranks
+  asked for and brings theirs, which wake their waiters exactly like a local value
+  does (:mod:`compensate.parallel.exchange`).
 
 All arithmetic is in float ticks relative to the earliest measured timestamp;
 results are rounded to integer ticks at the end, which keeps every order the
@@ -182,11 +184,11 @@ class _Engine:
         parked: dict[int, tuple[int, int]] = {}  # location position -> (loc id, record)
         xch = self.exchange
         if xch is not None:  # distributed (compensate.parallel): other ranks' locations
-            # are ghosts (pinned, every record an anchor, values NaN until they
-            # arrive); anchors other ranks need have a waiter list from the start, so
-            # that computing them takes the wake-up path
+            # are ghosts (only the records this rank reads are anchors, values NaN
+            # until they arrive); anchors other ranks need have a waiter list from
+            # the start, so that computing them takes the wake-up path
             xch.start(g, A, cur, waiters)
-            base = dict(ctx.cases)  # counters of the graph's build, equal on every rank
+            base = dict(ctx.cases)  # counters of rules_of, equal on every rank
         stack = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
         a1 = a2 = m2 = clamped = 0
         evaluated = 0

@@ -8,7 +8,8 @@ The payloads — OTF2 event objects, text fields — stay with their owner, whic
 is the only rank that writes them; of the records whose payload matching reads
 (thread, task and lock records, parameters, RMA records) a small dict of just
 those fields crosses instead (:func:`stand_in`). The engine never evaluates a
-ghost (:func:`compensate.parallel.exchange.ghost_pins`); matching, the network
+ghost (of a ghost location it anchors only the records the rank's rules read:
+:meth:`compensate.engine.graph.Graph.set_rules`); matching, the network
 fit and the statistics read them. Keeping of each remote location only the
 records the rank's matching and rules read is the next step (docs/parallel.md,
 "Limits").
