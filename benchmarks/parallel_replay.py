@@ -9,9 +9,16 @@ start-up included), the speed-up against P = 1, the largest peak resident set of
 rank (``ru_maxrss`` each rank reports at its end) and its ratio to P = 1, and
 whether the output equals the one-process output byte for byte.
 
+``--phases`` adds, for every rank of the largest P, its resident set and peak
+(``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) before and after each phase
+of the distributed command: reading its own locations, ``complete_trace`` (the
+ghost columns), matching, the replay (``approximate``), verification (rank 0),
+writing its part (the wrappers of :func:`_probe`; Linux only).
+
 Usage::
 
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
+                                         [--phases]
 """
 
 from __future__ import annotations
@@ -31,11 +38,56 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _memory() -> tuple[float, float]:
+    """(resident set, its peak) of this process in MiB."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value
+    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
+
+
+def _probe(log: Path) -> None:
+    """Wrap the phases of the distributed command so that each appends
+    ``phase rss peak`` to ``log`` when it begins and when it returns."""
+    import compensate.formats as formats
+    import compensate.formats.parts as parts
+    import compensate.parallel.driver as driver
+    import compensate.parallel.ghosts as ghosts
+
+    def wrap(module, name: str, label: str) -> None:
+        inner = getattr(module, name)
+
+        def probed(*args, **kwargs):
+            rss, peak = _memory()
+            with log.open("a") as f:
+                f.write(f"  before {label} {rss:.0f} {peak:.0f}\n")
+            out = inner(*args, **kwargs)
+            rss, peak = _memory()
+            with log.open("a") as f:
+                f.write(f"{label} {rss:.0f} {peak:.0f}\n")
+            return out
+        setattr(module, name, probed)
+
+    with log.open("a") as f:
+        f.write("start {:.0f} {:.0f}\n".format(*_memory()))
+    import compensate.verify as verify
+
+    wrap(formats, "read_trace", "read own locations")
+    wrap(ghosts, "complete_trace", "complete_trace")
+    wrap(driver, "match", "match")
+    wrap(driver, "approximate", "replay")
+    wrap(verify, "verify", "verify (rank 0)")
+    wrap(parts, "write_part", "write part")
+
+
 def _child(args: list[str]) -> None:
     """One rank (or the one process): run the command, then write its peak RSS."""
     from compensate.cli.compensate import main
-    status = main(args[1:])
     rank = os.environ.get("PMI_RANK", "0")
+    if os.environ.get("PARALLEL_REPLAY_PHASES"):
+        _probe(Path(args[0], f"phases{rank}"))
+    status = main(args[1:])
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     Path(args[0], f"peak{rank}").write_text(str(peak_kib))
     sys.exit(status)
@@ -54,16 +106,23 @@ def _trace(workdir: Path, records: float) -> tuple[Path, Path]:
 
 
 def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
-         extra: list[str]) -> tuple[float, int, dict]:
+         extra: list[str], phases: bool = False) -> tuple[float, int, dict]:
     peaks = Path(tempfile.mkdtemp(prefix="peaks"))
     summary = out.with_suffix(".json")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if phases:
+        env["PARALLEL_REPLAY_PHASES"] = "1"
     start = time.monotonic()
     subprocess.run([*launcher, sys.executable, __file__, "--child", str(peaks), str(trace),
                     str(out), "--platform", str(platform), "--quiet", "--force",
-                    "--summary", str(summary), *extra], check=True, cwd=ROOT,
-                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                    "--summary", str(summary), *extra], check=True, cwd=ROOT, env=env)
     wall = time.monotonic() - start
-    peak = max(int(p.read_text()) for p in peaks.iterdir())
+    peak = max(int(p.read_text()) for p in peaks.glob("peak*"))
+    for log in sorted(peaks.glob("phases*")):
+        print(f"    rank {log.name[len('phases'):]}, MiB after each phase (resident, peak):")
+        for line in log.read_text().splitlines():
+            label, rss, high = line.rsplit(" ", 2)
+            print(f"      {label:<20} {rss:>6} {high:>6}")
     shutil.rmtree(peaks)
     return wall, peak, json.loads(summary.read_text())
 
@@ -76,6 +135,8 @@ def main() -> None:
     ap.add_argument("--records", type=float, default=1e5)
     ap.add_argument("--ranks", default="2")
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "compensate-bench"))
+    ap.add_argument("--phases", action="store_true",
+                    help="print every rank's memory after each phase (largest P)")
     a = ap.parse_args()
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -89,9 +150,11 @@ def main() -> None:
     if mpiexec is None:
         print("mpiexec not found (the [mpi] extra): only P = 1 measured")
         return
-    for p in [int(x) for x in a.ranks.split(",")]:
+    counts = [int(x) for x in a.ranks.split(",")]
+    for p in counts:
         out = workdir / f"p{p}.trace"
-        wall, peak, _ = _run([mpiexec, "-n", str(p)], trace, platform, out, [])
+        wall, peak, _ = _run([mpiexec, "-n", str(p)], trace, platform, out, [],
+                             a.phases and p == max(counts))
         same = filecmp.cmp(one, out, shallow=False)
         print(f"{p:>3} {wall:>8.2f} {wall1 / wall:>9.2f} {peak / 1024:>14.0f} "
               f"{peak / peak1:>7.2f}  {'yes' if same else 'NO'}")

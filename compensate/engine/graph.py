@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 
@@ -58,7 +58,8 @@ class Graph:
     def __init__(self, trace: Trace, platform: Platform, bound: str, collective_exit: str,
                  network_time: Callable[[int], float] | None, matching: Matching,
                  stats: object, t0: int | None = None,
-                 pins: dict[int, tuple[np.ndarray, float]] | None = None) -> None:
+                 pins: dict[int, tuple[np.ndarray, float]] | None = None,
+                 ghosts: Collection[int] = ()) -> None:
         self.trace = trace
         self.bound = bound
         self.collective_exit = collective_exit
@@ -78,8 +79,14 @@ class Graph:
         self.total = int(lengths.sum())
         self.t0 = min((int(e.time[0]) for e in self.evs if len(e)), default=0) \
             if t0 is None else int(t0)
+        #: per location position: another rank's location (the distributed run,
+        #: docs/parallel.md), never evaluated; its only anchors are its first record
+        #: and the records this rank's rules read (:meth:`set_rules`)
+        ghosts = set(ghosts)
+        self.ghost = [loc in ghosts for loc in self.loc_ids]
+        self.has_ghosts = bool(ghosts)
         # pinned leading records per location position: (approximated times, R1 carry)
-        pins = pins or {}
+        pins = {loc: v for loc, v in (pins or {}).items() if loc not in ghosts}
         self.pins: list[tuple[list[float], float]] = [
             (np.asarray(pins[loc][0], dtype=np.float64).tolist(), float(pins[loc][1]))
             if loc in pins else ([], 0.0) for loc in self.loc_ids]
@@ -93,10 +100,26 @@ class Graph:
         #: fitted bound: fast-path receives whose receiver / message was late
         self.fast_receiver_late = self.fast_message_late = 0
 
-    def set_rules(self, dep_rules: dict[tuple[int, int], list]) -> None:
+    def set_rules(self, dep_rules: dict[tuple[int, int], list],
+                  ghost_reads: np.ndarray | None = None) -> None:
         """Take the pending rules of every dependent record (from the handler table,
-        :func:`compensate.engine.kinds.rules_of`) and lay out the anchors."""
-        self._anchors(dep_rules)
+        :func:`compensate.engine.kinds.rules_of`) and lay out the anchors.
+
+        With ghost locations, ``dep_rules`` holds only the rules of this rank's
+        records (:meth:`own_rules`) and ``ghost_reads`` the global record numbers
+        of the ghost records they refer to (:func:`compensate.engine.pending.positions`):
+        those become anchors (each its own segment, offset 0, so a value another
+        rank sends is read exactly), with every ghost location's first record and the
+        sends of this rank's fast-path receives; no other ghost record costs an
+        anchor."""
+        self._anchors(dep_rules, ghost_reads)
+
+    def own_rules(self, dep_rules: dict[tuple[int, int], list]) -> dict[tuple[int, int], list]:
+        """The pending rules of the records of locations that are not ghosts."""
+        if not self.has_ghosts:
+            return dep_rules
+        ghost = self.ghost
+        return {key: p for key, p in dep_rules.items() if not ghost[key[0]]}
 
     # -- per-record arrays ----------------------------------------------------------
     def _flat_columns(self) -> None:
@@ -105,10 +128,17 @@ class Graph:
         res, t0, stats = self.res, self.t0, self.stats
         tms, gaps, devs, rovh = [], [], [], []
         defs = self.trace.definitions.locations
-        for loc, ev, (pinned, carry) in zip(self.loc_ids, self.evs, self.pins, strict=True):
+        for loc, ev, (pinned, carry), ghost in zip(self.loc_ids, self.evs, self.pins, self.ghost,
+                                                   strict=True):
             tm = (ev.time - t0).astype(np.float64)
             n = len(tm)
             o = self.platform.location_overheads(loc, ev.kind, ev.region) * res
+            if ghost:  # another rank's: measured times and overheads (rules read them
+                rovh.append(o)  # when they are built), no R1 gaps (never evaluated; no
+                tms.append(tm)  # overcompensation or flush counted here: its owner does)
+                gaps.append(np.zeros(n))
+                devs.append(np.full(n, loc in defs and defs[loc].is_device))
+                continue
             rovh.append(o.copy())
             if loc in defs and defs[loc].is_metric:  # mapped afterwards, not R1: no
                 o[:] = 0.0  # overhead charged, no overcompensation counted (engine.metrics)
@@ -234,11 +264,17 @@ class Graph:
         return "receiver" if receiver_was_late(recv_m, cs, free) else "unclear"
 
     # -- anchors --------------------------------------------------------------------------
-    def _anchors(self, dep_rules: dict) -> None:
+    def _anchors(self, dep_rules: dict, ghost_reads: np.ndarray | None = None) -> None:
         """Segment the records at the dependent ones, number the anchors, compute the
         R1 running sums, and turn every pending rule into a rule on anchors."""
         off, m = self.off, self.m
         fast = self.fast_rows
+        reads = [] if ghost_reads is None else [np.asarray(ghost_reads, dtype=np.int64)]
+        if self.has_ghosts and fast.size:  # only this rank's receives; their sends
+            ghost = np.array(self.ghost, dtype=bool)  # on ghost locations are anchors
+            fast = fast[~ghost[m.recv_li[fast]]]
+            remote = ghost[m.send_li[fast]]
+            reads.append(off[m.send_li[fast[remote]]] + m.send_idx[fast[remote]])
         fast_g = off[m.recv_li[fast]] + m.recv_idx[fast] if fast.size else np.zeros(0, np.int64)
         gen_g = np.array([int(off[li]) + i for li, i in dep_rules], dtype=np.int64)
         # a collective rule replaced a message rule on the same record: drop the fast one
@@ -248,7 +284,7 @@ class Graph:
                 fast, fast_g = fast[~clash], fast_g[~clash]
         starts = off[self.lengths > 0]
         pinned = [off[li] + np.arange(len(v)) for li, (v, _) in enumerate(self.pins) if v]
-        self.agpos = _sorted_unique(np.concatenate([starts, fast_g, gen_g, *pinned]))
+        self.agpos = _sorted_unique(np.concatenate([starts, fast_g, gen_g, *pinned, *reads]))
         dep_g = _sorted_unique(np.concatenate([fast_g, gen_g]))
         # overcompensation: local records (not dependent, not first) with a negative gap
         local = np.ones(self.total, dtype=bool)
@@ -278,6 +314,8 @@ class Graph:
         self.tm_at = _array("d", self.tm[self.agpos])
         gap_at = self.gap[self.agpos]
         self._agpos, self._off, self._s = _array("q", self.agpos), off.tolist(), self.S.item
+        if self.has_ghosts:
+            self.ref = self._ghost_checked_ref  # type: ignore[method-assign]
         generic: dict[int, tuple] = {}
         for (li, i), pending in dep_rules.items():
             k = bisect_left(self._agpos, self._off[li] + i)
@@ -293,6 +331,16 @@ class Graph:
         """Reference (anchor, R1 offset) of record ``idx`` of location position ``li``."""
         g = self._off[li] + idx
         return (bisect_right(self._agpos, g) - 1, self._s(g))
+
+    def _ghost_checked_ref(self, li: int, idx: int) -> Ref:
+        """:meth:`ref` where a ghost record must be an anchor of its own (its value
+        comes from its owner; a record inside a ghost segment has no offset here)."""
+        g = self._off[li] + idx
+        k = bisect_right(self._agpos, g) - 1
+        if self.ghost[li] and self._agpos[k] != g:
+            raise RuntimeError(f"location {self.loc_ids[li]}, record {idx}: a ghost record "
+                               f"read by a rule is not an anchor")
+        return (k, self._s(g))
 
     def need(self, li: int, idx: int) -> Need:
         return (self.ref(li, idx)[0], self.loc_ids[li], idx)

@@ -107,3 +107,41 @@ def resolve(arg: object, graph: Graph) -> object:
     if isinstance(arg, list):
         return [resolve(x, graph) for x in arg]
     return arg
+
+
+
+def positions(pending: list[Pending], seen: set[int]) -> list[tuple[int, int]]:
+    """Every (location position, record) that building ``pending`` will refer to
+    (through :meth:`Graph.ref` or :meth:`Graph.need`): the same walk as
+    :meth:`Pending.build` and :func:`resolve`, without building anything. Shared
+    holders (``PendingLatest``, ``SharedNeeds``) are walked once: ``seen`` holds
+    their ids across calls. The distributed run makes anchors of exactly these
+    records of other ranks' locations (:meth:`Graph.set_rules`)."""
+    out: list[tuple[int, int]] = []
+    for p in pending:
+        if not isinstance(p, Pending):
+            raise TypeError(f"not a pending rule: {type(p).__name__}")
+        for a in p.args:
+            _walk(a, out, seen)
+        if isinstance(p.needs, SharedNeeds):
+            _walk(p.needs, out, seen)
+        else:
+            out.extend(p.needs)
+    return out
+
+
+def _walk(arg: object, out: list[tuple[int, int]], seen: set[int]) -> None:
+    """:func:`resolve`'s walk, noting the positions instead of building."""
+    if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "ref":
+        out.append((arg[1], arg[2]))
+    elif isinstance(arg, PendingRecv):
+        out.append(arg.send)
+        if arg.enter is not None:
+            out.append(arg.enter)
+    elif isinstance(arg, (PendingLatest, SharedNeeds)):
+        if id(arg) not in seen:
+            seen.add(id(arg))
+            out.extend(arg.records)
+    elif isinstance(arg, list):
+        for x in arg:
+            _walk(x, out, seen)

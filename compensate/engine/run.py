@@ -21,10 +21,12 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
 
 * Distributed (``approximate(..., exchange=...)``, docs/parallel.md): the
-  locations other ranks own are ghosts, pinned with unknown values; when nothing is
-  runnable the exchange sends the values other ranks asked for and brings theirs,
-  which wake their waiters exactly like a local value does
-  (:mod:`compensate.parallel.exchange`).
+  locations other ranks own are ghosts, never evaluated: their only anchors are
+  their first records and the records this rank's rules read
+  (:meth:`compensate.engine.graph.Graph.set_rules`), unknown until their owners
+  send them; when nothing is runnable the exchange sends the values other ranks
+  asked for and brings theirs, which wake their waiters exactly like a local value
+  does (:mod:`compensate.parallel.exchange`).
 
 All arithmetic is in float ticks relative to the earliest measured timestamp;
 results are rounded to integer ticks at the end, which keeps every order the
@@ -44,6 +46,7 @@ import numpy as np
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
+from compensate.engine.pending import positions
 from compensate.engine.rules import Context
 from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
@@ -134,9 +137,18 @@ class _Engine:
         if opts.network_time is not None:
             def network(size: int, _f=opts.network_time) -> float:
                 return _f(size) * res
-        self.graph = Graph(trace, platform, opts.bound, opts.collective_exit, opts.network_time,
-                           matching, self.stats, t0, pins)
-        self.graph.set_rules(rules_of(self.graph, matching))
+        ghosts = exchange.ghosts(trace) if exchange is not None else ()
+        g = self.graph = Graph(trace, platform, opts.bound, opts.collective_exit,
+                               opts.network_time, matching, self.stats, t0, pins, ghosts)
+        dep_rules = rules_of(g, matching)
+        if g.has_ghosts:  # the distributed run: only this rank's rules, and as anchors
+            dep_rules = g.own_rules(dep_rules)  # only the ghost records they read
+            reads = [g.g(li, i) for li, i in positions(
+                [p for pending in dep_rules.values() for p in pending], set())
+                if g.ghost[li]]
+            g.set_rules(dep_rules, np.asarray(reads, dtype=np.int64))
+        else:
+            g.set_rules(dep_rules)
         self.ctx = Context(opts.bound, network, self.stats.p2p_cases,
                            "fitted" if opts.fit_links else opts.bound)
         self.t0 = self.graph.t0
@@ -156,7 +168,10 @@ class _Engine:
         ctx = self.ctx
         a_end = g.a_end.tolist()
         cur = g.a_first.tolist()  # next anchor to compute, per location position
+        ghost = g.ghost
         for li in range(len(cur)):
+            if ghost[li]:  # another rank's location (the exchange brings its values)
+                continue
             pinned = g.pins[li][0]
             if pinned:  # leading records whose times are given (stream segments)
                 for value in pinned:
@@ -169,11 +184,11 @@ class _Engine:
         parked: dict[int, tuple[int, int]] = {}  # location position -> (loc id, record)
         xch = self.exchange
         if xch is not None:  # distributed (compensate.parallel): other ranks' locations
-            # are ghosts (pinned, every record an anchor, values NaN until they
-            # arrive); anchors other ranks need have a waiter list from the start, so
-            # that computing them takes the wake-up path
+            # are ghosts (only the records this rank reads are anchors, values NaN
+            # until they arrive); anchors other ranks need have a waiter list from
+            # the start, so that computing them takes the wake-up path
             xch.start(g, A, cur, waiters)
-            base = dict(ctx.cases)  # counters of the graph's build, equal on every rank
+            base = dict(ctx.cases)  # counters of rules_of, equal on every rank
         stack = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
         a1 = a2 = m2 = clamped = 0
         evaluated = 0
@@ -294,12 +309,12 @@ class _Engine:
         cases["m1_a2"] += a2
         cases["m2_" + self.opts.bound] += m2
         cases["m2_fitted_clamped"] += clamped
+        cases["m1_receiver_late"] += g.fast_receiver_late  # (of this rank's receives only
+        cases["m2_message_late"] += g.fast_message_late  # in the distributed run: summed)
         if xch is not None:  # each rank counted its own records: reduce over the ranks
             # (and, after a cycle, the rank whose waiting location comes first names
             # it, as the one-process run does; the others stop without an error)
             xch.reduce(g, self.stats, base, min(parked) if parked else None)
-        cases["m1_receiver_late"] += g.fast_receiver_late
-        cases["m2_message_late"] += g.fast_message_late
         if parked:
             li = min(parked)
             if xch is not None:

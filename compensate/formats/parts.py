@@ -64,6 +64,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import compensate.interrupt as interrupt
 from compensate.formats.paths import (
     _archive_dir,
@@ -314,16 +316,67 @@ def write_part(tmp: str | Path, part: int, source: Trace | tuple[Definitions, It
     mine = tuple(locations)
     if isinstance(source, Trace):
         definitions = source.definitions
-        chunks: Iterable[dict[int, Events]] = [
-            {loc: source.events[loc] for loc in mine if loc in source.events}]
+        held = {loc: source.events[loc] for loc in mine if loc in source.events}
+        chunks: Iterable[dict[int, Events]] = [held]
     else:
         definitions, chunks = source
     with PartWriter(tmp, part, definitions, mine) as writer:
-        for chunk in chunks:
-            for loc, events in chunk.items():
-                writer.write(loc, events)
+        if isinstance(source, Trace) and writer.format != "otf2":
+            # a .trace part merges its records into time order: handed over in time
+            # windows with a watermark, the merge writes each window out instead
+            # of holding the whole part (the same bytes: TextEventWriter)
+            finished = set()
+            for chunk, watermark, done in _time_windows(held, _WINDOW):
+                for loc, events in chunk.items():
+                    writer.write(loc, events)
+                for loc in done:  # no more records: it holds nothing back
+                    writer.finish(loc)
+                finished.update(done)
+                writer.advance(watermark)
+            mine = tuple(loc for loc in mine if loc not in finished)
+        else:
+            for chunk in chunks:
+                for loc, events in chunk.items():
+                    writer.write(loc, events)
         for loc in mine:
             writer.finish(loc)
+
+
+#: Records per time window in which :func:`write_part` hands a held ``.trace``
+#: part to the writer.
+_WINDOW = 1 << 16
+
+
+def _time_windows(events: dict[int, Events],
+                  size: int) -> Iterator[tuple[dict[int, Events], int, list[int]]]:
+    """``events`` (each location's times non-decreasing) cut at common times into
+    chunks of about ``size`` records: ``(chunk, watermark, done)``, every record of
+    a chunk earlier than its watermark and every later record at or after it (the
+    last watermark is past every record), ``done`` the locations of ``events``
+    (of those with records in order) whose last record was handed over by then. A
+    location whose times go backwards is handed over whole in the first chunk (the
+    writer then names its record)."""
+    ordered = {loc: ev for loc, ev in events.items()
+               if len(ev) < 2 or bool(np.all(ev.time[1:] >= ev.time[:-1]))}
+    first: dict[int, Events] = {loc: ev for loc, ev in events.items() if loc not in ordered}
+    times = np.sort(np.concatenate([ev.time for ev in ordered.values()])) if ordered \
+        else np.zeros(0, np.int64)
+    cuts = np.unique(times[size::size]).tolist()
+    start = dict.fromkeys(ordered, 0)
+    last = int(times[-1]) + 1 if len(times) else 0
+    for cut in [*cuts, None]:
+        chunk = dict(first)
+        first = {}
+        done = []
+        for loc, ev in list(ordered.items()):
+            stop = len(ev) if cut is None else int(np.searchsorted(ev.time, cut, side="left"))
+            if stop > start[loc]:
+                chunk[loc] = ev.slice(start[loc], stop)
+                start[loc] = stop
+            if stop == len(ev):
+                done.append(loc)
+                del ordered[loc]
+        yield chunk, (last if cut is None else int(cut)), done
 
 
 def _parts(tmp: Path, definitions: Definitions, out: str) -> list[dict[str, Any]]:

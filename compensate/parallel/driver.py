@@ -37,7 +37,7 @@ import compensate.interrupt as interrupt
 from compensate.engine.run import EngineOptions, Result, Stats, approximate, rounded_times
 from compensate.matching import match
 from compensate.model import Trace, TraceError
-from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
+from compensate.parallel.exchange import Exchange, RemoteFailure
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import Transport
 from compensate.platform import Platform, PlatformError
@@ -194,9 +194,6 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     firsts = transport.allgather(min((int(trace.events[loc].time[0]) for loc in mine
                                       if len(trace.events[loc])), default=None))
     t0 = min((x for x in firsts if x is not None), default=0)
-    # ghosts: the other ranks' locations, pinned with unknown values (every record its
-    # own anchor; engine.run never evaluates them, the exchange fills them in)
-    ghosts = ghost_pins(trace, owner, transport.rank)
     exchange = None
     lap("setup")
     before = transport.traffic.snapshot()
@@ -208,8 +205,7 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
                              network_time=outcome.fit if outcome else None,
                              fit_links=bound == "fitted" and used == "lower")
         approx, t0, stats = agreed(
-            transport, lambda: approximate(trace, plat, opts, matching, t0=t0, pins=ghosts,
-                                           exchange=exchange),
+            transport, lambda: approximate(trace, plat, opts, matching, t0=t0, exchange=exchange),
             exchange=exchange)
     lap("replay")
     after = transport.traffic.snapshot()

@@ -1,15 +1,16 @@
 """The forward replay's exchange: the records whose times cross ranks (docs/parallel.md).
 
 A rank evaluates the anchors of the locations it owns (:mod:`compensate.parallel.ownership`);
-the other locations are *ghosts* (:func:`ghost_pins`): pinned like a stream
-segment's context records (``pins`` of :func:`compensate.engine.run.approximate`),
-so that every ghost record is its own anchor, but with values unknown (NaN) until
-their owners send them. The engine never evaluates a ghost. Values are keyed by
-(location, record): a ghost index never needs to agree with the owner's anchor
-numbering. The value sent for a record is ``A[anchor] + offset`` on its owner,
-exactly what a rule's :data:`~compensate.engine.rules.Ref` computes in the
-one-process run; the rule on the receiving rank reads it from the ghost anchor
-with offset 0, so the floats are bit-identical.
+the other locations are *ghosts* (:meth:`Exchange.ghosts`), which the engine never
+evaluates: of a ghost location, only its first record and the records this rank's
+rules read are anchors (:meth:`compensate.engine.graph.Graph.set_rules`; each its
+own segment), their values unknown (NaN) until their owners send them; the other
+ghost records cost no anchor. Values are keyed by (location, record): a ghost
+index never needs to agree with the owner's anchor numbering. The value sent for
+a record is ``A[anchor] + offset`` on its owner, exactly what a rule's
+:data:`~compensate.engine.rules.Ref` computes in the one-process run; the rule
+on the receiving rank reads it from the ghost anchor with offset 0, so the floats
+are bit-identical.
 
 * **Setup** (:meth:`Exchange.start`): each rank lists the ghost records its own
   dependent records read (the fast path's send, every generic rule's ``needs``) and
@@ -45,11 +46,10 @@ from compensate.parallel.transport import Transport
 
 
 def ghost_pins(trace: Any, owner: dict[int, int], rank: int) -> dict[int, tuple]:
-    """The ``pins`` of :func:`compensate.engine.run.approximate` that make every
-    location ``rank`` does not own a ghost: every record its own anchor, its value
-    unknown (NaN) until the exchange brings it."""
-    return {loc: (np.full(len(ev), np.nan), 0.0) for loc, ev in trace.events.items()
-            if owner[loc] != rank}
+    """No pins: the engine takes the ghost locations from the exchange
+    (:meth:`Exchange.ghosts`) and ignores pins on them. Kept for callers of the first
+    version, which pinned every ghost record (an anchor and a Python float each)."""
+    return {}
 
 
 class RemoteFailure(Exception):
@@ -81,7 +81,7 @@ class Exchange:
         self._dest: dict[int, list[tuple[int, int, int, float]]] = {}
         self._owned: list[int] = []
         self._a_end: list[int] = []
-        self._first: list[int] = []
+        self._graph: Graph | None = None
         self._pos: dict[int, int] = {}
 
     # -- collective steps ------------------------------------------------------------
@@ -105,10 +105,16 @@ class Exchange:
         t.alltoall([(("failed",), None)] * t.size)
 
     # -- the engine's hooks ---------------------------------------------------------
+    def ghosts(self, trace: Any) -> list[int]:
+        """The locations of ``trace`` that other ranks own: the engine's ghosts."""
+        me = self.transport.rank
+        return [loc for loc in trace.events if self.owner[loc] != me]
+
     def start(self, g: Graph, A: array, cur: list[int], waiters: dict[int, list[int]]) -> None:
         """Ask the owners for the ghost records this rank's rules read, and register
-        the records the others asked for. Ghost locations come pinned (every record
-        its own anchor, value NaN until it arrives): none of them is evaluated."""
+        the records the others asked for. Of ghost locations only the records this
+        rank's rules read are anchors (value NaN until it arrives), and none of them
+        is evaluated."""
         me, size = self.transport.rank, self.transport.size
         loc_rank = np.array([self.owner[loc] for loc in g.loc_ids], dtype=np.int64)
         a_end = g.a_end.tolist()
@@ -117,12 +123,12 @@ class Exchange:
             if loc_rank[li] != me:
                 cur[li] = a_end[li]
         self._owned, self._a_end = owned, a_end
-        self._first = g.a_first.tolist()
+        self._graph = g
         self._pos = g.pos_of
         anchor_rank = loc_rank[g.anchor_loc] if len(g.anchor_loc) else np.zeros(0, np.int64)
         code, generic = g.code, g.generic
         s_anchor, e_anchor = g.f_s_anchor, g.f_e_anchor
-        first = self._first
+        first = g.a_first.tolist()
         wanted: list[int] = []
         for li in owned:
             for k in range(first[li], a_end[li]):
@@ -185,12 +191,16 @@ class Exchange:
         self.rounds += 1
         got = self._alltoall(payloads, (done, n))
         arrived: list[int] = []
-        first, pos = self._first, self._pos
+        g = self._graph
         for _, (locs, recs, vals) in got:
-            for loc, idx, v in zip(locs.tolist(), recs.tolist(), vals.tolist(), strict=True):
-                k = first[pos[loc]] + idx  # a ghost location's records are its anchors
+            if not len(locs):
+                continue
+            # each record asked for is an anchor of its own on this rank (Graph.set_rules)
+            pos = np.array([self._pos[loc] for loc in locs.tolist()], dtype=np.int64)
+            ks = g.anchor_of(g.off[pos] + recs).tolist()
+            for k, v in zip(ks, vals.tolist(), strict=True):
                 A[k] = v
-                arrived.append(k)
+            arrived.extend(ks)
         self.received += len(arrived)
         total = sum(st[2] for st, _ in got)
         if total == 0:  # nothing moves any more: done, or a cycle (the engine's
@@ -202,12 +212,14 @@ class Exchange:
         # (``waiting``: this rank's first location position still waiting after a
         # cycle, None if none; see :meth:`check_first_waiting`)
         """Make ``stats`` the one-process statistics: the case counters are ``base``
-        (counted while building the graph, the same on every rank) plus every rank's
-        evaluation counts (``p2p_cases - base``) summed; R1 overcompensation and
-        BufferFlush statistics, which each rank counted for its own locations (ghost
-        records are anchors, never local), summed, their largest shortfall the
-        largest; the flush seconds added per location in the trace's location order,
-        as the one-process run adds them (the same float)."""
+        (counted while matching was turned into rules, the same on every rank) plus
+        every rank's evaluation counts (``p2p_cases - base``: of its own records, the
+        fast path's late parties included) summed; R1 overcompensation and
+        BufferFlush statistics, which each rank counted for its own locations (the
+        graph gives ghost locations no R1 gaps and counts none of them), summed,
+        their largest shortfall the largest; the flush seconds added per location in
+        the trace's location order, as the one-process run adds them (the same
+        float)."""
         t = self.transport
         cases = stats.p2p_cases
         flush = {}

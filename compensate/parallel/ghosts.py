@@ -3,12 +3,14 @@
 In this first version a rank's ghosts are whole locations: :func:`complete_trace`
 turns the locations each rank read (its own: ``read_trace(path, locations)`` in
 :func:`compensate.parallel.command.read_own`) into the whole trace on every rank
-with one ``allgather`` of packed numpy columns (no Python object per record).
+with one ``allgather`` per numpy column (no Python object per record; one
+column in flight at a time).
 The payloads — OTF2 event objects, text fields — stay with their owner, which
 is the only rank that writes them; of the records whose payload matching reads
 (thread, task and lock records, parameters, RMA records) a small dict of just
 those fields crosses instead (:func:`stand_in`). The engine never evaluates a
-ghost (:func:`compensate.parallel.exchange.ghost_pins`); matching, the network
+ghost (of a ghost location it anchors only the records the rank's rules read:
+:meth:`compensate.engine.graph.Graph.set_rules`); matching, the network
 fit and the statistics read them. Keeping of each remote location only the
 records the rank's matching and rules read is the next step (docs/parallel.md,
 "Limits").
@@ -69,20 +71,27 @@ def complete_trace(defs: Definitions, own: dict[int, Events], transport: Transpo
     """The whole trace from every rank's ``own`` locations (each location read by
     exactly one rank): locations in definition order, as the readers give them;
     the other ranks' locations carry only the stand-ins of :func:`stand_in`."""
-    packed = {loc: (tuple(np.ascontiguousarray(getattr(ev, name)) for name, _ in COLUMNS),
-                    _stand_ins(ev)) for loc, ev in own.items()}
-    columns: dict[int, tuple] = {}
-    for part in transport.allgather(packed):
-        columns.update(part)
+    # one allgather per column: what is in flight at once (each rank's pickled
+    # part and everybody's received parts) is one column, not all ten
+    columns: dict[int, dict[str, np.ndarray]] = {}
+    for name, _ in COLUMNS:
+        part = {loc: np.ascontiguousarray(getattr(ev, name)) for loc, ev in own.items()}
+        for got in transport.allgather(part):
+            for loc, col in got.items():
+                if loc not in own:  # (our own part comes back too: a copy)
+                    columns.setdefault(loc, {})[name] = col
+        del part
+    stand_ins: dict[int, dict[int, Any]] = {}
+    for got in transport.allgather({loc: _stand_ins(ev) for loc, ev in own.items()}):
+        stand_ins.update(got)  # (few: the records whose payload matching reads)
     events: dict[int, Events] = {}
     for loc in defs.locations:
         if loc in own:
             events[loc] = own[loc]
         elif loc in columns:
-            packed_cols, payloads = columns[loc]
-            cols = dict(zip((name for name, _ in COLUMNS), packed_cols, strict=True))
+            cols = columns.pop(loc)
             payload: list[Any] = [None] * len(cols["time"])
-            for i, p in payloads.items():
+            for i, p in stand_ins[loc].items():
                 payload[i] = p
             events[loc] = Events(**cols, payload=payload)
     return Trace(defs, events, source)

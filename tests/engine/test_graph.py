@@ -87,3 +87,46 @@ def test_fitted_fast_path_equals_the_generic_rule(monkeypatch):
     assert generic_stats.p2p_cases == fast_stats.p2p_cases
     for loc in fast:
         assert np.array_equal(fast[loc], generic[loc])
+
+
+def _rank_graph(trace, platform, matching, ghosts):
+    """The graph a rank of the distributed run builds (compensate.engine.run._Engine)."""
+    from compensate.engine.graph import Graph
+    from compensate.engine.kinds import rules_of
+    from compensate.engine.pending import positions
+
+    g = Graph(trace, platform, "lower", "uniform", None, matching, Stats(), ghosts=ghosts)
+    dep = g.own_rules(rules_of(g, matching))
+    reads = [g.g(li, i) for li, i in positions([p for ps in dep.values() for p in ps], set())
+             if g.ghost[li]]
+    g.set_rules(dep, np.asarray(reads, dtype=np.int64))
+    return g
+
+
+def test_ghost_locations_anchor_only_the_records_local_rules_read():
+    """A rank of the distributed run (docs/parallel.md): of another rank's locations
+    only the first record and the sends of the messages its own locations receive
+    are anchors (a ring: each process receives from the one before it), every other
+    ghost record costs none; no rule of a ghost location is built."""
+    from compensate.matching import match
+    from compensate.simulate import simulate
+
+    sim = simulate("ring", ranks=4, seed=3, iterations=3)
+    trace, platform = sim.measured, sim.platform
+    matching = match(trace)
+    locs = list(trace.events)
+    mine = set(locs[:2])
+    g = _rank_graph(trace, platform, matching, set(locs) - mine)
+    t = matching.table
+    expect = {(loc, 0) for loc in locs if loc not in mine}
+    for row in range(len(t)):
+        s_loc, r_loc = locs[int(t.send_li[row])], locs[int(t.recv_li[row])]
+        if r_loc in mine and s_loc not in mine:
+            expect.add((s_loc, int(t.send_idx[row])))
+    ghost_anchors = {(g.loc_ids[int(li)], int(i)) for li, i in
+                     zip(g.anchor_loc, g.anchor_rec, strict=True) if g.ghost[int(li)]}
+    assert ghost_anchors == expect
+    ghost_records = sum(len(trace.events[loc]) for loc in locs if loc not in mine)
+    assert len(expect) < ghost_records / 4
+    assert all(not g.ghost[int(g.anchor_loc[k])] for k in g.generic)
+    assert not any(g.ghost[int(li)] for li in g.anchor_loc[np.asarray(g.code) != 0])

@@ -312,3 +312,32 @@ def test_otf2_parts_refuse_records_that_add_definitions(tmp_path):
     assert "adds definitions" in str(err.value) and "\n" not in str(err.value)
     P.abort(tmp)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_held_text_part_is_written_in_time_windows(tmp_path, monkeypatch):
+    """A ``.trace`` part given as a Trace is handed to the writer in time windows
+    (so its merge need not hold the whole part): tiny windows give the one-process
+    file byte for byte, and each window's records precede its watermark, which
+    precedes every later record."""
+    sim = simulate("pipeline", ranks=4, iterations=3, overhead=2e-6)
+    result = c.compensate(sim.measured, platform=sim.platform).trace
+    ref = tmp_path / "ref.trace"
+    write_trace(result, ref)
+    locs = list(result.events)
+    for window in (1, 5):
+        monkeypatch.setattr(P, "_WINDOW", window)
+        out = tmp_path / f"w{window}.trace"
+        write_in_parts(out, result.definitions,
+                       [(Trace(result.definitions, {k: result.events[k] for k in mine}), mine)
+                        for mine in (locs[:1], locs[1:])])
+        assert_same_output(ref, out)
+    seen = {loc: 0 for loc in locs}
+    windows = list(P._time_windows(dict(result.events), 5))
+    assert len(windows) > 3
+    for chunk, watermark, done in windows:
+        for loc, ev in chunk.items():
+            rest = result.events[loc].time[seen[loc] + len(ev):]
+            assert ev.time.max() < watermark and (rest >= watermark).all()
+            seen[loc] += len(ev)
+        assert all(seen[loc] == len(result.events[loc]) for loc in done)
+    assert seen == {loc: len(ev) for loc, ev in result.events.items()}
