@@ -132,10 +132,8 @@ def rank_info(trace: Trace, mine: list[int], exchange: Exchange | None) -> dict:
     own = sum(len(trace.events[loc]) for loc in mine)
     info: dict = {"records": own, "ghost_records": trace.record_count - own}
     if exchange is not None:
-        first, end, owned = (getattr(exchange, name, None) for name in ("_first", "_a_end",
-                                                                         "_owned"))
-        if first is not None and end is not None and owned is not None:
-            info["anchors"] = sum(end[li] - first[li] for li in owned)
+        if exchange.own_anchors is not None:
+            info["anchors"] = exchange.own_anchors
         info.update(rounds=exchange.rounds, values_sent=exchange.sent,
                     values_received=exchange.received)
     return info

@@ -81,6 +81,9 @@ class Exchange:
         self._dest: dict[int, list[tuple[int, int, int, float]]] = {}
         self._owned: list[int] = []
         self._a_end: list[int] = []
+        #: anchors of this rank's own locations: the values its engine computes (the
+        #: cost model's count, docs/performance.md)
+        self.own_anchors: int | None = None
         self._graph: Graph | None = None
         self._pos: dict[int, int] = {}
 
@@ -129,6 +132,7 @@ class Exchange:
         code, generic = g.code, g.generic
         s_anchor, e_anchor = g.f_s_anchor, g.f_e_anchor
         first = g.a_first.tolist()
+        self.own_anchors = sum(a_end[li] - first[li] for li in owned)
         wanted: list[int] = []
         for li in owned:
             for k in range(first[li], a_end[li]):
