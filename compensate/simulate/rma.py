@@ -32,7 +32,8 @@ Ops (program constructors in :mod:`compensate.simulate.programs`): ``win_create`
   ``copy(s)``, a fetched value is back at ``deposit + copy(8)``. Lock requests,
   grants and releases on one's own window stay messages (``net(0)`` each way): MPICH
   sends them to itself through its progress engine. Measured with the mpich wheel
-  (5.0.2, two ranks, one node; docs/accuracy.md, issue 19): MPI_Fetch_and_op +
+  (5.0.2, two ranks, one node; ``benchmarks/rma_self.py``, docs/accuracy.md,
+  issue 19): MPI_Fetch_and_op +
   MPI_Win_flush 1.5 us on oneself against 3.0-3.2 us on the other rank, an 8 B and a
   4 KiB put the same; MPI_Win_lock + MPI_Win_unlock 3.4-3.5 us either way (0.9-1.0
   us with MPI_MODE_NOCHECK, which sends no lock messages).
