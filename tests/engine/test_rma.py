@@ -117,16 +117,18 @@ def test_lock_deposits_hold_in_the_truth_and_only_move_records_later(program, ov
         loc, i = link.recv
         for o_loc, o_i, sent, back in link.deposits:
             there, grant = o_loc != link.target, loc != link.target
-            least = 2 * copy(sent) + (net.time(sent) if there else 0.0) + (
+            n = 2 if there else 1  # on its own window one local copy each way
+            least = n * copy(sent) + (net.time(sent) if there else 0.0) + (
                 net.time(0) if grant else 0.0)
             assert gap(loc, i, o_loc, o_i) >= least * res - 2, (link, least)
             if back > 0:  # release after completion
-                least += 2 * copy(back) + (net.time(back) + net.time(0) if there else 0.0)
+                least += n * copy(back) + (net.time(back) + net.time(0) if there else 0.0)
                 assert gap(loc, i, o_loc, o_i) >= least * res - 2, (link, least)
         if link.kind == "completion" and link.back[0] > 0 and link.target >= 0:
             (o_loc, o_i), sent, back = link.sends[0], link.sizes[0], link.back[0]
             remote = o_loc != link.target
-            least = 2 * copy(sent) + 2 * copy(back) + (
+            n = 2 if remote else 1
+            least = n * copy(sent) + n * copy(back) + (
                 net.time(sent) + net.time(back) + 2 * net.time(0) if remote else 0.0)
             assert gap(loc, i, o_loc, o_i) >= least * res - 2, (link, least)
     fit = fit_network(sim.measured, m, true)
@@ -142,3 +144,20 @@ def test_lock_deposits_hold_in_the_truth_and_only_move_records_later(program, ov
             assert (with_rule.events[loc].time >= ev.time).all(), (opts.bound, loc)
             assert (completed.events[loc].time >= with_rule.events[loc].time).all(), \
                 (opts.bound, loc)
+
+
+def test_least_time_on_own_window_is_one_copy_each_way():
+    """Hand case of the deposit rule's least time (docs/compensation.md "Deposits"):
+    a 1000-byte operation with 8 bytes back, copies of 500 and 4 ticks: 2·500 + 2·4
+    between two processes, 500 + 4 on the origin's own window (a local copy / atomic,
+    as MPICH's; docs/accuracy.md, issue 19)."""
+    from compensate.engine.kinds.rma import _least
+
+    class G:
+        @staticmethod
+        def copy(size):
+            return {1000: 500.0, 8: 4.0}[size]
+
+    assert _least(G, 1000, 8) == 1008.0
+    assert _least(G, 1000, 8, local=True) == 504.0
+    assert _least(G, 1000, 0, local=True) == 500.0

@@ -148,7 +148,7 @@ def _deposits(graph: Graph, link, dep_rules: dict) -> None:
         o_li = graph.pos_of[o_loc]
         g = graph.g(o_li, o_i)
         fetch = after and back > 0
-        least = _least(graph, sent, back if fetch else 0)
+        least = _least(graph, sent, back if fetch else 0, o_loc == link.target)
         pos.append((o_li, o_i))
         lo.append(least)
         hi.append(max(r_m - float(graph.tm[g]) - float(graph.kind_ovh(g)), least))
@@ -169,7 +169,7 @@ def _unlock_return(graph: Graph, link, dep_rules: dict) -> None:
     (o_loc, o_i), sent, back = link.sends[0], link.sizes[0], link.back[0]
     o_li = graph.pos_of[o_loc]
     g = graph.g(o_li, o_i)
-    least = _least(graph, sent, back)
+    least = _least(graph, sent, back, o_loc == link.target)
     hi = max(float(graph.tm[graph.g(li, i)]) - float(graph.tm[g]) - float(graph.kind_ovh(g)),
              least)
     remote = o_loc != link.target
@@ -178,10 +178,13 @@ def _unlock_return(graph: Graph, link, dep_rules: dict) -> None:
         [(o_li, o_i)]))
 
 
-def _least(graph: Graph, size: int, back: int) -> float:
-    """The least time bytes take: both copies each way (2·C(s)·s), nothing else."""
-    return (2.0 * graph.copy(size) if size > 0 else 0.0) + \
-        (2.0 * graph.copy(back) if back > 0 else 0.0)
+def _least(graph: Graph, size: int, back: int, local: bool = False) -> float:
+    """The least time bytes take: both copies each way (2·C(s)·s), nothing else; one
+    copy each way where the origin is the target (``local``: an operation on its own
+    window is a local copy / atomic, as MPICH does it; docs/accuracy.md, issue 19)."""
+    n = 1.0 if local else 2.0
+    return (n * graph.copy(size) if size > 0 else 0.0) + \
+        (n * graph.copy(back) if back > 0 else 0.0)
 
 
 def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
