@@ -125,41 +125,48 @@ class Exchange:
         size, n, width = t.size, len(dest), rows.shape[1]
         words = inline_words(size)
         fit = words // width  # rows inline per destination
-        head = np.zeros((size, _FIELDS + words), np.int64)
-        counts = np.zeros(size, np.int64)
-        over = rows[:0]
-        if n:
-            order = np.argsort(dest, kind="stable")
-            rows, dest = rows[order], dest[order]
+        head = np.zeros((size, _FIELDS + words), np.int64)  # status _OK (0)
+        counts: np.ndarray | None = None
+        over: list[np.ndarray] = []
+        if n:  # (slices, not fancy indexing of the rows: 20x faster for 10^4 rows)
+            if n > 1 and bool(np.any(dest[1:] < dest[:-1])):
+                order = np.argsort(dest, kind="stable")
+                rows, dest = np.take(rows, order, axis=0), dest[order]
             counts = np.bincount(dest, minlength=size)
-            nth = np.arange(n) - (np.cumsum(counts) - counts)[dest]  # within its dest
-            inline = nth < fit
-            block = np.zeros((size, fit, width), np.int64)
-            block[dest[inline], nth[inline]] = rows[inline]
-            head[:, _FIELDS:_FIELDS + fit * width] = block.reshape(size, fit * width)
-            over = rows[~inline]
-        head[:, 0], head[:, 1], head[:, 2], head[:, 3] = _OK, counts, n, len(over)
+            lo = 0
+            nz = np.flatnonzero(counts)
+            for d, c in zip(nz.tolist(), counts[nz].tolist(), strict=True):
+                k = min(c, fit)
+                head[d, _FIELDS:_FIELDS + k * width] = rows[lo:lo + k].reshape(-1)
+                if c > k:
+                    over.append(rows[lo + k:lo + c])
+                lo += c
+            head[:, 1] = counts
+            head[:, 2] = n
+            head[:, 3] = n - min(n, sum(min(c, fit) for c in counts.tolist()))
         got = t.alltoall_array(head)
-        bad = np.flatnonzero(got[:, 0] != _OK)
-        if bad.size:
+        if got[:, 0].any():
             self.finished = True
-            raise RemoteFailure(int(bad[0]))
+            raise RemoteFailure(int(np.flatnonzero(got[:, 0] != _OK)[0]))
         recv = got[:, 1]
-        cap = np.minimum(recv, fit)
-        inl = got[:, _FIELDS:_FIELDS + fit * width].reshape(size, fit, width)
+        more = None
         if got[:, 3].any():  # (the same on every rank: each one's overflow in all)
-            more = t.alltoallv_array(over.reshape(-1), np.maximum(counts - fit, 0) * width,
+            send = np.concatenate(over).reshape(-1) if over else np.zeros(0, np.int64)
+            sent = np.zeros(size, np.int64) if counts is None else \
+                np.maximum(counts - fit, 0) * width
+            more = t.alltoallv_array(send, sent,
                                      np.maximum(recv - fit, 0) * width).reshape(-1, width)
-            parts, at = [], 0
-            for src in range(size):
-                parts.append(inl[src, :cap[src]])
-                extra = int(recv[src] - cap[src])
-                parts.append(more[at:at + extra])
-                at += extra
-            return np.concatenate(parts), got
-        src = np.repeat(np.arange(size), cap)
-        nth = np.arange(len(src)) - (np.cumsum(cap) - cap)[src]
-        return inl[src, nth], got
+        parts, at = [], 0
+        nz = np.flatnonzero(recv)
+        for src, c in zip(nz.tolist(), recv[nz].tolist(), strict=True):
+            k = min(c, fit)
+            parts.append(got[src, _FIELDS:_FIELDS + k * width].reshape(k, width))
+            if c > k:
+                parts.append(more[at:at + c - k])
+                at += c - k
+        if not parts:
+            return np.zeros((0, width), np.int64), got
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), got
 
     def fail(self) -> None:
         """This rank failed: tell the others in the step they are waiting in (the
