@@ -13,6 +13,7 @@ from compensate.engine.run import EngineOptions, approximate
 from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.model import TraceError
+from compensate.parallel import exchange
 from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import run_threads
@@ -128,14 +129,19 @@ def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path):
     assert isinstance(errors[1], RemoteFailure) and errors[1].rank == 0
 
 
+@pytest.mark.parametrize("inline", [True, False])
 @pytest.mark.parametrize("width", [2, 3])
-def test_a_step_delivers_rows_by_source_in_order_inline_or_not(width):
+def test_a_step_delivers_rows_by_source_in_order_inline_or_not(width, inline, monkeypatch):
     """Exchange._step on 3 thread ranks: rank s sends rank d 3 * s * d rows (0 to 12:
     a setup step's first 6 requests fit its header inline, a round's first 4 values;
     rank 0 receives nothing but must still join the others' Alltoallv), each row
     naming (source, destination, its number); the rows sent to one rank are
     interleaved, so the stable grouping by destination is tested. Every rank gets
-    its rows by source, in the order sent, whether inline or in the Alltoallv."""
+    its rows by source, in the order sent, whether inline or in the Alltoallv
+    (``inline`` False: as above 256 ranks, no row inline, every row in it)."""
+    if not inline:
+        monkeypatch.setattr(exchange, "inline_words", lambda size: 0)
+
     def body(t):
         rows, dest = [], []
         for i in range(3 * t.rank * (t.size - 1)):
