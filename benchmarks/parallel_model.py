@@ -9,10 +9,11 @@ each rank's CPU seconds and peak resident set, and the summary's ``parallel``
 counts (records, ghost records, anchors, rounds, values, bytes, seconds per phase
 per rank; docs/parallel.md). P = 1 is ``mpiexec -n 1 compensate --mpi`` (the
 distributed path on one rank, so that its phases are timed the same way); the
-one-process ``--in-memory`` run is printed beside it. Two microbenchmarks: one
-replay round's ``alltoall`` under ``mpiexec -n 2`` (empty, and carrying values),
-and pickling one destination's empty payload in one process (mpi4py pickles each
-of the P items of an ``alltoall``).
+one-process ``--in-memory`` run is printed beside it. Microbenchmarks: one replay
+round under ``mpiexec -n 2`` as the exchange does it (an ``Alltoall`` of an int64
+header and an ``Alltoallv`` of the values' rows; nothing sent, one value, 10^4),
+and beside it the version before (mpi4py's pickling ``alltoall``); the Python work
+of a round per destination, in one process.
 
 COMPUTED (one process, exact for the given trace): the replay's rounds for any
 ownership, from the engine's dependency graph (:func:`replay_rounds`: the depth of
@@ -114,36 +115,74 @@ def _child(args: list[str]) -> None:
 
 
 def _alltoall_child(out: str) -> None:
-    """Under mpiexec: seconds per replay-shaped ``alltoall`` (status + three arrays per
-    destination), empty and carrying 10^4 values to the other rank."""
+    """Under mpiexec: seconds per replay round at P = 2, as the exchange does it
+    (:meth:`compensate.parallel.exchange.Exchange._step` over :class:`MpiTransport`:
+    an ``Alltoall`` of the int64 header, then an ``Alltoallv`` of (location, record,
+    value) rows unless nobody sends anything): nothing sent, one value and 10^4 values
+    to the other rank. Beside it the version before (issue #21): mpi4py's pickling
+    ``alltoall`` of a status tuple and three arrays per destination, empty and 10^4."""
     from mpi4py import MPI
+
+    from compensate.parallel.exchange import Exchange
+    from compensate.parallel.transport import MpiTransport
     comm = MPI.COMM_WORLD
-    p = comm.Get_size()
+    p, me = comm.Get_size(), comm.Get_rank()
 
     def payload(n: int):
         return [(("ok", False, n), (np.zeros(n, np.int64), np.zeros(n, np.int64),
                                     np.zeros(n))) for _ in range(p)]
 
-    res = {}
+    res: dict[str, float] = {}
     for n, reps in ((0, 2000), (10000, 200)):
         items = payload(n)
         comm.Barrier()
         t = time.perf_counter()
         for _ in range(reps):
             comm.alltoall(items)
-        res[n] = (time.perf_counter() - t) / reps
-    if comm.Get_rank() == 0:
+        res[f"pickled {n}"] = (time.perf_counter() - t) / reps
+    ex = Exchange(MpiTransport(), {})
+    for n, reps in ((0, 5000), (1, 5000), (10000, 500)):
+        rows = np.zeros((n, 3), np.int64)
+        dest = np.full(n, (me + 1) % p, np.int64)
+        comm.Barrier()
+        t = time.perf_counter()
+        for _ in range(reps):
+            ex._step(rows, dest)
+        res[f"buffers {n}"] = (time.perf_counter() - t) / reps
+    if me == 0:
         Path(out).write_text(json.dumps(res))
 
 
 def _slot_seconds() -> float:
-    """Pickling and unpickling one destination's empty round payload (seconds)."""
+    """Pickling and unpickling one destination's empty round payload (seconds): the
+    per-destination cost of the version before (mpi4py's lowercase ``alltoall``)."""
     item = (("ok", False, 0), (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)))
     reps = 20000
     t = time.perf_counter()
     for _ in range(reps):
         pickle.loads(pickle.dumps(item, protocol=5))
     return (time.perf_counter() - t) / reps
+
+
+def _buffer_slot_seconds(p: int = 4096) -> float:
+    """What a round of the buffer exchange costs per destination in Python: the
+    header's row and the counts and displacements handed to ``Alltoallv`` (built for
+    ``p`` destinations in one process, divided by ``p``). MPI's own per-destination
+    cost (MPICH's ``Alltoallv`` posts one send and receive per rank with data) is not
+    measurable on 2 cores and not in it."""
+    reps = 200
+    dest = np.arange(8, dtype=np.int64) % p
+    t = time.perf_counter()
+    for _ in range(reps):
+        counts = np.bincount(dest, minlength=p)
+        head = np.empty((p, 3), np.int64)
+        head[:, 0], head[:, 1], head[:, 2] = 0, counts, len(dest)
+        c = (counts * 3)
+        np.concatenate(([0], np.cumsum(c)[:-1])).tolist()
+        c.tolist()
+        np.concatenate(([0], np.cumsum(c)[:-1])).tolist()
+        c.tolist()
+    return (time.perf_counter() - t) / reps / p
 
 
 def _trace(workdir: Path, records: float) -> tuple[Path, Path, int]:
@@ -208,7 +247,8 @@ def predict(c: dict, n_total: float, procs: int, p: int, iterations: float,
         # latency and 2 items per hop of the chain; termination is detected once at
         # the end (log2 p latencies)
         per_round, once = c["alpha"] + 2 * c["slot"], c["alpha"] * math.log2(p)
-    else:  # alltoall: MPICH's log2 p steps for small items + pickling the p items
+    else:  # a collective round: the header's Alltoall in MPICH's log2 p steps (small
+        # items), the Alltoallv, and the Python work per destination (header row, counts)
         per_round, once = c["alpha"] * max(1.0, math.log2(p)) + c["slot"] * p, 0.0
     critical = rounds * per_round
     exchange = critical + once + values * c["beta"]
@@ -296,11 +336,15 @@ def main() -> None:
     res = workdir / "alltoall.json"
     subprocess.run([mpiexec, "-n", "2", sys.executable, __file__, "--alltoall", str(res)],
                    check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    a2a = {int(k): v for k, v in json.loads(res.read_text()).items()}
-    slot = _slot_seconds()
-    print(f"\nMEASURED microbenchmarks: one replay-shaped alltoall at P = 2: "
-          f"{a2a[0] * 1e6:.1f} us empty, {a2a[10000] * 1e6:.0f} us with 10^4 values; "
-          f"pickle+unpickle of one destination's empty payload: {slot * 1e6:.2f} us")
+    a2a = json.loads(res.read_text())
+    pickled_slot, slot = _slot_seconds(), _buffer_slot_seconds()
+    print("\nMEASURED microbenchmarks: one replay round at P = 2 (exchange step: Alltoall "
+          f"of the header + Alltoallv): {a2a['buffers 0'] * 1e6:.1f} us nothing sent, "
+          f"{a2a['buffers 1'] * 1e6:.1f} us one value, {a2a['buffers 10000'] * 1e6:.0f} us "
+          f"10^4 values; Python per destination {slot * 1e9:.0f} ns")
+    print(f"  before (mpi4py's pickling alltoall): {a2a['pickled 0'] * 1e6:.1f} us empty, "
+          f"{a2a['pickled 10000'] * 1e6:.0f} us with 10^4 values; pickle+unpickle of one "
+          f"destination's empty payload: {pickled_slot * 1e6:.2f} us")
 
     # fitting (P = 2 runs for the per-record costs of a rank: the current version's
     # phases over own or whole-trace records as each phase works today)
@@ -323,9 +367,10 @@ def main() -> None:
             ph(r, "replay") - r["par"]["replay"]["collective_seconds"][0] for r in two]),
         "times": _fit([r["par"]["records"][0] for r in runs], [ph(r, "times") for r in runs]),
         "verify": _fit([r["records"] for r in runs], [ph(r, "verify") for r in runs]),
-        "beta": (a2a[10000] - a2a[0]) / 1e4, "slot": slot,
-        # the latency of a round without the pickling of its 2 items
-        "alpha": a2a[0] - 2 * slot if a2a[0] > 4 * slot else a2a[0] / 2,
+        "beta": (a2a["buffers 10000"] - a2a["buffers 1"]) / 1e4, "slot": slot,
+        # the latency of a round that carries values (header + Alltoallv) without
+        # its 2 destinations' Python work
+        "alpha": a2a["buffers 1"] - 2 * slot,
     }
     # the command's own start-up and what is not in a phase (interpreter, imports,
     # writing): the intercept of wall - phases over the P = 1 runs
@@ -352,9 +397,9 @@ def main() -> None:
             ("times", "s/own record", "phase 'times'"),
             ("verify", "s/record verified", "phase 'verify' (rank 0)"),
             ("write", "s/own record", "wall - phases at P = 1, slope (write, rest)"),
-            ("alpha", "s/round", "empty alltoall at P = 2 - 2 slots"),
-            ("beta", "s/value", "alltoall with 10^4 values at P = 2"),
-            ("slot", "s/destination", "pickle+unpickle of an empty payload"),
+            ("alpha", "s/round", "a round with 1 value at P = 2 - 2 slots"),
+            ("beta", "s/value", "a round with 10^4 values at P = 2"),
+            ("slot", "s/destination", "a round's Python work per destination"),
             ("mib0", "MiB", "peak per rank, intercept"),
             ("mib_per_record", "MiB/record held", "peak per rank, slope"),
             ("rounds_per_iteration", "", "computed critical path, P = 16"),

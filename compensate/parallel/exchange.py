@@ -14,14 +14,18 @@ are bit-identical.
 
 * **Setup** (:meth:`Exchange.start`): each rank lists the ghost records its own
   dependent records read (the fast path's send, every generic rule's ``needs``) and
-  sends each owner its list, (locations, records) as numpy arrays, in one
-  ``alltoall``. The owner gives the anchor of each requested record a waiter list,
-  so that computing it takes the engine's wake-up path and :meth:`Exchange.computed`
-  queues it.
+  sends each owner its list, (location, record) rows of an int64 buffer, in one
+  exchange step (:meth:`Exchange._step`). The owner gives the anchor of each
+  requested record a waiter list, so that computing it takes the engine's wake-up
+  path and :meth:`Exchange.computed` queues it.
 * **Rounds** (:meth:`Exchange.round`): when the engine has nothing runnable, the rank
-  sends every queued value to the ranks that asked for it (one packed triple of
-  numpy arrays per destination) and takes what the others sent, in one ``alltoall``
-  that also carries every rank's status (failed, done, values sent). Then every rank
+  sends every queued value to the ranks that asked for it and takes what the others
+  sent, in one exchange step: an ``Alltoall`` of a small int64 header (per
+  destination: status, how many values, how many this rank sends in all), then an
+  ``Alltoallv`` of (location, record, the value's 8 bytes) rows of one int64 buffer,
+  skipped by every rank when nobody sends anything. Nothing is pickled (mpi4py's
+  buffer API; issue #21 measured the pickled ``alltoall`` at 67–205 µs a round at
+  P = 2, docs/performance.md). Then every rank
   knows the same thing: nothing sent by anybody — finished (if somebody is not done,
   the dependencies form a cycle: the one-process run's "can never be reached" error,
   raised by the rank of the first waiting location); a rank failed — every rank stops
@@ -50,6 +54,26 @@ def ghost_pins(trace: Any, owner: dict[int, int], rank: int) -> dict[int, tuple]
     (:meth:`Exchange.ghosts`) and ignores pins on them. Kept for callers of the first
     version, which pinned every ghost record (an anchor and a Python float each)."""
     return {}
+
+
+#: an exchange step's header, one row per destination (:meth:`Exchange._step`):
+#: status, the rows this rank sends that destination, the rows it sends in all, the
+#: rows of them that did not fit inline, then the first rows for that destination
+#: inline (:func:`inline_words` int64 words)
+_FIELDS = 4
+_OK, _FAILED = 0, 1
+#: up to this many ranks a step's header carries rows inline (see inline_words)
+INLINE_RANKS = 256
+
+
+def inline_words(size: int) -> int:
+    """The int64 words of rows each header row carries inline at ``size`` ranks: 12
+    (four values of a round, six requests of the setup) up to :data:`INLINE_RANKS`
+    ranks, none above (the header then costs each rank 32 bytes per rank). A round
+    whose rows all fit is one ``Alltoall``; issue #21's stencil sends 1.3 values a
+    round per rank. The same on every rank and for every step (a failing rank's
+    header must match the step the others wait in)."""
+    return 12 if size <= INLINE_RANKS else 0
 
 
 class RemoteFailure(Exception):
@@ -88,24 +112,73 @@ class Exchange:
         self._pos: dict[int, int] = {}
 
     # -- collective steps ------------------------------------------------------------
-    def _alltoall(self, payloads: list[Any], status: tuple = ()) -> list[tuple[tuple, Any]]:
-        """One ``alltoall`` of ``(status, payload)``; RemoteFailure if any rank failed."""
+    def _step(self, rows: np.ndarray, dest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One exchange step, nothing pickled: ``rows`` (n, width) int64 go to the
+        ranks ``dest`` (n,). An ``Alltoall`` of the header (one row per destination:
+        status, how many rows for it, how many in all, how many did not fit inline,
+        and the first :func:`inline_words` words of its rows), then, only if some
+        rank's rows did not all fit (every rank sees the same totals, so all call it
+        or none), an ``Alltoallv`` of the rest. Returns the rows received, by source
+        rank and in the order sent, and the header received (row ``r`` from rank
+        ``r``). RemoteFailure if any rank failed."""
         t = self.transport
-        got = t.alltoall([(("ok", *status), p) for p in payloads])
-        for rank, (st, _) in enumerate(got):
-            if st[0] == "failed":
-                self.finished = True
-                raise RemoteFailure(rank)
-        return got
+        size, n, width = t.size, len(dest), rows.shape[1]
+        words = inline_words(size)
+        fit = words // width  # rows inline per destination
+        head = np.zeros((size, _FIELDS + words), np.int64)  # status _OK (0)
+        counts: np.ndarray | None = None
+        over: list[np.ndarray] = []
+        if n:  # (slices, not fancy indexing of the rows: 20x faster for 10^4 rows)
+            if n > 1 and bool(np.any(dest[1:] < dest[:-1])):
+                order = np.argsort(dest, kind="stable")
+                rows, dest = np.take(rows, order, axis=0), dest[order]
+            counts = np.bincount(dest, minlength=size)
+            lo = 0
+            nz = np.flatnonzero(counts)
+            for d, c in zip(nz.tolist(), counts[nz].tolist(), strict=True):
+                k = min(c, fit)
+                head[d, _FIELDS:_FIELDS + k * width] = rows[lo:lo + k].reshape(-1)
+                if c > k:
+                    over.append(rows[lo + k:lo + c])
+                lo += c
+            head[:, 1] = counts
+            head[:, 2] = n
+            head[:, 3] = n - min(n, sum(min(c, fit) for c in counts.tolist()))
+        got = t.alltoall_array(head)
+        if got[:, 0].any():
+            self.finished = True
+            raise RemoteFailure(int(np.flatnonzero(got[:, 0] != _OK)[0]))
+        recv = got[:, 1]
+        more = None
+        if got[:, 3].any():  # (the same on every rank: each one's overflow in all)
+            send = np.concatenate(over).reshape(-1) if over else np.zeros(0, np.int64)
+            sent = np.zeros(size, np.int64) if counts is None else \
+                np.maximum(counts - fit, 0) * width
+            more = t.alltoallv_array(send, sent,
+                                     np.maximum(recv - fit, 0) * width).reshape(-1, width)
+        parts, at = [], 0
+        nz = np.flatnonzero(recv)
+        for src, c in zip(nz.tolist(), recv[nz].tolist(), strict=True):
+            k = min(c, fit)
+            parts.append(got[src, _FIELDS:_FIELDS + k * width].reshape(k, width))
+            if c > k:
+                parts.append(more[at:at + c - k])
+                at += c - k
+        if not parts:
+            return np.zeros((0, width), np.int64), got
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), got
 
     def fail(self) -> None:
-        """This rank failed: tell the others in the round they are waiting in (a
-        no-op once the rounds are over; the driver's next agreement carries it)."""
+        """This rank failed: tell the others in the step they are waiting in (the
+        header of a setup or round step; a no-op once the rounds are over, the
+        driver's next agreement carries it)."""
         if self.finished:
             return
         self.finished = True
         t = self.transport
-        t.alltoall([(("failed",), None)] * t.size)
+        head = np.zeros((t.size, _FIELDS + inline_words(t.size)), np.int64)
+        head[:, 0] = _FAILED
+        t.alltoall_array(head)
 
     # -- the engine's hooks ---------------------------------------------------------
     def ghosts(self, trace: Any) -> list[int]:
@@ -149,18 +222,21 @@ class Exchange:
         self.expected = int(w.size)
         locs = np.asarray(g.loc_ids, dtype=np.int64)[g.anchor_loc[w]] if w.size else w
         recs = g.anchor_rec[w] if w.size else w
-        wr = anchor_rank[w]
-        got = self._alltoall([(locs[wr == r], recs[wr == r]) for r in range(size)])
-        for rank, (_, (asked_locs, asked_recs)) in enumerate(got):
-            for loc, idx in zip(asked_locs.tolist(), asked_recs.tolist(), strict=True):
-                # the value a remote rule reads: A[anchor] + offset, as Graph.ref
-                k, offset = g.ref(g.pos_of[loc], idx)
-                if k not in self._dest:
-                    waiters.setdefault(k, [])
-                    self._dest[k] = []
-                    if not math.isnan(A[k]):  # known from the start (a first record)
-                        self._out.append(k)
-                self._dest[k].append((rank, loc, idx, offset))
+        rows = np.empty((len(w), 2), np.int64)
+        if w.size:
+            rows[:, 0], rows[:, 1] = locs, recs
+        asked, head = self._step(rows, anchor_rank[w])
+        source = np.repeat(np.arange(size), head[:, 1]).tolist()
+        for rank, loc, idx in zip(source, asked[:, 0].tolist(), asked[:, 1].tolist(),
+                                  strict=True):
+            # the value a remote rule reads: A[anchor] + offset, as Graph.ref
+            k, offset = g.ref(g.pos_of[loc], idx)
+            if k not in self._dest:
+                waiters.setdefault(k, [])
+                self._dest[k] = []
+                if not math.isnan(A[k]):  # known from the start (a first record)
+                    self._out.append(k)
+            self._dest[k].append((rank, loc, idx, offset))
 
     def computed(self, k: int) -> None:
         """Anchor ``k`` was computed; queue it if other ranks asked for a record of
@@ -171,44 +247,38 @@ class Exchange:
     def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
         """Send the queued values, take the others'; the ghost anchors that arrived
         (their values are in ``A``). Sets :attr:`finished` when nothing moves any more."""
-        t = self.transport
-        ends = self._a_end
-        done = all(cur[li] >= ends[li] for li in self._owned) and \
-            self.received >= self.expected
-        batches: list[tuple[list[int], list[int], list[float]]] = [
-            ([], [], []) for _ in range(t.size)]
+        dests: list[int] = []
+        locs: list[int] = []
+        recs: list[int] = []
+        vals: list[float] = []
         for k in self._out:
             a = A[k]
             for rank, loc, idx, offset in self._dest[k]:
-                b = batches[rank]
-                b[0].append(loc)
-                b[1].append(idx)
-                b[2].append(a + offset)
+                dests.append(rank)
+                locs.append(loc)
+                recs.append(idx)
+                vals.append(a + offset)
         self._out = []
-        payloads = []
-        n = 0
-        for locs, recs, vals in batches:
-            payloads.append((np.asarray(locs, dtype=np.int64), np.asarray(recs, dtype=np.int64),
-                             np.asarray(vals, dtype=np.float64)))
-            n += len(locs)
+        n = len(dests)
+        rows = np.empty((n, 3), np.int64)
+        if n:  # (location, record, the value's 8 bytes): one int64 buffer
+            rows[:, 0], rows[:, 1] = locs, recs
+            rows[:, 2] = np.asarray(vals, dtype=np.float64).view(np.int64)
         self.sent += n
         self.rounds += 1
-        got = self._alltoall(payloads, (done, n))
+        got, head = self._step(rows, np.asarray(dests, dtype=np.int64))
         arrived: list[int] = []
-        g = self._graph
-        for _, (locs, recs, vals) in got:
-            if not len(locs):
-                continue
+        if len(got):
+            g = self._graph
             # each record asked for is an anchor of its own on this rank (Graph.set_rules)
-            pos = np.array([self._pos[loc] for loc in locs.tolist()], dtype=np.int64)
-            ks = g.anchor_of(g.off[pos] + recs).tolist()
-            for k, v in zip(ks, vals.tolist(), strict=True):
+            pos = np.array([self._pos[loc] for loc in got[:, 0].tolist()], dtype=np.int64)
+            ks = g.anchor_of(g.off[pos] + got[:, 1]).tolist()
+            for k, v in zip(ks, got[:, 2].view(np.float64).tolist(), strict=True):
                 A[k] = v
-            arrived.extend(ks)
+            arrived = ks
         self.received += len(arrived)
-        total = sum(st[2] for st, _ in got)
-        if total == 0:  # nothing moves any more: done, or a cycle (the engine's
-            self.finished = True  # parked check names it on each waiting rank)
+        if not head[:, 2].any():  # nothing moves any more: done, or a cycle (the
+            self.finished = True  # engine's parked check names it on each waiting rank)
         return arrived
 
     def reduce(self, g: Graph, stats: Any, base: dict[str, int],
@@ -236,7 +306,7 @@ class Exchange:
                 dict(stats.overcompensated_by_kind), stats.overcompensated_max_s,
                 stats.buffer_flushes, flush,
                 None if waiting is None else g.loc_ids[waiting])
-        got = [p for _, p in self._alltoall([mine] * t.size)]
+        got = t.allgather(mine)
         # after a cycle: the first location (in the trace's order) still waiting
         order = {loc: i for i, loc in enumerate(g.loc_ids)}
         stuck = [(order[d[6]], rank) for rank, d in enumerate(got) if d[6] is not None]

@@ -1,12 +1,19 @@
-"""How ranks talk: the three collective operations the distributed run needs.
+"""How ranks talk: the collective operations the distributed run needs.
 
-:class:`Transport` is the interface (rank, size, ``alltoall``, ``allgather``);
+:class:`Transport` is the interface (rank, size, ``alltoall``, ``allgather`` of
+Python objects; ``alltoall_array``, ``alltoallv_array`` of int64 buffers);
 :class:`MpiTransport` implements it over mpi4py's ``COMM_WORLD`` (the ``[mpi]``
 extra: the MPICH wheel, no system MPI), :class:`ThreadTransport` over ``P`` threads
 of one process with a barrier, so that the test suite checks the distributed run
-without ``mpiexec``. Payloads are Python objects holding packed numpy arrays
-(:mod:`compensate.parallel.exchange` sends one pair of arrays per destination and
-round, never one message per value); mpi4py pickles them with protocol 5.
+without ``mpiexec``.
+
+Two kinds of call. The object calls (``alltoall``, ``allgather``) take Python
+objects, which mpi4py pickles (protocol 5): used once per phase (ghost columns,
+statuses, the summary's counts). The buffer calls take numpy int64 arrays and go
+through mpi4py's buffer API (``Alltoall``, ``Alltoallv``), nothing pickled: the
+forward replay's rounds (:mod:`compensate.parallel.exchange`), thousands per run,
+where mpi4py's lowercase ``alltoall`` cost 35 µs a destination to pickle and
+unpickle even an empty payload (docs/performance.md, issue #21).
 
 Why collectives only (no point-to-point ``send``/``receive any``): the forward
 replay advances in rounds (:mod:`compensate.parallel.exchange`), each one
@@ -84,6 +91,26 @@ class Transport:
         """Every rank's ``item``, by rank."""
         raise NotImplementedError
 
+    def alltoall_array(self, send: np.ndarray) -> np.ndarray:
+        """``send`` int64 of shape (size, k): row ``r`` goes to rank ``r``. Returns
+        the (size, k) rows the ranks sent to this one, by rank (every rank the same
+        ``k``)."""
+        raise NotImplementedError
+
+    def alltoallv_array(self, send: np.ndarray, counts: np.ndarray,
+                        recv_counts: np.ndarray) -> np.ndarray:
+        """``send`` 1-D int64, the blocks for rank 0, 1, ... one after the other,
+        ``counts[r]`` items for rank ``r``; returns the blocks from each rank, by
+        rank, concatenated (``recv_counts[r]`` items from rank ``r``: the counts the
+        ranks sent beforehand, e.g. with :meth:`alltoall_array`)."""
+        raise NotImplementedError
+
+    def _array_bytes(self, send: np.ndarray, counts: np.ndarray | None = None) -> int:
+        """The bytes of a buffer call's data for the other ranks."""
+        if counts is None:  # one row per rank
+            return int(send.nbytes - send[self.rank].nbytes)
+        return int((int(np.sum(counts)) - int(counts[self.rank])) * send.itemsize)
+
 
 class MpiTransport(Transport):
     """mpi4py's ``COMM_WORLD`` (imported only when a distributed run starts)."""
@@ -108,6 +135,35 @@ class MpiTransport(Transport):
         self._count(nbytes, start)
         return got
 
+    def alltoall_array(self, send: np.ndarray) -> np.ndarray:
+        from mpi4py import MPI
+
+        send = np.ascontiguousarray(send, dtype=np.int64)
+        recv = np.empty_like(send)
+        nbytes, start = self._array_bytes(send), time.perf_counter()
+        self.comm.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T])
+        self._count(nbytes, start)
+        return recv
+
+    def alltoallv_array(self, send: np.ndarray, counts: np.ndarray,
+                        recv_counts: np.ndarray) -> np.ndarray:
+        from mpi4py import MPI
+
+        send = np.ascontiguousarray(send, dtype=np.int64)
+        counts, recv_counts = np.asarray(counts), np.asarray(recv_counts)
+        recv = np.empty(int(recv_counts.sum()), dtype=np.int64)
+        displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        rdispls = np.concatenate(([0], np.cumsum(recv_counts)[:-1]))
+        nbytes, start = self._array_bytes(send, counts), time.perf_counter()
+        self.comm.Alltoallv([send, (counts.tolist(), displs.tolist()), MPI.INT64_T],
+                            [recv, (recv_counts.tolist(), rdispls.tolist()), MPI.INT64_T])
+        self._count(nbytes, start)
+        return recv
+
+
+#: seconds a thread rank waits for the others in one collective call
+BARRIER_TIMEOUT = 120.0
+
 
 class _Shared:
     """The slots and barrier ``P`` :class:`ThreadTransport` ranks share."""
@@ -115,7 +171,9 @@ class _Shared:
     def __init__(self, size: int) -> None:
         self.size = size
         self.slots: list[Any] = [None] * size
-        self.barrier = threading.Barrier(size)
+        # a rank that skips a collective the others call (a bug) breaks the barrier
+        # after BARRIER_TIMEOUT instead of hanging the test suite
+        self.barrier = threading.Barrier(size, timeout=BARRIER_TIMEOUT)
 
 
 class ThreadTransport(Transport):
@@ -142,6 +200,28 @@ class ThreadTransport(Transport):
     def allgather(self, item: Any) -> list[Any]:
         nbytes, start = payload_bytes(item) * (self.size - 1), time.perf_counter()
         got = self._exchange(item)
+        self._count(nbytes, start)
+        return got
+
+    def alltoall_array(self, send: np.ndarray) -> np.ndarray:
+        send = np.asarray(send, dtype=np.int64)
+        nbytes, start = self._array_bytes(send), time.perf_counter()
+        got = np.stack([rows[self.rank] for rows in self._exchange(send)])  # a copy
+        self._count(nbytes, start)
+        return got
+
+    def alltoallv_array(self, send: np.ndarray, counts: np.ndarray,
+                        recv_counts: np.ndarray) -> np.ndarray:
+        send, counts = np.asarray(send, dtype=np.int64), np.asarray(counts)
+        nbytes, start = self._array_bytes(send, counts), time.perf_counter()
+        me = self.rank
+        blocks = []
+        for buf, cnt in self._exchange((send, counts)):
+            lo = int(np.sum(cnt[:me]))
+            blocks.append(buf[lo:lo + int(cnt[me])])
+        got = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)  # a copy
+        if len(got) != int(np.sum(recv_counts)):
+            raise ValueError("alltoallv_array: the receive counts disagree with the sends")
         self._count(nbytes, start)
         return got
 

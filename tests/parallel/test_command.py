@@ -230,7 +230,8 @@ def test_the_summary_counts_of_the_hand_computed_three_location_case(tmp_path):
     (record 4). Rounds: round 1 carries loc 2's first send (known from the start),
     round 2 loc 0's send (computed from it), round 3 loc 2's second send, round 4
     moves nothing and ends the replay. The replay's collectives: the setup, 4
-    rounds, the statistics' reduction and the phase agreement."""
+    rounds (each one Alltoall: their few values fit in its header), the statistics'
+    reduction and the phase agreement."""
     data = Path(__file__).parent / "data" / "three_locations.trace"
     plat = next(x for x in data.read_text().splitlines() if x.startswith("# platform:"))
     (tmp_path / "platform.json").write_text(plat.split(":", 1)[1])

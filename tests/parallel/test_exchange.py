@@ -13,27 +13,28 @@ from compensate.engine.run import EngineOptions, approximate
 from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.model import TraceError
+from compensate.parallel import exchange
 from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
 from compensate.parallel.ownership import owners
-from compensate.parallel.transport import ThreadTransport, run_threads
+from compensate.parallel.transport import run_threads
 from compensate.platform import Platform
 
 DATA = Path(__file__).parent / "data"
 
 
-class Recording(ThreadTransport):
-    """A thread rank that notes the anchor values it sends in each round."""
+class Recording(Exchange):
+    """An exchange that notes the anchor values its rank sends in each round."""
 
-    def __init__(self, inner: ThreadTransport, log: list) -> None:
-        super().__init__(inner.shared, inner.rank)
+    def __init__(self, transport, owner, log: list) -> None:
+        super().__init__(transport, owner)
         self.log = log
 
-    def alltoall(self, items):
-        for dest, (status, payload) in enumerate(items):
-            if len(status) == 3 and len(payload[0]):  # a round's (locations, records, values)
-                for loc, idx, v in zip(*(x.tolist() for x in payload), strict=True):
-                    self.log.append((self.rank, dest, (loc, idx), v))
-        return super().alltoall(items)
+    def _step(self, rows, dest):
+        if rows.shape[1] == 3:  # a round's (location, record, value bits) rows
+            for d, (loc, idx, bits) in zip(dest.tolist(), rows.tolist(), strict=True):
+                v = float(np.int64(bits).view(np.float64))
+                self.log.append((self.transport.rank, d, (loc, idx), v))
+        return super()._step(rows, dest)
 
 
 def load(name: str):
@@ -61,7 +62,7 @@ def test_three_locations_on_two_ranks_exchange_the_hand_computed_values():
     log: list = []
 
     def body(t):
-        ex = Exchange(Recording(t, log), owner)
+        ex = Recording(t, owner, log)
         ghosts = ghost_pins(trace, owner, t.rank)
         approx, _, _ = approximate(trace, platform, opts, matching, pins=ghosts, exchange=ex)
         return {loc: approx[loc] for loc in trace.events if owner[loc] == t.rank}, ex
@@ -126,3 +127,32 @@ def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path):
     run_threads(2, body)
     assert isinstance(errors[0], TraceError) and str(errors[0]) == str(one.value)
     assert isinstance(errors[1], RemoteFailure) and errors[1].rank == 0
+
+
+@pytest.mark.parametrize("inline", [True, False])
+@pytest.mark.parametrize("width", [2, 3])
+def test_a_step_delivers_rows_by_source_in_order_inline_or_not(width, inline, monkeypatch):
+    """Exchange._step on 3 thread ranks: rank s sends rank d 3 * s * d rows (0 to 12:
+    a setup step's first 6 requests fit its header inline, a round's first 4 values;
+    rank 0 receives nothing but must still join the others' Alltoallv), each row
+    naming (source, destination, its number); the rows sent to one rank are
+    interleaved, so the stable grouping by destination is tested. Every rank gets
+    its rows by source, in the order sent, whether inline or in the Alltoallv
+    (``inline`` False: as above 256 ranks, no row inline, every row in it)."""
+    if not inline:
+        monkeypatch.setattr(exchange, "inline_words", lambda size: 0)
+
+    def body(t):
+        rows, dest = [], []
+        for i in range(3 * t.rank * (t.size - 1)):
+            for d in range(t.size):
+                if i < 3 * t.rank * d:
+                    rows.append([t.rank, d, i] if width == 3 else [t.rank, 100 * d + i])
+                    dest.append(d)
+        got, _ = Exchange(t, {})._step(np.array(rows, np.int64).reshape(-1, width),
+                                       np.array(dest, np.int64))
+        return got.tolist()
+
+    for me, got in enumerate(run_threads(3, body)):
+        assert got == [[s, me, i] if width == 3 else [s, 100 * me + i]
+                       for s in range(3) for i in range(3 * s * me)]
