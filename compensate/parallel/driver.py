@@ -244,7 +244,8 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     lap("times")
     # each rank verifies the dependencies it owns, with the other ends' rounded times
     # from their owners; rank 0 gets the reduced findings (compensate/parallel/verification.py)
-    out, check = agreed(transport, verify_rank, transport, owner, trace, matching, times)
+    out, check = verify_rank(transport, owner, trace, matching, times,
+                             step=lambda f, *a: agreed(transport, f, *a))
     lap("verify")
     info = rank_info(trace, mine, exchange)
     info.update(replay=replay, seconds=seconds)

@@ -28,6 +28,8 @@ one-process run).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -97,42 +99,53 @@ def remote_reads(matching: Matching, own: set[int]) -> dict[int, np.ndarray]:
 
 
 def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
-                matching: Matching, times: dict[int, np.ndarray]) -> tuple[Trace, Verification
-                                                                           | None]:
+                matching: Matching, times: dict[int, np.ndarray],
+                step: Callable[..., Any] | None = None) -> tuple[Trace, Verification | None]:
     """Verify this rank's dependencies from its own locations' rounded ``times`` and
     the ghosts' rounded times their checks read (asked of their owners), and reduce
     every rank's findings: ``(verified trace, Verification)`` on rank 0 (the
     one-process run's), ``(verified trace, None)`` elsewhere. Collective: every
     rank calls it. The verified trace holds this rank's times, the ghosts' as
     requested and :data:`UNREAD` elsewhere (rank 0's also every location's first
-    and last record: the summary's span)."""
+    and last record: the summary's span). ``step(f, *args)`` runs each local part
+    between the collectives (the driver's ``agreed``: a rank failing there stops
+    every rank at the phase boundary instead of leaving them in an ``alltoall``)."""
     size, rank = transport.size, transport.rank
-    own = set(times)
-    needed = remote_reads(matching, own)
-    if rank == 0:  # the summary's approximated span: every location's first and last
-        for loc, ev in trace.events.items():
-            if loc not in own and len(ev):
-                ends = np.array([0, len(ev) - 1], dtype=np.int64)
-                needed[loc] = np.union1d(needed.get(loc, ends), ends)
-    asks: list[dict] = [{} for _ in range(size)]
-    for loc, idx in needed.items():
-        asks[owner[loc]][loc] = idx
+    run = step or (lambda f, *a: f(*a))
+
+    def ask() -> tuple[dict, list[dict]]:
+        needed = remote_reads(matching, set(times))
+        if rank == 0:  # the summary's approximated span: every location's first and last
+            for loc, ev in trace.events.items():
+                if loc not in times and len(ev):
+                    ends = np.array([0, len(ev) - 1], dtype=np.int64)
+                    needed[loc] = np.union1d(needed.get(loc, ends), ends)
+        asks: list[dict] = [{} for _ in range(size)]
+        for loc, idx in needed.items():
+            asks[owner[loc]][loc] = idx
+        return needed, asks
+
+    needed, asks = run(ask)
     asked = transport.alltoall(asks)
-    answers = transport.alltoall([{loc: times[loc][idx] for loc, idx in a.items()}
-                                  for a in asked])
-    columns = dict(times)
-    for got in answers:
-        for loc, values in got.items():
-            col = np.full(len(trace.events[loc]), UNREAD, dtype=np.int64)
-            col[needed[loc]] = values
-            columns[loc] = col
-    for loc, ev in trace.events.items():
-        if loc not in columns:
-            columns[loc] = np.full(len(ev), UNREAD, dtype=np.int64)
-    checked = trace.with_times(columns)
-    mine = verify(checked, matching, measured=trace, own=own)
+    answers = transport.alltoall(run(lambda: [
+        {loc: times[loc][idx] for loc, idx in a.items()} for a in asked]))
+
+    def check() -> tuple[Trace, Verification]:
+        columns = dict(times)
+        for got in answers:
+            for loc, values in got.items():
+                col = np.full(len(trace.events[loc]), UNREAD, dtype=np.int64)
+                col[needed[loc]] = values
+                columns[loc] = col
+        for loc, ev in trace.events.items():
+            if loc not in columns:
+                columns[loc] = np.full(len(ev), UNREAD, dtype=np.int64)
+        checked = trace.with_times(columns)
+        return checked, verify(checked, matching, measured=trace, own=set(times))
+
+    checked, mine = run(check)
     found = transport.alltoall([_portable(mine) if r == 0 else None for r in range(size)])
-    return checked, (merge(found) if rank == 0 else None)
+    return checked, run(lambda: merge(found) if rank == 0 else None)
 
 
 def _portable(v: Verification) -> dict:

@@ -158,3 +158,30 @@ def test_violations_across_ranks_are_reported_as_one_process_reports_them(
     assert par["verification"] == one["verification"]
     assert one["verification"]["messages"] == 1 and one["verification"]["collectives"] == 1
     assert not (tmp_path / "par.trace").exists()
+
+
+def test_a_rank_failing_while_verifying_stops_every_rank(monkeypatch):
+    """A rank whose checks raise (between the exchange's collectives) stops every
+    rank at the phase boundary: it raises its own error, the others RankFailed with
+    its line; nobody is left waiting in an alltoall."""
+    from compensate.parallel import driver, verification
+
+    sim = simulate("ring", ranks=4, seed=1, iterations=1)
+    real, seen = verification.verify, {}
+
+    def verify_(trace, matching, measured=None, own=None):
+        if 3 in own:  # rank 1 of 2 owns processes 2 and 3
+            raise RuntimeError("boom while verifying")
+        return real(trace, matching, measured=measured, own=own)
+
+    monkeypatch.setattr(verification, "verify", verify_)
+
+    def body(t):
+        try:
+            driver.run_rank(sim.measured, sim.platform, "lower", "uniform", None, t)
+        except Exception as exc:  # noqa: BLE001 - what each rank saw
+            seen[t.rank] = exc
+
+    run_threads(2, body)
+    assert isinstance(seen[1], RuntimeError)
+    assert isinstance(seen[0], driver.RankFailed) and "boom while verifying" in seen[0].line
