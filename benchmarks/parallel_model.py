@@ -23,8 +23,8 @@ nothing), checked against the measured rounds.
 MODELLED: the formulas in :func:`predict` with the fitted constants, for a
 weak-scaling trace (10^5 records per process, one process per rank) and a
 strong-scaling trace (10^9 records on 10^4 processes), for the current version
-(whole-location ghosts, verification on rank 0) and for the design's next steps
-(trimmed ghosts, verification by each rank, point-to-point rounds).
+(whole-location ghosts, each rank verifying its own dependencies) and for the
+design's next steps (trimmed ghosts, point-to-point rounds).
 
 Usage::
 
@@ -240,7 +240,7 @@ def predict(c: dict, n_total: float, procs: int, p: int, iterations: float,
     replay = c["replay"] * held if design or p == 1 else c["replay_now"] * n_total
     compute = (c["startup"] + c["read"] * own + c["ghosts"] * ghosts
                + c["match"] * held + replay + c["times"] * own
-               + c["write"] * own + c["verify"] * (own if design else n_total))
+               + c["write"] * own + c["verify"] * own)
     if p == 1:
         per_round, once = 0.0, 0.0
     elif p2p:  # a rank takes its neighbours' values when it is blocked: one message
@@ -307,7 +307,7 @@ def main() -> None:
                   f"{'/'.join(map(str, par['replay']['bytes_sent'])):>13}")
     print("\nMEASURED seconds per phase and rank (summary 'parallel.seconds')")
     phases = ["definitions", "read", "ghosts", "match", "setup", "replay", "times",
-              "gather", "verify"]
+              "verify"]
     print(f"{'records':>9} {'P':>2} " + " ".join(f"{ph:>11}" for ph in phases)
           + f" {'coll. s':>9}")
     for r in runs:
@@ -366,7 +366,7 @@ def main() -> None:
         "replay_now": _fit([r["records"] for r in two], [
             ph(r, "replay") - r["par"]["replay"]["collective_seconds"][0] for r in two]),
         "times": _fit([r["par"]["records"][0] for r in runs], [ph(r, "times") for r in runs]),
-        "verify": _fit([r["records"] for r in runs], [ph(r, "verify") for r in runs]),
+        "verify": _fit([r["par"]["records"][0] for r in runs], [ph(r, "verify") for r in runs]),
         "beta": (a2a["buffers 10000"] - a2a["buffers 1"]) / 1e4, "slot": slot,
         # the latency of a round that carries values (header + Alltoallv) without
         # its 2 destinations' Python work
@@ -395,7 +395,7 @@ def main() -> None:
             ("replay", "s/record held", "phase 'replay' at P = 1 (no waiting)"),
             ("replay_now", "s/record", "'replay' - collective s at P = 2 (ghost anchors)"),
             ("times", "s/own record", "phase 'times'"),
-            ("verify", "s/record verified", "phase 'verify' (rank 0)"),
+            ("verify", "s/own record", "phase 'verify' (each rank its own)"),
             ("write", "s/own record", "wall - phases at P = 1, slope (write, rest)"),
             ("alpha", "s/round", "a round with 1 value at P = 2 - 2 slots"),
             ("beta", "s/value", "a round with 10^4 values at P = 2"),
@@ -421,8 +421,8 @@ def main() -> None:
 
     print("\nMODELLED time and memory per rank (rank 0). WEAK: 10^5 records per process,"
           " one process per rank; STRONG: 10^9 records on 10^4 processes.")
-    print("  now = this version (whole-location ghosts, verify on rank 0, alltoall rounds);"
-          " design = trimmed ghosts, verify per rank, point-to-point hops;"
+    print("  now = this version (whole-location ghosts, verify per rank, alltoall rounds);"
+          " design = trimmed ghosts, point-to-point hops;"
           " a2a = design with alltoall rounds; crit = rounds x per-round cost")
     print(f"{'P':>6} | {'weak now s':>10} {'MiB':>8} | {'design s':>8} {'MiB':>5} "
           f"{'crit s':>7} | {'strong now s':>12} {'MiB':>8} | {'design s':>9} {'MiB':>8} "

@@ -71,13 +71,13 @@ def _probe(log: Path) -> None:
 
     with log.open("a") as f:
         f.write("start {:.0f} {:.0f}\n".format(*_memory()))
-    import compensate.verify as verify
+    import compensate.parallel.verification as verification
 
     wrap(formats, "read_trace", "read own locations")
     wrap(ghosts, "complete_trace", "complete_trace")
     wrap(driver, "match", "match")
     wrap(driver, "approximate", "replay")
-    wrap(verify, "verify", "verify (rank 0)")
+    wrap(verification, "verify_rank", "verify (each rank its own dependencies)")
     wrap(parts, "write_part", "write part")
 
 

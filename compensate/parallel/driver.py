@@ -6,10 +6,12 @@ the whole trace, so every rank computes the same matching and fit), evaluates th
 anchors of the locations it owns (:mod:`compensate.parallel.ownership`) while
 :mod:`compensate.parallel.exchange` carries the anchors that cross ranks, maps the
 METRIC samples of its locations and rounds their times (its :class:`RankOutput`'s
-``own``, which the command writes as this rank's part of the output), and sends
-the rounded times (not the records) to rank 0, which verifies and returns the same
-``(Result, Matching, FitOutcome, Verification)`` as the one-process pipeline
-(:func:`run_pipeline_parallel`: the other ranks return None).
+``own``, which the command writes as this rank's part of the output), and verifies
+the dependencies whose dependent end it owns (:mod:`compensate.parallel.verification`:
+the rounded times of the other ends come from their owners); the findings are
+reduced on rank 0, which returns the same ``(Result, Matching, FitOutcome,
+Verification)`` as the one-process pipeline (:func:`run_pipeline_parallel`: the
+other ranks return None) without holding any other rank's times.
 Each rank also returns its counts and phase seconds (:func:`rank_info`,
 :attr:`RankOutput.info`), which the command gathers into the summary's
 ``parallel`` for the cost model (docs/performance.md, issue #21).
@@ -117,7 +119,11 @@ class RankOutput:
     their compensated times (METRIC samples mapped, rounded, as the one-process run
     writes them; the payloads as read: this rank writes them); ``pipeline``, on rank
     0 the ``(result, matching, fit outcome, verification)`` of the one-process run,
-    else None."""
+    else None. Rank 0's ``result.trace`` holds its own locations' times; of the
+    others' only the records its verification read and each location's first and
+    last (the summary's span), the rest
+    :data:`compensate.parallel.verification.UNREAD` (:func:`run_in_threads` assembles
+    the whole output from every rank's ``own``)."""
 
     own: Trace
     pipeline: tuple | None
@@ -159,11 +165,12 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     rank's own locations by :func:`compensate.parallel.ghosts.complete_trace`
     (payloads only where the rank owns the location). ``owner`` (default:
     :func:`compensate.parallel.ownership.owners` by process count) says which rank
-    owns which location. Each rank maps the METRIC samples of its own locations and
-    rounds their times; rank 0 receives only the rounded times (and BufferFlush
-    sizes) of the others' locations, for verification and the summary."""
+    owns which location. Each rank maps the METRIC samples of its own locations,
+    rounds their times and verifies the dependencies it owns; rank 0 receives the
+    reduced findings (and of the others' times only the few its summary and its
+    own verification read)."""
     from compensate.engine.metrics import map_metric_samples
-    from compensate.verify import verify
+    from compensate.parallel.verification import verify_rank
 
     plat = platform or Platform(0.0)
     seconds: dict[str, float] = {}
@@ -230,30 +237,22 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
 
     if approx is None:
         own = own_events
-        part = None
+        times = {loc: trace.events[loc].time for loc in mine}
     else:
         times, sizes = agreed(transport, own_times)
         own = own_events.with_times(times, sizes)
-        part = (times, sizes)
     lap("times")
-    # verification and the summary on rank 0, from the others' rounded times only
-    # (their records stay with them: each writes its own locations)
-    parts = transport.alltoall([part if r == 0 else None for r in range(transport.size)])
-    lap("gather")
+    # each rank verifies the dependencies it owns, with the other ends' rounded times
+    # from their owners; rank 0 gets the reduced findings (compensate/parallel/verification.py)
+    out, check = verify_rank(transport, owner, trace, matching, times,
+                             step=lambda f, *a: agreed(transport, f, *a))
+    lap("verify")
     info = rank_info(trace, mine, exchange)
     info.update(replay=replay, seconds=seconds)
     if transport.rank != 0:
         return RankOutput(own, None, info)
 
     def finish():
-        if bound == "none":
-            out = trace
-        else:
-            times, sizes = {}, {}
-            for p in parts:
-                times.update(p[0])
-                sizes.update(p[1])
-            out = trace.with_times(times, sizes)
         stats.records = trace.record_count
         stats.locations = len(trace.events)
         stats.messages = len(matching.table)
@@ -261,19 +260,31 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
         stats.collective_instances = len(matching.instances)
         stats.unknown_collective_ops = matching.unknown_ops
         result = Result(out, stats, matching)
-        return result, matching, outcome, verify(out, matching, measured=trace)
+        return result, matching, outcome, check
 
-    pipeline = finish()
-    lap("verify")
-    return RankOutput(own, pipeline, info)
+    return RankOutput(own, finish(), info)
 
 
 def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: int,
                    collective_exit: str = "uniform", eager_limit: int | None = None,
                    strict: bool = False):
     """:func:`run_pipeline_parallel` on ``size`` thread ranks of this process (tests
-    and experiments without ``mpiexec``): rank 0's result."""
+    and experiments without ``mpiexec``): rank 0's result, its trace assembled from
+    every rank's own locations (which the command never gathers)."""
     from compensate.parallel.transport import run_threads
 
-    return run_threads(size, lambda t: run_pipeline_parallel(
-        trace, platform, bound, collective_exit, eager_limit, t, strict))[0]
+    return assemble(trace, run_threads(size, lambda t: run_rank(
+        trace, platform, bound, collective_exit, eager_limit, t, strict)))
+
+
+def assemble(trace: Trace, ranks: list[RankOutput]) -> tuple:
+    """Rank 0's pipeline with its result's trace made whole from every rank's own
+    locations (tests and experiments on thread ranks: the command never does this,
+    each rank writes its own part); ``trace`` gives the location order."""
+    result, *rest = ranks[0].pipeline
+    events = {}
+    for r in ranks:
+        events.update(r.own.events)
+    whole = Trace(trace.definitions, {loc: events[loc] for loc in trace.events},
+                  trace.source)
+    return (Result(whole, result.stats, result.matching), *rest)

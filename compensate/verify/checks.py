@@ -33,6 +33,18 @@ class Verification:
     examples: list[str] = field(default_factory=list)
     #: records no dependency rule looked at, by kind (:mod:`compensate.verify.coverage`)
     carried_local_only: dict[str, int] = field(default_factory=dict)
+    #: the locations whose dependent ends this verification checks (None: all); the
+    #: distributed run's ranks each check their own (compensate/parallel/verification.py)
+    own: set[int] | None = field(default=None, compare=False, repr=False)
+    #: each example's place in the one-process order ((check, ...) tuples), by which
+    #: the ranks' examples are merged
+    keys: list[tuple] = field(default_factory=list, compare=False, repr=False)
+    _check: int = field(default=0, compare=False, repr=False)
+
+    def owns(self, loc: int) -> bool:
+        """Whether the record of location ``loc`` at a dependency's dependent end is
+        this verification's to check."""
+        return self.own is None or loc in self.own
 
     @property
     def violations(self) -> int:
@@ -71,34 +83,45 @@ COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
 
 
 def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
-           skip: dict[int, int] | None = None) -> Verification:
+           skip: dict[int, int] | None = None, own: set[int] | None = None) -> Verification:
     """Count happened-before violations in ``trace`` given its ``matching``, and list
     the records carried as local only. ``measured``: the input trace (the same
     records with their measured times), which the METRIC check needs; ``skip``:
-    leading context records per location (a stream segment) not to count."""
-    v = Verification()
-    for check in CHECKS:
+    leading context records per location (a stream segment) not to count; ``own``:
+    check only the dependencies whose dependent end (the record that must come
+    after) is on one of these locations, and count only their records (a rank of the
+    distributed run; ``trace`` then needs the right times only of those locations and
+    of the records their dependencies read: compensate/parallel/verification.py)."""
+    v = Verification(own=own)
+    for k, check in enumerate(CHECKS):
+        v._check = k
         check(trace, matching, v)
     if measured is not None:
+        v._check = len(CHECKS)
         _verify_metrics(trace, measured, v)
-    v.carried_local_only = carried_local_only(trace, skip)
+    v.carried_local_only = carried_local_only(
+        trace if own is None else Trace(trace.definitions, {
+            loc: ev for loc, ev in trace.events.items() if loc in own}, trace.source), skip)
     return v
 
 
-def _note(v: Verification, msg: str) -> None:
+def _note(v: Verification, msg: str, key: tuple = ()) -> None:
+    """Keep ``msg`` among the first ten examples; ``key``: its place in the check's
+    one-process order (the check's number is prefixed)."""
     if len(v.examples) < 10:
         v.examples.append(msg)
+        v.keys.append((v._check, *key))
 
 
 def _verify_order(trace: Trace, matching: Matching, v: Verification) -> None:
     """Timestamps non-decreasing per location, in the original record order."""
-    for loc, ev in trace.events.items():
-        if len(ev) > 1:
+    for n, (loc, ev) in enumerate(trace.events.items()):
+        if len(ev) > 1 and v.owns(loc):
             bad = np.flatnonzero(np.diff(ev.time) < 0)
             v.order += int(bad.size)
             if bad.size:
                 _note(v, f"location {loc}, record {int(bad[0]) + 1}: earlier than its "
-                         f"predecessor")
+                         f"predecessor", (n,))
 
 
 def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> None:
@@ -109,16 +132,20 @@ def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> No
     member's completion after the root's request, an Igather root's after every
     member's request); an exit that waits is after its own enter."""
     t = {loc: ev.time for loc, ev in trace.events.items()}
-    for inst in matching.instances:
+    for n, inst in enumerate(matching.instances):
+        if v.own is not None and not any(map(v.owns, inst.locs)):
+            continue
         begins = [t[loc][b] for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
-        ends = [t[loc][e] for loc, e in zip(inst.locs, inst.end_idx, strict=True)]
-        n = len(inst.locs)
+        ends = [t[loc][e] if v.owns(loc) else 0  # only the exits this checks are read
+                for loc, e in zip(inst.locs, inst.end_idx, strict=True)]
         # (exit member, enter member) that must order: an exit against the latest
         # enter it waits for; n-to-1 roots and nonblocking completions against each
         # (the same pairs, hence the same violation counts, as one branch per class)
         per_pair = inst.cls == N_TO_ONE or inst.nonblocking
         pairs: list[tuple[int, int]] = []
-        for i in range(n):
+        for i in range(len(inst.locs)):
+            if not v.owns(inst.locs[i]):  # an exit on another rank's location
+                continue
             needed = [j for j in needed_members(inst, i) if not (inst.nonblocking and j == i)]
             if per_pair:
                 pairs += [(i, j) for j in needed]
@@ -127,18 +154,20 @@ def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> No
         # n-to-n and scans: no exit before the enters it waits for, and after its own;
         # 1-to-n and n-to-1 are implied messages: strictly after their send
         strict = inst.cls in (ONE_TO_N, N_TO_ONE) or inst.nonblocking
-        for i, j in pairs:
+        for p, (i, j) in enumerate(pairs):
             late = ends[i] <= begins[j] if strict else ends[i] < begins[j]
             if late:
-                v.collectives += 1
+                v.collectives += 1  # the example's key: exit member i, then j's place
+                q = p - next(k for k, pair in enumerate(pairs) if pair[0] == i)
                 _note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
-                     f"before the enter of location {inst.locs[j]}, record {inst.begin_idx[j]}")
+                     f"before the enter of location {inst.locs[j]}, record {inst.begin_idx[j]}",
+                      (n, 0, i, q))
         waiting = set() if inst.nonblocking else {i for i, _ in pairs}
         for i in sorted(waiting):  # exits that wait (local ones may clamp)
             if ends[i] <= begins[i]:
                 v.collectives += 1
                 _note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
-                     f"not after its own enter (record {inst.begin_idx[i]})")
+                     f"not after its own enter (record {inst.begin_idx[i]})", (n, 1, i))
 
 
 def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
@@ -157,16 +186,19 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
     send_t = flat[off[table.send_li] + table.send_idx]
     recv_t = flat[off[table.recv_li] + table.recv_idx]
     to_self = table.send_li == table.recv_li
-    bad = np.flatnonzero(np.where(to_self, recv_t < send_t, recv_t <= send_t))
+    ids = table.loc_ids  # the receives (and synchronous sends' exits) checked here
+    mine = np.array([v.owns(loc) for loc in ids], dtype=bool)
+    bad = np.flatnonzero(np.where(to_self, recv_t < send_t, recv_t <= send_t)
+                         & mine[table.recv_li])
     v.messages += int(bad.size)
-    ids = table.loc_ids
     for j in bad[:10].tolist():
         _note(v, f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: receive not "
              f"after its send (location {ids[table.send_li[j]]}, record "
-             f"{int(table.send_idx[j])})")
+             f"{int(table.send_idx[j])})", (0, j))
     # a synchronous send's call cannot end before the receive was posted (counted with
     # the messages)
-    sync = np.flatnonzero(table.synchronous & ~to_self & (table.recv_post_idx >= 0))
+    sync = np.flatnonzero(table.synchronous & ~to_self & (table.recv_post_idx >= 0)
+                          & mine[table.send_li])
     exit_t = flat[off[table.send_li[sync]] + table.send_exit_idx[sync]]
     post_t = flat[off[table.recv_li[sync]] + table.recv_post_idx[sync]]
     early = sync[exit_t < post_t]
@@ -174,7 +206,7 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
     for j in early[:10].tolist():
         _note(v, f"location {ids[table.send_li[j]]}, record {int(table.send_exit_idx[j])}: "
                  f"synchronous send returned before its receive was posted (location "
-                 f"{ids[table.recv_li[j]]}, record {int(table.recv_post_idx[j])})")
+                 f"{ids[table.recv_li[j]]}, record {int(table.recv_post_idx[j])})", (1, j))
 
 
 def _verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
@@ -184,22 +216,26 @@ def _verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
     order, a ThreadBegin for its ThreadCreate, a ThreadWait for its ThreadEnd) is
     strictly after it; no member of an OpenMP barrier leaves it before the last
     member entered it (counted with the threads)."""
-    for inst in matching.threads.barriers:
+    for n, inst in enumerate(matching.threads.barriers):
+        if v.own is not None and not any(map(v.owns, inst.locs)):
+            continue
         ev = [trace.events[loc].time for loc in inst.locs]
         last = max(int(t[b]) for t, b in zip(ev, inst.begin_idx, strict=True))
-        for loc, t, e in zip(inst.locs, ev, inst.end_idx, strict=True):
-            if t[e] < last:
+        for m, (loc, t, e) in enumerate(zip(inst.locs, ev, inst.end_idx, strict=True)):
+            if v.owns(loc) and t[e] < last:
                 v.threads += 1
                 _note(v, f"location {loc}, record {e}: left an OpenMP barrier before the "
-                         f"last member entered it (team {inst.comm})")
-    for sync in matching.threads.syncs:
+                         f"last member entered it (team {inst.comm})", (0, n, m))
+    for n, sync in enumerate(matching.threads.syncs):
         loc, i = sync.recv
+        if not v.owns(loc):
+            continue
         t = trace.events[loc].time[i]
-        for s_loc, s in sync.sends:
+        for m, (s_loc, s) in enumerate(sync.sends):
             if t <= trace.events[s_loc].time[s]:
                 v.threads += 1
                 _note(v, f"location {loc}, record {i}: thread {sync.kind} not after "
-                         f"location {s_loc}, record {s}")
+                         f"location {s_loc}, record {s}", (1, n, m))
 
 
 def _verify_devices(trace: Trace, matching: Matching, v: Verification) -> None:
@@ -207,16 +243,18 @@ def _verify_devices(trace: Trace, matching: Matching, v: Verification) -> None:
     after the host's callsite parameter record), no host synchronize call returns
     before the device activity that ended while it was in progress (its Leave
     strictly after the device Leave): :mod:`compensate.matching.devices`."""
-    for sync in matching.devices.syncs:
+    for n, sync in enumerate(matching.devices.syncs):
         loc, i = sync.recv
+        if not v.owns(loc):
+            continue
         t = trace.events[loc].time[i]
-        for s_loc, s in sync.sends:
+        for m, (s_loc, s) in enumerate(sync.sends):
             if t <= trace.events[s_loc].time[s]:
                 v.devices += 1
                 what = "kernel started before its launch" if sync.kind == "launch" else \
                     "synchronize returned before the device activity ended"
                 _note(v, f"location {loc}, record {i}: {what} (location {s_loc}, "
-                         f"record {s})")
+                         f"record {s})", (n, m))
 
 
 def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
@@ -224,8 +262,9 @@ def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
     the approximated time of the last reference record measured at or before it,
     and at or before that of the first one measured after it (compensate.engine.metrics
     maps it between them; its shift then lies between theirs)."""
-    for loc, ref in trace.definitions.metric_references().items():
-        if ref is None or loc not in trace.events or ref not in trace.events:
+    for n, (loc, ref) in enumerate(trace.definitions.metric_references().items()):
+        if ref is None or loc not in trace.events or ref not in trace.events \
+                or not v.owns(loc):
             continue
         ev, rev = trace.events[loc], trace.events[ref]
         m, rm = measured.events[loc].time, measured.events[ref].time
@@ -241,16 +280,16 @@ def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
         if bad.size:
             i = int(bad[0])
             _note(v, f"location {loc}, record {i}: METRIC sample outside its process's "
-                     f"records (location {ref}) around it")
+                     f"records (location {ref}) around it", (n,))
 
 
 def _verify_tasks(trace: Trace, matching: Matching, v: Verification) -> None:
     """No OpenMP task switched to or completed before its create
     (:mod:`compensate.verify.tasks`, counted with the threads)."""
-    bad, notes = task_violations(trace)
+    bad, notes = task_violations(trace, v.own)
     v.threads += bad
-    for n in notes:
-        _note(v, n)
+    for key, n in notes:
+        _note(v, n, key)
 
 
 #: One check per dependency family, each independent of how the engine computed the

@@ -24,39 +24,45 @@ from compensate.model import Trace
 def verify_partitioned(trace: Trace, matching: Matching, v: object) -> None:
     """Add the violations of the invariants above to ``v.partitioned`` (examples to
     ``v.examples``)."""
-    for tr in matching.partitioned.transfers:
+    for n, tr in enumerate(matching.partitioned.transfers):
         s_op, r_op, s_rnd, r_rnd = tr.send_op, tr.recv_op, tr.send_round, tr.recv_round
+        recv, send = v.owns(r_op.loc), v.owns(s_op.loc)  # whose dependent ends are checked
         st = trace.events[s_op.loc].time
         rt = trace.events[r_op.loc].time
         ready = [(i, int(st[x])) for i, x in enumerate(s_rnd.marks) if x >= 0]
         to_self = s_op.loc == r_op.loc
         size = min(s_op.size, r_op.size)
         for j, x in enumerate(r_rnd.marks):
-            if x < 0:
+            if x < 0 or not recv:
                 continue
             for i, t in ready:
                 if overlap(i, s_op.parts, j, r_op.parts, size)[0] and \
                         _early(int(rt[x]), t, to_self):
                     _bad(v, r_op.loc, x, f"Parrived of partition {j} not after the Pready "
-                                         f"of send partition {i}", s_op.loc, s_rnd.marks[i])
-        if r_rnd.complete >= 0:
+                                         f"of send partition {i}", s_op.loc, s_rnd.marks[i],
+                         (n, 0, j, i))
+        if r_rnd.complete >= 0 and recv:
             for i, t in ready:
                 if _early(int(rt[r_rnd.complete]), t, to_self):
                     _bad(v, r_op.loc, r_rnd.complete, "partitioned receive completed before "
-                         f"the Pready of send partition {i}", s_op.loc, s_rnd.marks[i])
-        if s_rnd.complete >= 0:
+                         f"the Pready of send partition {i}", s_op.loc, s_rnd.marks[i],
+                         (n, 1, i))
+        if s_rnd.complete >= 0 and send:
             for i, t in ready:
                 if int(st[s_rnd.complete]) < t:
                     _bad(v, s_op.loc, s_rnd.complete, "partitioned send completed before "
-                         f"the Pready of its partition {i}", s_op.loc, s_rnd.marks[i])
+                         f"the Pready of its partition {i}", s_op.loc, s_rnd.marks[i],
+                         (n, 2, i))
 
 
 def _early(recv_t: int, send_t: int, to_self: bool) -> bool:
     return recv_t < send_t if to_self else recv_t <= send_t
 
 
-def _bad(v: object, loc: int, i: int, what: str, s_loc: int, s: int) -> None:
+def _bad(v: object, loc: int, i: int, what: str, s_loc: int, s: int,
+         key: tuple = ()) -> None:
     v.partitioned += 1
     if len(v.examples) < 10:
         v.examples.append(f"location {loc}, record {i}: {what} (location {s_loc}, "
                           f"record {s})")
+        v.keys.append((v._check, *key))

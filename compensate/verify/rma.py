@@ -28,33 +28,37 @@ _WHAT = {
 def verify_rma(trace: Trace, matching: Matching, v) -> None:
     """Count RMA violations in ``v.rma`` (examples in ``v.examples``)."""
     deps = matching.rma
-    for inst in deps.collectives:
-        if not inst.synchronising:
+    for n, inst in enumerate(deps.collectives):
+        if not inst.synchronising or not any(map(v.owns, inst.locs)):
             continue
         ev = [trace.events[loc].time for loc in inst.locs]
         last = max(int(t[b]) for t, b in zip(ev, inst.begin_idx, strict=True))
-        for loc, t, b, e in zip(inst.locs, ev, inst.begin_idx, inst.end_idx, strict=True):
-            if t[e] < last or (e != b and t[e] <= t[b]):
+        for m, (loc, t, b, e) in enumerate(
+                zip(inst.locs, ev, inst.begin_idx, inst.end_idx, strict=True)):
+            if v.owns(loc) and t[e] < last or (e != b and t[e] <= t[b]):
                 v.rma += 1
                 _note(v, f"location {loc}, record {e}: left a fence (window {inst.comm}) "
-                         f"before the last member entered it")
-    for link in deps.links:
+                         f"before the last member entered it", (0, n, m))
+    for n, link in enumerate(deps.links):
         loc, i = link.recv
+        if not v.owns(loc):  # a waiting record on another rank's location
+            continue
         t = trace.events[loc].time[i]
-        for s_loc, s, _, _ in link.deposits:  # happened before via the release
+        for m, (s_loc, s, _, _) in enumerate(link.deposits):  # happened before via the release
             if s_loc != loc and t <= trace.events[s_loc].time[s]:
                 v.rma += 1
                 _note(v, f"location {loc}, record {i}: {_WHAT['deposit']} (location "
-                         f"{s_loc}, record {s})")
-        for (s_loc, s), ref in zip(link.sends, link.ref, strict=True):
+                         f"{s_loc}, record {s})", (1, n, 0, m))
+        for m, ((s_loc, s), ref) in enumerate(zip(link.sends, link.ref, strict=True)):
             if ref or (s_loc == loc and s < i):
                 continue  # a reference, or ordered by the location itself
             if t <= trace.events[s_loc].time[s]:
                 v.rma += 1
                 _note(v, f"location {loc}, record {i}: {_WHAT[link.kind]} (location "
-                         f"{s_loc}, record {s})")
+                         f"{s_loc}, record {s})", (1, n, 1, m))
 
 
-def _note(v, msg: str) -> None:
+def _note(v, msg: str, key: tuple = ()) -> None:
     if len(v.examples) < 10:
         v.examples.append(msg)
+        v.keys.append((v._check, *key))

@@ -18,12 +18,17 @@ from compensate.matching.tasks import CREATE, TASK_KINDS, task_key
 from compensate.model import Trace
 
 
-def task_violations(trace: Trace) -> tuple[int, list[str]]:
-    """(count, up to 10 descriptions) of task switches and completes that do not
-    follow a create of their task (module docstring)."""
+def task_violations(trace: Trace, own: set[int] | None = None
+                    ) -> tuple[int, list[tuple[tuple, str]]]:
+    """(count, up to 10 (place, description)) of task switches and completes that do
+    not follow a create of their task (module docstring); the place orders them as
+    found. ``own``: only the switches and completes of these locations (a task never
+    leaves its process, whose threads a rank of the distributed run owns together)."""
     creates: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
     uses = []
-    for loc, ev in trace.events.items():
+    for n, (loc, ev) in enumerate(trace.events.items()):
+        if own is not None and loc not in own:
+            continue
         for i in np.flatnonzero(np.isin(ev.kind, TASK_KINDS)).tolist():
             key = task_key(trace, loc, i)
             if key is None:
@@ -32,9 +37,9 @@ def task_violations(trace: Trace) -> tuple[int, list[str]]:
             if int(ev.kind[i]) in CREATE:
                 creates[key].append(item)
             else:
-                uses.append((key,) + item)
+                uses.append((key,) + item + (n,))
     bad, notes = 0, []
-    for key, t, loc, i in uses:
+    for key, t, loc, i, n in uses:
         made = creates.get(key)
         if made is None:  # a task created before the trace (or segment) began
             continue
@@ -42,6 +47,7 @@ def task_violations(trace: Trace) -> tuple[int, list[str]]:
             continue
         bad += 1
         if len(notes) < 10:
-            notes.append(f"location {loc}, record {i}: task switch or complete not after "
-                         f"its create (location {made[0][1]}, record {made[0][2]})")
+            notes.append(((n, i), f"location {loc}, record {i}: task switch or complete "
+                          f"not after its create (location {made[0][1]}, record "
+                          f"{made[0][2]})"))
     return bad, notes

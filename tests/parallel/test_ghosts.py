@@ -8,7 +8,7 @@ import pytest
 
 from compensate.api import run_pipeline
 from compensate.model import COLUMNS
-from compensate.parallel.driver import run_pipeline_parallel
+from compensate.parallel.driver import assemble, run_rank
 from compensate.parallel.ghosts import complete_trace
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import run_threads
@@ -55,6 +55,6 @@ def check(trace, platform, bound, ranks=2):
             for name, _ in COLUMNS:
                 np.testing.assert_array_equal(getattr(ev, name), getattr(trace.events[loc], name))
             assert (ev.payload is trace.events[loc].payload) == (loc in own)
-        return run_pipeline_parallel(whole, platform, bound, "uniform", None, t)
+        return run_rank(whole, platform, bound, "uniform", None, t)
 
-    assert_same(one, run_threads(ranks, body)[0])
+    assert_same(one, assemble(trace, run_threads(ranks, body)))

@@ -1,0 +1,175 @@
+"""Each rank verifies the dependencies it owns; the findings are reduced to the
+one-process run's (issue #21, docs/parallel.md "What each rank reads, writes and
+verifies").
+
+A dependency belongs to the rank that owns its *dependent end*: the record that
+must come after (a receive, a collective member's exit, a lock grant, a waiter, a
+partitioned completion, ...). :func:`compensate.verify.verify` with ``own`` checks
+exactly those; they read the other end's *rounded* time, which only its owner
+knows (rounding takes a running maximum over a location,
+:func:`compensate.engine.run.rounded_times`, so the replay's exchanged float is not
+enough). :func:`remote_reads` lists the records of other ranks' locations those
+checks read — the same walk over the matching as the checks', restricted the same
+way — and :func:`verify_rank` asks their owners for them in one ``alltoall`` (each
+owner answers in a second), verifies, and reduces every rank's counts and
+examples to one :class:`Verification` on rank 0: counts and records carried as
+local only summed, the examples merged by their place in the one-process order
+(``Verification.keys``), so the summary and its messages equal the one-process
+run's. Rank 0 also asks for every location's first and last record, which the
+summary's approximated span reads. No rank holds another's whole time column.
+
+What the ghost columns hold for verification: the requested records' rounded
+times; every other record of another rank's location holds :data:`UNREAD`
+(``INT64_MAX``), so a check that read a record this module did not list would
+report a violation rather than pass silently (the tests compare with the
+one-process run).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from compensate.matching import Matching
+from compensate.model import Trace
+from compensate.parallel.transport import Transport
+from compensate.verify import Verification, verify
+
+#: the time of a ghost record verification did not ask for
+UNREAD = np.iinfo(np.int64).max
+
+#: the counted fields of :class:`Verification`
+COUNTS = ("order", "messages", "collectives", "threads", "devices", "rma", "metrics",
+          "partitioned")
+
+
+def remote_reads(matching: Matching, own: set[int]) -> dict[int, np.ndarray]:
+    """``{location: record indices}`` of the records of locations not in ``own``
+    that the checks of :mod:`compensate.verify` read when they check the
+    dependencies whose dependent end is in ``own``: a message's send (and, for a
+    synchronous send whose call is local, the receive's posting); every member's
+    begin of a collective, OpenMP barrier or synchronising RMA fence with a local
+    member; the sends of thread, device and RMA links and the deposits of lock
+    grants whose waiting record is local; the Preadys of a partitioned round whose
+    receive is local. Per-location order, tasks and METRIC samples read only
+    their own process (the rank owns it whole)."""
+    reads: dict[int, list] = defaultdict(list)
+
+    def add(loc: int, idx) -> None:
+        if loc not in own:
+            reads[loc].append(idx)
+
+    t = matching.table
+    if len(t):
+        ids = t.loc_ids
+        mine = np.array([loc in own for loc in ids], dtype=bool)
+        rows = np.flatnonzero(mine[t.recv_li] & ~mine[t.send_li])
+        for li in np.unique(t.send_li[rows]).tolist():
+            reads[ids[li]].append(t.send_idx[rows[t.send_li[rows] == li]])
+        sync = np.flatnonzero(t.synchronous & (t.recv_post_idx >= 0) & mine[t.send_li]
+                              & ~mine[t.recv_li])
+        for li in np.unique(t.recv_li[sync]).tolist():
+            reads[ids[li]].append(t.recv_post_idx[sync[t.recv_li[sync] == li]])
+    groups = [matching.instances, matching.threads.barriers,
+              [x for x in matching.rma.collectives if x.synchronising]]
+    for inst in (x for g in groups for x in g):
+        if any(loc in own for loc in inst.locs):
+            for loc, b in zip(inst.locs, inst.begin_idx, strict=True):
+                add(loc, [b])
+    for sync in (*matching.threads.syncs, *matching.devices.syncs):
+        if sync.recv[0] in own:
+            for s_loc, s in sync.sends:
+                add(s_loc, [s])
+    for link in matching.rma.links:
+        if link.recv[0] in own:
+            for s_loc, s, _, _ in link.deposits:
+                add(s_loc, [s])
+            for (s_loc, s), ref in zip(link.sends, link.ref, strict=True):
+                if not ref:
+                    add(s_loc, [s])
+    for tr in matching.partitioned.transfers:
+        if tr.recv_op.loc in own:
+            add(tr.send_op.loc, [x for x in tr.send_round.marks if x >= 0])
+    return {loc: np.unique(np.concatenate([np.asarray(x, dtype=np.int64).ravel()
+                                           for x in parts]))
+            for loc, parts in reads.items()}
+
+
+def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
+                matching: Matching, times: dict[int, np.ndarray],
+                step: Callable[..., Any] | None = None) -> tuple[Trace, Verification | None]:
+    """Verify this rank's dependencies from its own locations' rounded ``times`` and
+    the ghosts' rounded times their checks read (asked of their owners), and reduce
+    every rank's findings: ``(verified trace, Verification)`` on rank 0 (the
+    one-process run's), ``(verified trace, None)`` elsewhere. Collective: every
+    rank calls it. The verified trace holds this rank's times, the ghosts' as
+    requested and :data:`UNREAD` elsewhere (rank 0's also every location's first
+    and last record: the summary's span). ``step(f, *args)`` runs each local part
+    between the collectives (the driver's ``agreed``: a rank failing there stops
+    every rank at the phase boundary instead of leaving them in an ``alltoall``)."""
+    size, rank = transport.size, transport.rank
+    run = step or (lambda f, *a: f(*a))
+
+    def ask() -> tuple[dict, list[dict]]:
+        needed = remote_reads(matching, set(times))
+        if rank == 0:  # the summary's approximated span: every location's first and last
+            for loc, ev in trace.events.items():
+                if loc not in times and len(ev):
+                    ends = np.array([0, len(ev) - 1], dtype=np.int64)
+                    needed[loc] = np.union1d(needed.get(loc, ends), ends)
+        asks: list[dict] = [{} for _ in range(size)]
+        for loc, idx in needed.items():
+            asks[owner[loc]][loc] = idx
+        return needed, asks
+
+    needed, asks = run(ask)
+    asked = transport.alltoall(asks)
+    answers = transport.alltoall(run(lambda: [
+        {loc: times[loc][idx] for loc, idx in a.items()} for a in asked]))
+
+    def check() -> tuple[Trace, Verification]:
+        columns = dict(times)
+        for got in answers:
+            for loc, values in got.items():
+                col = np.full(len(trace.events[loc]), UNREAD, dtype=np.int64)
+                col[needed[loc]] = values
+                columns[loc] = col
+        for loc, ev in trace.events.items():
+            if loc not in columns:
+                columns[loc] = np.full(len(ev), UNREAD, dtype=np.int64)
+        checked = trace.with_times(columns)
+        return checked, verify(checked, matching, measured=trace, own=set(times))
+
+    checked, mine = run(check)
+    found = transport.alltoall([_portable(mine) if r == 0 else None for r in range(size)])
+    return checked, run(lambda: merge(found) if rank == 0 else None)
+
+
+def _portable(v: Verification) -> dict:
+    """What a rank sends of its verification: counts, examples with their keys,
+    records carried as local only."""
+    return {"counts": {f: getattr(v, f) for f in COUNTS}, "examples": v.examples,
+            "keys": v.keys, "carried": v.carried_local_only}
+
+
+def merge(parts: list[dict]) -> Verification:
+    """The one-process :class:`Verification` from every rank's (:func:`_portable`):
+    counts and carried records summed, the first ten examples in the one-process
+    order (each rank's are its first ten in that order, so their union holds the
+    first ten of all; ties of keyless examples go by rank)."""
+    v = Verification()
+    found = []
+    for r, p in enumerate(parts):
+        for f in COUNTS:
+            setattr(v, f, getattr(v, f) + p["counts"][f])
+        for name, n in p["carried"].items():
+            v.carried_local_only[name] = v.carried_local_only.get(name, 0) + n
+        found += [(key, r, i, msg) for i, (key, msg) in
+                  enumerate(zip(p["keys"], p["examples"], strict=True))]
+    for key, _, _, msg in sorted(found)[:10]:
+        v.examples.append(msg)
+        v.keys.append(key)
+    return v
