@@ -84,8 +84,11 @@ def test_notebook_runs_in_a_fresh_kernel(name, kernel_env, tmp_path):
     # one more cell (in memory only) says which interpreter and checkout ran the notebook
     nb.cells.append(nbformat.v4.new_code_cell(
         "import sys, compensate\nprint(sys.executable)\nprint(compensate.__file__)"))
+    # shutdown_kernel="immediate": the kernel is stopped once the last cell's outputs
+    # are in, instead of a graceful shutdown request and ~1 s of waiting for it
     client = NotebookClient(nb, kernel_name=kernel_env, timeout=CELL_TIMEOUT,
                             startup_timeout=120, allow_errors=False,
+                            shutdown_kernel="immediate",
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
     start = time.monotonic()
     client.execute()  # raises CellExecutionError on the first failing cell

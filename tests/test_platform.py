@@ -3,8 +3,6 @@ one-line message; the hand validator agrees with ``jsonschema`` on the shipped s
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -21,6 +19,8 @@ from compensate.platform import (
     parse_duration,
     schema,
 )
+
+from .inprocess import run_compensate
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"event_overhead": 1e-6, "copy_time": [{"bytes": 64, "seconds": 1.6e-8},
@@ -99,9 +99,8 @@ def test_notes_and_calibration_details_are_accepted_and_ignored():
 def test_bad_platform_file_exits_3_with_the_line(tmp_path):
     bad = tmp_path / "platform.json"
     bad.write_text(json.dumps(with_(event_overhead="1e-6")))
-    proc = subprocess.run([sys.executable, "-m", "compensate", str(ROOT / "examples" /
-                           "pingpong.trace"), str(tmp_path / "out.trace"), "--platform", str(bad)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = run_compensate(ROOT / "examples" / "pingpong.trace", tmp_path / "out.trace",
+                          "--platform", bad, cwd=ROOT)
     assert proc.returncode == 3
     assert proc.stderr.strip().splitlines() == [
         f"compensate: error: {bad}: event_overhead: expected a number, got the string \"1e-6\""]

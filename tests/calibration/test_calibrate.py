@@ -40,6 +40,7 @@ from compensate.platform import Platform
 from compensate.simulate import simulate
 
 from ..conftest import REAL_ARCHIVES
+from ..inprocess import run_compensate
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MICROBENCH = ROOT / "calibration" / "microbench.c"
@@ -196,9 +197,7 @@ def test_overhead_interval_comes_from_the_processes(quick_file):
 
 def test_end_to_end_compensate_accepts_the_file(quick_file, tmp_path):
     out = tmp_path / "out.trace"
-    proc = subprocess.run([sys.executable, "-m", "compensate", str(ROOT / "examples" /
-                           "pingpong.trace"), str(out), "--platform", str(quick_file)],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_compensate(ROOT / "examples" / "pingpong.trace", out, "--platform", quick_file)
     assert proc.returncode == 0, proc.stderr
     assert out.exists()
 

@@ -36,6 +36,7 @@ from calibration.tracer import threads
 from calibration.tracer.archive import RankData, ThreadData, snapshot, write_archive
 from calibration.tracer.functions import make_decorator
 from tests.conftest import mpiexec as _mpiexec
+from tests.inprocess import run_compensate
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLE = ROOT / "examples" / "mpi" / "threads.py"
@@ -514,18 +515,17 @@ def test_threaded_run_has_a_location_per_thread(traced_threads: Path) -> None:
 
 
 def test_threaded_run_compensates(traced_threads: Path) -> None:
-    """``python -m compensate`` times the thread records by R8: exit 0, every
-    create -> begin, end -> wait and lock hand-over of the run matched (3 threads
-    created and joined per rank, 2 locks x 12 acquisitions per rank, of which those
-    handed to another thread wait) and 0 thread violations; the same records per
+    """The compensate command (in-process: tests/inprocess.py) times the thread
+    records by R8: exit 0, every create -> begin, end -> wait and lock hand-over of
+    the run matched (3 threads created and joined per rank, 2 locks x 12
+    acquisitions per rank, of which those handed to another thread wait) and 0
+    thread violations; the same records per
     location, and otf2-print reads the result."""
     out = traced_threads.parent.parent / "out" / "traces.otf2"
     summary = traced_threads.parent.parent / "out-summary.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "compensate", str(traced_threads), str(out),
-         "--platform", str(traced_threads.parent / "platform.json"), "--quiet",
-         "--summary", str(summary)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = run_compensate(traced_threads, out, "--platform",
+                          traced_threads.parent / "platform.json", "--quiet",
+                          "--summary", summary, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     done = json.loads(summary.read_text())
     deps = done["dependencies"]["threads"]
@@ -570,10 +570,8 @@ def test_mpi_from_one_worker_thread_is_matched(tmp_path: Path) -> None:
            if any(k.startswith("Mpi") for _, k, _ in loc["events"])}
     assert mpi == {"Pthread thread 4"}
     summary = tmp_path / "summary.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "compensate", str(tmp_path / "run" / "traces.otf2"),
-         str(tmp_path / "out" / "traces.otf2"), "--bound", "none", "--quiet",
-         "--summary", str(summary)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = run_compensate(tmp_path / "run" / "traces.otf2", tmp_path / "out" / "traces.otf2",
+                          "--bound", "none", "--quiet", "--summary", summary, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     s = json.loads(summary.read_text())
     assert s["messages_matched"] == 2 and s["collective_instances"] == 1
@@ -593,9 +591,7 @@ def test_mpi_from_two_threads_of_a_rank_is_reported(tmp_path: Path) -> None:
     proc = _trace(tmp_path, script)
     assert proc.returncode == 0, proc.stderr
     assert "rank 0: MPI calls from 2 threads (Master thread, Pthread thread 1)" in proc.stderr
-    done = subprocess.run(
-        [sys.executable, "-m", "compensate", str(tmp_path / "run" / "traces.otf2"),
-         str(tmp_path / "out" / "traces.otf2"), "--bound", "none", "--quiet"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = run_compensate(tmp_path / "run" / "traces.otf2", tmp_path / "out" / "traces.otf2",
+                          "--bound", "none", "--quiet", cwd=ROOT)
     assert done.returncode != 0
     assert "has no matching send" in done.stderr and "Traceback" not in done.stderr

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import mpiexec
+from tests.inprocess import run_compensate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,9 +42,7 @@ def compensate_summary(traced: Path) -> dict:
     command must succeed; its ``--summary``."""
     out = traced.parent.parent / "out" / "traces.otf2"
     summary = traced.parent.parent / "summary.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "compensate", str(traced), str(out), "--platform",
-         str(traced.parent / "platform.json"), "--summary", str(summary), "--quiet"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = run_compensate(traced, out, "--platform", traced.parent / "platform.json",
+                          "--summary", summary, "--quiet", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(summary.read_text())

@@ -1,6 +1,14 @@
 """The command-line contract: formats by suffix, exit codes, one-line errors, atomic
-output, summary JSON. Runs the real entry point in a subprocess where the exit code
-and stderr matter."""
+output, summary JSON.
+
+The checks run the command's entry point ``compensate.cli.main`` in this
+interpreter (``run_cli``): its exit code and everything written to file
+descriptors 1 and 2 (pytest's ``capfd``, which also sees what a C library writes),
+as a subprocess's would be; an escaping exception fails the test as a traceback
+would. ``run_command`` runs the real ``python -m compensate`` in a fresh interpreter
+for the usage errors and the README's first command, so the shell's path is tested
+too (each fresh interpreter costs ~0.5 s of imports).
+"""
 
 import json
 import os
@@ -19,12 +27,29 @@ PLATFORM = {"event_overhead": 1e-7, "copy_time": [{"bytes": 1000, "seconds": 5e-
 EXAMPLE = ROOT / "examples" / "pingpong.trace"
 
 
-def run_cli(*args, cwd=None):
+def run_command(*args, cwd=None):
+    """``python -m compensate ARGS`` in a fresh interpreter (what a user's shell runs)."""
     env = dict(os.environ)
     env.pop("COMPENSATE_DEBUG", None)
     p = subprocess.run([sys.executable, "-m", "compensate", *map(str, args)],
                        capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
     return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture
+def run_cli(capfd, monkeypatch):
+    """``compensate ARGS`` through ``compensate.cli.main`` in this interpreter:
+    (exit code, stdout, stderr), stdout and stderr as file descriptors 1 and 2 saw
+    them."""
+    monkeypatch.delenv("COMPENSATE_DEBUG", raising=False)
+
+    def run(*args):
+        capfd.readouterr()  # drop what came before
+        code = main([str(a) for a in args])
+        out, err = capfd.readouterr()
+        return code, out, err
+
+    return run
 
 
 @pytest.fixture
@@ -38,7 +63,7 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if ".tmp" in p.name)
 
 
-def test_text_to_text_with_summary(tmp_path, platform_file):
+def test_text_to_text_with_summary(run_cli, tmp_path, platform_file):
     out = tmp_path / "out.trace"
     summary = tmp_path / "s.json"
     code, stdout, stderr = run_cli(CASES / "r2_m2_gap.trace", out, "--bound", "upper",
@@ -55,13 +80,13 @@ def test_text_to_text_with_summary(tmp_path, platform_file):
     assert s["approximated_span_s"] < s["measured_span_s"]
 
 
-def test_quiet_prints_nothing(tmp_path, platform_file):
+def test_quiet_prints_nothing(run_cli, tmp_path, platform_file):
     code, stdout, stderr = run_cli(EXAMPLE, tmp_path / "o.trace", "--platform", platform_file,
                                    "--quiet")
     assert code == 0 and stdout == "" and stderr == ""
 
 
-def test_overhead_option_and_cross_format(tmp_path):
+def test_overhead_option_and_cross_format(run_cli, tmp_path):
     out = tmp_path / "arch" / "traces.otf2"
     code, _, stderr = run_cli(EXAMPLE, out, "--overhead", "250ns", "--quiet")
     assert code == 0, stderr
@@ -71,7 +96,7 @@ def test_overhead_option_and_cross_format(tmp_path):
     assert code == 0, stderr
 
 
-def test_no_platform_explains_how_to_get_one(tmp_path):
+def test_no_platform_explains_how_to_get_one(run_cli, tmp_path):
     code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace")
     assert code == 2  # a usage error, as the README says
     assert "--platform" in stderr and "calibrate" in stderr
@@ -85,10 +110,19 @@ def test_no_platform_explains_how_to_get_one(tmp_path):
     (["in.txt", "out.trace", "--overhead", "1us"], 2),
     (["x.trace", "y.trace", "--bound", "middle"], 2),
 ])
-def test_usage_errors_exit_2(tmp_path, args, code):
-    got, _, stderr = run_cli(*args, cwd=tmp_path)
+def test_usage_errors_exit_2(run_cli, tmp_path, monkeypatch, args, code):
+    monkeypatch.chdir(tmp_path)
+    got, _, stderr = run_cli(*args)
     assert got == code
     assert "Traceback" not in stderr
+
+
+def test_usage_error_of_the_real_command(tmp_path):
+    """``python -m compensate`` without arguments: exit 2, no traceback, in a fresh
+    interpreter (the one usage error that goes through the shell's path)."""
+    got, _, stderr = run_command(cwd=tmp_path)
+    assert got == 2
+    assert "Traceback" not in stderr and stderr.strip()
 
 
 BAD_INPUTS = {
@@ -118,7 +152,7 @@ EXPECT = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INPUTS))
-def test_bad_input_one_line_exit_3_no_output(tmp_path, platform_file, name):
+def test_bad_input_one_line_exit_3_no_output(run_cli, tmp_path, platform_file, name):
     src = tmp_path / "bad.trace"
     src.write_text(BAD_INPUTS[name])
     out = tmp_path / "out.trace"
@@ -131,7 +165,7 @@ def test_bad_input_one_line_exit_3_no_output(tmp_path, platform_file, name):
     assert not out.exists() and leftovers(tmp_path) == []
 
 
-def test_receive_without_send_names_record(tmp_path, platform_file):
+def test_receive_without_send_names_record(run_cli, tmp_path, platform_file):
     src = tmp_path / "bad.trace"
     src.write_text(BAD_INPUTS["recv_without_send"])
     _, _, stderr = run_cli(src, tmp_path / "o.trace", "--platform", platform_file)
@@ -145,7 +179,7 @@ def test_receive_without_send_names_record(tmp_path, platform_file):
     ({"event_overhead": 1e-6, "copy_time": [{"bytes": 10}]}, "platform"),
     ({"event_overhead": -1, "copy_time": []}, "event_overhead"),
 ])
-def test_bad_platform_exit_3(tmp_path, content, needle):
+def test_bad_platform_exit_3(run_cli, tmp_path, content, needle):
     pf = tmp_path / "p.json"
     pf.write_text(json.dumps(content))
     code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace", "--platform", pf)
@@ -153,7 +187,7 @@ def test_bad_platform_exit_3(tmp_path, content, needle):
     assert not (tmp_path / "o.trace").exists()
 
 
-def test_out_equal_in_is_refused(tmp_path, platform_file):
+def test_out_equal_in_is_refused(run_cli, tmp_path, platform_file):
     src = tmp_path / "x.trace"
     shutil.copy(EXAMPLE, src)
     before = src.read_bytes()
@@ -162,7 +196,7 @@ def test_out_equal_in_is_refused(tmp_path, platform_file):
     assert src.read_bytes() == before
 
 
-def test_out_equal_in_otf2_is_refused(tmp_path, real_archive):
+def test_out_equal_in_otf2_is_refused(run_cli, tmp_path, real_archive):
     arch = tmp_path / "a"
     shutil.copytree(real_archive.parent, arch)
     code, _, stderr = run_cli(arch / "traces.otf2", arch / "traces.otf2", "--overhead", "1us",
@@ -172,7 +206,7 @@ def test_out_equal_in_otf2_is_refused(tmp_path, real_archive):
     assert code == 3
 
 
-def test_existing_output_needs_force(tmp_path, platform_file):
+def test_existing_output_needs_force(run_cli, tmp_path, platform_file):
     out = tmp_path / "o.trace"
     out.write_text("keep me")
     code, _, stderr = run_cli(EXAMPLE, out, "--platform", platform_file)
@@ -181,7 +215,7 @@ def test_existing_output_needs_force(tmp_path, platform_file):
     assert code == 0 and out.read_text() != "keep me"
 
 
-def test_force_refuses_to_delete_a_foreign_directory(tmp_path, platform_file):
+def test_force_refuses_to_delete_a_foreign_directory(run_cli, tmp_path, platform_file):
     d = tmp_path / "mine"
     d.mkdir()
     (d / "thesis.tex").write_text("precious")
@@ -189,7 +223,7 @@ def test_force_refuses_to_delete_a_foreign_directory(tmp_path, platform_file):
     assert code == 3 and (d / "thesis.tex").read_text() == "precious"
 
 
-def test_force_replaces_an_archive(tmp_path, platform_file):
+def test_force_replaces_an_archive(run_cli, tmp_path, platform_file):
     out = tmp_path / "arch" / "traces.otf2"
     assert run_cli(EXAMPLE, out, "--platform", platform_file, "--quiet")[0] == 0
     assert run_cli(EXAMPLE, out, "--platform", platform_file, "--quiet")[0] == 3
@@ -218,7 +252,7 @@ def test_verification_failure_exit_4_nothing_written(tmp_path, platform_file, mo
 
 
 @pytest.mark.parametrize("bound", ["lower", "upper"])
-def test_real_archives_compensate(tmp_path, real_archive, bound):
+def test_real_archives_compensate(run_cli, tmp_path, real_archive, bound):
     out = tmp_path / "c" / "traces.otf2"
     code, stdout, stderr = run_cli(real_archive, out, "--bound", bound, "--overhead", "100ns")
     assert code == 0, stderr
@@ -239,12 +273,12 @@ def test_real_archives_compensate(tmp_path, real_archive, bound):
 
 
 def test_quick_start_example(tmp_path):
-    """The README's first command, on the bundled real trace."""
+    """The README's first command, on the bundled real trace, as the shell runs it."""
     example = ROOT / "examples" / "montecarlo"
     out = tmp_path / "out" / "traces.otf2"
     summary = tmp_path / "s.json"
-    code, stdout, stderr = run_cli(example / "traces.otf2", out, "--platform",
-                                   example / "platform.json", "--summary", summary)
+    code, stdout, stderr = run_command(example / "traces.otf2", out, "--platform",
+                                       example / "platform.json", "--summary", summary)
     assert code == 0, stderr
     s = json.loads(summary.read_text())
     assert s["locations"] == 4 and s["verification"]["ok"]
@@ -265,7 +299,7 @@ def ping_pong():
 
 
 @pytest.mark.parametrize("mode", [[], ["--in-memory"]], ids=["streaming", "in-memory"])
-def test_overcompensation_is_reported_even_with_quiet(tmp_path, ping_pong, mode):
+def test_overcompensation_is_reported_even_with_quiet(run_cli, tmp_path, ping_pong, mode):
     # 1 ms per record is far more than the gaps between this run's records
     summary = tmp_path / "s.json"
     code, stdout, stderr = run_cli(ping_pong, tmp_path / "o" / "traces.otf2", "--overhead",
@@ -285,7 +319,7 @@ def test_overcompensation_is_reported_even_with_quiet(tmp_path, ping_pong, mode)
         assert f"{kind} {count:,}" in line
 
 
-def test_overcompensation_counted_by_kind_by_hand(tmp_path, platform_file):
+def test_overcompensation_counted_by_kind_by_hand(run_cli, tmp_path, platform_file):
     # r1_overcomp: one 50 ns gap after a 100 ns record (its Leave is clamped)
     summary = tmp_path / "s.json"
     code, _, stderr = run_cli(CASES / "r1_overcomp.trace", tmp_path / "o.trace", "--overhead",
@@ -296,7 +330,7 @@ def test_overcompensation_counted_by_kind_by_hand(tmp_path, platform_file):
     assert "by up to 50 ns" in stderr
 
 
-def test_no_overcompensation_no_line(tmp_path, platform_file):
+def test_no_overcompensation_no_line(run_cli, tmp_path, platform_file):
     code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace", "--platform", platform_file,
                               "--quiet", "--max-overcompensated", "0")
     assert code == 0 and stderr == ""
@@ -304,7 +338,7 @@ def test_no_overcompensation_no_line(tmp_path, platform_file):
 
 @pytest.mark.parametrize("limit,code", [("10", 5), ("0", 5), ("0.5%", 5), ("120", 0),
                                         ("90%", 0)])
-def test_max_overcompensated(tmp_path, ping_pong, limit, code):
+def test_max_overcompensated(run_cli, tmp_path, ping_pong, limit, code):
     out = tmp_path / "o" / "traces.otf2"
     summary = tmp_path / "s.json"
     got, _, stderr = run_cli(ping_pong, out, "--overhead", "1ms", "--quiet",
@@ -323,7 +357,7 @@ def test_max_overcompensated(tmp_path, ping_pong, limit, code):
 
 
 @pytest.mark.parametrize("limit", ["-1", "x", "150%", "nan%"])
-def test_max_overcompensated_bad_value_is_usage(tmp_path, limit):
+def test_max_overcompensated_bad_value_is_usage(run_cli, tmp_path, limit):
     code, _, stderr = run_cli(EXAMPLE, tmp_path / "o.trace", "--overhead", "1ns",
                               "--max-overcompensated", limit)
     assert code == 2 and "--max-overcompensated" in stderr
