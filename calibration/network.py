@@ -86,6 +86,19 @@ def network_entry(measured: list[dict], copy_time=None) -> dict:
             "measured": measured}
 
 
+def two_ranks(module: str) -> Any:
+    """MPI's COMM_WORLD if it has at least two ranks (a measurement between two
+    processes), else None after the one-line usage error naming ``module``."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    if comm.Get_size() < 2:
+        print(f"{module}: error: needs two ranks (mpiexec -n 2 python -m {module})",
+              file=sys.stderr)
+        return None
+    return comm
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m calibration.network",
@@ -97,14 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=REPEATS, help=f"round trips per size "
                                                                  f"({REPEATS})")
     args = ap.parse_args(argv)
-    from mpi4py import MPI
-
     from compensate.platform import Platform, PlatformError
 
-    comm = MPI.COMM_WORLD
-    if comm.Get_size() < 2:
-        print("calibration.network: error: needs two ranks (mpiexec -n 2 python -m "
-              "calibration.network)", file=sys.stderr)
+    comm = two_ranks("calibration.network")
+    if comm is None:
         return 2
     plat, error = None, None
     if comm.Get_rank() == 0 and args.update:
@@ -120,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     if comm.Get_rank() != 0:
         return 0
     entry = network_entry(measured, plat.copy_time if plat else None)
+    from mpi4py import MPI
+
     entry["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
     if args.update:
         with open(args.update) as f:

@@ -135,12 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=REPEATS,
                     help=f"epochs per variant ({REPEATS})")
     args = ap.parse_args(argv)
-    from mpi4py import MPI
+    from calibration.network import two_ranks
 
-    comm = MPI.COMM_WORLD
-    if comm.Get_size() < 2:
-        print("calibration.rma: error: needs two ranks (mpiexec -n 2 python -m "
-              "calibration.rma)", file=sys.stderr)
+    comm = two_ranks("calibration.rma")
+    if comm is None:
         return 2
     error = None
     if comm.Get_rank() == 0 and args.update:
@@ -159,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     if comm.Get_rank() != 0:
         return 0
     entry = rma_entry(measured)
+    from mpi4py import MPI
+
     entry["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
     if args.update:
         data["rma"] = entry

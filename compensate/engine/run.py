@@ -419,10 +419,16 @@ def compensate(trace: Trace, platform: Platform, options: EngineOptions | None =
             if size is not None:
                 sizes[loc] = size
         out = trace.with_times(times, sizes)
+    count_trace(stats, trace, matching)
+    return Result(out, stats, matching)
+
+
+def count_trace(stats: Stats, trace: Trace, matching: Matching) -> None:
+    """The summary's counts of the whole trace and its matching (also set by the
+    distributed run, whose rank 0 holds the whole matching)."""
     stats.records = trace.record_count
     stats.locations = len(trace.events)
     stats.messages = len(matching.table)
     stats.unmatched_sends = matching.unmatched_sends
     stats.collective_instances = len(matching.instances)
     stats.unknown_collective_ops = matching.unknown_ops
-    return Result(out, stats, matching)

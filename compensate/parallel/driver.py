@@ -36,7 +36,14 @@ from typing import Any
 import numpy as np
 
 import compensate.interrupt as interrupt
-from compensate.engine.run import EngineOptions, Result, Stats, approximate, rounded_times
+from compensate.engine.run import (
+    EngineOptions,
+    Result,
+    Stats,
+    approximate,
+    count_trace,
+    rounded_times,
+)
 from compensate.matching import match
 from compensate.model import Trace, TraceError
 from compensate.parallel.exchange import Exchange, RemoteFailure
@@ -253,12 +260,7 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
         return RankOutput(own, None, info)
 
     def finish():
-        stats.records = trace.record_count
-        stats.locations = len(trace.events)
-        stats.messages = len(matching.table)
-        stats.unmatched_sends = matching.unmatched_sends
-        stats.collective_instances = len(matching.instances)
-        stats.unknown_collective_ops = matching.unknown_ops
+        count_trace(stats, trace, matching)
         result = Result(out, stats, matching)
         return result, matching, outcome, check
 
