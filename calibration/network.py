@@ -99,6 +99,23 @@ def two_ranks(module: str) -> Any:
     return comm
 
 
+def failed_on_rank0(comm: Any, module: str, error: str | None) -> bool:
+    """Whether rank 0 found ``error`` (told to every rank, printed once by rank 0 as
+    the one-line error of ``module``): every rank then stops with the same status."""
+    if comm.bcast(error, root=0):
+        if comm.Get_rank() == 0:
+            print(f"{module}: error: {error}", file=sys.stderr)
+        return True
+    return False
+
+
+def library_version() -> str:
+    """The MPI library's version line, recorded beside a measured entry."""
+    from mpi4py import MPI
+
+    return MPI.Get_library_version().splitlines()[0].strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m calibration.network",
@@ -121,17 +138,13 @@ def main(argv: list[str] | None = None) -> int:
             plat = Platform.load(args.update)
         except PlatformError as exc:
             error = str(exc)
-    if comm.bcast(error, root=0):
-        if comm.Get_rank() == 0:
-            print(f"calibration.network: error: {error}", file=sys.stderr)
+    if failed_on_rank0(comm, "calibration.network", error):
         return 3
     measured = pingpong(comm, repeats=max(args.repeats, 1))
     if comm.Get_rank() != 0:
         return 0
     entry = network_entry(measured, plat.copy_time if plat else None)
-    from mpi4py import MPI
-
-    entry["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
+    entry["mpi"] = library_version()
     if args.update:
         with open(args.update) as f:
             data = json.load(f)

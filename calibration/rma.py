@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=REPEATS,
                     help=f"epochs per variant ({REPEATS})")
     args = ap.parse_args(argv)
-    from calibration.network import two_ranks
+    from calibration.network import failed_on_rank0, library_version, two_ranks
 
     comm = two_ranks("calibration.rma")
     if comm is None:
@@ -149,17 +149,13 @@ def main(argv: list[str] | None = None) -> int:
                 error = f"{args.update}: expected a JSON object"
         except (OSError, ValueError) as exc:
             error = f"{args.update}: cannot read platform file ({exc})"
-    if comm.bcast(error, root=0):
-        if comm.Get_rank() == 0:
-            print(f"calibration.rma: error: {error}", file=sys.stderr)
+    if failed_on_rank0(comm, "calibration.rma", error):
         return 3
     measured = measure(comm, repeats=max(args.repeats, 1))
     if comm.Get_rank() != 0:
         return 0
     entry = rma_entry(measured)
-    from mpi4py import MPI
-
-    entry["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
+    entry["mpi"] = library_version()
     if args.update:
         data["rma"] = entry
         with open(args.update, "w") as f:

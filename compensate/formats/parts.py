@@ -163,7 +163,7 @@ class PartWriter:
         self._sink: Any = None
         self._state = "open"
         self._made = False  # whether _scratch is this writer's (abort removes only that)
-        try:
+        with self._aborting():
             if (self.tmp / _PARTS / f"{self.part}.json").exists() or self._scratch.exists():
                 raise TraceError(f"part {self.part} is written twice", source=str(self.out))
             if self.format == "otf2":
@@ -181,6 +181,13 @@ class PartWriter:
                     str(self._scratch), definitions,
                     max_buffered=MAX_BUFFERED if max_buffered is None else max_buffered,
                     locations=self.locations)
+
+    @contextlib.contextmanager
+    def _aborting(self) -> Iterator[None]:
+        """Any failure inside removes what this part wrote (:meth:`abort`); an OS
+        error becomes the one-line output error naming OUT."""
+        try:
+            yield
         except OSError as exc:
             self.abort()
             raise output_error(self.out, "write", exc) from None
@@ -209,33 +216,21 @@ class PartWriter:
             self.abort()
             raise TraceError("location is not among those this writer writes",
                              source=str(self.out), location=int(args[0]))
-        try:
+        with self._aborting():
             getattr(self._sink, method)(*args)
-        except OSError as exc:
-            self.abort()
-            raise output_error(self.out, "write", exc) from None
-        except BaseException:
-            self.abort()
-            raise
 
     def close(self) -> None:
         """Finish this part: its files in place inside ``tmp`` and the record of
         what it wrote, which :func:`commit` reads."""
         if self._state != "open":
             raise TraceError(f"the part writer is already {self._state}", source=str(self.out))
-        try:
-            try:
-                if self.format == "otf2":
-                    record = self._close_otf2()
-                else:
-                    record = self._close_text()
-                record["locations"] = list(self.locations)
-                _write_json(self.tmp / _PARTS / f"{self.part}.json", record)
-            except OSError as exc:
-                raise output_error(self.out, "write", exc) from None
-        except BaseException:
-            self.abort()
-            raise
+        with self._aborting():
+            if self.format == "otf2":
+                record = self._close_otf2()
+            else:
+                record = self._close_text()
+            record["locations"] = list(self.locations)
+            _write_json(self.tmp / _PARTS / f"{self.part}.json", record)
         self._state = "closed"
 
     def _close_otf2(self) -> dict[str, Any]:
