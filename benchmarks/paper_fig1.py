@@ -20,6 +20,11 @@ repetitions with [min–max]:
   overhead used ns/record  the mean in-situ overhead of the busiest rank's records
   removed %       share of the dilation removed, 1 - |T_a - T_u| / (T_m - T_u)
                   (docs/design.md §7: overshooting below T_u counts against it)
+  paired %        the same with T_u the uninstrumented run made right before
+                  that traced run (one repetition = one such pair): on a shared
+                  VM the host slows both runs of a pair alike for seconds at a
+                  time, and a removal is a ratio of times, so the pair's common
+                  slow-down cancels where a median T_u does not (docs/realrun.md)
 
 Below the table: all run times, the largest off-CPU time of a rank during
 ``run()`` (MPICH ranks busy-poll and never sleep, so this is time the OS gave
@@ -178,13 +183,15 @@ def row_numbers(r: dict, bounds: list[str]) -> dict:
     uninstrumented time), dilation and overhead per record of the busiest rank."""
     t_u = float(np.median([p["seconds"] for p in r["plain"]]))
     reps = []
-    for t in r["traced"]:
+    for t, p in zip(r["traced"], r["plain"], strict=True):
         t_m = t["instr"]
         reps.append({"t_m": t_m, "dilation": 100 * (t_m - t_u) / t_u,
                      "per_record_ns": 1e9 * (t_m - t_u) / t["records"],
                      "mean_o_ns": 1e9 * t["mean_o"],
                      "removed": {b: removed(t["bounds"][b]["seconds"], t_m, t_u)
                                  for b in bounds},
+                     "paired": {b: removed(t["bounds"][b]["seconds"], t_m, p["seconds"])
+                                for b in bounds},
                      "t_a": {b: t["bounds"][b]["seconds"] for b in bounds}})
     return {"t_u": t_u, "reps": reps}
 
@@ -193,7 +200,7 @@ def report(rows: list[dict], bounds: list[str], info: dict) -> str:
     cores = os.cpu_count() or 1
     head = ["ranks", "uninstr. s", "instr. s", *[f"{b} s" for b in bounds], "dilation %",
             "dilation ns/record", "overhead used ns/record",
-            *[f"removed {b} %" for b in bounds]]
+            *[f"removed {b} %" for b in bounds], *[f"paired {b} %" for b in bounds]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for r in rows:
         num = row_numbers(r, bounds)
@@ -205,11 +212,14 @@ def report(rows: list[dict], bounds: list[str], info: dict) -> str:
                  _med([x["dilation"] for x in reps]),
                  _med([x["per_record_ns"] for x in reps]),
                  _med([x["mean_o_ns"] for x in reps]),
-                 *[_med([x["removed"][b] for x in reps]) for b in bounds]]
+                 *[_med([x["removed"][b] for x in reps]) for b in bounds],
+                 *[_med([x["paired"][b] for x in reps]) for b in bounds]]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Medians over the repetitions [min–max]; removed % = 1 − |T_a − T_u| / "
                  "(T_m − T_u) per traced run, T_u the median uninstrumented time; "
+                 "paired %: the same with T_u the uninstrumented run just before that "
+                 "traced run; "
                  "overhead used = the mean in-situ overhead of the busiest rank's records.")
     if any(r["ranks"] > cores for r in rows):
         lines.append(f"⁺ oversubscribed: more ranks than the machine's {cores} cores")
@@ -236,6 +246,9 @@ def report(rows: list[dict], bounds: list[str], info: dict) -> str:
             "(against the median uninstr.): "
             + ", ".join(f"{b} " + " ".join(f"{x['removed'][b]:.1f}"
                                           for x in row_numbers(r, bounds)["reps"])
+                        for b in bounds) + " %; paired per run: "
+            + ", ".join(f"{b} " + " ".join(f"{x['paired'][b]:.1f}"
+                                          for x in row_numbers(r, bounds)["reps"])
                         for b in bounds) + " %; run-queue wait "
             "of the busiest rank (in-situ): "
             + ", ".join(f"{x['wait']:.4f}" for x in t) + " s; worst of all runs: "
@@ -260,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--program-args", default="", help="its arguments, one string")
     ap.add_argument("--workdir", help="keep runs here (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="do not delete the temporary runs")
+    ap.add_argument("--json", help="also write every run's numbers to this file "
+                    "(to recompute the statistics)")
     args = ap.parse_args(argv)
     if shutil.which("mpiexec") is None:
         print("realrun: mpiexec not found: pip install -e '.[mpi]'", file=sys.stderr)
@@ -287,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
             f"--check-every {args.check_every}")
     print(f"python benchmarks/paper_fig1.py --ranks {args.ranks} --reps {args.reps} {what}\n")
     print(report(rows, bounds, info))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": what, "machine": info,
+                                               "rows": rows}, indent=1, default=str))
     return 0
 
 
