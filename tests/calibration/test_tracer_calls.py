@@ -124,8 +124,9 @@ def test_sends_probes_and_persistent_requests(trace: Trace) -> None:
 
 def test_collectives_carry_their_operation_root_and_bytes(trace: Trace) -> None:
     """The blocking ones end with MpiCollectiveEnd, the nonblocking ones with
-    NonBlockingCollectiveComplete, with OTF2's operation codes; Gatherv's root (rank
-    0, counts [1, 2] doubles) receives rank 1's 16 bytes, which rank 1 sends."""
+    NonBlockingCollectiveComplete, with OTF2's operation codes; the bytes by hand
+    (counts [1, 2] doubles): Gatherv's root receives rank 1's 16 bytes, which rank 1
+    sends, and keeps its own share out of the count."""
     end, nbc = K["MpiCollectiveEnd"], K["NonBlockingCollectiveComplete"]
     vops = {"SCAN", "EXSCAN", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK", "GATHERV",
             "SCATTERV", "ALLGATHERV", "ALLTOALLV", "ALLTOALLW"}
@@ -135,12 +136,19 @@ def test_collectives_carry_their_operation_root_and_bytes(trace: Trace) -> None:
         nb = [COLLECTIVE_OP_NAMES[int(o)] for o in ev.op[ev.kind == nbc]]
         assert sorted(nb) == sorted(vops | {"BARRIER", "BCAST", "GATHER", "SCATTER",
                                             "ALLGATHER", "ALLTOALL", "REDUCE", "ALLREDUCE"})
-    gatherv = COLLECTIVE_OPS["GATHERV"]
-    rows = []
-    for loc, ev in trace.events.items():
-        i = int(np.flatnonzero((ev.kind == end) & (ev.op == gatherv))[0])
-        rows.append((loc, int(ev.peer[i]), int(ev.size[i]), int(ev.size_recv[i])))
-    assert rows == [(0, 0, 0, 16), (1, 0, 16, 0)]
+    def first(op: str) -> list[tuple[int, int, int, int]]:
+        """(location, root, bytes sent, bytes received) of the first ``op``."""
+        rows = []
+        for loc, ev in trace.events.items():
+            i = int(np.flatnonzero((ev.kind == end) & (ev.op == COLLECTIVE_OPS[op]))[0])
+            rows.append((loc, int(ev.peer[i]), int(ev.size[i]), int(ev.size_recv[i])))
+        return rows
+
+    assert first("GATHERV") == [(0, 0, 0, 16), (1, 0, 16, 0)]
+    assert first("SCATTERV") == [(0, 0, 16, 0), (1, 0, 0, 16)]
+    # 3 doubles reduced, rank r keeps counts[r] = r + 1 of them
+    assert first("REDUCE_SCATTER") == [(0, -1, 24, 8), (1, -1, 24, 16)]
+    assert first("ALLTOALLW") == [(0, -1, 16, 16), (1, -1, 16, 16)]
 
 
 def test_untraced_call_warns_once_per_rank(run: tuple[Path, str]) -> None:
