@@ -109,8 +109,9 @@ def warn_untraced(name: str) -> None:
     """One line on stderr the first time the program calls ``name`` untraced."""
     if name not in _warned:
         _warned.add(name)
-        print(f"calibration.record: {name} is not traced: its time counts as the "
-              "program's and its messages are not in the trace", file=sys.stderr)
+        sys.stderr.write(f"calibration.record: {name} is not traced: its time counts as "
+                         "the program's and its messages are not in the trace\n")
+        sys.stderr.flush()  # one write per line: the ranks share the terminal
 
 
 def _stand_in(cls: type, name: str) -> Any:

@@ -153,8 +153,8 @@ def test_collectives_carry_their_operation_root_and_bytes(trace: Trace) -> None:
 
 def test_untraced_call_warns_once_per_rank(run: tuple[Path, str]) -> None:
     """Barrier_init (called twice per rank) is named once per rank on stderr."""
-    lines = [ln for ln in run[1].splitlines() if "is not traced" in ln]
-    assert len(lines) == 2 and all("MPI.Comm.Barrier_init" in ln for ln in lines)
+    assert run[1].count("is not traced") == 2  # the ranks' lines may interleave
+    assert run[1].count("MPI.Comm.Barrier_init is not traced") == 2
 
 
 @pytest.mark.parametrize("bound", ["lower", "upper", "fitted", "none"])
