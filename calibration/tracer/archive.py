@@ -444,6 +444,14 @@ def _event(rec: tuple, regions: list, comms: list, contingent: Any = None,
                                                  received, request)
     if kind == tb.REQUEST_CANCELLED:
         return oev.MpiRequestCancelled(t, rec[2])
+    if kind == tb.PROBE:
+        return oev.MpiProbe(t, rec[2], comms[rec[3]], rec[4], rec[5])
+    if kind == tb.MRECV:
+        return oev.MpiMrecv(t, rec[2], rec[3])
+    if kind == tb.IMRECV_REQUEST:
+        return oev.MpiImrecvRequest(t, rec[2], rec[3])
+    if kind == tb.IMRECV:
+        return oev.MpiImrecv(t, rec[2], rec[3])
     raise ValueError(f"unknown record kind {kind}")
 
 

@@ -89,6 +89,10 @@ BUFFER_FLUSH           stop time (the tracer's own work: :meth:`Buffer.reserve`)
 NBC_REQUEST,           request id (NonBlockingCollectiveRequest; MpiRequestCancelled)
 REQUEST_CANCELLED
 NBC_COMPLETE           op, comm, root (-1: none), bytes sent, bytes received, request id
+PROBE                  sender, comm, tag, message id (MPI_Mprobe/Improbe: MpiProbe)
+MRECV                  message id, bytes (MpiMrecv)
+IMRECV_REQUEST         message id, request id (MpiImrecvRequest)
+IMRECV                 request id, bytes (MpiImrecv)
 =====================  ===========================================
 """
 
@@ -121,6 +125,8 @@ from typing import Any
 BUFFER_FLUSH = 39
 # nonblocking collectives and cancelled requests (calibration.tracer.requests)
 NBC_REQUEST, NBC_COMPLETE, REQUEST_CANCELLED = range(40, 43)
+# matched probes and their receives (calibration.tracer.calls)
+PROBE, MRECV, IMRECV_REQUEST, IMRECV = range(43, 47)
 
 #: OTF2 record names of the kinds above (the names the platform file uses).
 KIND_NAMES: tuple[str, ...] = (
@@ -135,13 +141,14 @@ KIND_NAMES: tuple[str, ...] = (
     "RmaOpCompleteBlocking",
     "BufferFlush",
     "NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete", "MpiRequestCancelled",
+    "MpiProbe", "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
 )
 
 #: Kinds that are MPI records (a thread that wrote one made MPI calls).
 PARTITIONED_KINDS = frozenset(range(P_SEND_INIT, P_RECV_COMPLETE + 1))
 RMA_KINDS = frozenset(range(RMA_WIN_CREATE, RMA_OP_COMPLETE + 1))
 MPI_KINDS = (frozenset(range(MPI_SEND, COLL_END + 1)) | PARTITIONED_KINDS | RMA_KINDS
-             | frozenset((NBC_REQUEST, NBC_COMPLETE, REQUEST_CANCELLED)))
+             | frozenset(range(NBC_REQUEST, IMRECV + 1)))
 #: Kinds whose index is a sequence count.
 SEQUENCE_KINDS = frozenset((THREAD_CREATE, THREAD_BEGIN, THREAD_END, THREAD_WAIT))
 LOCK_KINDS = frozenset((THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK))

@@ -10,6 +10,13 @@ call's records, Leave):
 * ``Probe``/``probe``, ``Iprobe``/``iprobe``: Enter/Leave of MPI_Probe / MPI_Iprobe
   only (a plain probe takes no message: no dependency, but its time is MPI time,
   not the program's).
+* Matched probes (``Mprobe``/``mprobe``, ``Improbe``/``improbe`` that found a
+  message): MpiProbe (sender, comm, tag, a message id) after the call; the
+  returned :class:`TracedMessage`'s ``Recv``/``recv`` write MpiMrecv (message id,
+  bytes) in MPI_Mrecv, its ``Irecv``/``irecv`` MpiImrecvRequest in MPI_Imrecv and
+  MpiImrecv where the request completes (OTF2 3.1's records, which compensate
+  models as a receive split in two). ``MPI.Message`` is :class:`TracedMessage`
+  while tracing, whose ``Probe(comm, ...)`` etc. are the communicator's.
 * ``Send_init``, ``Ssend_init``, ``Bsend_init``, ``Rsend_init``, ``Recv_init``:
   persistent requests (:mod:`calibration.tracer.requests`).
 * ``scan``/``Scan``, ``exscan``/``Exscan``, ``Reduce_scatter``,
@@ -47,6 +54,8 @@ from compensate.model import COLLECTIVE_OPS
 
 _Comm = MPI.Comm
 _Intracomm = MPI.Intracomm
+_Message = MPI.Message
+_PROC_NULL = MPI.PROC_NULL
 _ANY_SOURCE = MPI.ANY_SOURCE
 _ANY_TAG = MPI.ANY_TAG
 _NO_ROOT = -1
@@ -58,7 +67,7 @@ _cid: Any = None  # calibration.tracer.mpi._cid
 
 _ROLES = {
     "POINT2POINT": ("Bsend", "Rsend", "Ibsend", "Irsend", "Sendrecv_replace", "Probe",
-                    "Iprobe"),
+                    "Iprobe", "Mprobe", "Improbe", "Mrecv", "Imrecv"),
     "COLL_ONE2ALL": ("Scatterv", "Ibcast", "Iscatter", "Iscatterv"),
     "COLL_ALL2ONE": ("Gatherv", "Igather", "Igatherv", "Ireduce"),
     "COLL_ALL2ALL": ("Scan", "Exscan", "Reduce_scatter", "Reduce_scatter_block", "Allgatherv",
@@ -89,6 +98,7 @@ def bind(recorder: tb.Recorder, regions: dict[str, int], cid: Any, cls: type) ->
             regions[full] = recorder.region_id((full, full, "", 0, "mpi", role))
     for name in untraced_names(cls):
         setattr(cls, name, _stand_in(cls, name))
+    MPI.Message = TracedMessage
 
 
 def untraced_names(cls: type) -> list[str]:
@@ -195,6 +205,51 @@ class MoreCalls:
     def iprobe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
                status: Any = None) -> Any:
         return self._plain(_now(), "MPI_Iprobe", _Comm.iprobe, source, tag, status)
+
+    def _mprobe(self, t: int, name: str, fn: Any, source: int, tag: int,
+                status: Any) -> Any:
+        """A matched probe: MpiProbe (sender, comm, tag, a new message id, from the
+        status) after the call if it took a message; the message is a
+        :class:`TracedMessage`."""
+        rec, region = _rec.current(), _REGIONS[name]
+        st = rq.scratch(rec) if status is None else status
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            msg = fn(self, source, tag, st)
+        except BaseException:
+            rq.leave(rec, region)
+            raise
+        tp = monotonic_ns()
+        tl = monotonic_ns()
+        first = tl
+        if msg is not None:
+            msg = TracedMessage(msg)
+            src = st.Get_source()
+            if src != _PROC_NULL:
+                mid = _rec.new_request()
+                rec.add_record(tp, tb.PROBE, (src, _cid(self), st.Get_tag(), mid))
+                msg._probe = (mid, st.Get_count())
+                first = tp
+        rec.leave_at(tl, region)
+        rec.back(first)
+        return msg
+
+    def Mprobe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+               status: Any = None) -> Any:
+        return self._mprobe(_now(), "MPI_Mprobe", _Comm.Mprobe, source, tag, status)
+
+    def mprobe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+               status: Any = None) -> Any:
+        return self._mprobe(_now(), "MPI_Mprobe", _Comm.mprobe, source, tag, status)
+
+    def Improbe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+                status: Any = None) -> Any:
+        return self._mprobe(_now(), "MPI_Improbe", _Comm.Improbe, source, tag, status)
+
+    def improbe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+                status: Any = None) -> Any:
+        return self._mprobe(_now(), "MPI_Improbe", _Comm.improbe, source, tag, status)
 
     # -- persistent point to point -----------------------------------------------------
     def Send_init(self, buf: Any, dest: int, tag: int = 0) -> Any:
@@ -359,3 +414,86 @@ class MoreCalls:
     def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = _SUM) -> Any:
         return self._icoll(_now(), "MPI_Iexscan", "EXSCAN", _NO_ROOT, _Intracomm.Iexscan,
                            (sendbuf, recvbuf, op), sz.Scan)
+
+
+class TracedMessage(MPI.Message):
+    """The message of a traced matched probe; ``_probe`` = (message id, bytes), None
+    once received (and for a probe of MPI.PROC_NULL)."""
+
+    _probe: tuple | None = None
+
+    def _mrecv(self, t: int, fn: Any, *args: Any) -> Any:
+        """MPI_Mrecv: MpiMrecv (message id, bytes) after the call."""
+        rec, region = _rec.current(), _REGIONS["MPI_Mrecv"]
+        probe = self._probe
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            result = fn(self, *args)
+        except BaseException:
+            rq.leave(rec, region)
+            raise
+        tr = monotonic_ns()
+        tl = monotonic_ns()
+        first = tl
+        if probe is not None:
+            self._probe = None
+            rec.add_record(tr, tb.MRECV, probe)
+            first = tr
+        rec.leave_at(tl, region)
+        rec.back(first)
+        return result
+
+    def Recv(self, buf: Any, status: Any = None) -> None:
+        return self._mrecv(_now(), _Message.Recv, buf, status)
+
+    def recv(self, status: Any = None) -> Any:
+        return self._mrecv(_now(), _Message.recv, status)
+
+    def _imrecv(self, t: int, fn: Any, *args: Any) -> rq.TracedRequest:
+        """MPI_Imrecv: MpiImrecvRequest (message id, request id) in the call; the
+        request completes with MpiImrecv (request id, bytes)."""
+        tr = monotonic_ns()
+        rec, region = _rec.current(), _REGIONS["MPI_Imrecv"]
+        probe = self._probe
+        rec.enter_at(t, region)
+        try:
+            rid = _rec.new_request()
+            if probe is not None:
+                rec.add_record(tr, tb.IMRECV_REQUEST, (probe[0], rid))
+            rec.back(t)
+            req = rq.TracedRequest(fn(self, *args))
+            if probe is not None:
+                self._probe = None
+                req._info = (rid, -1, rq.MRECV)
+            return req
+        finally:
+            rq.leave(rec, region)
+
+    def Irecv(self, buf: Any) -> rq.TracedRequest:
+        return self._imrecv(_now(), _Message.Irecv, buf)
+
+    def irecv(self) -> rq.TracedRequest:
+        return self._imrecv(_now(), _Message.irecv)
+
+    # MPI.Message.Probe(comm, ...) etc. (``MPI.Message`` is this class while
+    # tracing): the communicator's own matched probe, traced if it is
+    @classmethod
+    def Probe(cls, comm: Any, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+              status: Any = None) -> Any:
+        return comm.Mprobe(source, tag, status)
+
+    @classmethod
+    def probe(cls, comm: Any, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+              status: Any = None) -> Any:
+        return comm.mprobe(source, tag, status)
+
+    @classmethod
+    def Iprobe(cls, comm: Any, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+               status: Any = None) -> Any:
+        return comm.Improbe(source, tag, status)
+
+    @classmethod
+    def iprobe(cls, comm: Any, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
+               status: Any = None) -> Any:
+        return comm.improbe(source, tag, status)

@@ -4,7 +4,9 @@ A traced nonblocking call (:mod:`calibration.tracer.mpi`, :mod:`calibration.trac
 returns a :class:`TracedRequest` whose ``_info`` says what its completion record is:
 ``(request id, comm id, SEND)`` → MpiIsendComplete, ``(request id, comm id, RECV)``
 → MpiIrecv (source, tag and bytes from the status), ``(request id, comm id, COLL,
-op, root, bytes sent, bytes received)`` → NonBlockingCollectiveComplete; None once
+op, root, bytes sent, bytes received)`` → NonBlockingCollectiveComplete,
+``(request id, comm id, MRECV)`` (a matched probe's message received by
+``Message.Irecv``) → MpiImrecv (bytes from the status); None once
 completed (and for calls to MPI.PROC_NULL, which record no message).
 ``MPI.Request`` is replaced by :class:`TracedRequest` at install, so the program's
 ``MPI.Request.Waitany(reqs)`` etc. come here.
@@ -54,7 +56,7 @@ _Prequest = MPI.Prequest
 _Comm = MPI.Comm
 _PROC_NULL = MPI.PROC_NULL
 _UNDEFINED = MPI.UNDEFINED
-SEND, RECV, COLL = 0, 1, 2  # the third field of a request's _info
+SEND, RECV, COLL, MRECV = 0, 1, 2, 3  # the third field of a request's _info
 
 _now = monotonic_ns
 _rec: tb.Recorder = tb.Recorder()  # replaced by bind()
@@ -109,6 +111,8 @@ def complete(rec: tb.Buffer, info: tuple | None, status: Any, t: int) -> None:
                                          status.Get_count(), info[0]))
     elif what == SEND:
         rec.add_record(t, tb.MPI_ISEND_COMPLETE, (info[0],))
+    elif what == MRECV:
+        rec.add_record(t, tb.IMRECV, (info[0], status.Get_count()))
     else:
         rec.add_record(t, tb.NBC_COMPLETE, (info[3], info[1], info[4], info[5], info[6],
                                             info[0]))

@@ -3,7 +3,7 @@ held-out-style program made of them for the real-run benchmark.
 
 ``--every-call`` first makes each of these calls at least once (the tracer's test,
 2 or more ranks; ranks 0 and 1 exchange the point-to-point messages): buffered and
-ready sends, Sendrecv_replace, probes, Waitany/Waitsome/Testall/Testany/Testsome
+ready sends, Sendrecv_replace, probes and matched probes, Waitany/Waitsome/Testall/Testany/Testsome
 (both cases, some of them failing first), a cancelled receive, persistent
 requests (Start, Startall, Free), scans, the v-collectives, reduce-scatters, every
 nonblocking collective, and one call the tracer leaves untraced (``Barrier_init``,
@@ -57,6 +57,11 @@ def point_to_point(comm: MPI.Intracomm) -> None:
         comm.send("p", dest=1, tag=9)  # probed, lower case
         comm.Send(np.ones(1), dest=1, tag=10)  # Iprobe polled
         comm.send("ip", dest=1, tag=11)
+        comm.Send(np.ones(2), dest=1, tag=40)  # matched probes: Mprobe, mprobe, ...
+        comm.send("m", dest=1, tag=41)
+        comm.Send(np.ones(2), dest=1, tag=42)
+        comm.send("im", dest=1, tag=43)
+        comm.send("cm", dest=1, tag=44)
         for tag in (13, 12, 14, 15):  # Waitany / waitany / Waitsome receives
             comm.Send(np.full(2, float(tag)), dest=1, tag=tag)
         comm.recv(source=1, tag=16)  # rank 1 has tested its receives: they fail first
@@ -87,6 +92,15 @@ def point_to_point(comm: MPI.Intracomm) -> None:
         while not comm.iprobe(source=0, tag=11):
             time.sleep(1e-4)
         comm.recv(source=0, tag=11)
+        comm.Mprobe(source=0, tag=40).Recv(np.empty(2))
+        comm.mprobe(source=0, tag=41).recv()
+        while (msg := comm.Improbe(source=0, tag=42)) is None:
+            time.sleep(1e-4)
+        msg.Irecv(np.empty(2)).Wait()
+        while (msg := comm.improbe(source=0, tag=43)) is None:
+            time.sleep(1e-4)
+        MPI.Request.waitall([msg.irecv()])
+        MPI.Message.probe(comm, source=0, tag=44).recv()  # the class's form
         reqs = [comm.Irecv(np.empty(2), source=0, tag=t) for t in (12, 13)]
         MPI.Request.Waitany(reqs)
         MPI.Request.waitany(reqs)

@@ -26,9 +26,10 @@ from tests.inprocess import run_compensate
 
 EXAMPLE = ROOT / "examples" / "mpi" / "morecalls.py"
 K = KIND_CODE
-STARTS = (K["MpiIsend"], K["MpiIrecvRequest"], K["NonBlockingCollectiveRequest"])
+STARTS = (K["MpiIsend"], K["MpiIrecvRequest"], K["NonBlockingCollectiveRequest"],
+          K["MpiImrecvRequest"])
 ENDS = (K["MpiIsendComplete"], K["MpiIrecv"], K["NonBlockingCollectiveComplete"],
-        K["MpiRequestCancelled"])
+        K["MpiRequestCancelled"], K["MpiImrecv"])
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +116,17 @@ def test_sends_probes_and_persistent_requests(trace: Trace) -> None:
     names1 = [n for n, _ in calls1]
     assert names1.count("MPI_Probe") == 2 and names1.count("MPI_Iprobe") >= 2
     assert all(not inner for n, inner in calls1 if n in ("MPI_Probe", "MPI_Iprobe"))
+    # matched probes: MpiProbe in the probe that took the message, then its receive
+    probe = [K["MpiProbe"]]
+    taken = [(n, i) for n, i in calls1 if n in ("MPI_Mprobe", "MPI_Improbe") and i]
+    assert taken == [("MPI_Mprobe", probe)] * 2 + [("MPI_Improbe", probe)] * 2 + [
+        ("MPI_Mprobe", probe)]  # the last one by MPI.Message.probe(comm, ...)
+    assert [i for n, i in calls1 if n == "MPI_Mrecv"] == [[K["MpiMrecv"]]] * 3
+    assert [i for n, i in calls1 if n == "MPI_Imrecv"] == [[K["MpiImrecvRequest"]]] * 2
+    ev = trace.events[1]
+    probed = ev.size_recv[ev.kind == K["MpiProbe"]].tolist()  # message ids
+    assert sorted(probed) == sorted(ev.size_recv[np.isin(
+        ev.kind, (K["MpiMrecv"], K["MpiImrecvRequest"]))].tolist())
     # persistent: two Starts and one Startall, each starting the request afresh
     assert [i for n, i in calls0 if n in ("MPI_Start", "MPI_Startall")] == [isend] * 3
     assert [i for n, i in calls1 if n in ("MPI_Start", "MPI_Startall")] == \
