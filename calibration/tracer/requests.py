@@ -141,7 +141,10 @@ def _finish(rec: tb.Buffer, region: int, reqs: list, infos: list, done: dict,
 
 
 def _infos(reqs: list) -> list:
-    return [getattr(q, "_info", None) for q in reqs]
+    """The ``_info`` of each request of an array (None for requests that are not
+    :class:`TracedRequest`: untraced ones, and the partitioned requests of
+    :mod:`calibration.tracer.partitioned`, whose ``_info`` means something else)."""
+    return [q._info if isinstance(q, TracedRequest) else None for q in reqs]
 
 
 class TracedRequest(MPI.Request):
