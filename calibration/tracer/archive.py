@@ -435,6 +435,23 @@ def _event(rec: tuple, regions: list, comms: list, contingent: Any = None,
         return oev.ThreadReleaseLock(t, Paradigm.PTHREAD, rec[2], rec[3])
     if kind == tb.BUFFER_FLUSH:
         return oev.BufferFlush(t, rec[2])
+    if kind == tb.NBC_REQUEST:
+        return oev.NonBlockingCollectiveRequest(t, rec[2])
+    if kind == tb.NBC_COMPLETE:
+        op, comm, root, sent, received, request = rec[2:8]
+        return oev.NonBlockingCollectiveComplete(t, CollectiveOp(op), comms[comm],
+                                                 _UNDEF_U32 if root < 0 else root, sent,
+                                                 received, request)
+    if kind == tb.REQUEST_CANCELLED:
+        return oev.MpiRequestCancelled(t, rec[2])
+    if kind == tb.PROBE:
+        return oev.MpiProbe(t, rec[2], comms[rec[3]], rec[4], rec[5])
+    if kind == tb.MRECV:
+        return oev.MpiMrecv(t, rec[2], rec[3])
+    if kind == tb.IMRECV_REQUEST:
+        return oev.MpiImrecvRequest(t, rec[2], rec[3])
+    if kind == tb.IMRECV:
+        return oev.MpiImrecv(t, rec[2], rec[3])
     raise ValueError(f"unknown record kind {kind}")
 
 

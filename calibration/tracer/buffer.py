@@ -86,6 +86,13 @@ RMA_ATOMIC             window, target rank, OTF2 atomic type, bytes sent,
                        bytes received, matching id
 RMA_OP_COMPLETE        window, matching id (RmaOpCompleteBlocking)
 BUFFER_FLUSH           stop time (the tracer's own work: :meth:`Buffer.reserve`)
+NBC_REQUEST,           request id (NonBlockingCollectiveRequest; MpiRequestCancelled)
+REQUEST_CANCELLED
+NBC_COMPLETE           op, comm, root (-1: none), bytes sent, bytes received, request id
+PROBE                  sender, comm, tag, message id (MPI_Mprobe/Improbe: MpiProbe)
+MRECV                  message id, bytes (MpiMrecv)
+IMRECV_REQUEST         message id, request id (MpiImrecvRequest)
+IMRECV                 request id, bytes (MpiImrecv)
 =====================  ===========================================
 """
 
@@ -116,6 +123,10 @@ from typing import Any
  RMA_OP_COMPLETE) = range(28, 39)
 #: the tracer's own buffer work (:meth:`Buffer.reserve`), an OTF2 BufferFlush
 BUFFER_FLUSH = 39
+# nonblocking collectives and cancelled requests (calibration.tracer.requests)
+NBC_REQUEST, NBC_COMPLETE, REQUEST_CANCELLED = range(40, 43)
+# matched probes and their receives (calibration.tracer.calls)
+PROBE, MRECV, IMRECV_REQUEST, IMRECV = range(43, 47)
 
 #: OTF2 record names of the kinds above (the names the platform file uses).
 KIND_NAMES: tuple[str, ...] = (
@@ -129,12 +140,15 @@ KIND_NAMES: tuple[str, ...] = (
     "RmaGroupSync", "RmaRequestLock", "RmaReleaseLock", "RmaPut", "RmaGet", "RmaAtomic",
     "RmaOpCompleteBlocking",
     "BufferFlush",
+    "NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete", "MpiRequestCancelled",
+    "MpiProbe", "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
 )
 
 #: Kinds that are MPI records (a thread that wrote one made MPI calls).
 PARTITIONED_KINDS = frozenset(range(P_SEND_INIT, P_RECV_COMPLETE + 1))
 RMA_KINDS = frozenset(range(RMA_WIN_CREATE, RMA_OP_COMPLETE + 1))
-MPI_KINDS = frozenset(range(MPI_SEND, COLL_END + 1)) | PARTITIONED_KINDS | RMA_KINDS
+MPI_KINDS = (frozenset(range(MPI_SEND, COLL_END + 1)) | PARTITIONED_KINDS | RMA_KINDS
+             | frozenset(range(NBC_REQUEST, IMRECV + 1)))
 #: Kinds whose index is a sequence count.
 SEQUENCE_KINDS = frozenset((THREAD_CREATE, THREAD_BEGIN, THREAD_END, THREAD_WAIT))
 LOCK_KINDS = frozenset((THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK))

@@ -16,9 +16,10 @@ Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
   recv/Recv: MpiRecv after the call, with source, tag and byte count from the
   status (so ANY_SOURCE/ANY_TAG are resolved); sendrecv/Sendrecv: both.
 * isend/Isend/issend/Issend: MpiIsend with a request id; irecv/Irecv:
-  MpiIrecvRequest; completion in Wait/Waitall/Test (and lower-case forms):
-  MpiIrecv (from the status) or MpiIsendComplete, MpiRequestTest for a Test that
-  found the request incomplete.
+  MpiIrecvRequest; completion in Wait, Test and the calls on arrays of requests
+  (Waitall/any/some, Testall/any/some, both cases): MpiIrecv (from the status) or
+  MpiIsendComplete, MpiRequestTest for a request tested and left incomplete
+  (:mod:`calibration.tracer.requests`, also Cancel, Free and persistent requests).
 * Psend_init/Precv_init (MPI-4 partitioned): a traced partitioned request whose
   Start, Pready(_range/_list), Parrived, Wait and Test record the seed's events
   (:mod:`calibration.tracer.partitioned`).
@@ -28,6 +29,9 @@ Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
 * barrier, bcast, scatter, gather, reduce, allreduce, allgather, alltoall (both
   cases): MpiCollectiveBegin, the call, MpiCollectiveEnd with the operation, the
   root and the bytes this rank sent and received (:mod:`calibration.tracer.sizes`).
+* buffered and ready sends, Sendrecv_replace, probes, scans, the v-collectives,
+  reduce-scatters and the nonblocking collectives: :mod:`calibration.tracer.calls`,
+  which also warns once on stderr about each communicating method left untraced.
 
 A call records on the calling thread's buffer (:meth:`Recorder.current
 <calibration.tracer.buffer.Recorder.current>`), so MPI from a worker thread lands on
@@ -61,21 +65,22 @@ from typing import Any
 from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
+from calibration.tracer import calls, rma
 from calibration.tracer import partitioned as ptr
-from calibration.tracer import rma
+from calibration.tracer import requests as rq
 from calibration.tracer import sizes as sz
+from calibration.tracer.requests import TracedRequest
 from compensate.model import COLLECTIVE_OPS
 
 _Comm = MPI.Comm
 _Intracomm = MPI.Intracomm
-_Request = MPI.Request
 _PROC_NULL = MPI.PROC_NULL
 _ANY_SOURCE = MPI.ANY_SOURCE
 _ANY_TAG = MPI.ANY_TAG
-_IN_PLACE = MPI.IN_PLACE
 _NO_ROOT = -1
 
 _now = monotonic_ns  # a wrapped call's Enter stamp, taken as it is called
+_leave = rq.leave  # Leave of a wrapped call (or of one that raised)
 _rec: tb.Recorder = tb.Recorder()  # replaced by install()
 _world_group: Any = None
 _status = MPI.Status()  # scratch status of the master thread's calls made without one
@@ -108,7 +113,8 @@ def install(recorder: tb.Recorder) -> None:
     MPI.COMM_WORLD = traced
     _PREGIONS.update(ptr.register(recorder))
     rma.install(recorder, _cid, _world_group)
-    MPI.Request = TracedRequest
+    rq.bind(recorder, _REGIONS)  # MPI.Request, MPI.Prequest: the traced classes
+    calls.bind(recorder, _REGIONS, _cid, TracedIntracomm)
     MPI.Finalize = _deferred_finalize
 
 
@@ -163,17 +169,11 @@ def _collective(t: int, comm: Any, name: str, op: str, root: int, fn: Any, args:
     return result
 
 
-def _leave(rec: tb.Buffer, region: int) -> None:
-    """Leave of a wrapped call that raised."""
-    t = monotonic_ns()
-    rec.leave_at(t, region)
-    rec.back(t)
-
-
 # ---------------------------------------------------------------------------------
 
-class TracedIntracomm(MPI.Intracomm):
-    """An intracommunicator whose communication calls are recorded."""
+class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
+    """An intracommunicator whose communication calls are recorded (more of them in
+    :class:`calibration.tracer.calls.MoreCalls`)."""
 
     # -- communicator creation: register in creation order ---------------------------
     def _created(self, comm: Any) -> Any:
@@ -252,9 +252,10 @@ class TracedIntracomm(MPI.Intracomm):
         self._recv(_now(), _Comm.Recv, buf, source, tag, status)
 
     def _sendrecv(self, t: int, fn: Any, sendobj: Any, dest: int, sendtag: int, recvbuf: Any,
-                  source: int, recvtag: int, status: Any, pickled: bool) -> Any:
+                  source: int, recvtag: int, status: Any, pickled: bool,
+                  name: str = "MPI_Sendrecv") -> Any:
         ts = monotonic_ns()
-        rec, region = _rec.current(), _REGIONS["MPI_Sendrecv"]
+        rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
         st = _scratch(rec) if status is None else status
         rec.enter_at(t, region)
@@ -296,7 +297,7 @@ class TracedIntracomm(MPI.Intracomm):
                                                   if pickled else sz.nbytes(obj), rid))
             rec.back(t)
             req = TracedRequest(fn(self, obj, dest, tag))
-            req._info = (rid, cid, False) if dest != _PROC_NULL else None
+            req._info = (rid, cid, rq.SEND) if dest != _PROC_NULL else None
             return req
         finally:
             _leave(rec, region)
@@ -323,7 +324,7 @@ class TracedIntracomm(MPI.Intracomm):
             rec.add_record(tr, tb.MPI_IRECV_REQUEST, (rid,))
             rec.back(t)
             req = TracedRequest(fn(self, buf, source, tag))
-            req._info = (rid, cid, True) if source != _PROC_NULL else None
+            req._info = (rid, cid, rq.RECV) if source != _PROC_NULL else None
             return req
         finally:
             _leave(rec, region)
@@ -344,6 +345,10 @@ class TracedIntracomm(MPI.Intracomm):
                         tag)
 
     # -- collectives -------------------------------------------------------------------
+    def _coll(self, t: int, name: str, op: str, root: int, fn: Any, args: tuple,
+              sizes: Any) -> Any:
+        return _collective(t, self, name, op, root, fn, args, sizes)
+
     def barrier(self) -> None:
         return _collective(_now(), self, "MPI_Barrier", "BARRIER", _NO_ROOT, _Comm.barrier, (),
                            sz.none)
@@ -421,113 +426,3 @@ def _received(rec: tb.Buffer, region: int, source: int, cid: int, status: Any) -
                                          status.Get_count()))
     rec.leave_at(tl, region)
     rec.back(tr)
-
-
-def _complete(rec: tb.Buffer, info: tuple | None, status: Any, t: int) -> None:
-    """The completion record of a traced request (none for untraced ones), stamped
-    ``t``."""
-    if info is None:
-        return
-    rid, cid, is_recv = info
-    if is_recv:
-        rec.add_record(t, tb.MPI_IRECV, (status.Get_source(), cid, status.Get_tag(),
-                                         status.Get_count(), rid))
-    else:
-        rec.add_record(t, tb.MPI_ISEND_COMPLETE, (rid,))
-
-
-class TracedRequest(MPI.Request):
-    """A request from a traced nonblocking call; ``_info`` = (request id, comm id,
-    is receive), None once completed."""
-
-    _info: tuple | None = None
-
-    def _wait(self, t: int, fn: Any, status: Any) -> Any:
-        rec, region = _rec.current(), _REGIONS["MPI_Wait"]
-        info = self._info
-        st = _scratch(rec) if status is None else status
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            result = fn(self, st)
-        except BaseException:
-            _leave(rec, region)
-            raise
-        tc = monotonic_ns()
-        tl = monotonic_ns()
-        self._info = None
-        _complete(rec, info, st, tc)
-        rec.leave_at(tl, region)
-        rec.back(tc)
-        return result
-
-    def Wait(self, status: Any = None) -> Any:
-        return self._wait(_now(), _Request.Wait, status)
-
-    def wait(self, status: Any = None) -> Any:
-        return self._wait(_now(), _Request.wait, status)
-
-    def _test(self, t: int, fn: Any, status: Any) -> Any:
-        rec, region = _rec.current(), _REGIONS["MPI_Test"]
-        info = self._info
-        st = _scratch(rec) if status is None else status
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            result = fn(self, st)
-        except BaseException:
-            _leave(rec, region)
-            raise
-        tc = monotonic_ns()
-        tl = monotonic_ns()
-        done = result[0] if isinstance(result, tuple) else result
-        if info is not None:
-            if done:
-                self._info = None
-                _complete(rec, info, st, tc)
-            else:
-                rec.add_record(tc, tb.MPI_REQUEST_TEST, (info[0],))
-        rec.leave_at(tl, region)
-        rec.back(tc)
-        return result
-
-    def Test(self, status: Any = None) -> bool:
-        return self._test(_now(), _Request.Test, status)
-
-    def test(self, status: Any = None) -> tuple[bool, Any]:
-        return self._test(_now(), _Request.test, status)
-
-    @classmethod
-    def _waitall(cls, t: int, fn: Any, requests: Any, statuses: Any) -> Any:
-        rec, region = _rec.current(), _REGIONS["MPI_Waitall"]
-        reqs = list(requests)
-        infos = [getattr(q, "_info", None) for q in reqs]
-        if statuses is None:
-            sts = [MPI.Status() for _ in reqs]
-        else:
-            sts = statuses
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            result = fn(reqs, sts)
-        except BaseException:
-            _leave(rec, region)
-            raise
-        tc = monotonic_ns()  # completions stamped as they are written, from here
-        first = True
-        for q, info, st in zip(reqs, infos, sts, strict=False):
-            if info is not None:
-                q._info = None
-                _complete(rec, info, st, tc if first else monotonic_ns())
-                first = False
-        rec.leave_at(_now(), region)
-        rec.back(tc)
-        return result
-
-    @classmethod
-    def Waitall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._waitall(_now(), _Request.Waitall, requests, statuses)
-
-    @classmethod
-    def waitall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._waitall(_now(), _Request.waitall, requests, statuses)

@@ -121,3 +121,102 @@ def alltoall(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
 def Alltoall(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
     recv = nbytes(args[1])
     return (recv if args[0] is _IN_PLACE else nbytes(args[0])), recv
+
+
+# -- the v-variants, scans and reductions-scatters (calibration.tracer.calls) -----------
+# Same conventions: a root sends (Scatterv) or receives (Gatherv) the other members'
+# shares, its own stays; n-to-n members send and receive their own buffers.
+
+def vcounts(spec: Any, n: int) -> list[int]:
+    """Bytes per member of a v-buffer (``[buf, counts, displs, type]``,
+    ``[buf, (counts, displs), type]``, ``[buf, counts]``, ...); an even split of
+    :func:`nbytes` where the counts are not given."""
+    if isinstance(spec, (list, tuple)) and len(spec) >= 2:
+        counts = spec[1]
+        if isinstance(counts, tuple) and len(counts) == 2 and hasattr(counts[0], "__len__"):
+            counts = counts[0]  # (counts, displs)
+        if hasattr(counts, "__len__") and len(counts) == n:
+            dtype = spec[-1]
+            if isinstance(dtype, MPI.Datatype):
+                item = dtype.Get_size()
+            else:
+                try:
+                    item = memoryview(spec[0]).itemsize
+                except TypeError:
+                    item = 1
+            return [int(c) * item for c in counts]
+    total = nbytes(spec)
+    return [total // max(n, 1)] * n
+
+
+def _others(counts: list[int], rank: int) -> int:
+    return sum(counts) - (counts[rank] if 0 <= rank < len(counts) else 0)
+
+
+def Gatherv(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    sendbuf, recvbuf, root = args
+    if _Comm.Get_rank(comm) == root:
+        return 0, _others(vcounts(recvbuf, _Comm.Get_size(comm)), root)
+    return nbytes(sendbuf), 0
+
+
+def Scatterv(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    sendbuf, recvbuf, root = args
+    if _Comm.Get_rank(comm) == root:
+        return _others(vcounts(sendbuf, _Comm.Get_size(comm)), root), 0
+    return 0, nbytes(recvbuf)
+
+
+def Allgatherv(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    sendbuf, recvbuf = args
+    if sendbuf is _IN_PLACE:
+        counts = vcounts(recvbuf, _Comm.Get_size(comm))
+        return counts[_Comm.Get_rank(comm)], sum(counts)
+    return nbytes(sendbuf), nbytes(recvbuf)
+
+
+def Alltoallv(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    recv = nbytes(args[1])
+    return (recv if args[0] is _IN_PLACE else nbytes(args[0])), recv
+
+
+def wbytes(spec: Any) -> int:
+    """Bytes of an Alltoallw buffer ``[buf, counts, displs, types]`` (one datatype
+    per member); :func:`nbytes` for other forms."""
+    if isinstance(spec, (list, tuple)) and len(spec) == 4 and hasattr(spec[3], "__len__"):
+        return sum(int(c) * t.Get_size() for c, t in zip(spec[1], spec[3], strict=False))
+    return nbytes(spec)
+
+
+def Alltoallw(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    recv = wbytes(args[1])
+    return (recv if args[0] is _IN_PLACE else wbytes(args[0])), recv
+
+
+def Reduce_scatter(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    """(sendbuf, recvbuf, recvcounts, op): sends its whole vector, receives its
+    block (recvcounts[rank] items; in place: the buffer holds the vector)."""
+    sendbuf, recvbuf, counts = args[0], args[1], args[2]
+    if sendbuf is not _IN_PLACE:
+        return nbytes(sendbuf), nbytes(recvbuf)
+    whole = nbytes(recvbuf)
+    if counts is not None and len(counts):
+        total = sum(int(c) for c in counts)
+        return whole, whole * int(counts[_Comm.Get_rank(comm)]) // max(total, 1)
+    return whole, whole // max(_Comm.Get_size(comm), 1)
+
+
+def Reduce_scatter_block(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    sendbuf, recvbuf = args[0], args[1]
+    if sendbuf is not _IN_PLACE:
+        return nbytes(sendbuf), nbytes(recvbuf)
+    whole = nbytes(recvbuf)
+    return whole, whole // max(_Comm.Get_size(comm), 1)
+
+
+def scan(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    s = pickled_size(args[0])
+    return s, s
+
+
+Scan = Allreduce  # (sendbuf, recvbuf, op): its own buffer both ways

@@ -1,0 +1,428 @@
+"""The mpi4py tracer's requests: completion, cancellation and persistent requests.
+
+A traced nonblocking call (:mod:`calibration.tracer.mpi`, :mod:`calibration.tracer.calls`)
+returns a :class:`TracedRequest` whose ``_info`` says what its completion record is:
+``(request id, comm id, SEND)`` → MpiIsendComplete, ``(request id, comm id, RECV)``
+→ MpiIrecv (source, tag and bytes from the status), ``(request id, comm id, COLL,
+op, root, bytes sent, bytes received)`` → NonBlockingCollectiveComplete,
+``(request id, comm id, MRECV)`` (a matched probe's message received by
+``Message.Irecv``) → MpiImrecv (bytes from the status); None once
+completed (and for calls to MPI.PROC_NULL, which record no message).
+``MPI.Request`` is replaced by :class:`TracedRequest` at install, so the program's
+``MPI.Request.Waitany(reqs)`` etc. come here.
+
+Every completion call is recorded as Score-P's MPI adapter does with its request
+groups enabled (``SCOREP_MPI_ENABLE_GROUPS`` with XREQTEST; ``SCOREP_Mpi_Request.c``):
+Enter of the ``MPI_X`` region, the call, then, in the order of the request array,
+
+* Wait, Waitall, Waitany, Waitsome: the completion record of each traced request
+  the call completed (``scorep_mpi_check_some_test_some``: Waitany/Waitsome also
+  write MpiRequestTest for each traced request of the array still active);
+* Test, Testall, Testany, Testsome: the completion records of the completed
+  requests, MpiRequestTest for each traced request it tested and left active
+  (Testall and Testany that complete nothing: MpiRequestTest for every active one);
+
+then Leave. A request the program cancelled (``Cancel``: Enter/Leave of MPI_Cancel)
+gets MpiRequestCancelled instead of its completion record if the status says the
+cancel succeeded (``Status.Is_cancelled``, Score-P's ``MPI_Test_cancelled``).
+``Free`` is Enter/Leave of MPI_Request_free; a freed active request's completion is
+never recorded (MPI never reports it).
+
+Persistent point to point (``Send_init``, ``Ssend_init``, ``Bsend_init``,
+``Rsend_init``, ``Recv_init``): Enter/Leave of the init call, then each ``Start``
+(and ``Prequest.Startall``) records what Score-P's MPI_Start does with its
+nonblocking group on: MpiIsend (peer, comm, tag, bytes, a fresh request id) or
+MpiIrecvRequest, completed by the calls above like any other request. The model
+therefore needs no persistent kind of its own.
+
+The in-situ discipline of :mod:`calibration.tracer.mpi` holds: the Enter is stamped
+as the method is called, the first completion record and the Leave right after the
+MPI call returns (later completion records as they are written), the statuses are
+read after their stamp, and :meth:`Buffer.back <calibration.tracer.buffer.Buffer.back>`
+closes each run of records.
+"""
+
+from __future__ import annotations
+
+from time import monotonic_ns
+from typing import Any
+
+from mpi4py import MPI
+
+from calibration.tracer import buffer as tb
+
+_Request = MPI.Request
+_Prequest = MPI.Prequest
+_Comm = MPI.Comm
+_PROC_NULL = MPI.PROC_NULL
+_UNDEFINED = MPI.UNDEFINED
+SEND, RECV, COLL, MRECV = 0, 1, 2, 3  # the third field of a request's _info
+
+_now = monotonic_ns
+_rec: tb.Recorder = tb.Recorder()  # replaced by bind()
+_REGIONS: dict[str, int] = {}  # calibration.tracer.mpi's table (bind() adds to it)
+_status = MPI.Status()
+
+#: regions of this module's calls (registered after the others, so that ids stay)
+REGION_NAMES = ("MPI_Waitany", "MPI_Waitsome", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
+                "MPI_Cancel", "MPI_Request_free", "MPI_Send_init", "MPI_Ssend_init",
+                "MPI_Bsend_init", "MPI_Rsend_init", "MPI_Recv_init", "MPI_Start",
+                "MPI_Startall")
+
+
+def bind(recorder: tb.Recorder, regions: dict[str, int]) -> None:
+    """Record into ``recorder``; ``regions`` is the tracer's region table (called by
+    :func:`calibration.tracer.mpi.install`)."""
+    global _rec, _REGIONS
+    _rec, _REGIONS = recorder, regions
+    for name in REGION_NAMES:
+        regions[name] = recorder.region_id((name, name, "", 0, "mpi", "POINT2POINT"))
+    MPI.Request = TracedRequest
+    MPI.Prequest = TracedPersistent
+
+
+def scratch(rec: tb.Buffer) -> Any:
+    """A status for a call made without one: the master thread reuses one, other
+    threads get a fresh one (two threads may be inside MPI at once)."""
+    return _status if rec is _rec.main else MPI.Status()
+
+
+def leave(rec: tb.Buffer, region: int) -> None:
+    """Leave of a wrapped call (or of one that raised)."""
+    t = monotonic_ns()
+    rec.leave_at(t, region)
+    rec.back(t)
+
+
+def complete(rec: tb.Buffer, info: tuple | None, status: Any, t: int) -> None:
+    """The completion record of a traced request (none for untraced ones), stamped
+    ``t``; a cancelled request's (third field ``-1 - what``) is MpiRequestCancelled
+    if the cancel succeeded."""
+    if info is None:
+        return
+    what = info[2]
+    if what < 0:
+        if status.Is_cancelled():
+            rec.add_record(t, tb.REQUEST_CANCELLED, (info[0],))
+            return
+        what = -1 - what
+    if what == RECV:
+        rec.add_record(t, tb.MPI_IRECV, (status.Get_source(), info[1], status.Get_tag(),
+                                         status.Get_count(), info[0]))
+    elif what == SEND:
+        rec.add_record(t, tb.MPI_ISEND_COMPLETE, (info[0],))
+    elif what == MRECV:
+        rec.add_record(t, tb.IMRECV, (info[0], status.Get_count()))
+    else:
+        rec.add_record(t, tb.NBC_COMPLETE, (info[3], info[1], info[4], info[5], info[6],
+                                            info[0]))
+
+
+def _finish(rec: tb.Buffer, region: int, reqs: list, infos: list, done: dict,
+            tested: bool, tc: int) -> None:
+    """After a completion call over ``reqs`` returned (``tc`` stamped then): in array
+    order, the completion record of each traced request in ``done`` (position ->
+    its status), MpiRequestTest for the other traced ones if ``tested``; Leave."""
+    t = tc
+    for pos, info in enumerate(infos):
+        if info is None:
+            continue
+        st = done.get(pos)
+        if st is not None:
+            reqs[pos]._info = None
+            complete(rec, info, st, t)
+        elif tested:
+            rec.add_record(t, tb.MPI_REQUEST_TEST, (info[0],))
+        else:
+            continue
+        t = monotonic_ns()
+    rec.leave_at(monotonic_ns(), region)
+    rec.back(tc)
+
+
+def _infos(reqs: list) -> list:
+    """The ``_info`` of each request of an array (None for requests that are not
+    :class:`TracedRequest`: untraced ones, and the partitioned requests of
+    :mod:`calibration.tracer.partitioned`, whose ``_info`` means something else)."""
+    return [q._info if isinstance(q, TracedRequest) else None for q in reqs]
+
+
+class TracedRequest(MPI.Request):
+    """A request from a traced nonblocking call; ``_info`` as the module says."""
+
+    _info: tuple | None = None
+
+    def _wait(self, t: int, fn: Any, status: Any) -> Any:
+        rec, region = _rec.current(), _REGIONS["MPI_Wait"]
+        info = self._info
+        st = scratch(rec) if status is None else status
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            result = fn(self, st)
+        except BaseException:
+            leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        tl = monotonic_ns()
+        self._info = None
+        complete(rec, info, st, tc)
+        rec.leave_at(tl, region)
+        rec.back(tc)
+        return result
+
+    def Wait(self, status: Any = None) -> Any:
+        return self._wait(_now(), _Request.Wait, status)
+
+    def wait(self, status: Any = None) -> Any:
+        return self._wait(_now(), _Request.wait, status)
+
+    def _test(self, t: int, fn: Any, status: Any) -> Any:
+        rec, region = _rec.current(), _REGIONS["MPI_Test"]
+        info = self._info
+        st = scratch(rec) if status is None else status
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            result = fn(self, st)
+        except BaseException:
+            leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        tl = monotonic_ns()
+        done = result[0] if isinstance(result, tuple) else result
+        if info is not None:
+            if done:
+                self._info = None
+                complete(rec, info, st, tc)
+            else:
+                rec.add_record(tc, tb.MPI_REQUEST_TEST, (info[0],))
+        rec.leave_at(tl, region)
+        rec.back(tc)
+        return result
+
+    def Test(self, status: Any = None) -> bool:
+        return self._test(_now(), _Request.Test, status)
+
+    def test(self, status: Any = None) -> tuple[bool, Any]:
+        return self._test(_now(), _Request.test, status)
+
+    def Cancel(self) -> None:
+        t = _now()
+        rec, region = _rec.current(), _REGIONS["MPI_Cancel"]
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            _Request.Cancel(self)
+            info = self._info
+            if info is not None and info[2] >= 0:
+                self._info = (info[0], info[1], -1 - info[2], *info[3:])
+        finally:
+            leave(rec, region)
+
+    def Free(self) -> None:
+        t = _now()
+        rec, region = _rec.current(), _REGIONS["MPI_Request_free"]
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            _Request.Free(self)
+            self._info = None
+        finally:
+            leave(rec, region)
+
+    # -- arrays of requests ------------------------------------------------------------
+    @classmethod
+    def _waitall(cls, t: int, fn: Any, requests: Any, statuses: Any) -> Any:
+        rec, region = _rec.current(), _REGIONS["MPI_Waitall"]
+        reqs = list(requests)
+        infos = _infos(reqs)
+        sts = [MPI.Status() for _ in reqs] if statuses is None else statuses
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            result = fn(reqs, sts)
+        except BaseException:
+            leave(rec, region)
+            raise
+        tc = monotonic_ns()  # completions stamped as they are written, from here
+        _finish(rec, region, reqs, infos, dict(enumerate(sts)), False, tc)
+        return result
+
+    @classmethod
+    def Waitall(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._waitall(_now(), _Request.Waitall, requests, statuses)
+
+    @classmethod
+    def waitall(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._waitall(_now(), _Request.waitall, requests, statuses)
+
+    @classmethod
+    def _testall(cls, t: int, fn: Any, requests: Any, statuses: Any) -> Any:
+        rec, region = _rec.current(), _REGIONS["MPI_Testall"]
+        reqs = list(requests)
+        infos = _infos(reqs)
+        sts = [MPI.Status() for _ in reqs] if statuses is None else statuses
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            result = fn(reqs, sts)
+        except BaseException:
+            leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        flag = result[0] if isinstance(result, tuple) else result
+        _finish(rec, region, reqs, infos, dict(enumerate(sts)) if flag else {}, True, tc)
+        return result
+
+    @classmethod
+    def Testall(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._testall(_now(), _Request.Testall, requests, statuses)
+
+    @classmethod
+    def testall(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._testall(_now(), _Request.testall, requests, statuses)
+
+    @classmethod
+    def _any(cls, t: int, name: str, fn: Any, requests: Any, status: Any) -> Any:
+        """Waitany/Testany (both cases): ``fn`` returns the index first (and the flag
+        second for a test)."""
+        rec, region = _rec.current(), _REGIONS[name]
+        reqs = list(requests)
+        infos = _infos(reqs)
+        st = scratch(rec) if status is None else status
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            result = fn(reqs, st)
+        except BaseException:
+            leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        index = result[0] if isinstance(result, tuple) else result
+        done = {index: st} if index != _UNDEFINED else {}
+        _finish(rec, region, reqs, infos, done, index != _UNDEFINED or name == "MPI_Testany",
+                tc)
+        return result
+
+    @classmethod
+    def Waitany(cls, requests: Any, status: Any = None) -> Any:
+        return cls._any(_now(), "MPI_Waitany", _Request.Waitany, requests, status)
+
+    @classmethod
+    def waitany(cls, requests: Any, status: Any = None) -> Any:
+        return cls._any(_now(), "MPI_Waitany", _Request.waitany, requests, status)
+
+    @classmethod
+    def Testany(cls, requests: Any, status: Any = None) -> Any:
+        return cls._any(_now(), "MPI_Testany", _Request.Testany, requests, status)
+
+    @classmethod
+    def testany(cls, requests: Any, status: Any = None) -> Any:
+        return cls._any(_now(), "MPI_Testany", _Request.testany, requests, status)
+
+    @classmethod
+    def _some(cls, t: int, name: str, fn: Any, requests: Any, statuses: Any) -> Any:
+        """Waitsome/Testsome (both cases): ``fn`` returns the completed indices (first),
+        None if no request was active; ``statuses[k]`` is the k-th one's status."""
+        rec, region = _rec.current(), _REGIONS[name]
+        reqs = list(requests)
+        infos = _infos(reqs)
+        sts = [MPI.Status() for _ in reqs] if statuses is None else statuses
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            result = fn(reqs, sts)
+        except BaseException:
+            leave(rec, region)
+            raise
+        tc = monotonic_ns()
+        indices = result[0] if isinstance(result, tuple) else result
+        done = {} if indices is None else {i: sts[k] for k, i in enumerate(indices)}
+        _finish(rec, region, reqs, infos, done, indices is not None, tc)
+        return result
+
+    @classmethod
+    def Waitsome(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._some(_now(), "MPI_Waitsome", _Request.Waitsome, requests, statuses)
+
+    @classmethod
+    def waitsome(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._some(_now(), "MPI_Waitsome", _Request.waitsome, requests, statuses)
+
+    @classmethod
+    def Testsome(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._some(_now(), "MPI_Testsome", _Request.Testsome, requests, statuses)
+
+    @classmethod
+    def testsome(cls, requests: Any, statuses: Any = None) -> Any:
+        return cls._some(_now(), "MPI_Testsome", _Request.testsome, requests, statuses)
+
+
+# ---------------------------------------------------------------------------------
+
+class TracedPersistent(TracedRequest, MPI.Prequest):
+    """A persistent point-to-point request of a traced communicator; ``_start`` =
+    (comm id, peer, tag, bytes, is receive), None for MPI.PROC_NULL."""
+
+    _start: tuple | None = None
+
+    def _started(self, rec: tb.Buffer, t: int) -> None:
+        """The Start record of this request stamped ``t`` (sets ``_info``)."""
+        start = self._start
+        if start is None:
+            return
+        cid, peer, tag, nbytes, is_recv = start
+        rid = _rec.new_request()
+        if is_recv:
+            rec.add_record(t, tb.MPI_IRECV_REQUEST, (rid,))
+            self._info = (rid, cid, RECV)
+        else:
+            rec.add_record(t, tb.MPI_ISEND, (peer, cid, tag, nbytes, rid))
+            self._info = (rid, cid, SEND)
+
+    def Start(self) -> None:
+        t = _now()
+        ts = monotonic_ns()
+        rec, region = _rec.current(), _REGIONS["MPI_Start"]
+        rec.enter_at(t, region)
+        try:
+            self._started(rec, ts)
+            rec.back(t)
+            _Prequest.Start(self)
+        finally:
+            leave(rec, region)
+
+    @classmethod
+    def Startall(cls, requests: Any) -> None:
+        t = _now()
+        ts = monotonic_ns()
+        rec, region = _rec.current(), _REGIONS["MPI_Startall"]
+        rec.enter_at(t, region)
+        try:
+            reqs = list(requests)
+            for q in reqs:
+                if isinstance(q, TracedPersistent):
+                    q._started(rec, ts)
+                    ts = monotonic_ns()
+            rec.back(t)
+            _Prequest.Startall(reqs)
+        finally:
+            leave(rec, region)
+
+
+def persistent(comm: Any, cid: int, name: str, fn: Any, buf: Any, peer: int, tag: int,
+               is_recv: bool, nbytes: int) -> TracedPersistent:
+    """``fn`` (Send_init, ..., Recv_init of ``comm``, local id ``cid``) traced:
+    Enter/Leave of ``name``; the request's Start records come later."""
+    t = _now()
+    rec, region = _rec.current(), _REGIONS[name]
+    rec.enter_at(t, region)
+    rec.back(t)
+    try:
+        req = TracedPersistent(fn(comm, buf, peer, tag))
+        if peer != _PROC_NULL:
+            req._start = (cid, peer, tag, nbytes, is_recv)
+        return req
+    finally:
+        leave(rec, region)

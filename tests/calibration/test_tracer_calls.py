@@ -1,0 +1,188 @@
+"""The mpi4py tracer's further calls (issue #22: ``calibration/tracer/calls.py`` and
+``calibration/tracer/requests.py``) on real MPI: one 2-rank run of
+``examples/mpi/morecalls.py --every-call`` under ``mpiexec``, shared by the tests.
+
+The records are checked against what the OTF2 / Score-P semantics demand (each
+request completed exactly once, inside the call that completed it; tested and
+left active: MpiRequestTest; probes as MPI regions; the collective operations and
+roots), and the archive compensates with every bound without a violation.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compensate.formats.otf2 import read_otf2
+from compensate.model import COLLECTIVE_OP_NAMES, COLLECTIVE_OPS, KIND_CODE, Trace
+from tests.calibration.traced_runs import ROOT, assert_opens_in_otf2_print
+from tests.conftest import mpiexec
+from tests.inprocess import run_compensate
+
+EXAMPLE = ROOT / "examples" / "mpi" / "morecalls.py"
+K = KIND_CODE
+STARTS = (K["MpiIsend"], K["MpiIrecvRequest"], K["NonBlockingCollectiveRequest"],
+          K["MpiImrecvRequest"])
+ENDS = (K["MpiIsendComplete"], K["MpiIrecv"], K["NonBlockingCollectiveComplete"],
+        K["MpiRequestCancelled"], K["MpiImrecv"])
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(archive, stderr) of the traced run."""
+    pytest.importorskip("mpi4py")
+    out = tmp_path_factory.mktemp("calls") / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--", str(EXAMPLE), "--every-call", "--steps", "3"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "morecalls done" in proc.stdout
+    return out, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def trace(run: tuple[Path, str]) -> Trace:
+    return read_otf2(str(run[0]))
+
+
+def _calls(trace: Trace, loc: int) -> list[tuple[str, list[int]]]:
+    """The MPI calls of a location in order: (region name, kinds of the records
+    between its Enter and Leave)."""
+    ev, names = trace.events[loc], trace.definitions.regions
+    out, stack = [], []
+    for i, k in enumerate(ev.kind.tolist()):
+        if k == K["Enter"]:
+            stack.append((names[int(ev.region[i])], i))
+        elif k == K["Leave"]:
+            name, start = stack.pop()
+            if name.startswith("MPI_"):
+                out.append((name, ev.kind[start + 1:i].tolist()))
+    return out
+
+
+def test_every_request_is_completed_once_inside_a_completion_call(trace: Trace) -> None:
+    """Each request id a location starts (MpiIsend, MpiIrecvRequest,
+    NonBlockingCollectiveRequest) has exactly one completion record, and it lies
+    inside an MPI_Wait*/MPI_Test* call; MpiRequestTest only names started ids."""
+    for loc, ev in trace.events.items():
+        kinds, req = ev.kind, ev.request
+        started = req[np.isin(kinds, STARTS)].tolist()
+        ended = req[np.isin(kinds, ENDS)].tolist()
+        assert sorted(started) == sorted(ended) and len(set(started)) == len(started), loc
+        assert set(req[kinds == K["MpiRequestTest"]].tolist()) <= set(started)
+        for name, inner in _calls(trace, loc):
+            if any(k in ENDS for k in inner):
+                assert name.startswith(("MPI_Wait", "MPI_Test")), name
+    everything = np.concatenate([ev.kind for ev in trace.events.values()])
+    assert np.count_nonzero(everything == K["MpiRequestCancelled"]) == 1
+    assert np.count_nonzero(everything == K["NonBlockingCollectiveComplete"]) == 2 * 17
+
+
+def test_array_completions_follow_score_p(trace: Trace) -> None:
+    """Rank 1: Waitany completes one request (MpiRequestTest for the one still
+    active), Waitsome the ones it returns; a Testany/Testall/Testsome that completes
+    nothing tests every request; the cancelled receive is MpiRequestCancelled."""
+    calls = _calls(trace, 1)
+    irecv, test = K["MpiIrecv"], K["MpiRequestTest"]
+    waitany = [inner for name, inner in calls if name == "MPI_Waitany"]
+    assert sorted(waitany[0]) == sorted([irecv, test]) and waitany[1] == [irecv]
+    assert sum(inner.count(irecv) for name, inner in calls if name == "MPI_Waitsome") >= 2
+    first = {}
+    for name, inner in calls:
+        first.setdefault(name, inner)
+    assert first["MPI_Testany"] == [test]
+    assert first["MPI_Testall"] == [test, test]  # Testall then testall on one request
+    assert first["MPI_Testsome"] == [test, test]
+    assert [K["MpiRequestCancelled"]] in [inner for name, inner in calls if name == "MPI_Wait"]
+    assert ("MPI_Cancel", []) in calls
+    # rank 0's Waitany over two sends: one completion each, then nothing to wait for
+    sends = [inner for name, inner in _calls(trace, 0) if name == "MPI_Waitany"]
+    assert sends[:3] == [[K["MpiIsendComplete"], test], [K["MpiIsendComplete"]], []]
+
+
+def test_sends_probes_and_persistent_requests(trace: Trace) -> None:
+    calls0, calls1 = _calls(trace, 0), _calls(trace, 1)
+    send, isend = [K["MpiSend"]], [K["MpiIsend"]]
+    assert {("MPI_Bsend", tuple(send)), ("MPI_Rsend", tuple(send)), ("MPI_Ibsend", tuple(isend)),
+            ("MPI_Irsend", tuple(isend))} <= {(n, tuple(i)) for n, i in calls0}
+    for calls in (calls0, calls1):
+        assert ("MPI_Sendrecv_replace", [K["MpiSend"], K["MpiRecv"]]) in calls
+    names1 = [n for n, _ in calls1]
+    assert names1.count("MPI_Probe") == 2 and names1.count("MPI_Iprobe") >= 2
+    assert all(not inner for n, inner in calls1 if n in ("MPI_Probe", "MPI_Iprobe"))
+    # matched probes: MpiProbe in the probe that took the message, then its receive
+    probe = [K["MpiProbe"]]
+    taken = [(n, i) for n, i in calls1 if n in ("MPI_Mprobe", "MPI_Improbe") and i]
+    assert taken == [("MPI_Mprobe", probe)] * 2 + [("MPI_Improbe", probe)] * 2 + [
+        ("MPI_Mprobe", probe)]  # the last one by MPI.Message.probe(comm, ...)
+    assert [i for n, i in calls1 if n == "MPI_Mrecv"] == [[K["MpiMrecv"]]] * 3
+    assert [i for n, i in calls1 if n == "MPI_Imrecv"] == [[K["MpiImrecvRequest"]]] * 2
+    ev = trace.events[1]
+    probed = ev.size_recv[ev.kind == K["MpiProbe"]].tolist()  # message ids
+    assert sorted(probed) == sorted(ev.size_recv[np.isin(
+        ev.kind, (K["MpiMrecv"], K["MpiImrecvRequest"]))].tolist())
+    # persistent: two Starts and one Startall, each starting the request afresh
+    assert [i for n, i in calls0 if n in ("MPI_Start", "MPI_Startall")] == [isend] * 3
+    assert [i for n, i in calls1 if n in ("MPI_Start", "MPI_Startall")] == \
+        [[K["MpiIrecvRequest"]]] * 3
+    assert ("MPI_Send_init", []) in calls0 and ("MPI_Request_free", []) in calls1
+
+
+def test_collectives_carry_their_operation_root_and_bytes(trace: Trace) -> None:
+    """The blocking ones end with MpiCollectiveEnd, the nonblocking ones with
+    NonBlockingCollectiveComplete, with OTF2's operation codes; the bytes by hand
+    (counts [1, 2] doubles): Gatherv's root receives rank 1's 16 bytes, which rank 1
+    sends, and keeps its own share out of the count."""
+    end, nbc = K["MpiCollectiveEnd"], K["NonBlockingCollectiveComplete"]
+    vops = {"SCAN", "EXSCAN", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK", "GATHERV",
+            "SCATTERV", "ALLGATHERV", "ALLTOALLV", "ALLTOALLW"}
+    for ev in trace.events.values():
+        ops = {COLLECTIVE_OP_NAMES[int(o)] for o in ev.op[ev.kind == end]}
+        assert vops <= ops
+        nb = [COLLECTIVE_OP_NAMES[int(o)] for o in ev.op[ev.kind == nbc]]
+        assert sorted(nb) == sorted(vops | {"BARRIER", "BCAST", "GATHER", "SCATTER",
+                                            "ALLGATHER", "ALLTOALL", "REDUCE", "ALLREDUCE"})
+    def first(op: str) -> list[tuple[int, int, int, int]]:
+        """(location, root, bytes sent, bytes received) of the first ``op``."""
+        rows = []
+        for loc, ev in trace.events.items():
+            i = int(np.flatnonzero((ev.kind == end) & (ev.op == COLLECTIVE_OPS[op]))[0])
+            rows.append((loc, int(ev.peer[i]), int(ev.size[i]), int(ev.size_recv[i])))
+        return rows
+
+    assert first("GATHERV") == [(0, 0, 0, 16), (1, 0, 16, 0)]
+    assert first("SCATTERV") == [(0, 0, 16, 0), (1, 0, 0, 16)]
+    # 3 doubles reduced, rank r keeps counts[r] = r + 1 of them
+    assert first("REDUCE_SCATTER") == [(0, -1, 24, 8), (1, -1, 24, 16)]
+    assert first("ALLTOALLW") == [(0, -1, 16, 16), (1, -1, 16, 16)]
+
+
+def test_untraced_call_warns_once_per_rank(run: tuple[Path, str]) -> None:
+    """Barrier_init (called twice per rank) is named once per rank on stderr."""
+    assert run[1].count("is not traced") == 2  # the ranks' lines may interleave
+    assert run[1].count("MPI.Comm.Barrier_init is not traced") == 2
+
+
+@pytest.mark.parametrize("bound", ["lower", "upper", "fitted", "none"])
+def test_traced_run_compensates_without_violations(run: tuple[Path, str],
+                                                   bound: str) -> None:
+    archive = run[0]
+    out = archive.parent.parent / bound / "traces.otf2"
+    summary = archive.parent.parent / f"{bound}.json"
+    proc = run_compensate(archive, out, "--platform", archive.parent / "platform.json",
+                          "--bound", bound, "--summary", summary, "--quiet", cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(summary.read_text())
+    assert s["verification"]["ok"] and s["verification"]["violations"] == 0
+    assert s["unmatched_sends"] == 0 and s["unknown_collective_ops"] == 0
+    assert s["collective_instances"] >= 11 + 17  # the new blocking ones, every NBC
+
+
+def test_archive_opens_in_otf2_print(run: tuple[Path, str]) -> None:
+    assert_opens_in_otf2_print(run[0])
