@@ -5,6 +5,8 @@
 :func:`main` installs the SIGINT/SIGTERM handlers (:mod:`compensate.interrupt`)
 before it imports the command, whose imports (numpy, scipy, otf2) take about a
 second: an interrupt meanwhile is one line and exit 130/143 as any other.
+``compensate --version`` alone is answered before that (the same line argparse
+prints), so that it takes a Python start-up, not the command's imports.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     from compensate import interrupt
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--version"]:  # what argparse prints, without importing the command
+        from compensate import __version__
+        print(f"compensate {__version__}")
+        return 0
     prog = f"compensate {args[0]}" if args and args[0] in ("report", "export") else "compensate"
 
     def body() -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from compensate import __version__
 from compensate.cli import main
 
 from ..conftest import CASES, ROOT
@@ -61,6 +62,17 @@ def platform_file(tmp_path):
 
 def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if ".tmp" in p.name)
+
+
+def test_version_is_what_argparse_prints(run_cli, capfd):
+    """``--version`` alone is answered before the command is imported; with other
+    arguments argparse answers it: the same line, exit 0."""
+    alone = run_cli("--version")
+    assert alone == (0, f"compensate {__version__}\n", "")
+    with pytest.raises(SystemExit) as stop:  # argparse's own exit
+        run_cli("--quiet", "--version")
+    assert stop.value.code == 0
+    assert capfd.readouterr() == (alone[1], "")
 
 
 def test_text_to_text_with_summary(run_cli, tmp_path, platform_file):

@@ -33,7 +33,11 @@ def _modules_after(args: list[str], tmp_path) -> set[str]:
 
 
 def test_version_imports_no_scipy(tmp_path):
-    assert not {m for m in _modules_after(["--version"], tmp_path) if m.startswith("scipy")}
+    mods = _modules_after(["--version"], tmp_path)
+    assert not {m for m in mods if m.startswith("scipy")}
+    # nor numpy, otf2 or the command (answered before it is imported)
+    assert not {m for m in mods if m.split(".")[0] in ("numpy", "otf2", "_otf2")}
+    assert "compensate.cli.compensate" not in mods
 
 
 @pytest.mark.parametrize("bound", ["none", "lower", "upper"])
