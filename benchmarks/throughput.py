@@ -33,6 +33,8 @@ measure):
                 it, as this one and CI do);
   lower, otf2 pkg  the same with ``COMPENSATE_NATIVE=0``: the ``otf2`` package
                 path (what every run did before issue #18; ``--no-before`` skips it);
+  (``--repeat N``: each end-to-end kind N times, alternated, the median shown;
+  on a machine shared with other jobs one run's CPU time varies by ~10 %)
   ratios        CPU time of compensate / CPU time of the library's read or copy;
   peak MiB      peak resident set of the e2e children (``ru_maxrss`` of ``wait4``),
                 and the ratio peak(10^7) / peak(10^6).
@@ -46,7 +48,7 @@ Usage::
 
     python benchmarks/throughput.py [--sizes 1e5,1e6,1e7] [--programs stencil,montecarlo]
                                     [--formats otf2,trace] [--workdir DIR] [--keep-outputs]
-                                    [--no-before]
+                                    [--no-before] [--repeat N]
 """
 
 from __future__ import annotations
@@ -309,6 +311,11 @@ def _scratch(work: Path) -> Path:
     return scratch
 
 
+def _median_run(runs: list[tuple[dict, float]]) -> tuple[dict, float]:
+    """The run of median CPU time (of an odd count; the upper middle of an even)."""
+    return sorted(runs, key=lambda r: r[0]["cpu"])[len(runs) // 2]
+
+
 def _otf2_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
                 results: list) -> None:
     """OTF2: the library's own read and copy beside compensate, per CPU-second."""
@@ -331,17 +338,23 @@ def _otf2_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
         if not args.no_before:
             ours_pkg, _ = run_child(["ourread", src, "0"])
         copy, _ = run_child(["libcopy", src, str(scratch / "copy" / "traces.otf2")])
-        runs = {}
-        for bound in ("lower", "fitted"):
-            out = scratch / bound / "traces.otf2"
-            runs[bound] = run_child(["e2e", src, str(out), platform_file, bound],
+        runs: dict[str, list] = {"lower": [], "fitted": [], "nopyc": []}
+        for _ in range(args.repeat):  # alternated, the median of each kept
+            for bound in ("lower", "fitted", "nopyc"):
+                out = scratch / bound / "traces.otf2"
+                if bound == "nopyc":
+                    run = run_child(["e2e", src, str(out), platform_file, "lower"],
+                                    env_extra={"PYTHONDONTWRITEBYTECODE": "1"}, root=source)
+                else:
+                    run = run_child(["e2e", src, str(out), platform_file, bound],
                                     root=compiled)
-            if runs[bound][0]["exit"] != 0:
-                raise RuntimeError(f"{program} {n} {bound}: exit {runs[bound][0]['exit']}")
+                if run[0]["exit"] != 0:
+                    raise RuntimeError(f"{program} {n} {bound}: exit {run[0]['exit']}")
+                runs[bound].append(run)
+        runs = {bound: _median_run(r) for bound, r in runs.items()}
+        for bound in ("lower", "fitted"):
             peaks[(program, f"otf2 {bound}", size)] = runs[bound][1]
-        no_pyc, _ = run_child(["e2e", src, str(scratch / "nopyc" / "traces.otf2"),
-                               platform_file, "lower"],
-                              env_extra={"PYTHONDONTWRITEBYTECODE": "1"}, root=source)
+        no_pyc = runs["nopyc"][0]
         before = None
         if not args.no_before:
             before, _ = run_child(["e2e", src, str(scratch / "before" / "traces.otf2"),
@@ -413,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default="/tmp/compensate-throughput",
                     help="cache of generated traces and scratch outputs")
     ap.add_argument("--keep-outputs", action="store_true", help="keep compensated outputs")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="OTF2 end-to-end runs of each kind (alternated); the median is shown")
     ap.add_argument("--no-before", action="store_true",
                     help="skip the otf2-package run (COMPENSATE_NATIVE=0) of --bound lower")
     args = ap.parse_args(argv)
@@ -433,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# workdir: {work}; simulated overhead {OVERHEAD * 1e6:g} us/record")
     if "otf2" in formats:
         print("# OTF2 end to end: lower and fitted import compensate from a copy compiled "
-              "to bytecode; 'lower, no .pyc' from a copy without (PYTHONDONTWRITEBYTECODE=1)")
+              "to bytecode; 'lower, no .pyc' from a copy without (PYTHONDONTWRITEBYTECODE=1); "
+              f"median of {args.repeat} run(s) each")
     cases = []
     for program in programs:
         for size in sizes:
