@@ -119,7 +119,7 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 
 _madvise = _libc_function("madvise", ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int])
 _HUGE_PAGE = 2 << 20  # a transparent huge page (x86-64, arm64 with 4 KiB pages)
-_MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
+_MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
 
 
 def _map_chunk(size: int) -> int | None:
@@ -131,7 +131,7 @@ def _map_chunk(size: int) -> int | None:
     and where transparent huge pages are enabled (``madvise`` mode included) that
     is then a few 2 MiB page faults instead of 1024 4 KiB ones. Elsewhere the
     advice is ignored and the chunk is ordinary memory."""
-    huge = size % _HUGE_PAGE == 0
+    huge = _MADV_HUGEPAGE is not None and size % _HUGE_PAGE == 0
     span = size + _HUGE_PAGE if huge else size
     ptr = _mmap(None, span, mmap.PROT_READ | mmap.PROT_WRITE,
                 mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
@@ -169,8 +169,8 @@ class _ChunkAllocator:
     stayed resident after its free while the next location's was filled: closing
     added ~140 MiB to the peak (32 locations, 1 MiB event and 4 MiB local
     definition chunks; docs/performance.md; the local definition writers now
-    take theirs one after the other, :class:`_EventWriter`). Up to :data:`POOL` freed chunks of
-    each size are kept for the next allocation (an event buffer gets a new chunk
+    take theirs one after the other, :class:`_EventWriter`). Up to :data:`POOL`
+    freed chunks of each size are kept for the next allocation (an event buffer gets a new chunk
     after every flush: a fresh mapping each time would fault all its pages in).
     """
 
@@ -237,7 +237,7 @@ class _EventWriter(otf2.event_writer.EventWriter):
     gives each definition writer a buffer of one definition chunk (4 MiB in
     Score-P archives) and fills the rest of it when it writes the file, so 32
     locations held 32 such chunks from the start and faulted in 128 MiB at close
-    (~33 k page faults at 10^6 records). Taken and released one after the other,
+    (~32 k page faults at 10^6 records). Taken and released one after the other,
     they reuse one pooled chunk (:class:`_ChunkAllocator`); the files are the same.
     """
 
