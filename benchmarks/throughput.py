@@ -23,9 +23,18 @@ measure):
                 path's read into columns and its copy into a new archive (the I/O
                 floor of an end-to-end run);
   lower, fitted ``compensate IN OUT --platform P --bound B`` end to end (read,
-                match, compensate, verify, write, streamed; fitted reads twice);
+                match, compensate, verify, write, streamed; fitted reads twice),
+                the package's modules imported from bytecode (a copy of the
+                package compiled once with ``compileall`` before timing, as a pip
+                install has it; the imports inside the command are timed);
+  lower, no .pyc  ``lower`` with a copy of the package that has no bytecode and
+                ``PYTHONDONTWRITEBYTECODE=1``: every module the command imports is
+                compiled on every run (a source checkout on a machine that sets
+                it, as this one and CI do);
   lower, otf2 pkg  the same with ``COMPENSATE_NATIVE=0``: the ``otf2`` package
                 path (what every run did before issue #18; ``--no-before`` skips it);
+  (``--repeat N``: each end-to-end kind N times, alternated, the median shown;
+  on a machine shared with other jobs one run's CPU time varies by ~10 %)
   ratios        CPU time of compensate / CPU time of the library's read or copy;
   peak MiB      peak resident set of the e2e children (``ru_maxrss`` of ``wait4``),
                 and the ratio peak(10^7) / peak(10^6).
@@ -39,7 +48,7 @@ Usage::
 
     python benchmarks/throughput.py [--sizes 1e5,1e6,1e7] [--programs stencil,montecarlo]
                                     [--formats otf2,trace] [--workdir DIR] [--keep-outputs]
-                                    [--no-before]
+                                    [--no-before] [--repeat N]
 """
 
 from __future__ import annotations
@@ -236,11 +245,12 @@ def _engine(src: str, platform_file: str) -> dict:
 
 
 def run_child(args: list[str], script: str | Path | None = None,
-              env_extra: dict | None = None) -> tuple[dict, float]:
-    """Run ``SCRIPT _worker args`` (default: this script) in a fresh process; (the JSON
-    line it printed last, its peak RSS in MiB)."""
+              env_extra: dict | None = None, root: Path = ROOT) -> tuple[dict, float]:
+    """Run ``SCRIPT _worker args`` (default: this script) in a fresh process, the
+    package imported from ``root``; (the JSON line it printed last, its peak RSS in
+    MiB)."""
     env = dict(os.environ, **(env_extra or {}))
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     script = Path(script or __file__).resolve()
     proc = subprocess.Popen([sys.executable, str(script), "_worker", *args],
                             stdout=subprocess.PIPE, env=env, cwd=str(ROOT))
@@ -250,6 +260,24 @@ def run_child(args: list[str], script: str | Path | None = None,
     if proc.returncode != 0:
         raise RuntimeError(f"worker {args} failed with exit code {proc.returncode}")
     return json.loads(out.decode().strip().splitlines()[-1]), usage.ru_maxrss / 1024.0
+
+
+def package_copies(work: Path) -> tuple[Path, Path]:
+    """Two fresh copies of the ``compensate`` package under ``work``: (one compiled
+    to bytecode with ``compileall``, one with none). The end-to-end runs import
+    from them, so whether the modules are compiled on every run does not depend on
+    what earlier runs left in the source tree."""
+    import compileall
+    copies = []
+    for name in ("pkg-pyc", "pkg-src"):
+        root = work / name
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(ROOT / "compensate", root / "compensate",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        copies.append(root)
+    if not compileall.compile_dir(str(copies[0] / "compensate"), quiet=1):
+        raise RuntimeError("compileall failed")
+    return copies[0], copies[1]
 
 
 def machine_line() -> str:
@@ -283,15 +311,21 @@ def _scratch(work: Path) -> Path:
     return scratch
 
 
+def _median_run(runs: list[tuple[dict, float]]) -> tuple[dict, float]:
+    """The run of median CPU time (of an odd count; the upper middle of an even)."""
+    return sorted(runs, key=lambda r: r[0]["cpu"])[len(runs) // 2]
+
+
 def _otf2_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
                 results: list) -> None:
     """OTF2: the library's own read and copy beside compensate, per CPU-second."""
     print("\nOTF2, records per CPU-second (process CPU time of each child around the "
           "operation):\n")
+    compiled, source = package_copies(work)
     print("| program | records | lib read | our read | our read, otf2 pkg | lib copy | lower | "
-          "fitted | lower, otf2 pkg | lib read / lower | lib copy / lower | "
+          "fitted | lower, no .pyc | lower, otf2 pkg | lib read / lower | lib copy / lower | "
           "lib copy / fitted | peak MiB lower | peak MiB fitted |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
           flush=True)
     for program, size, case in cases:
         n = json.loads((case / "info.json").read_text())["records"]
@@ -304,17 +338,28 @@ def _otf2_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
         if not args.no_before:
             ours_pkg, _ = run_child(["ourread", src, "0"])
         copy, _ = run_child(["libcopy", src, str(scratch / "copy" / "traces.otf2")])
-        runs = {}
+        runs: dict[str, list] = {"lower": [], "fitted": [], "nopyc": []}
+        for _ in range(args.repeat):  # alternated, the median of each kept
+            for bound in ("lower", "fitted", "nopyc"):
+                out = scratch / bound / "traces.otf2"
+                if bound == "nopyc":
+                    run = run_child(["e2e", src, str(out), platform_file, "lower"],
+                                    env_extra={"PYTHONDONTWRITEBYTECODE": "1"}, root=source)
+                else:
+                    run = run_child(["e2e", src, str(out), platform_file, bound],
+                                    root=compiled)
+                if run[0]["exit"] != 0:
+                    raise RuntimeError(f"{program} {n} {bound}: exit {run[0]['exit']}")
+                runs[bound].append(run)
+        runs = {bound: _median_run(r) for bound, r in runs.items()}
         for bound in ("lower", "fitted"):
-            out = scratch / bound / "traces.otf2"
-            runs[bound] = run_child(["e2e", src, str(out), platform_file, bound])
-            if runs[bound][0]["exit"] != 0:
-                raise RuntimeError(f"{program} {n} {bound}: exit {runs[bound][0]['exit']}")
             peaks[(program, f"otf2 {bound}", size)] = runs[bound][1]
+        no_pyc = runs["nopyc"][0]
         before = None
         if not args.no_before:
             before, _ = run_child(["e2e", src, str(scratch / "before" / "traces.otf2"),
-                                   platform_file, "lower"], env_extra={"COMPENSATE_NATIVE": "0"})
+                                   platform_file, "lower"], env_extra={"COMPENSATE_NATIVE": "0"},
+                                  root=compiled)
         if not args.keep_outputs:
             shutil.rmtree(scratch, ignore_errors=True)
         lower, fitted = runs["lower"][0], runs["fitted"][0]
@@ -323,13 +368,14 @@ def _otf2_table(cases: list, work: Path, args: argparse.Namespace, peaks: dict,
                         "our_read_pkg_cpu": ours_pkg["cpu"] if ours_pkg else None,
                         "lib_copy_cpu": copy["cpu"],
                         "lower_cpu": lower["cpu"], "fitted_cpu": fitted["cpu"],
+                        "lower_no_pyc_cpu": no_pyc["cpu"],
                         "before_cpu": before["cpu"] if before else None,
                         "peak_lower_mib": runs["lower"][1],
                         "peak_fitted_mib": runs["fitted"][1]})
         print(f"| {program} | {n:,} | {_rate(n, read['cpu'])} | {_rate(n, ours['cpu'])} | "
               f"{_rate(n, ours_pkg['cpu']) if ours_pkg else '-'} | {_rate(n, copy['cpu'])} | "
               f"{_rate(n, lower['cpu'])} | {_rate(n, fitted['cpu'])} | "
-              f"{_rate(n, before['cpu']) if before else '-'} | "
+              f"{_rate(n, no_pyc['cpu'])} | {_rate(n, before['cpu']) if before else '-'} | "
               f"{lower['cpu'] / read['cpu']:.1f} | {lower['cpu'] / copy['cpu']:.1f} | "
               f"{fitted['cpu'] / copy['cpu']:.1f} | {runs['lower'][1]:,.0f} | "
               f"{runs['fitted'][1]:,.0f} |", flush=True)
@@ -380,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default="/tmp/compensate-throughput",
                     help="cache of generated traces and scratch outputs")
     ap.add_argument("--keep-outputs", action="store_true", help="keep compensated outputs")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="OTF2 end-to-end runs of each kind (alternated); the median is shown")
     ap.add_argument("--no-before", action="store_true",
                     help="skip the otf2-package run (COMPENSATE_NATIVE=0) of --bound lower")
     args = ap.parse_args(argv)
@@ -398,6 +446,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# throughput benchmark: {' '.join(['python benchmarks/throughput.py', *argv])}")
     print(f"# machine: {machine_line()}")
     print(f"# workdir: {work}; simulated overhead {OVERHEAD * 1e6:g} us/record")
+    if "otf2" in formats:
+        print("# OTF2 end to end: lower and fitted import compensate from a copy compiled "
+              "to bytecode; 'lower, no .pyc' from a copy without (PYTHONDONTWRITEBYTECODE=1); "
+              f"median of {args.repeat} run(s) each")
     cases = []
     for program in programs:
         for size in sizes:

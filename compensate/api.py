@@ -28,13 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compensate.analysis import compare, profile, wait_states
-from compensate.analysis.frame import to_dataframe
 from compensate.formats import OutputError, output_target, read_trace, write_trace
 from compensate.model import Trace, TraceError
 from compensate.platform import Platform, PlatformError, parse_duration
 
 if TYPE_CHECKING:
+    from compensate.analysis import compare, profile, wait_states
+    from compensate.analysis.frame import to_dataframe
     from compensate.engine import Result, Stats
     from compensate.engine.fit import FitOutcome
     from compensate.matching import Matching
@@ -43,6 +43,22 @@ if TYPE_CHECKING:
 __all__ = ["CompensationResult", "OutputError", "Platform", "PlatformError", "Trace",
            "TraceError", "VerificationError", "compare", "compensate", "profile", "read",
            "to_dataframe", "wait_states", "write"]
+
+#: the analyses, imported on first use (the command's run does not need them)
+_ANALYSES = {"compare": "compensate.analysis", "profile": "compensate.analysis",
+             "wait_states": "compensate.analysis", "to_dataframe": "compensate.analysis.frame"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ANALYSES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # next time a plain attribute
+    return value
+
 
 # the engine's BOUNDS and COLLECTIVE_EXITS, without importing the engine to check them
 BOUNDS = ("lower", "upper", "fitted", "none")

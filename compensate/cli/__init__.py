@@ -5,10 +5,13 @@
 :func:`main` installs the SIGINT/SIGTERM handlers (:mod:`compensate.interrupt`)
 before it imports the command, whose imports (numpy, scipy, otf2) take about a
 second: an interrupt meanwhile is one line and exit 130/143 as any other.
+``compensate --version`` alone is answered before that (the same line argparse
+prints), so that it takes a Python start-up, not the command's imports.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -17,7 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     from compensate import interrupt
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--version"]:  # what argparse prints, without importing the command
+        from compensate import __version__
+        print(f"compensate {__version__}")
+        return 0
     prog = f"compensate {args[0]}" if args and args[0] in ("report", "export") else "compensate"
+    single_threaded_blas()
 
     def body() -> int:
         # extension modules' initialisation can turn a KeyboardInterrupt into an
@@ -40,4 +48,18 @@ def main(argv: list[str] | None = None) -> int:
     return parallel.abort_if_stranded(interrupt.run(prog, body))
 
 
-__all__ = ["main"]
+def single_threaded_blas() -> None:
+    """Ask numpy's OpenBLAS for no worker threads, unless the user chose a number
+    (``OPENBLAS_NUM_THREADS``) or numpy is already loaded (then it is too late).
+
+    compensate does no linear algebra large enough to share out (the fitted
+    bound's least-squares fits are small), but OpenBLAS starts one thread per
+    further core when numpy is imported, and each spins for a while before it
+    sleeps: ~0.1 CPU-second per extra core on every run (0.19 -> 0.08 s of CPU for
+    ``import numpy`` on 2 cores; docs/performance.md). Child processes (parallel
+    workers, MPI ranks started by this command) inherit the setting."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+__all__ = ["main", "single_threaded_blas"]

@@ -338,9 +338,10 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
                    show: bool) -> int:
     """The same pipeline segment by segment (compensate.engine.stream): read a chunk, cut at
     safe points, match -> compensate -> verify -> write each segment."""
-    from compensate.engine.stream import compensate_stream, fit_pass
+    from compensate.engine.stream import compensate_stream, fit_pass, steady_malloc
     from compensate.formats import TraceWriter, read_chunks
 
+    steady_malloc()
     t_start = time.monotonic()
     bound, outcome = args.bound, None
     plat = platform or Platform(0.0)

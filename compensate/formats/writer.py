@@ -17,8 +17,11 @@ from typing import Any
 
 import compensate.interrupt as interrupt
 from compensate.formats.paths import AtomicOutput, output_error
-from compensate.formats.text import MAX_BUFFERED
 from compensate.model import Definitions, Events, TraceError
+
+#: ``max_buffered`` not given: the text writer's own default (``MAX_BUFFERED`` of
+#: :mod:`compensate.formats.text`, imported only when a text output is written)
+_TEXT_DEFAULT: Any = object()
 
 
 class TraceWriter:
@@ -53,7 +56,7 @@ class TraceWriter:
     """
 
     def __init__(self, out_path: str | Path, definitions: Definitions,
-                 target: Path | None = None, *, max_buffered: int | None = MAX_BUFFERED,
+                 target: Path | None = None, *, max_buffered: Any = _TEXT_DEFAULT,
                  output: AtomicOutput | None = None) -> None:
         # ``output``: an AtomicOutput for ``out_path`` created beforehand (e.g. before a
         # long computation, so that an unusable path fails first)
@@ -65,9 +68,10 @@ class TraceWriter:
                 from compensate.formats.otf2 import Otf2EventWriter
                 self._sink = Otf2EventWriter(self._output.path, definitions)
             else:
-                from compensate.formats.text import TextEventWriter
-                self._sink = TextEventWriter(self._output.path, definitions,
-                                             max_buffered=max_buffered)
+                from compensate.formats.text import MAX_BUFFERED, TextEventWriter
+                self._sink = TextEventWriter(
+                    self._output.path, definitions,
+                    max_buffered=MAX_BUFFERED if max_buffered is _TEXT_DEFAULT else max_buffered)
         except BaseException:
             self._output.discard()
             raise

@@ -179,7 +179,9 @@ def nesting(kind: np.ndarray, region: np.ndarray,
     kind and region columns; vectorised when the location nests, a walk over its
     Enter/Leave records when it does not. ``region_name`` names regions in
     :attr:`Nesting.first`."""
-    step = np.where(kind == ENTER, 1, 0) - np.where(kind == LEAVE, 1, 0)
+    # +1 / -1 / 0 per record (int8 views of the masks: 4x faster than np.where; the
+    # cumulative sum is in the platform integer, as before)
+    step = (kind == ENTER).view(np.int8) - (kind == LEAVE).view(np.int8)
     after = np.cumsum(step)
     before = after - step
     enters_idx = np.flatnonzero(kind == ENTER)
@@ -204,10 +206,12 @@ def nesting(kind: np.ndarray, region: np.ndarray,
 def _by_level(levels: np.ndarray, idx: np.ndarray) -> dict[int, np.ndarray]:
     """{level: the indices ``idx`` on that level, in record order}."""
     out: dict[int, np.ndarray] = {}
-    if idx.size:
+    if idx.size:  # (slices of one sorted array: np.split costs ~10 us a call)
         order = np.argsort(levels, kind="stable")
-        for d, grp in _split_by(levels[order], idx[order]):
-            out[d] = grp
+        lv, ix = levels[order], idx[order]
+        bounds = [0, *(np.flatnonzero(lv[1:] != lv[:-1]) + 1).tolist(), len(lv)]
+        for d, a, b in zip(lv[bounds[:-1]].tolist(), bounds[:-1], bounds[1:], strict=True):
+            out[d] = ix[a:b]
     return out
 
 
@@ -307,14 +311,6 @@ def check_structure(trace: Trace, loc: int, ev: Events,
     """
     nest = structure_of(trace, loc, ev, strict)
     return nest.before, nest.enters, nest.leaves
-
-
-def _split_by(keys: np.ndarray, values: np.ndarray):
-    if keys.size == 0:
-        return
-    cuts = np.flatnonzero(np.diff(keys)) + 1
-    for k, v in zip(np.split(keys, cuts), np.split(values, cuts), strict=True):
-        yield int(k[0]), v
 
 
 def _posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:

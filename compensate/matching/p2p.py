@@ -364,11 +364,13 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         if blocking.any():
             e = enclosing_enters(before, enters, m_post[blocking])
             m_post[blocking] = np.where(e >= 0, e, m_post[blocking] - 1)
-        at = np.r_[idx, m_probe]  # the records holding sender, communicator and tag
-        order = np.r_[post, m_probe]  # the records whose positions fix the order
-        data = np.r_[idx, m_recv]
-        probe = np.r_[np.zeros(idx.size, dtype=np.int64), np.ones(m_probe.size, dtype=np.int64)]
-        idx, post = np.r_[idx, m_probe], np.r_[post, m_post]
+        # (np.concatenate, not np.r_: per location, r_ costs ~5 us a call)
+        at = np.concatenate((idx, m_probe))  # the records holding sender, comm. and tag
+        order = np.concatenate((post, m_probe))  # the records whose positions fix the order
+        data = np.concatenate((idx, m_recv))
+        probe = np.concatenate((np.zeros(idx.size, dtype=np.int64),
+                                np.ones(m_probe.size, dtype=np.int64)))
+        idx, post = np.concatenate((idx, m_probe)), np.concatenate((post, m_post))
         src = _peer_positions(trace, pos_of, loc, ev, at)
         r_parts.append((src, np.full(idx.size, li, dtype=np.int64), idx, post,
                         ev.comm[at].astype(np.int64), ev.tag[at].astype(np.int64), order,

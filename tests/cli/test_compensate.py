@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from compensate import __version__
 from compensate.cli import main
 
 from ..conftest import CASES, ROOT
@@ -61,6 +62,44 @@ def platform_file(tmp_path):
 
 def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if ".tmp" in p.name)
+
+
+def test_version_is_what_argparse_prints(run_cli, capfd):
+    """``--version`` alone is answered before the command is imported; with other
+    arguments argparse answers it: the same line, exit 0."""
+    alone = run_cli("--version")
+    assert alone == (0, f"compensate {__version__}\n", "")
+    with pytest.raises(SystemExit) as stop:  # argparse's own exit
+        run_cli("--quiet", "--version")
+    assert stop.value.code == 0
+    assert capfd.readouterr() == (alone[1], "")
+
+
+@pytest.mark.parametrize("preset", [None, "2"])
+def test_blas_threads_one_unless_chosen(tmp_path, platform_file, preset):
+    """The command asks OpenBLAS for no worker threads (each spins ~0.1 CPU-second
+    at numpy's import) unless the user set OPENBLAS_NUM_THREADS: after a run in a
+    fresh interpreter the variable is 1 and, on more than one core, numpy started
+    no thread of its own."""
+    code = ("import os, sys\nfrom compensate.cli import main\n"
+            "rc = main(sys.argv[1:])\n"
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')))\n"
+            "sys.exit(rc)\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "COMPENSATE_DEBUG")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    if preset:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    p = subprocess.run([sys.executable, "-c", code, str(EXAMPLE), str(tmp_path / "o.trace"),
+                        "--platform", str(platform_file), "--quiet"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    value, threads = p.stdout.split()
+    assert value == (preset or "1")
+    if preset is None and os.path.isdir("/proc/self/task"):
+        assert int(threads) == 1
+    elif preset and (os.cpu_count() or 1) > 1:
+        assert int(threads) > 1  # the user's choice was honoured
 
 
 def test_text_to_text_with_summary(run_cli, tmp_path, platform_file):

@@ -452,3 +452,47 @@ def test_write_unknown_region_is_trace_error(tmp_path):
     with pytest.raises(TraceError) as err:
         write_otf2(trace, str(tmp_path / "traces.otf2"))
     assert "location 0" in str(err.value) and "record 1" in str(err.value)
+
+
+def test_local_definition_writers_taken_at_close(tmp_path, monkeypatch):
+    """Each location's local definition writer is taken only at close, one after
+    the other, so its definition-size chunk is mapped once or twice (the pool),
+    not once per location; the files are those of the ``otf2`` package's own
+    event writer, which takes it at once (all but the anchor's random trace id)."""
+    import ctypes
+    import filecmp
+
+    import otf2
+
+    from compensate.formats.otf2 import write as w
+    from compensate.simulate import simulate
+
+    trace = simulate("stencil", ranks=6, iterations=2).measured
+    sizes: list[int] = []
+    real_map = w._map_chunk
+
+    def counting_map(size):
+        sizes.append(size)
+        return real_map(size)
+
+    monkeypatch.setattr(w, "_map_chunk", counting_map)
+    write_otf2(trace, str(tmp_path / "lazy" / "traces.otf2"))
+    assert sizes.count(4 << 20) <= 2  # 4 MiB: the global and the local definition chunks
+    assert sizes.count(1 << 20) == 6  # one event chunk per location
+
+    monkeypatch.setattr(w._ArchiveWriter, "event_writer_from_location",
+                        otf2.writer.Writer.event_writer_from_location)
+    sizes.clear()
+    write_otf2(trace, str(tmp_path / "stock" / "traces.otf2"))
+    assert sizes.count(4 << 20) >= 6  # the stock writers hold one each from the start
+    a, b = tmp_path / "lazy", tmp_path / "stock"
+    files = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file())
+    assert sum(f.endswith(".def") for f in files) == 7  # 6 local + global
+    assert [f for f in files if not filecmp.cmp(a / f, b / f, shallow=False)] == ["traces.otf2"]
+
+    # a chunk of whole huge pages is aligned to them, and usable
+    ptr = real_map(4 << 20)
+    assert ptr and ptr % (2 << 20) == 0
+    ctypes.memset(ptr, 2, 4 << 20)
+    w._unmap_chunk(ptr, 4 << 20)
