@@ -75,6 +75,7 @@ def _probe(log: Path) -> None:
 
     wrap(formats, "read_trace", "read own locations")
     wrap(ghosts, "complete_trace", "complete_trace")
+    wrap(ghosts, "complete_trimmed", "complete_trimmed (trimmed ghosts)")
     wrap(driver, "match", "match")
     wrap(driver, "approximate", "replay")
     wrap(verification, "verify_rank", "verify (each rank its own dependencies)")
