@@ -1,8 +1,10 @@
 """One rank of the distributed run: match -> compensate (forward replay) -> own times.
 
 :func:`run_rank` is :func:`compensate.api.run_pipeline` on one rank of
-``transport.size``: every rank matches the trace and fits the network (today from
-the whole trace, so every rank computes the same matching and fit), evaluates the
+``transport.size``: every rank matches its view of the trace (its own locations
+and, of the others, what its rules read: :mod:`compensate.parallel.trim`; the
+whole trace under ``--bound fitted``, whose network fit every rank computes the
+same), evaluates the
 anchors of the locations it owns (:mod:`compensate.parallel.ownership`) while
 :mod:`compensate.parallel.exchange` carries the anchors that cross ranks, maps the
 METRIC samples of its locations and rounds their times (its :class:`RankOutput`'s
@@ -191,9 +193,10 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
              index: dict[int, np.ndarray] | None = None) -> RankOutput:
     """One rank's share of the pipeline (module docstring).
 
-    ``trace`` is the whole trace on every rank: read whole, or assembled from every
-    rank's own locations by :func:`compensate.parallel.ghosts.complete_trace`
-    (payloads only where the rank owns the location). ``owner`` (default:
+    ``trace`` is the whole trace (read whole, or assembled from every rank's own
+    locations by :func:`compensate.parallel.ghosts.complete_trace`) or this rank's
+    trimmed view of it (:func:`compensate.parallel.ghosts.complete_trimmed`, with
+    ``index``); payloads only where the rank owns the location. ``owner`` (default:
     :func:`compensate.parallel.ownership.owners` by process count) says which rank
     owns which location. Each rank maps the METRIC samples of its own locations,
     rounds their times and verifies the dependencies it owns; rank 0 receives the
@@ -316,7 +319,8 @@ def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: in
                    strict: bool = False):
     """:func:`run_pipeline_parallel` on ``size`` thread ranks of this process (tests
     and experiments without ``mpiexec``): rank 0's result, its trace assembled from
-    every rank's own locations (which the command never gathers)."""
+    every rank's own locations (which the command never gathers). Each rank works
+    on its trimmed view, as the command's ranks do (:func:`trims`)."""
     from compensate.parallel.ghosts import complete_trimmed
     from compensate.parallel.transport import run_threads
 
