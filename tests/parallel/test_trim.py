@@ -167,3 +167,33 @@ def test_the_command_with_trimmed_ghosts_writes_the_one_process_output_and_summa
         held = [r + g for r, g in zip(par["parallel"]["records"],
                                       par["parallel"]["ghost_records"], strict=True)]
         assert max(held) < one["records"]  # no rank holds the whole trace
+
+
+def test_an_error_on_a_trimmed_ghost_names_its_original_record(tmp_path):
+    """A receive of location 2 (rank 1's) from location 0 without a send: rank 0,
+    whose view of location 2 lacks its second compute region, finds it first and
+    reports it as one process does, naming the original record (8; 6 in its view)."""
+    from compensate.model import TraceError
+    from compensate.parallel.driver import RankFailed
+
+    text = (DATA / "three_locations_trimmed.trace").read_text()
+    path = tmp_path / "bad.trace"
+    path.write_text(text + "2900 2 Enter region=2\n3000 2 MpiRecv sender=0 comm=0 tag=0 "
+                           "bytes=1000\n3100 2 Leave region=2\n")
+    trace = read_text(str(path))
+    with pytest.raises(TraceError) as one:
+        match(trace)
+    assert "location 2, record 8" in str(one.value)
+    owner, got = views(trace, 2)
+    errors = {}
+
+    def body(t):
+        try:
+            run_rank(got[t.rank][0], None, "lower", "uniform", None, t, owner=owner,
+                     index=got[t.rank][1])
+        except (TraceError, RankFailed) as exc:
+            errors[t.rank] = exc
+
+    run_threads(2, body)
+    assert isinstance(errors[0], TraceError) and str(errors[0]) == str(one.value)
+    assert isinstance(errors[1], RankFailed) and errors[1].rank == 0
