@@ -15,7 +15,10 @@ in the whole one.
 
 This is done only for *simple* locations (:func:`calls_of`), where the rule is easy
 to check: records of the kinds Enter, Leave, MpiSend, MpiRecv,
-MpiCollectiveBegin/End, ProgramBegin/End only, in time order, well nested and
+MpiCollectiveBegin/End, ProgramBegin/End and Metric only (a Metric record — a
+PAPI counter on a CPU location, a METRIC location's sample — is read by no rule
+of another process: METRIC samples map through their own process's time
+function, which the owner applies), in time order, well nested and
 balanced, every MPI record inside a call, every call that holds MPI records
 holding either collective records or point-to-point records with one peer
 location, and no other call's MPI records. Any other location (threads,
@@ -53,6 +56,7 @@ from compensate.model import (
     ENTER,
     ISEND,
     LEAVE,
+    METRIC,
     PROGRAM_BEGIN,
     PROGRAM_END,
     RECV,
@@ -64,7 +68,7 @@ from compensate.model import (
 
 #: the record kinds of a location that may be trimmed
 SIMPLE_KINDS = np.array([ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, PROGRAM_BEGIN,
-                         PROGRAM_END], dtype=np.int64)
+                         PROGRAM_END, METRIC], dtype=np.int64)
 _MPI = np.array([SEND, RECV, COLL_BEGIN, COLL_END], dtype=np.int64)
 _P2P = np.array([SEND, RECV], dtype=np.int64)
 _NONE = np.zeros(0, dtype=np.int64)

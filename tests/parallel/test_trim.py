@@ -24,7 +24,8 @@ from compensate.parallel.verification import verify_rank
 from compensate.simulate import simulate
 from compensate.verify import verify
 
-from .test_driver import assert_same
+from ..conftest import read_bundled
+from .test_driver import BUNDLED, assert_same
 from .test_exchange import DATA, load
 from .test_verification import broken
 
@@ -197,3 +198,16 @@ def test_an_error_on_a_trimmed_ghost_names_its_original_record(tmp_path):
     run_threads(2, body)
     assert isinstance(errors[0], TraceError) and str(errors[0]) == str(one.value)
     assert isinstance(errors[1], RankFailed) and errors[1].rank == 0
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.parent.name)
+def test_bundled_archives_with_trimmed_ghosts(path):
+    """The real archives under the lower bound on two thread ranks, with the
+    locations that are simple (PAPI Metric records on MPI ranks, METRIC locations
+    of GPU metrics) trimmed: the one-process output, statistics and summary counts."""
+    from compensate.parallel.driver import run_in_threads
+    from compensate.platform import Platform
+
+    trace = read_bundled(path)
+    one = run_pipeline(trace, Platform(1e-7), "lower", "uniform", None)
+    assert_same(one, run_in_threads(trace, Platform(1e-7), "lower", 2))
