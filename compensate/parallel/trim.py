@@ -23,14 +23,17 @@ balanced, every MPI record inside a call, every call that holds MPI records
 holding either collective records or point-to-point records with one peer
 location, and no other call's MPI records. Any other location (threads,
 nonblocking requests, RMA, a call mixing peers, a Leave without Enter, ...) is
-sent whole to every rank, as before, and so is every location of a run under
+sent whole to every rank, as before (nonblocking receives, for one: a synchronous
+message's rules read the record before the receive, which in an ``MPI_Waitall``
+may be another peer's completion; docs/parallel.md "Limits"), and so is every location of a run under
 ``--bound fitted`` (the network fit reads every observed transfer). A message
 channel then stays complete in every rank's view: a pair of locations is kept on
 both ends if one end is the rank's own or sent whole, and dropped on both ends
 otherwise.
 
 Each trimmed location carries its *index map*: the original record indices of the
-kept records, in order (:data:`Trimmed.index`). Matching, the rules and
+kept records, in order (``{location: indices}``, which
+:func:`compensate.parallel.ghosts.complete_trimmed` returns). Matching, the rules and
 verification work on trimmed positions; whatever leaves the rank names original
 indices: the exchange's (location, record) rows, verification's requests, the
 example lines and error messages (:func:`original`, :func:`remap_text`). What the
@@ -182,14 +185,6 @@ def original(index: dict[int, np.ndarray], loc: int, idx: Any) -> Any:
         return idx
     out = m[np.asarray(idx, dtype=np.int64)]
     return int(out) if np.ndim(out) == 0 else out
-
-
-def trimmed(index: dict[int, np.ndarray], loc: int, idx: np.ndarray) -> np.ndarray:
-    """The trimmed positions of original indices ``idx`` of ``loc`` (each kept)."""
-    m = index.get(loc)
-    if m is None:
-        return idx
-    return np.searchsorted(m, idx)
 
 
 _WHERE = re.compile(r"location (\d+), record (\d+)")
