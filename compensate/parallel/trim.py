@@ -25,8 +25,9 @@ location, and no other call's MPI records. Any other location (threads,
 nonblocking requests, RMA, a call mixing peers, a Leave without Enter, ...) is
 sent whole to every rank, as before (nonblocking receives, for one: a synchronous
 message's rules read the record before the receive, which in an ``MPI_Waitall``
-may be another peer's completion; docs/parallel.md "Limits"), and so is every location of a run under
-``--bound fitted`` (the network fit reads every observed transfer). A message
+may be another peer's completion; docs/parallel.md "Limits"), and so is every
+location of a run under ``--bound fitted`` (the network fit reads every observed
+transfer). A message
 channel then stays complete in every rank's view: a pair of locations is kept on
 both ends if one end is the rank's own or sent whole, and dropped on both ends
 otherwise.
