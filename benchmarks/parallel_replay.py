@@ -3,11 +3,14 @@ memory per rank, rounds and values exchanged.
 
 Simulates ``stencil`` (a halo exchange every few records; cached in ``--workdir``
 as a ``.trace`` with its platform file), then runs ``compensate IN OUT --in-memory``
-in one process (P = 1) and ``mpiexec -n P compensate IN OUT`` for each P, each in
-fresh processes, and prints per P: wall seconds (the whole command, interpreter
-start-up included), the speed-up against P = 1, the largest peak resident set of a
-rank (``ru_maxrss`` each rank reports at its end) and its ratio to P = 1, and
-whether the output equals the one-process output byte for byte.
+and the streamed default in one process (P = 1) and ``mpiexec -n P compensate IN
+OUT`` for each P (``--mpi`` for P = 1), each in fresh processes, and prints per run:
+wall seconds (the whole command, interpreter start-up included), the speed-up
+against the one-process ``--in-memory`` run, the largest peak resident set of a
+rank (``ru_maxrss`` each rank reports at its end) and its ratio to the in-memory
+and to the streamed run, each rank's CPU seconds (user + system), each rank's
+ghost records (the summary's ``parallel``), and whether the output equals the
+one-process output byte for byte.
 
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
 (``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) before and after each phase
@@ -75,6 +78,7 @@ def _probe(log: Path) -> None:
 
     wrap(formats, "read_trace", "read own locations")
     wrap(ghosts, "complete_trace", "complete_trace")
+    wrap(ghosts, "complete_trimmed", "complete_trimmed (trimmed ghosts)")
     wrap(driver, "match", "match")
     wrap(driver, "approximate", "replay")
     wrap(verification, "verify_rank", "verify (each rank its own dependencies)")
@@ -88,8 +92,9 @@ def _child(args: list[str]) -> None:
     if os.environ.get("PARALLEL_REPLAY_PHASES"):
         _probe(Path(args[0], f"phases{rank}"))
     status = main(args[1:])
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    Path(args[0], f"peak{rank}").write_text(str(peak_kib))
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    Path(args[0], f"peak{rank}").write_text(str(use.ru_maxrss))
+    Path(args[0], f"cpu{rank}").write_text(str(use.ru_utime + use.ru_stime))
     sys.exit(status)
 
 
@@ -106,7 +111,7 @@ def _trace(workdir: Path, records: float) -> tuple[Path, Path]:
 
 
 def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
-         extra: list[str], phases: bool = False) -> tuple[float, int, dict]:
+         extra: list[str], phases: bool = False) -> tuple[float, int, dict, list[float]]:
     peaks = Path(tempfile.mkdtemp(prefix="peaks"))
     summary = out.with_suffix(".json")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -118,13 +123,15 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
                     "--summary", str(summary), *extra], check=True, cwd=ROOT, env=env)
     wall = time.monotonic() - start
     peak = max(int(p.read_text()) for p in peaks.glob("peak*"))
+    cpu = [float(p.read_text()) for p in sorted(peaks.glob("cpu*"),
+                                                key=lambda p: int(p.name[3:]))]
     for log in sorted(peaks.glob("phases*")):
         print(f"    rank {log.name[len('phases'):]}, MiB after each phase (resident, peak):")
         for line in log.read_text().splitlines():
             label, rss, high = line.rsplit(" ", 2)
             print(f"      {label:<20} {rss:>6} {high:>6}")
     shutil.rmtree(peaks)
-    return wall, peak, json.loads(summary.read_text())
+    return wall, peak, json.loads(summary.read_text()), cpu
 
 
 def main() -> None:
@@ -142,10 +149,15 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     trace, platform = _trace(workdir, a.records)
     one = workdir / "one.trace"
-    wall1, peak1, s1 = _run([], trace, platform, one, ["--in-memory"])
+    wall1, peak1, s1, cpu1 = _run([], trace, platform, one, ["--in-memory"])
+    walls, peaks, _, cpus = _run([], trace, platform, workdir / "streamed.trace", [])
     print(f"{s1['records']:,} records on {s1['locations']} locations")
-    print(f"{'P':>3} {'wall s':>8} {'speed-up':>9} {'peak MiB/rank':>14} {'vs P=1':>7}  same")
-    print(f"{1:>3} {wall1:>8.2f} {1.0:>9.2f} {peak1 / 1024:>14.0f} {1.0:>7.2f}  -")
+    print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'peak MiB/rank':>14} {'vs P=1':>7} "
+          f"{'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
+    print(f"{'1 in-memory':>12} {wall1:>8.2f} {1.0:>9.2f} {peak1 / 1024:>14.0f} {1.0:>7.2f} "
+          f"{peak1 / peaks:>9.2f} {max(cpu1):>11.1f} {'-':>19}  -")
+    print(f"{'1 streamed':>12} {walls:>8.2f} {wall1 / walls:>9.2f} {peaks / 1024:>14.0f} "
+          f"{peaks / peak1:>7.2f} {1.0:>9.2f} {max(cpus):>11.1f} {'-':>19}  -")
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         print("mpiexec not found (the [mpi] extra): only P = 1 measured")
@@ -153,11 +165,13 @@ def main() -> None:
     counts = [int(x) for x in a.ranks.split(",")]
     for p in counts:
         out = workdir / f"p{p}.trace"
-        wall, peak, _ = _run([mpiexec, "-n", str(p)], trace, platform, out, [],
-                             a.phases and p == max(counts))
+        wall, peak, s, cpu = _run([mpiexec, "-n", str(p)], trace, platform, out,
+                                  ["--mpi"] if p == 1 else [], a.phases and p == max(counts))
         same = filecmp.cmp(one, out, shallow=False)
-        print(f"{p:>3} {wall:>8.2f} {wall1 / wall:>9.2f} {peak / 1024:>14.0f} "
-              f"{peak / peak1:>7.2f}  {'yes' if same else 'NO'}")
+        ghosts = ",".join(str(g) for g in s["parallel"]["ghost_records"])
+        print(f"{p:>12} {wall:>8.2f} {wall1 / wall:>9.2f} {peak / 1024:>14.0f} "
+              f"{peak / peak1:>7.2f} {peak / peaks:>9.2f} "
+              f"{','.join(f'{c:.1f}' for c in cpu):>11} {ghosts:>19}  {'yes' if same else 'NO'}")
 
 
 if __name__ == "__main__":

@@ -302,7 +302,9 @@ def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platfor
     whose ``write(before_commit)`` has every rank write its own part)."""
     result, matching, outcome, check = pipeline
     summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
-                       records=trace.record_count, locations=len(trace.events),
+                       # (the stats' count: the distributed run's ranks hold trimmed
+                       # ghosts, compensate/parallel/trim.py, and sum their own records)
+                       records=result.stats.records, locations=len(trace.events),
                        resolution=trace.definitions.timer_resolution,
                        measured=trace.span_seconds, approximated=result.trace.span_seconds,
                        nesting=matching.nesting_summary())

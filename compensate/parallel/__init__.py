@@ -5,6 +5,8 @@ several ranks (``mpiexec -n P compensate IN OUT``), output identical to one proc
 * :mod:`compensate.parallel.transport`: the collective operations (mpi4py, or
   threads of one process for tests);
 * :mod:`compensate.parallel.ghosts`: the other ranks' locations a rank holds;
+* :mod:`compensate.parallel.trim`: which of their records (the calls its rules
+  read) and the index map to their original records;
 * :mod:`compensate.parallel.exchange`: the forward replay's exchange of values;
 * :mod:`compensate.parallel.driver`: one rank's pipeline and its failure protocol.
 """

@@ -100,18 +100,22 @@ def run_parallel(args, make_outputs: Callable, finish: Callable) -> int:
 
 
 def read_own(path: str, transport, seconds: dict[str, float] | None = None,
-             ) -> tuple[Trace, dict[int, int], list[int]]:
+             trimmed: bool = False,
+             ) -> tuple[Trace, dict[int, int], list[int], dict | None]:
     """Every rank reads the definitions and only its own locations' records
     (docs/parallel.md, "What each rank reads"); the other locations' columns come
-    from their owners (:func:`compensate.parallel.ghosts.complete_trace`). Returns
-    the completed trace, ``{location: rank}`` and this rank's locations.
+    from their owners (:func:`compensate.parallel.ghosts.complete_trace`; with
+    ``trimmed``, :func:`~compensate.parallel.ghosts.complete_trimmed`: of the other
+    ranks' locations only what this rank reads). Returns the completed trace,
+    ``{location: rank}``, this rank's locations and the trimmed ghosts' index map
+    (None without ``trimmed``).
     Collective; a failure on any rank raises on every rank. ``seconds`` (if given)
     receives this rank's wall seconds of ``definitions``, ``read`` and ``ghosts``."""
     import time
 
     from compensate.formats import location_record_counts, read_chunks, read_trace
     from compensate.parallel.driver import agreed
-    from compensate.parallel.ghosts import complete_trace
+    from compensate.parallel.ghosts import complete_trace, complete_trimmed
     from compensate.parallel.ownership import owners
 
     def definitions():  # no record read (a text trace: only its header)
@@ -132,10 +136,15 @@ def read_own(path: str, transport, seconds: dict[str, float] | None = None,
     lap("definitions")
     own = agreed(transport, lambda: read_trace(path, mine))
     lap("read")
-    trace = agreed(transport, lambda: complete_trace(own.definitions, own.events, transport,
-                                                     own.source))
+    index = None
+    if trimmed:
+        trace, index = agreed(transport, lambda: complete_trimmed(
+            own.definitions, own.events, transport, owner, own.source))
+    else:
+        trace = agreed(transport, lambda: complete_trace(own.definitions, own.events,
+                                                         transport, own.source))
     lap("ghosts")
-    return trace, owner, mine
+    return trace, owner, mine, index
 
 
 def gather_info(transport, info: dict) -> dict | None:
@@ -169,7 +178,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
     import time
 
     from compensate.formats import parts
-    from compensate.parallel.driver import RankFailed, agreed, describe, run_rank
+    from compensate.parallel.driver import RankFailed, agreed, describe, run_rank, trims
 
     status, line = 0, None
     outputs = None
@@ -184,10 +193,12 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
         # the temporary output every rank writes its part into (rank 0 made it)
         tmp = transport.allgather(outputs.parts_tmp if outputs is not None else None)[0]
         read_seconds: dict[str, float] = {}
-        trace, owner, mine = read_own(args.input, transport, read_seconds)
+        trace, owner, mine, index = read_own(args.input, transport, read_seconds,
+                                             trimmed=trims(args.bound))
         t_read = time.monotonic()
         ranked = run_rank(trace, args.platform_used, args.bound, args.collective_exit,
-                          args.eager_limit, transport, strict=args.strict, owner=owner)
+                          args.eager_limit, transport, strict=args.strict, owner=owner,
+                          index=index)
         ranked.info["seconds"] = dict(read_seconds, **ranked.info.get("seconds", {}))
         info = gather_info(transport, ranked.info)
 

@@ -1,8 +1,10 @@
 """One rank of the distributed run: match -> compensate (forward replay) -> own times.
 
 :func:`run_rank` is :func:`compensate.api.run_pipeline` on one rank of
-``transport.size``: every rank matches the trace and fits the network (today from
-the whole trace, so every rank computes the same matching and fit), evaluates the
+``transport.size``: every rank matches its view of the trace (its own locations
+and, of the others, what its rules read: :mod:`compensate.parallel.trim`; the
+whole trace under ``--bound fitted``, whose network fit every rank computes the
+same), evaluates the
 anchors of the locations it owns (:mod:`compensate.parallel.ownership`) while
 :mod:`compensate.parallel.exchange` carries the anchors that cross ranks, maps the
 METRIC samples of its locations and rounds their times (its :class:`RankOutput`'s
@@ -163,19 +165,49 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
                     strict).pipeline
 
 
+def trims(bound: str) -> bool:
+    """Whether the distributed run trims the ghosts (:mod:`compensate.parallel.trim`):
+    not under ``fitted``, whose network fit reads every observed transfer."""
+    return bound != "fitted"
+
+
+def remapped(index: dict | None, step: Any) -> Any:
+    """``step`` whose TraceError names the original record of a trimmed ghost."""
+    if not index:
+        return step
+
+    def run(*args: Any) -> Any:
+        from compensate.parallel.trim import remap_text
+        try:
+            return step(*args)
+        except TraceError as exc:
+            exc.args = (remap_text(index, str(exc)),)
+            raise
+
+    return run
+
+
 def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exit: str,
              eager_limit: int | None, transport: Transport, strict: bool = False,
-             owner: dict[int, int] | None = None) -> RankOutput:
+             owner: dict[int, int] | None = None,
+             index: dict[int, np.ndarray] | None = None) -> RankOutput:
     """One rank's share of the pipeline (module docstring).
 
-    ``trace`` is the whole trace on every rank: read whole, or assembled from every
-    rank's own locations by :func:`compensate.parallel.ghosts.complete_trace`
-    (payloads only where the rank owns the location). ``owner`` (default:
+    ``trace`` is the whole trace (read whole, or assembled from every rank's own
+    locations by :func:`compensate.parallel.ghosts.complete_trace`) or this rank's
+    trimmed view of it (:func:`compensate.parallel.ghosts.complete_trimmed`, with
+    ``index``); payloads only where the rank owns the location. ``owner`` (default:
     :func:`compensate.parallel.ownership.owners` by process count) says which rank
     owns which location. Each rank maps the METRIC samples of its own locations,
     rounds their times and verifies the dependencies it owns; rank 0 receives the
     reduced findings (and of the others' times only the few its summary and its
-    own verification read)."""
+    own verification read).
+
+    ``index`` (the distributed command's and :func:`run_in_threads`' trimmed ghosts,
+    :func:`compensate.parallel.ghosts.complete_trimmed`): ``trace`` holds of other
+    ranks' locations only what this rank reads, ``index`` maps the trimmed ones'
+    positions to their original record indices; the summary's counts of the whole
+    trace are then summed from every rank's own (:func:`compensate.parallel.trim.local_counts`)."""
     from compensate.engine.metrics import map_metric_samples
     from compensate.parallel.verification import verify_rank
 
@@ -197,7 +229,7 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
             used = "fitted" if outcome.fit else "lower"
         return matching, outcome, used
 
-    matching, outcome, used = agreed(transport, prepare)
+    matching, outcome, used = agreed(transport, remapped(index, prepare))
     lap("match")
     if owner is None:
         owner = owners(trace.definitions, list(trace.events), transport.size)
@@ -212,12 +244,13 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     if bound == "none":
         stats, approx = Stats(), None
     else:
-        exchange = Exchange(transport, owner)
+        exchange = Exchange(transport, owner, index)
         opts = EngineOptions(bound=used, collective_exit=collective_exit,
                              network_time=outcome.fit if outcome else None,
                              fit_links=bound == "fitted" and used == "lower")
         approx, t0, stats = agreed(
-            transport, lambda: approximate(trace, plat, opts, matching, t0=t0, exchange=exchange),
+            transport, remapped(index, lambda: approximate(trace, plat, opts, matching, t0=t0,
+                                                           exchange=exchange)),
             exchange=exchange)
     lap("replay")
     after = transport.traffic.snapshot()
@@ -252,8 +285,13 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     # each rank verifies the dependencies it owns, with the other ends' rounded times
     # from their owners; rank 0 gets the reduced findings (compensate/parallel/verification.py)
     out, check = verify_rank(transport, owner, trace, matching, times,
-                             step=lambda f, *a: agreed(transport, f, *a))
+                             step=lambda f, *a: agreed(transport, f, *a), index=index)
     lap("verify")
+    every = None
+    if index is not None:  # trimmed ghosts: the whole trace's counts, summed
+        from compensate.parallel.trim import local_counts
+        every = transport.allgather(agreed(transport, local_counts, trace, matching,
+                                           set(mine)))
     info = rank_info(trace, mine, exchange)
     info.update(replay=replay, seconds=seconds)
     if transport.rank != 0:
@@ -261,8 +299,17 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
 
     def finish():
         count_trace(stats, trace, matching)
-        result = Result(out, stats, matching)
-        return result, matching, outcome, check
+        reported = matching
+        if every is not None:
+            from compensate.parallel.trim import reduced_matching
+            reported = reduced_matching(matching, every)
+            stats.records = sum(d["records"] for d in every)
+            stats.messages = reported.counts()["messages"]
+            stats.unmatched_sends = reported.unmatched_sends
+            if approx is not None:  # (counted while the rules were built)
+                stats.p2p_cases["synchronous"] = sum(d["synchronous_rules"] for d in every)
+        result = Result(out, stats, reported)
+        return result, reported, outcome, check
 
     return RankOutput(own, finish(), info)
 
@@ -272,11 +319,21 @@ def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: in
                    strict: bool = False):
     """:func:`run_pipeline_parallel` on ``size`` thread ranks of this process (tests
     and experiments without ``mpiexec``): rank 0's result, its trace assembled from
-    every rank's own locations (which the command never gathers)."""
+    every rank's own locations (which the command never gathers). Each rank works
+    on its trimmed view, as the command's ranks do (:func:`trims`)."""
+    from compensate.parallel.ghosts import complete_trimmed
     from compensate.parallel.transport import run_threads
 
-    return assemble(trace, run_threads(size, lambda t: run_rank(
-        trace, platform, bound, collective_exit, eager_limit, t, strict)))
+    def rank(t: Transport) -> RankOutput:
+        if not trims(bound):
+            return run_rank(trace, platform, bound, collective_exit, eager_limit, t, strict)
+        owner = owners(trace.definitions, list(trace.events), t.size)
+        own = {loc: ev for loc, ev in trace.events.items() if owner[loc] == t.rank}
+        view, index = complete_trimmed(trace.definitions, own, t, owner, trace.source)
+        return run_rank(view, platform, bound, collective_exit, eager_limit, t, strict,
+                        owner, index)
+
+    return assemble(trace, run_threads(size, rank))
 
 
 def assemble(trace: Trace, ranks: list[RankOutput]) -> tuple:

@@ -87,11 +87,15 @@ class RemoteFailure(Exception):
 class Exchange:
     """The engine's link to the other ranks (see the module docstring).
 
-    ``owner``: ``{location id: rank}`` for every location of the trace."""
+    ``owner``: ``{location id: rank}`` for every location of the trace; ``index``:
+    the trimmed ghosts' index map (:mod:`compensate.parallel.trim`; rows name
+    original record indices, the graph trimmed positions)."""
 
-    def __init__(self, transport: Transport, owner: dict[int, int]) -> None:
+    def __init__(self, transport: Transport, owner: dict[int, int],
+                 index: dict[int, np.ndarray] | None = None) -> None:
         self.transport = transport
         self.owner = owner
+        self.index = index or {}
         self.finished = False
         #: after a cycle: (position, rank) of the first location still waiting
         self.first_waiting: tuple[int, int] | None = None
@@ -222,6 +226,12 @@ class Exchange:
         self.expected = int(w.size)
         locs = np.asarray(g.loc_ids, dtype=np.int64)[g.anchor_loc[w]] if w.size else w
         recs = g.anchor_rec[w] if w.size else w
+        if self.index and w.size:  # trimmed ghosts: ask for the original records
+            recs = recs.copy()
+            for loc in np.unique(locs).tolist():
+                if loc in self.index:
+                    sel = locs == loc
+                    recs[sel] = self.index[loc][recs[sel]]
         rows = np.empty((len(w), 2), np.int64)
         if w.size:
             rows[:, 0], rows[:, 1] = locs, recs
@@ -272,7 +282,14 @@ class Exchange:
             g = self._graph
             # each record asked for is an anchor of its own on this rank (Graph.set_rules)
             pos = np.array([self._pos[loc] for loc in got[:, 0].tolist()], dtype=np.int64)
-            ks = g.anchor_of(g.off[pos] + got[:, 1]).tolist()
+            recs = got[:, 1]
+            if self.index:  # trimmed ghosts: original records to trimmed positions
+                recs = recs.copy()
+                for loc in np.unique(got[:, 0]).tolist():
+                    if loc in self.index:
+                        sel = got[:, 0] == loc
+                        recs[sel] = np.searchsorted(self.index[loc], recs[sel])
+            ks = g.anchor_of(g.off[pos] + recs).tolist()
             for k, v in zip(ks, got[:, 2].view(np.float64).tolist(), strict=True):
                 A[k] = v
             arrived = ks

@@ -12,8 +12,8 @@ those fields crosses instead (:func:`stand_in`). The engine never evaluates a
 ghost (of a ghost location it anchors only the records the rank's rules read:
 :meth:`compensate.engine.graph.Graph.set_rules`); matching, the network
 fit and the statistics read them. Keeping of each remote location only the
-records the rank's matching and rules read is the next step (docs/parallel.md,
-"Limits").
+records the rank's matching and rules read: :func:`complete_trimmed` (the rule
+and its index map: :mod:`compensate.parallel.trim`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 
 from compensate.matching.threads import field_of
 from compensate.model import COLUMNS, KIND_NAMES, Definitions, Events, Trace
+from compensate.parallel import trim
 from compensate.parallel.transport import Transport
 from compensate.rmarecords import RMA_FIELDS, fields_of
 
@@ -95,3 +96,56 @@ def complete_trace(defs: Definitions, own: dict[int, Events], transport: Transpo
                 payload[i] = p
             events[loc] = Events(**cols, payload=payload)
     return Trace(defs, events, source)
+
+
+def complete_trimmed(defs: Definitions, own: dict[int, Events], transport: Transport,
+                     owner: dict[int, int], source: str = "",
+                     ) -> tuple[Trace, dict[int, np.ndarray]]:
+    """:func:`complete_trace` with trimmed ghosts (:mod:`compensate.parallel.trim`):
+    each owner sends each other rank, of each of its simple locations, only the
+    calls that rank reads (its other locations whole), one ``alltoall`` per column.
+    Returns the trace (this rank's locations whole, the others trimmed or whole) and
+    the index map ``{location: original indices of the kept records}`` of the
+    trimmed ones."""
+    me, size = transport.rank, transport.size
+    every = transport.allgather(sorted(own))
+    locations = {loc for part in every for loc in part}
+    calls = {loc: trim.calls_of(defs, loc, ev, locations) for loc, ev in own.items()}
+    whole = np.array(sorted(loc for part in transport.allgather(
+        [loc for loc, c in calls.items() if c is None]) for loc in part), dtype=np.int64)
+    by_rank = [np.array([loc for loc in part], dtype=np.int64) for part in every]
+    keep: list[dict[int, np.ndarray | None]] = [{} for _ in range(size)]
+    for r in range(size):
+        if r != me:
+            for loc, ev in own.items():
+                keep[r][loc] = trim.keep_for(calls[loc], len(ev), by_rank[r], whole)
+    columns: dict[int, dict[str, np.ndarray]] = {}
+    for name, _ in COLUMNS:
+        parts = [{loc: (getattr(ev, name) if keep[r][loc] is None
+                        else getattr(ev, name)[keep[r][loc]])
+                  for loc, ev in own.items()} if r != me else {} for r in range(size)]
+        for got in transport.alltoall(parts):
+            for loc, col in got.items():
+                columns.setdefault(loc, {})[name] = np.ascontiguousarray(col)
+        del parts
+    index: dict[int, np.ndarray] = {}
+    stand_ins: dict[int, dict[int, Any]] = {}
+    for got in transport.alltoall([
+            {loc: (_stand_ins(ev) if keep[r][loc] is None else keep[r][loc])
+             for loc, ev in own.items()} if r != me else {} for r in range(size)]):
+        for loc, x in got.items():
+            if isinstance(x, dict):
+                stand_ins[loc] = x
+            else:
+                index[loc] = x
+    events: dict[int, Events] = {}
+    for loc in defs.locations:
+        if loc in own:
+            events[loc] = own[loc]
+        elif loc in columns:
+            cols = columns.pop(loc)
+            payload: list[Any] = [None] * len(cols["time"])
+            for i, p in stand_ins.get(loc, {}).items():
+                payload[i] = p
+            events[loc] = Events(**cols, payload=payload)
+    return Trace(defs, events, source), index

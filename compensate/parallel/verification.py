@@ -36,7 +36,9 @@ import numpy as np
 from compensate.matching import Matching
 from compensate.model import Trace
 from compensate.parallel.transport import Transport
+from compensate.parallel.trim import original, remap_text
 from compensate.verify import Verification, verify
+from compensate.verify.checks import CHECKS, _verify_messages
 
 #: the time of a ghost record verification did not ask for
 UNREAD = np.iinfo(np.int64).max
@@ -100,7 +102,9 @@ def remote_reads(matching: Matching, own: set[int]) -> dict[int, np.ndarray]:
 
 def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
                 matching: Matching, times: dict[int, np.ndarray],
-                step: Callable[..., Any] | None = None) -> tuple[Trace, Verification | None]:
+                step: Callable[..., Any] | None = None,
+                index: dict[int, np.ndarray] | None = None,
+                ) -> tuple[Trace, Verification | None]:
     """Verify this rank's dependencies from its own locations' rounded ``times`` and
     the ghosts' rounded times their checks read (asked of their owners), and reduce
     every rank's findings: ``(verified trace, Verification)`` on rank 0 (the
@@ -109,7 +113,9 @@ def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
     requested and :data:`UNREAD` elsewhere (rank 0's also every location's first
     and last record: the summary's span). ``step(f, *args)`` runs each local part
     between the collectives (the driver's ``agreed``: a rank failing there stops
-    every rank at the phase boundary instead of leaving them in an ``alltoall``)."""
+    every rank at the phase boundary instead of leaving them in an ``alltoall``).
+    ``index``: the trimmed ghosts' index map (:mod:`compensate.parallel.trim`): their
+    owners are asked for the original records, and the examples name them."""
     size, rank = transport.size, transport.rank
     run = step or (lambda f, *a: f(*a))
 
@@ -122,7 +128,7 @@ def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
                     needed[loc] = np.union1d(needed.get(loc, ends), ends)
         asks: list[dict] = [{} for _ in range(size)]
         for loc, idx in needed.items():
-            asks[owner[loc]][loc] = idx
+            asks[owner[loc]][loc] = original(index or {}, loc, idx)
         return needed, asks
 
     needed, asks = run(ask)
@@ -144,15 +150,53 @@ def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
         return checked, verify(checked, matching, measured=trace, own=set(times))
 
     checked, mine = run(check)
-    found = transport.alltoall([_portable(mine) if r == 0 else None for r in range(size)])
+    found = transport.alltoall([_portable(mine, matching, checked, index or {})
+                                if r == 0 else None for r in range(size)])
     return checked, run(lambda: merge(found) if rank == 0 else None)
 
 
-def _portable(v: Verification) -> dict:
+def _portable(v: Verification, matching: Matching | None = None, trace: Trace | None = None,
+              index: dict[int, np.ndarray] | None = None) -> dict:
     """What a rank sends of its verification: counts, examples with their keys,
-    records carried as local only."""
-    return {"counts": {f: getattr(v, f) for f in COUNTS}, "examples": v.examples,
-            "keys": v.keys, "carried": v.carried_local_only}
+    records carried as local only. The examples name original records (trimmed
+    ghosts, :func:`compensate.parallel.trim.remap_text`), and a message example's key
+    is its place in the one-process message table (:func:`message_key`), which a
+    rank's own table, with trimmed ghosts, does not give."""
+    examples, keys = v.examples, v.keys
+    if matching is not None and trace is not None:
+        examples = [remap_text(index or {}, x) for x in examples]
+        keys = [(k[0], k[1], *message_key(matching, trace, index or {}, k[2]))
+                if k and k[0] == MESSAGE_CHECK else k for k in keys]
+    return {"counts": {f: getattr(v, f) for f in COUNTS}, "examples": examples,
+            "keys": keys, "carried": v.carried_local_only}
+
+
+#: the number of the message check in :data:`compensate.verify.checks.CHECKS`
+MESSAGE_CHECK = CHECKS.index(_verify_messages)
+
+
+def message_key(matching: Matching, trace: Trace, index: dict[int, np.ndarray],
+                row: int) -> tuple[int, int, int, int]:
+    """The place of message ``row`` of this rank's table in the one-process table,
+    as a key every rank computes alike: the one-process table orders messages by
+    their receiving location, then by where each (sender, receiver, communicator,
+    tag) channel's first receive is in it (plain receives, then matched probes, each
+    in record order), then by their order in the channel. Returns (receiving
+    location position, probe, original index of the channel's first receive, place
+    in the channel)."""
+    t = matching.table
+    li = int(t.recv_li[row])
+    ev = trace.events[t.loc_ids[li]]
+
+    def channel(j: int) -> tuple:
+        i = int(t.recv_idx[j])
+        return (int(t.send_li[j]), int(t.recv_li[j]), int(ev.comm[i]), int(ev.tag[i]))
+
+    first, key = row, channel(row)
+    while first > 0 and int(t.recv_li[first - 1]) == li and channel(first - 1) == key:
+        first -= 1
+    return (li, int(t.no_recv_copy[first]),
+            int(original(index, t.loc_ids[li], int(t.recv_idx[first]))), row - first)
 
 
 def merge(parts: list[dict]) -> Verification:

@@ -644,3 +644,19 @@ def test_temporary_output_lives_beside_the_target(sources, tmp_path):
     writer.close()
     assert sorted(os.listdir(out.parent)) == ["traces", "traces.def", "traces.otf2"]
     assert os.listdir(tmp_path / "deep") == ["er"]
+
+
+@pytest.mark.parametrize("block", [5, 64, 1 << 21])
+def test_repadding_is_the_same_whatever_the_block_read(block, monkeypatch):
+    """The record lines rewritten with wider columns (``_repad_lines``) come out the
+    same however the file is cut into blocks (lines cut across blocks)."""
+    import io
+
+    lines = b"".join(b"%3d %d Enter%s\n" % (i, i % 3, b" region=1" * (i % 2))
+                     for i in range(50))
+    monkeypatch.setattr(textio, "REPAD_BLOCK", block)
+    dst = io.BytesIO()
+    textio._repad_lines(io.BytesIO(lines), dst, len(lines), (3, 1, 5), (5, 1, 7))
+    want = b"".join(b"  %3d %d Enter%s\n" % (i, i % 3, b"   region=1" * (i % 2))
+                    for i in range(50))
+    assert dst.getvalue() == want

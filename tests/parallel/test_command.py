@@ -1,7 +1,8 @@
 """``mpiexec -n P compensate`` (compensate/parallel/command.py) under real MPI: the
-outputs and summaries equal the one-process run's, on a simulated program and a
-real archive, for P = 2 and 3; a bad input gives every rank the same status, one
-line and no output. Two launches, several commands each (tests/parallel/mpi_runs.py)."""
+outputs and summaries equal the one-process run's, on two simulated programs (one
+with trimmed ghosts) and a real archive, for P = 2 and 3; a bad input gives every
+rank the same status, one line and no output. Two launches, several commands each
+(tests/parallel/mpi_runs.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def inputs(tmp_path_factory):
     sim = simulate("mixed", ranks=4, seed=2, iterations=1)
     from compensate.formats import write_trace
     write_trace(sim.measured, str(tmp / "mixed.trace"))
+    # (its ranks trim each other's locations: compensate/parallel/trim.py)
+    write_trace(simulate("stencil", ranks=6, seed=2, iterations=2).measured,
+                str(tmp / "stencil.trace"))
     (tmp / "platform.json").write_text(json.dumps(sim.platform.to_dict()))
     (tmp / "cycle.trace").write_text(CYCLE)
     return tmp
@@ -43,6 +47,8 @@ def commands(tmp: Path, tag: str) -> list[tuple[str, list[str]]]:
         (f"mixed_fitted_{tag}.trace",
          [str(tmp / "mixed.trace"), str(tmp / f"mixed_fitted_{tag}.trace"), *plat,
           "--bound", "fitted"]),
+        (f"stencil_{tag}.trace",
+         [str(tmp / "stencil.trace"), str(tmp / f"stencil_{tag}.trace"), *plat]),
         (f"real_{tag}/traces.otf2",
          [str(real), str(tmp / f"real_{tag}" / "traces.otf2"), "--overhead", "100ns"]),
     ]
@@ -76,7 +82,7 @@ def test_mpiexec_equals_one_process(inputs, ranks, capfd):
         cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     for rank in range(ranks):
-        assert json.loads((status_dir / f"rank{rank}.json").read_text()) == [0, 0, 3]
+        assert json.loads((status_dir / f"rank{rank}.json").read_text()) == [0, 0, 0, 3]
     # one line for the failure, from rank 0 only
     errors = [x for x in proc.stderr.splitlines() if x.startswith("compensate:")]
     assert len(errors) == 1 and "cycle" in errors[0], proc.stderr

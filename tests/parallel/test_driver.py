@@ -31,6 +31,8 @@ def assert_same(one, par) -> None:
         np.testing.assert_array_equal(ev.size, r2.trace.events[loc].size)
     assert r1.stats.to_dict() == r2.stats.to_dict()
     assert one[3].to_dict() == par[3].to_dict()
+    assert one[1].counts() == par[1].counts()  # (summed over trimmed views)
+    assert one[1].nesting_summary() == par[1].nesting_summary()
     assert (one[2] is None) == (par[2] is None)
     if one[2] is not None:
         assert one[2].fit == par[2].fit

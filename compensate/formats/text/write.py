@@ -489,6 +489,12 @@ class TextEventWriter:
             raise
 
 
+#: bytes of record lines :func:`_repad_lines` reads at a time: its transient is
+#: about five times this (the lines split, padded and joined), 2 MiB -> ~11 MiB
+#: (8 MiB made it the peak of a distributed rank's write, issue #21)
+REPAD_BLOCK = 1 << 21
+
+
 def _repad_lines(src: Any, dst: Any, size: int, old: tuple[int, int, int],
                  new: tuple[int, int, int]) -> None:
     """Copy ``size`` bytes of record lines written with column widths ``old`` from
@@ -498,7 +504,7 @@ def _repad_lines(src: Any, dst: Any, size: int, old: tuple[int, int, int],
     pad_t, pad_k = b" " * (tw1 - tw0), b" " * (kw1 - kw0)
     rest = b""
     while size > 0:
-        block = src.read(min(size, 1 << 23))
+        block = src.read(min(size, REPAD_BLOCK))
         if not block:
             raise OSError("file shrank while being rewritten")
         size -= len(block)

@@ -1,0 +1,274 @@
+"""Trimmed ghosts: of another rank's location, only the calls this rank's rules read
+(issue #21, docs/parallel.md "Trimmed ghosts").
+
+A rank needs of a location it does not own only what its own dependencies read
+there, and what its matching needs to pair them: the calls that exchange messages
+with its own locations (a send's call for a receive it owns, a receive's call for
+a synchronous send it owns: the call's Enter, the record, the record before it,
+the call's Leave), and every collective call (its members' begins, and on the
+member that exits first every record between its begin and end). The rest of the
+location — compute regions, messages between two other ranks' locations — is
+never read here. Keeping whole calls (Enter to matching Leave) keeps what the
+rules find by nesting depth (``call_enter``/``call_leave``, the "record before"
+of a receive, R3's records inside the call) the same in the trimmed location as
+in the whole one.
+
+This is done only for *simple* locations (:func:`calls_of`), where the rule is easy
+to check: records of the kinds Enter, Leave, MpiSend, MpiRecv,
+MpiCollectiveBegin/End, ProgramBegin/End and Metric only (a Metric record — a
+PAPI counter on a CPU location, a METRIC location's sample — is read by no rule
+of another process: METRIC samples map through their own process's time
+function, which the owner applies), in time order, well nested and
+balanced, every MPI record inside a call, every call that holds MPI records
+holding either collective records or point-to-point records with one peer
+location, and no other call's MPI records. Any other location (threads,
+nonblocking requests, RMA, a call mixing peers, a Leave without Enter, ...) is
+sent whole to every rank, as before (nonblocking receives, for one: a synchronous
+message's rules read the record before the receive, which in an ``MPI_Waitall``
+may be another peer's completion; docs/parallel.md "Limits"), and so is every
+location of a run under ``--bound fitted`` (the network fit reads every observed
+transfer). A message
+channel then stays complete in every rank's view: a pair of locations is kept on
+both ends if one end is the rank's own or sent whole, and dropped on both ends
+otherwise.
+
+Each trimmed location carries its *index map*: the original record indices of the
+kept records, in order (``{location: indices}``, which
+:func:`compensate.parallel.ghosts.complete_trimmed` returns). Matching, the rules and
+verification work on trimmed positions; whatever leaves the rank names original
+indices: the exchange's (location, record) rows, verification's requests, the
+example lines and error messages (:func:`original`, :func:`remap_text`). What the
+summary counts over the whole trace (records, messages, unmatched sends,
+synchronous messages) each rank counts for its own locations, and rank 0 sums them
+(:func:`local_counts`, :class:`ReducedMatching`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from compensate.matching import Matching
+from compensate.matching.match import _posting_records, nesting
+from compensate.matching.p2p import closing_leaves, enclosing_enters, members_of
+from compensate.model import (
+    COLL_BEGIN,
+    COLL_END,
+    ENTER,
+    ISEND,
+    LEAVE,
+    METRIC,
+    PROGRAM_BEGIN,
+    PROGRAM_END,
+    RECV,
+    SEND,
+    Definitions,
+    Events,
+    Trace,
+)
+
+#: the record kinds of a location that may be trimmed
+SIMPLE_KINDS = np.array([ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, PROGRAM_BEGIN,
+                         PROGRAM_END, METRIC], dtype=np.int64)
+_MPI = np.array([SEND, RECV, COLL_BEGIN, COLL_END], dtype=np.int64)
+_P2P = np.array([SEND, RECV], dtype=np.int64)
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class Calls:
+    """The MPI calls of a simple location: ``start`` / ``end`` (the Enter and its
+    Leave, inclusive) and ``peer`` (the one peer location of its point-to-point
+    records, -1 for a collective call) of each; ``always``: the records every rank
+    keeps (the first and the last, for the summary's span, with their Enter/Leave
+    partners, so that the trimmed location still nests)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    peer: np.ndarray
+    always: np.ndarray
+
+
+def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int]) -> Calls | None:
+    """The calls of ``loc`` (:class:`Calls`), or None if the location is not simple
+    (module docstring) and is sent whole. ``locations``: the trace's locations (a
+    peer outside it, or an undefined communicator or rank, makes the location
+    whole: matching then reports it as it does in one process)."""
+    kind = ev.kind
+    n = len(kind)
+    if n == 0:
+        return Calls(_NONE, _NONE, _NONE, _NONE)
+    if not np.isin(kind, SIMPLE_KINDS).all():
+        return None
+    if n > 1 and bool(np.any(np.diff(ev.time) < 0)):
+        return None
+    nest = nesting(kind, ev.region)
+    if nest.problems or len(nest.open_end):
+        return None
+    mpi = np.flatnonzero(np.isin(kind, _MPI))
+    enter = enclosing_enters(nest.before, nest.enters, mpi)
+    leave = closing_leaves(nest.before, nest.leaves, mpi)
+    if bool(np.any(enter < 0)) or bool(np.any(leave < 0)):
+        return None
+    peer = np.full(len(mpi), -1, dtype=np.int64)
+    p2p = np.flatnonzero(np.isin(kind[mpi], _P2P))
+    comm, rank = ev.comm[mpi[p2p]], ev.peer[mpi[p2p]].astype(np.int64)
+    for c in np.unique(comm).tolist():
+        members = members_of(defs, c, loc)
+        if c not in defs.comms or not members:
+            return None
+        sel = np.flatnonzero(comm == c)
+        r = rank[sel]
+        if bool(np.any((r < 0) | (r >= len(members)))):
+            return None
+        table = np.asarray(members, dtype=np.int64)
+        if not all(m in locations for m in set(table[r].tolist())):
+            return None
+        peer[p2p[sel]] = table[r]
+    always = {0, n - 1}
+    for i in (0, n - 1):  # the Enter/Leave partner of the first and last record
+        before = int(nest.before[i])
+        if kind[i] == ENTER:
+            k = int(np.searchsorted(nest.enters[before + 1], i))
+            always.add(int(nest.leaves[before + 1][k]))
+        elif kind[i] == LEAVE:
+            k = int(np.searchsorted(nest.leaves[before], i))
+            always.add(int(nest.enters[before][k]))
+    if not len(mpi):
+        return Calls(_NONE, _NONE, _NONE, np.array(sorted(always), dtype=np.int64))
+    order = np.argsort(enter, kind="stable")
+    starts, first = np.unique(enter[order], return_index=True)
+    peers = peer[order]
+    lo, hi = np.minimum.reduceat(peers, first), np.maximum.reduceat(peers, first)
+    if bool(np.any(lo != hi)):  # a call with records of several peers (or kinds)
+        return None
+    ends = leave[order][first]
+    counts = np.diff(np.r_[first, len(order)])
+    inside = np.searchsorted(mpi, ends, "right") - np.searchsorted(mpi, starts, "left")
+    if bool(np.any(inside != counts)):  # another call's MPI records inside this one
+        return None
+    return Calls(starts, ends, lo, np.array(sorted(always), dtype=np.int64))
+
+
+def kept(calls: Calls, n: int, wanted: np.ndarray) -> np.ndarray:
+    """The record indices a rank keeps of a location of ``n`` records: the calls
+    ``wanted`` marks, whole, and the records every rank keeps."""
+    mark = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(mark, calls.start[wanted], 1)
+    np.add.at(mark, calls.end[wanted] + 1, -1)
+    mask = np.cumsum(mark[:-1]) > 0
+    mask[calls.always] = True
+    return np.flatnonzero(mask)
+
+
+def keep_for(calls: Calls | None, n: int, rank_locs: np.ndarray,
+             whole: np.ndarray) -> np.ndarray | None:
+    """What rank ``r`` keeps of another rank's location: None (whole) if it is not
+    simple, else the indices of its collective calls and of its point-to-point
+    calls with a peer that is one of ``r``'s locations (``rank_locs``) or a location
+    sent whole (``whole``)."""
+    if calls is None:
+        return None
+    wanted = (calls.peer < 0) | np.isin(calls.peer, rank_locs) | np.isin(calls.peer, whole)
+    return kept(calls, n, wanted)
+
+
+# -- the index map -------------------------------------------------------------------
+
+def original(index: dict[int, np.ndarray], loc: int, idx: Any) -> Any:
+    """The original record indices of trimmed positions ``idx`` of ``loc`` (``idx``
+    itself for a location that is not trimmed)."""
+    m = index.get(loc)
+    if m is None:
+        return idx
+    out = m[np.asarray(idx, dtype=np.int64)]
+    return int(out) if np.ndim(out) == 0 else out
+
+
+_WHERE = re.compile(r"location (\d+), record (\d+)")
+
+
+def remap_text(index: dict[int, np.ndarray], text: str) -> str:
+    """``text`` with every "location L, record R" of a trimmed location naming the
+    original record (error messages and verification examples)."""
+    if not index:
+        return text
+
+    def sub(m: re.Match) -> str:
+        loc, idx = int(m.group(1)), int(m.group(2))
+        if loc in index and idx < len(index[loc]):
+            idx = int(index[loc][idx])
+        return f"location {loc}, record {idx}"
+
+    return _WHERE.sub(sub, text)
+
+
+# -- the counts of the whole trace -----------------------------------------------------
+
+#: the message counts of :meth:`compensate.matching.Matching.counts` each rank counts
+#: of the messages its own locations receive
+MESSAGE_COUNTS = ("messages", "blocking", "nonblocking_send", "nonblocking_recv",
+                  "synchronous", "to_self")
+
+
+def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, int]:
+    """What this rank counts for the summary (summed over the ranks they are the
+    one-process counts): its own records; of its matching's messages those its own
+    locations receive (every rank's view holds all of them), by
+    :data:`MESSAGE_COUNTS`, and ``synchronous_rules`` (the synchronous messages
+    between two locations, as ``rules_of`` counts them); ``unmatched_sends``: the
+    sends of its own locations that no receive matched (their sends, less the
+    cancelled ones, less the messages its matching has from them)."""
+    t = matching.table
+    ids = t.loc_ids
+    mine = np.array([loc in own for loc in ids], dtype=bool)
+    recv = mine[t.recv_li] if len(t) else np.zeros(0, dtype=bool)
+    out = {"records": sum(len(trace.events[loc]) for loc in own),
+           "messages": int(np.count_nonzero(recv)),
+           "blocking": int(np.count_nonzero(recv & ~t.nonblocking_send & ~t.nonblocking_recv)),
+           "nonblocking_send": int(np.count_nonzero(recv & t.nonblocking_send)),
+           "nonblocking_recv": int(np.count_nonzero(recv & t.nonblocking_recv)),
+           "synchronous": int(np.count_nonzero(recv & t.synchronous)),
+           "to_self": int(np.count_nonzero(recv & (t.send_li == t.recv_li))),
+           "synchronous_rules": int(np.count_nonzero(recv & t.synchronous
+                                                     & (t.send_li != t.recv_li)))}
+    pos = {loc: li for li, loc in enumerate(ids)}
+    from_li = np.bincount(t.send_li, minlength=len(ids)) if len(t) else np.zeros(len(ids))
+    unmatched = 0
+    for loc in own:
+        ev = trace.events[loc]
+        sends = np.flatnonzero((ev.kind == SEND) | (ev.kind == ISEND))
+        if not sends.size:
+            continue
+        cancelled = _posting_records(trace, loc, ev)[1] if np.any(ev.kind == ISEND) else ()
+        n = sends.size - int(np.count_nonzero(np.isin(sends, list(cancelled))))
+        unmatched += n - int(from_li[pos[loc]]) if loc in pos else n
+    out["unmatched_sends"] = unmatched
+    return out
+
+
+@dataclass
+class ReducedMatching(Matching):
+    """Rank 0's matching with the summary's counts of the whole trace
+    (:meth:`counts`), when its view holds trimmed ghosts: ``reduced`` replaces the
+    message counts of its own view."""
+
+    reduced: dict = field(default_factory=dict)
+
+    def counts(self) -> dict:
+        out = super().counts()
+        out.update(self.reduced)
+        return out
+
+
+def reduced_matching(matching: Matching, every: list[dict]) -> ReducedMatching:
+    """Rank 0's :class:`ReducedMatching` from every rank's :func:`local_counts`."""
+    reduced = {name: sum(d[name] for d in every) for name in MESSAGE_COUNTS}
+    reduced["unmatched_sends"] = sum(d["unmatched_sends"] for d in every)
+    m = ReducedMatching(**{f.name: getattr(matching, f.name) for f in fields(Matching)},
+                        reduced=reduced)
+    m.unmatched_sends = reduced["unmatched_sends"]
+    return m

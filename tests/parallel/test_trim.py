@@ -1,0 +1,213 @@
+"""Trimmed ghosts (compensate/parallel/trim.py, ghosts.complete_trimmed): a
+hand-computed three-location case whose ranks drop the calls no rule of theirs
+reads, with the kept records, the times and the one exchanged value checked by
+hand; which locations may be trimmed; and, on outputs broken on purpose,
+verification over trimmed views reduced equals the one-process verification
+(counts, the first ten examples in the one-process order, naming original
+records). Thread ranks over every simulated program and bound with trimmed views:
+tests/parallel/test_driver.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compensate.api import run_pipeline
+from compensate.formats.text import read_text
+from compensate.matching import match
+from compensate.parallel.driver import assemble, run_rank
+from compensate.parallel.ghosts import complete_trimmed
+from compensate.parallel.ownership import owners
+from compensate.parallel.transport import run_threads
+from compensate.parallel.trim import calls_of, remap_text
+from compensate.parallel.verification import verify_rank
+from compensate.simulate import simulate
+from compensate.verify import verify
+
+from ..conftest import read_bundled
+from .test_driver import BUNDLED, assert_same
+from .test_exchange import DATA, load
+from .test_verification import broken
+
+
+def views(trace, size):
+    """Every thread rank's trimmed view of ``trace``: (owner, [(view, index), ...])."""
+    owner = owners(trace.definitions, list(trace.events), size)
+
+    def body(t):
+        own = {loc: ev for loc, ev in trace.events.items() if owner[loc] == t.rank}
+        return complete_trimmed(trace.definitions, own, t, owner, trace.source)
+
+    return owner, run_threads(size, body)
+
+
+def test_the_hand_case_keeps_only_the_calls_its_rules_read():
+    trace, platform, expect = load("three_locations_trimmed.trace")
+    keep = {}
+    for line in (DATA / "three_locations_trimmed.trace").read_text().splitlines():
+        if line.startswith("# keep"):
+            head, idx = line[len("# keep"):].split(":")
+            rank, loc = map(int, head.split())
+            keep[rank, loc] = [int(x) for x in idx.split()]
+    owner, got = views(trace, 2)
+    assert owner == {0: 0, 1: 0, 2: 1}
+    for rank, (view, index) in enumerate(got):
+        assert {loc: m.tolist() for loc, m in index.items()} == {
+            loc: k for (r, loc), k in keep.items() if r == rank}
+        for loc, m in index.items():  # the kept records, column for column
+            np.testing.assert_array_equal(view.events[loc].time, trace.events[loc].time[m])
+    # the whole pipeline on the trimmed views: the hand-computed times, and the one
+    # value that crosses ranks (loc 0's record 6, asked for by its original index)
+    ranks = run_threads(2, lambda t: run_rank(got[t.rank][0], platform, "lower", "uniform",
+                                              None, t, owner=owner, index=got[t.rank][1]))
+    result = assemble(trace, ranks)[0]
+    for loc, times in expect.items():
+        assert result.trace.events[loc].time.tolist() == times
+    info = [r.info for r in ranks]
+    assert [(i["values_sent"], i["values_received"]) for i in info] == [(1, 0), (0, 1)]
+    assert [i["ghost_records"] for i in info] == [5, 7]  # of 7 and 11
+    assert_same(run_pipeline(trace, platform, "lower", "uniform", None),
+                assemble(trace, ranks))
+
+
+HEAD = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0 name="rank 0"
+location 1 group=1 name="rank 1"
+region 1 "MPI_Sendrecv"
+region 2 "compute"
+comm 0 "MPI_COMM_WORLD" 0,1
+events
+"""
+
+
+@pytest.mark.parametrize("events, simple", [
+    ("1 0 Enter region=1\n2 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n3 0 Leave region=1\n",
+     True),
+    # a bare MPI record (its "call" would be the record before it)
+    ("1 0 Enter region=2\n2 0 Leave region=2\n3 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n",
+     False),
+    # one call, two peers (MPI_Sendrecv between different neighbours)
+    ("1 0 Enter region=1\n2 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n"
+     "3 0 MpiRecv sender=0 comm=0 tag=0 bytes=8\n4 0 Leave region=1\n", False),
+    # an MPI call inside another call that holds MPI records of its own
+    ("1 0 Enter region=1\n2 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n3 0 Enter region=1\n"
+     "4 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n5 0 Leave region=1\n6 0 Leave region=1\n",
+     False),
+    ("1 0 Leave region=2\n2 0 Enter region=1\n3 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n"
+     "4 0 Leave region=1\n", False),  # a Leave without its Enter
+    ("1 0 Enter region=1\n2 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n3 0 Leave region=1\n",
+     None),  # a peer location without records (left to matching)
+    ("1 0 Enter region=2\n2 0 BufferFlush stop=3\n3 0 Leave region=2\n", False),
+])
+def test_which_locations_are_trimmed(events, simple, tmp_path):
+    path = tmp_path / "one.trace"
+    path.write_text(HEAD + events)
+    trace = read_text(str(path))
+    ev = trace.events[0]
+    locations = {0} if simple is None else {0, 1}
+    assert (calls_of(trace.definitions, 0, ev, locations) is not None) == bool(simple)
+
+
+def test_error_lines_name_original_records():
+    index = {3: np.array([0, 4, 9])}
+    assert remap_text(index, "x: location 3, record 2: y (location 1, record 2)") == \
+        "x: location 3, record 9: y (location 1, record 2)"
+
+
+@pytest.fixture(scope="module", params=["stencil", "collectives", "montecarlo"])
+def case(request):
+    sim = simulate(request.param, ranks=4, seed=3, iterations=3)
+    result, matching, _, _ = run_pipeline(sim.measured, sim.platform, "lower", "uniform", None)
+    return sim.measured, broken(result.trace, 7), matching
+
+
+def test_verification_over_trimmed_views_equals_one_process(case):
+    measured, out, matching = case
+    one = verify(out, matching, measured=measured)
+    assert one.violations >= 8
+    for size in (2, 3):
+        owner, got = views(measured, size)
+        assert any(index for _, index in got)  # something was trimmed
+
+        def body(t, owner=owner, got=got):
+            view, index = got[t.rank]
+            mine = {loc: out.events[loc].time for loc in out.events if owner[loc] == t.rank}
+            return verify_rank(t, owner, view, match(view), mine, index=index)
+
+        ranks = run_threads(size, body)
+        assert ranks[0][1].to_dict() == one.to_dict(), size
+
+
+def test_the_command_with_trimmed_ghosts_writes_the_one_process_output_and_summary(tmp_path):
+    """The distributed command on thread ranks (a stencil, whose ranks trim every
+    other rank's locations to their halo calls and collectives): the output byte
+    for byte and the summary, counts of the whole trace included, as one process."""
+    import json
+
+    from compensate.cli.compensate import main
+    from compensate.formats import write_trace
+
+    from .test_command import PER_RUN, _thread_command
+
+    sim = simulate("stencil", ranks=6, seed=4, iterations=3)
+    write_trace(sim.measured, str(tmp_path / "in.trace"))
+    (tmp_path / "platform.json").write_text(json.dumps(sim.platform.to_dict()))
+    common = ["--platform", str(tmp_path / "platform.json"), "--quiet", "--summary"]
+    assert main([str(tmp_path / "in.trace"), str(tmp_path / "one.trace"), *common,
+                 str(tmp_path / "one.json"), "--in-memory"]) == 0
+    one = json.loads((tmp_path / "one.json").read_text())
+    for ranks in (2, 3):
+        out, summary = tmp_path / f"p{ranks}.trace", tmp_path / f"p{ranks}.json"
+        assert _thread_command(tmp_path, [str(tmp_path / "in.trace"), str(out), *common,
+                                          str(summary)], ranks) == [0] * ranks
+        assert out.read_bytes() == (tmp_path / "one.trace").read_bytes()
+        par = json.loads(summary.read_text())
+        assert {k: v for k, v in par.items() if k not in PER_RUN} == \
+            {k: v for k, v in one.items() if k not in PER_RUN}
+        held = [r + g for r, g in zip(par["parallel"]["records"],
+                                      par["parallel"]["ghost_records"], strict=True)]
+        assert max(held) < one["records"]  # no rank holds the whole trace
+
+
+def test_an_error_on_a_trimmed_ghost_names_its_original_record(tmp_path):
+    """A receive of location 2 (rank 1's) from location 0 without a send: rank 0,
+    whose view of location 2 lacks its second compute region, finds it first and
+    reports it as one process does, naming the original record (8; 6 in its view)."""
+    from compensate.model import TraceError
+    from compensate.parallel.driver import RankFailed
+
+    text = (DATA / "three_locations_trimmed.trace").read_text()
+    path = tmp_path / "bad.trace"
+    path.write_text(text + "2900 2 Enter region=2\n3000 2 MpiRecv sender=0 comm=0 tag=0 "
+                           "bytes=1000\n3100 2 Leave region=2\n")
+    trace = read_text(str(path))
+    with pytest.raises(TraceError) as one:
+        match(trace)
+    assert "location 2, record 8" in str(one.value)
+    owner, got = views(trace, 2)
+    errors = {}
+
+    def body(t):
+        try:
+            run_rank(got[t.rank][0], None, "lower", "uniform", None, t, owner=owner,
+                     index=got[t.rank][1])
+        except (TraceError, RankFailed) as exc:
+            errors[t.rank] = exc
+
+    run_threads(2, body)
+    assert isinstance(errors[0], TraceError) and str(errors[0]) == str(one.value)
+    assert isinstance(errors[1], RankFailed) and errors[1].rank == 0
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.parent.name)
+def test_bundled_archives_with_trimmed_ghosts(path):
+    """The real archives under the lower bound on two thread ranks, with the
+    locations that are simple (PAPI Metric records on MPI ranks, METRIC locations
+    of GPU metrics) trimmed: the one-process output, statistics and summary counts."""
+    from compensate.parallel.driver import run_in_threads
+    from compensate.platform import Platform
+
+    trace = read_bundled(path)
+    one = run_pipeline(trace, Platform(1e-7), "lower", "uniform", None)
+    assert_same(one, run_in_threads(trace, Platform(1e-7), "lower", 2))
