@@ -90,8 +90,10 @@ def stamps_first(by_kind: dict[str, float], tables: list[dict[str, Any]],
         cap = bounds.get(kind, float("inf"))
         # whole nanoseconds, as the tables (a half-tick O can round a record onto
         # its predecessor); never above the bound
-        value = min(round(med * 1e9), int(np.floor(cap * 1e9 + 1e-6))) * 1e-9 \
-            if np.isfinite(cap) else round(med * 1e9) * 1e-9
+        ns = round(med * 1e9)
+        if np.isfinite(cap):
+            ns = min(ns, int(np.floor(cap * 1e9 + 1e-6)))
+        value = ns / 1e9  # the nearest float to ns nanoseconds: not above the bound
         out[kind] = max(value, 0.0)
         note[kind] = {"record_path": by_kind.get(kind), "median_of_locations": med,
                       "locations": len(vs),
