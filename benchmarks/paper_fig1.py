@@ -32,8 +32,12 @@ their core to another process), the busiest rank's run-queue wait the tracer
 measured in situ, the worst violations and overcompensated records of any run,
 the overhead source, and the machine.
 
+``--overhead insitu,user,platform`` adds columns for the same runs compensated as
+a user would, with the tracer's ``platform.json`` alone (``user``: the file says
+``prefer_insitu``) and with the file's own per-kind overhead forced (``platform``).
+
 Usage: python benchmarks/paper_fig1.py [--ranks 2,4] [--reps 5] [--rounds 300]
-           [--pairs 300] [--workdir DIR] [--keep]
+           [--pairs 300] [--overhead insitu,user,platform] [--workdir DIR] [--keep]
        python benchmarks/paper_fig1.py --program examples/mpi/stencil.py
            [--program-args "--steps 300"] ...   (a held-out program, same procedure)
 (about 2 minutes on an idle 2-core machine; ``--ranks 2 --reps 3`` for a quick look)
@@ -111,23 +115,45 @@ def machine() -> dict[str, str]:
             "os": f"{pyplatform.system()} {pyplatform.release()}"}
 
 
-def compensate_run(trace: Path, bounds: list[str]) -> dict[str, dict]:
-    """Compensate ``trace`` with every bound, in this process (the command's
-    pipeline, :func:`compensate.compensate`), with the trace's in-situ overhead (the
-    tracer's platform file only for the copy cost): the span of ``run`` in each
-    approximated trace and the summary's counts."""
+#: ``--overhead`` modes: how each traced run is compensated. ``insitu``: the trace's
+#: in-situ tables (``--overhead insitu``, the platform file for the copy cost);
+#: ``user``: the documented command, ``--platform run/platform.json`` and nothing
+#: else (the file's ``prefer_insitu`` decides); ``platform``: the file's own
+#: per-kind overhead forced (``--overhead platform``).
+MODES = {"insitu": "insitu", "user": None, "platform": "platform"}
+
+
+def label(bound: str, mode: str) -> str:
+    """The column name of a bound under an overhead mode (``lower``, ``lower/user``)."""
+    return bound if mode == "insitu" else f"{bound}/{mode}"
+
+
+def compensate_run(trace: Path, bounds: list[str],
+                   modes: tuple[str, ...] = ("insitu",)) -> dict[str, dict]:
+    """Compensate ``trace`` with every bound under every overhead mode (:data:`MODES`),
+    in this process (the command's pipeline, :func:`compensate.compensate`): the span
+    of ``run`` in each approximated trace and the summary's counts, by
+    :func:`label`."""
     measured = c.read(trace)
     ids = [i for i, name in measured.definitions.regions.items() if name == REGION]
     out = {}
+    for mode in modes:
+        out.update(_compensate_mode(measured, trace, ids, bounds, mode))
+    return out
+
+
+def _compensate_mode(measured: c.Trace, trace: Path, ids: list[int], bounds: list[str],
+                     mode: str) -> dict[str, dict]:
+    out = {}
     for bound in bounds:
         r = c.compensate(measured, bound=bound, platform=trace.parent / "platform.json",
-                         overhead="insitu")
+                         overhead=MODES[mode])
         enters, leaves = [], []
         for ev in r.trace.events.values():
             sel = np.isin(ev.region, ids)
             enters += ev.time[sel & (ev.kind == ENTER)].tolist()
             leaves += ev.time[sel & (ev.kind == LEAVE)].tolist()
-        out[bound] = {"seconds": (max(leaves) - min(enters))
+        out[label(bound, mode)] = {"seconds": (max(leaves) - min(enters))
                       / measured.definitions.timer_resolution,
                       "violations": r.summary["verification"]["violations"],
                       "overcompensated": r.summary["overcompensated_records"],
@@ -151,7 +177,8 @@ def experiment(n: int, args: argparse.Namespace, work: Path, bounds: list[str]) 
               "--", *prog, "--timing", str(timing)])
         t_m, info = region_span(out / "traces.otf2")
         traced.append({"timing": json.loads(timing.read_text()), "instr": t_m, **info,
-                       "bounds": compensate_run(out / "traces.otf2", bounds)})
+                       "bounds": compensate_run(out / "traces.otf2", bounds,
+                                                args.modes)})
         if not args.keep and not args.workdir:
             shutil.rmtree(out, ignore_errors=True)
     return {"ranks": n, "plain": plain, "traced": traced}
@@ -273,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--program-args", default="", help="its arguments, one string")
     ap.add_argument("--workdir", help="keep runs here (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="do not delete the temporary runs")
+    ap.add_argument("--overhead", default="insitu", metavar="MODE,...",
+                    help="how to compensate each traced run, comma-separated: insitu "
+                         "(the trace's tables, --overhead insitu), user (--platform "
+                         "run/platform.json alone, the documented command), platform "
+                         "(the file's own per-kind O, --overhead platform); default insitu")
     ap.add_argument("--json", help="also write every run's numbers to this file "
                     "(to recompute the statistics)")
     args = ap.parse_args(argv)
@@ -281,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = Path(args.workdir or tempfile.mkdtemp(prefix="realrun-"))
     work.mkdir(parents=True, exist_ok=True)
+    args.modes = tuple(m.strip() for m in args.overhead.split(","))
+    if not args.modes or any(m not in MODES for m in args.modes):
+        print(f"paper_fig1: --overhead: expected modes from {', '.join(MODES)}, got "
+              f"{args.overhead!r}", file=sys.stderr)
+        return 2
     bounds = ["lower", "upper", "fitted"]
     info = machine()
     info["load before"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -300,8 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     what = (f"--program {args.program} --program-args {shlex.quote(args.program_args)}"
             if args.program else f"--rounds {args.rounds} --pairs {args.pairs} "
             f"--check-every {args.check_every}")
+    if args.modes != ("insitu",):
+        what += f" --overhead {','.join(args.modes)}"
     print(f"python benchmarks/paper_fig1.py --ranks {args.ranks} --reps {args.reps} {what}\n")
-    print(report(rows, bounds, info))
+    print(report(rows, [label(b, m) for m in args.modes for b in bounds], info))
     if args.json:
         Path(args.json).write_text(json.dumps({"command": what, "machine": info,
                                                "rows": rows}, indent=1, default=str))

@@ -19,7 +19,10 @@ sleep, and writes ``run/platform.json`` (:mod:`calibration.tracer.overhead`; on 
 or more ranks, ranks 0 and 1 first measure the network by a ping-pong after the
 program, :mod:`calibration.network`, for its ``network`` entry), so
 that ``compensate run/traces.otf2 out/traces.otf2 --platform run/platform.json``
-removes a measured overhead.
+removes a measured overhead: the file says ``prefer_insitu``, so that command uses
+the trace's own in-situ tables, and its per-kind O is attributed as they are
+(stamps first, capped by the trace's bounds: :mod:`calibration.tracer.attribution`)
+for ``--overhead platform`` and ``calibrate check``.
 
 Exit status: the program's (0 if it ended normally), 2 for usage errors; an
 uncaught exception in the program prints its traceback and aborts the MPI job,
@@ -228,13 +231,23 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
             platform["rma"] = {**rma_entry(unlock), "mpi": extra["mpi"]}
     defaults = {}
     if platform is not None:
+        # every kind the file does not list costs its event_overhead, in the tables
+        # as in the file (partitioned and program records are not calibrated one by
+        # one; a table that did not name them would charge them nothing). Not
+        # BufferFlush: its interval is removed exactly (R6), and the table's bound
+        # would not take that interval off the gap.
+        from calibration.tracer.buffer import KIND_NAMES
+
         defaults = dict(platform["event_overhead_by_kind"])
-        for kind in ("Enter", "Leave"):
-            defaults.setdefault(kind, platform["event_overhead"])
+        for kind in KIND_NAMES:
+            if kind != "BufferFlush":
+                defaults.setdefault(kind, platform["event_overhead"])
     warnings: list[str] = []
+    tables: list[dict] = []
     try:
         n = archive.write_archive(args.output, gathered,
-                                  " ".join([args.program, *args.args]), warnings, defaults)
+                                  " ".join([args.program, *args.args]), warnings, defaults,
+                                  tables)
     except Exception as exc:  # noqa: BLE001 - reported, then every rank fails
         return f"cannot write {args.output}: {type(exc).__name__}: {exc}"
     for w in warnings:
@@ -244,6 +257,7 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
           f"threads) -> {args.output}", file=sys.stderr)
     if platform is None:
         return None
+    _attribute(platform, tables, gathered)
     path = os.path.join(os.path.dirname(os.path.abspath(args.output)), "platform.json")
     try:
         with open(path, "w") as f:
@@ -252,6 +266,25 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
     except OSError as exc:
         return f"cannot write {path}: {exc}"
     return None
+
+
+def _attribute(platform: dict, tables: list[dict], gathered: list) -> None:
+    """Make ``platform`` describe the trace just written: its per-kind O with the
+    in-situ tables' stamps-first attribution, capped by the trace's bounds
+    (:mod:`calibration.tracer.attribution`), and ``prefer_insitu`` so that
+    ``compensate --platform`` uses the trace's own tables where it has them."""
+    from calibration.tracer.attribution import stamps_first, trace_bounds
+
+    by_kind, note = stamps_first(platform["event_overhead_by_kind"], tables,
+                                 trace_bounds(gathered))
+    platform["event_overhead_by_kind"] = by_kind
+    platform["prefer_insitu"] = True
+    platform["calibration"]["attribution"] = {
+        "rule": "stamps first: per kind the median over locations of the in-situ "
+                "tables' value, capped by the trace's smallest gap after such a "
+                "record; kinds absent from the trace keep the record-path cost "
+                "(calibration/tracer/attribution.py)",
+        "by_kind": note}
 
 
 def _calibrate(args: argparse.Namespace, status: Any, extra: dict, threaded: bool) -> dict:

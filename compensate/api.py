@@ -155,9 +155,11 @@ def compensate(trace: Trace, bound: str = "lower",
     ``platform``: a :class:`Platform` or the path of a platform file; ``overhead``:
     seconds per record (``1e-6``) or a duration (``"250ns"``), replacing the
     platform's per-record overhead, or ``"insitu"`` (the trace's own in-situ
-    overhead, :mod:`compensate.insitu`) or ``"estimate"`` (from the trace's records,
-    :func:`compensate.overhead.estimate`). Without either, the trace's in-situ
-    overhead is used if it carries one; otherwise one of them is needed (except for
+    overhead, :mod:`compensate.insitu`), ``"platform"`` (the platform file's
+    overhead even where the file has ``prefer_insitu``) or ``"estimate"`` (from the
+    trace's records, :func:`compensate.overhead.estimate`). Without either, the
+    trace's in-situ overhead is used if it carries one (also with a platform file
+    that has ``prefer_insitu``); otherwise one of them is needed (except for
     ``bound="none"``); without a platform, copies cost nothing.
     ``summary["overhead"]`` says which overhead was used and where it came from.
     ``collective_exit``: ``"uniform"`` or ``"per-process"``; ``eager_limit``: treat

@@ -101,7 +101,7 @@ def platform_of(defs: Definitions, base: Platform | None = None) -> Platform | N
         return Platform(0.0, by_location=by_location)
     return Platform(base.event_overhead, dict(base.overhead_by_kind), base.copy_bytes,
                     base.copy_seconds, base.device_overhead, by_location=by_location,
-                    network=base.network)
+                    network=base.network, rma_release=base.rma_release)
 
 
 def describe(platform: Platform) -> dict[str, Any]:

@@ -4,7 +4,9 @@ In order of precedence (docs/compensation.md, "Which overhead"):
 
 1. ``--overhead DURATION`` (``overhead=``): one value for every record
    (source ``command line``), with the platform file's copy cost if one is given;
-2. ``--platform FILE``: the platform file's per-kind overhead (``platform file``);
+2. ``--platform FILE``: the platform file's per-kind overhead (``platform file``),
+   unless the file says ``prefer_insitu`` and the trace carries in-situ tables
+   (then 3. with the file's copy cost); ``--overhead platform`` forces the file's;
 3. the trace's own in-situ tables, when neither is given (``trace in-situ``,
    :mod:`compensate.insitu`): per location, per kind and per region;
    ``--overhead insitu`` asks for them explicitly (with ``--platform`` only
@@ -29,7 +31,7 @@ from compensate.model import BUFFER_FLUSH, KIND_NAMES, Definitions, Trace
 from compensate.platform import Platform
 
 #: ``--overhead`` words that are no duration.
-KEYWORDS = ("insitu", "estimate")
+KEYWORDS = ("insitu", "estimate", "platform")
 #: Kinds whose in-trace bound enters the estimate need at least this many gaps.
 MIN_GAPS = 10
 
@@ -43,13 +45,36 @@ def choose(platform: Platform | None, overhead: Any,
     neither, or if ``overhead`` is a keyword); ``overhead``: the ``--overhead``
     value as given; ``definitions`` and ``trace`` read the input's definitions /
     whole trace when needed; ``needed``: the bound removes overhead (False for
-    ``none``)."""
+    ``none``).
+
+    A platform file with ``prefer_insitu`` (the mpi4py tracer's, written beside its
+    trace) gives way to the trace's in-situ tables where there are any;
+    ``--overhead platform`` forces the file's overhead. Where the file's overhead
+    is used and the trace carries tables, the object says so (``insitu_tables``:
+    how many locations have one) and the summary line mentions it."""
     keyword = overhead if isinstance(overhead, str) and overhead in KEYWORDS else None
     if keyword is None and overhead is not None:
         return platform, {"source": "command line", "seconds": platform.event_overhead}
     if keyword == "estimate":
         est_platform, info = estimate(trace(), platform)
         return est_platform, {"source": "estimate", **info}
+    if keyword == "platform" and platform is None:
+        raise ValueError("--overhead platform needs --platform FILE (the platform file "
+                         "whose overhead to use)")
+    if platform is not None and keyword in (None, "platform") and needed:
+        defs = definitions()
+        tables = len(defs.insitu)
+        if keyword is None and platform.prefer_insitu and tables:
+            found = insitu.platform_of(defs, platform)
+            return found, {"source": "trace in-situ", "locations": tables,
+                           "preferred_by": "platform file (prefer_insitu)",
+                           "by_location": insitu.describe(found)}
+        info: dict[str, Any] = {"source": "platform file"}
+        if keyword == "platform":
+            info["forced"] = "--overhead platform"
+        if tables:
+            info["insitu_tables"] = tables
+        return platform, info
     if keyword is None and platform is not None:
         return platform, {"source": "platform file"}
     if keyword == "insitu" or needed:
@@ -74,6 +99,11 @@ def phrase(info: dict[str, Any]) -> str:
                 f"(interval {lo * 1e9:.4g}..{hi * 1e9:.4g} ns)")
     if source == "command line":
         return f"overhead {info['seconds'] * 1e9:.4g} ns from the command line"
+    if info.get("preferred_by"):
+        return f"overhead from {source} (the platform file prefers it)"
+    if source == "platform file" and info.get("insitu_tables"):
+        return (f"overhead from {source} (the trace's in-situ tables unused: "
+                f"--overhead insitu)")
     return f"overhead from {source}"
 
 
@@ -167,4 +197,4 @@ def estimate(trace: Trace, base: Platform | None = None) -> tuple[Platform, dict
     if base is None:
         return Platform(common, by_kind), info
     return Platform(common, by_kind, base.copy_bytes, base.copy_seconds,
-                    network=base.network), info
+                    network=base.network, rma_release=base.rma_release), info

@@ -8,7 +8,8 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
      "device_overhead": 0.0,                       # optional, seconds per accelerator record
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...],
      "network": {"latency": 1e-6, "per_byte": 2e-10},  # optional (R2f, below)
-     "rma": {"release": "after_completion"}}            # optional (R10, below)
+     "rma": {"release": "after_completion"},            # optional (R10, below)
+     "prefer_insitu": true}                             # optional (below)
 
 ``network``: the platform's network model, ``latency + bytes · per_byte`` seconds
 for one message's transfer (without the two buffer copies), measured by a
@@ -25,6 +26,14 @@ operations completed at the origin, as MPICH's ch4 does), measured by
 :mod:`calibration.rma`. Under ``after_completion`` the next conflicting lock grant
 also follows each fetching operation's round trip (R10 "Release after completion"
 in docs/compensation.md).
+
+``prefer_insitu``: true where the file was written beside a trace by a tracer that
+also writes in-situ overhead tables into it (the project's mpi4py tracer,
+``calibration.record``): those tables (per location, per kind, per region, measured
+in the run itself) then take precedence over the file's overhead, the file still
+giving the copy cost, network and one-sided protocol; ``--overhead platform``
+forces the file's overhead (docs/compensation.md "Which overhead"). Without tables
+in the trace the file's overhead is used as always.
 
 One schema describes the file: ``compensate/platform.schema.json`` (JSON Schema
 2020-12, shipped in the package). :func:`validate` checks a file against it field
@@ -88,6 +97,9 @@ class Platform:
     #: the ``rma`` entry's ``release`` (module docstring); None: the file has no
     #: ``rma`` entry (the same as ``"eager"``)
     rma_release: str | None = None
+    #: the file's ``prefer_insitu``: a trace's in-situ tables take precedence over
+    #: this platform's overhead (module docstring, :func:`compensate.overhead.choose`)
+    prefer_insitu: bool = False
 
     def __post_init__(self) -> None:
         if not (self.event_overhead >= 0 and math.isfinite(self.event_overhead)):
@@ -202,7 +214,8 @@ class Platform:
         try:
             return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s),
                        float(data.get("device_overhead", 0.0)), network=network,
-                       rma_release=None if rma is None else str(rma["release"]))
+                       rma_release=None if rma is None else str(rma["release"]),
+                       prefer_insitu=bool(data.get("prefer_insitu", False)))
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -240,6 +253,8 @@ class Platform:
             out["network"] = {"latency": self.network[0], "per_byte": self.network[1]}
         if self.rma_release is not None:  # likewise
             out["rma"] = {"release": self.rma_release}
+        if self.prefer_insitu:  # likewise
+            out["prefer_insitu"] = True
         return out
 
 

@@ -68,8 +68,11 @@ def test_overheads_by_location_kind_and_region(tmp_path: Path) -> None:
 
 def test_platform_of_maps_region_names_and_keeps_copy_cost(tmp_path: Path) -> None:
     defs = c.read(_text_trace(tmp_path)).definitions
-    base = Platform(5e-7, {}, np.array([64.0]), np.array([1e-8]))
+    base = Platform(5e-7, {}, np.array([64.0]), np.array([1e-8]), network=(1e-6, 1e-9),
+                    rma_release="after_completion")
     plat = insitu.platform_of(defs, base)
+    # the file's other platform properties stay (the rma entry used to be dropped)
+    assert (plat.network, plat.rma_release) == ((1e-6, 1e-9), "after_completion")
     assert plat.by_location == {0: ({"Enter": 100e-9, "Leave": 200e-9}, {1: (300e-9, None)})}
     assert plat.copy_time(64) == pytest.approx(1e-8)
     kinds = np.array([0, 1, 0, 1])  # Enter, Leave, Enter, Leave

@@ -43,6 +43,41 @@ def test_precedence_command_line_platform_file_trace(tmp_path: Path, traced: Pat
     assert s["overhead"]["source"] == "trace in-situ"
 
 
+def test_platform_file_that_prefers_insitu(tmp_path: Path, traced: Path, capsys) -> None:
+    """The tracer's file says prefer_insitu: the trace's tables win over the file's
+    O (the file still gives the rest); --overhead platform forces the file's; a
+    file without it is used as before, and the summary notes the unused tables."""
+    pf = tmp_path / "platform.json"
+    pf.write_text(json.dumps({"event_overhead": 50e-9, "copy_time": [],
+                              "prefer_insitu": True}))
+    _, s = _summary(tmp_path, traced, "--platform", str(pf))
+    assert s["overhead"]["source"] == "trace in-situ"
+    assert s["overhead"]["preferred_by"] == "platform file (prefer_insitu)"
+    # location 0 by its table (100+300+200 ns), location 1 by the file (3 x 50 ns)
+    assert s["approximated_span_s"] == pytest.approx(3000e-9 - 3 * 50e-9)
+    _, s = _summary(tmp_path, traced, "--platform", str(pf), "--overhead", "platform")
+    assert s["overhead"] == {"source": "platform file", "forced": "--overhead platform",
+                             "insitu_tables": 1}
+    assert main([str(traced), str(tmp_path / "o.trace"), "--force", "--platform",
+                 str(pf), "--overhead", "platform"]) == 0
+    assert "(the trace's in-situ tables unused: --overhead insitu)" in \
+        capsys.readouterr().out
+    assert main([str(traced), str(tmp_path / "o.trace"), "--force", "--platform",
+                 str(pf)]) == 0
+    assert "overhead from trace in-situ (the platform file prefers it)" in \
+        capsys.readouterr().out
+    (tmp_path / "plain").mkdir()
+    plain = _text_trace(tmp_path / "plain", None)
+    _, s = _summary(tmp_path, plain, "--platform", str(pf))  # no tables: the file's O
+    assert s["overhead"] == {"source": "platform file"}
+    assert s["approximated_span_s"] == pytest.approx(3000e-9 - 3 * 50e-9)
+    # --overhead platform without a file: one line, exit 2
+    assert main([str(traced), str(tmp_path / "o.trace"), "--force", "--overhead",
+                 "platform"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--overhead platform needs --platform" in err[0]
+
+
 def test_insitu_missing_is_a_usage_error(tmp_path: Path, capsys) -> None:
     plain = _text_trace(tmp_path, None)
     assert main([str(plain), str(tmp_path / "o.trace"), "--overhead", "insitu"]) == 2

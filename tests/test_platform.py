@@ -72,6 +72,7 @@ CASES = [  # (file content, the message after "p.json: ")
      'rma.release: unsupported value "lazy" (expected "eager", "after_completion")'),
     (with_(rma={}), "rma: missing required field 'release' (when MPI_Win_unlock sends the lock's "
      "release: eager or after_completion)"),
+    (with_(prefer_insitu="yes"), 'prefer_insitu: expected true or false, got the string "yes"'),
     ({"copy_time": []},
      "missing required field 'event_overhead' (seconds the tracer adds per record)"),
     ([GOOD], "expected an object, got a list"),
@@ -179,6 +180,14 @@ def test_rma_entry_loads_and_round_trips():
     assert "rma" not in Platform.from_dict(GOOD).to_dict()  # absent: summaries unchanged
     with pytest.raises(PlatformError, match="rma.release"):
         Platform(1e-6, rma_release="sometimes")
+
+
+def test_prefer_insitu_loads_and_round_trips():
+    plat = Platform.from_dict(with_(prefer_insitu=True))
+    assert plat.prefer_insitu is True
+    assert Platform.from_dict(plat.to_dict()).prefer_insitu is True
+    assert not Platform.from_dict(with_(prefer_insitu=False)).prefer_insitu
+    assert "prefer_insitu" not in Platform.from_dict(GOOD).to_dict()  # summaries unchanged
 
 
 def test_what_the_simulator_writes_is_valid_for_both(tmp_path):

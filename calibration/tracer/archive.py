@@ -217,13 +217,15 @@ def archive_exists(path: str) -> bool:
 
 def write_archive(path: str, ranks: list[RankData], program: str = "",
                   warnings: list[str] | None = None,
-                  overhead_defaults: dict[str, float] | None = None) -> int:
+                  overhead_defaults: dict[str, float] | None = None,
+                  tables: list[dict] | None = None) -> int:
     """Write ``ranks`` as the OTF2 archive ``path`` (``run/traces.otf2``); returns
     the number of records written. Problems that do not stop the writing (MPI
     calls from several threads of a rank, threads still running at the end) are
     appended to ``warnings``. Every location gets its in-situ overhead table
     (:func:`calibration.tracer.insitu.location_table`, with ``overhead_defaults``
-    for the records that were not bracketed) as a LocationProperty."""
+    for the records that were not bracketed) as a LocationProperty; ``tables``,
+    if given, receives them (:mod:`calibration.tracer.attribution`)."""
     directory, base = os.path.split(os.path.abspath(path))
     stem, ext = os.path.splitext(base)
     if ext != ".otf2" or not stem:
@@ -251,7 +253,7 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
             writer.description = program
         defs = writer.definitions
         locations, regions, comms, contingents = _definitions(defs, ranks, warn)
-        _insitu_properties(defs, ranks, locations, overhead_defaults or {})
+        _insitu_properties(defs, ranks, locations, overhead_defaults or {}, tables)
         mpi_loc = {d.rank: locations[d.rank][_mpi_thread(d, [])] for d in ranks}
         rma = _RmaDefs(defs, ranks, comms, mpi_loc)
         for d in ranks:
@@ -291,13 +293,16 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
 
 
 def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
-                       defaults: dict[str, float]) -> None:
-    """One :data:`calibration.tracer.insitu.PROPERTY` per location."""
+                       defaults: dict[str, float], tables: list[dict] | None = None) -> None:
+    """One :data:`calibration.tracer.insitu.PROPERTY` per location (each table also
+    appended to ``tables``, if given)."""
     for d in ranks:
         names = [key[0] for key in d.regions]
         for i, th in enumerate(d.threads):
             table = insitu.location_table(th.data, th.backs, names, defaults, d.back_ns,
                                           d.sched if i == 0 else None)
+            if tables is not None:
+                tables.append(table)
             defs.location_property(locations[d.rank][i], insitu.PROPERTY, Type.STRING,
                                    insitu.to_json(table))
 

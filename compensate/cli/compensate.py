@@ -80,8 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-record overhead for every record kind, e.g. 250ns, 1.5us, 2e-6; "
                         "overrides the platform file's and the trace's in-situ one; "
                         "'insitu': the trace's in-situ overhead (the default when no "
-                        "--platform is given); 'estimate': estimated from the trace's "
-                        "records (for traces without one)")
+                        "--platform is given, or the platform file prefers it); "
+                        "'platform': the platform file's overhead even where the file "
+                        "prefers the trace's in-situ one; 'estimate': estimated from the "
+                        "trace's records (for traces without one)")
     p.add_argument("--collective-exit", choices=COLLECTIVE_EXITS, default="uniform",
                    help="n-to-n exits: uniform (eq. 12) or per-process (eq. 13)")
     p.add_argument("--eager-limit", metavar="BYTES", type=int, default=None,

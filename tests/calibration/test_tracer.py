@@ -24,7 +24,7 @@ from calibration.tracer.clock import Offset
 from calibration.tracer.functions import DECORATOR, FunctionTracing, instrument, make_decorator
 from calibration.tracer.overhead import calibrate
 from compensate.formats.otf2 import read_otf2
-from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE
+from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE, KIND_NAMES
 from compensate.platform import Platform
 from tests.conftest import mpiexec as _mpiexec
 
@@ -254,3 +254,43 @@ def test_traced_run_compensates_without_violations(traced_allcalls: Path) -> Non
     assert s["verification"]["violations"] == 0
     assert s["messages_matched"] >= 9 and s["unmatched_sends"] == 0
     assert s["collective_instances"] >= 18
+    # the documented command uses the trace's own in-situ tables (the file prefers
+    # them) and overcompensates nothing (issue #22: 55-59 of 276 records before)
+    assert s["overhead"]["source"] == "trace in-situ" and s["overhead"]["preferred_by"]
+    assert s["overcompensated_records"] == 0
+
+
+def test_tracers_platform_file_fits_its_own_trace(traced_allcalls: Path) -> None:
+    """The file's own per-kind O (stamps-first, capped by the trace's bounds) is
+    what ``calibrate check`` accepts and ``--overhead platform`` overcompensates
+    nothing with; the completion records (Leave stamped right after) get about a
+    timer read, not the record path's ~300 ns."""
+    from calibration.tracecheck import check
+    from tests.inprocess import run_compensate
+
+    platform = traced_allcalls.parent / "platform.json"
+    data = json.loads(platform.read_text())
+    assert data["prefer_insitu"] is True
+    plat = Platform.load(platform)
+    trace = read_otf2(str(traced_allcalls))
+    for loc, ev in trace.events.items():  # every kind is named (ProgramBegin too), so
+        # a table charges what the file does where neither measured it
+        kinds = {KIND_NAMES[k] for k in np.unique(ev.kind).tolist()} - {"BufferFlush"}
+        assert kinds <= set(trace.definitions.insitu[loc]["by_kind"])
+    verdicts = check(trace, plat)
+    assert [v.gaps.kind for v in verdicts if not v.ok] == []
+    assert {"Enter", "Leave", "MpiSend", "MpiRecv", "MpiCollectiveEnd"} <= \
+        {v.gaps.kind for v in verdicts}
+    for kind in ("MpiRecv", "MpiCollectiveEnd"):
+        assert plat.overhead_by_kind[kind] < \
+            data["calibration"]["seconds_per_record"][kind]["p10"]
+        assert data["calibration"]["attribution"]["by_kind"][kind]["locations"] == 2
+    summary = traced_allcalls.parent.parent / "summary-platform.json"
+    proc = run_compensate(traced_allcalls, traced_allcalls.parent.parent / "outp" /
+                          "traces.otf2", "--platform", platform, "--overhead", "platform",
+                          "--summary", summary, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(summary.read_text())
+    assert s["overhead"]["source"] == "platform file" and s["overhead"]["insitu_tables"] == 2
+    assert s["overcompensated_records"] == 0 and s["verification"]["violations"] == 0
+    assert "in-situ tables unused" in proc.stdout
