@@ -32,6 +32,11 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
   location's **in-trace bound** for that key (the smallest gap after such a
   record, :mod:`calibration.tracecheck`'s bound): an overhead larger than a gap
   the trace holds would overcompensate it.
+* **Residue.** The wrapper's frames before its first stamp and after its last
+  hand-back lie outside every bracket; each rank measures them after its
+  program (:func:`calibration.tracer.overhead.wrapper_residues`, per MPI call
+  and per lock operation) and the table adds them to the wrapper region's Leave
+  (:func:`residue_key`).
 * **Decorator records** (Enter/Leave of the program's functions) are not
   bracketed: two more timer reads per call would add a quarter to the hot path.
   They take the calibrated split of the traced call's dilation
