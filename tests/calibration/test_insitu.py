@@ -16,6 +16,7 @@ from calibration.tracer import buffer as tb
 from calibration.tracer import insitu
 from compensate.cli.compensate import main
 from compensate.formats.otf2 import read_otf2
+from compensate.model import KIND_CODE
 from tests.conftest import mpiexec as _mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -133,6 +134,16 @@ def test_real_run_carries_and_uses_its_insitu_overhead(short_run: Path, capsys) 
         assert table["measured"]["MpiSend"]["n"] >= 20
         # the wrapper's work lies after the MpiSend stamp: more than a record store
         assert table["by_kind"]["MpiSend"] > 100e-9
+        # each rank measured its wrappers' frames outside the brackets, and the
+        # MPI regions' Leaves carry them
+        assert set(table["residue_s"]) == {"lock", "mpi"}
+        assert "residue" in table["measured"]["MPI_Recv/Leave"] or \
+            table["residue_s"]["mpi"] <= 0
+    # reservations happen after a wrapper's Leave, never inside the call
+    for ev in trace.events.values():
+        flush = np.flatnonzero(ev.kind == KIND_CODE["BufferFlush"])
+        assert (flush == 0).sum() == 0 and \
+            (ev.kind[flush - 1] == KIND_CODE["Leave"]).all()
     summary = short_run.parent / "summary.json"
     assert main([str(short_run), str(short_run.parent.parent / "out" / "traces.otf2"),
                  "--summary", str(summary)]) == 0
