@@ -30,6 +30,7 @@ import json
 import time
 
 import numpy as np
+import numpy.random  # noqa: F401 - loaded here, not by the first np.random use in run()
 from mpi4py import MPI
 
 TAG_BLOCK, TAG_TOKEN = 1, 2
