@@ -178,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         unlock = measure_rma(private, repeats=51, win_class=_Win)  # the rma entry
     mine = archive.RankData.of(rank, host, recorder, offsets, realtime)
     mine.back_ns = insitu.back_cost()
+    if args.calibration_records > 0:
+        from calibration.tracer.overhead import wrapper_residues
+        mine.residues = wrapper_residues(mine.back_ns)
     if sched0 and sched1:
         mine.sched = {"cpu_s": (sched1[0] - sched0[0]) * 1e-9,
                       "runqueue_wait_s": (sched1[1] - sched0[1]) * 1e-9,

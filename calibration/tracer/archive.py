@@ -106,6 +106,9 @@ class RankData:
     #: program (calibration.tracer.insitu.sched_now), if known
     sched: dict[str, float] | None = None
     back_ns: float = 0.0  # calibration.tracer.insitu.back_cost on this rank
+    #: ns per wrapper call outside the brackets, on this rank
+    #: (calibration.tracer.overhead.wrapper_residues)
+    residues: dict[str, float] = field(default_factory=dict)
     wins: list[tuple[tb.CommKey, int]] = field(default_factory=list)  # RMA windows
 
     @classmethod
@@ -300,7 +303,7 @@ def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
         names = [key[0] for key in d.regions]
         for i, th in enumerate(d.threads):
             table = insitu.location_table(th.data, th.backs, names, defaults, d.back_ns,
-                                          d.sched if i == 0 else None)
+                                          d.sched if i == 0 else None, d.residues)
             if tables is not None:
                 tables.append(table)
             defs.location_property(locations[d.rank][i], insitu.PROPERTY, Type.STRING,

@@ -313,11 +313,21 @@ class Buffer:
         """The tracer hands control back (to the program or to the MPI library)
         after a run of records whose first timestamp is ``first``: the time now,
         less each record's timestamp, is what those records cost in situ
-        (:mod:`calibration.tracer.insitu`)."""
+        (:mod:`calibration.tracer.insitu`).
+
+        Memory is reserved (:meth:`reserve`) only at the hand-back that ends a
+        wrapped call (its last record is the Leave), never at the one right
+        before the MPI or lock call: a BufferFlush there would lie inside the
+        communication, between the send's (or the collective's) record and the
+        call itself, where compensate keeps the measured time (R2's observed
+        transfer, R3's synchronisation) and R6 cannot remove it: 2-3.5 ms per
+        Monte-Carlo run, all of them there (docs/calibration.md, "Buffer
+        memory"). After the Leave it is the program's time, removed exactly."""
         t = monotonic_ns()
         self._add_back(first)
         self._add_back(t)
-        if len(self.data) > self._limit or len(self.backs) > self._back_limit:
+        if ((len(self.data) > self._limit or len(self.backs) > self._back_limit)
+                and self.data and self.data[-1] & KIND_MASK == LEAVE):
             self.reserve()
 
     def reserve(self, record: bool = True) -> None:

@@ -32,6 +32,11 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
   location's **in-trace bound** for that key (the smallest gap after such a
   record, :mod:`calibration.tracecheck`'s bound): an overhead larger than a gap
   the trace holds would overcompensate it.
+* **Residue.** The wrapper's frames before its first stamp and after its last
+  hand-back lie outside every bracket; each rank measures them after its
+  program (:func:`calibration.tracer.overhead.wrapper_residues`, per MPI call
+  and per lock operation) and the table adds them to the wrapper region's Leave
+  (:func:`residue_key`).
 * **Decorator records** (Enter/Leave of the program's functions) are not
   bracketed: two more timer reads per call would add a quarter to the hot path.
   They take the calibrated split of the traced call's dilation
@@ -128,16 +133,34 @@ def _stats(x: np.ndarray) -> dict[str, float]:
             "p75": float(q[2]) * 1e-9, "min": float(x.min()) * 1e-9}
 
 
+def residue_key(region: str) -> str | None:
+    """Which wrapper residue (:func:`calibration.tracer.overhead.wrapper_residues`)
+    the Leave of ``region`` carries: ``mpi`` for the MPI wrappers' regions
+    (``MPI_*``), ``lock`` for the lock wrappers' (``threading.*.acquire/release``),
+    None for the rest (the program's functions: their whole dilation is
+    calibrated)."""
+    if region.startswith("MPI_"):
+        return "mpi"
+    if region.startswith("threading.") and region.endswith((".acquire", ".release")):
+        return "lock"
+    return None
+
+
 def location_table(data: Any, backs: Any, region_names: list[str],
                    defaults: dict[str, float], back_ns: float,
-                   sched: dict[str, float] | None = None) -> dict[str, Any]:
+                   sched: dict[str, float] | None = None,
+                   residues: dict[str, float] | None = None) -> dict[str, Any]:
     """The in-situ table of one location (the JSON of :data:`PROPERTY`).
 
     ``data``: the buffer's (time, code) pairs; ``backs``: its brackets;
     ``region_names``: the rank's region names by local id; ``defaults``: seconds
     per kind name for records without samples (the calibration's; may be empty);
     ``back_ns``: :func:`back_cost`; ``sched``: the thread's CPU and run-queue
-    time during the program, if known.
+    time during the program, if known; ``residues``: ns per wrapper call outside
+    its brackets, by :func:`residue_key`, added to the median of that wrapper
+    region's Leave (the return path lies after the Leave stamp; the call path,
+    which lies before the wrapper's Enter stamp, is charged there too, so the
+    total is right and only that Enter stays late by it).
 
     Keys: ``by_kind`` (seconds per record kind: the median of the in-situ samples
     where there are any, else the default; each capped by the bound),
@@ -183,7 +206,13 @@ def location_table(data: Any, backs: Any, region_names: list[str],
         st["bound"] = bound * 1e-9 if np.isfinite(bound) else None
         # whole clock ticks (ns): a median of an even count is a half tick, and an
         # overhead of half ticks rounds a receive onto its send in the output
-        value = round(min(float(np.median(s)), bound)) * 1e-9
+        extra = 0.0
+        if kind == tb.LEAVE and residues:
+            rkey = residue_key(name)
+            extra = max(float(residues.get(rkey, 0.0)), 0.0) if rkey else 0.0
+            if extra:
+                st["residue"] = extra * 1e-9
+        value = round(min(float(np.median(s)) + extra, bound)) * 1e-9
         st["used"] = value
         measured[label] = st
         if kind in (tb.ENTER, tb.LEAVE):
@@ -200,6 +229,8 @@ def location_table(data: Any, backs: Any, region_names: list[str],
     table: dict[str, Any] = {"format": FORMAT, "by_kind": by_kind, "by_region": by_region,
                              "measured": measured, "source": source,
                              "back_cost_s": back_ns * 1e-9}
+    if residues:
+        table["residue_s"] = {k: v * 1e-9 for k, v in residues.items()}
     if sched:
         table["sched"] = sched
     return table

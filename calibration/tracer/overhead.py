@@ -205,6 +205,100 @@ def record_path_costs(n: int = 2000, repeats: int = 31, status: Any = None,
     return result
 
 
+def _residue(traced_loop: Callable[[], int], plain_loop: Callable[[], int], buf: Any,
+             calls: int, back_ns: float, repeats: int) -> float:
+    """Median over ``repeats`` of: (traced loop - plain loop) / calls - the in-situ
+    samples of the traced loop's records per call, in ns."""
+    from calibration.tracer import insitu  # noqa: PLC0415 - insitu imports numpy only
+
+    out = []
+    for _ in range(repeats):
+        start, bstart = len(buf.data), len(buf.backs)
+        prefault(buf.data, 16 * calls)
+        traced = traced_loop()
+        plain = plain_loop()
+        times = np.frombuffer(buf.data, dtype=np.int64)[2 * (start // 2)::2].copy()
+        backs = np.frombuffer(buf.backs, dtype=np.int64)[bstart:].copy()
+        cost = insitu.samples(times, backs, back_ns)
+        out.append((traced - plain) / calls - float(cost[cost >= 0].sum()) / calls)
+        buf.clear()
+    return float(statistics.median(out))
+
+
+def wrapper_residues(back_ns: float, calls: int = 400,
+                     repeats: int = 9) -> dict[str, float]:
+    """Nanoseconds per call that a wrapper (the MPI and lock wrappers of the
+    tracer) costs the program *outside* its in-situ brackets: the Python frames
+    between the program's call and the wrapper's first timestamp, and between its
+    last hand-back (:meth:`Buffer.back`) and the program's next instruction. No
+    bracket can see them (nothing can be stamped before a function starts or
+    after it returns), so the run's in-situ tables would leave them in the trace:
+    0.2-0.3 µs per MPI call and 0.3-0.35 µs per lock operation here, about a
+    microsecond per round of the Monte-Carlo master (docs/calibration.md,
+    "Wrapper residue").
+
+    Measured as the dilation of a traced call against the untraced one minus
+    the in-situ samples of its records (:func:`calibration.tracer.insitu.samples`,
+    with this rank's ``back_ns``), median of ``repeats`` loops of ``calls``
+    calls: ``lock`` per acquire or release (``with`` on a traced RLock, half of
+    the pair), ``mpi`` per call (``Send`` and ``Recv`` to ``MPI.PROC_NULL`` on a
+    traced ``COMM_SELF``: the wrapper's frames without communication), only if
+    the tracer's MPI module is loaded. Values below 0 are kept (the median of a
+    noisy difference), the in-situ table clamps the sum."""
+    import sys  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from calibration.tracer import threads  # noqa: PLC0415 - imports nothing heavy
+
+    rec = Recorder()
+    buf = rec.main
+    for name, _ in threads._REGIONS:  # region ids of a run, or 0 in a bare process
+        threads._R.setdefault(name, 0)
+    plain_lock = threads._orig.get("RLock", threading.RLock)()
+    traced_lock = threads.TracedRLock(threads._orig.get("RLock", threading.RLock)(), 0, rec)
+    clock = perf_counter_ns
+
+    def lock_loop(lock: Any) -> Callable[[], int]:
+        def run() -> int:
+            t0 = clock()
+            for _ in repeat(None, calls):
+                with lock:
+                    pass
+            return clock() - t0
+        return run
+
+    out = {"lock": _residue(lock_loop(traced_lock), lock_loop(plain_lock), buf, calls,
+                            back_ns, repeats) / 2}
+    tm = sys.modules.get("calibration.tracer.mpi")
+    if tm is None:
+        return out
+    from mpi4py import MPI  # noqa: PLC0415 - loaded by the tracer already
+
+    plain = MPI.Intracomm(MPI.COMM_SELF)
+    traced = tm.TracedIntracomm(MPI.COMM_SELF)
+    traced._cid = 0
+    data, status, null = np.zeros(1), MPI.Status(), MPI.PROC_NULL
+    for name in ("MPI_Send", "MPI_Recv"):
+        tm._REGIONS.setdefault(name, 0)
+
+    def mpi_loop(comm: Any) -> Callable[[], int]:
+        def run() -> int:
+            t0 = clock()
+            for _ in repeat(None, calls):
+                comm.Send(data, null, 1)
+                comm.Recv(data, null, 1, status)
+            return clock() - t0
+        return run
+
+    saved, tm._rec = tm._rec, rec  # the probe records into its own buffer
+    try:
+        out["mpi"] = _residue(mpi_loop(traced), mpi_loop(plain), buf, calls, back_ns,
+                              repeats) / 2
+    finally:
+        tm._rec = saved
+    return out
+
+
 def copy_table(sizes: tuple[int, ...] = COPY_SIZES, repeats: int = 7) -> list[tuple[int, float]]:
     """(bytes, seconds) for one numpy copy of each size (median; the cost of a
     1-byte copy, i.e. the Python call, subtracted)."""

@@ -54,6 +54,7 @@ for reserve in (False, True):
         for i in range(4000):
             add(i)
         faults += resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - f0
+        buf.leave_at(0, 0)  # a wrapper's last record before its hand-back
         buf.back(0)
     counts.append(faults)
 print(*counts)
@@ -76,20 +77,27 @@ def test_appends_into_reserved_memory_do_not_fault() -> None:
 
 
 def test_back_records_the_reservation_as_a_buffer_flush() -> None:
-    """A reserving buffer tops its memory up at a hand-back once half of it is used
-    and records that as a BufferFlush (start, stop) after the hand-back stamp; a
-    buffer that does not reserve (the calibration's) never writes one."""
+    """A reserving buffer tops its memory up once half of it is used, at the
+    hand-back that ends a wrapped call (after its Leave; not at the one before the
+    MPI call, where the flush would lie inside the communication), and records
+    that as a BufferFlush (start, stop) after the hand-back stamp; a buffer that
+    does not reserve (the calibration's) never writes one."""
     rec = tb.Recorder(reserve=True)
     buf = rec.main
     assert _flushes(buf) == []  # the start's reservation is not a record
     half = tb.RESERVE_ITEMS // 2  # items; a record is two
     for i in range(half // 2 - 5):
         buf.enter_at(i, 0)
+    buf.leave_at(0, 0)
     buf.back(0)
     assert _flushes(buf) == []  # not yet half used
     for i in range(10):
         buf.enter_at(i, 0)
-    buf.back(0)
+    buf.add_record(10, tb.MPI_SEND, (1, 0, 0, 8))
+    buf.back(0)  # the hand-back before the MPI call: never a flush there
+    assert _flushes(buf) == []
+    buf.leave_at(20, 0)
+    buf.back(0)  # the call's last hand-back, after its Leave
     (start, stop), = _flushes(buf)
     assert buf.backs[-1] <= start <= stop
     plain = tb.Buffer()
@@ -97,8 +105,11 @@ def test_back_records_the_reservation_as_a_buffer_flush() -> None:
         plain.enter_at(i, 0)
     plain.back(0)
     assert _flushes(plain) == []
-    # a thread's buffer reserves at its first hand-back
+    # a thread's buffer reserves at its first hand-back after a Leave
     thread = rec.thread_begins(1)
+    thread.back(0)
+    assert _flushes(thread) == []
+    thread.leave_at(1, 0)
     thread.back(0)
     assert len(_flushes(thread)) == 1
 

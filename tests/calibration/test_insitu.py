@@ -16,6 +16,7 @@ from calibration.tracer import buffer as tb
 from calibration.tracer import insitu
 from compensate.cli.compensate import main
 from compensate.formats.otf2 import read_otf2
+from compensate.model import KIND_CODE
 from tests.conftest import mpiexec as _mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -79,6 +80,31 @@ def test_location_table_medians_bounds_and_defaults() -> None:
     assert round(capped["by_kind"]["Enter"] * 1e9) == 300
 
 
+def test_residues_go_to_the_wrapper_leaves_only() -> None:
+    """The wrapper residue (ns per call outside the brackets) is added to the
+    median of an MPI or lock wrapper's Leave, capped by that Leave's bound; the
+    program's functions and the other kinds keep their values."""
+    buf = _buffer_of([(1000, 5000, 200), (1200, 5000, 200), (1500, 5000, 50)])
+    names = ["f", "MPI_Send"]
+    defaults = {"Enter": 250e-9, "Leave": 150e-9}
+    table = insitu.location_table(buf.data, buf.backs, names, defaults, back_ns=10.0,
+                                  residues={"mpi": 30.0, "lock": 500.0})
+    region = {k: round(v * 1e9) for k, v in table["by_region"]["MPI_Send"].items()}
+    assert region == {"Enter": 40, "Leave": 140}  # 110 + 30, under the bound of 150
+    assert round(table["measured"]["MPI_Send/Leave"]["residue"] * 1e9) == 30
+    ns = {k: round(v * 1e9) for k, v in table["by_kind"].items()}
+    assert ns["MpiSend"] == 1210 and ns["Enter"] == 250 and ns["Leave"] == 150
+    assert {k: round(v * 1e9) for k, v in table["residue_s"].items()} == \
+        {"mpi": 30, "lock": 500}
+    capped = insitu.location_table(buf.data, buf.backs, names, defaults, back_ns=10.0,
+                                   residues={"mpi": 100.0})
+    assert round(capped["by_region"]["MPI_Send"]["Leave"] * 1e9) == 150  # the bound
+    assert [insitu.residue_key(n) for n in ("MPI_Waitall", "threading.Lock.acquire",
+                                            "threading.RLock.release",
+                                            "threading.Thread.join", "get_coords")] == \
+        ["mpi", "lock", "lock", None, None]
+
+
 def test_back_cost_is_positive_and_whole_ns() -> None:
     cost = insitu.back_cost(calls=200, repeats=3)
     assert cost > 0 and cost == int(cost)
@@ -108,6 +134,16 @@ def test_real_run_carries_and_uses_its_insitu_overhead(short_run: Path, capsys) 
         assert table["measured"]["MpiSend"]["n"] >= 20
         # the wrapper's work lies after the MpiSend stamp: more than a record store
         assert table["by_kind"]["MpiSend"] > 100e-9
+        # each rank measured its wrappers' frames outside the brackets, and the
+        # MPI regions' Leaves carry them
+        assert set(table["residue_s"]) == {"lock", "mpi"}
+        assert "residue" in table["measured"]["MPI_Recv/Leave"] or \
+            table["residue_s"]["mpi"] <= 0
+    # reservations happen after a wrapper's Leave, never inside the call
+    for ev in trace.events.values():
+        flush = np.flatnonzero(ev.kind == KIND_CODE["BufferFlush"])
+        assert (flush == 0).sum() == 0 and \
+            (ev.kind[flush - 1] == KIND_CODE["Leave"]).all()
     summary = short_run.parent / "summary.json"
     assert main([str(short_run), str(short_run.parent.parent / "out" / "traces.otf2"),
                  "--summary", str(summary)]) == 0
