@@ -46,7 +46,7 @@ import numpy as np
 
 from compensate.engine.graph import FAST_P2P, GENERIC, Graph
 from compensate.model import BUFFER_FLUSH
-from compensate.parallel.transport import Transport
+from compensate.parallel.transport import Transport, Wave
 
 
 def ghost_pins(trace: Any, owner: dict[int, int], rank: int) -> dict[int, tuple]:
@@ -114,6 +114,17 @@ class Exchange:
         self.own_anchors: int | None = None
         self._graph: Graph | None = None
         self._pos: dict[int, int] = {}
+        # point to point (after the setup step): messages sent to / taken from each
+        # rank, the sends in flight (request, buffer), the wave in flight and the
+        # sums of the last completed one
+        self._p2p = False
+        size = transport.size
+        self._to = np.zeros(size, np.int64)
+        self._from = np.zeros(size, np.int64)
+        self._messages_sent = self._messages_received = 0
+        self._sends: list[tuple[Any, np.ndarray]] = []
+        self._wave: Wave | None = None
+        self._last: tuple[int, int, int, int] | None = None
 
     # -- collective steps ------------------------------------------------------------
     def _step(self, rows: np.ndarray, dest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -173,16 +184,28 @@ class Exchange:
         return (parts[0] if len(parts) == 1 else np.concatenate(parts)), got
 
     def fail(self) -> None:
-        """This rank failed: tell the others in the step they are waiting in (the
-        header of a setup or round step; a no-op once the rounds are over, the
-        driver's next agreement carries it)."""
+        """This rank failed: tell the others. Before the point-to-point phase, in
+        the setup step they wait in (a header with status failed); during it, by
+        finishing the wave in flight and joining one more that carries the failure
+        (every rank then drains and stops, :meth:`_decide`); a no-op once the replay
+        is over (the driver's next agreement carries it)."""
         if self.finished:
             return
         self.finished = True
         t = self.transport
-        head = np.zeros((t.size, _FIELDS + inline_words(t.size)), np.int64)
-        head[:, 0] = _FAILED
-        t.alltoall_array(head)
+        if not self._p2p:
+            head = np.zeros((t.size, _FIELDS + inline_words(t.size)), np.int64)
+            head[:, 0] = _FAILED
+            t.alltoall_array(head)
+            return
+        if self._wave is not None:
+            res = self._wave.wait()
+            self._wave = None
+            if res[3]:  # another rank failed in the same wave: drain as they do
+                self._stop(drain=True)
+                return
+        t.iallreduce_sum(self._counters(False, failed=True)).wait()
+        self._stop(drain=True)
 
     # -- the engine's hooks ---------------------------------------------------------
     def ghosts(self, trace: Any) -> list[int]:
@@ -247,6 +270,7 @@ class Exchange:
                 if not math.isnan(A[k]):  # known from the start (a first record)
                     self._out.append(k)
             self._dest[k].append((rank, loc, idx, offset))
+        self._p2p = True
 
     def computed(self, k: int) -> None:
         """Anchor ``k`` was computed; queue it if other ranks asked for a record of
@@ -254,9 +278,12 @@ class Exchange:
         if k in self._dest:
             self._out.append(k)
 
-    def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
-        """Send the queued values, take the others'; the ghost anchors that arrived
-        (their values are in ``A``). Sets :attr:`finished` when nothing moves any more."""
+    # -- point to point --------------------------------------------------------------
+    def _flush(self, A: array) -> None:
+        """Send the queued values: one message per destination, (location, record,
+        the value's 8 bytes) rows of one int64 buffer, never one message per value."""
+        if not self._out:
+            return
         dests: list[int] = []
         locs: list[int] = []
         recs: list[int] = []
@@ -271,32 +298,126 @@ class Exchange:
         self._out = []
         n = len(dests)
         rows = np.empty((n, 3), np.int64)
-        if n:  # (location, record, the value's 8 bytes): one int64 buffer
-            rows[:, 0], rows[:, 1] = locs, recs
-            rows[:, 2] = np.asarray(vals, dtype=np.float64).view(np.int64)
+        rows[:, 0], rows[:, 1] = locs, recs
+        rows[:, 2] = np.asarray(vals, dtype=np.float64).view(np.int64)
+        dest = np.asarray(dests, dtype=np.int64)
+        if n > 1 and bool(np.any(dest[1:] != dest[0])):
+            order = np.argsort(dest, kind="stable")
+            rows, dest = np.take(rows, order, axis=0), dest[order]
+            cut = np.flatnonzero(dest[1:] != dest[:-1]) + 1
+            parts = zip(np.split(dest, cut), np.split(rows, cut), strict=True)
+            for d, block in parts:
+                self._send_values(int(d[0]), block)
+        else:
+            self._send_values(int(dest[0]), rows)
         self.sent += n
+
+    def _send_values(self, dest: int, rows: np.ndarray) -> None:
+        """One message of ``rows`` to rank ``dest`` (nonblocking; the buffer is kept
+        with its request until :meth:`_stop` waits for them)."""
+        buf = np.ascontiguousarray(rows).reshape(-1)
+        self._sends.append((self.transport.isend_array(dest, buf), buf))
+        self._to[dest] += 1
+        self._messages_sent += 1
+
+    def _arrived(self, msgs: list[tuple[int, np.ndarray]],
+                 A: array) -> list[int]:
+        """Count the messages taken (first: the drain after a failure relies on the
+        counts), then :meth:`_take` them."""
+        for src, _ in msgs:
+            self._from[src] += 1
+        self._messages_received += len(msgs)
+        return self._take(msgs, A)
+
+    def _take(self, msgs: list[tuple[int, np.ndarray]], A: array) -> list[int]:
+        """Fill the ghost anchors of the arrived messages; their anchors."""
+        got = np.concatenate([buf for _, buf in msgs]).reshape(-1, 3) if len(msgs) > 1 \
+            else msgs[0][1].reshape(-1, 3)
+        if not len(got):
+            return []
+        g = self._graph
+        # each record asked for is an anchor of its own on this rank (Graph.set_rules)
+        pos = np.array([self._pos[loc] for loc in got[:, 0].tolist()], dtype=np.int64)
+        recs = got[:, 1]
+        if self.index:  # trimmed ghosts: original records to trimmed positions
+            recs = recs.copy()
+            for loc in np.unique(got[:, 0]).tolist():
+                if loc in self.index:
+                    sel = got[:, 0] == loc
+                    recs[sel] = np.searchsorted(self.index[loc], recs[sel])
+        ks = g.anchor_of(g.off[pos] + recs).tolist()
+        for k, v in zip(ks, got[:, 2].view(np.float64).tolist(), strict=True):
+            A[k] = v
+        self.received += len(ks)
+        return ks
+
+    def _done(self, cur: list[int]) -> bool:
+        """Every own anchor computed and every value asked for received."""
+        a_end = self._a_end
+        return self.received == self.expected and all(cur[li] >= a_end[li]
+                                                      for li in self._owned)
+
+    def _stop(self, drain: bool = False) -> None:
+        """The replay is over on every rank (the same wave told them all): wait for
+        this rank's sends. After a failure (``drain``) messages may still be on
+        their way: one ``alltoall`` of how many messages each rank sent each other,
+        and this rank receives (and drops) those it has not taken yet, so that no
+        send is left waiting for its receive."""
+        self.finished = True
+        t = self.transport
+        if drain:
+            sent_me = t.alltoall_array(self._to.reshape(-1, 1))[:, 0]
+            for src in np.flatnonzero(sent_me > self._from).tolist():
+                for _ in range(int(sent_me[src] - self._from[src])):
+                    t.recv_array(src)
+                    self._messages_received += 1
+                self._from[src] = sent_me[src]
+        t.wait_sends([req for req, _ in self._sends])
+        self._sends = []
+
+    def _counters(self, done: bool, failed: bool = False) -> np.ndarray:
+        return np.array([self._messages_sent, self._messages_received, int(done),
+                         int(failed)], dtype=np.int64)
+
+    def _decide(self, res: np.ndarray) -> bool:
+        """Apply a completed wave's sums (the same on every rank, so every rank stops
+        after the same wave): another rank failed (every rank drains and stops,
+        RemoteFailure), every rank done (finished), or quiescent: every message sent
+        was received and the counts did not move since the previous wave, while some
+        rank is not done — a dependency cycle (finished; the engine's parked check
+        names it). True if the replay is over."""
+        sent, received, done, failed = res.tolist()
+        last, self._last = self._last, (sent, received, done, failed)
+        if failed:
+            self._stop(drain=True)
+            raise RemoteFailure(-1)
+        if done == self.transport.size or (sent == received and last == self._last):
+            self._stop()
+            return True
+        return False
+
+    def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
+        """The engine has nothing runnable: send the queued values (one message per
+        destination), take what arrived; if nothing did, wait for a message, joining
+        a wave (a nonblocking sum of every rank's message counts and status,
+        :meth:`_decide`) while waiting. Returns the ghost anchors that arrived (their
+        values are in ``A``); sets :attr:`finished` when the replay is over."""
+        t = self.transport
         self.rounds += 1
-        got, head = self._step(rows, np.asarray(dests, dtype=np.int64))
-        arrived: list[int] = []
-        if len(got):
-            g = self._graph
-            # each record asked for is an anchor of its own on this rank (Graph.set_rules)
-            pos = np.array([self._pos[loc] for loc in got[:, 0].tolist()], dtype=np.int64)
-            recs = got[:, 1]
-            if self.index:  # trimmed ghosts: original records to trimmed positions
-                recs = recs.copy()
-                for loc in np.unique(got[:, 0]).tolist():
-                    if loc in self.index:
-                        sel = got[:, 0] == loc
-                        recs[sel] = np.searchsorted(self.index[loc], recs[sel])
-            ks = g.anchor_of(g.off[pos] + recs).tolist()
-            for k, v in zip(ks, got[:, 2].view(np.float64).tolist(), strict=True):
-                A[k] = v
-            arrived = ks
-        self.received += len(arrived)
-        if not head[:, 2].any():  # nothing moves any more: done, or a cycle (the
-            self.finished = True  # engine's parked check names it on each waiting rank)
-        return arrived
+        self._flush(A)
+        msgs = t.poll_arrays()
+        if msgs:
+            return self._arrived(msgs, A)
+        done = self._done(cur)
+        while True:
+            if self._wave is None:  # this rank is passive: join the next wave
+                self._wave = t.iallreduce_sum(self._counters(done))
+            msg = t.wait_message(self._wave)
+            if msg is not None:
+                return self._arrived([msg, *t.poll_arrays()], A)
+            res, self._wave = self._wave.result, None
+            if self._decide(res):
+                return []
 
     def reduce(self, g: Graph, stats: Any, base: dict[str, int],
                waiting: int | None = None) -> None:
