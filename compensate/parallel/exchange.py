@@ -18,20 +18,27 @@ are bit-identical.
   exchange step (:meth:`Exchange._step`). The owner gives the anchor of each
   requested record a waiter list, so that computing it takes the engine's wake-up
   path and :meth:`Exchange.computed` queues it.
-* **Rounds** (:meth:`Exchange.round`): when the engine has nothing runnable, the rank
-  sends every queued value to the ranks that asked for it and takes what the others
-  sent, in one exchange step: an ``Alltoall`` of a small int64 header (per
-  destination: status, how many values, how many this rank sends in all), then an
-  ``Alltoallv`` of (location, record, the value's 8 bytes) rows of one int64 buffer,
-  skipped by every rank when nobody sends anything. Nothing is pickled (mpi4py's
-  buffer API; issue #21 measured the pickled ``alltoall`` at 67–205 µs a round at
-  P = 2, docs/performance.md). Then every rank
-  knows the same thing: nothing sent by anybody — finished (if somebody is not done,
-  the dependencies form a cycle: the one-process run's "can never be reached" error,
-  raised by the rank of the first waiting location); a rank failed — every rank stops
-  (:class:`RemoteFailure`). Nobody blocks forever, because a rank enters a round
-  only after its runnable work is done and every rank takes part in every round
-  until all agree to stop.
+* **Point to point** (:meth:`Exchange.round`, called when the engine has nothing
+  runnable): the rank sends the values computed since its last send, one message
+  per destination — (location, record, the value's 8 bytes) rows of one int64
+  buffer, never one message per value — with a nonblocking send whose request it
+  keeps until the end, and takes whatever arrived from any rank; if nothing did, it
+  waits for a message. Nothing is pickled (mpi4py's buffer API), and no rank waits
+  in a collective call for ranks it does not depend on.
+* **The end** (:meth:`Exchange._decide`): a rank with nothing to compute joins a
+  *wave*, a nonblocking sum (``Iallreduce``) of every rank's (messages sent,
+  messages taken, done, failed), and keeps taking messages while it is in flight.
+  Every rank sees every wave's sums, in the same order, so all stop after the same
+  wave: every rank done (its own anchors computed and every value it asked for
+  taken) — finished; a rank failed (:meth:`fail` joins a wave that says so) —
+  every rank takes and drops what is still on its way to it (:meth:`_stop`) and
+  stops (:class:`RemoteFailure`); two consecutive waves with the same sums, every
+  message sent taken, and a rank not done — quiescent for good, the dependencies
+  form a cycle (Mattern's four-counter method: a rank joins a wave only while
+  passive and only a message makes it active again, so equal counts over two waves
+  mean every rank was passive with nothing in transit between them): the
+  one-process run's "can never be reached" error, raised by the rank of the first
+  waiting location.
 * **Statistics** (:meth:`Exchange.reduce`): what each rank counted for its own
   locations, reduced to the one-process numbers.
 """
@@ -74,6 +81,13 @@ def inline_words(size: int) -> int:
     round per rank. The same on every rank and for every step (a failing rank's
     header must match the step the others wait in)."""
     return 12 if size <= INLINE_RANKS else 0
+
+
+#: seconds a blocked rank (not done) waits for a message before it joins a wave: a
+#: value is usually on its way, and a wave joined at every block would cost one
+#: ``Iallreduce`` per hop; a cycle is then found after two such delays (a done rank
+#: joins at once: its contribution ends the replay)
+WAVE_DELAY = 0.005
 
 
 class RemoteFailure(Exception):
@@ -398,10 +412,12 @@ class Exchange:
 
     def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
         """The engine has nothing runnable: send the queued values (one message per
-        destination), take what arrived; if nothing did, wait for a message, joining
-        a wave (a nonblocking sum of every rank's message counts and status,
-        :meth:`_decide`) while waiting. Returns the ghost anchors that arrived (their
-        values are in ``A``); sets :attr:`finished` when the replay is over."""
+        destination), take what arrived; if nothing did, wait for a message (up to
+        :data:`WAVE_DELAY` if this rank is not done), then join a wave (a
+        nonblocking sum of every rank's message counts and status,
+        :meth:`_decide`) and keep waiting for a message while it is in flight.
+        Returns the ghost anchors that arrived (their values are in ``A``); sets
+        :attr:`finished` when the replay is over."""
         t = self.transport
         self.rounds += 1
         self._flush(A)
@@ -410,7 +426,11 @@ class Exchange:
             return self._arrived(msgs, A)
         done = self._done(cur)
         while True:
-            if self._wave is None:  # this rank is passive: join the next wave
+            if self._wave is None:  # this rank is passive: join the next wave, if
+                if not done:  # blocked, after a while (most values are on their way)
+                    msg = t.wait_message(None, WAVE_DELAY)
+                    if msg is not None:
+                        return self._arrived([msg, *t.poll_arrays()], A)
                 self._wave = t.iallreduce_sum(self._counters(done))
             msg = t.wait_message(self._wave)
             if msg is not None:

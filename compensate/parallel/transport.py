@@ -143,9 +143,10 @@ class Transport:
         waiting (none: an empty list)."""
         raise NotImplementedError
 
-    def wait_message(self, wave: Wave | None) -> tuple[int, np.ndarray] | None:
-        """Wait until a message arrives (returned as in :meth:`poll_arrays`) or
-        ``wave`` completes (None)."""
+    def wait_message(self, wave: Wave | None,
+                     timeout: float | None = None) -> tuple[int, np.ndarray] | None:
+        """Wait until a message arrives (returned as in :meth:`poll_arrays`), ``wave``
+        completes or ``timeout`` seconds have passed (None)."""
         raise NotImplementedError
 
     def wait_sends(self, requests: list[Any]) -> None:
@@ -244,15 +245,19 @@ class MpiTransport(Transport):
             out.append(self._recv(status))
         return out
 
-    def wait_message(self, wave: Wave | None) -> tuple[int, np.ndarray] | None:
+    def wait_message(self, wave: Wave | None,
+                     timeout: float | None = None) -> tuple[int, np.ndarray] | None:
         from mpi4py import MPI
 
         status = MPI.Status()
+        end = None if timeout is None else time.perf_counter() + timeout
         while True:  # (MPI has no wait for "a message or this request": poll both,
             # yielding the core between polls, which matters when ranks share cores)
             if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
                 return self._recv(status)
             if wave is not None and wave.test():
+                return None
+            if end is not None and time.perf_counter() >= end:
                 return None
             os.sched_yield()
 
@@ -433,14 +438,15 @@ class ThreadTransport(Transport):
             mail.clear()
         return out
 
-    def wait_message(self, wave: Wave | None) -> tuple[int, np.ndarray] | None:
+    def wait_message(self, wave: Wave | None,
+                     timeout: float | None = None) -> tuple[int, np.ndarray] | None:
         sh = self.shared
         mail = sh.mail[self.rank]
         with sh.cond:
             ok = sh.cond.wait_for(lambda: sh.aborted or bool(mail) or (
                 wave is not None and (wave.result is not None or wave._done())),
-                timeout=BARRIER_TIMEOUT)
-            if not ok or sh.aborted:
+                timeout=BARRIER_TIMEOUT if timeout is None else timeout)
+            if sh.aborted or (not ok and timeout is None):
                 raise threading.BrokenBarrierError
             return mail.popleft() if mail else None
 
