@@ -91,10 +91,12 @@ WAVE_DELAY = 0.005
 
 
 class RemoteFailure(Exception):
-    """Another rank failed; ``rank`` is the first that did (it reports the error)."""
+    """Another rank failed; ``rank`` is the first that did (it reports the error),
+    -1 if not known here (a wave tells that a rank failed, not which: the driver's
+    agreement names it)."""
 
     def __init__(self, rank: int) -> None:
-        super().__init__(f"rank {rank} failed")
+        super().__init__(f"rank {rank} failed" if rank >= 0 else "another rank failed")
         self.rank = rank
 
 
@@ -273,6 +275,7 @@ class Exchange:
         if w.size:
             rows[:, 0], rows[:, 1] = locs, recs
         asked, head = self._step(rows, anchor_rank[w])
+        self._p2p = True  # (from here on a failure is told in a wave, :meth:`fail`)
         source = np.repeat(np.arange(size), head[:, 1]).tolist()
         for rank, loc, idx in zip(source, asked[:, 0].tolist(), asked[:, 1].tolist(),
                                   strict=True):
@@ -284,7 +287,6 @@ class Exchange:
                 if not math.isnan(A[k]):  # known from the start (a first record)
                     self._out.append(k)
             self._dest[k].append((rank, loc, idx, offset))
-        self._p2p = True
 
     def computed(self, k: int) -> None:
         """Anchor ``k`` was computed; queue it if other ranks asked for a record of

@@ -57,11 +57,13 @@ def payload_bytes(obj: Any) -> int:
 
 
 class Traffic:
-    """What one rank's collective calls cost (docs/parallel.md, the summary's
-    ``parallel``): how many, the bytes of data it sent to the other ranks
+    """What one rank's calls cost (docs/parallel.md, the summary's ``parallel``):
+    of its collective calls how many, the bytes of data it sent to the other ranks
     (:func:`payload_bytes`: an ``alltoall``'s items for the others, an
     ``allgather``'s item once per other rank) and the seconds spent inside them
-    (transfer and waiting for the slowest rank)."""
+    (transfer and waiting for the slowest rank); of its point-to-point messages how
+    many and their bytes; the waves it joined (their time is spent waiting for
+    messages, not counted)."""
 
     def __init__(self) -> None:
         self.calls = 0
