@@ -18,12 +18,13 @@ are bit-identical.
   exchange step (:meth:`Exchange._step`). The owner gives the anchor of each
   requested record a waiter list, so that computing it takes the engine's wake-up
   path and :meth:`Exchange.computed` queues it.
-* **Point to point** (:meth:`Exchange.round`, called when the engine has nothing
-  runnable): the rank sends the values computed since its last send, one message
-  per destination — (location, record, the value's 8 bytes) rows of one int64
-  buffer, never one message per value — with a nonblocking send whose request it
-  keeps until the end, and takes whatever arrived from any rank; if nothing did, it
-  waits for a message. Nothing is pickled (mpi4py's buffer API), and no rank waits
+* **Point to point** (:meth:`Exchange.flush`, after each run of a location, and
+  :meth:`Exchange.round`, called when the engine has nothing runnable): the rank
+  sends the values computed since its last send, one message per destination —
+  (location, record, the value's 8 bytes) rows of one int64 buffer, never one
+  message per value — with a nonblocking send whose request it keeps until the
+  end; when it has nothing runnable it takes whatever arrived from any rank, and if
+  nothing did, it waits for a message. Nothing is pickled (mpi4py's buffer API), and no rank waits
   in a collective call for ranks it does not depend on.
 * **The end** (:meth:`Exchange._decide`): a rank with nothing to compute joins a
   *wave*, a nonblocking sum (``Iallreduce``) of every rank's (messages sent,
@@ -295,7 +296,7 @@ class Exchange:
             self._out.append(k)
 
     # -- point to point --------------------------------------------------------------
-    def _flush(self, A: array) -> None:
+    def flush(self, A: array) -> None:
         """Send the queued values: one message per destination, (location, record,
         the value's 8 bytes) rows of one int64 buffer, never one message per value."""
         if not self._out:
@@ -422,7 +423,7 @@ class Exchange:
         :attr:`finished` when the replay is over."""
         t = self.transport
         self.rounds += 1
-        self._flush(A)
+        self.flush(A)
         msgs = t.poll_arrays()
         if msgs:
             return self._arrived(msgs, A)
