@@ -1,5 +1,6 @@
 """The distributed run against P (issue #21, docs/parallel.md): wall time, peak
-memory per rank, rounds and values exchanged.
+memory per rank, rounds and values exchanged, and the replay's seconds, messages and
+bytes per rank.
 
 Simulates ``stencil`` (a halo exchange every few records; cached in ``--workdir``
 as a ``.trace`` with its platform file), then runs ``compensate IN OUT --in-memory``
@@ -10,7 +11,10 @@ against the one-process ``--in-memory`` run, the largest peak resident set of a
 rank (``ru_maxrss`` each rank reports at its end) and its ratio to the in-memory
 and to the streamed run, each rank's CPU seconds (user + system), each rank's
 ghost records (the summary's ``parallel``), and whether the output equals the
-one-process output byte for byte.
+one-process output byte for byte; then, per P, the replay's phase seconds of each
+rank, how often a rank had nothing to compute (``rounds``, the largest), the
+point-to-point messages and bytes each rank sent, its collective calls and their
+bytes during the replay, and the waves (nonblocking sums) it joined.
 
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
 (``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) before and after each phase
@@ -163,6 +167,7 @@ def main() -> None:
         print("mpiexec not found (the [mpi] extra): only P = 1 measured")
         return
     counts = [int(x) for x in a.ranks.split(",")]
+    replays = []
     for p in counts:
         out = workdir / f"p{p}.trace"
         wall, peak, s, cpu = _run([mpiexec, "-n", str(p)], trace, platform, out,
@@ -172,6 +177,18 @@ def main() -> None:
         print(f"{p:>12} {wall:>8.2f} {wall1 / wall:>9.2f} {peak / 1024:>14.0f} "
               f"{peak / peak1:>7.2f} {peak / peaks:>9.2f} "
               f"{','.join(f'{c:.1f}' for c in cpu):>11} {ghosts:>19}  {'yes' if same else 'NO'}")
+        replays.append((p, s["parallel"]))
+    print("the replay per rank (rank 0,1,...): seconds, blocked (rounds), point-to-point "
+          "messages and bytes, collective calls and bytes, waves")
+    for p, par in replays:
+        rep = par.get("replay", {})
+
+        def col(name: str, fmt: str = "{}", rep=rep) -> str:
+            return ",".join(fmt.format(x) for x in rep.get(name, [])) or "-"
+        print(f"{p:>12} s {','.join(f'{x:.2f}' for x in par['seconds']['replay'])}"
+              f"  rounds {par.get('rounds')}  messages {col('messages')}"
+              f"  bytes {col('message_bytes')}  collectives {col('collectives')}"
+              f"  bytes {col('bytes_sent')}  waves {col('waves')}")
 
 
 if __name__ == "__main__":

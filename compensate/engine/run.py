@@ -24,9 +24,10 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   locations other ranks own are ghosts, never evaluated: their only anchors are
   their first records and the records this rank's rules read
   (:meth:`compensate.engine.graph.Graph.set_rules`), unknown until their owners
-  send them; when nothing is runnable the exchange sends the values other ranks
-  asked for and brings theirs, which wake their waiters exactly like a local value
-  does (:mod:`compensate.parallel.exchange`).
+  send them; after each run of a location the exchange sends the values other
+  ranks asked for that it computed (point to point), and when nothing is runnable
+  it brings theirs, which wake their waiters exactly like a local value does
+  (:mod:`compensate.parallel.exchange`).
 
 All arithmetic is in float ticks relative to the earliest measured timestamp;
 results are rounded to integer ticks at the end, which keeps every order the
@@ -292,6 +293,8 @@ class _Engine:
                     k += 1
                 evaluated += k - cur[li]
                 cur[li] = k
+                if xch is not None and xch._out:  # values other ranks wait for: send
+                    xch.flush(A)  # now, not when this rank runs out of work
                 if self.progress and evaluated >= next_report:
                     next_report = evaluated + PROGRESS_EVERY
                     self.progress(self._records_done(cur))

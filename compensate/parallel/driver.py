@@ -25,7 +25,7 @@ received a signal), every rank raises — the failing rank its own exception, th
 :class:`RankFailed` carrying the first failing rank's one-line message and exit
 status — so every rank exits with the same status and no rank waits for one that
 is gone (inside the replay, :meth:`compensate.parallel.exchange.Exchange.fail` tells
-the others in the round they wait in).
+the others in the setup step or the wave they wait in).
 """
 
 from __future__ import annotations
@@ -255,7 +255,8 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     lap("replay")
     after = transport.traffic.snapshot()
     replay = {"collectives": after[0] - before[0], "bytes_sent": after[1] - before[1],
-              "collective_seconds": after[2] - before[2]}
+              "collective_seconds": after[2] - before[2], "messages": after[3] - before[3],
+              "message_bytes": after[4] - before[4], "waves": after[5] - before[5]}
     own_events = Trace(trace.definitions, {loc: trace.events[loc] for loc in mine},
                        trace.source)
 

@@ -18,20 +18,28 @@ are bit-identical.
   exchange step (:meth:`Exchange._step`). The owner gives the anchor of each
   requested record a waiter list, so that computing it takes the engine's wake-up
   path and :meth:`Exchange.computed` queues it.
-* **Rounds** (:meth:`Exchange.round`): when the engine has nothing runnable, the rank
-  sends every queued value to the ranks that asked for it and takes what the others
-  sent, in one exchange step: an ``Alltoall`` of a small int64 header (per
-  destination: status, how many values, how many this rank sends in all), then an
-  ``Alltoallv`` of (location, record, the value's 8 bytes) rows of one int64 buffer,
-  skipped by every rank when nobody sends anything. Nothing is pickled (mpi4py's
-  buffer API; issue #21 measured the pickled ``alltoall`` at 67–205 µs a round at
-  P = 2, docs/performance.md). Then every rank
-  knows the same thing: nothing sent by anybody — finished (if somebody is not done,
-  the dependencies form a cycle: the one-process run's "can never be reached" error,
-  raised by the rank of the first waiting location); a rank failed — every rank stops
-  (:class:`RemoteFailure`). Nobody blocks forever, because a rank enters a round
-  only after its runnable work is done and every rank takes part in every round
-  until all agree to stop.
+* **Point to point** (:meth:`Exchange.flush`, after each run of a location, and
+  :meth:`Exchange.round`, called when the engine has nothing runnable): the rank
+  sends the values computed since its last send, one message per destination —
+  (location, record, the value's 8 bytes) rows of one int64 buffer, never one
+  message per value — with a nonblocking send whose request it keeps until the
+  end; when it has nothing runnable it takes whatever arrived from any rank, and if
+  nothing did, it waits for a message. Nothing is pickled (mpi4py's buffer API), and no rank waits
+  in a collective call for ranks it does not depend on.
+* **The end** (:meth:`Exchange._decide`): a rank with nothing to compute joins a
+  *wave*, a nonblocking sum (``Iallreduce``) of every rank's (messages sent,
+  messages taken, done, failed), and keeps taking messages while it is in flight.
+  Every rank sees every wave's sums, in the same order, so all stop after the same
+  wave: every rank done (its own anchors computed and every value it asked for
+  taken) — finished; a rank failed (:meth:`fail` joins a wave that says so) —
+  every rank takes and drops what is still on its way to it (:meth:`_stop`) and
+  stops (:class:`RemoteFailure`); two consecutive waves with the same sums, every
+  message sent taken, and a rank not done — quiescent for good, the dependencies
+  form a cycle (Mattern's four-counter method: a rank joins a wave only while
+  passive and only a message makes it active again, so equal counts over two waves
+  mean every rank was passive with nothing in transit between them): the
+  one-process run's "can never be reached" error, raised by the rank of the first
+  waiting location.
 * **Statistics** (:meth:`Exchange.reduce`): what each rank counted for its own
   locations, reduced to the one-process numbers.
 """
@@ -46,7 +54,7 @@ import numpy as np
 
 from compensate.engine.graph import FAST_P2P, GENERIC, Graph
 from compensate.model import BUFFER_FLUSH
-from compensate.parallel.transport import Transport
+from compensate.parallel.transport import Transport, Wave
 
 
 def ghost_pins(trace: Any, owner: dict[int, int], rank: int) -> dict[int, tuple]:
@@ -76,11 +84,20 @@ def inline_words(size: int) -> int:
     return 12 if size <= INLINE_RANKS else 0
 
 
+#: seconds a blocked rank (not done) waits for a message before it joins a wave: a
+#: value is usually on its way, and a wave joined at every block would cost one
+#: ``Iallreduce`` per hop; a cycle is then found after two such delays (a done rank
+#: joins at once: its contribution ends the replay)
+WAVE_DELAY = 0.005
+
+
 class RemoteFailure(Exception):
-    """Another rank failed; ``rank`` is the first that did (it reports the error)."""
+    """Another rank failed; ``rank`` is the first that did (it reports the error),
+    -1 if not known here (a wave tells that a rank failed, not which: the driver's
+    agreement names it)."""
 
     def __init__(self, rank: int) -> None:
-        super().__init__(f"rank {rank} failed")
+        super().__init__(f"rank {rank} failed" if rank >= 0 else "another rank failed")
         self.rank = rank
 
 
@@ -114,6 +131,17 @@ class Exchange:
         self.own_anchors: int | None = None
         self._graph: Graph | None = None
         self._pos: dict[int, int] = {}
+        # point to point (after the setup step): messages sent to / taken from each
+        # rank, the sends in flight (request, buffer), the wave in flight and the
+        # sums of the last completed one
+        self._p2p = False
+        size = transport.size
+        self._to = np.zeros(size, np.int64)
+        self._from = np.zeros(size, np.int64)
+        self._messages_sent = self._messages_received = 0
+        self._sends: list[tuple[Any, np.ndarray]] = []
+        self._wave: Wave | None = None
+        self._last: tuple[int, int, int, int] | None = None
 
     # -- collective steps ------------------------------------------------------------
     def _step(self, rows: np.ndarray, dest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -173,16 +201,28 @@ class Exchange:
         return (parts[0] if len(parts) == 1 else np.concatenate(parts)), got
 
     def fail(self) -> None:
-        """This rank failed: tell the others in the step they are waiting in (the
-        header of a setup or round step; a no-op once the rounds are over, the
-        driver's next agreement carries it)."""
+        """This rank failed: tell the others. Before the point-to-point phase, in
+        the setup step they wait in (a header with status failed); during it, by
+        finishing the wave in flight and joining one more that carries the failure
+        (every rank then drains and stops, :meth:`_decide`); a no-op once the replay
+        is over (the driver's next agreement carries it)."""
         if self.finished:
             return
         self.finished = True
         t = self.transport
-        head = np.zeros((t.size, _FIELDS + inline_words(t.size)), np.int64)
-        head[:, 0] = _FAILED
-        t.alltoall_array(head)
+        if not self._p2p:
+            head = np.zeros((t.size, _FIELDS + inline_words(t.size)), np.int64)
+            head[:, 0] = _FAILED
+            t.alltoall_array(head)
+            return
+        if self._wave is not None:
+            res = self._wave.wait()
+            self._wave = None
+            if res[3]:  # another rank failed in the same wave: drain as they do
+                self._stop(drain=True)
+                return
+        t.iallreduce_sum(self._counters(False, failed=True)).wait()
+        self._stop(drain=True)
 
     # -- the engine's hooks ---------------------------------------------------------
     def ghosts(self, trace: Any) -> list[int]:
@@ -236,6 +276,7 @@ class Exchange:
         if w.size:
             rows[:, 0], rows[:, 1] = locs, recs
         asked, head = self._step(rows, anchor_rank[w])
+        self._p2p = True  # (from here on a failure is told in a wave, :meth:`fail`)
         source = np.repeat(np.arange(size), head[:, 1]).tolist()
         for rank, loc, idx in zip(source, asked[:, 0].tolist(), asked[:, 1].tolist(),
                                   strict=True):
@@ -254,9 +295,12 @@ class Exchange:
         if k in self._dest:
             self._out.append(k)
 
-    def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
-        """Send the queued values, take the others'; the ghost anchors that arrived
-        (their values are in ``A``). Sets :attr:`finished` when nothing moves any more."""
+    # -- point to point --------------------------------------------------------------
+    def flush(self, A: array) -> None:
+        """Send the queued values: one message per destination, (location, record,
+        the value's 8 bytes) rows of one int64 buffer, never one message per value."""
+        if not self._out:
+            return
         dests: list[int] = []
         locs: list[int] = []
         recs: list[int] = []
@@ -271,32 +315,132 @@ class Exchange:
         self._out = []
         n = len(dests)
         rows = np.empty((n, 3), np.int64)
-        if n:  # (location, record, the value's 8 bytes): one int64 buffer
-            rows[:, 0], rows[:, 1] = locs, recs
-            rows[:, 2] = np.asarray(vals, dtype=np.float64).view(np.int64)
+        rows[:, 0], rows[:, 1] = locs, recs
+        rows[:, 2] = np.asarray(vals, dtype=np.float64).view(np.int64)
+        dest = np.asarray(dests, dtype=np.int64)
+        if n > 1 and bool(np.any(dest[1:] != dest[0])):
+            order = np.argsort(dest, kind="stable")
+            rows, dest = np.take(rows, order, axis=0), dest[order]
+            cut = np.flatnonzero(dest[1:] != dest[:-1]) + 1
+            parts = zip(np.split(dest, cut), np.split(rows, cut), strict=True)
+            for d, block in parts:
+                self._send_values(int(d[0]), block)
+        else:
+            self._send_values(int(dest[0]), rows)
         self.sent += n
+
+    def _send_values(self, dest: int, rows: np.ndarray) -> None:
+        """One message of ``rows`` to rank ``dest`` (nonblocking; the buffer is kept
+        with its request until :meth:`_stop` waits for them)."""
+        buf = np.ascontiguousarray(rows).reshape(-1)
+        self._sends.append((self.transport.isend_array(dest, buf), buf))
+        self._to[dest] += 1
+        self._messages_sent += 1
+
+    def _arrived(self, msgs: list[tuple[int, np.ndarray]],
+                 A: array) -> list[int]:
+        """Count the messages taken (first: the drain after a failure relies on the
+        counts), then :meth:`_take` them."""
+        for src, _ in msgs:
+            self._from[src] += 1
+        self._messages_received += len(msgs)
+        return self._take(msgs, A)
+
+    def _take(self, msgs: list[tuple[int, np.ndarray]], A: array) -> list[int]:
+        """Fill the ghost anchors of the arrived messages; their anchors."""
+        got = np.concatenate([buf for _, buf in msgs]).reshape(-1, 3) if len(msgs) > 1 \
+            else msgs[0][1].reshape(-1, 3)
+        if not len(got):
+            return []
+        g = self._graph
+        # each record asked for is an anchor of its own on this rank (Graph.set_rules)
+        pos = np.array([self._pos[loc] for loc in got[:, 0].tolist()], dtype=np.int64)
+        recs = got[:, 1]
+        if self.index:  # trimmed ghosts: original records to trimmed positions
+            recs = recs.copy()
+            for loc in np.unique(got[:, 0]).tolist():
+                if loc in self.index:
+                    sel = got[:, 0] == loc
+                    recs[sel] = np.searchsorted(self.index[loc], recs[sel])
+        ks = g.anchor_of(g.off[pos] + recs).tolist()
+        for k, v in zip(ks, got[:, 2].view(np.float64).tolist(), strict=True):
+            A[k] = v
+        self.received += len(ks)
+        return ks
+
+    def _done(self, cur: list[int]) -> bool:
+        """Every own anchor computed and every value asked for received."""
+        a_end = self._a_end
+        return self.received == self.expected and all(cur[li] >= a_end[li]
+                                                      for li in self._owned)
+
+    def _stop(self, drain: bool = False) -> None:
+        """The replay is over on every rank (the same wave told them all): wait for
+        this rank's sends. After a failure (``drain``) messages may still be on
+        their way: one ``alltoall`` of how many messages each rank sent each other,
+        and this rank receives (and drops) those it has not taken yet, so that no
+        send is left waiting for its receive."""
+        self.finished = True
+        t = self.transport
+        if drain:
+            sent_me = t.alltoall_array(self._to.reshape(-1, 1))[:, 0]
+            for src in np.flatnonzero(sent_me > self._from).tolist():
+                for _ in range(int(sent_me[src] - self._from[src])):
+                    t.recv_array(src)
+                    self._messages_received += 1
+                self._from[src] = sent_me[src]
+        t.wait_sends([req for req, _ in self._sends])
+        self._sends = []
+
+    def _counters(self, done: bool, failed: bool = False) -> np.ndarray:
+        return np.array([self._messages_sent, self._messages_received, int(done),
+                         int(failed)], dtype=np.int64)
+
+    def _decide(self, res: np.ndarray) -> bool:
+        """Apply a completed wave's sums (the same on every rank, so every rank stops
+        after the same wave): another rank failed (every rank drains and stops,
+        RemoteFailure), every rank done (finished), or quiescent: every message sent
+        was received and the counts did not move since the previous wave, while some
+        rank is not done — a dependency cycle (finished; the engine's parked check
+        names it). True if the replay is over."""
+        sent, received, done, failed = res.tolist()
+        last, self._last = self._last, (sent, received, done, failed)
+        if failed:
+            self._stop(drain=True)
+            raise RemoteFailure(-1)
+        if done == self.transport.size or (sent == received and last == self._last):
+            self._stop()
+            return True
+        return False
+
+    def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
+        """The engine has nothing runnable: send the queued values (one message per
+        destination), take what arrived; if nothing did, wait for a message (up to
+        :data:`WAVE_DELAY` if this rank is not done), then join a wave (a
+        nonblocking sum of every rank's message counts and status,
+        :meth:`_decide`) and keep waiting for a message while it is in flight.
+        Returns the ghost anchors that arrived (their values are in ``A``); sets
+        :attr:`finished` when the replay is over."""
+        t = self.transport
         self.rounds += 1
-        got, head = self._step(rows, np.asarray(dests, dtype=np.int64))
-        arrived: list[int] = []
-        if len(got):
-            g = self._graph
-            # each record asked for is an anchor of its own on this rank (Graph.set_rules)
-            pos = np.array([self._pos[loc] for loc in got[:, 0].tolist()], dtype=np.int64)
-            recs = got[:, 1]
-            if self.index:  # trimmed ghosts: original records to trimmed positions
-                recs = recs.copy()
-                for loc in np.unique(got[:, 0]).tolist():
-                    if loc in self.index:
-                        sel = got[:, 0] == loc
-                        recs[sel] = np.searchsorted(self.index[loc], recs[sel])
-            ks = g.anchor_of(g.off[pos] + recs).tolist()
-            for k, v in zip(ks, got[:, 2].view(np.float64).tolist(), strict=True):
-                A[k] = v
-            arrived = ks
-        self.received += len(arrived)
-        if not head[:, 2].any():  # nothing moves any more: done, or a cycle (the
-            self.finished = True  # engine's parked check names it on each waiting rank)
-        return arrived
+        self.flush(A)
+        msgs = t.poll_arrays()
+        if msgs:
+            return self._arrived(msgs, A)
+        done = self._done(cur)
+        while True:
+            if self._wave is None:  # this rank is passive: join the next wave, if
+                if not done:  # blocked, after a while (most values are on their way)
+                    msg = t.wait_message(None, WAVE_DELAY)
+                    if msg is not None:
+                        return self._arrived([msg, *t.poll_arrays()], A)
+                self._wave = t.iallreduce_sum(self._counters(done))
+            msg = t.wait_message(self._wave)
+            if msg is not None:
+                return self._arrived([msg, *t.poll_arrays()], A)
+            res, self._wave = self._wave.result, None
+            if self._decide(res):
+                return []
 
     def reduce(self, g: Graph, stats: Any, base: dict[str, int],
                waiting: int | None = None) -> None:

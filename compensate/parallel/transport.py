@@ -1,7 +1,9 @@
-"""How ranks talk: the collective operations the distributed run needs.
+"""How ranks talk: the collective and point-to-point operations the distributed run needs.
 
 :class:`Transport` is the interface (rank, size, ``alltoall``, ``allgather`` of
-Python objects; ``alltoall_array``, ``alltoallv_array`` of int64 buffers);
+Python objects; ``alltoall_array``, ``alltoallv_array`` of int64 buffers; the
+forward replay's point-to-point messages ``isend_array``, ``poll_arrays``,
+``wait_message``, ``wait_sends`` and its nonblocking sum ``iallreduce_sum``);
 :class:`MpiTransport` implements it over mpi4py's ``COMM_WORLD`` (the ``[mpi]``
 extra: the MPICH wheel, no system MPI), :class:`ThreadTransport` over ``P`` threads
 of one process with a barrier, so that the test suite checks the distributed run
@@ -15,17 +17,22 @@ forward replay's rounds (:mod:`compensate.parallel.exchange`), thousands per run
 where mpi4py's lowercase ``alltoall`` cost 35 µs a destination to pickle and
 unpickle even an empty payload (docs/performance.md, issue #21).
 
-Why collectives only (no point-to-point ``send``/``receive any``): the forward
-replay advances in rounds (:mod:`compensate.parallel.exchange`), each one
-``alltoall`` that also carries every rank's status, so that a rank that failed or a
-dependency cycle that no rank can break is seen by all ranks in the same round and
-nobody waits forever.
+The point-to-point calls (issue #21): the forward replay
+(:mod:`compensate.parallel.exchange`) sends each batch of values to the rank that
+asked for them as one nonblocking message of an int64 buffer (``Isend``, its
+request kept until completed), and a blocked rank takes whatever arrived from any
+rank (``Iprobe`` / ``Recv`` from ``MPI_ANY_SOURCE``); whether every rank is done,
+blocked for good (a dependency cycle) or failed is decided by *waves*, nonblocking
+sums of a few counters (``Iallreduce``) that a rank joins only when it has nothing
+to compute, so no rank waits in a collective step while it could work.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -50,24 +57,46 @@ def payload_bytes(obj: Any) -> int:
 
 
 class Traffic:
-    """What one rank's collective calls cost (docs/parallel.md, the summary's
-    ``parallel``): how many, the bytes of data it sent to the other ranks
+    """What one rank's calls cost (docs/parallel.md, the summary's ``parallel``):
+    of its collective calls how many, the bytes of data it sent to the other ranks
     (:func:`payload_bytes`: an ``alltoall``'s items for the others, an
     ``allgather``'s item once per other rank) and the seconds spent inside them
-    (transfer and waiting for the slowest rank)."""
+    (transfer and waiting for the slowest rank); of its point-to-point messages how
+    many and their bytes; the waves it joined (their time is spent waiting for
+    messages, not counted)."""
 
     def __init__(self) -> None:
         self.calls = 0
         self.bytes_sent = 0
         self.seconds = 0.0
+        #: point-to-point messages this rank sent and their bytes (the replay's values)
+        self.messages = 0
+        self.message_bytes = 0
+        #: nonblocking sums (the replay's waves) this rank joined
+        self.waves = 0
 
-    def snapshot(self) -> tuple[int, int, float]:
-        return self.calls, self.bytes_sent, self.seconds
+    def snapshot(self) -> tuple[int, int, float, int, int, int]:
+        return (self.calls, self.bytes_sent, self.seconds, self.messages,
+                self.message_bytes, self.waves)
+
+
+class Wave:
+    """A nonblocking sum in flight (:meth:`Transport.iallreduce_sum`): ``test()``
+    is True once it completed, then ``result`` holds the sum (int64, by position)."""
+
+    result: np.ndarray | None = None
+
+    def test(self) -> bool:
+        raise NotImplementedError
+
+    def wait(self) -> np.ndarray:
+        raise NotImplementedError
 
 
 class Transport:
-    """``rank`` of ``size`` ranks; every operation is collective (all ranks call it
-    in the same order)."""
+    """``rank`` of ``size`` ranks; every operation but the point-to-point ones
+    (``isend_array``, ``poll_arrays``, ``wait_message``, ``wait_sends``) is
+    collective (all ranks call it in the same order; ``iallreduce_sum`` too)."""
 
     rank: int = 0
     size: int = 1
@@ -104,6 +133,40 @@ class Transport:
         rank, concatenated (``recv_counts[r]`` items from rank ``r``: the counts the
         ranks sent beforehand, e.g. with :meth:`alltoall_array`)."""
         raise NotImplementedError
+
+    def isend_array(self, dest: int, buf: np.ndarray) -> Any:
+        """Send the int64 buffer ``buf`` to rank ``dest`` without waiting; returns a
+        request for :meth:`wait_sends` (``buf`` must not change until then).
+        Messages from one rank to another arrive in the order sent."""
+        raise NotImplementedError
+
+    def poll_arrays(self) -> list[tuple[int, np.ndarray]]:
+        """The messages that have arrived, (source rank, int64 buffer), without
+        waiting (none: an empty list)."""
+        raise NotImplementedError
+
+    def wait_message(self, wave: Wave | None,
+                     timeout: float | None = None) -> tuple[int, np.ndarray] | None:
+        """Wait until a message arrives (returned as in :meth:`poll_arrays`), ``wave``
+        completes or ``timeout`` seconds have passed (None)."""
+        raise NotImplementedError
+
+    def wait_sends(self, requests: list[Any]) -> None:
+        """Wait until the sends of :meth:`isend_array` have completed."""
+        raise NotImplementedError
+
+    def recv_array(self, source: int) -> np.ndarray:
+        """Wait for the next message from ``source`` and return it."""
+        raise NotImplementedError
+
+    def iallreduce_sum(self, values: np.ndarray) -> Wave:
+        """Start the sum over all ranks of the int64 vector ``values`` (every rank
+        the same length); collective, but nonblocking."""
+        raise NotImplementedError
+
+    def _sent(self, buf: np.ndarray) -> None:
+        self.traffic.messages += 1
+        self.traffic.message_bytes += int(buf.nbytes)
 
     def _array_bytes(self, send: np.ndarray, counts: np.ndarray | None = None) -> int:
         """The bytes of a buffer call's data for the other ranks."""
@@ -161,6 +224,87 @@ class MpiTransport(Transport):
         return recv
 
 
+    # -- point to point (the forward replay) -----------------------------------------
+    def isend_array(self, dest: int, buf: np.ndarray) -> Any:
+        from mpi4py import MPI
+
+        self._sent(buf)
+        return self.comm.Isend([buf, MPI.INT64_T], dest=dest, tag=REPLAY_TAG)
+
+    def _recv(self, status: Any) -> tuple[int, np.ndarray]:
+        from mpi4py import MPI
+
+        src = status.Get_source()
+        buf = np.empty(status.Get_count(MPI.INT64_T), dtype=np.int64)
+        self.comm.Recv([buf, MPI.INT64_T], source=src, tag=REPLAY_TAG)
+        return src, buf
+
+    def poll_arrays(self) -> list[tuple[int, np.ndarray]]:
+        from mpi4py import MPI
+
+        out, status = [], MPI.Status()
+        while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
+            out.append(self._recv(status))
+        return out
+
+    def wait_message(self, wave: Wave | None,
+                     timeout: float | None = None) -> tuple[int, np.ndarray] | None:
+        from mpi4py import MPI
+
+        status = MPI.Status()
+        end = None if timeout is None else time.perf_counter() + timeout
+        while True:  # (MPI has no wait for "a message or this request": poll both,
+            # yielding the core between polls, which matters when ranks share cores)
+            if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
+                return self._recv(status)
+            if wave is not None and wave.test():
+                return None
+            if end is not None and time.perf_counter() >= end:
+                return None
+            os.sched_yield()
+
+    def wait_sends(self, requests: list[Any]) -> None:
+        from mpi4py import MPI
+
+        if requests:
+            MPI.Request.Waitall(requests)
+
+    def recv_array(self, source: int) -> np.ndarray:
+        from mpi4py import MPI
+
+        status = MPI.Status()
+        self.comm.Probe(source=source, tag=REPLAY_TAG, status=status)
+        return self._recv(status)[1]
+
+    def iallreduce_sum(self, values: np.ndarray) -> Wave:
+        return _MpiWave(self, np.ascontiguousarray(values, dtype=np.int64))
+
+
+#: the tag of the replay's point-to-point messages (nothing else sends point to point)
+REPLAY_TAG = 21
+
+
+class _MpiWave(Wave):
+    def __init__(self, t: MpiTransport, values: np.ndarray) -> None:
+        from mpi4py import MPI
+
+        t.traffic.waves += 1
+        self._send, self._recv = values, np.empty_like(values)
+        self._req = t.comm.Iallreduce([self._send, MPI.INT64_T], [self._recv, MPI.INT64_T],
+                                      op=MPI.SUM)
+
+    def test(self) -> bool:
+        if self.result is None and self._req.Test():
+            self.result = self._recv
+        return self.result is not None
+
+    def wait(self) -> np.ndarray:
+        if self.result is None:
+            self._req.Wait()
+            self.result = self._recv
+        return self.result
+
+
 #: seconds a thread rank waits for the others in one collective call
 BARRIER_TIMEOUT = 120.0
 
@@ -174,6 +318,58 @@ class _Shared:
         # a rank that skips a collective the others call (a bug) breaks the barrier
         # after BARRIER_TIMEOUT instead of hanging the test suite
         self.barrier = threading.Barrier(size, timeout=BARRIER_TIMEOUT)
+        # point to point: each rank's arrived messages (source, buffer), in order;
+        # the waves' running sums ([sum, ranks joined]); one condition for all
+        self.mail: list[deque] = [deque() for _ in range(size)]
+        self.waves: dict[int, list] = {}
+        self.cond = threading.Condition()
+        self.aborted = False
+
+    def abort(self) -> None:
+        """A rank failed: wake every rank that waits (they raise)."""
+        self.barrier.abort()
+        with self.cond:
+            self.aborted = True
+            self.cond.notify_all()
+
+
+class _ThreadWave(Wave):
+    def __init__(self, t: ThreadTransport, values: np.ndarray) -> None:
+        t.traffic.waves += 1
+        sh, self._sh = t.shared, t.shared
+        self._n = t._waves
+        t._waves += 1
+        with sh.cond:
+            slot = sh.waves.setdefault(self._n, [np.zeros(len(values), np.int64), 0, 0])
+            slot[0] = slot[0] + values
+            slot[1] += 1
+            if slot[1] == sh.size:
+                sh.cond.notify_all()
+
+    def _done(self) -> bool:  # (under the condition)
+        slot = self._sh.waves[self._n]
+        if slot[1] < self._sh.size:
+            return False
+        self.result = slot[0].copy()
+        slot[2] += 1
+        if slot[2] == self._sh.size:  # every rank has its copy
+            del self._sh.waves[self._n]
+        return True
+
+    def test(self) -> bool:
+        if self.result is None:
+            with self._sh.cond:
+                self._done()
+        return self.result is not None
+
+    def wait(self) -> np.ndarray:
+        if self.result is None:
+            sh = self._sh
+            with sh.cond:
+                if not sh.cond.wait_for(lambda: sh.aborted or self._done(),
+                                        timeout=BARRIER_TIMEOUT) or sh.aborted:
+                    raise threading.BrokenBarrierError
+        return self.result
 
 
 class ThreadTransport(Transport):
@@ -182,6 +378,7 @@ class ThreadTransport(Transport):
     def __init__(self, shared: _Shared, rank: int) -> None:
         self.shared, self.rank, self.size = shared, rank, shared.size
         self.traffic = Traffic()
+        self._waves = 0  # the waves this rank started (their number)
 
     def _exchange(self, item: Any) -> list[Any]:
         sh = self.shared
@@ -226,6 +423,55 @@ class ThreadTransport(Transport):
         return got
 
 
+    # -- point to point (a message is a copy put in the destination's mail) ---------
+    def isend_array(self, dest: int, buf: np.ndarray) -> Any:
+        self._sent(buf)
+        sh = self.shared
+        with sh.cond:
+            sh.mail[dest].append((self.rank, np.array(buf, dtype=np.int64)))
+            sh.cond.notify_all()
+        return None
+
+    def poll_arrays(self) -> list[tuple[int, np.ndarray]]:
+        sh = self.shared
+        with sh.cond:
+            mail = sh.mail[self.rank]
+            out = list(mail)
+            mail.clear()
+        return out
+
+    def wait_message(self, wave: Wave | None,
+                     timeout: float | None = None) -> tuple[int, np.ndarray] | None:
+        sh = self.shared
+        mail = sh.mail[self.rank]
+        with sh.cond:
+            ok = sh.cond.wait_for(lambda: sh.aborted or bool(mail) or (
+                wave is not None and (wave.result is not None or wave._done())),
+                timeout=BARRIER_TIMEOUT if timeout is None else timeout)
+            if sh.aborted or (not ok and timeout is None):
+                raise threading.BrokenBarrierError
+            return mail.popleft() if mail else None
+
+    def wait_sends(self, requests: list[Any]) -> None:
+        return None
+
+    def recv_array(self, source: int) -> np.ndarray:
+        sh = self.shared
+        mail = sh.mail[self.rank]
+        with sh.cond:
+            def there() -> bool:
+                return sh.aborted or any(src == source for src, _ in mail)
+            if not sh.cond.wait_for(there, timeout=BARRIER_TIMEOUT) or sh.aborted:
+                raise threading.BrokenBarrierError
+            i = next(i for i, (src, _) in enumerate(mail) if src == source)
+            buf = mail[i][1]
+            del mail[i]
+            return buf
+
+    def iallreduce_sum(self, values: np.ndarray) -> Wave:
+        return _ThreadWave(self, np.asarray(values, dtype=np.int64))
+
+
 def run_threads(size: int, body: Callable[[Transport], Any]) -> list[Any]:
     """Run ``body(transport)`` on ``size`` thread ranks; their results by rank. An
     exception escaping a rank breaks the barrier (the others fail instead of waiting)
@@ -239,7 +485,7 @@ def run_threads(size: int, body: Callable[[Transport], Any]) -> list[Any]:
             results[rank] = body(ThreadTransport(shared, rank))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             errors[rank] = exc
-            shared.barrier.abort()
+            shared.abort()
 
     threads = [threading.Thread(target=main, args=(r,), name=f"rank{r}") for r in range(size)]
     for t in threads:

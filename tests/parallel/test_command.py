@@ -246,13 +246,17 @@ def test_the_summary_counts_of_the_hand_computed_three_location_case(tmp_path):
                                       str(tmp_path / "platform.json"), "--quiet",
                                       "--summary", str(summary)], 2) == [0, 0]
     par = json.loads(summary.read_text())["parallel"]
-    assert par["ranks"] == 2 and par["rounds"] == 4
+    assert par["ranks"] == 2 and par["rounds"] >= 1  # (times a rank waited: timing)
     assert par["records"] == [9, 9] and par["ghost_records"] == [9, 9]
     assert par["anchors"] == [4, 2]
     assert par["values_sent"] == [1, 2] and par["values_received"] == [2, 1]
-    assert par["replay"]["collectives"] == [7, 7]
-    assert all(b >= 24 * n for b, n in zip(par["replay"]["bytes_sent"], par["values_sent"],
-                                           strict=True))  # 3 x 8 bytes per value at least
+    # the setup step is the replay's one blocking collective call (the statistics'
+    # reduction and the phase agreement after it), the values travel point to point
+    assert par["replay"]["collectives"] == [3, 3]
+    rep = par["replay"]
+    assert rep["message_bytes"] == [24 * n for n in par["values_sent"]]  # 3 x 8 bytes
+    assert all(1 <= m <= n for m, n in zip(rep["messages"], par["values_sent"], strict=True))
+    assert all(w >= 1 for w in rep["waves"]) and len(set(rep["waves"])) == 1
     for phase in ("definitions", "read", "ghosts", "match", "replay", "times", "verify"):
         assert len(par["seconds"][phase]) == 2 and min(par["seconds"][phase]) >= 0
     assert "gather" not in par["seconds"]  # every rank verifies its own dependencies

@@ -23,18 +23,17 @@ DATA = Path(__file__).parent / "data"
 
 
 class Recording(Exchange):
-    """An exchange that notes the anchor values its rank sends in each round."""
+    """An exchange that notes the anchor values its rank sends in each message."""
 
     def __init__(self, transport, owner, log: list) -> None:
         super().__init__(transport, owner)
         self.log = log
 
-    def _step(self, rows, dest):
-        if rows.shape[1] == 3:  # a round's (location, record, value bits) rows
-            for d, (loc, idx, bits) in zip(dest.tolist(), rows.tolist(), strict=True):
-                v = float(np.int64(bits).view(np.float64))
-                self.log.append((self.transport.rank, d, (loc, idx), v))
-        return super()._step(rows, dest)
+    def _send_values(self, dest, rows):  # (location, record, value bits) rows
+        for loc, idx, bits in rows.tolist():
+            v = float(np.int64(bits).view(np.float64))
+            self.log.append((self.transport.rank, dest, (loc, idx), v))
+        return super()._send_values(dest, rows)
 
 
 def load(name: str):
@@ -156,3 +155,64 @@ def test_a_step_delivers_rows_by_source_in_order_inline_or_not(width, inline, mo
     for me, got in enumerate(run_threads(3, body)):
         assert got == [[s, me, i] if width == 3 else [s, 100 * me + i]
                        for s in range(3) for i in range(3 * s * me)]
+
+
+@pytest.fixture(scope="module")
+def stencil():
+    from compensate.simulate import simulate
+
+    sim = simulate("stencil", ranks=6, seed=3, iterations=3)
+    return sim.measured, sim.platform, match(sim.measured)
+
+
+@pytest.mark.parametrize("where", ["_take", "computed"])
+def test_a_rank_failing_mid_replay_stops_every_rank(stencil, where):
+    """Rank 1 of 3 raises while values travel point to point (on the first values it
+    takes, or while computing one the others asked for: possibly with a wave in
+    flight and messages on their way to it): it reports its own error, the others
+    RankFailed naming it, nobody waits forever, and the replay's point-to-point
+    counts balance (every message sent was taken: the drain after the failure
+    wave). Then the same replay without the failure equals the one-process run."""
+    from compensate.parallel.driver import RankFailed, agreed
+
+    trace, platform, matching = stencil
+    opts = EngineOptions(bound="lower")
+    owner = owners(trace.definitions, list(trace.events), 3)
+
+    class Failing(Exchange):
+        calls = 0
+
+        def hook(self, *args):
+            Failing.calls += 1
+            raise ValueError("rank 1 fails")
+
+    outcome = {}
+
+    def body(t):
+        ex = Failing(t, owner) if t.rank == 1 else Exchange(t, owner)
+        if t.rank == 1:
+            setattr(ex, where, ex.hook)
+        try:
+            agreed(t, lambda: approximate(trace, platform, opts, matching, exchange=ex),
+                   exchange=ex)
+        except (ValueError, RankFailed) as exc:
+            outcome[t.rank] = (type(exc).__name__, getattr(exc, "rank", None),
+                               ex._messages_received, ex._messages_sent, ex.finished)
+
+    run_threads(3, body)
+    assert Failing.calls == 1
+    assert [outcome[r][:2] for r in range(3)] == [("RankFailed", 1), ("ValueError", None),
+                                                   ("RankFailed", 1)]
+    assert all(o[4] for o in outcome.values())
+    assert sum(o[2] for o in outcome.values()) == sum(o[3] for o in outcome.values())
+
+    one, _, _ = approximate(trace, platform, opts, matching)
+
+    def clean(t):
+        ex = Exchange(t, owner)
+        approx, _, _ = approximate(trace, platform, opts, matching, exchange=ex)
+        return {loc: approx[loc] for loc in trace.events if owner[loc] == t.rank}
+
+    for part in run_threads(3, clean):
+        for loc, times in part.items():
+            np.testing.assert_array_equal(times, one[loc])

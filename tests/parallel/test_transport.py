@@ -43,3 +43,40 @@ def test_the_buffer_calls_by_rank_with_uneven_counts():
         return recv.tolist()
 
     assert run_threads(3, body) == [[10, 20, 20], [1, 11, 11], [2, 2, 22]]
+
+
+def test_point_to_point_messages_and_waves():
+    """Thread ranks' point-to-point calls: messages from one rank arrive in the
+    order sent, from any rank; a wait with a timeout and nothing sent returns None;
+    recv_array takes the next message of one source; a wave is the sum of every
+    rank's vector, the same on every rank, and ends a wait_message."""
+    def body(t):
+        assert t.wait_message(None, 0.001) is None  # nothing sent to anybody yet
+        t.allgather(None)  # (nobody sends before every rank has checked)
+        nxt = (t.rank + 1) % t.size
+        for i in range(3):
+            t.isend_array(nxt, np.array([t.rank, i], np.int64))
+        t.isend_array(0, np.array([t.rank, 9], np.int64))
+        wave = t.iallreduce_sum(np.array([1, t.rank], np.int64))
+        got = []
+        while True:
+            msg = t.wait_message(wave)
+            if msg is None:
+                break
+            got.append((msg[0], msg[1].tolist()))
+        # the wave completed (every rank joined it) but not every message need
+        # have been taken: take the rest of the previous rank's, in order
+        prev = (t.rank - 1) % t.size
+        while sum(1 for s, m in got if s == prev and m[1] < 9) < 3:
+            got.append((prev, t.recv_array(prev).tolist()))
+        got += [(s, m.tolist()) for s, m in t.poll_arrays()]
+        t.wait_sends([])
+        return wave.wait().tolist(), sorted(got), [m for s, m in got if s == prev and m[1] < 9]
+
+    out = run_threads(3, body)
+    for rank, (total, got, ordered) in enumerate(out):
+        assert total == [3, 3]
+        prev = (rank - 1) % 3
+        assert ordered == [[prev, 0], [prev, 1], [prev, 2]]
+        nines = [[s, 9] for s in range(3)] if rank == 0 else []
+        assert sorted(m for _, m in got) == sorted([[prev, i] for i in range(3)] + nines)
