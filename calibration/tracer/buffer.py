@@ -41,6 +41,12 @@ records; the tracer's buffers therefore keep written memory ahead of their recor
 (:meth:`Buffer.reserve`), and a reservation made while the program runs is a
 BufferFlush record, which ``compensate`` removes.
 
+**Why one module.** The buffer's layout (the code word, ``extra``, ``ints``), the
+record methods that write it, the memory reservation that keeps it ahead of the
+records, the in-situ brackets and :func:`rows`, which reads it back for the writer,
+are one data structure and its readers and writers: split, each part would depend
+on the others' private layout.
+
 Each record method takes its timestamp *first* and only then does the work of the
 record (reading a status, sizing a pickled object, storing): the measurement model
 of docs/design.md §2 charges the time after a record's timestamp to that record's kind
