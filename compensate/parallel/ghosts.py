@@ -85,6 +85,14 @@ def complete_trace(defs: Definitions, own: dict[int, Events], transport: Transpo
     stand_ins: dict[int, dict[int, Any]] = {}
     for got in transport.allgather({loc: _stand_ins(ev) for loc, ev in own.items()}):
         stand_ins.update(got)  # (few: the records whose payload matching reads)
+    return Trace(defs, _assemble(defs, own, columns, stand_ins), source)
+
+
+def _assemble(defs: Definitions, own: dict[int, Events],
+              columns: dict[int, dict[str, np.ndarray]],
+              stand_ins: dict[int, dict[int, Any]]) -> dict[int, Events]:
+    """Every location in definition order: this rank's own, and the others' from the
+    received columns (emptied as it goes) with their payload stand-ins."""
     events: dict[int, Events] = {}
     for loc in defs.locations:
         if loc in own:
@@ -92,10 +100,10 @@ def complete_trace(defs: Definitions, own: dict[int, Events], transport: Transpo
         elif loc in columns:
             cols = columns.pop(loc)
             payload: list[Any] = [None] * len(cols["time"])
-            for i, p in stand_ins[loc].items():
+            for i, p in stand_ins.get(loc, {}).items():
                 payload[i] = p
             events[loc] = Events(**cols, payload=payload)
-    return Trace(defs, events, source)
+    return events
 
 
 def complete_trimmed(defs: Definitions, own: dict[int, Events], transport: Transport,
@@ -138,14 +146,5 @@ def complete_trimmed(defs: Definitions, own: dict[int, Events], transport: Trans
                 stand_ins[loc] = x
             else:
                 index[loc] = x
-    events: dict[int, Events] = {}
-    for loc in defs.locations:
-        if loc in own:
-            events[loc] = own[loc]
-        elif loc in columns:
-            cols = columns.pop(loc)
-            payload: list[Any] = [None] * len(cols["time"])
-            for i, p in stand_ins.get(loc, {}).items():
-                payload[i] = p
-            events[loc] = Events(**cols, payload=payload)
+    events = _assemble(defs, own, columns, stand_ins)
     return Trace(defs, events, source), index
