@@ -60,7 +60,7 @@ from otf2.enums import (
 
 from calibration.tracer import buffer as tb
 from calibration.tracer import insitu
-from calibration.tracer.clock import Offset
+from calibration.tracer.clock import Offset, corrected
 from compensate.formats.partitioned import make_event
 from compensate.model import KIND_CODE
 
@@ -167,18 +167,6 @@ def _open_regions(data: Any) -> list[int]:
 
 def _kinds(thread: ThreadData) -> np.ndarray:
     return np.asarray(thread.data, dtype=np.int64)[1::2] & tb.KIND_MASK
-
-
-def corrected(t: int, offsets: list[Offset]) -> int:
-    """``t`` on rank 0's clock: linear interpolation (and extrapolation) between the
-    offset measurements, as the OTF2 reader does."""
-    if not offsets:
-        return t
-    if len(offsets) == 1 or offsets[-1].time == offsets[0].time:
-        return t + offsets[0].offset
-    a, b = offsets[0], offsets[-1]
-    slope = (b.offset - a.offset) / (b.time - a.time)
-    return t + round(a.offset + slope * (t - a.time))
 
 
 class _Writer(otf2.writer.Writer):

@@ -34,17 +34,7 @@ from typing import Any
 import numpy as np
 
 from calibration.tracer import buffer as tb
-
-
-def _corrected(t: np.ndarray, offsets: list[Any]) -> np.ndarray:
-    """:func:`calibration.tracer.archive.corrected` for an array of times."""
-    if not offsets:
-        return t
-    if len(offsets) == 1 or offsets[-1].time == offsets[0].time:
-        return t + offsets[0].offset
-    a, b = offsets[0], offsets[-1]
-    slope = (b.offset - a.offset) / (b.time - a.time)
-    return t + np.round(a.offset + slope * (t - a.time)).astype(np.int64)
+from calibration.tracer.clock import corrected
 
 
 def trace_bounds(ranks: list[Any]) -> dict[str, float]:
@@ -60,7 +50,7 @@ def trace_bounds(ranks: list[Any]) -> dict[str, float]:
             pairs = np.asarray(th.data, dtype=np.int64).reshape(-1, 2)
             if len(pairs) < 2:
                 continue
-            times = _corrected(pairs[:, 0], list(d.offsets))
+            times = corrected(pairs[:, 0], list(d.offsets))
             gaps = np.diff(times).astype(np.float64)
             kinds = pairs[:-1, 1] & tb.KIND_MASK
             for kind in np.unique(kinds).tolist():

@@ -76,3 +76,19 @@ def clock_offsets(comm: Any, samples: int = 32, trust_host: bool = True) -> Offs
     if same and trust_host:
         return Offset(measured.time, 0, measured.error, measured.offset)
     return measured
+
+
+def corrected(t: Any, offsets: list[Offset]) -> Any:
+    """``t`` (a time or an int64 array of times) on rank 0's clock: linear
+    interpolation (and extrapolation) between the offset measurements, as the OTF2
+    reader does (rounded half to even, Python's ``round`` and numpy's alike)."""
+    if not offsets:
+        return t
+    if len(offsets) == 1 or offsets[-1].time == offsets[0].time:
+        return t + offsets[0].offset
+    a, b = offsets[0], offsets[-1]
+    slope = (b.offset - a.offset) / (b.time - a.time)
+    shift = a.offset + slope * (t - a.time)
+    if isinstance(t, np.ndarray):
+        return t + np.round(shift).astype(np.int64)
+    return t + round(shift)

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from calibration.tracer import buffer as tb
-from calibration.tracer.archive import RankData, corrected, write_archive
-from calibration.tracer.clock import Offset
+from calibration.tracer.archive import RankData, write_archive
+from calibration.tracer.clock import Offset, corrected
 from calibration.tracer.functions import DECORATOR, FunctionTracing, instrument, make_decorator
 from calibration.tracer.overhead import calibrate
 from compensate.formats.otf2 import read_otf2
