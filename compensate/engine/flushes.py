@@ -55,13 +55,18 @@ class FlushIndex:
         dur = np.where(is_flush, stop - tm, 0.0)
         #: flush time on the location up to and including each record (ticks)
         self.cum = np.cumsum(dur)
+        self.tm = tm
 
     def last_inside(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Global index of the latest flush strictly between records ``lo`` and ``hi``
-        (same location, ``lo < hi``), -1 where none."""
+        (same location, ``lo < hi``) that ended by ``hi``'s time, -1 where none. A
+        flush that ended after ``hi`` was stamped cannot have delayed ``hi`` (the
+        tracer took ``hi``'s timestamp first and flushed while writing it)."""
         lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
         cand = self.last[np.maximum(hi - 1, 0)]
-        return np.where((hi - 1 > lo) & (cand > lo), cand, -1)
+        ok = (hi - 1 > lo) & (cand > lo)
+        ok &= self.stop[np.where(ok, cand, 0)] <= self.tm[hi]
+        return np.where(ok, cand, -1)
 
     def ready_after(self, lo: np.ndarray, hi: np.ndarray, t: np.ndarray,
                     overhead: bool = False) -> np.ndarray:

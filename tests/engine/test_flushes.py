@@ -84,3 +84,14 @@ def test_flush_inside_calls_bracket_the_truth(seed, overhead, lead, flush_time):
             assert d.min() >= -TICK
         else:
             assert d.max() <= TICK
+
+
+def test_a_flush_that_ended_after_the_record_did_not_delay_it():
+    """Enter, Flush(10..60), Recv@40: the receive was stamped before the flush
+    ended (the tracer flushed while writing it), so the flush is not inside."""
+    kind = np.array([ENTER, BUFFER_FLUSH, LEAVE])
+    tm = np.array([0.0, 10.0, 40.0])
+    fl = FlushIndex(kind, np.array([-1, 60, -1]), tm, np.zeros(3), np.array([0]),
+                    np.array([3]), 0)
+    assert fl.last_inside(np.array([0]), np.array([2])).tolist() == [-1]
+    assert fl.ready_after(np.array([0]), np.array([2]), np.array([0.0])).tolist() == [0.0]
