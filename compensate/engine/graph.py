@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection
 import numpy as np
 
 from compensate.engine.fit import message_was_late, receiver_was_late
+from compensate.engine.flushes import FlushIndex
 from compensate.engine.rules import (
     Need,
     Ref,
@@ -93,6 +94,9 @@ class Graph:
         self._copy: dict[int, float] = {}
         self._cache_copy_costs()
         self._flat_columns()
+        #: BufferFlush records inside calls (R6 extended, :mod:`compensate.engine.flushes`)
+        self.flushes = FlushIndex(self.kind, self.size, self.tm, self.rovh, self.off,
+                                  self.lengths, self.t0)
         # per-message static inputs of R2, vectorised; the eager messages the engine
         # evaluates inline (set by the eager-message handler)
         self.m = _message_inputs(self, matching.table)
@@ -467,7 +471,14 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
     lo = copy + cs
     enter_m = np.where(has_enter, tm[eg], recv_m)
     observed = recv_m - send_m - graph.rovh[sg]
-    overlapped = enter_m <= tm[xg]
+    exit_m = tm[xg]
+    fl = graph.flushes
+    if fl.any:  # R6 extended: a flush in the receive call before the receive moves the
+        # receiver's readiness to its end; one in the send call after the send record
+        # only delays that call's end (docs/design.md §3 R6)
+        enter_m = np.where(has_enter, fl.ready_after(eg, rg, enter_m), enter_m)
+        exit_m = exit_m - fl.inside(sg, xg)
+    overlapped = enter_m <= exit_m
     extra = np.zeros(n)
     has_prev = t.recv_idx > 0
     pg = rg[has_prev] - 1

@@ -25,6 +25,9 @@ op (constructor)                       meaning
                                        :data:`compensate.model.COLLECTIVE_OPS`; see the
                                        shortcuts ``barrier()``, ``allreduce(n)``, ...
 ``flush()``                            a trace BufferFlush at this point
+``flush_after(kind)``                  a BufferFlush inside the next call, right after
+                                       the rank's next record of ``kind`` (``"Enter"``,
+                                       ``"MpiCollectiveBegin"``)
 ``psend_init(dest, nbytes, parts,      MPI-4 partitioned send / receive setup; then
 tag, handle)``, ``precv_init(...)``    ``pstart(handle)``, ``pready(handle, i)``,
                                        ``parrived(handle, j)`` (returns true),
@@ -251,6 +254,13 @@ def flush() -> Op:
     return ("flush",)
 
 
+def flush_after(kind: str) -> Op:
+    """A tracer buffer flush inside the next call: right after this rank's next
+    record of ``kind`` (an OTF2 record kind name, e.g. ``"Enter"`` before a
+    receive, ``"MpiCollectiveBegin"`` before a collective)."""
+    return ("flush_after", kind)
+
+
 def win_create() -> Op:
     """MPI_Win_create of the RMA window (collective over COMM_WORLD)."""
     return ("win_create",)
@@ -435,6 +445,41 @@ def _stencil(name: str, ranks: int, iterations: int, seed: int, halo_bytes: int,
     return Program(name, ops, dict(ranks=ranks, iterations=iterations, seed=seed,
                                    halo_bytes=halo_bytes, imbalance=imbalance,
                                    flush_every=flush_every))
+
+
+def flush_in_calls(ranks: int = 4, iterations: int = 40, seed: int = 0, *,
+                   nbytes: int = 1024, work_time: float = 2e-5, lead: float = 1e-4,
+                   reduce_every: int = 4) -> Program:
+    """Buffer flushes inside communication calls (R6 extended, docs/design.md §3).
+
+    Every rank sends to its right neighbour and receives from its left. Even ranks
+    work longer (by up to ``lead``, drawn per iteration), so odd ranks wait in
+    their receive, and an odd rank flushes inside every receive, right after its
+    Enter(MPI_Recv): where the message arrived after the flush ended the wait
+    absorbed the flush, where it arrived before (or during) it the flush delayed
+    the receive. Every ``reduce_every`` iterations an Allreduce in which one rank
+    (rotating) flushes right after its MpiCollectiveBegin: absorbed when another
+    member joined after the flush ended, delaying every exit otherwise.
+    """
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[] for _ in range(ranks)]
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            extra = rng.uniform(0.0, lead) if r % 2 == 0 else 0.0
+            prog.append(call("work", _jitter(rng, work_time) + extra))
+            prog.append(send((r + 1) % ranks, nbytes))
+            if r % 2:
+                prog.append(flush_after("Enter"))
+            prog.append(recv((r - 1) % ranks))
+            if reduce_every and (it + 1) % reduce_every == 0:
+                if r == (it // reduce_every) % ranks:
+                    prog.append(flush_after("MpiCollectiveBegin"))
+                prog.append(allreduce(8))
+    return Program("flush_in_calls", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                               nbytes=nbytes, lead=lead,
+                                               reduce_every=reduce_every))
 
 
 def ring(ranks: int = 4, iterations: int = 150, seed: int = 0, *,
@@ -865,4 +910,5 @@ PROGRAMS: dict[str, Callable[..., Program]] = {
     "rma_fence": rma_fence,
     "rma_pscw": rma_pscw,
     "rma_lock_counter": rma_lock_counter,
+    "flush_in_calls": flush_in_calls,
 }

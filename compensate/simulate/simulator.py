@@ -105,6 +105,10 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
   ``flush_every`` records were written since the last flush — never inside an MPI
   call): BufferFlush@t with ``stop_time = t + F`` (measured) or ``t`` (truth) in
   the ``size`` column (ticks); [O(BufferFlush)]; measured ``t += F``.
+  A ``flush_after(kind)`` op makes the same flush happen inside the next call,
+  right after the rank's next record of that kind (an MPI_Recv's Enter, an
+  MpiCollectiveBegin): it delays everything the rank does after it, its
+  readiness for the message or the collective included (docs/design.md §3 R6).
 * MPI-4 partitioned point-to-point (``psend_init`` ... ``pwait``): see
   :mod:`compensate.simulate.partitioned`.
 * MPI one-sided communication (window creation, fences, puts and accumulates,
@@ -154,6 +158,7 @@ from compensate.model import (
     IRECV_REQUEST,
     ISEND,
     ISEND_COMPLETE,
+    KIND_CODE,
     LEAVE,
     MRECV,
     NBC_COMPLETE,
@@ -499,6 +504,7 @@ class _Rank:
         self.coll_index = 0
         self.fixed = list(sim.fixed_sources.get(rank, [])) if sim.fixed_sources else None
         self.op_index = -1
+        self.flush_after: int | None = None  # flush right after the next such record
 
     def emit(self, kind: int, region: int = NONE, peer: int = NONE, comm: int = NONE,
              tag: int = NONE, size: Any = NONE, size_recv: int = NONE, op: int = NONE,
@@ -514,6 +520,9 @@ class _Rank:
         rows.cols.extend((kind, region, peer, comm, tag, size, size_recv, op, request))
         self.t += self.O[kind]
         self.since_flush += 1
+        if kind == self.flush_after:  # a flush inside a call (flush_after op)
+            self.flush_after = None
+            self.flush()
 
     def fail(self, message: str) -> SimulationError:
         return SimulationError(f"{self.sim.program.name}: rank {self.rank}, "
@@ -579,6 +588,8 @@ class _Rank:
                 self.icollective(*op[1:])
             elif name == "flush":
                 self.flush()
+            elif name == "flush_after":
+                self.flush_after = KIND_CODE[op[1]]
             elif name in threads.OPS:
                 yield from threads.run_op(self, op)
             elif name in PARTITIONED_OPS:

@@ -48,7 +48,7 @@ from compensate.simulate.programs import PROGRAMS
 FIRST = ["collectives", "imbalanced", "mixed", "montecarlo", "nonblocking", "pingpong",
          "pipeline", "ring", "sendrecv_ring", "stencil"]
 LATER = ["gather", "issend", "nonblocking_rooted", "mprobe", "partitioned", "partitioned_poll",
-         "rma_fence", "rma_lock_counter", "rma_pscw"]
+         "rma_fence", "rma_lock_counter", "rma_pscw", "flush_in_calls"]
 CONFIGS = [(name, {"ranks": 5, "seed": 1}, {}) for name in FIRST] + [
     ("ring", {"ranks": 4, "seed": 2, "eager_limit": 512}, {"eager_limit": 512}),
     ("pingpong", {"ranks": 2, "seed": 2, "eager_limit": 100}, {"eager_limit": 100}),
@@ -124,6 +124,9 @@ EXPECTED = {
     '22-rma_pscw:lower:uniform': 'e767c866c2014024',
     '22-rma_pscw:upper:per-process': '7edb535748a29371',
     '22-rma_pscw:fitted:uniform': '1916ebdb0db8baf3',
+    '23-flush_in_calls:lower:uniform': '2077d77f71eb6b8f',
+    '23-flush_in_calls:upper:per-process': '572b944d55b3878c',
+    '23-flush_in_calls:fitted:uniform': '03961f75bf8e0c5a',
 }
 
 #: Statistics added after these fingerprints were taken (issue 15's overcompensation

@@ -110,3 +110,13 @@ def test_a_failing_rank_stops_every_rank(monkeypatch):
         assert isinstance(seen[r], driver.RankFailed)
         assert seen[r].rank == 1 and seen[r].status == 1
         assert "boom on rank 1" in seen[r].line
+
+
+def test_flushes_inside_calls_same_as_one_process():
+    """R6 extended reads other locations' flushes inside calls (R3's latest joining,
+    an implied message's sender): a location with a BufferFlush is never trimmed,
+    so every rank sees them (4 ranks, 8 iterations: two Allreduces with a flush)."""
+    sim = simulate("flush_in_calls", ranks=4, seed=5, iterations=8)
+    for bound in ("lower", "upper"):
+        one = run_pipeline(sim.measured, sim.platform, bound, "uniform", None)
+        assert_same(one, parallel(sim.measured, sim.platform, bound, 3))

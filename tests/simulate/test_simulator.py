@@ -261,6 +261,36 @@ def test_hand_checked_flush_and_offsets():
     assert t.events[0].size[2] == 5000
 
 
+def test_hand_checked_flush_inside_a_receive():
+    """flush_after("Enter"): the flush lies between Enter(MPI_Recv) and MpiRecv and
+    delays the receiver's readiness (docs/design.md §3 R6)."""
+    res = tiny([[P.compute(5e-6), P.send(1, 64)],
+                [P.flush_after("Enter"), P.recv(0)]], flush_time=1e-6)
+    m, t = res.measured, res.truth
+    kinds = m.events[1].kind.tolist()
+    assert kinds[2:5] == [KIND_CODE["Enter"], BUFFER_FLUSH, RECV]
+    # rank 1: ProgramBegin 0, Enter main 100, Enter MPI_Recv 200, BufferFlush 300
+    # (stop 1300); rank 0's MpiSend is at 200 + 5000 + 100 = 5300, the message left
+    # at 5300 + 100 + 6.4 and arrives 1012.8 later (6419.2), after the flush ended:
+    # absorbed by the wait; MpiRecv = 6419.2 + 6.4 -> 6426
+    assert times(m, 1)[:5] == [0, 100, 200, 300, 6426]
+    assert m.events[1].size[3] == 1300
+    # truth: no overhead, a zero-length flush: arrival 5000 + 6.4 + 1012.8, + 6.4
+    assert times(t, 1)[3:5] == [0, 6026]
+
+
+def test_hand_checked_flush_inside_a_collective():
+    """flush_after("MpiCollectiveBegin"): the flushing member joins at the flush's
+    end, so a late flush delays every exit."""
+    res = tiny([[P.flush_after("MpiCollectiveBegin"), P.barrier()], [P.barrier()]],
+               flush_time=1e-6)
+    m = res.measured
+    assert m.events[0].kind.tolist()[3:6] == [COLL_BEGIN, BUFFER_FLUSH, COLL_END]
+    # rank 0: Enter 200, Begin 300, flush 400..1400, joined 1500; barrier of 2 ranks
+    # takes 1 latency step (1 us): both exits at 2500
+    assert m.events[0].time[5] == m.events[1].time[4] == 2500
+
+
 # --- wildcards, rendezvous, errors ---------------------------------------------------
 
 def resolved_sources(trace: Trace, tag: int) -> list[int]:

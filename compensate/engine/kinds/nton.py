@@ -54,6 +54,15 @@ def sync_times(graph: Graph, inst: Instance, lis: list[int], members: list[int],
     jj = members[int(np.argmax(bm))]
     enter_m_j = tm[g(lis[jj], b[jj])]
     o_j = graph.kind_ovh(g(lis[jj], b[jj]))
+    fl = graph.flushes
+    if fl.any:  # R6 extended: a member that flushed after its begin joined when the
+        # flush ended; the synchronisation is measured from the latest joining
+        bg = np.array([g(lis[j], b[j]) for j in members], dtype=np.int64)
+        eg = np.array([g(lis[j], e[j]) for j in members], dtype=np.int64)
+        last = fl.last_inside(bg, eg)
+        last = last[last >= 0]
+        if last.size and float(fl.free[last].max()) > enter_m_j + o_j:  # a flush made
+            enter_m_j, o_j = float(fl.free[last].max()), 0.0  # the last joining later
     uniform = graph.collective_exit == "uniform" and inst.cls in SYNCHRONISING
     if uniform:
         earliest = members[int(np.argmin([tm[g(lis[j], e[j])] for j in members]))]

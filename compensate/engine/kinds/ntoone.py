@@ -49,11 +49,16 @@ def last_arrival(graph: Graph, inst: Instance, lis: list[int], others: list[int]
     """The member whose message reached the root last in the measured run: the
     root's wait, if it waited, shows that message's transfer and no other (R2's m.1
     applies to it alone). Under the fitted bound by the fitted model; otherwise the
-    member whose data left last (begin + overhead + copy; with equal sizes, as in a
-    Gather or Reduce, that is the last to arrive)."""
+    member whose data left last (begin + overhead, or the end of a flush after the
+    begin, + copy; with equal sizes, as in a Gather or Reduce, that is the last to
+    arrive)."""
     arrival = []
     for i in others:
         g, size = graph.g(lis[i], inst.begin_idx[i]), int(inst.size_sent[i])
         net = graph.network_time(size) * graph.res if graph.network_time is not None else 0.0
-        arrival.append(graph.tm[g] + graph.kind_ovh(g) + 2.0 * graph.copy(size) + net)
+        left = graph.tm[g] + graph.kind_ovh(g)
+        if graph.flushes.any:  # R6 extended: a member that flushed after its begin sent
+            left = float(graph.flushes.ready_after(  # when the flush ended
+                g, graph.g(lis[i], inst.end_idx[i]), left, True))
+        arrival.append(left + 2.0 * graph.copy(size) + net)
     return others[int(np.argmax(arrival))]

@@ -86,7 +86,15 @@ def implied_message(graph: Graph, s_li: int, s_idx: int, s_exit: int, r_li: int,
     send_m = float(tm[graph.g(s_li, s_idx)])
     cs = graph.copy(size)
     enter_m = float(tm[graph.g(r_li, enter_idx)]) if enter_idx >= 0 else recv_m
-    observed = recv_m - send_m - graph.kind_ovh(graph.g(s_li, s_idx))
+    send_free = send_m + graph.kind_ovh(graph.g(s_li, s_idx))
+    fl = graph.flushes
+    if fl.any:  # R6 extended: a flush after the sender's or receiver's begin, inside its
+        # call, delays when that member joined (its data left / it was ready)
+        sg, rg = graph.g(s_li, s_idx), graph.g(r_li, recv_idx)
+        send_free = float(fl.ready_after(sg, graph.g(s_li, s_exit), send_free, True))
+        if enter_idx >= 0:
+            enter_m = float(fl.ready_after(graph.g(r_li, enter_idx), rg, enter_m))
+    observed = recv_m - send_free
     overlapped = enter_m <= float(tm[graph.g(s_li, s_exit)])
     return PendingRecv(
         send=(s_li, s_idx), enter=(r_li, enter_idx) if enter_idx >= 0 else None,
