@@ -48,8 +48,9 @@ it writes before the MPI call back to back, then looks up the buffer and the
 communicator, sizes the message and stores, and calls :meth:`Buffer.back
 <calibration.tracer.buffer.Buffer.back>` right before the MPI call; after it
 returns, the completion record and the Leave are stamped at once, the status is
-read (a nonblocking call's request wrapped), and ``back`` again. So everything the wrapper does lies after a timestamp,
-and each record's real cost in this run is measured.
+read (a nonblocking call's request wrapped), and ``back`` again. So everything
+the wrapper does lies after a timestamp, and each record's real cost in this run
+is measured.
 
 Calls to ``MPI.PROC_NULL`` get Enter/Leave but no message record. The tracer's
 own communication uses a communicator duplicated before :func:`install` and the
