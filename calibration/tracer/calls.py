@@ -462,13 +462,18 @@ class TracedMessage(MPI.Message):
             if probe is not None:
                 rec.add_record(tr, tb.IMRECV_REQUEST, (probe[0], rid))
             rec.back(t)
-            req = rq.TracedRequest(fn(self, *args))
-            if probe is not None:
-                self._probe = None
-                req._info = (rid, -1, rq.MRECV)
-            return req
-        finally:
+            handle = fn(self, *args)
+        except BaseException:
             rq.leave(rec, region)
+            raise
+        tl = monotonic_ns()  # stamped first, the request wrapped after (mpi._issued)
+        req = rq.TracedRequest(handle)
+        if probe is not None:
+            self._probe = None
+            req._info = (rid, -1, rq.MRECV)
+        rec.leave_at(tl, region)
+        rec.back(tl)
+        return req
 
     def Irecv(self, buf: Any) -> rq.TracedRequest:
         return self._imrecv(_now(), _Message.Irecv, buf)

@@ -294,3 +294,44 @@ def test_tracers_platform_file_fits_its_own_trace(traced_allcalls: Path) -> None
     assert s["overhead"]["source"] == "platform file" and s["overhead"]["insitu_tables"] == 2
     assert s["overcompensated_records"] == 0 and s["verification"]["violations"] == 0
     assert "in-situ tables unused" in proc.stdout
+
+
+@pytest.mark.parametrize("call", ["Isend", "Irecv"])
+def test_nonblocking_wrapper_wraps_its_request_after_the_leave_stamp(
+        call: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stamps first, work after (docs/calibration.md, "Where an MPI call's time
+    goes"): the Python request object a nonblocking wrapper returns is made after
+    the Leave stamp, inside the Leave's bracket, so the in-situ table charges it.
+    A request class that takes 2 ms to make must therefore lie between the Leave
+    stamp and the hand-back after it, not between the Enter and the Leave (where
+    it stayed in the compensated call: ~0.1-0.15 µs per call)."""
+    pytest.importorskip("mpi4py")
+    from time import monotonic_ns  # noqa: PLC0415
+
+    from mpi4py import MPI  # noqa: PLC0415
+
+    from calibration.tracer import mpi as tm  # noqa: PLC0415
+
+    rec = tb.Recorder()
+    region = rec.region_id((f"MPI_{call}", f"MPI_{call}", "", 0, "mpi", "POINT2POINT"))
+    monkeypatch.setitem(tm._REGIONS, f"MPI_{call}", region)
+    monkeypatch.setattr(tm, "_rec", rec)
+
+    class SlowRequest(tm.TracedRequest):
+        def __init__(self, *args: object) -> None:
+            end = monotonic_ns() + 2_000_000
+            while monotonic_ns() < end:
+                pass
+
+    monkeypatch.setattr(tm, "TracedRequest", SlowRequest)
+    comm = tm.TracedIntracomm(MPI.COMM_SELF)
+    comm._cid = 0
+    req = getattr(comm, call)(np.zeros(1), MPI.PROC_NULL, 1)
+    assert isinstance(req, SlowRequest)
+    times = np.frombuffer(rec.main.data, dtype=np.int64)[0::2].copy()
+    kinds = (np.frombuffer(rec.main.data, dtype=np.int64)[1::2] & tb.KIND_MASK).tolist()
+    backs = np.frombuffer(rec.main.backs, dtype=np.int64).reshape(-1, 2).copy()
+    assert kinds[0] == tb.ENTER and kinds[-1] == tb.LEAVE
+    assert times[-1] - times[0] < 2_000_000  # the call's span holds no wrapping
+    assert backs[-1, 0] == times[-1]  # the last bracket starts at the Leave ...
+    assert backs[-1, 1] - times[-1] >= 2_000_000  # ... and holds the wrapping
