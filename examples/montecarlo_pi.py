@@ -143,7 +143,7 @@ def main() -> None:
     cpu0, t0 = time.thread_time_ns(), time.monotonic_ns()
     estimate, rounds = run(comm, args)
     t1, cpu1 = time.monotonic_ns(), time.thread_time_ns()
-    spans = comm.gather((t0, t1, (t1 - t0) - (cpu1 - cpu0)), root=0)
+    spans = comm.gather((t0, t1, max(0, (t1 - t0) - (cpu1 - cpu0))), root=0)
     if comm.Get_rank() == 0:
         seconds = (max(s[1] for s in spans) - min(s[0] for s in spans)) / 1e9
         result = {"ranks": comm.Get_size(), "seconds": seconds, "pi": estimate,

@@ -18,7 +18,8 @@ Usage::
 ``--timing`` writes ``{"ranks", "seconds", "off_cpu", "residual"}`` as
 ``examples/montecarlo_pi.py`` does: ``seconds`` is the span of :func:`run` over all
 ranks (earliest start to latest end, after a common barrier); ``off_cpu`` the
-largest wall-minus-CPU time (of its main thread) of a rank in :func:`run`.
+largest wall-minus-CPU time (of its main thread, at least 0:
+the CPU clock's reads enclose the wall clock's) of a rank in :func:`run`.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def main() -> None:
     cpu0, t0 = time.thread_time_ns(), time.monotonic_ns()
     residual = run(comm, args)
     t1, cpu1 = time.monotonic_ns(), time.thread_time_ns()
-    spans = comm.gather((t0, t1, (t1 - t0) - (cpu1 - cpu0)), root=0)
+    spans = comm.gather((t0, t1, max(0, (t1 - t0) - (cpu1 - cpu0))), root=0)
     if comm.Get_rank() == 0:
         seconds = (max(s[1] for s in spans) - min(s[0] for s in spans)) / 1e9
         result = {"ranks": comm.Get_size(), "seconds": seconds, "residual": residual,
