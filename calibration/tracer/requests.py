@@ -233,130 +233,123 @@ class TracedRequest(MPI.Request):
 
     # -- arrays of requests ------------------------------------------------------------
     @classmethod
-    def _waitall(cls, t: int, fn: Any, requests: Any, statuses: Any) -> Any:
-        rec, region = _rec.current(), _REGIONS["MPI_Waitall"]
+    def _array(cls, t: int, name: str, fn: Any, requests: Any, status: Any, one: bool,
+               outcome: Any) -> Any:
+        """Waitall/Testall/Waitany/Testany/Waitsome/Testsome (both cases): ``fn(reqs,
+        status)`` inside the call's Enter/Leave, ``status`` one Status (``one``) or one
+        per request; ``outcome(result, status)`` -> ({position: status} of the
+        requests that completed, whether the others were tested)."""
+        rec, region = _rec.current(), _REGIONS[name]
         reqs = list(requests)
         infos = _infos(reqs)
-        sts = [MPI.Status() for _ in reqs] if statuses is None else statuses
+        if status is None:
+            status = scratch(rec) if one else [MPI.Status() for _ in reqs]
         rec.enter_at(t, region)
         rec.back(t)
         try:
-            result = fn(reqs, sts)
+            result = fn(reqs, status)
         except BaseException:
             leave(rec, region)
             raise
         tc = monotonic_ns()  # completions stamped as they are written, from here
-        _finish(rec, region, reqs, infos, dict(enumerate(sts)), False, tc)
+        done, tested = outcome(result, status)
+        _finish(rec, region, reqs, infos, done, tested, tc)
         return result
 
     @classmethod
     def Waitall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._waitall(_now(), _Request.Waitall, requests, statuses)
+        return cls._array(_now(), "MPI_Waitall", _Request.Waitall, requests, statuses,
+                          False, _all_waited)
 
     @classmethod
     def waitall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._waitall(_now(), _Request.waitall, requests, statuses)
-
-    @classmethod
-    def _testall(cls, t: int, fn: Any, requests: Any, statuses: Any) -> Any:
-        rec, region = _rec.current(), _REGIONS["MPI_Testall"]
-        reqs = list(requests)
-        infos = _infos(reqs)
-        sts = [MPI.Status() for _ in reqs] if statuses is None else statuses
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            result = fn(reqs, sts)
-        except BaseException:
-            leave(rec, region)
-            raise
-        tc = monotonic_ns()
-        flag = result[0] if isinstance(result, tuple) else result
-        _finish(rec, region, reqs, infos, dict(enumerate(sts)) if flag else {}, True, tc)
-        return result
+        return cls._array(_now(), "MPI_Waitall", _Request.waitall, requests, statuses,
+                          False, _all_waited)
 
     @classmethod
     def Testall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._testall(_now(), _Request.Testall, requests, statuses)
+        return cls._array(_now(), "MPI_Testall", _Request.Testall, requests, statuses,
+                          False, _all_tested)
 
     @classmethod
     def testall(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._testall(_now(), _Request.testall, requests, statuses)
-
-    @classmethod
-    def _any(cls, t: int, name: str, fn: Any, requests: Any, status: Any) -> Any:
-        """Waitany/Testany (both cases): ``fn`` returns the index first (and the flag
-        second for a test)."""
-        rec, region = _rec.current(), _REGIONS[name]
-        reqs = list(requests)
-        infos = _infos(reqs)
-        st = scratch(rec) if status is None else status
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            result = fn(reqs, st)
-        except BaseException:
-            leave(rec, region)
-            raise
-        tc = monotonic_ns()
-        index = result[0] if isinstance(result, tuple) else result
-        done = {index: st} if index != _UNDEFINED else {}
-        _finish(rec, region, reqs, infos, done, index != _UNDEFINED or name == "MPI_Testany",
-                tc)
-        return result
+        return cls._array(_now(), "MPI_Testall", _Request.testall, requests, statuses,
+                          False, _all_tested)
 
     @classmethod
     def Waitany(cls, requests: Any, status: Any = None) -> Any:
-        return cls._any(_now(), "MPI_Waitany", _Request.Waitany, requests, status)
+        return cls._array(_now(), "MPI_Waitany", _Request.Waitany, requests, status,
+                          True, _any_waited)
 
     @classmethod
     def waitany(cls, requests: Any, status: Any = None) -> Any:
-        return cls._any(_now(), "MPI_Waitany", _Request.waitany, requests, status)
+        return cls._array(_now(), "MPI_Waitany", _Request.waitany, requests, status,
+                          True, _any_waited)
 
     @classmethod
     def Testany(cls, requests: Any, status: Any = None) -> Any:
-        return cls._any(_now(), "MPI_Testany", _Request.Testany, requests, status)
+        return cls._array(_now(), "MPI_Testany", _Request.Testany, requests, status,
+                          True, _any_tested)
 
     @classmethod
     def testany(cls, requests: Any, status: Any = None) -> Any:
-        return cls._any(_now(), "MPI_Testany", _Request.testany, requests, status)
-
-    @classmethod
-    def _some(cls, t: int, name: str, fn: Any, requests: Any, statuses: Any) -> Any:
-        """Waitsome/Testsome (both cases): ``fn`` returns the completed indices (first),
-        None if no request was active; ``statuses[k]`` is the k-th one's status."""
-        rec, region = _rec.current(), _REGIONS[name]
-        reqs = list(requests)
-        infos = _infos(reqs)
-        sts = [MPI.Status() for _ in reqs] if statuses is None else statuses
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            result = fn(reqs, sts)
-        except BaseException:
-            leave(rec, region)
-            raise
-        tc = monotonic_ns()
-        indices = result[0] if isinstance(result, tuple) else result
-        done = {} if indices is None else {i: sts[k] for k, i in enumerate(indices)}
-        _finish(rec, region, reqs, infos, done, indices is not None, tc)
-        return result
+        return cls._array(_now(), "MPI_Testany", _Request.testany, requests, status,
+                          True, _any_tested)
 
     @classmethod
     def Waitsome(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._some(_now(), "MPI_Waitsome", _Request.Waitsome, requests, statuses)
+        return cls._array(_now(), "MPI_Waitsome", _Request.Waitsome, requests, statuses,
+                          False, _some_done)
 
     @classmethod
     def waitsome(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._some(_now(), "MPI_Waitsome", _Request.waitsome, requests, statuses)
+        return cls._array(_now(), "MPI_Waitsome", _Request.waitsome, requests, statuses,
+                          False, _some_done)
 
     @classmethod
     def Testsome(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._some(_now(), "MPI_Testsome", _Request.Testsome, requests, statuses)
+        return cls._array(_now(), "MPI_Testsome", _Request.Testsome, requests, statuses,
+                          False, _some_done)
 
     @classmethod
     def testsome(cls, requests: Any, statuses: Any = None) -> Any:
-        return cls._some(_now(), "MPI_Testsome", _Request.testsome, requests, statuses)
+        return cls._array(_now(), "MPI_Testsome", _Request.testsome, requests, statuses,
+                          False, _some_done)
+
+
+# What each request-array call's result says (TracedRequest._array's ``outcome``).
+def _all_waited(result: Any, sts: list) -> tuple[dict, bool]:
+    """Waitall: every request completed."""
+    return dict(enumerate(sts)), False
+
+
+def _all_tested(result: Any, sts: list) -> tuple[dict, bool]:
+    """Testall (flag first): all completed, or none and every one was tested."""
+    flag = result[0] if isinstance(result, tuple) else result
+    return (dict(enumerate(sts)) if flag else {}), True
+
+
+def _any_waited(result: Any, st: Any) -> tuple[dict, bool]:
+    """Waitany (index first): the one completed, the other active ones tested (as
+    Score-P records it); no active request: nothing."""
+    index = result[0] if isinstance(result, tuple) else result
+    done = {index: st} if index != _UNDEFINED else {}
+    return done, bool(done)
+
+
+def _any_tested(result: Any, st: Any) -> tuple[dict, bool]:
+    """Testany (index, flag): as Waitany, and the others tested even if none
+    completed."""
+    return _any_waited(result, st)[0], True
+
+
+def _some_done(result: Any, sts: list) -> tuple[dict, bool]:
+    """Waitsome/Testsome (indices first, None if no request was active): the k-th
+    completed one's status is ``sts[k]``; the others tested."""
+    indices = result[0] if isinstance(result, tuple) else result
+    if indices is None:
+        return {}, False
+    return {i: sts[k] for k, i in enumerate(indices)}, True
 
 
 # ---------------------------------------------------------------------------------
