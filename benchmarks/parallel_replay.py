@@ -3,7 +3,8 @@ memory per rank, rounds and values exchanged, and the replay's seconds, messages
 bytes per rank.
 
 Simulates ``stencil`` (a halo exchange every few records; cached in ``--workdir``
-as a ``.trace`` with its platform file), then runs ``compensate IN OUT --in-memory``
+as a ``.trace``, or with ``--format otf2`` as an OTF2 archive, with its platform
+file; the outputs are in the input's format), then runs ``compensate IN OUT --in-memory``
 and the streamed default in one process (P = 1) and ``mpiexec -n P compensate IN
 OUT`` for each P (``--mpi`` for P = 1), each in fresh processes, and prints per run:
 wall seconds (the whole command, interpreter start-up included), the speed-up
@@ -25,7 +26,7 @@ writing its part (the wrappers of :func:`_probe`; Linux only).
 Usage::
 
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
-                                         [--phases]
+                                         [--format trace|otf2] [--phases]
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ def _memory() -> tuple[float, float]:
 def _probe(log: Path) -> None:
     """Wrap the phases of the distributed command so that each appends
     ``phase rss peak`` to ``log`` when it begins and when it returns."""
-    import compensate.formats as formats
     import compensate.formats.parts as parts
     import compensate.parallel.driver as driver
     import compensate.parallel.ghosts as ghosts
+    import compensate.parallel.reading as reading
 
     def wrap(module, name: str, label: str) -> None:
         inner = getattr(module, name)
@@ -80,7 +81,7 @@ def _probe(log: Path) -> None:
         f.write("start {:.0f} {:.0f}\n".format(*_memory()))
     import compensate.parallel.verification as verification
 
-    wrap(formats, "read_trace", "read own locations")
+    wrap(reading, "read_own_records", "read own locations")
     wrap(ghosts, "complete_trace", "complete_trace")
     wrap(ghosts, "complete_trimmed", "complete_trimmed (trimmed ghosts)")
     wrap(driver, "match", "match")
@@ -102,22 +103,49 @@ def _child(args: list[str]) -> None:
     sys.exit(status)
 
 
-def _trace(workdir: Path, records: float) -> tuple[Path, Path]:
-    """A cached stencil trace of about ``records`` records and its platform file."""
+def _trace(workdir: Path, records: float, fmt: str = "trace") -> tuple[Path, Path]:
+    """A cached stencil trace of about ``records`` records (``fmt``: ``trace`` or
+    ``otf2``) and its platform file."""
     ranks = 16
     iterations = max(1, int(records / (ranks * 14)))
-    out = workdir / f"stencil_{ranks}x{iterations}"
-    if not (out / "measured.trace").exists():
+    out = workdir / f"stencil_{ranks}x{iterations}_{fmt}"
+    trace = out / ("measured.trace" if fmt == "trace" else "measured/traces.otf2")
+    if not trace.exists():
+        shutil.rmtree(out, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "compensate.cli.simulate", "stencil", str(out),
                         "--ranks", str(ranks), "--iterations", str(iterations),
-                        "--format", "trace"], check=True, cwd=ROOT, capture_output=True)
-    return out / "measured.trace", out / "platform.json"
+                        "--format", fmt], check=True, cwd=ROOT, capture_output=True)
+    return trace, out / "platform.json"
+
+
+def _output(workdir: Path, name: str, fmt: str) -> Path:
+    """The output path of run ``name``: a ``.trace`` file or an OTF2 anchor file in a
+    fresh directory of its own."""
+    if fmt == "trace":
+        return workdir / f"{name}.trace"
+    shutil.rmtree(workdir / name, ignore_errors=True)
+    return workdir / name / "traces.otf2"
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two outputs are equal: a ``.trace`` file byte for byte, an OTF2
+    archive's definition and event files byte for byte (the anchor file holds a
+    random trace id and the creation time)."""
+    if a.suffix == ".trace":
+        return filecmp.cmp(a, b, shallow=False)
+    files = sorted(p.relative_to(a.parent) for p in a.parent.rglob("*")
+                   if p.suffix in (".def", ".evt"))
+    other = sorted(p.relative_to(b.parent) for p in b.parent.rglob("*")
+                   if p.suffix in (".def", ".evt"))
+    return files == other and all(filecmp.cmp(a.parent / f, b.parent / f, shallow=False)
+                                  for f in files)
 
 
 def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
          extra: list[str], phases: bool = False) -> tuple[float, int, dict, list[float]]:
     peaks = Path(tempfile.mkdtemp(prefix="peaks"))
-    summary = out.with_suffix(".json")
+    summary = out.parent / (out.stem + ".json") if out.suffix == ".trace" \
+        else out.parent.with_suffix(".json")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if phases:
         env["PARALLEL_REPLAY_PHASES"] = "1"
@@ -146,15 +174,18 @@ def main() -> None:
     ap.add_argument("--records", type=float, default=1e5)
     ap.add_argument("--ranks", default="2")
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "compensate-bench"))
+    ap.add_argument("--format", choices=("trace", "otf2"), default="trace",
+                    help="the simulated trace's format (and the outputs')")
     ap.add_argument("--phases", action="store_true",
                     help="print every rank's memory after each phase (largest P)")
     a = ap.parse_args()
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    trace, platform = _trace(workdir, a.records)
-    one = workdir / "one.trace"
+    trace, platform = _trace(workdir, a.records, a.format)
+    one = _output(workdir, "one", a.format)
     wall1, peak1, s1, cpu1 = _run([], trace, platform, one, ["--in-memory"])
-    walls, peaks, _, cpus = _run([], trace, platform, workdir / "streamed.trace", [])
+    walls, peaks, _, cpus = _run([], trace, platform, _output(workdir, "streamed", a.format),
+                                 [])
     print(f"{s1['records']:,} records on {s1['locations']} locations")
     print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'peak MiB/rank':>14} {'vs P=1':>7} "
           f"{'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
@@ -169,10 +200,10 @@ def main() -> None:
     counts = [int(x) for x in a.ranks.split(",")]
     replays = []
     for p in counts:
-        out = workdir / f"p{p}.trace"
+        out = _output(workdir, f"p{p}", a.format)
         wall, peak, s, cpu = _run([mpiexec, "-n", str(p)], trace, platform, out,
                                   ["--mpi"] if p == 1 else [], a.phases and p == max(counts))
-        same = filecmp.cmp(one, out, shallow=False)
+        same = _same(one, out)
         ghosts = ",".join(str(g) for g in s["parallel"]["ghost_records"])
         print(f"{p:>12} {wall:>8.2f} {wall1 / wall:>9.2f} {peak / 1024:>14.0f} "
               f"{peak / peak1:>7.2f} {peak / peaks:>9.2f} "
