@@ -18,7 +18,9 @@ point-to-point messages and bytes each rank sent, its collective calls and their
 bytes during the replay, and the waves (nonblocking sums) it joined.
 
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
-(``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) before and after each phase
+(``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) and the C heap in use
+(glibc's ``mallinfo2``: numpy's arrays and Python's objects that are live, not
+the freed heap the resident set still counts) before and after each phase
 of the distributed command: reading its own locations, ``complete_trace`` (the
 ghost columns), matching, the replay (``approximate``), verification (rank 0),
 writing its part (the wrappers of :func:`_probe`; Linux only).
@@ -55,6 +57,22 @@ def _memory() -> tuple[float, float]:
     return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
 
 
+def _in_use() -> float:
+    """MiB of the C heap in use (glibc ``mallinfo2``: arena blocks in use plus
+    mapped blocks; what the process holds live, as against the resident set,
+    which also counts freed heap not handed back); -1 where unavailable."""
+    import ctypes
+
+    from compensate.engine.stream import _MallInfo2
+    try:
+        info = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return -1.0
+    info.argtypes, info.restype = [], _MallInfo2
+    m = info()
+    return (m.uordblks + m.hblkhd) / (1 << 20)
+
+
 def _probe(log: Path) -> None:
     """Wrap the phases of the distributed command so that each appends
     ``phase rss peak`` to ``log`` when it begins and when it returns."""
@@ -69,16 +87,16 @@ def _probe(log: Path) -> None:
         def probed(*args, **kwargs):
             rss, peak = _memory()
             with log.open("a") as f:
-                f.write(f"  before {label} {rss:.0f} {peak:.0f}\n")
+                f.write(f"  before {label} {rss:.0f} {peak:.0f} {_in_use():.0f}\n")
             out = inner(*args, **kwargs)
             rss, peak = _memory()
             with log.open("a") as f:
-                f.write(f"{label} {rss:.0f} {peak:.0f}\n")
+                f.write(f"{label} {rss:.0f} {peak:.0f} {_in_use():.0f}\n")
             return out
         setattr(module, name, probed)
 
     with log.open("a") as f:
-        f.write("start {:.0f} {:.0f}\n".format(*_memory()))
+        f.write("start {:.0f} {:.0f} {:.0f}\n".format(*_memory(), _in_use()))
     import compensate.parallel.verification as verification
 
     wrap(reading, "read_own_records", "read own locations")
@@ -158,10 +176,11 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
     cpu = [float(p.read_text()) for p in sorted(peaks.glob("cpu*"),
                                                 key=lambda p: int(p.name[3:]))]
     for log in sorted(peaks.glob("phases*")):
-        print(f"    rank {log.name[len('phases'):]}, MiB after each phase (resident, peak):")
+        print(f"    rank {log.name[len('phases'):]}, MiB after each phase (resident, peak, "
+              f"heap in use):")
         for line in log.read_text().splitlines():
-            label, rss, high = line.rsplit(" ", 2)
-            print(f"      {label:<20} {rss:>6} {high:>6}")
+            label, rss, high, used = line.rsplit(" ", 3)
+            print(f"      {label:<20} {rss:>6} {high:>6} {used:>6}")
     shutil.rmtree(peaks)
     return wall, peak, json.loads(summary.read_text()), cpu
 
