@@ -4,16 +4,17 @@ bytes per rank.
 
 Simulates ``stencil`` (a halo exchange every few records; cached in ``--workdir``
 as a ``.trace``, or with ``--format otf2`` as an OTF2 archive, with its platform
-file; the outputs are in the input's format), then runs ``compensate IN OUT --in-memory``
-and the streamed default in one process (P = 1) and ``mpiexec -n P compensate IN
-OUT`` for each P (``--mpi`` for P = 1), each in fresh processes, and prints per run:
-wall seconds (the whole command, interpreter start-up included), the speed-up
-against the one-process ``--in-memory`` run, the largest peak resident set of a
-rank (``ru_maxrss`` each rank reports at its end) and its ratio to the in-memory
-and to the streamed run, each rank's CPU seconds (user + system), each rank's
-ghost records (the summary's ``parallel``), and whether the output equals the
-one-process output byte for byte; then, per P, the replay's phase seconds of each
-rank, how often a rank had nothing to compute (``rounds``, the largest), the
+file; the outputs are in the input's format), then runs ``compensate IN OUT
+--in-memory`` and the streamed default in one process (P = 1) and ``mpiexec -n P
+compensate IN OUT`` for each P (``--mpi`` for P = 1), each in fresh processes, and
+prints per run: wall seconds (the whole command, interpreter start-up included),
+the speed-up against the one-process ``--in-memory`` run and against the streamed
+one, the largest peak resident set of a rank (``ru_maxrss`` each rank reports at
+its end) and its ratio to the in-memory and to the streamed run, each rank's CPU
+seconds (user + system), each rank's ghost records (the summary's ``parallel``),
+and whether the output equals the one-process output byte for byte (OTF2: every
+definition and event file); then, per P, the replay's phase seconds of each rank,
+how often a rank had nothing to compute (``rounds``, the largest), the
 point-to-point messages and bytes each rank sent, its collective calls and their
 bytes during the replay, and the waves (nonblocking sums) it joined.
 
@@ -206,12 +207,14 @@ def main() -> None:
     walls, peaks, _, cpus = _run([], trace, platform, _output(workdir, "streamed", a.format),
                                  [])
     print(f"{s1['records']:,} records on {s1['locations']} locations")
-    print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'peak MiB/rank':>14} {'vs P=1':>7} "
-          f"{'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
-    print(f"{'1 in-memory':>12} {wall1:>8.2f} {1.0:>9.2f} {peak1 / 1024:>14.0f} {1.0:>7.2f} "
-          f"{peak1 / peaks:>9.2f} {max(cpu1):>11.1f} {'-':>19}  -")
-    print(f"{'1 streamed':>12} {walls:>8.2f} {wall1 / walls:>9.2f} {peaks / 1024:>14.0f} "
-          f"{peaks / peak1:>7.2f} {1.0:>9.2f} {max(cpus):>11.1f} {'-':>19}  -")
+    print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'vs stream':>9} {'peak MiB/rank':>14} "
+          f"{'vs P=1':>7} {'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
+    print(f"{'1 in-memory':>12} {wall1:>8.2f} {1.0:>9.2f} {walls / wall1:>9.2f} "
+          f"{peak1 / 1024:>14.0f} {1.0:>7.2f} {peak1 / peaks:>9.2f} {max(cpu1):>11.1f} "
+          f"{'-':>19}  -")
+    print(f"{'1 streamed':>12} {walls:>8.2f} {wall1 / walls:>9.2f} {1.0:>9.2f} "
+          f"{peaks / 1024:>14.0f} {peaks / peak1:>7.2f} {1.0:>9.2f} {max(cpus):>11.1f} "
+          f"{'-':>19}  -")
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         print("mpiexec not found (the [mpi] extra): only P = 1 measured")
@@ -224,7 +227,8 @@ def main() -> None:
                                   ["--mpi"] if p == 1 else [], a.phases and p == max(counts))
         same = _same(one, out)
         ghosts = ",".join(str(g) for g in s["parallel"]["ghost_records"])
-        print(f"{p:>12} {wall:>8.2f} {wall1 / wall:>9.2f} {peak / 1024:>14.0f} "
+        print(f"{p:>12} {wall:>8.2f} {wall1 / wall:>9.2f} {walls / wall:>9.2f} "
+              f"{peak / 1024:>14.0f} "
               f"{peak / peak1:>7.2f} {peak / peaks:>9.2f} "
               f"{','.join(f'{c:.1f}' for c in cpu):>11} {ghosts:>19}  {'yes' if same else 'NO'}")
         replays.append((p, s["parallel"]))
