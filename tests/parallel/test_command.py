@@ -269,3 +269,31 @@ def test_payload_bytes_counts_the_data_not_the_objects():
     from compensate.parallel.transport import payload_bytes
     assert payload_bytes((np.zeros(3, np.int64), np.zeros(2, np.float32), None)) == 32
     assert payload_bytes({"ab": [1, 2.0], 3: b"xyz"}) == 2 + 16 + 8 + 3
+
+
+def test_an_otf2_output_reads_no_payload_objects(tmp_path, monkeypatch):
+    """A rank reads an OTF2 input without payload objects (the C path) when the
+    output is OTF2, which copies the records from the input, and with them when it
+    is a .trace file; both outputs equal the one-process run's."""
+    import compensate.parallel.reading as reading
+
+    real = TRACES / "ping-pong-otf2" / "traces.otf2"
+    if not real.exists():
+        pytest.skip(f"{real} not available")
+    asked, real_read = [], reading.read_own_records
+
+    def spy(path, locations, payload=True, *args):
+        asked.append(payload)
+        return real_read(path, locations, payload, *args)
+
+    monkeypatch.setattr(reading, "read_own_records", spy)
+    for out in (tmp_path / "p" / "traces.otf2", tmp_path / "p.trace"):
+        one = out.parent / ("one_" + out.name) if out.suffix == ".trace" \
+            else tmp_path / "one" / out.name
+        assert main([str(real), str(one), "--overhead", "100ns", "--in-memory",
+                     "--quiet"]) == 0
+        asked.clear()
+        assert _thread_command(tmp_path, [str(real), str(out), "--overhead", "100ns",
+                                          "--quiet"], 2) == [0, 0]
+        assert asked == [out.suffix == ".trace"] * 2
+        assert _output_bytes(out) == _output_bytes(one)
