@@ -3,21 +3,25 @@ memory per rank, rounds and values exchanged, and the replay's seconds, messages
 bytes per rank.
 
 Simulates ``stencil`` (a halo exchange every few records; cached in ``--workdir``
-as a ``.trace`` with its platform file), then runs ``compensate IN OUT --in-memory``
-and the streamed default in one process (P = 1) and ``mpiexec -n P compensate IN
-OUT`` for each P (``--mpi`` for P = 1), each in fresh processes, and prints per run:
-wall seconds (the whole command, interpreter start-up included), the speed-up
-against the one-process ``--in-memory`` run, the largest peak resident set of a
-rank (``ru_maxrss`` each rank reports at its end) and its ratio to the in-memory
-and to the streamed run, each rank's CPU seconds (user + system), each rank's
-ghost records (the summary's ``parallel``), and whether the output equals the
-one-process output byte for byte; then, per P, the replay's phase seconds of each
-rank, how often a rank had nothing to compute (``rounds``, the largest), the
+as a ``.trace``, or with ``--format otf2`` as an OTF2 archive, with its platform
+file; the outputs are in the input's format), then runs ``compensate IN OUT
+--in-memory`` and the streamed default in one process (P = 1) and ``mpiexec -n P
+compensate IN OUT`` for each P (``--mpi`` for P = 1), each in fresh processes, and
+prints per run: wall seconds (the whole command, interpreter start-up included),
+the speed-up against the one-process ``--in-memory`` run and against the streamed
+one, the largest peak resident set of a rank (``ru_maxrss`` each rank reports at
+its end) and its ratio to the in-memory and to the streamed run, each rank's CPU
+seconds (user + system), each rank's ghost records (the summary's ``parallel``),
+and whether the output equals the one-process output byte for byte (OTF2: every
+definition and event file); then, per P, the replay's phase seconds of each rank,
+how often a rank had nothing to compute (``rounds``, the largest), the
 point-to-point messages and bytes each rank sent, its collective calls and their
 bytes during the replay, and the waves (nonblocking sums) it joined.
 
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
-(``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) before and after each phase
+(``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) and the C heap in use
+(glibc's ``mallinfo2``: numpy's arrays and Python's objects that are live, not
+the freed heap the resident set still counts) before and after each phase
 of the distributed command: reading its own locations, ``complete_trace`` (the
 ghost columns), matching, the replay (``approximate``), verification (rank 0),
 writing its part (the wrappers of :func:`_probe`; Linux only).
@@ -25,7 +29,7 @@ writing its part (the wrappers of :func:`_probe`; Linux only).
 Usage::
 
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
-                                         [--phases]
+                                         [--format trace|otf2] [--phases]
 """
 
 from __future__ import annotations
@@ -54,13 +58,29 @@ def _memory() -> tuple[float, float]:
     return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
 
 
+def _in_use() -> float:
+    """MiB of the C heap in use (glibc ``mallinfo2``: arena blocks in use plus
+    mapped blocks; what the process holds live, as against the resident set,
+    which also counts freed heap not handed back); -1 where unavailable."""
+    import ctypes
+
+    from compensate.engine.stream import _MallInfo2
+    try:
+        info = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return -1.0
+    info.argtypes, info.restype = [], _MallInfo2
+    m = info()
+    return (m.uordblks + m.hblkhd) / (1 << 20)
+
+
 def _probe(log: Path) -> None:
     """Wrap the phases of the distributed command so that each appends
     ``phase rss peak`` to ``log`` when it begins and when it returns."""
-    import compensate.formats as formats
     import compensate.formats.parts as parts
     import compensate.parallel.driver as driver
     import compensate.parallel.ghosts as ghosts
+    import compensate.parallel.reading as reading
 
     def wrap(module, name: str, label: str) -> None:
         inner = getattr(module, name)
@@ -68,19 +88,19 @@ def _probe(log: Path) -> None:
         def probed(*args, **kwargs):
             rss, peak = _memory()
             with log.open("a") as f:
-                f.write(f"  before {label} {rss:.0f} {peak:.0f}\n")
+                f.write(f"  before {label} {rss:.0f} {peak:.0f} {_in_use():.0f}\n")
             out = inner(*args, **kwargs)
             rss, peak = _memory()
             with log.open("a") as f:
-                f.write(f"{label} {rss:.0f} {peak:.0f}\n")
+                f.write(f"{label} {rss:.0f} {peak:.0f} {_in_use():.0f}\n")
             return out
         setattr(module, name, probed)
 
     with log.open("a") as f:
-        f.write("start {:.0f} {:.0f}\n".format(*_memory()))
+        f.write("start {:.0f} {:.0f} {:.0f}\n".format(*_memory(), _in_use()))
     import compensate.parallel.verification as verification
 
-    wrap(formats, "read_trace", "read own locations")
+    wrap(reading, "read_own_records", "read own locations")
     wrap(ghosts, "complete_trace", "complete_trace")
     wrap(ghosts, "complete_trimmed", "complete_trimmed (trimmed ghosts)")
     wrap(driver, "match", "match")
@@ -102,22 +122,49 @@ def _child(args: list[str]) -> None:
     sys.exit(status)
 
 
-def _trace(workdir: Path, records: float) -> tuple[Path, Path]:
-    """A cached stencil trace of about ``records`` records and its platform file."""
+def _trace(workdir: Path, records: float, fmt: str = "trace") -> tuple[Path, Path]:
+    """A cached stencil trace of about ``records`` records (``fmt``: ``trace`` or
+    ``otf2``) and its platform file."""
     ranks = 16
     iterations = max(1, int(records / (ranks * 14)))
-    out = workdir / f"stencil_{ranks}x{iterations}"
-    if not (out / "measured.trace").exists():
+    out = workdir / f"stencil_{ranks}x{iterations}_{fmt}"
+    trace = out / ("measured.trace" if fmt == "trace" else "measured/traces.otf2")
+    if not trace.exists():
+        shutil.rmtree(out, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "compensate.cli.simulate", "stencil", str(out),
                         "--ranks", str(ranks), "--iterations", str(iterations),
-                        "--format", "trace"], check=True, cwd=ROOT, capture_output=True)
-    return out / "measured.trace", out / "platform.json"
+                        "--format", fmt], check=True, cwd=ROOT, capture_output=True)
+    return trace, out / "platform.json"
+
+
+def _output(workdir: Path, name: str, fmt: str) -> Path:
+    """The output path of run ``name``: a ``.trace`` file or an OTF2 anchor file in a
+    fresh directory of its own."""
+    if fmt == "trace":
+        return workdir / f"{name}.trace"
+    shutil.rmtree(workdir / name, ignore_errors=True)
+    return workdir / name / "traces.otf2"
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two outputs are equal: a ``.trace`` file byte for byte, an OTF2
+    archive's definition and event files byte for byte (the anchor file holds a
+    random trace id and the creation time)."""
+    if a.suffix == ".trace":
+        return filecmp.cmp(a, b, shallow=False)
+    files = sorted(p.relative_to(a.parent) for p in a.parent.rglob("*")
+                   if p.suffix in (".def", ".evt"))
+    other = sorted(p.relative_to(b.parent) for p in b.parent.rglob("*")
+                   if p.suffix in (".def", ".evt"))
+    return files == other and all(filecmp.cmp(a.parent / f, b.parent / f, shallow=False)
+                                  for f in files)
 
 
 def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
          extra: list[str], phases: bool = False) -> tuple[float, int, dict, list[float]]:
     peaks = Path(tempfile.mkdtemp(prefix="peaks"))
-    summary = out.with_suffix(".json")
+    summary = out.parent / (out.stem + ".json") if out.suffix == ".trace" \
+        else out.parent.with_suffix(".json")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if phases:
         env["PARALLEL_REPLAY_PHASES"] = "1"
@@ -130,10 +177,11 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
     cpu = [float(p.read_text()) for p in sorted(peaks.glob("cpu*"),
                                                 key=lambda p: int(p.name[3:]))]
     for log in sorted(peaks.glob("phases*")):
-        print(f"    rank {log.name[len('phases'):]}, MiB after each phase (resident, peak):")
+        print(f"    rank {log.name[len('phases'):]}, MiB after each phase (resident, peak, "
+              f"heap in use):")
         for line in log.read_text().splitlines():
-            label, rss, high = line.rsplit(" ", 2)
-            print(f"      {label:<20} {rss:>6} {high:>6}")
+            label, rss, high, used = line.rsplit(" ", 3)
+            print(f"      {label:<20} {rss:>6} {high:>6} {used:>6}")
     shutil.rmtree(peaks)
     return wall, peak, json.loads(summary.read_text()), cpu
 
@@ -146,22 +194,27 @@ def main() -> None:
     ap.add_argument("--records", type=float, default=1e5)
     ap.add_argument("--ranks", default="2")
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "compensate-bench"))
+    ap.add_argument("--format", choices=("trace", "otf2"), default="trace",
+                    help="the simulated trace's format (and the outputs')")
     ap.add_argument("--phases", action="store_true",
                     help="print every rank's memory after each phase (largest P)")
     a = ap.parse_args()
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    trace, platform = _trace(workdir, a.records)
-    one = workdir / "one.trace"
+    trace, platform = _trace(workdir, a.records, a.format)
+    one = _output(workdir, "one", a.format)
     wall1, peak1, s1, cpu1 = _run([], trace, platform, one, ["--in-memory"])
-    walls, peaks, _, cpus = _run([], trace, platform, workdir / "streamed.trace", [])
+    walls, peaks, _, cpus = _run([], trace, platform, _output(workdir, "streamed", a.format),
+                                 [])
     print(f"{s1['records']:,} records on {s1['locations']} locations")
-    print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'peak MiB/rank':>14} {'vs P=1':>7} "
-          f"{'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
-    print(f"{'1 in-memory':>12} {wall1:>8.2f} {1.0:>9.2f} {peak1 / 1024:>14.0f} {1.0:>7.2f} "
-          f"{peak1 / peaks:>9.2f} {max(cpu1):>11.1f} {'-':>19}  -")
-    print(f"{'1 streamed':>12} {walls:>8.2f} {wall1 / walls:>9.2f} {peaks / 1024:>14.0f} "
-          f"{peaks / peak1:>7.2f} {1.0:>9.2f} {max(cpus):>11.1f} {'-':>19}  -")
+    print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'vs stream':>9} {'peak MiB/rank':>14} "
+          f"{'vs P=1':>7} {'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
+    print(f"{'1 in-memory':>12} {wall1:>8.2f} {1.0:>9.2f} {walls / wall1:>9.2f} "
+          f"{peak1 / 1024:>14.0f} {1.0:>7.2f} {peak1 / peaks:>9.2f} {max(cpu1):>11.1f} "
+          f"{'-':>19}  -")
+    print(f"{'1 streamed':>12} {walls:>8.2f} {wall1 / walls:>9.2f} {1.0:>9.2f} "
+          f"{peaks / 1024:>14.0f} {peaks / peak1:>7.2f} {1.0:>9.2f} {max(cpus):>11.1f} "
+          f"{'-':>19}  -")
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         print("mpiexec not found (the [mpi] extra): only P = 1 measured")
@@ -169,12 +222,13 @@ def main() -> None:
     counts = [int(x) for x in a.ranks.split(",")]
     replays = []
     for p in counts:
-        out = workdir / f"p{p}.trace"
+        out = _output(workdir, f"p{p}", a.format)
         wall, peak, s, cpu = _run([mpiexec, "-n", str(p)], trace, platform, out,
                                   ["--mpi"] if p == 1 else [], a.phases and p == max(counts))
-        same = filecmp.cmp(one, out, shallow=False)
+        same = _same(one, out)
         ghosts = ",".join(str(g) for g in s["parallel"]["ghost_records"])
-        print(f"{p:>12} {wall:>8.2f} {wall1 / wall:>9.2f} {peak / 1024:>14.0f} "
+        print(f"{p:>12} {wall:>8.2f} {wall1 / wall:>9.2f} {walls / wall:>9.2f} "
+              f"{peak / 1024:>14.0f} "
               f"{peak / peak1:>7.2f} {peak / peaks:>9.2f} "
               f"{','.join(f'{c:.1f}' for c in cpu):>11} {ghosts:>19}  {'yes' if same else 'NO'}")
         replays.append((p, s["parallel"]))

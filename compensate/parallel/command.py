@@ -100,7 +100,7 @@ def run_parallel(args, make_outputs: Callable, finish: Callable) -> int:
 
 
 def read_own(path: str, transport, seconds: dict[str, float] | None = None,
-             trimmed: bool = False,
+             trimmed: bool = False, payload: bool = True,
              ) -> tuple[Trace, dict[int, int], list[int], dict | None]:
     """Every rank reads the definitions and only its own locations' records
     (docs/parallel.md, "What each rank reads"); the other locations' columns come
@@ -108,15 +108,18 @@ def read_own(path: str, transport, seconds: dict[str, float] | None = None,
     ``trimmed``, :func:`~compensate.parallel.ghosts.complete_trimmed`: of the other
     ranks' locations only what this rank reads). Returns the completed trace,
     ``{location: rank}``, this rank's locations and the trimmed ghosts' index map
-    (None without ``trimmed``).
-    Collective; a failure on any rank raises on every rank. ``seconds`` (if given)
+    (None without ``trimmed``). The records are read in bounded blocks
+    (:func:`compensate.parallel.reading.read_own_records`); ``payload=False`` (an
+    OTF2 output, which copies the records from the input) reads an OTF2 input by
+    the C path. Collective; a failure on any rank raises on every rank. ``seconds`` (if given)
     receives this rank's wall seconds of ``definitions``, ``read`` and ``ghosts``."""
     import time
 
-    from compensate.formats import location_record_counts, read_chunks, read_trace
+    from compensate.formats import location_record_counts, read_chunks
     from compensate.parallel.driver import agreed
     from compensate.parallel.ghosts import complete_trace, complete_trimmed
     from compensate.parallel.ownership import owners
+    from compensate.parallel.reading import read_own_records
 
     def definitions():  # no record read (a text trace: only its header)
         defs, chunks = read_chunks(path, payload=False, locations=[])
@@ -134,7 +137,7 @@ def read_own(path: str, transport, seconds: dict[str, float] | None = None,
     owner = owners(defs, list(defs.locations), transport.size, counts)
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
     lap("definitions")
-    own = agreed(transport, lambda: read_trace(path, mine))
+    own = agreed(transport, lambda: read_own_records(path, mine, payload))
     lap("read")
     index = None
     if trimmed:
@@ -178,6 +181,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
     import time
 
     from compensate.formats import parts
+    from compensate.formats.paths import trace_format
     from compensate.parallel.driver import RankFailed, agreed, describe, run_rank, trims
 
     status, line = 0, None
@@ -193,8 +197,10 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
         # the temporary output every rank writes its part into (rank 0 made it)
         tmp = transport.allgather(outputs.parts_tmp if outputs is not None else None)[0]
         read_seconds: dict[str, float] = {}
+        # an OTF2 output copies the records from the input: no payload objects
+        payload = trace_format(args.output) != "otf2"
         trace, owner, mine, index = read_own(args.input, transport, read_seconds,
-                                             trimmed=trims(args.bound))
+                                             trimmed=trims(args.bound), payload=payload)
         t_read = time.monotonic()
         ranked = run_rank(trace, args.platform_used, args.bound, args.collective_exit,
                           args.eager_limit, transport, strict=args.strict, owner=owner,

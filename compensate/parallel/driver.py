@@ -30,6 +30,7 @@ the others in the setup step or the wave they wait in).
 
 from __future__ import annotations
 
+import gc
 import signal
 import time
 from dataclasses import dataclass, field
@@ -252,6 +253,13 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
             transport, remapped(index, lambda: approximate(trace, plat, opts, matching, t0=t0,
                                                            exchange=exchange)),
             exchange=exchange)
+    # the engine's graph and the rules' closures refer to each other: with the
+    # command's cyclic collector paused (compensate.gcpause) they would stay until
+    # the exit, ~100 bytes a record of the view, through verification and writing.
+    # (Where the collector runs, e.g. under pytest, it frees them itself; a full
+    # collection there rescans every object of the process, ~0.1 s per rank.)
+    if not gc.isenabled():
+        gc.collect()
     lap("replay")
     after = transport.traffic.snapshot()
     replay = {"collectives": after[0] - before[0], "bytes_sent": after[1] - before[1],

@@ -381,6 +381,9 @@ class Exchange:
         and this rank receives (and drops) those it has not taken yet, so that no
         send is left waiting for its receive."""
         self.finished = True
+        # the engine's graph (its per-record arrays: ~100 bytes a record) is no longer
+        # read: the exchange outlives the replay (its counts go into the summary)
+        self._graph, self._pos = None, {}
         t = self.transport
         if drain:
             sent_me = t.alltoall_array(self._to.reshape(-1, 1))[:, 0]

@@ -163,29 +163,29 @@ def test_each_rank_reads_and_writes_only_its_own_locations(threads_case, monkeyp
     """Every rank reads the definitions and its own locations' records only (the
     selections partition the trace), writes them as its part, and the output is the
     one-process output byte for byte."""
-    import compensate.formats as formats
-    from compensate.formats import parts
+    import compensate.parallel.reading as reading
+    from compensate.formats import parts, read_trace
 
     tmp, one = threads_case
     read, written = [], []
-    real_read, real_part = formats.read_trace, parts.write_part
+    real_read, real_part = reading.read_own_records, parts.write_part
 
-    def spy_read(path, locations=None):
+    def spy_read(path, locations, *args):
         read.append(None if locations is None else sorted(locations))
-        return real_read(path, locations)
+        return real_read(path, locations, *args)
 
     def spy_part(tmp_dir, part, source, locations):
         written.append((part, sorted(locations), sorted(source.events)))
         return real_part(tmp_dir, part, source, locations)
 
-    monkeypatch.setattr(formats, "read_trace", spy_read)
+    monkeypatch.setattr(reading, "read_own_records", spy_read)
     monkeypatch.setattr(parts, "write_part", spy_part)
     out = tmp / "threads.trace"
     assert _thread_command(tmp, [str(tmp / "mixed.trace"), str(out), "--platform",
                                  str(tmp / "platform.json"), "--quiet"], 3) == [0, 0, 0]
     assert None not in read  # nobody read the whole trace
     selections = [s for s in read if s]
-    locations = sorted(real_read(tmp / "mixed.trace", []).definitions.locations)
+    locations = sorted(read_trace(tmp / "mixed.trace", []).definitions.locations)
     assert len(selections) == 3 and sorted(sum(selections, [])) == locations
     assert sorted(p for p, _, _ in written) == [0, 1, 2]
     assert all(mine == held for _, mine, held in written)  # a part holds only its own
@@ -269,3 +269,31 @@ def test_payload_bytes_counts_the_data_not_the_objects():
     from compensate.parallel.transport import payload_bytes
     assert payload_bytes((np.zeros(3, np.int64), np.zeros(2, np.float32), None)) == 32
     assert payload_bytes({"ab": [1, 2.0], 3: b"xyz"}) == 2 + 16 + 8 + 3
+
+
+def test_an_otf2_output_reads_no_payload_objects(tmp_path, monkeypatch):
+    """A rank reads an OTF2 input without payload objects (the C path) when the
+    output is OTF2, which copies the records from the input, and with them when it
+    is a .trace file; both outputs equal the one-process run's."""
+    import compensate.parallel.reading as reading
+
+    real = TRACES / "ping-pong-otf2" / "traces.otf2"
+    if not real.exists():
+        pytest.skip(f"{real} not available")
+    asked, real_read = [], reading.read_own_records
+
+    def spy(path, locations, payload=True, *args):
+        asked.append(payload)
+        return real_read(path, locations, payload, *args)
+
+    monkeypatch.setattr(reading, "read_own_records", spy)
+    for out in (tmp_path / "p" / "traces.otf2", tmp_path / "p.trace"):
+        one = out.parent / ("one_" + out.name) if out.suffix == ".trace" \
+            else tmp_path / "one" / out.name
+        assert main([str(real), str(one), "--overhead", "100ns", "--in-memory",
+                     "--quiet"]) == 0
+        asked.clear()
+        assert _thread_command(tmp_path, [str(real), str(out), "--overhead", "100ns",
+                                          "--quiet"], 2) == [0, 0]
+        assert asked == [out.suffix == ".trace"] * 2
+        assert _output_bytes(out) == _output_bytes(one)
