@@ -47,6 +47,7 @@ import numpy as np
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
+from compensate.engine.native import BUDGET, DONE, FastLoop, fast_loop
 from compensate.engine.pending import positions
 from compensate.engine.rules import Context
 from compensate.gcpause import gc_paused
@@ -190,7 +191,21 @@ class _Engine:
             # the start, so that computing them takes the wake-up path
             xch.start(g, A, cur, waiters)
             base = dict(ctx.cases)  # counters of rules_of, equal on every rank
+        # the C loop (compensate.engine.native) evaluates runs of inline receives and
+        # stops before any anchor in ``watched``: one with waiters (local, or other
+        # ranks'), which this loop computes to wake them; None: all in Python
+        fast = fast_loop(g, A, fitted) if na else None
+        if fast is not None:
+            run_fast, fast_ptr, watched = fast._fn, fast._ptr, fast.watched
+            for k in waiters:
+                watched[k] = 1
+        else:
+            run_fast = None
+            watched = bytearray(na)
         stack = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
+        if fast is not None and xch is None:  # the one-process run: scheduled in C
+            parked = self._scheduled(fast, A, cur, a_end, stack)
+            stack = []  # (so the Python loop below has nothing to do)
         a1 = a2 = m2 = clamped = 0
         evaluated = 0
         next_report = PROGRESS_EVERY
@@ -199,12 +214,17 @@ class _Engine:
                 li = stack.pop()
                 k, end = cur[li], a_end[li]
                 while k < end:
+                    if run_fast is not None and code[k] == FAST_P2P and not watched[k]:
+                        k = run_fast(fast_ptr, k, end)  # up to the next anchor Python
+                        if k == end:  # must handle (see compensate.engine.native)
+                            break
                     hp = has_prev[k]
                     if code[k] == FAST_P2P:  # R2 (R2f), eager message, inline
                         sk = s_anchor[k]
                         send_a = A[sk]
                         if send_a != send_a:  # NaN: not computed yet
                             waiters.setdefault(sk, []).append(li)
+                            watched[sk] = 1
                             parked[li] = (-1, g.f_row[k])  # a message row: named if needed
                             break
                         send_a += s_off[k]
@@ -270,6 +290,7 @@ class _Engine:
                                 break
                         if blocked:
                             waiters.setdefault(blocked[0], []).append(li)
+                            watched[blocked[0]] = 1
                             parked[li] = (blocked[1], blocked[2])
                             break
                         if hp:
@@ -307,6 +328,9 @@ class _Engine:
                     for w in woken:
                         del parked[w]
                     stack.extend(woken)
+        if fast is not None:
+            f1, f2, fm, fc = fast.counts()
+            a1, a2, m2, clamped = a1 + f1, a2 + f2, m2 + fm, clamped + fc
         cases = self.stats.p2p_cases
         cases["m1_a1"] += a1
         cases["m1_a2"] += a2
@@ -334,6 +358,65 @@ class _Engine:
         if self.progress:
             self.progress(g.total)
         return self._times(A)
+
+    def _scheduled(self, fast: FastLoop, A: array, cur: list[int], a_end: list[int],
+                   runnable: list[int]) -> dict[int, tuple[int, int]]:
+        """The loop of :meth:`run` with its scheduling in C (``cmp_schedule``,
+        :mod:`compensate.engine.native`): the C loop evaluates the inline receives,
+        parks and wakes locations, and hands every generic anchor to this loop,
+        which evaluates its rules as :meth:`run` does (or parks the location on the
+        first value they need). Updates ``cur``; returns the parked locations
+        (location position -> (location id, record), -1 and a message row for a
+        receive waiting for its send), empty unless the dependencies form a cycle."""
+        g, ctx = self.graph, self.ctx
+        has_prev, prev_s, generic, tm_at = g.has_prev, g.prev_s, g.generic, g.tm_at
+        sch = fast.scheduler(cur, a_end, runnable)
+        state, step, park, computed, cur_c = (sch.state, sch.step, sch.park, sch.computed,
+                                              sch.cur)
+        blocked_on: dict[int, tuple[int, int]] = {}
+        budget = PROGRESS_EVERY if self.progress else 1 << 62
+        while True:
+            r = step(budget)
+            if r == DONE:
+                break
+            if r == BUDGET:
+                self.progress(self._records_done(cur_c))
+                continue
+            li = state.out_li
+            k = cur_c[li]
+            rules, gap = generic[k]
+            blocked = None
+            for rule in rules:
+                for need in rule.needs:
+                    x = A[need[0]]
+                    if x != x:
+                        blocked = need
+                        break
+                if blocked:
+                    break
+            if blocked:
+                park(li, blocked[0])
+                blocked_on[li] = (blocked[1], blocked[2])
+                continue
+            hp = has_prev[k]
+            if hp:
+                prev_a = A[k - 1] + prev_s[k]
+                local = prev_a + gap
+            else:
+                local = prev_a = tm_at[k]
+            value = rules[0].value(A, local, prev_a, ctx)
+            for rule in rules[1:]:
+                value = max(value, rule.value(A, local, prev_a, ctx))
+            if hp and prev_a > value:
+                value = prev_a
+            A[k] = value
+            computed(li, k)
+        cur[:] = cur_c.tolist()
+        parked = {}
+        for li, (k, end) in enumerate(zip(cur, a_end, strict=True)):
+            if k < end:
+                parked[li] = (-1, g.f_row[k]) if g.code[k] == FAST_P2P else blocked_on[li]
+        return parked
 
     def _records_done(self, cur: list[int]) -> int:
         g = self.graph
