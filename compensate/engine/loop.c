@@ -126,13 +126,19 @@ int64_t cmp_run_fast(const cmp_loop *L, int64_t k, int64_t end)
 /* The one-process run's scheduler: runnable locations on a stack (the Python
  * loop's), each run until an anchor it cannot evaluate. A location whose send is
  * not computed yet parks on that anchor: a list through wait_head[anchor] and
- * wait_next[location], walked (every waiter pushed) when the anchor is computed. */
+ * wait_next[location], walked (every waiter pushed) when the anchor is computed.
+ * A generic anchor goes to Python once every anchor its rules need is known
+ * (needs[need_lo[k]:need_hi[k]], in the rules' order); until then its location
+ * parks on the first one that is not. */
 typedef struct {
     int64_t *cur;              /* per location: next anchor to compute */
     const int64_t *a_end;      /* per location: one past its last anchor */
     int64_t *stack;            /* runnable locations (capacity: the locations) */
     int64_t *wait_head;        /* per anchor: first location parked on it, -1 */
     int64_t *wait_next;        /* per location: next location parked on the same */
+    const int64_t *need_lo;    /* per anchor: its generic rules' needs, a range */
+    const int64_t *need_hi;    /*   of needs (empty for other anchors) */
+    const int64_t *needs;
     int64_t sp;                /* stack size */
     int64_t out_li;            /* CMP_GENERIC: the location whose anchor Python takes */
     int64_t evaluated;         /* anchors evaluated here */
@@ -153,17 +159,31 @@ int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
         int64_t li = S->stack[--S->sp];
         int64_t k = S->cur[li], end = S->a_end[li];
         for (; k < end; k++) {
+            int64_t wait = -1;  /* the anchor this one waits for, if any */
+            double send_a = 0.0;
             if (L->code[k] != FAST_P2P) {
-                S->evaluated += k - S->cur[li];
-                S->cur[li] = k;
-                S->out_li = li;
-                return CMP_GENERIC;
+                for (int64_t j = S->need_lo[k]; j < S->need_hi[k]; j++) {
+                    double v = A[S->needs[j]];
+                    if (v != v) {  /* NaN: not computed yet */
+                        wait = S->needs[j];
+                        break;
+                    }
+                }
+                if (wait < 0) {  /* everything known: Python evaluates the rules */
+                    S->evaluated += k - S->cur[li];
+                    S->cur[li] = k;
+                    S->out_li = li;
+                    return CMP_GENERIC;
+                }
+            } else {
+                int64_t sk = L->s_anchor[k];
+                send_a = A[sk];
+                if (send_a != send_a)
+                    wait = sk;
             }
-            int64_t sk = L->s_anchor[k];
-            double send_a = A[sk];
-            if (send_a != send_a) {  /* NaN: park on the send's anchor */
-                S->wait_next[li] = S->wait_head[sk];
-                S->wait_head[sk] = li;
+            if (wait >= 0) {  /* park on that anchor */
+                S->wait_next[li] = S->wait_head[wait];
+                S->wait_head[wait] = li;
                 break;
             }
             A[k] = fast_value(L, k, send_a, L->cnt);

@@ -55,7 +55,8 @@ class _Sched(ctypes.Structure):
     """``cmp_sched`` of loop.c: the scheduler's state (arrays shared with Python)."""
 
     _fields_ = [(name, ctypes.c_void_p) for name in (
-        "cur", "a_end", "stack", "wait_head", "wait_next")] + [
+        "cur", "a_end", "stack", "wait_head", "wait_next", "need_lo", "need_hi",
+        "needs")] + [
         (name, ctypes.c_int64) for name in ("sp", "out_li", "evaluated")]
 
 
@@ -122,10 +123,12 @@ class FastLoop:
         returns the first anchor it did not evaluate."""
         return self._fn(self._ptr, k, end)
 
-    def scheduler(self, cur: list[int], a_end: list[int], runnable: list[int]) -> Scheduler:
+    def scheduler(self, cur: list[int], a_end: list[int], runnable: list[int],
+                  generic: dict[int, tuple]) -> Scheduler:
         """A :class:`Scheduler` over these anchors: locations ``runnable`` on the
-        stack (the last one runs first), each from anchor ``cur[li]``."""
-        return Scheduler(self, cur, a_end, runnable)
+        stack (the last one runs first), each from anchor ``cur[li]``; ``generic``
+        the graph's generic anchors (anchor -> (rules, gap))."""
+        return Scheduler(self, cur, a_end, runnable, generic)
 
     def counts(self) -> tuple[int, int, int, int]:
         c = self._cnt
@@ -136,18 +139,20 @@ class Scheduler:
     """``cmp_schedule``'s state: per location the next anchor (``cur``), the stack of
     runnable locations, and the locations parked on each anchor (a list through
     ``wait_head[anchor]`` and ``wait_next[location]``). :meth:`step` runs until a
-    generic anchor (Python evaluates it, then :meth:`park` or :meth:`computed`),
-    nothing is runnable or ``budget`` anchors were evaluated."""
+    generic anchor whose needs are all known (Python evaluates its rules, then
+    :meth:`computed`), nothing is runnable or ``budget`` anchors were evaluated."""
 
     def __init__(self, loop: FastLoop, cur: list[int], a_end: list[int],
-                 runnable: list[int]) -> None:
+                 runnable: list[int], generic: dict[int, tuple]) -> None:
         n, na = len(cur), len(loop.watched)
         self.cur = array("q", cur)
         self._a_end = array("q", a_end)
         self._stack = array("q", runnable) + array("q", bytes(8 * (n - len(runnable))))
         self._wait_head = array("q", [-1]) * na
         self._wait_next = array("q", [-1]) * max(n, 1)
-        self._keep = (self.cur, self._a_end, self._stack, self._wait_head, self._wait_next)
+        lo, hi, needs = _needs(generic, na)
+        self._keep = (self.cur, self._a_end, self._stack, self._wait_head, self._wait_next,
+                      lo, hi, needs)
         self.state = _Sched(*(a.buffer_info()[0] for a in self._keep), len(runnable), -1, 0)
         self._args = (loop._ptr, ctypes.addressof(self.state))
         self._fn = loop._sched
@@ -156,11 +161,6 @@ class Scheduler:
         """Run; :data:`DONE`, :data:`GENERIC` (anchor ``cur[state.out_li]``, that
         location off the stack) or :data:`BUDGET`."""
         return self._fn(*self._args, budget)
-
-    def park(self, li: int, anchor: int) -> None:
-        """Location ``li`` waits for ``anchor`` (not computed yet)."""
-        self._wait_next[li] = self._wait_head[anchor]
-        self._wait_head[anchor] = li
 
     def computed(self, li: int, k: int) -> None:
         """Python computed anchor ``k`` of location ``li``: wake its waiters, and
@@ -178,6 +178,32 @@ class Scheduler:
         st.sp = sp + 1
         st.evaluated += 1
         self.cur[li] = k + 1
+
+
+def _needs(generic: dict[int, tuple], na: int) -> tuple[array, array, array]:
+    """The anchors each generic anchor's rules need, in the rules' order, as one
+    flat array and a range per anchor (``lo``, ``hi``; empty for other anchors).
+    A needs list shared by several anchors (the members of a collective instance,
+    ``kinds.SharedNeeds``) is laid out once."""
+    lo, hi = array("q", bytes(8 * na)), array("q", bytes(8 * na))
+    flat = array("q")
+    shared: dict[int, tuple[int, int]] = {}
+    for k, (rules, _) in generic.items():
+        if len(rules) == 1:
+            needs = rules[0].needs
+            span = shared.get(id(needs))
+            if span is None:
+                n = len(flat)
+                flat.extend([need[0] for need in needs])
+                span = shared[id(needs)] = (n, len(flat))
+            lo[k], hi[k] = span
+        else:
+            lo[k] = len(flat)
+            flat.extend([need[0] for rule in rules for need in rule.needs])
+            hi[k] = len(flat)
+    if not flat:
+        flat.append(0)  # (a valid address)
+    return lo, hi, flat
 
 
 def fast_loop(g: Any, A: array, fitted: bool) -> FastLoop | None:

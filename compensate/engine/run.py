@@ -363,17 +363,15 @@ class _Engine:
                    runnable: list[int]) -> dict[int, tuple[int, int]]:
         """The loop of :meth:`run` with its scheduling in C (``cmp_schedule``,
         :mod:`compensate.engine.native`): the C loop evaluates the inline receives,
-        parks and wakes locations, and hands every generic anchor to this loop,
-        which evaluates its rules as :meth:`run` does (or parks the location on the
-        first value they need). Updates ``cur``; returns the parked locations
-        (location position -> (location id, record), -1 and a message row for a
-        receive waiting for its send), empty unless the dependencies form a cycle."""
+        parks and wakes locations, and hands every generic anchor whose needs are
+        all known to this loop, which evaluates its rules as :meth:`run` does.
+        Updates ``cur``; returns the parked locations (location position ->
+        (location id, record), -1 and a message row for a receive waiting for its
+        send), empty unless the dependencies form a cycle."""
         g, ctx = self.graph, self.ctx
         has_prev, prev_s, generic, tm_at = g.has_prev, g.prev_s, g.generic, g.tm_at
-        sch = fast.scheduler(cur, a_end, runnable)
-        state, step, park, computed, cur_c = (sch.state, sch.step, sch.park, sch.computed,
-                                              sch.cur)
-        blocked_on: dict[int, tuple[int, int]] = {}
+        sch = fast.scheduler(cur, a_end, runnable, generic)
+        state, step, computed, cur_c = sch.state, sch.step, sch.computed, sch.cur
         budget = PROGRESS_EVERY if self.progress else 1 << 62
         while True:
             r = step(budget)
@@ -385,21 +383,7 @@ class _Engine:
             li = state.out_li
             k = cur_c[li]
             rules, gap = generic[k]
-            blocked = None
-            for rule in rules:
-                for need in rule.needs:
-                    x = A[need[0]]
-                    if x != x:
-                        blocked = need
-                        break
-                if blocked:
-                    break
-            if blocked:
-                park(li, blocked[0])
-                blocked_on[li] = (blocked[1], blocked[2])
-                continue
-            hp = has_prev[k]
-            if hp:
+            if has_prev[k]:
                 prev_a = A[k - 1] + prev_s[k]
                 local = prev_a + gap
             else:
@@ -407,15 +391,20 @@ class _Engine:
             value = rules[0].value(A, local, prev_a, ctx)
             for rule in rules[1:]:
                 value = max(value, rule.value(A, local, prev_a, ctx))
-            if hp and prev_a > value:
+            if has_prev[k] and prev_a > value:
                 value = prev_a
             A[k] = value
             computed(li, k)
         cur[:] = cur_c.tolist()
         parked = {}
         for li, (k, end) in enumerate(zip(cur, a_end, strict=True)):
-            if k < end:
-                parked[li] = (-1, g.f_row[k]) if g.code[k] == FAST_P2P else blocked_on[li]
+            if k < end:  # waits for the first value its rules need that is unknown
+                if g.code[k] == FAST_P2P:
+                    parked[li] = (-1, g.f_row[k])
+                else:
+                    need = next(need for rule in generic[k][0] for need in rule.needs
+                                if math.isnan(A[need[0]]))
+                    parked[li] = (need[1], need[2])
         return parked
 
     def _records_done(self, cur: list[int]) -> int:

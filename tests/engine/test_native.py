@@ -13,7 +13,21 @@ from compensate.engine import run as engine_run
 from compensate.engine.fit import fit_network
 from compensate.engine.run import approximate
 from compensate.matching import match
-from compensate.model import TraceError
+from compensate.model import (
+    COLL_BEGIN,
+    COLL_END,
+    COLLECTIVE_OPS,
+    ENTER,
+    LEAVE,
+    RECV,
+    SEND,
+    Comm,
+    Definitions,
+    Location,
+    RowBuilder,
+    Trace,
+    TraceError,
+)
 from compensate.platform import Platform
 from compensate.simulate import Network, simulate
 
@@ -88,9 +102,36 @@ def test_the_c_loop_computes_what_the_python_loop_computes(cases, monkeypatch, b
     assert all(seen.values()), seen  # every branch of the inline receive was taken
 
 
-def test_a_cycle_is_named_the_same_by_both_loops(monkeypatch):
-    """Locations left parked: the same one-line error, naming the first of them."""
-    args = (_cycle_trace(), Platform(0.0), EngineOptions(), match(_cycle_trace()))
+def _barrier_cycle() -> Trace:
+    """Location 0 passes a barrier, then sends; location 1 receives that message
+    before it enters the barrier: the barrier's end on 0 can never be computed."""
+    rows = [RowBuilder(), RowBuilder()]
+    rows[0].add(10, ENTER, region=0)
+    rows[0].add(20, COLL_BEGIN)
+    rows[0].add(30, COLL_END, comm=0, size=0, size_recv=0, op=COLLECTIVE_OPS["BARRIER"])
+    rows[0].add(40, LEAVE, region=0)
+    rows[0].add(50, ENTER, region=1)
+    rows[0].add(60, SEND, peer=1, comm=0, tag=0, size=8)
+    rows[0].add(70, LEAVE, region=1)
+    rows[1].add(10, ENTER, region=2)
+    rows[1].add(20, RECV, peer=0, comm=0, tag=0, size=8)
+    rows[1].add(30, LEAVE, region=2)
+    rows[1].add(40, ENTER, region=0)
+    rows[1].add(50, COLL_BEGIN)
+    rows[1].add(60, COLL_END, comm=0, size=0, size_recv=0, op=COLLECTIVE_OPS["BARRIER"])
+    rows[1].add(70, LEAVE, region=0)
+    defs = Definitions(timer_resolution=10**9,
+                       locations={i: Location(i, f"rank {i}", i) for i in (0, 1)},
+                       regions={0: "MPI_Barrier", 1: "MPI_Send", 2: "MPI_Recv"},
+                       comms={0: Comm(0, "MPI_COMM_WORLD", (0, 1))})
+    return Trace(defs, {i: b.build() for i, b in enumerate(rows)}, "<cycle>")
+
+
+@pytest.mark.parametrize("trace", [_cycle_trace, _barrier_cycle])
+def test_a_cycle_is_named_the_same_by_both_loops(monkeypatch, trace):
+    """Locations left parked (on a send, or on a value a collective needs): the
+    same one-line error, naming the first of them."""
+    args = (trace(), Platform(0.0), EngineOptions(), match(trace()))
     with pytest.raises(TraceError) as c_err:
         approximate(*args)
     with pytest.raises(TraceError) as py_err:
