@@ -19,6 +19,12 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
 * The common rule, an eager point-to-point receive (R2, R2f under the fitted
   bound), is evaluated inline from per-message lists precomputed with numpy;
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
+* The loop runs in C where a C compiler is at hand (:mod:`compensate.engine.native`,
+  ``loop.c``): in the one-process run the stack, parking, waking and the inline
+  receives, with the same double operations in the same order (the same values
+  bit for bit); each generic anchor comes back here once its needs are known
+  (:meth:`_Engine._scheduled`). Otherwise, and for the distributed run, the Python
+  loop of :meth:`_Engine.run`, which hands runs of inline receives to C if it can.
 
 * Distributed (``approximate(..., exchange=...)``, docs/parallel.md): the
   locations other ranks own are ghosts, never evaluated: their only anchors are
