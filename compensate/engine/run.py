@@ -19,6 +19,12 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
 * The common rule, an eager point-to-point receive (R2, R2f under the fitted
   bound), is evaluated inline from per-message lists precomputed with numpy;
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
+* The loop runs in C where a C compiler is at hand (:mod:`compensate.engine.native`,
+  ``loop.c``): in the one-process run the stack, parking, waking and the inline
+  receives, with the same double operations in the same order (the same values
+  bit for bit); each generic anchor comes back here once its needs are known
+  (:meth:`_Engine._scheduled`). Otherwise, and for the distributed run, the Python
+  loop of :meth:`_Engine.run`, which hands runs of inline receives to C if it can.
 
 * Distributed (``approximate(..., exchange=...)``, docs/parallel.md): the
   locations other ranks own are ghosts, never evaluated: their only anchors are
@@ -47,6 +53,7 @@ import numpy as np
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
+from compensate.engine.native import BUDGET, DONE, FastLoop, fast_loop
 from compensate.engine.pending import positions
 from compensate.engine.rules import Context
 from compensate.gcpause import gc_paused
@@ -190,7 +197,21 @@ class _Engine:
             # the start, so that computing them takes the wake-up path
             xch.start(g, A, cur, waiters)
             base = dict(ctx.cases)  # counters of rules_of, equal on every rank
+        # the C loop (compensate.engine.native) evaluates runs of inline receives and
+        # stops before any anchor in ``watched``: one with waiters (local, or other
+        # ranks'), which this loop computes to wake them; None: all in Python
+        fast = fast_loop(g, A, fitted) if na else None
+        if fast is not None:
+            run_fast, fast_ptr, watched = fast._fn, fast._ptr, fast.watched
+            for k in waiters:
+                watched[k] = 1
+        else:
+            run_fast = None
+            watched = bytearray(na)
         stack = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
+        if fast is not None and xch is None:  # the one-process run: scheduled in C
+            parked = self._scheduled(fast, A, cur, a_end, stack)
+            stack = []  # (so the Python loop below has nothing to do)
         a1 = a2 = m2 = clamped = 0
         evaluated = 0
         next_report = PROGRESS_EVERY
@@ -199,12 +220,17 @@ class _Engine:
                 li = stack.pop()
                 k, end = cur[li], a_end[li]
                 while k < end:
+                    if run_fast is not None and code[k] == FAST_P2P and not watched[k]:
+                        k = run_fast(fast_ptr, k, end)  # up to the next anchor Python
+                        if k == end:  # must handle (see compensate.engine.native)
+                            break
                     hp = has_prev[k]
                     if code[k] == FAST_P2P:  # R2 (R2f), eager message, inline
                         sk = s_anchor[k]
                         send_a = A[sk]
                         if send_a != send_a:  # NaN: not computed yet
                             waiters.setdefault(sk, []).append(li)
+                            watched[sk] = 1
                             parked[li] = (-1, g.f_row[k])  # a message row: named if needed
                             break
                         send_a += s_off[k]
@@ -270,6 +296,7 @@ class _Engine:
                                 break
                         if blocked:
                             waiters.setdefault(blocked[0], []).append(li)
+                            watched[blocked[0]] = 1
                             parked[li] = (blocked[1], blocked[2])
                             break
                         if hp:
@@ -307,6 +334,9 @@ class _Engine:
                     for w in woken:
                         del parked[w]
                     stack.extend(woken)
+        if fast is not None:
+            f1, f2, fm, fc = fast.counts()
+            a1, a2, m2, clamped = a1 + f1, a2 + f2, m2 + fm, clamped + fc
         cases = self.stats.p2p_cases
         cases["m1_a1"] += a1
         cases["m1_a2"] += a2
@@ -334,6 +364,54 @@ class _Engine:
         if self.progress:
             self.progress(g.total)
         return self._times(A)
+
+    def _scheduled(self, fast: FastLoop, A: array, cur: list[int], a_end: list[int],
+                   runnable: list[int]) -> dict[int, tuple[int, int]]:
+        """The loop of :meth:`run` with its scheduling in C (``cmp_schedule``,
+        :mod:`compensate.engine.native`): the C loop evaluates the inline receives,
+        parks and wakes locations, and hands every generic anchor whose needs are
+        all known to this loop, which evaluates its rules as :meth:`run` does.
+        Updates ``cur``; returns the parked locations (location position ->
+        (location id, record), -1 and a message row for a receive waiting for its
+        send), empty unless the dependencies form a cycle."""
+        g, ctx = self.graph, self.ctx
+        has_prev, prev_s, generic, tm_at = g.has_prev, g.prev_s, g.generic, g.tm_at
+        sch = fast.scheduler(cur, a_end, runnable, generic)
+        state, step, computed, cur_c = sch.state, sch.step, sch.computed, sch.cur
+        budget = PROGRESS_EVERY if self.progress else 1 << 62
+        while True:
+            r = step(budget)
+            if r == DONE:
+                break
+            if r == BUDGET:
+                self.progress(self._records_done(cur_c))
+                continue
+            li = state.out_li
+            k = cur_c[li]
+            rules, gap = generic[k]
+            if has_prev[k]:
+                prev_a = A[k - 1] + prev_s[k]
+                local = prev_a + gap
+            else:
+                local = prev_a = tm_at[k]
+            value = rules[0].value(A, local, prev_a, ctx)
+            for rule in rules[1:]:
+                value = max(value, rule.value(A, local, prev_a, ctx))
+            if has_prev[k] and prev_a > value:
+                value = prev_a
+            A[k] = value
+            computed(li, k)
+        cur[:] = cur_c.tolist()
+        parked = {}
+        for li, (k, end) in enumerate(zip(cur, a_end, strict=True)):
+            if k < end:  # waits for the first value its rules need that is unknown
+                if g.code[k] == FAST_P2P:
+                    parked[li] = (-1, g.f_row[k])
+                else:
+                    need = next(need for rule in generic[k][0] for need in rule.needs
+                                if math.isnan(A[need[0]]))
+                    parked[li] = (need[1], need[2])
+        return parked
 
     def _records_done(self, cur: list[int]) -> int:
         g = self.graph

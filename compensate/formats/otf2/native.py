@@ -43,8 +43,8 @@ fit pass of ``--bound fitted``; a text output needs every record's fields, and
 ``COMPENSATE_NATIVE=0`` forces the ``otf2`` package everywhere.
 
 Building: the C file is compiled on first use with the system C compiler
-(``$CC``, default ``cc``) into a per-user cache (:mod:`~compensate.formats.otf2.
-nativebuild`: ``$COMPENSATE_CACHE``, default ``~/.cache/compensate``), keyed by
+(``$CC``, default ``cc``) into a per-user cache (:mod:`compensate.nativebuild`:
+``$COMPENSATE_CACHE``, default ``~/.cache/compensate``), keyed by
 the source's digest, and loaded with ctypes.
 It needs no Python or OTF2 headers: it finds every OTF2 function with ``dlsym``
 in the ``otf2`` package's own ``_otf2`` extension, the library instance Python
@@ -64,7 +64,6 @@ import numpy as np
 
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
-from compensate.formats.otf2.nativebuild import SubprocessError, compiled
 from compensate.formats.otf2.nativerecords import Partitioned, rma_aliases
 from compensate.model import (
     COLUMNS,
@@ -75,6 +74,7 @@ from compensate.model import (
     Events,
     TraceError,
 )
+from compensate.nativebuild import SubprocessError, compiled
 
 __all__ = ["COLUMN_KINDS", "NATIVE", "NativeChunks", "NativeCopier", "NativeFields",
            "available"]

@@ -16,13 +16,13 @@ import otf2.events as E
 import pytest
 from otf2.enums import GroupType, Paradigm, ParameterType, Type
 
+from compensate import nativebuild
 from compensate.cli import main
 from compensate.formats import partitioned, read_trace, write_trace
 from compensate.formats.otf2 import (
     Otf2Chunks,
     Otf2EventWriter,
     native,
-    nativebuild,
     nativerecords,
     read_otf2_chunks,
 )

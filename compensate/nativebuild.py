@@ -1,14 +1,21 @@
-"""Building the OTF2 C path's shared library on first use (issue #18).
+"""Building the C halves of compensate on first use (issue #18).
 
-:mod:`compensate.formats.otf2.native` compiles its C file with the system C
-compiler (``$CC``, default ``cc``; nothing else is assumed on a fresh machine)
-into a per-user cache, ``$COMPENSATE_CACHE``, else ``$XDG_CACHE_HOME/compensate``,
-else ``~/.cache/compensate``; if that cannot be written, into
-``<tmp>/compensate-<uid>``, used only if it is this user's own directory and
-writable by nobody else. The file name carries the source's digest and the
-machine, so a changed source is rebuilt and never mixed up. Processes compiling
-at the same time each write a temporary file in the cache and rename it onto the
-name: the rename is atomic, so every reader loads a whole library.
+Two C files are compiled this way: the OTF2 C path's
+(:mod:`compensate.formats.otf2.native`, ``native.c``) and the engine's anchor
+loop (:mod:`compensate.engine.native`, ``loop.c``). Each is compiled with the
+system C compiler (``$CC``, default ``cc``; nothing else is assumed on a fresh
+machine) into a per-user cache, ``$COMPENSATE_CACHE``, else
+``$XDG_CACHE_HOME/compensate``, else ``~/.cache/compensate``; if that cannot be
+written, into ``<tmp>/compensate-<uid>``, used only if it is this user's own
+directory and writable by nobody else. The file name carries the digest of the
+source and of the compiler flags, and the machine, so a changed source is rebuilt
+and never mixed up. Processes compiling at the same time each write a temporary
+file in the cache and rename it onto the name: the rename is atomic, so every
+reader loads a whole library.
+
+The flags keep IEEE double arithmetic as written (:data:`FLAGS`: no
+``-ffast-math``, no contraction of ``a * b + c`` into one fused multiply-add), so
+the engine's C loop computes the same doubles as its Python twin.
 """
 
 from __future__ import annotations
@@ -24,7 +31,11 @@ from pathlib import Path
 
 SubprocessError = subprocess.SubprocessError
 
-__all__ = ["SubprocessError", "compiled"]
+__all__ = ["FLAGS", "SubprocessError", "compiled"]
+
+#: Compiler flags of every build (part of the library's name): optimised, position
+#: independent, floating-point operations exactly as written.
+FLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC")
 
 
 def _cache_dir() -> Path:
@@ -43,7 +54,7 @@ def _build(source: bytes, target: Path) -> None:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        run = subprocess.run([*cc, "-O2", "-shared", "-fPIC", "-o", tmp, "-x", "c", "-",
+        run = subprocess.run([*cc, *FLAGS, "-o", tmp, "-x", "c", "-",
                               "-ldl"], input=source, capture_output=True, timeout=300)
         if run.returncode:
             err = run.stderr.decode(errors="replace").strip().splitlines()
@@ -72,7 +83,7 @@ def _usable_dir(path: Path, private: bool) -> bool:
 def compiled(source: bytes, stem: str) -> Path:
     """The shared library built from the C ``source`` (built on first use; module
     docstring). OSError or SubprocessError if it cannot be built."""
-    digest = hashlib.sha256(source).hexdigest()[:16]
+    digest = hashlib.sha256(source + " ".join(FLAGS).encode()).hexdigest()[:16]
     name = f"{stem}-{digest}-{platform.machine()}.so"
     target = _cache_dir() / name
     if not target.exists():
