@@ -395,3 +395,27 @@ def test_the_copy_is_made_at_close_location_after_location(archives, tmp_path, m
                            [("copy", ref)] * log.count(("copy", ref)) +
                            [("close", ref), ("release", ref)]]
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_a_full_disk_while_spooling_is_a_one_line_error(archives, tmp_path, monkeypatch):
+    """The spool lives next to the output: no space for it is the output's
+    one-line TraceError, not a traceback."""
+    import errno
+
+    from compensate.formats.otf2 import spool
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(spool.os, "pwrite", full)
+    defs, _, chunks = _chunks(archives[-1], None, payload=False)
+    loc, ev = next(iter(chunks[0].items()))
+    out = tmp_path / "o" / "traces.otf2"
+    writer = Otf2EventWriter(str(out), defs)
+    try:
+        with pytest.raises(TraceError, match=r"traces.otf2: cannot write OTF2 archive: .*"
+                                             r"No space left on device") as info:
+            writer.write(loc, ev)
+        assert "\n" not in str(info.value)
+    finally:
+        writer.abandon()
