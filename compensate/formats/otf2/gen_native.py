@@ -345,7 +345,8 @@ static int set_local(void* cb) {
 }
 
 /* ---- an open input archive: all locations selected, local definitions read,
- * one local event reader per location (pass 2) or the global reader (pass 1) ---- */
+ * a local event reader per location taken on demand (pass 2) or the global
+ * reader (pass 1) ---- */
 typedef struct {
     void* reader;
     void* global;            /* OTF2_GlobalEvtReader*, pass 1 */
@@ -409,7 +410,10 @@ Input* cmp_open(const char* path, const uint64_t* locs, uint64_t nlocs, int glob
                 p_Reader_CloseDefReader(in->reader, dr);
             }
         }
-        in->evt[k] = p_Reader_GetEvtReader(in->reader, locs[k]);
+        /* pass 2 takes a location's local reader on its first copy (cmp_copy)
+         * and hands it back when done (cmp_release), so that it holds the read
+         * chunks of one location at a time, not of all */
+        if (global) in->evt[k] = p_Reader_GetEvtReader(in->reader, locs[k]);
     }
     if (def_files) p_Reader_CloseDefFiles(in->reader);
     if (global) {
@@ -446,10 +450,22 @@ int cmp_read(Input* in, Pass1* c) {
 int cmp_copy(Input* in, uint64_t k, Pass2* c) {
     uint64_t nread = 0;
     c->i = 0; c->mismatch = -1; c->rc = 0;
-    if (k >= in->nlocs || !in->evt[k]) return -6;
+    if (k >= in->nlocs || !in->evt) return -6;
+    if (!in->evt[k] && !(in->evt[k] = p_Reader_GetEvtReader(in->reader, in->locs[k])))
+        return -6;
     int rc = p_Reader_RegisterEvtCallbacks(in->reader, in->evt[k], in->callbacks, c);
     if (rc) return rc;
     return p_Reader_ReadLocalEvents(in->reader, in->evt[k], c->n, &nread);
+}
+
+/* Pass 2: close the local reader of location ``k`` (its read chunks are freed);
+ * a later cmp_copy of ``k`` would start again at its first record. Returns 0 or
+ * an OTF2 error code. */
+int cmp_release(Input* in, uint64_t k) {
+    if (k >= in->nlocs || !in->evt || !in->evt[k]) return 0;
+    int rc = p_Reader_CloseEvtReader(in->reader, in->evt[k]);
+    in->evt[k] = 0;
+    return rc;
 }
 """
 

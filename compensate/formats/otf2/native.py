@@ -18,8 +18,11 @@ Python call per record:
   the record's arguments, which the C callback keeps for those kinds only.
 * **Pass 2, writing** (:class:`NativeCopier`, used by
   :class:`~compensate.formats.otf2.write.Otf2EventWriter`): the input is read
-  again, location by location with the library's local event readers, in step
-  with the engine's segments; each record goes with the same arguments and
+  again with the library's local event readers, one location after the other
+  when the output is closed (the compensated columns wait in a temporary file
+  until then, :mod:`compensate.formats.otf2.spool`, so that the library holds
+  one location's read and write buffers, not every location's); each record
+  goes with the same arguments and
   attribute list to the matching ``OTF2_EvtWriter_<Kind>``, its timestamp taken
   from the compensated time column by position (BufferFlush's stop time from
   ``size``); a record whose kind differs from the column's is an error naming it.
@@ -151,6 +154,7 @@ class _Library:
         dll.cmp_close.restype = None
         dll.cmp_read.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Pass1)]
         dll.cmp_copy.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(_Pass2)]
+        dll.cmp_release.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
         dll.cmp_kind_name.restype = ctypes.c_char_p
         n = dll.cmp_nkinds()
         self.names = [dll.cmp_kind_name(i).decode() for i in range(n)]
@@ -501,8 +505,10 @@ class NativeChunks(ChunkIterator):
 
 
 class NativeCopier:
-    """Pass 2: copies an input archive's records, location by location and chunk
-    by chunk, to OTF2 event writers with new timestamps (module docstring)."""
+    """Pass 2: copies an input archive's records, location by location and block
+    by block, to OTF2 event writers with new timestamps (module docstring). A
+    location's local reader is opened on its first copy and closed by
+    :meth:`release`."""
 
     def __init__(self, path: str, location_order: tuple[int, ...]) -> None:
         self.path = path
@@ -518,17 +524,23 @@ class NativeCopier:
         """Write ``ev`` (records ``base`` on of location ``ref`` of the input) to the
         OTF2 event writer ``writer_handle``; TraceError naming the record if the
         input's record is not of the kind ``ev`` says or the input has fewer."""
+        self.copy_columns(ref, writer_handle, ev.time, ev.size, ev.kind, base, out)
+
+    def copy_columns(self, ref: int, writer_handle: int, time: np.ndarray, size: np.ndarray,
+                     kind: np.ndarray, base: int, out: str) -> None:
+        """:meth:`copy` from the three columns it reads: ``time``, ``size`` (the stop
+        time of a BufferFlush, read for those records only) and ``kind``."""
         if self._handle is None:
             self._handle = _open(self._lib, self.path, self._locs, False)
         k = self._index.get(int(ref))
         if k is None:
             raise TraceError("location is not in the input archive", source=out, location=ref)
-        times = np.ascontiguousarray(ev.time, np.int64)
-        stops = np.ascontiguousarray(ev.size, np.int64)
-        kinds = np.ascontiguousarray(ev.kind, np.int16)
+        times = np.ascontiguousarray(time, np.int64)
+        stops = np.ascontiguousarray(size, np.int64)
+        kinds = np.ascontiguousarray(kind, np.int16)
         p2 = _Pass2(writer=writer_handle, times=times.ctypes.data_as(_i64p),
                     stops=stops.ctypes.data_as(_i64p), kinds=kinds.ctypes.data_as(_i16p),
-                    n=len(ev), origin=self._lib.origin.ctypes.data_as(_i16p))
+                    n=len(times), origin=self._lib.origin.ctypes.data_as(_i16p))
         rc = self._lib.dll.cmp_copy(self._handle, k, ctypes.byref(p2))
         if rc == _INTERRUPTED and p2.rc:
             _raise(p2.rc, out, "cannot write OTF2 archive")
@@ -540,9 +552,19 @@ class NativeCopier:
                              index=base + p2.i)
         if rc:
             _raise(rc, self.path, "cannot read OTF2 archive")
-        if p2.i < len(ev):
+        if p2.i < len(times):
             raise TraceError("more records than the input archive has", source=out,
                              location=ref, index=base + p2.i)
+
+    def release(self, ref: int) -> None:
+        """Close location ``ref``'s local reader (its read chunks are freed): call
+        when every record of ``ref`` is copied (a later copy would start again at
+        its first record)."""
+        k = self._index.get(int(ref))
+        if self._handle is not None and k is not None:
+            rc = self._lib.dll.cmp_release(self._handle, k)
+            if rc:
+                _raise(rc, self.path, "cannot read OTF2 archive")
 
     def close(self) -> None:
         handle, self._handle = self._handle, None

@@ -249,9 +249,14 @@ class _EventWriter(otf2.event_writer.EventWriter):
         location._number_of_events_written = 0
 
     def close(self) -> None:
+        """Close the location's event and local definition writers (once: the
+        archive's close calls it again for a writer closed before)."""
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return
         self._def_handle = _otf2.Archive_GetDefWriter(self._archive._handle, self._location._ref)
         _otf2.Archive_CloseDefWriter(self._archive._handle, self._def_handle)
-        _otf2.Archive_CloseEvtWriter(self._archive._handle, self._handle)
+        _otf2.Archive_CloseEvtWriter(self._archive._handle, handle)
 
 
 class _ArchiveWriter(otf2.writer.Writer):
@@ -602,6 +607,11 @@ class Otf2EventWriter:
     ``write(loc, events)`` appends records to location ``loc`` (calls for
     different locations may interleave); records go to the location's OTF2 event
     writer at once, so memory stays bounded by the OTF2 library's buffers.
+    Records read by the C path are the exception: their columns wait in a
+    temporary file (:mod:`~compensate.formats.otf2.spool`) and the C path copies
+    them from the input when the archive is closed, one location after the other,
+    each location's event writer closed before the next is opened (the library's
+    per-location buffers are then held for one location, not all).
     ``close()`` writes the definitions (with the event counts and time range of
     what was written) and finishes the archive; ``abandon()`` releases it after
     a failure without finishing it (the caller removes the files). The archive
@@ -632,6 +642,7 @@ class Otf2EventWriter:
         self._selection = None if locations is None else tuple(int(r) for r in locations)
         self._writer: _ArchiveWriter | None = None
         self._copier: Any = None  # native.NativeCopier for records read by the C path
+        self._spool: Any = None  # spool.ColumnSpool: what the copier copies at close
         if meta is not None and meta.native_source is not None and self._selection != ():
             from compensate.formats.otf2.native import NativeCopier
             mine = meta.location_order if self._selection is None else tuple(
@@ -674,7 +685,10 @@ class Otf2EventWriter:
             self.abandon()
             raise
 
-    def _location(self, ref: int) -> list[Any]:
+    def _location(self, ref: int, writer: bool = True) -> list[Any]:
+        """[event writer, records written, last time written] of location ``ref``;
+        the event writer is opened here unless ``writer`` is False (None until
+        :meth:`_event_writer`)."""
         state = self._locations.get(ref)
         if state is None:
             if not _has_ref(self.registry.locations, ref):
@@ -683,9 +697,16 @@ class Otf2EventWriter:
             if self._selection is not None and ref not in self._selection:
                 raise TraceError("location is not among those this writer writes",
                                  source=self.path, location=ref)
-            ew = self._writer.event_writer_from_location(self.registry.locations[ref])
-            state = self._locations[ref] = [ew, 0, -1]
+            state = self._locations[ref] = [None, 0, -1]
+        if writer:
+            self._event_writer(ref)
         return state
+
+    def _event_writer(self, ref: int) -> Any:
+        state = self._locations[ref]
+        if state[0] is None:
+            state[0] = self._writer.event_writer_from_location(self.registry.locations[ref])
+        return state[0]
 
     def write(self, ref: int, ev: Events) -> None:
         """Append ``ev`` (times from its columns, BufferFlush stop times from
@@ -694,24 +715,44 @@ class Otf2EventWriter:
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
         with _library_call(self.path, "cannot write OTF2 archive", "otf2-write"):
-            state = self._location(ref)
-            ew, base, previous = state
+            spooled = self._copier is not None and bool(len(ev)) and _native_payloads(ev)
+            state = self._location(ref, writer=not spooled)
+            base, previous = state[1], state[2]
             _check_location_times(ev, self.path, ref, base, previous)
+            if spooled:
+                # records read by the C path: copied from the input by the C path when
+                # the archive is closed, location after location (spool.py: why)
+                if self._spool is None:
+                    from compensate.formats.otf2.spool import ColumnSpool
+                    self._spool = ColumnSpool(os.path.dirname(self.path))
+                self._spool.add(ref, ev.time, ev.size, ev.kind, base)
+                self._writer._update_timestamps(int(ev.time[0]))
+                self._writer._update_timestamps(int(ev.time[-1]))
+            elif len(ev):
+                self._copy_spooled(ref)  # what came before, first
+                self._write_records(ref, state[0], ev, base)
             if len(ev):
-                self._write_records(ref, ew, ev, base)
                 state[1] = base + len(ev)
                 state[2] = int(ev.time[-1])
 
+    def _copy_spooled(self, ref: int, finish: bool = False) -> None:
+        """Copy location ``ref``'s spooled records from the input (the C path);
+        ``finish``: it gets no more, close its event writer and its input reader
+        (their OTF2 buffers are freed before the next location's are filled)."""
+        spool = self._spool
+        if spool is None or not spool.pending(ref):
+            return
+        ew = self._event_writer(ref)
+        handle = ctypes.cast(ew.handle, ctypes.c_void_p).value
+        for time, size, kind, base in spool.take(ref):
+            self._copier.copy_columns(ref, handle, time, size, kind, base, self.path)
+            ew._location._number_of_events_written += len(time)  # as EventWriter.write does
+        if finish:
+            ew.close()
+            self._copier.release(ref)
+
     def _write_records(self, ref: int, ew: Any, ev: Events, base: int) -> None:
         reg, path = self.registry, self.path
-        if self._copier is not None and _native_payloads(ev):
-            # records read by the C path: copied from the input by the C path
-            self._copier.copy(ref, ctypes.cast(ew.handle, ctypes.c_void_p).value, ev, base,
-                              path)
-            ew._location._number_of_events_written += len(ev)  # as EventWriter.write does
-            self._writer._update_timestamps(int(ev.time[0]))
-            self._writer._update_timestamps(int(ev.time[-1]))
-            return
         times = ev.time.tolist()
         kinds = ev.kind.tolist()
         sizes = ev.size.tolist()
@@ -760,6 +801,10 @@ class Otf2EventWriter:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
         try:
             with _library_call(self.path, "cannot write OTF2 archive", "otf2-close"):
+                if self._spool is not None:
+                    for ref in self._spool.locations():
+                        self._copy_spooled(ref, finish=True)
+                    self._close_spool()
                 mine = (loc._ref for loc in self.registry.locations) \
                     if self._selection is None else self._selection
                 for ref in mine:
@@ -800,6 +845,13 @@ class Otf2EventWriter:
                 writer.abandon()
         with interrupt.shielded(), contextlib.suppress(Exception):
             self._close_copier()
+        with interrupt.shielded(), contextlib.suppress(Exception):
+            self._close_spool()
+
+    def _close_spool(self) -> None:
+        spool, self._spool = self._spool, None
+        if spool is not None:
+            spool.close()
 
     def _close_copier(self) -> None:
         copier, self._copier = self._copier, None

@@ -216,8 +216,8 @@ def test_the_same_archive_byte_for_byte(archives, tmp_path, monkeypatch, bound):
     archives' OTF2 outputs are also compared with the otf2 package's, recorded, by
     tests/test_fingerprints.py.)"""
     copied = []
-    copy = native.NativeCopier.copy
-    monkeypatch.setattr(native.NativeCopier, "copy",
+    copy = native.NativeCopier.copy_columns
+    monkeypatch.setattr(native.NativeCopier, "copy_columns",
                         lambda self, ref, *a: copied.append(ref) or copy(self, ref, *a))
     for k, path in enumerate(archives if bound == "lower" else archives[-2:]):
         outs = []
@@ -248,7 +248,8 @@ def test_the_switch_forces_the_otf2_package(archives, python_path):
 
 def test_a_record_of_another_kind_is_refused_naming_it(archives, tmp_path):
     """The writer copies the input's records by position: a record whose kind
-    differs from the input's is a one-line error naming it."""
+    differs from the input's is a one-line error naming it (when the archive is
+    closed: the copy is made then, location after location)."""
     defs, _, chunks = _chunks(archives[-1], None, payload=False)
     loc, ev = next(iter(chunks[0].items()))
     ev.kind[3] = KIND_CODE["Leave"]  # the input has a ParameterString there
@@ -257,6 +258,7 @@ def test_a_record_of_another_kind_is_refused_naming_it(archives, tmp_path):
         with pytest.raises(TraceError, match=r"record 3: record kind Leave does not match "
                                              r"the input's record \(ParameterString\)"):
             writer.write(loc, ev)
+            writer.close()
     finally:
         writer.abandon()
 
@@ -352,3 +354,68 @@ def test_the_in_situ_table_is_read_on_the_c_path(archives):
     defs, kind, _ = _chunks(next(p for p in archives if p.parent.name == "insitu"), None,
                             payload=False)
     assert kind is native.NativeChunks and defs.insitu[0]["by_kind"]["Leave"] == 2e-7
+
+
+def test_the_copy_is_made_at_close_location_after_location(archives, tmp_path, monkeypatch):
+    """While the chunks are handed over, pass 2 opens no OTF2 reader or writer (the
+    spool keeps their columns, compensate/formats/otf2/spool.py); at close it copies
+    one location at a time, its event writer and input reader closed before the
+    next location's are opened, so the library holds one location's buffers. A
+    chunk with payload objects for a location with spooled records is written
+    after them (copied first). The archive is the one the otf2 package writes."""
+    from compensate.formats.otf2 import write as otf2_write
+    log = []
+    copy, release = native.NativeCopier.copy_columns, native.NativeCopier.release
+    close = otf2_write._EventWriter.close
+    monkeypatch.setattr(native.NativeCopier, "copy_columns",
+                        lambda self, ref, *a: log.append(("copy", ref)) or copy(self, ref, *a))
+    monkeypatch.setattr(native.NativeCopier, "release",
+                        lambda self, ref: log.append(("release", ref)) or release(self, ref))
+    monkeypatch.setattr(otf2_write._EventWriter, "close", lambda self: (
+        self._handle is not None and log.append(("close", self._location._ref))) or close(self))
+    path = next(p for p in archives if p.parent.name == "mixed")
+    defs, _, fast = _chunks(path, 37, payload=False)
+    pdefs, _, slow = _chunks(path, 37, payload=True)
+    outs = []
+    for name, mixed in (("c", False), ("mixed", True), ("py", None)):
+        out = tmp_path / name / "traces.otf2"
+        writer = Otf2EventWriter(str(out), pdefs if mixed is None else defs)
+        for i, (a, b) in enumerate(zip(fast, slow, strict=True)):
+            for loc in a:
+                writer.write(loc, b[loc] if mixed is None or (mixed and 2 * i >= len(fast))
+                             else a[loc])
+        if mixed is False:
+            assert log == [] and writer._copier._handle is None
+        writer.close()
+        outs.append(_files(out))
+        if mixed is False:
+            refs = list(dict.fromkeys(ref for _, ref in log))
+            assert len(refs) == 4
+            assert log == [e for ref in refs for e in
+                           [("copy", ref)] * log.count(("copy", ref)) +
+                           [("close", ref), ("release", ref)]]
+    assert outs[0] == outs[1] == outs[2]
+
+
+def test_a_full_disk_while_spooling_is_a_one_line_error(archives, tmp_path, monkeypatch):
+    """The spool lives next to the output: no space for it is the output's
+    one-line TraceError, not a traceback."""
+    import errno
+
+    from compensate.formats.otf2 import spool
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(spool.os, "pwrite", full)
+    defs, _, chunks = _chunks(archives[-1], None, payload=False)
+    loc, ev = next(iter(chunks[0].items()))
+    out = tmp_path / "o" / "traces.otf2"
+    writer = Otf2EventWriter(str(out), defs)
+    try:
+        with pytest.raises(TraceError, match=r"traces.otf2: cannot write OTF2 archive: .*"
+                                             r"No space left on device") as info:
+            writer.write(loc, ev)
+        assert "\n" not in str(info.value)
+    finally:
+        writer.abandon()
