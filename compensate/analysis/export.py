@@ -67,7 +67,10 @@ def metric_values(payload: Any) -> tuple[str, dict[str, float]]:
     metric = getattr(payload, "metric", None)
     values = getattr(payload, "values", None)
     if metric is not None and values is not None:
-        members = [getattr(m, "name", str(m)) for m in getattr(metric, "members", ())]
+        # (not getattr(m, "name", str(m)): the default is built for every member of
+        # every record, and str() of an otf2 definition formats all its fields)
+        members = [m.name if hasattr(m, "name") else str(m)
+                   for m in getattr(metric, "members", ())]
         if len(members) != len(values):
             members = [f"value {i}" for i in range(len(values))]
         return ", ".join(members) or "Metric", {k: _number(v) for k, v in
