@@ -1,6 +1,7 @@
-"""Shared test helpers: paths to the real Score-P archives and the case files, and
-the bundled archives read once per session."""
+"""Shared test helpers: paths to the real Score-P archives and the case files, the
+bundled archives read once per session and simulated runs shared between tests."""
 
+import collections
 import dataclasses
 import functools
 import shutil
@@ -33,16 +34,20 @@ def mpiexec() -> str:
     return exe
 
 
-@functools.cache
-def _read_bundled(path: str):
-    from compensate.formats import read_trace
-    trace = read_trace(path)
+def _freeze(trace):
+    """``trace`` with every column read-only (a shared trace must not change)."""
     for ev in trace.events.values():
         for f in dataclasses.fields(ev):
             value = getattr(ev, f.name)
             if hasattr(value, "flags"):
                 value.flags.writeable = False
     return trace
+
+
+@functools.cache
+def _read_bundled(path: str):
+    from compensate.formats import read_trace
+    return _freeze(read_trace(path))
 
 
 def read_bundled(path: Path | str):
@@ -52,3 +57,31 @@ def read_bundled(path: Path | str):
     trace fails at once instead of changing what later tests see; a test that
     changes a trace must read its own."""
     return _read_bundled(str(Path(path).resolve()))
+
+
+#: simulated runs kept by :func:`simulated`, least recently used first
+_SIMULATED: collections.OrderedDict[str, object] = collections.OrderedDict()
+SIMULATED_KEPT = 96  # the 8-rank programs at three overheads (60 runs) take ~70 MB
+
+
+def simulated(program: str, **kw):
+    """``simulate(program, **kw)``, shared by the tests that simulate the same program
+    with the same arguments (the simulation is deterministic): the stream, order,
+    regression, fit and accuracy tests simulate each program once per bound or test
+    (~4 s of the suite). The truth's and the measured trace's columns are
+    read-only, so that whatever writes into a shared run fails at once instead of
+    changing what later tests see; a test that changes a trace must simulate its
+    own. The arguments must be identified by their ``repr`` (numbers, strings,
+    lists of numbers, ``Network``; not a ``Platform`` with long arrays). The
+    :data:`SIMULATED_KEPT` most recently used runs are kept."""
+    key = f"{program}{sorted(kw.items())!r}"
+    sim = _SIMULATED.pop(key, None)
+    if sim is None:
+        from compensate.simulate import simulate
+        sim = simulate(program, **kw)
+        _freeze(sim.truth)
+        _freeze(sim.measured)
+    _SIMULATED[key] = sim
+    while len(_SIMULATED) > SIMULATED_KEPT:
+        _SIMULATED.popitem(last=False)
+    return sim

@@ -127,10 +127,13 @@ def run_analysis(trace: Path, tmp: Path, compared: Path | None = None) -> str:
 PARTS = ("cases", "sims", "real")
 
 
-def compute(parts: tuple[str, ...] = PARTS) -> dict[str, str]:
+def compute(parts: tuple[str, ...] = PARTS,
+            archives: list[str] | None = None) -> dict[str, str]:
     """Every fingerprint of the inputs in ``parts`` (the hand-computed cases, the
-    simulated programs, the real archives); the parts are independent, so that
-    they can be computed in separate processes at once."""
+    simulated programs, the real archives; of these only the ones whose directory
+    is named in ``archives``, if given); the parts are independent, so that they
+    can be computed in separate processes at once."""
+    real = [a for a in REAL if archives is None or a.parent.name in archives]
     out: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -166,7 +169,7 @@ def compute(parts: tuple[str, ...] = PARTS) -> dict[str, str]:
                 [str(measured), "--platform", str(pf), "--bound", "lower"], tmp, otf2=True)
             out[f"analysis:sim:{name}"] = run_analysis(
                 measured, tmp, tmp / "otf2out" / "traces.otf2")
-        for anchor in REAL if "real" in parts else []:
+        for anchor in real if "real" in parts else []:
             for ovh in ("100ns", "3us"):
                 for bound in ("lower", "upper"):
                     out[f"real:{anchor.parent.name}:{ovh}:{bound}"] = run_cli(

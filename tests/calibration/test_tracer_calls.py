@@ -34,12 +34,13 @@ ENDS = (K["MpiIsendComplete"], K["MpiIrecv"], K["NonBlockingCollectiveComplete"]
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """(archive, stderr) of the traced run."""
+    """(archive, stderr) of the traced run (200 calibration records per sample, as
+    traced_runs.trace_example: the platform file only has to compensate)."""
     pytest.importorskip("mpi4py")
     out = tmp_path_factory.mktemp("calls") / "run" / "traces.otf2"
     proc = subprocess.run(
         [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
-         "--", str(EXAMPLE), "--every-call", "--steps", "3"],
+         "--calibration-records", "200", "--", str(EXAMPLE), "--every-call", "--steps", "3"],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "morecalls done" in proc.stdout

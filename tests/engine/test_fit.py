@@ -35,7 +35,7 @@ from compensate.simulate import Network, default_platform, run_program, simulate
 from compensate.simulate import programs as P
 from compensate.simulate.validation import accuracy, evaluate, span
 
-from ..conftest import CASES
+from ..conftest import CASES, simulated
 
 TICK = 1e-9  # the simulator's timer resolution
 OVERHEADS = [2e-7, 1e-6, 5e-6]  # as in benchmarks/accuracy.py
@@ -86,7 +86,7 @@ def test_one_message_size_gives_the_transfer_time_of_that_size(program, size):
     """stencil and ring send one size only: latency and bandwidth cannot be told
     apart, so the fit is the median transfer time (model "constant"), within 2 ns
     (two ticks: the simulator rounds each of the two copy times to whole ticks)."""
-    sim = simulate(program, ranks=8, overhead=1e-6, quantize=True)
+    sim = simulated(program, ranks=8, overhead=1e-6, quantize=True)
     fit = fit_network(sim.measured, match(sim.measured), sim.platform)
     assert fit is not None and fit.model == "constant" and fit.per_byte == 0
     assert fit.bandwidth == float("inf") and fit.to_dict()["bandwidth_Bps"] is None
@@ -97,14 +97,14 @@ def test_observations_are_exact_transfer_times():
     """Every observation of the quantized stencil is its true network time (up to the
     copy-time rounding), including the latest-arriving ones at 5 us per record."""
     for overhead in OVERHEADS:
-        sim = simulate("stencil", ranks=8, overhead=overhead, quantize=True)
+        sim = simulated("stencil", ranks=8, overhead=overhead, quantize=True)
         obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
         assert len(obs) >= 100 and obs.p2p == len(obs)
         assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
 
 
 def test_one_to_n_collectives_are_observations():
-    sim = simulate("collectives", ranks=8, overhead=1e-6, quantize=True)
+    sim = simulated("collectives", ranks=8, overhead=1e-6, quantize=True)
     obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
     assert obs.p2p == 0 and obs.collective >= 100
     assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
@@ -114,7 +114,7 @@ def test_n_to_one_roots_are_observations():
     """A Gather's root that waited shows the last member's transfer (issue 16), one
     per instance, and only that one: the gather program has no point-to-point
     message, yet fits the simulator's network exactly."""
-    sim = simulate("gather", ranks=8, overhead=1e-6, quantize=True)
+    sim = simulated("gather", ranks=8, overhead=1e-6, quantize=True)
     m = match(sim.measured)
     obs = observe_transfers(sim.measured, m, sim.platform)
     gathers = sum(inst.op == COLLECTIVE_OPS["GATHER"] for inst in m.instances)
@@ -125,7 +125,7 @@ def test_n_to_one_roots_are_observations():
 
 
 def test_nonblocking_rooted_collectives_are_observations():
-    sim = simulate("nonblocking_rooted", ranks=8, overhead=1e-6, quantize=True)
+    sim = simulated("nonblocking_rooted", ranks=8, overhead=1e-6, quantize=True)
     obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
     assert obs.p2p == 0 and obs.collective >= 50
     assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
@@ -192,7 +192,7 @@ def test_fitted_removes_99_percent(program, overhead, request):
         request.applymarker(pytest.mark.xfail(
             strict=True, reason="below 99 %: docs/accuracy.md, issue 19"))
     ranks = 2 if program == "pingpong" else 8
-    sim = simulate(program, ranks=ranks, overhead=overhead, quantize=True)
+    sim = simulated(program, ranks=ranks, overhead=overhead, quantize=True)
     ev = evaluate(sim.truth, sim.measured, sim.platform)
     best = max(ev["lower"].removed_total, ev["upper"].removed_total)
     r, _ = fitted(sim)
@@ -207,7 +207,7 @@ def test_fitted_removes_99_percent(program, overhead, request):
 def test_fitted_removes_99_percent_off_grid(program):
     """The same off the tick grid, 4 ranks (the configuration of test_accuracy.py)."""
     for overhead in OVERHEADS:
-        sim = simulate(program, ranks=4, overhead=overhead)
+        sim = simulated(program, ranks=4, overhead=overhead)
         ev = evaluate(sim.truth, sim.measured, sim.platform)
         best = max(ev["lower"].removed_total, ev["upper"].removed_total)
         r, fit = fitted(sim)
@@ -217,7 +217,7 @@ def test_fitted_removes_99_percent_off_grid(program):
 
 
 def test_fitted_uses_the_fit_for_unobserved_transfers():
-    sim = simulate("stencil", ranks=8, overhead=1e-6, quantize=True)
+    sim = simulated("stencil", ranks=8, overhead=1e-6, quantize=True)
     r, fit = fitted(sim)
     cases = r.stats.p2p_cases
     assert cases["m2_lower"] == cases["m2_upper"] == 0
@@ -266,7 +266,7 @@ def test_m2_receiver_late_uses_the_fit(tmp_path):
 def jittered(program, jitter, overhead=1e-6, seed=0, ranks=8):
     """(truth, measured, platform) with exponential per-message jitter of mean
     ``jitter``; both runs draw the same delay for the same message."""
-    sim = simulate(program, ranks=ranks, seed=seed, overhead=overhead, quantize=True,
+    sim = simulated(program, ranks=ranks, seed=seed, overhead=overhead, quantize=True,
                    network=Network(jitter=jitter, seed=seed))
     return sim.truth, sim.measured, sim.platform
 
@@ -360,7 +360,7 @@ def test_platform_network_closes_the_one_size_shortfall(program):
     """rma_fence and rma_pscw at 5 us (SHORTFALLS above: their traces observe one
     transfer size): with the simulator's network as the platform network model the
     fitted bound removes >= 99 % (docs/accuracy.md, issue 19)."""
-    sim = simulate(program, ranks=8, overhead=5e-6, quantize=True)
+    sim = simulated(program, ranks=8, overhead=5e-6, quantize=True)
     plat = dataclasses.replace(sim.platform, network=(sim.network.latency,
                                                       1.0 / sim.network.bandwidth))
     m = match(sim.measured)
@@ -378,7 +378,7 @@ def test_platform_rma_release_closes_the_lock_counter(overhead):
     platform's rma.release = after_completion) the fitted bound removes >= 99 % at
     every overhead (rank 0's fetches on its own window take no network, as on MPICH;
     docs/accuracy.md, issue 19); without the rma entry it does not."""
-    sim = simulate("rma_lock_counter", ranks=8, overhead=overhead, quantize=True)
+    sim = simulated("rma_lock_counter", ranks=8, overhead=overhead, quantize=True)
     plat = dataclasses.replace(sim.platform, network=(sim.network.latency,
                                                       1.0 / sim.network.bandwidth),
                                rma_release="after_completion")

@@ -39,8 +39,9 @@ import pytest
 from compensate.engine import EngineOptions, compensate
 from compensate.engine.fit import try_fit
 from compensate.matching import match
-from compensate.simulate import simulate
 from compensate.simulate.programs import PROGRAMS
+
+from ..conftest import simulated
 
 #: The programs of issue #7; those added later come after the extra configurations,
 #: in the order they were added (LATER), so that the numbering (part of each key) of
@@ -149,7 +150,7 @@ def fingerprint(trace, stats) -> str:
 @pytest.mark.parametrize("name,kw,match_kw", CONFIGS,
                          ids=[f"{i}-{c[0]}" for i, c in enumerate(CONFIGS)])
 def test_engine_output_unchanged(name, kw, match_kw):
-    sim = simulate(name, **kw)
+    sim = simulated(name, **kw)
     trace = sim.measured
     m = match(trace, **match_kw)
     checked = 0

@@ -25,8 +25,9 @@ from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS
 from compensate.formats.order import WindowedMerge, merge_order
 from compensate.formats.text import MAX_BUFFERED
 from compensate.platform import Platform
-from compensate.simulate import simulate
 from compensate.simulate.programs import PROGRAMS
+
+from ..conftest import simulated
 
 # ---------------------------------------------------------------------------
 # The merge itself
@@ -362,7 +363,7 @@ def test_the_stream_watermark_holds(program, bound):
     with locations that start late and a location without records."""
     ranks = 5
     offsets = [0.0, 3e-4, 0.0, 1e-3, 5e-5]
-    sim = simulate(program, ranks=ranks, seed=3, start_offsets=offsets)
+    sim = simulated(program, ranks=ranks, seed=3, start_offsets=offsets)
     trace = sim.measured
     defs = trace.definitions
     net = None

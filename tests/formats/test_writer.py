@@ -390,21 +390,23 @@ def references(tmp_path_factory):
 @pytest.mark.parametrize("release_every", [1 << 16, 5])
 @pytest.mark.parametrize("segment", [1, 37, 10**9])
 @pytest.mark.parametrize("name", WRITE_SOURCES)
-def test_segment_wise_writing_gives_write_traces_output(sources, references, tmp_path,
-                                                        monkeypatch, name, segment,
+def test_segment_wise_writing_gives_write_traces_output(sources, references, read_whole,
+                                                        tmp_path, monkeypatch, name, segment,
                                                         release_every):
     """``release_every`` 5: the text merge writes out every few records, which also
-    makes the column widths grow during the run (rewritten at close)."""
+    makes the column widths grow during the run (rewritten at close). The source is
+    read once for the module (read_whole): the writer only reads the records it is
+    handed, and the references are written from a fresh read_trace."""
     monkeypatch.setattr(textio, "_RELEASE_EVERY", release_every)
     path = source(sources, name)
     whole, printed = references(path, name)
     if path.suffix == ".otf2":
         streamed = tmp_path / "seg" / "traces.otf2"
-        write_segments(read_trace(path), streamed, segment)
+        write_segments(read_whole(path), streamed, segment)
         assert_same_archive(whole, streamed, printed)
     else:
         streamed = tmp_path / "seg.trace"
-        write_segments(read_trace(path), streamed, segment)
+        write_segments(read_whole(path), streamed, segment)
         assert streamed.read_bytes() == whole.read_bytes()
     assert leftovers(tmp_path) == []
 

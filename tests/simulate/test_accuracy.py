@@ -15,6 +15,8 @@ from compensate.simulate import default_platform, run_program, simulate
 from compensate.simulate import programs as P
 from compensate.simulate.validation import accuracy, evaluate, event_errors
 
+from ..conftest import simulated
+
 TICK = 1e-9  # the simulator's timer resolution is 1 ns
 OVERHEADS = [2e-7, 1e-6, 5e-6]
 BY_KIND = {"Leave": 0.5, "MpiCollectiveBegin": 1.5, "BufferFlush": 2.0}  # x overhead
@@ -118,7 +120,7 @@ def _params():
 
 @pytest.mark.parametrize("program,overhead", list(_params()))
 def test_better_bound_removes_95_percent(program, overhead):
-    sim = simulate(program, ranks=2 if program == "pingpong" else 4, overhead=overhead)
+    sim = simulated(program, ranks=2 if program == "pingpong" else 4, overhead=overhead)
     ev = evaluate(sim.truth, sim.measured, sim.platform)
     assert ev["lower"].dilation > 0.005  # there is dilation to remove
     best = max(ev["lower"].removed_total, ev["upper"].removed_total)
@@ -224,14 +226,14 @@ def fitted_accuracy(sim):
 @pytest.mark.parametrize("program", ISSUE16)
 @pytest.mark.parametrize("overhead", OVERHEADS)
 def test_issue16_programs_fitted_removes_99_percent(program, overhead):
-    sim = simulate(program, ranks=8, overhead=overhead, quantize=True)
+    sim = simulated(program, ranks=8, overhead=overhead, quantize=True)
     acc, _ = fitted_accuracy(sim)
     assert acc.violations == 0
     assert acc.removed_total >= 0.99, acc.removed_total
 
 
 def test_issue16_programs_contain_their_kinds():
-    counts = {p: match(simulate(p, ranks=4, overhead=1e-6).measured).counts()
+    counts = {p: match(simulated(p, ranks=4, overhead=1e-6).measured).counts()
               for p in ISSUE16}
     assert counts["issend"]["synchronous"] == counts["issend"]["nonblocking_send"] > 0
     assert counts["issend"]["collectives"] == {"create": 1, "free": 1}
@@ -245,7 +247,7 @@ def test_issue16_programs_contain_their_kinds():
 def test_gather_lower_bound_misses_the_network_that_fitted_finds():
     """The issue's case: with only gathers, the lower bound (the old fallback) drops
     the network time of every gather; the fit from the roots' waits does not."""
-    sim = simulate("gather", ranks=8, overhead=2e-7, quantize=True)
+    sim = simulated("gather", ranks=8, overhead=2e-7, quantize=True)
     ev = evaluate(sim.truth, sim.measured, sim.platform)
     acc, fell_back = fitted_accuracy(sim)
     assert ev["lower"].removed_total < 0.95 and not fell_back
