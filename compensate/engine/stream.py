@@ -110,6 +110,14 @@ _COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
 
+def chunk_records_for(segment_records: int) -> int:
+    """The chunk size the command reads with ``--segment-records N``: N/4 records (at
+    most the default), so that a small N really cuts a small trace into segments
+    (the cutter looks for a cut after each chunk)."""
+    from compensate.formats import DEFAULT_CHUNK_RECORDS
+    return max(1, min(DEFAULT_CHUNK_RECORDS, segment_records // 4))
+
+
 #: The kind the last context record gets for matching: one matching ignores (its
 #: own dependency was resolved in the segment before; its true kind stays in the
 #: trace the engine sees, for R1 and the receive rules).

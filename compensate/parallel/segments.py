@@ -152,6 +152,22 @@ def own_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
         yield splitter.split(cut)
 
 
+def fallback_step(transport: Transport, f: Callable[..., Any], *args: Any,
+                  exchange: Exchange | None = None) -> Any:
+    """``f(*args)`` as a phase of the distributed run
+    (:func:`compensate.parallel.driver.agreed`: a failure on any rank raises on
+    every rank), where a NotStreamable / SegmentError on any rank raises
+    :class:`StreamFallback` on every rank."""
+    try:
+        return agreed(transport, f, *args, exchange=exchange)
+    except (NotStreamable, SegmentError) as exc:
+        raise StreamFallback(str(exc)) from exc
+    except RankFailed as exc:
+        if exc.status == FALLBACK:
+            raise StreamFallback(exc.line) from exc
+        raise
+
+
 def _guard(step: Callable[..., Any]) -> Callable[..., Any]:
     """``step`` whose TraceError (a segment's record numbers) is a SegmentError."""
     def run(*args: Any) -> Any:
@@ -178,18 +194,19 @@ class RankStream:
         self.sg = _Segmenter(defs, platform, source, eager_limit, strict)
         self.result = StreamResult(Stats(), _verification(), {})
         self.ok = True
+        #: this rank's records and the ghost records its views held, over all segments
+        #: (the summary's ``parallel``)
+        self.info = {"records": 0, "ghost_records": 0}
         self.own_span: tuple[int, int] | None = None
         self.own_approx: tuple[int, int] | None = None
 
     def _step(self, f: Callable[..., Any], *args: Any, exchange: Exchange | None = None) -> Any:
-        try:
-            return agreed(self.transport, f, *args, exchange=exchange)
-        except (NotStreamable, SegmentError) as exc:
-            raise StreamFallback(str(exc)) from exc
-        except RankFailed as exc:
-            if exc.status == FALLBACK:
-                raise StreamFallback(exc.line) from exc
-            raise
+        return fallback_step(self.transport, f, *args, exchange=exchange)
+
+    @staticmethod
+    def step_of(transport: Transport) -> Callable[..., Any]:
+        """:func:`fallback_step` on ``transport``."""
+        return lambda f, *args: fallback_step(transport, f, *args)
 
     def segment(self, seg: dict[int, Events], records: int,
                 write: Callable[[int, Events], None],
@@ -222,6 +239,10 @@ class RankStream:
             return trace, view, engine, pins, index
 
         trace, mview, eview, pins, index = self._step(views)
+        own_n = sum(len(ev) for ev in seg.values())
+        self.info["records"] += own_n
+        self.info["ghost_records"] += mview.record_count - sum(
+            len(ev) for loc, ev in trace.events.items())
         matching = self._step(lambda: sg.match(mview))
         mine = [loc for loc in eview.events if self.owner[loc] == t.rank]
         approx = None
@@ -278,7 +299,7 @@ class RankStream:
         _, check = verify_rank(t, self.owner, eview, matching, times,
                                step=lambda f, *a: self._step(f, *a), index=index, skip=skip)
         counts = self._step(local_counts, mview, matching, set(mine))
-        counts["records"] = sum(len(ev) for ev in seg.values())
+        counts["records"] = own_n
         every = t.allgather(counts)
         ok = True
         if t.rank == 0:
@@ -344,12 +365,13 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 write: Callable[[int, Events], None], *,
                 advance: Callable[[int], None] | None = None, source: str = "",
                 eager_limit: int | None = None, strict: bool = False,
-                ) -> StreamResult | None:
+                info: dict | None = None) -> StreamResult | None:
     """One rank's whole streamed run over the segments ``cuts`` (:func:`cut_times`,
     the same on every rank) of its own locations' chunks; rank 0 returns the
     :class:`StreamResult` (the one-process streamed run's), the others None.
     Raises :class:`StreamFallback` on every rank where the one-process command
-    falls back to the in-memory path."""
+    falls back to the in-memory path. ``info`` (if given) receives this rank's
+    records and ghost records over all segments."""
     rs = RankStream(defs, transport, owner, platform, options, source=source,
                     eager_limit=eager_limit, strict=strict)
     splitter = _OwnSplitter(defs, own_chunks)
@@ -358,6 +380,8 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
         if not rs.segment(seg, records, write, advance, splitter.cutter):
             break
         seg = None
+    if info is not None:
+        info.update(rs.info)
     return rs.finish()
 
 
