@@ -365,8 +365,9 @@ class _Cutter:
                                                  ev.region.astype(np.int64)))[open_end].tolist()
         return ev.time[sends], (np.concatenate(ends) if ends else np.zeros(0, np.int64))
 
-    def add(self, chunk: dict[int, Events]) -> Iterator[dict[int, Events]]:
-        """Take a chunk; yield the segments that are complete."""
+    def add(self, chunk: dict[int, Events], cut: bool = True) -> Iterator[dict[int, Events]]:
+        """Take a chunk; yield the segments that are complete (none without ``cut``:
+        the chunk is only taken, as part of a larger one that follows)."""
         for loc, ev in chunk.items():
             if not len(ev):
                 continue
@@ -378,7 +379,7 @@ class _Cutter:
             self.count += len(ev)
             if self.replay is None:
                 self._steps(loc, ev)
-        while self.count >= self.next_try:
+        while cut and self.count >= self.next_try:
             seg = self._cut()
             if seg is None:
                 self.next_try = int(self.count * 1.5) + 1

@@ -179,6 +179,16 @@ def gather_info(transport, info: dict) -> dict | None:
     return out
 
 
+#: The streamed run's reads (compensate/parallel/segments.py): rank 0's cut pass
+#: reads the one-process chunks in this many pieces (the cutter looks for a cut
+#: after each whole chunk, so the cuts are the same, and the reader holds a
+#: quarter), and a rank reads its own locations in chunks of this share of the
+#: one-process chunk (any chunking gives the same segments: a rank reads on until
+#: it has a record at or after the cut). 10^6-record OTF2 stencil, P = 2:
+#: docs/parallel.md "Measured".
+CUT_GROUP = OWN_CHUNK_SHARE = 4
+
+
 def streams(args) -> bool:
     """Whether the distributed run streams within a rank (docs/parallel.md): as the
     one-process command, unless ``--in-memory``; not under ``--bound fitted`` (its
@@ -197,8 +207,18 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     import time
 
     from compensate.engine import EngineOptions
-    from compensate.engine.stream import _libc_release, chunk_records_for, steady_malloc
-    from compensate.formats import location_record_counts, parts, read_chunks
+    from compensate.engine.stream import (
+        SEGMENT_RECORDS,
+        _libc_release,
+        chunk_records_for,
+        steady_malloc,
+    )
+    from compensate.formats import (
+        DEFAULT_CHUNK_RECORDS,
+        location_record_counts,
+        parts,
+        read_chunks,
+    )
     from compensate.parallel.ownership import owners
     from compensate.parallel.segments import RankStream, cut_times, stream_rank
     from compensate.platform import Platform
@@ -217,10 +237,10 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         if transport.rank != 0:
             return None
         size = getattr(args, "segment_records", None)
-        if not size:
-            return cut_times(*read_chunks(args.input, payload=False))
-        defs, chunks = read_chunks(args.input, chunk_records_for(size), payload=False)
-        return cut_times(defs, chunks, size)
+        chunk = chunk_records_for(size) if size else DEFAULT_CHUNK_RECORDS
+        group = CUT_GROUP if chunk % CUT_GROUP == 0 else 1  # (smaller reads, same cuts)
+        defs, chunks = read_chunks(args.input, chunk // group, payload=False)
+        return cut_times(defs, chunks, size or SEGMENT_RECORDS, group)
 
     cuts = transport.allgather(fallback(cut))[0]
     if transport.rank == 0:  # the cutter's heap back before the segments' (which the
@@ -241,8 +261,9 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     try:
         # (these definitions carry the C path's input archive: the OTF2 part copies
         # the records from it)
-        defs, chunks = fallback(lambda: read_chunks(args.input, payload=payload,
-                                                    locations=mine))
+        defs, chunks = fallback(lambda: read_chunks(
+            args.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE), payload=payload,
+            locations=mine))
         writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
         opts = EngineOptions(bound=args.bound, collective_exit=args.collective_exit)
         result = stream_rank(defs, chunks, cuts, transport, owner,

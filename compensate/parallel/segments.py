@@ -82,15 +82,24 @@ class StreamFallback(Exception):
 
 
 def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
-              segment_records: int = SEGMENT_RECORDS) -> list[tuple[int | None, int]]:
+              segment_records: int = SEGMENT_RECORDS, group: int = 1,
+              ) -> list[tuple[int | None, int]]:
     """The one-process streamed run's segments, ``(cut, records)`` each: the segment
     holds the records measured before ``cut`` (None: every record left), METRIC
     samples held back as the cutter holds them. ``chunks``: the whole trace (no
-    payload needed). Raises :class:`NotStreamable` as the one-process run does."""
+    payload needed), read in chunks ``group`` times smaller than the one-process
+    run's: the cutter looks for cuts only after every ``group``-th, where the
+    one-process run looks after each of its chunks (the same records taken, the
+    same cuts; the reader's transient a ``group``-th). Raises
+    :class:`NotStreamable` as the one-process run does."""
     cutter = _Cutter(defs, segment_records)
     out: list[tuple[int | None, int]] = []
-    for chunk in chunks:
-        for seg in cutter.add(chunk):
+    k = 0
+    for k, chunk in enumerate(chunks, 1):
+        for seg in cutter.add(chunk, cut=k % group == 0):
+            out.append((cutter.last_cut, sum(len(ev) for ev in seg.values())))
+    if k % group:  # the last one-process chunk, shorter: its look for a cut
+        for seg in cutter.add({}):
             out.append((cutter.last_cut, sum(len(ev) for ev in seg.values())))
     rest = cutter.rest()
     if rest:

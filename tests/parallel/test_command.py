@@ -54,7 +54,7 @@ def commands(tmp: Path, tag: str) -> list[tuple[str, list[str]]]:
         # streamed within each rank (compensate/parallel/segments.py), several segments
         (f"stencil_streamed_{tag}.trace",
          [str(tmp / "stencil.trace"), str(tmp / f"stencil_streamed_{tag}.trace"), *plat,
-          "--segment-records", "60"]),
+          "--segment-records", "64"]),
         (f"real_{tag}/traces.otf2",
          [str(real), str(tmp / f"real_{tag}" / "traces.otf2"), "--overhead", "100ns"]),
     ]
@@ -322,7 +322,7 @@ def test_streamed_thread_ranks_and_their_fallback(inputs, tmp_path, capsys):
     cannot stream (a receive without its send: a segment error, the in-memory path
     names the record) falls back on every rank to the whole-share path, which exits
     3 with the one-process line."""
-    plat = ["--platform", str(inputs / "platform.json"), "--segment-records", "60"]
+    plat = ["--platform", str(inputs / "platform.json"), "--segment-records", "64"]
     one, par = tmp_path / "one.trace", tmp_path / "par.trace"
     assert main([str(inputs / "stencil.trace"), str(one), *plat, "--quiet", "--summary",
                  str(tmp_path / "one.json")]) == 0

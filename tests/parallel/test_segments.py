@@ -116,3 +116,12 @@ def test_every_segment_view_holds_whole_channels_and_collectives(monkeypatch):
         sends = sum(int(np.count_nonzero(view.events[loc].kind == stream.SEND)) for loc in own)
         assert sends == int(np.count_nonzero(np.isin(
             np.asarray(m.table.loc_ids)[m.table.send_li], list(own)))) if len(m.table) else True
+
+
+def test_cut_pass_in_smaller_reads_finds_the_same_cuts(program):
+    """Rank 0's cut pass reads chunks four times smaller and looks for cuts after
+    every fourth: the one-process run's cuts."""
+    trace, _ = program
+    defs = trace.definitions
+    assert segments.cut_times(defs, stream.trace_chunks(trace, 4 * CHUNK), SEGMENT) == \
+        segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT, group=4)
