@@ -359,7 +359,11 @@ class RankStream:
                 out.approximated_span = _span(out.approximated_span, *a)
         out.stats.records = out.records
         out.locations = out.stats.locations = len(self.defs.locations)
-        out.nesting_first = next((n for n in nesting if n is not None), None)
+        # every rank's view holds a location that does not nest whole, so every rank
+        # finds the same first one; its index counts the earlier segments' records
+        # only on its owner (_Segmenter.match)
+        out.nesting_first = next((n for r, n in enumerate(nesting)
+                                  if n is not None and self.owner[n["location"]] == r), None)
         return out
 
 

@@ -125,3 +125,29 @@ def test_cut_pass_in_smaller_reads_finds_the_same_cuts(program):
     defs = trace.definitions
     assert segments.cut_times(defs, stream.trace_chunks(trace, 4 * CHUNK), SEGMENT) == \
         segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT, group=4)
+
+
+def test_the_first_nesting_problem_of_a_later_segment_names_its_record():
+    """A Leave without Enter on another rank's location, several segments in: the
+    summary's first nesting problem is the one-process run's (its index counts the
+    earlier segments' records, which only its owner knows)."""
+    from compensate.simulate import default_platform
+    from compensate.simulate.programs import Program, compute, enter, leave, recv, send
+    from compensate.simulate.simulator import run_program
+
+    ops = []
+    for r in range(4):
+        mine = []
+        for i in range(20):
+            mine += [leave("stray")] if (r, i) == (3, 12) else []
+            mine += [enter("outer"), compute(2e-6), send((r + 1) % 4, 256, i),
+                     recv((r - 1) % 4, i), leave("outer")]
+        ops.append(mine)
+    plat = default_platform(1e-6)
+    trace = run_program(Program("late-stray", ops), plat, quantize=True).measured
+    ref = one_process(trace, plat, EngineOptions("lower"))
+    assert ref[0].segments >= 3 and ref[0].nesting_first["location"] == 3
+    assert ref[0].nesting_first["index"] > SEGMENT // 4  # not in the first segment
+    par = segments.stream_in_threads(trace, plat, EngineOptions("lower"), 2, SEGMENT, CHUNK)
+    assert par[0].nesting_first == ref[0].nesting_first
+    assert_same(ref, par)
