@@ -293,7 +293,7 @@ def main() -> None:
         plat = Platform.from_dict(json.loads(plat_path.read_text()))
         for p in (1, 2):
             r = _run([mpiexec, "-n", str(p)], trace_path, plat_path, workdir / f"p{p}.trace",
-                     ["--mpi"])
+                     ["--mpi", "--in-memory"])  # the whole-share path it models
             par = r["summary"]["parallel"]
             owner = owners(trace.definitions, list(trace.events), p)
             computed = replay_rounds(trace, matching, plat, owner)

@@ -6,7 +6,8 @@ Simulates ``stencil`` (a halo exchange every few records; cached in ``--workdir`
 as a ``.trace``, or with ``--format otf2`` as an OTF2 archive, with its platform
 file; the outputs are in the input's format), then runs ``compensate IN OUT
 --in-memory`` and the streamed default in one process (P = 1) and ``mpiexec -n P
-compensate IN OUT`` for each P (``--mpi`` for P = 1), each in fresh processes, and
+compensate IN OUT`` for each P (``--mpi`` for P = 1), whole-share (``--in-memory``)
+and streamed within each rank (the default), each in fresh processes, and
 prints per run: wall seconds (the whole command, interpreter start-up included),
 the speed-up against the one-process ``--in-memory`` run and against the streamed
 one, the largest peak resident set of a rank (``ru_maxrss`` each rank reports at
@@ -107,6 +108,9 @@ def _probe(log: Path) -> None:
     wrap(driver, "approximate", "replay")
     wrap(verification, "verify_rank", "verify (each rank its own dependencies)")
     wrap(parts, "write_part", "write part")
+    import compensate.parallel.segments as segments  # the streamed run (all segments)
+    wrap(segments, "cut_times", "cut the whole trace (rank 0)")
+    wrap(segments, "stream_rank", "every segment")
 
 
 def _child(args: list[str]) -> None:
@@ -221,17 +225,19 @@ def main() -> None:
         return
     counts = [int(x) for x in a.ranks.split(",")]
     replays = []
-    for p in counts:
-        out = _output(workdir, f"p{p}", a.format)
+    for p, how in [(p, how) for p in counts for how in ("whole", "streamed")]:
+        out = _output(workdir, f"p{p}{how}", a.format)
+        extra = (["--mpi"] if p == 1 else []) + (["--in-memory"] if how == "whole" else [])
         wall, peak, s, cpu = _run([mpiexec, "-n", str(p)], trace, platform, out,
-                                  ["--mpi"] if p == 1 else [], a.phases and p == max(counts))
+                                  extra, a.phases and p == max(counts))
         same = _same(one, out)
         ghosts = ",".join(str(g) for g in s["parallel"]["ghost_records"])
-        print(f"{p:>12} {wall:>8.2f} {wall1 / wall:>9.2f} {walls / wall:>9.2f} "
+        print(f"{f'{p} {how}':>12} {wall:>8.2f} {wall1 / wall:>9.2f} {walls / wall:>9.2f} "
               f"{peak / 1024:>14.0f} "
               f"{peak / peak1:>7.2f} {peak / peaks:>9.2f} "
               f"{','.join(f'{c:.1f}' for c in cpu):>11} {ghosts:>19}  {'yes' if same else 'NO'}")
-        replays.append((p, s["parallel"]))
+        if how == "whole":  # (a streamed run replays segment by segment)
+            replays.append((p, s["parallel"]))
     print("the replay per rank (rank 0,1,...): seconds, blocked (rounds), point-to-point "
           "messages and bytes, collective calls and bytes, waves")
     for p, par in replays:

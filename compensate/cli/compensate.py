@@ -7,6 +7,12 @@ nothing is written), 5 more overcompensated records than ``--max-overcompensated
 allows (nothing is written), 130 / 143 interrupted by SIGINT / SIGTERM (nothing is
 written; :mod:`compensate.interrupt`), 1 internal error. Every error is one line on
 stderr; set COMPENSATE_DEBUG=1 to see tracebacks of internal errors.
+
+Why one module (over 600 lines): the command's runs — in memory, streamed, and
+rank 0's end of the distributed run, whole-share or streamed
+(:mod:`compensate.parallel.command`) — end the same way: one summary, the same
+checks that refuse an output, the same atomic outputs (``_Outputs``) and exit
+statuses; split apart, that contract would be stated once per run.
 """
 
 from __future__ import annotations
@@ -97,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-memory", action="store_true",
                    help="hold the whole trace in memory instead of streaming it segment by "
                         "segment (same result; for comparison and debugging)")
+    p.add_argument("--segment-records", metavar="N", type=int, default=None,
+                   help="streaming: cut a segment once N records are pending (default "
+                        "2^18; smaller holds less memory, for tests and tuning)")
     p.add_argument("--strict", action="store_true",
                    help="refuse Enter/Leave that do not nest (exit 3) instead of pairing "
                         "each Leave with the latest open Enter of its region")
@@ -249,7 +258,9 @@ def _run(argv: list[str] | None) -> int:
             args, lambda: _Outputs(args, target, in_parts=True),
             lambda outputs, trace, pipeline, seconds, ranks, write, info=None: _write_result(
                 args, outputs, platform, False, trace, pipeline, seconds, ranks, write,
-                info))
+                info),
+            lambda outputs, defs, result, seconds, ranks, write, info=None: _write_streamed(
+                args, outputs, platform, defs, result, seconds, ranks, write, info))
     outputs = _Outputs(args, target)
     try:
         if not args.in_memory:
@@ -315,6 +326,15 @@ def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platfor
         summary["ranks"] = ranks
     if parallel is not None:  # its per-rank counts and seconds (docs/parallel.md)
         summary["parallel"] = parallel
+    return _checked_write(args, outputs, show, summary, check, write or (
+        lambda before_commit: write_trace(result.trace, args.output, output=outputs.trace,
+                                          before_commit=before_commit)))
+
+
+def _checked_write(args: argparse.Namespace, outputs: _Outputs, show: bool, summary: dict,
+                   check, write: Callable[[Callable[[], None]], None]) -> int:
+    """The checks that refuse an output (verification, --max-overcompensated), then
+    ``write(before_commit)`` and the summary line."""
     if not check.ok:
         return _verification_failed(args, outputs, summary, check)
     refused = _refused(args, outputs, summary)
@@ -329,11 +349,7 @@ def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platfor
         summary["seconds"]["write"] = time.monotonic() - t_write
         _commit_summary(outputs, summary)
 
-    if write is not None:
-        write(before_commit)
-    else:
-        write_trace(result.trace, args.output, output=outputs.trace,
-                    before_commit=before_commit)
+    write(before_commit)
     _phase(show, "")
     return _done(args, summary)
 
@@ -342,7 +358,12 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
                    show: bool) -> int:
     """The same pipeline segment by segment (compensate.engine.stream): read a chunk, cut at
     safe points, match -> compensate -> verify -> write each segment."""
-    from compensate.engine.stream import compensate_stream, fit_pass, steady_malloc
+    from compensate.engine.stream import (
+        chunk_records_for,
+        compensate_stream,
+        fit_pass,
+        steady_malloc,
+    )
     from compensate.formats import TraceWriter, read_chunks
 
     steady_malloc()
@@ -354,16 +375,18 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     # the second pass reads the same chunks as the fit pass (no payload): it cuts the
     # segments where the fit pass cut them
     cuts: list | None = None
+    segment = {"segment_records": args.segment_records} if args.segment_records else {}
+    chunk = [chunk_records_for(args.segment_records)] if args.segment_records else []
     if args.bound == "fitted":  # R2f needs the fit first: one more pass over the input
         _phase(show, f"fitting the network to the transfers {args.input} observed ...")
-        defs, chunks = read_chunks(args.input, payload=False)
+        defs, chunks = read_chunks(args.input, *chunk, payload=False)
         cuts = None if payload else []
         outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, args.input,
-                           args.eager_limit, strict=args.strict, cuts=cuts)
+                           args.eager_limit, strict=args.strict, cuts=cuts, **segment)
         bound = "fitted" if outcome.fit else "lower"
     t_fit = time.monotonic()
     interrupt.checkpoint("open")
-    defs, chunks = read_chunks(args.input, payload=payload)
+    defs, chunks = read_chunks(args.input, *chunk, payload=payload)
     progress = Progress("compensate", "compensating", None, "records", enabled=show)
     where = _time_fraction(defs)
     writer = TraceWriter(args.output, defs, output=outputs.trace)
@@ -388,17 +411,10 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
                           network_time=outcome.fit if outcome else None,
                           fit_links=args.bound == "fitted" and bound == "lower"),
             write, source=str(args.input), eager_limit=args.eager_limit,
-            progress=on_progress, advance=advance, strict=args.strict, cuts=cuts)
+            progress=on_progress, advance=advance, strict=args.strict, cuts=cuts, **segment)
         progress.close()
         check = result.verification
-        res = defs.timer_resolution
-        summary = _summary(args, platform, result.stats, check, result.counts, outcome,
-                           records=result.records, locations=result.locations,
-                           resolution=res, measured=_seconds(result.measured_span, res),
-                           approximated=_seconds(result.approximated_span, res),
-                           nesting=dict(result.counts.get("nesting", {}),
-                                        first=result.nesting_first))
-        summary["segments"] = {"count": result.segments, "largest": result.largest_segment}
+        summary = _stream_summary(args, platform, defs, result, outcome)
         if not check.ok:
             writer.abort()
             return _verification_failed(args, outputs, summary, check)
@@ -421,6 +437,31 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         raise
     _phase(show, "")
     return _done(args, summary)
+
+
+def _stream_summary(args: argparse.Namespace, platform: Platform | None, defs, result,
+                    outcome) -> dict:
+    """The summary of a streamed run (:class:`compensate.engine.stream.StreamResult`)."""
+    res = defs.timer_resolution
+    summary = _summary(args, platform, result.stats, result.verification, result.counts,
+                       outcome, records=result.records, locations=result.locations,
+                       resolution=res, measured=_seconds(result.measured_span, res),
+                       approximated=_seconds(result.approximated_span, res),
+                       nesting=dict(result.counts.get("nesting", {}),
+                                    first=result.nesting_first))
+    summary["segments"] = {"count": result.segments, "largest": result.largest_segment}
+    return summary
+
+
+def _write_streamed(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
+                    defs, result, seconds: dict, ranks: int,
+                    write: Callable[[Callable[[], None]], None],
+                    parallel: dict | None = None) -> int:
+    """The end of rank 0 of the streamed distributed run (compensate/parallel/segments.py,
+    ``write`` has every rank close its part)."""
+    summary = _stream_summary(args, platform, defs, result, None)
+    summary.update(seconds=seconds, ranks=ranks, **({"parallel": parallel} if parallel else {}))
+    return _checked_write(args, outputs, False, summary, result.verification, write)
 
 
 def _seconds(span: tuple[int, int] | None, resolution: int) -> float:

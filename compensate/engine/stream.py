@@ -110,6 +110,14 @@ _COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
 
+def chunk_records_for(segment_records: int) -> int:
+    """The chunk size the command reads with ``--segment-records N``: N/4 records (at
+    most the default), so that a small N really cuts a small trace into segments
+    (the cutter looks for a cut after each chunk)."""
+    from compensate.formats import DEFAULT_CHUNK_RECORDS
+    return max(1, min(DEFAULT_CHUNK_RECORDS, segment_records // 4))
+
+
 #: The kind the last context record gets for matching: one matching ignores (its
 #: own dependency was resolved in the segment before; its true kind stays in the
 #: trace the engine sees, for R1 and the receive rules).
@@ -357,8 +365,9 @@ class _Cutter:
                                                  ev.region.astype(np.int64)))[open_end].tolist()
         return ev.time[sends], (np.concatenate(ends) if ends else np.zeros(0, np.int64))
 
-    def add(self, chunk: dict[int, Events]) -> Iterator[dict[int, Events]]:
-        """Take a chunk; yield the segments that are complete."""
+    def add(self, chunk: dict[int, Events], cut: bool = True) -> Iterator[dict[int, Events]]:
+        """Take a chunk; yield the segments that are complete (none without ``cut``:
+        the chunk is only taken, as part of a larger one that follows)."""
         for loc, ev in chunk.items():
             if not len(ev):
                 continue
@@ -370,7 +379,7 @@ class _Cutter:
             self.count += len(ev)
             if self.replay is None:
                 self._steps(loc, ev)
-        while self.count >= self.next_try:
+        while cut and self.count >= self.next_try:
             seg = self._cut()
             if seg is None:
                 self.next_try = int(self.count * 1.5) + 1

@@ -80,19 +80,22 @@ def abort_if_stranded(status: int) -> int:
     return status
 
 
-def run_parallel(args, make_outputs: Callable, finish: Callable) -> int:
+def run_parallel(args, make_outputs: Callable, finish: Callable,
+                 finish_stream: Callable | None = None) -> int:
     """The distributed run of the command. ``make_outputs()`` creates rank 0's
     outputs before the work (their ``parts_tmp``: the temporary output of
     :func:`compensate.formats.parts.begin`), ``finish(outputs, trace, pipeline,
     seconds, ranks, write)`` builds the summary from the pipeline's result, calls
     ``write(before_commit)`` to write the output if it is to be written, and returns
-    the exit status (rank 0 only)."""
+    the exit status (rank 0 only); ``finish_stream(outputs, definitions, result,
+    seconds, ranks, write)`` the same from the streamed run's
+    :class:`~compensate.engine.stream.StreamResult` (:func:`streams`)."""
     from compensate.parallel.transport import MpiTransport
 
     transport = MpiTransport()
     global _completed
     with interrupt.deferred():  # a signal is only recorded: the ranks stop together
-        status = _run(transport, args, make_outputs, finish)
+        status = _run(transport, args, make_outputs, finish, finish_stream)
         _completed = True
     # (a signal this rank received raises as the region ends: compensate.interrupt.run
     # reports it, with the status the ranks agreed on)
@@ -176,7 +179,107 @@ def gather_info(transport, info: dict) -> dict | None:
     return out
 
 
-def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
+#: The streamed run's reads (compensate/parallel/segments.py): rank 0's cut pass
+#: reads the one-process chunks in this many pieces (the cutter looks for a cut
+#: after each whole chunk, so the cuts are the same, and the reader holds a
+#: quarter), and a rank reads its own locations in chunks of this share of the
+#: one-process chunk (any chunking gives the same segments: a rank reads on until
+#: it has a record at or after the cut). 10^6-record OTF2 stencil, P = 2:
+#: docs/parallel.md "Measured".
+CUT_GROUP = OWN_CHUNK_SHARE = 4
+
+
+def streams(args) -> bool:
+    """Whether the distributed run streams within a rank (docs/parallel.md): as the
+    one-process command, unless ``--in-memory``; not under ``--bound fitted`` (its
+    network fit reads every observed transfer: the whole-share path)."""
+    return not getattr(args, "in_memory", False) and args.bound != "fitted"
+
+
+def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
+    """Every rank's streamed run (:mod:`compensate.parallel.segments`): rank 0 cuts the
+    whole trace (no payload) and every rank gets the cut times; every rank reads its
+    own locations in chunks, segment by segment, and writes its records into its
+    part as it goes. Returns ``(StreamResult on rank 0 else None, the open part
+    writer, definitions, this rank's info)``; raises
+    :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
+    one-process command would not stream (nothing of this run is kept)."""
+    import time
+
+    from compensate.engine import EngineOptions
+    from compensate.engine.stream import (
+        SEGMENT_RECORDS,
+        _libc_release,
+        chunk_records_for,
+        steady_malloc,
+    )
+    from compensate.formats import (
+        DEFAULT_CHUNK_RECORDS,
+        location_record_counts,
+        parts,
+        read_chunks,
+    )
+    from compensate.parallel.ownership import owners
+    from compensate.parallel.segments import RankStream, cut_times, stream_rank
+    from compensate.platform import Platform
+
+    steady_malloc()
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        seconds[name] = now - clock[0]
+        clock[0] = now
+
+    fallback = RankStream.step_of(transport)
+
+    def cut():  # rank 0: the one-process cutter over the whole trace's columns
+        if transport.rank != 0:
+            return None
+        size = getattr(args, "segment_records", None)
+        chunk = chunk_records_for(size) if size else DEFAULT_CHUNK_RECORDS
+        group = CUT_GROUP if chunk % CUT_GROUP == 0 else 1  # (smaller reads, same cuts)
+        defs, chunks = read_chunks(args.input, chunk // group, payload=False)
+        return cut_times(defs, chunks, size or SEGMENT_RECORDS, group)
+
+    cuts = transport.allgather(fallback(cut))[0]
+    if transport.rank == 0:  # the cutter's heap back before the segments' (which the
+        _libc_release(0)()  # steady malloc would otherwise keep up to 64 MiB of)
+    lap("cut")
+
+    def definitions():
+        defs, chunks = read_chunks(args.input, payload=False, locations=[])
+        getattr(chunks, "close", lambda: None)()
+        return defs, location_record_counts(args.input)
+
+    defs, counts = fallback(definitions)
+    owner = owners(defs, list(defs.locations), transport.size, counts)
+    mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
+    lap("definitions")
+    writer = None
+    info: dict = {}
+    try:
+        # (these definitions carry the C path's input archive: the OTF2 part copies
+        # the records from it)
+        defs, chunks = fallback(lambda: read_chunks(
+            args.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE), payload=payload,
+            locations=mine))
+        writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
+        opts = EngineOptions(bound=args.bound, collective_exit=args.collective_exit)
+        result = stream_rank(defs, chunks, cuts, transport, owner,
+                             args.platform_used or Platform(0.0), opts, writer.write,
+                             advance=writer.advance, source=str(args.input),
+                             eager_limit=args.eager_limit, strict=args.strict, info=info)
+        lap("segments")
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    return result, writer, defs, info
+
+
+def _run(transport, args, make_outputs: Callable, finish: Callable,
+         finish_stream: Callable | None = None) -> int:
     import sys
     import time
 
@@ -185,7 +288,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
     from compensate.parallel.driver import RankFailed, agreed, describe, run_rank, trims
 
     status, line = 0, None
-    outputs = None
+    outputs = streamed = None
     #: rank 0 still owes the others its decision (write, skip, or its failure)
     deciding = False
     try:
@@ -199,17 +302,43 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
         read_seconds: dict[str, float] = {}
         # an OTF2 output copies the records from the input: no payload objects
         payload = trace_format(args.output) != "otf2"
-        trace, owner, mine, index = read_own(args.input, transport, read_seconds,
-                                             trimmed=trims(args.bound), payload=payload)
-        t_read = time.monotonic()
-        ranked = run_rank(trace, args.platform_used, args.bound, args.collective_exit,
-                          args.eager_limit, transport, strict=args.strict, owner=owner,
-                          index=index)
-        ranked.info["seconds"] = dict(read_seconds, **ranked.info.get("seconds", {}))
-        info = gather_info(transport, ranked.info)
+        streamed = None
+        if finish_stream is not None and streams(args):
+            from compensate.parallel.segments import StreamFallback
+            try:
+                streamed = _streamed(transport, args, tmp, payload, read_seconds)
+            except StreamFallback:
+                read_seconds.clear()  # the whole-share path, as one process falls back
+        if streamed is not None:
+            result, writer, defs, stream_info = streamed
+            info = gather_info(transport, dict(stream_info, seconds=read_seconds))
 
-        def write_part() -> None:  # every rank: its own locations, then a barrier
-            agreed(transport, parts.write_part, tmp, transport.rank, ranked.own, mine)
+            def write_part() -> None:  # every rank: closes its part, then a barrier
+                agreed(transport, writer.close)
+
+            def decide(write: Callable) -> int:
+                return finish_stream(outputs, defs, result,
+                                     {"compensate_and_write": time.monotonic() - t_start},
+                                     transport.size, write, info)
+        else:
+            trace, owner, mine, index = read_own(args.input, transport, read_seconds,
+                                                 trimmed=trims(args.bound), payload=payload)
+            t_read = time.monotonic()
+            ranked = run_rank(trace, args.platform_used, args.bound, args.collective_exit,
+                              args.eager_limit, transport, strict=args.strict, owner=owner,
+                              index=index)
+            ranked.info["seconds"] = dict(read_seconds, **ranked.info.get("seconds", {}))
+            info = gather_info(transport, ranked.info)
+            defs = trace.definitions
+
+            def write_part() -> None:  # every rank: its own locations, then a barrier
+                agreed(transport, parts.write_part, tmp, transport.rank, ranked.own, mine)
+
+            def decide(write: Callable) -> int:
+                return finish(outputs, trace, ranked.pipeline,
+                              {"read": t_read - t_start,
+                               "compensate": time.monotonic() - t_read},
+                              transport.size, write, info)
 
         if transport.rank == 0:
             deciding = True
@@ -220,11 +349,9 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
                 transport.allgather(("write",))
                 write_part()
                 before_commit()
-                parts.commit(tmp, trace.definitions)
+                parts.commit(tmp, defs)
 
-            status = finish(outputs, trace, ranked.pipeline,
-                            {"read": t_read - t_start, "compensate": time.monotonic() - t_read},
-                            transport.size, write, info)
+            status = decide(write)
             if deciding:  # verification failed or --max-overcompensated: nothing written
                 deciding = False
                 transport.allgather(("skip",))
@@ -243,6 +370,8 @@ def _run(transport, args, make_outputs: Callable, finish: Callable) -> int:
         if deciding:  # rank 0 failed before it decided: the others hear it
             transport.allgather(("failed", status, line))
     finally:
+        if streamed is not None:
+            streamed[1].abort()  # (nothing after close)
         if outputs is not None:
             outputs.discard()  # nothing after a commit; everything after a failure
             # (every rank has stopped writing: past the write's agreement or never began)

@@ -56,6 +56,9 @@ from compensate.platform import Platform, PlatformError
 
 #: exit statuses (as compensate/cli/failure.py): bad input 3, internal error 1
 EXIT_INTERNAL, EXIT_INPUT = 1, 3
+#: not an exit: a rank cannot stream (NotStreamable, SegmentError), and every rank
+#: falls back to the whole-share path together (compensate/parallel/segments.py)
+FALLBACK = -1
 
 
 class RankFailed(Exception):
@@ -70,8 +73,11 @@ class RankFailed(Exception):
 def describe(exc: BaseException, prog: str = "compensate") -> tuple[int, str]:
     """The exit status and one-line message of ``exc`` (as
     :func:`compensate.cli.failure.failure_status` prints them)."""
+    from compensate.engine.stream import NotStreamable, SegmentError
     from compensate.formats import OutputError
 
+    if isinstance(exc, (NotStreamable, SegmentError)):
+        return FALLBACK, f"{prog}: cannot stream ({exc})"
     if isinstance(exc, RankFailed):
         return exc.status, exc.line
     if isinstance(exc, KeyboardInterrupt):  # SIGINT/SIGTERM (compensate.interrupt)

@@ -107,18 +107,20 @@ def _assemble(defs: Definitions, own: dict[int, Events],
 
 
 def complete_trimmed(defs: Definitions, own: dict[int, Events], transport: Transport,
-                     owner: dict[int, int], source: str = "",
+                     owner: dict[int, int], source: str = "", open_calls: bool = False,
                      ) -> tuple[Trace, dict[int, np.ndarray]]:
     """:func:`complete_trace` with trimmed ghosts (:mod:`compensate.parallel.trim`):
     each owner sends each other rank, of each of its simple locations, only the
     calls that rank reads (its other locations whole), one ``alltoall`` per column.
     Returns the trace (this rank's locations whole, the others trimmed or whole) and
     the index map ``{location: original indices of the kept records}`` of the
-    trimmed ones."""
+    trimmed ones. ``open_calls``: a segment of the streamed run (calls may stay
+    open after its last record: :func:`compensate.parallel.trim.calls_of`)."""
     me, size = transport.rank, transport.size
     every = transport.allgather(sorted(own))
     locations = {loc for part in every for loc in part}
-    calls = {loc: trim.calls_of(defs, loc, ev, locations) for loc, ev in own.items()}
+    calls = {loc: trim.calls_of(defs, loc, ev, locations, open_calls)
+             for loc, ev in own.items()}
     whole = np.array(sorted(loc for part in transport.allgather(
         [loc for loc, c in calls.items() if c is None]) for loc in part), dtype=np.int64)
     by_rank = [np.array([loc for loc in part], dtype=np.int64) for part in every]

@@ -92,11 +92,18 @@ class Calls:
     always: np.ndarray
 
 
-def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int]) -> Calls | None:
+def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
+             open_calls: bool = False) -> Calls | None:
     """The calls of ``loc`` (:class:`Calls`), or None if the location is not simple
     (module docstring) and is sent whole. ``locations``: the trace's locations (a
     peer outside it, or an undefined communicator or rank, makes the location
-    whole: matching then reports it as it does in one process)."""
+    whole: matching then reports it as it does in one process).
+
+    ``open_calls`` (a segment of the streamed run, :mod:`compensate.parallel.segments`,
+    whose calls around the cut, ``main`` for one, close in a later segment): calls
+    still open after the last record are allowed if they hold no MPI record of
+    their own, and every rank keeps their Enters (the view then has the same open
+    calls as the whole location)."""
     kind = ev.kind
     n = len(kind)
     if n == 0:
@@ -106,7 +113,7 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int]) -> Ca
     if n > 1 and bool(np.any(np.diff(ev.time) < 0)):
         return None
     nest = nesting(kind, ev.region)
-    if nest.problems or len(nest.open_end):
+    if nest.problems or (len(nest.open_end) and not open_calls):
         return None
     mpi = np.flatnonzero(np.isin(kind, _MPI))
     enter = enclosing_enters(nest.before, nest.enters, mpi)
@@ -128,12 +135,14 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int]) -> Ca
         if not all(m in locations for m in set(table[r].tolist())):
             return None
         peer[p2p[sel]] = table[r]
-    always = {0, n - 1}
+    always = {0, n - 1, *nest.open_end.tolist()}
     for i in (0, n - 1):  # the Enter/Leave partner of the first and last record
         before = int(nest.before[i])
         if kind[i] == ENTER:
             k = int(np.searchsorted(nest.enters[before + 1], i))
-            always.add(int(nest.leaves[before + 1][k]))
+            closing = nest.leaves.get(before + 1, _NONE)
+            if k < len(closing):  # (an open call has none)
+                always.add(int(closing[k]))
         elif kind[i] == LEAVE:
             k = int(np.searchsorted(nest.leaves[before], i))
             always.add(int(nest.enters[before][k]))

@@ -104,6 +104,7 @@ def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
                 matching: Matching, times: dict[int, np.ndarray],
                 step: Callable[..., Any] | None = None,
                 index: dict[int, np.ndarray] | None = None,
+                skip: dict[int, int] | None = None,
                 ) -> tuple[Trace, Verification | None]:
     """Verify this rank's dependencies from its own locations' rounded ``times`` and
     the ghosts' rounded times their checks read (asked of their owners), and reduce
@@ -115,7 +116,9 @@ def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
     between the collectives (the driver's ``agreed``: a rank failing there stops
     every rank at the phase boundary instead of leaving them in an ``alltoall``).
     ``index``: the trimmed ghosts' index map (:mod:`compensate.parallel.trim`): their
-    owners are asked for the original records, and the examples name them."""
+    owners are asked for the original records, and the examples name them.
+    ``skip``: leading context records of this rank's locations not to check (a
+    segment of the streamed run, :mod:`compensate.parallel.segments`)."""
     size, rank = transport.size, transport.rank
     run = step or (lambda f, *a: f(*a))
 
@@ -147,7 +150,8 @@ def verify_rank(transport: Transport, owner: dict[int, int], trace: Trace,
             if loc not in columns:
                 columns[loc] = np.full(len(ev), UNREAD, dtype=np.int64)
         checked = trace.with_times(columns)
-        return checked, verify(checked, matching, measured=trace, own=set(times))
+        extra = {"skip": skip} if skip else {}  # (only a streamed segment has context)
+        return checked, verify(checked, matching, measured=trace, own=set(times), **extra)
 
     checked, mine = run(check)
     found = transport.alltoall([_portable(mine, matching, checked, index or {})

@@ -47,8 +47,14 @@ def commands(tmp: Path, tag: str) -> list[tuple[str, list[str]]]:
         (f"mixed_fitted_{tag}.trace",
          [str(tmp / "mixed.trace"), str(tmp / f"mixed_fitted_{tag}.trace"), *plat,
           "--bound", "fitted"]),
+        # the whole-share path (--in-memory) with trimmed ghosts
         (f"stencil_{tag}.trace",
-         [str(tmp / "stencil.trace"), str(tmp / f"stencil_{tag}.trace"), *plat]),
+         [str(tmp / "stencil.trace"), str(tmp / f"stencil_{tag}.trace"), *plat,
+          "--in-memory"]),
+        # streamed within each rank (compensate/parallel/segments.py), several segments
+        (f"stencil_streamed_{tag}.trace",
+         [str(tmp / "stencil.trace"), str(tmp / f"stencil_streamed_{tag}.trace"), *plat,
+          "--segment-records", "64"]),
         (f"real_{tag}/traces.otf2",
          [str(real), str(tmp / f"real_{tag}" / "traces.otf2"), "--overhead", "100ns"]),
     ]
@@ -59,7 +65,10 @@ def one_process(tmp: Path, cases) -> None:
         out = Path(args[1])
         args = [args[0], str(out.parent / ("one_" + out.name)) if out.suffix == ".trace"
                 else str(tmp / ("one_" + out.parent.name) / out.name), *args[2:]]
-        assert main([*args, "--in-memory", "--quiet", "--summary",
+        # the one-process run the distributed one equals: streamed unless it is not
+        # streamed either (--in-memory, or fitted: the whole-share path)
+        whole = "--in-memory" in args or "fitted" in args
+        assert main([*args, *(["--in-memory"] if whole else []), "--quiet", "--summary",
                      str(tmp / f"one_{name.replace('/', '_')}.json")]) == 0
 
 
@@ -82,7 +91,7 @@ def test_mpiexec_equals_one_process(inputs, ranks, capfd):
         cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     for rank in range(ranks):
-        assert json.loads((status_dir / f"rank{rank}.json").read_text()) == [0, 0, 0, 3]
+        assert json.loads((status_dir / f"rank{rank}.json").read_text()) == [0, 0, 0, 0, 3]
     # one line for the failure, from rank 0 only
     errors = [x for x in proc.stderr.splitlines() if x.startswith("compensate:")]
     assert len(errors) == 1 and "cycle" in errors[0], proc.stderr
@@ -95,6 +104,8 @@ def test_mpiexec_equals_one_process(inputs, ranks, capfd):
         s1 = json.loads((tmp / f"one_{name.replace('/', '_')}.json").read_text())
         s2 = json.loads((tmp / f"{name.replace('/', '_')}.json").read_text())
         assert s2["ranks"] == ranks
+        if "streamed" in name:
+            assert s2["segments"]["count"] >= 3  # really cut
         assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
             {k: v for k, v in s2.items() if k not in PER_RUN}, name
 
@@ -133,9 +144,12 @@ def test_mpi_without_mpi4py_is_a_usage_error(monkeypatch, capsys, tmp_path):
     assert not (tmp_path / "out.trace").exists()
 
 
-def _thread_command(tmp: Path, argv: list[str], ranks: int) -> list[int]:
+def _thread_command(tmp: Path, argv: list[str], ranks: int, streamed: bool = False
+                    ) -> list[int]:
     """The command's distributed run (compensate.parallel.command._run, as
-    run_parallel calls it) on thread ranks: each rank's exit status."""
+    run_parallel calls it) on thread ranks: each rank's exit status. Without
+    ``streamed`` the whole-share path only (compensate/parallel/segments.py not
+    tried)."""
     from compensate.cli import compensate as cli
     from compensate.parallel import command
     from compensate.parallel.transport import run_threads
@@ -147,7 +161,10 @@ def _thread_command(tmp: Path, argv: list[str], ranks: int) -> list[int]:
     return run_threads(ranks, lambda t: command._run(
         t, args, lambda: cli._Outputs(args, target, in_parts=True),
         lambda outputs, trace, pipeline, seconds, n, write, parallel=None: cli._write_result(
-            args, outputs, platform, False, trace, pipeline, seconds, n, write, parallel)))
+            args, outputs, platform, False, trace, pipeline, seconds, n, write, parallel),
+        (lambda outputs, defs, result, seconds, n, write, parallel=None: cli._write_streamed(
+            args, outputs, platform, defs, result, seconds, n, write, parallel))
+        if streamed else None))
 
 
 @pytest.fixture(scope="module")
@@ -297,3 +314,34 @@ def test_an_otf2_output_reads_no_payload_objects(tmp_path, monkeypatch):
                                           "--quiet"], 2) == [0, 0]
         assert asked == [out.suffix == ".trace"] * 2
         assert _output_bytes(out) == _output_bytes(one)
+
+
+def test_streamed_thread_ranks_and_their_fallback(inputs, tmp_path, capsys):
+    """The command streamed within each rank (compensate/parallel/segments.py) writes
+    the one-process streamed output and summary; a trace the one-process command
+    cannot stream (a receive without its send: a segment error, the in-memory path
+    names the record) falls back on every rank to the whole-share path, which exits
+    3 with the one-process line."""
+    plat = ["--platform", str(inputs / "platform.json"), "--segment-records", "64"]
+    one, par = tmp_path / "one.trace", tmp_path / "par.trace"
+    assert main([str(inputs / "stencil.trace"), str(one), *plat, "--quiet", "--summary",
+                 str(tmp_path / "one.json")]) == 0
+    assert _thread_command(inputs, [str(inputs / "stencil.trace"), str(par), *plat, "--quiet",
+                                    "--summary", str(tmp_path / "par.json")], 2,
+                           streamed=True) == [0, 0]
+    assert par.read_bytes() == one.read_bytes()
+    s1, s2 = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "par"))
+    assert s2["segments"]["count"] >= 3
+    assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
+        {k: v for k, v in s2.items() if k not in PER_RUN}
+    capsys.readouterr()
+    lines = [x for x in (inputs / "stencil.trace").read_text().splitlines(keepends=True)
+             if " MpiSend " not in x or not x.split()[1] == "0"]  # location 0 sends nothing
+    bad = tmp_path / "bad.trace"
+    bad.write_text("".join(lines))
+    assert main([str(bad), str(tmp_path / "one_bad.trace"), *plat, "--in-memory"]) == 3
+    want = capsys.readouterr().err.strip().splitlines()[-1]
+    assert _thread_command(inputs, [str(bad), str(tmp_path / "bad_out.trace"), *plat], 2,
+                           streamed=True) == [3, 3]
+    assert capsys.readouterr().err.strip().splitlines()[-1] == want
+    assert not (tmp_path / "bad_out.trace").exists() and not list(tmp_path.glob(".bad_out*"))

@@ -211,3 +211,26 @@ def test_bundled_archives_with_trimmed_ghosts(path):
     trace = read_bundled(path)
     one = run_pipeline(trace, Platform(1e-7), "lower", "uniform", None)
     assert_same(one, run_in_threads(trace, Platform(1e-7), "lower", 2))
+
+
+def test_a_segment_may_end_inside_calls_without_mpi_records(tmp_path):
+    """A streamed segment (compensate/parallel/segments.py) ends inside ``main``
+    (open across the cut): with ``open_calls`` the location is trimmed, every rank
+    keeps the open Enters (the same open calls as the whole location); an MPI
+    record whose call is still open keeps it whole."""
+    open_main = ("1 0 Enter region=2\n2 0 Enter region=1\n"
+                 "3 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n4 0 Leave region=1\n"
+                 "5 0 Enter region=2\n6 0 Leave region=2\n7 0 Enter region=2\n")
+    open_mpi = ("1 0 Enter region=2\n2 0 Enter region=1\n"
+                "3 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n")
+    for events, simple in ((open_main, True), (open_mpi, False)):
+        path = tmp_path / "one.trace"
+        path.write_text(HEAD + events)
+        trace = read_text(str(path))
+        ev = trace.events[0]
+        assert calls_of(trace.definitions, 0, ev, {0, 1}) is None
+        calls = calls_of(trace.definitions, 0, ev, {0, 1}, open_calls=True)
+        assert (calls is not None) == simple
+        if simple:
+            assert calls.always.tolist() == [0, 6]  # main's Enter and the last, both open
+            assert calls.start.tolist() == [1] and calls.end.tolist() == [3]

@@ -1,0 +1,153 @@
+"""Streaming within a rank (compensate/parallel/segments.py) on thread ranks: the
+one-process streamed run's output, record for record, with its statistics,
+matching counts and verification, on simulated programs cut into many segments
+and a real archive; each rank's own segments are the one-process segments; and
+the invariant the broadcast cuts give: every segment's view on every rank holds
+whole channels (no receive without its send, no send left unmatched) and whole
+collective instances (every member of the communicator)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compensate.engine import EngineOptions
+from compensate.engine import stream as stream
+from compensate.matching import match
+from compensate.model import Events, Trace
+from compensate.parallel import segments
+from compensate.parallel.ownership import owners
+from compensate.platform import Platform
+from compensate.simulate import simulate
+
+from ..conftest import REAL_ARCHIVES
+
+SEGMENT, CHUNK = 40, 17
+
+
+def one_process(trace, platform, opts):
+    got: dict[int, list[Events]] = {}
+    res = stream.compensate_stream(
+        trace.definitions, stream.trace_chunks(trace, CHUNK), platform, opts,
+        lambda loc, ev: got.setdefault(loc, []).append(ev), segment_records=SEGMENT)
+    return res, {loc: Events.concat(parts) for loc, parts in got.items()}
+
+
+def assert_same(ref, par) -> None:
+    (r1, ev1), (r2, ev2) = ref, par
+    assert set(ev1) == set(ev2)
+    for loc, ev in ev1.items():
+        np.testing.assert_array_equal(ev.time, ev2[loc].time, err_msg=f"location {loc}")
+        np.testing.assert_array_equal(ev.size, ev2[loc].size, err_msg=f"location {loc}")
+    a, b = r1.stats.to_dict(), r2.stats.to_dict()
+    assert a.pop("flush_seconds_removed") == pytest.approx(b.pop("flush_seconds_removed"))
+    assert a == b
+    assert r1.counts == r2.counts
+    assert r1.verification.to_dict() == r2.verification.to_dict()
+    assert (r1.segments, r1.largest_segment, r1.records) == \
+        (r2.segments, r2.largest_segment, r2.records)
+    assert (r1.measured_span, r1.approximated_span) == (r2.measured_span, r2.approximated_span)
+
+
+@pytest.fixture(scope="module", params=["stencil", "nonblocking", "rma_fence", "hybrid_halo"])
+def program(request):
+    sim = simulate(request.param, ranks=4 if request.param != "hybrid_halo" else 3,
+                   seed=1, iterations=3)
+    return sim.measured, sim.platform
+
+
+@pytest.mark.parametrize("bound", ["lower", "none"])
+def test_streamed_ranks_give_the_one_process_streamed_run(program, bound):
+    trace, platform = program
+    opts = EngineOptions(bound)
+    ref = one_process(trace, platform, opts)
+    for size in (2, 3):
+        assert_same(ref, segments.stream_in_threads(trace, platform, opts, size, SEGMENT, CHUNK))
+    assert ref[0].segments >= 3  # the case is really cut
+
+
+def test_a_real_archive_streamed_on_ranks():
+    from compensate.formats import read_trace
+    trace = read_trace(REAL_ARCHIVES[0])
+    opts = EngineOptions("upper")
+    ref = one_process(trace, Platform(2e-7), opts)
+    assert_same(ref, segments.stream_in_threads(trace, Platform(2e-7), opts, 2, SEGMENT, CHUNK))
+
+
+def test_own_segments_are_the_one_process_segments(program):
+    trace, _ = program
+    defs = trace.definitions
+    cuts = segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT)
+    whole = list(stream.segments(defs, stream.trace_chunks(trace, CHUNK), SEGMENT))
+    assert [n for _, n in cuts] == [sum(len(ev) for ev in s.values()) for s in whole]
+    owner = owners(defs, list(trace.events), 3)
+    for r in range(3):
+        mine = Trace(defs, {loc: ev for loc, ev in trace.events.items() if owner[loc] == r})
+        for seg, ref in zip(segments.own_segments(defs, stream.trace_chunks(mine, 13), cuts),
+                            whole, strict=True):
+            assert set(seg) == {loc for loc in ref if owner[loc] == r}
+            for loc, ev in seg.items():
+                np.testing.assert_array_equal(ev.time, ref[loc].time)
+
+
+def test_every_segment_view_holds_whole_channels_and_collectives(monkeypatch):
+    sim = simulate("stencil", ranks=4, seed=2, iterations=3)
+    trace = sim.measured
+    defs = trace.definitions
+    views = []
+    real = segments.complete_trimmed
+
+    def spy(d, own, transport, owner, source="", open_calls=False):
+        view, index = real(d, own, transport, owner, source, open_calls)
+        views.append((transport.rank, view, set(own), index))
+        return view, index
+
+    monkeypatch.setattr(segments, "complete_trimmed", spy)
+    res, _ = segments.stream_in_threads(trace, sim.platform, EngineOptions("lower"), 2,
+                                        SEGMENT, CHUNK)
+    assert res.segments >= 3 and len(views) == 2 * res.segments
+    assert sum(len(index) for *_, index in views) >= res.segments  # ghosts were trimmed
+    for _, view, own, _index in views:
+        m = match(view)  # raises on a receive without its send
+        assert m.unmatched_sends == 0
+        for inst in m.instances:
+            assert len(inst.locs) == len(defs.comms[inst.comm].members)
+        # every message with an end on this rank is in the view
+        sends = sum(int(np.count_nonzero(view.events[loc].kind == stream.SEND)) for loc in own)
+        assert sends == int(np.count_nonzero(np.isin(
+            np.asarray(m.table.loc_ids)[m.table.send_li], list(own)))) if len(m.table) else True
+
+
+def test_cut_pass_in_smaller_reads_finds_the_same_cuts(program):
+    """Rank 0's cut pass reads chunks four times smaller and looks for cuts after
+    every fourth: the one-process run's cuts."""
+    trace, _ = program
+    defs = trace.definitions
+    assert segments.cut_times(defs, stream.trace_chunks(trace, 4 * CHUNK), SEGMENT) == \
+        segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT, group=4)
+
+
+def test_the_first_nesting_problem_of_a_later_segment_names_its_record():
+    """A Leave without Enter on another rank's location, several segments in: the
+    summary's first nesting problem is the one-process run's (its index counts the
+    earlier segments' records, which only its owner knows)."""
+    from compensate.simulate import default_platform
+    from compensate.simulate.programs import Program, compute, enter, leave, recv, send
+    from compensate.simulate.simulator import run_program
+
+    ops = []
+    for r in range(4):
+        mine = []
+        for i in range(20):
+            mine += [leave("stray")] if (r, i) == (3, 12) else []
+            mine += [enter("outer"), compute(2e-6), send((r + 1) % 4, 256, i),
+                     recv((r - 1) % 4, i), leave("outer")]
+        ops.append(mine)
+    plat = default_platform(1e-6)
+    trace = run_program(Program("late-stray", ops), plat, quantize=True).measured
+    ref = one_process(trace, plat, EngineOptions("lower"))
+    assert ref[0].segments >= 3 and ref[0].nesting_first["location"] == 3
+    assert ref[0].nesting_first["index"] > SEGMENT // 4  # not in the first segment
+    par = segments.stream_in_threads(trace, plat, EngineOptions("lower"), 2, SEGMENT, CHUNK)
+    assert par[0].nesting_first == ref[0].nesting_first
+    assert_same(ref, par)
