@@ -365,19 +365,25 @@ class _Cutter:
                                                  ev.region.astype(np.int64)))[open_end].tolist()
         return ev.time[sends], (np.concatenate(ends) if ends else np.zeros(0, np.int64))
 
+    def take(self, loc: int, ev: Events) -> bool:
+        """Append a location's records to what is pending (False if there are none);
+        NotStreamable if they start before the last cut (the input is not in time
+        order)."""
+        if not len(ev):
+            return False
+        if self.last_cut is not None and int(ev.time[0]) < self.last_cut:
+            raise NotStreamable(
+                f"location {loc} has a record at {int(ev.time[0])}, before the cut at "
+                f"{self.last_cut} made earlier: the input is not in time order")
+        self.pending[loc].append(ev)
+        self.count += len(ev)
+        return True
+
     def add(self, chunk: dict[int, Events], cut: bool = True) -> Iterator[dict[int, Events]]:
         """Take a chunk; yield the segments that are complete (none without ``cut``:
         the chunk is only taken, as part of a larger one that follows)."""
         for loc, ev in chunk.items():
-            if not len(ev):
-                continue
-            if self.last_cut is not None and int(ev.time[0]) < self.last_cut:
-                raise NotStreamable(
-                    f"location {loc} has a record at {int(ev.time[0])}, before the cut at "
-                    f"{self.last_cut} made earlier: the input is not in time order")
-            self.pending[loc].append(ev)
-            self.count += len(ev)
-            if self.replay is None:
+            if self.take(loc, ev) and self.replay is None:
                 self._steps(loc, ev)
         while cut and self.count >= self.next_try:
             seg = self._cut()

@@ -125,14 +125,8 @@ class _OwnSplitter:
             return False
         c = self.cutter
         for loc, ev in chunk.items():
-            if not len(ev):
+            if not c.take(loc, ev):
                 continue
-            if c.last_cut is not None and int(ev.time[0]) < c.last_cut:
-                raise NotStreamable(
-                    f"location {loc} has a record at {int(ev.time[0])}, before the cut at "
-                    f"{c.last_cut} made earlier: the input is not in time order")
-            c.pending[loc].append(ev)
-            c.count += len(ev)
             last = int(ev.time[-1])
             self.horizon = last if self.horizon is None else max(self.horizon, last)
         return True
