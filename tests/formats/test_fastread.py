@@ -1,6 +1,7 @@
-"""The .trace reader's C path (compensate/formats/text/fastread.py): the same
-columns, payloads and error messages as the Python path, on simulated programs,
-the repository's text files, damaged lines and random traces."""
+"""The .trace C path (compensate/formats/text/fastread.py): the same columns,
+payloads and error messages as the Python reader, and the same bytes as the
+Python writer, on simulated programs, the repository's text files, damaged
+lines and random traces."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compensate.formats.text import fastread, read_text, read_text_chunks, write_text
+from compensate.formats.text import (
+    TextEventWriter,
+    fastread,
+    read_text,
+    read_text_chunks,
+    write_text,
+)
 from compensate.formats.text.read import _Reader
-from compensate.model import TraceError
+from compensate.formats.text.write import _Formatter
+from compensate.model import KIND_NAMES, TraceError
 from compensate.simulate import simulate
 from tests.formats.test_text import FULL, assert_traces_equal, traces
 
@@ -156,12 +164,53 @@ def test_damaged_input_reads_the_same_both_ways(tmp_path, monkeypatch, edits):
         assert_traces_equal(native, python)
 
 
+def _written_both_ways(monkeypatch, trace, path: Path, **writer) -> list[bytes]:
+    def write():
+        if writer:  # streaming, in small pieces, location after location
+            w = TextEventWriter(str(path), trace.definitions, **writer)
+            for loc in sorted(trace.events):
+                ev = trace.events[loc]
+                for a in range(0, len(ev.time), 5):
+                    w.write(loc, ev.slice(a, min(a + 5, len(ev.time))))
+                w.finish(loc)
+            w.close()
+        else:
+            write_text(trace, str(path))
+        return path.read_bytes()
+    return _both(monkeypatch, write)
+
+
+def test_c_and_python_write_the_same_bytes(files, tmp_path, monkeypatch):
+    python_lines = []
+    lines = _Formatter.lines
+
+    def spy(self, cols, payloads, widths):
+        python_lines.extend(cols[3])  # the kinds Python formats
+        return lines(self, cols, payloads, widths)
+
+    monkeypatch.setattr(_Formatter, "lines", spy)
+    monkeypatch.setenv(fastread.ENV_SWITCH, "1")
+    write_text(read_text(files[3]), str(tmp_path / "stencil.trace"))  # through C
+    assert sorted({KIND_NAMES[k] for k in python_lines}) == ["ProgramBegin", "ProgramEnd"]
+    assert len(python_lines) == 8
+    full = tmp_path / "full.trace"
+    full.write_text(FULL)
+    for source in [*files, str(full)]:
+        trace = read_text(source)
+        native, python = _written_both_ways(monkeypatch, trace, tmp_path / "out.trace")
+        assert native == python
+        native, python = _written_both_ways(monkeypatch, trace, tmp_path / "out.trace",
+                                            max_buffered=8)
+        assert native == python
+
+
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(trace=traces())
 def test_random_traces_round_trip_both_ways(tmp_path, monkeypatch, trace):
     path = tmp_path / "rt.trace"
-    write_text(trace, str(path))
+    native_bytes, python_bytes = _written_both_ways(monkeypatch, trace, path)
+    assert native_bytes == python_bytes
     native, python = _both(monkeypatch, lambda: read_text(str(path)))
     assert_traces_equal(native, trace)
     assert_traces_equal(python, trace)

@@ -287,3 +287,78 @@ int64_t cmp_text_parse(const char *buf, int64_t len, int64_t pos, const int64_t 
     res[4] = stopped;
     return written;
 }
+
+/* ---- writing: the record lines of write.py's _Formatter.records ---------- */
+
+static char *put_int(char *o, int64_t v) {
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do { tmp[n++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) *o++ = '-';
+    while (n) *o++ = tmp[--n];
+    return o;
+}
+
+static char *put_right(char *o, int64_t v, int64_t width) {
+    char tmp[24];
+    char *e = put_int(tmp, v);
+    int64_t n = e - tmp;
+    for (int64_t i = n; i < width; i++) *o++ = ' ';
+    memcpy(o, tmp, (size_t)n);
+    return o + n;
+}
+
+/* cols: 11 int64 arrays (time, location, kind, region, peer, comm, tag, size,
+ * size_recv, op, request) of n records in output order; wtab: [nkinds_total,
+ * then per kind code: name_off, name_len, nfields (-1: Python formats it),
+ * first_field], fields: key_off, key_len, column (model column), type;
+ * ops: [nop, per op value 0..nop-1: name_off (or -1), name_len]. Records whose
+ * kind C does not format take the next of Python's lines (py, py_off).
+ * widths: time, location, kind. Returns the bytes written to out. */
+int64_t cmp_text_format(int64_t n, const int64_t *const *cols, const int64_t *wtab,
+                        const int64_t *fields, const int64_t *ops, const char *strs,
+                        const char *py, const int64_t *py_off, const int64_t *widths,
+                        char *out) {
+    char *o = out;
+    int64_t nk = wtab[0], nop = ops[0], k = 0;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t kind = cols[2][j];
+        const int64_t *kd = (kind >= 0 && kind < nk) ? wtab + 1 + kind * 4 : 0;
+        if (!kd || kd[2] < 0) {
+            int64_t a = py_off[k], b = py_off[k + 1];
+            memcpy(o, py + a, (size_t)(b - a));
+            o += b - a;
+            k++;
+            continue;
+        }
+        o = put_right(o, cols[0][j], widths[0]);
+        *o++ = ' ';
+        o = put_right(o, cols[1][j], widths[1]);
+        *o++ = ' ';
+        memcpy(o, strs + kd[0], (size_t)kd[1]);
+        o += kd[1];
+        if (kd[2] > 0) {
+            for (int64_t i = kd[1]; i < widths[2]; i++) *o++ = ' ';
+            const int64_t *fs = fields + kd[3] * 4;
+            for (int64_t f = 0; f < kd[2]; f++) {
+                const int64_t *fd = fs + f * 4;
+                *o++ = ' ';
+                memcpy(o, strs + fd[0], (size_t)fd[1]);
+                o += fd[1];
+                *o++ = '=';
+                int64_t v = cols[3 + fd[2] - 2][j];
+                if (fd[3] == T_ROOT && v < 0) {
+                    *o++ = '-';
+                } else if (fd[3] == T_OP && v >= 0 && v < nop && ops[1 + 2 * v] >= 0) {
+                    memcpy(o, strs + ops[1 + 2 * v], (size_t)ops[2 + 2 * v]);
+                    o += ops[2 + 2 * v];
+                } else {
+                    o = put_int(o, v);
+                }
+            }
+        }
+        *o++ = '\n';
+    }
+    return o - out;
+}

@@ -260,3 +260,101 @@ def fast_records(reader: Any) -> FastRecords | None:
     Python path must run."""
     fn = _kernel()
     return FastRecords(fn, reader) if fn is not None else None
+
+
+# ---------------------------------------------------------------------------
+# Writing
+
+#: record lines formatted per C call (its buffer: ~320 bytes a record)
+FORMAT_BATCH = 1 << 15
+_LINE_MAX = 320
+
+
+def _load_format() -> Any:
+    dll = ctypes.CDLL(str(compiled(SOURCE.read_bytes(), "textread")))
+    fn = dll.cmp_text_format
+    fn.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_char_p] \
+        + [ctypes.c_void_p] * 3
+    fn.restype = ctypes.c_int64
+    return fn
+
+
+class FastFormat:
+    """``cmp_text_format``: the record lines of :meth:`_Formatter.records` for the
+    kinds of :data:`SPECS` (from the columns, as ``_Formatter.fields`` writes
+    them); the lines of other kinds are Python's, copied in place."""
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+        strs = bytearray()
+
+        def name(text: str) -> tuple[int, int]:
+            raw = text.encode()
+            strs.extend(raw)
+            return len(strs) - len(raw), len(raw)
+
+        wtab, fields = [len(KIND_NAMES)], []
+        handled = np.zeros(len(KIND_NAMES), dtype=bool)
+        for code, kname in enumerate(KIND_NAMES):
+            spec = SPECS.get(kname)
+            if spec is None:
+                wtab += [*name(kname), -1, 0]
+                continue
+            handled[code] = True
+            wtab += [*name(kname), len(spec), len(fields) // 4]
+            for key, column, (typ, _, _), _ in spec:
+                fields += [*name(key), _COL[column], typ]
+        top = max(COLLECTIVE_OPS.values()) + 1
+        ops = [top] + [-1, 0] * top
+        for op, value in COLLECTIVE_OPS.items():
+            ops[1 + 2 * value:3 + 2 * value] = name(op)
+        self.handled = handled
+        self._tabs = [np.array(x, dtype=np.int64) for x in (wtab, fields or [0], ops)]
+        self._strs = bytes(strs) + b"\0"
+
+    def lines(self, cols: list[np.ndarray], python_lines: Any,
+              widths: tuple[int, int, int]) -> bytes:
+        """The record lines of ``cols`` (time, location, kind, region, ...,
+        request; output order) as UTF-8 bytes; ``python_lines(indices)`` gives
+        the lines (str) of the records at ``indices`` whose kind C does not
+        format; ``widths``: of the time, location and kind columns."""
+        widths_array = np.array(widths, dtype=np.int64)
+        cols = [np.ascontiguousarray(c, dtype=np.int64) for c in cols]
+        kinds = cols[2]
+        inside = (kinds >= 0) & (kinds < len(KIND_NAMES))
+        mine = np.zeros(len(kinds), dtype=bool)
+        mine[inside] = self.handled[kinds[inside]]
+        others = np.flatnonzero(~mine)
+        py = [s.encode() for s in python_lines(others)] if len(others) else []
+        offsets = np.zeros(len(py) + 1, dtype=np.int64)
+        if py:
+            np.cumsum([len(b) for b in py], out=offsets[1:])
+        blob = b"".join(py) + b"\0"
+        out = []
+        wtab, fields, ops = self._tabs
+        first_py = 0
+        for a in range(0, len(kinds), FORMAT_BATCH):
+            b = min(a + FORMAT_BATCH, len(kinds))
+            part = [c[a:b] for c in cols]
+            ptrs = (ctypes.c_void_p * len(part))(*[c.ctypes.data for c in part])
+            n_py = int(np.count_nonzero(~mine[a:b]))
+            py_bytes = int(offsets[first_py + n_py] - offsets[first_py])
+            buf = ctypes.create_string_buffer((b - a) * _LINE_MAX + py_bytes + 1)
+            size = self._fn(b - a, ptrs, wtab.ctypes.data, fields.ctypes.data, ops.ctypes.data,
+                            self._strs, blob, offsets[first_py:].ctypes.data,
+                            widths_array.ctypes.data, buf)
+            first_py += n_py
+            out.append(buf.raw[:size])
+        return b"".join(out)
+
+
+def fast_format() -> FastFormat | None:
+    """A :class:`FastFormat`, None where the Python formatter must run."""
+    if _kernel() is None:
+        return None
+    if "format" not in _state:
+        try:
+            _state["format"] = FastFormat(_load_format())
+        except (OSError, AttributeError, ValueError):
+            _state["format"] = None
+    return _state["format"]
