@@ -195,6 +195,7 @@ def test_c_and_python_write_the_same_bytes(files, tmp_path, monkeypatch):
     assert len(python_lines) == 8
     full = tmp_path / "full.trace"
     full.write_text(FULL)
+    monkeypatch.setattr(fastread, "FORMAT_BATCH", 3)
     for source in [*files, str(full)]:
         trace = read_text(source)
         native, python = _written_both_ways(monkeypatch, trace, tmp_path / "out.trace")
@@ -208,6 +209,9 @@ def test_c_and_python_write_the_same_bytes(files, tmp_path, monkeypatch):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(trace=traces())
 def test_random_traces_round_trip_both_ways(tmp_path, monkeypatch, trace):
+    # small blocks, so that records of both paths meet at block boundaries
+    monkeypatch.setattr(fastread, "BATCH", 5)
+    monkeypatch.setattr(fastread, "FORMAT_BATCH", 7)
     path = tmp_path / "rt.trace"
     native_bytes, python_bytes = _written_both_ways(monkeypatch, trace, path)
     assert native_bytes == python_bytes

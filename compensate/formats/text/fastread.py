@@ -25,7 +25,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -313,39 +313,33 @@ class FastFormat:
         self._strs = bytes(strs) + b"\0"
 
     def lines(self, cols: list[np.ndarray], python_lines: Any,
-              widths: tuple[int, int, int]) -> bytes:
+              widths: tuple[int, int, int]) -> Iterator[bytes]:
         """The record lines of ``cols`` (time, location, kind, region, ...,
-        request; output order) as UTF-8 bytes; ``python_lines(indices)`` gives
-        the lines (str) of the records at ``indices`` whose kind C does not
-        format; ``widths``: of the time, location and kind columns."""
+        request; output order) as UTF-8 bytes, :data:`FORMAT_BATCH` records at a
+        time; ``python_lines(indices)`` gives the lines (str) of the records at
+        ``indices`` whose kind C does not format; ``widths``: of the time,
+        location and kind columns."""
         widths_array = np.array(widths, dtype=np.int64)
-        cols = [np.ascontiguousarray(c, dtype=np.int64) for c in cols]
         kinds = cols[2]
         inside = (kinds >= 0) & (kinds < len(KIND_NAMES))
         mine = np.zeros(len(kinds), dtype=bool)
         mine[inside] = self.handled[kinds[inside]]
-        others = np.flatnonzero(~mine)
-        py = [s.encode() for s in python_lines(others)] if len(others) else []
-        offsets = np.zeros(len(py) + 1, dtype=np.int64)
-        if py:
-            np.cumsum([len(b) for b in py], out=offsets[1:])
-        blob = b"".join(py) + b"\0"
-        out = []
         wtab, fields, ops = self._tabs
-        first_py = 0
         for a in range(0, len(kinds), FORMAT_BATCH):
             b = min(a + FORMAT_BATCH, len(kinds))
-            part = [c[a:b] for c in cols]
+            part = [np.ascontiguousarray(c[a:b], dtype=np.int64) for c in cols]
             ptrs = (ctypes.c_void_p * len(part))(*[c.ctypes.data for c in part])
-            n_py = int(np.count_nonzero(~mine[a:b]))
-            py_bytes = int(offsets[first_py + n_py] - offsets[first_py])
-            buf = ctypes.create_string_buffer((b - a) * _LINE_MAX + py_bytes + 1)
+            others = np.flatnonzero(~mine[a:b]) + a
+            py = [s.encode() for s in python_lines(others)] if len(others) else []
+            offsets = np.zeros(len(py) + 1, dtype=np.int64)
+            if py:
+                np.cumsum([len(x) for x in py], out=offsets[1:])
+            blob = b"".join(py) + b"\0"
+            buf = ctypes.create_string_buffer((b - a) * _LINE_MAX + len(blob))
             size = self._fn(b - a, ptrs, wtab.ctypes.data, fields.ctypes.data, ops.ctypes.data,
-                            self._strs, blob, offsets[first_py:].ctypes.data,
-                            widths_array.ctypes.data, buf)
-            first_py += n_py
-            out.append(buf.raw[:size])
-        return b"".join(out)
+                            self._strs, blob, offsets.ctypes.data, widths_array.ctypes.data,
+                            buf)
+            yield buf.raw[:size]
 
 
 def fast_format() -> FastFormat | None:

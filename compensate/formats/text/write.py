@@ -233,9 +233,9 @@ class _Formatter:
                 sub = [c[at].tolist() for c in cols]
                 return self.lines(sub, [payloads[j] for j in at.tolist()], widths)
 
-            data = fast.lines(cols[:2] + cols[3:], python_lines, widths)
             f.flush()  # (the text layer's pending lines first)
-            f.buffer.write(data)
+            for data in fast.lines(cols[:2] + cols[3:], python_lines, widths):
+                f.buffer.write(data)
             return
         cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols]
         buf: list[str] = []
