@@ -117,8 +117,8 @@ def _kernel() -> Any:
             _state["fn"] = _load()
         except (OSError, SubprocessError, AttributeError, ValueError) as exc:
             _state["fn"] = None
-            print(f"compensate: the .trace reader's C path is not available ({exc}); reading "
-                  "in Python (slower)", file=sys.stderr)
+            print(f"compensate: the .trace format's C path is not available ({exc}); reading and "
+                  "writing it in Python (slower)", file=sys.stderr)
     return _state["fn"]
 
 
