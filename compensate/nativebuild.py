@@ -1,8 +1,9 @@
 """Building the C halves of compensate on first use (issue #18).
 
-Two C files are compiled this way: the OTF2 C path's
-(:mod:`compensate.formats.otf2.native`, ``native.c``) and the engine's anchor
-loop (:mod:`compensate.engine.native`, ``loop.c``). Each is compiled with the
+Three C files are compiled this way: the OTF2 C path's
+(:mod:`compensate.formats.otf2.native`, ``native.c``), the engine's anchor
+loop (:mod:`compensate.engine.native`, ``loop.c``) and the ``.trace`` reader's
+record lines (:mod:`compensate.formats.text.fastread`, ``fastread.c``). Each is compiled with the
 system C compiler (``$CC``, default ``cc``; nothing else is assumed on a fresh
 machine) into a per-user cache, ``$COMPENSATE_CACHE``, else
 ``$XDG_CACHE_HOME/compensate``, else ``~/.cache/compensate``; if that cannot be

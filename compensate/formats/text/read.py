@@ -42,6 +42,7 @@ import numpy as np
 import compensate.insitu as insitu
 from compensate.formats.chunks import ChunkIterator, selected_locations
 from compensate.formats.partitioned import TEXT_FIELDS
+from compensate.formats.text.fastread import fast_records
 from compensate.formats.text.syntax import (
     _BARE_RUN,
     _EVENT_SYNTAX,
@@ -133,6 +134,12 @@ class _Reader:
         # other defined location, whose record lines are skipped unparsed
         self.selection: tuple[int, ...] | None = None
         self.others: frozenset[str] = frozenset()
+        # the C path of the record lines (fastread.py; None: all Python), the
+        # location of the last line Python parsed, and per location the blocks of
+        # rows (with payloads) C's batches gave in this chunk, before ``state``'s
+        self.fast: Any = None
+        self.last_loc: int | None = None
+        self.pieces: dict[int, list[tuple[np.ndarray, list[Any]]]] = {}
         # record kind -> parser of its fields (keyed by the kind's name in the file)
         by_name: dict[str, Callable[[str, int, int, dict[str, str]], tuple[tuple, Any]]] = {
             "Enter": self._region_record,
@@ -441,6 +448,7 @@ class _Reader:
             raise self.err(f"location {_show(parts[1])} is not an integer, expected a location id "
                            f"({_EVENT_SYNTAX})") from None
         st = self.state.get(loc)
+        self.last_loc = loc
         if st is None:
             if loc in self.locations:  # not selected (spelled unlike its header id)
                 return True
@@ -718,6 +726,7 @@ class _Reader:
             if self.in_events:
                 if self.selection is not None:
                     self.select()
+                self.fast = fast_records(self)
                 return Definitions(timer_resolution=self.timer_resolution,
                                    locations=self.locations, regions=self.regions,
                                    comms=self.comms, otf2=None,
@@ -756,43 +765,54 @@ class _Reader:
                 limit -= seen - skipped
         chunk = {}
         for loc, (rows, payloads) in self.state.items():
-            if rows:
+            pieces = self.pieces.pop(loc, None)
+            if pieces:  # C's blocks (fastread.py), then Python's rows (none in C mode)
+                if rows:
+                    pieces.append((np.array(rows, dtype=np.int64).reshape(-1, len(COLUMNS)),
+                                   payloads))
+                chunk[loc] = _events_of_blocks(pieces)
+            elif rows:
                 chunk[loc] = _events(rows, payloads)
+            if rows:
                 self.prev[loc] = rows[-1][0]
                 self.base[loc] += len(rows)
                 self.state[loc] = ([], [])
         return chunk
 
     def parse_lines(self, lines: Iterable[tuple[int, str]]) -> int:
-        """Parse record lines; returns how many were blank or comments."""
+        """Parse record lines; returns how many were blank, comments or another
+        reader's (through C where it can: fastread.py)."""
+        if self.fast is not None:
+            return self.fast.parse_lines(self, lines)
         skipped = 0
         for lineno, line in lines:
             self.lineno = lineno
-            if '"' in line:
-                toks = self.tokenize(line)
-                if not toks:
-                    skipped += 1
-                    continue
-                parts = [t.raw if not t.quoted else t.value for t in toks[:3]]
-                usage = _EVENT_SYNTAX
-                if any(t.key is not None and t.quoted for t in toks[:3]):
-                    raise self.err(f"expected {usage}, got {_show(line.strip())}")
-                fields = self.field_dict(toks[3:], "")
-            else:
-                if "#" in line:
-                    line = _strip_comment(line)
-                parts = line.split()
-                if not parts:
-                    skipped += 1
-                    continue
-                fields = None  # parsed from parts[3:] by event_line
-            if self.others and len(parts) > 1 and parts[1] in self.others \
-                    and parts[0] not in _HEADER_KEYWORDS:
-                skipped += 1  # a location another reader selected: checked there
-                continue
-            if self.event_line(parts, fields, line):
-                skipped += 1
+            skipped += self.parse_line(lineno, line)
         return skipped
+
+    def parse_line(self, lineno: int, line: str) -> int:
+        """Parse one record line; 1 if it was blank, a comment or another
+        reader's, else 0."""
+        if '"' in line:
+            toks = self.tokenize(line)
+            if not toks:
+                return 1
+            parts = [t.raw if not t.quoted else t.value for t in toks[:3]]
+            usage = _EVENT_SYNTAX
+            if any(t.key is not None and t.quoted for t in toks[:3]):
+                raise self.err(f"expected {usage}, got {_show(line.strip())}")
+            fields = self.field_dict(toks[3:], "")
+        else:
+            if "#" in line:
+                line = _strip_comment(line)
+            parts = line.split()
+            if not parts:
+                return 1
+            fields = None  # parsed from parts[3:] by event_line
+        if self.others and len(parts) > 1 and parts[1] in self.others \
+                and parts[0] not in _HEADER_KEYWORDS:
+            return 1  # a location another reader selected: checked there
+        return 1 if self.event_line(parts, fields, line) else 0
 
     @staticmethod
     def tokenize_plain(parts: list[str]) -> list[_Token]:
@@ -807,6 +827,16 @@ def _events(rows: list[tuple], payloads: list[Any]) -> Events:
     """Rows to columns (one 2-D int64 conversion, faster than per-column iteration;
     every value was range-checked for its column while parsing)."""
     table = np.array(rows, dtype=np.int64).reshape(len(rows), len(COLUMNS))
+    cols = {name: np.ascontiguousarray(table[:, j], dtype=dtype)
+            for j, (name, dtype) in enumerate(COLUMNS)}
+    return Events(**cols, payload=payloads)
+
+
+def _events_of_blocks(pieces: list[tuple[np.ndarray, list[Any]]]) -> Events:
+    """Blocks of rows (n x columns, int64) with their payloads to one Events."""
+    table = np.concatenate([block for block, _ in pieces]) if len(pieces) > 1 \
+        else pieces[0][0]
+    payloads = [p for _, pl in pieces for p in pl] if len(pieces) > 1 else pieces[0][1]
     cols = {name: np.ascontiguousarray(table[:, j], dtype=dtype)
             for j, (name, dtype) in enumerate(COLUMNS)}
     return Events(**cols, payload=payloads)

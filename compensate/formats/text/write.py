@@ -8,7 +8,8 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import Any, TextIO
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 import compensate.insitu as insitu
 from compensate.formats.order import Piece, WindowedMerge, merge_order
 from compensate.formats.partitioned import TEXT_FIELDS
+from compensate.formats.text.fastread import fast_format
 from compensate.formats.text.syntax import (
     FORMAT_VERSION,
     MAGIC,
@@ -218,26 +220,44 @@ class _Formatter:
         out.append("events\n")
         return out
 
-    def records(self, f: TextIO, cols: list[list[Any]], payloads: list[Any],
+    def records(self, f: TextIO, cols: list[Any], payloads: list[Any],
                 widths: tuple[int, int, int]) -> None:
         """Write records given as columns in output order: ``cols`` is
         ``[time, location, index, kind, region, peer, comm, tag, size, size_recv,
-        op, request]`` (lists), ``widths`` the time, location and kind column
-        widths."""
-        tw, lw, kw = widths
-        fields_of = self.fields
+        op, request]`` (lists, or int64-able numpy arrays: then C formats the
+        kinds it knows, fastread.py, the same bytes), ``widths`` the time,
+        location and kind column widths."""
+        fast = fast_format() if isinstance(cols[0], np.ndarray) else None
+        if fast is not None:
+            def python_lines(at: np.ndarray) -> Iterator[str]:
+                sub = [c[at].tolist() for c in cols]
+                return self.lines(sub, [payloads[j] for j in at.tolist()], widths)
+
+            f.flush()  # (the text layer's pending lines first)
+            for data in fast.lines(cols[:2] + cols[3:], python_lines, widths):
+                f.buffer.write(data)
+            return
+        cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols]
         buf: list[str] = []
-        for t, loc, i, kind, *c, p in zip(*cols, payloads, strict=True):
-            fields = fields_of(loc, i, kind, c, p)
-            name = KIND_NAMES[kind]  # codes validated by the caller
-            if fields:
-                buf.append(f"{t:>{tw}} {loc:>{lw}} {name:<{kw}} {fields}\n")
-            else:
-                buf.append(f"{t:>{tw}} {loc:>{lw}} {name}\n")
+        for line in self.lines(cols, payloads, widths):
+            buf.append(line)
             if len(buf) >= 8192:
                 f.write("".join(buf))
                 buf.clear()
         f.write("".join(buf))
+
+    def lines(self, cols: list[list[Any]], payloads: list[Any],
+              widths: tuple[int, int, int]) -> Iterator[str]:
+        """The lines of :meth:`records`, one by one."""
+        tw, lw, kw = widths
+        fields_of = self.fields
+        for t, loc, i, kind, *c, p in zip(*cols, payloads, strict=True):
+            fields = fields_of(loc, i, kind, c, p)
+            name = KIND_NAMES[kind]  # codes validated by the caller
+            if fields:
+                yield f"{t:>{tw}} {loc:>{lw}} {name:<{kw}} {fields}\n"
+            else:
+                yield f"{t:>{tw}} {loc:>{lw}} {name}\n"
 
 
 #: Default cap of :class:`TextEventWriter`'s merge buffer, in records.
@@ -416,26 +436,29 @@ class TextEventWriter:
                 self._file.write(_COMMENT)
             self._segments.append((self._file.tell(), widths))
             self._widths = widths
-        cols: list[list[Any]] = []
+        cols: list[Any] = []
         if len(pieces) == 1:
             loc, _, ev, _, start, stop, first = pieces[0]
-            locs = [loc] * (stop - start)
-            index = list(range(first, first + stop - start))
+            locs = np.full(stop - start, loc, dtype=object if self._big_ids else np.int64)
+            index = np.arange(first, first + stop - start, dtype=np.int64)
             payloads = _payloads(ev, start, stop)
             for name, _ in COLUMNS:
-                cols.append(getattr(ev, name)[start:stop].tolist())
+                cols.append(getattr(ev, name)[start:stop])
         else:
             # time, then location id (rank), then record
             order, rank, index = merge_order(pieces)
             ids = np.array(self._ids, dtype=object if self._big_ids else np.int64)
-            locs = ids[rank[order]].tolist()
-            index = index[order].tolist()
-            payloads = [x for p in pieces for x in _payloads(p.item, p.start, p.stop)]
+            locs = ids[rank[order]]
+            index = index[order]
+            payloads = list(chain.from_iterable(_payloads(p.item, p.start, p.stop)
+                                                for p in pieces))
             payloads = [payloads[j] for j in order.tolist()]
             for name, _ in COLUMNS:
                 col = np.concatenate([getattr(p.item, name)[p.start:p.stop] for p in pieces])
-                cols.append(col[order].tolist())
+                cols.append(col[order])
         cols[1:1] = [locs, index]  # time, location, index, kind, ...
+        if self._big_ids:  # (beyond int64: Python formats them)
+            cols = [c.tolist() for c in cols]
         self.formatter.records(self._file, cols, payloads, self._widths)
 
     def close(self) -> None:
