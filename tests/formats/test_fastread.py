@@ -218,3 +218,29 @@ def test_random_traces_round_trip_both_ways(tmp_path, monkeypatch, trace):
     native, python = _both(monkeypatch, lambda: read_text(str(path)))
     assert_traces_equal(native, trace)
     assert_traces_equal(python, trace)
+
+
+@pytest.mark.parametrize("cc", ["false", "/nonexistent/cc"])
+def test_without_a_compiler_python_reads_and_writes_and_says_so_once(
+        files, tmp_path, monkeypatch, capfd, cc):
+    """A failed build (no compiler, a compiler that fails): the same records and
+    bytes through the Python path, one line on stderr, nothing left in the cache."""
+    source = files[3]
+    monkeypatch.setenv(fastread.ENV_SWITCH, "0")
+    expected = read_text(source)
+    write_text(expected, str(tmp_path / "python.trace"))
+    monkeypatch.delenv(fastread.ENV_SWITCH)
+    monkeypatch.setattr(fastread, "_state", {})
+    monkeypatch.setenv("COMPENSATE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", cc)
+    capfd.readouterr()
+    for attempt in range(2):
+        got = read_text(source)
+        assert_traces_equal(got, expected)
+        write_text(got, str(tmp_path / f"fallback{attempt}.trace"))
+        assert (tmp_path / f"fallback{attempt}.trace").read_bytes() == \
+            (tmp_path / "python.trace").read_bytes()
+    err = capfd.readouterr().err
+    assert err.count("the .trace format's C path is not available") == 1, err
+    assert err.count("\n") == 1, err
+    assert fastread._kernel() is None and not list((tmp_path / "cache").glob("*.so"))
