@@ -27,6 +27,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,8 @@ SPECS: dict[str, tuple] = {
     "BufferFlush": (("stop", "size", (T_STOP, 0, _INT64_MAX), None),),
     **{KIND_NAMES[k]: _partitioned_spec(spec) for k, spec in TEXT_FIELDS.items()},
 }
+
+_text_of = itemgetter(1)  # (line number, text) -> text
 
 _state: dict[str, Any] = {}
 
@@ -193,7 +196,7 @@ class FastRecords:
             batch = list(islice(it, BATCH))
             if not batch:
                 return skipped
-            data = "".join([line for _, line in batch]).encode()
+            data = "".join(map(_text_of, batch)).encode()  # (no bytecode per line)
             size = len(data)
             pos = i = n = 0
             payloads: dict[int, Any] = {}

@@ -452,7 +452,7 @@ class TextEventWriter:
             index = index[order]
             payloads = list(chain.from_iterable(_payloads(p.item, p.start, p.stop)
                                                 for p in pieces))
-            payloads = [payloads[j] for j in order.tolist()]
+            payloads = list(map(payloads.__getitem__, order.tolist()))
             for name, _ in COLUMNS:
                 col = np.concatenate([getattr(p.item, name)[p.start:p.stop] for p in pieces])
                 cols.append(col[order])
