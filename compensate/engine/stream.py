@@ -779,15 +779,27 @@ def _span(span: tuple[int, int] | None, lo: int, hi: int) -> tuple[int, int]:
 def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
              source: str, eager_limit: int | None,
              segment_records: int = SEGMENT_RECORDS, strict: bool = False,
-             cuts: list | None = None) -> FitOutcome:
+             cuts: list | None = None, segments: list | None = None) -> FitOutcome:
     """``--bound fitted``, first pass: observe the transfers segment by segment and fit.
 
     ``cuts``, a list, receives the cutter's attempts: :func:`compensate_stream` given
-    them (and the same chunks) cuts the same segments without searching again."""
+    them (and the same chunks) cuts the same segments without searching again.
+    ``segments``, a list, receives each segment's ``(cut, records)`` as
+    :func:`compensate.parallel.segments.cut_times` gives them (the distributed
+    streamed run's cuts)."""
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     sizes, seconds, p2p, coll, rma = [], [], 0, 0, 0
     cutter = _Cutter(defs, segment_records)
-    for seg in _segments(cutter, chunks):
+    ended: list[bool] = []
+
+    def read() -> Iterator[dict[int, Events]]:  # (the segment after the input ended:
+        yield from chunks                      # the rest, whose cut is None)
+        ended.append(True)
+
+    for seg in _segments(cutter, read()):
+        if segments is not None:
+            segments.append((None if ended else cutter.last_cut,
+                             sum(len(ev) for ev in seg.values())))
         trace, mtrace, _ = sg.traces(seg)
         matching = sg.match(mtrace)
         obs = observe_transfers(trace, matching, platform)
