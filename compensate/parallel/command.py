@@ -248,12 +248,11 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
             return None
         size = getattr(args, "segment_records", None)
         chunk = chunk_records_for(size) if size else DEFAULT_CHUNK_RECORDS
-        if args.bound == "fitted":  # the one-process fit pass, in its chunks
-            defs, chunks = read_chunks(args.input, chunk, payload=False)
-            return fit_cuts(defs, chunks, platform, str(args.input), args.eager_limit,
-                            size or SEGMENT_RECORDS, strict=args.strict)
         group = CUT_GROUP if chunk % CUT_GROUP == 0 else 1  # (smaller reads, same cuts)
         defs, chunks = read_chunks(args.input, chunk // group, payload=False)
+        if args.bound == "fitted":  # the one-process fit pass
+            return fit_cuts(defs, chunks, platform, str(args.input), args.eager_limit,
+                            size or SEGMENT_RECORDS, strict=args.strict, group=group)
         return cut_times(defs, chunks, size or SEGMENT_RECORDS, group), None
 
     cuts, outcome = transport.allgather(fallback(cut))[0]

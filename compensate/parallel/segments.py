@@ -115,14 +115,15 @@ def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
 
 def fit_cuts(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
              source: str, eager_limit: int | None, segment_records: int = SEGMENT_RECORDS,
-             strict: bool = False) -> tuple[list[tuple[int | None, int]], FitOutcome]:
+             strict: bool = False, group: int = 1,
+             ) -> tuple[list[tuple[int | None, int]], FitOutcome]:
     """``--bound fitted``: the one-process command's fit pass over the whole trace
     (``chunks``, no payload needed): the segments as :func:`cut_times` gives them
-    (the fit pass cuts as the streamed run does) and the fit's outcome. Raises
-    :class:`NotStreamable` as the one-process run does."""
+    (the fit pass cuts as the streamed run does) and the fit's outcome. ``group``:
+    as :func:`cut_times`'s. Raises :class:`NotStreamable` as the one-process run does."""
     cuts: list[tuple[int | None, int]] = []
     outcome = fit_pass(defs, chunks, platform, source, eager_limit, segment_records,
-                       strict=strict, segments=cuts)
+                       strict=strict, segments=cuts, group=group)
     return cuts, outcome
 
 

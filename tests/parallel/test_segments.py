@@ -171,12 +171,16 @@ def one_process_fitted(trace, platform):
 def assert_fitted_same(trace, platform, sizes=(2, 3)):
     ref, outcome = one_process_fitted(trace, platform)
     assert ref[0].segments >= 3  # the case is really cut
-    # rank 0's fit pass gives the cut pass's segments and the one-process fit
-    chunks = stream.trace_chunks(trace, CHUNK)
-    assert segments.fit_cuts(trace.definitions, chunks, platform, trace.source, None,
-                             SEGMENT) == \
-        (segments.cut_times(trace.definitions, stream.trace_chunks(trace, CHUNK), SEGMENT),
-         outcome)
+    # rank 0's fit pass gives the cut pass's segments and the one-process fit; in
+    # quarter reads looking for a cut after every fourth (as the command reads), the same
+    defs = trace.definitions
+
+    def fit_cuts(chunk, group=1):
+        return segments.fit_cuts(defs, stream.trace_chunks(trace, chunk), platform,
+                                 trace.source, None, SEGMENT, group=group)
+    assert fit_cuts(CHUNK) == \
+        (segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT), outcome)
+    assert fit_cuts(CHUNK, group=4) == fit_cuts(4 * CHUNK)
     for size in sizes:
         fit: list = []
         assert_same(ref, segments.stream_in_threads(trace, platform, EngineOptions("lower"),
