@@ -25,12 +25,14 @@ bytes during the replay, and the waves (nonblocking sums) it joined.
 the freed heap the resident set still counts) before and after each phase
 of the distributed command: reading its own locations, ``complete_trace`` (the
 ghost columns), matching, the replay (``approximate``), verification (rank 0),
-writing its part (the wrappers of :func:`_probe`; Linux only).
+writing its part (the wrappers of :func:`_probe`; Linux only). ``--bound B``
+runs every command with ``--bound B`` (``fitted``: the streamed runs' first pass
+is the fit pass, rank 0's in the distributed one).
 
 Usage::
 
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
-                                         [--format trace|otf2] [--phases]
+                                         [--format trace|otf2] [--phases] [--bound B]
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def _probe(log: Path) -> None:
     wrap(parts, "write_part", "write part")
     import compensate.parallel.segments as segments  # the streamed run (all segments)
     wrap(segments, "cut_times", "cut the whole trace (rank 0)")
+    wrap(segments, "fit_cuts", "fit pass over the whole trace (rank 0)")
     wrap(segments, "stream_rank", "every segment")
 
 
@@ -202,14 +205,17 @@ def main() -> None:
                     help="the simulated trace's format (and the outputs')")
     ap.add_argument("--phases", action="store_true",
                     help="print every rank's memory after each phase (largest P)")
+    ap.add_argument("--bound", default=None,
+                    help="the --bound of every run (default: the command's, lower)")
     a = ap.parse_args()
+    bound = ["--bound", a.bound] if a.bound else []
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     trace, platform = _trace(workdir, a.records, a.format)
     one = _output(workdir, "one", a.format)
-    wall1, peak1, s1, cpu1 = _run([], trace, platform, one, ["--in-memory"])
+    wall1, peak1, s1, cpu1 = _run([], trace, platform, one, ["--in-memory", *bound])
     walls, peaks, _, cpus = _run([], trace, platform, _output(workdir, "streamed", a.format),
-                                 [])
+                                 bound)
     print(f"{s1['records']:,} records on {s1['locations']} locations")
     print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'vs stream':>9} {'peak MiB/rank':>14} "
           f"{'vs P=1':>7} {'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
@@ -227,7 +233,8 @@ def main() -> None:
     replays = []
     for p, how in [(p, how) for p in counts for how in ("whole", "streamed")]:
         out = _output(workdir, f"p{p}{how}", a.format)
-        extra = (["--mpi"] if p == 1 else []) + (["--in-memory"] if how == "whole" else [])
+        extra = (["--mpi"] if p == 1 else []) + (["--in-memory"] if how == "whole" else []) \
+            + bound
         wall, peak, s, cpu = _run([mpiexec, "-n", str(p)], trace, platform, out,
                                   extra, a.phases and p == max(counts))
         same = _same(one, out)

@@ -259,8 +259,9 @@ def _run(argv: list[str] | None) -> int:
             lambda outputs, trace, pipeline, seconds, ranks, write, info=None: _write_result(
                 args, outputs, platform, False, trace, pipeline, seconds, ranks, write,
                 info),
-            lambda outputs, defs, result, seconds, ranks, write, info=None: _write_streamed(
-                args, outputs, platform, defs, result, seconds, ranks, write, info))
+            lambda outputs, defs, result, seconds, ranks, write, info=None, outcome=None:
+            _write_streamed(args, outputs, platform, defs, result, seconds, ranks, write,
+                            info, outcome))
     outputs = _Outputs(args, target)
     try:
         if not args.in_memory:
@@ -456,10 +457,11 @@ def _stream_summary(args: argparse.Namespace, platform: Platform | None, defs, r
 def _write_streamed(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
                     defs, result, seconds: dict, ranks: int,
                     write: Callable[[Callable[[], None]], None],
-                    parallel: dict | None = None) -> int:
+                    parallel: dict | None = None, outcome=None) -> int:
     """The end of rank 0 of the streamed distributed run (compensate/parallel/segments.py,
-    ``write`` has every rank close its part)."""
-    summary = _stream_summary(args, platform, defs, result, None)
+    ``write`` has every rank close its part; ``outcome``: rank 0's fit under ``--bound
+    fitted``)."""
+    summary = _stream_summary(args, platform, defs, result, outcome)
     summary.update(seconds=seconds, ranks=ranks, **({"parallel": parallel} if parallel else {}))
     return _checked_write(args, outputs, False, summary, result.verification, write)
 

@@ -785,15 +785,37 @@ def _span(span: tuple[int, int] | None, lo: int, hi: int) -> tuple[int, int]:
 def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
              source: str, eager_limit: int | None,
              segment_records: int = SEGMENT_RECORDS, strict: bool = False,
-             cuts: list | None = None) -> FitOutcome:
+             cuts: list | None = None, segments: list | None = None,
+             group: int = 1) -> FitOutcome:
     """``--bound fitted``, first pass: observe the transfers segment by segment and fit.
 
     ``cuts``, a list, receives the cutter's attempts: :func:`compensate_stream` given
-    them (and the same chunks) cuts the same segments without searching again."""
+    them (and the same chunks) cuts the same segments without searching again.
+    ``segments``, a list, receives each segment's ``(cut, records)`` as
+    :func:`compensate.parallel.segments.cut_times` gives them (the distributed
+    streamed run's cuts). ``group``: as :func:`~compensate.parallel.segments.cut_times`'s
+    (chunks ``group`` times smaller, a cut looked for after every ``group``-th: the
+    same segments)."""
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     sizes, seconds, p2p, coll, rma = [], [], 0, 0, 0
     cutter = _Cutter(defs, segment_records)
-    for seg in _segments(cutter, chunks):
+    ended: list[bool] = []
+
+    def cut() -> Iterator[dict[int, Events]]:  # (_segments' for group 1)
+        k = 0
+        for k, chunk in enumerate(chunks, 1):
+            yield from cutter.add(chunk, cut=k % group == 0)
+        if k % group:  # the last one-process chunk, shorter: its look for a cut
+            yield from cutter.add({})
+        ended.append(True)  # the rest: its cut is None
+        rest = cutter.rest()
+        if rest:
+            yield rest
+
+    for seg in cut():
+        if segments is not None:
+            segments.append((None if ended else cutter.last_cut,
+                             sum(len(ev) for ev in seg.values())))
         trace, mtrace, _ = sg.traces(seg)
         matching = sg.match(mtrace)
         obs = observe_transfers(trace, matching, platform)

@@ -88,8 +88,9 @@ def run_parallel(args, make_outputs: Callable, finish: Callable,
     seconds, ranks, write)`` builds the summary from the pipeline's result, calls
     ``write(before_commit)`` to write the output if it is to be written, and returns
     the exit status (rank 0 only); ``finish_stream(outputs, definitions, result,
-    seconds, ranks, write)`` the same from the streamed run's
-    :class:`~compensate.engine.stream.StreamResult` (:func:`streams`)."""
+    seconds, ranks, write, info, outcome)`` the same from the streamed run's
+    :class:`~compensate.engine.stream.StreamResult` (:func:`streams`; ``outcome``:
+    the fit under ``--bound fitted``)."""
     from compensate.parallel.transport import MpiTransport
 
     transport = MpiTransport()
@@ -191,17 +192,19 @@ CUT_GROUP = OWN_CHUNK_SHARE = 4
 
 def streams(args) -> bool:
     """Whether the distributed run streams within a rank (docs/parallel.md): as the
-    one-process command, unless ``--in-memory``; not under ``--bound fitted`` (its
-    network fit reads every observed transfer: the whole-share path)."""
-    return not getattr(args, "in_memory", False) and args.bound != "fitted"
+    one-process command, unless ``--in-memory`` (``--bound fitted`` too: rank 0's
+    pass is then the one-process fit pass)."""
+    return not getattr(args, "in_memory", False)
 
 
 def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     """Every rank's streamed run (:mod:`compensate.parallel.segments`): rank 0 cuts the
     whole trace (no payload) and every rank gets the cut times; every rank reads its
     own locations in chunks, segment by segment, and writes its records into its
-    part as it goes. Returns ``(StreamResult on rank 0 else None, the open part
-    writer, definitions, this rank's info)``; raises
+    part as it goes. Under ``--bound fitted`` rank 0's pass is the one-process
+    command's fit pass, and the fit goes with the cut times. Returns
+    ``(StreamResult on rank 0 else None, the open part writer, definitions, this
+    rank's info, the fit's outcome or None)``; raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
     one-process command would not stream (nothing of this run is kept)."""
     import time
@@ -220,7 +223,13 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         read_chunks,
     )
     from compensate.parallel.ownership import owners
-    from compensate.parallel.segments import RankStream, cut_times, stream_rank
+    from compensate.parallel.segments import (
+        RankStream,
+        cut_times,
+        fit_cuts,
+        fitted_options,
+        stream_rank,
+    )
     from compensate.platform import Platform
 
     steady_malloc()
@@ -232,6 +241,7 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         clock[0] = now
 
     fallback = RankStream.step_of(transport)
+    platform = args.platform_used or Platform(0.0)
 
     def cut():  # rank 0: the one-process cutter over the whole trace's columns
         if transport.rank != 0:
@@ -240,9 +250,12 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         chunk = chunk_records_for(size) if size else DEFAULT_CHUNK_RECORDS
         group = CUT_GROUP if chunk % CUT_GROUP == 0 else 1  # (smaller reads, same cuts)
         defs, chunks = read_chunks(args.input, chunk // group, payload=False)
-        return cut_times(defs, chunks, size or SEGMENT_RECORDS, group)
+        if args.bound == "fitted":  # the one-process fit pass
+            return fit_cuts(defs, chunks, platform, str(args.input), args.eager_limit,
+                            size or SEGMENT_RECORDS, strict=args.strict, group=group)
+        return cut_times(defs, chunks, size or SEGMENT_RECORDS, group), None
 
-    cuts = transport.allgather(fallback(cut))[0]
+    cuts, outcome = transport.allgather(fallback(cut))[0]
     if transport.rank == 0:  # the cutter's heap back before the segments' (which the
         _libc_release(0)()  # steady malloc would otherwise keep up to 64 MiB of)
     lap("cut")
@@ -265,9 +278,9 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
             args.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE), payload=payload,
             locations=mine))
         writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
-        opts = EngineOptions(bound=args.bound, collective_exit=args.collective_exit)
-        result = stream_rank(defs, chunks, cuts, transport, owner,
-                             args.platform_used or Platform(0.0), opts, writer.write,
+        opts = (fitted_options(outcome, args.collective_exit) if outcome is not None else
+                EngineOptions(bound=args.bound, collective_exit=args.collective_exit))
+        result = stream_rank(defs, chunks, cuts, transport, owner, platform, opts, writer.write,
                              advance=writer.advance, source=str(args.input),
                              eager_limit=args.eager_limit, strict=args.strict, info=info)
         lap("segments")
@@ -275,7 +288,7 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         if writer is not None:
             writer.abort()
         raise
-    return result, writer, defs, info
+    return result, writer, defs, info, outcome
 
 
 def _run(transport, args, make_outputs: Callable, finish: Callable,
@@ -310,7 +323,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable,
             except StreamFallback:
                 read_seconds.clear()  # the whole-share path, as one process falls back
         if streamed is not None:
-            result, writer, defs, stream_info = streamed
+            result, writer, defs, stream_info, outcome = streamed
             info = gather_info(transport, dict(stream_info, seconds=read_seconds))
 
             def write_part() -> None:  # every rank: closes its part, then a barrier
@@ -319,7 +332,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable,
             def decide(write: Callable) -> int:
                 return finish_stream(outputs, defs, result,
                                      {"compensate_and_write": time.monotonic() - t_start},
-                                     transport.size, write, info)
+                                     transport.size, write, info, outcome)
         else:
             trace, owner, mine, index = read_own(args.input, transport, read_seconds,
                                                  trimmed=trims(args.bound), payload=payload)

@@ -38,9 +38,13 @@ Where the one-process command cannot stream (:class:`NotStreamable`: input not i
 time order; :class:`SegmentError`: a problem whose exact record the whole trace
 names) every rank raises :class:`StreamFallback` together and the caller runs the
 whole-share path (:func:`compensate.parallel.driver.run_rank`), as the
-one-process command falls back to the in-memory path. ``--bound fitted`` is not
-streamed (its network fit reads every observed transfer: the caller keeps the
-whole-share path).
+one-process command falls back to the in-memory path.
+
+``--bound fitted`` streams too (:func:`fit_cuts`): rank 0's pass over the whole
+trace is the one-process command's fit pass
+(:func:`compensate.engine.stream.fit_pass`, no payload), which gives the network
+fit and the same cuts; every rank gets both and runs the segments with the
+engine options the one-process command's second pass has (:func:`fitted_options`).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from compensate.engine import EngineOptions, Stats, approximate, rounded_times
+from compensate.engine.fit import FitOutcome
 from compensate.engine.metrics import map_metric_samples
 from compensate.engine.stream import (
     SEGMENT_RECORDS,
@@ -64,6 +69,7 @@ from compensate.engine.stream import (
     _Segmenter,
     _span,
     _sum_counts,
+    fit_pass,
     release_memory,
 )
 from compensate.model import BUFFER_FLUSH, Definitions, Events, Trace, TraceError
@@ -105,6 +111,29 @@ def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
     if rest:
         out.append((None, sum(len(ev) for ev in rest.values())))
     return out
+
+
+def fit_cuts(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
+             source: str, eager_limit: int | None, segment_records: int = SEGMENT_RECORDS,
+             strict: bool = False, group: int = 1,
+             ) -> tuple[list[tuple[int | None, int]], FitOutcome]:
+    """``--bound fitted``: the one-process command's fit pass over the whole trace
+    (``chunks``, no payload needed): the segments as :func:`cut_times` gives them
+    (the fit pass cuts as the streamed run does) and the fit's outcome. ``group``:
+    as :func:`cut_times`'s. Raises :class:`NotStreamable` as the one-process run does."""
+    cuts: list[tuple[int | None, int]] = []
+    outcome = fit_pass(defs, chunks, platform, source, eager_limit, segment_records,
+                       strict=strict, segments=cuts, group=group)
+    return cuts, outcome
+
+
+def fitted_options(outcome: FitOutcome, collective_exit: str = "uniform") -> EngineOptions:
+    """The engine options of the segments under ``--bound fitted`` given the fit pass's
+    ``outcome``, as the one-process command hands them to its second pass: the fitted
+    model, or, where there is no fit, the lower bound with fitted links."""
+    fit = outcome.fit
+    return EngineOptions(bound="fitted" if fit else "lower", collective_exit=collective_exit,
+                         network_time=fit, fit_links=fit is None)
 
 
 class _OwnSplitter:
@@ -394,16 +423,24 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
 
 def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, size: int,
                       segment_records: int = SEGMENT_RECORDS, chunk_records: int = 1 << 16,
-                      eager_limit: int | None = None,
+                      eager_limit: int | None = None, fit: list | None = None,
                       ) -> tuple[StreamResult, dict[int, Events]]:
     """:func:`stream_rank` on ``size`` thread ranks of this process (tests): rank 0's
-    result and every location's output records."""
+    result and every location's output records. ``fit``, a list: the ``--bound
+    fitted`` run (of ``options`` only the collective exit counts), whose cuts and fit
+    are :func:`fit_cuts`'s; the list receives the fit's outcome."""
     from compensate.engine.stream import trace_chunks
     from compensate.parallel.ownership import owners
     from compensate.parallel.transport import run_threads
 
     defs = trace.definitions
-    cuts = cut_times(defs, trace_chunks(trace, chunk_records), segment_records)
+    if fit is not None:
+        cuts, outcome = fit_cuts(defs, trace_chunks(trace, chunk_records), platform,
+                                 trace.source, eager_limit, segment_records)
+        options = fitted_options(outcome, options.collective_exit)
+        fit[:] = [outcome]
+    else:
+        cuts = cut_times(defs, trace_chunks(trace, chunk_records), segment_records)
     owner = owners(defs, list(trace.events), size)
 
     def rank(t: Transport) -> tuple[StreamResult | None, dict[int, list[Events]]]:

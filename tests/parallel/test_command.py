@@ -44,9 +44,10 @@ def commands(tmp: Path, tag: str) -> list[tuple[str, list[str]]]:
         pytest.skip(f"{real} not available")
     plat = ["--platform", str(tmp / "platform.json")]
     return [
-        (f"mixed_fitted_{tag}.trace",
-         [str(tmp / "mixed.trace"), str(tmp / f"mixed_fitted_{tag}.trace"), *plat,
-          "--bound", "fitted"]),
+        # fitted, streamed within each rank: rank 0's fit pass, several segments
+        (f"mixed_fitted_streamed_{tag}.trace",
+         [str(tmp / "mixed.trace"), str(tmp / f"mixed_fitted_streamed_{tag}.trace"), *plat,
+          "--bound", "fitted", "--segment-records", "32"]),
         # the whole-share path (--in-memory) with trimmed ghosts
         (f"stencil_{tag}.trace",
          [str(tmp / "stencil.trace"), str(tmp / f"stencil_{tag}.trace"), *plat,
@@ -66,8 +67,8 @@ def one_process(tmp: Path, cases) -> None:
         args = [args[0], str(out.parent / ("one_" + out.name)) if out.suffix == ".trace"
                 else str(tmp / ("one_" + out.parent.name) / out.name), *args[2:]]
         # the one-process run the distributed one equals: streamed unless it is not
-        # streamed either (--in-memory, or fitted: the whole-share path)
-        whole = "--in-memory" in args or "fitted" in args
+        # streamed either (--in-memory: the whole-share path)
+        whole = "--in-memory" in args
         assert main([*args, *(["--in-memory"] if whole else []), "--quiet", "--summary",
                      str(tmp / f"one_{name.replace('/', '_')}.json")]) == 0
 
@@ -162,8 +163,9 @@ def _thread_command(tmp: Path, argv: list[str], ranks: int, streamed: bool = Fal
         t, args, lambda: cli._Outputs(args, target, in_parts=True),
         lambda outputs, trace, pipeline, seconds, n, write, parallel=None: cli._write_result(
             args, outputs, platform, False, trace, pipeline, seconds, n, write, parallel),
-        (lambda outputs, defs, result, seconds, n, write, parallel=None: cli._write_streamed(
-            args, outputs, platform, defs, result, seconds, n, write, parallel))
+        (lambda outputs, defs, result, seconds, n, write, parallel=None, outcome=None:
+         cli._write_streamed(args, outputs, platform, defs, result, seconds, n, write,
+                             parallel, outcome))
         if streamed else None))
 
 
@@ -332,6 +334,21 @@ def test_streamed_thread_ranks_and_their_fallback(inputs, tmp_path, capsys):
     assert par.read_bytes() == one.read_bytes()
     s1, s2 = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "par"))
     assert s2["segments"]["count"] >= 3
+    assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
+        {k: v for k, v in s2.items() if k not in PER_RUN}
+    # --bound fitted streams too: rank 0's fit pass (a real archive with a linear fit);
+    # the output and the summary with its fit report are the one-process run's
+    real = str(TRACES / "ping-pong-otf2" / "traces.otf2")
+    fitted = ["--overhead", "200ns", "--bound", "fitted", "--segment-records", "40",
+              "--quiet", "--summary"]
+    assert main([real, str(tmp_path / "one_fit" / "traces.otf2"), *fitted,
+                 str(tmp_path / "one_fit.json")]) == 0
+    assert _thread_command(inputs, [real, str(tmp_path / "fit" / "traces.otf2"), *fitted,
+                                    str(tmp_path / "fit.json")], 2, streamed=True) == [0, 0]
+    assert _output_bytes(tmp_path / "fit" / "traces.otf2") == \
+        _output_bytes(tmp_path / "one_fit" / "traces.otf2")
+    s1, s2 = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one_fit", "fit"))
+    assert s2["segments"]["count"] >= 3 and s2["fit"]["bound_used"] == "fitted"
     assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
         {k: v for k, v in s2.items() if k not in PER_RUN}
     capsys.readouterr()

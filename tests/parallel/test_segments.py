@@ -151,3 +151,98 @@ def test_the_first_nesting_problem_of_a_later_segment_names_its_record():
     par = segments.stream_in_threads(trace, plat, EngineOptions("lower"), 2, SEGMENT, CHUNK)
     assert par[0].nesting_first == ref[0].nesting_first
     assert_same(ref, par)
+
+
+def one_process_fitted(trace, platform):
+    """The one-process streamed ``--bound fitted`` run as the command runs it: the fit
+    pass, then the second pass with the fit, cut where the fit pass cut."""
+    defs, cuts = trace.definitions, []
+    outcome = stream.fit_pass(defs, stream.trace_chunks(trace, CHUNK), platform,
+                              trace.source, None, SEGMENT, cuts=cuts)
+    opts = segments.fitted_options(outcome)
+    got: dict[int, list[Events]] = {}
+    res = stream.compensate_stream(
+        defs, stream.trace_chunks(trace, CHUNK), platform, opts,
+        lambda loc, ev: got.setdefault(loc, []).append(ev), segment_records=SEGMENT,
+        cuts=cuts)
+    return (res, {loc: Events.concat(parts) for loc, parts in got.items()}), outcome
+
+
+def assert_fitted_same(trace, platform, sizes=(2, 3)):
+    ref, outcome = one_process_fitted(trace, platform)
+    assert ref[0].segments >= 3  # the case is really cut
+    # rank 0's fit pass gives the cut pass's segments and the one-process fit; in
+    # quarter reads looking for a cut after every fourth (as the command reads), the same
+    defs = trace.definitions
+
+    def fit_cuts(chunk, group=1):
+        return segments.fit_cuts(defs, stream.trace_chunks(trace, chunk), platform,
+                                 trace.source, None, SEGMENT, group=group)
+    assert fit_cuts(CHUNK) == \
+        (segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT), outcome)
+    assert fit_cuts(CHUNK, group=4) == fit_cuts(4 * CHUNK)
+    for size in sizes:
+        fit: list = []
+        assert_same(ref, segments.stream_in_threads(trace, platform, EngineOptions("lower"),
+                                                    size, SEGMENT, CHUNK, fit=fit))
+        assert fit == [outcome]
+    return ref, outcome
+
+
+def sync_ring():
+    """Four ranks in a ring, eager and synchronous sends of three sizes in turn
+    inside a traced call, uneven work: simple locations (trimmed ghosts), a linear
+    fit, receives modelled by it (m.2) and synchronous sends."""
+    from compensate.simulate import default_platform
+    from compensate.simulate.programs import Program, compute, enter, leave, recv, send, ssend
+    from compensate.simulate.simulator import run_program
+
+    ops = []
+    for r in range(4):
+        mine = []
+        for i in range(8):
+            s = (ssend if i % 2 else send)((r + 1) % 4, (256, 8192, 131072)[i % 3], i)
+            mine += [enter("step"), compute((1 + (r * 7 + i * 3) % 5) * 2e-5)]
+            mine += [s, recv((r - 1) % 4, i)] if r % 2 == 0 else [recv((r - 1) % 4, i), s]
+            mine += [leave("step")]
+        ops.append(mine)
+    plat = default_platform(1e-6)
+    return run_program(Program("sync-ring", ops), plat, quantize=True).measured, plat
+
+
+@pytest.mark.parametrize("name", ["stencil", "sync_ring"])
+def test_fitted_streamed_ranks_give_the_one_process_fitted_run(name, monkeypatch):
+    """``--bound fitted`` on ranks: rank 0's fit pass gives the one-process fit and
+    cuts; the segments run with it equal the one-process streamed fitted run. On
+    the ring (trimmed ghosts) the fitted rules read the observed transfer of a
+    message sent from another rank; the short stencil observes 7 transfers, too
+    few: the lower bound with fitted links, as in one process."""
+    if name == "stencil":
+        sim = simulate(name, ranks=4, seed=1, iterations=3)
+        trace, platform = sim.measured, sim.platform
+    else:
+        trace, platform = sync_ring()
+    trimmed = []
+    real = segments.complete_trimmed
+
+    def spy(*args, **kw):
+        view, index = real(*args, **kw)
+        trimmed.append(len(index))
+        return view, index
+
+    monkeypatch.setattr(segments, "complete_trimmed", spy)
+    ref, outcome = assert_fitted_same(trace, platform)
+    assert sum(trimmed) > 0  # the ghosts were trimmed
+    cases = ref[0].stats.p2p_cases
+    if name == "sync_ring":
+        assert outcome.fit is not None and outcome.fit.model == "linear"
+        assert cases["m2_fitted"] > 0 and cases["synchronous"] > 0
+    else:
+        assert outcome.fit is None and cases["m2_lower"] > 0
+
+
+def test_fitted_real_archive_streamed_on_ranks():
+    from compensate.formats import read_trace
+    _, outcome = assert_fitted_same(read_trace(REAL_ARCHIVES[0]), Platform(2e-7), sizes=(2,))
+    assert outcome.fit is not None
+
