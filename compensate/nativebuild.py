@@ -27,12 +27,18 @@ import platform
 import shlex
 import stat
 import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 SubprocessError = subprocess.SubprocessError
 
-__all__ = ["FLAGS", "SubprocessError", "compiled"]
+__all__ = ["ENV_SWITCH", "FLAGS", "SubprocessError", "compiled", "load_once"]
+
+#: ``COMPENSATE_NATIVE=0`` (or no/off/false): every C part off, the Python paths run
+ENV_SWITCH = "COMPENSATE_NATIVE"
 
 #: Compiler flags of every build (part of the library's name): optimised, position
 #: independent, floating-point operations exactly as written.
@@ -95,3 +101,20 @@ def compiled(source: bytes, stem: str) -> Path:
         if not target.exists():
             _build(source, target)
     return target
+
+
+def load_once(state: dict[str, Any], key: str, load: Callable[[], Any], what: str,
+              instead: str) -> Any:
+    """``state[key]``, set by ``load()`` on first use; None if :data:`ENV_SWITCH`
+    turns the C parts off, or if ``load`` fails: then once, on stderr,
+    ``compensate: <what> is not available (<why>); <instead>``. Each C part keeps
+    its own ``state``, so one failing says so once and the others still load."""
+    if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "no", "off", "false"):
+        return None
+    if key not in state:
+        try:
+            state[key] = load()
+        except (OSError, SubprocessError, AttributeError, ValueError) as exc:
+            state[key] = None
+            print(f"compensate: {what} is not available ({exc}); {instead}", file=sys.stderr)
+    return state[key]

@@ -22,19 +22,16 @@ on stderr when the build fails).
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 from array import array
 from pathlib import Path
 from typing import Any
 
-from compensate.nativebuild import SubprocessError, compiled
+from compensate.nativebuild import ENV_SWITCH, compiled, load_once
 
 __all__ = ["BUDGET", "DONE", "ENV_SWITCH", "GENERIC", "FastLoop", "Scheduler", "available",
            "fast_loop"]
 
 SOURCE = Path(__file__).with_name("loop.c")
-ENV_SWITCH = "COMPENSATE_NATIVE"  # "0": the Python loop (and the otf2 package path)
 
 
 #: :func:`cmp_schedule`'s answers: nothing runnable; a generic anchor for Python;
@@ -77,16 +74,8 @@ def _load() -> tuple[Any, Any]:
 def _kernel() -> Any:
     """(``cmp_run_fast``, ``cmp_schedule``), built and loaded on first use; None if
     switched off or if they cannot be built or loaded (said once)."""
-    if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "no", "off", "false"):
-        return None
-    if "fns" not in _state:
-        try:
-            _state["fns"] = _load()
-        except (OSError, SubprocessError, AttributeError, ValueError) as exc:
-            _state["fns"] = None
-            print(f"compensate: the engine's C loop is not available ({exc}); evaluating "
-                  "the anchors in Python (slower)", file=sys.stderr)
-    return _state["fns"]
+    return load_once(_state, "fns", _load, "the engine's C loop",
+                     "evaluating the anchors in Python (slower)")
 
 
 def available() -> bool:

@@ -58,8 +58,6 @@ loaded, everything goes through the ``otf2`` package, said once on stderr.
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,13 +75,12 @@ from compensate.model import (
     Events,
     TraceError,
 )
-from compensate.nativebuild import SubprocessError, compiled
+from compensate.nativebuild import ENV_SWITCH, compiled, load_once
 
-__all__ = ["COLUMN_KINDS", "NATIVE", "NativeChunks", "NativeCopier", "NativeFields",
+__all__ = ["COLUMN_KINDS", "ENV_SWITCH", "NATIVE", "NativeChunks", "NativeCopier", "NativeFields",
            "available"]
 
 SOURCE = Path(__file__).with_name("native.c")
-ENV_SWITCH = "COMPENSATE_NATIVE"  # "0": always the otf2 package
 
 #: Record kinds whose payload is :data:`NATIVE`: the engine needs nothing of them
 #: beyond the columns. Every other kind gets a :class:`NativeFields` payload.
@@ -235,13 +232,6 @@ def _enum_field(names: dict) -> Any:
 _state: dict[str, Any] = {}
 
 
-def _say_once(message: str) -> None:
-    if not _state.get("said"):
-        _state["said"] = True
-        print(f"compensate: {message}; reading and writing OTF2 through the otf2 package "
-              "(slower)", file=sys.stderr)
-
-
 def _load() -> _Library | None:
     import _otf2
 
@@ -256,15 +246,8 @@ def _load() -> _Library | None:
 def library() -> _Library | None:
     """The C library (built and loaded on first use), None if switched off
     (``COMPENSATE_NATIVE=0``) or if it cannot be built or loaded (said once)."""
-    if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "no", "off", "false"):
-        return None
-    if "lib" not in _state:
-        try:
-            _state["lib"] = _load()
-        except (OSError, SubprocessError, AttributeError, ValueError) as exc:
-            _state["lib"] = None
-            _say_once(f"the OTF2 C path is not available ({exc})")
-    return _state["lib"]
+    return load_once(_state, "lib", _load, "the OTF2 C path",
+                     "reading and writing OTF2 through the otf2 package (slower)")
 
 
 def available() -> bool:

@@ -23,8 +23,6 @@ the build fails).
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from operator import itemgetter
@@ -36,12 +34,11 @@ import numpy as np
 from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import _INT16_MAX, _INT32_MAX, _INT64_MAX, _INT64_MIN
 from compensate.model import COLLECTIVE_OPS, COLUMNS, KIND_NAMES, NONE
-from compensate.nativebuild import SubprocessError, compiled
+from compensate.nativebuild import ENV_SWITCH, compiled, load_once
 
 __all__ = ["BATCH", "ENV_SWITCH", "SPECS", "FastRecords", "fast_records"]
 
 SOURCE = Path(__file__).with_name("fastread.c")
-ENV_SWITCH = "COMPENSATE_NATIVE"
 #: lines handed to C at a time
 BATCH = 1 << 14
 
@@ -113,16 +110,8 @@ def _load() -> Any:
 def _kernel() -> Any:
     """``cmp_text_parse``, built and loaded on first use; None if switched off or
     if it cannot be built or loaded (said once)."""
-    if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "no", "off", "false"):
-        return None
-    if "fn" not in _state:
-        try:
-            _state["fn"] = _load()
-        except (OSError, SubprocessError, AttributeError, ValueError) as exc:
-            _state["fn"] = None
-            print(f"compensate: the .trace format's C path is not available ({exc}); reading and "
-                  "writing it in Python (slower)", file=sys.stderr)
-    return _state["fn"]
+    return load_once(_state, "fn", _load, "the .trace format's C path",
+                     "reading and writing it in Python (slower)")
 
 
 class PerLocation:
