@@ -24,6 +24,7 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+import types
 from collections.abc import Callable, Sequence
 from threading import get_ident
 from time import monotonic_ns
@@ -179,7 +180,8 @@ def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
         rid = recorder.region_id((qualname, f"{module}.{qualname}", code.co_filename,
                                   code.co_firstlineno, "user", "FUNCTION"))
         enter, leave = ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS
-        traced = _factory(*signature_text(code))(
+        sig = signature_text(code) if isinstance(fn, types.FunctionType) else _GENERIC
+        traced = _factory(*sig)(
             fn, enter, leave, main_add, adders, orphan, get_ident, monotonic_ns,
             recorder.when_threaded)
         traced.__defaults__ = getattr(fn, "__defaults__", None)
