@@ -21,7 +21,13 @@ import pytest
 from calibration.tracer import buffer as tb
 from calibration.tracer.archive import RankData, write_archive
 from calibration.tracer.clock import Offset, corrected
-from calibration.tracer.functions import DECORATOR, FunctionTracing, instrument, make_decorator
+from calibration.tracer.functions import (
+    DECORATOR,
+    FunctionTracing,
+    instrument,
+    make_decorator,
+    signature_text,
+)
 from calibration.tracer.overhead import calibrate
 from compensate.formats.otf2 import read_otf2
 from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE, KIND_NAMES
@@ -103,6 +109,44 @@ def test_function_instrumentation() -> None:
     assert names == ["B.f", "A.f", "B.s", "outer", "outer.<locals>.inner"]
     assert [r[1] for r in rows].count(tb.LEAVE) == 5
     assert all(a[0] <= b[0] for a, b in zip(rows, rows[1:], strict=False))
+
+
+def test_wrapper_has_the_functions_own_parameter_list() -> None:
+    """The generated wrapper takes the function's parameters by their names
+    (positional-only, defaults, ``*args``, keyword-only, ``**kwargs``) and passes
+    them on unchanged, so every way of calling the function gives the untraced
+    result and the same errors; a parameter named like the wrapper's own names
+    falls back to ``*args, **kwargs``."""
+    source = (
+        "def plain(a, b):\n    return (a, b)\n"
+        "def every(p, /, q, r=3, *rest, k, m=7, **kw):\n"
+        "    return (p, q, r, rest, k, m, kw)\n"
+        "def clash(_cr_fn, x=1):\n    return (_cr_fn, x)\n"
+    )
+    rec = tb.Recorder()
+    namespace = {"__name__": "prog", DECORATOR: make_decorator(rec)}
+    exec(instrument(source, "prog.py"), namespace)
+    untraced: dict = {"__name__": "prog"}
+    exec(compile(source, "prog.py", "exec"), untraced)
+    calls = [("plain", (1, 2), {}), ("plain", (), {"b": 2, "a": 1}),
+             ("every", (1, 2), {"k": 4}), ("every", (1, 2, 5, 6, 7), {"k": 4, "m": 0, "z": 9}),
+             ("every", (1,), {"q": 2, "k": 4, "p": 8}), ("clash", (5,), {}),
+             ("clash", (), {"_cr_fn": 5, "x": 2})]
+    for name, args, kwargs in calls:
+        assert namespace[name](*args, **kwargs) == untraced[name](*args, **kwargs)
+    with pytest.raises(TypeError, match="every"):
+        namespace["every"](1, 2)  # k missing: the error of the untraced call
+    # ... raised as the wrapper binds its arguments: the function never ran, no record
+    assert [r[1] for r in rec.main.rows()].count(tb.ENTER) == len(calls)
+    assert signature_text(untraced["plain"].__code__) == ("a, b", "a, b")
+    assert signature_text(untraced["every"].__code__) == (
+        "p, /, q, r, *rest, k, m, **kw", "p, q, r, *rest, k=k, m=m, **kw")
+    assert signature_text(untraced["clash"].__code__)[0] == "*_cr_args, **_cr_kwargs"
+    class Box:
+        def get(self, k: int = 2) -> int:
+            return k
+
+    assert make_decorator(rec)(Box().get)(k=5) == 5  # a bound method has __code__: generic
 
 
 def test_functions_modules_are_instrumented_on_import(tmp_path: Path,
