@@ -65,6 +65,7 @@ from compensate.engine.stream import (
     StreamResult,
     _add_stats,
     _add_verification,
+    _CountingCutter,
     _Cutter,
     _Segmenter,
     _span,
@@ -98,7 +99,7 @@ def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
     one-process run looks after each of its chunks (the same records taken, the
     same cuts; the reader's transient a ``group``-th). Raises
     :class:`NotStreamable` as the one-process run does."""
-    cutter = _Cutter(defs, segment_records)
+    cutter = _CountingCutter(defs, segment_records)  # (the columns the search reads)
     out: list[tuple[int | None, int]] = []
     k = 0
     for k, chunk in enumerate(chunks, 1):
@@ -173,6 +174,7 @@ class _OwnSplitter:
             self._read()
         merged = {loc: Events.concat(parts) for loc, parts in c.pending.items() if parts}
         return c._split(merged, cut, None, None, None)
+
 
 
 def own_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
