@@ -283,6 +283,10 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         result = stream_rank(defs, chunks, cuts, transport, owner, platform, opts, writer.write,
                              advance=writer.advance, source=str(args.input),
                              eager_limit=args.eager_limit, strict=args.strict, info=info)
+        chunks = None
+        # the segments' heap back before the part is closed and the output committed,
+        # which copy the records from the input (their buffers would come on top)
+        _libc_release(0)()
         lap("segments")
     except BaseException:
         if writer is not None:
