@@ -472,35 +472,10 @@ class _Cutter:
         idx = np.flatnonzero(send | recv)
         keys, signs = [], []
         if idx.size:
-            comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
-                                  )[idx].astype(np.int64)
-            peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]
-                                  )[idx].astype(np.int64)
-            tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
-                                 )[idx].astype(np.int64)
-            p = pos[idx]
-            # the peer's location through its communicator as seen from the record's
-            # location: one members table per distinct (communicator, location)
-            pair_ids = _key_ids([comm, p])
-            first = np.unique(pair_ids, return_index=True)[1]
-            tables, starts, lengths = [], [], []
-            at = 0
-            for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
-                members = members_of(defs, c, locs[q]) or (-1,)
-                tables.append(np.array(members, dtype=np.int64))
-                starts.append(at)
-                lengths.append(len(members))
-                at += len(members)
-            table = np.concatenate(tables)
-            start = np.array(starts, dtype=np.int64)[pair_ids]
-            ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
-            other = np.full(idx.size, -1, np.int64)
-            other[ok] = table[start[ok] + peer[ok]]
-            here = np.array(locs, dtype=np.int64)[p]
-            s = send[idx]
-            keys.append(np.stack([np.where(s, here, other), np.where(s, other, here),
-                                  comm, tag]))
-            signs.append(np.where(s, 1, -1).astype(np.int64))
+            key, sign = _channel_keys(defs, locs, evs, ns, idx, pos[idx], send[idx])
+            keys.append(key)
+            signs.append(sign)
+        del send, recv, idx
         coll = np.flatnonzero(_COLL_DONE[k])
         if coll.size:
             ccomm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
@@ -521,7 +496,7 @@ class _Cutter:
                 keys.append(np.array([[loc], [other_], [comm_], [tag_]], dtype=np.int64))
                 signs.append(np.array([-1], dtype=np.int64))
         if keys:
-            cols = np.concatenate(keys, axis=1)
+            cols = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
             ids = _key_ids([cols[0], cols[1], cols[2], cols[3]])
             if np.any(np.bincount(ids, weights=np.concatenate(signs))):
                 return None
@@ -582,6 +557,43 @@ class _Cutter:
             self.coll_done = defaultdict(int, done)
             self.cancelled = [c for c in self.cancelled if c[0] >= cut]
         self.last_cut = cut
+
+
+def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list[int],
+                  idx: np.ndarray, p: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For :meth:`_Cutter._aligned`: the channel (sender, receiver, communicator, tag)
+    of the records ``idx`` of the first ``ns`` records of ``evs`` joined (``p``: their
+    location's position in ``locs``, ``s``: which are sends), as the rows of one
+    array, and their signs (+1 sent, -1 received). A function of its own so that its
+    intermediate columns are freed before the channels are grouped (the cut pass's
+    transient)."""
+    comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
+                          )[idx].astype(np.int64)
+    peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]
+                          )[idx].astype(np.int64)
+    tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
+                         )[idx].astype(np.int64)
+    # the peer's location through its communicator as seen from the record's
+    # location: one members table per distinct (communicator, location)
+    pair_ids = _key_ids([comm, p])
+    first = np.unique(pair_ids, return_index=True)[1]
+    tables, starts, lengths = [], [], []
+    at = 0
+    for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
+        members = members_of(defs, c, locs[q]) or (-1,)
+        tables.append(np.array(members, dtype=np.int64))
+        starts.append(at)
+        lengths.append(len(members))
+        at += len(members)
+    table = np.concatenate(tables)
+    start = np.array(starts, dtype=np.int64)[pair_ids]
+    ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
+    other = np.full(idx.size, -1, np.int64)
+    other[ok] = table[start[ok] + peer[ok]]
+    del peer, pair_ids, start, ok
+    here = np.array(locs, dtype=np.int64)[p]
+    return (np.stack([np.where(s, here, other), np.where(s, other, here), comm, tag]),
+            np.where(s, 1, -1).astype(np.int64))
 
 
 class _CountingCutter(_Cutter):
