@@ -709,7 +709,10 @@ class _Segmenter:
 
     def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
         """(trace for the engine, trace for matching, pins) of a segment with its
-        context records in front."""
+        context records in front. A location of ``seg`` with context records
+        becomes a view of its records in the engine's trace (the same records: its
+        own arrays are freed, location by location, where nothing else holds them,
+        as in a rank's segment: compensate.parallel.segments)."""
         events, for_match, pins = {}, {}, {}
         for loc in self.ctx:  # a carried sender on a location without records here
             if self.ctx[loc].carried and loc not in seg:
@@ -722,6 +725,7 @@ class _Segmenter:
                 continue
             head = Events.from_rows([r[0] for r in rows], [r[1] for r in rows])
             events[loc] = Events.concat([head, ev])
+            seg[loc] = events[loc].slice(len(rows), len(rows) + len(ev))
             if ctx.last is not None and not ctx.last_carried:
                 kind = events[loc].kind.copy()
                 kind[len(rows) - 1] = _NEUTRAL

@@ -175,7 +175,7 @@ class _OwnSplitter:
         merged = {loc: Events.concat(parts) for loc, parts in c.pending.items() if parts}
         seg = c._split(merged, cut, None, None, None)
         # the records after the cut copied, so that the joined arrays go with the
-        # segment (RankStream.segment drops them once it has its context's copy)
+        # segment (_Segmenter.traces drops them once it has its context's copy)
         for parts in c.pending.values():
             parts[:] = [ev.copy() for ev in parts]
         return seg
@@ -277,10 +277,6 @@ class RankStream:
             return trace, view, engine, pins, index
 
         trace, mview, eview, pins, index = self._step(views)
-        for loc, ev in seg.items():  # the records as the context's copy holds them (the
-            p = len(pins[loc][0]) if loc in pins else 0  # split's arrays are freed)
-            if p:
-                seg[loc] = trace.events[loc].slice(p, p + len(ev))
         own_n = sum(len(ev) for ev in seg.values())
         self.info["records"] += own_n
         self.info["ghost_records"] += mview.record_count - sum(
