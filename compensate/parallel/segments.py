@@ -143,7 +143,10 @@ class _OwnSplitter:
     process, restricted to these locations)."""
 
     def __init__(self, defs: Definitions, chunks: Iterable[dict[int, Events]]) -> None:
-        self.cutter = _Cutter(defs, 1 << 62)  # never searches: it is given the cuts
+        # never searches: it is given the cuts; the records after a cut copied, so
+        # that the joined arrays go with the segment (_Segmenter.traces drops them
+        # once it has its context's copy)
+        self.cutter = _Cutter(defs, 1 << 62, copy_rest=True)
         self.chunks = iter(chunks)
         self.horizon: int | None = None  # the latest time read
         self.ended = False
@@ -173,12 +176,7 @@ class _OwnSplitter:
         while not self.ended and (self.horizon is None or self.horizon < cut):
             self._read()
         merged = {loc: Events.concat(parts) for loc, parts in c.pending.items() if parts}
-        seg = c._split(merged, cut, None, None, None)
-        # the records after the cut copied, so that the joined arrays go with the
-        # segment (_Segmenter.traces drops them once it has its context's copy)
-        for parts in c.pending.values():
-            parts[:] = [ev.copy() for ev in parts]
-        return seg
+        return c._split(merged, cut, None, None, None)
 
 
 def own_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
