@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress
 from typing import Any
 
 import numpy as np
@@ -292,6 +292,16 @@ class Events:
         """Records ``start`` to ``stop`` (views of the columns)."""
         cols = {name: getattr(self, name)[start:stop] for name, _ in COLUMNS}
         return Events(**cols, payload=self.payload[start:stop])
+
+    def copy(self, which: np.ndarray | slice | None = None) -> Events:
+        """Records ``which`` (a slice or a boolean mask; None: all) with their own
+        copy of every column, so that they do not keep a larger array alive."""
+        which = slice(None) if which is None else which
+        if isinstance(which, slice):
+            cols = {name: getattr(self, name)[which].copy() for name, _ in COLUMNS}
+            return Events(**cols, payload=self.payload[which])
+        cols = {name: getattr(self, name)[which] for name, _ in COLUMNS}  # (copies)
+        return Events(**cols, payload=list(compress(self.payload, which)))
 
     def row(self, i: int) -> tuple:
         """Record ``i`` as a row in COLUMNS order (for :meth:`from_rows`)."""

@@ -106,6 +106,9 @@ _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV
 _SENDS = _kinds(SEND, ISEND)
 _RECVS = _kinds(RECV, IRECV)
 _COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
+#: the records _Cutter._aligned reads: every other record's part in a cut is its time
+#: (_CountingCutter)
+_ALIGNED = _kinds(SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_COMPLETE)
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
@@ -246,9 +249,14 @@ class _Cutter:
     """Collects chunks and hands out segments that end at safe cuts."""
 
     def __init__(self, defs: Definitions, segment_records: int,
-                 replay: list[tuple[int, int, int | None]] | None = None) -> None:
+                 replay: list[tuple[int, int, int | None]] | None = None,
+                 copy_rest: bool = False) -> None:
         self.defs = defs
         self.target = segment_records
+        #: copy the records left pending after a cut (else views of the joined
+        #: arrays, which then live until the next cut): the segment's arrays are
+        #: freed once the segment's holder drops them (_Segmenter.traces)
+        self.copy_rest = copy_rest
         #: every cut attempt as (records pending, their first time, the cut or None);
         #: ``replay``: the attempts of an earlier pass over the same chunks, taken
         #: instead of searching for cuts (see :func:`fit_pass`)
@@ -403,17 +411,26 @@ class _Cutter:
         self.count = 0
         return seg
 
-    def _cut(self) -> dict[int, Events] | None:
+    def _merge(self) -> dict[int, Events]:
+        """The pending records, each location's parts joined (and kept so)."""
         merged = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
         self.pending = defaultdict(list, {loc: [ev] for loc, ev in merged.items()})
-        first = min(int(ev.time[0]) for ev in merged.values())
+        return merged
+
+    def _bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
+        """(first, last) measured time of the pending records."""
+        return (min(int(ev.time[0]) for ev in merged.values()),
+                max(int(ev.time[-1]) for ev in merged.values()))
+
+    def _cut(self) -> dict[int, Events] | None:
+        merged = self._merge()
+        first, last = self._bounds(merged)
         if self.replay is not None:
             count, first_then, cut = next(self.replay, (-1, -1, None))
             if (count, first_then) != (self.count, first):
                 raise NotStreamable("the second pass over the input did not read the "
                                     "records the first pass read")
             return None if cut is None else self._split(merged, cut, None, None, None)
-        last = max(int(ev.time[-1]) for ev in merged.values())
         bt = np.concatenate(self.busy_t) if self.busy_t else np.zeros(0, np.int64)
         bd = np.concatenate(self.busy_d) if self.busy_d else np.zeros(0, np.int64)
         order = np.argsort(bt, kind="stable")
@@ -460,35 +477,10 @@ class _Cutter:
         idx = np.flatnonzero(send | recv)
         keys, signs = [], []
         if idx.size:
-            comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
-                                  )[idx].astype(np.int64)
-            peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]
-                                  )[idx].astype(np.int64)
-            tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
-                                 )[idx].astype(np.int64)
-            p = pos[idx]
-            # the peer's location through its communicator as seen from the record's
-            # location: one members table per distinct (communicator, location)
-            pair_ids = _key_ids([comm, p])
-            first = np.unique(pair_ids, return_index=True)[1]
-            tables, starts, lengths = [], [], []
-            at = 0
-            for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
-                members = members_of(defs, c, locs[q]) or (-1,)
-                tables.append(np.array(members, dtype=np.int64))
-                starts.append(at)
-                lengths.append(len(members))
-                at += len(members)
-            table = np.concatenate(tables)
-            start = np.array(starts, dtype=np.int64)[pair_ids]
-            ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
-            other = np.full(idx.size, -1, np.int64)
-            other[ok] = table[start[ok] + peer[ok]]
-            here = np.array(locs, dtype=np.int64)[p]
-            s = send[idx]
-            keys.append(np.stack([np.where(s, here, other), np.where(s, other, here),
-                                  comm, tag]))
-            signs.append(np.where(s, 1, -1).astype(np.int64))
+            key, sign = _channel_keys(defs, locs, evs, ns, idx, pos[idx], send[idx])
+            keys.append(key)
+            signs.append(sign)
+        del send, recv, idx
         coll = np.flatnonzero(_COLL_DONE[k])
         if coll.size:
             ccomm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
@@ -509,7 +501,7 @@ class _Cutter:
                 keys.append(np.array([[loc], [other_], [comm_], [tag_]], dtype=np.int64))
                 signs.append(np.array([-1], dtype=np.int64))
         if keys:
-            cols = np.concatenate(keys, axis=1)
+            cols = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
             ids = _key_ids([cols[0], cols[1], cols[2], cols[3]])
             if np.any(np.bincount(ids, weights=np.concatenate(signs))):
                 return None
@@ -531,28 +523,154 @@ class _Cutter:
         seg: dict[int, Events] = {}
         self.pending = defaultdict(list)
         self.count = 0
-        for ref in set(self.refs.values()):  # the references' last records before the cut
-            ev = merged.get(ref)
-            n = int(np.searchsorted(ev.time, cut, side="left")) if ev is not None else 0
-            if n:
-                self.ref_last[ref] = int(ev.time[n - 1])
+        ends = self._ends({loc: ev.time for loc, ev in merged.items()}, cut)
         for loc, ev in merged.items():
-            n = int(np.searchsorted(ev.time, cut, side="left"))
-            ref = self.refs.get(loc)
-            if ref is not None:  # a metric sample waits for the reference record after it
-                last = self.ref_last.get(ref)
-                n = 0 if last is None else min(n, int(np.searchsorted(ev.time, last, "right")))
+            n = ends[loc]
             if n:
                 seg[loc] = ev.slice(0, n)
             if n < len(ev):
-                self.pending[loc].append(ev.slice(n, len(ev)))
+                rest = ev.copy(slice(n, len(ev))) if self.copy_rest else ev.slice(n, len(ev))
+                self.pending[loc].append(rest)
                 self.count += len(ev) - n
+        self._cut_at(cut, bt, bd, done)
+        return seg
+
+    def _ends(self, times: dict[int, np.ndarray], cut: int) -> dict[int, int]:
+        """How many of each location's pending records (``times``: their measured
+        times) go into the segment that ends at ``cut``: those before it, METRIC
+        samples held back for the reference record after them."""
+        for ref in set(self.refs.values()):  # the references' last records before the cut
+            t = times.get(ref)
+            n = int(np.searchsorted(t, cut, side="left")) if t is not None else 0
+            if n:
+                self.ref_last[ref] = int(t[n - 1])
+        ends = {}
+        for loc, t in times.items():
+            n = int(np.searchsorted(t, cut, side="left"))
+            ref = self.refs.get(loc)
+            if ref is not None:  # a metric sample waits for the reference record after it
+                last = self.ref_last.get(ref)
+                n = 0 if last is None else min(n, int(np.searchsorted(t, last, "right")))
+            ends[loc] = n
+        return ends
+
+    def _cut_at(self, cut: int, bt: np.ndarray | None, bd: np.ndarray | None,
+                done: dict | None) -> None:
+        """The search's state after a cut at ``cut`` (see :meth:`_split`)."""
         if bt is not None and bd is not None and done is not None:
             keep = bt >= cut
             self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
             self.coll_done = defaultdict(int, done)
             self.cancelled = [c for c in self.cancelled if c[0] >= cut]
         self.last_cut = cut
+
+
+def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list[int],
+                  idx: np.ndarray, p: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For :meth:`_Cutter._aligned`: the channel (sender, receiver, communicator, tag)
+    of the records ``idx`` of the first ``ns`` records of ``evs`` joined (``p``: their
+    location's position in ``locs``, ``s``: which are sends), as the rows of one
+    array, and their signs (+1 sent, -1 received). A function of its own so that its
+    intermediate columns are freed before the channels are grouped (the cut pass's
+    transient)."""
+    comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
+                          )[idx].astype(np.int64)
+    peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]
+                          )[idx].astype(np.int64)
+    tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
+                         )[idx].astype(np.int64)
+    # the peer's location through its communicator as seen from the record's
+    # location: one members table per distinct (communicator, location)
+    pair_ids = _key_ids([comm, p])
+    first = np.unique(pair_ids, return_index=True)[1]
+    tables, starts, lengths = [], [], []
+    at = 0
+    for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
+        members = members_of(defs, c, locs[q]) or (-1,)
+        tables.append(np.array(members, dtype=np.int64))
+        starts.append(at)
+        lengths.append(len(members))
+        at += len(members)
+    table = np.concatenate(tables)
+    start = np.array(starts, dtype=np.int64)[pair_ids]
+    ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
+    other = np.full(idx.size, -1, np.int64)
+    other[ok] = table[start[ok] + peer[ok]]
+    del peer, pair_ids, start, ok
+    here = np.array(locs, dtype=np.int64)[p]
+    return (np.stack([np.where(s, here, other), np.where(s, other, here), comm, tag]),
+            np.where(s, 1, -1).astype(np.int64))
+
+
+class _CountingCutter(_Cutter):
+    """The cutter's search for the segments' cuts and record counts only (the
+    distributed run's cut pass, :func:`compensate.parallel.segments.cut_times`): the
+    same attempts and cuts as :class:`_Cutter`, but of the records it takes it keeps
+    every record's time (the counts, the references of METRIC samples) and, whole,
+    only the records :meth:`_Cutter._aligned` reads (:data:`_ALIGNED`); the busy
+    function is built from each whole chunk as it is taken. A segment is then
+    ``{location: measured times of its records}``. 10^6-record stencil: 28 % of the
+    records kept whole, the pass's traced peak 60 -> 17 MiB (docs/parallel.md).
+    The remainder after a cut is copied, so that the joined arrays are freed with
+    the segment."""
+
+    def __init__(self, defs: Definitions, segment_records: int) -> None:
+        super().__init__(defs, segment_records)
+        self.times: dict[int, list[np.ndarray]] = defaultdict(list)
+        self.merged_times: dict[int, np.ndarray] = {}
+
+    def take(self, loc: int, ev: Events) -> bool:
+        if not len(ev):
+            return False
+        if self.last_cut is not None and int(ev.time[0]) < self.last_cut:
+            return super().take(loc, ev)  # (raises NotStreamable)
+        self.times[loc].append(ev.time)
+        self.count += len(ev)
+        keep = _ALIGNED[ev.kind]
+        if keep.any():
+            self.pending[loc].append(ev.copy(keep))
+        return True
+
+    def _merge(self) -> dict[int, Events]:
+        self.merged_times = {loc: np.concatenate(parts) if len(parts) > 1 else parts[0]
+                             for loc, parts in self.times.items() if parts}
+        self.times = defaultdict(list, {loc: [t] for loc, t in self.merged_times.items()})
+        return super()._merge()
+
+    def _bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
+        times = self.merged_times.values()
+        return min(int(t[0]) for t in times), max(int(t[-1]) for t in times)
+
+    def _split(self, merged: dict[int, Events], cut: int, bt: np.ndarray | None,
+               bd: np.ndarray | None, done: dict | None) -> dict[int, np.ndarray]:
+        seg: dict[int, np.ndarray] = {}
+        self.pending = defaultdict(list)
+        self.times = defaultdict(list)
+        self.count = 0
+        ends = self._ends(self.merged_times, cut)
+        for loc, t in self.merged_times.items():
+            n = ends[loc]
+            if n:
+                seg[loc] = t[:n]
+            if n < len(t):
+                self.times[loc].append(t[n:].copy())
+                self.count += len(t) - n
+            ev = merged.get(loc)
+            if ev is not None:  # the kept records of the n: those up to the n-th's time
+                m = int(np.searchsorted(ev.time, t[n - 1], "right")) if n else 0
+                if m < len(ev):
+                    self.pending[loc].append(ev.copy(slice(m, None)))
+        self.merged_times = {}
+        self._cut_at(cut, bt, bd, done)
+        return seg
+
+    def rest(self) -> dict[int, np.ndarray] | None:
+        if not self.count:
+            return None
+        seg = {loc: np.concatenate(parts) for loc, parts in self.times.items() if parts}
+        self.times.clear()
+        self.pending.clear()
+        self.count = 0
         return seg
 
 
@@ -597,7 +715,10 @@ class _Segmenter:
 
     def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
         """(trace for the engine, trace for matching, pins) of a segment with its
-        context records in front."""
+        context records in front. A location of ``seg`` with context records
+        becomes a view of its records in the engine's trace (the same records: its
+        own arrays are freed, location by location, where nothing else holds them,
+        as in a rank's segment: compensate.parallel.segments)."""
         events, for_match, pins = {}, {}, {}
         for loc in self.ctx:  # a carried sender on a location without records here
             if self.ctx[loc].carried and loc not in seg:
@@ -610,6 +731,7 @@ class _Segmenter:
                 continue
             head = Events.from_rows([r[0] for r in rows], [r[1] for r in rows])
             events[loc] = Events.concat([head, ev])
+            seg[loc] = events[loc].slice(len(rows), len(rows) + len(ev))
             if ctx.last is not None and not ctx.last_carried:
                 kind = events[loc].kind.copy()
                 kind[len(rows) - 1] = _NEUTRAL
@@ -798,7 +920,8 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     same segments)."""
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     sizes, seconds, p2p, coll, rma = [], [], 0, 0, 0
-    cutter = _Cutter(defs, segment_records)
+    # (the remainder copied: a segment's arrays go when traces() has copied them)
+    cutter = _Cutter(defs, segment_records, copy_rest=True)
     ended: list[bool] = []
 
     def cut() -> Iterator[dict[int, Events]]:  # (_segments' for group 1)

@@ -65,6 +65,7 @@ from compensate.engine.stream import (
     StreamResult,
     _add_stats,
     _add_verification,
+    _CountingCutter,
     _Cutter,
     _Segmenter,
     _span,
@@ -98,7 +99,7 @@ def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
     one-process run looks after each of its chunks (the same records taken, the
     same cuts; the reader's transient a ``group``-th). Raises
     :class:`NotStreamable` as the one-process run does."""
-    cutter = _Cutter(defs, segment_records)
+    cutter = _CountingCutter(defs, segment_records)  # (the columns the search reads)
     out: list[tuple[int | None, int]] = []
     k = 0
     for k, chunk in enumerate(chunks, 1):
@@ -142,7 +143,10 @@ class _OwnSplitter:
     process, restricted to these locations)."""
 
     def __init__(self, defs: Definitions, chunks: Iterable[dict[int, Events]]) -> None:
-        self.cutter = _Cutter(defs, 1 << 62)  # never searches: it is given the cuts
+        # never searches: it is given the cuts; the records after a cut copied, so
+        # that the joined arrays go with the segment (_Segmenter.traces drops them
+        # once it has its context's copy)
+        self.cutter = _Cutter(defs, 1 << 62, copy_rest=True)
         self.chunks = iter(chunks)
         self.horizon: int | None = None  # the latest time read
         self.ended = False

@@ -280,3 +280,64 @@ print(a, mapped(8 << 20))
     if p.stdout.strip() == "skip":
         pytest.skip("not glibc >= 2.33")
     assert p.stdout.split() == ["1", "0"]
+
+
+# -- the cut search over the columns it reads (compensate.parallel.segments.cut_times) --
+
+def _searched(cutter, chunks):
+    """(cut, records) of each segment ``cutter`` hands out over ``chunks``, and its cut
+    attempts."""
+    out = []
+    for chunk in chunks:
+        for seg in cutter.add(chunk):
+            out.append((cutter.last_cut, sum(len(x) for x in seg.values())))
+    rest = cutter.rest()
+    if rest:
+        out.append((None, sum(len(x) for x in rest.values())))
+    return out, cutter.attempts
+
+
+def assert_same_search(trace, segment_records, chunk_records):
+    """The counting cutter makes the cutter's attempts and cuts, with the same counts."""
+    defs = trace.definitions
+    full = _searched(stream._Cutter(defs, segment_records),
+                     stream.trace_chunks(trace, chunk_records))
+    thin = _searched(stream._CountingCutter(defs, segment_records),
+                     stream.trace_chunks(trace, chunk_records))
+    assert thin == full
+    return full[0]
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_the_counting_cutter_cuts_every_program_as_the_cutter(program):
+    sim = simulated(program)
+    assert_same_search(sim.measured, 60, 17)
+
+
+def test_the_counting_cutter_on_real_archives_metrics_probes_and_cancelled(tmp_path):
+    """METRIC samples held back for their reference (the PAPI archive), a matched
+    probe and a cancelled Isend (test cases above)."""
+    for path in REAL_ARCHIVES:
+        for records in (20, 300):
+            assert_same_search(read_trace(path), records, 7)
+    assert_same_search(read_trace(CASES / "r5_cancelled_self.trace"), 3, 2)
+    for name, test in (("mprobe", test_no_cut_between_a_matched_probe_and_its_receive),
+                       ("cancel", test_cut_after_a_cancelled_isend)):
+        test(tmp_path)  # (writes its trace)
+        assert len(assert_same_search(read_trace(tmp_path / f"{name}.trace"), 5, 7)) >= 3
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_the_counting_cutter_on_random_traces(case):
+    trace, segment_records, chunk_records = case
+    assert_same_search(trace, segment_records, chunk_records)
+
+
+def test_the_counting_cutter_refuses_input_out_of_time_order():
+    sim = simulate("stencil", ranks=4, seed=0)
+    trace = sim.measured
+    loc = next(iter(trace.events))
+    chunks = list(stream.trace_chunks(trace, 100)) + [{loc: trace.events[loc].slice(0, 1)}]
+    with pytest.raises(stream.NotStreamable, match="not in time order"):
+        _searched(stream._CountingCutter(trace.definitions, 200), chunks)

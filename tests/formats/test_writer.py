@@ -411,6 +411,24 @@ def test_segment_wise_writing_gives_write_traces_output(sources, references, rea
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("block", [1, 7])
+@pytest.mark.parametrize("name", [n for n in WRITE_SOURCES if n.endswith("-trace")])
+def test_text_lines_formatted_in_blocks_are_the_same(sources, references, read_whole,
+                                                     tmp_path, monkeypatch, name, block):
+    """The text writer formats a batch of ready records ``EMIT_BLOCK`` at a time, the
+    C formatter ``FORMAT_BATCH`` at a time (issue #21: their transient): the same
+    bytes at any block size, with every record of a batch and merges across
+    locations."""
+    from compensate.formats.text import fastread
+    path = source(sources, name)
+    whole, _ = references(path, name)  # (written with the default blocks)
+    monkeypatch.setattr(textio, "EMIT_BLOCK", block)
+    monkeypatch.setattr(fastread, "FORMAT_BATCH", block + 2)
+    streamed = tmp_path / "seg.trace"
+    write_segments(read_whole(path), streamed, 37)
+    assert streamed.read_bytes() == whole.read_bytes()
+
+
 @pytest.mark.parametrize("fmt", ["otf2", "trace"])
 def test_chunked_copy_gives_write_traces_output(sources, tmp_path, monkeypatch, fmt):
     """read_chunks -> TraceWriter, chunk by chunk, also across formats."""

@@ -257,8 +257,9 @@ def fast_records(reader: Any) -> FastRecords | None:
 # ---------------------------------------------------------------------------
 # Writing
 
-#: record lines formatted per C call (its buffer: ~320 bytes a record)
-FORMAT_BATCH = 1 << 15
+#: record lines formatted per C call (its buffer: ~320 bytes a record, zeroed: 2.5
+#: MiB; 2^15 records made it, with its copy, the peak of a .trace run, issue #21)
+FORMAT_BATCH = 1 << 13
 _LINE_MAX = 320
 
 
@@ -331,7 +332,7 @@ class FastFormat:
             size = self._fn(b - a, ptrs, wtab.ctypes.data, fields.ctypes.data, ops.ctypes.data,
                             self._strs, blob, offsets.ctypes.data, widths_array.ctypes.data,
                             buf)
-            yield buf.raw[:size]
+            yield ctypes.string_at(buf, size)  # (buf.raw would copy the whole buffer)
 
 
 def fast_format() -> FastFormat | None:
