@@ -249,14 +249,9 @@ class _Cutter:
     """Collects chunks and hands out segments that end at safe cuts."""
 
     def __init__(self, defs: Definitions, segment_records: int,
-                 replay: list[tuple[int, int, int | None]] | None = None,
-                 copy_rest: bool = False) -> None:
+                 replay: list[tuple[int, int, int | None]] | None = None) -> None:
         self.defs = defs
         self.target = segment_records
-        #: copy the records left pending after a cut (else views of the joined
-        #: arrays, which then live until the next cut): the segment's arrays are
-        #: freed once the segment's holder drops them (_Segmenter.traces)
-        self.copy_rest = copy_rest
         #: every cut attempt as (records pending, their first time, the cut or None);
         #: ``replay``: the attempts of an earlier pass over the same chunks, taken
         #: instead of searching for cuts (see :func:`fit_pass`)
@@ -529,8 +524,10 @@ class _Cutter:
             if n:
                 seg[loc] = ev.slice(0, n)
             if n < len(ev):
-                rest = ev.copy(slice(n, len(ev))) if self.copy_rest else ev.slice(n, len(ev))
-                self.pending[loc].append(rest)
+                # a copy, not a view of the joined arrays (which would then live
+                # until the next cut): the segment's arrays go once its holder
+                # drops them (_Segmenter.traces)
+                self.pending[loc].append(ev.copy(slice(n, len(ev))))
                 self.count += len(ev) - n
         self._cut_at(cut, bt, bd, done)
         return seg
@@ -920,8 +917,7 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     same segments)."""
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
     sizes, seconds, p2p, coll, rma = [], [], 0, 0, 0
-    # (the remainder copied: a segment's arrays go when traces() has copied them)
-    cutter = _Cutter(defs, segment_records, copy_rest=True)
+    cutter = _Cutter(defs, segment_records)
     ended: list[bool] = []
 
     def cut() -> Iterator[dict[int, Events]]:  # (_segments' for group 1)

@@ -146,7 +146,7 @@ class _OwnSplitter:
         # never searches: it is given the cuts; the records after a cut copied, so
         # that the joined arrays go with the segment (_Segmenter.traces drops them
         # once it has its context's copy)
-        self.cutter = _Cutter(defs, 1 << 62, copy_rest=True)
+        self.cutter = _Cutter(defs, 1 << 62)
         self.chunks = iter(chunks)
         self.horizon: int | None = None  # the latest time read
         self.ended = False
