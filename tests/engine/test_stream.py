@@ -280,3 +280,27 @@ print(a, mapped(8 << 20))
     if p.stdout.strip() == "skip":
         pytest.skip("not glibc >= 2.33")
     assert p.stdout.split() == ["1", "0"]
+
+
+def _with_cold(trace, platform):
+    """``platform`` with a cold-call curve on every location for every region."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    res = float(trace.definitions.timer_resolution)
+    w = [0.0, 400 / res, 2000 / res]
+    curve = [0.0, 150 / res, 400 / res]
+    cold = {loc: (w, {rid: curve for rid in trace.definitions.regions})
+            for loc in trace.events}
+    return replace(platform, cold=cold)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(["lower", "upper"]))
+def test_cold_curves_streamed_as_in_memory(case, bound):
+    """The cold-call charge (Platform.cold_charge) takes the gap before an Enter,
+    also the first gap of a segment (after its pinned context): streamed and
+    in-memory runs agree record for record."""
+    trace, segment_records, chunk_records = case
+    ref, got, res = both(trace, _with_cold(trace, PLATFORM), bound,
+                         segment_records=segment_records, chunk_records=chunk_records)
+    assert_same(ref, got, res)
