@@ -24,17 +24,20 @@ TABLE0 = {"format": 1, "by_kind": {"Enter": 100e-9, "Leave": 200e-9},
           "by_region": {"g": {"Enter": 300e-9}}, "measured": {"note": "kept, not used"}}
 
 
-def _text_trace(tmp_path: Path, table: dict | None = TABLE0) -> Path:
-    """Two locations, f then g on each, times in ns; location 0 carries ``table``."""
+F_G = ((0, "Enter", 0), (1000, "Leave", 0), (2000, "Enter", 1), (3000, "Leave", 1))
+
+
+def _text_trace(tmp_path: Path, table: dict | None = TABLE0, records: tuple = F_G,
+                name: str = "t.trace") -> Path:
+    """Two locations with the same ``records`` (f then g: times in ns); location 0
+    carries ``table``."""
     field = f" insitu={json.dumps(json.dumps(table))}" if table is not None else ""
-    path = tmp_path / "t.trace"
+    path = tmp_path / name
     path.write_text(
         "compensate-trace 1\ntimer_resolution 1000000000\n"
         f"location 0 group=0{field}\nlocation 1 group=1\n"
         'region 0 "f"\nregion 1 "g"\nevents\n'
-        + "".join(f"{t} {loc} {k} region={r}\n" for loc in (0, 1) for t, k, r in
-                  ((0, "Enter", 0), (1000, "Leave", 0), (2000, "Enter", 1),
-                   (3000, "Leave", 1))))
+        + "".join(f"{t} {loc} {k} region={r}\n" for loc in (0, 1) for t, k, r in records))
     return path
 
 
@@ -95,16 +98,8 @@ COLD = {"w_s": [0.0, 1000e-9], "extra_s": {"function": [0.0, 250e-9]},
 
 def _cold_trace(tmp_path: Path, table: dict) -> Path:
     """Location 0 (with ``table``): f, then g twice; location 1 the same, no table."""
-    field = f" insitu={json.dumps(json.dumps(table))}"
-    path = tmp_path / "cold.trace"
-    path.write_text(
-        "compensate-trace 1\ntimer_resolution 1000000000\n"
-        f"location 0 group=0{field}\nlocation 1 group=1\n"
-        'region 0 "f"\nregion 1 "g"\nevents\n'
-        + "".join(f"{t} {loc} {k} region={r}\n" for loc in (0, 1) for t, k, r in
-                  ((0, "Enter", 0), (1000, "Leave", 0), (2000, "Enter", 1),
-                   (3000, "Leave", 1), (6000, "Enter", 1), (7000, "Leave", 1))))
-    return path
+    return _text_trace(tmp_path, table, (*F_G, (6000, "Enter", 1), (7000, "Leave", 1)),
+                       "cold.trace")
 
 
 def test_cold_curve_hand_computed(tmp_path: Path) -> None:

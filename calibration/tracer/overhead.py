@@ -205,6 +205,32 @@ def record_path_costs(n: int = 2000, repeats: int = 31, status: Any = None,
     return result
 
 
+def _probe_locks(rec: Recorder) -> tuple[Any, Any]:
+    """(untraced RLock, traced RLock recording into ``rec``) for the probes after
+    the program (the tracer's lock regions get an id, 0 in a bare process)."""
+    import threading  # noqa: PLC0415
+
+    from calibration.tracer import threads  # noqa: PLC0415 - imports nothing heavy
+
+    for name, _ in threads._REGIONS:  # region ids of a run, or 0 in a bare process
+        threads._R.setdefault(name, 0)
+    rlock = threads._orig.get("RLock", threading.RLock)
+    return rlock(), threads.TracedRLock(rlock(), 0, rec)
+
+
+def _probe_comms(tm: Any) -> tuple[Any, Any, tuple]:
+    """(untraced, traced ``COMM_SELF``, (buffer, status, ``PROC_NULL``)) for the
+    probes after the program; ``tm``: the tracer's MPI module (loaded)."""
+    from mpi4py import MPI  # noqa: PLC0415 - loaded by the tracer already
+
+    plain = MPI.Intracomm(MPI.COMM_SELF)
+    traced = tm.TracedIntracomm(MPI.COMM_SELF)
+    traced._cid = 0
+    for name in ("MPI_Send", "MPI_Recv"):
+        tm._REGIONS.setdefault(name, 0)
+    return plain, traced, (np.zeros(1), MPI.Status(), MPI.PROC_NULL)
+
+
 def _residue(traced_loop: Callable[[], int], plain_loop: Callable[[], int], buf: Any,
              calls: int, back_ns: float, repeats: int) -> float:
     """Median over ``repeats`` of: (traced loop - plain loop) / calls - the in-situ
@@ -246,16 +272,10 @@ def wrapper_residues(back_ns: float, calls: int = 400,
     the tracer's MPI module is loaded. Values below 0 are kept (the median of a
     noisy difference), the in-situ table clamps the sum."""
     import sys  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
-    from calibration.tracer import threads  # noqa: PLC0415 - imports nothing heavy
 
     rec = Recorder()
     buf = rec.main
-    for name, _ in threads._REGIONS:  # region ids of a run, or 0 in a bare process
-        threads._R.setdefault(name, 0)
-    plain_lock = threads._orig.get("RLock", threading.RLock)()
-    traced_lock = threads.TracedRLock(threads._orig.get("RLock", threading.RLock)(), 0, rec)
+    plain_lock, traced_lock = _probe_locks(rec)
     clock = perf_counter_ns
 
     def lock_loop(lock: Any) -> Callable[[], int]:
@@ -272,14 +292,7 @@ def wrapper_residues(back_ns: float, calls: int = 400,
     tm = sys.modules.get("calibration.tracer.mpi")
     if tm is None:
         return out
-    from mpi4py import MPI  # noqa: PLC0415 - loaded by the tracer already
-
-    plain = MPI.Intracomm(MPI.COMM_SELF)
-    traced = tm.TracedIntracomm(MPI.COMM_SELF)
-    traced._cid = 0
-    data, status, null = np.zeros(1), MPI.Status(), MPI.PROC_NULL
-    for name in ("MPI_Send", "MPI_Recv"):
-        tm._REGIONS.setdefault(name, 0)
+    plain, traced, (data, status, null) = _probe_comms(tm)
 
     def mpi_loop(comm: Any) -> Callable[[], int]:
         def run() -> int:
@@ -421,9 +434,6 @@ def cold_ladder(back_ns: float, threaded: bool = False, mpi: bool = True,
     only with ``mpi`` and the tracer's MPI module loaded). Returns
     ``{"w_s": [...], "extra_s": {curve: [...]}, "raw_ns": {curve: [D...]}, ...}``."""
     import sys  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
-    from calibration.tracer import threads  # noqa: PLC0415
 
     work = _Work()
     rec = Recorder()
@@ -434,10 +444,7 @@ def cold_ladder(back_ns: float, threaded: bool = False, mpi: bool = True,
     curves: dict[str, tuple[Callable, Callable, int, Any]] = {}
     curves["function"] = (make_decorator(rec)(_trivial), _trivial, 1, None)
 
-    for name, _ in threads._REGIONS:
-        threads._R.setdefault(name, 0)
-    plain_lock = threads._orig.get("RLock", threading.RLock)()
-    traced_lock = threads.TracedRLock(threads._orig.get("RLock", threading.RLock)(), 0, rec)
+    plain_lock, traced_lock = _probe_locks(rec)
 
     def locker(lock: Any) -> Callable:
         def call(_i: int, _n: int) -> None:
@@ -450,14 +457,7 @@ def cold_ladder(back_ns: float, threaded: bool = False, mpi: bool = True,
     saved = None
     half = [0]
     if tm is not None:
-        from mpi4py import MPI  # noqa: PLC0415
-
-        plain_c = MPI.Intracomm(MPI.COMM_SELF)
-        traced_c = tm.TracedIntracomm(MPI.COMM_SELF)
-        traced_c._cid = 0
-        data, status, null = np.zeros(1), MPI.Status(), MPI.PROC_NULL
-        for name in ("MPI_Send", "MPI_Recv"):
-            tm._REGIONS.setdefault(name, 0)
+        plain_c, traced_c, (data, status, null) = _probe_comms(tm)
 
         def caller(comm: Any) -> Callable:
             def call(_i: int, _n: int) -> None:
