@@ -160,8 +160,13 @@ def platform_of(defs: Definitions, base: Platform | None = None,
 
 def describe(platform: Platform) -> dict[str, Any]:
     """The per-location overheads for the summary: location -> by_kind, by_region
-    (region ids as strings)."""
-    return {str(loc): {"by_kind": kinds,
-                       "by_region": {str(r): {"Enter": e, "Leave": lv}
-                                     for r, (e, lv) in regions.items()}}
-            for loc, (kinds, regions) in platform.by_location.items()}
+    (region ids as strings), and where the location has cold-call curves
+    ``cold``: their ``w_s`` and the charged regions' ids."""
+    out = {str(loc): {"by_kind": kinds,
+                      "by_region": {str(r): {"Enter": e, "Leave": lv}
+                                    for r, (e, lv) in regions.items()}}
+           for loc, (kinds, regions) in platform.by_location.items()}
+    for loc, (w_s, curves) in platform.cold.items():
+        if str(loc) in out:
+            out[str(loc)]["cold"] = {"w_s": list(w_s), "regions": sorted(curves)}
+    return out

@@ -155,6 +155,8 @@ def test_platform_of_maps_cold_regions_and_can_leave_them_out(tmp_path: Path) ->
     defs = c.read(_cold_trace(tmp_path, table)).definitions
     plat = insitu.platform_of(defs)
     assert plat.cold == {0: ([0.0, 1000e-9], {1: [0.0, 250e-9]})}
+    assert insitu.describe(plat)["0"]["cold"] == {"w_s": [0.0, 1000e-9], "regions": [1]}
+    assert set(insitu.describe(plat)) == {"0"}  # location 1 has no table
     assert insitu.platform_of(defs, use_cold=False).cold == {}
 
 
