@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import dataclasses
 import os
 import platform as pyplatform
 import shlex
@@ -121,7 +120,7 @@ def machine() -> dict[str, str]:
 #: ``user``: the documented command, ``--platform run/platform.json`` and nothing
 #: else (the file's ``prefer_insitu`` decides); ``platform``: the file's own
 #: per-kind overhead forced (``--overhead platform``).
-MODES = {"insitu": "insitu", "user": None, "platform": "platform", "warm": "insitu"}
+MODES = {"insitu": "insitu", "user": None, "platform": "platform", "cold": "insitu"}
 
 
 def label(bound: str, mode: str) -> str:
@@ -146,15 +145,9 @@ def compensate_run(trace: Path, bounds: list[str],
 def _compensate_mode(measured: c.Trace, trace: Path, ids: list[int], bounds: list[str],
                      mode: str) -> dict[str, dict]:
     out = {}
-    if mode == "warm":  # the same tables without their cold-call curves
-        defs = measured.definitions
-        tables = {loc: {k: v for k, v in t.items() if k != "cold"}
-                  for loc, t in defs.insitu.items()}
-        measured = dataclasses.replace(measured,
-                                       definitions=dataclasses.replace(defs, insitu=tables))
     for bound in bounds:
         r = c.compensate(measured, bound=bound, platform=trace.parent / "platform.json",
-                         overhead=MODES[mode])
+                         overhead=MODES[mode], cold_calls=mode == "cold")
         enters, leaves = [], []
         for ev in r.trace.events.values():
             sel = np.isin(ev.region, ids)
@@ -311,9 +304,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="how to compensate each traced run, comma-separated: insitu "
                          "(the trace's tables, --overhead insitu), user (--platform "
                          "run/platform.json alone, the documented command), platform "
-                         "(the file's own per-kind O, --overhead platform), warm (the "
-                         "trace's tables without their cold-call curves: the charge "
-                         "before issue #22's cold22); default insitu")
+                         "(the file's own per-kind O, --overhead platform), cold (the "
+                         "trace's tables and their cold-call curves, --cold-calls); "
+                         "default insitu")
     ap.add_argument("--json", help="also write every run's numbers to this file "
                     "(to recompute the statistics)")
     args = ap.parse_args(argv)

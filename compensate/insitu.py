@@ -25,7 +25,9 @@ it wrote). Optional (issue #22; a reader that does not know it ignores it)::
 the extra cost of a traced call (the Enter of a region named in ``regions``)
 after ``w`` seconds of untraced work since the previous record, per curve,
 linear in between, flat beyond the last point (docs/calibration.md, "Cold
-calls"): the gap before such an Enter is charged it
+calls"): with ``--cold-calls`` (``use_cold``; off by default: it removed
+0.1-0.3 % of the dilation in the real runs and once took a run's span below
+its uninstrumented time) the gap before such an Enter is charged it
 (:meth:`Platform.cold_charge <compensate.platform.Platform.cold_charge>`).
 Other keys are carried but not used.
 
@@ -126,7 +128,7 @@ def dumps(table: dict[str, Any]) -> str:
 
 
 def platform_of(defs: Definitions, base: Platform | None = None,
-                use_cold: bool = True) -> Platform | None:
+                use_cold: bool = False) -> Platform | None:
     """The per-location platform of a trace's in-situ tables (None if it has
     none): each table's overheads for its location, and its cold-call curves
     (``use_cold``); locations without a table, and the copy cost, from ``base``

@@ -111,13 +111,15 @@ def test_cold_curve_hand_computed(tmp_path: Path) -> None:
     table = {**TABLE0, "by_region": {}, "cold": COLD}
     trace = c.read(_cold_trace(tmp_path, table))
     assert trace.definitions.insitu[0]["cold"] == COLD
-    result = c.compensate(trace)
+    result = c.compensate(trace, cold_calls=True)
     assert result.trace.events[0].time.tolist() == [0, 900, 1540, 2440, 4990, 5890]
     assert result.trace.events[1].time.tolist() == [0, 1000, 2000, 3000, 6000, 7000]
     assert result.summary["overcompensated_records"] == 0
-    # without the curve: what the tables alone remove (the charge before cold22)
+    # without the curve, or without --cold-calls (the default): the tables alone
     plain = c.read(_cold_trace(tmp_path, {**TABLE0, "by_region": {}}))
-    assert c.compensate(plain).trace.events[0].time.tolist() == \
+    assert c.compensate(plain, cold_calls=True).trace.events[0].time.tolist() == \
+        [0, 900, 1700, 2600, 5400, 6300]
+    assert c.compensate(trace).trace.events[0].time.tolist() == \
         [0, 900, 1700, 2600, 5400, 6300]
 
 
@@ -128,7 +130,7 @@ def test_cold_curve_never_takes_more_than_the_gap(tmp_path: Path) -> None:
     huge = {"w_s": [0.0, 1e-9], "extra_s": {"function": [0.0, 1e-3]},
             "regions": {"g": "function"}}
     table = {**TABLE0, "by_region": {}, "cold": huge}
-    result = c.compensate(c.read(_cold_trace(tmp_path, table)))
+    result = c.compensate(c.read(_cold_trace(tmp_path, table)), cold_calls=True)
     t = result.trace.events[0].time.tolist()
     assert t == [0, 900, 900, 1800, 1800, 2700]
     assert result.summary["overcompensated_records"] == 0
@@ -153,11 +155,11 @@ def test_cold_parse_errors_are_one_line_naming_the_location() -> None:
 def test_platform_of_maps_cold_regions_and_can_leave_them_out(tmp_path: Path) -> None:
     table = {**TABLE0, "cold": COLD}
     defs = c.read(_cold_trace(tmp_path, table)).definitions
-    plat = insitu.platform_of(defs)
+    plat = insitu.platform_of(defs, use_cold=True)
     assert plat.cold == {0: ([0.0, 1000e-9], {1: [0.0, 250e-9]})}
     assert insitu.describe(plat)["0"]["cold"] == {"w_s": [0.0, 1000e-9], "regions": [1]}
     assert set(insitu.describe(plat)) == {"0"}  # location 1 has no table
-    assert insitu.platform_of(defs, use_cold=False).cold == {}
+    assert insitu.platform_of(defs).cold == {}  # off by default
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -186,3 +188,19 @@ def test_cold_charge_keeps_order_and_counts(n, steps, seed, bound):
     zero = c.compensate(trace, bound=bound, platform=cold([0.0, 0.0, 0.0]))
     for loc, ev in zero.trace.events.items():
         np.testing.assert_array_equal(ev.time, ref.trace.events[loc].time)
+
+
+def test_cold_calls_flag_of_the_command(tmp_path: Path) -> None:
+    """``compensate IN OUT --cold-calls`` charges the curves; without the flag
+    the tables alone are used (the default), and the summary names the curves
+    only where they were used."""
+    from compensate.cli import main  # noqa: PLC0415
+
+    path = _cold_trace(tmp_path, {**TABLE0, "by_region": {}, "cold": COLD})
+    for flag, want in (([], [0, 900, 1700, 2600, 5400, 6300]),
+                       (["--cold-calls"], [0, 900, 1540, 2440, 4990, 5890])):
+        out, summary = tmp_path / f"out{len(flag)}.trace", tmp_path / f"s{len(flag)}.json"
+        assert main([str(path), str(out), "--summary", str(summary), "--quiet", *flag]) == 0
+        assert c.read(out).events[0].time.tolist() == want
+        by_location = json.loads(summary.read_text())["overhead"]["by_location"]
+        assert ("cold" in by_location["0"]) == bool(flag)
