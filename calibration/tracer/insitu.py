@@ -45,6 +45,15 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
   measured at 401-403 ns per call (thread CPU time, traced vs untraced
   ``count_inside``), the calibration's at 394-399 ns: the decorator's cost in
   situ is the calibrated one.
+* **Cold calls.** The decorator's cost and the residues are measured in tight
+  loops; in a program, untraced work between traced calls makes the calls and
+  the work after them dearer. Each rank measures that extra cost as a curve of
+  the work after its program
+  (:func:`calibration.tracer.overhead.cold_ladder`), and the table carries it
+  under ``cold`` with the curve each entered region takes
+  (:func:`cold_curve_of`); ``compensate --cold-calls`` charges it to the gap
+  before each traced call's Enter (off by default: docs/calibration.md, "Cold
+  calls").
 * **Load.** Each rank's master thread reads ``/proc/thread-self/schedstat`` at
   the start and end of the program: CPU time and time spent runnable but
   waiting for a CPU (preemption by other processes). Written with the table, so
