@@ -120,7 +120,7 @@ def machine() -> dict[str, str]:
 #: ``user``: the documented command, ``--platform run/platform.json`` and nothing
 #: else (the file's ``prefer_insitu`` decides); ``platform``: the file's own
 #: per-kind overhead forced (``--overhead platform``).
-MODES = {"insitu": "insitu", "user": None, "platform": "platform"}
+MODES = {"insitu": "insitu", "user": None, "platform": "platform", "cold": "insitu"}
 
 
 def label(bound: str, mode: str) -> str:
@@ -147,7 +147,7 @@ def _compensate_mode(measured: c.Trace, trace: Path, ids: list[int], bounds: lis
     out = {}
     for bound in bounds:
         r = c.compensate(measured, bound=bound, platform=trace.parent / "platform.json",
-                         overhead=MODES[mode])
+                         overhead=MODES[mode], cold_calls=mode == "cold")
         enters, leaves = [], []
         for ev in r.trace.events.values():
             sel = np.isin(ev.region, ids)
@@ -304,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="how to compensate each traced run, comma-separated: insitu "
                          "(the trace's tables, --overhead insitu), user (--platform "
                          "run/platform.json alone, the documented command), platform "
-                         "(the file's own per-kind O, --overhead platform); default insitu")
+                         "(the file's own per-kind O, --overhead platform), cold (the "
+                         "trace's tables and their cold-call curves, --cold-calls); "
+                         "default insitu")
     ap.add_argument("--json", help="also write every run's numbers to this file "
                     "(to recompute the statistics)")
     args = ap.parse_args(argv)

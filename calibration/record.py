@@ -181,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibration_records > 0:
         from calibration.tracer.overhead import wrapper_residues
         mine.residues = wrapper_residues(mine.back_ns)
+        from calibration.tracer.overhead import COLD_BLOCKS, cold_ladder
+        # a small calibration (--calibration-records below the default: tests,
+        # quick looks) takes a small ladder too: 3 pairs of blocks per step
+        blocks = COLD_BLOCKS if args.calibration_records >= 2000 else 3
+        mine.cold = cold_ladder(mine.back_ns, threaded=recorder.threaded, blocks=blocks)
     if sched0 and sched1:
         mine.sched = {"cpu_s": (sched1[0] - sched0[0]) * 1e-9,
                       "runqueue_wait_s": (sched1[1] - sched0[1]) * 1e-9,

@@ -146,7 +146,8 @@ def resolve_platform(platform: Platform | str | os.PathLike | None,
 def compensate(trace: Trace, bound: str = "lower",
                platform: Platform | str | os.PathLike | None = None,
                overhead: float | str | None = None, collective_exit: str = "uniform",
-               eager_limit: int | None = None, strict: bool = False) -> CompensationResult:
+               eager_limit: int | None = None, strict: bool = False,
+               cold_calls: bool = False) -> CompensationResult:
     """Remove the tracer overhead from ``trace``: the command's pipeline in memory.
 
     ``bound``: ``"lower"``, ``"upper"``, ``"fitted"`` (a latency + bandwidth model fitted
@@ -165,7 +166,9 @@ def compensate(trace: Trace, bound: str = "lower",
     ``collective_exit``: ``"uniform"`` or ``"per-process"``; ``eager_limit``: treat
     ``MPI_Send`` messages larger than this many bytes as synchronous. ``strict``:
     refuse Enter/Leave that do not nest (TraceError) instead of pairing them by
-    region and counting them (``summary["nesting"]``).
+    region and counting them (``summary["nesting"]``). ``cold_calls``: also charge
+    the cold-call curves of the trace's in-situ tables (``--cold-calls``; off by
+    default, docs/calibration.md "Cold calls").
 
     Raises ValueError for a bad argument, :class:`PlatformError` for a bad or missing
     platform, :class:`TraceError` for records that do not match up, and
@@ -188,7 +191,8 @@ def compensate(trace: Trace, bound: str = "lower",
     keyword = isinstance(overhead, str) and overhead in overhead_choice.KEYWORDS
     plat = resolve_platform(platform, None if keyword else overhead)
     plat, overhead_info = overhead_choice.choose(
-        plat, overhead, lambda: trace.definitions, lambda: trace, bound != "none")
+        plat, overhead, lambda: trace.definitions, lambda: trace, bound != "none",
+        cold_calls=cold_calls)
     if plat is None and bound != "none":
         raise PlatformError(f"no platform: {PLATFORM_HINT}")
 

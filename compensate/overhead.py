@@ -38,7 +38,7 @@ MIN_GAPS = 10
 
 def choose(platform: Platform | None, overhead: Any,
            definitions: Callable[[], Definitions], trace: Callable[[], Trace],
-           needed: bool) -> tuple[Platform | None, dict[str, Any]]:
+           needed: bool, cold_calls: bool = False) -> tuple[Platform | None, dict[str, Any]]:
     """The platform to compensate with and the summary's ``overhead`` object.
 
     ``platform``: what ``--platform``/``--overhead DURATION`` resolved to (None if
@@ -51,7 +51,10 @@ def choose(platform: Platform | None, overhead: Any,
     trace) gives way to the trace's in-situ tables where there are any;
     ``--overhead platform`` forces the file's overhead. Where the file's overhead
     is used and the trace carries tables, the object says so (``insitu_tables``:
-    how many locations have one) and the summary line mentions it."""
+    how many locations have one) and the summary line mentions it.
+    ``cold_calls``: also charge the tables' cold-call curves
+    (:meth:`Platform.cold_charge <compensate.platform.Platform.cold_charge>`;
+    ``--cold-calls``, off by default: docs/calibration.md, "Cold calls")."""
     keyword = overhead if isinstance(overhead, str) and overhead in KEYWORDS else None
     if keyword is None and overhead is not None:
         return platform, {"source": "command line", "seconds": platform.event_overhead}
@@ -65,7 +68,7 @@ def choose(platform: Platform | None, overhead: Any,
         defs = definitions()
         tables = len(defs.insitu)
         if keyword is None and platform.prefer_insitu and tables:
-            found = insitu.platform_of(defs, platform)
+            found = insitu.platform_of(defs, platform, use_cold=cold_calls)
             return found, {"source": "trace in-situ", "locations": tables,
                            "preferred_by": "platform file (prefer_insitu)",
                            "by_location": insitu.describe(found)}
@@ -79,7 +82,7 @@ def choose(platform: Platform | None, overhead: Any,
         return platform, {"source": "platform file"}
     if keyword == "insitu" or needed:
         defs = definitions()
-        found = insitu.platform_of(defs, platform)
+        found = insitu.platform_of(defs, platform, use_cold=cold_calls)
         if found is not None:
             return found, {"source": "trace in-situ",
                            "locations": len(defs.insitu),

@@ -100,6 +100,11 @@ class Platform:
     #: the file's ``prefer_insitu``: a trace's in-situ tables take precedence over
     #: this platform's overhead (module docstring, :func:`compensate.overhead.choose`)
     prefer_insitu: bool = False
+    #: cold-call curves of a trace's in-situ tables (:mod:`compensate.insitu`):
+    #: location id -> (work seconds ``w``, region id -> extra seconds per point),
+    #: see :meth:`cold_charge`
+    cold: dict[int, tuple[list[float], dict[int, list[float]]]] = \
+        field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (self.event_overhead >= 0 and math.isfinite(self.event_overhead)):
@@ -174,6 +179,41 @@ class Platform:
                 use = hit & ~np.isnan(val)
                 o[idx[use]] = val[use]
         return o
+
+    def cold_charge(self, loc: int, kinds: np.ndarray, regions: np.ndarray,
+                    gap: np.ndarray, res: float) -> np.ndarray:
+        """Ticks to take off each R1 gap of location ``loc`` for its cold calls
+        (docs/calibration.md, "Cold calls"): the gap before the Enter of a region
+        with a curve (``gap``: what R1 left of it, ticks; ``res``: ticks per
+        second) holds the untraced program work ``w`` since the record before,
+        plus the extra cost ``extra(w)`` that this work and the traced call cost
+        more than they would without the tracer. ``w`` is solved from
+        ``w + extra(w) = gap`` (one solution: ``extra`` is non-decreasing and
+        linear between its points, flat beyond them), and the charge is
+        ``gap - w``: never more than the gap, zero for a gap <= 0, zero without a
+        curve. The charge belongs to the previous record's after-interval
+        (docs/design.md §2) and only moves the R1 gap: the rules' record
+        overheads (:meth:`location_overheads`) are unchanged."""
+        out = np.zeros(len(gap))
+        entry = self.cold.get(loc)
+        if entry is None or not len(gap):
+            return out
+        w_s, curves = entry
+        w = np.asarray(w_s, dtype=np.float64) * res
+        enter = np.flatnonzero((kinds == KIND_CODE["Enter"]) & (gap > 0))
+        if not enter.size:
+            return out
+        rid = np.asarray(regions)[enter].astype(np.int64)
+        for region, extra_s in curves.items():
+            sel = enter[rid == region]
+            if not sel.size:
+                continue
+            e = np.asarray(extra_s, dtype=np.float64) * res
+            y = w + e  # the traced gap at each point: strictly increasing
+            g = gap[sel]
+            work = np.where(g <= y[-1], np.interp(g, y, w), g - e[-1])
+            out[sel] = np.clip(g - work, 0.0, g)
+        return out
 
     # -- copy cost --------------------------------------------------------------
     def copy_time(self, nbytes):

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -267,3 +268,27 @@ def test_overhead_given_as_a_duration_equals_the_same_number(tmp_path):
     assert (tmp_path / "o0.trace").read_bytes() == (tmp_path / "o1.trace").read_bytes()
     s0, s1 = (json.loads((tmp_path / f"s{i}.json").read_text()) for i in (0, 1))
     assert s0["overcompensated_records"] == s1["overcompensated_records"] == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-1e4, 1e5), min_size=1, max_size=30),
+       st.lists(st.integers(0, 3), min_size=30, max_size=30),
+       st.lists(st.tuples(st.floats(1, 5e3), st.floats(0, 2e3)), min_size=1, max_size=6))
+def test_cold_charge_never_exceeds_a_gap(gaps, kinds, steps):
+    """Platform.cold_charge (issue #22, cold22): 0 <= charge <= the gap R1 left,
+    only at an Enter with a curve, zero for a gap <= 0 and without a curve."""
+    gap = np.array(gaps)
+    n = len(gap)
+    kind = np.array(kinds[:n]) % 2  # Enter 0, Leave 1
+    region = np.array(kinds[:n]) // 2  # region 1 has a curve, 0 not
+    w, e = [0.0], [0.0]
+    for dw, de in steps:  # increasing w, non-decreasing extra (ticks = ns)
+        w.append(w[-1] + dw)
+        e.append(e[-1] + de)
+    plat = Platform(0.0, cold={0: ([x * 1e-9 for x in w], {1: [x * 1e-9 for x in e]})})
+    c = plat.cold_charge(0, kind, region, gap, 1e9)
+    assert np.all(c >= 0) and np.all(c <= np.maximum(gap, 0) + 1e-9)
+    assert np.all(c[(kind != 0) | (region != 1) | (gap <= 0)] == 0)
+    assert np.all(c <= e[-1] + 1e-6)  # never more than the curve's largest extra
+    assert not Platform(0.0).cold_charge(0, kind, region, gap, 1e9).any()
+    assert not plat.cold_charge(1, kind, region, gap, 1e9).any()

@@ -109,6 +109,9 @@ class RankData:
     #: ns per wrapper call outside the brackets, on this rank
     #: (calibration.tracer.overhead.wrapper_residues)
     residues: dict[str, float] = field(default_factory=dict)
+    #: the extra cost of a traced call after untraced work, on this rank
+    #: (calibration.tracer.overhead.cold_ladder), None if not measured
+    cold: dict[str, Any] | None = None
     wins: list[tuple[tb.CommKey, int]] = field(default_factory=list)  # RMA windows
 
     @classmethod
@@ -291,7 +294,8 @@ def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
         names = [key[0] for key in d.regions]
         for i, th in enumerate(d.threads):
             table = insitu.location_table(th.data, th.backs, names, defaults, d.back_ns,
-                                          d.sched if i == 0 else None, d.residues)
+                                          d.sched if i == 0 else None, d.residues,
+                                          d.cold)
             if tables is not None:
                 tables.append(table)
             defs.location_property(locations[d.rank][i], insitu.PROPERTY, Type.STRING,

@@ -45,6 +45,15 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
   measured at 401-403 ns per call (thread CPU time, traced vs untraced
   ``count_inside``), the calibration's at 394-399 ns: the decorator's cost in
   situ is the calibrated one.
+* **Cold calls.** The decorator's cost and the residues are measured in tight
+  loops; in a program, untraced work between traced calls makes the calls and
+  the work after them dearer. Each rank measures that extra cost as a curve of
+  the work after its program
+  (:func:`calibration.tracer.overhead.cold_ladder`), and the table carries it
+  under ``cold`` with the curve each entered region takes
+  (:func:`cold_curve_of`); ``compensate --cold-calls`` charges it to the gap
+  before each traced call's Enter (off by default: docs/calibration.md, "Cold
+  calls").
 * **Load.** Each rank's master thread reads ``/proc/thread-self/schedstat`` at
   the start and end of the program: CPU time and time spent runnable but
   waiting for a CPU (preemption by other processes). Written with the table, so
@@ -146,10 +155,24 @@ def residue_key(region: str) -> str | None:
     return None
 
 
+def cold_curve_of(region: str) -> str | None:
+    """Which cold-call curve (:func:`calibration.tracer.overhead.cold_ladder`) an
+    Enter of ``region`` is charged by: ``mpi`` or ``lock`` for the wrappers
+    (:func:`residue_key`), None for the thread start/join wrappers (not
+    measured), ``function`` for the rest (the program's decorated functions)."""
+    key = residue_key(region)
+    if key:
+        return key
+    if region.startswith("threading."):
+        return None
+    return "function"
+
+
 def location_table(data: Any, backs: Any, region_names: list[str],
                    defaults: dict[str, float], back_ns: float,
                    sched: dict[str, float] | None = None,
-                   residues: dict[str, float] | None = None) -> dict[str, Any]:
+                   residues: dict[str, float] | None = None,
+                   cold: dict[str, Any] | None = None) -> dict[str, Any]:
     """The in-situ table of one location (the JSON of :data:`PROPERTY`).
 
     ``data``: the buffer's (time, code) pairs; ``backs``: its brackets;
@@ -168,7 +191,12 @@ def location_table(data: Any, backs: Any, region_names: list[str],
     records were bracketed), ``measured`` (per kind or ``region/Kind``: n,
     median, p25, p75, min of the samples, and ``bound``, the smallest gap after
     such a record), ``source`` (per by_kind entry: ``in-situ`` or
-    ``calibration``), ``back_cost_s``, ``sched``."""
+    ``calibration``), ``back_cost_s``, ``sched``; with ``cold`` (the rank's
+    :func:`~calibration.tracer.overhead.cold_ladder`) ``cold``: its ``w_s`` and
+    ``extra_s`` (seconds), ``regions`` (the name of every region entered on this
+    location -> its curve, :func:`cold_curve_of`; regions without one left
+    out) and the raw measurement (docs/calibration.md, "Cold calls";
+    :mod:`compensate.insitu`)."""
     pairs = np.asarray(data, dtype=np.int64).reshape(-1, 2)
     times, codes = pairs[:, 0], pairs[:, 1]
     keys = record_keys(codes)
@@ -231,6 +259,14 @@ def location_table(data: Any, backs: Any, region_names: list[str],
                              "back_cost_s": back_ns * 1e-9}
     if residues:
         table["residue_s"] = {k: v * 1e-9 for k, v in residues.items()}
+    if cold and cold.get("w_s"):
+        entered = np.unique(codes[(codes & tb.KIND_MASK) == tb.ENTER] >> tb.KIND_BITS)
+        names = {region_names[r] if r < len(region_names) else str(r)
+                 for r in entered.tolist()}
+        curves = cold.get("extra_s", {})
+        regions = {n: c for n in sorted(names)
+                   if (c := cold_curve_of(n)) is not None and c in curves}
+        table["cold"] = {**cold, "regions": regions}
     if sched:
         table["sched"] = sched
     return table

@@ -205,6 +205,32 @@ def record_path_costs(n: int = 2000, repeats: int = 31, status: Any = None,
     return result
 
 
+def _probe_locks(rec: Recorder) -> tuple[Any, Any]:
+    """(untraced RLock, traced RLock recording into ``rec``) for the probes after
+    the program (the tracer's lock regions get an id, 0 in a bare process)."""
+    import threading  # noqa: PLC0415
+
+    from calibration.tracer import threads  # noqa: PLC0415 - imports nothing heavy
+
+    for name, _ in threads._REGIONS:  # region ids of a run, or 0 in a bare process
+        threads._R.setdefault(name, 0)
+    rlock = threads._orig.get("RLock", threading.RLock)
+    return rlock(), threads.TracedRLock(rlock(), 0, rec)
+
+
+def _probe_comms(tm: Any) -> tuple[Any, Any, tuple]:
+    """(untraced, traced ``COMM_SELF``, (buffer, status, ``PROC_NULL``)) for the
+    probes after the program; ``tm``: the tracer's MPI module (loaded)."""
+    from mpi4py import MPI  # noqa: PLC0415 - loaded by the tracer already
+
+    plain = MPI.Intracomm(MPI.COMM_SELF)
+    traced = tm.TracedIntracomm(MPI.COMM_SELF)
+    traced._cid = 0
+    for name in ("MPI_Send", "MPI_Recv"):
+        tm._REGIONS.setdefault(name, 0)
+    return plain, traced, (np.zeros(1), MPI.Status(), MPI.PROC_NULL)
+
+
 def _residue(traced_loop: Callable[[], int], plain_loop: Callable[[], int], buf: Any,
              calls: int, back_ns: float, repeats: int) -> float:
     """Median over ``repeats`` of: (traced loop - plain loop) / calls - the in-situ
@@ -246,16 +272,10 @@ def wrapper_residues(back_ns: float, calls: int = 400,
     the tracer's MPI module is loaded. Values below 0 are kept (the median of a
     noisy difference), the in-situ table clamps the sum."""
     import sys  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
-    from calibration.tracer import threads  # noqa: PLC0415 - imports nothing heavy
 
     rec = Recorder()
     buf = rec.main
-    for name, _ in threads._REGIONS:  # region ids of a run, or 0 in a bare process
-        threads._R.setdefault(name, 0)
-    plain_lock = threads._orig.get("RLock", threading.RLock)()
-    traced_lock = threads.TracedRLock(threads._orig.get("RLock", threading.RLock)(), 0, rec)
+    plain_lock, traced_lock = _probe_locks(rec)
     clock = perf_counter_ns
 
     def lock_loop(lock: Any) -> Callable[[], int]:
@@ -272,14 +292,7 @@ def wrapper_residues(back_ns: float, calls: int = 400,
     tm = sys.modules.get("calibration.tracer.mpi")
     if tm is None:
         return out
-    from mpi4py import MPI  # noqa: PLC0415 - loaded by the tracer already
-
-    plain = MPI.Intracomm(MPI.COMM_SELF)
-    traced = tm.TracedIntracomm(MPI.COMM_SELF)
-    traced._cid = 0
-    data, status, null = np.zeros(1), MPI.Status(), MPI.PROC_NULL
-    for name in ("MPI_Send", "MPI_Recv"):
-        tm._REGIONS.setdefault(name, 0)
+    plain, traced, (data, status, null) = _probe_comms(tm)
 
     def mpi_loop(comm: Any) -> Callable[[], int]:
         def run() -> int:
@@ -297,6 +310,197 @@ def wrapper_residues(back_ns: float, calls: int = 400,
     finally:
         tm._rec = saved
     return out
+
+
+#: Units of synthetic program work after each traced call, per step of the
+#: cold-call ladder (:func:`cold_ladder`); one unit is ~1-2 µs here.
+COLD_UNITS = (0, 1, 2, 4, 8, 16)
+#: Iterations per timed block (the first of each block is dropped: it follows
+#: the other block), and pairs of (traced, untraced) blocks per ladder step.
+COLD_BLOCK, COLD_BLOCKS = 16, 12
+
+
+class _Work:
+    """Generic untraced program work for :func:`cold_ladder`: per unit, one numpy
+    ufunc call (multiply, 512 doubles into a preallocated array, cycling over 8
+    arrays: 32 KiB of data, the size of the L1 data cache) and Python bytecode (a
+    16-element list comprehension, a dict built and read, integer arithmetic).
+    Fixed before any removal figure was looked at; not tuned to a program."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(0)
+        self.arrays = [rng.random(512) for _ in range(8)]
+        self.out = np.empty(512)
+
+    def __call__(self, units: int) -> int:
+        acc = 0
+        arrays, out = self.arrays, self.out
+        for j in range(units):
+            np.multiply(arrays[j & 7], 1.0001, out=out)
+            sq = [k * k for k in range(16)]
+            d = {"a": sq[j & 15], "b": j}
+            acc += d["a"] + d["b"] + len(sq)
+        return acc
+
+
+def _pava(y: list[float]) -> list[float]:
+    """The non-decreasing sequence nearest ``y`` in least squares (pool adjacent
+    violators): a monotone curve without the upward bias of a running maximum."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for v in y:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2 = blocks.pop()
+            m1, w1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    out: list[float] = []
+    for m, w in blocks:
+        out.extend([m] * int(w))
+    return out
+
+
+def _ladder_pair(work: _Work, units: int, traced: Callable, plain: Callable, per: int,
+                 buf: Any, back_ns: float, block: int,
+                 traced_first: bool) -> tuple[float, float]:
+    """(untraced ns per iteration, traced - untraced ns per call) of one pair of
+    adjacent blocks at ``units``.
+
+    A block is ``block`` iterations of the call (``per`` traced calls) followed
+    by ``work(units)``, stamped one by one (``perf_counter_ns``), so that a traced
+    iteration holds the call, cold after the previous iteration's work, and the
+    work slowed down after it. The first iteration of a block is dropped (it
+    follows the other block). Per block the median iteration (robust to a
+    preemption); for the wrappers (``buf``) each traced iteration minus the
+    in-situ samples of its records first (what their brackets already charge)."""
+    from calibration.tracer import insitu  # noqa: PLC0415
+
+    clock = perf_counter_ns
+    ts = [0] * (block + 1)
+
+    def run(fn: Callable) -> np.ndarray:
+        for i in range(block):
+            ts[i] = clock()
+            fn(i, block)
+            work(units)
+        ts[block] = clock()
+        return np.diff(np.array(ts, dtype=np.int64))[1:].astype(np.float64)
+
+    def traced_block() -> float:
+        if buf is None:
+            return float(np.median(run(traced)))
+        buf.clear()
+        prefault(buf.data, 64 * block)
+        d = run(traced)
+        times = np.frombuffer(buf.data, dtype=np.int64)[0::2].copy()
+        backs = np.frombuffer(buf.backs, dtype=np.int64).copy()
+        cost = np.maximum(insitu.samples(times, backs, back_ns), 0.0)
+        if cost.size and cost.size % block == 0:
+            d -= cost.reshape(block, -1).sum(axis=1)[1:]
+        buf.clear()
+        return float(np.median(d))
+
+    if traced_first:
+        t = traced_block()
+        p = float(np.median(run(plain)))
+    else:
+        p = float(np.median(run(plain)))
+        t = traced_block()
+    return p, (t - p) / per
+
+
+def cold_ladder(back_ns: float, threaded: bool = False, mpi: bool = True,
+                units: tuple[int, ...] = COLD_UNITS, block: int = COLD_BLOCK,
+                blocks: int = COLD_BLOCKS) -> dict[str, Any]:
+    """The extra cost of a traced call among untraced program work, as a function
+    of the work ``w`` between traced calls (docs/calibration.md, "Cold calls").
+
+    The decorator's dilation (:func:`function_dilation`) and the wrappers'
+    residues (:func:`wrapper_residues`) are measured in tight loops, where the
+    tracer's code and data stay in the caches and branch predictors. In a
+    program, untraced work between traced calls evicts them, and the tracer's
+    code evicts the program's: the traced call and the work after it cost more.
+    Per step ``u`` of ``units`` every call is followed by ``u`` units of
+    :class:`_Work` (:func:`_ladder_pair`, ``blocks`` pairs per step); ``D(w)`` is traced - untraced per call,
+    for the wrappers minus the in-situ samples of their records (as
+    :func:`wrapper_residues`), and ``extra(w) = D(w) - D(w_0)`` made
+    non-negative and non-decreasing (:func:`_pava`). ``w`` is the untraced work
+    per call (the untraced iteration minus that of the first step, the bare call
+    loop, whose ``w`` is 0).
+
+    Curves: ``function`` (a traced two-argument function, the decorator path the
+    run used), ``lock`` (``with`` on a traced RLock: the acquire follows the
+    work, the release does not; per pair), ``mpi`` (``Send`` and ``Recv`` to
+    ``PROC_NULL`` on a traced ``COMM_SELF``, the work after each; per call;
+    only with ``mpi`` and the tracer's MPI module loaded). Returns
+    ``{"w_s": [...], "extra_s": {curve: [...]}, "raw_ns": {curve: [D...]}, ...}``."""
+    import sys  # noqa: PLC0415
+
+    work = _Work()
+    rec = Recorder()
+    if threaded:
+        rec.go_threaded()
+    buf = rec.main
+    prefault(buf.data, 1 << 16)
+    curves: dict[str, tuple[Callable, Callable, int, Any]] = {}
+    curves["function"] = (make_decorator(rec)(_trivial), _trivial, 1, None)
+
+    plain_lock, traced_lock = _probe_locks(rec)
+
+    def locker(lock: Any) -> Callable:
+        def call(_i: int, _n: int) -> None:
+            with lock:
+                pass
+        return call
+
+    curves["lock"] = (locker(traced_lock), locker(plain_lock), 1, buf)
+    tm = sys.modules.get("calibration.tracer.mpi") if mpi else None
+    saved = None
+    half = [0]
+    if tm is not None:
+        plain_c, traced_c, (data, status, null) = _probe_comms(tm)
+
+        def caller(comm: Any) -> Callable:
+            def call(_i: int, _n: int) -> None:
+                comm.Send(data, null, 1)
+                work(half[0])
+                comm.Recv(data, null, 1, status)
+            return call
+
+        curves["mpi"] = (caller(traced_c), caller(plain_c), 2, buf)
+        saved, tm._rec = tm._rec, rec  # the probe records into its own buffer
+    diffs = {(k, u): [] for k in curves for u in units}
+    plains: dict[int, list[float]] = {u: [] for u in units}
+    try:
+        # round by round every step and curve once, so that a disturbance of the
+        # machine (another process, a slow phase of the host) spreads over all
+        # steps instead of shifting one of them; per pair of adjacent blocks
+        # traced - untraced (a phase longer than a pair cancels); medians
+        for r in range(blocks):
+            for u in units:
+                for name, (traced, plain, per, b) in curves.items():
+                    half[0] = u if name == "mpi" else 0  # each MPI call after the work
+                    p, d = _ladder_pair(work, u, traced, plain, per, b, back_ns, block,
+                                        (r + u) % 2 == 0)
+                    diffs[name, u].append(d)
+                    if name == "function":
+                        plains[u].append(p)
+    finally:
+        if tm is not None:
+            tm._rec = saved
+    raw = {k: [statistics.median(diffs[k, u]) for u in units] for k in curves}
+    wns = [statistics.median(plains[u]) for u in units]
+    w_s = [0.0]
+    for x in wns[1:]:  # strictly increasing abscissae, whole ns
+        w_s.append(max(round(x - wns[0]), round(w_s[-1] * 1e9) + 1) * 1e-9)
+    extra = {}
+    for name, d in raw.items():
+        e = _pava([x - d[0] for x in d])
+        extra[name] = [round(max(v, 0.0)) * 1e-9 for v in e]
+        extra[name][0] = 0.0
+    return {"w_s": w_s, "extra_s": extra,
+            "raw_ns": {k: [round(x, 1) for x in v] for k, v in raw.items()},
+            "work_ns": [round(x, 1) for x in wns], "units": list(units),
+            "block": block, "blocks": blocks}
 
 
 def copy_table(sizes: tuple[int, ...] = COPY_SIZES, repeats: int = 7) -> list[tuple[int, float]]:

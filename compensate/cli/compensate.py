@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "'platform': the platform file's overhead even where the file "
                         "prefers the trace's in-situ one; 'estimate': estimated from the "
                         "trace's records (for traces without one)")
+    p.add_argument("--cold-calls", action="store_true",
+                   help="also charge the cold-call curves of the trace's in-situ tables: "
+                        "what a traced call and the program's work after it cost more "
+                        "between untraced work than in the tracer's tight-loop "
+                        "calibration (off by default; docs/calibration.md)")
     p.add_argument("--collective-exit", choices=COLLECTIVE_EXITS, default="uniform",
                    help="n-to-n exits: uniform (eq. 12) or per-process (eq. 13)")
     p.add_argument("--eager-limit", metavar="BYTES", type=int, default=None,
@@ -155,7 +160,8 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
 
     try:
         return overhead_choice.choose(load_platform(args), args.overhead, definitions,
-                                      lambda: read_trace(args.input), args.bound != "none")
+                                      lambda: read_trace(args.input), args.bound != "none",
+                                      cold_calls=getattr(args, "cold_calls", False))
     except ValueError as exc:
         raise _Usage(str(exc), synopsis=False) from None
 

@@ -164,6 +164,10 @@ class Graph:
             if 0 < p < n:  # the first record after the pinned ones: R1 from the last of
                 d = tm[p] - tm[p - 1]  # them with the overhead ``carry`` its group left
                 gap[p] = d - carry if d != 0 else 0.0
+            if self.platform.cold and not device and not (loc in defs and defs[loc].is_metric):
+                # a cold call's extra cost, taken from the gap before its Enter (never
+                # more than R1 left of it: Platform.cold_charge)
+                gap -= self.platform.cold_charge(loc, ev.kind, ev.region, gap, res)
             tms.append(tm)
             gaps.append(gap)
         self.tm = np.concatenate(tms) if tms else np.zeros(0)

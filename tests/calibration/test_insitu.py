@@ -105,6 +105,28 @@ def test_residues_go_to_the_wrapper_leaves_only() -> None:
         ["mpi", "lock", "lock", None, None]
 
 
+def test_cold_curve_names_the_entered_regions() -> None:
+    """With the rank's cold ladder the table carries it under ``cold``, and
+    ``regions`` maps every region entered on the location to its curve: the
+    program's functions ``function``, MPI wrappers ``mpi``, lock wrappers
+    ``lock``, thread start/join none; compensate reads it back."""
+    buf = _buffer_of([(1000, 5000, 200), (1200, 5000, 200)])
+    cold = {"w_s": [0.0, 2e-6], "extra_s": {"function": [0.0, 1e-7], "mpi": [0.0, 2e-7],
+                                           "lock": [0.0, 3e-7]}, "raw_ns": {}}
+    table = insitu.location_table(buf.data, buf.backs, ["f", "MPI_Send"], {}, back_ns=10.0,
+                                  cold=cold)
+    assert table["cold"]["regions"] == {"f": "function", "MPI_Send": "mpi"}
+    assert table["cold"]["extra_s"] == cold["extra_s"]
+    assert [insitu.cold_curve_of(n) for n in ("MPI_Wait", "threading.Lock.release",
+                                              "threading.Thread.start", "step")] == \
+        ["mpi", "lock", None, "function"]
+    assert "cold" not in insitu.location_table(buf.data, buf.backs, ["f", "MPI_Send"], {},
+                                               back_ns=10.0)
+    from compensate import insitu as reader  # noqa: PLC0415
+
+    assert reader.parse(insitu.to_json(table), "t", 0)["cold"]["regions"]["f"] == "function"
+
+
 def test_back_cost_is_positive_and_whole_ns() -> None:
     cost = insitu.back_cost(calls=200, repeats=3)
     assert cost > 0 and cost == int(cost)
@@ -139,6 +161,14 @@ def test_real_run_carries_and_uses_its_insitu_overhead(short_run: Path, capsys) 
         assert set(table["residue_s"]) == {"lock", "mpi"}
         assert "residue" in table["measured"]["MPI_Recv/Leave"] or \
             table["residue_s"]["mpi"] <= 0
+        # and the cold-call curves (issue #22, cold22): from w = 0, extra >= 0,
+        # non-decreasing, for the decorated functions and the MPI wrappers
+        cold = table["cold"]
+        assert cold["w_s"][0] == 0 and set(cold["extra_s"]) == {"function", "mpi", "lock"}
+        for curve in cold["extra_s"].values():
+            assert curve[0] == 0 and all(b >= a >= 0 for a, b in zip(curve, curve[1:]))
+        assert cold["regions"]["MPI_Send"] == "mpi"
+    assert trace.definitions.insitu[1]["cold"]["regions"]["get_coords"] == "function"
     # reservations happen after a wrapper's Leave, never inside the call
     for ev in trace.events.values():
         flush = np.flatnonzero(ev.kind == KIND_CODE["BufferFlush"])

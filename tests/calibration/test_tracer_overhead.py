@@ -39,3 +39,17 @@ def test_wrapper_residue_of_the_lock_is_positive() -> None:
     positive and well below the whole traced block (several µs)."""
     res = overhead.wrapper_residues(back_ns=200.0, calls=200, repeats=5)
     assert 0 < res["lock"] < 2000
+
+
+def test_cold_ladder_is_a_non_negative_monotone_curve() -> None:
+    """A small ladder (3 steps, 2 pairs of blocks; without MPI): work grows along
+    ``w_s`` from 0, each curve starts at 0 and never decreases."""
+    cold = overhead.cold_ladder(back_ns=200.0, mpi=False, units=(0, 1, 3), block=4,
+                                blocks=2)
+    assert set(cold["extra_s"]) == {"function", "lock"}
+    w = cold["w_s"]
+    assert w[0] == 0 and w[1] < w[2] and w[1] > 0
+    for curve in cold["extra_s"].values():
+        assert len(curve) == 3 and curve[0] == 0
+        assert all(b >= a >= 0 for a, b in zip(curve, curve[1:]))
+    assert overhead._pava([3.0, 1.0, 2.0, 5.0]) == [2.0, 2.0, 2.0, 5.0]

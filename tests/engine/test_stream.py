@@ -341,3 +341,27 @@ def test_the_counting_cutter_refuses_input_out_of_time_order():
     chunks = list(stream.trace_chunks(trace, 100)) + [{loc: trace.events[loc].slice(0, 1)}]
     with pytest.raises(stream.NotStreamable, match="not in time order"):
         _searched(stream._CountingCutter(trace.definitions, 200), chunks)
+
+
+def _with_cold(trace, platform):
+    """``platform`` with a cold-call curve on every location for every region."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    res = float(trace.definitions.timer_resolution)
+    w = [0.0, 400 / res, 2000 / res]
+    curve = [0.0, 150 / res, 400 / res]
+    cold = {loc: (w, {rid: curve for rid in trace.definitions.regions})
+            for loc in trace.events}
+    return replace(platform, cold=cold)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(["lower", "upper"]))
+def test_cold_curves_streamed_as_in_memory(case, bound):
+    """The cold-call charge (Platform.cold_charge) takes the gap before an Enter,
+    also the first gap of a segment (after its pinned context): streamed and
+    in-memory runs agree record for record."""
+    trace, segment_records, chunk_records = case
+    ref, got, res = both(trace, _with_cold(trace, PLATFORM), bound,
+                         segment_records=segment_records, chunk_records=chunk_records)
+    assert_same(ref, got, res)

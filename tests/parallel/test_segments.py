@@ -246,3 +246,23 @@ def test_fitted_real_archive_streamed_on_ranks():
     _, outcome = assert_fitted_same(read_trace(REAL_ARCHIVES[0]), Platform(2e-7), sizes=(2,))
     assert outcome.fit is not None
 
+
+
+def test_cold_curves_on_ranks_give_the_one_process_run(program):
+    """A cold-call curve on every location (Platform.cold_charge, issue #22):
+    P ranks give the one-process streamed run, which the curve changes."""
+    import dataclasses  # noqa: PLC0415
+
+    trace, platform = program
+    res = float(trace.definitions.timer_resolution)
+    curve = ([0.0, 400 / res, 3000 / res], {r: [0.0, 150 / res, 500 / res]
+                                            for r in trace.definitions.regions})
+    # half the simulated overhead: R1 leaves the gaps before the Enters positive
+    warm_platform = dataclasses.replace(platform, event_overhead=platform.event_overhead / 2)
+    cold = dataclasses.replace(warm_platform, cold={loc: curve for loc in trace.events})
+    opts = EngineOptions("lower")
+    ref = one_process(trace, cold, opts)
+    for size in (2, 3):
+        assert_same(ref, segments.stream_in_threads(trace, cold, opts, size, SEGMENT, CHUNK))
+    warm = one_process(trace, warm_platform, opts)
+    assert any((ev.time != warm[1][loc].time).any() for loc, ev in ref[1].items())
