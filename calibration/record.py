@@ -42,6 +42,8 @@ from typing import Any
 
 USAGE = ("mpiexec -n N python -m calibration.record -o DIR/NAME.otf2 "
          "[--functions MODULE,...] [--force] -- prog.py ARGS")
+#: Records (and traced calls) per calibration sample by default.
+CALIBRATION_RECORDS = 2000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,9 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clock-offsets", choices=("auto", "measured"), default="auto",
                    help="auto: offset 0 for ranks on rank 0's host (same clock), the "
                         "ping-pong estimate elsewhere; measured: the estimate everywhere")
-    p.add_argument("--calibration-records", type=int, default=2000, metavar="N",
+    p.add_argument("--calibration-records", type=int, default=CALIBRATION_RECORDS,
+                   metavar="N",
                    help="records (and traced calls) per calibration sample (default "
-                        "2000; 0 skips the calibration and platform.json)")
+                        f"{CALIBRATION_RECORDS}; 0 skips the calibration and platform.json)")
     p.add_argument("program", help="the mpi4py script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -179,12 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     mine = archive.RankData.of(rank, host, recorder, offsets, realtime)
     mine.back_ns = insitu.back_cost()
     if args.calibration_records > 0:
-        from calibration.tracer.overhead import wrapper_residues
+        from calibration.tracer.overhead import COLD_BLOCKS, cold_ladder, wrapper_residues
         mine.residues = wrapper_residues(mine.back_ns)
-        from calibration.tracer.overhead import COLD_BLOCKS, cold_ladder
         # a small calibration (--calibration-records below the default: tests,
         # quick looks) takes a small ladder too: 3 pairs of blocks per step
-        blocks = COLD_BLOCKS if args.calibration_records >= 2000 else 3
+        blocks = COLD_BLOCKS if args.calibration_records >= CALIBRATION_RECORDS else 3
         mine.cold = cold_ladder(mine.back_ns, threaded=recorder.threaded, blocks=blocks)
     if sched0 and sched1:
         mine.sched = {"cpu_s": (sched1[0] - sched0[0]) * 1e-9,

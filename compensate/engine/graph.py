@@ -144,7 +144,8 @@ class Graph:
                 devs.append(np.full(n, loc in defs and defs[loc].is_device))
                 continue
             rovh.append(o.copy())
-            if loc in defs and defs[loc].is_metric:  # mapped afterwards, not R1: no
+            metric = loc in defs and defs[loc].is_metric
+            if metric:  # mapped afterwards, not R1: no
                 o[:] = 0.0  # overhead charged, no overcompensation counted (engine.metrics)
             device = loc in defs and defs[loc].is_device
             if device:  # device activity is not dilated by host tracing (R9): only the
@@ -164,7 +165,7 @@ class Graph:
             if 0 < p < n:  # the first record after the pinned ones: R1 from the last of
                 d = tm[p] - tm[p - 1]  # them with the overhead ``carry`` its group left
                 gap[p] = d - carry if d != 0 else 0.0
-            if self.platform.cold and not device and not (loc in defs and defs[loc].is_metric):
+            if self.platform.cold and not device and not metric:
                 # a cold call's extra cost, taken from the gap before its Enter (never
                 # more than R1 left of it: Platform.cold_charge)
                 gap -= self.platform.cold_charge(loc, ev.kind, ev.region, gap, res)

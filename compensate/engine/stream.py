@@ -378,9 +378,13 @@ class _Cutter:
             raise NotStreamable(
                 f"location {loc} has a record at {int(ev.time[0])}, before the cut at "
                 f"{self.last_cut} made earlier: the input is not in time order")
-        self.pending[loc].append(ev)
+        self._hold(loc, ev)
         self.count += len(ev)
         return True
+
+    def _hold(self, loc: int, ev: Events) -> None:
+        """Keep records taken until they are cut off (all of them, whole)."""
+        self.pending[loc].append(ev)
 
     def add(self, chunk: dict[int, Events], cut: bool = True) -> Iterator[dict[int, Events]]:
         """Take a chunk; yield the segments that are complete (none without ``cut``:
@@ -616,17 +620,11 @@ class _CountingCutter(_Cutter):
         self.times: dict[int, list[np.ndarray]] = defaultdict(list)
         self.merged_times: dict[int, np.ndarray] = {}
 
-    def take(self, loc: int, ev: Events) -> bool:
-        if not len(ev):
-            return False
-        if self.last_cut is not None and int(ev.time[0]) < self.last_cut:
-            return super().take(loc, ev)  # (raises NotStreamable)
+    def _hold(self, loc: int, ev: Events) -> None:
         self.times[loc].append(ev.time)
-        self.count += len(ev)
         keep = _ALIGNED[ev.kind]
         if keep.any():
             self.pending[loc].append(ev.copy(keep))
-        return True
 
     def _merge(self) -> dict[int, Events]:
         self.merged_times = {loc: np.concatenate(parts) if len(parts) > 1 else parts[0]

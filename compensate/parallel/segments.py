@@ -143,10 +143,7 @@ class _OwnSplitter:
     process, restricted to these locations)."""
 
     def __init__(self, defs: Definitions, chunks: Iterable[dict[int, Events]]) -> None:
-        # never searches: it is given the cuts; the records after a cut copied, so
-        # that the joined arrays go with the segment (_Segmenter.traces drops them
-        # once it has its context's copy)
-        self.cutter = _Cutter(defs, 1 << 62)
+        self.cutter = _Cutter(defs, 1 << 62)  # never searches: it is given the cuts
         self.chunks = iter(chunks)
         self.horizon: int | None = None  # the latest time read
         self.ended = False
