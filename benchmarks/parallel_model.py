@@ -443,5 +443,6 @@ def main() -> None:
     print("  P = 1 is the in-memory model; the one-process command streams "
           "(a few hundred MiB whatever the length, docs/performance.md)")
 
+
 if __name__ == "__main__":
     main()

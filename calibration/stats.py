@@ -23,6 +23,7 @@ def _scipy_stats():
 
     return stats
 
+
 #: Confidence level of every reported interval.
 CONFIDENCE = 0.95
 #: Above this many samples the CI of the median comes from order statistics (exact,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Generator
 
 __all__ = ["gc_paused"]
 
 
 @contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused() -> Generator[None, None, None]:
     """Disable the cyclic collector for the duration (re-enabled on exit if it was
     on; re-entrant). Reference counting still frees everything acyclic."""
     was = gc.isenabled()

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import pairwise
 from typing import Any
 
 from compensate.model import KIND_CODE, Definitions, TraceError
@@ -104,7 +105,7 @@ def _check_cold(cold: Any, source: str, loc: int) -> None:
         raise bad("w_s must be a non-empty list of seconds")
     for i, v in enumerate(w):
         _seconds(v, f"cold.w_s[{i}]", source, loc)
-    if any(b <= a for a, b in zip(w, w[1:])):
+    if any(b <= a for a, b in pairwise(w)):
         raise bad("w_s must increase")
     if not isinstance(extra, dict):
         raise bad("extra_s must be an object of curves")
@@ -113,7 +114,7 @@ def _check_cold(cold: Any, source: str, loc: int) -> None:
             raise bad(f"extra_s.{name} must be a list as long as w_s ({len(w)})")
         for i, v in enumerate(curve):
             _seconds(v, f"cold.extra_s.{name}[{i}]", source, loc)
-        if any(b < a for a, b in zip(curve, curve[1:])):
+        if any(b < a for a, b in pairwise(curve)):
             raise bad(f"extra_s.{name} must not decrease")
     if not isinstance(regions, dict):
         raise bad("regions must be an object")

@@ -46,7 +46,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -99,7 +99,7 @@ def _handler(signum: int, _frame: object) -> None:
 
 
 @contextlib.contextmanager
-def handling() -> Iterator[None]:
+def handling() -> Generator[None, None, None]:
     """Install the handlers for SIGINT and SIGTERM for the duration (a command's
     run) and restore the previous ones afterwards. A no-op outside the main
     thread (Python delivers signals only there)."""
@@ -155,7 +155,7 @@ def checkpoints(items: Iterable[T], name: str) -> Iterator[T]:
 
 
 @contextlib.contextmanager
-def deferred(name: str | None = None) -> Iterator[None]:
+def deferred(name: str | None = None) -> Generator[None, None, None]:
     """A region where a signal is only recorded (calls into C code that calls back
     into Python); :class:`Interrupted` is raised when the outermost region ends
     normally. ``name`` is a test-hook trigger point."""
@@ -172,7 +172,7 @@ def deferred(name: str | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def shielded() -> Iterator[None]:
+def shielded() -> Generator[None, None, None]:
     """A region a signal must not cut short (cleanup, ``__del__``): the signal is
     only recorded, and left to the next :func:`check`."""
     global _defer

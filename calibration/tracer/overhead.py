@@ -420,8 +420,8 @@ def cold_ladder(back_ns: float, threaded: bool = False, mpi: bool = True,
     program, untraced work between traced calls evicts them, and the tracer's
     code evicts the program's: the traced call and the work after it cost more.
     Per step ``u`` of ``units`` every call is followed by ``u`` units of
-    :class:`_Work` (:func:`_ladder_pair`, ``blocks`` pairs per step); ``D(w)`` is traced - untraced per call,
-    for the wrappers minus the in-situ samples of their records (as
+    :class:`_Work` (:func:`_ladder_pair`, ``blocks`` pairs per step); ``D(w)`` is
+    traced - untraced per call, for the wrappers minus the in-situ samples of their records (as
     :func:`wrapper_residues`), and ``extra(w) = D(w) - D(w_0)`` made
     non-negative and non-decreasing (:func:`_pava`). ``w`` is the untraced work
     per call (the untraced iteration minus that of the first step, the bare call

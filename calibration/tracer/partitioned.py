@@ -35,6 +35,7 @@ _Prequest = MPI.Prequest
 REGION_NAMES = ("MPI_Psend_init", "MPI_Precv_init", "MPI_Start", "MPI_Pready",
                 "MPI_Parrived")
 
+
 def register(recorder: tb.Recorder) -> dict[str, int]:
     """The region ids of the partitioned calls (registered after the other MPI
     regions, so that their ids stay)."""

@@ -109,7 +109,6 @@ def resolve(arg: object, graph: Graph) -> object:
     return arg
 
 
-
 def positions(pending: list[Pending], seen: set[int]) -> list[tuple[int, int]]:
     """Every (location position, record) that building ``pending`` will refer to
     (through :meth:`Graph.ref` or :meth:`Graph.need`): the same walk as

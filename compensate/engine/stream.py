@@ -113,6 +113,7 @@ _ALIGNED = _kinds(SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_COMPLETE)
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
 
+
 def chunk_records_for(segment_records: int) -> int:
     """The chunk size the command reads with ``--segment-records N``: N/4 records (at
     most the default), so that a small N really cuts a small trace into segments

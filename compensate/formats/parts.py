@@ -60,7 +60,7 @@ import heapq
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +183,7 @@ class PartWriter:
                     locations=self.locations)
 
     @contextlib.contextmanager
-    def _aborting(self) -> Iterator[None]:
+    def _aborting(self) -> Generator[None, None, None]:
         """Any failure inside removes what this part wrote (:meth:`abort`); an OS
         error becomes the one-line output error naming OUT."""
         try:

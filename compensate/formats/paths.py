@@ -20,7 +20,7 @@ import errno
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -245,7 +245,7 @@ class AtomicFile:
             raise output_error(path, "write", exc) from None
 
     @contextlib.contextmanager
-    def open(self) -> Iterator[IO[str]]:
+    def open(self) -> Generator[IO[str], None, None]:
         """The temporary file for writing (UTF-8 text); an OSError becomes an
         :class:`OutputError` naming the path."""
         if self._tmp is None:

@@ -223,7 +223,6 @@ class MpiTransport(Transport):
         self._count(nbytes, start)
         return recv
 
-
     # -- point to point (the forward replay) -----------------------------------------
     def isend_array(self, dest: int, buf: np.ndarray) -> Any:
         from mpi4py import MPI
@@ -421,7 +420,6 @@ class ThreadTransport(Transport):
             raise ValueError("alltoallv_array: the receive counts disagree with the sends")
         self._count(nbytes, start)
         return got
-
 
     # -- point to point (a message is a copy put in the destination's mail) ---------
     def isend_array(self, dest: int, buf: np.ndarray) -> Any:

@@ -286,14 +286,12 @@ class SimResult:
 # ---------------------------------------------------------------------------------
 # simulation state
 
+@dataclass(slots=True, eq=False)
 class _Msg:
-    __slots__ = ("size", "arrival", "t0", "sync")
-
-    def __init__(self, size: int, arrival: float | None, t0: float, sync: bool) -> None:
-        self.size = size
-        self.arrival = arrival  # None: synchronous, receive not posted yet
-        self.t0 = t0  # sender's clock after the MpiSend overhead
-        self.sync = sync
+    size: int
+    arrival: float | None  # None: synchronous, receive not posted yet
+    t0: float  # sender's clock after the MpiSend overhead
+    sync: bool
 
 
 class _Chan:
@@ -646,10 +644,10 @@ class _Rank:
 
     def arrived(self, ch: _Chan, k: int) -> Generator[tuple, Any, _Msg]:
         """Wait (yielding the channel's key) until message ``k`` of ``ch`` has
-        arrived; return it."""
+        arrived; return it (to ``yield from``: the processes are generators)."""
         while len(ch.msgs) <= k or ch.msgs[k].arrival is None:
             yield ch.key
-        return ch.msgs[k]
+        return ch.msgs[k]  # noqa: B901 - the value of ``yield from``
 
     def sendrecv(self, dest: int, size: int, send_tag: int, source: int,
                  recv_tag: int) -> Generator[tuple, Any, None]:
@@ -1015,6 +1013,7 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
         raise SimulationError(f"start_offsets has {len(offsets)} entries for {n} ranks")
     if flush_time < 0:
         raise SimulationError(f"flush_time must be >= 0, got {flush_time}")
+
     def quantum(x: float) -> float:
         return round(x * timer_resolution) / timer_resolution if quantize else float(x)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -166,7 +167,7 @@ def test_real_run_carries_and_uses_its_insitu_overhead(short_run: Path, capsys) 
         cold = table["cold"]
         assert cold["w_s"][0] == 0 and set(cold["extra_s"]) == {"function", "mpi", "lock"}
         for curve in cold["extra_s"].values():
-            assert curve[0] == 0 and all(b >= a >= 0 for a, b in zip(curve, curve[1:]))
+            assert curve[0] == 0 and all(b >= a >= 0 for a, b in pairwise(curve))
         assert cold["regions"]["MPI_Send"] == "mpi"
     assert trace.definitions.insitu[1]["cold"]["regions"]["get_coords"] == "function"
     # reservations happen after a wrapper's Leave, never inside the call

@@ -142,6 +142,7 @@ def test_wrapper_has_the_functions_own_parameter_list() -> None:
     assert signature_text(untraced["every"].__code__) == (
         "p, /, q, r, *rest, k, m, **kw", "p, q, r, *rest, k=k, m=m, **kw")
     assert signature_text(untraced["clash"].__code__)[0] == "*_cr_args, **_cr_kwargs"
+
     class Box:
         def get(self, k: int = 2) -> int:
             return k

@@ -149,6 +149,7 @@ def test_collectives_carry_their_operation_root_and_bytes(trace: Trace) -> None:
         nb = [COLLECTIVE_OP_NAMES[int(o)] for o in ev.op[ev.kind == nbc]]
         assert sorted(nb) == sorted(vops | {"BARRIER", "BCAST", "GATHER", "SCATTER",
                                             "ALLGATHER", "ALLTOALL", "REDUCE", "ALLREDUCE"})
+
     def first(op: str) -> list[tuple[int, int, int, int]]:
         """(location, root, bytes sent, bytes received) of the first ``op``."""
         rows = []

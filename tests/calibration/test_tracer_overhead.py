@@ -3,6 +3,8 @@ samples becomes which overhead."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from calibration.tracer import overhead
@@ -51,5 +53,5 @@ def test_cold_ladder_is_a_non_negative_monotone_curve() -> None:
     assert w[0] == 0 and w[1] < w[2] and w[1] > 0
     for curve in cold["extra_s"].values():
         assert len(curve) == 3 and curve[0] == 0
-        assert all(b >= a >= 0 for a, b in zip(curve, curve[1:]))
+        assert all(b >= a >= 0 for a, b in pairwise(curve))
     assert overhead._pava([3.0, 1.0, 2.0, 5.0]) == [2.0, 2.0, 2.0, 5.0]

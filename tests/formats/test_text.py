@@ -4,8 +4,10 @@ one-line `FILE:LINE:` error messages, OTF2 payload objects, and the bundled exam
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -387,11 +389,10 @@ def test_writer_rejects_what_it_cannot_represent(tmp_path):
 # Payloads that are OTF2 event objects
 
 
+@dataclass(eq=False)
 class _FakeEnum:
-    _names = {1: "ON", 2: "OFF", 5: "SOMETHING"}
-
-    def __init__(self, value: int) -> None:
-        self.value = value
+    value: int
+    _names: ClassVar[dict[int, str]] = {1: "ON", 2: "OFF", 5: "SOMETHING"}
 
 
 class _FakeEvent:
@@ -478,7 +479,6 @@ def test_the_example_in_the_format_docs_parses_and_round_trips(tmp_path):
     assert t.events[0].payload[0] == {"name": "./a.out", "args": ["-n", "4"]}
     assert t.definitions.comms[2].members == ()
     assert_traces_equal(t, roundtrip(t, tmp_path))
-
 
 
 def test_example_pingpong_is_valid_and_plausible(tmp_path):

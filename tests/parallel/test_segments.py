@@ -247,7 +247,6 @@ def test_fitted_real_archive_streamed_on_ranks():
     assert outcome.fit is not None
 
 
-
 def test_cold_curves_on_ranks_give_the_one_process_run(program):
     """A cold-call curve on every location (Platform.cold_charge, issue #22):
     P ranks give the one-process streamed run, which the curve changes."""

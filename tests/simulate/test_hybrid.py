@@ -20,6 +20,8 @@ from .test_simulator import assert_same_records
 OVERHEADS = [2e-7, 1e-6, 5e-6]
 SIZES = {"omp_loop": {"iterations": 12}, "hybrid_halo": {"iterations": 10},
          "pthreads": {"iterations": 12}, "gpu": {"iterations": 15}}
+
+
 @pytest.fixture(scope="module")
 def runs() -> dict:
     return {(name, o): simulate(name, ranks=HYBRID_RANKS[name], overhead=o, quantize=True,

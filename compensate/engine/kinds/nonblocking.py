@@ -109,6 +109,7 @@ def call_leave(graph: Graph, li: int, idx: int) -> int:
     """:func:`compensate.matching.collectives.call_leave` on location position ``li``."""
     return closing_leave(graph.evs[li].kind, idx)
 
+
 def build_one_to_n(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
     """A :class:`~compensate.engine.kinds.p2p.P2PRecv` rule at every non-root
     completion: the implied message from the root's request (R4 at the completion)."""

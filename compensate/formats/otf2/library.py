@@ -10,7 +10,7 @@ import contextlib
 import ctypes
 import platform
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,7 +135,7 @@ _previous_callback: Any = None
 
 
 @contextlib.contextmanager
-def _capture_diagnostics() -> Iterator[None]:
+def _capture_diagnostics() -> Generator[None, None, None]:
     """Collect OTF2's diagnostics in ``_diagnostics`` for the duration (re-entrant)."""
     global _capture_depth, _previous_callback
     if _capture_depth == 0:
@@ -172,7 +172,7 @@ def _describe(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def _library_errors(path: str, action: str) -> Iterator[None]:
+def _library_errors(path: str, action: str) -> Generator[None, None, None]:
     """Turn any exception from the otf2 library into a one-line TraceError."""
     with _capture_diagnostics():
         try:
@@ -184,7 +184,7 @@ def _library_errors(path: str, action: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _library_call(path: str, action: str, point: str) -> Iterator[None]:
+def _library_call(path: str, action: str, point: str) -> Generator[None, None, None]:
     """:func:`_library_errors` around calls into the C library that call back into
     Python (flushes, memory and error callbacks, the reader's event callbacks): a
     signal meanwhile is recorded and raised when the call returns

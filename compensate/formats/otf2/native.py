@@ -114,6 +114,7 @@ class NativeFields(dict):
 
     __slots__ = ()
 
+
 _INTERRUPTED = 92  # OTF2_ERROR_INTERRUPTED_BY_CALLBACK
 
 _i64p = ctypes.POINTER(ctypes.c_int64)

@@ -33,7 +33,7 @@ import contextlib
 import difflib
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from itertools import islice
 from typing import Any, TextIO
 
@@ -861,7 +861,7 @@ def _first_undecodable_line(path: str) -> int:
 
 
 @contextlib.contextmanager
-def _read_errors(path: str) -> Iterator[None]:
+def _read_errors(path: str) -> Generator[None, None, None]:
     """Unreadable and non-UTF-8 files as one-line TraceErrors."""
     try:
         yield
