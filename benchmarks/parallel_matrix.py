@@ -43,8 +43,8 @@ PER_RUN = {"seconds", "output", "ranks", "parallel"}
 ARCHIVES = ROOT / "tests" / "data" / "traces"
 
 
-def cases(work: Path, programs: list[str], archives: bool,
-          segment_records: int) -> list[tuple[str, list[str], str]]:
+def cases(work: Path, programs: list[str], archives: bool, segment_records: int,
+          bounds: tuple[str, ...] = BOUNDS) -> list[tuple[str, list[str], str]]:
     """(name, arguments with OUT as a placeholder, output suffix) of every case."""
     out: list[tuple[str, list[str], str]] = []
     for name in programs:
@@ -52,14 +52,14 @@ def cases(work: Path, programs: list[str], archives: bool,
         write_trace(sim.measured, str(work / f"{name}.trace"))
         (work / f"{name}.json").write_text(json.dumps(sim.platform.to_dict()))
         plat = ["--platform", str(work / f"{name}.json")]
-        for bound in BOUNDS:
+        for bound in bounds:
             for seg in ([], [f"--segment-records={segment_records}"]):
                 tag = f"{name}-{bound}{'-cut' if seg else ''}"
                 out.append((tag, [str(work / f"{name}.trace"), "OUT", *plat, "--bound", bound,
                                   *seg], ".trace"))
     if archives:
         for anchor in sorted(ARCHIVES.glob("*/traces.otf2")):
-            for bound in BOUNDS:
+            for bound in bounds:
                 for mode in ([], ["--in-memory"]):
                     tag = f"{anchor.parent.name}-{bound}{'-mem' if mode else ''}"
                     out.append((tag, [str(anchor), "OUT", "--overhead", "100ns", "--bound",
@@ -89,8 +89,8 @@ def compare(work: Path, tag: str, suffix: str, p: int) -> str | None:
 
 
 def run(ranks: list[int], work: Path, programs: list[str], archives: bool,
-        segment_records: int) -> int:
-    todo = cases(work, programs, archives, segment_records)
+        segment_records: int, bounds: tuple[str, ...] = BOUNDS) -> int:
+    todo = cases(work, programs, archives, segment_records, bounds)
     start = time.perf_counter()
     expected = []
     for tag, args, suffix in todo:
@@ -136,15 +136,19 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--programs", default=None,
                     help="default: every simulated program; 'none': only the archives")
     ap.add_argument("--no-archives", action="store_true")
+    ap.add_argument("--bounds", default=",".join(BOUNDS),
+                    help="comma-separated; default: every bound")
     a = ap.parse_args(argv)
+    bounds = tuple(a.bounds.split(","))
     programs = ([] if a.programs == "none" else a.programs.split(",")) if a.programs \
         else [*PROGRAMS, *HYBRID_PROGRAMS]
     ranks = [int(x) for x in a.ranks.split(",")]
     if a.workdir:
         Path(a.workdir).mkdir(parents=True, exist_ok=True)
-        return run(ranks, Path(a.workdir), programs, not a.no_archives, a.segment_records)
+        return run(ranks, Path(a.workdir), programs, not a.no_archives, a.segment_records,
+                   bounds)
     with tempfile.TemporaryDirectory() as d:
-        return run(ranks, Path(d), programs, not a.no_archives, a.segment_records)
+        return run(ranks, Path(d), programs, not a.no_archives, a.segment_records, bounds)
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def _probe(log: Path) -> None:
     wrap(parts, "write_part", "write part")
     import compensate.parallel.segments as segments  # the streamed run (all segments)
     wrap(segments, "cut_times", "cut the whole trace (rank 0)")
-    wrap(segments, "fit_cuts", "fit pass over the whole trace (rank 0)")
+    wrap(segments, "observe_rank", "fit pass: own observations, fit reduced (every rank)")
     wrap(segments, "stream_rank", "every segment")
 
 

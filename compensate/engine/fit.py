@@ -63,6 +63,7 @@ the message's [lower, upper] interval by the engine.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +105,17 @@ class Observations:
 
     def __len__(self) -> int:
         return int(self.sizes.size)
+
+    @staticmethod
+    def concat(parts: list[Observations]) -> Observations:
+        """The observations of ``parts`` together (segments of one pass, or the
+        ranks' shares of a distributed run)."""
+        if not parts:
+            return Observations(np.zeros(0, np.int64), np.zeros(0))
+        return Observations(np.concatenate([p.sizes for p in parts]).astype(np.int64),
+                            np.concatenate([p.seconds for p in parts]).astype(np.float64),
+                            sum(p.p2p for p in parts), sum(p.collective for p in parts),
+                            sum(p.rma for p in parts))
 
 
 @dataclass(frozen=True)
@@ -304,8 +316,14 @@ def receiver_was_late(recv_m, cs, free_m):
     return recv_m - cs <= free_m + RECEIVER_LATE_TICKS
 
 
-def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> Observations:
+def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
+                      receivers: Collection[int] | None = None) -> Observations:
     """The network times the measured trace reveals (see the module docstring).
+
+    ``receivers``: only the transfers received (waited for) on these locations
+    (default: every location). A distributed run's rank observes those whose
+    receive it owns (:mod:`compensate.parallel.fit`): each transfer is observed
+    once, by one rank, from the records its view holds.
 
     A message counts if its calls overlapped (``enter.recv_m <= exit.send_m``, case
     m.1) and it arrived after the receiver was ready: ``recv_m - C(s)·s`` is later
@@ -317,6 +335,8 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     """
     cand = _candidates(trace, matching)
     cand = cand[(cand[:, 4] >= 0) & (cand[:, 5] > 0)]  # the receive needs a record before it
+    if receivers is not None:  # (an n-to-1 instance's rows all have its root's receive)
+        cand = cand[np.isin(cand[:, 3], np.fromiter(receivers, np.int64))]
     if cand.shape[0] == 0:
         cand = np.zeros((0, 10), dtype=np.int64)
     col = _flat_columns(trace, platform)
@@ -337,7 +357,7 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform) -> O
     net = tm[recv] - after[send] - (copy + cs)  # after[send] = send_m + O(MpiSend)
     r_size, r_net = observed_transfers(  # RMA transfers (R10)
         trace, matching.rma, platform.overhead_table() * res,
-        lambda s: float(platform.copy_time(s)) * res)
+        lambda s: float(platform.copy_time(s)) * res, receivers)
     return Observations(np.r_[size[keep].astype(np.int64), np.array(r_size, np.int64)],
                         np.r_[net[keep] / res, np.array(r_net) / res],
                         p2p=int(np.count_nonzero(keep & (is_p2p >= 1))),

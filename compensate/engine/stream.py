@@ -915,7 +915,7 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     (chunks ``group`` times smaller, a cut looked for after every ``group``-th: the
     same segments)."""
     sg = _Segmenter(defs, platform, source, eager_limit, strict)
-    sizes, seconds, p2p, coll, rma = [], [], 0, 0, 0
+    observed: list[Observations] = []
     cutter = _Cutter(defs, segment_records)
     ended: list[bool] = []
 
@@ -936,20 +936,14 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
                              sum(len(ev) for ev in seg.values())))
         trace, mtrace, _ = sg.traces(seg)
         matching = sg.match(mtrace)
-        obs = observe_transfers(trace, matching, platform)
-        sizes.append(obs.sizes)
-        seconds.append(obs.seconds)
-        p2p += obs.p2p
-        coll += obs.collective
-        rma += obs.rma
+        observed.append(observe_transfers(trace, matching, platform))
         sg.advance(seg, None, None, matching)
-        seg = trace = mtrace = matching = obs = None
+        seg = trace = mtrace = matching = None
         release_memory()
     if cuts is not None:
         cuts[:] = cutter.attempts
-    obs = Observations(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
-                       np.concatenate(seconds) if seconds else np.zeros(0), p2p, coll, rma)
-    return outcome_of(obs, 1.0 / defs.timer_resolution, platform.network)
+    return outcome_of(Observations.concat(observed), 1.0 / defs.timer_resolution,
+                      platform.network)
 
 
 def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],

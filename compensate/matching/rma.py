@@ -67,6 +67,7 @@ record whose partner is missing (a stream segment, a trace cut short).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -491,13 +492,15 @@ __all__ = ["DEP_KINDS", "RmaDeps", "RmaLink", "match_rma"]
 
 
 def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
-                       copy_ticks) -> tuple[list[int], list[float]]:
+                       copy_ticks, receivers: Collection[int] | None = None,
+                       ) -> tuple[list[int], list[float]]:
     """(bytes, network ticks) of the transfers whose whole time the measurement shows
     (for R2f's fit, :func:`compensate.engine.fit.observe_transfers`): a waiting
     record that the transfer freed last and that came clearly after its waiter was
     ready (:func:`was_observed`): ``network = r_m - (s_m + O(s)) - 2·C(b)·b``. The
     post and complete notifications of PSCW, observed the same way, are zero-byte
-    messages on the same network: they give the latency."""
+    messages on the same network: they give the latency. ``receivers``: only the
+    waits on these locations (default: all)."""
     by_recv: dict[tuple, list] = defaultdict(list)
     also: dict[tuple, set] = defaultdict(set)
     for link in deps.links:
@@ -506,6 +509,7 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
                 by_recv[link.recv].append((link.kind, s, size))
         also[link.recv].update(link.also)
     ev = trace.events
+    wanted = None if receivers is None else set(receivers)
 
     def free(loc: int, i: int) -> float:
         return float(ev[loc].time[i]) + float(overhead_ticks[ev[loc].kind[i]])
@@ -513,7 +517,7 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
     sizes: list[int] = []
     nets: list[float] = []
     for (loc, i), senders in by_recv.items():
-        if i == 0:
+        if i == 0 or (wanted is not None and loc not in wanted):
             continue
         # each constraint by the earliest it can free the waiter: a transfer's data
         # leaves after its copy and needs another one at the target

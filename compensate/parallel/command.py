@@ -196,8 +196,8 @@ OWN_CHUNK_SHARE = 64
 
 def streams(args) -> bool:
     """Whether the distributed run streams within a rank (docs/parallel.md): as the
-    one-process command, unless ``--in-memory`` (``--bound fitted`` too: rank 0's
-    pass is then the one-process fit pass)."""
+    one-process command, unless ``--in-memory`` (``--bound fitted`` too: its fit
+    is reduced across the ranks)."""
     return not getattr(args, "in_memory", False)
 
 
@@ -205,8 +205,9 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     """Every rank's streamed run (:mod:`compensate.parallel.segments`): rank 0 cuts the
     whole trace (no payload) and every rank gets the cut times; every rank reads its
     own locations in chunks, segment by segment, and writes its records into its
-    part as it goes. Under ``--bound fitted`` rank 0's pass is the one-process
-    command's fit pass, and the fit goes with the cut times. Returns
+    part as it goes. Under ``--bound fitted`` a first pass over the same segments
+    observes the transfers each rank's receives show, and the fit is reduced across
+    the ranks (:func:`~compensate.parallel.segments.observe_rank`). Returns
     ``(StreamResult on rank 0 else None, the open part writer, definitions, this
     rank's info, the fit's outcome or None)``; raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
@@ -230,8 +231,8 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     from compensate.parallel.segments import (
         RankStream,
         cut_times,
-        fit_cuts,
         fitted_options,
+        observe_rank,
         stream_rank,
     )
     from compensate.platform import Platform
@@ -254,12 +255,9 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         chunk = chunk_records_for(size) if size else DEFAULT_CHUNK_RECORDS
         group = CUT_GROUP if chunk % CUT_GROUP == 0 else 1  # (smaller reads, same cuts)
         defs, chunks = read_chunks(args.input, chunk // group, payload=False)
-        if args.bound == "fitted":  # the one-process fit pass
-            return fit_cuts(defs, chunks, platform, str(args.input), args.eager_limit,
-                            size or SEGMENT_RECORDS, strict=args.strict, group=group)
-        return cut_times(defs, chunks, size or SEGMENT_RECORDS, group), None
+        return cut_times(defs, chunks, size or SEGMENT_RECORDS, group)
 
-    cuts, outcome = transport.allgather(fallback(cut))[0]
+    cuts = transport.allgather(fallback(cut))[0]
     if transport.rank == 0:  # the cutter's heap back before the segments' (which the
         _libc_release(0)()  # steady malloc would otherwise keep up to 64 MiB of)
     lap("cut")
@@ -273,6 +271,17 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     owner = owners(defs, list(defs.locations), transport.size, counts)
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
     lap("definitions")
+    outcome = None
+    if args.bound == "fitted":  # first pass: the fit reduced across ranks
+        defs, chunks = fallback(lambda: read_chunks(
+            args.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE), payload=False,
+            locations=mine))
+        outcome = observe_rank(defs, chunks, cuts, transport, owner, platform,
+                               source=str(args.input), eager_limit=args.eager_limit,
+                               strict=args.strict)
+        chunks = None
+        _libc_release(0)()  # (the pass's heap back before the segments')
+        lap("fit")
     writer = None
     info: dict = {}
     try:
@@ -306,7 +315,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable,
 
     from compensate.formats import parts
     from compensate.formats.paths import trace_format
-    from compensate.parallel.driver import RankFailed, agreed, describe, run_rank, trims
+    from compensate.parallel.driver import RankFailed, agreed, describe, run_rank
 
     status, line = 0, None
     outputs = streamed = None
@@ -343,7 +352,7 @@ def _run(transport, args, make_outputs: Callable, finish: Callable,
                                      transport.size, write, info, outcome)
         else:
             trace, owner, mine, index = read_own(args.input, transport, read_seconds,
-                                                 trimmed=trims(args.bound), payload=payload)
+                                                 trimmed=True, payload=payload)
             t_read = time.monotonic()
             ranked = run_rank(trace, args.platform_used, args.bound, args.collective_exit,
                               args.eager_limit, transport, strict=args.strict, owner=owner,

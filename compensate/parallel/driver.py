@@ -2,9 +2,9 @@
 
 :func:`run_rank` is :func:`compensate.api.run_pipeline` on one rank of
 ``transport.size``: every rank matches its view of the trace (its own locations
-and, of the others, what its rules read: :mod:`compensate.parallel.trim`; the
-whole trace under ``--bound fitted``, whose network fit every rank computes the
-same), evaluates the
+and, of the others, what its rules read: :mod:`compensate.parallel.trim`),
+under ``--bound fitted`` observes the transfers whose receive it owns for the
+network fit that rank 0 makes of them all (:mod:`compensate.parallel.fit`), evaluates the
 anchors of the locations it owns (:mod:`compensate.parallel.ownership`) while
 :mod:`compensate.parallel.exchange` carries the anchors that cross ranks, maps the
 METRIC samples of its locations and rounds their times (its :class:`RankOutput`'s
@@ -172,12 +172,6 @@ def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
                     strict).pipeline
 
 
-def trims(bound: str) -> bool:
-    """Whether the distributed run trims the ghosts (:mod:`compensate.parallel.trim`):
-    not under ``fitted``, whose network fit reads every observed transfer."""
-    return bound != "fitted"
-
-
 def remapped(index: dict | None, step: Any) -> Any:
     """``step`` whose TraceError names the original record of a trimmed ghost."""
     if not index:
@@ -227,20 +221,26 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
         seconds[name] = seconds.get(name, 0.0) + now - clock[0]
         clock[0] = now
 
-    def prepare():
-        matching = match(trace, eager_limit=eager_limit, strict=strict)
-        used, outcome = bound, None
-        if bound == "fitted":  # R2f: the same fit on every rank (it sees the whole trace)
-            from compensate.engine.fit import try_fit
-            outcome = try_fit(trace, matching, plat)
-            used = "fitted" if outcome.fit else "lower"
-        return matching, outcome, used
-
-    matching, outcome, used = agreed(transport, remapped(index, prepare))
-    lap("match")
     if owner is None:
         owner = owners(trace.definitions, list(trace.events), transport.size)
     mine = [loc for loc in trace.events if owner[loc] == transport.rank]
+
+    def prepare():
+        matching = match(trace, eager_limit=eager_limit, strict=strict)
+        observed = None
+        if bound == "fitted":  # R2f: the transfers whose receive this rank owns
+            from compensate.engine.fit import observe_transfers
+            observed = observe_transfers(trace, matching, plat, set(mine))
+        return matching, observed
+
+    matching, observed = agreed(transport, remapped(index, prepare))
+    used, outcome = bound, None
+    if observed is not None:  # the fit reduced across ranks (compensate/parallel/fit.py)
+        from compensate.parallel.fit import reduced_outcome
+        outcome = reduced_outcome(transport, observed, trace.definitions, plat,
+                                  lambda f, *a: agreed(transport, f, *a))
+        used = "fitted" if outcome.fit else "lower"
+    lap("match")
     # t0: the earliest measured timestamp of all (each rank knows its own locations')
     firsts = transport.allgather(min((int(trace.events[loc].time[0]) for loc in mine
                                       if len(trace.events[loc])), default=None))
@@ -335,13 +335,11 @@ def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: in
     """:func:`run_pipeline_parallel` on ``size`` thread ranks of this process (tests
     and experiments without ``mpiexec``): rank 0's result, its trace assembled from
     every rank's own locations (which the command never gathers). Each rank works
-    on its trimmed view, as the command's ranks do (:func:`trims`)."""
+    on its trimmed view, as the command's ranks do."""
     from compensate.parallel.ghosts import complete_trimmed
     from compensate.parallel.transport import run_threads
 
     def rank(t: Transport) -> RankOutput:
-        if not trims(bound):
-            return run_rank(trace, platform, bound, collective_exit, eager_limit, t, strict)
         owner = owners(trace.definitions, list(trace.events), t.size)
         own = {loc: ev for loc, ev in trace.events.items() if owner[loc] == t.rank}
         view, index = complete_trimmed(trace.definitions, own, t, owner, trace.source)

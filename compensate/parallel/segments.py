@@ -40,11 +40,12 @@ names) every rank raises :class:`StreamFallback` together and the caller runs th
 whole-share path (:func:`compensate.parallel.driver.run_rank`), as the
 one-process command falls back to the in-memory path.
 
-``--bound fitted`` streams too (:func:`fit_cuts`): rank 0's pass over the whole
-trace is the one-process command's fit pass
-(:func:`compensate.engine.stream.fit_pass`, no payload), which gives the network
-fit and the same cuts; every rank gets both and runs the segments with the
-engine options the one-process command's second pass has (:func:`fitted_options`).
+``--bound fitted`` streams too, in two passes over the same segments as the
+one-process command's: in the first (:func:`observe_rank`) every rank observes the
+transfers whose receive it owns and the network fit is reduced across the ranks
+(:mod:`compensate.parallel.fit`: the one-process fit pass's outcome); the second
+runs the segments with the engine options the one-process command's second pass
+has (:func:`fitted_options`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from compensate.engine import EngineOptions, Stats, approximate, rounded_times
-from compensate.engine.fit import FitOutcome
+from compensate.engine.fit import FitOutcome, Observations, observe_transfers
 from compensate.engine.metrics import map_metric_samples
 from compensate.engine.stream import (
     SEGMENT_RECORDS,
@@ -70,12 +71,12 @@ from compensate.engine.stream import (
     _Segmenter,
     _span,
     _sum_counts,
-    fit_pass,
     release_memory,
 )
 from compensate.model import BUFFER_FLUSH, Definitions, Events, Trace, TraceError
 from compensate.parallel.driver import FALLBACK, RankFailed, agreed
 from compensate.parallel.exchange import Exchange
+from compensate.parallel.fit import reduced_outcome
 from compensate.parallel.ghosts import complete_trimmed
 from compensate.parallel.transport import Transport
 from compensate.parallel.trim import local_counts, reduced_matching
@@ -114,24 +115,11 @@ def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
     return out
 
 
-def fit_cuts(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
-             source: str, eager_limit: int | None, segment_records: int = SEGMENT_RECORDS,
-             strict: bool = False, group: int = 1,
-             ) -> tuple[list[tuple[int | None, int]], FitOutcome]:
-    """``--bound fitted``: the one-process command's fit pass over the whole trace
-    (``chunks``, no payload needed): the segments as :func:`cut_times` gives them
-    (the fit pass cuts as the streamed run does) and the fit's outcome. ``group``:
-    as :func:`cut_times`'s. Raises :class:`NotStreamable` as the one-process run does."""
-    cuts: list[tuple[int | None, int]] = []
-    outcome = fit_pass(defs, chunks, platform, source, eager_limit, segment_records,
-                       strict=strict, segments=cuts, group=group)
-    return cuts, outcome
-
-
 def fitted_options(outcome: FitOutcome, collective_exit: str = "uniform") -> EngineOptions:
-    """The engine options of the segments under ``--bound fitted`` given the fit pass's
-    ``outcome``, as the one-process command hands them to its second pass: the fitted
-    model, or, where there is no fit, the lower bound with fitted links."""
+    """The engine options of the segments under ``--bound fitted`` given the fit's
+    ``outcome`` (:func:`observe_rank`), as the one-process command hands them to its
+    second pass: the fitted model, or, where there is no fit, the lower bound with
+    fitted links."""
     fit = outcome.fit
     return EngineOptions(bound="fitted" if fit else "lower", collective_exit=collective_exit,
                          network_time=fit, fit_links=fit is None)
@@ -241,6 +229,32 @@ class RankStream:
         """:func:`fallback_step` on ``transport``."""
         return lambda f, *args: fallback_step(transport, f, *args)
 
+    def _views(self, seg: dict[int, Events]) -> tuple[Trace, Trace, Trace, dict, dict]:
+        """The segment ``seg`` of this rank's own locations with their context in
+        front (the engine's trace), this rank's view for matching (with the others'
+        trimmed ghosts: collective), the engine's view (the own locations with their
+        true kinds, the ghosts), the pins and the ghosts' index map."""
+        trace, mtrace, pins = self.sg.traces(seg)
+        view, index = complete_trimmed(self.defs, mtrace.events, self.transport, self.owner,
+                                       self.source, open_calls=True)
+        engine = Trace(self.defs, {loc: trace.events.get(loc, ev)
+                                   for loc, ev in view.events.items()}, self.source)
+        return trace, view, engine, pins, index
+
+    def observe(self, seg: dict[int, Events], records: int) -> Observations:
+        """The transfers of one segment (``records`` records in all) whose receive
+        this rank owns, as the one-process fit pass observes them
+        (:func:`compensate.engine.stream.fit_pass`, :mod:`compensate.parallel.fit`):
+        this rank's view matched, then the context carried on. Collective."""
+        if not records:
+            return Observations.concat([])
+        _, mview, eview, _, _ = self._step(self._views, seg)
+        matching = self._step(lambda: self.sg.match(mview))
+        obs = self._step(observe_transfers, eview, matching, self.platform, set(self.mine))
+        self._step(lambda: self.sg.advance(seg, None, None, matching))
+        release_memory()
+        return obs
+
     def segment(self, seg: dict[int, Events], records: int,
                 write: Callable[[int, Events], None],
                 advance: Callable[[int], None] | None = None,
@@ -263,15 +277,7 @@ class RankStream:
         if advance is not None and own_start is not None and splitter is not None:
             advance(sg.watermark(splitter, seg, own_start))
 
-        def views():
-            trace, mtrace, pins = sg.traces(seg)
-            view, index = complete_trimmed(self.defs, mtrace.events, t, self.owner,
-                                           self.source, open_calls=True)
-            engine = Trace(self.defs, {loc: trace.events.get(loc, ev)
-                                       for loc, ev in view.events.items()}, self.source)
-            return trace, view, engine, pins, index
-
-        trace, mview, eview, pins, index = self._step(views)
+        trace, mview, eview, pins, index = self._step(self._views, seg)
         own_n = sum(len(ev) for ev in seg.values())
         self.info["records"] += own_n
         self.info["ghost_records"] += mview.record_count - sum(
@@ -422,40 +428,64 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     return rs.finish()
 
 
+def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
+                 cuts: list[tuple[int | None, int]], transport: Transport,
+                 owner: dict[int, int], platform: Platform, *, source: str = "",
+                 eager_limit: int | None = None, strict: bool = False) -> FitOutcome:
+    """``--bound fitted``, first pass of the distributed streamed run: every rank
+    observes, segment by segment (``cuts``, :func:`cut_times`), the transfers whose
+    receive it owns in its own locations' chunks, and the fit is reduced across
+    the ranks (:func:`compensate.parallel.fit.reduced_outcome`): the same outcome
+    on every rank as the one-process fit pass's
+    (:func:`compensate.engine.stream.fit_pass`). Raises :class:`StreamFallback` on
+    every rank where the one-process command falls back to the in-memory path."""
+    rs = RankStream(defs, transport, owner, platform, EngineOptions(bound="lower"),
+                    source=source, eager_limit=eager_limit, strict=strict)
+    splitter = _OwnSplitter(defs, own_chunks)
+    observed = []
+    for cut, records in cuts:
+        seg = rs._step(splitter.split, cut)
+        observed.append(rs.observe(seg, records))
+        seg = None
+    return reduced_outcome(transport, Observations.concat(observed), defs, platform,
+                           rs._step)
+
+
 def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, size: int,
                       segment_records: int = SEGMENT_RECORDS, chunk_records: int = 1 << 16,
                       eager_limit: int | None = None, fit: list | None = None,
                       ) -> tuple[StreamResult, dict[int, Events]]:
     """:func:`stream_rank` on ``size`` thread ranks of this process (tests): rank 0's
     result and every location's output records. ``fit``, a list: the ``--bound
-    fitted`` run (of ``options`` only the collective exit counts), whose cuts and fit
-    are :func:`fit_cuts`'s; the list receives the fit's outcome."""
+    fitted`` run (of ``options`` only the collective exit counts), whose fit is
+    :func:`observe_rank`'s; the list receives the fit's outcome."""
     from compensate.engine.stream import trace_chunks
     from compensate.parallel.ownership import owners
     from compensate.parallel.transport import run_threads
 
     defs = trace.definitions
-    if fit is not None:
-        cuts, outcome = fit_cuts(defs, trace_chunks(trace, chunk_records), platform,
-                                 trace.source, eager_limit, segment_records)
-        options = fitted_options(outcome, options.collective_exit)
-        fit[:] = [outcome]
-    else:
-        cuts = cut_times(defs, trace_chunks(trace, chunk_records), segment_records)
+    cuts = cut_times(defs, trace_chunks(trace, chunk_records), segment_records)
     owner = owners(defs, list(trace.events), size)
 
-    def rank(t: Transport) -> tuple[StreamResult | None, dict[int, list[Events]]]:
+    def rank(t: Transport) -> tuple[StreamResult | None, dict[int, list[Events]], Any]:
         mine = Trace(defs, {loc: ev for loc, ev in trace.events.items()
                             if owner[loc] == t.rank}, trace.source)
+        opts, outcome = options, None
+        if fit is not None:
+            outcome = observe_rank(defs, trace_chunks(mine, chunk_records), cuts, t, owner,
+                                   platform, source=trace.source, eager_limit=eager_limit)
+            opts = fitted_options(outcome, options.collective_exit)
         got: dict[int, list[Events]] = {}
         res = stream_rank(defs, trace_chunks(mine, chunk_records), cuts, t, owner, platform,
-                          options, lambda loc, ev: got.setdefault(loc, []).append(ev),
+                          opts, lambda loc, ev: got.setdefault(loc, []).append(ev),
                           eager_limit=eager_limit)
-        return res, got
+        return res, got, outcome
 
     results = run_threads(size, rank)
+    if fit is not None:
+        fit[:] = [results[0][2]]
     events: dict[int, Events] = {}
-    for _, got in results:
+    for _, got, _ in results:
         for loc, parts in got.items():
             events[loc] = Events.concat(parts)
     return results[0][0], events

@@ -58,7 +58,7 @@ def commands(tmp: Path, tag: str) -> list[tuple[str, list[str]]]:
            [str(TRACES / name / "traces.otf2"),
             str(tmp / f"{name}_{bound}_{tag}" / "traces.otf2"), "--overhead", "100ns",
             "--bound", bound]) for name, bound in others],
-        # fitted, streamed within each rank: rank 0's fit pass, several segments
+        # fitted, streamed within each rank: the fit reduced across ranks, several segments
         (f"mixed_fitted_streamed_{tag}.trace",
          [str(tmp / "mixed.trace"), str(tmp / f"mixed_fitted_streamed_{tag}.trace"), *plat,
           "--bound", "fitted", "--segment-records", "32"]),
@@ -351,7 +351,7 @@ def test_streamed_thread_ranks_and_their_fallback(inputs, tmp_path, capsys):
     assert s2["segments"]["count"] >= 3
     assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
         {k: v for k, v in s2.items() if k not in PER_RUN}
-    # --bound fitted streams too: rank 0's fit pass (a real archive with a linear fit);
+    # --bound fitted streams too: the fit reduced across ranks (a real archive with a linear fit);
     # the output and the summary with its fit report are the one-process run's
     real = str(TRACES / "ping-pong-otf2" / "traces.otf2")
     fitted = ["--overhead", "200ns", "--bound", "fitted", "--segment-records", "40",

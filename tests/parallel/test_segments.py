@@ -171,17 +171,21 @@ def one_process_fitted(trace, platform):
 def assert_fitted_same(trace, platform, sizes=(2, 3)):
     ref, outcome = one_process_fitted(trace, platform)
     assert ref[0].segments >= 3  # the case is really cut
-    # rank 0's fit pass gives the cut pass's segments and the one-process fit; in
-    # quarter reads looking for a cut after every fourth (as the command reads), the same
+    # the one-process fit pass cuts where the cut pass does (the distributed run's
+    # segments, in which the ranks observe the transfers); in quarter reads looking
+    # for a cut after every fourth (as the command reads), the same
     defs = trace.definitions
 
-    def fit_cuts(chunk, group=1):
-        return segments.fit_cuts(defs, stream.trace_chunks(trace, chunk), platform,
-                                 trace.source, None, SEGMENT, group=group)
-    assert fit_cuts(CHUNK) == \
-        (segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT), outcome)
-    assert fit_cuts(CHUNK, group=4) == fit_cuts(4 * CHUNK)
-    for size in sizes:
+    def fit_segments(chunk, group=1):
+        cut: list = []
+        again = stream.fit_pass(defs, stream.trace_chunks(trace, chunk), platform,
+                                trace.source, None, SEGMENT, segments=cut, group=group)
+        assert again == outcome
+        return cut
+    assert fit_segments(CHUNK) == segments.cut_times(defs, stream.trace_chunks(trace, CHUNK),
+                                                     SEGMENT)
+    assert fit_segments(CHUNK, group=4) == fit_segments(4 * CHUNK)
+    for size in sizes:  # the fit reduced across the ranks is the one-process fit
         fit: list = []
         assert_same(ref, segments.stream_in_threads(trace, platform, EngineOptions("lower"),
                                                     size, SEGMENT, CHUNK, fit=fit))
@@ -212,8 +216,9 @@ def sync_ring():
 
 @pytest.mark.parametrize("name", ["stencil", "sync_ring"])
 def test_fitted_streamed_ranks_give_the_one_process_fitted_run(name, monkeypatch):
-    """``--bound fitted`` on ranks: rank 0's fit pass gives the one-process fit and
-    cuts; the segments run with it equal the one-process streamed fitted run. On
+    """``--bound fitted`` on ranks: the fit reduced across the ranks is the
+    one-process fit; the segments run with it equal the one-process streamed
+    fitted run. On
     the ring (trimmed ghosts) the fitted rules read the observed transfer of a
     message sent from another rank; the short stencil observes 7 transfers, too
     few: the lower bound with fitted links, as in one process."""
