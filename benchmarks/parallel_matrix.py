@@ -39,7 +39,7 @@ from compensate.simulate.simulator import simulate  # noqa: E402
 from tests.fingerprint_gen import _output_bytes  # noqa: E402
 
 BOUNDS = ("lower", "upper", "fitted", "none")
-PER_RUN = {"seconds", "output", "ranks", "parallel"}
+PER_RUN = {"seconds", "output", "ranks", "parallel", "segments"}  # (segments: agreed cuts)
 ARCHIVES = ROOT / "tests" / "data" / "traces"
 
 

@@ -110,8 +110,9 @@ def _probe(log: Path) -> None:
     wrap(driver, "approximate", "replay")
     wrap(verification, "verify_rank", "verify (each rank its own dependencies)")
     wrap(parts, "write_part", "write part")
+    import compensate.parallel.cutting as cutting  # (the agreed cut, every rank)
     import compensate.parallel.segments as segments  # the streamed run (all segments)
-    wrap(segments, "cut_times", "cut the whole trace (rank 0)")
+    wrap(cutting, "agreed_cuts", "agreed cut (own locations, every rank)")
     wrap(segments, "observe_rank", "fit pass: own observations, fit reduced (every rank)")
     wrap(segments, "stream_rank", "every segment")
 

@@ -156,8 +156,8 @@ class Graph:
                 o[flush] += (ev.size[flush] - ev.time[flush]).astype(np.float64)
                 counted = flush[flush >= len(pinned)]  # pinned records were counted before
                 stats.buffer_flushes += int(counted.size)
-                stats.flush_seconds_removed += float(
-                    np.sum(ev.size[counted] - ev.time[counted]) / res)
+                stats.add_flush_ticks(int(np.sum(ev.size[counted] - ev.time[counted])),
+                                      self.trace.definitions.timer_resolution)
             gap = np.zeros(n)
             if n > 1:
                 gap[1:] = _r1_gaps(tm, o)

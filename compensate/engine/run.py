@@ -111,6 +111,17 @@ class Stats:
         "nbc_observed": 0, "nbc_bounded": 0})
     buffer_flushes: int = 0
     flush_seconds_removed: float = 0.0
+    #: the flushes' ticks, summed exactly, and the timer resolution: the seconds
+    #: are ``flush_ticks / flush_resolution`` however the sum was split (segments,
+    #: ranks), not a float sum whose last bit depends on the order
+    flush_ticks: int = 0
+    flush_resolution: int = 0
+
+    def add_flush_ticks(self, ticks: int, resolution: int) -> None:
+        """Count ``ticks`` more of BufferFlush time removed."""
+        self.flush_ticks += int(ticks)
+        self.flush_resolution = int(resolution)
+        self.flush_seconds_removed = self.flush_ticks / self.flush_resolution
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

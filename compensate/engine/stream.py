@@ -249,6 +249,11 @@ class StreamResult:
 class _Cutter:
     """Collects chunks and hands out segments that end at safe cuts."""
 
+    #: whether the busy function counts the messages in flight (a distributed run's
+    #: ranks leave them to the exact check summed over ranks:
+    #: :mod:`compensate.parallel.cutting`)
+    MESSAGES = True
+
     def __init__(self, defs: Definitions, segment_records: int,
                  replay: list[tuple[int, int, int | None]] | None = None) -> None:
         self.defs = defs
@@ -293,9 +298,12 @@ class _Cutter:
         # end (R10); an MPI-4 partitioned operation from its Init on (no record frees
         # it: rounds match by the order of the Inits, so no cut after the first one)
         took = (k == PROBE) & (ev.size_recv >= 0)
-        plus = (k == SEND) | (k == ISEND) | (k == COLL_BEGIN) | took | _OPENS[k]
+        plus = (k == COLL_BEGIN) | took | _OPENS[k]
         matched = (k == MRECV) | (k == IMRECV)
-        minus = (k == RECV) | (k == IRECV) | (k == COLL_END) | matched | _CLOSES[k]
+        minus = (k == COLL_END) | _CLOSES[k]
+        if self.MESSAGES:  # a message is in flight from its send to its receive
+            plus = plus | (k == SEND) | (k == ISEND)
+            minus = minus | (k == RECV) | (k == IRECV) | matched
         if self.sync_regions.size:
             in_sync = np.isin(ev.region, self.sync_regions)
             plus = plus | ((k == ENTER) & in_sync)
@@ -325,8 +333,9 @@ class _Cutter:
                     rd.append(-1)
                     channel = self.isend_channel.pop((loc, r), None) if was == ISEND else None
                     if kind == REQUEST_CANCELLED and channel is not None:
-                        rt.append(t[i])  # the message will never be received
-                        rd.append(-1)
+                        if self.MESSAGES:
+                            rt.append(t[i])  # the message will never be received
+                            rd.append(-1)
                         self.cancelled.append((int(t[i]), loc, channel))
             times.append(np.array(rt, dtype=np.int64))
             deltas.append(np.array(rd, dtype=np.int64))
@@ -456,15 +465,25 @@ class _Cutter:
     def _aligned(self, merged: dict[int, Events], cut: int) -> dict | None:
         """Exactly: no channel with a message in flight, every communicator's members
         through the same number of collectives, at ``cut``. Returns the completed
-        collectives per (communicator, member) then, or None.
+        collectives per (communicator, member) then, or None."""
+        channels, signs, done = self._balance(merged, cut)
+        if channels.shape[1] and np.any(np.bincount(_key_ids(list(channels)), weights=signs)):
+            return None
+        return done if collectives_aligned(self.defs, done) else None
+
+    def _balance(self, merged: dict[int, Events], cut: int
+                 ) -> tuple[np.ndarray, np.ndarray, dict]:
+        """The sends (+1) and receives (-1) of the pending records before ``cut`` by
+        channel (rows: sender, receiver, communicator, tag; a column each), and the
+        completed collectives per (communicator key, location) then.
 
         All locations' records before the cut at once (one flat set of columns), so
         that its cost is a few numpy calls per cut, not per location and channel."""
         done = dict(self.coll_done)
         defs = self.defs
         locs = list(merged)
-        if not locs:
-            return done
+        if not locs:  # (nothing pending: the last cut's state, which was aligned)
+            return np.zeros((4, 0), np.int64), np.zeros(0, np.int64), done
         evs = [merged[loc] for loc in locs]
         ns = [int(np.searchsorted(ev.time, cut, side="left")) for ev in evs]
         k = np.concatenate([ev.kind[:n] for ev, n in zip(evs, ns, strict=True)])
@@ -500,21 +519,10 @@ class _Cutter:
                 other_ = members[peer_] if 0 <= peer_ < len(members) else -1
                 keys.append(np.array([[loc], [other_], [comm_], [tag_]], dtype=np.int64))
                 signs.append(np.array([-1], dtype=np.int64))
-        if keys:
-            cols = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
-            ids = _key_ids([cols[0], cols[1], cols[2], cols[3]])
-            if np.any(np.bincount(ids, weights=np.concatenate(signs))):
-                return None
-        by_comm: dict = defaultdict(set)
-        for (key, _loc), c in done.items():
-            by_comm[key].add(c)
-        for key, counts in by_comm.items():
-            comm_ = key if isinstance(key, int) else key[0]
-            members = defs.comms[comm_].members if comm_ in defs.comms else ()
-            if len(counts) > 1 or (members and len({done.get((key, m), 0)
-                                                    for m in members}) > 1):
-                return None
-        return done
+        if not keys:
+            return np.zeros((4, 0), np.int64), np.zeros(0, np.int64), done
+        cols = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
+        return cols, np.concatenate(signs), done
 
     def _split(self, merged: dict[int, Events], cut: int, bt: np.ndarray | None,
                bd: np.ndarray | None, done: dict | None) -> dict[int, Events]:
@@ -565,6 +573,22 @@ class _Cutter:
             self.coll_done = defaultdict(int, done)
             self.cancelled = [c for c in self.cancelled if c[0] >= cut]
         self.last_cut = cut
+
+
+def collectives_aligned(defs: Definitions, done: dict) -> bool:
+    """Whether every communicator's members completed the same number of
+    collectives (``done``: completed per (communicator key, location), as
+    :meth:`_Cutter._balance` gives them; a member without an entry completed none)."""
+    by_comm: dict = defaultdict(set)
+    for (key, _loc), c in done.items():
+        by_comm[key].add(c)
+    for key, counts in by_comm.items():
+        comm_ = key if isinstance(key, int) else key[0]
+        members = defs.comms[comm_].members if comm_ in defs.comms else ()
+        if len(counts) > 1 or (members and len({done.get((key, m), 0)
+                                                for m in members}) > 1):
+            return False
+    return True
 
 
 def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list[int],
@@ -892,8 +916,12 @@ def _add_stats(total: Stats, part: Stats) -> None:
                 counts[k] = counts.get(k, 0) + x
         elif key == "overcompensated_max_s":
             total.overcompensated_max_s = max(total.overcompensated_max_s, value)
+        elif key in ("flush_seconds_removed", "flush_ticks", "flush_resolution"):
+            continue  # (exact: below)
         else:
             setattr(total, key, getattr(total, key) + value)
+    if part.flush_ticks:
+        total.add_flush_ticks(part.flush_ticks, part.flush_resolution)
 
 
 def _span(span: tuple[int, int] | None, lo: int, hi: int) -> tuple[int, int]:

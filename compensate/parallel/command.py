@@ -180,17 +180,13 @@ def gather_info(transport, info: dict) -> dict | None:
     return out
 
 
-#: The streamed run's reads (compensate/parallel/segments.py): rank 0's cut pass
-#: reads the one-process chunks in this many pieces (the cutter looks for a cut
-#: after each whole chunk, so the cuts are the same, and the reader holds a
-#: sixteenth: 2^14 records), and a rank reads its own locations in chunks of this
-#: share of the one-process chunk (2^12 records; any chunking gives the same
-#: segments: a rank reads on until it has a record at or after the cut, so the
-#: smaller the reads, the less it holds beyond the cut, joined with the segment).
-#: 10^6-record OTF2 stencil, P = 2 (docs/parallel.md "Measured"): the cut pass
-#: 116 -> 112 MiB for groups 4 -> 16 (+0.2 s; 64: -2 MiB more, +1.5 s), a rank's
-#: segments 114 -> 110 MiB for shares 4 -> 64 (256: -1 MiB more).
-CUT_GROUP = 16
+#: The streamed run's reads (compensate/parallel/segments.py, cutting.py): a rank
+#: reads its own locations in chunks of this share of the one-process chunk (2^12
+#: records; any chunking gives the same segments: a rank reads on until it has a
+#: record at or after the cut, so the smaller the reads, the less it holds beyond
+#: the cut, joined with the segment). 10^6-record OTF2 stencil, P = 2
+#: (docs/parallel.md "Measured"): a rank's segments 114 -> 110 MiB for shares
+#: 4 -> 64 (256: -1 MiB more).
 OWN_CHUNK_SHARE = 64
 
 
@@ -215,22 +211,17 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     import time
 
     from compensate.engine import EngineOptions
-    from compensate.engine.stream import (
-        SEGMENT_RECORDS,
-        _libc_release,
-        chunk_records_for,
-        steady_malloc,
-    )
+    from compensate.engine.stream import SEGMENT_RECORDS, _libc_release, steady_malloc
     from compensate.formats import (
         DEFAULT_CHUNK_RECORDS,
         location_record_counts,
         parts,
         read_chunks,
     )
+    from compensate.parallel.cutting import agreed_cuts, chunk_records, share_of
     from compensate.parallel.ownership import owners
     from compensate.parallel.segments import (
         RankStream,
-        cut_times,
         fitted_options,
         observe_rank,
         stream_rank,
@@ -248,20 +239,6 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     fallback = RankStream.step_of(transport)
     platform = args.platform_used or Platform(0.0)
 
-    def cut():  # rank 0: the one-process cutter over the whole trace's columns
-        if transport.rank != 0:
-            return None
-        size = getattr(args, "segment_records", None)
-        chunk = chunk_records_for(size) if size else DEFAULT_CHUNK_RECORDS
-        group = CUT_GROUP if chunk % CUT_GROUP == 0 else 1  # (smaller reads, same cuts)
-        defs, chunks = read_chunks(args.input, chunk // group, payload=False)
-        return cut_times(defs, chunks, size or SEGMENT_RECORDS, group)
-
-    cuts = transport.allgather(fallback(cut))[0]
-    if transport.rank == 0:  # the cutter's heap back before the segments' (which the
-        _libc_release(0)()  # steady malloc would otherwise keep up to 64 MiB of)
-    lap("cut")
-
     def definitions():
         defs, chunks = read_chunks(args.input, payload=False, locations=[])
         getattr(chunks, "close", lambda: None)()
@@ -271,15 +248,23 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     owner = owners(defs, list(defs.locations), transport.size, counts)
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
     lap("definitions")
+
+    def own_chunks(size: int = max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE)):
+        return read_chunks(args.input, size, payload=False, locations=mine)[1]
+
+    # the segments' cuts, agreed by the ranks from their own locations
+    share = share_of(mine, counts)
+    target = getattr(args, "segment_records", None) or SEGMENT_RECORDS
+    cuts = agreed_cuts(defs, fallback(own_chunks, chunk_records(
+        target, share, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE)), transport, mine, share,
+        target, fallback)
+    _libc_release(0)()  # (the cut pass's heap back before the segments')
+    lap("cut")
     outcome = None
     if args.bound == "fitted":  # first pass: the fit reduced across ranks
-        defs, chunks = fallback(lambda: read_chunks(
-            args.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE), payload=False,
-            locations=mine))
-        outcome = observe_rank(defs, chunks, cuts, transport, owner, platform,
+        outcome = observe_rank(defs, fallback(own_chunks), cuts, transport, owner, platform,
                                source=str(args.input), eager_limit=args.eager_limit,
                                strict=args.strict)
-        chunks = None
         _libc_release(0)()  # (the pass's heap back before the segments')
         lap("fit")
     writer = None

@@ -455,17 +455,17 @@ class Exchange:
         fast path's late parties included) summed; R1 overcompensation and
         BufferFlush statistics, which each rank counted for its own locations (the
         graph gives ghost locations no R1 gaps and counts none of them), summed,
-        their largest shortfall the largest; the flush seconds added per location in
-        the trace's location order, as the one-process run adds them (the same
-        float)."""
+        their largest shortfall the largest; the flush ticks summed (exact integers:
+        the same seconds as the one-process run's)."""
         t = self.transport
         cases = stats.p2p_cases
         flush = {}
         for li in self._owned:
             ev = g.evs[li]
             f = np.flatnonzero(ev.kind == BUFFER_FLUSH)
-            if f.size:  # as Graph._flat_columns adds it
-                flush[g.loc_ids[li]] = float(np.sum(ev.size[f] - ev.time[f]) / g.res)
+            f = f[f >= len(g.pins[li][0])]  # a segment's context was counted before
+            if f.size:  # as Graph._flat_columns counts it
+                flush[g.loc_ids[li]] = int(np.sum(ev.size[f] - ev.time[f]))
         mine = ({k: v - base.get(k, 0) for k, v in cases.items()}, stats.overcompensated,
                 dict(stats.overcompensated_by_kind), stats.overcompensated_max_s,
                 stats.buffer_flushes, flush,
@@ -485,12 +485,10 @@ class Exchange:
         stats.overcompensated_by_kind = by_kind
         stats.overcompensated_max_s = max(d[3] for d in got)
         stats.buffer_flushes = sum(d[4] for d in got)
-        seconds = {loc: x for d in got for loc, x in d[5].items()}
-        total = 0.0
-        for loc in g.loc_ids:
-            if loc in seconds:
-                total += seconds[loc]
-        stats.flush_seconds_removed = total
+        ticks = sum(x for d in got for x in d[5].values())
+        stats.flush_ticks, stats.flush_seconds_removed = 0, 0.0
+        if ticks:
+            stats.add_flush_ticks(ticks, g.trace.definitions.timer_resolution)
 
     def check_first_waiting(self, li: int) -> None:
         """After a cycle: return if this rank's location position ``li`` is the first

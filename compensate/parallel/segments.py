@@ -74,6 +74,8 @@ from compensate.engine.stream import (
     release_memory,
 )
 from compensate.model import BUFFER_FLUSH, Definitions, Events, Trace, TraceError
+from compensate.parallel.cutting import agreed_cuts, share_of
+from compensate.parallel.cutting import chunk_records as cut_chunk_records
 from compensate.parallel.driver import FALLBACK, RankFailed, agreed
 from compensate.parallel.exchange import Exchange
 from compensate.parallel.fit import reduced_outcome
@@ -454,22 +456,33 @@ def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
 def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, size: int,
                       segment_records: int = SEGMENT_RECORDS, chunk_records: int = 1 << 16,
                       eager_limit: int | None = None, fit: list | None = None,
-                      ) -> tuple[StreamResult, dict[int, Events]]:
+                      agreed: bool = False) -> tuple[StreamResult, dict[int, Events]]:
     """:func:`stream_rank` on ``size`` thread ranks of this process (tests): rank 0's
     result and every location's output records. ``fit``, a list: the ``--bound
     fitted`` run (of ``options`` only the collective exit counts), whose fit is
-    :func:`observe_rank`'s; the list receives the fit's outcome."""
+    :func:`observe_rank`'s; the list receives the fit's outcome. ``agreed``: the
+    ranks agree on the cuts from their own locations, as the command's ranks do
+    (:func:`compensate.parallel.cutting.agreed_cuts`), instead of taking the
+    one-process run's (:func:`cut_times`)."""
     from compensate.engine.stream import trace_chunks
     from compensate.parallel.ownership import owners
     from compensate.parallel.transport import run_threads
 
     defs = trace.definitions
-    cuts = cut_times(defs, trace_chunks(trace, chunk_records), segment_records)
+    one = None if agreed else cut_times(defs, trace_chunks(trace, chunk_records),
+                                        segment_records)
     owner = owners(defs, list(trace.events), size)
 
     def rank(t: Transport) -> tuple[StreamResult | None, dict[int, list[Events]], Any]:
         mine = Trace(defs, {loc: ev for loc, ev in trace.events.items()
                             if owner[loc] == t.rank}, trace.source)
+        cuts = one
+        if cuts is None:
+            share = share_of(list(mine.events), {loc: len(ev) for loc, ev in
+                                                 trace.events.items()})
+            cuts = agreed_cuts(defs, trace_chunks(mine, cut_chunk_records(
+                segment_records, share, chunk_records)), t, list(mine.events), share,
+                segment_records, RankStream.step_of(t))
         opts, outcome = options, None
         if fit is not None:
             outcome = observe_rank(defs, trace_chunks(mine, chunk_records), cuts, t, owner,

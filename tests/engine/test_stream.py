@@ -48,7 +48,7 @@ def assert_same(ref, got, res):
         np.testing.assert_array_equal(ev.size, want.size, err_msg=f"location {loc}")
         assert ev.payload == want.payload
     a, b = ref.stats.to_dict(), res.stats.to_dict()
-    assert a.pop("flush_seconds_removed") == pytest.approx(b.pop("flush_seconds_removed"))
+    # (flush seconds exact: summed as ticks)
     assert a == b
     assert res.counts == ref.matching.counts()
 

@@ -20,7 +20,8 @@ from ..conftest import ROOT, TRACES, mpiexec
 from ..fingerprint_gen import _output_bytes
 from .test_exchange import CYCLE
 
-PER_RUN = {"seconds", "output", "ranks", "parallel"}  # honestly per run (docs/parallel.md)
+PER_RUN = {"seconds", "output", "ranks", "parallel",  # honestly per run (docs/parallel.md)
+           "segments"}  # (the ranks agree on their own cuts: compensate/parallel/cutting.py)
 
 
 @pytest.fixture(scope="module")
