@@ -126,6 +126,8 @@ def test_hand_computed_cuts(tmp_path):
     assert every[0] == every[1]
     assert every[0] == [(15, 3), (30, 3), (75, 7), (105, 5), (115, 3), (None, 1)]
     assert_safe(trace, every[0])
+    # a third rank owns nothing (share 0, its input ends at once): the same cuts
+    assert cuts_on_ranks(trace, 3, 4, chunk=1) == [every[0]] * 3
 
 
 @pytest.mark.parametrize("name", NAMES)
