@@ -188,6 +188,10 @@ def gather_info(transport, info: dict) -> dict | None:
 #: (docs/parallel.md "Measured"): a rank's segments 114 -> 110 MiB for shares
 #: 4 -> 64 (256: -1 MiB more).
 OWN_CHUNK_SHARE = 64
+#: ... and for the cut (compensate/parallel/cutting.py, no payload) in chunks of
+#: this share (2^14 records: its per-chunk work is Python per location, and it
+#: holds only the columns its search reads).
+CUT_CHUNK_SHARE = 16
 
 
 def streams(args) -> bool:
@@ -256,7 +260,7 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     share = share_of(mine, counts)
     target = getattr(args, "segment_records", None) or SEGMENT_RECORDS
     cuts = agreed_cuts(defs, fallback(own_chunks, chunk_records(
-        target, share, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE)), transport, mine, share,
+        target, share, DEFAULT_CHUNK_RECORDS // CUT_CHUNK_SHARE)), transport, mine, share,
         target, fallback)
     _libc_release(0)()  # (the cut pass's heap back before the segments')
     lap("cut")
