@@ -630,7 +630,8 @@ def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: lis
 
 class _CountingCutter(_Cutter):
     """The cutter's search for the segments' cuts and record counts only (the
-    distributed run's cut pass, :func:`compensate.parallel.segments.cut_times`): the
+    base of a distributed rank's cutter, :mod:`compensate.parallel.cutting`, and
+    of :func:`compensate.parallel.segments.cut_times`): the
     same attempts and cuts as :class:`_Cutter`, but of the records it takes it keeps
     every record's time (the counts, the references of METRIC samples) and, whole,
     only the records :meth:`_Cutter._aligned` reads (:data:`_ALIGNED`); the busy

@@ -202,14 +202,15 @@ def streams(args) -> bool:
 
 
 def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
-    """Every rank's streamed run (:mod:`compensate.parallel.segments`): rank 0 cuts the
-    whole trace (no payload) and every rank gets the cut times; every rank reads its
-    own locations in chunks, segment by segment, and writes its records into its
-    part as it goes. Under ``--bound fitted`` a first pass over the same segments
-    observes the transfers each rank's receives show, and the fit is reduced across
-    the ranks (:func:`~compensate.parallel.segments.observe_rank`). Returns
-    ``(StreamResult on rank 0 else None, the open part writer, definitions, this
-    rank's info, the fit's outcome or None)``; raises
+    """Every rank's streamed run (:mod:`compensate.parallel.segments`): the ranks
+    agree on the cuts from their own locations (:mod:`compensate.parallel.cutting`,
+    no payload); every rank reads its own locations in chunks, segment by segment,
+    and writes its records into its part as it goes. Under ``--bound fitted`` a
+    first pass over the same segments observes the transfers each rank's receives
+    show, and the fit is reduced across the ranks
+    (:func:`~compensate.parallel.segments.observe_rank`). Returns ``(StreamResult
+    on rank 0 else None, the open part writer, definitions, this rank's info, the
+    fit's outcome or None)``; raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
     one-process command would not stream (nothing of this run is kept)."""
     import time

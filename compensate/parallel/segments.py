@@ -2,13 +2,14 @@
 docs/parallel.md "Streaming within a rank").
 
 A rank holds one segment of its own locations at a time instead of its whole
-share. The segments are the one-process streamed run's
-(:mod:`compensate.engine.stream`): one rank runs the one-process cutter over the
-whole trace's columns (:func:`cut_times`, no payload) and every rank gets the cut
-times. A cut is safe for the whole trace (nothing crosses it: no message in
-flight, no collective with members on both sides, no open request or call around
-a send), so each segment is a closed problem on every rank: of each channel both
-ends' messages and every collective instance whole. Then every rank, per segment
+share. The segments' cuts are agreed by the ranks from their own locations
+(:func:`compensate.parallel.cutting.agreed_cuts`, the command's way), or are the
+one-process streamed run's (:func:`cut_times`: one process runs the one-process
+cutter over the whole trace's columns; the tests' reference). A cut is safe
+for the whole trace (nothing crosses it: no message in flight, no collective with
+members on both sides, no open request or call around a send), so each segment
+is a closed problem on every rank: of each channel both ends' messages and every
+collective instance whole. Then every rank, per segment
 (:class:`RankStream`):
 
 1. splits its own locations at the cut (:func:`own_segments`, the cutter's own
@@ -94,7 +95,9 @@ class StreamFallback(Exception):
 def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
               segment_records: int = SEGMENT_RECORDS, group: int = 1,
               ) -> list[tuple[int | None, int]]:
-    """The one-process streamed run's segments, ``(cut, records)`` each: the segment
+    """The one-process streamed run's segments, ``(cut, records)`` each (the
+    reference the tests hold the distributed run to; the command's ranks agree on
+    their own cuts, :mod:`compensate.parallel.cutting`): the segment
     holds the records measured before ``cut`` (None: every record left), METRIC
     samples held back as the cutter holds them. ``chunks``: the whole trace (no
     payload needed), read in chunks ``group`` times smaller than the one-process
