@@ -150,13 +150,14 @@ def chunk_records(segment_records: int, share: float, largest: int) -> int:
 def share_of(mine: list[int], counts: dict[int, int | None]) -> float:
     """This rank's part of the trace's records (``counts``: every location's, as
     :func:`compensate.formats.location_record_counts` gives them; where one is not
-    known, as for a text trace, its part of the locations)."""
+    known, as for a text trace or an OTF2 archive whose definitions give every
+    location 0 records, its part of the locations)."""
     if not counts:
         return 0.0
-    if any(c is None for c in counts.values()):
-        return len(mine) / len(counts)
-    total = sum(counts.values())
-    return sum(counts[loc] or 0 for loc in mine) / total if total else 0.0
+    total = sum(c or 0 for c in counts.values())
+    if not total or any(c is None for c in counts.values()):  # (a writer that left
+        return len(mine) / len(counts)  # OTF2's numberOfEvents 0: not known either)
+    return sum(counts[loc] or 0 for loc in mine) / total
 
 
 def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],

@@ -217,3 +217,14 @@ def test_random_traces_any_ranks_any_segment(data, n_locs, steps, extended, size
     for loc, ev in one[0].trace.events.items():
         if len(ev):
             np.testing.assert_array_equal(events[loc].time, ev.time)
+
+
+def test_a_ranks_share_of_the_records():
+    """By the definitions' record counts; by locations where they are not known
+    (a text trace) or all 0 (a writer that left OTF2's numberOfEvents 0)."""
+    assert share_of([1], {0: 30, 1: 10}) == 0.25
+    assert share_of([0], {0: 30, 1: None}) == 0.5
+    assert share_of([0, 1], {0: 0, 1: 0, 2: 0}) == pytest.approx(2 / 3)
+    assert share_of([], {0: 5}) == 0.0
+    assert chunk_records(1000, 0.25, 1 << 14) == 62  # a quarter of its 250
+    assert chunk_records(1 << 18, 0.5, 1 << 14) == 1 << 14  # at most the largest
