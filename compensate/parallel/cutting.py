@@ -58,6 +58,10 @@ from compensate.parallel.transport import Transport
 #: how many exact checks one attempt makes (the one-process cutter tries its four
 #: latest candidates)
 ATTEMPTS = 4
+#: how many times one check's ``T`` may be lowered (one ``allgather`` each) before
+#: the attempt gives up and the ranks read on: ranks whose free intervals
+#: alternate would otherwise walk down them one collective at a time
+LOWERINGS = 64
 
 
 class _LocalCutter(_CountingCutter):
@@ -231,13 +235,15 @@ def _agree(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int
     bt, bd, level, ends = _safe_times(bt, bd)
     cut = horizon
     for _ in range(ATTEMPTS):
-        while True:  # down to a time every rank's local level is 0 at
+        for _ in range(LOWERINGS):  # down to a time every rank's local level is 0 at
             offers = t.allgather(_latest_safe(bt, level, ends, cut))
             if any(o is None for o in offers):
                 return None
             if min(offers) == cut:
                 break
             cut = min(offers)
+        else:
+            return None
         if cut <= first:
             return None
 

@@ -228,3 +228,18 @@ def test_a_ranks_share_of_the_records():
     assert share_of([], {0: 5}) == 0.0
     assert chunk_records(1000, 0.25, 1 << 14) == 62  # a quarter of its 250
     assert chunk_records(1 << 18, 0.5, 1 << 14) == 1 << 14  # at most the largest
+
+
+@pytest.mark.parametrize("name", ["stencil", "mixed", "hybrid_halo"])
+def test_an_attempt_that_gives_up_lowering_still_cuts_safely(name, monkeypatch):
+    """With one lowering allowed per check (cutting.LOWERINGS), most attempts give
+    up and the ranks read on: fewer cuts, every one still safe."""
+    import compensate.parallel.cutting as cutting
+
+    sim = simulate(name, ranks=4 if name not in HYBRID_PROGRAMS else 3, seed=1, iterations=3)
+    full = cuts_on_ranks(sim.measured, 2, 40)[0]
+    monkeypatch.setattr(cutting, "LOWERINGS", 1)
+    every = cuts_on_ranks(sim.measured, 2, 40)
+    assert all(c == every[0] for c in every)
+    assert_safe(sim.measured, every[0])
+    assert len(every[0]) < len(full)  # (the give-up path was taken)
