@@ -1,4 +1,5 @@
-"""``compensate ARGS`` in this interpreter, returned as a subprocess's would be.
+"""``compensate ARGS`` in this interpreter, returned as a subprocess's would be
+(and :func:`run_main` for another command's entry point, such as ``calibrate``'s).
 
 A fresh ``python -m compensate`` costs ~0.5 s of interpreter start and imports
 before it reads a record; a test that checks what the command returns and prints
@@ -19,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 # environment variables that change what the command does (tracebacks, test hooks)
@@ -31,6 +33,14 @@ def run_compensate(*args: object, cwd: str | Path | None = None
     stderr (Python's output first, then what was written to the descriptors)."""
     from compensate.cli import main
 
+    return run_main(main, "compensate", *args, cwd=cwd)
+
+
+def run_main(main: Callable[[list[str]], int], prog: str, *args: object,
+             cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """``PROG ARGS`` through its entry point ``main(argv)``, as :func:`run_compensate`
+    does for ``compensate``: what a child process the command starts writes to the
+    inherited descriptors 1 and 2 is captured too, as a subprocess's pipes would."""
     argv = [str(a) for a in args]
     saved_env = {k: os.environ.pop(k) for k in _UNSET if k in os.environ}
     here = os.getcwd()
@@ -57,4 +67,4 @@ def run_compensate(*args: object, cwd: str | Path | None = None
         fd_err.seek(0)
         out = py_out.getvalue() + fd_out.read().decode(errors="replace")
         err = py_err.getvalue() + fd_err.read().decode(errors="replace")
-    return subprocess.CompletedProcess(["compensate", *argv], code, out, err)
+    return subprocess.CompletedProcess([prog, *argv], code, out, err)

@@ -40,7 +40,7 @@ from compensate.platform import Platform
 from compensate.simulate import simulate
 
 from ..conftest import REAL_ARCHIVES
-from ..inprocess import run_compensate
+from ..inprocess import run_compensate, run_main
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MICROBENCH = ROOT / "calibration" / "microbench.c"
@@ -324,12 +324,16 @@ def test_external_probe_recovers_an_injected_overhead(microbench, timer):
 
 
 def test_calibrate_overhead_updates_a_platform_file(microbench, quick_file, tmp_path):
+    """In this interpreter (:func:`tests.inprocess.run_main`, descriptors 1 and 2
+    captured) instead of a fresh ``python -m calibration``: what is tested is what the
+    command prints and writes; the fake tracer still runs as its own process."""
     target = tmp_path / "p.json"
     shutil.copy(quick_file, target)
-    proc = run_calibrate("overhead", "--command", f"{microbench} {{n}} 600",
-                         "--baseline", f"{microbench} {{n}}", "--events-per-iteration", "2",
-                         "--n", "20000,40000,60000,80000", "--repeats", "3",
-                         "--timing", "stdout", "--update", target)
+    proc = run_main(calibrate_main, "calibrate", "overhead",
+                    "--command", f"{microbench} {{n}} 600",
+                    "--baseline", f"{microbench} {{n}}", "--events-per-iteration", "2",
+                    "--n", "20000,40000,60000,80000", "--repeats", "3",
+                    "--timing", "stdout", "--update", target)
     assert proc.returncode == 0, proc.stderr
     assert "overhead per record" in proc.stdout
     data = json.loads(target.read_text())
