@@ -132,10 +132,10 @@ def test_hand_computed_cuts(tmp_path):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_program_cut_safely_and_compensated_as_in_one_process(name):
-    """Every simulated program at P = 2 and 3, segments of 40 records: the cuts
-    are safe for the whole trace and the same on every rank, and the streamed
-    distributed run on them gives the one-process (in-memory) output, statistics,
-    matching counts and a passed verification."""
+    """Every simulated program, segments of 40 records: at P = 2 and 3 the cuts
+    are safe for the whole trace and the same on every rank; the streamed
+    distributed run on them (P = 2 or 3) gives the one-process (in-memory) output,
+    statistics, matching counts and a passed verification."""
     sim = simulate(name, ranks=4 if name not in HYBRID_PROGRAMS else 3, seed=1, iterations=3)
     trace, platform = sim.measured, sim.platform
     one = run_pipeline(trace, platform, "lower", "uniform", None)
@@ -143,6 +143,9 @@ def test_every_program_cut_safely_and_compensated_as_in_one_process(name):
         every = cuts_on_ranks(trace, size, 40)
         assert all(c == every[0] for c in every)
         assert_safe(trace, every[0])
+    # the run on them at P = 2 for half of the programs, P = 3 for the other half
+    # (suite time; the cuts above are checked at both)
+    for size in [2 + NAMES.index(name) % 2]:
         res, events = segments.stream_in_threads(trace, platform, EngineOptions("lower"),
                                                  size, 40, 16, agreed=True)
         assert res.verification.ok
@@ -198,7 +201,7 @@ def test_input_out_of_time_order_falls_back_on_every_rank(tmp_path):
     assert "not in time order" in got[1] and got[0] is not None
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(2, 5), st.integers(8, 40), st.booleans(),
        st.integers(2, 4), st.integers(4, 60))
 def test_random_traces_any_ranks_any_segment(data, n_locs, steps, extended, size, segment):
