@@ -6,6 +6,8 @@ distributed run on them gives the one-process output record for record."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -71,41 +73,11 @@ def assert_safe(trace: Trace, cuts: list) -> None:
     assert sum(r for _, r in cuts) == trace.record_count
 
 
-HAND = """compensate-trace 1
-timer_resolution 1000000000
-location 0 group=0
-location 1 group=1
-region 0 "work"
-region 1 "MPI_Send"
-region 2 "MPI_Recv"
-comm 0 "MPI_COMM_WORLD" 0,1
-events
-0   0 Enter region=0
-0   1 Enter region=0
-10  0 Leave region=0
-15  1 Leave region=0
-20  0 Enter region=1
-25  1 Enter region=2
-30  0 MpiSend receiver=1 comm=0 tag=0 bytes=8
-40  0 Leave region=1
-50  0 Enter region=0
-55  1 MpiRecv sender=0 comm=0 tag=0 bytes=8
-60  0 Leave region=0
-65  1 Leave region=2
-70  0 Enter region=1
-75  1 Enter region=2
-80  0 MpiSend receiver=1 comm=0 tag=0 bytes=8
-90  0 Leave region=1
-95  1 MpiRecv sender=0 comm=0 tag=0 bytes=8
-100 0 Enter region=0
-105 1 Leave region=2
-106 1 Enter region=0
-110 0 Leave region=0
-115 1 Leave region=0
-"""
+#: two processes, a message 30 -> 55 and one 80 -> 95 (the hand-computed case)
+HAND = Path(__file__).parent / "data" / "hand_cut.trace"
 
 
-def test_hand_computed_cuts(tmp_path):
+def test_hand_computed_cuts():
     """Two processes on two ranks, a message 30 -> 55 and one 80 -> 95, segments
     of 4 records, read one record at a time. Rank 0 holds 12 of the 22 records
     (share 3 records a segment), rank 1 10 (share 2). By hand:
@@ -119,9 +91,7 @@ def test_hand_computed_cuts(tmp_path):
     * 105: horizons 110 and 105: 5 records;
     * 115: rank 0's input has ended, rank 1's horizon is 115: 3 records;
     * the rest: rank 1's last record."""
-    path = tmp_path / "hand.trace"
-    path.write_text(HAND)
-    trace = read_trace(path)
+    trace = read_trace(HAND)
     every = cuts_on_ranks(trace, 2, 4, chunk=1)
     assert every[0] == every[1]
     assert every[0] == [(15, 3), (30, 3), (75, 7), (105, 5), (115, 3), (None, 1)]
@@ -173,13 +143,11 @@ def test_a_real_archive_cut_on_ranks():
         assert_safe(trace, every[0])
 
 
-def test_input_out_of_time_order_falls_back_on_every_rank(tmp_path):
+def test_input_out_of_time_order_falls_back_on_every_rank():
     """A record before a cut already made (rank 1's reader yields one more record
     at time 5 after everything else): the rank that reads it cannot stream, and
     every rank falls back together."""
-    path = tmp_path / "hand.trace"
-    path.write_text(HAND)
-    trace = read_trace(path)
+    trace = read_trace(HAND)
     defs = trace.definitions
 
     def body(t):
