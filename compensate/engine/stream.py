@@ -733,6 +733,12 @@ class _Segmenter:
         self.ctx: dict[int, _Context] = defaultdict(_Context)
         self.t0: int | None = None
         self.links = LinkCarry(defs)
+        #: the measured time of each accelerator stream's latest Leave and of each host
+        #: thread's latest synchronize Leave, in earlier segments (:meth:`_synchronizes`)
+        self.device_leave: dict[int, int] = {}
+        self.sync_leave: dict[int, int] = {}
+        self.sync_regions = np.array([r for r, name in defs.regions.items()
+                                      if is_synchronize(name)], dtype=np.int64)
 
     def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
         """(trace for the engine, trace for matching, pins) of a segment with its
@@ -814,7 +820,65 @@ class _Segmenter:
             p = len(self.ctx[loc].records()) if loc in self.ctx else 0
             self.nesting_first = dict(first, index=self.done[loc] + first["index"] - p)
         self._lock_order(mtrace, matching)
+        self._synchronizes(mtrace)
         return matching
+
+    def _synchronizes(self, mtrace: Trace) -> None:
+        """NotStreamable if a host synchronize call of this segment would link, as
+        in memory, to a device Leave of an earlier segment (the stream's latest Leave
+        before the call is before the cut and after the thread's previous
+        synchronize call: compensate.matching.devices). That Leave is context here,
+        which matching does not see, so the link would be lost and the call could
+        return before the device work ended; the caller runs the whole trace in
+        memory instead. (Carrying the Leave across the cut would keep streaming:
+        not built.)"""
+        if not self.device_leave or not self.sync_regions.size:
+            return
+        defs = self.defs
+        streams: dict[int, list[int]] = defaultdict(list)
+        for loc in self.device_leave:
+            streams[defs.process_of(loc)].append(loc)
+        for loc, ev in mtrace.events.items():
+            d = defs.locations.get(loc)
+            mine = streams.get(defs.process_of(loc)) if d is not None and d.is_cpu else None
+            if not mine or loc not in self.done:
+                continue
+            p = len(self.ctx[loc].records()) if loc in self.ctx else 0
+            sync = np.flatnonzero((ev.kind[p:] == LEAVE)
+                                  & np.isin(ev.region[p:], self.sync_regions))
+            if not sync.size:
+                continue
+            i = p + int(sync[0])
+            t = int(ev.time[i])
+            after = self.sync_leave.get(loc, -1)
+            for s_loc in mine:
+                sev = mtrace.events.get(s_loc)
+                q = len(self.ctx[s_loc].records()) if s_loc in self.ctx else 0
+                here = sev is not None and bool(np.any(
+                    (sev.kind[q:] == LEAVE) & (sev.time[q:] < t)))
+                if not here and self.device_leave[s_loc] >= after:
+                    raise NotStreamable(
+                        f"location {loc}, record {self.done[loc] + i - p}: a synchronize "
+                        f"call after the cut waits for device work on location {s_loc} "
+                        f"that ended before it; this trace is compensated in memory")
+
+    def _note_synchronizes(self, seg: dict[int, Events]) -> None:
+        """Keep each stream's latest Leave and each host thread's latest
+        synchronize Leave (measured times) for :meth:`_synchronizes`."""
+        if not self.sync_regions.size:
+            return
+        for loc, ev in seg.items():
+            d = self.defs.locations.get(loc)
+            if d is None or not len(ev):
+                continue
+            if d.is_device:
+                idx = np.flatnonzero(ev.kind == LEAVE)
+                if idx.size:
+                    self.device_leave[loc] = int(ev.time[idx[-1]])
+            elif d.is_cpu:
+                idx = np.flatnonzero((ev.kind == LEAVE) & np.isin(ev.region, self.sync_regions))
+                if idx.size:
+                    self.sync_leave[loc] = int(ev.time[idx[-1]])
 
     def _lock_order(self, mtrace: Trace, matching: Matching) -> None:
         """Lock hand-overs across the cut that fork/join, barriers or Pthread
@@ -890,6 +954,7 @@ class _Segmenter:
             return (ev.row(j), ev.payload[j], v, w, base[loc] + j)
 
         self.links.update({loc: ev for loc, ev in seg.items() if len(ev)}, row_of)
+        self._note_synchronizes(seg)
         carried = self.links.carried()
         for loc, ctx in self.ctx.items():
             mine = carried.get(loc, [])

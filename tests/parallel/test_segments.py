@@ -288,3 +288,12 @@ def test_a_flush_in_a_segments_context_is_counted_once():
     par = segments.stream_in_threads(trace, platform, opts, 2, 150, 16)
     assert par[0].stats.flush_seconds_removed == res.stats.flush_seconds_removed
     assert_same(ref, par)
+
+
+def test_a_synchronize_after_a_cut_falls_back_on_every_rank():
+    """Where the one-process streamed run refuses (a synchronize call's device
+    Leave in an earlier segment: tests/engine/test_stream.py), every rank does."""
+    sim = simulate("gpu", ranks=2, seed=0, overhead=5e-6)
+    with pytest.raises(segments.StreamFallback, match="synchronize call after the cut"):
+        segments.stream_in_threads(sim.measured, sim.platform, EngineOptions("lower"), 2,
+                                   SEGMENT, CHUNK)
