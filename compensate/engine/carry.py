@@ -8,7 +8,15 @@ cut, because nothing brackets them:
 * a lock (a mutex outside a parallel region, legacy or Thread* records): the
   release of acquisition ``k`` before the cut, the acquisition ``k + 1`` after it;
 * a kernel launch: the host's callsite parameter before the cut, the kernel's
-  ``Enter`` on its stream after it.
+  ``Enter`` on its stream after it;
+* a host synchronize call after the cut that waits for device work which ended
+  before it: the stream's latest activity (its ``Enter`` and ``Leave``, so that
+  its nesting stays whole) is carried while some host thread of its process has
+  not called a synchronize since it ended (the thread's latest synchronize
+  ``Leave``, :attr:`LinkCarry.sync_after`, is what the whole trace's matcher
+  compares with: :meth:`compensate.engine.stream._Segmenter.match` drops the
+  links the segment's matcher makes to carried Leaves a thread had already
+  synchronized with).
 
 Such a sender record is *carried*: put, with its pinned approximated and written
 times, among the context records in front of its location's part of the next
@@ -36,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from compensate.matching.devices import is_synchronize
 from compensate.matching.threads import field_of
-from compensate.model import ENTER, KIND_CODE, Definitions, Events
+from compensate.model import ENTER, KIND_CODE, LEAVE, Definitions, Events
 
 _ACQUIRE = (KIND_CODE["ThreadAcquireLock"], KIND_CODE["OmpAcquireLock"])
 _RELEASE = (KIND_CODE["ThreadReleaseLock"], KIND_CODE["OmpReleaseLock"])
@@ -64,6 +73,18 @@ class LinkCarry:
         #: can be launches)
         self.gpu_procs = {defs.process_of(loc) for loc, d in defs.locations.items()
                           if d.is_device}
+        #: per accelerator stream, its latest activity's (Enter row, Leave row), and
+        #: the Enter of an activity still running at the end of a segment
+        self.device_pair: dict[int, tuple[Row, Row]] = {}
+        self.device_open: dict[int, Row] = {}
+        #: per host thread, the measured time of its latest synchronize Leave
+        self.sync_after: dict[int, int] = {}
+        self.sync_regions = np.array([r for r, name in defs.regions.items()
+                                      if is_synchronize(name)], dtype=np.int64)
+        self.hosts: dict[int, list[int]] = defaultdict(list)  # process -> CPU threads
+        for loc, d in defs.locations.items():
+            if d.is_cpu and defs.process_of(loc) in self.gpu_procs:
+                self.hosts[defs.process_of(loc)].append(loc)
 
     def _lock_key(self, loc: int, payload: Any, kind: int) -> tuple | None:
         model = "OPENMP" if kind in (_ACQUIRE[1], _RELEASE[1]) else field_of(payload, "model")
@@ -91,6 +112,13 @@ class LinkCarry:
                 elif order >= self.release.get(key, (-1,))[0]:
                     row = row_of(loc, j)
                     self.release[key] = (order, loc, row[4], row)
+            if device and self.sync_regions.size:
+                self._device_pair(loc, ev, row_of)
+            elif self.sync_regions.size and loc in defs.locations and \
+                    defs.locations[loc].is_cpu and defs.process_of(loc) in self.gpu_procs:
+                sync = np.flatnonzero((k == LEAVE) & np.isin(ev.region, self.sync_regions))
+                if sync.size:
+                    self.sync_after[loc] = int(ev.time[sync[-1]])
             if device:
                 for j in np.flatnonzero((k[:-1] == ENTER) & (k[1:] == _PARAM)).tolist():
                     p = ev.payload[j + 1]
@@ -117,9 +145,35 @@ class LinkCarry:
             else:
                 self.launch.pop(key, None)
 
+    def _device_pair(self, loc: int, ev: Events, row_of: Callable[[int, int], Row]) -> None:
+        """Note the stream's latest activity of this segment: its last Leave and the
+        Enter before it of the same region, which an activity still running at the
+        end of the previous segment left in :attr:`device_open`; and the Enter of an
+        activity still running at the end of this one."""
+        leaves = np.flatnonzero(ev.kind == LEAVE)
+        enters = np.flatnonzero(ev.kind == ENTER)
+        if leaves.size:
+            j = int(leaves[-1])
+            mine = enters[(enters < j) & (ev.region[enters] == ev.region[j])]
+            enter = row_of(loc, int(mine[-1])) if mine.size else self.device_open.get(loc)
+            if enter is not None and int(enter[0][2]) == int(ev.region[j]):
+                self.device_pair[loc] = (enter, row_of(loc, j))
+            else:
+                self.device_pair.pop(loc, None)
+        last_leave = int(leaves[-1]) if leaves.size else -1
+        if enters.size and int(enters[-1]) > last_leave:
+            self.device_open[loc] = row_of(loc, int(enters[-1]))
+        elif leaves.size:
+            self.device_open.pop(loc, None)
+
     def carried(self) -> dict[int, list[Row]]:
         """Per location, the rows to put among its context records."""
         out: dict[int, list[Row]] = defaultdict(list)
+        for loc, (enter, leave) in self.device_pair.items():
+            t = int(leave[0][0])
+            if any(self.sync_after.get(h, -1) <= t
+                   for h in self.hosts.get(self.defs.process_of(loc), ())):
+                out[loc] += [enter, leave]
         for key, (order, loc, _, row) in self.release.items():
             if self.acquired.get(key, 0) <= order:
                 out[loc].append(row)

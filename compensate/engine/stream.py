@@ -820,18 +820,32 @@ class _Segmenter:
             p = len(self.ctx[loc].records()) if loc in self.ctx else 0
             self.nesting_first = dict(first, index=self.done[loc] + first["index"] - p)
         self._lock_order(mtrace, matching)
-        self._synchronizes(mtrace)
+        self._synchronizes(mtrace, matching)
         return matching
 
-    def _synchronizes(self, mtrace: Trace) -> None:
-        """NotStreamable if a host synchronize call of this segment would link, as
-        in memory, to a device Leave of an earlier segment (the stream's latest Leave
-        before the call is before the cut and after the thread's previous
-        synchronize call: compensate.matching.devices). That Leave is context here,
-        which matching does not see, so the link would be lost and the call could
-        return before the device work ended; the caller runs the whole trace in
-        memory instead. (Carrying the Leave across the cut would keep streaming:
-        not built.)"""
+    def _synchronizes(self, mtrace: Trace, matching: Matching) -> None:
+        """A host synchronize call of this segment links, as in memory, to each
+        stream's latest device Leave before it that is not before the thread's
+        previous synchronize (compensate.matching.devices). Where that Leave is in
+        an earlier segment it is carried (compensate.engine.carry), and the
+        segment's matcher, which does not know the thread's previous synchronize,
+        links it also for a thread that had already synchronized after it: those
+        links are dropped here. NotStreamable where the Leave was not carried (its
+        activity began in an earlier segment still): the link would be lost and
+        the call could return before the device work ended, so the caller runs the
+        whole trace in memory."""
+        syncs = matching.devices.syncs if matching.devices is not None else []
+        if any(s.kind == "synchronize" for s in syncs) and self.links.sync_after:
+            kept = []
+            for s in syncs:
+                if s.kind == "synchronize":
+                    after = self.links.sync_after.get(s.recv[0], -1)
+                    s.sends = [(loc, i) for loc, i in s.sends
+                               if int(mtrace.events[loc].time[i]) >= after]
+                    if not s.sends:
+                        continue
+                kept.append(s)
+            matching.devices.syncs = kept
         if not self.device_leave or not self.sync_regions.size:
             return
         defs = self.defs
@@ -852,10 +866,8 @@ class _Segmenter:
             t = int(ev.time[i])
             after = self.sync_leave.get(loc, -1)
             for s_loc in mine:
-                sev = mtrace.events.get(s_loc)
-                q = len(self.ctx[s_loc].records()) if s_loc in self.ctx else 0
-                here = sev is not None and bool(np.any(
-                    (sev.kind[q:] == LEAVE) & (sev.time[q:] < t)))
+                sev = mtrace.events.get(s_loc)  # (a carried Leave keeps its kind here)
+                here = sev is not None and bool(np.any((sev.kind == LEAVE) & (sev.time < t)))
                 if not here and self.device_leave[s_loc] >= after:
                     raise NotStreamable(
                         f"location {loc}, record {self.done[loc] + i - p}: a synchronize "

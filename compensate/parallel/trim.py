@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from compensate.matching import Matching
+from compensate.matching.devices import DEP_KINDS, PARAM
 from compensate.matching.match import _posting_records, nesting
 from compensate.matching.p2p import closing_leaves, enclosing_enters, members_of
 from compensate.model import (
@@ -256,6 +257,26 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
         n = sends.size - int(np.count_nonzero(np.isin(sends, list(cancelled))))
         unmatched += n - int(from_li[pos[loc]]) if loc in pos else n
     out["unmatched_sends"] = unmatched
+    out["devices"] = _own_device_counts(trace, matching, own)
+    return out
+
+
+def _own_device_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, int]:
+    """The host/device links whose waiting record is on this rank's locations, by
+    kind, and its launched device activities no host record launched: summed over
+    the ranks, the one-process ``devices`` counts (a rank's view may hold another
+    process's host thread trimmed, without its synchronize calls)."""
+    out = {k: 0 for k in DEP_KINDS}
+    for s in matching.devices.syncs:
+        if s.recv[0] in own:
+            out[s.kind] += 1
+    launched = 0
+    for loc in own:
+        d = trace.definitions.locations.get(loc)
+        if d is not None and d.is_device:
+            k = trace.events[loc].kind
+            launched += int(np.count_nonzero((k[:-1] == ENTER) & (k[1:] == PARAM)))
+    out["unmatched"] = launched - out["launch"]
     return out
 
 
@@ -277,6 +298,8 @@ def reduced_matching(matching: Matching, every: list[dict]) -> ReducedMatching:
     """Rank 0's :class:`ReducedMatching` from every rank's :func:`local_counts`."""
     reduced = {name: sum(d[name] for d in every) for name in MESSAGE_COUNTS}
     reduced["unmatched_sends"] = sum(d["unmatched_sends"] for d in every)
+    reduced["devices"] = {k: sum(d["devices"][k] for d in every)
+                          for k in every[0]["devices"]}
     m = ReducedMatching(**{f.name: getattr(matching, f.name) for f in fields(Matching)},
                         reduced=reduced)
     m.unmatched_sends = reduced["unmatched_sends"]

@@ -290,10 +290,12 @@ def test_a_flush_in_a_segments_context_is_counted_once():
     assert_same(ref, par)
 
 
-def test_a_synchronize_after_a_cut_falls_back_on_every_rank():
-    """Where the one-process streamed run refuses (a synchronize call's device
-    Leave in an earlier segment: tests/engine/test_stream.py), every rank does."""
+def test_a_synchronize_after_a_cut_keeps_its_device_link_on_ranks():
+    """The carried device activity (tests/engine/test_stream.py) on ranks: the
+    one-process streamed run's output and counts at P = 2."""
     sim = simulate("gpu", ranks=2, seed=0, overhead=5e-6)
-    with pytest.raises(segments.StreamFallback, match="synchronize call after the cut"):
-        segments.stream_in_threads(sim.measured, sim.platform, EngineOptions("lower"), 2,
-                                   SEGMENT, CHUNK)
+    opts = EngineOptions("lower")
+    ref = one_process(sim.measured, sim.platform, opts)
+    assert ref[0].counts["devices"]["synchronize"] > 0 and ref[0].segments >= 3
+    assert_same(ref, segments.stream_in_threads(sim.measured, sim.platform, opts, 2,
+                                                SEGMENT, CHUNK))
