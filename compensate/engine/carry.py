@@ -77,6 +77,10 @@ class LinkCarry:
         #: the Enter of an activity still running at the end of a segment
         self.device_pair: dict[int, tuple[Row, Row]] = {}
         self.device_open: dict[int, Row] = {}
+        #: per accelerator stream, the measured time of its latest Leave (carried or
+        #: not: compensate.engine.stream._Segmenter refuses a segment that needs one
+        #: that was not)
+        self.device_leave: dict[int, int] = {}
         #: per host thread, the measured time of its latest synchronize Leave
         self.sync_after: dict[int, int] = {}
         self.sync_regions = np.array([r for r, name in defs.regions.items()
@@ -154,6 +158,7 @@ class LinkCarry:
         enters = np.flatnonzero(ev.kind == ENTER)
         if leaves.size:
             j = int(leaves[-1])
+            self.device_leave[loc] = int(ev.time[j])
             mine = enters[(enters < j) & (ev.region[enters] == ev.region[j])]
             enter = row_of(loc, int(mine[-1])) if mine.size else self.device_open.get(loc)
             if enter is not None and int(enter[0][2]) == int(ev.region[j]):

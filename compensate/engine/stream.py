@@ -447,8 +447,7 @@ class _Cutter:
         level = np.cumsum(bd)  # level[i]: open things after the first i+1 steps
         # a cut at T is safe if the steps before T sum to 0: the largest such T in
         # (bt[i], bt[i+1]] is bt[i+1]; after the last step, the latest record time
-        free = np.flatnonzero(level[:-1] == 0) if bt.size else np.zeros(0, np.int64)
-        cand = bt[free + 1][bt[free + 1] > bt[free]]
+        cand = free_ends(bt, level)
         if not bt.size or level[-1] == 0:
             cand = np.r_[cand, last] if (not bt.size or last > bt[-1]) else cand
         if bt.size and bt[0] > first:
@@ -573,6 +572,17 @@ class _Cutter:
             self.coll_done = defaultdict(int, done)
             self.cancelled = [c for c in self.cancelled if c[0] >= cut]
         self.last_cut = cut
+
+
+def free_ends(bt: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """Of the busy function's steps (times ``bt`` sorted, ``level`` after each), the
+    latest safe cut of each interval it is 0 on that a step ends: a step's time
+    where the steps before it sum to 0 (the records before it close everything
+    they opened)."""
+    if not bt.size:
+        return bt
+    free = np.flatnonzero(level[:-1] == 0)
+    return bt[free + 1][bt[free + 1] > bt[free]]
 
 
 def collectives_aligned(defs: Definitions, done: dict) -> bool:
@@ -733,12 +743,6 @@ class _Segmenter:
         self.ctx: dict[int, _Context] = defaultdict(_Context)
         self.t0: int | None = None
         self.links = LinkCarry(defs)
-        #: the measured time of each accelerator stream's latest Leave and of each host
-        #: thread's latest synchronize Leave, in earlier segments (:meth:`_synchronizes`)
-        self.device_leave: dict[int, int] = {}
-        self.sync_leave: dict[int, int] = {}
-        self.sync_regions = np.array([r for r, name in defs.regions.items()
-                                      if is_synchronize(name)], dtype=np.int64)
 
     def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
         """(trace for the engine, trace for matching, pins) of a segment with its
@@ -846,11 +850,12 @@ class _Segmenter:
                         continue
                 kept.append(s)
             matching.devices.syncs = kept
-        if not self.device_leave or not self.sync_regions.size:
+        links = self.links
+        if not links.device_leave:
             return
         defs = self.defs
         streams: dict[int, list[int]] = defaultdict(list)
-        for loc in self.device_leave:
+        for loc in links.device_leave:
             streams[defs.process_of(loc)].append(loc)
         for loc, ev in mtrace.events.items():
             d = defs.locations.get(loc)
@@ -859,38 +864,20 @@ class _Segmenter:
                 continue
             p = len(self.ctx[loc].records()) if loc in self.ctx else 0
             sync = np.flatnonzero((ev.kind[p:] == LEAVE)
-                                  & np.isin(ev.region[p:], self.sync_regions))
+                                  & np.isin(ev.region[p:], links.sync_regions))
             if not sync.size:
                 continue
             i = p + int(sync[0])
             t = int(ev.time[i])
-            after = self.sync_leave.get(loc, -1)
+            after = links.sync_after.get(loc, -1)
             for s_loc in mine:
                 sev = mtrace.events.get(s_loc)  # (a carried Leave keeps its kind here)
                 here = sev is not None and bool(np.any((sev.kind == LEAVE) & (sev.time < t)))
-                if not here and self.device_leave[s_loc] >= after:
+                if not here and links.device_leave[s_loc] >= after:
                     raise NotStreamable(
                         f"location {loc}, record {self.done[loc] + i - p}: a synchronize "
                         f"call after the cut waits for device work on location {s_loc} "
                         f"that ended before it; this trace is compensated in memory")
-
-    def _note_synchronizes(self, seg: dict[int, Events]) -> None:
-        """Keep each stream's latest Leave and each host thread's latest
-        synchronize Leave (measured times) for :meth:`_synchronizes`."""
-        if not self.sync_regions.size:
-            return
-        for loc, ev in seg.items():
-            d = self.defs.locations.get(loc)
-            if d is None or not len(ev):
-                continue
-            if d.is_device:
-                idx = np.flatnonzero(ev.kind == LEAVE)
-                if idx.size:
-                    self.device_leave[loc] = int(ev.time[idx[-1]])
-            elif d.is_cpu:
-                idx = np.flatnonzero((ev.kind == LEAVE) & np.isin(ev.region, self.sync_regions))
-                if idx.size:
-                    self.sync_leave[loc] = int(ev.time[idx[-1]])
 
     def _lock_order(self, mtrace: Trace, matching: Matching) -> None:
         """Lock hand-overs across the cut that fork/join, barriers or Pthread
@@ -966,7 +953,6 @@ class _Segmenter:
             return (ev.row(j), ev.payload[j], v, w, base[loc] + j)
 
         self.links.update({loc: ev for loc, ev in seg.items() if len(ev)}, row_of)
-        self._note_synchronizes(seg)
         carried = self.links.carried()
         for loc, ctx in self.ctx.items():
             mine = carried.get(loc, [])

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from compensate.engine.stream import SEGMENT_RECORDS, _CountingCutter
+from compensate.engine.stream import SEGMENT_RECORDS, _CountingCutter, free_ends
 from compensate.matching.p2p import _key_ids
 from compensate.model import Definitions, Events
 from compensate.parallel.transport import Transport
@@ -87,9 +87,7 @@ def _safe_times(bt: np.ndarray, bd: np.ndarray
     level = np.cumsum(bd)
     if not bt.size:
         return bt, bd, level, bt
-    free = np.flatnonzero(level[:-1] == 0)
-    ends = bt[free + 1][bt[free + 1] > bt[free]]
-    return bt, bd, level, np.unique(np.r_[bt[0], ends])
+    return bt, bd, level, np.unique(np.r_[bt[0], free_ends(bt, level)])
 
 
 def _latest_safe(bt: np.ndarray, level: np.ndarray, ends: np.ndarray, t: int) -> int | None:
@@ -197,16 +195,15 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                     h = state["horizon"]
                     state["horizon"] = last if h is None else max(h, last)
         if not cutter.count:
-            return state["ended"], state["horizon"], 0, None, None
+            return state["ended"], state["horizon"], 0, None
         cutter._merge()
-        first, last = cutter._bounds({})
-        return state["ended"], state["horizon"], cutter.count, first, last
+        return state["ended"], state["horizon"], cutter.count, cutter._bounds({})[0]
 
     while True:
         every = t.allgather(step(read))
         if all(e for e, *_ in every):
             break  # the rest is the last segment
-        firsts = [f for *_, f, _ in every if f is not None]
+        firsts = [f for *_, f in every if f is not None]
         if not firsts:
             continue  # (nothing pending anywhere: read on)
         first = min(firsts)
