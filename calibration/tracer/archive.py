@@ -290,6 +290,7 @@ def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
                        defaults: dict[str, float], tables: list[dict] | None = None) -> None:
     """One :data:`calibration.tracer.insitu.PROPERTY` per location (each table also
     appended to ``tables``, if given)."""
+    dump = os.environ.get(insitu.SAMPLES_ENV)
     for d in ranks:
         names = [key[0] for key in d.regions]
         for i, th in enumerate(d.threads):
@@ -300,6 +301,9 @@ def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
                 tables.append(table)
             defs.location_property(locations[d.rank][i], insitu.PROPERTY, Type.STRING,
                                    insitu.to_json(table))
+            if dump:
+                np.save(os.path.join(dump, f"{locations[d.rank][i]._ref}.npy"),
+                        insitu.record_costs(th.data, th.backs, d.back_ns))
 
 
 _PARADIGMS = {"user": Paradigm.USER, "mpi": Paradigm.MPI, "pthread": Paradigm.PTHREAD}

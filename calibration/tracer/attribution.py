@@ -14,7 +14,7 @@ MpiRecv → Leave gap of the tracer's own traces (issue #22: 55-59 of 276 record
 
 :func:`stamps_first` rewrites the file's ``event_overhead_by_kind`` from the run's
 in-situ tables, which attribute by the same rule: per kind the **median over
-locations** of the tables' value (each a location's median in-situ sample, or the
+locations** of the tables' value (each a location's mean in-situ sample, or the
 calibrated value where the kind was not bracketed), **capped by the in-trace
 bound** over all locations (the smallest gap after a record of that kind anywhere,
 ``calibrate check``'s bound), so that the file alone overcompensates no gap of

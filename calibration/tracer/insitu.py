@@ -28,10 +28,13 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
 * **Per location, per kind, per region.** The samples are grouped by location,
   by record kind and, for Enter/Leave, by region (``MPI_Send``'s Enter costs its
   wrapper's lookups; a function's Enter costs the decorator's). The value used
-  is the **median** (robust to a sample that was preempted), capped by the
-  location's **in-trace bound** for that key (the smallest gap after such a
-  record, :mod:`calibration.tracecheck`'s bound): an overhead larger than a gap
-  the trace holds would overcompensate it.
+  is the **mean**: the run paid the sum of its records' costs, rare large ones
+  (a cache or TLB miss, an interrupt in the tracer's code) included, and the
+  mean times the count is that sum where the median leaves out the tail
+  (docs/calibration.md, "Mean, not median"). It is capped by the location's
+  **in-trace bound** for that key (the smallest gap after such a record,
+  :mod:`calibration.tracecheck`'s bound): an overhead larger than a gap the
+  trace holds would overcompensate it.
 * **Residue.** The wrapper's frames before its first stamp and after its last
   hand-back lie outside every bracket; each rank measures them after its
   program (:func:`calibration.tracer.overhead.wrapper_residues`, per MPI call
@@ -136,9 +139,23 @@ def samples(times: np.ndarray, backs: np.ndarray, back_ns: float) -> np.ndarray:
     return out
 
 
+#: Environment variable: a directory where the archive writer also saves each
+#: location's per-record in-situ costs (:func:`record_costs`, ``<location
+#: ref>.npy``), for ``benchmarks/insitu_statistic.py``; unset: nothing is saved.
+SAMPLES_ENV = "COMPENSATE_INSITU_SAMPLES"
+
+
+def record_costs(data: Any, backs: Any, back_ns: float) -> np.ndarray:
+    """Per record of a buffer (its (time, code) pairs ``data`` and brackets
+    ``backs``), its in-situ cost in ns, -1 where not bracketed (:func:`samples`)."""
+    times = np.asarray(data, dtype=np.int64).reshape(-1, 2)[:, 0]
+    return samples(times, np.asarray(backs, dtype=np.int64), back_ns)
+
+
 def _stats(x: np.ndarray) -> dict[str, float]:
     q = np.percentile(x, [25, 50, 75])
-    return {"n": int(x.size), "median": float(q[1]) * 1e-9, "p25": float(q[0]) * 1e-9,
+    return {"n": int(x.size), "mean": float(x.mean()) * 1e-9,
+            "median": float(q[1]) * 1e-9, "p25": float(q[0]) * 1e-9,
             "p75": float(q[2]) * 1e-9, "min": float(x.min()) * 1e-9}
 
 
@@ -180,16 +197,16 @@ def location_table(data: Any, backs: Any, region_names: list[str],
     per kind name for records without samples (the calibration's; may be empty);
     ``back_ns``: :func:`back_cost`; ``sched``: the thread's CPU and run-queue
     time during the program, if known; ``residues``: ns per wrapper call outside
-    its brackets, by :func:`residue_key`, added to the median of that wrapper
+    its brackets, by :func:`residue_key`, added to the mean of that wrapper
     region's Leave (the return path lies after the Leave stamp; the call path,
     which lies before the wrapper's Enter stamp, is charged there too, so the
     total is right and only that Enter stays late by it).
 
-    Keys: ``by_kind`` (seconds per record kind: the median of the in-situ samples
+    Keys: ``by_kind`` (seconds per record kind: the mean of the in-situ samples
     where there are any, else the default; each capped by the bound),
     ``by_region`` (region name -> {"Enter"/"Leave": seconds}, for regions whose
     records were bracketed), ``measured`` (per kind or ``region/Kind``: n,
-    median, p25, p75, min of the samples, and ``bound``, the smallest gap after
+    mean, median, p25, p75, min of the samples, and ``bound``, the smallest gap after
     such a record), ``source`` (per by_kind entry: ``in-situ`` or
     ``calibration``), ``back_cost_s``, ``sched``; with ``cold`` (the rank's
     :func:`~calibration.tracer.overhead.cold_ladder`) ``cold``: its ``w_s`` and
@@ -200,7 +217,7 @@ def location_table(data: Any, backs: Any, region_names: list[str],
     pairs = np.asarray(data, dtype=np.int64).reshape(-1, 2)
     times, codes = pairs[:, 0], pairs[:, 1]
     keys = record_keys(codes)
-    cost = samples(times, np.asarray(backs, dtype=np.int64), back_ns)
+    cost = record_costs(data, backs, back_ns)
     nxt = np.full(len(times), np.inf)
     if len(times) > 1:
         nxt[:-1] = np.diff(times)
@@ -232,15 +249,15 @@ def location_table(data: Any, backs: Any, region_names: list[str],
                 continue
         st = _stats(s)
         st["bound"] = bound * 1e-9 if np.isfinite(bound) else None
-        # whole clock ticks (ns): a median of an even count is a half tick, and an
-        # overhead of half ticks rounds a receive onto its send in the output
+        # whole clock ticks (ns): a mean falls between ticks, and an overhead of
+        # a fraction of a tick rounds a receive onto its send in the output
         extra = 0.0
         if kind == tb.LEAVE and residues:
             rkey = residue_key(name)
             extra = max(float(residues.get(rkey, 0.0)), 0.0) if rkey else 0.0
             if extra:
                 st["residue"] = extra * 1e-9
-        value = round(min(float(np.median(s)) + extra, bound)) * 1e-9
+        value = round(min(float(s.mean()) + extra, bound)) * 1e-9
         st["used"] = value
         measured[label] = st
         if kind in (tb.ENTER, tb.LEAVE):

@@ -5,6 +5,7 @@ is in the archive and is what ``compensate`` uses by default."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from itertools import pairwise
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calibration.tracer import buffer as tb
 from calibration.tracer import insitu
@@ -54,14 +57,15 @@ def _buffer_of(calls: list[tuple[int, int, int]]) -> tb.Buffer:
     return buf
 
 
-def test_location_table_medians_bounds_and_defaults() -> None:
+def test_location_table_means_bounds_and_defaults() -> None:
     buf = _buffer_of([(1000, 5000, 200), (1200, 5000, 200), (1500, 5000, 50)])
     table = insitu.location_table(buf.data, buf.backs, ["f", "MPI_Send"],
                                   {"Enter": 250e-9, "Leave": 150e-9, "MpiRecv": 1e-7},
                                   back_ns=10.0, sched={"cpu_s": 1.0})
     ns = {k: round(v * 1e9) for k, v in table["by_kind"].items()}
-    # MpiSend: brackets 1010, 1210, 1510 -> median 1210 (its gaps of 6000+ allow it)
-    assert ns["MpiSend"] == 1210
+    # MpiSend: brackets 1010, 1210, 1510 -> mean 3730 / 3 = 1243.3, whole ns 1243
+    # (its gaps of 6000+ allow it)
+    assert ns["MpiSend"] == 1243
     # Enter/Leave of MPI_Send, per region: the 40 ns gap; 110 ns brackets, capped by
     # the smallest gap after such a Leave (100 + 50 = 150 ns: not binding)
     assert {k: round(v * 1e9) for k, v in table["by_region"]["MPI_Send"].items()} == \
@@ -74,6 +78,7 @@ def test_location_table_medians_bounds_and_defaults() -> None:
     assert "MpiRecv" not in table["by_kind"]  # no such records here
     m = table["measured"]["MpiSend"]
     assert m["n"] == 3 and round(m["median"] * 1e9) == 1210 and round(m["min"] * 1e9) == 1010
+    assert round(m["mean"] * 1e9) == 1243 and m["used"] == ns["MpiSend"] * 1e-9
     assert table["sched"] == {"cpu_s": 1.0}
     # an overhead larger than a gap of the trace is capped by it
     capped = insitu.location_table(buf.data, buf.backs, ["f", "MPI_Send"],
@@ -81,9 +86,54 @@ def test_location_table_medians_bounds_and_defaults() -> None:
     assert round(capped["by_kind"]["Enter"] * 1e9) == 300
 
 
+def test_a_rare_expensive_record_counts_with_its_whole_cost() -> None:
+    """Three MPI_Send calls whose wrapper work before the MPI call took 1000 ns and
+    one where it took 31000 ns (an interrupt in the tracer's code): the run paid
+    34000 + 4 x 10 ns (the bracket's own cost) for its four MpiSend records, so the
+    table says 34040 / 4 = 8510 ns each, where the median (1010 ns) would leave
+    30000 ns of it in the trace. Every gap after an MpiSend is 51000 ns or more,
+    so the bound does not bind."""
+    buf = _buffer_of([(1000, 50000, 200)] * 3 + [(31000, 50000, 200)])
+    table = insitu.location_table(buf.data, buf.backs, ["f", "MPI_Send"], {},
+                                  back_ns=10.0)
+    m = table["measured"]["MpiSend"]
+    assert round(m["median"] * 1e9) == 1010 and round(m["mean"] * 1e9) == 8510
+    assert round(table["by_kind"]["MpiSend"] * 1e9) == 8510
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40000), st.integers(0, 60000),
+                          st.integers(0, 3000)), min_size=1, max_size=12))
+def test_table_times_count_is_the_runs_total_within_the_bound(
+        calls: list[tuple[int, int, int]]) -> None:
+    """Property: for every bracketed key, the value used times the number of such
+    records is the sum of their in-situ samples (to the half ns per record of
+    whole-ns rounding), unless the key's bound caps it; it never exceeds the
+    bound, so no gap of the trace is overcompensated."""
+    buf = _buffer_of(calls)
+    names = ["f", "MPI_Send"]
+    table = insitu.location_table(buf.data, buf.backs, names, {}, back_ns=10.0)
+    pairs = np.asarray(buf.data, dtype=np.int64).reshape(-1, 2)
+    cost = insitu.samples(pairs[:, 0], np.asarray(buf.backs, dtype=np.int64), 10.0)
+    keys = insitu.record_keys(pairs[:, 1])
+    for label, m in table["measured"].items():
+        used, bound, n = m["used"] * 1e9, m["bound"] * 1e9, m["n"]
+        if label == "MpiSend":
+            key = tb.MPI_SEND
+        else:
+            name, kname = label.split("/")
+            kind = tb.ENTER if kname == "Enter" else tb.LEAVE
+            key = kind | names.index(name) << tb.KIND_BITS
+        s = cost[(keys == key) & (cost >= 0)]
+        assert len(s) == n
+        assert used <= bound + 1e-6
+        if s.mean() <= bound - 1:
+            assert abs(used * n - s.sum()) <= 0.5 * n + 1e-6
+
+
 def test_residues_go_to_the_wrapper_leaves_only() -> None:
     """The wrapper residue (ns per call outside the brackets) is added to the
-    median of an MPI or lock wrapper's Leave, capped by that Leave's bound; the
+    mean of an MPI or lock wrapper's Leave, capped by that Leave's bound; the
     program's functions and the other kinds keep their values."""
     buf = _buffer_of([(1000, 5000, 200), (1200, 5000, 200), (1500, 5000, 50)])
     names = ["f", "MPI_Send"]
@@ -94,7 +144,7 @@ def test_residues_go_to_the_wrapper_leaves_only() -> None:
     assert region == {"Enter": 40, "Leave": 140}  # 110 + 30, under the bound of 150
     assert round(table["measured"]["MPI_Send/Leave"]["residue"] * 1e9) == 30
     ns = {k: round(v * 1e9) for k, v in table["by_kind"].items()}
-    assert ns["MpiSend"] == 1210 and ns["Enter"] == 250 and ns["Leave"] == 150
+    assert ns["MpiSend"] == 1243 and ns["Enter"] == 250 and ns["Leave"] == 150
     assert {k: round(v * 1e9) for k, v in table["residue_s"].items()} == \
         {"mpi": 30, "lock": 500}
     capped = insitu.location_table(buf.data, buf.backs, names, defaults, back_ns=10.0,
@@ -135,16 +185,48 @@ def test_back_cost_is_positive_and_whole_ns() -> None:
 
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short Monte-Carlo run on 2 ranks (few records, small calibration)."""
+    """A short Monte-Carlo run on 2 ranks (few records, small calibration); the
+    per-record in-situ costs saved in ``samples`` beside the archive directory."""
     mpiexec = _mpiexec()
-    out = tmp_path_factory.mktemp("insitu") / "run" / "traces.otf2"
+    base = tmp_path_factory.mktemp("insitu")
+    out = base / "run" / "traces.otf2"
+    (base / "samples").mkdir()
     proc = subprocess.run(
         [mpiexec, "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
          "--calibration-records", "200", "--", "examples/montecarlo_pi.py",
          "--rounds", "20", "--pairs", "20"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT)
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, insitu.SAMPLES_ENV: str(base / "samples")})
     assert proc.returncode == 0, proc.stderr
     return out
+
+
+def test_saved_record_costs_are_the_tables_samples(short_run: Path) -> None:
+    """With ``COMPENSATE_INSITU_SAMPLES`` the writer saves, per location, one cost
+    per record of the trace: the wrappers' records bracketed (>= 0), the
+    decorated functions' not (-1); and each key's table value is the mean of its
+    saved costs (+ residue on a wrapper's Leave) capped by its bound."""
+    trace = read_otf2(str(short_run))
+    names = trace.definitions.regions
+    for loc, ev in trace.events.items():
+        cost = np.load(short_run.parent.parent / "samples" / f"{loc}.npy")
+        assert len(cost) == len(ev)
+        send = ev.kind == KIND_CODE["MpiSend"]
+        assert send.any() and (cost[send] >= 0).all()
+        region = np.array([names.get(int(r), "") for r in ev.region])
+        coords = np.isin(ev.kind, [KIND_CODE["Enter"], KIND_CODE["Leave"]]) & \
+            np.isin(region, ["get_coords", "count_inside"])
+        assert (cost[coords] == -1).all()
+        table = trace.definitions.insitu[loc]
+        m = table["measured"]["MpiSend"]
+        assert m["mean"] == pytest.approx(cost[send].mean() * 1e-9, rel=1e-9)
+        want = round(min(cost[send].mean(), m["bound"] * 1e9)) * 1e-9
+        assert table["by_kind"]["MpiSend"] == pytest.approx(want, abs=1e-12)
+        leave = (ev.kind == KIND_CODE["Leave"]) & (region == "MPI_Recv")
+        r = table["measured"]["MPI_Recv/Leave"]
+        want = round(min(cost[leave].mean() + r.get("residue", 0.0) * 1e9,
+                         r["bound"] * 1e9)) * 1e-9
+        assert table["by_region"]["MPI_Recv"]["Leave"] == pytest.approx(want, abs=1e-12)
 
 
 def test_real_run_carries_and_uses_its_insitu_overhead(short_run: Path, capsys) -> None:

@@ -1,0 +1,185 @@
+"""Which statistic of the tracer's in-situ samples removes most of a real run's dilation.
+
+The tracer brackets every MPI and lock wrapper and so knows what each of their
+records cost in this run (calibration/tracer/insitu.py). Its table gives
+``compensate`` one value per location, record kind and region. This benchmark
+compensates the *same* traced runs three ways and prints how much of the
+dilation each removes (bound ``lower``; ``removed %`` and ``paired %`` as in
+``benchmarks/paper_fig1.py``):
+
+  mean     the table as the tracer writes it: the mean of the samples (plus the
+           wrapper residue on a wrapper's Leave), capped by the key's in-trace
+           bound
+  median   the same table with the median instead (what the tracer wrote before
+           issue #22's "mean, not median"), rebuilt from the table's ``measured``
+  record   what-if: every bracketed record's own sample (plus the residue on a
+           wrapper's Leave), capped by the gap after it; the other records as the
+           table. The trace does not carry per-record costs: the tracer saves them
+           beside it for this benchmark (``COMPENSATE_INSITU_SAMPLES``), and the
+           engine gets them through a patched ``Platform.location_overheads``.
+           It tells what carrying them in the trace (an OTF2 attribute per
+           record) would be worth.
+
+Every variant also reports its worst count of violations and overcompensated
+records. docs/calibration.md, "Mean, not median", has the figures.
+
+Usage: python benchmarks/insitu_statistic.py [--program examples/mpi/solver.py]
+           [--program-args "..."] [--ranks 2] [--reps 5]
+(the Monte-Carlo program by default; about 1 minute per 5 repetitions)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paper_fig1 as fig1  # noqa: E402 - the real-run procedure and its helpers
+
+import compensate as c  # noqa: E402
+from calibration.tracer import insitu as tracer_insitu  # noqa: E402
+from compensate.model import ENTER, KIND_CODE, LEAVE  # noqa: E402
+from compensate.platform import Platform  # noqa: E402
+
+VARIANTS = ("mean", "median", "record")
+_LEAVE = KIND_CODE["Leave"]
+
+
+def median_tables(trace: c.Trace) -> None:
+    """Replace every in-situ value of ``trace``'s tables by the median of its
+    samples (+ residue on a wrapper's Leave), capped by its bound, whole ns."""
+    for table in trace.definitions.insitu.values():
+        for label, st in table.get("measured", {}).items():
+            v = st["median"] + st.get("residue", 0.0)
+            if st.get("bound") is not None:
+                v = min(v, st["bound"])
+            v = round(v * 1e9) * 1e-9
+            if "/" in label:
+                name, kind = label.rsplit("/", 1)
+                table["by_region"][name][kind] = v
+            else:
+                table["by_kind"][label] = v
+
+
+def per_record(trace: c.Trace, costs: dict[int, np.ndarray]):
+    """A ``Platform.location_overheads`` that gives each bracketed record of
+    ``trace`` its own cost (ns in ``costs``, -1: not bracketed) in seconds, with
+    the wrapper residue on a wrapper's Leave, capped by the gap after it."""
+    table_overheads = Platform.location_overheads
+    names = trace.definitions.regions
+    residue = {loc: t.get("residue_s", {}) for loc, t in trace.definitions.insitu.items()}
+    own: dict[int, np.ndarray] = {}
+    for loc, ev in trace.events.items():
+        cost = costs.get(loc)
+        if cost is None or len(cost) != len(ev):
+            continue
+        o = np.where(cost >= 0, cost * 1e-9, np.nan)
+        for i in np.flatnonzero((cost >= 0) & (ev.kind == _LEAVE)).tolist():
+            key = tracer_insitu.residue_key(names.get(int(ev.region[i]), ""))
+            o[i] += max(residue.get(loc, {}).get(key, 0.0), 0.0) if key else 0.0
+        gap = np.full(len(ev), np.inf)
+        gap[:-1] = np.diff(ev.time) / trace.definitions.timer_resolution
+        own[loc] = np.minimum(o, gap)
+
+    def overheads(self: Platform, loc: int, kinds: np.ndarray,
+                  regions: np.ndarray) -> np.ndarray:
+        o = table_overheads(self, loc, kinds, regions)
+        mine = own.get(loc)
+        if mine is None or len(mine) != len(o):  # (compensate() runs in memory)
+            return o
+        return np.where(np.isnan(mine), o, mine)
+
+    return overheads
+
+
+def run_span(trace: c.Trace) -> float:
+    """Seconds from the earliest Enter to the latest Leave of ``run``."""
+    ids = [i for i, n in trace.definitions.regions.items() if n == fig1.REGION]
+    enters, leaves = [], []
+    for ev in trace.events.values():
+        sel = np.isin(ev.region, ids)
+        enters += ev.time[sel & (ev.kind == ENTER)].tolist()
+        leaves += ev.time[sel & (ev.kind == LEAVE)].tolist()
+    return (max(leaves) - min(enters)) / trace.definitions.timer_resolution
+
+
+def one_pair(prog: list[str], ranks: int, work: Path) -> dict:
+    """An uninstrumented run, then a traced one compensated every way."""
+    base = ["mpiexec", "-n", str(ranks), sys.executable]
+    fig1._run([*base, *prog, "--timing", str(work / "u.json")])
+    out = {"t_u": json.loads((work / "u.json").read_text())["seconds"]}
+    samples = work / "samples"
+    samples.mkdir(exist_ok=True)
+    for f in samples.glob("*.npy"):
+        f.unlink()
+    archive = work / "t" / "traces.otf2"
+    env = {**os.environ, tracer_insitu.SAMPLES_ENV: str(samples)}
+    proc = subprocess.run(
+        [*base, "-m", "calibration.record", "-o", str(archive), "--force", "--", *prog,
+         "--timing", str(work / "t.json")], capture_output=True, text=True, env=env,
+        cwd=fig1.ROOT, timeout=900)
+    if proc.returncode:
+        raise RuntimeError(f"traced run failed ({proc.returncode}):\n{proc.stderr}")
+    costs = {int(f.stem): np.load(f) for f in samples.glob("*.npy")}
+    platform = archive.parent / "platform.json"
+    for variant in VARIANTS:
+        trace = c.read(archive)
+        out.setdefault("t_m", run_span(trace))
+        if variant == "median":
+            median_tables(trace)
+        saved = Platform.location_overheads
+        if variant == "record":
+            Platform.location_overheads = per_record(trace, costs)
+        try:
+            r = c.compensate(trace, bound="lower", platform=platform, overhead="insitu")
+        finally:
+            Platform.location_overheads = saved
+        out[variant] = {"t_a": run_span(r.trace),
+                        "bad": r.summary["verification"]["violations"]
+                        + r.summary["overcompensated_records"]}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--program", default=str(fig1.PROGRAM))
+    p.add_argument("--program-args", default="")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--reps", type=int, default=5)
+    args = p.parse_args(argv)
+    prog = [args.program, *shlex.split(args.program_args)]
+    load0 = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="insitu-statistic-") as tmp:
+        for rep in range(args.reps):
+            rows.append(one_pair(prog, args.ranks, Path(tmp)))
+            r = rows[-1]
+            print(f"rep {rep}: uninstr. {r['t_u']:.4f} s, instr. {r['t_m']:.4f} s, "
+                  + ", ".join(f"{v} {r[v]['t_a']:.4f} s" for v in VARIANTS), flush=True)
+    t_u = float(np.median([r["t_u"] for r in rows]))
+    print(f"\n{Path(args.program).name}, {args.ranks} ranks, {args.reps} pairs, bound lower; "
+          f"uninstr. median {t_u:.4f} s, instr. median "
+          f"{np.median([r['t_m'] for r in rows]):.4f} s\n")
+    print("| statistic | compensated s | removed % median [min–max] | paired % "
+          "| violations + overcompensated (worst) |")
+    print("|---|---:|---:|---:|---:|")
+    for v in VARIANTS:
+        rem = [fig1.removed(r[v]["t_a"], r["t_m"], t_u) for r in rows]
+        pair = [fig1.removed(r[v]["t_a"], r["t_m"], r["t_u"]) for r in rows]
+        print(f"| {v} | {np.median([r[v]['t_a'] for r in rows]):.4f} | {fig1._med(rem)} "
+              f"| {np.median(pair):.1f} | {max(r[v]['bad'] for r in rows)} |")
+    print(f"\nload before {' '.join(f'{x:.2f}' for x in load0)}, after "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
