@@ -12,13 +12,12 @@ dilation each removes (bound ``lower``; ``removed %`` and ``paired %`` as in
            bound
   median   the same table with the median instead (what the tracer wrote before
            issue #22's "mean, not median"), rebuilt from the table's ``measured``
-  record   what-if: every bracketed record's own sample (plus the residue on a
-           wrapper's Leave), capped by the gap after it; the other records as the
-           table. The trace does not carry per-record costs: the tracer saves them
-           beside it for this benchmark (``COMPENSATE_INSITU_SAMPLES``), and the
-           engine gets them through a patched ``Platform.location_overheads``.
-           It tells what carrying them in the trace (an OTF2 attribute per
-           record) would be worth.
+  record   what-if: every bracketed record's own cost, as the trace carries it
+           in its ``COMPENSATE::OVERHEAD`` attribute (the sample plus the residue
+           on a wrapper's Leave, capped by the gap after it); the other records
+           as the table. ``compensate`` does not read the attribute yet: here the
+           engine gets the costs through a patched ``Platform.location_overheads``
+           (in memory), to tell what reading them would be worth.
 
 Every variant also reports its worst count of violations and overcompensated
 records. docs/calibration.md, "Mean, not median", has the figures.
@@ -34,23 +33,22 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+import otf2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paper_fig1 as fig1  # noqa: E402 - the real-run procedure and its helpers
 
 import compensate as c  # noqa: E402
 from calibration.tracer import insitu as tracer_insitu  # noqa: E402
-from compensate.model import ENTER, KIND_CODE, LEAVE  # noqa: E402
+from compensate.model import ENTER, LEAVE  # noqa: E402
 from compensate.platform import Platform  # noqa: E402
 
 VARIANTS = ("mean", "median", "record")
-_LEAVE = KIND_CODE["Leave"]
 
 
 def median_tables(trace: c.Trace) -> None:
@@ -69,25 +67,27 @@ def median_tables(trace: c.Trace) -> None:
                 table["by_kind"][label] = v
 
 
+def record_overheads(archive: Path) -> dict[int, np.ndarray]:
+    """Per location, each record's ``COMPENSATE::OVERHEAD`` attribute in ns (-1:
+    none), read with the ``otf2`` package."""
+    out: dict[int, list[int]] = {}
+    with otf2.reader.open(str(archive)) as reader:
+        attr = next((a for a in reader.definitions.attributes
+                     if a.name == tracer_insitu.ATTRIBUTE), None)
+        for loc, ev in reader.events:
+            value = ev.attributes.get(attr, -1) if attr is not None and ev.attributes \
+                else -1
+            out.setdefault(loc._ref, []).append(value)
+    return {loc: np.array(v, dtype=np.int64) for loc, v in out.items()}
+
+
 def per_record(trace: c.Trace, costs: dict[int, np.ndarray]):
-    """A ``Platform.location_overheads`` that gives each bracketed record of
-    ``trace`` its own cost (ns in ``costs``, -1: not bracketed) in seconds, with
-    the wrapper residue on a wrapper's Leave, capped by the gap after it."""
+    """A ``Platform.location_overheads`` that gives each record of ``trace`` with a
+    cost in ``costs`` (ns, -1: none) that cost, in seconds, and the others the
+    table's."""
     table_overheads = Platform.location_overheads
-    names = trace.definitions.regions
-    residue = {loc: t.get("residue_s", {}) for loc, t in trace.definitions.insitu.items()}
-    own: dict[int, np.ndarray] = {}
-    for loc, ev in trace.events.items():
-        cost = costs.get(loc)
-        if cost is None or len(cost) != len(ev):
-            continue
-        o = np.where(cost >= 0, cost * 1e-9, np.nan)
-        for i in np.flatnonzero((cost >= 0) & (ev.kind == _LEAVE)).tolist():
-            key = tracer_insitu.residue_key(names.get(int(ev.region[i]), ""))
-            o[i] += max(residue.get(loc, {}).get(key, 0.0), 0.0) if key else 0.0
-        gap = np.full(len(ev), np.inf)
-        gap[:-1] = np.diff(ev.time) / trace.definitions.timer_resolution
-        own[loc] = np.minimum(o, gap)
+    own = {loc: np.where(cost >= 0, cost * 1e-9, np.nan) for loc, ev in trace.events.items()
+           if (cost := costs.get(loc)) is not None and len(cost) == len(ev)}
 
     def overheads(self: Platform, loc: int, kinds: np.ndarray,
                   regions: np.ndarray) -> np.ndarray:
@@ -116,19 +116,10 @@ def one_pair(prog: list[str], ranks: int, work: Path) -> dict:
     base = ["mpiexec", "-n", str(ranks), sys.executable]
     fig1._run([*base, *prog, "--timing", str(work / "u.json")])
     out = {"t_u": json.loads((work / "u.json").read_text())["seconds"]}
-    samples = work / "samples"
-    samples.mkdir(exist_ok=True)
-    for f in samples.glob("*.npy"):
-        f.unlink()
     archive = work / "t" / "traces.otf2"
-    env = {**os.environ, tracer_insitu.SAMPLES_ENV: str(samples)}
-    proc = subprocess.run(
-        [*base, "-m", "calibration.record", "-o", str(archive), "--force", "--", *prog,
-         "--timing", str(work / "t.json")], capture_output=True, text=True, env=env,
-        cwd=fig1.ROOT, timeout=900)
-    if proc.returncode:
-        raise RuntimeError(f"traced run failed ({proc.returncode}):\n{proc.stderr}")
-    costs = {int(f.stem): np.load(f) for f in samples.glob("*.npy")}
+    fig1._run([*base, "-m", "calibration.record", "-o", str(archive), "--force", "--",
+               *prog, "--timing", str(work / "t.json")])
+    costs = record_overheads(archive)
     platform = archive.parent / "platform.json"
     for variant in VARIANTS:
         trace = c.read(archive)

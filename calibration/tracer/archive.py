@@ -250,6 +250,8 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
         _insitu_properties(defs, ranks, locations, overhead_defaults or {}, tables)
         mpi_loc = {d.rank: locations[d.rank][_mpi_thread(d, [])] for d in ranks}
         rma = _RmaDefs(defs, ranks, comms, mpi_loc)
+        own = defs.attribute(insitu.ATTRIBUTE, "the tracer's cost after this record, "
+                             "measured in this run (ns)", Type.UINT64)
         for d in ranks:
             region_map = [regions[key] for key in d.regions]
             comm_map = [comms[key] for key in d.comms]
@@ -260,15 +262,23 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
                 codes = np.asarray(th.data, dtype=np.int64)[1::2]
                 waited.update((codes[(codes & tb.KIND_MASK) == tb.THREAD_WAIT]
                                >> tb.KIND_BITS).tolist())
+            names = [key[0] for key in d.regions]
             for i, th in enumerate(d.threads):
                 loc = locations[d.rank][i]
                 ew = writer.event_writer_from_location(loc)
-                for rec in th.rows():
+                cost = insitu.record_overheads(th.data, th.backs, d.back_ns, names,
+                                               d.residues).tolist()
+                for rec, o in zip(th.rows(), cost, strict=True):
                     kind = rec[1]
-                    ew.write(partitioned_event(defs, rec, comm_map)
-                             if kind in tb.PARTITIONED_KINDS else
-                             rma.event(rec, win_map) if kind in tb.RMA_KINDS else
-                             _event(rec, region_map, comm_map, contingent, waited))
+                    ev = (partitioned_event(defs, rec, comm_map)
+                          if kind in tb.PARTITIONED_KINDS else
+                          rma.event(rec, win_map) if kind in tb.RMA_KINDS else
+                          _event(rec, region_map, comm_map, contingent, waited))
+                    if o >= 0 and kind not in tb.PARTITIONED_KINDS:
+                        # (a partitioned record's attribute list is its fields:
+                        # compensate.formats.otf2.nativerecords reads it whole)
+                        ev.attributes = {**(ev.attributes or {}), own: o}
+                    ew.write(ev)
                 written += len(th.data) // 2
                 dw = _otf2.Archive_GetDefWriter(writer.handle, loc._ref)
                 for o in d.offsets:
@@ -290,7 +300,6 @@ def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
                        defaults: dict[str, float], tables: list[dict] | None = None) -> None:
     """One :data:`calibration.tracer.insitu.PROPERTY` per location (each table also
     appended to ``tables``, if given)."""
-    dump = os.environ.get(insitu.SAMPLES_ENV)
     for d in ranks:
         names = [key[0] for key in d.regions]
         for i, th in enumerate(d.threads):
@@ -301,9 +310,6 @@ def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
                 tables.append(table)
             defs.location_property(locations[d.rank][i], insitu.PROPERTY, Type.STRING,
                                    insitu.to_json(table))
-            if dump:
-                np.save(os.path.join(dump, f"{locations[d.rank][i]._ref}.npy"),
-                        insitu.record_costs(th.data, th.backs, d.back_ns))
 
 
 _PARADIGMS = {"user": Paradigm.USER, "mpi": Paradigm.MPI, "pthread": Paradigm.PTHREAD}

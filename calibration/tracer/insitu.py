@@ -63,7 +63,9 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
   that a reader can tell a loaded run (docs/realrun.md).
 
 The table is written into the trace (:func:`location_table`, one JSON
-``LocationProperty`` per location, :data:`PROPERTY`), where ``compensate`` finds it.
+``LocationProperty`` per location, :data:`PROPERTY`), where ``compensate`` finds it;
+each bracketed record also carries its own cost (:func:`record_overheads`, the OTF2
+attribute :data:`ATTRIBUTE`), which ``compensate`` does not read yet.
 """
 
 from __future__ import annotations
@@ -139,10 +141,9 @@ def samples(times: np.ndarray, backs: np.ndarray, back_ns: float) -> np.ndarray:
     return out
 
 
-#: Environment variable: a directory where the archive writer also saves each
-#: location's per-record in-situ costs (:func:`record_costs`, ``<location
-#: ref>.npy``), for ``benchmarks/insitu_statistic.py``; unset: nothing is saved.
-SAMPLES_ENV = "COMPENSATE_INSITU_SAMPLES"
+#: Name of the OTF2 attribute that carries a bracketed record's own in-situ
+#: cost (:func:`record_overheads`, ns, UINT64); other OTF2 tools ignore it.
+ATTRIBUTE = "COMPENSATE::OVERHEAD"
 
 
 def record_costs(data: Any, backs: Any, back_ns: float) -> np.ndarray:
@@ -150,6 +151,35 @@ def record_costs(data: Any, backs: Any, back_ns: float) -> np.ndarray:
     ``backs``), its in-situ cost in ns, -1 where not bracketed (:func:`samples`)."""
     times = np.asarray(data, dtype=np.int64).reshape(-1, 2)[:, 0]
     return samples(times, np.asarray(backs, dtype=np.int64), back_ns)
+
+
+def record_overheads(data: Any, backs: Any, back_ns: float, region_names: list[str],
+                     residues: dict[str, float] | None = None) -> np.ndarray:
+    """Per record of a buffer, what :data:`ATTRIBUTE` says: the record's own
+    in-situ cost (:func:`record_costs`) plus, on a wrapper's Leave, the wrapper
+    residue (:func:`residue_key`), capped by the gap to the next record and
+    rounded to whole ns; -1 where the record was not bracketed. These are the
+    samples the table's means are made of, record by record (docs/calibration.md,
+    "Mean, not median")."""
+    pairs = np.asarray(data, dtype=np.int64).reshape(-1, 2)
+    cost = record_costs(data, backs, back_ns)
+    out = np.full(len(cost), -1, dtype=np.int64)
+    have = cost >= 0
+    if not have.any():
+        return out
+    if residues:
+        codes = pairs[:, 1]
+        leaves = np.flatnonzero(have & ((codes & tb.KIND_MASK) == tb.LEAVE))
+        extra = {}
+        for region in np.unique(codes[leaves] >> tb.KIND_BITS).tolist():
+            name = region_names[region] if region < len(region_names) else ""
+            key = residue_key(name)
+            extra[region] = max(float(residues.get(key, 0.0)), 0.0) if key else 0.0
+        cost[leaves] += [extra[r] for r in (codes[leaves] >> tb.KIND_BITS).tolist()]
+    gap = np.full(len(cost), np.inf)
+    gap[:-1] = np.diff(pairs[:, 0])
+    out[have] = np.rint(np.minimum(cost[have], gap[have])).astype(np.int64)
+    return out
 
 
 def _stats(x: np.ndarray) -> dict[str, float]:
