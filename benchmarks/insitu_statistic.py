@@ -1,23 +1,19 @@
-"""Which statistic of the tracer's in-situ samples removes most of a real run's dilation.
+"""How much of a real run's dilation each way of using the in-situ samples removes.
 
 The tracer brackets every MPI and lock wrapper and so knows what each of their
-records cost in this run (calibration/tracer/insitu.py). Its table gives
-``compensate`` one value per location, record kind and region. This benchmark
-compensates the *same* traced runs three ways and prints how much of the
-dilation each removes (bound ``lower``; ``removed %`` and ``paired %`` as in
-``benchmarks/paper_fig1.py``):
+records cost in this run (calibration/tracer/insitu.py). It writes each such
+record's own cost into the trace (the OTF2 attribute ``COMPENSATE::OVERHEAD``)
+and, per location, record kind and region, the mean of those costs (the in-situ
+table). This benchmark compensates the *same* traced runs three ways and prints
+how much of the dilation each removes (bound ``lower``; ``removed %`` and
+``paired %`` as in ``benchmarks/paper_fig1.py``):
 
-  mean     the table as the tracer writes it: the mean of the samples (plus the
-           wrapper residue on a wrapper's Leave), capped by the key's in-trace
-           bound
-  median   the same table with the median instead (what the tracer wrote before
-           issue #22's "mean, not median"), rebuilt from the table's ``measured``
-  record   what-if: every bracketed record's own cost, as the trace carries it
-           in its ``COMPENSATE::OVERHEAD`` attribute (the sample plus the residue
-           on a wrapper's Leave, capped by the gap after it); the other records
-           as the table. ``compensate`` does not read the attribute yet: here the
-           engine gets the costs through a patched ``Platform.location_overheads``
-           (in memory), to tell what reading them would be worth.
+  record   what ``compensate`` does: each record's own cost where it carries one,
+           the table elsewhere (the decorated functions' records)
+  mean     the tables alone (the trace's ``overhead`` column cleared)
+  median   the tables alone with the median of each key's samples instead of the
+           mean (what the tracer wrote before issue #22's "mean, not median"),
+           rebuilt from the tables' ``measured``
 
 Every variant also reports its worst count of violations and overcompensated
 records. docs/calibration.md, "Mean, not median", has the figures.
@@ -38,17 +34,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import otf2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paper_fig1 as fig1  # noqa: E402 - the real-run procedure and its helpers
 
 import compensate as c  # noqa: E402
-from calibration.tracer import insitu as tracer_insitu  # noqa: E402
 from compensate.model import ENTER, LEAVE  # noqa: E402
-from compensate.platform import Platform  # noqa: E402
 
-VARIANTS = ("mean", "median", "record")
+VARIANTS = ("record", "mean", "median")
 
 
 def median_tables(trace: c.Trace) -> None:
@@ -65,39 +58,6 @@ def median_tables(trace: c.Trace) -> None:
                 table["by_region"][name][kind] = v
             else:
                 table["by_kind"][label] = v
-
-
-def record_overheads(archive: Path) -> dict[int, np.ndarray]:
-    """Per location, each record's ``COMPENSATE::OVERHEAD`` attribute in ns (-1:
-    none), read with the ``otf2`` package."""
-    out: dict[int, list[int]] = {}
-    with otf2.reader.open(str(archive)) as reader:
-        attr = next((a for a in reader.definitions.attributes
-                     if a.name == tracer_insitu.ATTRIBUTE), None)
-        for loc, ev in reader.events:
-            value = ev.attributes.get(attr, -1) if attr is not None and ev.attributes \
-                else -1
-            out.setdefault(loc._ref, []).append(value)
-    return {loc: np.array(v, dtype=np.int64) for loc, v in out.items()}
-
-
-def per_record(trace: c.Trace, costs: dict[int, np.ndarray]):
-    """A ``Platform.location_overheads`` that gives each record of ``trace`` with a
-    cost in ``costs`` (ns, -1: none) that cost, in seconds, and the others the
-    table's."""
-    table_overheads = Platform.location_overheads
-    own = {loc: np.where(cost >= 0, cost * 1e-9, np.nan) for loc, ev in trace.events.items()
-           if (cost := costs.get(loc)) is not None and len(cost) == len(ev)}
-
-    def overheads(self: Platform, loc: int, kinds: np.ndarray,
-                  regions: np.ndarray) -> np.ndarray:
-        o = table_overheads(self, loc, kinds, regions)
-        mine = own.get(loc)
-        if mine is None or len(mine) != len(o):  # (compensate() runs in memory)
-            return o
-        return np.where(np.isnan(mine), o, mine)
-
-    return overheads
 
 
 def run_span(trace: c.Trace) -> float:
@@ -119,20 +79,16 @@ def one_pair(prog: list[str], ranks: int, work: Path) -> dict:
     archive = work / "t" / "traces.otf2"
     fig1._run([*base, "-m", "calibration.record", "-o", str(archive), "--force", "--",
                *prog, "--timing", str(work / "t.json")])
-    costs = record_overheads(archive)
-    platform = archive.parent / "platform.json"
     for variant in VARIANTS:
         trace = c.read(archive)
         out.setdefault("t_m", run_span(trace))
+        if variant != "record":
+            for ev in trace.events.values():
+                ev.overhead[:] = -1
         if variant == "median":
             median_tables(trace)
-        saved = Platform.location_overheads
-        if variant == "record":
-            Platform.location_overheads = per_record(trace, costs)
-        try:
-            r = c.compensate(trace, bound="lower", platform=platform, overhead="insitu")
-        finally:
-            Platform.location_overheads = saved
+        r = c.compensate(trace, bound="lower", platform=archive.parent / "platform.json",
+                         overhead="insitu")
         out[variant] = {"t_a": run_span(r.trace),
                         "bad": r.summary["verification"]["violations"]
                         + r.summary["overcompensated_records"]}

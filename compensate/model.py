@@ -236,7 +236,9 @@ COLLECTIVE_OP_NAMES: dict[int, str] = {v: k for k, v in COLLECTIVE_OPS.items()}
 
 NONE = -1  # marker for an unused column cell / undefined root
 
-COLUMNS: tuple[tuple[str, Any], ...] = (
+#: The columns of a record that every trace format has (the ``.trace`` format's
+#: fields, the simulator's rows).
+RECORD_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("time", np.int64),
     ("kind", np.int16),
     ("region", np.int32),
@@ -248,6 +250,12 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("op", np.int16),
     ("request", np.int64),
 )
+#: Every column of :class:`Events`: the record columns and ``overhead``, the
+#: tracer's own cost after the record in ns as the trace measured it in the run
+#: (an OTF2 trace's ``COMPENSATE::OVERHEAD`` attribute, docs/calibration.md "Mean,
+#: not median"), NONE where it has none: then the overhead tables decide
+#: (:meth:`compensate.platform.Platform.location_overheads`).
+COLUMNS: tuple[tuple[str, Any], ...] = (*RECORD_COLUMNS, ("overhead", np.int32))
 
 
 @dataclass
@@ -269,6 +277,11 @@ class Events:
     op: np.ndarray
     request: np.ndarray
     payload: list[Any] = field(default_factory=list)
+    overhead: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.overhead is None:  # a format or builder without per-record overheads
+            self.overhead = np.full(len(self.time), NONE, dtype=np.int32)
 
     def __len__(self) -> int:
         return len(self.time)
@@ -330,6 +343,7 @@ class Events:
             size_recv=self.size_recv,
             op=self.op,
             request=self.request,
+            overhead=self.overhead,
             payload=self.payload,
         )
 
@@ -350,7 +364,7 @@ class RowBuilder:
         self._payload: dict[int, Any] = {}
 
     def __len__(self) -> int:
-        return len(self._cols) // len(COLUMNS)
+        return len(self._cols) // len(RECORD_COLUMNS)
 
     def add(
         self,
@@ -374,9 +388,10 @@ class RowBuilder:
     def build(self) -> Events:
         """The records as :class:`Events` (copies: the builder may go on)."""
         n = len(self)
-        table = np.frombuffer(self._cols, dtype=np.int64).reshape(n, len(COLUMNS)) if n else \
-            np.zeros((0, len(COLUMNS)), dtype=np.int64)
-        cols = {name: np.array(table[:, j], dtype=dtype) for j, (name, dtype) in enumerate(COLUMNS)}
+        table = np.frombuffer(self._cols, dtype=np.int64).reshape(n, len(RECORD_COLUMNS)) \
+            if n else np.zeros((0, len(RECORD_COLUMNS)), dtype=np.int64)
+        cols = {name: np.array(table[:, j], dtype=dtype)
+                for j, (name, dtype) in enumerate(RECORD_COLUMNS)}
         payload: list[Any] = [None] * n
         for i, p in self._payload.items():
             payload[i] = p

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 import compensate.insitu as insitu
+from compensate.formats.otf2.overheads import ATTRIBUTE
 from compensate.model import BUFFER_FLUSH, KIND_NAMES, Definitions, Trace
 from compensate.platform import Platform
 
@@ -35,6 +36,11 @@ KEYWORDS = ("insitu", "estimate", "platform")
 #: Kinds whose in-trace bound enters the estimate need at least this many gaps.
 MIN_GAPS = 10
 
+
+
+#: What the summary says of per-record overheads under the trace's in-situ tables.
+PER_RECORD = (f"a record's own {ATTRIBUTE} attribute where it carries one "
+              "(the tracer's cost after it, measured in the run), else its location's table")
 
 def choose(platform: Platform | None, overhead: Any,
            definitions: Callable[[], Definitions], trace: Callable[[], Trace],
@@ -71,6 +77,7 @@ def choose(platform: Platform | None, overhead: Any,
             found = insitu.platform_of(defs, platform, use_cold=cold_calls)
             return found, {"source": "trace in-situ", "locations": tables,
                            "preferred_by": "platform file (prefer_insitu)",
+                           "per_record": PER_RECORD,
                            "by_location": insitu.describe(found)}
         info: dict[str, Any] = {"source": "platform file"}
         if keyword == "platform":
@@ -86,6 +93,7 @@ def choose(platform: Platform | None, overhead: Any,
         if found is not None:
             return found, {"source": "trace in-situ",
                            "locations": len(defs.insitu),
+                           "per_record": PER_RECORD,
                            "by_location": insitu.describe(found)}
         if keyword == "insitu":
             raise ValueError("--overhead insitu: the trace carries no in-situ overhead "

@@ -149,14 +149,29 @@ class Platform:
             table[KIND_CODE[name]] = v
         return table
 
-    def location_overheads(self, loc: int, kinds: np.ndarray,
-                           regions: np.ndarray) -> np.ndarray:
+    def location_overheads(self, loc: int, kinds: np.ndarray, regions: np.ndarray,
+                           own: np.ndarray | None = None) -> np.ndarray:
         """Seconds of overhead of each record of location ``loc`` (its kind codes
         and region ids): :meth:`overhead_table` by kind, or the location's in-situ
-        table where :attr:`by_location` has one (its Enter/Leave per region)."""
+        table where :attr:`by_location` has one (its Enter/Leave per region).
+        ``own``: the records' ``overhead`` column (ns measured in the run, NONE:
+        none, :mod:`compensate.formats.otf2.overheads`); where a location has an
+        in-situ table, a record's own value replaces the table's. A platform
+        without in-situ tables (``--platform`` or ``--overhead`` chosen over the
+        trace's own) ignores it, so that those options keep meaning what they say."""
         entry = self.by_location.get(loc)
         if entry is None:
             return self.overhead_table()[kinds]
+        o = self._table_overheads(entry, kinds, regions)
+        if own is not None and len(own) == len(o):
+            have = own >= 0
+            if have.any():
+                o[have] = own[have] * 1e-9
+        return o
+
+    def _table_overheads(self, entry: tuple, kinds: np.ndarray,
+                         regions: np.ndarray) -> np.ndarray:
+        """:meth:`location_overheads` from the location's in-situ table alone."""
         by_kind, regions_table = entry
         table = np.zeros(len(KIND_NAMES), dtype=float)
         for name, v in by_kind.items():

@@ -292,3 +292,24 @@ def test_cold_charge_never_exceeds_a_gap(gaps, kinds, steps):
     assert np.all(c <= e[-1] + 1e-6)  # never more than the curve's largest extra
     assert not Platform(0.0).cold_charge(0, kind, region, gap, 1e9).any()
     assert not plat.cold_charge(1, kind, region, gap, 1e9).any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(-1, 5000)),
+                min_size=1, max_size=30))
+def test_own_overheads_replace_the_table_only_where_given(records):
+    """Property: with an in-situ table for the location, a record's ``overhead``
+    column value (ns, >= 0) is its overhead and NONE (-1) leaves the table's;
+    without a table (``--platform``/``--overhead`` chosen) the column is ignored."""
+    kinds = np.array([k for k, _ in records], dtype=np.int16)  # Enter, Leave, MpiSend
+    own = np.array([o for _, o in records], dtype=np.int32)
+    regions = np.zeros(len(records), dtype=np.int32)
+    table = {"Enter": 100e-9, "Leave": 200e-9, "MpiSend": 300e-9}
+    plat = Platform(5e-7, {}, by_location={0: (table, {})})
+    got = plat.location_overheads(0, kinds, regions, own)
+    base = plat.location_overheads(0, kinds, regions)
+    assert np.allclose(got, np.where(own >= 0, own * 1e-9, base))
+    assert np.allclose(base, [table[KIND_NAMES[k]] for k in kinds])
+    plain = Platform(5e-7, {})
+    assert np.allclose(plain.location_overheads(0, kinds, regions, own),
+                       plain.location_overheads(0, kinds, regions))

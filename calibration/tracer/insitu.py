@@ -65,7 +65,8 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
 The table is written into the trace (:func:`location_table`, one JSON
 ``LocationProperty`` per location, :data:`PROPERTY`), where ``compensate`` finds it;
 each bracketed record also carries its own cost (:func:`record_overheads`, the OTF2
-attribute :data:`ATTRIBUTE`), which ``compensate`` does not read yet.
+attribute :data:`ATTRIBUTE`), which ``compensate`` takes for that record instead of
+the table's value (:mod:`compensate.formats.otf2.overheads`).
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ def samples(times: np.ndarray, backs: np.ndarray, back_ns: float) -> np.ndarray:
 
 
 #: Name of the OTF2 attribute that carries a bracketed record's own in-situ
-#: cost (:func:`record_overheads`, ns, UINT64); other OTF2 tools ignore it.
+#: cost (:func:`record_overheads`, ns, UINT64); other OTF2 tools ignore it
+#: (``compensate.formats.otf2.overheads.ATTRIBUTE``, the reader's, is the same).
 ATTRIBUTE = "COMPENSATE::OVERHEAD"
 
 

@@ -276,7 +276,7 @@ def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
         n += len(ev)
         t = ev.time.astype(np.float64)
         a = np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time).astype(np.float64)
-        a += platform.location_overheads(loc, ev.kind, ev.region) * res
+        a += platform.location_overheads(loc, ev.kind, ev.region, ev.overhead) * res
         sends = np.flatnonzero(np.isin(ev.kind, _EAGER_SENDS))
         f = a.copy()
         if sends.size:

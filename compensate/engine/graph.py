@@ -136,7 +136,8 @@ class Graph:
                                                    strict=True):
             tm = (ev.time - t0).astype(np.float64)
             n = len(tm)
-            o = self.platform.location_overheads(loc, ev.kind, ev.region) * res
+            o = self.platform.location_overheads(loc, ev.kind, ev.region,
+                                                 ev.overhead) * res
             if ghost:  # another rank's: measured times and overheads (rules read them
                 rovh.append(o)  # when they are built), no R1 gaps (never evaluated; no
                 tms.append(tm)  # overcompensation or flush counted here: its owner does)

@@ -936,7 +936,8 @@ class _Segmenter:
             # the overhead of the trailing timestamp group (R1: charged to the next gap)
             t = ev.time
             first = int(np.searchsorted(t, t[last], side="left"))
-            o = self.platform.location_overheads(loc, ev.kind[first:], ev.region[first:]) \
+            o = self.platform.location_overheads(loc, ev.kind[first:], ev.region[first:],
+                                                 ev.overhead[first:]) \
                 * float(self.defs.timer_resolution)
             if loc in self.defs.locations and self.defs.locations[loc].is_device:
                 o = np.full_like(o, self.dev_ovh)  # the device overhead (R9, default 0)

@@ -152,7 +152,6 @@ from compensate.model import (
     COLL_BEGIN,
     COLL_END,
     COLLECTIVE_OPS,
-    COLUMNS,
     ENTER,
     IRECV,
     IRECV_REQUEST,
@@ -167,6 +166,7 @@ from compensate.model import (
     PROBE,
     PROGRAM_BEGIN,
     PROGRAM_END,
+    RECORD_COLUMNS,
     RECV,
     SEND,
     Comm,
@@ -326,8 +326,10 @@ class _Sim:
                  network: Network, *, eager_limit: int | None, flush_time: float,
                  flush_every: int | None, start_offsets: Sequence[float],
                  regions: dict[str, int], fixed_sources: dict[int, list[int]] | None,
-                 quantum: Callable[[float], float] = float) -> None:
+                 quantum: Callable[[float], float] = float,
+                 spread: Callable[[float], float] | None = None) -> None:
         self.program = program
+        self.spread = spread
         self.n = program.ranks
         self.O = list(overhead)
         self.copy = copy
@@ -347,7 +349,8 @@ class _Sim:
         self.partitioned: dict[tuple, Any] = {}  # MPI-4 partitioned (simulate.partitioned)
         self.waiting: dict[tuple, list[int]] = {}
         self.runnable: deque[int] = deque()
-        self.rows: list[_Records] = [_Records() for _ in range(self.n + len(program.threads))]
+        self.rows: list[_Records] = [_Records(spread is not None)
+                                     for _ in range(self.n + len(program.threads))]
 
     # -- plumbing --------------------------------------------------------------------
     def chan(self, src: int, dst: int, tag: int) -> _Chan:
@@ -448,26 +451,31 @@ class _Records:
     trace needed 2.6 GB; benchmarks/simulator_memory.py).
     """
 
-    __slots__ = ("time", "cols", "payload", "stop")
+    __slots__ = ("time", "cols", "payload", "stop", "own")
 
-    def __init__(self) -> None:
+    def __init__(self, own: bool = False) -> None:
         self.time = array("d")
         self.cols = array("q")
         self.payload: dict[int, Any] = {}
         self.stop: dict[int, float] = {}
+        #: with ``overhead_spread``: each record's own overhead (seconds, -1: none)
+        self.own = array("d") if own else None
 
     def events(self, res: int) -> Events:
         """Columns in ticks: ``round(t · res)``, half to even as Python's ``round``."""
         n = len(self.time)
         time = np.rint(np.frombuffer(self.time, dtype=np.float64) * res).astype(np.int64) \
             if n else np.zeros(0, dtype=np.int64)
-        table = np.frombuffer(self.cols, dtype=np.int64).reshape(n, len(COLUMNS) - 1) if n \
-            else np.zeros((0, len(COLUMNS) - 1), dtype=np.int64)
+        table = np.frombuffer(self.cols, dtype=np.int64).reshape(n, len(RECORD_COLUMNS) - 1) if n \
+            else np.zeros((0, len(RECORD_COLUMNS) - 1), dtype=np.int64)
         cols = {"time": time}
-        for j, (name, dtype) in enumerate(COLUMNS[1:]):
+        for j, (name, dtype) in enumerate(RECORD_COLUMNS[1:]):
             cols[name] = np.array(table[:, j], dtype=dtype)
         for i, stop in self.stop.items():
             cols["size"][i] = round(stop * res)
+        if self.own is not None:  # whole ticks, as the tracer's ns: NONE where none
+            own = np.frombuffer(self.own, dtype=np.float64) if n else np.zeros(0)
+            cols["overhead"] = np.where(own >= 0, np.rint(own * res), NONE).astype(np.int32)
         payload: list[Any] = [None] * n
         for i, p in self.payload.items():
             payload[i] = p
@@ -516,7 +524,11 @@ class _Rank:
                 rows.stop[i], size = size, NONE
         rows.time.append(self.t)
         rows.cols.extend((kind, region, peer, comm, tag, size, size_recv, op, request))
-        self.t += self.O[kind]
+        o = self.O[kind]
+        if rows.own is not None:
+            o = self.sim.spread(o)
+            rows.own.append(o)
+        self.t += o
         self.since_flush += 1
         if kind == self.flush_after:  # a flush inside a call (flush_after op)
             self.flush_after = None
@@ -986,6 +998,7 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
                 eager_limit: int | None = None, flush_time: float = DEFAULT_FLUSH_TIME,
                 flush_every: int | None = None, start_offsets: Sequence[float] | None = None,
                 timer_resolution: int = 10**9, quantize: bool = False,
+                overhead_spread: float = 0.0, spread_seed: int = 0,
                 progress: Callable[[float], None] | None = None) -> SimResult:
     """Simulate ``program`` twice and return the truth and the measured trace.
 
@@ -1001,7 +1014,12 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
     op once that many records were written since the last one (None: only the
     program's own ``flush()`` ops). ``start_offsets``: per-rank start time in seconds
     (default all 0). ``progress(fraction)`` is called now and then with the
-    fraction of the work done (the two runs' ops). Raises :class:`SimulationError`
+    fraction of the work done (the two runs' ops). ``overhead_spread`` s > 0: each
+    record of the measured run costs its kind's overhead times a factor drawn
+    uniformly from [1 - s, 1 + s] (seeded with ``spread_seed``), as a real tracer's
+    records do not cost one constant, and the measured trace carries each record's
+    own cost in its ``overhead`` column, as the project's tracer writes it
+    (:mod:`compensate.formats.otf2.overheads`). Raises :class:`SimulationError`
     on deadlock or a bad program.
     """
     network = network or Network()
@@ -1013,6 +1031,8 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
         raise SimulationError(f"start_offsets has {len(offsets)} entries for {n} ranks")
     if flush_time < 0:
         raise SimulationError(f"flush_time must be >= 0, got {flush_time}")
+    if not 0.0 <= overhead_spread <= 1.0:
+        raise SimulationError(f"overhead_spread must be in [0, 1], got {overhead_spread}")
 
     def quantum(x: float) -> float:
         return round(x * timer_resolution) / timer_resolution if quantize else float(x)
@@ -1032,9 +1052,18 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
 
     common = dict(eager_limit=eager_limit, flush_every=flush_every,
                   start_offsets=offsets, regions=regions, quantum=quantum)
+    spread = None
+    if overhead_spread > 0:
+        import random  # local: only this option needs it
+
+        rng = random.Random(spread_seed)
+
+        def spread(o: float) -> float:
+            return quantum(o * rng.uniform(1.0 - overhead_spread, 1.0 + overhead_spread))
+
     measured = _Sim(program, [quantum(x) for x in platform.overhead_table()], copy,
                     replace(network),
-                    flush_time=flush_time, fixed_sources=None, **common)
+                    flush_time=flush_time, fixed_sources=None, spread=spread, **common)
     total_ops = 2 * max(sum(len(ops) for ops in program.ops), 1)
     measured.run(progress and (lambda ops: progress(ops / total_ops)))
     # convert each run's records as soon as it ends: one run's record store at a time

@@ -222,6 +222,8 @@ def _emit_at(rows: Any, t: float, kind: int, region: int = NONE, payload: Any = 
         rows.payload[len(rows.time)] = payload
     rows.time.append(t)
     rows.cols.extend((kind, region, NONE, NONE, NONE, NONE, NONE, NONE, NONE))
+    if rows.own is not None:
+        rows.own.append(-1.0)
 
 
 def thread_body(rk: Any) -> Generator[tuple, Any, None]:

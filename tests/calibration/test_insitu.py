@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from calibration.tracer import buffer as tb
 from calibration.tracer import insitu
+from compensate import compensate as compensate_api
 from compensate.cli.compensate import main
 from compensate.formats.otf2 import read_otf2
 from compensate.model import KIND_CODE
@@ -232,6 +233,7 @@ def test_each_bracketed_record_carries_its_own_cost(short_run: Path) -> None:
     for loc, ev in trace.events.items():
         own = np.array(cost[loc])
         assert len(own) == len(ev)
+        assert ev.overhead.tolist() == own.tolist()  # the reader's overhead column
         gap = np.append(np.diff(ev.time), np.iinfo(np.int64).max)
         assert (own <= gap).all()
         send = ev.kind == KIND_CODE["MpiSend"]
@@ -284,3 +286,33 @@ def test_real_run_carries_and_uses_its_insitu_overhead(short_run: Path, capsys) 
     assert s["overhead"]["source"] == "trace in-situ" and s["overhead"]["locations"] == 2
     assert s["verification"]["violations"] == 0
     assert s["overcompensated_records"] == 0
+
+
+def test_the_real_run_compensates_alike_streamed_in_memory_and_on_ranks(
+        short_run: Path, tmp_path: Path) -> None:
+    """The records' own overheads travel with them: the streamed run (in segments
+    of 200 records, so that context records cross the cuts), the in-memory run and
+    two ranks under mpiexec give the same output; and they matter: without them
+    (the tables alone) the output differs."""
+    outs = {}
+    for name, extra in {"streamed": ["--segment-records", "200"],
+                        "memory": ["--in-memory"]}.items():
+        out = tmp_path / name / "traces.otf2"
+        assert main([str(short_run), str(out), "--quiet", *extra]) == 0
+        outs[name] = read_otf2(str(out))
+    out = tmp_path / "ranks" / "traces.otf2"
+    proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-m", "compensate",
+                           str(short_run), str(out), "--mpi", "--quiet"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    outs["ranks"] = read_otf2(str(out))
+    ref = outs.pop("memory")
+    for name, got in outs.items():
+        for loc, ev in ref.events.items():
+            assert got.events[loc].time.tolist() == ev.time.tolist(), (name, loc)
+    tables = read_otf2(str(short_run))
+    for ev in tables.events.values():
+        ev.overhead[:] = -1
+    alone = compensate_api(tables).trace
+    assert any(alone.events[loc].time.tolist() != ev.time.tolist()
+               for loc, ev in ref.events.items())

@@ -8,9 +8,11 @@ import functools
 import numpy as np
 import pytest
 
+from compensate import insitu
 from compensate.engine import EngineOptions, compensate
 from compensate.engine.fit import fit_network
 from compensate.matching import match
+from compensate.model import KIND_CODE, NONE
 from compensate.simulate import default_platform, run_program, simulate
 from compensate.simulate import programs as P
 from compensate.simulate.validation import accuracy, evaluate, event_errors
@@ -252,3 +254,51 @@ def test_gather_lower_bound_misses_the_network_that_fitted_finds():
     acc, fell_back = fitted_accuracy(sim)
     assert ev["lower"].removed_total < 0.95 and not fell_back
     assert acc.removed_total >= 0.999 and acc.error_max <= 2 * TICK
+
+
+# -- per-record overheads (issue #22: each record's own cost, as the tracer writes it) --
+
+def _with_tables(sim):
+    """The in-situ platform of ``sim``'s measured trace with one table per location
+    holding the platform's per-kind overhead (the mean of the spread), as the
+    tracer's tables hold the mean of its samples."""
+    defs = sim.measured.definitions
+    table = sim.platform.overhead_table()
+    by_kind = {name: float(table[code]) for name, code in KIND_CODE.items()
+               if code < len(table) and table[code] > 0}
+    defs.insitu = {loc: {"format": 1, "by_kind": by_kind} for loc in sim.measured.events}
+    return insitu.platform_of(defs, sim.platform)
+
+
+def _worst(sim, plat):
+    m = match(sim.measured)
+    worst = 0.0
+    for bound in ("lower", "upper"):
+        r = compensate(sim.measured, plat, EngineOptions(bound), m)
+        worst = max(worst, float(event_errors(r.trace, sim.truth).max()))
+    return worst
+
+
+@pytest.mark.parametrize("make", [local_program, nton_program, eager_pingpong],
+                         ids=["local", "n-to-n", "eager-pingpong"])
+def test_each_records_own_overhead_recovers_the_truth_where_the_mean_does_not(make):
+    """Every record costs its kind's overhead times a factor in [0.5, 1.5]: with
+    the measured trace's per-record ``overhead`` column the truth is recovered to
+    the tick, as with constant overheads; with the tables alone (the kinds' mean
+    cost) it is not: a gap after a record that cost less than the mean is
+    overcompensated, one after a dearer record keeps the excess."""
+    sim = run_program(make(), platform(1e-6), quantize=True, overhead_spread=0.5,
+                      spread_seed=7)
+    own = [ev.overhead for ev in sim.measured.events.values()]
+    assert all((o >= 0).all() for o in own) and len({int(x) for o in own for x in o}) > 50
+    plat = _with_tables(sim)
+    assert _worst(sim, plat) <= TICK
+    for ev in sim.measured.events.values():
+        ev.overhead[:] = NONE
+    assert _worst(sim, plat) > 100 * TICK
+
+
+def test_an_overhead_spread_of_zero_leaves_the_column_empty():
+    sim = run_program(local_program(), platform(1e-6), quantize=True)
+    assert all((ev.overhead == NONE).all() for ev in sim.measured.events.values())
+    assert all((ev.overhead == NONE).all() for ev in sim.truth.events.values())

@@ -47,11 +47,15 @@ def sync_times(graph: Graph, inst: Instance, lis: list[int], members: list[int],
                who: list[int]) -> dict[int, float]:
     """R3's measured synchronisation time for each member ``i`` in ``who`` waiting
     for ``members``: from the latest measured enter to the (earliest, or own)
-    measured exit, less the overheads recorded in between on the exiting location."""
+    measured exit, less the overheads recorded in between on the exiting location.
+    The latest enter is the latest *joining*: a member joins once its enter record
+    is written (docs/design.md §2), at its enter plus that record's overhead, which
+    differs between locations (their in-situ tables) and between records (their
+    own measured overheads)."""
     b, e = inst.begin_idx, inst.end_idx
     tm, g = graph.tm, graph.g
-    bm = [tm[g(lis[j], b[j])] for j in members]
-    jj = members[int(np.argmax(bm))]
+    joined = [tm[g(lis[j], b[j])] + graph.kind_ovh(g(lis[j], b[j])) for j in members]
+    jj = members[int(np.argmax(joined))]
     enter_m_j = tm[g(lis[jj], b[jj])]
     o_j = graph.kind_ovh(g(lis[jj], b[jj]))
     fl = graph.flushes

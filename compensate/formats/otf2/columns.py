@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from compensate.formats.otf2.overheads import event_overheads
 from compensate.formats.partitioned import columns_of_event, kind_of_parameter
 from compensate.gcpause import gc_paused
 from compensate.model import (
@@ -204,6 +205,9 @@ def _columns(times: list[int], kinds: list[int], payload: list[Any]) -> Events:
         for column, attr, convert in fields:
             values = np.array([convert(getattr(e, attr)) for e in events], dtype=np.int64)
             cols[column][idx] = values.astype(cols[column].dtype)  # wraps like a row build
+    own = event_overheads(payload)
+    if own is not None:
+        cols["overhead"] = own
     if _PARAM_UINT in kind_codes:
         _partitioned(cols, payload)
     return Events(**cols, payload=payload)

@@ -66,6 +66,7 @@ import numpy as np
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.otf2.nativerecords import Partitioned, rma_aliases
+from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
 from compensate.model import (
     COLUMNS,
     INTERPRETED,
@@ -354,6 +355,13 @@ class NativeChunks(ChunkIterator):
         self._cap = min(chunk_records or (1 << 18), 1 << 18)
         self._bufs = _buffers(self._cap)
         self._p1 = _pass1(self._lib, self._bufs, self._cap, self._lib.store)
+        #: the reference of the per-record overhead attribute (ATTRIBUTE), if
+        #: the archive defines it: then every record's attribute list is kept
+        self._own = next((int(a._ref) for a in getattr(registry, "attributes", ())
+                          if a.name == ATTRIBUTE), None)
+        if self._own is not None:
+            self._keep = np.ones_like(self._lib.keep_attrs)
+            self._p1.keep_attrs = self._keep.ctypes.data_as(_u8p)
         self._handle: int | None = _open(self._lib, path, self._locs, True)
         self._done = False
 
@@ -426,6 +434,9 @@ class NativeChunks(ChunkIterator):
                             "index": self.count[ref] + p - start}
                 self._partitioned.convert(cols, pos, flat["args"][src], flat["nattrs"][src],
                                           flat["attrs"][src], where)
+        if self._own is not None:
+            cols["overhead"] = attribute_column(
+                flat["nattrs"][order], flat["attrs"][order], self._own)
         fields = self._fields(cols["kind"], order, flat["args"])
         out = {}
         for j in np.argsort(order[starts], kind="stable").tolist():  # by first record

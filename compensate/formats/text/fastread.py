@@ -33,7 +33,7 @@ import numpy as np
 
 from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import _INT16_MAX, _INT32_MAX, _INT64_MAX, _INT64_MIN
-from compensate.model import COLLECTIVE_OPS, COLUMNS, KIND_NAMES, NONE
+from compensate.model import COLLECTIVE_OPS, KIND_NAMES, NONE, RECORD_COLUMNS
 from compensate.nativebuild import ENV_SWITCH, compiled, load_once
 
 __all__ = ["BATCH", "ENV_SWITCH", "SPECS", "FastRecords", "fast_records"]
@@ -44,7 +44,7 @@ BATCH = 1 << 14
 
 # field value types of fastread.c
 T_INT, T_COMM, T_RANK, T_ROOT, T_REGION, T_OP, T_STOP = range(7)
-_COL = {name: j for j, (name, _) in enumerate(COLUMNS)}
+_COL = {name: j for j, (name, _) in enumerate(RECORD_COLUMNS)}
 _RANK = (T_RANK, 0, _INT32_MAX)
 _COMM = (T_COMM, 0, _INT32_MAX)
 _TAG = (T_INT, _INT64_MIN, _INT64_MAX)
@@ -167,7 +167,7 @@ class FastRecords:
         tab += kinds + fields + ops
         self.tab = np.array(tab, dtype=np.int64)
         self.strs = bytes(strs) + b"\0"
-        self.rows = np.empty((BATCH, len(COLUMNS)), dtype=np.int64)
+        self.rows = np.empty((BATCH, len(RECORD_COLUMNS)), dtype=np.int64)
         self.locs = np.empty(BATCH, dtype=np.int64)
         self.res = np.zeros(5, dtype=np.int64)
         self._args = (self.tab.ctypes.data, self.strs, self.last.ctypes.data,
@@ -192,7 +192,7 @@ class FastRecords:
             try:
                 while i < len(batch):
                     fn(data, size, pos, tab, strs, last, count, locs + 8 * n,
-                       rows + 8 * len(COLUMNS) * n, cap - n, resp)
+                       rows + 8 * len(RECORD_COLUMNS) * n, cap - n, resp)
                     n += int(res[0])
                     i += int(res[1])
                     skipped += int(res[2])
@@ -210,7 +210,7 @@ class FastRecords:
                         if st[0]:
                             row = st[0].pop()
                             li = self.index[loc]
-                            self.rows[n] = row if len(row) == len(COLUMNS) else row + (NONE,)
+                            self.rows[n] = row if len(row) == len(RECORD_COLUMNS) else row + (NONE,)
                             self.locs[n] = li
                             payload = st[1].pop()
                             if payload is not None:

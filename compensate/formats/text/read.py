@@ -60,7 +60,6 @@ from compensate.formats.text.syntax import (
 from compensate.model import (
     ACCELERATOR_STREAM,
     COLLECTIVE_OPS,
-    COLUMNS,
     CPU_THREAD,
     ENTER,
     IMRECV,
@@ -74,6 +73,7 @@ from compensate.model import (
     MRECV,
     NONE,
     PROCESS,
+    RECORD_COLUMNS,
     RECV,
     SEND,
     Comm,
@@ -483,7 +483,7 @@ class _Reader:
             payloads.append(fields)
             return
         row, payload = handler(kname, kind, t, fields)
-        rows.append(row if len(row) == len(COLUMNS) else row + (NONE,))
+        rows.append(row if len(row) == len(RECORD_COLUMNS) else row + (NONE,))
         payloads.append(payload)
 
     def backwards(self, loc: int, t: int, previous: int, in_chunk: int) -> TraceError:
@@ -573,7 +573,7 @@ class _Reader:
                      fields: dict[str, str]) -> tuple[tuple, Any]:
         """MPI-4 partitioned records (:data:`compensate.formats.partitioned.TEXT_FIELDS`)."""
         spec = TEXT_FIELDS[kind]
-        cols = {name: NONE for name, _ in COLUMNS}
+        cols = {name: NONE for name, _ in RECORD_COLUMNS}
         keys = dict(spec)
         if "comm" in keys:
             cols["comm"] = self.comm_ref(self.need(fields, "comm", kname, "<comm id>"))
@@ -591,7 +591,7 @@ class _Reader:
                 cols[column] = self.int_value(text, key, 0, _INT64_MAX)
         self.no_more(fields, kname, " ".join(f"{k}=" for k, _ in spec))
         cols["time"], cols["kind"] = t, kind
-        return tuple(cols[name] for name, _ in COLUMNS), None
+        return tuple(cols[name] for name, _ in RECORD_COLUMNS), None
 
     def _probe(self, kname: str, kind: int, t: int,
                fields: dict[str, str]) -> tuple[tuple, Any]:
@@ -768,7 +768,7 @@ class _Reader:
             pieces = self.pieces.pop(loc, None)
             if pieces:  # C's blocks (fastread.py), then Python's rows (none in C mode)
                 if rows:
-                    pieces.append((np.array(rows, dtype=np.int64).reshape(-1, len(COLUMNS)),
+                    pieces.append((np.array(rows, dtype=np.int64).reshape(-1, len(RECORD_COLUMNS)),
                                    payloads))
                 chunk[loc] = _events_of_blocks(pieces)
             elif rows:
@@ -826,9 +826,9 @@ class _Reader:
 def _events(rows: list[tuple], payloads: list[Any]) -> Events:
     """Rows to columns (one 2-D int64 conversion, faster than per-column iteration;
     every value was range-checked for its column while parsing)."""
-    table = np.array(rows, dtype=np.int64).reshape(len(rows), len(COLUMNS))
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), len(RECORD_COLUMNS))
     cols = {name: np.ascontiguousarray(table[:, j], dtype=dtype)
-            for j, (name, dtype) in enumerate(COLUMNS)}
+            for j, (name, dtype) in enumerate(RECORD_COLUMNS)}
     return Events(**cols, payload=payloads)
 
 
@@ -838,7 +838,7 @@ def _events_of_blocks(pieces: list[tuple[np.ndarray, list[Any]]]) -> Events:
         else pieces[0][0]
     payloads = [p for _, pl in pieces for p in pl] if len(pieces) > 1 else pieces[0][1]
     cols = {name: np.ascontiguousarray(table[:, j], dtype=dtype)
-            for j, (name, dtype) in enumerate(COLUMNS)}
+            for j, (name, dtype) in enumerate(RECORD_COLUMNS)}
     return Events(**cols, payload=payloads)
 
 

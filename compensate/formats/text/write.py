@@ -35,7 +35,6 @@ from compensate.model import (
     COLL_BEGIN,
     COLL_END,
     COLLECTIVE_OP_NAMES,
-    COLUMNS,
     CPU_THREAD,
     ENTER,
     IMRECV,
@@ -54,6 +53,7 @@ from compensate.model import (
     PROCESS,
     PROGRAM_BEGIN,
     PROGRAM_END,
+    RECORD_COLUMNS,
     RECV,
     REQUEST_CANCELLED,
     REQUEST_TEST,
@@ -448,7 +448,7 @@ class TextEventWriter:
             locs = np.full(stop - start, loc, dtype=object if self._big_ids else np.int64)
             index = np.arange(first, first + stop - start, dtype=np.int64)
             payloads = _payloads(ev, start, stop)
-            for name, _ in COLUMNS:
+            for name, _ in RECORD_COLUMNS:
                 cols.append(getattr(ev, name)[start:stop])
             order = None
         else:
@@ -458,7 +458,7 @@ class TextEventWriter:
             locs = ids[rank]
             payloads = list(chain.from_iterable(_payloads(p.item, p.start, p.stop)
                                                 for p in pieces))
-            for name, _ in COLUMNS:  # (in the pieces' order: permuted block by block)
+            for name, _ in RECORD_COLUMNS:  # (in the pieces' order: permuted block by block)
                 cols.append(np.concatenate([getattr(p.item, name)[p.start:p.stop]
                                             for p in pieces]))
         cols[1:1] = [locs, index]  # time, location, index, kind, ...
