@@ -35,12 +35,10 @@ from compensate.platform import Platform
 KEYWORDS = ("insitu", "estimate", "platform")
 #: Kinds whose in-trace bound enters the estimate need at least this many gaps.
 MIN_GAPS = 10
-
-
-
 #: What the summary says of per-record overheads under the trace's in-situ tables.
 PER_RECORD = (f"a record's own {ATTRIBUTE} attribute where it carries one "
               "(the tracer's cost after it, measured in the run), else its location's table")
+
 
 def choose(platform: Platform | None, overhead: Any,
            definitions: Callable[[], Definitions], trace: Callable[[], Trace],

@@ -163,7 +163,7 @@ class Platform:
         if entry is None:
             return self.overhead_table()[kinds]
         o = self._table_overheads(entry, kinds, regions)
-        if own is not None and len(own) == len(o):
+        if own is not None:
             have = own >= 0
             if have.any():
                 o[have] = own[have] * 1e-9

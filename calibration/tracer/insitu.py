@@ -172,16 +172,21 @@ def record_overheads(data: Any, backs: Any, back_ns: float, region_names: list[s
     if residues:
         codes = pairs[:, 1]
         leaves = np.flatnonzero(have & ((codes & tb.KIND_MASK) == tb.LEAVE))
-        extra = {}
-        for region in np.unique(codes[leaves] >> tb.KIND_BITS).tolist():
-            name = region_names[region] if region < len(region_names) else ""
-            key = residue_key(name)
-            extra[region] = max(float(residues.get(key, 0.0)), 0.0) if key else 0.0
+        extra = {region: _residue_ns(region_names[region] if region < len(region_names)
+                                     else "", residues)
+                 for region in np.unique(codes[leaves] >> tb.KIND_BITS).tolist()}
         cost[leaves] += [extra[r] for r in (codes[leaves] >> tb.KIND_BITS).tolist()]
     gap = np.full(len(cost), np.inf)
     gap[:-1] = np.diff(pairs[:, 0])
     out[have] = np.rint(np.minimum(cost[have], gap[have])).astype(np.int64)
     return out
+
+
+def _residue_ns(region: str, residues: dict[str, float]) -> float:
+    """The wrapper residue (ns, at least 0) a Leave of ``region`` carries
+    (:func:`residue_key`; 0 for the program's functions)."""
+    key = residue_key(region)
+    return max(float(residues.get(key, 0.0)), 0.0) if key else 0.0
 
 
 def _stats(x: np.ndarray) -> dict[str, float]:
@@ -285,8 +290,7 @@ def location_table(data: Any, backs: Any, region_names: list[str],
         # a fraction of a tick rounds a receive onto its send in the output
         extra = 0.0
         if kind == tb.LEAVE and residues:
-            rkey = residue_key(name)
-            extra = max(float(residues.get(rkey, 0.0)), 0.0) if rkey else 0.0
+            extra = _residue_ns(name, residues)
             if extra:
                 st["residue"] = extra * 1e-9
         value = round(min(float(s.mean()) + extra, bound)) * 1e-9

@@ -434,9 +434,9 @@ class NativeChunks(ChunkIterator):
                             "index": self.count[ref] + p - start}
                 self._partitioned.convert(cols, pos, flat["args"][src], flat["nattrs"][src],
                                           flat["attrs"][src], where)
-        if self._own is not None:
-            cols["overhead"] = attribute_column(
-                flat["nattrs"][order], flat["attrs"][order], self._own)
+        if self._own is not None:  # the column, then its order: not the lists' order
+            cols["overhead"] = attribute_column(flat["nattrs"], flat["attrs"],
+                                                self._own)[order]
         fields = self._fields(cols["kind"], order, flat["args"])
         out = {}
         for j in np.argsort(order[starts], kind="stable").tolist():  # by first record
