@@ -4,12 +4,15 @@ The tracer brackets every MPI and lock wrapper and so knows what each of their
 records cost in this run (calibration/tracer/insitu.py). It writes each such
 record's own cost into the trace (the OTF2 attribute ``COMPENSATE::OVERHEAD``)
 and, per location, record kind and region, the mean of those costs (the in-situ
-table). This benchmark compensates the *same* traced runs three ways and prints
+table). This benchmark compensates the *same* traced runs four ways and prints
 how much of the dilation each removes (bound ``lower``; ``removed %`` and
 ``paired %`` as in ``benchmarks/paper_fig1.py``):
 
   record   what ``compensate`` does: each record's own cost where it carries one,
-           the table elsewhere (the decorated functions' records)
+           the table elsewhere (the decorated functions' records, valued by the
+           decorator's sampled layers where a function has enough samples)
+  no-layers  the same, with the decorated functions' records at the calibrated
+           Enter/Leave (as before the decorator measured its layers)
   mean     the tables alone (the trace's ``overhead`` column cleared)
   median   the tables alone with the median of each key's samples instead of the
            mean (what the tracer wrote before issue #22's "mean, not median"),
@@ -41,7 +44,27 @@ import paper_fig1 as fig1  # noqa: E402 - the real-run procedure and its helpers
 import compensate as c  # noqa: E402
 from compensate.model import ENTER, LEAVE  # noqa: E402
 
-VARIANTS = ("record", "mean", "median")
+VARIANTS = ("record", "no-layers", "mean", "median")
+
+
+def without_layers(trace: c.Trace) -> None:
+    """Charge the decorated functions' records as before the decorator measured
+    its layer (calibration/tracer/insitu.py, ``split_layers``): their tables'
+    ``by_region`` values go, so they take the calibrated ``by_kind`` Enter and
+    Leave again; a sampled call's records keep their extra layer time, with the
+    table part swapped the same way."""
+    names = trace.definitions.regions
+    for loc, table in trace.definitions.insitu.items():
+        layered = {label[:-len("/Layer")] for label, st in table.get("measured", {}).items()
+                   if label.endswith("/Layer") and st.get("used") is not None}
+        ev = trace.events[loc]
+        for name in layered:
+            values = table["by_region"].pop(name)
+            ids = [i for i, n in names.items() if n == name]
+            for kind, code in (("Enter", ENTER), ("Leave", LEAVE)):
+                sel = (ev.overhead >= 0) & (ev.kind == code) & np.isin(ev.region, ids)
+                delta = round((table["by_kind"].get(kind, 0.0) - values[kind]) * 1e9)
+                ev.overhead[sel] = np.maximum(ev.overhead[sel] + delta, 0)
 
 
 def median_tables(trace: c.Trace) -> None:
@@ -49,6 +72,8 @@ def median_tables(trace: c.Trace) -> None:
     samples (+ residue on a wrapper's Leave), capped by its bound, whole ns."""
     for table in trace.definitions.insitu.values():
         for label, st in table.get("measured", {}).items():
+            if label.endswith("/Layer"):  # a decorator layer, not one record's key
+                continue
             v = st["median"] + st.get("residue", 0.0)
             if st.get("bound") is not None:
                 v = min(v, st["bound"])
@@ -82,7 +107,9 @@ def one_pair(prog: list[str], ranks: int, work: Path) -> dict:
     for variant in VARIANTS:
         trace = c.read(archive)
         out.setdefault("t_m", run_span(trace))
-        if variant != "record":
+        if variant == "no-layers":
+            without_layers(trace)
+        elif variant != "record":
             for ev in trace.events.values():
                 ev.overhead[:] = -1
         if variant == "median":

@@ -6,7 +6,9 @@ Usage (every rank runs the same command)::
         [--functions MODULE,...] [--force] -- prog.py ARGS
 
 Records Enter/Leave of the functions of ``prog.py`` and of the ``--functions``
-modules (:mod:`calibration.tracer.functions`), every mpi4py communication call
+modules (:mod:`calibration.tracer.functions`; one call in ``--layer-period`` of
+each runs through a second layer that measures the decorator's cost in this
+run), every mpi4py communication call
 (:mod:`calibration.tracer.mpi`), and the program's ``threading`` threads and locks
 as Pthread records (:mod:`calibration.tracer.threads`), in memory, per rank and
 thread (:mod:`calibration.tracer.buffer`); each thread becomes its own location.
@@ -40,6 +42,8 @@ import traceback
 import types
 from typing import Any
 
+from calibration.tracer.functions import LAYER_PERIOD
+
 USAGE = ("mpiexec -n N python -m calibration.record -o DIR/NAME.otf2 "
          "[--functions MODULE,...] [--force] -- prog.py ARGS")
 #: Records (and traced calls) per calibration sample by default.
@@ -66,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="N",
                    help="records (and traced calls) per calibration sample (default "
                         f"{CALIBRATION_RECORDS}; 0 skips the calibration and platform.json)")
+    p.add_argument("--layer-period", type=int, default=LAYER_PERIOD, metavar="N",
+                   help="one call in N of each recorded function runs through a second "
+                        "recording layer that measures the decorator's cost in this run "
+                        f"(1-256, default {LAYER_PERIOD}; 0: never, the calibrated cost "
+                        "is used)")
     p.add_argument("program", help="the mpi4py script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -106,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.args[:1] == ["--"]:
         args.args = args.args[1:]
+    if not 0 <= args.layer_period <= 256:
+        print(f"calibration.record: error: --layer-period must be within 0..256, got "
+              f"{args.layer_period}", file=sys.stderr)
+        return 2
     script = os.path.abspath(args.program)
     if not os.path.isfile(script):
         print(f"calibration.record: error: no such program: {args.program}", file=sys.stderr)
@@ -141,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     recorder = Recorder(reserve=True)
-    functions = FunctionTracing(recorder, [m.strip() for m in args.functions.split(",")])
+    functions = FunctionTracing(recorder, [m.strip() for m in args.functions.split(",")],
+                                sample=args.layer_period > 0,
+                                period=args.layer_period or LAYER_PERIOD)
     if rank == 0:
         for m in functions.already_imported():
             print(f"calibration.record: warning: {m} was imported before tracing "

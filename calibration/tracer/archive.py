@@ -80,6 +80,9 @@ class ThreadData:
     extra: list[tuple]
     ints: Any = ()
     backs: Any = ()  # in-situ brackets (calibration.tracer.insitu)
+    #: the decorator's sampled layers, taken out of ``data``
+    #: (calibration.tracer.insitu.split_layers); None: none
+    layers: Any = None
 
     @property
     def times(self) -> Any:
@@ -152,8 +155,9 @@ def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[Thre
             if notes is not None:
                 notes.append(f"{buf.name} was still running at the end of the program; "
                              f"its {len(stack)} open regions end there")
+        data, layers = insitu.split_layers(data)
         out.append(ThreadData(buf.name, buf.sequence, data, extra, ints,
-                              array("q", buf.backs)))
+                              array("q", buf.backs), layers))
     return out
 
 
@@ -247,7 +251,8 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
             writer.description = program
         defs = writer.definitions
         locations, regions, comms, contingents = _definitions(defs, ranks, warn)
-        _insitu_properties(defs, ranks, locations, overhead_defaults or {}, tables)
+        written_tables = _insitu_properties(defs, ranks, locations,
+                                            overhead_defaults or {}, tables)
         mpi_loc = {d.rank: locations[d.rank][_mpi_thread(d, [])] for d in ranks}
         rma = _RmaDefs(defs, ranks, comms, mpi_loc)
         own = defs.attribute(insitu.ATTRIBUTE, "the tracer's cost after this record, "
@@ -267,7 +272,8 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
                 loc = locations[d.rank][i]
                 ew = writer.event_writer_from_location(loc)
                 cost = insitu.record_overheads(th.data, th.backs, d.back_ns, names,
-                                               d.residues).tolist()
+                                               d.residues, th.layers,
+                                               written_tables[d.rank, i]).tolist()
                 for rec, o in zip(th.rows(), cost, strict=True):
                     kind = rec[1]
                     ev = (partitioned_event(defs, rec, comm_map)
@@ -297,19 +303,23 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
 
 
 def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
-                       defaults: dict[str, float], tables: list[dict] | None = None) -> None:
+                       defaults: dict[str, float],
+                       tables: list[dict] | None = None) -> dict[tuple[int, int], dict]:
     """One :data:`calibration.tracer.insitu.PROPERTY` per location (each table also
-    appended to ``tables``, if given)."""
+    appended to ``tables``, if given); returns them by (rank, thread index)."""
+    out = {}
     for d in ranks:
         names = [key[0] for key in d.regions]
         for i, th in enumerate(d.threads):
             table = insitu.location_table(th.data, th.backs, names, defaults, d.back_ns,
                                           d.sched if i == 0 else None, d.residues,
-                                          d.cold)
+                                          d.cold, th.layers)
+            out[d.rank, i] = table
             if tables is not None:
                 tables.append(table)
             defs.location_property(locations[d.rank][i], insitu.PROPERTY, Type.STRING,
                                    insitu.to_json(table))
+    return out
 
 
 _PARADIGMS = {"user": Paradigm.USER, "mpi": Paradigm.MPI, "pthread": Paradigm.PTHREAD}

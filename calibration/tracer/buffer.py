@@ -133,6 +133,10 @@ BUFFER_FLUSH = 39
 NBC_REQUEST, NBC_COMPLETE, REQUEST_CANCELLED = range(40, 43)
 # matched probes and their receives (calibration.tracer.calls)
 PROBE, MRECV, IMRECV_REQUEST, IMRECV = range(43, 47)
+#: the decorator's second layer on a sampled call (calibration.tracer.functions):
+#: taken out when the buffers are copied (calibration.tracer.insitu.split_layers),
+#: so no OTF2 record has these kinds and KIND_NAMES does not name them
+LAYER_ENTER, LAYER_LEAVE = 47, 48
 
 #: OTF2 record names of the kinds above (the names the platform file uses).
 KIND_NAMES: tuple[str, ...] = (

@@ -23,6 +23,7 @@ import functools
 import importlib.abc
 import importlib.machinery
 import os
+import random
 import sys
 import types
 from collections.abc import Callable, Sequence
@@ -30,7 +31,14 @@ from threading import get_ident
 from time import monotonic_ns
 from typing import Any
 
-from calibration.tracer.buffer import ENTER, KIND_BITS, LEAVE, Recorder
+from calibration.tracer.buffer import (
+    ENTER,
+    KIND_BITS,
+    LAYER_ENTER,
+    LAYER_LEAVE,
+    LEAVE,
+    Recorder,
+)
 
 DECORATOR = "__compensate_record__"
 
@@ -73,7 +81,8 @@ def instrument(source: str | bytes, filename: str) -> Any:
 #: wrapper packs a tuple and a dict twice per call.
 _WRAPPER = """
 def _cr_factory(_cr_fn, _cr_enter, _cr_leave, _cr_main_add, _cr_adders, _cr_orphan,
-                _cr_get_ident, _cr_now, _cr_when_threaded):
+                _cr_get_ident, _cr_now, _cr_when_threaded, _cr_layer, _cr_period,
+                _cr_k):
     _cr_single = True
 
     def _cr_threaded():
@@ -83,6 +92,7 @@ def _cr_factory(_cr_fn, _cr_enter, _cr_leave, _cr_main_add, _cr_adders, _cr_orph
     _cr_when_threaded(_cr_threaded)
 
     def traced({params}):
+        nonlocal _cr_k
         _cr_t = _cr_now()
         if _cr_single:
             _cr_add = _cr_main_add
@@ -94,7 +104,11 @@ def _cr_factory(_cr_fn, _cr_enter, _cr_leave, _cr_main_add, _cr_adders, _cr_orph
         _cr_add(_cr_t)
         _cr_add(_cr_enter)
         try:
-            return _cr_fn({args})
+            _cr_k -= 1
+            if _cr_k > 0:
+                return _cr_fn({args})
+            _cr_k = _cr_period
+            return _cr_layer({args})
         finally:
             _cr_add(_cr_now())
             _cr_add(_cr_leave)
@@ -152,9 +166,28 @@ def _factory(params: str, args: str) -> Callable:
     return made
 
 
-def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
+#: One call in this many (per function) runs through a second recording layer
+#: (:func:`make_decorator`); at most 256, so that the countdown stays within
+#: CPython's cached small integers and allocates nothing.
+LAYER_PERIOD = 32
+
+
+def make_decorator(recorder: Recorder, sample: bool = False,
+                   period: int = LAYER_PERIOD) -> Callable[[Callable], Callable]:
     """The ``@__compensate_record__`` decorator recording into the calling
     thread's buffer of ``recorder``.
+
+    ``sample``: every ``period``-th call of each function (the first one at a
+    random place) calls the function through a second, identical wrapper that
+    records a LayerEnter/LayerLeave pair into the same buffer. The sampled
+    call's Enter->Leave minus the inner pair's interval is what one decorator
+    layer costs around this function in this run, in the program's caches and
+    under its load: the part of the decorator's cost that lies outside its own
+    Enter and Leave stamps and that no bracket can see
+    (:func:`calibration.tracer.insitu.split_layers`; docs/calibration.md, "The
+    decorator measures itself"). Without ``sample`` the countdown runs the same
+    way and its sampled calls call the function directly, so that a calibration
+    times the path a run takes.
 
     Each call takes its Enter timestamp, then picks the buffer: the master's while
     the process is single-threaded (one closure variable tested), afterwards the
@@ -167,7 +200,10 @@ def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
     no in-situ bracket sees, from ~55 to ~32 ns (docs/calibration.md, "The
     decorator in situ"). These are the paths
     :func:`calibration.tracer.overhead.function_dilation` times."""
+    if not 1 <= period <= 256:
+        raise ValueError(f"layer period must be within 1..256, got {period}")
     adders, orphan, main_add = recorder.adders, recorder.orphan, recorder.main.add
+    starts = random.Random()
 
     def record_function(fn: Callable) -> Callable:
         code = getattr(fn, "__code__", None)
@@ -181,9 +217,14 @@ def make_decorator(recorder: Recorder) -> Callable[[Callable], Callable]:
                                   code.co_firstlineno, "user", "FUNCTION"))
         enter, leave = ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS
         sig = signature_text(code) if isinstance(fn, types.FunctionType) else _GENERIC
-        traced = _factory(*sig)(
-            fn, enter, leave, main_add, adders, orphan, get_ident, monotonic_ns,
-            recorder.when_threaded)
+        make = _factory(*sig)
+        layer: Callable = fn
+        if sample:
+            layer = make(fn, LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS,
+                         main_add, adders, orphan, get_ident, monotonic_ns,
+                         recorder.when_threaded, fn, period, period)
+        traced = make(fn, enter, leave, main_add, adders, orphan, get_ident, monotonic_ns,
+                      recorder.when_threaded, layer, period, starts.randint(1, period))
         traced.__defaults__ = getattr(fn, "__defaults__", None)
         traced.__kwdefaults__ = getattr(fn, "__kwdefaults__", None)
         return functools.update_wrapper(traced, fn)
@@ -227,8 +268,9 @@ class _Finder(importlib.abc.MetaPathFinder):
 class FunctionTracing:
     """Installs the decorator for the script and an import hook for ``modules``."""
 
-    def __init__(self, recorder: Recorder, modules: Sequence[str] = ()) -> None:
-        self.decorator = make_decorator(recorder)
+    def __init__(self, recorder: Recorder, modules: Sequence[str] = (),
+                 sample: bool = True, period: int = LAYER_PERIOD) -> None:
+        self.decorator = make_decorator(recorder, sample=sample, period=period)
         self.modules = [m for m in modules if m]
         self.finder = _Finder(self.modules, self.decorator)
 

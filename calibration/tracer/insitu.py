@@ -42,12 +42,14 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
   (:func:`residue_key`).
 * **Decorator records** (Enter/Leave of the program's functions) are not
   bracketed: two more timer reads per call would add a quarter to the hot path.
-  They take the calibrated split of the traced call's dilation
-  (:func:`calibration.tracer.overhead.function_dilation`), also capped by the
-  location's bound. In the real Monte-Carlo worker loop that dilation was
-  measured at 401-403 ns per call (thread CPU time, traced vs untraced
-  ``count_inside``), the calibration's at 394-399 ns: the decorator's cost in
-  situ is the calibrated one.
+  Instead one call in :data:`~calibration.tracer.functions.LAYER_PERIOD` runs
+  through a second decorator layer (:func:`split_layers`): the layer's cost in
+  those calls, per region, values the region's Enter and Leave
+  (:func:`layer_value`), split as the calibration splits the traced call's
+  dilation (:func:`calibration.tracer.overhead.function_dilation`) and capped by
+  the bounds; regions with too few samples take that calibrated split itself,
+  also capped. On a loaded host the decorator cost 2-2.5x its calibrated value
+  in situ (docs/calibration.md, "The decorator measures itself").
 * **Cold calls.** The decorator's cost and the residues are measured in tight
   loops; in a program, untraced work between traced calls makes the calls and
   the work after them dearer. Each rank measures that extra cost as a curve of
@@ -72,6 +74,7 @@ the table's value (:mod:`compensate.formats.otf2.overheads`).
 from __future__ import annotations
 
 import json
+from array import array
 from typing import Any
 
 import numpy as np
@@ -142,6 +145,89 @@ def samples(times: np.ndarray, backs: np.ndarray, back_ns: float) -> np.ndarray:
     return out
 
 
+#: Columns of :func:`split_layers`' array, one row per sampled call.
+LAYER_COLUMNS = ("enter", "post", "pre_ns", "post_ns", "region")
+#: A region's layer samples set its table value only from this many on: the
+#: mean of fewer is at the mercy of one interrupted sample.
+LAYER_MIN_SAMPLES = 8
+#: Samples above this many times their median are clipped to it before the mean
+#: (a layer that took longer was interrupted, not dearer).
+LAYER_CLIP = 4.0
+
+
+def split_layers(data: Any) -> tuple[Any, np.ndarray]:
+    """Take the decorator's second-layer records (LayerEnter/LayerLeave,
+    :func:`calibration.tracer.functions.make_decorator`) out of a buffer's (time,
+    code) pairs; returns the remaining pairs (an ``array('q')``) and one row per
+    sampled call (:data:`LAYER_COLUMNS`): the index of its outer Enter and of the
+    last record before its outer Leave (in the returned pairs), and the layer's
+    time before the body (``pre``: outer Enter stamp to inner one) and after it
+    (``post``: inner Leave stamp to outer one), ns, and the region.
+
+    ``pre + post`` is one decorator layer's whole cost in this call: the outer
+    interval holds the inner layer, the inner interval holds the body, and the
+    rest is the outer layer's work after its Enter stamp and before its Leave
+    stamp plus the inner layer's call, stamps and return. The inner layer is also
+    what the sampled call cost more than an unsampled one, and its two parts lie
+    where ``pre`` and ``post`` are: :func:`record_overheads` charges them there.
+    A layer pair that is not directly inside its outer Enter/Leave (a thread cut
+    at the end of the run) is dropped."""
+    pairs = np.asarray(data, dtype=np.int64).reshape(-1, 2)
+    codes = pairs[:, 1]
+    kinds = codes & tb.KIND_MASK
+    lay = np.flatnonzero((kinds == tb.LAYER_ENTER) | (kinds == tb.LAYER_LEAVE))
+    rows = np.zeros((0, len(LAYER_COLUMNS)), dtype=np.int64)
+    if not lay.size:
+        return data, rows
+    keep = np.ones(len(pairs), dtype=bool)
+    keep[lay] = False
+    new = np.cumsum(keep) - 1
+    times, n = pairs[:, 0], len(pairs)
+    found, stack = [], []
+    for i in lay.tolist():
+        if kinds[i] == tb.LAYER_ENTER:
+            stack.append(i)
+            continue
+        if not stack:
+            continue
+        e = stack.pop()
+        region = int(codes[e]) >> tb.KIND_BITS
+        if (int(codes[i]) >> tb.KIND_BITS != region or e < 1 or i + 1 >= n
+                or codes[e - 1] != (tb.ENTER | region << tb.KIND_BITS)
+                or codes[i + 1] != (tb.LEAVE | region << tb.KIND_BITS)):
+            continue
+        found.append((new[e - 1], new[i + 1] - 1, times[e] - times[e - 1],
+                      times[i + 1] - times[i], region))
+    if found:
+        rows = np.array(found, dtype=np.int64)
+    return array("q", pairs[keep].ravel().tolist()), rows
+
+
+def layer_rows(layers: Any) -> np.ndarray:
+    """``layers`` (:func:`split_layers`' rows, or None) as an int64 array of
+    :data:`LAYER_COLUMNS` columns."""
+    if layers is None or not len(layers):
+        return np.zeros((0, len(LAYER_COLUMNS)), dtype=np.int64)
+    return np.asarray(layers, dtype=np.int64).reshape(-1, len(LAYER_COLUMNS))
+
+
+def layer_costs(layers: Any) -> dict[int, np.ndarray]:
+    """Region id -> the decorator layer's cost in each sampled call (ns,
+    ``pre + post`` of :func:`split_layers`)."""
+    rows = layer_rows(layers)
+    d = rows[:, 2] + rows[:, 3]
+    return {r: d[rows[:, 4] == r] for r in np.unique(rows[:, 4]).tolist()}
+
+
+def layer_value(d: np.ndarray) -> float | None:
+    """The cost (ns) one decorator layer adds to each call of a region, from its
+    samples ``d``: their mean after clipping at :data:`LAYER_CLIP` times the
+    median, None below :data:`LAYER_MIN_SAMPLES` samples."""
+    if d.size < LAYER_MIN_SAMPLES:
+        return None
+    return float(np.minimum(d, LAYER_CLIP * max(float(np.median(d)), 0.0)).mean())
+
+
 #: Name of the OTF2 attribute that carries a bracketed record's own in-situ
 #: cost (:func:`record_overheads`, ns, UINT64); other OTF2 tools ignore it
 #: (``compensate.formats.otf2.overheads.ATTRIBUTE``, the reader's, is the same).
@@ -156,29 +242,64 @@ def record_costs(data: Any, backs: Any, back_ns: float) -> np.ndarray:
 
 
 def record_overheads(data: Any, backs: Any, back_ns: float, region_names: list[str],
-                     residues: dict[str, float] | None = None) -> np.ndarray:
+                     residues: dict[str, float] | None = None, layers: Any = None,
+                     table: dict[str, Any] | None = None) -> np.ndarray:
     """Per record of a buffer, what :data:`ATTRIBUTE` says: the record's own
     in-situ cost (:func:`record_costs`) plus, on a wrapper's Leave, the wrapper
     residue (:func:`residue_key`), capped by the gap to the next record and
     rounded to whole ns; -1 where the record was not bracketed. These are the
     samples the table's means are made of, record by record (docs/calibration.md,
-    "Mean, not median")."""
+    "Mean, not median").
+
+    ``layers`` (:func:`split_layers`) with the location's ``table``
+    (:func:`location_table`): a sampled call's outer Enter and the last record
+    before its outer Leave also carry the second layer's ``pre`` and ``post``
+    time, on top of their own cost or, unbracketed, their table value: the
+    sampled call paid one layer more than the table's calls."""
     pairs = np.asarray(data, dtype=np.int64).reshape(-1, 2)
+    codes = pairs[:, 1]
     cost = record_costs(data, backs, back_ns)
     out = np.full(len(cost), -1, dtype=np.int64)
-    have = cost >= 0
-    if not have.any():
-        return out
     if residues:
-        codes = pairs[:, 1]
-        leaves = np.flatnonzero(have & ((codes & tb.KIND_MASK) == tb.LEAVE))
+        leaves = np.flatnonzero((cost >= 0) & ((codes & tb.KIND_MASK) == tb.LEAVE))
         extra = {region: _residue_ns(region_names[region] if region < len(region_names)
                                      else "", residues)
                  for region in np.unique(codes[leaves] >> tb.KIND_BITS).tolist()}
         cost[leaves] += [extra[r] for r in (codes[leaves] >> tb.KIND_BITS).tolist()]
+    rows = layer_rows(layers)
+    if rows.size and table is not None:
+        more = np.zeros(len(cost))
+        np.add.at(more, rows[:, 0], rows[:, 2])
+        np.add.at(more, rows[:, 1], rows[:, 3])
+        hit = np.zeros(len(cost), dtype=bool)
+        hit[rows[:, 0]] = hit[rows[:, 1]] = True
+        base = table_ns(table, codes[hit], region_names)
+        cost[hit] = np.where(cost[hit] >= 0, cost[hit], base) + more[hit]
+    have = cost >= 0
+    if not have.any():
+        return out
     gap = np.full(len(cost), np.inf)
     gap[:-1] = np.diff(pairs[:, 0])
     out[have] = np.rint(np.minimum(cost[have], gap[have])).astype(np.int64)
+    return out
+
+
+def table_ns(table: dict[str, Any], codes: np.ndarray,
+             region_names: list[str]) -> np.ndarray:
+    """Per record (its buffer ``codes``), the overhead ``compensate`` takes from
+    the location's ``table`` (ns): an Enter/Leave its region's value where
+    ``by_region`` has one, else its kind's ``by_kind`` value, 0 if neither
+    (:meth:`compensate.platform.Platform.location_overheads`)."""
+    by_kind, by_region = table.get("by_kind", {}), table.get("by_region", {})
+    out = np.zeros(len(codes))
+    for i, code in enumerate(np.asarray(codes, dtype=np.int64).tolist()):
+        kind, index = code & tb.KIND_MASK, code >> tb.KIND_BITS
+        kname = tb.KIND_NAMES[kind]
+        v = by_kind.get(kname, 0.0)
+        if kind in (tb.ENTER, tb.LEAVE):
+            name = region_names[index] if index < len(region_names) else str(index)
+            v = by_region.get(name, {}).get(kname, v)
+        out[i] = round(v * 1e9)
     return out
 
 
@@ -226,7 +347,8 @@ def location_table(data: Any, backs: Any, region_names: list[str],
                    defaults: dict[str, float], back_ns: float,
                    sched: dict[str, float] | None = None,
                    residues: dict[str, float] | None = None,
-                   cold: dict[str, Any] | None = None) -> dict[str, Any]:
+                   cold: dict[str, Any] | None = None,
+                   layers: Any = None) -> dict[str, Any]:
     """The in-situ table of one location (the JSON of :data:`PROPERTY`).
 
     ``data``: the buffer's (time, code) pairs; ``backs``: its brackets;
@@ -237,7 +359,9 @@ def location_table(data: Any, backs: Any, region_names: list[str],
     its brackets, by :func:`residue_key`, added to the mean of that wrapper
     region's Leave (the return path lies after the Leave stamp; the call path,
     which lies before the wrapper's Enter stamp, is charged there too, so the
-    total is right and only that Enter stays late by it).
+    total is right and only that Enter stays late by it); ``layers``: the
+    decorator's sampled layers (:func:`split_layers`), which give the program's
+    functions their ``by_region`` values (:func:`_layer_entries`).
 
     Keys: ``by_kind`` (seconds per record kind: the mean of the in-situ samples
     where there are any, else the default; each capped by the bound),
@@ -301,6 +425,8 @@ def location_table(data: Any, backs: Any, region_names: list[str],
         else:
             by_kind[kname] = value
             source[kname] = "in-situ"
+    layered = _layer_entries(layers, codes, nxt, region_names, defaults, by_region,
+                             measured)
     for kind, bounds in plain.items():
         kname = tb.KIND_NAMES[kind]
         if kname in defaults:
@@ -317,12 +443,46 @@ def location_table(data: Any, backs: Any, region_names: list[str],
         names = {region_names[r] if r < len(region_names) else str(r)
                  for r in entered.tolist()}
         curves = cold.get("extra_s", {})
-        regions = {n: c for n in sorted(names)
+        regions = {n: c for n in sorted(names - layered)
                    if (c := cold_curve_of(n)) is not None and c in curves}
         table["cold"] = {**cold, "regions": regions}
     if sched:
         table["sched"] = sched
     return table
+
+
+def _layer_entries(layers: Any, codes: np.ndarray, nxt: np.ndarray,
+                   region_names: list[str], defaults: dict[str, float],
+                   by_region: dict[str, dict[str, float]],
+                   measured: dict[str, dict[str, Any]]) -> set[str]:
+    """:func:`location_table`'s part for the decorator's sampled layers: each
+    region with enough samples (:func:`layer_value`) gets ``by_region`` Enter and
+    Leave values that add up to the layer's cost, split as the calibration splits
+    the decorator's dilation (``defaults``' Enter and Leave; halves without
+    them) and each capped by the bound of its key; ``measured`` gets the samples'
+    statistics under ``region/Layer``. Returns the names of the regions given
+    values (their cold-call cost is in the samples: no curve is charged)."""
+    enter, leave = defaults.get("Enter", 0.0), defaults.get("Leave", 0.0)
+    share = enter / (enter + leave) if enter > 0 and leave > 0 else 0.5
+    done: set[str] = set()
+    for region, d in sorted(layer_costs(layers).items()):
+        name = region_names[region] if region < len(region_names) else str(region)
+        if name in by_region:  # bracketed: not a decorated function
+            continue
+        st: dict[str, Any] = {**_stats(d.astype(np.float64)), "used": None}
+        value = layer_value(d)
+        if value is not None:
+            entry = {}
+            for kind, part in ((tb.ENTER, share), (tb.LEAVE, 1.0 - share)):
+                sel = codes == (kind | region << tb.KIND_BITS)
+                bound = float(nxt[sel].min()) if sel.any() else float("inf")
+                entry[tb.KIND_NAMES[kind]] = round(min(value * part, bound)) * 1e-9
+            by_region[name] = entry
+            st["used"] = value * 1e-9
+            st["enter_share"] = share
+            done.add(name)
+        measured[f"{name}/Layer"] = st
+    return done
 
 
 def to_json(table: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from calibration.tracer import buffer as tb
 from calibration.tracer import insitu
+from calibration.tracer.functions import LAYER_PERIOD
 from compensate import compensate as compensate_api
 from compensate.cli.compensate import main
 from compensate.formats.otf2 import read_otf2
@@ -217,7 +218,9 @@ def test_record_overheads_hand_computed() -> None:
 def test_each_bracketed_record_carries_its_own_cost(short_run: Path) -> None:
     """The archive carries, as the OTF2 attribute ``COMPENSATE::OVERHEAD``, each
     bracketed record's own cost: every MpiSend has one, the decorated functions'
-    records none, none exceeds the gap after its record; and each key's table
+    records only on their sampled calls (one in ``LAYER_PERIOD``: the second
+    layer's time on top of the table's), none exceeds the gap after its record;
+    and each key's table
     value is the mean of these costs (with the residue, on a wrapper's Leave)
     wherever no cap binds (otf2-print shows the attribute; other tools ignore
     it)."""
@@ -241,7 +244,8 @@ def test_each_bracketed_record_carries_its_own_cost(short_run: Path) -> None:
         region = np.array([names.get(int(r), "") for r in ev.region])
         coords = np.isin(ev.kind, [KIND_CODE["Enter"], KIND_CODE["Leave"]]) & \
             np.isin(region, ["get_coords", "count_inside"])
-        assert (own[coords] == -1).all()
+        sampled = int((own[coords] >= 0).sum())
+        assert sampled <= 2 * coords.sum() / LAYER_PERIOD + 2
         decorated += int(coords.sum())
         table = trace.definitions.insitu[loc]
         m = table["measured"]["MpiSend"]
@@ -272,7 +276,13 @@ def test_real_run_carries_and_uses_its_insitu_overhead(short_run: Path, capsys) 
         for curve in cold["extra_s"].values():
             assert curve[0] == 0 and all(b >= a >= 0 for a, b in pairwise(curve))
         assert cold["regions"]["MPI_Send"] == "mpi"
-    assert trace.definitions.insitu[1]["cold"]["regions"]["get_coords"] == "function"
+    # the worker's get_coords (400 calls) is valued by its sampled layers and takes
+    # no cold curve; count_inside (20 calls: too few samples) keeps the curve
+    worker = trace.definitions.insitu[1]
+    assert worker["measured"]["get_coords/Layer"]["n"] >= insitu.LAYER_MIN_SAMPLES
+    assert set(worker["by_region"]["get_coords"]) == {"Enter", "Leave"}
+    assert "get_coords" not in worker["cold"]["regions"]
+    assert worker["cold"]["regions"]["count_inside"] == "function"
     # reservations happen after a wrapper's Leave, never inside the call
     for ev in trace.events.values():
         flush = np.flatnonzero(ev.kind == KIND_CODE["BufferFlush"])
@@ -316,3 +326,176 @@ def test_the_real_run_compensates_alike_streamed_in_memory_and_on_ranks(
     alone = compensate_api(tables).trace
     assert any(alone.events[loc].time.tolist() != ev.time.tolist()
                for loc, ev in ref.events.items())
+
+
+def _with_layers(records: list[tuple[int, int, int]]) -> tb.Buffer:
+    """A buffer of (time, kind, region) records, layer records included."""
+    buf = tb.Buffer()
+    for t, kind, region in records:
+        buf.add(t)
+        buf.add(kind | region << tb.KIND_BITS)
+    return buf
+
+
+E, L, LE, LL = tb.ENTER, tb.LEAVE, tb.LAYER_ENTER, tb.LAYER_LEAVE
+
+
+def test_split_layers_hand_computed() -> None:
+    """f (region 0) sampled around a call of g (region 1), then sampled as a
+    leaf, then cut by the end of the run (a LayerEnter without its LayerLeave).
+    The layer records go; each complete sampled call gives (outer Enter, last
+    record before the outer Leave, pre = 250 - 100, post = 920 - 800, f)."""
+    buf = _with_layers([(100, E, 0), (250, LE, 0), (600, E, 1), (700, L, 1),
+                        (800, LL, 0), (920, L, 0),
+                        (2000, E, 0), (2150, LE, 0), (2300, LL, 0), (2420, L, 0),
+                        (3000, E, 0), (3100, LE, 0), (3500, L, 0)])
+    data, rows = insitu.split_layers(buf.data)
+    pairs = np.asarray(data).reshape(-1, 2)
+    assert pairs[:, 0].tolist() == [100, 600, 700, 920, 2000, 2420, 3000, 3500]
+    assert ((pairs[:, 1] & tb.KIND_MASK) < LE).all()
+    assert rows.tolist() == [[0, 2, 150, 120, 0], [4, 4, 150, 120, 0]]
+    # a buffer without layers comes back as it is
+    plain = _with_layers([(100, E, 0), (200, L, 0)])
+    same, none = insitu.split_layers(plain.data)
+    assert same is plain.data and none.shape == (0, len(insitu.LAYER_COLUMNS))
+
+
+def test_record_overheads_charge_the_sampled_layer_where_it_lay() -> None:
+    """The buffer above, no brackets, table Enter 100 / Leave 80 ns: f's outer
+    Enter carries 100 + 150 (pre), g's Leave (the last record before f's outer
+    Leave) 80 + 120 (post), the leaf call's Enter 100 + 150 + 120; the rest none.
+    With f's own table value (Enter 130) its Enters carry 30 more. Each stays
+    within the gap after it (g's Leave: 220 ns)."""
+    buf = _with_layers([(100, E, 0), (250, LE, 0), (600, E, 1), (700, L, 1),
+                        (800, LL, 0), (920, L, 0),
+                        (2000, E, 0), (2150, LE, 0), (2300, LL, 0), (2420, L, 0)])
+    data, rows = insitu.split_layers(buf.data)
+    table = {"by_kind": {"Enter": 100e-9, "Leave": 80e-9}, "by_region": {}}
+    got = insitu.record_overheads(data, (), 10.0, ["f", "g"], None, rows, table)
+    assert got.tolist() == [250, -1, 200, -1, 370, -1]
+    table["by_region"]["f"] = {"Enter": 130e-9, "Leave": 80e-9}
+    got = insitu.record_overheads(data, (), 10.0, ["f", "g"], None, rows, table)
+    assert got.tolist() == [280, -1, 200, -1, 400, -1]
+    # without the table the layers are not charged (the writer always passes it)
+    assert insitu.record_overheads(data, (), 10.0, ["f", "g"]).tolist() == [-1] * 6
+
+
+def _sampled_calls(layers: list[int], normal: int = 5, body: int = 400) -> tb.Buffer:
+    """Leaf calls of f: one sampled call per layer cost d (pre = d // 2, post =
+    the rest) around a 1000 ns body, then ``normal`` unsampled calls of ``body``
+    ns; 5 µs between calls."""
+    records, t = [], 10_000
+    for d in layers:
+        pre = d // 2
+        records += [(t, E, 0), (t + pre, LE, 0), (t + pre + 1000, LL, 0),
+                    (t + d + 1000, L, 0)]
+        t += d + 6000
+    for _ in range(normal):
+        records += [(t, E, 0), (t + body, L, 0)]
+        t += body + 5000
+    return _with_layers(records)
+
+
+def test_location_table_values_functions_by_their_layers() -> None:
+    """Ten samples of f's layer: nine of 400 ns and one interrupted (4000 ns,
+    clipped to 4 x the median: 1600): mean 520 ns, split as the calibration
+    splits the decorator (Enter 250 : Leave 150): Enter 325, Leave 195, each
+    under its bound (Enter: 400 ns, the unsampled body). The samples' statistics
+    are under ``f/Layer``; f gets no cold curve. Seven samples are too few: f
+    keeps the calibrated values, and the statistics say ``used`` None."""
+    defaults = {"Enter": 250e-9, "Leave": 150e-9}
+    cold = {"w_s": [0.0, 2e-6], "extra_s": {"function": [0.0, 1e-7]}}
+    data, rows = insitu.split_layers(_sampled_calls([400] * 9 + [4000]).data)
+    table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, cold=cold,
+                                  layers=rows)
+    ns = {k: round(v * 1e9) for k, v in table["by_region"]["f"].items()}
+    assert ns == {"Enter": 325, "Leave": 195}
+    st = table["measured"]["f/Layer"]
+    assert st["n"] == 10 and round(st["median"] * 1e9) == 400
+    assert round(st["used"] * 1e9) == 520 and st["enter_share"] == 0.625
+    assert table["cold"]["regions"] == {}
+    # the bound binds: unsampled bodies of 200 ns cap Enter there
+    data, rows = insitu.split_layers(_sampled_calls([400] * 10, body=200).data)
+    table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, layers=rows)
+    assert round(table["by_region"]["f"]["Enter"] * 1e9) == 200
+    data, rows = insitu.split_layers(_sampled_calls([400] * 7).data)
+    table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, cold=cold,
+                                  layers=rows)
+    assert "f" not in table["by_region"] and table["measured"]["f/Layer"]["used"] is None
+    assert round(table["by_kind"]["Enter"] * 1e9) == 250
+    assert table["cold"]["regions"] == {"f": "function"}
+
+
+@st.composite
+def _call_trees(draw: st.DrawFn) -> tuple[list[tuple[int, int, int]], list[tuple]]:
+    """A random sequence of nested calls of regions 0-3, some of them sampled
+    (their layer records inside their own), at increasing times; returns the
+    records and, per sampled call, its (pre, post, region) in the order its
+    LayerLeave comes."""
+    records: list[tuple[int, int, int]] = []
+    sampled: list[tuple] = []
+    t = 0
+    stack: list[tuple[int, bool, int]] = []
+    for _ in range(draw(st.integers(1, 40))):
+        t += draw(st.integers(1, 500))
+        if stack and draw(st.booleans()):
+            region, layer, pre = stack.pop()
+            if layer:
+                records.append((t, LL, region))
+                post = draw(st.integers(1, 500))
+                t += post
+                sampled.append((pre, post, region))
+            records.append((t, L, region))
+            continue
+        region = draw(st.integers(0, 3))
+        records.append((t, E, region))
+        layer = draw(st.booleans())
+        pre = 0
+        if layer:
+            pre = draw(st.integers(1, 500))
+            t += pre
+            records.append((t, LE, region))
+        stack.append((region, layer, pre))
+    while stack:
+        region, layer, pre = stack.pop()
+        t += 7
+        if layer:
+            records.append((t, LL, region))
+            sampled.append((pre, 3, region))
+            t += 3
+        records.append((t, L, region))
+    return records, sampled
+
+
+@settings(max_examples=200, deadline=None)
+@given(_call_trees())
+def test_split_layers_recovers_every_sampled_call(tree) -> None:
+    """Whatever the nesting: the layer records all go and nothing else does;
+    every sampled call comes back with its own pre and post; each row points at
+    its call's outer Enter and at the record right before its outer Leave; and
+    the records carry, in all, the layers' time on top of the table's values
+    wherever no gap caps them."""
+    records, sampled = tree
+    buf = _with_layers(records)
+    data, rows = insitu.split_layers(buf.data)
+    kept = [r for r in records if r[1] not in (LE, LL)]
+    pairs = np.asarray(data, dtype=np.int64).reshape(-1, 2)
+    assert pairs[:, 0].tolist() == [r[0] for r in kept]
+    assert sorted(map(tuple, rows[:, 2:].tolist())) == sorted(sampled)
+    codes = pairs[:, 1]
+    for enter, post, _, _, region in rows.tolist():
+        assert codes[enter] == E | region << tb.KIND_BITS
+        # the outer Leave follows the post record, and closes the outer Enter
+        depth = 0
+        for j in range(enter, post + 2):
+            kind = codes[j] & tb.KIND_MASK
+            depth += 1 if kind == E else -1
+            assert depth > 0 or j == post + 1
+        assert codes[post + 1] == L | region << tb.KIND_BITS
+    table = {"by_kind": {"Enter": 1e-9, "Leave": 1e-9}, "by_region": {}}
+    got = insitu.record_overheads(data, (), 0.0, ["a", "b", "c", "d"], None, rows, table)
+    gap = np.append(np.diff(pairs[:, 0]), np.iinfo(np.int64).max)
+    assert (got <= gap).all()
+    hit = got >= 0
+    if (got[hit] < gap[hit]).all():  # no cap bound
+        assert got[hit].sum() == hit.sum() + rows[:, 2].sum() + rows[:, 3].sum()

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from calibration.tracer import buffer as tb
-from calibration.tracer.archive import RankData, write_archive
+from calibration.tracer.archive import RankData, snapshot, write_archive
 from calibration.tracer.clock import Offset, corrected
 from calibration.tracer.functions import (
     DECORATOR,
@@ -148,6 +148,37 @@ def test_wrapper_has_the_functions_own_parameter_list() -> None:
             return k
 
     assert make_decorator(rec)(Box().get)(k=5) == 5  # a bound method has __code__: generic
+
+
+def test_sampled_calls_run_through_a_second_layer() -> None:
+    """With ``sample``, every ``period``-th call of each function goes through a
+    second wrapper that records LayerEnter/LayerLeave right inside the call's
+    Enter/Leave, whatever the first sampled call (random): 40 calls, period 4:
+    10 sampled; recursion keeps the layers nested; the results are unchanged.
+    The snapshot takes the layers out (``ThreadData.layers``), so the thread's
+    records are the unsampled ones'. Without ``sample`` no layer is recorded."""
+    source = ("def f(a, b):\n    return a + b\n"
+              "def fact(n):\n    return 1 if n <= 1 else n * fact(n - 1)\n")
+    for sample in (True, False):
+        rec = tb.Recorder()
+        namespace = {"__name__": "prog", DECORATOR: make_decorator(rec, sample, 4)}
+        exec(instrument(source, "prog.py"), namespace)
+        assert [namespace["f"](i, 1) for i in range(40)] == list(range(1, 41))
+        assert namespace["fact"](12) == 479001600
+        codes = np.asarray(rec.main.data, dtype=np.int64)[1::2]
+        kinds = codes & tb.KIND_MASK
+        assert (kinds == tb.LAYER_ENTER).sum() == (kinds == tb.LAYER_LEAVE).sum()
+        assert (kinds == tb.LAYER_ENTER).sum() == (13 if sample else 0)  # 10 + 12 // 4
+        for i in np.flatnonzero(kinds == tb.LAYER_ENTER).tolist():
+            region = codes[i] >> tb.KIND_BITS
+            assert codes[i - 1] == tb.ENTER | region << tb.KIND_BITS
+        th = snapshot(rec)[0]
+        assert len(th.data) == 2 * (80 + 24)
+        assert ((np.asarray(th.data)[1::2] & tb.KIND_MASK) <= tb.LEAVE).all()
+        assert len(th.layers) == (13 if sample else 0)
+        assert (th.layers[:, 2] > 0).all() and (th.layers[:, 3] > 0).all()
+    with pytest.raises(ValueError, match="1..256"):
+        make_decorator(tb.Recorder(), True, 300)
 
 
 def test_functions_modules_are_instrumented_on_import(tmp_path: Path,
