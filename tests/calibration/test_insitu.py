@@ -398,9 +398,11 @@ def _sampled_calls(layers: list[int], normal: int = 5, body: int = 400) -> tb.Bu
 
 def test_location_table_values_functions_by_their_layers() -> None:
     """Ten samples of f's layer: nine of 400 ns and one interrupted (4000 ns,
-    clipped to 4 x the median: 1600): mean 520 ns, split as the calibration
-    splits the decorator (Enter 250 : Leave 150): Enter 325, Leave 195, each
-    under its bound (Enter: 400 ns, the unsampled body). The samples' statistics
+    clipped to 4 x the median: 1600): mean 520 ns. The Enter keeps the
+    calibrated 250 (the decorator's part inside the interval), the Leave takes
+    the rest, 270, each under its bound (Enter: 400 ns, the unsampled body).
+    Layers cheaper than the calibration (400 ns against a calibrated 300 + 200)
+    are split as the calibration splits: 240 : 160. The samples' statistics
     are under ``f/Layer``; f gets no cold curve. Seven samples are too few: f
     keeps the calibrated values, and the statistics say ``used`` None."""
     defaults = {"Enter": 250e-9, "Leave": 150e-9}
@@ -409,11 +411,17 @@ def test_location_table_values_functions_by_their_layers() -> None:
     table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, cold=cold,
                                   layers=rows)
     ns = {k: round(v * 1e9) for k, v in table["by_region"]["f"].items()}
-    assert ns == {"Enter": 325, "Leave": 195}
+    assert ns == {"Enter": 250, "Leave": 270}
     st = table["measured"]["f/Layer"]
     assert st["n"] == 10 and round(st["median"] * 1e9) == 400
     assert round(st["used"] * 1e9) == 520 and st["enter_share"] == 0.625
     assert table["cold"]["regions"] == {}
+    # a layer cheaper than the calibration is split as it splits
+    data, rows = insitu.split_layers(_sampled_calls([400] * 10).data)
+    table = insitu.location_table(data, (), ["f"], {"Enter": 300e-9, "Leave": 200e-9},
+                                  back_ns=10.0, layers=rows)
+    assert {k: round(v * 1e9) for k, v in table["by_region"]["f"].items()} == \
+        {"Enter": 240, "Leave": 160}
     # the bound binds: unsampled bodies of 200 ns cap Enter there
     data, rows = insitu.split_layers(_sampled_calls([400] * 10, body=200).data)
     table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, layers=rows)
