@@ -163,7 +163,8 @@ def _candidates(trace: Trace, matching: Matching) -> np.ndarray:
     """Every message that may reveal its transfer, one row each: (send_loc,
     send_idx, send_exit_idx, recv_loc, recv_enter_idx, recv_idx, size, is_p2p,
     sync_post_idx, group). ``is_p2p``: 0 collective, 1 point-to-point, 2
-    point-to-point taken by a matched probe (the receive record copies nothing in).
+    point-to-point taken by a matched probe (the receive record copies nothing in),
+    3 the send part of an MPI_Sendrecv (its overlap test: :func:`exchange_arrival`).
 
     Point-to-point messages between two locations; MPI-4 partition messages
     (:func:`compensate.matching.partitioned.fit_candidates`); per non-root member of a 1-to-n
@@ -222,7 +223,7 @@ def _p2p_candidates(t: MessageTable) -> np.ndarray:
     out[:, 4] = t.recv_enter_idx[keep]
     out[:, 5] = t.recv_idx[keep]
     out[:, 6] = t.size[keep]
-    out[:, 7] = np.where(t.no_recv_copy[keep], 2, 1)
+    out[:, 7] = np.where(t.no_recv_copy[keep], 2, np.where(t.exchange[keep], 3, 1))
     out[:, 8] = np.where(t.synchronous[keep], t.recv_post_idx[keep], -1)
     out[:, 9] = -1
     return out
@@ -290,6 +291,29 @@ def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
                     np.concatenate(free))
 
 
+def exchange_arrival(platform: Platform, res: float, sizes: np.ndarray,
+                     sent: np.ndarray) -> np.ndarray | None:
+    """When the messages of MPI_Sendrecv send parts (``sizes`` bytes, copied out
+    by ``sent``: the send record plus its overhead and copy, ticks) can have
+    arrived by the platform's network model (``latency + s · per_byte``, a
+    ping-pong's); None without a model.
+
+    R2 decides by the send call's end whether the receiver saw the transfer (m.1:
+    it entered before; docs/design.md §3). An MPI_Sendrecv ends when its *receive*
+    part does, so its Leave says nothing of its message: a receiver that came long
+    after the message had arrived still "overlapped" it, and its lateness was
+    taken for the transfer. The send part ends unrecorded; with a network model
+    it ends, for this test, when its message can have arrived. Without one the
+    call's Leave stays the paper's proxy (in a ring of Sendrecv whose receivers
+    wait for their messages, the send record alone would make most transfers
+    unobserved and the lower bound too early)."""
+    net = getattr(platform, "network", None)
+    if net is None:
+        return None
+    latency, per_byte = net
+    return sent + (latency + np.asarray(sizes, dtype=np.float64) * per_byte) * res
+
+
 def message_was_late(recv_m, cs, free_m, before_m):
     """Did the message arrive after the receiver was ready (so the receive time
     measures the transfer)? ``recv_m`` the receive record, ``cs`` its copy time,
@@ -348,7 +372,13 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
     recv, enter, before = base_r + r_idx, base_r + r_enter, base_r + r_idx - 1
     copy = np.asarray(platform.copy_time(size), dtype=np.float64) * res
     cs = np.where(is_p2p == 2, 0.0, copy)  # a matched probe copies nothing in
-    overlapped = (tm[enter] <= tm[send_exit]) | (is_p2p == 0)  # see the module docstring
+    exit_m = tm[send_exit]
+    ex = is_p2p == 3  # an MPI_Sendrecv's send part (graph.exchange_arrival)
+    if ex.any():
+        arrive = exchange_arrival(platform, res, size, free[send])
+        if arrive is not None:
+            exit_m = np.where(ex, arrive, exit_m)
+    overlapped = (tm[enter] <= exit_m) | (is_p2p == 0)  # see the module docstring
     waited = message_was_late(tm[recv], cs, free[before], tm[before])
     sync = post >= 0
     posted_first = ~sync | (after[base_r + np.where(sync, post, 0)] <= after[send])

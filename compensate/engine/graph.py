@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 
-from compensate.engine.fit import message_was_late, receiver_was_late
+from compensate.engine.fit import exchange_arrival, message_was_late, receiver_was_late
 from compensate.engine.flushes import FlushIndex
 from compensate.engine.rules import (
     Need,
@@ -484,13 +484,21 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
         # only delays that call's end (docs/design.md §3 R6)
         enter_m = np.where(has_enter, fl.ready_after(eg, rg, enter_m), enter_m)
         exit_m = exit_m - fl.inside(sg, xg)
-    overlapped = enter_m <= exit_m
     extra = np.zeros(n)
     has_prev = t.recv_idx > 0
     pg = rg[has_prev] - 1
     is_send = np.isin(graph.kind[pg], (SEND, ISEND))
     prev_rows = np.flatnonzero(has_prev)[is_send]
     extra[prev_rows] = graph.copy_many(graph.size[pg[is_send]])
+    ex = t.exchange
+    arrive = exchange_arrival(graph.platform, graph.res, t.size,
+                              send_m + graph.rovh[sg] + copy) if ex.any() else None
+    if arrive is not None:  # MPI_Sendrecv with a network model (fit.exchange_arrival):
+        exit_m = np.where(ex, arrive, exit_m)  # its send part ends on arrival, and a
+        ps = pg[is_send]  # receive after its call's send is ready after that send part
+        enter_m[prev_rows] = np.maximum(enter_m[prev_rows],
+                                        tm[ps] + graph.rovh[ps] + extra[prev_rows])
+    overlapped = enter_m <= exit_m
     return _MessageInputs(send_li=t.send_li, send_idx=t.send_idx, recv_li=t.recv_li,
                           recv_idx=t.recv_idx, enter_idx=enter_idx, size=t.size, cs=cs, lo=lo,
                           enter_const=recv_m - cs, observed=observed, overlapped=overlapped,

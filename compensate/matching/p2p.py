@@ -65,11 +65,15 @@ class Message:
     # the receive record is a matched probe (MPI_Mprobe/Improbe): it waits for the
     # message but copies nothing (the MPI_Mrecv/Imrecv after it does, locally)
     no_recv_copy: bool = False
+    # an eager blocking send whose call receives after it (MPI_Sendrecv): the call's
+    # Leave ends the receive part, and says nothing of when the message arrived
+    exchange: bool = False
 
 
 _INT_COLUMNS = ("send_li", "send_idx", "recv_li", "recv_idx", "size", "send_exit_idx",
                 "recv_enter_idx", "recv_post_idx")
-_BOOL_COLUMNS = ("nonblocking_send", "nonblocking_recv", "synchronous", "no_recv_copy")
+_BOOL_COLUMNS = ("nonblocking_send", "nonblocking_recv", "synchronous", "no_recv_copy",
+                 "exchange")
 
 
 @dataclass
@@ -80,7 +84,8 @@ class MessageTable:
     trace's location order), not location ids: ids may exceed int64 and dense
     positions index per-location lists directly. The other columns mean what the
     fields of :class:`Message` mean. ``no_recv_copy`` marks the messages whose
-    receive record is a matched probe (R2 with a receive copy of zero).
+    receive record is a matched probe (R2 with a receive copy of zero);
+    ``exchange`` the sends of MPI_Sendrecv (R2's overlap test, docs/design.md §3).
     """
 
     loc_ids: list[int]
@@ -96,6 +101,7 @@ class MessageTable:
     nonblocking_recv: np.ndarray
     synchronous: np.ndarray
     no_recv_copy: np.ndarray
+    exchange: np.ndarray
 
     def __len__(self) -> int:
         return len(self.send_idx)
@@ -113,8 +119,9 @@ class MessageTable:
         return [Message(send_loc=ids[sl], send_idx=si, recv_loc=ids[rl], recv_idx=ri, size=sz,
                         send_exit_idx=sx, recv_enter_idx=re, nonblocking_send=nbs,
                         nonblocking_recv=nbr, synchronous=sy, recv_post_idx=rp,
-                        no_recv_copy=nc)
-                for sl, si, rl, ri, sz, sx, re, rp, nbs, nbr, sy, nc in zip(*cols, strict=True)]
+                        no_recv_copy=nc, exchange=ex)
+                for sl, si, rl, ri, sz, sx, re, rp, nbs, nbr, sy, nc, ex
+                in zip(*cols, strict=True)]
 
 
 def members_of(defs: Definitions, comm: int, loc: int) -> tuple[int, ...]:
@@ -421,6 +428,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     ssend = np.zeros(n, dtype=bool)  # send call is MPI_Ssend... (or MPI_Issend...)
     plain = np.zeros(n, dtype=bool)  # send call is MPI_Send...
     completion = np.full(n, -1, dtype=np.int64)  # MpiIsendComplete of an MPI_Issend
+    receives_after = np.zeros(n, dtype=bool)  # the send's call receives after it
     regions = trace.definitions.regions
     for li, loc in enumerate(loc_ids):
         ev = evs[li]
@@ -429,6 +437,9 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         if sel.size:
             s = m_sidx[sel]
             exit_idx[sel] = closing_leaves(before, leaves, s)
+            recvs = np.r_[0, np.cumsum(ev.kind == RECV)]  # MpiRecv records before i
+            x = exit_idx[sel]
+            receives_after[sel] = (x > s) & (recvs[np.maximum(x, s)] > recvs[s + 1])
             ce = enclosing_enters(before, enters, s)
             call_enter[sel] = ce
             s_kind[sel] = ev.kind[s]
@@ -458,9 +469,13 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     sync_nb = (s_kind == ISEND) & (completion >= 0) & (post_idx >= 0) & ssend
     sync |= sync_nb
     exit_idx = np.where(sync_nb, completion, exit_idx)
+    # an eager blocking send in a call that receives after it (MPI_Sendrecv): the
+    # call's Leave ends its receive part (docs/design.md §3 R2, "exchange")
+    exchange = receives_after & (s_kind == SEND) & ~sync & (exit_idx >= 0)
     table = MessageTable(
         loc_ids=loc_ids, send_li=r_src.copy(), send_idx=m_sidx, recv_li=r_dst.copy(),
         recv_idx=r_idx.copy(), size=size, send_exit_idx=np.where(exit_idx >= 0, exit_idx, m_sidx),
         recv_enter_idx=enter_idx, recv_post_idx=post_idx, nonblocking_send=s_kind == ISEND,
-        nonblocking_recv=nb_recv, synchronous=sync & (r_src != r_dst), no_recv_copy=no_copy)
+        nonblocking_recv=nb_recv, synchronous=sync & (r_src != r_dst), no_recv_copy=no_copy,
+        exchange=exchange & (r_src != r_dst))
     return table, unmatched

@@ -64,6 +64,8 @@ def test_every_branch_has_a_case():
                      "r5_nonblocking_m1", "r5_waitall", "r5_ssend_receiver_late",
                      "r5_ssend_sender_late", "r5_eager_limit", "r5_sendrecv", "r5_gather",
                      "r5_scan", "r5_ibarrier", "r5_ibarrier_waited", "r5_cancelled_self",
+                     # issue 22: MPI_Sendrecv's send part with a network model
+                     "r5_sendrecv_network",
                      # issue 16: handle collectives, nonblocking 1-to-n and n-to-1
                      "r5_handles", "r5_ibcast", "r5_igather",
                      # issue 16: matched probes (Mprobe + Mrecv, Improbe + Imrecv)

@@ -33,6 +33,9 @@ def inputs(tmp_path_factory):
     # (its ranks trim each other's locations: compensate/parallel/trim.py)
     write_trace(simulate("stencil", ranks=6, seed=2, iterations=2).measured,
                 str(tmp / "stencil.trace"))
+    # with a network model: the MPI_Sendrecv of "mixed" then take R2's exchange test
+    # (compensate/engine/fit.py, exchange_arrival), on every rank as in one process
+    sim.platform.network = (1e-6, 2e-10)
     (tmp / "platform.json").write_text(json.dumps(sim.platform.to_dict()))
     (tmp / "cycle.trace").write_text(CYCLE)
     return tmp
