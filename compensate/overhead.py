@@ -37,7 +37,9 @@ KEYWORDS = ("insitu", "estimate", "platform")
 MIN_GAPS = 10
 #: What the summary says of per-record overheads under the trace's in-situ tables.
 PER_RECORD = (f"a record's own {ATTRIBUTE} attribute where it carries one "
-              "(the tracer's cost after it, measured in the run), else its location's table")
+              "(the tracer's cost after it, measured in the run), else its location's table "
+              "(a traced function's Enter/Leave: its sampled decorator layers where the "
+              "table measured them, name/Layer)")
 
 
 def choose(platform: Platform | None, overhead: Any,

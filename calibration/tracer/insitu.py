@@ -251,11 +251,15 @@ def record_overheads(data: Any, backs: Any, back_ns: float, region_names: list[s
     samples the table's means are made of, record by record (docs/calibration.md,
     "Mean, not median").
 
-    ``layers`` (:func:`split_layers`) with the location's ``table``
-    (:func:`location_table`): a sampled call's outer Enter and the last record
-    before its outer Leave also carry the second layer's ``pre`` and ``post``
-    time, on top of their own cost or, unbracketed, their table value: the
-    sampled call paid one layer more than the table's calls."""
+    With the location's ``table`` (:func:`location_table`), the Enter and Leave
+    of a function the decorator's sampled layers valued carry their part of the
+    layer's cost (``measured[name/Layer]["per_record"]``), each capped by its own
+    gap: a cost that varies from call to call is charged where the gaps hold it,
+    where the table's one value per key must fit the smallest gap of all. And
+    with ``layers`` (:func:`split_layers`), a sampled call's outer Enter and the
+    last record before its outer Leave also carry the second layer's ``pre`` and
+    ``post`` time, on top of their own cost or, unbracketed, their table value:
+    the sampled call paid one layer more than the others."""
     pairs = np.asarray(data, dtype=np.int64).reshape(-1, 2)
     codes = pairs[:, 1]
     cost = record_costs(data, backs, back_ns)
@@ -266,6 +270,10 @@ def record_overheads(data: Any, backs: Any, back_ns: float, region_names: list[s
                                      else "", residues)
                  for region in np.unique(codes[leaves] >> tb.KIND_BITS).tolist()}
         cost[leaves] += [extra[r] for r in (codes[leaves] >> tb.KIND_BITS).tolist()]
+    if table is not None:  # the layered functions' records: their part, capped below
+        parts = _layer_parts(table, codes, region_names)
+        free = (cost < 0) & (parts >= 0)
+        cost[free] = parts[free]
     rows = layer_rows(layers)
     if rows.size and table is not None:
         more = np.zeros(len(cost))
@@ -282,6 +290,28 @@ def record_overheads(data: Any, backs: Any, back_ns: float, region_names: list[s
     gap[:-1] = np.diff(pairs[:, 0])
     out[have] = np.rint(np.minimum(cost[have], gap[have])).astype(np.int64)
     return out
+
+
+def _layer_parts(table: dict[str, Any], codes: np.ndarray,
+                 region_names: list[str]) -> np.ndarray:
+    """Per record, the per-record part (ns) of its function's sampled layer
+    (``measured[name/Layer]["per_record"]``, :func:`_layer_entries`) if it is an
+    Enter/Leave of such a function, else -1."""
+    out = np.full(len(codes), -1.0)
+    measured = table.get("measured", {})
+    kinds = codes & tb.KIND_MASK
+    el = np.flatnonzero((kinds == tb.ENTER) | (kinds == tb.LEAVE))
+    if not el.size:
+        return out
+    regions = codes[el] >> tb.KIND_BITS
+    for region in np.unique(regions).tolist():
+        name = region_names[region] if region < len(region_names) else str(region)
+        part = measured.get(f"{name}/Layer", {}).get("per_record")
+        if not part:
+            continue
+        sel = el[regions == region]
+        out[sel] = np.where(kinds[sel] == tb.ENTER, part["Enter"], part["Leave"]) * 1e9
+    return np.rint(out)
 
 
 def table_ns(table: dict[str, Any], codes: np.ndarray,
@@ -462,18 +492,17 @@ def _layer_entries(layers: Any, codes: np.ndarray, nxt: np.ndarray,
     Returns the names of the regions given values (their cold-call cost is in the
     samples: no curve is charged).
 
-    The split: the Enter's value is the part of the decorator that lies inside
-    the call's interval, the calibrated Enter (``defaults``), or the
-    calibration's share of a layer cheaper than the calibrated dilation; the
-    rest goes to the Leave, whose overhead lies after its stamp. What a layer
-    costs more in a program than in the calibration's tight loop lies outside
-    the interval, in the call into the wrapper and its return: inside it the
-    wrapper's stores grew by 4-9 ns from a tight loop to a real one where its
-    whole dilation grew by 42-68 (docs/calibration.md, "The decorator in situ").
-    Without calibrated values the layer is halved."""
+    The split: as the calibration splits the decorator's dilation (``defaults``'
+    Enter and Leave; halves without them), and where one part exceeds the bound
+    of its key the excess goes to the other, up to that one's bound. The bounds
+    say where the cost can lie: in the Monte-Carlo loop the gap after
+    ``get_coords``' Leave was never more than 300 ns while the layer cost
+    1,080, so the call into the wrapper and its return (which lie in that gap)
+    cannot hold the excess over the calibration, and the wrapper's work inside
+    the call's interval must (docs/calibration.md, "The decorator measures
+    itself")."""
     enter, leave = defaults.get("Enter", 0.0), defaults.get("Leave", 0.0)
     share = enter / (enter + leave) if enter > 0 and leave > 0 else 0.5
-    inside = enter * 1e9 if enter > 0 and leave > 0 else float("inf")
     done: set[str] = set()
     for region, d in sorted(layer_costs(layers).items()):
         name = region_names[region] if region < len(region_names) else str(region)
@@ -482,18 +511,40 @@ def _layer_entries(layers: Any, codes: np.ndarray, nxt: np.ndarray,
         st: dict[str, Any] = {**_stats(d.astype(np.float64)), "used": None}
         value = layer_value(d)
         if value is not None:
-            entry = {}
-            e = min(value * share, inside)
-            for kind, part in ((tb.ENTER, e), (tb.LEAVE, value - e)):
-                sel = codes == (kind | region << tb.KIND_BITS)
-                bound = float(nxt[sel].min()) if sel.any() else float("inf")
-                entry[tb.KIND_NAMES[kind]] = round(min(part, bound)) * 1e-9
-            by_region[name] = entry
+            gaps = [nxt[codes == (kind | region << tb.KIND_BITS)]
+                    for kind in (tb.ENTER, tb.LEAVE)]
+            gaps = [g[np.isfinite(g)] for g in gaps]
+            e = value * share
+            # each record: its part, split where the typical (median) gaps leave
+            # room, capped by its own gap (record_overheads)
+            pe, pl = _spill(e, value - e, *(float(np.median(g)) if g.size else np.inf
+                                             for g in gaps))
+            # the table (records without their own value): every gap must hold it
+            te, tl = _spill(e, value - e, *(float(g.min()) if g.size else np.inf
+                                             for g in gaps))
+            by_region[name] = {"Enter": round(te) * 1e-9, "Leave": round(tl) * 1e-9}
             st["used"] = value * 1e-9
             st["enter_share"] = share
+            st["per_record"] = {"Enter": round(pe) * 1e-9, "Leave": round(pl) * 1e-9}
             done.add(name)
         measured[f"{name}/Layer"] = st
     return done
+
+
+def _key_bound(codes: np.ndarray, nxt: np.ndarray, code: int) -> float:
+    """The smallest gap after a record of ``code`` (ns; inf if there is none)."""
+    sel = codes == code
+    return float(nxt[sel].min()) if sel.any() else float("inf")
+
+
+def _spill(a: float, b: float, bound_a: float, bound_b: float) -> tuple[float, float]:
+    """Parts ``a`` and ``b`` of a total, each capped by its bound, what one part
+    loses to its cap moved to the other as far as that one's bound allows."""
+    if b > bound_b:
+        a, b = a + (b - bound_b), bound_b
+    if a > bound_a:
+        a, b = bound_a, min(bound_b, b + (a - bound_a))
+    return a, b
 
 
 def to_json(table: dict[str, Any]) -> str:

@@ -244,8 +244,15 @@ def test_each_bracketed_record_carries_its_own_cost(short_run: Path) -> None:
         region = np.array([names.get(int(r), "") for r in ev.region])
         coords = np.isin(ev.kind, [KIND_CODE["Enter"], KIND_CODE["Leave"]]) & \
             np.isin(region, ["get_coords", "count_inside"])
-        sampled = int((own[coords] >= 0).sum())
-        assert sampled <= 2 * coords.sum() / LAYER_PERIOD + 2
+        # the functions the sampled layers valued carry their part on every record;
+        # the others (count_inside: too few samples) only on their sampled calls
+        per_record = {n for n in ("get_coords", "count_inside")
+                      if trace.definitions.insitu[loc]["measured"].get(
+                          f"{n}/Layer", {}).get("per_record")}
+        valued = coords & np.isin(region, list(per_record))
+        assert (own[valued] >= 0).all()
+        rest = coords & ~valued
+        assert int((own[rest] >= 0).sum()) <= 2 * rest.sum() / LAYER_PERIOD + 2
         decorated += int(coords.sum())
         table = trace.definitions.insitu[loc]
         m = table["measured"]["MpiSend"]
@@ -376,14 +383,25 @@ def test_record_overheads_charge_the_sampled_layer_where_it_lay() -> None:
     table["by_region"]["f"] = {"Enter": 130e-9, "Leave": 80e-9}
     got = insitu.record_overheads(data, (), 10.0, ["f", "g"], None, rows, table)
     assert got.tolist() == [280, -1, 200, -1, 400, -1]
+    # f valued by its layers: every f record carries its part (Enter 120, Leave 90),
+    # the sampled ones with pre and post on top; g's records keep the table's
+    table["measured"] = {"f/Layer": {"per_record": {"Enter": 120e-9, "Leave": 90e-9}}}
+    got = insitu.record_overheads(data, (), 10.0, ["f", "g"], None, rows, table)
+    assert got.tolist() == [270, -1, 200, 90, 390, 90]
+    # ... each capped by its own gap (the leaf call's Enter: 420 ns to its Leave)
+    table["measured"]["f/Layer"]["per_record"]["Enter"] = 200e-9
+    got = insitu.record_overheads(data, (), 10.0, ["f", "g"], None, rows, table)
+    assert got.tolist() == [350, -1, 200, 90, 420, 90]
     # without the table the layers are not charged (the writer always passes it)
     assert insitu.record_overheads(data, (), 10.0, ["f", "g"]).tolist() == [-1] * 6
 
 
-def _sampled_calls(layers: list[int], normal: int = 5, body: int = 400) -> tb.Buffer:
+def _sampled_calls(layers: list[int], normal: int = 5, body: int = 400,
+                   gap: int = 5000) -> tb.Buffer:
     """Leaf calls of f: one sampled call per layer cost d (pre = d // 2, post =
     the rest) around a 1000 ns body, then ``normal`` unsampled calls of ``body``
-    ns; 5 µs between calls."""
+    ns, each followed by ``gap`` ns before the next call (5 µs after the sampled
+    ones)."""
     records, t = [], 10_000
     for d in layers:
         pre = d // 2
@@ -392,44 +410,44 @@ def _sampled_calls(layers: list[int], normal: int = 5, body: int = 400) -> tb.Bu
         t += d + 6000
     for _ in range(normal):
         records += [(t, E, 0), (t + body, L, 0)]
-        t += body + 5000
+        t += body + gap
     return _with_layers(records)
 
 
 def test_location_table_values_functions_by_their_layers() -> None:
     """Ten samples of f's layer: nine of 400 ns and one interrupted (4000 ns,
-    clipped to 4 x the median: 1600): mean 520 ns. The Enter keeps the
-    calibrated 250 (the decorator's part inside the interval), the Leave takes
-    the rest, 270, each under its bound (Enter: 400 ns, the unsampled body).
-    Layers cheaper than the calibration (400 ns against a calibrated 300 + 200)
-    are split as the calibration splits: 240 : 160. The samples' statistics
-    are under ``f/Layer``; f gets no cold curve. Seven samples are too few: f
-    keeps the calibrated values, and the statistics say ``used`` None."""
+    clipped to 4 x the median: 1600): mean 520 ns, split as the calibration
+    splits the decorator (Enter 250 : Leave 150): Enter 325, Leave 195, each
+    under its bound (Enter: 400 ns, the unsampled body). Where a part's bound
+    binds, what it cannot hold goes to the other part: gaps of 100 ns after f's
+    Leave leave it 100, and the Enter takes 325 + 95 = 420 (its bound, the
+    1000 ns body, allows it); bodies of 200 ns cap a 400 ns layer's Enter (250)
+    at 200 and its Leave takes 150 + 50. The samples' statistics are under
+    ``f/Layer``; f gets no cold curve. Seven samples are too few: f keeps the
+    calibrated values, and the statistics say ``used`` None."""
     defaults = {"Enter": 250e-9, "Leave": 150e-9}
     cold = {"w_s": [0.0, 2e-6], "extra_s": {"function": [0.0, 1e-7]}}
-    data, rows = insitu.split_layers(_sampled_calls([400] * 9 + [4000]).data)
-    table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, cold=cold,
-                                  layers=rows)
-    ns = {k: round(v * 1e9) for k, v in table["by_region"]["f"].items()}
-    assert ns == {"Enter": 250, "Leave": 270}
+
+    def values(buf: tb.Buffer, **kw) -> dict:
+        data, rows = insitu.split_layers(buf.data)
+        table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, layers=rows,
+                                      **kw)
+        return table, {k: round(v * 1e9) for k, v in table["by_region"].get("f", {}).items()}
+
+    table, ns = values(_sampled_calls([400] * 9 + [4000]), cold=cold)
+    assert ns == {"Enter": 325, "Leave": 195}
     st = table["measured"]["f/Layer"]
     assert st["n"] == 10 and round(st["median"] * 1e9) == 400
     assert round(st["used"] * 1e9) == 520 and st["enter_share"] == 0.625
+    # per record: split where the median gaps leave room (here as the table)
+    assert {k: round(v * 1e9) for k, v in st["per_record"].items()} == \
+        {"Enter": 325, "Leave": 195}
     assert table["cold"]["regions"] == {}
-    # a layer cheaper than the calibration is split as it splits
-    data, rows = insitu.split_layers(_sampled_calls([400] * 10).data)
-    table = insitu.location_table(data, (), ["f"], {"Enter": 300e-9, "Leave": 200e-9},
-                                  back_ns=10.0, layers=rows)
-    assert {k: round(v * 1e9) for k, v in table["by_region"]["f"].items()} == \
-        {"Enter": 240, "Leave": 160}
-    # the bound binds: unsampled bodies of 200 ns cap Enter there
-    data, rows = insitu.split_layers(_sampled_calls([400] * 10, body=200).data)
-    table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, layers=rows)
-    assert round(table["by_region"]["f"]["Enter"] * 1e9) == 200
-    data, rows = insitu.split_layers(_sampled_calls([400] * 7).data)
-    table = insitu.location_table(data, (), ["f"], defaults, back_ns=10.0, cold=cold,
-                                  layers=rows)
-    assert "f" not in table["by_region"] and table["measured"]["f/Layer"]["used"] is None
+    assert values(_sampled_calls([400] * 9 + [4000], body=1000, gap=100))[1] == \
+        {"Enter": 420, "Leave": 100}
+    assert values(_sampled_calls([400] * 10, body=200))[1] == {"Enter": 200, "Leave": 200}
+    table, ns = values(_sampled_calls([400] * 7), cold=cold)
+    assert ns == {} and table["measured"]["f/Layer"]["used"] is None
     assert round(table["by_kind"]["Enter"] * 1e9) == 250
     assert table["cold"]["regions"] == {"f": "function"}
 
