@@ -177,6 +177,18 @@ def test_sampled_calls_run_through_a_second_layer() -> None:
         assert ((np.asarray(th.data)[1::2] & tb.KIND_MASK) <= tb.LEAVE).all()
         assert len(th.layers) == (13 if sample else 0)
         assert (th.layers[:, 2] > 0).all() and (th.layers[:, 3] > 0).all()
+    # period 1: every call sampled; an exception passes both layers, each records
+    # its Leave, and keyword and default arguments reach the function unchanged
+    rec = tb.Recorder()
+    namespace = {"__name__": "prog", DECORATOR: make_decorator(rec, True, 1)}
+    exec(instrument("def g(a, b=2, *, c=3):\n    if a < 0:\n        raise KeyError(a)\n"
+                    "    return a + b + c\n", "prog.py"), namespace)
+    assert namespace["g"](1, c=5) == 8
+    with pytest.raises(KeyError):
+        namespace["g"](-1)
+    th = snapshot(rec)[0]
+    assert len(th.layers) == 2 and len(th.data) == 2 * 4
+    assert [r[1] for r in th.rows()] == [tb.ENTER, tb.LEAVE] * 2
     with pytest.raises(ValueError, match="1..256"):
         make_decorator(tb.Recorder(), True, 300)
 
@@ -411,3 +423,15 @@ def test_nonblocking_wrapper_wraps_its_request_after_the_leave_stamp(
     assert times[-1] - times[0] < 2_000_000  # the call's span holds no wrapping
     assert backs[-1, 0] == times[-1]  # the last bracket starts at the Leave ...
     assert backs[-1, 1] - times[-1] >= 2_000_000  # ... and holds the wrapping
+
+
+def test_record_refuses_a_layer_period_out_of_range(capsys) -> None:
+    """``--layer-period`` outside 0..256 is a usage error (exit 2, one line),
+    before MPI starts."""
+    from calibration.record import main as record_main
+
+    assert record_main(["-o", "x/traces.otf2", "--layer-period", "300", "--",
+                        str(ALLCALLS)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["calibration.record: error: --layer-period must be within 0..256, "
+                   "got 300"]
