@@ -182,12 +182,11 @@ def make_decorator(recorder: Recorder, sample: bool = False,
     records a LayerEnter/LayerLeave pair into the same buffer. The sampled
     call's Enter->Leave minus the inner pair's interval is what one decorator
     layer costs around this function in this run, in the program's caches and
-    under its load: the part of the decorator's cost that lies outside its own
-    Enter and Leave stamps and that no bracket can see
-    (:func:`calibration.tracer.insitu.split_layers`; docs/calibration.md, "The
-    decorator measures itself"). Without ``sample`` the countdown runs the same
-    way and its sampled calls call the function directly, so that a calibration
-    times the path a run takes.
+    under its load, including the part outside its own Enter and Leave stamps
+    that no bracket can see (:func:`calibration.tracer.insitu.split_layers`;
+    docs/calibration.md, "The decorator measures itself"). Without ``sample``
+    the countdown runs the same way and its sampled calls call the function
+    directly, so that a calibration times the path a run takes.
 
     Each call takes its Enter timestamp, then picks the buffer: the master's while
     the process is single-threaded (one closure variable tested), afterwards the
