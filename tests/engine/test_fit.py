@@ -476,3 +476,42 @@ def test_cli_writes_the_fit(tmp_path, capsys):
     s = json.loads(summary.read_text())
     assert fit["used"] == s["p2p_cases"]["m2_fitted"]
     assert s["verification"]["violations"] == 0
+
+
+SENDRECV_LATE_RECEIVER = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=1
+region 8 "MPI_Sendrecv"
+comm 0 "MPI_COMM_WORLD" 0,1
+events
+1000 1 Enter region=8
+1100 1 MpiSend receiver=0 comm=0 tag=0 bytes=1000
+2000 0 Enter region=8
+2100 0 MpiSend receiver=1 comm=0 tag=0 bytes=1000
+2900 1 MpiRecv sender=0 comm=0 tag=0 bytes=1000
+3000 1 Leave region=8
+5000 0 MpiRecv sender=1 comm=0 tag=0 bytes=1000
+5100 0 Leave region=8
+"""
+
+
+def test_a_sendrecv_receiver_after_the_arrival_is_no_observation(tmp_path):
+    """Location 0 entered its MPI_Sendrecv (2000) before location 1's call ended
+    (3000) but after location 1's message can have arrived (1100 + O 100 + copy 50
+    + network 300 = 1550), and its receive completed long after it was ready (5000
+    against 2250: what MPI did inside the call, not the transfer). With a network
+    model R2f takes only location 1's receive (ready 1250, arrived 2100 + 450 =
+    2550 later: observed, 2900 - 2100 - 100 - 2 x 50 = 600 ns); without one it also
+    takes location 0's 5000 - 1100 - 100 - 100 = 3700 ns, as the paper's test
+    (the call's Leave) says."""
+    path = tmp_path / "t.trace"
+    path.write_text(SENDRECV_LATE_RECEIVER)
+    trace = read_text(str(path))
+    m = match(trace)
+    base = {"event_overhead": 1e-7, "copy_time": [{"bytes": 1000, "seconds": 5e-8}]}
+    without = observe_transfers(trace, m, Platform.from_dict(base))
+    with_model = observe_transfers(trace, m, Platform.from_dict(
+        {**base, "network": {"latency": 3e-7, "per_byte": 0}}))
+    assert sorted(np.round(without.seconds * 1e9).tolist()) == [600, 3700]
+    assert np.round(with_model.seconds * 1e9).tolist() == [600]
