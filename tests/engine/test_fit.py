@@ -478,24 +478,6 @@ def test_cli_writes_the_fit(tmp_path, capsys):
     assert s["verification"]["violations"] == 0
 
 
-SENDRECV_LATE_RECEIVER = """compensate-trace 1
-timer_resolution 1000000000
-location 0 group=0
-location 1 group=1
-region 8 "MPI_Sendrecv"
-comm 0 "MPI_COMM_WORLD" 0,1
-events
-1000 1 Enter region=8
-1100 1 MpiSend receiver=0 comm=0 tag=0 bytes=1000
-2000 0 Enter region=8
-2100 0 MpiSend receiver=1 comm=0 tag=0 bytes=1000
-2900 1 MpiRecv sender=0 comm=0 tag=0 bytes=1000
-3000 1 Leave region=8
-5000 0 MpiRecv sender=1 comm=0 tag=0 bytes=1000
-5100 0 Leave region=8
-"""
-
-
 def test_a_sendrecv_receiver_after_the_arrival_is_no_observation(tmp_path):
     """Location 0 entered its MPI_Sendrecv (2000) before location 1's call ended
     (3000) but after location 1's message can have arrived (1100 + O 100 + copy 50
@@ -505,8 +487,15 @@ def test_a_sendrecv_receiver_after_the_arrival_is_no_observation(tmp_path):
     2550 later: observed, 2900 - 2100 - 100 - 2 x 50 = 600 ns); without one it also
     takes location 0's 5000 - 1100 - 100 - 100 = 3700 ns, as the paper's test
     (the call's Leave) says."""
+    # the hand case's exchange, location 0's receive moved to 5000, location 1's
+    # to 2900 (their Leaves 100 ns after)
+    text = (CASES / "r5_sendrecv_network.trace").read_text()
+    for old, new in (("3300 0 MpiRecv", "5000 0 MpiRecv"), ("3400 0 Leave", "5100 0 Leave"),
+                     ("3000 1 MpiRecv", "2900 1 MpiRecv"), ("3100 1 Leave", "3000 1 Leave")):
+        assert old in text
+        text = text.replace(old, new)
     path = tmp_path / "t.trace"
-    path.write_text(SENDRECV_LATE_RECEIVER)
+    path.write_text(text)
     trace = read_text(str(path))
     m = match(trace)
     base = {"event_overhead": 1e-7, "copy_time": [{"bytes": 1000, "seconds": 5e-8}]}
