@@ -44,12 +44,15 @@ So the wrappers measure themselves (docs/calibration.md, "In-situ overhead"):
   bracketed: two more timer reads per call would add a quarter to the hot path.
   Instead one call in :data:`~calibration.tracer.functions.LAYER_PERIOD` runs
   through a second decorator layer (:func:`split_layers`): the layer's cost in
-  those calls, per region, values the region's Enter and Leave
-  (:func:`layer_value`), split as the calibration splits the traced call's
-  dilation (:func:`calibration.tracer.overhead.function_dilation`) and capped by
-  the bounds; regions with too few samples take that calibrated split itself,
-  also capped. On a loaded host the decorator cost 2-2.5x its calibrated value
-  in situ (docs/calibration.md, "The decorator measures itself").
+  those calls, per region (:func:`layer_value`), is split between Enter and
+  Leave as the calibration splits the traced call's dilation
+  (:func:`calibration.tracer.overhead.function_dilation`), what a bound cannot
+  hold moved to the other part (:func:`_layer_entries`); each such record
+  carries its part capped by its own gap (:func:`record_overheads`), the table
+  the split that fits the smallest gaps. Regions with too few samples take the
+  calibrated split itself, capped by the bounds. On a loaded host the decorator
+  cost 1.2-2.5x its calibrated value in situ (docs/calibration.md, "The
+  decorator measures itself").
 * **Cold calls.** The decorator's cost and the residues are measured in tight
   loops; in a program, untraced work between traced calls makes the calls and
   the work after them dearer. Each rank measures that extra cost as a curve of
@@ -266,16 +269,15 @@ def record_overheads(data: Any, backs: Any, back_ns: float, region_names: list[s
     out = np.full(len(cost), -1, dtype=np.int64)
     if residues:
         leaves = np.flatnonzero((cost >= 0) & ((codes & tb.KIND_MASK) == tb.LEAVE))
-        extra = {region: _residue_ns(region_names[region] if region < len(region_names)
-                                     else "", residues)
+        extra = {region: _residue_ns(_region_name(region_names, region), residues)
                  for region in np.unique(codes[leaves] >> tb.KIND_BITS).tolist()}
         cost[leaves] += [extra[r] for r in (codes[leaves] >> tb.KIND_BITS).tolist()]
+    rows = layer_rows(layers)
     if table is not None:  # the layered functions' records: their part, capped below
         parts = _layer_parts(table, codes, region_names)
         free = (cost < 0) & (parts >= 0)
         cost[free] = parts[free]
-    rows = layer_rows(layers)
-    if rows.size and table is not None:
+    if rows.size and table is not None:  # the sampled calls' second layer on top
         more = np.zeros(len(cost))
         np.add.at(more, rows[:, 0], rows[:, 2])
         np.add.at(more, rows[:, 1], rows[:, 3])
@@ -305,7 +307,7 @@ def _layer_parts(table: dict[str, Any], codes: np.ndarray,
         return out
     regions = codes[el] >> tb.KIND_BITS
     for region in np.unique(regions).tolist():
-        name = region_names[region] if region < len(region_names) else str(region)
+        name = _region_name(region_names, region)
         part = measured.get(f"{name}/Layer", {}).get("per_record")
         if not part:
             continue
@@ -327,10 +329,15 @@ def table_ns(table: dict[str, Any], codes: np.ndarray,
         kname = tb.KIND_NAMES[kind]
         v = by_kind.get(kname, 0.0)
         if kind in (tb.ENTER, tb.LEAVE):
-            name = region_names[index] if index < len(region_names) else str(index)
+            name = _region_name(region_names, index)
             v = by_region.get(name, {}).get(kname, v)
         out[i] = round(v * 1e9)
     return out
+
+
+def _region_name(region_names: list[str], region: int) -> str:
+    """The name of local region id ``region`` (its number if the rank has none)."""
+    return region_names[region] if region < len(region_names) else str(region)
 
 
 def _residue_ns(region: str, residues: dict[str, float]) -> float:
@@ -426,7 +433,7 @@ def location_table(data: Any, backs: Any, region_names: list[str],
         bound = float(nxt[sel].min())
         if kind in (tb.ENTER, tb.LEAVE):
             region = key >> tb.KIND_BITS
-            name = region_names[region] if region < len(region_names) else str(region)
+            name = _region_name(region_names, region)
             if not s.size:
                 plain[kind] = np.append(plain[kind], bound)
                 continue
@@ -470,8 +477,7 @@ def location_table(data: Any, backs: Any, region_names: list[str],
         table["residue_s"] = {k: v * 1e-9 for k, v in residues.items()}
     if cold and cold.get("w_s"):
         entered = np.unique(codes[(codes & tb.KIND_MASK) == tb.ENTER] >> tb.KIND_BITS)
-        names = {region_names[r] if r < len(region_names) else str(r)
-                 for r in entered.tolist()}
+        names = {_region_name(region_names, r) for r in entered.tolist()}
         curves = cold.get("extra_s", {})
         regions = {n: c for n in sorted(names - layered)
                    if (c := cold_curve_of(n)) is not None and c in curves}
@@ -505,7 +511,7 @@ def _layer_entries(layers: Any, codes: np.ndarray, nxt: np.ndarray,
     share = enter / (enter + leave) if enter > 0 and leave > 0 else 0.5
     done: set[str] = set()
     for region, d in sorted(layer_costs(layers).items()):
-        name = region_names[region] if region < len(region_names) else str(region)
+        name = _region_name(region_names, region)
         if name in by_region:  # bracketed: not a decorated function
             continue
         st: dict[str, Any] = {**_stats(d.astype(np.float64)), "used": None}
@@ -529,12 +535,6 @@ def _layer_entries(layers: Any, codes: np.ndarray, nxt: np.ndarray,
             done.add(name)
         measured[f"{name}/Layer"] = st
     return done
-
-
-def _key_bound(codes: np.ndarray, nxt: np.ndarray, code: int) -> float:
-    """The smallest gap after a record of ``code`` (ns; inf if there is none)."""
-    sel = codes == code
-    return float(nxt[sel].min()) if sel.any() else float("inf")
 
 
 def _spill(a: float, b: float, bound_a: float, bound_b: float) -> tuple[float, float]:
