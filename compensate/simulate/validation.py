@@ -40,15 +40,19 @@ def _location_ends(trace: Trace) -> np.ndarray:
     return np.array([(int(e.time[-1]) - lo) / res for e in trace.events.values()])
 
 
-def event_errors(approx: Trace, truth: Trace) -> np.ndarray:
+def event_errors(approx: Trace, truth: Trace, signed: bool = False) -> np.ndarray:
     """Absolute error per record in seconds, all locations concatenated. Both traces
-    are aligned at their earliest record."""
+    are aligned at their earliest record. ``signed``: how much later than the
+    truth each record is (negative: earlier) instead."""
     res = truth.definitions.timer_resolution
     a0 = min(int(e.time[0]) for e in approx.events.values() if len(e))
     t0 = min(int(e.time[0]) for e in truth.events.values() if len(e))
-    parts = [np.abs((approx.events[loc].time - a0) - (ev.time - t0)) / res
+    parts = [((approx.events[loc].time - a0) - (ev.time - t0)) / res
              for loc, ev in truth.events.items()]
-    return np.concatenate(parts) if parts else np.zeros(0)
+    if not parts:
+        return np.zeros(0)
+    out = np.concatenate(parts)
+    return out if signed else np.abs(out)
 
 
 @dataclass

@@ -306,16 +306,6 @@ def test_an_overhead_spread_of_zero_leaves_the_column_empty():
     assert all((ev.overhead == NONE).all() for ev in sim.truth.events.values())
 
 
-def _late(approx, truth):
-    """Per record, how much later than the truth it is (seconds; both traces
-    aligned at their earliest record, as :func:`event_errors` aligns them)."""
-    a0 = min(int(e.time[0]) for e in approx.events.values() if len(e))
-    t0 = min(int(e.time[0]) for e in truth.events.values() if len(e))
-    res = truth.definitions.timer_resolution
-    return np.concatenate([((approx.events[loc].time - a0) - (ev.time - t0)) / res
-                           for loc, ev in truth.events.items()])
-
-
 def late_exchange(iterations=40, calls=20, work=2e-6, seed=0):
     """Two ranks do the same work between MPI_Sendrecv exchanges, rank 0 untraced,
     rank 1 in ``calls`` traced calls: in the measured run rank 1 comes late to
@@ -350,7 +340,7 @@ def test_sendrecv_send_part_ends_on_arrival_with_a_network_model(overhead):
     assert r.stats.p2p_cases["m2_lower"] == 40 and after.violations == 0
     assert after.removed_total >= 0.93 > 0.7 > before.removed_total
     # and never later than the truth: each m.2 receive is at its readiness
-    assert float(_late(r.trace, sim.truth).max()) <= TICK
+    assert float(event_errors(r.trace, sim.truth, signed=True).max()) <= TICK
 
 
 @settings(max_examples=25, deadline=None)
@@ -369,4 +359,4 @@ def test_sendrecv_with_a_network_model_stays_causal_and_never_late(iterations, c
     sim.platform.network = (net.latency, 1.0 / net.bandwidth)
     r = compensate(sim.measured, sim.platform, EngineOptions("lower"))
     assert accuracy(sim.truth, sim.measured, r.trace).violations == 0
-    assert float(_late(r.trace, sim.truth).max()) <= TICK
+    assert float(event_errors(r.trace, sim.truth, signed=True).max()) <= TICK
