@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decorator_in_situ as dis  # noqa: E402 - the solver copy with caller stamps
+from insitu_statistic import run_span  # noqa: E402 - the span of run() in a trace
 
 import compensate as c  # noqa: E402
 from compensate.model import ENTER, LEAVE  # noqa: E402
@@ -131,17 +132,6 @@ def mc_traced(trace: c.Trace) -> list[np.ndarray]:
     e = _times(ev, names, "count_inside", ENTER)
     lv = _times(ev, names, "count_inside", LEAVE)
     return [(lv - e)[:, None]]
-
-
-def run_span(trace: c.Trace) -> float:
-    """Seconds from the earliest Enter to the latest Leave of ``run``."""
-    ids = [i for i, n in trace.definitions.regions.items() if n == "run"]
-    enters = [ev.time[np.isin(ev.region, ids) & (ev.kind == ENTER)] for ev in
-              trace.events.values()]
-    leaves = [ev.time[np.isin(ev.region, ids) & (ev.kind == LEAVE)] for ev in
-              trace.events.values()]
-    return (max(x.max() for x in leaves if x.size) - min(x.min() for x in enters if x.size)) \
-        / trace.definitions.timer_resolution
 
 
 def analyse(program: str, work: Path, bound: str) -> None:
