@@ -307,10 +307,9 @@ def exchange_arrival(platform: Platform, res: float, sizes: np.ndarray,
     call's Leave stays the paper's proxy (in a ring of Sendrecv whose receivers
     wait for their messages, the send record alone would make most transfers
     unobserved and the lower bound too early)."""
-    net = getattr(platform, "network", None)
-    if net is None:
+    if platform.network is None:
         return None
-    latency, per_byte = net
+    latency, per_byte = platform.network
     return sent + (latency + np.asarray(sizes, dtype=np.float64) * per_byte) * res
 
 
