@@ -155,9 +155,14 @@ def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[Thre
             if notes is not None:
                 notes.append(f"{buf.name} was still running at the end of the program; "
                              f"its {len(stack)} open regions end there")
+        data, backs, late, dropped = insitu.restore_order(data, array("q", buf.backs))
+        if late and notes is not None:
+            notes.append(f"{buf.name}: {late} records were appended after later ones "
+                         "(a traced function ran inside the tracer: a finalizer, a gc "
+                         "callback or a signal handler) and were put in time order; "
+                         f"{dropped} in-situ brackets around them were dropped")
         data, layers = insitu.split_layers(data)
-        out.append(ThreadData(buf.name, buf.sequence, data, extra, ints,
-                              array("q", buf.backs), layers))
+        out.append(ThreadData(buf.name, buf.sequence, data, extra, ints, backs, layers))
     return out
 
 

@@ -148,6 +148,57 @@ def samples(times: np.ndarray, backs: np.ndarray, back_ns: float) -> np.ndarray:
     return out
 
 
+def restore_order(data: Any, backs: Any) -> tuple[Any, Any, int, int]:
+    """Put one buffer's (time, code) pairs in time order; returns the pairs, the
+    in-situ brackets still valid, how many records were appended after a later
+    one and how many brackets were dropped.
+
+    Every tracer path stamps a time first and appends its record after: the
+    decorator at once, a wrapper after some lookups and allocations. Anything
+    that runs Python code between the two (the cyclic garbage collector, which
+    runs finalizers such as ``__del__`` and ``gc.callbacks`` at whatever
+    allocation triggers it, or a signal handler) can record a traced function
+    of the program with later times before the stamped record is appended.
+    OTF2 requires a location's times to be non-decreasing (the writer refused
+    such a buffer and the whole trace was lost). The re-entered code ran
+    inside the interval between the stamp and the append, and its records
+    form one properly nested block, so a stable sort by time gives each record
+    the place it had in time and keeps every Enter/Leave pair nested.
+
+    An in-situ bracket (:meth:`Buffer.back`) whose interval holds such a block
+    would charge the program's finalizer to the tracer; it is dropped (its
+    records fall back to the table's values), as is one that overlaps another
+    bracket (a traced wrapper called from inside a wrapper). Pairs already in
+    order are returned as they are."""
+    pairs = np.frombuffer(data, dtype=np.int64).reshape(-1, 2) if len(data) else \
+        np.zeros((0, 2), dtype=np.int64)
+    times = pairs[:, 0]
+    if len(times) < 2 or not (np.diff(times) < 0).any():
+        return data, backs, 0, 0
+    late = int((times[1:] < np.maximum.accumulate(times)[:-1]).sum())
+    order = np.argsort(times, kind="stable")
+    pairs = pairs[order]
+    times = pairs[:, 0]
+    bp = np.asarray(backs, dtype=np.int64).reshape(-1, 2)
+    if len(bp):
+        last = len(times) - 1
+        i0 = np.minimum(np.searchsorted(times, bp[:, 0], "left"), last)
+        i1 = np.clip(np.searchsorted(times, bp[:, 1], "right") - 1, i0, last)
+        # a break: sorted record i+1 was not the next one written after record i
+        breaks = np.concatenate([[0], np.cumsum(np.diff(order) != 1)])
+        bad = breaks[i1] - breaks[i0] > 0
+        by_first = np.argsort(bp[:, 0], kind="stable")
+        overlap = bp[by_first[1:], 0] < bp[by_first[:-1], 1]
+        bad[by_first[1:][overlap]] = True
+        bad[by_first[:-1][overlap]] = True
+        dropped = int(bad.sum())
+        bp = bp[~bad]
+    else:
+        dropped = 0
+    return (array("q", pairs.ravel().tolist()), array("q", bp.ravel().tolist()), late,
+            dropped)
+
+
 #: Columns of :func:`split_layers`' array, one row per sampled call.
 LAYER_COLUMNS = ("enter", "post", "pre_ns", "post_ns", "region")
 #: A region's layer samples set its table value only from this many on: the
