@@ -15,8 +15,11 @@ Programs:
 * ``solver`` (examples/mpi/solver.py): per iteration ``halo`` (two
   MPI_Sendrecv), ``matvec``, two ``dot`` (each an Allreduce) and the numpy
   statements between them;
-* ``montecarlo`` (examples/montecarlo_pi.py): the worker's ``count_inside``
-  (a loop of ~300 traced ``get_coords`` calls) per round.
+* ``montecarlo`` (examples/montecarlo_pi.py): per round the worker's request
+  (MPI_Send), its wait for the chunk (MPI_Recv), ``tolist``, ``count_inside`` (a
+  loop of ~300 traced ``get_coords`` calls) and the rest of the round (the
+  Allreduce every second round); the master's wait for a request, its
+  ``generate_chunk``, its reply and the rest of its round.
 
 With ``--keep DIR`` the runs stay in DIR; ``--from DIR`` compensates runs kept
 earlier again (the same traces, another tree or bound), without running anything.
@@ -51,17 +54,50 @@ from compensate.model import ENTER, LEAVE  # noqa: E402
 SOLVER_PHASES = ("halo", "halo -> matvec", "matvec", "matvec -> dot", "dot", "dot -> dot",
                  "dot (2nd)", "dot -> halo")
 MC = ROOT / "examples" / "montecarlo_pi.py"
-MC_LINE = "        counts[0] += count_inside(chunk)\n"
+# The lines stamped (a stamp before and after each call), per rank role.
+MC_STAMPS = {
+    "worker": ("        comm.Send(request, dest=0, tag=TAG_REQUEST)\n"
+               "        comm.Recv(buf, source=0, tag=TAG_WORK, status=status)\n"
+               "        chunk = buf[:status.Get_count(MPI.DOUBLE)].tolist()\n"
+               "        counts[0] += count_inside(chunk)\n",
+               "        _S.append(_now())\n"
+               "        comm.Send(request, dest=0, tag=TAG_REQUEST)\n"
+               "        _S.append(_now())\n"
+               "        comm.Recv(buf, source=0, tag=TAG_WORK, status=status)\n"
+               "        _S.append(_now())\n"
+               "        chunk = buf[:status.Get_count(MPI.DOUBLE)].tolist()\n"
+               "        _S.append(_now())\n"
+               "        _n = count_inside(chunk)\n"
+               "        _S.append(_now())\n"
+               "        counts[0] += _n\n"),
+    "master": ("            comm.Recv(request, source=MPI.ANY_SOURCE, tag=TAG_REQUEST, "
+               "status=status)\n"
+               "            comm.Send(generate_chunk(rng, args.pairs), "
+               "dest=status.Get_source(), tag=TAG_WORK)\n",
+               "            _S.append(_now())\n"
+               "            comm.Recv(request, source=MPI.ANY_SOURCE, tag=TAG_REQUEST, "
+               "status=status)\n"
+               "            _S.append(_now())\n"
+               "            _c = generate_chunk(rng, args.pairs)\n"
+               "            _S.append(_now())\n"
+               "            comm.Send(_c, dest=status.Get_source(), tag=TAG_WORK)\n"
+               "            _S.append(_now())\n"),
+}
+# Phases per round, from the stamps above (the last one runs to the next round's
+# first stamp): the worker's and the master's.
+MC_PHASES = ("w: Send", "w: Send -> Recv done", "w: tolist", "w: count_inside",
+             "w: count_inside -> Send", "m: Recv", "m: generate_chunk", "m: Send",
+             "m: Send -> Recv")
 
 
 def stamped_montecarlo() -> str:
-    """examples/montecarlo_pi.py with stamps around the worker's ``count_inside``
-    call, written to the file named by $PHASE_STAMPS + rank at exit."""
+    """examples/montecarlo_pi.py with stamps around the worker's and the master's
+    calls of each round, written to the file named by $PHASE_STAMPS + rank at exit."""
     src = MC.read_text()
-    if MC_LINE not in src:
-        raise SystemExit(f"phase_truth: {MC} changed; no line {MC_LINE.strip()!r}")
-    src = src.replace(MC_LINE, "        _S.append(_now())\n        _n = count_inside(chunk)\n"
-                      "        _S.append(_now())\n        counts[0] += _n\n")
+    for old, new in MC_STAMPS.values():
+        if old not in src:
+            raise SystemExit(f"phase_truth: {MC} changed; no lines {old.strip()!r}")
+        src = src.replace(old, new)
     src = src.replace("from mpi4py import MPI\n", "from mpi4py import MPI\n_S = []\n"
                       "_now = time.monotonic_ns\n", 1)
     return src + ("\nimport atexit as _atexit\nimport json as _json\nimport os as _os\n\n"
@@ -123,19 +159,28 @@ def solver_traced(trace: c.Trace) -> list[np.ndarray]:
 
 
 def mc_untraced(work: Path, r: int) -> list[np.ndarray]:
-    s = np.array(json.loads((work / f"u{r}_rank1").read_text()), dtype=np.int64)
-    return [(s[1::2] - s[0::2])[:, None]]
+    w = np.array(json.loads((work / f"u{r}_rank1").read_text()), dtype=np.int64)
+    m = np.array(json.loads((work / f"u{r}_rank0").read_text()), dtype=np.int64)
+    n = min(len(w) // 5, len(m) // 4)
+    return [np.concatenate([_phases(w[:5 * n].reshape(n, 5)),
+                            _phases(m[:4 * n].reshape(n, 4))], axis=1)]
 
 
 def mc_traced(trace: c.Trace) -> list[np.ndarray]:
-    ev, names = trace.events[sorted(trace.events)[1]], trace.definitions.regions
-    e = _times(ev, names, "count_inside", ENTER)
-    lv = _times(ev, names, "count_inside", LEAVE)
-    return [(lv - e)[:, None]]
+    names = trace.definitions.regions
+    m_ev, w_ev = (trace.events[k] for k in sorted(trace.events)[:2])
+    w = [_times(w_ev, names, "MPI_Send", ENTER), _times(w_ev, names, "MPI_Send", LEAVE),
+         _times(w_ev, names, "MPI_Recv", LEAVE), _times(w_ev, names, "count_inside", ENTER),
+         _times(w_ev, names, "count_inside", LEAVE)]
+    m = [_times(m_ev, names, "MPI_Recv", ENTER), _times(m_ev, names, "MPI_Recv", LEAVE),
+         _times(m_ev, names, "generate_chunk", LEAVE), _times(m_ev, names, "MPI_Send", LEAVE)]
+    n = min(len(x) for x in w + m)
+    return [np.concatenate([_phases(np.stack([x[:n] for x in w], axis=1)),
+                            _phases(np.stack([x[:n] for x in m], axis=1))], axis=1)]
 
 
 def analyse(program: str, work: Path, bound: str) -> None:
-    names = SOLVER_PHASES if program == "solver" else ("count_inside",)
+    names = SOLVER_PHASES if program == "solver" else MC_PHASES
     untraced, traced, measured = [], [], []
     t_u, t_m, t_a = [], [], []
     r = 0
@@ -166,8 +211,14 @@ def analyse(program: str, work: Path, bound: str) -> None:
               f"| {np.median(a[:, i]) - np.median(u[:, i]):+.0f} "
               f"({a[:, i].mean() - u[:, i].mean():+.0f}) |")
     if program == "montecarlo":
-        left = (a.mean() - u.mean()) / (m.mean() - u.mean())
+        i = names.index("w: count_inside")
+        left = (a[:, i].mean() - u[:, i].mean()) / (m[:, i].mean() - u[:, i].mean())
         print(f"\ncount_inside: {100 * left:.1f} % of its dilation left (means)")
+    per = [a[:, i].mean() - u[:, i].mean() for i in range(len(names))]
+    dil = [m[:, i].mean() - u[:, i].mean() for i in range(len(names))]
+    print("dilation left per round, ns (means; share of the phase's own dilation): "
+          + "; ".join(f"{n} {x:+.0f} ({100 * x / d:.0f} %)" if d else f"{n} {x:+.0f}"
+                      for n, x, d in zip(names, per, dil, strict=True)))
     tu = float(np.median(t_u))
     removed = [1 - abs(x - tu) / (y - tu) for x, y in zip(t_a, t_m, strict=True)]
     print(f"\nruns s: untraced {' '.join(f'{x:.4f}' for x in t_u)}; traced "
