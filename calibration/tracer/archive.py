@@ -143,6 +143,11 @@ def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[Thre
                                                       b.sequence or 0))
     for buf in buffers:
         data = array("q", buf.data)  # data first: extra and ints are at least as long
+        data, unpaired = insitu.realign(data, buf.created)
+        if unpaired and notes is not None:
+            notes.append(f"{buf.name}: {unpaired} record halves without a partner (a "
+                         "record being written when the buffer was copied, or one "
+                         "broken by a signal handler) were left out")
         del data[len(data) & ~1:]
         extra, ints = list(buf.extra), array("q", buf.ints)
         if buf is not recorder.main and not buf.ended:

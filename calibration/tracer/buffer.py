@@ -284,6 +284,9 @@ class Buffer:
         self.name = name
         self.sequence = sequence
         self.ended = False
+        #: the clock when the buffer was made: every timestamp it holds is later,
+        #: every record code smaller (:func:`calibration.tracer.insitu.realign`)
+        self.created = monotonic_ns()
         self.data = array("q")
         self.extra: list[tuple] = []
         self.ints = array("q")

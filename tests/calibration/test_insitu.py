@@ -48,6 +48,56 @@ E_F, L_F = tb.ENTER | 7 << tb.KIND_BITS, tb.LEAVE | 7 << tb.KIND_BITS  # __del__
 E_W, L_W = tb.ENTER | 1 << tb.KIND_BITS, tb.LEAVE | 1 << tb.KIND_BITS  # a wrapper
 
 
+T0 = 10**12  # a buffer's creation time: every timestamp is later, every code smaller
+
+
+def test_realign_hand_computed() -> None:
+    """The decorator appended the time of f's Enter (T0+100); a signal handler h
+    then recorded its Enter and Leave (T0+150, T0+160) before f's code: the pairs
+    come back whole, h's first (restore_order puts them in time order after)."""
+    data = array("q", [T0 + 50, L_W, T0 + 100, T0 + 150, E_F, T0 + 160, L_F, E_W,
+                       T0 + 200, L_W])
+    got, lost = insitu.realign(data, T0)
+    assert list(got) == [T0 + 50, L_W, T0 + 150, E_F, T0 + 160, L_F, T0 + 100, E_W,
+                         T0 + 200, L_W] and lost == 0
+    aligned = array("q", [T0 + 1, E_W, T0 + 2, L_W, T0 + 3])  # a copy mid-append
+    assert insitu.realign(aligned, T0) == (aligned, 0)
+    synthetic = array("q", [100, E_W, 140, L_W])  # times not from the clock
+    assert insitu.realign(synthetic, T0) == (synthetic, 0)
+
+
+@st.composite
+def _interrupted(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, int]]]:
+    """A buffer's values as appended when traced signal handlers run between a
+    record's two halves, possibly inside each other, and the records written."""
+    values: list[int] = []
+    records: list[tuple[int, int]] = []
+    clock = [T0]
+
+    def record(depth: int) -> None:
+        clock[0] += draw(st.integers(1, 50))
+        pair = (clock[0], draw(st.sampled_from([E_W, L_W, E_F, L_F, tb.MPI_SEND])))
+        records.append(pair)
+        values.append(pair[0])
+        for _ in range(draw(st.integers(0, 2)) if depth < 2 else 0):
+            record(depth + 1)  # a handler's record between the halves
+        values.append(pair[1])
+
+    for _ in range(draw(st.integers(1, 20))):
+        record(0)
+    return values, records
+
+
+@settings(max_examples=200, deadline=None)
+@given(_interrupted())
+def test_realign_and_restore_order_give_back_every_record(case) -> None:
+    values, records = case
+    pairs, lost = insitu.realign(array("q", values), T0)
+    got, _, _, _ = insitu.restore_order(pairs, array("q"))
+    assert lost == 0
+    assert list(zip(got[0::2], got[1::2], strict=True)) == sorted(records)
+
+
 def test_restore_order_hand_computed() -> None:
     """A wrapper stamped its Enter at 100 and its MpiSend at 120; before it
     appended them, a finalizer ran and recorded its Enter/Leave (150, 180). Its

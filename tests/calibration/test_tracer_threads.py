@@ -466,62 +466,6 @@ def test_snapshot_keeps_whole_records() -> None:
     assert [len(th.data) for th in snapshot(rec)] == [4]
 
 
-FINALIZERS = """
-import gc
-import threading
-
-
-class Node:
-    def __init__(self):
-        self.me = self  # a cycle: only the collector frees it, running __del__
-
-    def __del__(self):
-        pass
-
-
-def step(lock):
-    with lock:
-        Node()
-
-
-def run():
-    gc.set_threshold(5)  # collect often: inside the lock wrapper too
-    lock = threading.Lock()
-    for _ in range(2000):
-        step(lock)
-    gc.collect()
-
-
-run()
-"""
-
-
-def test_finalizers_run_inside_the_tracer_keep_the_trace(tmp_path: Path) -> None:
-    """The cyclic collector runs a traced ``__del__`` at whatever allocation
-    triggers it, also between a lock wrapper's timestamp and the append of its
-    record: its records are appended first, with later times. The archive used
-    to be refused by OTF2 (the whole trace lost); now every record is written in
-    time order, the program's 2000 finalizers included, the run says so, and
-    compensate verifies the trace."""
-    script = tmp_path / "finalizers.py"
-    script.write_text(FINALIZERS)
-    out = tmp_path / "run" / "traces.otf2"
-    proc = subprocess.run(
-        [sys.executable, "-m", "calibration.record", "-o", str(out),
-         "--calibration-records", "0", "--", str(script)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "were put in time order" in proc.stderr
-    locs = read_archive(out)
-    check_threads(locs)
-    regions = [ev.region.name for loc in locs.values() for _, k, ev in loc["events"]
-               if k == "Enter"]
-    assert regions.count("Node.__del__") == 2000 and regions.count("Node.__init__") == 2000
-    assert regions.count("threading.Lock.acquire") == 2000
-    done = run_compensate(out, tmp_path / "out" / "traces.otf2", "--quiet", cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-
-
 # ---------------------------------------------------------------------------------
 # real MPI
 
