@@ -59,7 +59,7 @@ from otf2.enums import (
 )
 
 from calibration.tracer import buffer as tb
-from calibration.tracer import insitu
+from calibration.tracer import insitu, reentry
 from calibration.tracer.clock import Offset, corrected
 from compensate.formats.partitioned import make_event
 from compensate.model import KIND_CODE
@@ -143,7 +143,7 @@ def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[Thre
                                                       b.sequence or 0))
     for buf in buffers:
         data = array("q", buf.data)  # data first: extra and ints are at least as long
-        data, unpaired = insitu.realign(data, buf.created)
+        data, unpaired = reentry.realign(data)
         if unpaired and notes is not None:
             notes.append(f"{buf.name}: {unpaired} record halves without a partner (a "
                          "record being written when the buffer was copied, or one "
@@ -160,7 +160,7 @@ def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[Thre
             if notes is not None:
                 notes.append(f"{buf.name} was still running at the end of the program; "
                              f"its {len(stack)} open regions end there")
-        data, backs, late, dropped = insitu.restore_order(data, array("q", buf.backs))
+        data, backs, late, dropped = reentry.restore_order(data, array("q", buf.backs))
         if late and notes is not None:
             notes.append(f"{buf.name}: {late} records were appended after later ones "
                          "(a traced function ran inside the tracer: a finalizer, a gc "

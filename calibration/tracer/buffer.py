@@ -105,10 +105,12 @@ IMRECV                 request id, bytes (MpiImrecv)
 from __future__ import annotations
 
 import _thread
+import gc
 import itertools
 import pickle
 import sys
 import threading
+import weakref
 from array import array
 from collections import deque
 from collections.abc import Callable
@@ -188,6 +190,9 @@ def pickled_size(obj: Any) -> int:
 
 KIND_BITS = 6  # code = kind | index << KIND_BITS (up to 64 kinds)
 KIND_MASK = (1 << KIND_BITS) - 1
+#: The clock when the tracer was imported: every timestamp a buffer holds is
+#: later, every record code smaller (:func:`calibration.tracer.reentry.realign`).
+EPOCH = monotonic_ns()
 
 #: Items (int64) of touched memory a reserving buffer keeps ahead of its records
 #: at least (:meth:`Buffer.reserve`): 512 KiB, 32,768 records.
@@ -244,18 +249,32 @@ def prefault(a: Any, items: int) -> bool:
     touched) and its length set back without giving the memory up (by
     :data:`_SET_LEN`, else 15 items at a time: CPython's ``array_resize`` keeps
     the allocation when fewer than 16 items go). Another implementation may free
-    it; the result says so."""
+    it; the result says so.
+
+    The collector is off meanwhile: a collection (the ctypes setter allocates)
+    runs the program's finalizers, whose traced records would land after the
+    zeros and be cut with them (3 of 2,000 ``__del__`` calls were missing from a
+    trace). Records a signal handler appends meanwhile are moved down to ``n``."""
     n = len(a)
-    left = items
-    while left > 0:
-        k = min(left, RESERVE_ITEMS)
-        a.frombytes(_ZEROS[:8 * k])
-        left -= k
-    if _SET_LEN is not None:
-        _SET_LEN(a, n)
-    else:
-        deque(map(a.__delitem__, repeat(_CUT, (len(a) - n) // 15)), maxlen=0)
-        del a[n:]
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        left = items
+        while left > 0:
+            k = min(left, RESERVE_ITEMS)
+            a.frombytes(_ZEROS[:8 * k])
+            left -= k
+        late = a[n + items:] if len(a) > n + items else None
+        if _SET_LEN is not None:
+            _SET_LEN(a, n)
+        else:
+            deque(map(a.__delitem__, repeat(_CUT, (len(a) - n) // 15)), maxlen=0)
+            del a[n:]
+        if late is not None:
+            a.extend(late)
+    finally:
+        if collecting:
+            gc.enable()
     return capacity(a) >= n + items
 
 
@@ -284,9 +303,6 @@ class Buffer:
         self.name = name
         self.sequence = sequence
         self.ended = False
-        #: the clock when the buffer was made: every timestamp it holds is later,
-        #: every record code smaller (:func:`calibration.tracer.insitu.realign`)
-        self.created = monotonic_ns()
         self.data = array("q")
         self.extra: list[tuple] = []
         self.ints = array("q")
@@ -488,6 +504,7 @@ class Recorder:
         #: True once a second thread may run: record paths must look threads up
         self.threaded = False
         self._on_threaded: list[Callable[[], None]] = []
+        self._owned_switches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.buffers: list[Buffer] = [self.main]
         self._local = threading.local()
         #: thread ident -> the thread's Buffer / its ``add`` (the decorator's path).
@@ -525,19 +542,27 @@ class Recorder:
         self.by_thread[ident] = buf
         self.adders[ident] = buf.add
 
-    def when_threaded(self, switch: Callable[[], None]) -> None:
-        """Call ``switch()`` when the process becomes multi-threaded (now if it is)."""
-        self._on_threaded.append(switch)
+    def when_threaded(self, switch: Callable[[], None], owner: Any = None) -> None:
+        """Call ``switch()`` when the process becomes multi-threaded (now if it is).
+        With an ``owner`` (a decorator's wrapper), only while the owner lives: a
+        nested ``def`` makes a new wrapper each time it runs, and a list of their
+        switches grew by two per run (170 MiB after 300,000 runs)."""
         if self.threaded:
             switch()
+        elif owner is None:
+            self._on_threaded.append(switch)
+        else:
+            self._owned_switches[owner] = switch
 
     def go_threaded(self) -> None:
         """Leave the single-threaded fast path, for good; called before a second
         thread can run."""
         if not self.threaded:
             self.threaded = True
-            for switch in self._on_threaded:
+            for switch in [*self._on_threaded, *self._owned_switches.values()]:
                 switch()
+            self._on_threaded.clear()
+            self._owned_switches.clear()
 
     def orphan(self) -> Buffer:
         """The calling unregistered thread's buffer (made on its first record)."""

@@ -32,6 +32,7 @@ from time import monotonic_ns
 from typing import Any
 
 from calibration.tracer.buffer import (
+    BUFFER_FLUSH,
     ENTER,
     KIND_BITS,
     LAYER_ENTER,
@@ -89,8 +90,6 @@ def _cr_factory(_cr_fn, _cr_enter, _cr_leave, _cr_main_add, _cr_adders, _cr_orph
         nonlocal _cr_single
         _cr_single = False
 
-    _cr_when_threaded(_cr_threaded)
-
     def traced({params}):
         nonlocal _cr_k
         _cr_t = _cr_now()
@@ -113,6 +112,7 @@ def _cr_factory(_cr_fn, _cr_enter, _cr_leave, _cr_main_add, _cr_adders, _cr_orph
             _cr_add(_cr_now())
             _cr_add(_cr_leave)
 
+    _cr_when_threaded(_cr_threaded, traced)
     return traced
 """
 _GENERIC = ("*_cr_args, **_cr_kwargs", "*_cr_args, **_cr_kwargs")
@@ -204,29 +204,43 @@ def make_decorator(recorder: Recorder, sample: bool = False,
     adders, orphan, main_add = recorder.adders, recorder.orphan, recorder.main.add
     starts = random.Random()
 
+    # per code object: a nested ``def`` runs again and again with the same code
+    known: dict[Any, tuple[Callable, int, int, int, int]] = {}
+
     def record_function(fn: Callable) -> Callable:
+        t = monotonic_ns()
         code = getattr(fn, "__code__", None)
         if code is None:
             return fn
-        module = fn.__module__ or ""
-        if module == "__main__":
-            module = os.path.splitext(os.path.basename(code.co_filename))[0]
-        qualname = fn.__qualname__
-        rid = recorder.region_id((qualname, f"{module}.{qualname}", code.co_filename,
-                                  code.co_firstlineno, "user", "FUNCTION"))
-        enter, leave = ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS
-        sig = signature_text(code) if isinstance(fn, types.FunctionType) else _GENERIC
-        make = _factory(*sig)
+        plain = isinstance(fn, types.FunctionType)
+        made = known.get(code) if plain else None
+        if made is None:
+            module = fn.__module__ or ""
+            if module == "__main__":
+                module = os.path.splitext(os.path.basename(code.co_filename))[0]
+            qualname = fn.__qualname__
+            rid = recorder.region_id((qualname, f"{module}.{qualname}", code.co_filename,
+                                      code.co_firstlineno, "user", "FUNCTION"))
+            made = (_factory(*(signature_text(code) if plain else _GENERIC)),
+                    ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS,
+                    LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS)
+            if plain:
+                known[code] = made
+        make, enter, leave, layer_enter, layer_leave = made
         layer: Callable = fn
         if sample:
-            layer = make(fn, LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS,
-                         main_add, adders, orphan, get_ident, monotonic_ns,
-                         recorder.when_threaded, fn, period, period)
+            layer = make(fn, layer_enter, layer_leave, main_add, adders, orphan, get_ident,
+                         monotonic_ns, recorder.when_threaded, fn, period, period)
         traced = make(fn, enter, leave, main_add, adders, orphan, get_ident, monotonic_ns,
-                      recorder.when_threaded, layer, period, starts.randint(1, period))
+                      recorder.when_threaded, layer, period,
+                      1 + int(starts.random() * period))
         traced.__defaults__ = getattr(fn, "__defaults__", None)
         traced.__kwdefaults__ = getattr(fn, "__kwdefaults__", None)
-        return functools.update_wrapper(traced, fn)
+        functools.update_wrapper(traced, fn)
+        # the tracer's own work in the program's time (each run of a nested
+        # ``def`` decorates anew): a BufferFlush, which compensate removes (R6)
+        recorder.current().add_record(t, BUFFER_FLUSH, (monotonic_ns(),))
+        return traced
 
     return record_function
 

@@ -9,12 +9,161 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from array import array
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibration.tracer import buffer as tb
+from calibration.tracer import reentry
 from tests.calibration.test_tracer_threads import check_threads, read_archive
 from tests.inprocess import run_compensate
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+# ---------------------------------------------------------------------------------
+# the repairs (calibration/tracer/reentry.py)
+
+def _pairs(records: list[tuple[int, int]]) -> array:
+    return array("q", [x for rec in records for x in rec])
+
+
+E_F, L_F = tb.ENTER | 7 << tb.KIND_BITS, tb.LEAVE | 7 << tb.KIND_BITS  # __del__
+E_W, L_W = tb.ENTER | 1 << tb.KIND_BITS, tb.LEAVE | 1 << tb.KIND_BITS  # a wrapper
+
+
+T0 = 10**12  # a buffer's creation time: every timestamp is later, every code smaller
+
+
+def test_realign_hand_computed() -> None:
+    """The decorator appended the time of f's Enter (T0+100); a signal handler h
+    then recorded its Enter and Leave (T0+150, T0+160) before f's code: the pairs
+    come back whole, h's first (restore_order puts them in time order after)."""
+    data = array("q", [T0 + 50, L_W, T0 + 100, T0 + 150, E_F, T0 + 160, L_F, E_W,
+                       T0 + 200, L_W])
+    got, lost = reentry.realign(data, T0)
+    assert list(got) == [T0 + 50, L_W, T0 + 150, E_F, T0 + 160, L_F, T0 + 100, E_W,
+                         T0 + 200, L_W] and lost == 0
+    aligned = array("q", [T0 + 1, E_W, T0 + 2, L_W, T0 + 3])  # a copy mid-append
+    assert reentry.realign(aligned, T0) == (aligned, 0)
+    synthetic = array("q", [100, E_W, 140, L_W])  # times not from the clock
+    assert reentry.realign(synthetic, T0) == (synthetic, 0)
+
+
+@st.composite
+def _interrupted(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, int]]]:
+    """A buffer's values as appended when traced signal handlers run between a
+    record's two halves, possibly inside each other, and the records written."""
+    values: list[int] = []
+    records: list[tuple[int, int]] = []
+    clock = [T0]
+
+    def record(depth: int) -> None:
+        clock[0] += draw(st.integers(1, 50))
+        pair = (clock[0], draw(st.sampled_from([E_W, L_W, E_F, L_F, tb.MPI_SEND])))
+        records.append(pair)
+        values.append(pair[0])
+        for _ in range(draw(st.integers(0, 2)) if depth < 2 else 0):
+            record(depth + 1)  # a handler's record between the halves
+        values.append(pair[1])
+
+    for _ in range(draw(st.integers(1, 20))):
+        record(0)
+    return values, records
+
+
+@settings(max_examples=200, deadline=None)
+@given(_interrupted())
+def test_realign_and_restore_order_give_back_every_record(case) -> None:
+    values, records = case
+    pairs, lost = reentry.realign(array("q", values), T0)
+    got, _, _, _ = reentry.restore_order(pairs, array("q"))
+    assert lost == 0
+    assert list(zip(got[0::2], got[1::2], strict=True)) == sorted(records)
+
+
+def test_restore_order_hand_computed() -> None:
+    """A wrapper stamped its Enter at 100 and its MpiSend at 120; before it
+    appended them, a finalizer ran and recorded its Enter/Leave (150, 180). Its
+    first bracket (100 -> 200) holds the finalizer and is dropped; the second
+    (300 -> 350, the Leave's) is kept."""
+    data = _pairs([(150, E_F), (180, L_F), (100, E_W), (120, tb.MPI_SEND), (300, L_W),
+                   (500, E_F)])
+    backs = array("q", [100, 200, 300, 350])
+    got, kept, late, dropped = reentry.restore_order(data, backs)
+    assert list(got) == [100, E_W, 120, tb.MPI_SEND, 150, E_F, 180, L_F, 300, L_W,
+                         500, E_F]
+    assert list(kept) == [300, 350] and (late, dropped) == (2, 1)
+
+
+def test_restore_order_drops_overlapping_brackets_and_keeps_ordered_buffers() -> None:
+    data = _pairs([(100, E_W), (200, E_W), (250, L_W), (400, L_W)])
+    backs = array("q", [100, 400, 200, 250, 500, 600])
+    same = reentry.restore_order(data, backs)
+    assert same[0] is data and same[1] is backs and same[2:] == (0, 0)
+    late = _pairs([(100, E_W), (200, E_W), (250, L_W), (90, L_F), (400, L_W)])
+    _, kept, n, dropped = reentry.restore_order(late, backs)
+    assert list(kept) == [500, 600] and (n, dropped) == (1, 2)
+
+
+@st.composite
+def _reentered(draw: st.DrawFn) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """A buffer as the tracer appends it, and the records in time order: each
+    record's time is stamped, then (sometimes) a re-entered finalizer records a
+    nested block of Enter/Leave pairs with later times, then the stamped record is
+    appended."""
+    appended, truth, t = [], [], 0
+    for _ in range(draw(st.integers(1, 30))):
+        t += draw(st.integers(1, 50))
+        stamped = (t, draw(st.sampled_from([E_W, L_W, tb.MPI_SEND])))
+        truth.append(stamped)
+        for _ in range(draw(st.integers(0, 2))):
+            depth = draw(st.integers(1, 3))
+            block = []
+            for d in range(depth):  # Python code runs after the stamp: later
+                t += draw(st.integers(1 if d == 0 else 0, 20))
+                block.append((t, tb.ENTER | (10 + d) << tb.KIND_BITS))
+            for d in reversed(range(depth)):
+                t += draw(st.integers(0, 20))
+                block.append((t, tb.LEAVE | (10 + d) << tb.KIND_BITS))
+            appended += block
+            truth += block
+        appended.append(stamped)
+    return appended, truth
+
+
+@settings(max_examples=200, deadline=None)
+@given(_reentered())
+def test_restore_order_gives_back_the_time_order(case) -> None:
+    """Whatever re-entered the tracer between a stamp and its append, the
+    records come out in time order, every finalizer block whole and nested, and
+    no bracket that spans a finalizer's records survives."""
+    appended, truth = case
+    got, kept, _, _ = reentry.restore_order(_pairs(appended), array("q"))
+    pairs = list(zip(got[0::2], got[1::2], strict=True))
+    assert [p[0] for p in pairs] == sorted(p[0] for p in truth)
+    assert sorted(pairs) == sorted(truth)
+    stack = []
+    for _, code in pairs:
+        if code & tb.KIND_MASK == tb.ENTER and code >> tb.KIND_BITS >= 10:
+            stack.append(code >> tb.KIND_BITS)
+        elif code & tb.KIND_MASK == tb.LEAVE and code >> tb.KIND_BITS >= 10:
+            assert stack.pop() == code >> tb.KIND_BITS
+    assert not stack
+    # one bracket per stamped record, to the next stamp: none holds a finalizer
+    stamps = [p[0] for p in appended if p[1] in (E_W, L_W, tb.MPI_SEND)]
+    backs = array("q", [x for a in stamps for x in (a, a + 1)])
+    _, kept, _, _ = reentry.restore_order(_pairs(appended), backs)
+    fin = [p[0] for p in truth if p[1] >> tb.KIND_BITS >= 10]
+    for first, back in zip(kept[0::2], kept[1::2], strict=True):
+        assert not any(first <= x <= back for x in fin if x != first)
+
+
+# ---------------------------------------------------------------------------------
+# real programs
+
 
 
 def _record(tmp_path: Path, source: str) -> tuple[subprocess.CompletedProcess, Path]:
