@@ -33,9 +33,18 @@ call's records, Leave):
   compensate models them (the ``icoll`` kinds of docs/compensation.md).
 
 Every other communicator method that communicates (:func:`untraced_names`: MPI
-methods that are not local queries) still works but is not recorded: its first
-call writes one line on stderr naming it (:func:`warn_untraced`), then the
-plain method takes its place, so later calls cost nothing extra.
+methods that are not local queries, such as the neighbour collectives of the
+topology communicators, for which OTF2 has no collective operation) still works
+but is not recorded: its first call writes one line on stderr naming it and
+saying that its communication is missing from the trace (:func:`warn_untraced`),
+then the plain method takes its place, so later calls cost nothing extra. A call
+returning an intercommunicator (:data:`INTERCOMM_MAKERS`) says instead that all
+communication on that intercommunicator is missing. ``Free`` and ``Shift`` are
+local (:data:`LOCAL_NAMES`): never warned about.
+
+A call that raises writes no communication record: the records a wrapper writes
+before the MPI call (MpiIsend, NonBlockingCollectiveRequest, MpiImrecvRequest
+here) are taken back (:func:`calibration.tracer.requests.unwrite`).
 """
 
 from __future__ import annotations
@@ -82,13 +91,32 @@ LOCAL_PREFIXES = ("Get_", "Set_", "Is_", "is_", "Create_errhandler", "Create_key
                   "Free_keyval", "Delete_attr", "Call_errhandler", "Compare", "Abort",
                   "Attach_buffer", "Detach_buffer", "Cart_map", "Graph_map", "f2py", "py2f",
                   "fromhandle", "fromint", "toint")
+#: Further methods that send no message, never warned about either: ``Free``/``free``
+#: (MPI_Comm_free marks the communicator for deallocation, its pending
+#: communication completes as usual; a warning that its "messages" were lost was
+#: noise) and a Cartesian communicator's ``Shift`` (neighbour ranks, computed
+#: locally).
+LOCAL_NAMES = frozenset({"Free", "free", "Shift"})
+#: Methods that return an intercommunicator (plain mpi4py, none of its calls
+#: traced: its ranks name the remote group, which the trace's communicators cannot
+#: express), warned about with :data:`UNTRACED_INTERCOMM`.
+INTERCOMM_MAKERS = frozenset({"Create_intercomm", "Spawn", "Spawn_multiple", "Accept",
+                              "Connect"})
+#: What the warning says of an untraced call, and of one returning an intercommunicator
+UNTRACED = ("is not traced: its communication is missing from the trace and its time "
+            "counts as the program's")
+UNTRACED_INTERCOMM = ("returns an intercommunicator that is not traced: all communication "
+                      "on it is missing from the trace")
 _warned: set[str] = set()
 
 
-def bind(recorder: tb.Recorder, regions: dict[str, int], cid: Any, cls: type) -> None:
+def bind(recorder: tb.Recorder, regions: dict[str, int], cid: Any, cls: type,
+         topologies: tuple[type, ...] = ()) -> None:
     """Record into ``recorder`` (regions into the tracer's table ``regions``,
     ``cid(comm)`` a communicator's local id); ``cls`` (the traced communicator
-    class) gets the warning stand-ins of :func:`untraced_names`. Called by
+    class) gets the warning stand-ins of :func:`untraced_names`, and so do the
+    traced topology classes ``topologies`` (subclasses of ``cls``) for the
+    methods their mpi4py class adds (neighbour collectives). Called by
     :func:`calibration.tracer.mpi.install`."""
     global _rec, _REGIONS, _cid
     _rec, _REGIONS, _cid = recorder, regions, cid
@@ -96,39 +124,54 @@ def bind(recorder: tb.Recorder, regions: dict[str, int], cid: Any, cls: type) ->
         for name in names:
             full = f"MPI_{name}"
             regions[full] = recorder.region_id((full, full, "", 0, "mpi", role))
-    for name in untraced_names(cls):
-        setattr(cls, name, _stand_in(cls, name))
+    for traced in (cls, *topologies):
+        base = mpi_base(traced)
+        for name in untraced_names(traced, base):
+            setattr(traced, name, _stand_in(traced, name, base))
     MPI.Message = TracedMessage
 
 
-def untraced_names(cls: type) -> list[str]:
-    """The methods of ``MPI.Intracomm`` that communicate but ``cls`` does not trace."""
+def mpi_base(cls: type) -> type:
+    """The mpi4py class a traced class derives from (its first in the MRO)."""
+    return next(k for k in cls.__mro__ if k.__module__ == MPI.__name__)
+
+
+def untraced_names(cls: type, base: type = _Intracomm) -> list[str]:
+    """The methods of ``base`` (an mpi4py class ``cls`` derives from) that
+    communicate but ``cls`` does not trace: neither local (:data:`LOCAL_PREFIXES`,
+    :data:`LOCAL_NAMES`) nor defined by ``cls`` or its traced bases."""
+    own = cls.__mro__[:cls.__mro__.index(base)]
     out = []
-    for name in dir(_Intracomm):
-        if name.startswith(("_", *LOCAL_PREFIXES)) or name in vars(cls):
+    for name in dir(base):
+        if name.startswith(("_", *LOCAL_PREFIXES)) or name in LOCAL_NAMES:
             continue
-        if any(name in vars(base) for base in cls.__mro__[:cls.__mro__.index(_Intracomm)]):
+        if any(name in vars(k) for k in own):
             continue
-        if type(inspect.getattr_static(_Intracomm, name)).__name__ == \
+        if type(inspect.getattr_static(base, name)).__name__ == \
                 "cython_function_or_method":
             out.append(name)
     return out
 
 
-def warn_untraced(name: str) -> None:
-    """One line on stderr the first time the program calls ``name`` untraced."""
+def warn_untraced(name: str, why: str = UNTRACED) -> None:
+    """One line on stderr the first time the program calls ``name`` untraced:
+    ``name`` and ``why`` (:data:`UNTRACED`, :data:`UNTRACED_INTERCOMM`)."""
     if name not in _warned:
         _warned.add(name)
-        sys.stderr.write(f"calibration.record: {name} is not traced: its time counts as "
-                         "the program's and its messages are not in the trace\n")
+        sys.stderr.write(f"calibration.record: {name} {why}\n")
         sys.stderr.flush()  # one write per line: the ranks share the terminal
 
 
-def _stand_in(cls: type, name: str) -> Any:
-    plain = getattr(_Intracomm, name)
+def _stand_in(cls: type, name: str, base: type = _Intracomm) -> Any:
+    """``base.name`` that warns on its first call (as ``MPI.Comm.name`` for the
+    communicator's own methods, ``MPI.Cartcomm.name`` etc. for a topology's),
+    then puts the plain method in its place on ``cls``."""
+    plain = getattr(base, name)
+    label = f"MPI.{'Comm' if base is _Intracomm else base.__name__}.{name}"
+    why = UNTRACED_INTERCOMM if name in INTERCOMM_MAKERS else UNTRACED
 
     def first_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        warn_untraced(f"MPI.Comm.{name}")
+        warn_untraced(label, why)
         setattr(cls, name, plain)  # later calls go straight to mpi4py
         return plain(self, *args, **kwargs)
 
@@ -329,10 +372,15 @@ class MoreCalls:
         rec, region = _rec.current(), _REGIONS[name]
         rec.enter_at(t, region)
         rid = _rec.new_request()
-        rec.add_record(tr, tb.NBC_REQUEST, (rid,))
+        fields = (rid,)
+        rec.add_record(tr, tb.NBC_REQUEST, fields)
         rec.back(t)
         try:
             handle = fn(self, *args)
+        except Exception:
+            rq.unwrite(rec, tr, tb.NBC_REQUEST, fields)  # no request: no collective
+            rq.leave(rec, region)
+            raise
         except BaseException:
             rq.leave(rec, region)
             raise
@@ -457,12 +505,19 @@ class TracedMessage(MPI.Message):
         rec, region = _rec.current(), _REGIONS["MPI_Imrecv"]
         probe = self._probe
         rec.enter_at(t, region)
+        fields = None
         try:
             rid = _rec.new_request()
             if probe is not None:
-                rec.add_record(tr, tb.IMRECV_REQUEST, (probe[0], rid))
+                fields = (probe[0], rid)
+                rec.add_record(tr, tb.IMRECV_REQUEST, fields)
             rec.back(t)
             handle = fn(self, *args)
+        except Exception:
+            if fields is not None:  # the message is still the program's to receive
+                rq.unwrite(rec, tr, tb.IMRECV_REQUEST, fields)
+            rq.leave(rec, region)
+            raise
         except BaseException:
             rq.leave(rec, region)
             raise

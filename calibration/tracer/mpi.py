@@ -8,6 +8,16 @@ created from it: Dup and Clone return ``type(self)``, the results of Split,
 Split_type, Create and Create_group are wrapped), the requests its nonblocking
 calls return are :class:`TracedRequest`, and ``MPI.Request`` is replaced by
 :class:`TracedRequest` so that ``MPI.Request.Waitall(reqs)`` is traced as well.
+Topology communicators (``Create_cart`` and ``Cartcomm.Sub``, ``Create_graph``,
+``Create_dist_graph(_adjacent)``) are :class:`TracedCartcomm`,
+:class:`TracedGraphcomm`, :class:`TracedDistgraphcomm`: subclasses of both
+:class:`TracedIntracomm` and mpi4py's class (mpi4py's communicator classes share
+one C layout, so the layout allows it), whose calls are recorded as on
+COMM_WORLD and whose local queries (Get_coords, Shift, Get_topo, ...) are
+mpi4py's. Every created communicator is registered in creation order
+(:func:`_created`). An intercommunicator (``Create_intercomm``) is not traced
+(:class:`TracedIntercomm`, warned about); the intracommunicator its ``Merge``
+makes is.
 
 Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
 ``MPI_X`` region, then the call's own records, then Leave:
@@ -51,6 +61,11 @@ returns, the completion record and the Leave are stamped at once, the status is
 read (a nonblocking call's request wrapped), and ``back`` again. So everything
 the wrapper does lies after a timestamp, and each record's real cost in this run
 is measured.
+
+**A call that raises** keeps its Enter/Leave (it took time) but not the
+record written before it (MpiSend, MpiIsend, MpiIrecvRequest,
+MpiCollectiveBegin): no message left, no collective took place
+(:func:`calibration.tracer.requests.unwrite`).
 
 Calls to ``MPI.PROC_NULL`` get Enter/Leave but no message record. The tracer's
 own communication uses a communicator duplicated before :func:`install` and the
@@ -115,7 +130,8 @@ def install(recorder: tb.Recorder) -> None:
     _PREGIONS.update(ptr.register(recorder))
     rma.install(recorder, _cid, _world_group)
     rq.bind(recorder, _REGIONS)  # MPI.Request, MPI.Prequest: the traced classes
-    calls.bind(recorder, _REGIONS, _cid, TracedIntracomm)
+    calls.bind(recorder, _REGIONS, _cid, TracedIntracomm,
+               (TracedCartcomm, TracedGraphcomm, TracedDistgraphcomm))
     MPI.Finalize = _deferred_finalize
 
 
@@ -159,6 +175,7 @@ def _collective(t: int, comm: Any, name: str, op: str, root: int, fn: Any, args:
     try:
         result = fn(comm, *args)
     except BaseException:
+        rq.unwrite(rec, tb_, tb.COLL_BEGIN, ())  # no End will follow (rq.unwrite)
         _leave(rec, region)
         raise
     te = monotonic_ns()
@@ -178,11 +195,7 @@ class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
 
     # -- communicator creation: register in creation order ---------------------------
     def _created(self, comm: Any) -> Any:
-        if comm:
-            if type(comm) is _Intracomm:  # Split/Create return the base class
-                comm = TracedIntracomm(comm)
-            _register(comm)
-        return comm
+        return _created(comm)
 
     def Dup(self, *args: Any, **kwargs: Any) -> Any:
         return self._created(_Intracomm.Dup(self, *args, **kwargs))
@@ -202,6 +215,24 @@ class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
     def Create_group(self, *args: Any, **kwargs: Any) -> Any:
         return self._created(_Intracomm.Create_group(self, *args, **kwargs))
 
+    def Create_cart(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Create_cart(self, *args, **kwargs))
+
+    def Create_graph(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Create_graph(self, *args, **kwargs))
+
+    def Create_dist_graph(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Create_dist_graph(self, *args, **kwargs))
+
+    def Create_dist_graph_adjacent(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(_Intracomm.Create_dist_graph_adjacent(self, *args, **kwargs))
+
+    def Create_intercomm(self, *args: Any, **kwargs: Any) -> Any:
+        """An intercommunicator is not traced (:class:`TracedIntercomm`): warned
+        about on the first call, as an untraced method is."""
+        calls.warn_untraced("MPI.Comm.Create_intercomm", calls.UNTRACED_INTERCOMM)
+        return _created(_Intracomm.Create_intercomm(self, *args, **kwargs))
+
     # -- blocking point to point -------------------------------------------------------
     def _send(self, t: int, name: str, fn: Any, obj: Any, dest: int, tag: int,
               pickled: bool) -> None:
@@ -209,12 +240,17 @@ class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
         rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
         rec.enter_at(t, region)
+        fields = None
         try:
             if dest != _PROC_NULL:
-                rec.add_record(ts, tb.MPI_SEND, (dest, cid, tag, tb.pickled_size(obj)
-                                                 if pickled else sz.nbytes(obj)))
+                fields = (dest, cid, tag, tb.pickled_size(obj) if pickled else sz.nbytes(obj))
+                rec.add_record(ts, tb.MPI_SEND, fields)
             rec.back(t)
             fn(self, obj, dest, tag)
+        except Exception:
+            if fields is not None:  # the call failed: no message left (rq.unwrite)
+                rq.unwrite(rec, ts, tb.MPI_SEND, fields)
+            raise
         finally:
             _leave(rec, region)
 
@@ -260,12 +296,19 @@ class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
         cid = _cid(self)
         st = _scratch(rec) if status is None else status
         rec.enter_at(t, region)
+        fields = None
         try:
             if dest != _PROC_NULL:
-                rec.add_record(ts, tb.MPI_SEND, (dest, cid, sendtag, tb.pickled_size(sendobj)
-                                                 if pickled else sz.nbytes(sendobj)))
+                fields = (dest, cid, sendtag, tb.pickled_size(sendobj) if pickled
+                          else sz.nbytes(sendobj))
+                rec.add_record(ts, tb.MPI_SEND, fields)
             rec.back(t)
             result = fn(self, sendobj, dest, sendtag, recvbuf, source, recvtag, st)
+        except Exception:
+            if fields is not None:  # the call failed: no message left (rq.unwrite)
+                rq.unwrite(rec, ts, tb.MPI_SEND, fields)
+            _leave(rec, region)
+            raise
         except BaseException:
             _leave(rec, region)
             raise
@@ -291,13 +334,20 @@ class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
         rec, region = _rec.current(), _REGIONS[name]
         cid = _cid(self)
         rec.enter_at(t, region)
+        fields = None
         try:
             rid = _rec.new_request()
             if dest != _PROC_NULL:
-                rec.add_record(ts, tb.MPI_ISEND, (dest, cid, tag, tb.pickled_size(obj)
-                                                  if pickled else sz.nbytes(obj), rid))
+                fields = (dest, cid, tag, tb.pickled_size(obj) if pickled else sz.nbytes(obj),
+                          rid)
+                rec.add_record(ts, tb.MPI_ISEND, fields)
             rec.back(t)
             handle = fn(self, obj, dest, tag)
+        except Exception:
+            if fields is not None:  # the call failed: no message left (rq.unwrite)
+                rq.unwrite(rec, ts, tb.MPI_ISEND, fields)
+            _leave(rec, region)
+            raise
         except BaseException:
             _leave(rec, region)
             raise
@@ -320,11 +370,18 @@ class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
         rec, region = _rec.current(), _REGIONS["MPI_Irecv"]
         cid = _cid(self)
         rec.enter_at(t, region)
+        fields = None
         try:
             rid = _rec.new_request()
-            rec.add_record(tr, tb.MPI_IRECV_REQUEST, (rid,))
+            fields = (rid,)
+            rec.add_record(tr, tb.MPI_IRECV_REQUEST, fields)
             rec.back(t)
             handle = fn(self, buf, source, tag)
+        except Exception:
+            if fields is not None:  # no receive was posted (rq.unwrite)
+                rq.unwrite(rec, tr, tb.MPI_IRECV_REQUEST, fields)
+            _leave(rec, region)
+            raise
         except BaseException:
             _leave(rec, region)
             raise
@@ -413,6 +470,59 @@ class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         return _collective(_now(), self, "MPI_Alltoall", "ALLTOALL", _NO_ROOT, _Comm.Alltoall,
                            (sendbuf, recvbuf), sz.Alltoall)
+
+
+# Topologies: the communicator with its traced calls, and the mpi4py class's own
+# methods (local queries; neighbour collectives untraced, warned about: calls.bind).
+
+class TracedCartcomm(TracedIntracomm, MPI.Cartcomm):
+    """A Cartesian communicator (``Create_cart``, ``Sub``) traced as
+    :class:`TracedIntracomm` is; ``Get_coords``, ``Shift`` etc. are mpi4py's."""
+
+    def Sub(self, *args: Any, **kwargs: Any) -> Any:
+        return self._created(MPI.Cartcomm.Sub(self, *args, **kwargs))
+
+
+class TracedGraphcomm(TracedIntracomm, MPI.Graphcomm):
+    """A graph communicator (``Create_graph``) traced as :class:`TracedIntracomm` is."""
+
+
+class TracedDistgraphcomm(TracedIntracomm, MPI.Distgraphcomm):
+    """A distributed graph communicator (``Create_dist_graph(_adjacent)``) traced as
+    :class:`TracedIntracomm` is."""
+
+
+class TracedIntercomm(MPI.Intercomm):
+    """An intercommunicator (``Create_intercomm``): none of its calls is traced (its
+    ranks name the remote group, which a trace's communicator, a list of members,
+    cannot express); only ``Merge`` is wrapped, so that the intracommunicator it
+    makes is traced."""
+
+    def Merge(self, *args: Any, **kwargs: Any) -> Any:
+        return _created(MPI.Intercomm.Merge(self, *args, **kwargs))
+
+
+#: the traced class of each communicator class mpi4py's creation calls return
+#: (Split/Create give the base class; Dup and Clone give ``type(self)``)
+_TRACED: dict[type, type] = {
+    MPI.Intracomm: TracedIntracomm, MPI.Cartcomm: TracedCartcomm,
+    MPI.Graphcomm: TracedGraphcomm, MPI.Distgraphcomm: TracedDistgraphcomm,
+    MPI.Intercomm: TracedIntercomm,
+}
+
+
+def _created(comm: Any) -> Any:
+    """A communicator a creation call returned, as the program gets it: of its
+    traced class (:data:`_TRACED`) and registered in creation order; an
+    intercommunicator is wrapped but not registered (nothing on it is recorded);
+    MPI.COMM_NULL as it is."""
+    if comm:
+        traced = _TRACED.get(type(comm))
+        if traced is not None:
+            comm = traced(comm)
+        if not isinstance(comm, MPI.Intercomm):
+            _register(comm)
+    return comm
 
 
 # ---------------------------------------------------------------------------------

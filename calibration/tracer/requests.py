@@ -33,7 +33,9 @@ Persistent point to point (``Send_init``, ``Ssend_init``, ``Bsend_init``,
 (and ``Prequest.Startall``) records what Score-P's MPI_Start does with its
 nonblocking group on: MpiIsend (peer, comm, tag, bytes, a fresh request id) or
 MpiIrecvRequest, completed by the calls above like any other request. The model
-therefore needs no persistent kind of its own.
+therefore needs no persistent kind of its own. A Start (Startall) that raises
+takes its records back (:func:`unwrite`, as every wrapper does for the records it
+wrote before a call that failed).
 
 The in-situ discipline of :mod:`calibration.tracer.mpi` holds: the Enter is stamped
 as the method is called, the first completion record and the Leave right after the
@@ -92,6 +94,45 @@ def leave(rec: tb.Buffer, region: int) -> None:
     t = monotonic_ns()
     rec.leave_at(t, region)
     rec.back(t)
+
+
+def unwrite(rec: tb.Buffer, t: int, kind: int, fields: tuple) -> bool:
+    """Take back the record ``rec.add_record(t, kind, fields)`` wrote before an MPI
+    call that then raised; True if it was found and removed.
+
+    A wrapper writes a send's MpiSend/MpiIsend (a collective's MpiCollectiveBegin,
+    a request record) *before* the MPI call, stamps first (module docstring). If
+    the call raises, no message left and no collective took place: the record
+    would name a send that never happened (compensate then pairs the receive with
+    it, or refuses a rank the call rejected) or a Begin without its End (which
+    compensate refuses). The Enter/Leave of the call stay: it did take time.
+    Wrappers take a record back when the call raised an ``Exception`` (MPI's
+    errors, a bad buffer's TypeError, a pickling error), not on a
+    KeyboardInterrupt or SystemExit: a signal handler's exception can be raised
+    right after a call that completed, whose message did leave. A collective's
+    Begin goes on any exception (a Begin without its End is refused either way).
+
+    The record is found again rather than remembered by position, so nothing is
+    stored on the path of a call that succeeds: searching back from the end of
+    ``rec.data``, the first code of ``kind`` whose fields are ``fields`` (the very
+    tuple, or an equal one for the shared empty tuple of MpiCollectiveBegin)
+    preceded by its own time ``t``. Records written after it (traced functions
+    run by pickling inside the call) stay in place. Its ``extra`` entry is left
+    unreferenced: removing it would shift the indices of the later records. If a
+    signal handler's records split the pair (time, code), the case of
+    :func:`calibration.tracer.reentry.realign`, the search fails and the record
+    stays, as it did before."""
+    data, extra, mask, bits = rec.data, rec.extra, tb.KIND_MASK, tb.KIND_BITS
+    for j in range(len(data) - 1, 0, -1):
+        code = data[j]
+        if code & mask != kind or data[j - 1] != t:
+            continue
+        index = code >> bits
+        if index < len(extra) and (extra[index] is fields or
+                                   (not fields and extra[index] == fields)):
+            del data[j - 1:j + 1]
+            return True
+    return False
 
 
 def complete(rec: tb.Buffer, info: tuple | None, status: Any, t: int) -> None:
@@ -360,46 +401,70 @@ class TracedPersistent(TracedRequest, MPI.Prequest):
 
     _start: tuple | None = None
 
-    def _started(self, rec: tb.Buffer, t: int) -> None:
-        """The Start record of this request stamped ``t`` (sets ``_info``)."""
+    def _started(self, rec: tb.Buffer, t: int) -> tuple | None:
+        """The Start record of this request stamped ``t`` (sets ``_info``); returns
+        (time, kind, fields) of the record and the ``_info`` it replaced, for
+        :meth:`_unstart`; None if it wrote none."""
         start = self._start
         if start is None:
-            return
+            return None
         cid, peer, tag, nbytes, is_recv = start
-        rid = _rec.new_request()
+        rid, before = _rec.new_request(), self._info
         if is_recv:
-            rec.add_record(t, tb.MPI_IRECV_REQUEST, (rid,))
+            fields: tuple = (rid,)
+            rec.add_record(t, tb.MPI_IRECV_REQUEST, fields)
             self._info = (rid, cid, RECV)
-        else:
-            rec.add_record(t, tb.MPI_ISEND, (peer, cid, tag, nbytes, rid))
-            self._info = (rid, cid, SEND)
+            return t, tb.MPI_IRECV_REQUEST, fields, before
+        fields = (peer, cid, tag, nbytes, rid)
+        rec.add_record(t, tb.MPI_ISEND, fields)
+        self._info = (rid, cid, SEND)
+        return t, tb.MPI_ISEND, fields, before
+
+    def _unstart(self, rec: tb.Buffer, written: tuple | None) -> None:
+        """The Start (or Startall) call raised: the request did not start, so its
+        Start record is taken back (:func:`unwrite`) and its ``_info`` is what it
+        was (None, unless the program started a request still active)."""
+        if written is not None:
+            unwrite(rec, *written[:3])
+            self._info = written[3]
 
     def Start(self) -> None:
         t = _now()
         ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Start"]
         rec.enter_at(t, region)
+        written = None
         try:
-            self._started(rec, ts)
+            written = self._started(rec, ts)
             rec.back(t)
             _Prequest.Start(self)
+        except Exception:
+            self._unstart(rec, written)
+            raise
         finally:
             leave(rec, region)
 
     @classmethod
     def Startall(cls, requests: Any) -> None:
+        """Startall: the Start record of each traced request; if the call raises,
+        all of them are taken back (MPI does not say which requests started)."""
         t = _now()
         ts = monotonic_ns()
         rec, region = _rec.current(), _REGIONS["MPI_Startall"]
         rec.enter_at(t, region)
+        written: list[tuple[TracedPersistent, tuple | None]] = []
         try:
             reqs = list(requests)
             for q in reqs:
                 if isinstance(q, TracedPersistent):
-                    q._started(rec, ts)
+                    written.append((q, q._started(rec, ts)))
                     ts = monotonic_ns()
             rec.back(t)
             _Prequest.Startall(reqs)
+        except Exception:
+            for q, w in written:
+                q._unstart(rec, w)
+            raise
         finally:
             leave(rec, region)
 

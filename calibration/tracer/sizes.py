@@ -12,6 +12,7 @@ function below takes ``(comm, args, result)`` of the wrapped call.
 
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Any
 
 from mpi4py import MPI
@@ -22,26 +23,70 @@ _Comm = MPI.Comm
 _IN_PLACE = MPI.IN_PLACE
 
 
+def type_size(dtype: Any) -> int | None:
+    """Bytes of one item of a buffer spec's datatype: an ``MPI.Datatype`` or a
+    typecode string as mpi4py accepts it (``'i'``, ``'d'``, ``'f'``, ``'b'``, ...:
+    ``MPI.Datatype.fromcode``); None for anything else, or a typecode mpi4py does
+    not know (the call then raises: a size must not, the record is taken back)."""
+    if isinstance(dtype, MPI.Datatype):
+        return dtype.Get_size()
+    if isinstance(dtype, str):
+        try:
+            return MPI.Datatype.fromcode(dtype).Get_size()
+        except (KeyError, ValueError):
+            return None
+    return None
+
+
+def _is_type(x: Any) -> bool:
+    """Whether a spec's last element names the datatype (mpi4py's own test: a
+    Datatype or a typecode string)."""
+    return isinstance(x, (MPI.Datatype, str))
+
+
+def _buffer(buf: Any) -> tuple[int, int]:
+    """(bytes, item size) of a buffer object; (0, 1) if it exposes no buffer."""
+    try:
+        view = memoryview(buf)
+    except TypeError:
+        return 0, 1
+    return view.nbytes, max(view.itemsize, 1)
+
+
 def nbytes(spec: Any) -> int:
     """Bytes described by an mpi4py buffer argument (``buf``, ``[buf, type]``,
-    ``[buf, count, type]``, ``[buf, counts, displs, type]``); 0 if unknown."""
+    ``[buf, count]``, ``[buf, count, type]``, ``[buf, (count, displ), type]``,
+    ``[buf, counts, displs, type]``, ``[buf, (counts, displs), type]``, lists or
+    tuples), ``type`` an ``MPI.Datatype`` or a typecode string (:func:`type_size`);
+    0 if unknown. A count is in items of the type (of the buffer's own item size
+    where no type is given: mpi4py infers the type from the buffer's format);
+    without a count the buffer holds as many whole items as fit."""
     if spec is None or spec is _IN_PLACE:
         return 0
-    if isinstance(spec, (list, tuple)) and spec:
-        dtype = spec[-1] if isinstance(spec[-1], MPI.Datatype) else None
-        if dtype is not None and len(spec) >= 3:
-            count = spec[1]
-            if isinstance(count, int):
-                return count * dtype.Get_size()
-            if isinstance(count, (list, tuple)) and count and isinstance(count[0], int):
-                if len(spec) == 3 and len(count) == 2:  # (count, displ)
-                    return count[0] * dtype.Get_size()
-                return sum(count) * dtype.Get_size()
-        spec = spec[0]
-    try:
-        return memoryview(spec).nbytes
-    except TypeError:
-        return 0
+    if not isinstance(spec, (list, tuple)) or not spec:
+        return _buffer(spec)[0]
+    whole, item = _buffer(spec[0])
+    rest = list(spec[1:])
+    if rest and _is_type(rest[-1]):
+        size = type_size(rest.pop())
+        if size is None:
+            return whole
+        item = size
+    if not rest:
+        return whole // item * item if item else whole
+    count = rest[0]
+    if isinstance(count, Integral):
+        return int(count) * item
+    if isinstance(count, (list, tuple)) and count:
+        if all(isinstance(c, Integral) for c in count):
+            if len(rest) == 1 and len(count) == 2:
+                return int(count[0]) * item  # (count, displ)
+            return sum(int(c) for c in count) * item  # counts (displs follow, or not)
+        if len(count) == 2 and hasattr(count[0], "__len__"):
+            return sum(int(c) for c in count[0]) * item  # (counts, displs)
+    if hasattr(count, "__len__") and len(count):  # counts as an array
+        return sum(int(c) for c in count) * item
+    return whole
 
 
 def none(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
@@ -136,14 +181,8 @@ def vcounts(spec: Any, n: int) -> list[int]:
         if isinstance(counts, tuple) and len(counts) == 2 and hasattr(counts[0], "__len__"):
             counts = counts[0]  # (counts, displs)
         if hasattr(counts, "__len__") and len(counts) == n:
-            dtype = spec[-1]
-            if isinstance(dtype, MPI.Datatype):
-                item = dtype.Get_size()
-            else:
-                try:
-                    item = memoryview(spec[0]).itemsize
-                except TypeError:
-                    item = 1
+            size = type_size(spec[-1])
+            item = _buffer(spec[0])[1] if size is None else size
             return [int(c) * item for c in counts]
     total = nbytes(spec)
     return [total // max(n, 1)] * n
@@ -184,7 +223,8 @@ def wbytes(spec: Any) -> int:
     """Bytes of an Alltoallw buffer ``[buf, counts, displs, types]`` (one datatype
     per member); :func:`nbytes` for other forms."""
     if isinstance(spec, (list, tuple)) and len(spec) == 4 and hasattr(spec[3], "__len__"):
-        return sum(int(c) * t.Get_size() for c, t in zip(spec[1], spec[3], strict=False))
+        return sum(int(c) * (type_size(t) or 0)
+                   for c, t in zip(spec[1], spec[3], strict=False))
     return nbytes(spec)
 
 

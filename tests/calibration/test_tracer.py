@@ -8,6 +8,7 @@ need no MPI.
 
 from __future__ import annotations
 
+import gc
 import json
 import py_compile
 import shutil
@@ -150,6 +151,29 @@ def test_wrapper_has_the_functions_own_parameter_list() -> None:
     assert make_decorator(rec)(Box().get)(k=5) == 5  # a bound method has __code__: generic
 
 
+def test_a_nested_def_run_again_and_again_is_decorated_cheaply_and_charged() -> None:
+    """A ``def`` inside a function is decorated each time it runs. Each run
+    costs the tracer's work, recorded as a BufferFlush (start, stop) so that
+    compensate removes it; the region is looked up once per code object; and the
+    switches each wrapper registers for the threaded path die with it (they
+    piled up, two per run: 170 MiB after 300,000 runs, and the collector's
+    passes over them made the run 33x slower)."""
+    rec = tb.Recorder()
+    namespace = {"__name__": "prog", DECORATOR: make_decorator(rec, True)}
+    exec(instrument("def outer(i):\n    def key(x):\n        return -x\n"
+                    "    return key(i)\n", "prog.py"), namespace)
+    assert [namespace["outer"](i) for i in range(2000)] == [-i for i in range(2000)]
+    gc.collect()
+    assert len(rec._owned_switches) <= 4  # outer's two wrappers (and a key's)
+    assert len({r for r in rec.regions}) == 2  # outer, outer.<locals>.key
+    rows = rec.main.rows()
+    flushes = [r for r in rows if r[1] == tb.BUFFER_FLUSH]
+    assert len(flushes) == 1 + 2000  # outer once, key at each call of outer
+    assert all(r[2] >= r[0] for r in flushes)  # stop after start
+    enters = [r for r in rows if r[1] == tb.ENTER]
+    assert len(enters) == 4000
+
+
 def test_sampled_calls_run_through_a_second_layer() -> None:
     """With ``sample``, every ``period``-th call of each function goes through a
     second wrapper that records LayerEnter/LayerLeave right inside the call's
@@ -173,8 +197,10 @@ def test_sampled_calls_run_through_a_second_layer() -> None:
             region = codes[i] >> tb.KIND_BITS
             assert codes[i - 1] == tb.ENTER | region << tb.KIND_BITS
         th = snapshot(rec)[0]
-        assert len(th.data) == 2 * (80 + 24)
-        assert ((np.asarray(th.data)[1::2] & tb.KIND_MASK) <= tb.LEAVE).all()
+        kept = np.asarray(th.data)[1::2] & tb.KIND_MASK
+        # the calls' Enter/Leave, and each decoration's BufferFlush (two defs)
+        assert len(kept) == 80 + 24 + 2 and (kept == tb.BUFFER_FLUSH).sum() == 2
+        assert (kept[kept != tb.BUFFER_FLUSH] <= tb.LEAVE).all()
         assert len(th.layers) == (13 if sample else 0)
         assert (th.layers[:, 2] > 0).all() and (th.layers[:, 3] > 0).all()
     # period 1: every call sampled; an exception passes both layers, each records
@@ -187,8 +213,8 @@ def test_sampled_calls_run_through_a_second_layer() -> None:
     with pytest.raises(KeyError):
         namespace["g"](-1)
     th = snapshot(rec)[0]
-    assert len(th.layers) == 2 and len(th.data) == 2 * 4
-    assert [r[1] for r in th.rows()] == [tb.ENTER, tb.LEAVE] * 2
+    assert len(th.layers) == 2 and len(th.data) == 2 * (1 + 4)
+    assert [r[1] for r in th.rows()] == [tb.BUFFER_FLUSH] + [tb.ENTER, tb.LEAVE] * 2
     with pytest.raises(ValueError, match="1..256"):
         make_decorator(tb.Recorder(), True, 300)
 
@@ -435,3 +461,76 @@ def test_record_refuses_a_layer_period_out_of_range(capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["calibration.record: error: --layer-period must be within 0..256, "
                    "got 300"]
+
+
+def _spec_cases() -> list[tuple[str, object, int]]:
+    """(id, buffer spec, bytes mpi4py sends) for :func:`sizes.nbytes`; the byte
+    counts checked against MPI on COMM_SELF by the test below."""
+    from mpi4py import MPI  # noqa: PLC0415
+
+    a, d = np.arange(8, dtype="i"), np.zeros(6)
+    return [("buf", a, 32), ("count-typecode", [a, 4, "i"], 16),
+            ("typecode", [a, "i"], 32), ("tuple-other-typecode", (a, "d"), 32),
+            ("count-displ-typecode", [a, (2, 1), "i"], 8), ("count", [a, 4], 16),
+            ("count-datatype", [a, 3, MPI.INT], 12), ("bytes-typecode", (bytearray(10), "b"), 10),
+            ("numpy-count", [d, np.int64(2), MPI.DOUBLE], 16)]
+
+
+def test_nbytes_reads_typecodes_and_counts() -> None:
+    """mpi4py takes a typecode string where it takes an MPI.Datatype: ``[a, 4, 'i']``
+    is 16 bytes of an 8-int buffer (it was sized as the whole buffer, 32, against
+    the receive's 16). Each spec's byte count is what MPI itself sends."""
+    pytest.importorskip("mpi4py")
+    from mpi4py import MPI  # noqa: PLC0415
+
+    from calibration.tracer.sizes import nbytes  # noqa: PLC0415
+
+    sink = np.zeros(64, dtype="b")
+    for name, spec, expect in _spec_cases():
+        status = MPI.Status()
+        MPI.COMM_SELF.Sendrecv(spec, 0, 0, [sink, MPI.BYTE], 0, 0, status)
+        assert status.Get_count(MPI.BYTE) == expect, name
+        assert nbytes(spec) == expect, name
+    assert nbytes([np.zeros(4), "not-a-type"]) == 32  # mpi4py raises; sizing must not
+
+
+def test_nbytes_of_vector_specs_with_typecodes() -> None:
+    pytest.importorskip("mpi4py")
+    from calibration.tracer.sizes import nbytes, vcounts, wbytes  # noqa: PLC0415
+
+    d = np.zeros(6)
+    assert nbytes([d, [1, 2], [0, 1], "d"]) == 24
+    assert nbytes([d, ([1, 2], [0, 1]), "d"]) == 24
+    assert nbytes([np.zeros(6, "f"), [1, 2], [0, 1], "f"]) == 12
+    assert vcounts([d, [1, 2], [0, 1], "d"], 2) == [8, 16]
+    assert vcounts([d, [1, 2], [0, 1], "f"], 2) == [4, 8]
+    assert wbytes([d, [1, 2], [0, 1], ["d", "i"]]) == 16
+
+
+def test_unwrite_takes_back_only_the_failed_calls_record() -> None:
+    """:func:`calibration.tracer.requests.unwrite` removes the (time, code) pair it
+    is given, found by its fields, and keeps the records written after it (a
+    traced function run inside the call) and an earlier record of the same kind
+    (MpiCollectiveBegin shares its empty fields with every other)."""
+    pytest.importorskip("mpi4py")
+    from calibration.tracer import requests as rq  # noqa: PLC0415
+
+    buf = tb.Recorder().main
+    buf.enter_at(100, 1)
+    buf.add_record(101, tb.COLL_BEGIN, ())
+    buf.add_record(102, tb.COLL_END, (0, 0, -1, 0, 0))
+    buf.leave_at(103, 1)
+    buf.enter_at(200, 2)
+    fields = (1, 0, 5, 32)
+    buf.add_record(201, tb.MPI_SEND, fields)
+    buf.add_record(202, tb.COLL_BEGIN, ())
+    buf.enter_at(203, 3)  # e.g. a traced __reduce__ run by the MPI call
+    buf.leave_at(204, 3)
+    assert rq.unwrite(buf, 202, tb.COLL_BEGIN, ())
+    assert rq.unwrite(buf, 201, tb.MPI_SEND, fields)
+    assert not rq.unwrite(buf, 201, tb.MPI_SEND, fields)  # gone already
+    assert not rq.unwrite(buf, 101, tb.COLL_BEGIN, (1,))  # other fields: kept
+    buf.leave_at(205, 2)
+    assert [(r[0], r[1]) for r in buf.rows()] == [
+        (100, tb.ENTER), (101, tb.COLL_BEGIN), (102, tb.COLL_END), (103, tb.LEAVE),
+        (200, tb.ENTER), (203, tb.ENTER), (204, tb.LEAVE), (205, tb.LEAVE)]

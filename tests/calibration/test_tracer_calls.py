@@ -20,7 +20,7 @@ import pytest
 
 from compensate.formats.otf2 import read_otf2
 from compensate.model import COLLECTIVE_OP_NAMES, COLLECTIVE_OPS, KIND_CODE, Trace
-from tests.calibration.traced_runs import ROOT, assert_opens_in_otf2_print
+from tests.calibration.traced_runs import ROOT, assert_opens_in_otf2_print, compensate_summary
 from tests.conftest import mpiexec
 from tests.inprocess import run_compensate
 
@@ -188,3 +188,101 @@ def test_traced_run_compensates_without_violations(run: tuple[Path, str],
 
 def test_archive_opens_in_otf2_print(run: tuple[Path, str]) -> None:
     assert_opens_in_otf2_print(run[0])
+
+
+# ---------------------------------------------------------------------------------
+# examples/mpi/topologies.py: topologies, an intercommunicator, failing calls
+
+TOPOLOGIES = ROOT / "examples" / "mpi" / "topologies.py"
+
+
+@pytest.fixture(scope="module")
+def topo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(archive, stderr) of the traced 2-rank run of ``topologies.py``."""
+    pytest.importorskip("mpi4py")
+    out = tmp_path_factory.mktemp("topologies") / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--calibration-records", "200", "--", str(TOPOLOGIES)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("topologies done") == 2
+    return out, proc.stderr
+
+
+def _messages(trace: Trace, kind: str) -> list[tuple[int, int, int, int, int]]:
+    """(location, peer, communicator, tag, bytes) of every record of ``kind``."""
+    rows = []
+    for loc, ev in trace.events.items():
+        for i in np.flatnonzero(ev.kind == K[kind]).tolist():
+            rows.append((loc, int(ev.peer[i]), int(ev.comm[i]), int(ev.tag[i]),
+                         int(ev.size[i])))
+    return rows
+
+
+def test_topology_communicators_are_traced_and_compensate_matches_them(
+        topo_run: tuple[Path, str]) -> None:
+    """Sendrecv on the Cartesian ring (3), its Sub (1), the graph (1), the adjacent
+    distributed graph (1) and the merged intercommunicator (1) are MpiSend/MpiRecv
+    on communicators of their own, as on COMM_WORLD; the Cartesian Allreduce and
+    the distributed graph's Barrier are collectives; compensate matches every
+    message (the untraced one on the intercommunicator is nowhere)."""
+    trace = read_otf2(str(topo_run[0]))
+    sends, recvs = _messages(trace, "MpiSend"), _messages(trace, "MpiRecv")
+    per_comm: dict[int, int] = {}
+    for _, _, comm, tag, _ in sends:
+        if tag in (0, 9):
+            per_comm[comm] = per_comm.get(comm, 0) + 1
+    assert sorted(per_comm.values()) == [2, 2, 2, 2, 6]  # both ranks: merged, ..., cart
+    assert 0 not in per_comm  # none of them on COMM_WORLD
+    assert not [s for s in sends if s[3] == 8] and not [r for r in recvs if r[3] == 8]
+    summary = compensate_summary(topo_run[0])
+    assert summary["messages_matched"] == len(sends) == len(recvs) == 16
+    assert summary["unmatched_sends"] == 0 and summary["verification"]["ok"]
+    assert summary["collective_instances"] == 4  # Allreduce, Barrier, 2 on the world
+    assert_opens_in_otf2_print(topo_run[0])
+
+
+def test_failed_calls_leave_no_communication_records(topo_run: tuple[Path, str]) -> None:
+    """A send to rank 2 (send, Isend), an Irecv from it, a Send with an unknown
+    typecode and a Bcast from root 2 raise and are caught: their MPI regions stay
+    (Enter/Leave), their MpiSend/MpiIsend/MpiIrecvRequest/MpiCollectiveBegin are
+    gone, so rank 1's one receive of tag 1 has one send, not two."""
+    trace = read_otf2(str(topo_run[0]))
+    sends = _messages(trace, "MpiSend") + _messages(trace, "MpiIsend")
+    assert all(peer in (0, 1) for _, peer, _, _, _ in sends)
+    assert [s for s in sends if s[3] == 3] == []
+    assert len([s for s in sends if s[3] == 1]) == 1
+    for loc, ev in trace.events.items():
+        assert np.count_nonzero(ev.kind == K["MpiIrecvRequest"]) == 0, loc
+        assert (np.count_nonzero(ev.kind == K["MpiCollectiveBegin"])
+                == np.count_nonzero(ev.kind == K["MpiCollectiveEnd"]) == 4), loc
+        calls = _calls(trace, loc)
+        assert [n for n, _ in calls].count("MPI_Bcast") == 2
+        assert ("MPI_Send", []) in calls and ("MPI_Isend", []) in calls
+        assert ("MPI_Irecv", []) in calls
+    assert ("MPI_Send", [K["MpiSend"]]) in _calls(trace, 0)
+
+
+def test_typecode_spec_records_the_bytes_sent(topo_run: tuple[Path, str]) -> None:
+    """``Send([a, 4, 'i'])`` of an 8-int buffer: 16 bytes, as the receive says."""
+    trace = read_otf2(str(topo_run[0]))
+    assert [s[4] for s in _messages(trace, "MpiSend") if s[3] == 2] == [16]
+    assert [r[4] for r in _messages(trace, "MpiRecv") if r[3] == 2] == [16]
+
+
+def test_untraced_topology_and_intercommunicator_calls_say_what_is_missing(
+        topo_run: tuple[Path, str]) -> None:
+    """One line per rank for the neighbour collective (its communication is
+    missing) and for Create_intercomm (all communication on the intercommunicator
+    is); none for Free or the topology constructors."""
+    lines = topo_run[1].splitlines()
+    warned = [ln for ln in lines if ln.startswith("calibration.record: MPI.")]
+    assert warned.count("calibration.record: MPI.Cartcomm.Neighbor_allgather is not traced: "
+                        "its communication is missing from the trace and its time counts "
+                        "as the program's") == 2
+    assert warned.count("calibration.record: MPI.Comm.Create_intercomm returns an "
+                        "intercommunicator that is not traced: all communication on it "
+                        "is missing from the trace") == 2
+    assert len(warned) == 4
+    assert "Free" not in topo_run[1] and "Create_cart" not in topo_run[1]
