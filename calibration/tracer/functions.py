@@ -18,6 +18,7 @@ zero-argument ``super()`` are unaffected.
 
 from __future__ import annotations
 
+import _thread
 import ast
 import functools
 import importlib.abc
@@ -116,7 +117,9 @@ def _cr_factory(_cr_fn, _cr_enter, _cr_leave, _cr_main_add, _cr_adders, _cr_orph
     return traced
 """
 _GENERIC = ("*_cr_args, **_cr_kwargs", "*_cr_args, **_cr_kwargs")
-_FACTORIES: dict[tuple[str, str], Callable] = {}
+_FACTORIES: dict[tuple[str, str, int], tuple[dict | None, Callable]] = {}
+_CODES: dict[tuple[str, str], Any] = {}
+_DEFINING = _thread.allocate_lock()  # never traced: the threading module's is
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 
 
@@ -153,16 +156,30 @@ def signature_text(code: Any) -> tuple[str, str]:
     return ", ".join(params), ", ".join(args)
 
 
-def _factory(params: str, args: str) -> Callable:
-    """The compiled wrapper factory for one parameter list (cached: most
-    functions of a program share a few)."""
-    key = (params, args)
-    made = _FACTORIES.get(key)
-    if made is None:
-        namespace: dict[str, Any] = {}
-        exec(compile(_WRAPPER.format(params=params, args=args), "<compensate-record>",
-                     "exec"), namespace)
-        made = _FACTORIES[key] = namespace["_cr_factory"]
+def _factory(params: str, args: str, module: dict | None = None) -> Callable:
+    """The compiled wrapper factory for one parameter list and one module
+    namespace (cached: most functions of a program share a few).
+
+    The wrappers it makes have the decorated function's module as their globals
+    (the template is run in that namespace and its one name taken out again):
+    ``fn.__globals__`` is the program's, and ``warnings`` attributes a warning
+    whose stack level points at the wrapper's frame to the program's module (in
+    a namespace of its own, a DeprecationWarning with ``stacklevel=2`` from a
+    ``__main__`` function was silently filtered out). The wrapper's code uses
+    only its closure, never a global."""
+    key = (params, args, id(module))
+    hit = _FACTORIES.get(key)
+    if hit is not None and hit[0] is module:
+        return hit[1]
+    code = _CODES.get((params, args))
+    if code is None:
+        code = _CODES[(params, args)] = compile(
+            _WRAPPER.format(params=params, args=args), "<compensate-record>", "exec")
+    namespace: dict[str, Any] = {} if module is None else module
+    with _DEFINING:  # another thread may be running the template in ``module`` too
+        exec(code, namespace)
+        made = namespace.pop("_cr_factory")
+    _FACTORIES[key] = (module, made)
     return made
 
 
@@ -221,7 +238,8 @@ def make_decorator(recorder: Recorder, sample: bool = False,
             qualname = fn.__qualname__
             rid = recorder.region_id((qualname, f"{module}.{qualname}", code.co_filename,
                                       code.co_firstlineno, "user", "FUNCTION"))
-            made = (_factory(*(signature_text(code) if plain else _GENERIC)),
+            made = (_factory(*(signature_text(code) if plain else _GENERIC),
+                             getattr(fn, "__globals__", None)),
                     ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS,
                     LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS)
             if plain:

@@ -14,6 +14,7 @@ import py_compile
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -172,6 +173,28 @@ def test_a_nested_def_run_again_and_again_is_decorated_cheaply_and_charged() -> 
     assert all(r[2] >= r[0] for r in flushes)  # stop after start
     enters = [r for r in rows if r[1] == tb.ENTER]
     assert len(enters) == 4000
+
+
+def test_wrappers_live_in_the_programs_module() -> None:
+    """A wrapper's globals are its function's module: ``fn.__globals__`` is the
+    program's, and a DeprecationWarning raised with ``stacklevel=2`` (whose frame
+    is the wrapper's) is attributed to ``__main__`` and shown by Python's
+    default filters, as it is untraced (it was silently dropped)."""
+    rec = tb.Recorder()
+    namespace = {"__name__": "__main__", DECORATOR: make_decorator(rec, True)}
+    exec(instrument("import warnings\n"
+                    "def old_api():\n"
+                    "    warnings.warn('old', DeprecationWarning, stacklevel=2)\n"
+                    "def main():\n"
+                    "    old_api()\n", "prog.py"), namespace)
+    assert namespace["main"].__globals__ is namespace
+    assert "_cr_factory" not in namespace
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.resetwarnings()
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+        namespace["main"]()
+    assert [str(w.message) for w in seen] == ["old"]
 
 
 def test_sampled_calls_run_through_a_second_layer() -> None:
