@@ -569,7 +569,17 @@ def _done(args: argparse.Namespace, summary: dict) -> int:
               f"collectives, {over} overcompensated records, verified"
               f"{_local_only_note(summary['verification'])}; wrote {args.output}")
         _nesting_note(summary.get("nesting"))
+        _unmatched_note(summary.get("unmatched_sends", 0))
     return EXIT_OK
+
+
+def _unmatched_note(sends: int) -> None:
+    """One line on stderr when sends have no receive: they are kept and
+    compensated as local records, but no dependency of theirs was modelled."""
+    if sends:
+        print(f"compensate: note: {sends:,} sends have no matching receive in the trace "
+              f"(a receive that failed or was never made, or a message still in flight "
+              f"at the end); they are compensated as local records", file=sys.stderr)
 
 
 def _local_only_note(verification: dict) -> str:

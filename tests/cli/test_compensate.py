@@ -211,6 +211,20 @@ def test_receive_without_send_names_record(run_cli, tmp_path, platform_file):
     assert "location 1, record 0" in stderr and "location 0" in stderr
 
 
+def test_send_without_receive_is_compensated_with_a_note(run_cli, tmp_path,
+                                                         platform_file):
+    """A send no receive matches (the receiver's call failed, or the program
+    ended with it in flight) constrains nothing: compensated, and said."""
+    src = tmp_path / "send.trace"
+    src.write_text("compensate-trace 1\ntimer_resolution 1000\nlocation 0 group=0\n"
+                   "location 1 group=1\ncomm 0 \"w\" 0,1\nevents\n"
+                   "10 0 MpiSend receiver=1 comm=0 tag=1 bytes=8\n")
+    code, stdout, stderr = run_cli(src, tmp_path / "o.trace", "--platform", platform_file)
+    assert code == 0 and "verified" in stdout, stderr
+    assert "1 sends have no matching receive" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("content,needle", [
     ({"copy_time": []}, "event_overhead"),
     ({"event_overhead": 1e-6}, "copy_time"),
