@@ -183,9 +183,34 @@ def set_pickle_protocol(protocol: int) -> None:
     _PROTOCOL = protocol
 
 
+def _standard_dumps(obj: Any) -> bytes:
+    """The standard pickle at mpi4py's protocol: the serializer until
+    :func:`set_serializer` names mpi4py's own."""
+    return pickle.dumps(obj, _PROTOCOL)
+
+
+_dumps: Callable[[Any], Any] = _standard_dumps
+
+
+def set_serializer(dumps: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Size lower-case messages with ``dumps`` (the tracer passes
+    ``MPI.pickle.dumps``, which serializes with whatever the program configured by
+    ``MPI.pickle.__init__``, as mpi4py's send does); returns the previous one."""
+    global _dumps
+    previous, _dumps = _dumps, dumps
+    return previous
+
+
 def pickled_size(obj: Any) -> int:
-    """Bytes of ``obj`` as mpi4py's lower-case API sends it (one extra pickling)."""
-    return len(pickle.dumps(obj, _PROTOCOL))
+    """Bytes of ``obj`` as mpi4py's lower-case API sends it (one extra
+    serialization, by the serializer mpi4py is configured with). 0 if that
+    serializer refuses the object: the tracer never raises into the program, the
+    real call raises by itself if it must."""
+    try:
+        data = _dumps(obj)
+        return data.nbytes if isinstance(data, memoryview) else len(data)
+    except Exception:  # noqa: BLE001 - the program's serializer, the program's error
+        return 0
 
 
 KIND_BITS = 6  # code = kind | index << KIND_BITS (up to 64 kinds)

@@ -132,7 +132,10 @@ def install(recorder: tb.Recorder) -> None:
     rq.bind(recorder, _REGIONS)  # MPI.Request, MPI.Prequest: the traced classes
     calls.bind(recorder, _REGIONS, _cid, TracedIntracomm,
                (TracedCartcomm, TracedGraphcomm, TracedDistgraphcomm))
+    tb.set_serializer(MPI.pickle.dumps)  # the program's serializer, if it sets one
+    _finalized[0] = False
     MPI.Finalize = _deferred_finalize
+    MPI.Is_finalized = _is_finalized
 
 
 def _scratch(rec: tb.Buffer) -> Any:
@@ -141,9 +144,22 @@ def _scratch(rec: tb.Buffer) -> Any:
     return _status if rec is _rec.main else MPI.Status()
 
 
+#: [True once the program called MPI.Finalize()]: what it reads in MPI.Is_finalized.
+_finalized = [False]
+_real_is_finalized = MPI.Is_finalized
+
+
 def _deferred_finalize() -> None:
     """The program's MPI.Finalize(): postponed until the trace has been gathered
-    (mpi4py finalizes MPI at exit)."""
+    (mpi4py finalizes MPI at exit), but from now on the program's
+    ``MPI.Is_finalized()`` says True, as it would untraced."""
+    _finalized[0] = True
+
+
+def _is_finalized() -> bool:
+    """The program's MPI.Is_finalized(): True after its MPI.Finalize() (deferred,
+    so MPI itself is still up for the tracer), else MPI's own answer."""
+    return _finalized[0] or _real_is_finalized()
 
 
 def _cid(comm: Any) -> int:
