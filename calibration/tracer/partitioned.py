@@ -15,6 +15,16 @@ Enter/Leave of the MPI call, as :mod:`compensate.model` names them:
 * ``Wait`` / ``Test`` (true): MpiPsendComplete / MpiPrecvComplete after the call;
   a Test that returns false records nothing (the seed's Ptested is per partition).
 
+**A call that raises** keeps its Enter/Leave (it took time) but not the records
+written before the call (:func:`calibration.tracer.requests.unwrite`, as
+:mod:`calibration.tracer.mpi` does, on an ``Exception``): a Start that MPI
+refused (the request active already, freed) leaves no MpiPsendRequest /
+MpiPrecvRequest (compensate would count a round that never began), a Pready
+(Pready_range, Pready_list) of a partition that does not exist or of a request
+not started no MpiPready (compensate refuses a Pready outside a round, or marks a
+partition ready that was not). The other calls write their records after the
+call, so nothing when it raises.
+
 Regions: MPI_Psend_init, MPI_Precv_init, MPI_Start, MPI_Pready, MPI_Parrived
 (POINT2POINT), the completion calls' MPI_Wait / MPI_Test. The archive writes the
 records as :mod:`compensate.formats.partitioned` does
@@ -23,11 +33,13 @@ records as :mod:`compensate.formats.partitioned` does
 
 from __future__ import annotations
 
+from time import monotonic_ns
 from typing import Any
 
 from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
+from calibration.tracer import requests as rq
 from calibration.tracer import sizes as sz
 
 _Comm = MPI.Comm
@@ -68,13 +80,22 @@ class TracedPrequest(MPI.Prequest):
     _info: tuple | None = None
 
     def _call(self, region: str, before: tuple | None, fn: Any, *args: Any) -> Any:
+        """Enter, the record ``before`` = (kind, fields) (None: none), the call,
+        Leave; the record is taken back if the call raises an ``Exception``
+        (module docstring)."""
         recorder, regions, rid, send = self._info
         rec = recorder.current()
         rec.enter(regions[region] if region in regions else region)
+        tr = 0
         try:
             if before is not None:
-                rec.partitioned(*before)
+                tr = monotonic_ns()
+                rec.add_record(tr, *before)  # as rec.partitioned, keeping the time
             return fn(self, *args)
+        except Exception:
+            if before is not None:  # MPI refused the call: no round, no partition
+                rq.unwrite(rec, tr, *before)
+            raise
         finally:
             rec.leave(regions[region] if region in regions else region)
 
@@ -88,13 +109,23 @@ class TracedPrequest(MPI.Prequest):
                           _Prequest.Pready, partition)
 
     def _pready_many(self, parts: list[int], fn: Any, *args: Any) -> None:
+        """Pready_range / Pready_list: one MpiPready per partition in ``parts``
+        before the call; all taken back if it raises an ``Exception`` (MPI does
+        not say which partitions it marked ready; MPICH checks them all first)."""
         recorder, regions, rid, _ = self._info
         rec = recorder.current()
         rec.enter(regions["MPI_Pready"])
+        written: list[tuple[int, tuple]] = []
         try:
             for p in parts:
-                rec.partitioned(tb.P_READY, (rid, int(p)))
+                tr, fields = monotonic_ns(), (rid, int(p))
+                rec.add_record(tr, tb.P_READY, fields)
+                written.append((tr, fields))
             return fn(self, *args)
+        except Exception:
+            for tr, fields in reversed(written):  # the call failed (rq.unwrite)
+                rq.unwrite(rec, tr, tb.P_READY, fields)
+            raise
         finally:
             rec.leave(regions["MPI_Pready"])
 

@@ -35,6 +35,19 @@ the MPI call, as Score-P's MPI adapter records them (``SCOREP_Mpi_Rma``) and as
   Enter/Leave only (not modelled: the operations stay in their epoch, completed
   at its unlock).
 
+**A call that raises** keeps its Enter/Leave (it took time) but none of the
+records written before the call (:func:`calibration.tracer.requests.unwrite`, as
+:mod:`calibration.tracer.mpi` does): a failed creation leaves no
+RmaCollectiveBegin, a failed ``Free`` no RmaWinDestroy and RmaCollectiveBegin, a
+failed ``Fence`` no RmaCollectiveBegin (a Begin without its End goes on any
+exception, a KeyboardInterrupt too); a failed transfer no RmaPut/RmaGet/RmaAtomic
+and no matching id waiting for its completion, a failed ``Post``/``Start``/
+``Complete``/``Wait`` no RmaGroupSync (and the window keeps the group of the
+epoch it is in), a failed ``Lock``/``Lock_all`` no RmaRequestLock. Nothing then
+claims an operation, a synchronisation or a window that did not happen. Records
+written after the call (``Unlock``, ``Test``, the creations' RmaWinCreate) are
+not written when it raises.
+
 Not traced: request-based operations (``Rput``, ``Rget``, ``Raccumulate``,
 ``Rget_accumulate``), ``Attach``/``Detach`` of dynamic windows, and windows
 created by methods not listed above.
@@ -53,6 +66,7 @@ from typing import Any
 from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
+from calibration.tracer import requests as rq
 from calibration.tracer import sizes as sz
 from compensate.model import COLLECTIVE_OPS
 
@@ -117,13 +131,18 @@ def _leave(rec: tb.Buffer, region: int) -> None:
 
 
 def _create(t: int, name: str, allocated: bool, fn: Any, comm: Any) -> Any:
+    """A window creation call ``fn()``: Enter, RmaCollectiveBegin, the call,
+    RmaWinCreate, RmaCollectiveEnd, Leave; if the call raises, no window exists
+    and its Begin would have no End: the Begin is taken back (on any exception)."""
     rec, region = _rec.current(), _regions[name]
     rec.enter_at(t, region)
-    rec.add_record(monotonic_ns(), tb.RMA_COLL_BEGIN, ())
+    tb_ = monotonic_ns()
+    rec.add_record(tb_, tb.RMA_COLL_BEGIN, ())
     rec.back(t)
     try:
         win = fn()
     except BaseException:
+        rq.unwrite(rec, tb_, tb.RMA_COLL_BEGIN, ())  # no window, no End (rq.unwrite)
         _leave(rec, region)
         raise
     te = monotonic_ns()
@@ -172,18 +191,28 @@ class TracedWin(MPI.Win):
                        lambda: base(info, comm), comm)
 
     def Free(self) -> None:
+        """Win.Free: Enter, RmaWinDestroy, RmaCollectiveBegin, the call,
+        RmaCollectiveEnd, Leave. If the call raises (an epoch still open), the
+        window lives on: its RmaWinDestroy is taken back on an ``Exception``, the
+        Begin, which no End will follow, on any exception; the window stays
+        traced, so that the program's next Free is recorded."""
         t = _now()
         info = self._info
         if info is None:
             return _Win.Free(self)
         rec, region = _rec.current(), _regions["MPI_Win_free"]
         rec.enter_at(t, region)
-        rec.add_record(monotonic_ns(), tb.RMA_WIN_DESTROY, (info.wid,))
-        rec.add_record(monotonic_ns(), tb.RMA_COLL_BEGIN, ())
+        td, destroy = monotonic_ns(), (info.wid,)
+        rec.add_record(td, tb.RMA_WIN_DESTROY, destroy)
+        tb_ = monotonic_ns()
+        rec.add_record(tb_, tb.RMA_COLL_BEGIN, ())
         rec.back(t)
         try:
             _Win.Free(self)
-        except BaseException:
+        except BaseException as exc:
+            rq.unwrite(rec, tb_, tb.RMA_COLL_BEGIN, ())  # no End will follow
+            if isinstance(exc, Exception):  # MPI refused: the window is not freed
+                rq.unwrite(rec, td, tb.RMA_WIN_DESTROY, destroy)
             _leave(rec, region)
             raise
         te = monotonic_ns()
@@ -204,17 +233,30 @@ class TracedWin(MPI.Win):
         finally:
             _leave(rec, region)
 
-    def _before(self, t: int, name: str, kind: int, fields: Any, fn: Any, *args: Any) -> Any:
+    def _before(self, t: int, name: str, kind: int, fields: Any, fn: Any, *args: Any,
+                undo: Any = None) -> Any:
         """Enter, the record ``kind`` with ``fields()`` (None: no record), the call,
-        Leave."""
+        Leave. If the call raises an ``Exception``, the record is taken back
+        (:func:`calibration.tracer.requests.unwrite`: no such operation,
+        synchronisation or lock request took place) and ``undo()`` reverts what
+        ``fields()`` changed in the window's state (it must be safe to call even
+        if ``fields()`` itself raised)."""
         rec, region = _rec.current(), _regions[name]
         rec.enter_at(t, region)
+        f, tr = None, 0
         try:
             f = fields()
             if f is not None:
-                rec.add_record(monotonic_ns(), kind, f)
+                tr = monotonic_ns()
+                rec.add_record(tr, kind, f)
             rec.back(t)
             return fn(self, *args)
+        except Exception:
+            if f is not None:  # the call failed: its record goes (rq.unwrite)
+                rq.unwrite(rec, tr, kind, f)
+            if undo is not None:
+                undo()
+            raise
         finally:
             _leave(rec, region)
 
@@ -222,16 +264,25 @@ class TracedWin(MPI.Win):
                  args: tuple, targets: Any, after: Any) -> Any:
         """Enter, ``before`` records, the call, RmaOpCompleteBlocking of the pending
         operations to ``targets`` (None: all), the records ``after(result)`` lists,
-        Leave."""
+        Leave. If the call raises, the epoch is not closed: its operations stay
+        pending and the ``before`` records are taken back, on an ``Exception``
+        (a Complete's RmaGroupSync), an RmaCollectiveBegin on any exception (no
+        End will follow it)."""
         info = self._info
         rec, region = _rec.current(), _regions[name]
         rec.enter_at(t, region)
+        written = []
         for kind, fields in before:
-            rec.add_record(monotonic_ns(), kind, fields)
+            tr = monotonic_ns()
+            rec.add_record(tr, kind, fields)
+            written.append((tr, kind, fields))
         rec.back(t)
         try:
             result = fn(self, *args)
-        except BaseException:
+        except BaseException as exc:
+            for tr, kind, fields in reversed(written):
+                if kind == tb.RMA_COLL_BEGIN or isinstance(exc, Exception):
+                    rq.unwrite(rec, tr, kind, fields)  # no such sync (rq.unwrite)
             _leave(rec, region)
             raise
         te = monotonic_ns()
@@ -260,11 +311,21 @@ class TracedWin(MPI.Win):
 
     def _xfer(self, t: int, name: str, kind: int, target: int, fields: Any, fn: Any,
               *args: Any) -> Any:
+        """A transfer or atomic operation: its record before the call. If the call
+        raises, the matching id it opened for ``target`` (none of the epoch's
+        operations to it before) is dropped, so that no completion of an
+        operation that never happened is recorded at the epoch's end."""
         if self._info is None or target == _PROC_NULL:
             return self._plain(t, name, fn, *args) if self._info else fn(self, *args)
-        wid = self._info.wid
+        wid, pending = self._info.wid, self._info.pending
+        fresh = target not in pending
+
+        def undo() -> None:
+            if fresh:
+                pending.pop(target, None)
         return self._before(t, name, kind,
-                            lambda: (wid, target, *fields(), self._mid(target)), fn, *args)
+                            lambda: (wid, target, *fields(), self._mid(target)), fn, *args,
+                            undo=undo)
 
     # -- active target: fence ----------------------------------------------------------
     def Fence(self, assertion: int = 0) -> None:
@@ -318,11 +379,16 @@ class TracedWin(MPI.Win):
         if info is None:
             return _Win.Post(self, group, assertion)
 
+        exposure = info.exposure
+
         def fields() -> tuple:
             info.exposure = _world(group)
             return (PROCESS, info.wid, info.exposure)
+
+        def undo() -> None:  # not posted: the exposure epoch is the one before
+            info.exposure = exposure
         return self._before(t, "MPI_Win_post", tb.RMA_GROUP_SYNC, fields, _Win.Post, group,
-                            assertion)
+                            assertion, undo=undo)
 
     def Start(self, group: Any, assertion: int = 0) -> None:
         t = _now()
@@ -330,11 +396,16 @@ class TracedWin(MPI.Win):
         if info is None:
             return _Win.Start(self, group, assertion)
 
+        access = info.access
+
         def fields() -> tuple:
             info.access = _world(group)
             return (PROCESS, info.wid, info.access)
+
+        def undo() -> None:  # not started: the access epoch is the one before
+            info.access = access
         return self._before(t, "MPI_Win_start", tb.RMA_GROUP_SYNC, fields, _Win.Start, group,
-                            assertion)
+                            assertion, undo=undo)
 
     def Complete(self) -> None:
         t = _now()
