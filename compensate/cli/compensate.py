@@ -39,6 +39,7 @@ from compensate.formats import (
     AtomicFile,
     AtomicOutput,
     OutputError,
+    is_part_of_input,
     output_target,
     read_trace,
     trace_format,
@@ -234,7 +235,7 @@ class _Outputs:
 def _check_summary_path(args: argparse.Namespace) -> None:
     """``--summary`` may not be the input, nor inside the output (or be it)."""
     path = Path(args.summary).absolute()
-    if path.resolve() == Path(args.input).resolve():
+    if is_part_of_input(path, args.input):
         raise OutputError(f"{args.summary}: the summary would overwrite the input {args.input}")
     out = Path(args.output).absolute()
     inside = out.parent if trace_format(args.output) == "otf2" else out

@@ -34,7 +34,13 @@ from compensate.analysis import (
 )
 from compensate.analysis.hybrid import HYBRID_LABELS, HYBRID_STATES
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
-from compensate.formats import AtomicFile, OutputError, read_trace, trace_format
+from compensate.formats import (
+    AtomicFile,
+    OutputError,
+    is_part_of_input,
+    read_trace,
+    trace_format,
+)
 from compensate.model import Trace, TraceError
 
 SCHEMA_ID = "compensate-report/1"
@@ -371,7 +377,7 @@ def run_report(argv: list[str]) -> int:
         _check_trace_path(path)
     json_out = None
     if args.json:
-        if any(Path(args.json).resolve() == Path(path).resolve() for path in paths):
+        if any(is_part_of_input(args.json, path) for path in paths):
             raise OutputError(f"{args.json}: would overwrite the input")
         json_out = AtomicFile(args.json)  # an unusable path fails before the work
     try:

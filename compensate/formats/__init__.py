@@ -19,6 +19,7 @@ from compensate.formats.paths import (
     AtomicOutput,
     OutputError,
     input_format,
+    is_part_of_input,
     output_error,
     output_target,
     trace_format,
@@ -27,7 +28,8 @@ from compensate.formats.writer import TraceWriter
 from compensate.model import Definitions, Events, Trace
 
 __all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "AtomicFile", "AtomicOutput", "ChunkIterator",
-           "OutputError", "TraceWriter", "input_format", "location_record_counts",
+           "OutputError", "TraceWriter", "input_format", "is_part_of_input",
+           "location_record_counts",
            "output_error", "output_target", "read_chunks", "read_trace", "trace_format",
            "write_trace"]
 

@@ -55,6 +55,21 @@ def _archive_dir(path: Path) -> Path:
     return path.parent
 
 
+def is_part_of_input(path: str | Path, in_path: str | Path) -> bool:
+    """Would writing the file ``path`` replace the input trace or a part of it:
+    the file itself, and for an OTF2 archive its global definitions
+    (``traces.def``) and anything in its data directory (``traces/*.evt``,
+    ``*.def``)? Symlinks and ``..`` are resolved first."""
+    target = Path(path).resolve()
+    src = Path(in_path).resolve()
+    if target == src:
+        return True
+    if Path(in_path).suffix.lower() != ".otf2":
+        return False
+    data = src.with_suffix("")
+    return target == data.with_suffix(".def") or data in target.parents
+
+
 def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Path:
     """Check that ``out_path`` may be written; return the path that will be replaced
     (the archive directory for OTF2, the file for text)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 import compensate.formats.paths as paths
 from compensate.cli import main
 
-from ..conftest import ROOT
+from ..conftest import ROOT, TRACES
 
 EXAMPLE = ROOT / "examples" / "pingpong.trace"
 PLATFORM = {"event_overhead": 1e-7, "copy_time": [{"bytes": 1000, "seconds": 5e-8}]}
@@ -156,6 +157,24 @@ def test_summary_errors_fail_before_the_work(tmp_path, capsys, platform_file, mo
     assert code == 3 and line.startswith(f"compensate: error: {summary}: ")
     nothing_beside(tmp_path, {"platform.json", "a", "d"})
     assert sorted(os.listdir(tmp_path / "d")) == []
+
+
+@pytest.mark.parametrize("member", ["traces.def", "traces/0.evt", "traces/../traces.otf2"])
+def test_summary_or_report_json_never_replaces_a_part_of_the_input_archive(
+        tmp_path, capsys, member):
+    """``--summary`` and ``report --json`` naming a file of the input archive (its
+    definitions, an event file) are refused like the anchor itself: both used to
+    replace it with JSON and exit 0, destroying the input."""
+    src = tmp_path / "in" / "traces.otf2"
+    shutil.copytree(TRACES / "ping-pong-otf2", src.parent)
+    before = {p: p.read_bytes() for p in src.parent.rglob("*") if p.is_file()}
+    code, err = run(capsys, src, tmp_path / "out" / "traces.otf2", "--overhead", "250ns",
+                    "--summary", src.parent / member)
+    assert code == 3 and "would overwrite the input" in one_line(err)
+    code, err = run(capsys, "report", src, "--json", src.parent / member)
+    assert code == 3 and "would overwrite the input" in err.splitlines()[-1]
+    assert {p: p.read_bytes() for p in src.parent.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "out").exists()
 
 
 def test_export_and_report_output_errors(tmp_path, capsys):
