@@ -22,7 +22,7 @@ import pytest
 from compensate import __version__
 from compensate.cli import main
 
-from ..conftest import CASES, ROOT
+from ..conftest import CASES, ROOT, TRACES
 
 PLATFORM = {"event_overhead": 1e-7, "copy_time": [{"bytes": 1000, "seconds": 5e-8}]}
 EXAMPLE = ROOT / "examples" / "pingpong.trace"
@@ -209,6 +209,46 @@ def test_receive_without_send_names_record(run_cli, tmp_path, platform_file):
     src.write_text(BAD_INPUTS["recv_without_send"])
     _, _, stderr = run_cli(src, tmp_path / "o.trace", "--platform", platform_file)
     assert "location 1, record 0" in stderr and "location 0" in stderr
+
+
+def _damage(archive: Path, how: str) -> str:
+    """Damage a copy of a real archive; returns what the message must name."""
+    evt = sorted((archive / "traces").glob("*.evt"))[1]
+    if how == "truncated-evt":
+        evt.write_bytes(evt.read_bytes()[:442])
+    elif how == "flipped-evt":
+        data = bytearray(evt.read_bytes())
+        data[len(data) // 2:len(data) // 2 + 16] = bytes(16)
+        data[:8] = bytes(8)
+        evt.write_bytes(bytes(data))
+    elif how == "missing-evt":
+        evt.unlink()
+        return evt.name
+    elif how == "missing-local-def":
+        (archive / "traces" / "0.def").unlink()
+        return "0.def"
+    return "traces.otf2"
+
+
+@pytest.mark.parametrize("mode", [[], ["--in-memory"]], ids=["streaming", "in-memory"])
+@pytest.mark.parametrize("how", ["truncated-evt", "flipped-evt", "missing-evt",
+                                 "missing-local-def"])
+def test_damaged_real_archive_one_line_exit_3(run_cli, tmp_path, how, mode):
+    """A damaged archive is one line naming the file, exit 3, streaming or not:
+    the streaming reader's failure was an "internal error" (exit 1) after four
+    [OTF2] lines, and a missing local definition file a 20-line traceback of
+    the otf2 package's reader callback before the line."""
+    src = TRACES / "jacobi-openmp-tasks-offload"
+    if not src.exists():
+        pytest.skip("real archive not available")
+    shutil.copytree(src, tmp_path / "in")
+    needle = _damage(tmp_path / "in", how)
+    code, _, stderr = run_cli(tmp_path / "in" / "traces.otf2", tmp_path / "o" / "traces.otf2",
+                              "--overhead", "250ns", *mode)
+    lines = stderr.strip().splitlines()
+    assert code == 3 and len(lines) == 1, stderr
+    assert lines[0].startswith("compensate: error: ") and needle in lines[0]
+    assert not (tmp_path / "o").exists()
 
 
 def test_send_without_receive_is_compensated_with_a_note(run_cli, tmp_path,

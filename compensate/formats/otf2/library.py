@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import platform
 import sys
 from collections.abc import Generator
@@ -173,14 +174,31 @@ def _describe(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def _library_errors(path: str, action: str) -> Generator[None, None, None]:
-    """Turn any exception from the otf2 library into a one-line TraceError."""
-    with _capture_diagnostics():
+    """Turn any exception from the otf2 library into a one-line TraceError.
+
+    The ``otf2`` package prints the traceback of an exception raised in one of
+    its reader callbacks (a record naming a definition the archive lacks) on
+    ``sys.stderr`` and the C library then reports only INTERRUPTED_BY_CALLBACK:
+    what is printed meanwhile is held back, and on a failure the traceback's
+    last line becomes the reason; without one it is printed as it came."""
+    held = io.StringIO()
+    with _capture_diagnostics(), contextlib.redirect_stderr(held):
         try:
             yield
         except (TraceError, MemoryError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            raise TraceError(f"{action}: {_describe(exc)}", source=path) from exc
+            reason = _describe(exc)
+            text = held.getvalue()
+            if "Traceback (most recent call last)" in text:
+                lines = [x.strip() for x in text.splitlines() if x.strip()]
+                reason = f"{lines[-1]} (in a reader callback; {reason})"
+                held = io.StringIO()
+            raise TraceError(f"{action}: {reason}", source=path) from exc
+        finally:
+            if held.getvalue():
+                sys.__stderr__.write(held.getvalue()) if sys.stderr is None else \
+                    sys.stderr.write(held.getvalue())
 
 
 @contextlib.contextmanager

@@ -65,6 +65,7 @@ import numpy as np
 
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
+from compensate.formats.otf2.library import _library_errors
 from compensate.formats.otf2.nativerecords import Partitioned, rma_aliases
 from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
 from compensate.model import (
@@ -259,10 +260,11 @@ def available() -> bool:
 
 def _open(lib: _Library, path: str, locations: np.ndarray, global_reader: bool) -> int:
     rc = ctypes.c_int(0)
-    handle = lib.dll.cmp_open(path.encode(), locations.ctypes.data_as(_u64p),
-                              len(locations), int(global_reader), ctypes.byref(rc))
-    if not handle:
-        _raise(rc.value, path, "cannot read OTF2 archive")
+    with _library_errors(path, "cannot read OTF2 archive"):  # OTF2's diagnostics: one line
+        handle = lib.dll.cmp_open(path.encode(), locations.ctypes.data_as(_u64p),
+                                  len(locations), int(global_reader), ctypes.byref(rc))
+        if not handle:
+            _raise(rc.value, path, "cannot read OTF2 archive")
     return handle
 
 
@@ -272,6 +274,9 @@ def _raise(rc: int, path: str, action: str) -> None:
     import _otf2
     if rc > 0:
         _otf2.HandleErrorCode(_otf2.ErrorCode(rc))
+    from compensate.formats.otf2 import library  # the diagnostics OTF2 printed meanwhile
+    if library._diagnostics:  # e.g. "File or directory does not exist: ...1.evt"
+        raise TraceError(f"{action}: {library._diagnostics[0][1]}", source=path)
     raise TraceError(f"{action}: the OTF2 C path failed ({rc})", source=path)
 
 
@@ -369,13 +374,16 @@ class NativeChunks(ChunkIterator):
         """The next at most ``cap`` records as flat arrays (views of the buffers
         unless ``copy``)."""
         self._p1.cap = cap
-        with interrupt.deferred("otf2-read"):  # a signal is raised once the C call returns
+        # a signal is raised once the C call returns; a corrupt event file is one
+        # line (the OTF2 library's diagnostic), not an internal error
+        with interrupt.deferred("otf2-read"), \
+                _library_errors(self.path, "cannot read OTF2 archive"):
             rc = self._lib.dll.cmp_read(self._handle, ctypes.byref(self._p1))
-        if rc == _INTERRUPTED and self._p1.refused >= 0:  # a kind the model lacks
-            raise TraceError("unsupported OTF2 record type "
-                             f"{self._lib.names[self._p1.refused]}", source=self.path)
-        if rc:
-            _raise(rc, self.path, "cannot read OTF2 archive")
+            if rc == _INTERRUPTED and self._p1.refused >= 0:  # a kind the model lacks
+                raise TraceError("unsupported OTF2 record type "
+                                 f"{self._lib.names[self._p1.refused]}", source=self.path)
+            if rc:
+                _raise(rc, self.path, "cannot read OTF2 archive")
         n = self._p1.n
         if n < cap:
             self._done = True
