@@ -11,6 +11,7 @@ import ctypes
 import io
 import platform
 import sys
+import threading
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -179,26 +180,32 @@ def _library_errors(path: str, action: str) -> Generator[None, None, None]:
     The ``otf2`` package prints the traceback of an exception raised in one of
     its reader callbacks (a record naming a definition the archive lacks) on
     ``sys.stderr`` and the C library then reports only INTERRUPTED_BY_CALLBACK:
-    what is printed meanwhile is held back, and on a failure the traceback's
-    last line becomes the reason; without one it is printed as it came."""
+    what is printed meanwhile is held back (in a single-threaded process), and
+    on a failure the traceback's last line becomes the reason; without one it is
+    printed as it came."""
     held = io.StringIO()
-    with _capture_diagnostics(), contextlib.redirect_stderr(held):
-        try:
-            yield
-        except (TraceError, MemoryError, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            reason = _describe(exc)
-            text = held.getvalue()
-            if "Traceback (most recent call last)" in text:
-                lines = [x.strip() for x in text.splitlines() if x.strip()]
-                reason = f"{lines[-1]} (in a reader callback; {reason})"
-                held = io.StringIO()
-            raise TraceError(f"{action}: {reason}", source=path) from exc
-        finally:
-            if held.getvalue():
-                sys.__stderr__.write(held.getvalue()) if sys.stderr is None else \
-                    sys.stderr.write(held.getvalue())
+    # sys.stderr is the process's: held back only while no other thread runs (ranks
+    # run as threads in the tests; a redirect interleaved with another thread's
+    # would leave sys.stderr pointing at a dead buffer)
+    alone = threading.active_count() == 1
+    try:
+        with _capture_diagnostics(), \
+                contextlib.redirect_stderr(held) if alone else contextlib.nullcontext():
+            try:
+                yield
+            except (TraceError, MemoryError, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                reason = _describe(exc)
+                text = held.getvalue()
+                if "Traceback (most recent call last)" in text:
+                    lines = [x.strip() for x in text.splitlines() if x.strip()]
+                    reason = f"{lines[-1]} (in a reader callback; {reason})"
+                    held = io.StringIO()
+                raise TraceError(f"{action}: {reason}", source=path) from exc
+    finally:
+        if held.getvalue() and sys.stderr is not None:  # printed as it came, after
+            sys.stderr.write(held.getvalue())
 
 
 @contextlib.contextmanager
