@@ -247,7 +247,8 @@ def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective
     result = run_engine(trace, platform or Platform(0.0),
                         EngineOptions(bound=used, collective_exit=collective_exit,
                                       network_time=outcome.fit if outcome else None,
-                                      fit_links=bound == "fitted" and used == "lower"),
+                                      fit_links=bound == "fitted" and used == "lower",
+                                      link_latency=outcome.links if outcome else None),
                         matching, progress)
     return result, matching, outcome, verify(result.trace, matching, measured=trace)
 

@@ -417,7 +417,8 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
             defs, interrupt.checkpoints(chunks, "read"), plat,
             EngineOptions(bound=bound, collective_exit=args.collective_exit,
                           network_time=outcome.fit if outcome else None,
-                          fit_links=args.bound == "fitted" and bound == "lower"),
+                          fit_links=args.bound == "fitted" and bound == "lower",
+                          link_latency=outcome.links if outcome else None),
             write, source=str(args.input), eager_limit=args.eager_limit,
             progress=on_progress, advance=advance, strict=args.strict, cuts=cuts, **segment)
         progress.close()

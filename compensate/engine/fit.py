@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -102,6 +102,9 @@ class Observations:
     p2p: int = 0  # how many came from point-to-point messages
     collective: int = 0  # ... and from collectives' implied messages (1-to-n, n-to-1)
     rma: int = 0  # ... and from RMA transfers to a target's epoch end (R10)
+    #: the least observed latency of the zero-byte links per family and kind, ticks
+    #: (:func:`observe_links`); None: not observed
+    links: dict[str, dict[str, float]] | None = None
 
     def __len__(self) -> int:
         return int(self.sizes.size)
@@ -111,11 +114,64 @@ class Observations:
         """The observations of ``parts`` together (segments of one pass, or the
         ranks' shares of a distributed run)."""
         if not parts:
-            return Observations(np.zeros(0, np.int64), np.zeros(0))
+            return Observations(np.zeros(0, np.int64), np.zeros(0), links=least_links([]))
+        links = None if any(p.links is None for p in parts) else \
+            least_links([p.links for p in parts if p.links is not None])
         return Observations(np.concatenate([p.sizes for p in parts]).astype(np.int64),
                             np.concatenate([p.seconds for p in parts]).astype(np.float64),
                             sum(p.p2p for p in parts), sum(p.collective for p in parts),
-                            sum(p.rma for p in parts))
+                            sum(p.rma for p in parts), links)
+
+
+#: the families of zero-byte links whose latency ``--bound fitted`` fits
+#: (:func:`observe_links`)
+LINK_FAMILIES = ("threads", "devices", "rma")
+
+
+def least_links(parts: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """The per family and kind minimum of several :func:`observe_links` results (the
+    segments of a streamed trace, the ranks of a distributed run): the least over
+    all of them, whatever their order."""
+    out: dict[str, dict[str, float]] = {family: {} for family in LINK_FAMILIES}
+    for part in parts:
+        for family, kinds in part.items():
+            mine = out.setdefault(family, {})
+            for kind, ticks in kinds.items():
+                mine[kind] = min(mine.get(kind, math.inf), ticks)
+    return out
+
+
+def observe_links(trace: Trace, matching: Matching, platform: Platform,
+                  receivers: Collection[int] | None = None,
+                  t0: int | None = None) -> dict[str, dict[str, float]]:
+    """The least latency ``trace`` observed per kind of zero-byte link (thread and
+    device links, R8/R9; RMA synchronisations, R10), where the waiter was there first,
+    ticks: ``{family: {kind: ticks}}``, the fitted latency of ``--bound fitted``
+    (docs/compensation.md). A kind that was never observed is missing (0).
+
+    One definition for every path: the engine takes it from the whole trace in
+    memory, and a streamed run's fit pass takes the least over its segments
+    (:func:`least_links`), so that no segment times its links by a minimum of its
+    own. ``receivers``: only links waited for on these locations (a distributed
+    run's rank: :func:`observe_transfers`). ``t0``: the origin of the engine's times
+    (default: the trace's earliest timestamp; a segment passes the whole trace's),
+    so that who waited for whom is decided on the same numbers."""
+    from compensate.engine.graph import Graph  # (graph imports this module)
+    from compensate.engine.kinds import rma, threads
+    from compensate.engine.run import Stats
+
+    out: dict[str, dict[str, float]] = {family: {} for family in LINK_FAMILIES}
+    syncs = {"threads": matching.threads.syncs if matching.threads is not None else [],
+             "devices": matching.devices.syncs if matching.devices is not None else []}
+    links = matching.rma.links if matching.rma is not None else []
+    if not (syncs["threads"] or syncs["devices"] or links):
+        return out
+    graph = Graph(trace, platform, "lower", "uniform", None, matching, Stats(), t0)
+    for family, found in syncs.items():
+        threads.link_latencies(graph, found, out[family], receivers)
+    if links:
+        rma.link_latencies(graph, matching.rma, out["rma"], receivers)
+    return out
 
 
 @dataclass(frozen=True)
@@ -340,7 +396,8 @@ def receiver_was_late(recv_m, cs, free_m):
 
 
 def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
-                      receivers: Collection[int] | None = None) -> Observations:
+                      receivers: Collection[int] | None = None,
+                      t0: int | None = None) -> Observations:
     """The network times the measured trace reveals (see the module docstring).
 
     ``receivers``: only the transfers received (waited for) on these locations
@@ -355,6 +412,9 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
     in between; after an MpiSend also its copy), by more than a margin
     (:data:`WAIT_MARGIN`). A synchronous send counts only if its receive was posted
     before the send began.
+
+    Also the least latency of each kind of zero-byte link (:func:`observe_links`,
+    ``t0`` its origin of times): ``links``.
     """
     cand = _candidates(trace, matching)
     cand = cand[(cand[:, 4] >= 0) & (cand[:, 5] > 0)]  # the receive needs a record before it
@@ -391,7 +451,8 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
                         np.r_[net[keep] / res, np.array(r_net) / res],
                         p2p=int(np.count_nonzero(keep & (is_p2p >= 1))),
                         collective=int(np.count_nonzero(keep & (is_p2p == 0))),
-                        rma=len(r_size))
+                        rma=len(r_size),
+                        links=observe_links(trace, matching, platform, receivers, t0))
 
 
 # -- fitting ------------------------------------------------------------------------
@@ -459,11 +520,14 @@ def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None
 
 @dataclass(frozen=True)
 class FitOutcome:
-    """A fit, or why there is none (``fit`` None: use the lower bound)."""
+    """A fit, or why there is none (``fit`` None: use the lower bound); and the
+    fitted latency of the zero-byte links (:func:`observe_links`, whole trace; None
+    if not observed), for ``EngineOptions.link_latency`` (with or without a fit)."""
 
     fit: NetworkFit | None
     observations: int
     reason: str | None = None
+    links: dict[str, dict[str, float]] | None = field(default=None, compare=False)
 
 
 def try_fit(trace: Trace, matching: Matching, platform: Platform) -> FitOutcome:
@@ -503,13 +567,13 @@ def outcome_of(obs: Observations, tick: float,
     (:func:`with_platform`) and there is always one."""
     fit = fit_observations(obs, tick)
     if network is not None:
-        return FitOutcome(with_platform(obs, fit, network), len(obs))
+        return FitOutcome(with_platform(obs, fit, network), len(obs), links=obs.links)
     if fit is not None:
-        return FitOutcome(fit, len(obs))
+        return FitOutcome(fit, len(obs), links=obs.links)
     reason = (f"{len(obs)} observed transfers ({obs.p2p} point-to-point messages whose "
               f"calls overlapped and whose receiver waited, {obs.collective} collective "
               f"transfers whose receiver waited), fewer than {MIN_OBSERVATIONS}")
-    return FitOutcome(None, len(obs), reason)
+    return FitOutcome(None, len(obs), reason, obs.links)
 
 
 def fit_network(trace: Trace, matching: Matching, platform: Platform) -> NetworkFit | None:

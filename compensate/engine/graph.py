@@ -60,8 +60,13 @@ class Graph:
                  network_time: Callable[[int], float] | None, matching: Matching,
                  stats: object, t0: int | None = None,
                  pins: dict[int, tuple[np.ndarray, float]] | None = None,
-                 ghosts: Collection[int] = ()) -> None:
+                 ghosts: Collection[int] = (),
+                 link_latency: dict[str, dict[str, float]] | None = None) -> None:
         self.trace = trace
+        #: the fitted latency of the zero-byte links (R8-R10) per family and kind,
+        #: ticks, over the whole trace (EngineOptions.link_latency); None: what this
+        #: graph shows (the whole trace in memory)
+        self.link_latency = link_latency
         self.bound = bound
         self.collective_exit = collective_exit
         self.network_time = network_time

@@ -79,6 +79,12 @@ class EngineOptions:
     # thread and device links (R8, R9) still take the least latency the trace
     # observed for their kind, which needs no network fit
     fit_links: bool = False
+    # the fitted latency of thread, device and RMA synchronisation links (R8-R10)
+    # under "fitted" or fit_links: ``{family: {kind: ticks}}``, the least the whole
+    # trace observed (compensate.engine.fit.observe_links, FitOutcome.links). A
+    # segment of a streamed trace or a rank's view sees only part of the trace: its
+    # caller passes this. None: taken from the trace being compensated.
+    link_latency: dict[str, dict[str, float]] | None = None
 
     def __post_init__(self) -> None:
         if self.bound not in BOUNDS:
@@ -158,7 +164,8 @@ class _Engine:
                 return _f(size) * res
         ghosts = exchange.ghosts(trace) if exchange is not None else ()
         g = self.graph = Graph(trace, platform, opts.bound, opts.collective_exit,
-                               opts.network_time, matching, self.stats, t0, pins, ghosts)
+                               opts.network_time, matching, self.stats, t0, pins, ghosts,
+                               opts.link_latency)
         dep_rules = rules_of(g, matching)
         if g.has_ghosts:  # the distributed run: only this rank's rules, and as anchors
             dep_rules = g.own_rules(dep_rules)  # only the ghost records they read

@@ -1000,6 +1000,12 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
              group: int = 1) -> FitOutcome:
     """``--bound fitted``, first pass: observe the transfers segment by segment and fit.
 
+    The outcome's ``links`` are the least latency per kind of thread, device and
+    RMA synchronisation link over all segments
+    (:func:`compensate.engine.fit.observe_links`): the second pass must be given
+    them (``EngineOptions.link_latency``), else each segment would time its links
+    by the least latency of its own, and the result would depend on the cuts.
+
     ``cuts``, a list, receives the cutter's attempts: :func:`compensate_stream` given
     them (and the same chunks) cuts the same segments without searching again.
     ``segments``, a list, receives each segment's ``(cut, records)`` as
@@ -1011,6 +1017,7 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     observed: list[Observations] = []
     cutter = _Cutter(defs, segment_records)
     ended: list[bool] = []
+    t0: int | None = None
 
     def cut() -> Iterator[dict[int, Events]]:  # (_segments' for group 1)
         k = 0
@@ -1027,9 +1034,11 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
         if segments is not None:
             segments.append((None if ended else cutter.last_cut,
                              sum(len(ev) for ev in seg.values())))
+        if t0 is None:  # the engine's origin of times (compensate_stream's sg.t0)
+            t0 = min(int(ev.time[0]) for ev in seg.values())
         trace, mtrace, _ = sg.traces(seg)
         matching = sg.match(mtrace)
-        observed.append(observe_transfers(trace, matching, platform))
+        observed.append(observe_transfers(trace, matching, platform, t0=t0))
         sg.advance(seg, None, None, matching)
         seg = trace = mtrace = matching = None
         release_memory()

@@ -254,7 +254,8 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
         exchange = Exchange(transport, owner, index)
         opts = EngineOptions(bound=used, collective_exit=collective_exit,
                              network_time=outcome.fit if outcome else None,
-                             fit_links=bound == "fitted" and used == "lower")
+                             fit_links=bound == "fitted" and used == "lower",
+                             link_latency=outcome.links if outcome else None)
         approx, t0, stats = agreed(
             transport, remapped(index, lambda: approximate(trace, plat, opts, matching, t0=t0,
                                                            exchange=exchange)),

@@ -127,7 +127,7 @@ def fitted_options(outcome: FitOutcome, collective_exit: str = "uniform") -> Eng
     fitted links."""
     fit = outcome.fit
     return EngineOptions(bound="fitted" if fit else "lower", collective_exit=collective_exit,
-                         network_time=fit, fit_links=fit is None)
+                         network_time=fit, fit_links=fit is None, link_latency=outcome.links)
 
 
 class _OwnSplitter:

@@ -33,4 +33,4 @@ __all__ = ["ThreadWait", "build_all"]
 def build_all(graph: Graph, deps: DeviceDeps, dep_rules: dict) -> None:
     """One :class:`ThreadWait` rule per dependency, as R8 builds its links (a record
     with several keeps all: the latest value wins)."""
-    build_links(graph, deps.syncs, dep_rules)
+    build_links(graph, deps.syncs, dep_rules, "devices")

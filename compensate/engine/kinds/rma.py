@@ -51,6 +51,7 @@ Matching: :mod:`compensate.matching.rma`. Verified by
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 
 from compensate.engine.graph import Graph
 from compensate.engine.kinds.handles import build as handles_build
@@ -195,27 +196,52 @@ def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
         handles_build(graph, inst, [graph.pos_of[loc] for loc in inst.locs], own)
         for key, pending in own.items():
             dep_rules.setdefault(key, []).extend(pending)
+    for link in deps.links:
+        if link.deposits:
+            _deposits(graph, link, dep_rules)
+        elif link.kind == "completion" and link.back[0] > 0 and link.target >= 0 and \
+                graph.platform.rma_release == "after_completion":
+            _unlock_return(graph, link, dep_rules)
+    prepared = _prepare(graph, *_gather(deps))
+    given = graph.link_latency
+    fit = given["rma"] if given is not None else _least_observed(prepared, {})
+    for recv, li, senders, pos, waited, delta, lo, explained in prepared:
+        fits = [None if kind in _DATA else fit.get(kind, 0.0) for kind, *_ in senders]
+        dep_rules.setdefault((li, recv[1]), []).append(Pending(
+            RmaWait, ([("ref", s_li, s) for s_li, s in pos], waited, delta, lo,
+                      [row[2] for row in senders], [row[3] for row in senders], fits,
+                      [row[4] for row in senders], recv[1] == 0, explained),
+            pos))
+
+
+def _gather(deps: RmaDeps) -> tuple[dict[tuple, list], dict[tuple, set]]:
+    """The links of ``deps`` by waiting record: ``(kind, send, size, back,
+    reference)`` rows, and the records it also waits for (``also``)."""
     by_recv: dict[tuple, list] = defaultdict(list)
     also: dict[tuple, set] = defaultdict(set)
     for link in deps.links:
         for row in zip(link.sends, link.sizes, link.back, link.ref, strict=True):
             by_recv[link.recv].append((link.kind, *row))
         also[link.recv].update(link.also)
-        if link.deposits:
-            _deposits(graph, link, dep_rules)
-        elif link.kind == "completion" and link.back[0] > 0 and link.target >= 0 and \
-                graph.platform.rma_release == "after_completion":
-            _unlock_return(graph, link, dep_rules)
+    return by_recv, also
+
+
+def _prepare(graph: Graph, by_recv: dict[tuple, list], also: dict[tuple, set]
+             ) -> list[tuple]:
+    """Per waiting record: ``(recv, location position, senders, their positions,
+    waited, δ, lo, explained)`` (module docstring). δ of a sender is ``(r_m - s_m)
+    - O(s)``, the exact difference first: it does not depend on the origin of the
+    graph's times (:func:`link_latencies`)."""
     tm, ovh = graph.tm, graph.kind_ovh
     prepared = []
-    fit: dict[str, float] = {}
     for recv, senders in by_recv.items():
         li = graph.pos_of[recv[0]]
         r = graph.g(li, recv[1])
         pos = [(graph.pos_of[loc], i) for _, (loc, i), _, _, _ in senders]
         lo = [_least(graph, size, back) if kind in _DATA else 0.0
               for kind, _, size, back, _ in senders]
-        free = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s)) for s_li, s in pos]
+        gs = [graph.g(s_li, s) for s_li, s in pos]
+        free = [tm[g] + ovh(g) for g in gs]
         # each constraint by the earliest it can free the waiter (bytes: after their
         # copies), to tell which one freed it last; references are not constraints
         real = [j for j, row in enumerate(senders) if not row[4]]
@@ -229,16 +255,32 @@ def build_all(graph: Graph, deps: RmaDeps, dep_rules: dict) -> None:
             float(tm[r]), lo[last] / 2.0)
         # a reference counts where the release it follows was observed
         waited = [observed and (j == last or senders[j][4]) for j in range(len(senders))]
-        delta = [float(tm[r] - tm[graph.g(*pos[j])]) if senders[j][4]
-                 else max(0.0, float(tm[r] - free[j])) for j in range(len(senders))]
-        for (kind, *_), w, d in zip(senders, waited, delta, strict=True):
-            if w and recv[1] > 0 and kind not in _DATA:
-                fit[kind] = min(fit.get(kind, float("inf")), d)
+        delta = [float(tm[r] - tm[gs[j]]) if senders[j][4]
+                 else max(0.0, float(tm[r] - tm[gs[j]]) - ovh(gs[j]))
+                 for j in range(len(senders))]
         prepared.append((recv, li, senders, pos, waited, delta, lo, explained))
-    for recv, li, senders, pos, waited, delta, lo, explained in prepared:
-        fits = [None if kind in _DATA else fit.get(kind, 0.0) for kind, *_ in senders]
-        dep_rules.setdefault((li, recv[1]), []).append(Pending(
-            RmaWait, ([("ref", s_li, s) for s_li, s in pos], waited, delta, lo,
-                      [row[2] for row in senders], [row[3] for row in senders], fits,
-                      [row[4] for row in senders], recv[1] == 0, explained),
-            pos))
+    return prepared
+
+
+def _least_observed(prepared: list[tuple], fit: dict[str, float],
+                    receivers: Collection[int] | None = None) -> dict[str, float]:
+    """Lower ``fit`` (kind -> ticks) to the least latency ``prepared`` observed per
+    kind of synchronisation (not the links that carry bytes: R2f's fit times
+    those), where the waiter was there first and has a record before (only waiting
+    records on ``receivers``, if given)."""
+    for recv, _, senders, _, waited, delta, _, _ in prepared:
+        if recv[1] <= 0 or (receivers is not None and recv[0] not in receivers):
+            continue
+        for (kind, *_), w, d in zip(senders, waited, delta, strict=True):
+            if w and kind not in _DATA:
+                fit[kind] = min(fit.get(kind, float("inf")), d)
+    return fit
+
+
+def link_latencies(graph: Graph, deps: RmaDeps, fit: dict[str, float],
+                   receivers: Collection[int] | None = None) -> dict[str, float]:
+    """The fitted latency of each kind of RMA synchronisation, as far as ``graph``
+    shows it: ``fit`` lowered to the least observed latency per kind (ticks). Taken
+    over the whole trace (:func:`compensate.engine.fit.observe_links`), so that
+    every segment of a streamed run and every rank times its links alike."""
+    return _least_observed(_prepare(graph, *_gather(deps)), fit, receivers)

@@ -39,6 +39,8 @@ Matching: :mod:`compensate.matching.threads`. Verified by
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from compensate.engine.graph import Graph
 from compensate.engine.kinds.nton import build as nton_build
 from compensate.engine.pending import Pending
@@ -79,14 +81,20 @@ class ThreadWait(Rule):
 
 def _inputs(graph: Graph, li: int, idx: int, senders: list[tuple[int, int]]
             ) -> tuple[list[bool], list[float]]:
-    """Per sender: whether the waiter was there first, and the observed latency δ."""
+    """Per sender: whether the waiter was there first, and the observed latency δ.
+
+    δ is ``(r_m - s_m) - O(s)``: the difference of the two measured times first,
+    which is exact, so that δ does not depend on the origin ``t0`` of the graph's
+    times (a segment of a streamed trace, a rank's view: :func:`link_latencies`
+    must find the same value there as in the whole trace)."""
     tm, ovh = graph.tm, graph.kind_ovh
     r = graph.g(li, idx)
     ready = tm[r - 1] + ovh(r - 1) if idx > 0 else float("-inf")
-    free = [tm[graph.g(s_li, s)] + ovh(graph.g(s_li, s)) for s_li, s in senders]
+    gs = [graph.g(s_li, s) for s_li, s in senders]
+    free = [tm[g] + ovh(g) for g in gs]
     last = max(range(len(senders)), key=free.__getitem__)
     waited = [ready <= free[j] and j == last for j in range(len(senders))]
-    delta = [max(0.0, float(tm[r] - f)) for f in free]
+    delta = [max(0.0, float(tm[r] - tm[g]) - ovh(g)) for g in gs]
     return waited, delta
 
 
@@ -99,25 +107,58 @@ def build_all(graph: Graph, deps: ThreadDeps, dep_rules: dict) -> None:
         nton_build(graph, inst, [graph.pos_of[loc] for loc in inst.locs], own)
         for key, pending in own.items():
             dep_rules.setdefault(key, []).extend(pending)
-    build_links(graph, deps.syncs, dep_rules)
+    build_links(graph, deps.syncs, dep_rules, "threads")
 
 
-def build_links(graph: Graph, syncs: list, dep_rules: dict) -> None:
-    """One :class:`ThreadWait` rule per waiting record of ``syncs`` (each with
-    ``kind``, ``recv`` and ``sends``; R8's and R9's links alike). The fitted latency
-    of a kind is the least latency observed where the waiter was there first."""
+def _prepare(graph: Graph, syncs: list) -> list[tuple]:
+    """Per waiting record of ``syncs``: ``(sync, location position, senders, waited,
+    δ)`` (:func:`_inputs`; an ``implied`` lock link has neither)."""
     prepared = []
-    fit: dict = {}
     for sync in syncs:
         li = graph.pos_of[sync.recv[0]]
         senders = [(graph.pos_of[loc], i) for loc, i in sync.sends]
         waited, delta = _inputs(graph, li, sync.recv[1], senders)
         if getattr(sync, "implied", False):  # ordered by other edges: no latency
             waited, delta = [False] * len(senders), [0.0] * len(senders)
-        for w, d in zip(waited, delta, strict=True):
-            if w and sync.recv[1] > 0:
-                fit[sync.kind] = min(fit.get(sync.kind, float("inf")), d)
         prepared.append((sync, li, senders, waited, delta))
+    return prepared
+
+
+def _least_observed(prepared: list[tuple], fit: dict[str, float],
+                    receivers: Collection[int] | None = None) -> dict[str, float]:
+    """Lower ``fit`` (kind -> ticks) to the least latency ``prepared`` observed per
+    kind: where the waiter was there first and has a record before (only waiting
+    records on ``receivers``, if given)."""
+    for sync, _, _, waited, delta in prepared:
+        if sync.recv[1] <= 0 or (receivers is not None and sync.recv[0] not in receivers):
+            continue
+        for w, d in zip(waited, delta, strict=True):
+            if w:
+                fit[sync.kind] = min(fit.get(sync.kind, float("inf")), d)
+    return fit
+
+
+def link_latencies(graph: Graph, syncs: list, fit: dict[str, float],
+                   receivers: Collection[int] | None = None) -> dict[str, float]:
+    """The fitted latency of each kind of ``syncs`` (R8's and R9's links), as far as
+    ``graph`` shows it: ``fit`` lowered to the least observed latency per kind
+    (ticks). Taken over the whole trace (:func:`compensate.engine.fit.observe_links`:
+    the fit pass of a streamed run, every segment; the ranks' shares of a
+    distributed one), so that every segment and rank times its links alike."""
+    return _least_observed(_prepare(graph, syncs), fit, receivers)
+
+
+def build_links(graph: Graph, syncs: list, dep_rules: dict, family: str) -> None:
+    """One :class:`ThreadWait` rule per waiting record of ``syncs`` (each with
+    ``kind``, ``recv`` and ``sends``; R8's and R9's links alike). The fitted latency
+    of a kind is the least latency observed where the waiter was there first, in
+    the whole trace: ``graph.link_latency[family]`` (``family``: ``"threads"``,
+    ``"devices"``) where the caller gave it (a segment of a streamed trace, a rank's
+    view), else what ``graph`` (the whole trace) shows; 0 for a kind never
+    observed."""
+    prepared = _prepare(graph, syncs)
+    given = graph.link_latency
+    fit = given[family] if given is not None else _least_observed(prepared, {})
     for sync, li, senders, waited, delta in prepared:
         lmin = fit.get(sync.kind, 0.0)
         dep_rules.setdefault((li, sync.recv[1]), []).append(Pending(
