@@ -188,14 +188,26 @@ def _infos(reqs: list) -> list:
     return [q._info if isinstance(q, TracedRequest) else None for q in reqs]
 
 
+def _info_of(req: Any) -> tuple | None:
+    """A request's ``_info``; None for one the tracer did not make (no attribute,
+    and none can be set on it)."""
+    return req._info if isinstance(req, TracedRequest) else None
+
+
 class TracedRequest(MPI.Request):
-    """A request from a traced nonblocking call; ``_info`` as the module says."""
+    """A request from a traced nonblocking call; ``_info`` as the module says.
+
+    Its methods also run on requests the tracer did not make (MPI-IO, an
+    untraced intercommunicator's, generalized requests), because ``MPI.Request``
+    is this class while tracing and a program (and ``mpi4py.futures``) may call
+    ``MPI.Request.Wait(req)`` or keep ``MPI.Request.test`` unbound: those calls are
+    recorded as MPI time with no completion record, as the arrays' calls do."""
 
     _info: tuple | None = None
 
     def _wait(self, t: int, fn: Any, status: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Wait"]
-        info = self._info
+        info = _info_of(self)
         st = scratch(rec) if status is None else status
         rec.enter_at(t, region)
         rec.back(t)
@@ -206,21 +218,22 @@ class TracedRequest(MPI.Request):
             raise
         tc = monotonic_ns()
         tl = monotonic_ns()
-        self._info = None
+        if info is not None:
+            self._info = None
         complete(rec, info, st, tc)
         rec.leave_at(tl, region)
         rec.back(tc)
         return result
 
     def Wait(self, status: Any = None) -> Any:
-        return self._wait(_now(), _Request.Wait, status)
+        return TracedRequest._wait(self, _now(), _Request.Wait, status)
 
     def wait(self, status: Any = None) -> Any:
-        return self._wait(_now(), _Request.wait, status)
+        return TracedRequest._wait(self, _now(), _Request.wait, status)
 
     def _test(self, t: int, fn: Any, status: Any) -> Any:
         rec, region = _rec.current(), _REGIONS["MPI_Test"]
-        info = self._info
+        info = _info_of(self)
         st = scratch(rec) if status is None else status
         rec.enter_at(t, region)
         rec.back(t)
@@ -243,10 +256,10 @@ class TracedRequest(MPI.Request):
         return result
 
     def Test(self, status: Any = None) -> bool:
-        return self._test(_now(), _Request.Test, status)
+        return TracedRequest._test(self, _now(), _Request.Test, status)
 
     def test(self, status: Any = None) -> tuple[bool, Any]:
-        return self._test(_now(), _Request.test, status)
+        return TracedRequest._test(self, _now(), _Request.test, status)
 
     def Cancel(self) -> None:
         t = _now()
@@ -255,7 +268,7 @@ class TracedRequest(MPI.Request):
         rec.back(t)
         try:
             _Request.Cancel(self)
-            info = self._info
+            info = _info_of(self)
             if info is not None and info[2] >= 0:
                 self._info = (info[0], info[1], -1 - info[2], *info[3:])
         finally:
@@ -268,7 +281,8 @@ class TracedRequest(MPI.Request):
         rec.back(t)
         try:
             _Request.Free(self)
-            self._info = None
+            if _info_of(self) is not None:
+                self._info = None
         finally:
             leave(rec, region)
 

@@ -286,3 +286,50 @@ def test_untraced_topology_and_intercommunicator_calls_say_what_is_missing(
                         "is missing from the trace") == 2
     assert len(warned) == 4
     assert "Free" not in topo_run[1] and "Create_cart" not in topo_run[1]
+
+
+UNBOUND = """
+from mpi4py import MPI
+from mpi4py.futures import MPICommExecutor
+import numpy as np
+import sys
+
+
+def square(x):
+    return x * x
+
+
+comm = MPI.COMM_WORLD
+fh = MPI.File.Open(comm, sys.argv[1], MPI.MODE_CREATE | MPI.MODE_WRONLY)
+req = fh.Iwrite_at(comm.rank * 8, np.array([comm.rank], dtype="d"))
+MPI.Request.Wait(req)  # a request the tracer did not make, through the class
+fh.Close()
+with MPICommExecutor(comm, root=0) as pool:  # keeps MPI.Request.test unbound
+    if pool is not None:
+        print("squares", sum(pool.map(square, range(20))))
+print("done", comm.rank)
+"""
+
+
+def test_class_methods_of_requests_the_tracer_did_not_make(tmp_path: Path) -> None:
+    """``MPI.Request`` is the traced class while tracing; ``MPI.Request.Wait(req)``
+    on an MPI-IO request, and ``mpi4py.futures`` (which keeps ``MPI.Request.test``
+    and tests an untraced intercommunicator's requests with it), raised
+    AttributeError ('no attribute _wait'/'_test'): they run as untraced, recorded
+    as MPI time without completion records."""
+    script = tmp_path / "unbound.py"
+    script.write_text(UNBOUND)
+    out = tmp_path / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--calibration-records", "0", "--", str(script), str(tmp_path / "io.bin")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "squares 2470" in proc.stdout and proc.stdout.count("done") == 2
+    trace = read_otf2(str(out))
+    regions = trace.definitions.regions
+    entered = [regions[int(r)] for ev in trace.events.values()
+               for r in ev.region[ev.kind == KIND_CODE["Enter"]]]
+    assert entered.count("MPI_Wait") >= 2
+    done = run_compensate(out, tmp_path / "out" / "traces.otf2", "--quiet", cwd=ROOT)
+    assert done.returncode == 0, done.stderr
