@@ -26,9 +26,14 @@ the trace's own in-situ tables, and its per-kind O is attributed as they are
 (stamps first, capped by the trace's bounds: :mod:`calibration.tracer.attribution`)
 for ``--overhead platform`` and ``calibrate check``.
 
-Exit status: the program's (0 if it ended normally), 2 for usage errors; an
-uncaught exception in the program prints its traceback and aborts the MPI job,
-like ``python -m mpi4py`` does.
+Exit status: the program's (0 if it ended normally), 2 for usage errors, 1 for
+a script that does not compile (Python's message, printed once) or outputs that
+cannot be written, 130 for an interrupt (SIGINT, which mpiexec forwards to every
+rank) after the program: no archive is left then. An uncaught exception in the
+program goes to the program's ``sys.excepthook`` (the default one prints its
+traceback, without the tracer's frames), then the MPI job aborts with status 1,
+like ``python -m mpi4py`` does. The tracer's own messages go to the process's
+stderr as it was at start, whatever the program did with ``sys.stderr``.
 """
 
 from __future__ import annotations
@@ -36,18 +41,51 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import traceback
 import types
-from typing import Any
+from typing import Any, TextIO
 
+from calibration import program_env
 from calibration.tracer.functions import LAYER_PERIOD
 
 USAGE = ("mpiexec -n N python -m calibration.record -o DIR/NAME.otf2 "
          "[--functions MODULE,...] [--force] -- prog.py ARGS")
 #: Records (and traced calls) per calibration sample by default.
 CALIBRATION_RECORDS = 2000
+#: Exit status after an interrupt (128 + SIGINT, as a shell reports it).
+INTERRUPTED_STATUS = 130
+#: What rank 0 broadcasts when an interrupt stopped its writing.
+INTERRUPTED = "interrupted"
+#: File name of the decorator's generated wrappers (calibration/tracer/functions.py).
+WRAPPER_FILE = "<compensate-record>"
+#: The tracer's stderr (:func:`_say`): a duplicate of the process's fd 2 taken
+#: before the program runs; empty while :func:`main` is not running.
+_STDERR: list[TextIO] = []
+
+
+def _open_stderr() -> TextIO:
+    """A stream on a duplicate of the process's stderr, so that the tracer's
+    messages still reach it when the program closes or replaces ``sys.stderr``;
+    ``sys.stderr`` itself where it has no file descriptor."""
+    try:
+        fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return sys.stderr
+    return os.fdopen(fd, "w", encoding=getattr(sys.stderr, "encoding", None) or "utf-8",
+                     errors="backslashreplace", buffering=1)
+
+
+def _say(message: str, end: str = "\n") -> None:
+    """Print one of the tracer's messages on its stderr (:data:`_STDERR`); a
+    stderr that cannot be written loses the message rather than failing the run."""
+    stream = _STDERR[-1] if _STDERR else sys.stderr
+    try:
+        print(message, end=end, file=stream, flush=True)
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,140 +127,6 @@ def _idle_barrier(comm: Any) -> None:
         time.sleep(0.0005)
 
 
-#: Python frames a traced call may take per frame of the program: the decorator's
-#: wrapper and the function, and the measuring layer on sampled calls.
-FRAMES_PER_CALL = 3
-#: Frames for the tracer's own code below and inside the program's calls.
-FRAME_MARGIN = 100
-_INT_MAX = 2**31 - 1
-#: The tracer's top-level packages, which a program's own module may shadow.
-PACKAGES = ("calibration", "compensate")
-
-
-def _depth() -> int:
-    """Python frames on the current thread's stack."""
-    frame, n = sys._getframe(), 0
-    while frame is not None:
-        frame, n = frame.f_back, n + 1
-    return n
-
-
-def _scale_recursion_limit() -> tuple[Any, Any, int]:
-    """Give the program its own recursion limit: a traced call takes up to
-    :data:`FRAMES_PER_CALL` frames, so the interpreter's limit becomes that many
-    times the program's, plus the tracer's frames, and ``sys.setrecursionlimit``
-    and ``sys.getrecursionlimit`` set and read the program's number (a program
-    that recurses 900 deep under the default 1000 does so traced as well).
-    Returns what :func:`_restore_recursion_limit` puts back."""
-    real_set, real_get = sys.setrecursionlimit, sys.getrecursionlimit
-    saved = real_get()
-    margin = _depth() + FRAME_MARGIN
-    program = [saved]
-
-    def setrecursionlimit(limit: int, /) -> None:
-        """sys.setrecursionlimit as the program calls it: scaled for the tracer's
-        frames; a limit Python refuses raises as it would untraced."""
-        if not isinstance(limit, int) or not 1 <= limit <= _INT_MAX:
-            real_set(limit)  # raises TypeError, ValueError or OverflowError
-        real_set(min(FRAMES_PER_CALL * limit + margin, _INT_MAX))
-        program[0] = limit
-
-    def getrecursionlimit() -> int:
-        """sys.getrecursionlimit as the program calls it: its own number."""
-        return program[0]
-
-    setrecursionlimit.__doc__ = real_set.__doc__
-    getrecursionlimit.__doc__ = real_get.__doc__
-    setrecursionlimit(saved)
-    sys.setrecursionlimit, sys.getrecursionlimit = setrecursionlimit, getrecursionlimit
-    return real_set, real_get, saved
-
-
-def _restore_recursion_limit(saved: tuple[Any, Any, int]) -> None:
-    """Undo :func:`_scale_recursion_limit`: the real functions and the limit."""
-    real_set, real_get, limit = saved
-    sys.setrecursionlimit, sys.getrecursionlimit = real_set, real_get
-    real_set(limit)
-
-
-def _program_path(script: str) -> list[str]:
-    """sys.path as ``python prog.py`` gives it: the script's directory first, and
-    not the working directory that ``python -m calibration.record`` put there
-    (when this module runs as ``__main__``, sys.path[0] is that entry)."""
-    rest = list(sys.path)
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if (spec is not None and spec.name == __spec__.name and not sys.flags.safe_path
-            and rest and rest[0] in ("", os.getcwd())):
-        del rest[0]
-    return [os.path.dirname(os.path.realpath(script)), *rest]
-
-
-def _shadowed(path: list[str]) -> list[str]:
-    """The tracer's packages (:data:`PACKAGES`) for which the program, on ``path``,
-    would import a module of its own: untraced its ``import calibration`` finds
-    that one, so traced it must too."""
-    import importlib.machinery  # noqa: PLC0415 - once, before the program
-
-    names = []
-    for name in PACKAGES:
-        mine = sys.modules.get(name)
-        if mine is None:
-            continue
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None:
-            continue
-        theirs = spec.origin or "".join(spec.submodule_search_locations or ())
-        ours = getattr(mine, "__file__", None) or "".join(getattr(mine, "__path__", ()))
-        if os.path.realpath(theirs) != os.path.realpath(ours):
-            names.append(name)
-    return names
-
-
-def _hide_modules(names: list[str]) -> dict[str, Any]:
-    """Take the tracer's modules ``names`` and their submodules out of sys.modules
-    while the program runs, so that its own modules of those names are imported.
-    The tracer's code holds its modules by reference and imports nothing while the
-    program runs; returns the modules for :func:`_unhide_modules`."""
-    hidden = {}
-    for key in list(sys.modules):
-        if key.partition(".")[0] in names:
-            hidden[key] = sys.modules.pop(key)
-    return hidden
-
-
-def _unhide_modules(hidden: dict[str, Any]) -> None:
-    """Put the tracer's modules back, dropping the program's of the same names."""
-    names = {key.partition(".")[0] for key in hidden}
-    for key in list(sys.modules):
-        if key.partition(".")[0] in names:
-            del sys.modules[key]
-    sys.modules.update(hidden)
-
-
-def _enter_program(script: str, MPI: Any) -> dict[str, Any]:
-    """Make the interpreter look to the program as under ``python prog.py``: its
-    sys.path, its own modules named like the tracer's packages, its recursion
-    limit. Saves what the tracer needs back after the program, including mpi4py's
-    serializer settings (the program may install its own and leave it)."""
-    saved_path = list(sys.path)
-    sys.path[:] = _program_path(script)
-    hidden = _hide_modules(_shadowed(sys.path))
-    return {"path": saved_path, "hidden": hidden, "recursion": _scale_recursion_limit(),
-            "pickle": (MPI.pickle.PROTOCOL, MPI.pickle.THRESHOLD)}
-
-
-def _leave_program(saved: dict[str, Any], MPI: Any) -> None:
-    """Undo :func:`_enter_program` once the program and its threads are done,
-    before the tracer communicates: its gathers go through ``MPI.pickle``, which
-    must be the standard pickle again whatever the program configured."""
-    _restore_recursion_limit(saved["recursion"])
-    _unhide_modules(saved["hidden"])
-    sys.path[:] = saved["path"]
-    protocol, threshold = saved["pickle"]
-    MPI.pickle.__init__(None, None, protocol, threshold)
-
-
 def _run_script(path: str, args: list[str], code: Any, functions: Any) -> int:
     """Execute the compiled script as ``__main__``; returns its exit status."""
     module = types.ModuleType("__main__")
@@ -239,27 +143,45 @@ def _run_script(path: str, args: list[str], code: Any, functions: Any) -> int:
             return 0
         if isinstance(code_, int):
             return code_
-        print(code_, file=sys.stderr)
+        try:  # to the program's stderr, as the interpreter prints it
+            print(code_, file=sys.stderr)
+        except (AttributeError, OSError, ValueError):
+            pass
         return 1
     finally:
         sys.modules["__main__"], sys.argv = saved
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the tracer (see the module docstring); returns the exit status."""
+    _STDERR.append(_open_stderr())
+    try:
+        return _main(argv)
+    finally:
+        stream = _STDERR.pop()
+        if stream is not sys.stderr:
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+
+
+def _main(argv: list[str] | None) -> int:
+    """:func:`main`, with the tracer's stderr open."""
     args = build_parser().parse_args(argv)
     if args.args[:1] == ["--"]:
         args.args = args.args[1:]
     if not 0 <= args.layer_period <= 256:
-        print(f"calibration.record: error: --layer-period must be within 0..256, got "
-              f"{args.layer_period}", file=sys.stderr)
+        _say(f"calibration.record: error: --layer-period must be within 0..256, got "
+             f"{args.layer_period}")
         return 2
     script = os.path.abspath(args.program)
     if not os.path.isfile(script):
-        print(f"calibration.record: error: no such program: {args.program}", file=sys.stderr)
+        _say(f"calibration.record: error: no such program: {args.program}")
         return 2
     if os.path.splitext(args.output)[1] != ".otf2":
-        print(f"calibration.record: error: -o must name an anchor file NAME.otf2, "
-              f"got {args.output}", file=sys.stderr)
+        _say(f"calibration.record: error: -o must name an anchor file NAME.otf2, "
+             f"got {args.output}")
         return 2
 
     from mpi4py import MPI
@@ -284,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = private.bcast(problem, root=0)
     if problem:
         if rank == 0:
-            print(f"calibration.record: error: {problem}", file=sys.stderr)
+            _say(f"calibration.record: error: {problem}")
         return 2
 
     recorder = Recorder(reserve=True)
@@ -293,9 +215,14 @@ def main(argv: list[str] | None = None) -> int:
                                 period=args.layer_period or LAYER_PERIOD)
     if rank == 0:
         for m in functions.already_imported():
-            print(f"calibration.record: warning: {m} was imported before tracing "
-                  f"started; its functions are not recorded", file=sys.stderr)
-    code = functions.compile_script(script)
+            _say(f"calibration.record: warning: {m} was imported before tracing "
+                 f"started; its functions are not recorded")
+    code, failed = _compile(functions, script, args.program)
+    failed = next((f for f in private.allgather(failed) if f), None)  # no rank waits
+    if failed:
+        if rank == 0:
+            _say(failed[1], end="")
+        return failed[0]
     realtime = (time.monotonic_ns(), time.time_ns())
     trust = args.clock_offsets == "auto"
     offsets = [clock.clock_offsets(private, trust_host=trust)]
@@ -303,24 +230,45 @@ def main(argv: list[str] | None = None) -> int:
     mpi_calls.install(recorder)
     threads.install(recorder)
     functions.install()
-    program = _enter_program(script, MPI)  # from here on, the program's view
+    program = program_env.enter(script, MPI)  # from here on, the program's view
     private.Barrier()
     sched0, wall0 = insitu.sched_now(), time.monotonic_ns()
     recorder.program_begin(os.path.basename(script), args.args)
     try:
         status = _run_script(script, args.args, code, functions)
-    except BaseException:
-        traceback.print_exc()
-        sys.stderr.flush()
+    except BaseException as exc:
+        _program_excepthook(exc)
         world.Abort(1)
         return 1
     threads.wait_for_threads()
     recorder.program_end(status)
     sched1, wall1 = insitu.sched_now(), time.monotonic_ns()
-    _leave_program(program, MPI)  # before the tracer's own communication
+    program_env.leave(program, MPI)  # before the tracer's own communication
     functions.uninstall()
     threads.uninstall()
 
+    interrupt, previous = _defer_interrupts()
+    try:
+        return _finish(args, private, MPI, host, recorder, offsets, realtime, status,
+                       (sched0, sched1, wall0, wall1), interrupt)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _finish(args: argparse.Namespace, private: Any, MPI: Any, host: str, recorder: Any,
+            offsets: list, realtime: tuple[int, int], status: int,
+            sched: tuple, interrupt: dict[str, bool]) -> int:
+    """After the program: the closing clock offsets, the network and rma
+    measurements, each rank's calibration data, the gather; rank 0 writes the
+    outputs while the others sleep; every rank returns the same verdict (the
+    program's ``status``, 1 after an error, :data:`INTERRUPTED_STATUS` after an
+    interrupt), so that none waits for a rank that left."""
+    from calibration.tracer import archive, clock, insitu
+
+    rank = private.Get_rank()
+    trust = args.clock_offsets == "auto"
+    sched0, sched1, wall0, wall1 = sched
     offsets.append(clock.clock_offsets(private, trust_host=trust))
     pingpong = unlock = None  # network model and rma protocol, after the program
     if args.calibration_records > 0 and private.Get_size() >= 2:
@@ -345,17 +293,134 @@ def main(argv: list[str] | None = None) -> int:
     gathered = private.gather(mine, root=0)
     error: str | None = None
     if rank == 0:
-        error = _write_outputs(args, gathered, MPI, pingpong, unlock)
+        error = _guarded_outputs(args, gathered, MPI, pingpong, unlock, interrupt)
         del gathered
         private.Ibarrier().Wait()
     else:
         _idle_barrier(private)  # sleep while rank 0 writes and calibrates
     error = private.bcast(error, root=0)
+    if error == INTERRUPTED or interrupt["seen"]:
+        if rank == 0 and error == INTERRUPTED:
+            _say("calibration.record: interrupted; no trace written")
+        return INTERRUPTED_STATUS
     if error:
         if rank == 0:
-            print(f"calibration.record: error: {error}", file=sys.stderr)
+            _say(f"calibration.record: error: {error}")
         return 1
     return status
+
+
+def _defer_interrupts() -> tuple[dict[str, bool], Any]:
+    """After the program: a SIGINT handler that notes the interrupt (``seen``)
+    and raises KeyboardInterrupt only while ``armed`` (rank 0 writing its outputs,
+    :func:`_guarded_outputs`), once; elsewhere the ranks finish their collective
+    calls and then leave together with :data:`INTERRUPTED_STATUS`, where an
+    exception in the middle of one would leave the others waiting. Returns the
+    state and the handler to put back (None if none was installed: not the main
+    thread)."""
+    state = {"seen": False, "armed": False}
+
+    def handler(signum: int, frame: Any) -> None:
+        """Note the interrupt; raise it if rank 0's writing is armed."""
+        state["seen"] = True
+        if state["armed"]:
+            state["armed"] = False  # its cleanup is not interrupted again
+            raise KeyboardInterrupt
+
+    try:
+        return state, signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: interrupts stay as they were
+        return state, None
+
+
+def _guarded_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
+                     pingpong: list[dict] | None, unlock: dict | None,
+                     interrupt: dict[str, bool]) -> str | None:
+    """Rank 0: :func:`_write_outputs`, interruptible, and never raising, so that
+    the other ranks' barrier and broadcast complete: an interrupt removes what
+    was written of the archive and returns :data:`INTERRUPTED`, any other
+    exception (printed with its traceback: a bug of the tracer) its message."""
+    from calibration.tracer import archive
+
+    if interrupt["seen"]:
+        return INTERRUPTED
+    interrupt["armed"] = True
+    try:
+        return _write_outputs(args, gathered, MPI, pingpong, unlock)
+    except KeyboardInterrupt:
+        interrupt["armed"], interrupt["seen"] = False, True
+        archive.remove_archive(args.output)  # complete, if platform.json was next
+        return INTERRUPTED
+    except BaseException as exc:  # noqa: BLE001 - reported, then every rank fails
+        interrupt["armed"] = False
+        _say("".join(traceback.format_exception(exc)), end="")
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        interrupt["armed"] = False
+
+
+def _compile(functions: Any, script: str, name: str) -> tuple[Any, tuple[int, str] | None]:
+    """The instrumented code of ``script``, or None and (status, message) for a
+    script Python would not run: what ``python prog.py`` prints for a syntax
+    error, null bytes or undecodable source (status 1), or one line for a file
+    that cannot be read (status 2)."""
+    try:
+        return functions.compile_script(script), None
+    except (SyntaxError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        return None, (1, "".join(traceback.format_exception_only(exc)))
+    except OSError as exc:
+        return None, (2, f"calibration.record: error: cannot read {name}: "
+                         f"{exc.strerror or exc}\n")
+
+
+def _program_frames(exc: BaseException, seen: set[int] | None = None) -> None:
+    """Take the tracer's frames out of ``exc``'s traceback (and of the exceptions
+    it chains), as the untraced run shows it: record.py's frames at its head
+    (:func:`main`, :func:`_run_script`) and the decorator's wrappers
+    (:data:`WRAPPER_FILE`) between the program's frames."""
+    seen = set() if seen is None else seen
+    if id(exc) in seen:
+        return
+    seen.add(id(exc))
+    here = _run_script.__code__.co_filename
+    kept = []
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name != WRAPPER_FILE and not (not kept and name == here):
+            kept.append(tb)
+        tb = tb.tb_next
+    new = None
+    for tb in reversed(kept):
+        new = types.TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+    exc.__traceback__ = new
+    for other in (exc.__cause__, exc.__context__):
+        if other is not None:
+            _program_frames(other, seen)
+
+
+def _program_excepthook(exc: BaseException) -> None:
+    """Report the program's uncaught ``exc`` as the interpreter would: through
+    the ``sys.excepthook`` the program left (which may print its own way, or end
+    the job itself), with the program's frames only; a hook that fails is
+    reported as Python reports it."""
+    _program_frames(exc)
+    hook = getattr(sys, "excepthook", None)
+    if hook is None:
+        _say("sys.excepthook is missing")
+        _say("".join(traceback.format_exception(exc)), end="")
+        return
+    try:
+        hook(type(exc), exc, exc.__traceback__)
+    except BaseException as err:  # noqa: BLE001 - reported as the interpreter does
+        _say("Error in sys.excepthook:\n" + "".join(traceback.format_exception(err))
+             + "\nOriginal exception was:\n" + "".join(traceback.format_exception(exc)),
+             end="")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
 
 
 def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
@@ -411,20 +476,25 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
     except Exception as exc:  # noqa: BLE001 - reported, then every rank fails
         return f"cannot write {args.output}: {type(exc).__name__}: {exc}"
     for w in warnings:
-        print(f"calibration.record: warning: {w}", file=sys.stderr)
+        _say(f"calibration.record: warning: {w}")
     threads = sum(len(d.threads) for d in gathered)
-    print(f"calibration.record: {n:,} records of {len(gathered)} ranks ({threads} "
-          f"threads) -> {args.output}", file=sys.stderr)
+    _say(f"calibration.record: {n:,} records of {len(gathered)} ranks ({threads} "
+         f"threads) -> {args.output}")
     if platform is None:
         return None
     _attribute(platform, tables, gathered)
     path = os.path.join(os.path.dirname(os.path.abspath(args.output)), "platform.json")
+    partial = f"{path}.{os.getpid()}.partial"  # never a half-written platform.json
     try:
-        with open(path, "w") as f:
+        with open(partial, "w") as f:
             json.dump(platform, f, indent=2)
             f.write("\n")
+        os.replace(partial, path)
     except OSError as exc:
         return f"cannot write {path}: {exc}"
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
     return None
 
 

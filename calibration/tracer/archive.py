@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from array import array
 from dataclasses import dataclass, field
 from time import monotonic_ns
@@ -233,7 +234,10 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
     appended to ``warnings``. Every location gets its in-situ overhead table
     (:func:`calibration.tracer.insitu.location_table`, with ``overhead_defaults``
     for the records that were not bracketed) as a LocationProperty; ``tables``,
-    if given, receives them (:mod:`calibration.tracer.attribution`)."""
+    if given, receives them (:mod:`calibration.tracer.attribution`). The archive
+    is written into a hidden staging directory beside ``path`` and moved into
+    place when complete: an exception (or KeyboardInterrupt) leaves nothing of it
+    at ``path``."""
     directory, base = os.path.split(os.path.abspath(path))
     stem, ext = os.path.splitext(base)
     if ext != ".otf2" or not stem:
@@ -252,6 +256,36 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
     clock = (start, max(last, default=start) - start, realtime)
 
     os.makedirs(directory, exist_ok=True)
+    # written beside the output and moved into place once complete, the anchor
+    # last: a write that fails or is interrupted (KeyboardInterrupt) leaves
+    # nothing at ``path``, so that the next run needs no --force
+    staging = tempfile.mkdtemp(prefix=f".{stem}.", suffix=".partial", dir=directory)
+    moved: list[str] = []
+    try:
+        written = _write_into(staging, stem, ranks, clock, program, warn,
+                              overhead_defaults, tables)
+        for name in (stem, f"{stem}.def", f"{stem}.otf2"):
+            target = os.path.join(directory, name)
+            os.replace(os.path.join(staging, name), target)
+            moved.append(target)
+    except BaseException:
+        for target in moved:
+            if os.path.isdir(target):
+                shutil.rmtree(target, ignore_errors=True)
+            elif os.path.exists(target):
+                os.remove(target)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return written
+
+
+def _write_into(directory: str, stem: str, ranks: list[RankData],
+                clock: tuple[int, int, int], program: str, warn: list[str],
+                overhead_defaults: dict[str, float] | None,
+                tables: list[dict] | None) -> int:
+    """The body of :func:`write_archive`: write the archive ``stem`` into
+    ``directory`` (its staging directory); returns the number of records."""
     writer = _Writer(directory, archive_name=stem, timer_resolution=TIMER_RESOLUTION,
                      clock=clock)
     written = 0

@@ -190,3 +190,185 @@ def test_is_finalized_after_the_programs_finalize(tmp_path: Path) -> None:
     """)
     _ok(proc, tmp_path)
     assert proc.stdout.split() == ["False", "True"]
+
+
+# ---------------------------------------------------------------------------------
+# 5. the program's sys.stderr and sys.excepthook; the tracer's own messages
+
+def _untraced(tmp: Path, source: str) -> subprocess.CompletedProcess:
+    """Run ``source`` (written to tmp/prog.py) as ``python prog.py``."""
+    script = tmp / "prog.py"
+    script.write_text(textwrap.dedent(source))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp)
+
+
+def test_program_closing_stderr_does_not_hang(tmp_path: Path) -> None:
+    """A program that closes sys.stderr ends as it does untraced (status 0) on both
+    ranks instead of leaving rank 1 waiting for rank 0, which failed printing its
+    summary; that summary still reaches the process's stderr."""
+    proc = _traced(tmp_path, """
+        import sys
+        from mpi4py import MPI
+        def f():
+            return MPI.COMM_WORLD.allreduce(1)
+        print("v", f())
+        sys.stdout.flush()
+        sys.stderr.close()
+    """, ranks=2)
+    _ok(proc, tmp_path)
+    assert sorted(proc.stdout.replace(" ", "").replace("\n", "")) == ["2", "2", "v", "v"]
+    assert "records of 2 ranks" in proc.stderr
+
+
+def test_program_replacing_stderr_keeps_the_tracers_messages(tmp_path: Path) -> None:
+    """The tracer's summary goes to the real stderr, not to the StringIO the
+    program left in sys.stderr."""
+    proc = _traced(tmp_path, """
+        import io, sys
+        from mpi4py import MPI
+        sys.stderr = io.StringIO()
+        sys.stdout = io.StringIO()
+        print("hidden")
+    """)
+    _ok(proc, tmp_path)
+    assert proc.stdout == ""
+    assert "calibration.record: " in proc.stderr and "records of 1 ranks" in proc.stderr
+
+
+EXCEPTHOOK = """
+    import sys
+    from mpi4py import MPI
+    def hook(t, v, tb):
+        sys.stderr.write(f"CUSTOM HOOK: {t.__name__}: {v}\\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(42)
+    sys.excepthook = hook
+    def f():
+        raise RuntimeError("bad")
+    f()
+"""
+
+
+def test_program_excepthook_runs(tmp_path: Path) -> None:
+    """An uncaught exception goes to the program's own sys.excepthook, whose output
+    and exit status (Abort(42)) are those of the untraced run."""
+    untraced = _untraced(tmp_path, EXCEPTHOOK)
+    assert untraced.returncode == 42 and "CUSTOM HOOK: RuntimeError: bad" in untraced.stderr
+    proc = _traced(tmp_path, EXCEPTHOOK)
+    assert proc.returncode == 42, proc.stderr
+    assert "CUSTOM HOOK: RuntimeError: bad" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_uncaught_exception_traceback_shows_only_the_programs_frames(tmp_path: Path) -> None:
+    """The default hook prints the traceback the untraced run prints: no frame of
+    calibration/record.py nor of the decorator's wrappers; then the job aborts."""
+    source = """
+        from mpi4py import MPI
+        def g():
+            raise RuntimeError("bad")
+        def f():
+            g()
+        f()
+    """
+    untraced = _untraced(tmp_path, source)
+    assert untraced.returncode == 1 and untraced.stderr.startswith("Traceback")
+    proc = _traced(tmp_path, source)
+    assert proc.returncode == 1
+    assert untraced.stderr in proc.stderr, proc.stderr
+    assert "record.py" not in proc.stderr and "<compensate-record>" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------------
+# 6. a script that does not compile
+
+@pytest.mark.parametrize("source", [b"from mpi4py import MPI\ndef f(:\n    pass\n",
+                                    b"x = 1\n\x00\n"], ids=["syntax", "null-byte"])
+def test_syntax_error_reported_as_python_does(tmp_path: Path, source: bytes) -> None:
+    """A script Python cannot compile: the message ``python prog.py`` prints (no
+    tracer traceback), and status 1."""
+    script = tmp_path / "prog.py"
+    script.write_bytes(source)
+    untraced = subprocess.run([sys.executable, str(script)], capture_output=True,
+                              text=True, timeout=60)
+    assert untraced.returncode == 1
+    cmd = [sys.executable, "-m", "calibration.record", "-o", str(tmp_path / "run" / "t.otf2"),
+           "--calibration-records", "0", "--", str(script)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    if source.startswith(b"from"):
+        assert proc.stderr == untraced.stderr
+    else:  # ast.parse words it "source code string cannot ...", python "source code ..."
+        assert proc.stderr.splitlines()[-1].startswith("SyntaxError: source code")
+        assert proc.stderr.splitlines()[-1].endswith("cannot contain null bytes")
+
+
+def test_syntax_error_on_two_ranks_is_printed_once(tmp_path: Path) -> None:
+    """Every rank exits 1 (none waits for another) and rank 0 alone prints."""
+    proc = _traced(tmp_path, "def f(:\n    pass\n", ranks=2)
+    assert proc.returncode == 1
+    assert proc.stderr.count("SyntaxError: invalid syntax") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------------
+# 7. an interrupted or failed archive write leaves no archive
+
+#: Runs calibration.record with archive writing patched to fail after some events:
+#: argv[1] is "int" (the process sends itself SIGINT, as mpiexec forwards Ctrl-C)
+#: or "oserror"; the rest are record's arguments.
+FAILING_WRITE = """
+import os, signal, sys
+from calibration import record
+from calibration.tracer import archive
+how, calls = sys.argv[1], [0]
+real = archive._event
+def event(*a, **k):
+    calls[0] += 1
+    if calls[0] == 5:
+        if how == "int":
+            os.kill(os.getpid(), signal.SIGINT)
+        else:
+            raise OSError("disk full")
+    return real(*a, **k)
+archive._event = event
+sys.exit(record.main(sys.argv[2:]))
+"""
+
+
+def _failing_write(tmp: Path, how: str, ranks: int = 0) -> subprocess.CompletedProcess:
+    script = tmp / "prog.py"
+    script.write_text("from mpi4py import MPI\n"
+                      "def f(x):\n    return x + 1\n"
+                      "print(MPI.COMM_WORLD.allreduce(sum(f(i) for i in range(50))))\n")
+    cmd = [sys.executable, "-c", FAILING_WRITE, how, "-o", str(tmp / "run" / "traces.otf2"),
+           "--calibration-records", "0", "--", str(script)]
+    if ranks:
+        cmd = [mpiexec(), "-n", str(ranks), *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_interrupted_write_leaves_no_archive(tmp_path: Path) -> None:
+    """SIGINT while rank 0 writes: one line, status 130 on every rank (rank 1,
+    waiting for rank 0, does not hang), nothing at the output path, and the next
+    run needs no --force."""
+    proc = _failing_write(tmp_path, "int", ranks=2)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == \
+        "calibration.record: interrupted; no trace written", proc.stderr
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == []
+    again = _traced(tmp_path, "print('ok')\n")
+    _ok(again, tmp_path)
+
+
+def test_failed_write_leaves_no_archive(tmp_path: Path) -> None:
+    """A write that fails part way: the error in one line, status 1, no archive."""
+    proc = _failing_write(tmp_path, "oserror")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "calibration.record: error: cannot write"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not any((tmp_path / "run").iterdir())
