@@ -65,7 +65,7 @@ import numpy as np
 
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
-from compensate.formats.otf2.library import _library_errors
+from compensate.formats.otf2.library import _diagnostics, _library_errors
 from compensate.formats.otf2.nativerecords import Partitioned, rma_aliases
 from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
 from compensate.model import (
@@ -274,9 +274,8 @@ def _raise(rc: int, path: str, action: str) -> None:
     import _otf2
     if rc > 0:
         _otf2.HandleErrorCode(_otf2.ErrorCode(rc))
-    from compensate.formats.otf2 import library  # the diagnostics OTF2 printed meanwhile
-    if library._diagnostics:  # e.g. "File or directory does not exist: ...1.evt"
-        raise TraceError(f"{action}: {library._diagnostics[0][1]}", source=path)
+    if _diagnostics:  # what OTF2 printed meanwhile: "File or directory does not exist: ..."
+        raise TraceError(f"{action}: {_diagnostics[0][1]}", source=path)
     raise TraceError(f"{action}: the OTF2 C path failed ({rc})", source=path)
 
 
