@@ -68,6 +68,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compensate.engine.lateness import (  # noqa: F401 - fit's public names too
+    RECEIVER_LATE_TICKS,
+    WAIT_MARGIN,
+    exchange_arrival,
+    message_was_late,
+    receiver_was_late,
+)
 from compensate.matching import Matching, MessageTable
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
 from compensate.matching.partitioned import fit_candidates
@@ -82,13 +89,6 @@ from compensate.platform import Platform
 #: lower bound (the paper's default) is the safer choice.
 MIN_OBSERVATIONS = 10
 
-#: A receiver counts as having waited only if the message arrived later than its
-#: ready time by more than one tick plus this fraction of the copy time and the
-#: overhead the ready time was computed with. Without it, the sub-tick rounding of
-#: the copy cost alone admits receives whose receiver was late (measured on the
-#: quantized pipeline benchmark: the copy time of 16 KiB is 2434.65 ns, the
-#: simulated trace holds 2435).
-WAIT_MARGIN = 0.1
 
 _EAGER_SENDS = (SEND, KIND_CODE["MpiIsend"])  # records followed by the buffer copy
 
@@ -156,7 +156,7 @@ def observe_links(trace: Trace, matching: Matching, platform: Platform,
     run's rank: :func:`observe_transfers`). ``t0``: the origin of the engine's times
     (default: the trace's earliest timestamp; a segment passes the whole trace's),
     so that who waited for whom is decided on the same numbers."""
-    from compensate.engine.graph import Graph  # (graph imports this module)
+    from compensate.engine.graph import Graph  # the engine's own times
     from compensate.engine.kinds import rma, threads
     from compensate.engine.run import Stats
 
@@ -345,54 +345,6 @@ def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
         return _Columns(offsets, np.zeros(0), np.zeros(0), np.zeros(0))
     return _Columns(offsets, np.concatenate(times), np.concatenate(after),
                     np.concatenate(free))
-
-
-def exchange_arrival(platform: Platform, res: float, sizes: np.ndarray,
-                     sent: np.ndarray) -> np.ndarray | None:
-    """When the messages of MPI_Sendrecv send parts (``sizes`` bytes, copied out
-    by ``sent``: the send record plus its overhead and copy, ticks) can have
-    arrived by the platform's network model (``latency + s · per_byte``, a
-    ping-pong's); None without a model.
-
-    R2 decides by the send call's end whether the receiver saw the transfer (m.1:
-    it entered before; docs/design.md §3). An MPI_Sendrecv ends when its *receive*
-    part does, so its Leave says nothing of its message: a receiver that came long
-    after the message had arrived still "overlapped" it, and its lateness was
-    taken for the transfer. The send part ends unrecorded; with a network model
-    it ends, for this test, when its message can have arrived. Without one the
-    call's Leave stays the paper's proxy (in a ring of Sendrecv whose receivers
-    wait for their messages, the send record alone would make most transfers
-    unobserved and the lower bound too early)."""
-    if platform.network is None:
-        return None
-    latency, per_byte = platform.network
-    return sent + (latency + np.asarray(sizes, dtype=np.float64) * per_byte) * res
-
-
-def message_was_late(recv_m, cs, free_m, before_m):
-    """Did the message arrive after the receiver was ready (so the receive time
-    measures the transfer)? ``recv_m`` the receive record, ``cs`` its copy time,
-    ``free_m`` when the receiver was ready (the record before plus its overhead and,
-    after a send, that send's copy), ``before_m`` the record before; ticks, scalars
-    or arrays. Clearly after: rounding and calibration error must not admit a late
-    receiver (margin 1 tick + :data:`WAIT_MARGIN` of the copy and of what ``free_m``
-    added)."""
-    margin = 1.0 + WAIT_MARGIN * (cs + free_m - before_m)
-    return recv_m - cs > free_m + margin
-
-
-#: Ticks by which a receive may complete later than one copy after the receiver was
-#: ready and still count as "the receiver was late": the copy cost and the timestamps
-#: are rounded to whole ticks independently.
-RECEIVER_LATE_TICKS = 2.0
-
-
-def receiver_was_late(recv_m, cs, free_m):
-    """Did the receive complete just one copy after the receiver was ready (so the
-    message had arrived before, at an unknown time, and the measured interval is only
-    an upper bound of the transfer)? The counterpart of :func:`message_was_late`;
-    between the two, which party was late is unclear."""
-    return recv_m - cs <= free_m + RECEIVER_LATE_TICKS
 
 
 def observe_transfers(trace: Trace, matching: Matching, platform: Platform,

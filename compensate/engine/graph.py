@@ -31,8 +31,8 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 
-from compensate.engine.fit import exchange_arrival, message_was_late, receiver_was_late
 from compensate.engine.flushes import FlushIndex
+from compensate.engine.lateness import exchange_arrival, message_was_late, receiver_was_late
 from compensate.engine.rules import (
     Need,
     Ref,
@@ -259,7 +259,7 @@ class Graph:
     def who_was_late(self, li: int, idx: int, cs: float) -> str:
         """In the measurement, which party was late for the receive record ``idx``:
         ``"message"`` if the message clearly arrived after the receiver was ready
-        (the criterion the network fit uses, :func:`compensate.engine.fit.message_was_late`:
+        (the criterion the network fit uses, :func:`compensate.engine.lateness.message_was_late`:
         the receive then shows the transfer), ``"receiver"`` if the receive completed
         one copy after the receiver became ready (:func:`compensate.engine.fit.
         receiver_was_late`: the message may have arrived any time before), else
@@ -498,7 +498,7 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
     ex = t.exchange
     arrive = exchange_arrival(graph.platform, graph.res, t.size,
                               send_m + graph.rovh[sg] + copy) if ex.any() else None
-    if arrive is not None:  # MPI_Sendrecv with a network model (fit.exchange_arrival):
+    if arrive is not None:  # MPI_Sendrecv with a network model (lateness.exchange_arrival):
         exit_m = np.where(ex, arrive, exit_m)  # its send part ends on arrival, and a
         ps = pg[is_send]  # receive after its call's send is ready after that send part
         enter_m[prev_rows] = np.maximum(enter_m[prev_rows],
