@@ -49,3 +49,11 @@ def compensate_summary(traced: Path) -> dict:
                           "--summary", summary, "--quiet", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(summary.read_text())
+
+
+def assert_verified_with(traced: Path, kind: str) -> None:
+    """compensate accepts the archive and verifies it: no violation, none among
+    the ``kind`` dependencies (``rma``, ``partitioned``, ...)."""
+    s = compensate_summary(traced)
+    assert s["verification"]["ok"] and s["verification"][kind] == 0
+    assert s["verification"]["violations"] == 0
