@@ -221,8 +221,11 @@ def make_decorator(recorder: Recorder, sample: bool = False,
     adders, orphan, main_add = recorder.adders, recorder.orphan, recorder.main.add
     starts = random.Random()
 
-    # per code object: a nested ``def`` runs again and again with the same code
-    known: dict[Any, tuple[Callable, int, int, int, int]] = {}
+    # per code object: a nested ``def`` runs again and again with the same code.
+    # Keyed by identity (the code kept, so its id stays its own): code objects
+    # compare equal across files (the file name is not compared), and two modules'
+    # identical ``def f(x): return x`` at the same line would share a region
+    known: dict[int, tuple[Any, tuple[Callable, int, int, int, int]]] = {}
 
     def record_function(fn: Callable) -> Callable:
         t = monotonic_ns()
@@ -230,7 +233,8 @@ def make_decorator(recorder: Recorder, sample: bool = False,
         if code is None:
             return fn
         plain = isinstance(fn, types.FunctionType)
-        made = known.get(code) if plain else None
+        hit = known.get(id(code)) if plain else None
+        made = hit[1] if hit is not None and hit[0] is code else None
         if made is None:
             module = fn.__module__ or ""
             if module == "__main__":
@@ -243,7 +247,7 @@ def make_decorator(recorder: Recorder, sample: bool = False,
                     ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS,
                     LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS)
             if plain:
-                known[code] = made
+                known[id(code)] = (code, made)
         make, enter, leave, layer_enter, layer_leave = made
         layer: Callable = fn
         if sample:

@@ -175,6 +175,27 @@ def test_a_nested_def_run_again_and_again_is_decorated_cheaply_and_charged() -> 
     assert len(enters) == 4000
 
 
+def test_identical_functions_of_two_modules_keep_their_own_regions() -> None:
+    """Code objects compare equal across files: the same ``def f(x)`` at the same
+    line of two modules must still be two regions (its own file and module
+    name) with its own module's globals."""
+    rec = tb.Recorder()
+    decorate = make_decorator(rec, True)
+    modules = []
+    for name in ("one", "two"):
+        namespace = {"__name__": name, DECORATOR: decorate}
+        exec(instrument("def f(x):\n    return x\n", f"{name}.py"), namespace)
+        modules.append(namespace)
+    assert modules[0]["f"].__code__ == modules[1]["f"].__code__  # equal, not the same
+    assert all(m["f"].__globals__ is m for m in modules)
+    for m in modules:
+        m["f"](1)
+    regions = [rec.regions[code >> tb.KIND_BITS] for code in rec.main.data[1::2]
+               if code & tb.KIND_MASK == tb.ENTER]
+    assert [r[1] for r in regions] == ["one.f", "two.f"]
+    assert [r[2] for r in regions] == ["one.py", "two.py"]
+
+
 def test_wrappers_live_in_the_programs_module() -> None:
     """A wrapper's globals are its function's module: ``fn.__globals__`` is the
     program's, and a DeprecationWarning raised with ``stacklevel=2`` (whose frame
