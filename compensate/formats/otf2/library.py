@@ -138,7 +138,9 @@ _previous_callback: Any = None
 
 @contextlib.contextmanager
 def _capture_diagnostics() -> Generator[None, None, None]:
-    """Collect OTF2's diagnostics in ``_diagnostics`` for the duration (re-entrant)."""
+    """Collect OTF2's diagnostics in ``_diagnostics`` for the duration (re-entrant);
+    empty again afterwards, so that a failure outside any capture never reports
+    an earlier call's diagnostic (the C reader's ``_raise`` reads the list)."""
     global _capture_depth, _previous_callback
     if _capture_depth == 0:
         _diagnostics.clear()
@@ -150,6 +152,7 @@ def _capture_diagnostics() -> Generator[None, None, None]:
         _capture_depth -= 1
         if _capture_depth == 0:
             _register_callback(_previous_callback)
+            _diagnostics.clear()
 
 
 def _describe(exc: BaseException) -> str:
