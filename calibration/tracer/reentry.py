@@ -35,10 +35,10 @@ def realign(data: Any, epoch: int = tb.EPOCH) -> tuple[Any, int]:
     (the clock when the tracer was imported, :data:`tb.EPOCH`: nanoseconds since
     boot), every code (a kind and a region, lock or field index) is smaller
     unless one thread's buffer held over ``epoch / 64`` MPI or lock records (a
-    billion a minute after boot). The interrupting records nest inside the interrupted pair, so a
-    stack of pending times pairs each code with the latest unpaired time; the
-    interrupting records come out before the interrupted one, with later
-    times, which :func:`restore_order` then puts in place. A buffer whose even
+    billion a minute after boot). The interrupting records nest inside the
+    interrupted pair, so a stack of pending times pairs each code with the latest
+    unpaired time; the interrupting records come out before the interrupted one,
+    with later times, which :func:`restore_order` then puts in place. A buffer whose even
     positions are all times and odd ones all codes is returned as it is (so is
     one without times from the clock: synthetic buffers in tests)."""
     values = np.frombuffer(data, dtype=np.int64) if len(data) else np.zeros(0, np.int64)
@@ -106,5 +106,5 @@ def restore_order(data: Any, backs: Any) -> tuple[Any, Any, int, int]:
         bp = bp[~bad]
     else:
         dropped = 0
-    return (array("q", pairs.ravel().tolist()), array("q", bp.ravel().tolist()), late,
+    return (array("q", pairs.tobytes()), array("q", bp.tobytes()), late,
             dropped)
