@@ -46,10 +46,12 @@ import sys
 import time
 import traceback
 import types
-from typing import Any, TextIO
+from typing import Any
 
 from calibration import program_env
+from calibration.tracer import messages
 from calibration.tracer.functions import LAYER_PERIOD
+from calibration.tracer.messages import say
 
 USAGE = ("mpiexec -n N python -m calibration.record -o DIR/NAME.otf2 "
          "[--functions MODULE,...] [--force] -- prog.py ARGS")
@@ -61,33 +63,6 @@ INTERRUPTED_STATUS = 130
 INTERRUPTED = "interrupted"
 #: File name of the decorator's generated wrappers (calibration/tracer/functions.py).
 WRAPPER_FILE = "<compensate-record>"
-#: The tracer's stderr (:func:`_say`): a duplicate of the process's fd 2 taken
-#: before the program runs; empty while :func:`main` is not running.
-_STDERR: list[TextIO] = []
-
-
-def _open_stderr() -> TextIO:
-    """A stream on a duplicate of the process's stderr, so that the tracer's
-    messages still reach it when the program closes or replaces ``sys.stderr``;
-    ``sys.stderr`` itself where it has no file descriptor."""
-    try:
-        fd = os.dup(sys.stderr.fileno())
-    except (AttributeError, OSError, ValueError):
-        return sys.stderr
-    return os.fdopen(fd, "w", encoding=getattr(sys.stderr, "encoding", None) or "utf-8",
-                     errors="backslashreplace", buffering=1)
-
-
-def _say(message: str, end: str = "\n") -> None:
-    """Print one of the tracer's messages on its stderr (:data:`_STDERR`); a
-    stderr that cannot be written loses the message rather than failing the run."""
-    stream = _STDERR[-1] if _STDERR else sys.stderr
-    try:
-        print(message, end=end, file=stream, flush=True)
-    except (AttributeError, OSError, ValueError):
-        pass
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m calibration.record", usage=USAGE,
@@ -154,11 +129,11 @@ def _run_script(path: str, args: list[str], code: Any, functions: Any) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the tracer (see the module docstring); returns the exit status."""
-    _STDERR.append(_open_stderr())
+    messages.STREAMS.append(messages.open_stream())
     try:
         return _main(argv)
     finally:
-        stream = _STDERR.pop()
+        stream = messages.STREAMS.pop()
         if stream is not sys.stderr:
             try:
                 stream.close()
@@ -172,15 +147,15 @@ def _main(argv: list[str] | None) -> int:
     if args.args[:1] == ["--"]:
         args.args = args.args[1:]
     if not 0 <= args.layer_period <= 256:
-        _say(f"calibration.record: error: --layer-period must be within 0..256, got "
+        say(f"calibration.record: error: --layer-period must be within 0..256, got "
              f"{args.layer_period}")
         return 2
     script = os.path.abspath(args.program)
     if not os.path.isfile(script):
-        _say(f"calibration.record: error: no such program: {args.program}")
+        say(f"calibration.record: error: no such program: {args.program}")
         return 2
     if os.path.splitext(args.output)[1] != ".otf2":
-        _say(f"calibration.record: error: -o must name an anchor file NAME.otf2, "
+        say(f"calibration.record: error: -o must name an anchor file NAME.otf2, "
              f"got {args.output}")
         return 2
 
@@ -206,7 +181,7 @@ def _main(argv: list[str] | None) -> int:
     problem = private.bcast(problem, root=0)
     if problem:
         if rank == 0:
-            _say(f"calibration.record: error: {problem}")
+            say(f"calibration.record: error: {problem}")
         return 2
 
     recorder = Recorder(reserve=True)
@@ -215,13 +190,13 @@ def _main(argv: list[str] | None) -> int:
                                 period=args.layer_period or LAYER_PERIOD)
     if rank == 0:
         for m in functions.already_imported():
-            _say(f"calibration.record: warning: {m} was imported before tracing "
+            say(f"calibration.record: warning: {m} was imported before tracing "
                  f"started; its functions are not recorded")
     code, failed = _compile(functions, script, args.program)
     failed = next((f for f in private.allgather(failed) if f), None)  # no rank waits
     if failed:
         if rank == 0:
-            _say(failed[1], end="")
+            say(failed[1], end="")
         return failed[0]
     realtime = (time.monotonic_ns(), time.time_ns())
     trust = args.clock_offsets == "auto"
@@ -301,11 +276,11 @@ def _finish(args: argparse.Namespace, private: Any, MPI: Any, host: str, recorde
     error = private.bcast(error, root=0)
     if error == INTERRUPTED or interrupt["seen"]:
         if rank == 0 and error == INTERRUPTED:
-            _say("calibration.record: interrupted; no trace written")
+            say("calibration.record: interrupted; no trace written")
         return INTERRUPTED_STATUS
     if error:
         if rank == 0:
-            _say(f"calibration.record: error: {error}")
+            say(f"calibration.record: error: {error}")
         return 1
     return status
 
@@ -353,7 +328,7 @@ def _guarded_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
         return INTERRUPTED
     except BaseException as exc:  # noqa: BLE001 - reported, then every rank fails
         interrupt["armed"] = False
-        _say("".join(traceback.format_exception(exc)), end="")
+        say("".join(traceback.format_exception(exc)), end="")
         return f"{type(exc).__name__}: {exc}"
     finally:
         interrupt["armed"] = False
@@ -407,13 +382,13 @@ def _program_excepthook(exc: BaseException) -> None:
     _program_frames(exc)
     hook = getattr(sys, "excepthook", None)
     if hook is None:
-        _say("sys.excepthook is missing")
-        _say("".join(traceback.format_exception(exc)), end="")
+        say("sys.excepthook is missing")
+        say("".join(traceback.format_exception(exc)), end="")
         return
     try:
         hook(type(exc), exc, exc.__traceback__)
     except BaseException as err:  # noqa: BLE001 - reported as the interpreter does
-        _say("Error in sys.excepthook:\n" + "".join(traceback.format_exception(err))
+        say("Error in sys.excepthook:\n" + "".join(traceback.format_exception(err))
              + "\nOriginal exception was:\n" + "".join(traceback.format_exception(exc)),
              end="")
     for stream in (sys.stdout, sys.stderr):
@@ -476,9 +451,9 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
     except Exception as exc:  # noqa: BLE001 - reported, then every rank fails
         return f"cannot write {args.output}: {type(exc).__name__}: {exc}"
     for w in warnings:
-        _say(f"calibration.record: warning: {w}")
+        say(f"calibration.record: warning: {w}")
     threads = sum(len(d.threads) for d in gathered)
-    _say(f"calibration.record: {n:,} records of {len(gathered)} ranks ({threads} "
+    say(f"calibration.record: {n:,} records of {len(gathered)} ranks ({threads} "
          f"threads) -> {args.output}")
     if platform is None:
         return None

@@ -50,7 +50,6 @@ here) are taken back (:func:`calibration.tracer.requests.unwrite`).
 from __future__ import annotations
 
 import inspect
-import sys
 from time import monotonic_ns
 from typing import Any
 
@@ -59,6 +58,7 @@ from mpi4py import MPI
 from calibration.tracer import buffer as tb
 from calibration.tracer import requests as rq
 from calibration.tracer import sizes as sz
+from calibration.tracer.messages import say
 from compensate.model import COLLECTIVE_OPS
 
 _Comm = MPI.Comm
@@ -158,8 +158,7 @@ def warn_untraced(name: str, why: str = UNTRACED) -> None:
     ``name`` and ``why`` (:data:`UNTRACED`, :data:`UNTRACED_INTERCOMM`)."""
     if name not in _warned:
         _warned.add(name)
-        sys.stderr.write(f"calibration.record: {name} {why}\n")
-        sys.stderr.flush()  # one write per line: the ranks share the terminal
+        say(f"calibration.record: {name} {why}")  # the tracer's stderr, flushed
 
 
 def _stand_in(cls: type, name: str, base: type = _Intracomm) -> Any:

@@ -236,6 +236,27 @@ def test_program_replacing_stderr_keeps_the_tracers_messages(tmp_path: Path) -> 
     assert "calibration.record: " in proc.stderr and "records of 1 ranks" in proc.stderr
 
 
+def test_untraced_call_warning_is_not_written_into_the_programs_stderr(
+        tmp_path: Path) -> None:
+    """The tracer's warning about an untraced call, made while the program runs,
+    goes to the real stderr too: it used to be written into whatever the program
+    had put in sys.stderr (here a StringIO the program then prints from)."""
+    proc = _traced(tmp_path, """
+        import io, sys
+        from mpi4py import MPI
+        sys.stderr = io.StringIO()
+        captured = sys.stderr
+        p = MPI.COMM_WORLD.Barrier_init()
+        p.Start()
+        p.Wait()
+        p.Free()
+        print("program's stderr:", repr(captured.getvalue()))
+    """)
+    _ok(proc, tmp_path)
+    assert "program's stderr: ''" in proc.stdout
+    assert "MPI.Comm.Barrier_init is not traced" in proc.stderr
+
+
 EXCEPTHOOK = """
     import sys
     from mpi4py import MPI
