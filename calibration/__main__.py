@@ -2,6 +2,6 @@
 
 import sys
 
-from calibration.cli import main
+from calibration import main
 
 sys.exit(main())

@@ -42,6 +42,7 @@ it; unset, it costs one comparison per checkpoint.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import sys
@@ -246,6 +247,22 @@ def _run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None)
               file=sys.stderr)
         sys.stderr.flush()
         return exit_status(signum)
+
+
+def launch(prog: str, module: str, argv: list[str] | None = None) -> int:
+    """The console-script entry of a command whose imports (numpy, scipy, otf2)
+    take a second: import ``module`` under :func:`run`, so that a signal meanwhile
+    is one line and 130 / 143 like any other, then return ``module.main(argv)``
+    (which runs itself under :func:`run`)."""
+    loaded: list = []
+
+    def load() -> int:
+        with deferred("import"):
+            loaded.append(importlib.import_module(module))
+        return 0
+
+    code = run(prog, load)
+    return loaded[0].main(argv) if loaded and code == 0 else code
 
 
 # -- test hook -----------------------------------------------------------------------

@@ -152,3 +152,42 @@ def test_a_finished_runs_signal_does_not_surface_later():
     interrupt.check()
     with interrupt.deferred():
         pass
+
+
+def _command_module(tmp_path, monkeypatch, name: str, body: str) -> None:
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_launch_imports_the_command_then_runs_its_main(tmp_path, monkeypatch, capsys):
+    _command_module(tmp_path, monkeypatch, "cmd_ok",
+                    "def main(argv):\n    print('ran', argv)\n    return 7\n")
+    assert interrupt.launch("cmd", "cmd_ok", ["x"]) == 7
+    assert capsys.readouterr().out == "ran ['x']\n"
+
+
+@pytest.mark.parametrize("where", ["raises", "swallowed"])
+def test_launch_interrupted_while_importing_is_130_and_main_never_runs(
+        tmp_path, monkeypatch, capsys, where):
+    # "raises": a KeyboardInterrupt stops the import; "swallowed": the signal comes
+    # while the import runs (only recorded there), which then completes
+    kill = ("raise KeyboardInterrupt\n" if where == "raises"
+            else "signal.raise_signal(signal.SIGINT)\n")
+    name = f"cmd_{where}"
+    _command_module(tmp_path, monkeypatch, name,
+                    "import signal\n" + kill + "def main(argv):\n    print('ran')\n    return 0\n")
+    assert interrupt.launch("cmd", name) == 130
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err == "cmd: interrupted by SIGINT; nothing written\n"
+
+
+def test_an_interrupt_before_the_handlers_is_one_line_and_130(monkeypatch, capsys):
+    import compensate.cli as cli
+
+    def early(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_main", early)
+    assert cli.main([]) == 130
+    assert capsys.readouterr().err == "compensate: interrupted by SIGINT; nothing written\n"

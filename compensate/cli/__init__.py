@@ -5,6 +5,10 @@
 :func:`main` installs the SIGINT/SIGTERM handlers (:mod:`compensate.interrupt`)
 before it imports the command, whose imports (numpy, scipy, otf2) take about a
 second: an interrupt meanwhile is one line and exit 130/143 as any other.
+The same holds for a signal before that (in the first imports, :func:`early_interrupt`)
+and for ``compensate-simulate`` (:func:`simulate_main`) and ``calibrate``
+(:func:`calibration.main`), whose modules are imported under the handlers
+(:func:`compensate.interrupt.launch`).
 ``compensate --version`` alone is answered before that (the same line argparse
 prints), so that it takes a Python start-up, not the command's imports.
 """
@@ -17,6 +21,31 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """The ``compensate`` command (console-script entry point)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before interrupt.run installed its handlers
+        return early_interrupt("compensate")
+
+
+def simulate_main(argv: list[str] | None = None) -> int:
+    """The ``compensate-simulate`` command (console-script entry point)."""
+    try:
+        from compensate import interrupt
+        return interrupt.launch("compensate-simulate", "compensate.cli.simulate", argv)
+    except KeyboardInterrupt:
+        return early_interrupt("compensate-simulate")
+
+
+def early_interrupt(prog: str) -> int:
+    """A command's status after a KeyboardInterrupt that came before its handlers
+    were installed (during its first imports): the line
+    :func:`compensate.interrupt.run` prints, and 130."""
+    print(f"{prog}: interrupted by SIGINT; nothing written", file=sys.stderr)
+    sys.stderr.flush()
+    return 130
+
+
+def _main(argv: list[str] | None) -> int:
     from compensate import interrupt
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -62,4 +91,4 @@ def single_threaded_blas() -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-__all__ = ["main", "single_threaded_blas"]
+__all__ = ["early_interrupt", "main", "simulate_main", "single_threaded_blas"]

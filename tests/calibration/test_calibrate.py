@@ -444,7 +444,7 @@ def test_calibrate_bad_input_is_one_line_and_nonzero(tmp_path, quick_file):
 def test_console_script_and_makefile():
     scripts = {ep.name: ep.value for ep in
                importlib.metadata.entry_points(group="console_scripts")}
-    assert scripts.get("calibrate") == "calibration.cli:main"
+    assert scripts.get("calibrate") == "calibration:main"
     if shutil.which("make") is None:
         pytest.skip("make not installed")
     dry = subprocess.run(["make", "-n", "-B", "-C", str(ROOT / "calibration"), "all"],
