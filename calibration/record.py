@@ -218,6 +218,9 @@ def _main(argv: list[str] | None) -> int:
     threads.wait_for_threads()
     recorder.program_end(status)
     sched1, wall1 = insitu.sched_now(), time.monotonic_ns()
+    if rank == 0:  # with the program's sys.path, where its modules are found
+        for line in functions.unrecorded():
+            say(f"calibration.record: warning: {line}")
     program_env.leave(program, MPI)  # before the tracer's own communication
     functions.uninstall()
     threads.uninstall()

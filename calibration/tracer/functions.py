@@ -23,6 +23,7 @@ import ast
 import functools
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import random
 import sys
@@ -289,13 +290,19 @@ class _Finder(importlib.abc.MetaPathFinder):
     def __init__(self, modules: Sequence[str], decorator: Callable) -> None:
         self.modules = tuple(modules)
         self.decorator = decorator
+        self.found: set[str] = set()         # names with a module the program imported
+        self.instrumented: set[str] = set()  # ... of which one was Python source
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if not any(fullname == m or fullname.startswith(m + ".") for m in self.modules):
+        named = [m for m in self.modules if fullname == m or fullname.startswith(m + ".")]
+        if not named:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None:
+            self.found.update(named)
         if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
             return spec
+        self.instrumented.update(named)
         spec.loader = _InstrumentingLoader(fullname, spec.origin, self.decorator)
         return spec
 
@@ -308,13 +315,33 @@ class FunctionTracing:
         self.decorator = make_decorator(recorder, sample=sample, period=period)
         self.modules = [m for m in modules if m]
         self.finder = _Finder(self.modules, self.decorator)
+        self.already_imported_at_start: list[str] = []
 
     def already_imported(self) -> list[str]:
         """``--functions`` modules that were imported before tracing started (they
         stay uninstrumented)."""
         return [m for m in self.modules if m in sys.modules]
 
+    def unrecorded(self) -> list[str]:
+        """One line per ``--functions`` name none of whose modules was recorded
+        (after the program): mistyped, never imported, or not Python source. Names
+        imported before tracing started are :meth:`already_imported`'s."""
+        early = set(self.already_imported_at_start)
+        lines = []
+        for m in self.modules:
+            if m in early or m in self.finder.instrumented:
+                continue
+            if m in self.finder.found:
+                why = "its modules are not Python source (extension modules)"
+            elif importlib.util.find_spec(m.partition(".")[0]) is None:
+                why = "no module of that name is installed (mistyped?)"
+            else:
+                why = "the program never imported it"
+            lines.append(f"--functions {m}: nothing recorded: {why}")
+        return lines
+
     def install(self) -> None:
+        self.already_imported_at_start = self.already_imported()
         sys.meta_path.insert(0, self.finder)
 
     def uninstall(self) -> None:

@@ -290,6 +290,41 @@ def test_functions_modules_are_instrumented_on_import(tmp_path: Path,
     assert names == ["tracedpkg.top", "tracedpkg.sub.deep"]
 
 
+def test_functions_names_that_recorded_nothing_are_reported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mistyped ``--functions`` name, one the program never imports, one imported
+    before tracing, an extension module, a prefix that only names a submodule the
+    program did not import: each recorded nothing, and says why; the imported
+    source module says nothing."""
+    (tmp_path / "wantedmod.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "unusedmod.py").write_text("def g():\n    return 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tracing = FunctionTracing(tb.Recorder(), ["wantedmod", "wantedmdo", "unusedmod", "json",
+                                              "_lsprof", "wantedmod.missing"])
+    import json  # noqa: F401, PLC0415 - before tracing
+    extension_early = "_lsprof" in sys.modules  # (an earlier test used cProfile)
+    tracing.install()
+    try:
+        import _lsprof  # noqa: F401, PLC0415
+
+        import wantedmod  # noqa: PLC0415
+
+        assert wantedmod.f() == 1
+    finally:
+        tracing.uninstall()
+        sys.modules.pop("wantedmod", None)
+    lines = tracing.unrecorded()
+    assert lines == [
+        "--functions wantedmdo: nothing recorded: no module of that name is installed "
+        "(mistyped?)",
+        "--functions unusedmod: nothing recorded: the program never imported it",
+        *([] if extension_early else
+          ["--functions _lsprof: nothing recorded: its modules are not Python source "
+           "(extension modules)"]),
+        "--functions wantedmod.missing: nothing recorded: the program never imported it",
+    ], lines
+
+
 def test_calibration_gives_a_usable_platform_file() -> None:
     data = calibrate(n=200, repeats=3)
     plat = Platform.from_dict(json.loads(json.dumps(data)))
