@@ -102,13 +102,16 @@ def _idle_barrier(comm: Any) -> None:
         time.sleep(0.0005)
 
 
-def _run_script(path: str, args: list[str], code: Any, functions: Any) -> int:
-    """Execute the compiled script as ``__main__``; returns its exit status."""
+def _run_script(path: str, args: list[str], code: Any, functions: Any,
+                argv0: str | None = None) -> int:
+    """Execute the compiled script as ``__main__``; returns its exit status.
+    ``sys.argv[0]`` is ``argv0``, the script as the command line named it (as
+    ``python prog.py`` sets it; ``__file__`` is the absolute ``path``)."""
     module = types.ModuleType("__main__")
     module.__dict__.update(functions.script_globals(path))
     saved = sys.modules.get("__main__"), list(sys.argv)
     sys.modules["__main__"] = module
-    sys.argv = [path, *args]
+    sys.argv = [path if argv0 is None else argv0, *args]
     try:
         exec(code, module.__dict__)
         return 0
@@ -210,7 +213,7 @@ def _main(argv: list[str] | None) -> int:
     sched0, wall0 = insitu.sched_now(), time.monotonic_ns()
     recorder.program_begin(os.path.basename(script), args.args)
     try:
-        status = _run_script(script, args.args, code, functions)
+        status = _run_script(script, args.args, code, functions, args.program)
     except BaseException as exc:
         _program_excepthook(exc)
         world.Abort(1)

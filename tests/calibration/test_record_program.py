@@ -7,6 +7,7 @@ from the project root, as a user would start it; the trace must still be written
 from __future__ import annotations
 
 import marshal
+import os
 import subprocess
 import sys
 import textwrap
@@ -393,3 +394,19 @@ def test_failed_write_leaves_no_archive(tmp_path: Path) -> None:
         "calibration.record: error: cannot write"), proc.stderr
     assert "Traceback" not in proc.stderr
     assert not any((tmp_path / "run").iterdir())
+
+
+def test_argv_and_file_as_python_sets_them(tmp_path: Path) -> None:
+    """``sys.argv[0]`` is the script as the command line named it (relative here),
+    ``__file__`` its absolute path: what ``python prog.py`` gives the program."""
+    (tmp_path / "prog.py").write_text("import sys\nprint(repr(sys.argv), repr(__file__))\n")
+    untraced = subprocess.run([sys.executable, "prog.py", "a", "-b"], capture_output=True,
+                              text=True, timeout=60, cwd=tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    traced = subprocess.run([sys.executable, "-m", "calibration.record", "-o", "run/t.otf2",
+                             "--calibration-records", "0", "--", "prog.py", "a", "-b"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env=env)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == untraced.stdout == (
+        f"['prog.py', 'a', '-b'] {str(tmp_path / 'prog.py')!r}\n")
