@@ -7,6 +7,8 @@ the program named like the tracer's packages is the program's, and the
 recursion limit leaves room for the decorator's frames while the program sets
 and reads its own number; afterwards the tracer gets its own view back, with
 mpi4py's standard serializer for its gathers (docs/realrun.md, "The script").
+A program that ends its process with ``os._exit`` skips the tracer's
+finalization, so no trace can be written: it is told so on stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any
+
+from calibration.tracer.messages import say
 
 #: Python frames a traced call may take per frame of the program: the decorator's
 #: wrapper and the function, and the measuring layer on sampled calls.
@@ -126,16 +130,39 @@ def _unhide_modules(hidden: dict[str, Any]) -> None:
     sys.modules.update(hidden)
 
 
+def _guard_exit() -> Any:
+    """Make ``os._exit`` in the program's process say that no trace will be written
+    (it ends the process without the tracer's finalization) before it exits; a
+    forked child's ``os._exit`` (multiprocessing's way to end one) stays silent.
+    Returns the real function for :func:`leave`."""
+    real, pid = os._exit, os.getpid()
+
+    def _exit(status: int, /) -> None:
+        if os.getpid() == pid:
+            try:
+                say(f"calibration.record: error: the program called os._exit({status}), "
+                    "which ends the process without the tracer's finalization: no trace "
+                    "is written (sys.exit() or returning lets the tracer write it)")
+            except Exception:  # noqa: BLE001, S110 - exiting regardless
+                pass
+        real(status)
+
+    _exit.__doc__ = real.__doc__
+    os._exit = _exit
+    return real
+
+
 def enter(script: str, MPI: Any) -> dict[str, Any]:
     """Make the interpreter look to the program as under ``python prog.py``: its
     sys.path, its own modules named like the tracer's packages, its recursion
-    limit. Saves what the tracer needs back after the program, including mpi4py's
-    serializer settings (the program may install its own and leave it)."""
+    limit; ``os._exit`` warns that it loses the trace. Saves what the tracer needs
+    back after the program, including mpi4py's serializer settings (the program
+    may install its own and leave it)."""
     saved_path = list(sys.path)
     sys.path[:] = _program_path(script)
     hidden = _hide_modules(_shadowed(sys.path))
     return {"path": saved_path, "hidden": hidden, "recursion": _scale_recursion_limit(),
-            "pickle": (MPI.pickle.PROTOCOL, MPI.pickle.THRESHOLD)}
+            "pickle": (MPI.pickle.PROTOCOL, MPI.pickle.THRESHOLD), "exit": _guard_exit()}
 
 
 def leave(saved: dict[str, Any], MPI: Any) -> None:
@@ -143,6 +170,7 @@ def leave(saved: dict[str, Any], MPI: Any) -> None:
     before the tracer communicates: its gathers go through ``MPI.pickle``, which
     must be the standard pickle again whatever the program configured."""
     _restore_recursion_limit(saved["recursion"])
+    os._exit = saved["exit"]
     _unhide_modules(saved["hidden"])
     sys.path[:] = saved["path"]
     protocol, threshold = saved["pickle"]

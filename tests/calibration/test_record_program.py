@@ -410,3 +410,26 @@ def test_argv_and_file_as_python_sets_them(tmp_path: Path) -> None:
     assert traced.returncode == 0, traced.stderr
     assert traced.stdout == untraced.stdout == (
         f"['prog.py', 'a', '-b'] {str(tmp_path / 'prog.py')!r}\n")
+
+
+def test_os_exit_says_that_no_trace_is_written(tmp_path: Path) -> None:
+    """``os._exit`` skips the tracer's finalization: the run says so once (not for
+    the forked child that multiprocessing ends with ``os._exit``), keeps the
+    program's status and leaves no archive."""
+    proc = _traced(tmp_path, """
+        import multiprocessing, os, sys
+        def child():
+            pass
+        if __name__ == "__main__":
+            p = multiprocessing.get_context("fork").Process(target=child)
+            p.start()
+            p.join()
+            print("child", p.exitcode)
+            sys.stdout.flush()
+            os._exit(3)
+    """)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "child 0\n"
+    assert proc.stderr.count("called os._exit(3)") == 1, proc.stderr
+    assert "no trace is written" in proc.stderr
+    assert not (tmp_path / "run").exists()
