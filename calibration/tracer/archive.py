@@ -60,14 +60,14 @@ from otf2.enums import (
 )
 
 from calibration.tracer import buffer as tb
-from calibration.tracer import insitu, reentry
+from calibration.tracer import evtwrite, insitu, reentry
 from calibration.tracer.clock import Offset, corrected
+from calibration.tracer.evtwrite import UNDEF_U32 as _UNDEF_U32
+from calibration.tracer.evtwrite import event as _event
 from compensate.formats.partitioned import make_event
 from compensate.model import KIND_CODE
 
 TIMER_RESOLUTION = 10**9  # monotonic_ns ticks
-_UNDEF_U32 = 0xFFFFFFFF
-_UNDEF_U64 = 0xFFFFFFFFFFFFFFFF
 
 
 @dataclass
@@ -318,17 +318,11 @@ def _write_into(directory: str, stem: str, ranks: list[RankData],
                 cost = insitu.record_overheads(th.data, th.backs, d.back_ns, names,
                                                d.residues, th.layers,
                                                written_tables[d.rank, i]).tolist()
-                for rec, o in zip(th.rows(), cost, strict=True):
-                    kind = rec[1]
-                    ev = (partitioned_event(defs, rec, comm_map)
-                          if kind in tb.PARTITIONED_KINDS else
-                          rma.event(rec, win_map) if kind in tb.RMA_KINDS else
-                          _event(rec, region_map, comm_map, contingent, waited))
-                    if o >= 0 and kind not in tb.PARTITIONED_KINDS:
-                        # (a partitioned record's attribute list is its fields:
-                        # compensate.formats.otf2.nativerecords reads it whole)
-                        ev.attributes = {**(ev.attributes or {}), own: o}
-                    ew.write(ev)
+                # the common kinds straight through the C library, the others as
+                # otf2 event objects
+                evtwrite.write_rows(writer, ew, th.rows(), cost, own, region_map, comm_map,
+                                    _fallback(ew, defs, rma, own, region_map, comm_map,
+                                              win_map, contingent, waited))
                 written += len(th.data) // 2
                 dw = _otf2.Archive_GetDefWriter(writer.handle, loc._ref)
                 for o in d.offsets:
@@ -344,6 +338,24 @@ def _write_into(directory: str, stem: str, ranks: list[RankData],
                 pass
         raise
     return written
+
+
+def _fallback(ew: Any, defs: Any, rma: _RmaDefs, own: Any, region_map: list,
+              comm_map: list, win_map: list, contingent: Any, waited: set) -> Any:
+    """``write(rec, o)``: write one record of a location through its event object
+    (:func:`calibration.tracer.evtwrite.write_rows`' fallback), with the in-situ
+    cost ``o`` as attribute ``own`` unless ``o < 0``."""
+    def write(rec: tuple, o: int) -> None:
+        kind = rec[1]
+        ev = (partitioned_event(defs, rec, comm_map) if kind in tb.PARTITIONED_KINDS else
+              rma.event(rec, win_map) if kind in tb.RMA_KINDS else
+              _event(rec, region_map, comm_map, contingent, waited))
+        if o >= 0 and kind not in tb.PARTITIONED_KINDS:
+            # (a partitioned record's attribute list is its fields:
+            # compensate.formats.otf2.nativerecords reads it whole)
+            ev.attributes = {**(ev.attributes or {}), own: o}
+        ew.write(ev)
+    return write
 
 
 def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
@@ -452,71 +464,6 @@ def _definitions(defs: Any, ranks: list[RankData],
 
 
 _THREAD_KINDS = sorted(tb.SEQUENCE_KINDS | tb.LOCK_KINDS)
-
-
-def _event(rec: tuple, regions: list, comms: list, contingent: Any = None,
-           waited: frozenset | set = frozenset()) -> Any:
-    t, kind = rec[0], rec[1]
-    if kind == tb.ENTER:
-        return oev.Enter(t, regions[rec[2]])
-    if kind == tb.LEAVE:
-        return oev.Leave(t, regions[rec[2]])
-    if kind == tb.MPI_SEND:
-        return oev.MpiSend(t, rec[2], comms[rec[3]], rec[4], rec[5])
-    if kind == tb.MPI_RECV:
-        return oev.MpiRecv(t, rec[2], comms[rec[3]], rec[4], rec[5])
-    if kind == tb.MPI_ISEND:
-        return oev.MpiIsend(t, rec[2], comms[rec[3]], rec[4], rec[5], rec[6])
-    if kind == tb.MPI_IRECV:
-        return oev.MpiIrecv(t, rec[2], comms[rec[3]], rec[4], rec[5], rec[6])
-    if kind == tb.MPI_IRECV_REQUEST:
-        return oev.MpiIrecvRequest(t, rec[2])
-    if kind == tb.MPI_ISEND_COMPLETE:
-        return oev.MpiIsendComplete(t, rec[2])
-    if kind == tb.MPI_REQUEST_TEST:
-        return oev.MpiRequestTest(t, rec[2])
-    if kind == tb.COLL_BEGIN:
-        return oev.MpiCollectiveBegin(t)
-    if kind == tb.COLL_END:
-        op, comm, root, sent, received = rec[2:7]
-        return oev.MpiCollectiveEnd(t, CollectiveOp(op), comms[comm],
-                                    _UNDEF_U32 if root < 0 else root, sent, received)
-    if kind == tb.PROGRAM_BEGIN:
-        return oev.ProgramBegin(t, rec[2], rec[3])
-    if kind == tb.PROGRAM_END:
-        return oev.ProgramEnd(t, rec[2])
-    if kind == tb.THREAD_CREATE:
-        return oev.ThreadCreate(t, contingent, rec[2])
-    if kind == tb.THREAD_BEGIN:
-        return oev.ThreadBegin(t, contingent, rec[2])
-    if kind == tb.THREAD_END:
-        return oev.ThreadEnd(t, contingent, rec[2] if rec[2] in waited else _UNDEF_U64)
-    if kind == tb.THREAD_WAIT:
-        return oev.ThreadWait(t, contingent, rec[2])
-    if kind == tb.THREAD_ACQUIRE_LOCK:
-        return oev.ThreadAcquireLock(t, Paradigm.PTHREAD, rec[2], rec[3])
-    if kind == tb.THREAD_RELEASE_LOCK:
-        return oev.ThreadReleaseLock(t, Paradigm.PTHREAD, rec[2], rec[3])
-    if kind == tb.BUFFER_FLUSH:
-        return oev.BufferFlush(t, rec[2])
-    if kind == tb.NBC_REQUEST:
-        return oev.NonBlockingCollectiveRequest(t, rec[2])
-    if kind == tb.NBC_COMPLETE:
-        op, comm, root, sent, received, request = rec[2:8]
-        return oev.NonBlockingCollectiveComplete(t, CollectiveOp(op), comms[comm],
-                                                 _UNDEF_U32 if root < 0 else root, sent,
-                                                 received, request)
-    if kind == tb.REQUEST_CANCELLED:
-        return oev.MpiRequestCancelled(t, rec[2])
-    if kind == tb.PROBE:
-        return oev.MpiProbe(t, rec[2], comms[rec[3]], rec[4], rec[5])
-    if kind == tb.MRECV:
-        return oev.MpiMrecv(t, rec[2], rec[3])
-    if kind == tb.IMRECV_REQUEST:
-        return oev.MpiImrecvRequest(t, rec[2], rec[3])
-    if kind == tb.IMRECV:
-        return oev.MpiImrecv(t, rec[2], rec[3])
-    raise ValueError(f"unknown record kind {kind}")
 
 
 #: MPI-4 partitioned tracer kind (calibration.tracer.partitioned) -> (model kind, the

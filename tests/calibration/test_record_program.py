@@ -344,18 +344,19 @@ def test_syntax_error_on_two_ranks_is_printed_once(tmp_path: Path) -> None:
 FAILING_WRITE = """
 import os, signal, sys
 from calibration import record
-from calibration.tracer import archive
+from calibration.tracer import evtwrite
 how, calls = sys.argv[1], [0]
-real = archive._event
-def event(*a, **k):
+real = evtwrite.write_rows
+def write_rows(*a, **k):
+    written = real(*a, **k)  # the first location's records, then the failure
     calls[0] += 1
-    if calls[0] == 5:
+    if calls[0] == 1:
         if how == "int":
             os.kill(os.getpid(), signal.SIGINT)
         else:
             raise OSError("disk full")
-    return real(*a, **k)
-archive._event = event
+    return written
+evtwrite.write_rows = write_rows
 sys.exit(record.main(sys.argv[2:]))
 """
 
