@@ -176,11 +176,9 @@ def _main(argv: list[str] | None) -> int:
 
     problem = None
     if rank == 0:
-        if archive.archive_exists(args.output):
-            if args.force:
-                archive.remove_archive(args.output)
-            else:
-                problem = f"{args.output} already exists (use --force to replace it)"
+        if archive.archive_exists(args.output) and not args.force:
+            # (with --force the old archive stays until the new one is complete)
+            problem = f"{args.output} already exists (use --force to replace it)"
     problem = private.bcast(problem, root=0)
     if problem:
         if rank == 0:
@@ -327,10 +325,11 @@ def _guarded_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
         return INTERRUPTED
     interrupt["armed"] = True
     try:
-        return _write_outputs(args, gathered, MPI, pingpong, unlock)
+        return _write_outputs(args, gathered, MPI, pingpong, unlock, interrupt)
     except KeyboardInterrupt:
         interrupt["armed"], interrupt["seen"] = False, True
-        archive.remove_archive(args.output)  # complete, if platform.json was next
+        if interrupt.get("placed"):  # complete, and platform.json was next
+            archive.remove_archive(args.output)
         return INTERRUPTED
     except BaseException as exc:  # noqa: BLE001 - reported, then every rank fails
         interrupt["armed"] = False
@@ -406,12 +405,14 @@ def _program_excepthook(exc: BaseException) -> None:
 
 def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
                    pingpong: list[dict] | None = None,
-                   unlock: dict | None = None) -> str | None:
+                   unlock: dict | None = None,
+                   state: dict | None = None) -> str | None:
     """Rank 0: calibrate, write the archive (with each location's in-situ overhead
     table, whose unbracketed records take the calibrated values), then
     platform.json (with the network model of the ranks' ``pingpong``, if measured:
     :mod:`calibration.network`, and the one-sided protocol of ``unlock``:
-    :mod:`calibration.rma`); returns an error message or None."""
+    :mod:`calibration.rma`); returns an error message or None. ``state["placed"]``
+    is set once the archive is in place."""
     from calibration.tracer import archive
 
     platform = None
@@ -456,6 +457,8 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
                                   tables)
     except Exception as exc:  # noqa: BLE001 - reported, then every rank fails
         return f"cannot write {args.output}: {type(exc).__name__}: {exc}"
+    if state is not None:
+        state["placed"] = True  # an interrupt from here on removes it again
     for w in warnings:
         say(f"calibration.record: warning: {w}")
     threads = sum(len(d.threads) for d in gathered)

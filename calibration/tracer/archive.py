@@ -32,6 +32,8 @@ on rank 0's clock.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -236,8 +238,10 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
     for the records that were not bracketed) as a LocationProperty; ``tables``,
     if given, receives them (:mod:`calibration.tracer.attribution`). The archive
     is written into a hidden staging directory beside ``path`` and moved into
-    place when complete: an exception (or KeyboardInterrupt) leaves nothing of it
-    at ``path``."""
+    place when complete, replacing an archive of that name only then: an
+    exception (or KeyboardInterrupt) leaves nothing of it at ``path`` and the old
+    archive as it was. An archive the disk has no room for is refused before
+    writing (:func:`_check_space`)."""
     directory, base = os.path.split(os.path.abspath(path))
     stem, ext = os.path.splitext(base)
     if ext != ".otf2" or not stem:
@@ -256,28 +260,65 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
     clock = (start, max(last, default=start) - start, realtime)
 
     os.makedirs(directory, exist_ok=True)
+    _check_space(directory, ranks)
     # written beside the output and moved into place once complete, the anchor
     # last: a write that fails or is interrupted (KeyboardInterrupt) leaves
-    # nothing at ``path``, so that the next run needs no --force
+    # nothing new at ``path`` and an archive already there as it was (--force
+    # replaces it only now), so that the next run needs no --force
     staging = tempfile.mkdtemp(prefix=f".{stem}.", suffix=".partial", dir=directory)
-    moved: list[str] = []
+    names = (stem, f"{stem}.def", f"{stem}.otf2")
+    old = os.path.join(staging, "old")
+    moved_old: list[str] = []
+    moved_new: list[str] = []
     try:
         written = _write_into(staging, stem, ranks, clock, program, warn,
                               overhead_defaults, tables)
-        for name in (stem, f"{stem}.def", f"{stem}.otf2"):
-            target = os.path.join(directory, name)
-            os.replace(os.path.join(staging, name), target)
-            moved.append(target)
+        os.mkdir(old)
+        for name in reversed(names):  # the old anchor first
+            if os.path.lexists(os.path.join(directory, name)):
+                os.rename(os.path.join(directory, name), os.path.join(old, name))
+                moved_old.append(name)
+        for name in names:  # the new anchor last
+            os.rename(os.path.join(staging, name), os.path.join(directory, name))
+            moved_new.append(name)
     except BaseException:
-        for target in moved:
-            if os.path.isdir(target):
-                shutil.rmtree(target, ignore_errors=True)
-            elif os.path.exists(target):
-                os.remove(target)
+        for name in reversed(moved_new):
+            with contextlib.suppress(OSError):
+                os.rename(os.path.join(directory, name), os.path.join(staging, name))
+        for name in reversed(moved_old):
+            with contextlib.suppress(OSError):
+                os.rename(os.path.join(old, name), os.path.join(directory, name))
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return written
+
+
+#: Upper estimates of an archive's bytes per record (an Enter with its in-situ
+#: cost attribute takes ~21 B, the largest MPI records ~40 B), per location (its
+#: local definitions and table) and for the global definitions (a 2-record
+#: archive of one location: 12.5 KB).
+BYTES_PER_RECORD = 48
+BYTES_PER_LOCATION = 32 << 10
+BYTES_PER_ARCHIVE = 64 << 10
+
+
+def _check_space(directory: str, ranks: list[RankData]) -> None:
+    """Refuse (OSError ENOSPC, one line) to write an archive that would not fit:
+    the OTF2 library buffers the events in memory and writes them when the
+    archive is closed, and a full disk there aborts the process (a double free in
+    OTF2 3.0's error path) instead of returning an error."""
+    records = sum(len(th.data) // 2 for d in ranks for th in d.threads)
+    locations = sum(len(d.threads) for d in ranks)
+    need = BYTES_PER_RECORD * records + BYTES_PER_LOCATION * locations + BYTES_PER_ARCHIVE
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return  # nothing to go by: write and see
+    if free < need:
+        raise OSError(errno.ENOSPC, f"{directory}: the archive needs about "
+                      f"{need / 2**20:,.1f} MiB ({records:,} records), "
+                      f"{free / 2**20:,.1f} MiB free")
 
 
 def _write_into(directory: str, stem: str, ranks: list[RankData],

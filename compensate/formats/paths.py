@@ -20,6 +20,7 @@ import errno
 import os
 import secrets
 import shutil
+import sys
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import IO
@@ -195,10 +196,17 @@ class AtomicOutput:
         self._dir: Path | None = None
         self._file: Path | None = None
         self._parents: list[Path] = []
+        self._inside = False
         try:
             self._parents = _make_parents(target.parent)
             if self.format == "otf2":
-                self._dir = make_temp_dir(target.parent, f".{target.name}.tmp-")
+                # an existing directory (empty, or the archive --force replaces) may be
+                # a mount point or sit in a directory we cannot write: the archive is
+                # written inside it and moved into place file by file, anchor last
+                self._inside = target.is_dir()
+                self._dir = make_temp_dir(target if self._inside else target.parent,
+                                          f".{(out.stem if self._inside else target.name)}"
+                                          ".tmp-")
                 self.path = str(self._dir / out.name)
             else:
                 self._file = make_temp_file(out.parent, f".{out.name}.tmp-")
@@ -216,7 +224,10 @@ class AtomicOutput:
                 before()
             try:
                 if self._dir is not None:
-                    _replace_dir(self._dir, self.target)
+                    if self._inside:
+                        _replace_entries(self._dir, self.target, self.out.name)
+                    else:
+                        _replace_dir(self._dir, self.target)
                     self._dir = None
                 elif self._file is not None:
                     os.replace(self._file, self.out)
@@ -227,10 +238,20 @@ class AtomicOutput:
 
     def discard(self) -> None:
         """Remove the temporary output, and the directories created for it
-        (idempotent; nothing after :meth:`commit`)."""
+        (idempotent; nothing after :meth:`commit`). Called while an exception
+        propagates (a failed write), it rewrites the temporary path in the
+        exception's message to the output's, so that the user reads the path
+        they gave."""
         with interrupt.shielded():
             tmp_dir, self._dir = self._dir, None
             tmp_file, self._file = self._file, None
+            exc = sys.exc_info()[1]
+            if exc is not None:
+                if tmp_dir is not None:
+                    _rename_in_message(exc, str(tmp_dir / self.out.name), str(self.out))
+                    _rename_in_message(exc, str(tmp_dir), str(self.target))
+                if tmp_file is not None:
+                    _rename_in_message(exc, str(tmp_file), str(self.out))
             if tmp_dir is not None:
                 shutil.rmtree(tmp_dir, ignore_errors=True)
             if tmp_file is not None:
@@ -298,6 +319,53 @@ class AtomicFile:
                     os.unlink(tmp)
             parents, self._parents = self._parents, []
             _remove_empty(parents)
+
+
+def _rename_in_message(exc: BaseException, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in the string arguments of ``exc`` (its message;
+    an OSError's strerror and file names, which its message is made of)."""
+    if any(isinstance(a, str) and old in a for a in exc.args):
+        exc.args = tuple(a.replace(old, new) if isinstance(a, str) else a for a in exc.args)
+    if isinstance(exc, OSError):
+        for attr in ("strerror", "filename", "filename2"):
+            value = getattr(exc, attr)
+            if isinstance(value, str) and old in value:
+                setattr(exc, attr, value.replace(old, new))
+
+
+def _replace_entries(new: Path, target: Path, anchor: str) -> None:
+    """Move the entries of directory ``new`` (a complete archive written inside
+    ``target``) into ``target``, replacing those of the same names: the old anchor
+    goes first and the new one comes last, so that no reader ever opens a mix.
+    If a move fails, the old entries are put back."""
+    entries = sorted(os.listdir(new), key=lambda name: name == anchor)  # anchor last
+    old_dir = None
+    moved_old: list[str] = []
+    moved_new: list[str] = []
+    try:
+        present = sorted((e for e in entries if os.path.lexists(target / e)),
+                         key=lambda name: name != anchor)  # anchor first
+        if present:
+            old_dir = make_temp_dir(target, f".{Path(anchor).stem}.old-")
+            for e in present:
+                os.rename(target / e, old_dir / e)
+                moved_old.append(e)
+        for e in entries:
+            os.rename(new / e, target / e)
+            moved_new.append(e)
+    except OSError:
+        with contextlib.suppress(OSError):
+            for e in reversed(moved_new):
+                os.rename(target / e, new / e)
+            for e in reversed(moved_old):
+                os.rename(old_dir / e, target / e)  # type: ignore[operator]
+            if old_dir is not None:
+                os.rmdir(old_dir)
+        raise
+    if old_dir is not None:
+        shutil.rmtree(old_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(new)
 
 
 def _replace_dir(new: Path, target: Path) -> None:

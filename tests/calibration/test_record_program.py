@@ -434,3 +434,19 @@ def test_os_exit_says_that_no_trace_is_written(tmp_path: Path) -> None:
     assert proc.stderr.count("called os._exit(3)") == 1, proc.stderr
     assert "no trace is written" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_force_keeps_the_old_archive_until_the_new_one_is_written(tmp_path: Path) -> None:
+    """``--force`` replaces an archive when the new one is complete, not before
+    the program runs: a program that fails leaves the old archive as it was."""
+    _ok(_traced(tmp_path, "def f():\n    return 1\nf()\n"), tmp_path)
+    run = tmp_path / "run"
+    old = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    script = tmp_path / "prog.py"
+    script.write_text("raise RuntimeError('the program failed')\n")
+    proc = subprocess.run([sys.executable, "-m", "calibration.record", "-o",
+                           str(run / "traces.otf2"), "--force", "--calibration-records", "0",
+                           "--", str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == old

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import py_compile
 import shutil
 import subprocess
@@ -60,6 +61,55 @@ def _rank(rank: int, offsets: list[Offset]) -> RankData:
         buf.add(kind | rid << tb.KIND_BITS)
     buf.add_record(base + 10000, tb.PROGRAM_END, (0,))
     return RankData.of(rank, "node", rec, offsets, (0, 0))
+
+
+def test_an_archive_the_disk_has_no_room_for_is_refused_before_writing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTF2 writes the buffered events when the archive closes, and a full disk
+    there aborts the process: too little free space is one OSError first, and an
+    archive already there stays."""
+    from calibration.tracer import archive  # noqa: PLC0415
+
+    zero = [Offset(1000, 0, 0.0, 0), Offset(11000, 0, 0.0, 0)]
+    path = tmp_path / "run" / "traces.otf2"
+    assert write_archive(str(path), [_rank(0, zero)]) == 4
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    need = archive.BYTES_PER_RECORD * 4 + archive.BYTES_PER_LOCATION + \
+        archive.BYTES_PER_ARCHIVE
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(archive.shutil, "disk_usage",
+                        lambda d: usage._replace(free=need - 1))
+    with pytest.raises(OSError, match=r"the archive needs about 0\.1 MiB \(4 records\)"):
+        write_archive(str(path), [_rank(0, zero)])
+    monkeypatch.setattr(archive.shutil, "disk_usage", lambda d: usage._replace(free=need))
+    assert write_archive(str(path), [_rank(0, zero)]) == 4
+    after = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    assert after.keys() == before.keys() == {"traces.otf2", "traces.def"}
+
+
+def test_a_failed_write_keeps_the_archive_it_would_replace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``record --force`` replaces an archive only once the new one is complete: a
+    failure while writing leaves the old one as it was, and nothing else."""
+    from calibration.tracer import archive  # noqa: PLC0415
+
+    zero = [Offset(1000, 0, 0.0, 0), Offset(11000, 0, 0.0, 0)]
+    run = tmp_path / "run"
+    assert write_archive(str(run / "traces.otf2"), [_rank(0, zero)]) == 4
+    files = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    old = {f: (run / f).read_bytes() for f in files if (run / f).is_file()}
+    real = os.rename
+
+    def rename(src: str, dst: str) -> None:  # the new anchor, moved last, fails
+        if dst == str(run / "traces.otf2") and ".partial" in src and "old" not in src:
+            raise OSError(5, "Input/output error")
+        real(src, dst)
+
+    monkeypatch.setattr(archive.os, "rename", rename)
+    with pytest.raises(OSError, match="Input/output error"):
+        write_archive(str(run / "traces.otf2"), [_rank(0, zero), _rank(1, zero)])
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == files
+    assert {f: (run / f).read_bytes() for f in old} == old
 
 
 def test_clock_offsets_are_written_and_applied_by_the_reader(tmp_path: Path) -> None:

@@ -73,3 +73,73 @@ def test_no_commit_after_an_interrupt(tmp_path):
     out.discard()
     summary.discard()
     assert os.listdir(tmp_path) == []
+
+
+def _archive(directory, stem="traces", text="new"):
+    """A stand-in OTF2 archive (anchor, definitions, data directory) in ``directory``."""
+    os.makedirs(directory / stem, exist_ok=True)
+    (directory / f"{stem}.otf2").write_text(text)
+    (directory / f"{stem}.def").write_text(text)
+    (directory / stem / "0.evt").write_text(text)
+
+
+def test_an_existing_directory_is_written_into_not_replaced(tmp_path):
+    """An existing archive directory (empty, or the archive --force replaces) is
+    kept, as a mount point or a directory in an unwritable parent must be: the
+    archive is staged inside it and moved in file by file."""
+    target = tmp_path / "out"
+    target.mkdir()
+    inode = target.stat().st_ino
+    out = AtomicOutput(target / "traces.otf2")
+    assert os.path.dirname(os.path.dirname(out.path)) == str(target)  # staged inside
+    _archive(tmp_path / "out" / os.path.basename(os.path.dirname(out.path)))
+    out.commit()
+    assert target.stat().st_ino == inode
+    assert sorted(os.listdir(target)) == ["traces", "traces.def", "traces.otf2"]
+    # --force over it: the same directory, the new files, nothing else left
+    out = AtomicOutput(target / "traces.otf2")
+    _archive(target / os.path.basename(os.path.dirname(out.path)), text="newer")
+    out.commit()
+    assert target.stat().st_ino == inode
+    assert sorted(os.listdir(target)) == ["traces", "traces.def", "traces.otf2"]
+    assert {(target / n).read_text() for n in ("traces.otf2", "traces.def", "traces/0.evt")} \
+        == {"newer"}
+
+
+def test_a_failed_move_puts_the_old_archive_back(tmp_path, monkeypatch):
+    target = tmp_path / "out"
+    _archive(target, text="old")
+    out = AtomicOutput(target / "traces.otf2")
+    _archive(target / os.path.basename(os.path.dirname(out.path)))
+    real = os.rename
+
+    def rename(src, dst):
+        if str(dst) == str(target / "traces.otf2") and "old" not in str(src):
+            raise OSError(errno.EIO, "I/O error")  # the new anchor, last
+        real(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(OutputError, match="cannot move the output into place"):
+        out.commit()
+    monkeypatch.undo()
+    out.discard()
+    assert sorted(os.listdir(target)) == ["traces", "traces.def", "traces.otf2"]
+    assert {(target / n).read_text() for n in ("traces.otf2", "traces.def", "traces/0.evt")} \
+        == {"old"}
+
+
+@pytest.mark.parametrize("name", ["o/traces.otf2", "o.trace"])
+def test_a_failed_write_names_the_output_not_the_temporary_path(tmp_path, name):
+    """An error raised while writing (the OTF2 library names the file it failed
+    on) reaches the user with the output's path once the temporary one is gone."""
+    out = AtomicOutput(tmp_path / name)
+    tmp = out.path
+    with pytest.raises(OSError) as exc:
+        try:
+            raise OSError(errno.ENOSPC, f"{tmp}: No space left on device")
+        except OSError:
+            out.discard()
+            raise
+    assert tmp not in str(exc.value)
+    assert str(tmp_path / name) in str(exc.value)
+    assert os.listdir(tmp_path) == []

@@ -680,3 +680,23 @@ def test_repadding_is_the_same_whatever_the_block_read(block, monkeypatch):
     want = b"".join(b"  %3d %d Enter%s\n" % (i, i % 3, b"   region=1" * (i % 2))
                     for i in range(50))
     assert dst.getvalue() == want
+
+
+def test_a_library_failure_at_close_is_one_error_and_no_library_noise(tmp_path, capfd):
+    """The archive's files vanish before it is closed (as on a full or failing
+    disk): close raises one TraceError naming the file, and what the OTF2 library
+    says while the archive is released afterwards is held back, not printed."""
+    from compensate.formats.otf2.write import Otf2EventWriter
+
+    src = Path(__file__).resolve().parents[1] / "data" / "traces" / "ping-pong-otf2"
+    trace = read_trace(src / "traces.otf2")
+    w = Otf2EventWriter(str(tmp_path / "x" / "traces.otf2"), trace.definitions)
+    for loc, ev in trace.events.items():
+        w.write(loc, ev)
+    shutil.rmtree(tmp_path / "x")
+    with pytest.raises(TraceError, match=r"traces\.otf2: cannot write OTF2 archive: "
+                                         r"File or directory does not exist"):
+        w.close()
+    del w
+    gc.collect()  # (the otf2 Writer's __del__ would close the archive again)
+    assert "[OTF2]" not in capfd.readouterr().err

@@ -54,6 +54,7 @@ from compensate.formats.otf2.library import (
     _UINT32_UNDEF,
     _UINT64_UNDEF,
     Otf2Archive,
+    _capture_diagnostics,
     _library_call,
 )
 from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, write_records
@@ -317,10 +318,12 @@ class _ArchiveWriter(otf2.writer.Writer):
             self.definitions.write(global_def_writer)
 
     def abandon(self) -> None:
-        """Release the archive after a failure, without writing anything more."""
+        """Release the archive after a failure, without writing anything more
+        (what the library says meanwhile, e.g. that it could not flush to a full
+        disk, is the failure already reported: held back)."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            with contextlib.suppress(Exception):
+            with _capture_diagnostics(), contextlib.suppress(Exception):
                 _otf2.Archive_Close(handle)
 
     def __del__(self) -> None:
@@ -810,8 +813,8 @@ class Otf2EventWriter:
                 for ref in mine:
                     if ref not in self._locations:
                         self._location(ref)
-                writer, self._writer = self._writer, None
-                writer.close()
+                self._writer.close()  # (a failure: abandon() releases the archive)
+                self._writer = None
                 self._close_copier()
         except BaseException:
             self.abandon()
