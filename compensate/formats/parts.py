@@ -72,6 +72,7 @@ from compensate.formats.paths import (
     _make_parents,
     _remove_empty,
     _replace_dir,
+    _replace_entries,
     make_temp_dir,
     output_error,
     trace_format,
@@ -115,11 +116,15 @@ def begin(out_path: str | Path, target: Path | None = None) -> Path:
     tmp: Path | None = None
     try:
         parents = _make_parents(target.parent)
-        tmp = make_temp_dir(target.parent, f".{target.name}.tmp-")
+        # an existing archive directory is kept (a mount point, a directory in one
+        # we cannot write): the archive is made inside it, as AtomicOutput does
+        inside = fmt == "otf2" and target.is_dir()
+        tmp = (make_temp_dir(target, f".{out.stem}.tmp-") if inside else
+               make_temp_dir(target.parent, f".{target.name}.tmp-"))
         (tmp / _PARTS).mkdir()
         _write_json(tmp / _PARTS / "output.json",
                     {"out": str(out), "target": str(target), "format": fmt,
-                     "parents": [str(p) for p in parents]})
+                     "parents": [str(p) for p in parents], "inside": inside})
     except OSError as exc:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -424,7 +429,10 @@ def commit(tmp: str | Path, definitions: Definitions) -> None:
             try:
                 if info["format"] == "otf2":
                     shutil.rmtree(tmp / _PARTS)
-                    _replace_dir(tmp, target)
+                    if info.get("inside"):
+                        _replace_entries(tmp, target, Path(out).name)
+                    else:
+                        _replace_dir(tmp, target)
                 else:
                     os.replace(merged, target)
                     shutil.rmtree(tmp, ignore_errors=True)

@@ -341,3 +341,19 @@ def test_a_held_text_part_is_written_in_time_windows(tmp_path, monkeypatch):
             seen[loc] += len(ev)
         assert all(seen[loc] == len(result.events[loc]) for loc in done)
     assert seen == {loc: len(ev) for loc, ev in result.events.items()}
+
+
+def test_otf2_parts_into_an_existing_directory_keep_it(tmp_path):
+    """An existing archive directory (a mount point, say) is written into, not
+    replaced: the same directory holds the archive afterwards, equal to the
+    one-process one."""
+    whole = read_trace(SMALL[-1])
+    ref = tmp_path / "ref" / "traces.otf2"
+    write_trace(whole, ref)
+    out = tmp_path / "mnt" / "traces.otf2"
+    out.parent.mkdir()
+    inode = out.parent.stat().st_ino
+    for _ in range(2):  # into the empty directory, then over the archive it holds
+        write_in_parts(out, whole.definitions, [(whole, [0]), (whole, [1])])
+        assert out.parent.stat().st_ino == inode
+        assert_same_output(ref.parent, out.parent)
