@@ -210,12 +210,17 @@ def _main(argv: list[str] | None) -> int:
     private.Barrier()
     sched0, wall0 = insitu.sched_now(), time.monotonic_ns()
     recorder.program_begin(os.path.basename(script), args.args)
+    pid = os.getpid()
     try:
         status = _run_script(script, args.args, code, functions, args.program)
     except BaseException as exc:
         _program_excepthook(exc)
+        if os.getpid() != pid:
+            _end_forked_child(1)
         world.Abort(1)
         return 1
+    if os.getpid() != pid:
+        _end_forked_child(status)
     threads.wait_for_threads()
     recorder.program_end(status)
     sched1, wall1 = insitu.sched_now(), time.monotonic_ns()
@@ -233,6 +238,20 @@ def _main(argv: list[str] | None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _end_forked_child(status: int) -> None:
+    """End a process the program forked (``os.fork``) that ran to the end of the
+    script: it holds a copy of the tracer, whose finalization (MPI calls, writing
+    the archive to the parent's path) must happen once, in the parent. The
+    child's output is flushed and it exits with the program's status, as the
+    tracer's ``os._exit`` would (the program's atexit handlers do not run)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 def _finish(args: argparse.Namespace, private: Any, MPI: Any, host: str, recorder: Any,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import _thread
 import ast
+import builtins
 import functools
 import importlib.abc
 import importlib.machinery
@@ -353,7 +354,10 @@ class FunctionTracing:
             return instrument(f.read(), path)
 
     def script_globals(self, path: str) -> dict[str, Any]:
-        """A fresh ``__main__`` namespace for the script, with the decorator."""
-        return {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__,
+        """A fresh ``__main__`` namespace for the script, with the decorator: what
+        ``python prog.py`` gives (the ``builtins`` module as ``__builtins__``, a
+        source loader, no ``__cached__``, empty ``__annotations__``)."""
+        return {"__name__": "__main__", "__file__": path, "__builtins__": builtins,
                 "__package__": None, "__spec__": None, "__doc__": None,
-                DECORATOR: self.decorator}
+                "__loader__": importlib.machinery.SourceFileLoader("__main__", path),
+                "__cached__": None, "__annotations__": {}, DECORATOR: self.decorator}

@@ -450,3 +450,47 @@ def test_force_keeps_the_old_archive_until_the_new_one_is_written(tmp_path: Path
                           cwd=ROOT)
     assert proc.returncode == 1, proc.stderr
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == old
+
+
+def test_a_forked_child_that_ends_the_script_does_not_finalize_the_tracer(
+        tmp_path: Path) -> None:
+    """A child made by ``os.fork`` that runs to the end of the script (or raises)
+    ends there with its status; only the parent writes the trace."""
+    proc = _traced(tmp_path, """
+        import os, sys
+        def work():
+            return 3
+        pids = []
+        for how in ("exit", "raise"):
+            pid = os.fork()
+            if pid == 0:
+                work()
+                if how == "raise":
+                    raise ValueError("child failed")
+                sys.exit(0)
+            pids.append(pid)
+        print("parent", [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids])
+    """)
+    _ok(proc, tmp_path)
+    assert proc.stdout == "parent [0, 1]\n"
+    assert proc.stderr.count("ValueError: child failed") == 1, proc.stderr
+    assert proc.stderr.count("records of 1 ranks") == 1, proc.stderr
+
+
+def test_main_namespace_as_python_gives_it(tmp_path: Path) -> None:
+    """The script's globals: ``__builtins__`` the module (a program may set an
+    attribute on it), ``__cached__``, ``__annotations__`` and a source loader, as
+    under ``python prog.py`` (plus the tracer's decorator name)."""
+    source = """
+        import builtins
+        __builtins__.answer = 42
+        names = sorted(k for k in globals() if k != "__compensate_record__")
+        print(names, answer, __cached__, __annotations__,
+              type(__loader__).__name__, __builtins__ is builtins)
+    """
+    proc = _traced(tmp_path, source)
+    _ok(proc, tmp_path)
+    untraced = subprocess.run([sys.executable, str(tmp_path / "prog.py")],
+                              capture_output=True, text=True, timeout=60)
+    assert untraced.returncode == 0, untraced.stderr
+    assert proc.stdout == untraced.stdout
