@@ -109,7 +109,7 @@ def _run_script(path: str, args: list[str], code: Any, functions: Any,
     ``python prog.py`` sets it; ``__file__`` is the absolute ``path``)."""
     module = types.ModuleType("__main__")
     module.__dict__.update(functions.script_globals(path))
-    saved = sys.modules.get("__main__"), list(sys.argv)
+    saved = sys.modules.get("__main__"), list(sys.argv)  # (argv restored after)
     sys.modules["__main__"] = module
     sys.argv = [path if argv0 is None else argv0, *args]
     try:
@@ -127,7 +127,10 @@ def _run_script(path: str, args: list[str], code: Any, functions: Any,
             pass
         return 1
     finally:
-        sys.modules["__main__"], sys.argv = saved
+        # the program's module stays __main__ (as under python prog.py), so that
+        # its atexit handlers, finalizers and threads still find its classes
+        # (pickle looks them up there); only sys.argv is the tracer's again
+        sys.argv = saved[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,6 +226,7 @@ def _main(argv: list[str] | None) -> int:
         _end_forked_child(status)
     threads.wait_for_threads()
     recorder.program_end(status)
+    recorder.stop_threads()  # daemon threads still running wait until we are done
     sched1, wall1 = insitu.sched_now(), time.monotonic_ns()
     if rank == 0:  # with the program's sys.path, where its modules are found
         for line in functions.unrecorded():
@@ -238,6 +242,7 @@ def _main(argv: list[str] | None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+        recorder.release_threads()
 
 
 def _end_forked_child(status: int) -> None:

@@ -138,8 +138,9 @@ def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[Thre
     """Copies of the recorder's buffers, master first, then by sequence count. A
     thread still running (a daemon thread, or an orphan) may be recording while we
     copy: its copy ends at a whole record, and gets Leave records for its open
-    regions and its ThreadEnd at the time of the copy, as Score-P ends such
-    "latecomer" threads at the end of the measurement."""
+    regions and its ThreadEnd at the time it was stopped
+    (:meth:`~calibration.tracer.buffer.Recorder.stop_threads`, else of the copy),
+    as Score-P ends such "latecomer" threads at the end of the measurement."""
     out = []
     now = monotonic_ns()
     buffers = sorted(recorder.buffers, key=lambda b: (b.sequence is None,
@@ -155,7 +156,8 @@ def snapshot(recorder: tb.Recorder, notes: list[str] | None = None) -> list[Thre
         extra, ints = list(buf.extra), array("q", buf.ints)
         if buf is not recorder.main and not buf.ended:
             stack = _open_regions(data)
-            end = max(now, data[-2] if data else now)
+            stop = now if recorder.stopped_at is None else recorder.stopped_at
+            end = max(stop, data[-2] if data else stop)
             for region in reversed(stack):
                 data.extend((end, tb.LEAVE | region << tb.KIND_BITS))
             if buf.sequence is not None:

@@ -513,6 +513,10 @@ class Buffer:
         self._add_int(order)
 
 
+def _discard(_value: int) -> None:
+    """A released thread's record adder (:meth:`Recorder.release_threads`)."""
+
+
 class Recorder:
     """One rank's threads' buffers, regions, communicators, lock ids and sequence
     counts (see the module docstring). The thread that makes it is the master
@@ -551,6 +555,9 @@ class Recorder:
         self._sequences = itertools.count(1)
         self._locks = itertools.count(1)
         self._orphans = itertools.count(1)
+        #: when :meth:`stop_threads` stopped the threads still running (None: not yet)
+        self.stopped_at: int | None = None
+        self._gate = _thread.allocate_lock()  # held while they are stopped
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.buffers)
@@ -588,6 +595,42 @@ class Recorder:
                 switch()
             self._on_threaded.clear()
             self._owned_switches.clear()
+
+    def stop_threads(self) -> None:
+        """After the program (its non-daemon threads joined): the threads still
+        running, daemon threads, stop recording. A traced call of theirs waits at
+        its next record, without the GIL, until :meth:`release_threads` (a busy
+        daemon thread kept recording through the tracer's finalization, competing
+        for the GIL: minutes and gigabytes, found by probing); an MPI or lock
+        wrapper of theirs records into a discarded buffer. ``stopped_at`` is the
+        time; :func:`calibration.tracer.archive.snapshot` ends their open
+        regions there."""
+        self.stopped_at = monotonic_ns()
+        gate = self._gate
+        gate.acquire()
+
+        def wait(_value: int) -> None:
+            gate.acquire()
+            gate.release()
+
+        self._swap_threads(wait)
+
+    def release_threads(self) -> None:
+        """After the tracer's finalization: let the threads :meth:`stop_threads`
+        stopped go on (as daemon threads do while the interpreter exits), recording
+        nothing."""
+        if self.stopped_at is not None and self._gate.locked():
+            self._swap_threads(_discard)
+            self._gate.release()
+
+    def _swap_threads(self, add: Callable[[int], None]) -> None:
+        main = threading.get_ident()
+        for ident in list(self.adders):
+            if ident != main:
+                self.adders[ident] = add
+        for ident in list(self.by_thread):
+            if ident != main:
+                self.by_thread[ident] = Buffer("discarded", None)
 
     def orphan(self) -> Buffer:
         """The calling unregistered thread's buffer (made on its first record)."""

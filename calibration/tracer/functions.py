@@ -62,11 +62,43 @@ def _is_generator(fn: ast.AST) -> bool:
 
 
 class _Decorate(ast.NodeTransformer):
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+    """Appends the decorator (innermost) to every non-generator ``def``. In a class
+    body it is ``(lambda: DECORATOR)()``: a name there is looked up in the class
+    namespace first, which a metaclass's ``__prepare__`` may make answer for any
+    name; the lambda's is a global lookup."""
+
+    def __init__(self) -> None:
+        self._in_class = False
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        outer, self._in_class = self._in_class, True
         self.generic_visit(node)
+        self._in_class = outer
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        in_class, self._in_class = self._in_class, False
+        self.generic_visit(node)
+        self._in_class = in_class
         if not _is_generator(node):
-            node.decorator_list.append(
-                ast.copy_location(ast.Name(DECORATOR, ast.Load()), node))
+            name: ast.expr = ast.Name(DECORATOR, ast.Load())
+            if in_class:
+                no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
+                                        kw_defaults=[], defaults=[])
+                name = ast.Call(ast.Lambda(no_args, name), [], [])
+            node.decorator_list.append(ast.copy_location(name, node))
+        return node
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        in_class, self._in_class = self._in_class, False
+        self.generic_visit(node)
+        self._in_class = in_class
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        in_class, self._in_class = self._in_class, False
+        self.generic_visit(node)
+        self._in_class = in_class
         return node
 
 

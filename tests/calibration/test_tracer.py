@@ -15,6 +15,7 @@ import py_compile
 import shutil
 import subprocess
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -311,6 +312,45 @@ def test_sampled_calls_run_through_a_second_layer() -> None:
     assert [r[1] for r in th.rows()] == [tb.BUFFER_FLUSH] + [tb.ENTER, tb.LEAVE] * 2
     with pytest.raises(ValueError, match="1..256"):
         make_decorator(tb.Recorder(), True, 300)
+
+
+def test_methods_of_a_class_whose_namespace_answers_every_name() -> None:
+    """A metaclass's ``__prepare__`` namespace with ``__missing__`` (a DSL recipe)
+    answers the decorator's name too if it is looked up there: in a class body
+    the decorator is a global lookup, so the methods are decorated as anywhere."""
+    source = textwrap.dedent("""
+        class Loose(dict):
+            def __missing__(self, key):
+                return key.upper()
+        class Meta(type):
+            @classmethod
+            def __prepare__(mcs, name, bases):
+                return Loose()
+            def __new__(mcs, name, bases, ns):
+                return super().__new__(mcs, name, bases, dict(ns))
+        class Words(metaclass=Meta):
+            greeting = hello
+            def shout(self, s):
+                return s.upper()
+            class Inner:
+                def f(self):
+                    def g():
+                        return 1
+                    return g()
+        result = (Words.greeting, Words().shout("x"), Words.Inner().f())
+    """)
+    decorated: list[str] = []
+
+    def decorator(fn):  # noqa: ANN001, ANN202
+        decorated.append(fn.__qualname__)
+        return fn
+
+    namespace = {DECORATOR: decorator, "__name__": "prog"}
+    exec(instrument(source, "prog.py"), namespace)  # noqa: S102
+    assert namespace["result"] == ("HELLO", "X", 1)
+    assert sorted(decorated) == sorted([
+        "Loose.__missing__", "Meta.__prepare__", "Meta.__new__", "Words.shout",
+        "Words.Inner.f", "Words.Inner.f.<locals>.g"])
 
 
 def test_functions_modules_are_instrumented_on_import(tmp_path: Path,

@@ -296,6 +296,50 @@ def test_latecomer_thread_is_ended_at_the_snapshot(recorder: tb.Recorder,
     assert last[1] == "ThreadEnd" and last[2].sequence_count == UNDEF64
 
 
+def test_threads_running_after_the_program_stop_recording(recorder: tb.Recorder,
+                                                           tmp_path: Path) -> None:
+    """A busy daemon thread still running when the program ends: stopped at its
+    next record until the tracer is done (no records, no GIL taken meanwhile),
+    then let go recording nothing; its open region ends when it was stopped."""
+    traced = make_decorator(recorder)
+    done = threading.Event()
+    calls = [0]
+
+    @traced
+    def tick() -> None:
+        calls[0] += 1
+
+    @traced
+    def busy() -> None:
+        while not done.is_set():
+            tick()
+
+    t = threading.Thread(target=busy, daemon=True)
+    t.start()
+    while calls[0] < 1000:
+        time.sleep(0.001)
+    recorder.stop_threads()
+    buf = recorder.buffers[1]
+    time.sleep(0.05)  # the thread reaches its next record and waits there
+    stopped, held = calls[0], len(buf.data)
+    time.sleep(0.1)
+    assert (calls[0], len(buf.data)) == (stopped, held)  # it waits
+    warnings: list[str] = []
+    locs = _write(recorder, tmp_path / "traces.otf2", warnings)
+    recorder.release_threads()
+    time.sleep(0.05)
+    assert calls[0] > stopped and len(buf.data) <= held + 2  # goes on, unrecorded
+    done.set()
+    t.join(10)
+    check_threads(locs)
+    events = locs[1]["events"]
+    assert [e[1] for e in events[-3:]] == ["Leave", "Leave", "ThreadEnd"]
+    # ended when it was stopped (or at the in-flight call's Leave, if later)
+    assert events[-1][0] == events[-2][0] == max(recorder.stopped_at, events[-3][0])
+    assert warnings == ["rank 0: Pthread thread 1 was still running at the end of the "
+                        "program; its 1 open regions end there"]
+
+
 def test_a_single_threaded_run_has_no_thread_definitions(tmp_path: Path) -> None:
     rec = tb.Recorder()
     make_decorator(rec)(lambda: None)()
