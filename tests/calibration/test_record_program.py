@@ -494,3 +494,19 @@ def test_main_namespace_as_python_gives_it(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=60)
     assert untraced.returncode == 0, untraced.stderr
     assert proc.stdout == untraced.stdout
+
+
+def test_atexit_handlers_find_the_programs_classes(tmp_path: Path) -> None:
+    """The program's module stays ``__main__`` after it ends: an atexit handler
+    pickling an instance of one of its classes works, as untraced."""
+    proc = _traced(tmp_path, """
+        import atexit, pickle
+        class State:
+            steps = 5
+        STATE = State()
+        def save():
+            print("checkpoint", len(pickle.dumps(STATE)) > 0)
+        atexit.register(save)
+    """)
+    _ok(proc, tmp_path)
+    assert proc.stdout == "checkpoint True\n", proc.stderr
