@@ -262,12 +262,17 @@ class TracedRequest(MPI.Request):
         return TracedRequest._test(self, _now(), _Request.test, status)
 
     def Cancel(self) -> None:
-        t = _now()
+        TracedRequest._cancel(self, _now(), _Request.Cancel)
+
+    def cancel(self) -> None:
+        TracedRequest._cancel(self, _now(), _Request.cancel)
+
+    def _cancel(self, t: int, fn: Any) -> None:
         rec, region = _rec.current(), _REGIONS["MPI_Cancel"]
         rec.enter_at(t, region)
         rec.back(t)
         try:
-            _Request.Cancel(self)
+            fn(self)
             info = _info_of(self)
             if info is not None and info[2] >= 0:
                 self._info = (info[0], info[1], -1 - info[2], *info[3:])

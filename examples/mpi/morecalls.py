@@ -129,6 +129,9 @@ def point_to_point(comm: MPI.Intracomm) -> None:
         cancelled = comm.Irecv(np.empty(1), source=0, tag=99)  # never sent
         cancelled.Cancel()
         cancelled.Wait()
+        lower = comm.irecv(source=0, tag=98)  # never sent either: lower-case cancel
+        lower.cancel()
+        lower.Wait()
     comm.Sendrecv_replace(np.full(2, float(rank)), dest=other, sendtag=30, source=other,
                           recvtag=30)
     # persistent: two rounds by Start, one by Startall, then freed
