@@ -127,8 +127,9 @@ def bind(recorder: tb.Recorder, regions: dict[str, int], cid: Any, cls: type,
     for traced in (cls, *topologies):
         base = mpi_base(traced)
         for name in untraced_names(traced, base):
-            setattr(traced, name, _stand_in(traced, name, base))
+            setattr(traced, name, stand_in(traced, name, base))
     MPI.Message = TracedMessage
+    MPI.File = TracedFile
 
 
 def mpi_base(cls: type) -> type:
@@ -161,7 +162,7 @@ def warn_untraced(name: str, why: str = UNTRACED) -> None:
         say(f"calibration.record: {name} {why}")  # the tracer's stderr, flushed
 
 
-def _stand_in(cls: type, name: str, base: type = _Intracomm) -> Any:
+def stand_in(cls: type, name: str, base: type = _Intracomm) -> Any:
     """``base.name`` that warns on its first call (as ``MPI.Comm.name`` for the
     communicator's own methods, ``MPI.Cartcomm.name`` etc. for a topology's),
     then puts the plain method in its place on ``cls``."""
@@ -556,3 +557,22 @@ class TracedMessage(MPI.Message):
     def iprobe(cls, comm: Any, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
                status: Any = None) -> Any:
         return comm.improbe(source, tag, status)
+
+
+_File = MPI.File
+#: What the warning says of MPI-IO
+UNTRACED_IO = ("(MPI-IO) is not traced: the time of the file's calls counts as the "
+               "program's")
+
+
+class TracedFile(_File):
+    """MPI-IO is not traced (Score-P records it as I/O operations, which
+    ``compensate`` does not model): the first ``MPI.File.Open`` says so. The file
+    is of this class, so that ``isinstance(f, MPI.File)`` holds."""
+
+    @classmethod
+    def Open(cls, comm: Any, filename: Any, amode: int = MPI.MODE_RDONLY,
+             info: Any = MPI.INFO_NULL) -> Any:
+        warn_untraced("MPI.File.Open", UNTRACED_IO)
+        return cls(_File.Open(comm, filename, amode, info))
+

@@ -48,9 +48,10 @@ claims an operation, a synchronisation or a window that did not happen. Records
 written after the call (``Unlock``, ``Test``, the creations' RmaWinCreate) are
 not written when it raises.
 
-Not traced: request-based operations (``Rput``, ``Rget``, ``Raccumulate``,
-``Rget_accumulate``), ``Attach``/``Detach`` of dynamic windows, and windows
-created by methods not listed above.
+Not traced, and warned about on their first call (:data:`UNTRACED`):
+request-based operations (``Rput``, ``Rget``, ``Raccumulate``,
+``Rget_accumulate``) and ``Attach``/``Detach`` of dynamic windows; not traced:
+windows created by methods not listed above.
 
 In-situ brackets (:mod:`calibration.tracer.insitu`): the public method stamps the
 Enter, the records before the call follow, then ``back``; after the call the
@@ -66,6 +67,7 @@ from typing import Any
 from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
+from calibration.tracer import calls
 from calibration.tracer import requests as rq
 from calibration.tracer import sizes as sz
 from compensate.model import COLLECTIVE_OPS
@@ -103,7 +105,15 @@ def install(recorder: tb.Recorder, cid: Any, world_group: Any) -> None:
     _rec, _cid, _world_group = recorder, cid, world_group
     for name in REGION_NAMES:
         _regions[name] = recorder.region_id((name, name, "", 0, "mpi", "RMA"))
+    for name in UNTRACED:  # warned once, then mpi4py's
+        if hasattr(MPI.Win, name):
+            setattr(TracedWin, name, calls.stand_in(TracedWin, name, MPI.Win))
     MPI.Win = TracedWin
+
+
+#: Window methods that move data or change the window but are not traced: each
+#: warns on its first call (:func:`calibration.tracer.calls.stand_in`).
+UNTRACED = ("Rput", "Rget", "Raccumulate", "Rget_accumulate", "Attach", "Detach")
 
 
 def _world(group: Any) -> tuple[int, ...]:

@@ -336,3 +336,46 @@ def test_class_methods_of_requests_the_tracer_did_not_make(tmp_path: Path) -> No
     assert entered.count("MPI_Wait") >= 2
     done = run_compensate(out, tmp_path / "out" / "traces.otf2", "--quiet", cwd=ROOT)
     assert done.returncode == 0, done.stderr
+
+
+FILE_AND_RMA = """
+import sys
+import numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+r = comm.Get_rank()
+fh = MPI.File.Open(comm, sys.argv[1], MPI.MODE_CREATE | MPI.MODE_RDWR)
+fh.Write_at_all(r * 16, np.full(4, r, 'i'))
+out = np.empty(4, 'i')
+fh.Read_at_all(r * 16, out)
+fh.Close()
+mem = np.zeros(8)
+win = MPI.Win.Create(mem, 8, comm=comm)
+win.Lock_all()
+win.Rput(np.full(4, float(r)), 1 - r).Wait()
+win.Flush_all()
+win.Unlock_all()
+win.Free()
+comm.Barrier()
+print(r, isinstance(fh, MPI.File), out.tolist(), mem[:4].tolist())
+"""
+
+
+def test_mpi_io_and_request_rma_say_they_are_not_traced(tmp_path: Path) -> None:
+    """MPI-IO and the request-based RMA calls are not traced: each says so once per
+    rank, and the program runs as untraced (the file is an ``MPI.File``)."""
+    script = tmp_path / "prog.py"
+    script.write_text(FILE_AND_RMA)
+    cmd = [sys.executable, str(script), str(tmp_path / "data.bin")]
+    untraced = subprocess.run([mpiexec(), "-n", "2", *cmd], capture_output=True, text=True,
+                              timeout=120, cwd=ROOT)
+    traced = subprocess.run(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o",
+         str(tmp_path / "run" / "traces.otf2"), "--calibration-records", "0", "--",
+         *cmd[1:]], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert untraced.returncode == traced.returncode == 0, traced.stderr
+    assert sorted(traced.stdout.splitlines()) == sorted(untraced.stdout.splitlines())
+    assert "0 True [0, 0, 0, 0] [1.0, 1.0, 1.0, 1.0]" in traced.stdout
+    assert traced.stderr.count("calibration.record: MPI.File.Open (MPI-IO) is not traced: "
+                               "the time of the file's calls counts as the program's") == 2
+    assert traced.stderr.count("calibration.record: MPI.Win.Rput is not traced") == 2
