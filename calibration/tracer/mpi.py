@@ -127,6 +127,7 @@ def install(recorder: tb.Recorder) -> None:
     traced = TracedIntracomm(world)
     traced._cid = recorder.comm_id(tuple(range(world.Get_size())))
     MPI.COMM_WORLD = traced
+    MPI.COMM_SELF = TracedIntracomm(MPI.COMM_SELF)  # registered when first used
     _PREGIONS.update(ptr.register(recorder))
     rma.install(recorder, _cid, _world_group)
     rq.bind(recorder, _REGIONS)  # MPI.Request, MPI.Prequest: the traced classes

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import compensate as c
 from compensate.formats.otf2 import read_otf2
 from compensate.model import COLLECTIVE_OP_NAMES, COLLECTIVE_OPS, KIND_CODE, Trace
 from tests.calibration.traced_runs import ROOT, assert_opens_in_otf2_print, compensate_summary
@@ -356,8 +357,9 @@ win.Rput(np.full(4, float(r)), 1 - r).Wait()
 win.Flush_all()
 win.Unlock_all()
 win.Free()
-comm.Barrier()
-print(r, isinstance(fh, MPI.File), out.tolist(), mem[:4].tolist())
+lines = comm.gather((r, isinstance(fh, MPI.File), out.tolist(), mem[:4].tolist()), root=0)
+if r == 0:
+    print(lines)
 """
 
 
@@ -374,8 +376,33 @@ def test_mpi_io_and_request_rma_say_they_are_not_traced(tmp_path: Path) -> None:
          str(tmp_path / "run" / "traces.otf2"), "--calibration-records", "0", "--",
          *cmd[1:]], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert untraced.returncode == traced.returncode == 0, traced.stderr
-    assert sorted(traced.stdout.splitlines()) == sorted(untraced.stdout.splitlines())
-    assert "0 True [0, 0, 0, 0] [1.0, 1.0, 1.0, 1.0]" in traced.stdout
+    assert traced.stdout == untraced.stdout == (
+        "[(0, True, [0, 0, 0, 0], [1.0, 1.0, 1.0, 1.0]), "
+        "(1, True, [1, 1, 1, 1], [0.0, 0.0, 0.0, 0.0])]\n")
     assert traced.stderr.count("calibration.record: MPI.File.Open (MPI-IO) is not traced: "
                                "the time of the file's calls counts as the program's") == 2
     assert traced.stderr.count("calibration.record: MPI.Win.Rput is not traced") == 2
+
+
+def test_comm_self_is_traced(tmp_path: Path) -> None:
+    """Messages on ``MPI.COMM_SELF`` are recorded (on a communicator of one rank
+    each) and match: compensate pairs both, as untraced they were exchanged."""
+    script = tmp_path / "prog.py"
+    script.write_text("from mpi4py import MPI\n"
+                      "q = MPI.COMM_SELF.isend('me', 0, 1)\n"
+                      "print(MPI.COMM_SELF.recv(source=0, tag=1))\n"
+                      "q.wait()\n")
+    out = tmp_path / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--calibration-records", "0", "--", str(script)], capture_output=True, text=True,
+        timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("me") == 2
+    trace = read_otf2(str(out))
+    sends, recvs = _messages(trace, "MpiIsend"), _messages(trace, "MpiRecv")
+    assert sorted((s[0], s[1], s[3]) for s in sends) == [(0, 0, 1), (1, 0, 1)]
+    assert sorted((r[0], r[1], r[3]) for r in recvs) == [(0, 0, 1), (1, 0, 1)]
+    assert len({s[2] for s in sends}) == 2 and 0 not in {s[2] for s in sends}  # own comms
+    result = c.compensate(trace)
+    assert result.summary["messages_matched"] == 2
