@@ -102,6 +102,16 @@ def _idle_barrier(comm: Any) -> None:
         time.sleep(0.0005)
 
 
+def _is_zip(path: str) -> bool:
+    """Whether ``path`` is a zip archive (a zipapp ``python app.pyz`` runs)."""
+    import zipfile  # noqa: PLC0415 - only for this check
+
+    try:
+        return zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
 def _run_script(path: str, args: list[str], code: Any, functions: Any,
                 argv0: str | None = None) -> int:
     """Execute the compiled script as ``__main__``; returns its exit status.
@@ -157,8 +167,18 @@ def _main(argv: list[str] | None) -> int:
              f"{args.layer_period}")
         return 2
     script = os.path.abspath(args.program)
-    if not os.path.isfile(script):
+    if os.path.isdir(script):  # python DIR runs DIR/__main__.py, DIR first on sys.path
+        script = os.path.join(script, "__main__.py")
+        if not os.path.isfile(script):
+            say(f"calibration.record: error: {args.program} is a directory without a "
+                "__main__.py")
+            return 2
+    elif not os.path.isfile(script):
         say(f"calibration.record: error: no such program: {args.program}")
+        return 2
+    elif _is_zip(script):
+        say(f"calibration.record: error: {args.program} is a zip application, which "
+            "the tracer cannot instrument: unpack it and trace its directory")
         return 2
     if os.path.splitext(args.output)[1] != ".otf2":
         say(f"calibration.record: error: -o must name an anchor file NAME.otf2, "

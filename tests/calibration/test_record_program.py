@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from compensate.formats.otf2 import read_otf2
 from tests.conftest import mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -510,3 +511,33 @@ def test_atexit_handlers_find_the_programs_classes(tmp_path: Path) -> None:
     """)
     _ok(proc, tmp_path)
     assert proc.stdout == "checkpoint True\n", proc.stderr
+
+
+def test_a_directory_program_runs_its_main_and_a_zipapp_is_refused(tmp_path: Path) -> None:
+    """``python DIR`` runs DIR/__main__.py with DIR first on sys.path: so does the
+    tracer, recording its functions; a zip application is refused in one line."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "__main__.py").write_text("import sys, helper\n"
+                                     "def main():\n    return helper.f()\n"
+                                     "print(sys.argv[0], main())\n")
+    (app / "helper.py").write_text("def f():\n    return 7\n")
+    untraced = subprocess.run([sys.executable, "app"], capture_output=True, text=True,
+                              timeout=60, cwd=tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    record = [sys.executable, "-m", "calibration.record", "-o", "run/t.otf2",
+              "--calibration-records", "0", "--"]
+    traced = subprocess.run([*record, "app"], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path, env=env)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == untraced.stdout == "app 7\n"
+    names = read_otf2(str(tmp_path / "run" / "t.otf2")).definitions.regions.values()
+    assert "main" in names
+    subprocess.run([sys.executable, "-m", "zipapp", "app", "-o", "app.pyz"], check=True,
+                   cwd=tmp_path, timeout=60)
+    zipped = subprocess.run([*record, "app.pyz"], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env=env)
+    assert zipped.returncode == 2
+    assert zipped.stderr == ("calibration.record: error: app.pyz is a zip application, "
+                             "which the tracer cannot instrument: unpack it and trace its "
+                             "directory\n")
