@@ -124,6 +124,24 @@ class MessageTable:
                 in zip(*cols, strict=True)]
 
 
+def _off_rank_hint(trace: Trace, locations: list[int], comms: list[int]) -> str:
+    """For an unmatched receive: if point-to-point records lie on ``locations`` that
+    none of the communicators ``comms`` they use has as a member (the locations of
+    a rank's other threads), the likely cause, as a clause to append; else ''."""
+    defs = trace.definitions.comms
+    if any(c in defs and not defs[c].members for c in comms):
+        return ""  # (MPI_COMM_SELF: the members are whoever uses it)
+    ranks = {m for c in comms if c in defs for m in defs[c].members}
+    off = sorted(loc for loc in locations if loc >= 0 and loc not in ranks)
+    if not ranks or not off:
+        return ""
+    shown = ", ".join(map(str, off[:3])) + (", ..." if len(off) > 3 else "")
+    return (f"; MPI messages lie on location(s) {shown}, which no MPI communicator "
+            "has as a member: MPI calls from several threads of one rank, which OTF2 "
+            "cannot describe (one location per rank; Score-P supports "
+            "MPI_THREAD_FUNNELED only)")
+
+
 def members_of(defs: Definitions, comm: int, loc: int) -> tuple[int, ...]:
     """Location ids of ``comm``'s ranks as seen from ``loc`` (an empty group is
     MPI_COMM_SELF: just ``loc``); () for an undefined communicator."""
@@ -407,10 +425,12 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         src = int(r_src[j])
         src_id = loc_ids[src] if src >= 0 else peer_location(trace, loc_ids[li], i, ev)
         comm, tag = int(r_comm[j]), int(r_tag[j])
+        hint = _off_rank_hint(trace, [loc_ids[k] for k in np.unique(np.r_[s_src, r_dst])],
+                              np.unique(np.r_[s_comm, r_comm]).tolist())
         raise TraceError(
             f"{KIND_NAMES[ev.kind[i]]} from location {src_id} (comm {comm}, tag {tag}) "
-            f"has no matching send on location {src_id}", source=trace.source,
-            location=loc_ids[li], index=i)
+            f"has no matching send on location {src_id}{hint}",
+            source=trace.source, location=loc_ids[li], index=i)
     unmatched = int(np.maximum(n_sends - n_recvs, 0).sum())
     # the k-th send of a key: position in the key-sorted send list
     s_start = np.r_[0, np.cumsum(n_sends)[:-1]] if nkeys else np.zeros(0, np.int64)
