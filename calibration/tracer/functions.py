@@ -70,16 +70,20 @@ class _Decorate(ast.NodeTransformer):
     def __init__(self) -> None:
         self._in_class = False
 
-    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
-        outer, self._in_class = self._in_class, True
+    def _inside(self, node: ast.AST, in_class: bool) -> bool:
+        """Visit ``node``'s children in a class body (``in_class``) or a function's;
+        returns whether ``node`` itself is in a class body."""
+        outer, self._in_class = self._in_class, in_class
         self.generic_visit(node)
         self._in_class = outer
+        return outer
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self._inside(node, True)
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        in_class, self._in_class = self._in_class, False
-        self.generic_visit(node)
-        self._in_class = in_class
+        in_class = self._inside(node, False)
         if not _is_generator(node):
             name: ast.expr = ast.Name(DECORATOR, ast.Load())
             if in_class:
@@ -89,17 +93,11 @@ class _Decorate(ast.NodeTransformer):
             node.decorator_list.append(ast.copy_location(name, node))
         return node
 
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
-        in_class, self._in_class = self._in_class, False
-        self.generic_visit(node)
-        self._in_class = in_class
+    def _function_scope(self, node: ast.AST) -> ast.AST:
+        self._inside(node, False)  # async functions and lambdas: not decorated
         return node
 
-    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
-        in_class, self._in_class = self._in_class, False
-        self.generic_visit(node)
-        self._in_class = in_class
-        return node
+    visit_AsyncFunctionDef = visit_Lambda = _function_scope
 
 
 def instrument(source: str | bytes, filename: str) -> Any:
