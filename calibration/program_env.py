@@ -13,15 +13,17 @@ finalization, so no trace can be written: it is told so on stderr.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any
 
 from calibration.tracer.messages import say
 
-#: Python frames a traced call may take per frame of the program: the decorator's
-#: wrapper and the function, and the measuring layer on sampled calls.
-FRAMES_PER_CALL = 3
+#: Python frames a traced call takes per frame of the program: the decorator's
+#: wrapper and the function; one call in ``--layer-period`` of each function also
+#: the measuring layer (:func:`frames_per_call`).
+FRAMES_PER_CALL = 2
 #: Frames for the tracer's own code below and inside the program's calls.
 FRAME_MARGIN = 100
 _INT_MAX = 2**31 - 1
@@ -37,13 +39,22 @@ def _depth() -> int:
     return n
 
 
-def _scale_recursion_limit() -> tuple[Any, Any, int]:
-    """Give the program its own recursion limit: a traced call takes up to
-    :data:`FRAMES_PER_CALL` frames, so the interpreter's limit becomes that many
-    times the program's, plus the tracer's frames, and ``sys.setrecursionlimit``
-    and ``sys.getrecursionlimit`` set and read the program's number (a program
-    that recurses 900 deep under the default 1000 does so traced as well).
+def frames_per_call(layer_period: int) -> float:
+    """Frames per frame of the program in a chain of traced calls: two, and one
+    more in every ``layer_period``-th call of each function (0: never)."""
+    return FRAMES_PER_CALL + (1 / layer_period if layer_period > 0 else 0)
+
+
+def _scale_recursion_limit(layer_period: int) -> tuple[Any, Any, int]:
+    """Give the program its own recursion limit: a chain of traced calls takes
+    :func:`frames_per_call` frames per frame of the program, so the interpreter's
+    limit becomes that many times the program's, plus the tracer's frames, and
+    ``sys.setrecursionlimit`` and ``sys.getrecursionlimit`` set and read the
+    program's number (a program that recurses 900 deep under the default 1000
+    does so traced as well, and one that catches its RecursionError reaches about
+    the depth it reaches untraced: 3x, as before, let it go 1.5x as deep).
     Returns what :func:`_restore_recursion_limit` puts back."""
+    per_call = frames_per_call(layer_period)
     real_set, real_get = sys.setrecursionlimit, sys.getrecursionlimit
     saved = real_get()
     margin = _depth() + FRAME_MARGIN
@@ -54,7 +65,7 @@ def _scale_recursion_limit() -> tuple[Any, Any, int]:
         frames; a limit Python refuses raises as it would untraced."""
         if not isinstance(limit, int) or not 1 <= limit <= _INT_MAX:
             real_set(limit)  # raises TypeError, ValueError or OverflowError
-        real_set(min(FRAMES_PER_CALL * limit + margin, _INT_MAX))
+        real_set(min(math.ceil(per_call * limit) + margin, _INT_MAX))
         program[0] = limit
 
     def getrecursionlimit() -> int:
@@ -152,7 +163,7 @@ def _guard_exit() -> Any:
     return real
 
 
-def enter(script: str, MPI: Any) -> dict[str, Any]:
+def enter(script: str, MPI: Any, layer_period: int = 32) -> dict[str, Any]:
     """Make the interpreter look to the program as under ``python prog.py``: its
     sys.path, its own modules named like the tracer's packages, its recursion
     limit; ``os._exit`` warns that it loses the trace. Saves what the tracer needs
@@ -161,7 +172,7 @@ def enter(script: str, MPI: Any) -> dict[str, Any]:
     saved_path = list(sys.path)
     sys.path[:] = _program_path(script)
     hidden = _hide_modules(_shadowed(sys.path))
-    return {"path": saved_path, "hidden": hidden, "recursion": _scale_recursion_limit(),
+    return {"path": saved_path, "hidden": hidden, "recursion": _scale_recursion_limit(layer_period),
             "pickle": (MPI.pickle.PROTOCOL, MPI.pickle.THRESHOLD), "exit": _guard_exit()}
 
 

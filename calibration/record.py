@@ -229,7 +229,7 @@ def _main(argv: list[str] | None) -> int:
     mpi_calls.install(recorder)
     threads.install(recorder)
     functions.install()
-    program = program_env.enter(script, MPI)  # from here on, the program's view
+    program = program_env.enter(script, MPI, args.layer_period)  # the program's view
     private.Barrier()
     sched0, wall0 = insitu.sched_now(), time.monotonic_ns()
     recorder.program_begin(os.path.basename(script), args.args)

@@ -541,3 +541,18 @@ def test_a_directory_program_runs_its_main_and_a_zipapp_is_refused(tmp_path: Pat
     assert zipped.stderr == ("calibration.record: error: app.pyz is a zip application, "
                              "which the tracer cannot instrument: unpack it and trace its "
                              "directory\n")
+
+
+def test_a_program_catching_recursion_error_reaches_about_its_untraced_depth(
+        tmp_path: Path) -> None:
+    """The scaled limit leaves room for the decorator's frames, not more: a
+    recursion that catches its RecursionError ends about as deep as untraced
+    (it went 1.5x as deep with room for three frames per call)."""
+    source = ("def probe(n=0):\n    try:\n        return probe(n + 1)\n"
+              "    except RecursionError:\n        return n\nprint(probe())\n")
+    proc = _traced(tmp_path, source)
+    _ok(proc, tmp_path)
+    untraced = subprocess.run([sys.executable, str(tmp_path / "prog.py")],
+                              capture_output=True, text=True, timeout=60)
+    depth, plain = int(proc.stdout), int(untraced.stdout)
+    assert 0.9 * plain <= depth <= 1.15 * plain, (depth, plain)
