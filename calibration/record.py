@@ -50,7 +50,7 @@ from typing import Any
 
 from calibration import program_env
 from calibration.tracer import messages
-from calibration.tracer.functions import LAYER_PERIOD
+from calibration.tracer.functions import LAYER_PERIOD, WRAPPER_CODES, WRAPPER_FILE
 from calibration.tracer.messages import say
 
 USAGE = ("mpiexec -n N python -m calibration.record -o DIR/NAME.otf2 "
@@ -61,8 +61,6 @@ CALIBRATION_RECORDS = 2000
 INTERRUPTED_STATUS = 130
 #: What rank 0 broadcasts when an interrupt stopped its writing.
 INTERRUPTED = "interrupted"
-#: File name of the decorator's generated wrappers (calibration/tracer/functions.py).
-WRAPPER_FILE = "<compensate-record>"
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m calibration.record", usage=USAGE,
@@ -401,7 +399,8 @@ def _program_frames(exc: BaseException, seen: set[int] | None = None) -> None:
     """Take the tracer's frames out of ``exc``'s traceback (and of the exceptions
     it chains), as the untraced run shows it: record.py's frames at its head
     (:func:`main`, :func:`_run_script`) and the decorator's wrappers
-    (:data:`WRAPPER_FILE`) between the program's frames."""
+    (:data:`calibration.tracer.functions.WRAPPER_CODES`) between the program's
+    frames."""
     seen = set() if seen is None else seen
     if id(exc) in seen:
         return
@@ -410,8 +409,10 @@ def _program_frames(exc: BaseException, seen: set[int] | None = None) -> None:
     kept = []
     tb = exc.__traceback__
     while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if name != WRAPPER_FILE and not (not kept and name == here):
+        code = tb.tb_frame.f_code
+        name = code.co_filename
+        if code not in WRAPPER_CODES and name != WRAPPER_FILE and \
+                not (not kept and name == here):
             kept.append(tb)
         tb = tb.tb_next
     new = None

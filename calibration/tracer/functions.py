@@ -188,6 +188,40 @@ def signature_text(code: Any) -> tuple[str, str]:
     return ", ".join(params), ", ".join(args)
 
 
+#: File name of the wrappers' template code (a wrapper's own code names its function).
+WRAPPER_FILE = "<compensate-record>"
+#: The code objects of the wrappers made so far (:func:`identity`): frames running
+#: one are the tracer's (calibration/record.py takes them out of tracebacks).
+WRAPPER_CODES: set[Any] = set()
+
+
+def _one_line(tree: ast.Module) -> ast.Module:
+    """The template with the wrapper's whole body on its ``def`` line, so that a
+    wrapper given its function's first line (:func:`identity`) shows that line
+    wherever it is (a traceback, a warning's stack level), not lines of the
+    function's body."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "traced":
+            for inner in ast.walk(node):
+                if hasattr(inner, "lineno"):
+                    inner.lineno = inner.end_lineno = node.lineno
+                    inner.col_offset = inner.end_col_offset = -1  # no columns, no carets
+    return tree
+
+
+def identity(template: Any, fn_code: Any, qualname: str) -> Any:
+    """The wrapper's code as its function's: its file, first line, name and
+    qualified name (``inspect.getfile``, ``typing.get_overloads``, doctest line
+    numbers, sorting functions by ``co_firstlineno`` and tracebacks see the
+    function, where the shared template code made them see one
+    ``<compensate-record>`` code for all functions of a signature)."""
+    code = template.replace(co_filename=fn_code.co_filename,
+                            co_firstlineno=fn_code.co_firstlineno,
+                            co_name=fn_code.co_name, co_qualname=qualname)
+    WRAPPER_CODES.add(code)
+    return code
+
+
 def _factory(params: str, args: str, module: dict | None = None) -> Callable:
     """The compiled wrapper factory for one parameter list and one module
     namespace (cached: most functions of a program share a few).
@@ -206,7 +240,8 @@ def _factory(params: str, args: str, module: dict | None = None) -> Callable:
     code = _CODES.get((params, args))
     if code is None:
         code = _CODES[(params, args)] = compile(
-            _WRAPPER.format(params=params, args=args), "<compensate-record>", "exec")
+            _one_line(ast.parse(_WRAPPER.format(params=params, args=args))),
+            WRAPPER_FILE, "exec")
     namespace: dict[str, Any] = {} if module is None else module
     with _DEFINING:  # another thread may be running the template in ``module`` too
         exec(code, namespace)
@@ -277,10 +312,10 @@ def make_decorator(recorder: Recorder, sample: bool = False,
             made = (_factory(*(signature_text(code) if plain else _GENERIC),
                              getattr(fn, "__globals__", None)),
                     ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS,
-                    LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS)
+                    LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS, [])
             if plain:
                 known[id(code)] = (code, made)
-        make, enter, leave, layer_enter, layer_leave = made
+        make, enter, leave, layer_enter, layer_leave, own = made
         layer: Callable = fn
         if sample:
             layer = make(fn, layer_enter, layer_leave, main_add, adders, orphan, get_ident,
@@ -288,6 +323,12 @@ def make_decorator(recorder: Recorder, sample: bool = False,
         traced = make(fn, enter, leave, main_add, adders, orphan, get_ident, monotonic_ns,
                       recorder.when_threaded, layer, period,
                       1 + int(starts.random() * period))
+        if plain:
+            if not own:  # the wrapper's code as the function's, made once per function
+                own.append(identity(traced.__code__, code, fn.__qualname__))
+            traced.__code__ = own[0]
+            if layer is not fn:
+                layer.__code__ = own[0]
         traced.__defaults__ = getattr(fn, "__defaults__", None)
         traced.__kwdefaults__ = getattr(fn, "__kwdefaults__", None)
         functools.update_wrapper(traced, fn)

@@ -353,6 +353,46 @@ def test_methods_of_a_class_whose_namespace_answers_every_name() -> None:
         "Words.Inner.f", "Words.Inner.f.<locals>.g"])
 
 
+def test_a_wrapper_looks_like_its_function_to_introspection(tmp_path: Path) -> None:
+    """Each wrapper's code names its function's file, first line and name: typing's
+    overload registry keeps both overloads, ``inspect.getfile`` names the file,
+    functions sort into source order by ``co_firstlineno``, and a traceback shows
+    the wrapper's frame as the function's ``def`` line (no columns), never a
+    ``<compensate-record>`` line."""
+    source = textwrap.dedent("""
+        import inspect, traceback
+        from typing import overload, get_overloads
+        @overload
+        def ov(x: int) -> int: ...
+        @overload
+        def ov(x: str) -> str: ...
+        def ov(x):
+            return x
+        def step_b():
+            pass
+        def step_a():
+            pass
+        def boom():
+            raise ValueError("x")
+        try:
+            boom()
+        except ValueError:
+            text = traceback.format_exc()
+        result = (len(get_overloads(ov)), inspect.getfile(step_a),
+                  [f.__name__ for f in sorted([step_a, step_b],
+                                              key=lambda f: f.__code__.co_firstlineno)],
+                  step_a.__code__ is step_b.__code__, text)
+    """)
+    path = tmp_path / "prog.py"
+    path.write_text(source)
+    namespace = {DECORATOR: make_decorator(tb.Recorder(), True), "__name__": "prog"}
+    exec(instrument(source, str(path)), namespace)  # noqa: S102
+    overloads, file, order, shared, text = namespace["result"]
+    assert (overloads, file, order, shared) == (2, str(path), ["step_b", "step_a"], False)
+    assert "<compensate-record>" not in text
+    assert f'File "{path}", line 14, in boom\n    def boom():\n  File' in text, text
+
+
 def test_functions_modules_are_instrumented_on_import(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """``--functions pkg``: the import hook instruments pkg and its submodules,
