@@ -84,11 +84,17 @@ def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Pat
         if src == out.resolve() or src.parent == target.resolve() or \
                 target.resolve() in src.parents:
             raise OutputError(f"{out_path}: output would overwrite the input {in_path}")
-        if target.exists() and any(target.iterdir()):
+        if target.exists() and not target.is_dir():
+            raise OutputError(f"{out_path}: {target} is not a directory")
+        # (the hidden staging directories of a run that was killed are not counted)
+        held = [p.name for p in target.iterdir()
+                if not p.name.startswith((f".{out.stem}.tmp-", f".{out.stem}.old-"))] \
+            if target.is_dir() else []
+        if held:
             if not force:
                 raise OutputError(f"{out_path}: {target} exists (use --force to replace it)")
             expected = {out.name, out.stem + ".def", out.stem}
-            extra = sorted(p.name for p in target.iterdir() if p.name not in expected)
+            extra = sorted(name for name in held if name not in expected)
             if extra:
                 raise OutputError(
                     f"{out_path}: {target} holds more than an OTF2 archive "

@@ -143,3 +143,23 @@ def test_a_failed_write_names_the_output_not_the_temporary_path(tmp_path, name):
     assert tmp not in str(exc.value)
     assert str(tmp_path / name) in str(exc.value)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_killed_runs_staging_directory_does_not_count_as_content(tmp_path):
+    """A run killed while writing into an existing archive directory leaves its
+    hidden staging directory there: the next run does not count it (no --force
+    needed for an otherwise empty directory, no 'holds more than an archive')."""
+    from compensate.formats.paths import output_target  # noqa: PLC0415
+
+    src = tmp_path / "in" / "traces.otf2"
+    _archive(src.parent)
+    out = tmp_path / "out"
+    (out / ".traces.tmp-0123abcd").mkdir(parents=True)
+    assert output_target(src, out / "traces.otf2", force=False) == out
+    _archive(out, text="old")
+    with pytest.raises(OutputError, match="exists"):
+        output_target(src, out / "traces.otf2", force=False)
+    assert output_target(src, out / "traces.otf2", force=True) == out
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputError, match="is not a directory"):
+        output_target(src, tmp_path / "file" / "traces.otf2", force=True)
