@@ -390,8 +390,9 @@ class TracedIntracomm(calls.MoreCalls, MPI.Intracomm):
         fields = None
         try:
             rid = _rec.new_request()
-            fields = (rid,)
-            rec.add_record(tr, tb.MPI_IRECV_REQUEST, fields)
+            if source != _PROC_NULL:  # (from PROC_NULL: no receive, no record)
+                fields = (rid,)
+                rec.add_record(tr, tb.MPI_IRECV_REQUEST, fields)
             rec.back(t)
             handle = fn(self, buf, source, tag)
         except Exception:

@@ -660,6 +660,28 @@ def test_nonblocking_wrapper_wraps_its_request_after_the_leave_stamp(
     assert backs[-1, 1] - times[-1] >= 2_000_000  # ... and holds the wrapping
 
 
+@pytest.mark.parametrize("call", ["Irecv", "irecv"])
+def test_a_receive_from_proc_null_writes_no_request(call: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for every call to ``MPI.PROC_NULL``: Enter/Leave, no message record (an
+    MpiIrecvRequest no completion would ever follow)."""
+    pytest.importorskip("mpi4py")
+    from mpi4py import MPI  # noqa: PLC0415
+
+    from calibration.tracer import mpi as tm  # noqa: PLC0415
+
+    rec = tb.Recorder()
+    region = rec.region_id(("MPI_Irecv", "MPI_Irecv", "", 0, "mpi", "POINT2POINT"))
+    monkeypatch.setitem(tm._REGIONS, "MPI_Irecv", region)
+    monkeypatch.setattr(tm, "_rec", rec)
+    comm = tm.TracedIntracomm(MPI.COMM_SELF)
+    comm._cid = 0
+    args = (np.zeros(1), MPI.PROC_NULL, 1) if call == "Irecv" else (None, MPI.PROC_NULL, 1)
+    getattr(comm, call)(*args)
+    kinds = (np.frombuffer(rec.main.data, dtype=np.int64)[1::2] & tb.KIND_MASK).tolist()
+    assert kinds == [tb.ENTER, tb.LEAVE]
+
+
 def test_record_refuses_a_layer_period_out_of_range(capsys) -> None:
     """``--layer-period`` outside 0..256 is a usage error (exit 2, one line),
     before MPI starts."""
