@@ -118,6 +118,8 @@ def scatter(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
 
 
 def Scatter(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    if args[1] is _IN_PLACE:  # the root keeps its share: one share = send / size
+        return _one_to_n(comm, args[2], nbytes(args[0]) // _Comm.Get_size(comm))
     return _one_to_n(comm, args[2], nbytes(args[1]))
 
 
@@ -126,6 +128,8 @@ def gather(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
 
 
 def Gather(comm: Any, args: tuple, result: Any) -> tuple[int, int]:
+    if args[0] is _IN_PLACE:  # the root's share is in place: one share = recv / size
+        return _n_to_one(comm, args[2], nbytes(args[1]) // _Comm.Get_size(comm))
     return _n_to_one(comm, args[2], nbytes(args[0]))
 
 

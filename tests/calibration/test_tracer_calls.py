@@ -406,3 +406,38 @@ def test_comm_self_is_traced(tmp_path: Path) -> None:
     assert len({s[2] for s in sends}) == 2 and 0 not in {s[2] for s in sends}  # own comms
     result = c.compensate(trace)
     assert result.summary["messages_matched"] == 2
+
+
+IN_PLACE_ROOT = """
+import numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+r, n = comm.Get_rank(), comm.Get_size()
+whole = np.zeros(4 * n)
+if r == 0:
+    comm.Gather(MPI.IN_PLACE, whole, root=0)
+    comm.Scatter(whole, MPI.IN_PLACE, root=0)
+else:
+    comm.Gather(np.zeros(4), None, root=0)
+    comm.Scatter(None, np.zeros(4), root=0)
+"""
+
+
+def test_in_place_gather_and_scatter_count_the_roots_bytes(tmp_path: Path) -> None:
+    """Gather with ``IN_PLACE`` as the root's send buffer and Scatter with it as
+    the root's receive buffer: the root receives (sends) the others' shares, 32
+    bytes each here, as without ``IN_PLACE``."""
+    script = tmp_path / "prog.py"
+    script.write_text(IN_PLACE_ROOT)
+    out = tmp_path / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--calibration-records", "0", "--", str(script)], capture_output=True, text=True,
+        timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    trace = read_otf2(str(out))
+    ends = {loc: [(int(ev.size[i]), int(ev.size_recv[i]))
+                  for i in np.flatnonzero(ev.kind == K["MpiCollectiveEnd"])]
+            for loc, ev in trace.events.items()}
+    assert ends[0] == [(0, 32), (32, 0)]  # root: Gather receives, Scatter sends
+    assert ends[1] == [(32, 0), (0, 32)]
