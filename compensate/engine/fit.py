@@ -556,12 +556,19 @@ def summary_object(outcome: FitOutcome, p2p_cases: dict) -> dict:
     return obj
 
 
+#: Bytes per second above which a fitted slope says no more than "the transfers
+#: did not grow with the size" (1 TB/s: no interconnect or memory copy is faster;
+#: a clamped or near-zero slope gave "1.68e+10 GB/s").
+UNRESOLVED_BANDWIDTH = 1e12
+
+
 def summary_phrase(obj: dict) -> str:
     """The bound part of the one-line summary for ``--bound fitted``."""
     if obj["fallback"]:
         return f"fitted bound not possible ({obj['fallback_reason']})"
     bw = obj["bandwidth_Bps"]
-    bandwidth = f"{bw / 1e9:.3g} GB/s" if bw else "bandwidth n/a: one message size"
+    bandwidth = (f"{bw / 1e9:.3g} GB/s" if bw and bw < UNRESOLVED_BANDWIDTH else
+                 "no per-byte cost resolved" if bw else "bandwidth n/a: one message size")
     source = {"platform": "the platform network model; ",
               "platform slope": "the platform network model's bandwidth; "}.get(obj["model"], "")
     return (f"fitted bound (latency {obj['latency_s'] * 1e6:.3g} us, {bandwidth}, "

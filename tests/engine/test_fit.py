@@ -504,3 +504,15 @@ def test_a_sendrecv_receiver_after_the_arrival_is_no_observation(tmp_path):
         {**base, "network": {"latency": 3e-7, "per_byte": 0}}))
     assert sorted(np.round(without.seconds * 1e9).tolist()) == [600, 3700]
     assert np.round(with_model.seconds * 1e9).tolist() == [600]
+
+
+@pytest.mark.parametrize(("bandwidth", "says"), [
+    (5e9, "5 GB/s"), (1.68e19, "no per-byte cost resolved"), (None, "bandwidth n/a")])
+def test_summary_phrase_says_when_the_slope_resolves_no_bandwidth(bandwidth, says):
+    """A fitted slope clamped to (about) zero is no bandwidth: the summary says so
+    instead of printing 1.68e+10 GB/s."""
+    from compensate.engine.fit import summary_phrase  # noqa: PLC0415
+
+    obj = {"fallback": False, "bandwidth_Bps": bandwidth, "model": "linear",
+           "latency_s": 1e-5, "observations": 3, "used": 1, "clamped": 0}
+    assert says in summary_phrase(obj)
