@@ -399,20 +399,21 @@ def _program_frames(exc: BaseException, seen: set[int] | None = None) -> None:
     """Take the tracer's frames out of ``exc``'s traceback (and of the exceptions
     it chains), as the untraced run shows it: record.py's frames at its head
     (:func:`main`, :func:`_run_script`) and the decorator's wrappers
-    (:data:`calibration.tracer.functions.WRAPPER_CODES`) between the program's
-    frames."""
+    (:data:`calibration.tracer.functions.WRAPPER_CODES`) and the MPI, lock and
+    thread wrappers (``calibration/tracer/``) between the program's frames."""
     seen = set() if seen is None else seen
     if id(exc) in seen:
         return
     seen.add(id(exc))
     here = _run_script.__code__.co_filename
+    tracer = os.path.dirname(messages.__file__) + os.sep
     kept = []
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
         name = code.co_filename
         if code not in WRAPPER_CODES and name != WRAPPER_FILE and \
-                not (not kept and name == here):
+                not name.startswith(tracer) and not (not kept and name == here):
             kept.append(tb)
         tb = tb.tb_next
     new = None

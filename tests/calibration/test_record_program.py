@@ -556,3 +556,21 @@ def test_a_program_catching_recursion_error_reaches_about_its_untraced_depth(
                               capture_output=True, text=True, timeout=60)
     depth, plain = int(proc.stdout), int(untraced.stdout)
     assert 0.9 * plain <= depth <= 1.15 * plain, (depth, plain)
+
+
+def test_an_mpi_error_traceback_shows_no_tracer_frames(tmp_path: Path) -> None:
+    """An uncaught MPI error raised through a traced call: the traceback goes from
+    the program's lines to mpi4py's, as untraced (no decorator wrapper, no
+    ``calibration/tracer`` frame)."""
+    proc = _traced(tmp_path, """
+        from mpi4py import MPI
+        import numpy as np
+        def send():
+            MPI.COMM_WORLD.Send(np.zeros(1), dest=5)
+        send()
+    """)
+    assert proc.returncode == 1
+    head = proc.stderr.split("mpi4py.MPI.Exception")[0]
+    files = [ln.split('"')[1] for ln in head.splitlines() if ln.startswith('  File "')]
+    assert files[:2] == [str(tmp_path / "prog.py")] * 2, head
+    assert "calibration" not in head and "<compensate-record>" not in head, head
