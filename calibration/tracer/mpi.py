@@ -81,7 +81,7 @@ from typing import Any
 from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
-from calibration.tracer import calls, rma
+from calibration.tracer import calls, pkl5, rma
 from calibration.tracer import partitioned as ptr
 from calibration.tracer import requests as rq
 from calibration.tracer import sizes as sz
@@ -124,8 +124,9 @@ def install(recorder: tb.Recorder) -> None:
             _REGIONS[full] = recorder.region_id((full, full, "", 0, "mpi", role))
     world = MPI.COMM_WORLD
     _world_group = world.Get_group()
+    _BY_HANDLE.clear()
     traced = TracedIntracomm(world)
-    traced._cid = recorder.comm_id(tuple(range(world.Get_size())))
+    _register(traced, new=True)
     MPI.COMM_WORLD = traced
     MPI.COMM_SELF = TracedIntracomm(MPI.COMM_SELF)  # registered when first used
     _PREGIONS.update(ptr.register(recorder))
@@ -133,6 +134,7 @@ def install(recorder: tb.Recorder) -> None:
     rq.bind(recorder, _REGIONS)  # MPI.Request, MPI.Prequest: the traced classes
     calls.bind(recorder, _REGIONS, _cid, TracedIntracomm,
                (TracedCartcomm, TracedGraphcomm, TracedDistgraphcomm))
+    pkl5.install(MPI, TracedIntracomm)  # mpi4py.util.pkl5's unbound calls, traced
     tb.set_serializer(MPI.pickle.dumps)  # the program's serializer, if it sets one
     _finalized[0] = False
     MPI.Finalize = _deferred_finalize
@@ -172,13 +174,29 @@ def _cid(comm: Any) -> int:
         return _register(comm)
 
 
-def _register(comm: Any) -> int:
+#: MPI handle -> (world ranks, local id) of the communicators registered: another
+#: Python object of the same communicator (``mpi4py.util.pkl5.Intracomm(comm)``)
+#: gets the same id (the members are compared: a freed handle may be reused)
+_BY_HANDLE: dict[int, tuple[tuple[int, ...], int]] = {}
+
+
+def _register(comm: Any, new: bool = False) -> int:
+    """Give ``comm`` its local id: a ``new`` communicator (one a creation call
+    returned) a new one, any other object that of its handle's communicator if
+    that one is registered with the same members."""
     if not comm:  # MPI.COMM_NULL
         return -1
-    members = MPI.Group.Translate_ranks(_Comm.Get_group(comm),
-                                        list(range(_Comm.Get_size(comm))), _world_group)
-    comm._cid = _rec.comm_id(tuple(int(m) for m in members))
-    return comm._cid
+    members = tuple(int(m) for m in MPI.Group.Translate_ranks(
+        _Comm.Get_group(comm), list(range(_Comm.Get_size(comm))), _world_group))
+    handle = _Comm.py2f(comm)
+    known = _BY_HANDLE.get(handle)
+    if not new and known is not None and known[0] == members:
+        cid = known[1]
+    else:
+        cid = _rec.comm_id(members)
+        _BY_HANDLE[handle] = (members, cid)
+    comm._cid = cid
+    return cid
 
 
 def _collective(t: int, comm: Any, name: str, op: str, root: int, fn: Any, args: tuple,
@@ -539,7 +557,7 @@ def _created(comm: Any) -> Any:
         if traced is not None:
             comm = traced(comm)
         if not isinstance(comm, MPI.Intercomm):
-            _register(comm)
+            _register(comm, new=True)
     return comm
 
 

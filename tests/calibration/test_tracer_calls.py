@@ -441,3 +441,40 @@ def test_in_place_gather_and_scatter_count_the_roots_bytes(tmp_path: Path) -> No
             for loc, ev in trace.events.items()}
     assert ends[0] == [(0, 32), (32, 0)]  # root: Gather receives, Scatter sends
     assert ends[1] == [(32, 0), (0, 32)]
+
+
+PKL5 = """
+import numpy as np
+from mpi4py import MPI
+from mpi4py.util import pkl5
+world = MPI.COMM_WORLD
+comm = pkl5.Intracomm(world)
+r = comm.Get_rank()
+if r == 0:
+    comm.send(np.arange(1_000_000, dtype=np.float64), dest=1, tag=7)
+    world.send("plain", dest=1, tag=8)
+else:
+    got = comm.recv(source=0, tag=7)
+    print(got.sum(), world.recv(source=0, tag=8), isinstance(comm, MPI.Intracomm))
+"""
+
+
+def test_pkl5_messages_are_traced_on_the_communicator_they_use(tmp_path: Path) -> None:
+    """``mpi4py.util.pkl5`` sends with unbound base-class calls: they are traced
+    (header, pickle and out-of-band buffer messages), on the id of the
+    communicator pkl5 wraps, and compensate matches every one."""
+    script = tmp_path / "prog.py"
+    script.write_text(PKL5)
+    out = tmp_path / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--calibration-records", "0", "--", str(script)], capture_output=True, text=True,
+        timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "499999500000.0 plain True\n"
+    trace = read_otf2(str(out))
+    sends = _messages(trace, "MpiSend")
+    assert [s[3] for s in sends] == [7, 7, 7, 8]  # pkl5: header, pickle, buffer
+    assert {s[2] for s in sends} == {0}  # all on MPI_COMM_WORLD's id
+    assert sends[2][4] == 8_000_000
+    assert c.compensate(trace).summary["messages_matched"] == 4
