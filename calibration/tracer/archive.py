@@ -38,6 +38,7 @@ import os
 import shutil
 import tempfile
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from time import monotonic_ns
 from typing import Any
@@ -360,10 +361,12 @@ def _write_into(directory: str, stem: str, ranks: list[RankData],
                 ew = writer.event_writer_from_location(loc)
                 cost = insitu.record_overheads(th.data, th.backs, d.back_ns, names,
                                                d.residues, th.layers,
-                                               written_tables[d.rank, i]).tolist()
+                                               written_tables[d.rank, i])
                 # the common kinds straight through the C library, the others as
-                # otf2 event objects
-                evtwrite.write_rows(writer, ew, th.rows(), cost, own, region_map, comm_map,
+                # otf2 event objects; records and costs one at a time (10^6 tuples
+                # and ints at once took ~140 MB)
+                evtwrite.write_rows(writer, ew, tb.iter_rows(th.data, th.extra, th.ints),
+                                    _values(cost), own, region_map, comm_map,
                                     _fallback(ew, defs, rma, own, region_map, comm_map,
                                               win_map, contingent, waited))
                 written += len(th.data) // 2
@@ -381,6 +384,12 @@ def _write_into(directory: str, stem: str, ranks: list[RankData],
                 pass
         raise
     return written
+
+
+def _values(a: np.ndarray, chunk: int = 1 << 16) -> Iterator[int]:
+    """The elements of ``a`` as Python ints, ``chunk`` at a time."""
+    for i in range(0, len(a), chunk):
+        yield from a[i:i + chunk].tolist()
 
 
 def _fallback(ew: Any, defs: Any, rma: _RmaDefs, own: Any, region_map: list,

@@ -113,7 +113,7 @@ import threading
 import weakref
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import repeat
 from time import monotonic_ns
 from typing import Any
@@ -306,17 +306,21 @@ def prefault(a: Any, items: int) -> bool:
 def rows(data: Any, extra: list[tuple], ints: Any = ()) -> list[tuple]:
     """Records as tuples ``(time, kind, *fields)`` from a buffer's stored columns
     (``data``: (time, code) pairs)."""
-    out = []
+    return list(iter_rows(data, extra, ints))
+
+
+def iter_rows(data: Any, extra: list[tuple], ints: Any = ()) -> Iterator[tuple]:
+    """:func:`rows` one at a time (the archive writer: a list of 10^6 tuples took
+    ~100 MB at once)."""
     it = iter(data)
     for t, code in zip(it, it, strict=True):
         kind, index = code & KIND_MASK, code >> KIND_BITS
         if kind == ENTER or kind == LEAVE or kind in SEQUENCE_KINDS:
-            out.append((t, kind, index))
+            yield (t, kind, index)
         elif kind in LOCK_KINDS:
-            out.append((t, kind, ints[index], ints[index + 1]))
+            yield (t, kind, ints[index], ints[index + 1])
         else:
-            out.append((t, kind, *extra[index]))
-    return out
+            yield (t, kind, *extra[index])
 
 
 class Buffer:

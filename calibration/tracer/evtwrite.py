@@ -31,7 +31,7 @@ directly. The archive is the same, byte for byte
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import _otf2
@@ -173,11 +173,12 @@ def _raise(rc: int) -> None:
     raise AssertionError(f"OTF2 error code {rc} raised nothing")  # not reached
 
 
-def write_rows(writer: Any, ew: Any, rows: Sequence[tuple], cost: Sequence[int],
+def write_rows(writer: Any, ew: Any, rows: Iterable[tuple], cost: Iterable[int],
                attribute: Any, regions: Sequence[Any], comms: Sequence[Any],
                fallback: Callable[[tuple, int], None], direct: bool = True) -> int:
-    """Write one location's records ``rows`` (``(time, kind, *fields)``), in order;
-    returns the number written directly.
+    """Write one location's records ``rows`` (``(time, kind, *fields)``, any
+    iterable: one record at a time), in order; returns the number written
+    directly.
 
     ``writer`` is the ``otf2`` archive writer, ``ew`` the location's event writer,
     ``cost[i]`` the value of the UINT64 ``attribute`` (an ``otf2`` Attribute
@@ -188,9 +189,7 @@ def write_rows(writer: Any, ew: Any, rows: Sequence[tuple], cost: Sequence[int],
     attribute; every other record (all of them unless ``direct``) is handed to
     ``fallback(rec, cost)``, which writes it at once with ``ew.write``.
     """
-    if len(rows) != len(cost):
-        raise ValueError(f"{len(rows)} records but {len(cost)} attribute values")
-    if not direct or not rows:
+    if not direct:  # (zip's strict: records and values must be as many)
         for rec, o in zip(rows, cost, strict=True):
             fallback(rec, o)
         return 0
@@ -209,8 +208,12 @@ def write_rows(writer: Any, ew: Any, rows: Sequence[tuple], cost: Sequence[int],
     if not al:
         raise MemoryError("OTF2_AttributeList_New failed")
     n = 0
+    first = t = None
     try:
         for rec, o in zip(rows, cost, strict=True):
+            t = rec[0]
+            if first is None:
+                first = t
             kind = rec[1]
             if kind not in fast:
                 fallback(rec, o)
@@ -222,7 +225,6 @@ def write_rows(writer: Any, ew: Any, rows: Sequence[tuple], cost: Sequence[int],
                 a = al
             else:
                 a = None
-            t = rec[0]
             if kind == k_enter:
                 rc = enter(h, a, t, region_refs[rec[2]])
             elif kind == k_leave:
@@ -243,8 +245,8 @@ def write_rows(writer: Any, ew: Any, rows: Sequence[tuple], cost: Sequence[int],
     if n:  # what EventWriter.write does per event, once: event count, time range
         ew._location._number_of_events_written += n
         # OTF2 refuses a timestamp below the location's last one: rows are in order
-        writer._update_timestamps(rows[0][0])
-        writer._update_timestamps(rows[-1][0])
+        writer._update_timestamps(first)
+        writer._update_timestamps(t)
     return n
 
 
