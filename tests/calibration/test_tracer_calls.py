@@ -339,6 +339,18 @@ def test_class_methods_of_requests_the_tracer_did_not_make(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
 
 
+
+def _traced_2(script: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """``script`` traced on 2 ranks (no calibration) into run/traces.otf2 beside it;
+    the run must succeed."""
+    out = script.parent / "run" / "traces.otf2"
+    proc = subprocess.run(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
+         "--calibration-records", "0", "--", str(script)], capture_output=True, text=True,
+        timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return proc, out
+
 FILE_AND_RMA = """
 import sys
 import numpy as np
@@ -392,12 +404,7 @@ def test_comm_self_is_traced(tmp_path: Path) -> None:
                       "q = MPI.COMM_SELF.isend('me', 0, 1)\n"
                       "print(MPI.COMM_SELF.recv(source=0, tag=1))\n"
                       "q.wait()\n")
-    out = tmp_path / "run" / "traces.otf2"
-    proc = subprocess.run(
-        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
-         "--calibration-records", "0", "--", str(script)], capture_output=True, text=True,
-        timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
+    proc, out = _traced_2(script)
     assert proc.stdout.count("me") == 2
     trace = read_otf2(str(out))
     sends, recvs = _messages(trace, "MpiIsend"), _messages(trace, "MpiRecv")
@@ -429,12 +436,7 @@ def test_in_place_gather_and_scatter_count_the_roots_bytes(tmp_path: Path) -> No
     bytes each here, as without ``IN_PLACE``."""
     script = tmp_path / "prog.py"
     script.write_text(IN_PLACE_ROOT)
-    out = tmp_path / "run" / "traces.otf2"
-    proc = subprocess.run(
-        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
-         "--calibration-records", "0", "--", str(script)], capture_output=True, text=True,
-        timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
+    proc, out = _traced_2(script)
     trace = read_otf2(str(out))
     ends = {loc: [(int(ev.size[i]), int(ev.size_recv[i]))
                   for i in np.flatnonzero(ev.kind == K["MpiCollectiveEnd"])]
@@ -465,12 +467,7 @@ def test_pkl5_messages_are_traced_on_the_communicator_they_use(tmp_path: Path) -
     communicator pkl5 wraps, and compensate matches every one."""
     script = tmp_path / "prog.py"
     script.write_text(PKL5)
-    out = tmp_path / "run" / "traces.otf2"
-    proc = subprocess.run(
-        [mpiexec(), "-n", "2", sys.executable, "-m", "calibration.record", "-o", str(out),
-         "--calibration-records", "0", "--", str(script)], capture_output=True, text=True,
-        timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
+    proc, out = _traced_2(script)
     assert proc.stdout == "499999500000.0 plain True\n"
     trace = read_otf2(str(out))
     sends = _messages(trace, "MpiSend")
