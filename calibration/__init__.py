@@ -6,11 +6,7 @@ cost on the machine where a trace was recorded, and write the platform file that
 def main(argv: list[str] | None = None) -> int:
     """The ``calibrate`` command (console-script entry point): :mod:`calibration.cli`
     imported with SIGINT/SIGTERM handled, so that an interrupt during its imports
-    is one line and 130/143 like any other (:func:`compensate.interrupt.launch`)."""
-    from compensate.cli import early_interrupt
+    is one line and 130/143 like any other (:func:`compensate.cli.launch`)."""
+    from compensate.cli import launch
 
-    try:
-        from compensate import interrupt
-        return interrupt.launch("calibrate", "calibration.cli", argv)
-    except KeyboardInterrupt:
-        return early_interrupt("calibrate")
+    return launch("calibrate", "calibration.cli", argv)

@@ -29,11 +29,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def simulate_main(argv: list[str] | None = None) -> int:
     """The ``compensate-simulate`` command (console-script entry point)."""
+    return launch("compensate-simulate", "compensate.cli.simulate", argv)
+
+
+def launch(prog: str, module: str, argv: list[str] | None = None) -> int:
+    """A console-script entry point: ``module.main(argv)``, its module imported
+    with the signals handled (:func:`compensate.interrupt.launch`), an interrupt
+    even before that one line and 130 (:func:`early_interrupt`)."""
     try:
         from compensate import interrupt
-        return interrupt.launch("compensate-simulate", "compensate.cli.simulate", argv)
+        return interrupt.launch(prog, module, argv)
     except KeyboardInterrupt:
-        return early_interrupt("compensate-simulate")
+        return early_interrupt(prog)
 
 
 def early_interrupt(prog: str) -> int:
@@ -91,4 +98,4 @@ def single_threaded_blas() -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-__all__ = ["early_interrupt", "main", "simulate_main", "single_threaded_blas"]
+__all__ = ["early_interrupt", "launch", "main", "simulate_main", "single_threaded_blas"]
