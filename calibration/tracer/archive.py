@@ -32,7 +32,6 @@ on rank 0's clock.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
@@ -68,6 +67,7 @@ from calibration.tracer.clock import Offset, corrected
 from calibration.tracer.evtwrite import UNDEF_U32 as _UNDEF_U32
 from calibration.tracer.evtwrite import event as _event
 from compensate.formats.partitioned import make_event
+from compensate.formats.paths import replace_entries
 from compensate.model import KIND_CODE
 
 TIMER_RESOLUTION = 10**9  # monotonic_ns ticks
@@ -269,29 +269,10 @@ def write_archive(path: str, ranks: list[RankData], program: str = "",
     # nothing new at ``path`` and an archive already there as it was (--force
     # replaces it only now), so that the next run needs no --force
     staging = tempfile.mkdtemp(prefix=f".{stem}.", suffix=".partial", dir=directory)
-    names = (stem, f"{stem}.def", f"{stem}.otf2")
-    old = os.path.join(staging, "old")
-    moved_old: list[str] = []
-    moved_new: list[str] = []
     try:
         written = _write_into(staging, stem, ranks, clock, program, warn,
                               overhead_defaults, tables)
-        os.mkdir(old)
-        for name in reversed(names):  # the old anchor first
-            if os.path.lexists(os.path.join(directory, name)):
-                os.rename(os.path.join(directory, name), os.path.join(old, name))
-                moved_old.append(name)
-        for name in names:  # the new anchor last
-            os.rename(os.path.join(staging, name), os.path.join(directory, name))
-            moved_new.append(name)
-    except BaseException:
-        for name in reversed(moved_new):
-            with contextlib.suppress(OSError):
-                os.rename(os.path.join(directory, name), os.path.join(staging, name))
-        for name in reversed(moved_old):
-            with contextlib.suppress(OSError):
-                os.rename(os.path.join(old, name), os.path.join(directory, name))
-        raise
+        replace_entries(staging, directory, f"{stem}.otf2")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return written

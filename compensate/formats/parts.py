@@ -72,9 +72,10 @@ from compensate.formats.paths import (
     _make_parents,
     _remove_empty,
     _replace_dir,
-    _replace_entries,
     make_temp_dir,
     output_error,
+    replace_entries,
+    staging_dir,
     trace_format,
 )
 from compensate.model import KIND_NAMES, Definitions, Events, Trace, TraceError
@@ -118,9 +119,10 @@ def begin(out_path: str | Path, target: Path | None = None) -> Path:
         parents = _make_parents(target.parent)
         # an existing archive directory is kept (a mount point, a directory in one
         # we cannot write): the archive is made inside it, as AtomicOutput does
-        inside = fmt == "otf2" and target.is_dir()
-        tmp = (make_temp_dir(target, f".{out.stem}.tmp-") if inside else
-               make_temp_dir(target.parent, f".{target.name}.tmp-"))
+        if fmt == "otf2":
+            tmp, inside = staging_dir(target, out)
+        else:
+            tmp, inside = make_temp_dir(target.parent, f".{target.name}.tmp-"), False
         (tmp / _PARTS).mkdir()
         _write_json(tmp / _PARTS / "output.json",
                     {"out": str(out), "target": str(target), "format": fmt,
@@ -430,7 +432,7 @@ def commit(tmp: str | Path, definitions: Definitions) -> None:
                 if info["format"] == "otf2":
                     shutil.rmtree(tmp / _PARTS)
                     if info.get("inside"):
-                        _replace_entries(tmp, target, Path(out).name)
+                        replace_entries(tmp, target, Path(out).name)
                     else:
                         _replace_dir(tmp, target)
                 else:

@@ -52,6 +52,12 @@ def input_format(path: str | Path) -> str:
     return fmt
 
 
+#: Name prefixes (of an archive's stem) of the hidden directories an archive is
+#: staged in inside its archive directory and the old one is moved out to.
+TMP_PREFIX = ".{}.tmp-"
+OLD_PREFIX = ".{}.old-"
+
+
 def _archive_dir(path: Path) -> Path:
     return path.parent
 
@@ -87,8 +93,8 @@ def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Pat
         if target.exists() and not target.is_dir():
             raise OutputError(f"{out_path}: {target} is not a directory")
         # (the hidden staging directories of a run that was killed are not counted)
-        held = [p.name for p in target.iterdir()
-                if not p.name.startswith((f".{out.stem}.tmp-", f".{out.stem}.old-"))] \
+        staged = (TMP_PREFIX.format(out.stem), OLD_PREFIX.format(out.stem))
+        held = [p.name for p in target.iterdir() if not p.name.startswith(staged)] \
             if target.is_dir() else []
         if held:
             if not force:
@@ -206,13 +212,7 @@ class AtomicOutput:
         try:
             self._parents = _make_parents(target.parent)
             if self.format == "otf2":
-                # an existing directory (empty, or the archive --force replaces) may be
-                # a mount point or sit in a directory we cannot write: the archive is
-                # written inside it and moved into place file by file, anchor last
-                self._inside = target.is_dir()
-                self._dir = make_temp_dir(target if self._inside else target.parent,
-                                          f".{(out.stem if self._inside else target.name)}"
-                                          ".tmp-")
+                self._dir, self._inside = staging_dir(target, out)
                 self.path = str(self._dir / out.name)
             else:
                 self._file = make_temp_file(out.parent, f".{out.name}.tmp-")
@@ -231,7 +231,7 @@ class AtomicOutput:
             try:
                 if self._dir is not None:
                     if self._inside:
-                        _replace_entries(self._dir, self.target, self.out.name)
+                        replace_entries(self._dir, self.target, self.out.name)
                     else:
                         _replace_dir(self._dir, self.target)
                     self._dir = None
@@ -339,11 +339,12 @@ def _rename_in_message(exc: BaseException, old: str, new: str) -> None:
                 setattr(exc, attr, value.replace(old, new))
 
 
-def _replace_entries(new: Path, target: Path, anchor: str) -> None:
-    """Move the entries of directory ``new`` (a complete archive written inside
-    ``target``) into ``target``, replacing those of the same names: the old anchor
-    goes first and the new one comes last, so that no reader ever opens a mix.
-    If a move fails, the old entries are put back."""
+def replace_entries(new: str | Path, target: str | Path, anchor: str) -> None:
+    """Move the entries of directory ``new`` (a complete archive written beside or
+    inside ``target``) into ``target``, replacing those of the same names: the old
+    anchor goes first and the new one comes last, so that no reader ever opens a
+    mix. If a move fails (or is interrupted), the entries moved are put back."""
+    new, target = Path(new), Path(target)
     entries = sorted(os.listdir(new), key=lambda name: name == anchor)  # anchor last
     old_dir = None
     moved_old: list[str] = []
@@ -352,26 +353,40 @@ def _replace_entries(new: Path, target: Path, anchor: str) -> None:
         present = sorted((e for e in entries if os.path.lexists(target / e)),
                          key=lambda name: name != anchor)  # anchor first
         if present:
-            old_dir = make_temp_dir(target, f".{Path(anchor).stem}.old-")
+            old_dir = make_temp_dir(target, OLD_PREFIX.format(Path(anchor).stem))
             for e in present:
                 os.rename(target / e, old_dir / e)
                 moved_old.append(e)
         for e in entries:
             os.rename(new / e, target / e)
             moved_new.append(e)
-    except OSError:
-        with contextlib.suppress(OSError):
-            for e in reversed(moved_new):
+    except BaseException:
+        for e in reversed(moved_new):
+            with contextlib.suppress(OSError):
                 os.rename(target / e, new / e)
-            for e in reversed(moved_old):
+        for e in reversed(moved_old):
+            with contextlib.suppress(OSError):
                 os.rename(old_dir / e, target / e)  # type: ignore[operator]
-            if old_dir is not None:
+        if old_dir is not None:
+            with contextlib.suppress(OSError):
                 os.rmdir(old_dir)
         raise
     if old_dir is not None:
         shutil.rmtree(old_dir, ignore_errors=True)
     with contextlib.suppress(OSError):
         os.rmdir(new)
+
+
+def staging_dir(target: Path, out: Path) -> tuple[Path, bool]:
+    """A new hidden directory to write the OTF2 archive ``out`` (its anchor) into
+    before it replaces ``target`` (its archive directory), and whether it lies
+    inside ``target``: an existing directory (empty, or the archive --force
+    replaces) may be a mount point or sit in a directory we cannot write, so the
+    archive is made inside it and moved in by :func:`replace_entries`; else
+    beside it, and renamed into place by :func:`_replace_dir`."""
+    if target.is_dir():
+        return make_temp_dir(target, TMP_PREFIX.format(out.stem)), True
+    return make_temp_dir(target.parent, f".{target.name}.tmp-"), False
 
 
 def _replace_dir(new: Path, target: Path) -> None:

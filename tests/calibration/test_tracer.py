@@ -101,8 +101,9 @@ def test_a_failed_write_keeps_the_archive_it_would_replace(
     old = {f: (run / f).read_bytes() for f in files if (run / f).is_file()}
     real = os.rename
 
-    def rename(src: str, dst: str) -> None:  # the new anchor, moved last, fails
-        if dst == str(run / "traces.otf2") and ".partial" in src and "old" not in src:
+    def rename(src: str | Path, dst: str | Path) -> None:  # the new anchor, moved last
+        if str(dst) == str(run / "traces.otf2") and ".partial" in str(src) \
+                and "old" not in str(src):
             raise OSError(5, "Input/output error")
         real(src, dst)
 
