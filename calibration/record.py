@@ -117,7 +117,7 @@ def _run_script(path: str, args: list[str], code: Any, functions: Any,
     ``python prog.py`` sets it; ``__file__`` is the absolute ``path``)."""
     module = types.ModuleType("__main__")
     module.__dict__.update(functions.script_globals(path))
-    saved = sys.modules.get("__main__"), list(sys.argv)  # (argv restored after)
+    saved_argv = list(sys.argv)
     sys.modules["__main__"] = module
     sys.argv = [path if argv0 is None else argv0, *args]
     try:
@@ -138,7 +138,7 @@ def _run_script(path: str, args: list[str], code: Any, functions: Any,
         # the program's module stays __main__ (as under python prog.py), so that
         # its atexit handlers, finalizers and threads still find its classes
         # (pickle looks them up there); only sys.argv is the tracer's again
-        sys.argv = saved[1]
+        sys.argv = saved_argv
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -209,12 +209,15 @@ def _one_line(tree: ast.Module) -> ast.Module:
     return tree
 
 
-def identity(template: Any, fn_code: Any, qualname: str) -> Any:
-    """The wrapper's code as its function's: its file, first line, name and
-    qualified name (``inspect.getfile``, ``typing.get_overloads``, doctest line
-    numbers, sorting functions by ``co_firstlineno`` and tracebacks see the
-    function, where the shared template code made them see one
-    ``<compensate-record>`` code for all functions of a signature)."""
+def identity(make: Callable, fn_code: Any, qualname: str) -> Any:
+    """The code of the wrappers ``make`` (a :func:`_factory` factory) makes, as
+    their function's: its file, first line, name and qualified name
+    (``inspect.getfile``, ``typing.get_overloads``, doctest line numbers, sorting
+    functions by ``co_firstlineno`` and tracebacks see the function, where the
+    shared template code made them see one ``<compensate-record>`` code for all
+    functions of a signature)."""
+    template = next(c for c in make.__code__.co_consts
+                    if isinstance(c, types.CodeType) and c.co_name == "traced")
     code = template.replace(co_filename=fn_code.co_filename,
                             co_firstlineno=fn_code.co_firstlineno,
                             co_name=fn_code.co_name, co_qualname=qualname)
@@ -292,7 +295,7 @@ def make_decorator(recorder: Recorder, sample: bool = False,
     # Keyed by identity (the code kept, so its id stays its own): code objects
     # compare equal across files (the file name is not compared), and two modules'
     # identical ``def f(x): return x`` at the same line would share a region
-    known: dict[int, tuple[Any, tuple[Callable, int, int, int, int]]] = {}
+    known: dict[int, tuple[Any, tuple[Callable, int, int, int, int, Any]]] = {}
 
     def record_function(fn: Callable) -> Callable:
         t = monotonic_ns()
@@ -309,10 +312,11 @@ def make_decorator(recorder: Recorder, sample: bool = False,
             qualname = fn.__qualname__
             rid = recorder.region_id((qualname, f"{module}.{qualname}", code.co_filename,
                                       code.co_firstlineno, "user", "FUNCTION"))
-            made = (_factory(*(signature_text(code) if plain else _GENERIC),
-                             getattr(fn, "__globals__", None)),
-                    ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS,
-                    LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS, [])
+            make = _factory(*(signature_text(code) if plain else _GENERIC),
+                            getattr(fn, "__globals__", None))
+            made = (make, ENTER | rid << KIND_BITS, LEAVE | rid << KIND_BITS,
+                    LAYER_ENTER | rid << KIND_BITS, LAYER_LEAVE | rid << KIND_BITS,
+                    identity(make, code, qualname) if plain else None)
             if plain:
                 known[id(code)] = (code, made)
         make, enter, leave, layer_enter, layer_leave, own = made
@@ -323,12 +327,10 @@ def make_decorator(recorder: Recorder, sample: bool = False,
         traced = make(fn, enter, leave, main_add, adders, orphan, get_ident, monotonic_ns,
                       recorder.when_threaded, layer, period,
                       1 + int(starts.random() * period))
-        if plain:
-            if not own:  # the wrapper's code as the function's, made once per function
-                own.append(identity(traced.__code__, code, fn.__qualname__))
-            traced.__code__ = own[0]
+        if own is not None:  # the wrapper's code as the function's
+            traced.__code__ = own
             if layer is not fn:
-                layer.__code__ = own[0]
+                layer.__code__ = own
         traced.__defaults__ = getattr(fn, "__defaults__", None)
         traced.__kwdefaults__ = getattr(fn, "__kwdefaults__", None)
         functools.update_wrapper(traced, fn)
