@@ -24,7 +24,7 @@ to the caller's ``fallback``, which writes its event object the ordinary way.
 The event writer's bookkeeping (the location's event count, the archive's
 first and last timestamp) is done once at the end for the records written
 directly. The archive is the same, byte for byte
-(tests/calibration/test_tracer_evtwrite.py), ~10x faster to write
+(tests/calibration/test_tracer_evtwrite.py), 5-10x faster to write
 (``benchmarks/tracer_write.py``).
 """
 
