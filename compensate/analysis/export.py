@@ -23,7 +23,8 @@ metadata events naming processes and threads):
 * Metric = a counter event (``"ph": "C"``, category ``metric``) named after the
   metric's members (``PAPI_TOT_CYC, PAPI_L2_TCM``), ``id`` = the location (counter
   tracks are per process in this format; the id keeps a process's threads apart),
-  one ``args`` value per member: one counter track per member and location;
+  one ``args`` value per member (a NaN or infinite value is left out: JSON has no
+  such numbers): one counter track per member and location;
 * every other record (ProgramBegin/End, a request, an unmatched send, a
   collective's begin, ...) = a thread-scoped instant event named after its record
   kind, category ``record``.
@@ -36,6 +37,7 @@ documented in Google's "Trace Event Format" document.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -73,20 +75,33 @@ def metric_values(payload: Any) -> tuple[str, dict[str, float]]:
                    for m in getattr(metric, "members", ())]
         if len(members) != len(values):
             members = [f"value {i}" for i in range(len(values))]
-        return ", ".join(members) or "Metric", {k: _number(v) for k, v in
-                                               zip(members, values, strict=True)}
+        return ", ".join(members) or "Metric", _finite(zip(members, values, strict=True))
     if isinstance(payload, dict) and payload.get("values"):
-        nums = [_number(v) for v in str(payload["values"]).split(",")]
+        nums = str(payload["values"]).split(",")
         ref = payload.get("metric_ref", "")
-        return f"metric {ref}".strip(), {f"value {i}": v for i, v in enumerate(nums)}
+        return f"metric {ref}".strip(), _finite((f"value {i}", v) for i, v in enumerate(nums))
     return "Metric", {"value": 0}
 
 
-def _number(v: Any) -> float:
+def _finite(members: Any) -> dict[str, float]:
+    """``{member: number}`` without the members whose value is NaN or infinite (a
+    plugin's or PAPI's derived metric can report them): JSON has no such numbers, and
+    ``JSON.parse`` (Chrome tracing, Perfetto) refuses a file that holds them."""
+    out = {}
+    for k, v in members:
+        x = _number(v)
+        if x is not None:
+            out[k] = x
+    return out
+
+
+def _number(v: Any) -> float | None:
     try:
         x = float(v)
     except (TypeError, ValueError):
         return 0
+    if not math.isfinite(x):
+        return None
     return int(x) if x.is_integer() and abs(x) < 2**53 else x
 
 

@@ -246,6 +246,29 @@ def test_text_metric_and_unmatched_records_are_kept():
     assert metric_values(None) == ("Metric", {"value": 0})
 
 
+def test_non_finite_metric_members_are_left_out_of_valid_json():
+    """A plugin's or PAPI's derived metric can report NaN or infinity; JSON has no
+    such numbers (``JSON.parse`` refuses ``NaN``), so those members are left out."""
+    import json
+    import types
+
+    from compensate.analysis.export import metric_values
+
+    metric = types.SimpleNamespace(members=[types.SimpleNamespace(name=n)
+                                            for n in ("a", "b", "c", "d")])
+    event = types.SimpleNamespace(metric=metric,
+                                  values=[1.5, float("nan"), float("inf"), -float("inf")])
+    name, args = metric_values(event)
+    assert (name, args) == ("a, b, c, d", {"a": 1.5})
+    assert metric_values({"metric_ref": "1", "values": "nan,2,inf"}) == \
+        ("metric 1", {"value 1": 2})
+
+    def strict(token: str) -> None:
+        raise ValueError(token)
+
+    json.loads(json.dumps({"args": args}), parse_constant=strict)
+
+
 def _slices(doc: dict) -> list[dict]:
     """Calls as {name, tid, ts, end} from the begin/end events."""
     open_b: dict[int, list] = defaultdict(list)
