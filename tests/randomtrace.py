@@ -16,6 +16,7 @@ from compensate.model import (
     MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
+    NONE,
     PROBE,
     RECV,
     SEND,
@@ -29,7 +30,8 @@ from compensate.model import (
 REGIONS = {1: "MPI_Send", 2: "MPI_Recv", 3: "work", 4: "MPI_Allreduce", 5: "MPI_Bcast",
            6: "MPI_Reduce", 7: "MPI_Issend", 8: "MPI_Wait", 9: "MPI_Comm_dup",
            10: "MPI_Comm_free", 11: "MPI_Ibcast", 12: "MPI_Igather", 13: "MPI_Mprobe",
-           14: "MPI_Mrecv", 15: "MPI_Improbe", 16: "MPI_Imrecv", 17: "MPI_Ssend"}
+           14: "MPI_Mrecv", 15: "MPI_Improbe", 16: "MPI_Imrecv", 17: "MPI_Ssend",
+           18: "MPI_Probe"}
 OPS = [("ALLREDUCE", 4), ("BCAST", 5), ("REDUCE", 6), ("BARRIER", 4)]
 
 
@@ -38,7 +40,8 @@ def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False) -> T
     ``extended`` adds the kinds of issue 16: MPI_Issend completed in MPI_Wait, handle
     collectives (a synchronising MPI_Comm_dup, an MPI_Comm_free that may be local),
     MPI_Ibcast and MPI_Igather completed in MPI_Wait, MPI_Send or MPI_Ssend received by
-    a matched probe (MPI_Mprobe + MPI_Mrecv, or MPI_Improbe + MPI_Imrecv + MPI_Wait)."""
+    a matched probe (MPI_Mprobe + MPI_Mrecv, or MPI_Improbe + MPI_Imrecv + MPI_Wait) or
+    found by a plain MPI_Probe and received by MPI_Recv."""
     t = [draw_int(0, 1000) for _ in range(n_locs)]
     b = [RowBuilder() for _ in range(n_locs)]
     req = [0] * n_locs
@@ -142,21 +145,30 @@ def _extended_step(what, draw_int, gap, t, b, req, n_locs) -> None:
         s = draw_int(0, n_locs - 1)
         r = (s + draw_int(1, n_locs - 1)) % n_locs
         size, tag = draw_int(0, 1 << 20), draw_int(0, 2)
-        sync, nonblocking = draw_int(0, 1) == 1, draw_int(0, 1) == 1
+        sync, how = draw_int(0, 1) == 1, draw_int(0, 2)
+        nonblocking, plain = how == 1, how == 2
         b[s].add(t[s], ENTER, region=17 if sync else 1)
         t[s] += gap()
         ts = t[s]
         b[s].add(ts, SEND, peer=r, comm=0, tag=tag, size=size)
         t[s] += gap()
         req[r] += 1
-        message = req[r]
-        b[r].add(t[r], ENTER, region=15 if nonblocking else 13)
+        message = NONE if plain else req[r]  # a plain MPI_Probe names no message
+        probe_region = 18 if plain else 15 if nonblocking else 13
+        b[r].add(t[r], ENTER, region=probe_region)
         t[r] = max(t[r] + gap(), ts + gap())
         b[r].add(t[r], PROBE, peer=s, comm=0, tag=tag, size_recv=message)
         t[r] += gap()
-        b[r].add(t[r], LEAVE, region=15 if nonblocking else 13)
+        b[r].add(t[r], LEAVE, region=probe_region)
         t[r] += gap()
-        if nonblocking:
+        if plain:  # MPI_Probe, then MPI_Recv takes the message
+            post = t[r]
+            b[r].add(t[r], ENTER, region=2)
+            t[r] += gap()
+            b[r].add(t[r], RECV, peer=s, comm=0, tag=tag, size=size)
+            t[r] += gap()
+            b[r].add(t[r], LEAVE, region=2)
+        elif nonblocking:
             req[r] += 1
             b[r].add(t[r], ENTER, region=16)
             t[r] += gap()

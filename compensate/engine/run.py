@@ -527,7 +527,7 @@ def count_trace(stats: Stats, trace: Trace, matching: Matching) -> None:
     distributed run, whose rank 0 holds the whole matching)."""
     stats.records = trace.record_count
     stats.locations = len(trace.events)
-    stats.messages = len(matching.table)
+    stats.messages = matching.table.message_count
     stats.unmatched_sends = matching.unmatched_sends
     stats.collective_instances = len(matching.instances)
     stats.unknown_collective_ops = matching.unknown_ops

@@ -1130,7 +1130,7 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
         check = verify(Trace(defs, out_events, source), matching, measured=trace,
                        skip={loc: len(pins[loc][0]) for loc in pins})
         _add_verification(out.verification, check)
-        stats.messages = len(matching.table)
+        stats.messages = matching.table.message_count
         stats.unmatched_sends = matching.unmatched_sends
         stats.collective_instances = len(matching.instances)
         stats.unknown_collective_ops = matching.unknown_ops

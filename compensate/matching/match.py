@@ -50,7 +50,10 @@ from compensate.model import (
     LEAVE,
     NBC_COMPLETE,
     NBC_REQUEST,
+    PROBE,
+    RECV,
     REQUEST_CANCELLED,
+    SEND,
     Events,
     Trace,
     TraceError,
@@ -87,8 +90,9 @@ class Matching:
 
     @cached_property
     def messages(self) -> list[Message]:
-        """Every matched message as a :class:`Message` (built on first use)."""
-        return self.table.rows()
+        """Every matched message as a :class:`Message` (built on first use); not the
+        table's rows that tie a plain probe to a message (``probe``)."""
+        return [m for m in self.table.rows() if not m.probe]
 
     def counts(self) -> dict:
         """How many dependencies of each kind the trace has (for the summary)."""
@@ -98,13 +102,15 @@ class Matching:
             key = inst.cls + (" nonblocking" if inst.nonblocking else "") + (
                 "" if inst.synchronising else " (local)")
             by_cls[key] = by_cls.get(key, 0) + 1
+        m = ~t.probe  # the messages; the other rows tie a plain probe to one
         return {
-            "messages": len(t),
-            "blocking": int(np.count_nonzero(~t.nonblocking_send & ~t.nonblocking_recv)),
-            "nonblocking_send": int(np.count_nonzero(t.nonblocking_send)),
+            "messages": t.message_count,
+            "blocking": int(np.count_nonzero(m & ~t.nonblocking_send & ~t.nonblocking_recv)),
+            "nonblocking_send": int(np.count_nonzero(m & t.nonblocking_send)),
             "nonblocking_recv": int(np.count_nonzero(t.nonblocking_recv)),
             "synchronous": int(np.count_nonzero(t.synchronous)),
-            "to_self": int(np.count_nonzero(t.send_li == t.recv_li)),
+            "to_self": int(np.count_nonzero(m & (t.send_li == t.recv_li))),
+            "probes": int(np.count_nonzero(t.probe)),
             "unmatched_sends": self.unmatched_sends,
             "cancelled_requests": self.cancelled_requests,
             "collectives": dict(sorted(by_cls.items())),
@@ -372,10 +378,31 @@ def match(trace: Trace, eager_limit: int | None = None, strict: bool = False) ->
         posting[loc] = _posting_records(trace, loc, ev)
         result.cancelled_requests += len(posting[loc][1])
     result.nesting_first = first[1] if first else None
+    _refuse_inter_communicators(trace)
 
     for matcher in MATCHERS:
         matcher(trace, structure, posting, eager_limit, result)
     return result
+
+
+def _refuse_inter_communicators(trace: Trace) -> None:
+    """A message or collective on an MPI inter-communicator (its ranks are those of
+    the other group, and its collectives are rooted across the two groups) is not
+    modelled: refused at its first record, instead of being taken for a
+    communicator without members (MPI_COMM_SELF)."""
+    inter = [c for c, comm in trace.definitions.comms.items() if comm.inter]
+    if not inter:
+        return
+    kinds = np.array([SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_REQUEST, NBC_COMPLETE])
+    for loc, ev in trace.events.items():
+        hit = np.flatnonzero(np.isin(ev.comm, inter) & np.isin(ev.kind, kinds))
+        if hit.size:
+            i = int(hit[0])
+            c = trace.definitions.comms[int(ev.comm[i])]
+            raise TraceError(
+                f"{KIND_NAMES[ev.kind[i]]} on MPI inter-communicator {c.id} "
+                f"(\"{c.name}\"): communication over inter-communicators is not modelled",
+                **_where(trace, loc, i))
 
 
 def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,

@@ -68,12 +68,16 @@ class Message:
     # an eager blocking send whose call receives after it (MPI_Sendrecv): the call's
     # Leave ends the receive part, and says nothing of when the message arrived
     exchange: bool = False
+    # not a message of its own: a plain MPI_Probe/Iprobe (MpiProbe without message id)
+    # that found this message; ``recv_idx`` is the probe, which cannot return before
+    # the message was sent (the receive that takes the message has its own row)
+    probe: bool = False
 
 
 _INT_COLUMNS = ("send_li", "send_idx", "recv_li", "recv_idx", "size", "send_exit_idx",
                 "recv_enter_idx", "recv_post_idx")
 _BOOL_COLUMNS = ("nonblocking_send", "nonblocking_recv", "synchronous", "no_recv_copy",
-                 "exchange")
+                 "exchange", "probe")
 
 
 @dataclass
@@ -85,7 +89,10 @@ class MessageTable:
     positions index per-location lists directly. The other columns mean what the
     fields of :class:`Message` mean. ``no_recv_copy`` marks the messages whose
     receive record is a matched probe (R2 with a receive copy of zero);
-    ``exchange`` the sends of MPI_Sendrecv (R2's overlap test, docs/design.md §3).
+    ``exchange`` the sends of MPI_Sendrecv (R2's overlap test, docs/design.md §3);
+    ``probe`` the rows, after all messages, that tie a plain MPI_Probe/Iprobe to the
+    message it found (:func:`plain_probe_rows`): R2 with no receive copy, and not
+    counted as messages.
     """
 
     loc_ids: list[int]
@@ -102,9 +109,15 @@ class MessageTable:
     synchronous: np.ndarray
     no_recv_copy: np.ndarray
     exchange: np.ndarray
+    probe: np.ndarray
 
     def __len__(self) -> int:
         return len(self.send_idx)
+
+    @property
+    def message_count(self) -> int:
+        """The messages: the rows that are not a plain probe's."""
+        return int(len(self.send_idx) - np.count_nonzero(self.probe))
 
     @classmethod
     def empty(cls, loc_ids: list[int] | None = None) -> MessageTable:
@@ -119,8 +132,8 @@ class MessageTable:
         return [Message(send_loc=ids[sl], send_idx=si, recv_loc=ids[rl], recv_idx=ri, size=sz,
                         send_exit_idx=sx, recv_enter_idx=re, nonblocking_send=nbs,
                         nonblocking_recv=nbr, synchronous=sy, recv_post_idx=rp,
-                        no_recv_copy=nc, exchange=ex)
-                for sl, si, rl, ri, sz, sx, re, rp, nbs, nbr, sy, nc, ex
+                        no_recv_copy=nc, exchange=ex, probe=pr)
+                for sl, si, rl, ri, sz, sx, re, rp, nbs, nbr, sy, nc, ex, pr
                 in zip(*cols, strict=True)]
 
 
@@ -403,9 +416,11 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     s_src, s_idx, s_dst, s_comm, s_tag = _concat(s_parts, 5)
     (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data,
      r_probe) = _concat(r_parts, 9)
+    p_src, p_dst, p_idx, p_comm, p_tag = _plain_probes(trace, pos_of, evs)
     ns, nr = len(s_idx), len(r_idx)
-    key = _key_ids([np.r_[s_src, r_src], np.r_[s_dst, r_dst], np.r_[s_comm, r_comm],
-                    np.r_[s_tag, r_tag]])
+    key = _key_ids([np.r_[s_src, r_src, p_src], np.r_[s_dst, r_dst, p_dst],
+                    np.r_[s_comm, r_comm, p_comm], np.r_[s_tag, r_tag, p_tag]])
+    key, p_key = key[:ns + nr], key[ns + nr:]
     nkeys = int(key.max()) + 1 if key.size else 0
     s_key, r_key = key[:ns], key[ns:]
     s_order = np.argsort(s_key, kind="stable")  # per key: location order, record order
@@ -497,5 +512,89 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         recv_idx=r_idx.copy(), size=size, send_exit_idx=np.where(exit_idx >= 0, exit_idx, m_sidx),
         recv_enter_idx=enter_idx, recv_post_idx=post_idx, nonblocking_send=s_kind == ISEND,
         nonblocking_recv=nb_recv, synchronous=sync & (r_src != r_dst), no_recv_copy=no_copy,
-        exchange=exchange & (r_src != r_dst))
+        exchange=exchange & (r_src != r_dst), probe=np.zeros(nr, dtype=bool))
+    if p_idx.size and nr:
+        table = plain_probe_rows(trace, structure, table, r_key[m_order],
+                                 r_order_key[m_order], p_key, p_dst, p_idx)
     return table, unmatched
+
+
+def _plain_probes(trace: Trace, pos_of: dict[int, int], evs: list[Events]
+                  ) -> list[np.ndarray]:
+    """(sender position, receiver position, record, communicator, tag) of every plain
+    MpiProbe (no message id) whose sender resolves; the others stay local (a probe
+    takes no message: no reason to refuse the trace)."""
+    parts = []
+    for li, (loc, ev) in enumerate(zip(pos_of, evs, strict=True)):
+        idx = np.flatnonzero((ev.kind == PROBE) & (ev.size_recv == NONE))
+        if not idx.size:
+            continue
+        try:
+            src = _peer_positions(trace, pos_of, loc, ev, idx)
+        except TraceError:
+            continue
+        keep = src >= 0
+        idx, src = idx[keep], src[keep]
+        parts.append((src, np.full(idx.size, li, dtype=np.int64), idx,
+                      ev.comm[idx].astype(np.int64), ev.tag[idx].astype(np.int64)))
+    return _concat(parts, 5)
+
+
+def plain_probe_rows(trace: Trace, structure: dict, table: MessageTable,
+                     row_key: np.ndarray, row_pos: np.ndarray, p_key: np.ndarray,
+                     p_li: np.ndarray, p_idx: np.ndarray) -> MessageTable:
+    """``table`` with one ``probe`` row per plain MpiProbe (MPI_Probe, or MPI_Iprobe
+    with flag true) that found a message: that of the first receive of its key posted
+    after it (``row_key``/``row_pos``: each row's key and posting position; a receive
+    posted before the probe would have taken the message). The row makes the probe
+    R2's receive record with no receive copy, checked by the verifier like any
+    receive (docs/compensation.md, "Plain probes"). A probe before that message's
+    send in the measured trace (a probe on another thread, a receive the trace
+    lacks) gets no row and stays local."""
+    n = len(row_key)
+    allk = np.r_[row_key, p_key]
+    allp = np.r_[row_pos, p_idx]
+    order = np.lexsort((allp, allk))
+    is_row = order < n
+    # sorted position of the first message row at or after each sorted position
+    at = np.where(is_row, np.arange(order.size), order.size)
+    nxt = np.minimum.accumulate(at[::-1])[::-1]
+    q = np.flatnonzero(~is_row)  # the probes, in sorted order
+    cand = nxt[q]
+    ok = cand < order.size
+    rows = np.full(q.size, -1, dtype=np.int64)
+    rows[ok] = order[cand[ok]]
+    pj = order[q] - n  # probe numbers
+    ok &= allk[np.maximum(rows, 0)] == p_key[pj]
+    rows, pj = rows[ok], pj[ok]
+    if not rows.size:
+        return table
+    li, idx = p_li[pj], p_idx[pj]
+    loc_ids = table.loc_ids
+    evs = [trace.events[loc] for loc in loc_ids]
+    send_t = np.array([evs[a].time[b] for a, b in
+                       zip(table.send_li[rows].tolist(), table.send_idx[rows].tolist(),
+                           strict=True)], dtype=np.int64)
+    probe_t = np.array([evs[a].time[b] for a, b in zip(li.tolist(), idx.tolist(),
+                                                          strict=True)], dtype=np.int64)
+    keep = send_t <= probe_t
+    rows, li, idx = rows[keep], li[keep], idx[keep]
+    if not rows.size:
+        return table
+    enter = np.full(rows.size, -1, dtype=np.int64)
+    for pos in np.unique(li).tolist():
+        sel = np.flatnonzero(li == pos)
+        before, enters, _ = structure[loc_ids[pos]]
+        enter[sel] = enclosing_enters(before, enters, idx[sel])
+    enter = np.where(enter < 0, idx - 1, enter)
+    k = rows.size
+    no = np.zeros(k, dtype=bool)
+    add = {"send_li": table.send_li[rows], "send_idx": table.send_idx[rows],
+           "recv_li": li, "recv_idx": idx, "size": table.size[rows],
+           "send_exit_idx": table.send_exit_idx[rows], "recv_enter_idx": enter,
+           "recv_post_idx": enter, "nonblocking_send": table.nonblocking_send[rows],
+           "nonblocking_recv": no, "synchronous": no, "no_recv_copy": np.ones(k, dtype=bool),
+           "exchange": no, "probe": np.ones(k, dtype=bool)}
+    return MessageTable(loc_ids=loc_ids, **{name: np.concatenate((getattr(table, name),
+                                                                  add[name]))
+                                            for name in _INT_COLUMNS + _BOOL_COLUMNS})

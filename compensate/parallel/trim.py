@@ -221,7 +221,7 @@ def remap_text(index: dict[int, np.ndarray], text: str) -> str:
 #: the message counts of :meth:`compensate.matching.Matching.counts` each rank counts
 #: of the messages its own locations receive
 MESSAGE_COUNTS = ("messages", "blocking", "nonblocking_send", "nonblocking_recv",
-                  "synchronous", "to_self")
+                  "synchronous", "to_self", "probes")
 
 
 def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, int]:
@@ -235,7 +235,8 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
     t = matching.table
     ids = t.loc_ids
     mine = np.array([loc in own for loc in ids], dtype=bool)
-    recv = mine[t.recv_li] if len(t) else np.zeros(0, dtype=bool)
+    own_rows = mine[t.recv_li] if len(t) else np.zeros(0, dtype=bool)
+    recv = own_rows & ~t.probe  # (a probe's row ties a plain probe to a message)
     out = {"records": sum(len(trace.events[loc]) for loc in own),
            "messages": int(np.count_nonzero(recv)),
            "blocking": int(np.count_nonzero(recv & ~t.nonblocking_send & ~t.nonblocking_recv)),
@@ -243,10 +244,12 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
            "nonblocking_recv": int(np.count_nonzero(recv & t.nonblocking_recv)),
            "synchronous": int(np.count_nonzero(recv & t.synchronous)),
            "to_self": int(np.count_nonzero(recv & (t.send_li == t.recv_li))),
+           "probes": int(np.count_nonzero(own_rows & t.probe)),
            "synchronous_rules": int(np.count_nonzero(recv & t.synchronous
                                                      & (t.send_li != t.recv_li)))}
     pos = {loc: li for li, loc in enumerate(ids)}
-    from_li = np.bincount(t.send_li, minlength=len(ids)) if len(t) else np.zeros(len(ids))
+    from_li = (np.bincount(t.send_li[~t.probe], minlength=len(ids)) if len(t)
+               else np.zeros(len(ids)))
     unmatched = 0
     for loc in own:
         ev = trace.events[loc]

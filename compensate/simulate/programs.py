@@ -19,6 +19,8 @@ op (constructor)                       meaning
                                        once the receive was posted and the data arrived)
 ``irecv(source, tag, handle)``         MPI_Irecv (specific source only)
 ``mrecv(source, tag)``                 MPI_Mprobe then MPI_Mrecv (specific source only)
+``probe(source, tag)``                 MPI_Probe then MPI_Recv of the message it found
+                                       (specific source only)
 ``wait(handle)``                       MPI_Wait on one request
 ``waitall(handles)``                   MPI_Waitall, completing the requests in list order
 ``collective(op, nbytes, root)``       MPI collective on COMM_WORLD; ``op`` is a key of
@@ -150,6 +152,12 @@ def issend(dest: int, nbytes: int, tag: int, handle: Hashable) -> Op:
 def mrecv(source: int, tag: int) -> Op:
     """MPI_Mprobe from ``source`` (or :data:`REPLY`), then MPI_Mrecv of that message."""
     return ("mrecv", source, tag)
+
+
+def probe(source: int, tag: int) -> Op:
+    """MPI_Probe from ``source`` (or :data:`REPLY`), then MPI_Recv of the message the
+    probe found (it stays queued until that receive)."""
+    return ("probe", source, tag)
 
 
 def irecv(source: int, tag: int, handle: Hashable) -> Op:
@@ -773,6 +781,30 @@ def mprobe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
                                        nbytes=nbytes))
 
 
+def probe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
+                  nbytes: int = 4096, work_time: float = 1e-5) -> Program:
+    """Ring with plain probes: each rank sends to the right neighbour after
+    rank-dependent work, then makes a rank-dependent number (0-12) of short calls
+    and receives from the left with MPI_Probe + MPI_Recv (every third iteration a
+    plain MPI_Recv). The receivers' records before a probe, and so the overhead
+    removed before it, differ from their senders': without the probe's dependency
+    on the send, a probe that waited would come out before the message existed."""
+    _check(ranks, iterations, 2)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[] for _ in range(ranks)]
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            right, left = (r + 1) % ranks, (r - 1) % ranks
+            prog.append(call("work", _jitter(rng, work_time * (1 + 0.3 * ((r + it) % 4)))))
+            prog.append(send(right, nbytes, 5))
+            for _ in range(4 * ((r + it) % 4)):
+                prog.append(call("step", _jitter(rng, work_time / 50)))
+            prog.append(recv(left, 5) if it % 3 == 2 else probe(left, 5))
+    return Program("probe", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                      nbytes=nbytes))
+
+
 def partitioned_halo(ranks: int = 8, iterations: int = 10, seed: int = 0, *,
                      nbytes: int = 32768, send_parts: int = 4, recv_parts: int = 2,
                      work_time: float = 1e-5, poll: bool = False) -> Program:
@@ -905,6 +937,7 @@ PROGRAMS: dict[str, Callable[..., Program]] = {
     "nonblocking_rooted": nonblocking_rooted,
     "issend": issend_program,
     "mprobe": mprobe_program,
+    "probe": probe_program,
     "partitioned": partitioned_halo,
     "partitioned_poll": partitioned_poll,
     "rma_fence": rma_fence,

@@ -77,6 +77,10 @@ Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
 * MPI_Mprobe + MPI_Mrecv (``mrecv``): Enter(MPI_Mprobe) [O]; ``t = max(t, arrival)``;
   MpiProbe@t with a message id [O]; Leave [O]; Enter(MPI_Mrecv) [O]; ``t +=
   copy(r)``; MpiMrecv@t [O]; Leave [O].
+* MPI_Probe + MPI_Recv (``probe``): Enter(MPI_Probe) [O]; ``t = max(t, arrival)`` of
+  the message the next receive of the channel takes (a synchronous one: its
+  envelope, sent + net(0)), which stays queued; MpiProbe@t without message id [O];
+  Leave [O]; then MPI_Recv as above.
 * Score-P's handle collectives (CREATE_HANDLE ... DESTROY_HANDLE_AND_DEALLOCATE):
   as n-to-n operations with ``D`` of 0 bytes, size_sent = size_recv = 0.
 * Nonblocking: Isend: Enter(MPI_Isend) [O]; MpiIsend@ts [O]; ``t += copy(s)``;
@@ -208,7 +212,7 @@ SUPPORTED_COLLECTIVES = N_TO_N_OPS | ONE_TO_N_OPS | N_TO_ONE_OPS | SCAN_OPS
 HANDLE_OPS = frozenset({"CREATE_HANDLE", "DESTROY_HANDLE", "ALLOCATE", "DEALLOCATE",
                         "CREATE_HANDLE_AND_ALLOCATE", "DESTROY_HANDLE_AND_DEALLOCATE"})
 #: Point-to-point regions added after the first ones (see :func:`_region_table`).
-LATER_REGIONS = ("MPI_Issend", "MPI_Mprobe", "MPI_Mrecv")
+LATER_REGIONS = ("MPI_Issend", "MPI_Mprobe", "MPI_Mrecv", "MPI_Probe")
 P2P_REGIONS = ("MPI_Send", "MPI_Recv", "MPI_Ssend", "MPI_Isend", "MPI_Irecv",
                "MPI_Wait", "MPI_Waitall", "MPI_Sendrecv")
 
@@ -584,6 +588,8 @@ class _Rank:
                 yield from self.sendrecv(*op[1:])
             elif name == "mrecv":
                 yield from self.mrecv(op[1], op[2])
+            elif name == "probe":
+                yield from self.probe(op[1], op[2])
             elif name == "isend":
                 self.isend(*op[1:])
             elif name == "irecv":
@@ -723,6 +729,25 @@ class _Rank:
         self.emit(MRECV, size_recv=message, size=m.size)
         self.last_source = src
         self.emit(LEAVE, region=sim.regions["MPI_Mrecv"])
+
+    def probe(self, source: int, tag: int) -> Generator[tuple, Any, None]:
+        """MPI_Probe then MPI_Recv: Enter(MPI_Probe) [O]; the probe returns once the
+        message that the next receive of its channel takes has arrived (its
+        envelope, for a synchronous message: sent + net(0)), leaving it queued:
+        MpiProbe@max(t, arrival) without message id [O]; Leave [O]; then
+        :meth:`recv`."""
+        sim = self.sim
+        src = self.peer(source, "probe from")
+        self.emit(ENTER, region=sim.regions["MPI_Probe"])
+        ch = sim.chan(src, self.rank, tag)
+        k = len(ch.ready)  # the message the next receive takes
+        while len(ch.msgs) <= k:
+            yield ch.key
+        m = ch.msgs[k]
+        self.t = max(self.t, m.arrival if m.arrival is not None else m.t0 + sim.net(0))
+        self.emit(PROBE, peer=src, comm=WORLD, tag=tag, size_recv=NONE)
+        self.emit(LEAVE, region=sim.regions["MPI_Probe"])
+        yield from self.recv(source, tag)
 
     def isend(self, dest: int, tag: int, size: int, handle: Any) -> None:
         sim = self.sim
@@ -965,6 +990,8 @@ def _region_table(program: Program) -> dict[str, int]:
                 used.add("MPI_Issend")
             elif op[0] == "mrecv":
                 used.update(("MPI_Mprobe", "MPI_Mrecv"))
+            elif op[0] == "probe":
+                used.update(("MPI_Probe", "MPI_Recv"))
             elif op[0] == "icoll" and op[1] in ONE_TO_N_OPS | N_TO_ONE_OPS:
                 used.add(nonblocking_region(op[1]))
             elif op[0] == "coll" and op[1] in HANDLE_OPS:

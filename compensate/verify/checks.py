@@ -99,9 +99,16 @@ def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
     if measured is not None:
         v._check = len(CHECKS)
         _verify_metrics(trace, measured, v)
+    t = matching.table
+    tied = {}
+    if len(t) and t.probe.any():
+        rows = np.flatnonzero(t.probe)
+        for li in np.unique(t.recv_li[rows]).tolist():
+            tied[t.loc_ids[li]] = t.recv_idx[rows[t.recv_li[rows] == li]]
     v.carried_local_only = carried_local_only(
         trace if own is None else Trace(trace.definitions, {
-            loc: ev for loc, ev in trace.events.items() if loc in own}, trace.source), skip)
+            loc: ev for loc, ev in trace.events.items() if loc in own}, trace.source), skip,
+        tied)
     return v
 
 
@@ -172,7 +179,9 @@ def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> No
 
 def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
     """Every receive (a matched probe, where one took the message) strictly after its
-    send (at or after it, for a send to self), and
+    send (at or after it, for a send to self), every plain MPI_Probe/Iprobe that
+    found a message strictly after that message's send (the table's ``probe``
+    rows: a probe reports a message that exists), and
     a synchronous send's call not ended before its receive was posted (for an
     MPI_Issend: its MpiIsendComplete, which matching puts in ``send_exit_idx``);
     vectorised over the message table."""
@@ -192,9 +201,10 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
                          & mine[table.recv_li])
     v.messages += int(bad.size)
     for j in bad[:10].tolist():
-        _note(v, f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: receive not "
-             f"after its send (location {ids[table.send_li[j]]}, record "
-             f"{int(table.send_idx[j])})", (0, j))
+        what = ("probe not after the send of the message it found" if table.probe[j]
+                else "receive not after its send")
+        _note(v, f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: {what} "
+             f"(location {ids[table.send_li[j]]}, record {int(table.send_idx[j])})", (0, j))
     # a synchronous send's call cannot end before the receive was posted (counted with
     # the messages)
     sync = np.flatnonzero(table.synchronous & ~to_self & (table.recv_post_idx >= 0)

@@ -81,14 +81,17 @@ _D_ENTER, _D_LEAVE, _D_PARAM = (KIND_CODE[k] for k in (
 
 _COVERED = np.zeros(len(KIND_NAMES), dtype=bool)
 _COVERED[list(DEPENDENT | LOCAL)] = True
-_COVERED[PROBE] = False  # only matched probes are: carried_local_only counts the plain ones
+_COVERED[PROBE] = False  # matched probes and the plain ones tied to a message are:
+# carried_local_only counts the others
 
 
-def carried_local_only(trace: Trace, skip: dict[int, int] | None = None) -> dict[str, int]:
+def carried_local_only(trace: Trace, skip: dict[int, int] | None = None,
+                       probes: dict[int, np.ndarray] | None = None) -> dict[str, int]:
     """``{kind name: records}`` of ``trace`` that were carried as local only (module
     docstring); records on an accelerator stream count as ``"<kind> on
     ACCELERATOR_STREAM"``. ``skip``: leading records per location not to count (the
-    context records of a stream segment)."""
+    context records of a stream segment); ``probes``: per location, the plain
+    MpiProbe records that matching tied to the message they found (R2, checked)."""
     defs = trace.definitions.locations
     total = np.zeros(len(KIND_NAMES), dtype=np.int64)
     device = np.zeros(len(KIND_NAMES), dtype=np.int64)
@@ -113,7 +116,11 @@ def carried_local_only(trace: Trace, skip: dict[int, int] | None = None) -> dict
         _device_window_records(trace, ev, p, counts, device_rma)
         # an MpiProbe with a message id (MPI_Mprobe/Improbe) is a message's receive
         # record; one without (MPI_Probe/Iprobe) is not a dependency
-        plain_probes += int(np.count_nonzero(ev.size_recv[p:][kind == PROBE] == NONE))
+        plain = np.flatnonzero((kind == PROBE) & (ev.size_recv[p:] == NONE)) + p
+        tied = probes.get(loc) if probes else None
+        if tied is not None and tied.size:
+            plain = plain[~np.isin(plain, tied)]
+        plain_probes += int(plain.size)
     total[PROBE] = plain_probes
     out = {KIND_NAMES[k]: int(total[k]) for k in np.flatnonzero((total > 0) & ~_COVERED)}
     for k in np.flatnonzero(device_rma):  # RMA records of device windows (R10: not MPI)

@@ -70,6 +70,8 @@ def test_every_branch_has_a_case():
                      "r5_handles", "r5_ibcast", "r5_igather",
                      # issue 16: matched probes (Mprobe + Mrecv, Improbe + Imrecv)
                      "r5_mrecv", "r5_imrecv",
+                     # session 14: a plain MPI_Probe after the send of the message it found
+                     "r5_probe",
                      # issue 17: thread fork/join and locks
                      "r8_fork_join", "r8_lock", "r8_barrier", "r8_pthread", "r8_task", "r8_legacy",
                      # issue 17 follow-up: a lock handed across parallel regions

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from compensate.engine import EngineOptions, compensate
 from compensate.matching import match
-from compensate.model import PROBE
+from compensate.model import NONE, PROBE
 from compensate.platform import Platform
 from compensate.verify import verify
 
@@ -70,10 +70,11 @@ def test_never_later_than_measured_without_copy_cost(trace):
        st.sampled_from(["uniform", "per-process"]))
 def test_issue16_kinds_keep_happened_before(trace, bound, exit_):
     """MPI_Issend, handle collectives (creation synchronising, free maybe local),
-    nonblocking Ibcast/Igather and matched probes (MPI_Mprobe/Improbe with MPI_Ssend or
-    MPI_Send): the output verifies, a synchronous send (an Issend's completion) ends no
-    earlier than its receive was posted, a matched probe (the receive record) comes
-    after its send, and nothing is an unknown collective op."""
+    nonblocking Ibcast/Igather, matched probes (MPI_Mprobe/Improbe with MPI_Ssend or
+    MPI_Send) and plain probes (MPI_Probe, then MPI_Recv): the output verifies, a
+    synchronous send (an Issend's completion) ends no earlier than its receive was
+    posted, a matched probe (the receive record) and a plain one come after their
+    send, and nothing is an unknown collective op."""
     m = match(trace)
     assert verify(trace, m).ok and m.unknown_ops == 0
     result = compensate(trace, PLATFORM, EngineOptions(bound=bound, collective_exit=exit_), m)
@@ -90,3 +91,10 @@ def test_issue16_kinds_keep_happened_before(trace, bound, exit_):
         ev, probe = out.events[r_loc], int(t.recv_idx[j])
         assert trace.events[r_loc].kind[probe] == PROBE
         assert ev.time[probe] > out.events[s_loc].time[t.send_idx[j]]
+    # every plain MPI_Probe the generator wrote found a message (it was sent before
+    # the probe, and MPI_Recv took it after): each has its row, and comes after
+    # that message's send
+    plain = sum(int(np.count_nonzero((ev.kind == PROBE) & (ev.size_recv == NONE)))
+                for ev in trace.events.values())
+    assert int(np.count_nonzero(t.probe)) == plain == m.counts()["probes"]
+    assert not any(k.startswith("MpiProbe") for k in check.carried_local_only)

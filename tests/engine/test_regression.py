@@ -49,7 +49,7 @@ from ..conftest import simulated
 FIRST = ["collectives", "imbalanced", "mixed", "montecarlo", "nonblocking", "pingpong",
          "pipeline", "ring", "sendrecv_ring", "stencil"]
 LATER = ["gather", "issend", "nonblocking_rooted", "mprobe", "partitioned", "partitioned_poll",
-         "rma_fence", "rma_lock_counter", "rma_pscw", "flush_in_calls"]
+         "rma_fence", "rma_lock_counter", "rma_pscw", "flush_in_calls", "probe"]
 CONFIGS = [(name, {"ranks": 5, "seed": 1}, {}) for name in FIRST] + [
     ("ring", {"ranks": 4, "seed": 2, "eager_limit": 512}, {"eager_limit": 512}),
     ("pingpong", {"ranks": 2, "seed": 2, "eager_limit": 100}, {"eager_limit": 100}),
@@ -128,6 +128,9 @@ EXPECTED = {
     '23-flush_in_calls:lower:uniform': '2077d77f71eb6b8f',
     '23-flush_in_calls:upper:per-process': '572b944d55b3878c',
     '23-flush_in_calls:fitted:uniform': '03961f75bf8e0c5a',
+    '24-probe:lower:uniform': '678a732c1f90476e',
+    '24-probe:upper:per-process': '17300c29251c8926',
+    '24-probe:fitted:uniform': 'af7b83a3fa249c3d',
 }
 
 #: Statistics added after these fingerprints were taken (issue 15's overcompensation

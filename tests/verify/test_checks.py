@@ -85,6 +85,30 @@ def test_receive_not_after_its_send():
     assert verify(broken(bad, 1, 1, send_t + 1), m).messages == 0
 
 
+def test_plain_probe_not_after_the_send_of_its_message():
+    """A plain MPI_Probe reports a message that exists: the probe (location 1, record
+    5 of r5_probe) at or before the send of the message it found is a violation, and
+    the probe, so checked, is not listed as carried local only."""
+    trace = read_text(str(CASES / "r5_probe.trace"))
+    m = match(trace)
+    assert m.counts()["probes"] == 1 and m.counts()["messages"] == 1
+    v = verify(trace, m)
+    assert v.ok and v.carried_local_only == {}
+    send_t = int(trace.events[0].time[1])
+    times = {k: ev.time.copy() for k, ev in trace.events.items()}
+    times[1][:6] = np.minimum(times[1][:6], send_t)  # the probe and all before it
+    v = verify(trace.with_times(times), m)
+    assert (v.order, v.messages) == (0, 1)
+    assert "location 1, record 5: probe not after the send of the message it found" \
+        in v.examples[0]
+    # a probe matching leaves out (no message of its key received after it) stays local
+    lonely = read_text(str(CASES / "r5_probe.trace"))
+    lonely.events[1].tag[5] = 8
+    m = match(lonely)
+    assert m.counts()["probes"] == 0
+    assert verify(lonely, m).carried_local_only == {"MpiProbe": 1}
+
+
 def test_nton_exit_before_the_last_enter():
     trace = read_text(str(CASES / "r3_nton.trace"))
     m = match(trace)
