@@ -448,11 +448,14 @@ class Location:
 
 @dataclass
 class Comm:
-    """A communicator; ``members[r]`` is the location id of rank ``r``."""
+    """A communicator; ``members[r]`` is the location id of rank ``r``. ``inter``: an
+    MPI inter-communicator (OTF2 InterComm: two groups, ranks of the other one),
+    which the model does not time: a record on one is refused by matching."""
 
     id: int
     name: str
     members: tuple[int, ...]
+    inter: bool = False
 
 
 @dataclass

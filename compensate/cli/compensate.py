@@ -45,6 +45,7 @@ from compensate.formats import (
     trace_format,
     write_trace,
 )
+from compensate.formats.otf2.library import marker_count
 from compensate.gcpause import gc_paused
 from compensate.platform import Platform
 from compensate.progress import Progress
@@ -350,6 +351,7 @@ def _checked_write(args: argparse.Namespace, outputs: _Outputs, show: bool, summ
         return refused
     _phase(show, f"writing {args.output} ...")
     interrupt.checkpoint("write")
+    _markers(args, summary)
     summary["seconds"]["write"] = 0.0  # known only once written: filled in below
     t_write = time.monotonic()
 
@@ -433,6 +435,7 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
             return refused
         _phase(show, f"finishing {args.output} ...")
         interrupt.checkpoint("finish")
+        _markers(args, summary)
 
         def before_commit() -> None:
             summary["seconds"] = {"fit": t_fit - t_start,
@@ -572,7 +575,26 @@ def _done(args: argparse.Namespace, summary: dict) -> int:
               f"{_local_only_note(summary['verification'])}; wrote {args.output}")
         _nesting_note(summary.get("nesting"))
         _unmatched_note(summary.get("unmatched_sends", 0))
+    _markers_note(summary)
     return EXIT_OK
+
+
+def _markers(args: argparse.Namespace, summary: dict) -> None:
+    """``markers_not_carried``: the markers of an OTF2 input (its ``.marker`` file,
+    added by tools such as Scalasca and Vampir), which the output does not hold
+    (-1: a marker file that could not be read). Only where there are some."""
+    n = marker_count(str(args.input))
+    if n:
+        summary["markers_not_carried"] = n
+
+
+def _markers_note(summary: dict) -> None:
+    """One line on stderr when the input's markers were left out of the output."""
+    n = summary.get("markers_not_carried", 0)
+    if n:
+        some = f"{n:,} markers" if n > 0 else "markers (its marker file was unreadable)"
+        print(f"compensate: note: the input holds {some}, which the output does not: "
+              f"their times are measured ones, on the input's time axis", file=sys.stderr)
 
 
 def _unmatched_note(sends: int) -> None:

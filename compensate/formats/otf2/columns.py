@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from compensate.formats.otf2.library import damage_hint
 from compensate.formats.otf2.overheads import event_overheads
 from compensate.formats.partitioned import columns_of_event, kind_of_parameter
 from compensate.gcpause import gc_paused
@@ -167,7 +168,7 @@ def _collect(pairs: Iterable[tuple[Any, Any]], collector: EventCollector
         t = ev.time
         if t < times[-1] or t > _INT64_MAX:
             problem = (f"timestamp {t} goes backwards (previous record at {times[-1]})"
-                       if t < times[-1] else f"timestamp {t} is out of range")
+                       f"{damage_hint()}" if t < times[-1] else f"timestamp {t} is out of range")
             raise TraceError(problem, source=path, location=ref,
                              index=collector.count[ref] + len(payload))
         cls = type(ev)

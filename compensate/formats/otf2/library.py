@@ -24,6 +24,28 @@ from compensate.model import (
     TraceError,
 )
 
+
+def _fix_inter_comm() -> None:
+    """Repair the ``otf2`` package's InterComm definition (MPI inter-communicators,
+    which Score-P defines for MPI_Intercomm_create): the class inherits Comm's fields
+    and appends its own, so that the reader's callback puts group B into the
+    parent-communicator field and fails on an unknown communicator reference, which
+    made every archive with an inter-communicator unreadable. Its fields become those
+    of OTF2's InterComm record (name, group A, group B, common communicator, flags),
+    which the package's writer already emits. Nothing changes where the package has
+    it right."""
+    from otf2 import definitions as odef
+
+    cls = getattr(odef, "InterComm", None)
+    fields = getattr(cls, "_fields", ())
+    names = [f.name for f in fields]
+    if names == ["name", "group", "parent", "flags", "groupA", "groupB", "parent", "flags"]:
+        # (the common communicator is a Comm: Comm's parent field, not the InterComm one)
+        cls._fields = (fields[0], fields[4], fields[5], fields[2], fields[7])
+
+
+_fix_inter_comm()
+
 #: Events fetched per call into the OTF2 global event reader (the bindings default
 #: to 100, which makes reading dominated by per-batch overhead).
 BATCH_EVENTS = 10000
@@ -155,6 +177,21 @@ def _capture_diagnostics() -> Generator[None, None, None]:
             _diagnostics.clear()
 
 
+def damage_hint() -> str:
+    """For a timestamp going backwards: a clause to append that names the other
+    cause than a clock (what the OTF2 library reported while reading, if anything). A
+    truncated or damaged event file makes the library deliver a location's records
+    again from a bad chunk on, which shows as time going backwards (probe 14a)."""
+    texts = [text for _code, text in _diagnostics if text]
+    if texts:
+        return (f"; the OTF2 library reported while reading: {' '.join(texts[0].split())} "
+                f"(is an event file of the archive truncated or damaged?)")
+    # (OTF2 3.x reports nothing through its error callback here: otf2-print says "This
+    # is no chunk header!" and stops)
+    return ("; if the clock was monotonic, the location's event file may be truncated or "
+            "damaged (otf2-print then stops at a bad chunk)")
+
+
 def _describe(exc: BaseException) -> str:
     """One line explaining a library failure.
 
@@ -219,3 +256,50 @@ def _library_call(path: str, action: str, point: str) -> Generator[None, None, N
     (:func:`compensate.interrupt.deferred`; ``point`` names it for the test hook)."""
     with interrupt.deferred(point), _library_errors(path, action):
         yield
+
+
+def marker_count(anchor: str) -> int:
+    """The markers (OTF2 Marker records of the archive's ``.marker`` file, which
+    analysis tools such as Scalasca and Vampir add) of the archive ``anchor``; 0 for a
+    path that is not an OTF2 anchor file or has no marker file. They are not carried
+    into a compensated archive (their times are measured ones): the command says how
+    many were left. An unreadable marker file counts as -1 (some, number unknown)."""
+    import os
+
+    base, ext = os.path.splitext(anchor)
+    if ext != ".otf2" or not os.path.isfile(base + ".marker"):
+        return 0
+    import importlib
+
+    from _otf2.Config import conf
+
+    mrc = importlib.import_module("_otf2.MarkerReaderCallbacks")  # (the module)
+
+    count = [0]
+
+    def on_marker(*_args: Any) -> int:
+        count[0] += 1
+        return 0  # OTF2_CALLBACK_SUCCESS
+
+    # (straight through ctypes: the bindings' wrapper of this callback passes six
+    # arguments to a converter that takes four, and so fails on every marker)
+    callback = mrc._MarkerReaderCallback_FP_Marker(on_marker)
+    try:
+        reader = _otf2.Reader_Open(anchor)
+        try:
+            _otf2.Reader_SetSerialCollectiveCallbacks(reader)
+            markers = _otf2.Reader_GetMarkerReader(reader)
+            callbacks = _otf2.MarkerReaderCallbacks_New()
+            try:
+                conf.lib.OTF2_MarkerReaderCallbacks_SetMarkerCallback(callbacks, callback)
+                # (not Reader_RegisterMarkerCallbacks: its error check compares
+                # enums of two types and raises TypeError in otf2 3.x's bindings)
+                _otf2.MarkerReader_SetCallbacks(markers, callbacks, None)
+                _otf2.MarkerReader_ReadMarkers(markers, _UINT64_UNDEF)
+            finally:
+                _otf2.MarkerReaderCallbacks_Delete(callbacks)
+        finally:
+            _otf2.Reader_Close(reader)
+    except (_Otf2Error, OSError, AttributeError, TypeError):
+        return -1
+    return count[0]

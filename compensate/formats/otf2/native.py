@@ -65,7 +65,7 @@ import numpy as np
 
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
-from compensate.formats.otf2.library import _diagnostics, _library_errors
+from compensate.formats.otf2.library import _diagnostics, _library_errors, damage_hint
 from compensate.formats.otf2.nativerecords import Partitioned, rma_aliases
 from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
 from compensate.model import (
@@ -495,7 +495,8 @@ class NativeChunks(ChunkIterator):
         if big.size and big[0] == bad:
             problem = f"timestamp {int(times[bad])} is out of range"
         else:
-            problem = f"timestamp {int(t[bad])} goes backwards (previous record at {prev[bad]})"
+            problem = (f"timestamp {int(t[bad])} goes backwards (previous record at "
+                       f"{prev[bad]}){damage_hint()}")
         raise TraceError(problem, source=self.path, location=ref,
                          index=self.count[ref] + bad)
 
