@@ -8,7 +8,8 @@ recursion limit leaves room for the decorator's frames while the program sets
 and reads its own number; afterwards the tracer gets its own view back, with
 mpi4py's standard serializer for its gathers (docs/realrun.md, "The script").
 A program that ends its process with ``os._exit`` skips the tracer's
-finalization, so no trace can be written: it is told so on stderr.
+finalization, so no trace can be written: it is told so on stderr, and a
+status 0 becomes :data:`OS_EXIT_STATUS`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ FRAMES_PER_CALL = 2
 #: Frames for the tracer's own code below and inside the program's calls.
 FRAME_MARGIN = 100
 _INT_MAX = 2**31 - 1
+#: Exit status of a process whose program called ``os._exit(0)``: no trace is
+#: written, a failure of the tracer (status 1, as for outputs that cannot be
+#: written: :mod:`calibration.record`); a non-zero status is kept.
+OS_EXIT_STATUS = 1
 #: The tracer's top-level packages, which a program's own module may shadow.
 PACKAGES = ("calibration", "compensate")
 
@@ -143,19 +148,25 @@ def _unhide_modules(hidden: dict[str, Any]) -> None:
 
 def _guard_exit() -> Any:
     """Make ``os._exit`` in the program's process say that no trace will be written
-    (it ends the process without the tracer's finalization) before it exits; a
-    forked child's ``os._exit`` (multiprocessing's way to end one) stays silent.
+    (it ends the process without the tracer's finalization) before it exits, with
+    the program's status, or :data:`OS_EXIT_STATUS` for a status 0 (the trace was
+    lost: never exit 0 after a failure); a forked child's ``os._exit``
+    (multiprocessing's way to end one) stays silent and keeps its status.
     Returns the real function for :func:`leave`."""
     real, pid = os._exit, os.getpid()
 
     def _exit(status: int, /) -> None:
         if os.getpid() == pid:
+            failed = isinstance(status, int) and status == 0  # never 0 after a failure
             try:
                 say(f"calibration.record: error: the program called os._exit({status}), "
                     "which ends the process without the tracer's finalization: no trace "
-                    "is written (sys.exit() or returning lets the tracer write it)")
+                    "is written (sys.exit() or returning lets the tracer write it)"
+                    + (f"; exiting with status {OS_EXIT_STATUS}" if failed else ""))
             except Exception:  # noqa: BLE001, S110 - exiting regardless
                 pass
+            if failed:
+                status = OS_EXIT_STATUS
         real(status)
 
     _exit.__doc__ = real.__doc__

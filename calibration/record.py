@@ -29,7 +29,10 @@ for ``--overhead platform`` and ``calibrate check``.
 Exit status: the program's (0 if it ended normally), 2 for usage errors, 1 for
 a script that does not compile (Python's message, printed once) or outputs that
 cannot be written, 130 for an interrupt (SIGINT, which mpiexec forwards to every
-rank) after the program: no archive is left then. An uncaught exception in the
+rank) after the program: no archive is left then. A program that ends its process
+with ``os._exit(status)`` skips the tracer's finalization: no trace is written,
+the tracer says so, and the process exits with that status, or 1 for a status 0
+(:data:`calibration.program_env.OS_EXIT_STATUS`). An uncaught exception in the
 program goes to the program's ``sys.excepthook`` (the default one prints its
 traceback, without the tracer's frames), then the MPI job aborts with status 1,
 like ``python -m mpi4py`` does. The tracer's own messages go to the process's
@@ -182,10 +185,13 @@ def _main(argv: list[str] | None) -> int:
         say(f"calibration.record: error: -o must name an anchor file NAME.otf2, "
              f"got {args.output}")
         return 2
+    # resolved once, before the program runs: a program that changes its working
+    # directory (os.chdir) must not move the archive, nor escape the --force check
+    args.output = os.path.abspath(args.output)
 
     from mpi4py import MPI
 
-    from calibration.tracer import archive, clock, insitu, threads
+    from calibration.tracer import archive, clock, insitu, mpiinit, threads
     from calibration.tracer import mpi as mpi_calls
     from calibration.tracer.buffer import Recorder
     from calibration.tracer.functions import FunctionTracing
@@ -243,6 +249,7 @@ def _main(argv: list[str] | None) -> int:
     if os.getpid() != pid:
         _end_forked_child(status)
     threads.wait_for_threads()
+    mpiinit.note_rc_thread_level()  # (if the program never asked MPI.Query_thread)
     recorder.program_end(status)
     recorder.stop_threads()  # daemon threads still running wait until we are done
     sched1, wall1 = insitu.sched_now(), time.monotonic_ns()

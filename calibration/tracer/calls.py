@@ -7,9 +7,8 @@ call's records, Leave):
 * ``bsend``/``Bsend``/``Rsend``: MpiSend, as ``Send`` (regions MPI_Bsend, MPI_Rsend);
   ``ibsend``/``Ibsend``/``Irsend``: MpiIsend with a request, as ``Isend``;
   ``Sendrecv_replace``: MpiSend and MpiRecv, as ``Sendrecv``.
-* ``Probe``/``probe``, ``Iprobe``/``iprobe``: Enter/Leave of MPI_Probe / MPI_Iprobe
-  only (a plain probe takes no message: no dependency, but its time is MPI time,
-  not the program's).
+* ``Probe``/``probe``, ``Iprobe``/``iprobe`` (that found a message): MpiProbe
+  (sender, comm, tag, message id undefined) in MPI_Probe / MPI_Iprobe, as Score-P.
 * Matched probes (``Mprobe``/``mprobe``, ``Improbe``/``improbe`` that found a
   message): MpiProbe (sender, comm, tag, a message id) after the call; the
   returned :class:`TracedMessage`'s ``Recv``/``recv`` write MpiMrecv (message id,
@@ -19,6 +18,8 @@ call's records, Leave):
   while tracing, whose ``Probe(comm, ...)`` etc. are the communicator's.
 * ``Send_init``, ``Ssend_init``, ``Bsend_init``, ``Rsend_init``, ``Recv_init``:
   persistent requests (:mod:`calibration.tracer.requests`).
+* ``Idup``/``Idup_with_info``: no record (as ``Dup``); the communicator is traced,
+  with an id of its own, and the request is traced (its Wait is an MPI_Wait).
 * ``scan``/``Scan``, ``exscan``/``Exscan``, ``Reduce_scatter``,
   ``Reduce_scatter_block``, ``Gatherv``, ``Scatterv``, ``Allgatherv``,
   ``Alltoallv``, ``Alltoallw``: MpiCollectiveBegin/End with the OTF2 operation
@@ -65,6 +66,7 @@ _Comm = MPI.Comm
 _Intracomm = MPI.Intracomm
 _Message = MPI.Message
 _PROC_NULL = MPI.PROC_NULL
+_UNDEF_MESSAGE = 2**64 - 1  # OTF2_UNDEFINED_UINT64: a plain probe's message id
 _ANY_SOURCE = MPI.ANY_SOURCE
 _ANY_TAG = MPI.ANY_TAG
 _NO_ROOT = -1
@@ -179,6 +181,18 @@ def stand_in(cls: type, name: str, base: type = _Intracomm) -> Any:
     return first_call
 
 
+def _idup(made: tuple[Any, Any]) -> tuple[Any, Any]:
+    """Idup's (communicator, request): the communicator marked to get a new id
+    when first used (``_fresh``, read by :func:`calibration.tracer.mpi._cid`), the
+    request a :class:`calibration.tracer.requests.TracedRequest` without a
+    completion record (its Wait is MPI time, and ``isinstance(req, MPI.Request)``
+    holds as untraced)."""
+    comm, req = made
+    if comm:
+        comm._fresh = True
+    return comm, rq.TracedRequest(req)
+
+
 def _sendrecv_replace(comm: Any, buf: Any, dest: int, sendtag: int, _recvbuf: Any,
                       source: int, recvtag: int, status: Any) -> None:
     _Comm.Sendrecv_replace(comm, buf, dest, sendtag, source, recvtag, status)
@@ -197,6 +211,15 @@ class MoreCalls:
 
     def Dup_with_info(self, info: Any) -> Any:
         return self._created(_Intracomm.Dup_with_info(self, info))
+
+    # Idup: the communicator is of the traced class (mpi4py makes ``type(self)``),
+    # but MPI forbids using it before the request completes, so it is registered
+    # (a new id, as Dup's) on its first traced call (:func:`_idup`)
+    def Idup(self, info: Any = None) -> tuple[Any, Any]:
+        return _idup(_Intracomm.Idup(self, info))
+
+    def Idup_with_info(self, info: Any) -> tuple[Any, Any]:
+        return _idup(_Intracomm.Idup_with_info(self, info))
 
     # -- point to point ----------------------------------------------------------------
     def bsend(self, obj: Any, dest: int, tag: int = 0) -> None:
@@ -223,37 +246,29 @@ class MoreCalls:
         self._sendrecv(_now(), _sendrecv_replace, buf, dest, sendtag, None, source, recvtag,
                        status, False, "MPI_Sendrecv_replace")
 
-    def _plain(self, t: int, name: str, fn: Any, *args: Any) -> Any:
-        """Enter/Leave of ``name`` around ``fn``, no other record."""
-        rec, region = _rec.current(), _REGIONS[name]
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            return fn(self, *args)
-        finally:
-            rq.leave(rec, region)
-
     def Probe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
               status: Any = None) -> Any:
-        return self._plain(_now(), "MPI_Probe", _Comm.Probe, source, tag, status)
+        return self._mprobe(_now(), "MPI_Probe", _Comm.Probe, source, tag, status, True)
 
     def probe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
               status: Any = None) -> Any:
-        return self._plain(_now(), "MPI_Probe", _Comm.probe, source, tag, status)
+        return self._mprobe(_now(), "MPI_Probe", _Comm.probe, source, tag, status, True)
 
     def Iprobe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
                status: Any = None) -> Any:
-        return self._plain(_now(), "MPI_Iprobe", _Comm.Iprobe, source, tag, status)
+        return self._mprobe(_now(), "MPI_Iprobe", _Comm.Iprobe, source, tag, status, True)
 
     def iprobe(self, source: int = _ANY_SOURCE, tag: int = _ANY_TAG,
                status: Any = None) -> Any:
-        return self._plain(_now(), "MPI_Iprobe", _Comm.iprobe, source, tag, status)
+        return self._mprobe(_now(), "MPI_Iprobe", _Comm.iprobe, source, tag, status, True)
 
     def _mprobe(self, t: int, name: str, fn: Any, source: int, tag: int,
-                status: Any) -> Any:
-        """A matched probe: MpiProbe (sender, comm, tag, a new message id, from the
-        status) after the call if it took a message; the message is a
-        :class:`TracedMessage`."""
+                status: Any, plain: bool = False) -> Any:
+        """A probe that found a message: MpiProbe (sender, comm, tag from the status)
+        after the call; a matched probe's has a new message id and its message is a
+        :class:`TracedMessage`, a plain one's (MPI_Probe, MPI_Iprobe with flag true:
+        ``plain``) an undefined id, as Score-P writes them (compensate ties it to
+        the message the next receive takes)."""
         rec, region = _rec.current(), _REGIONS[name]
         st = rq.scratch(rec) if status is None else status
         rec.enter_at(t, region)
@@ -266,14 +281,15 @@ class MoreCalls:
         tp = monotonic_ns()
         tl = monotonic_ns()
         first = tl
-        if msg is not None:
-            msg = TracedMessage(msg)
+        if (msg is not False) if plain else (msg is not None):
             src = st.Get_source()
             if src != _PROC_NULL:
-                mid = _rec.new_request()
+                mid = _UNDEF_MESSAGE if plain else _rec.new_request()
                 rec.add_record(tp, tb.PROBE, (src, _cid(self), st.Get_tag(), mid))
-                msg._probe = (mid, st.Get_count())
                 first = tp
+            if not plain:
+                msg = TracedMessage(msg)
+                msg._probe = (mid, st.Get_count()) if src != _PROC_NULL else None
         rec.leave_at(tl, region)
         rec.back(first)
         return msg

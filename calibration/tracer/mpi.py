@@ -17,7 +17,10 @@ COMM_WORLD and whose local queries (Get_coords, Shift, Get_topo, ...) are
 mpi4py's. Every created communicator is registered in creation order
 (:func:`_created`). An intercommunicator (``Create_intercomm``) is not traced
 (:class:`TracedIntercomm`, warned about); the intracommunicator its ``Merge``
-makes is.
+makes is. Idup's communicator is registered when first used (:func:`calls._idup`);
+``Create_from_group``, ``f2py`` and ``fromhandle`` return traced communicators
+(:mod:`calibration.tracer.views`); the program's own MPI.Init/Finalize:
+:mod:`calibration.tracer.mpiinit`.
 
 Each wrapped call is recorded like Score-P's MPI adapter does: Enter of the
 ``MPI_X`` region, then the call's own records, then Leave:
@@ -81,7 +84,7 @@ from typing import Any
 from mpi4py import MPI
 
 from calibration.tracer import buffer as tb
-from calibration.tracer import calls, pkl5, rma
+from calibration.tracer import calls, mpiinit, pkl5, rma, views
 from calibration.tracer import partitioned as ptr
 from calibration.tracer import requests as rq
 from calibration.tracer import sizes as sz
@@ -135,10 +138,11 @@ def install(recorder: tb.Recorder) -> None:
     calls.bind(recorder, _REGIONS, _cid, TracedIntracomm,
                (TracedCartcomm, TracedGraphcomm, TracedDistgraphcomm))
     pkl5.install(MPI, TracedIntracomm)  # mpi4py.util.pkl5's unbound calls, traced
+    # (after pkl5, whose classes derive from mpi4py's)
+    MPI.Comm, MPI.Intracomm = views.stand_ins(
+        _Comm, _Intracomm, _MAKERS, {"Create_from_group": classmethod(_create_from_group)})
     tb.set_serializer(MPI.pickle.dumps)  # the program's serializer, if it sets one
-    _finalized[0] = False
-    MPI.Finalize = _deferred_finalize
-    MPI.Is_finalized = _is_finalized
+    mpiinit.install()  # the program's own MPI.Init/Init_thread/Finalize
 
 
 def _scratch(rec: tb.Buffer) -> Any:
@@ -147,31 +151,13 @@ def _scratch(rec: tb.Buffer) -> Any:
     return _status if rec is _rec.main else MPI.Status()
 
 
-#: [True once the program called MPI.Finalize()]: what it reads in MPI.Is_finalized.
-_finalized = [False]
-_real_is_finalized = MPI.Is_finalized
-
-
-def _deferred_finalize() -> None:
-    """The program's MPI.Finalize(): postponed until the trace has been gathered
-    (mpi4py finalizes MPI at exit), but from now on the program's
-    ``MPI.Is_finalized()`` says True, as it would untraced."""
-    _finalized[0] = True
-
-
-def _is_finalized() -> bool:
-    """The program's MPI.Is_finalized(): True after its MPI.Finalize() (deferred,
-    so MPI itself is still up for the tracer), else MPI's own answer."""
-    return _finalized[0] or _real_is_finalized()
-
-
 def _cid(comm: Any) -> int:
     """Local id of a traced communicator (registered now if it was created by a
     method that is not wrapped)."""
     try:
         return comm._cid
-    except AttributeError:
-        return _register(comm)
+    except AttributeError:  # (an Idup communicator is new: calls._idup)
+        return _register(comm, new=getattr(comm, "_fresh", False))
 
 
 #: MPI handle -> (world ranks, local id) of the communicators registered: another
@@ -559,6 +545,27 @@ def _created(comm: Any) -> Any:
         if not isinstance(comm, MPI.Intercomm):
             _register(comm, new=True)
     return comm
+
+
+def _adopt(comm: Any) -> Any:
+    """Another object of an existing communicator (``f2py``, ``fromhandle``): of its
+    traced class, with its handle's id if registered (:func:`_register`)."""
+    traced = _TRACED.get(type(comm))
+    return traced(comm) if comm and traced is not None else comm
+
+
+def _create_from_group(cls: Any, group: Any, stringtag: str = "org.mpi4py",
+                       info: Any = MPI.INFO_NULL, errhandler: Any = None) -> Any:
+    """``Intracomm.Create_from_group`` (MPI-4, ``MPI.Session`` programs): as Create's."""
+    return _created(_Intracomm.Create_from_group(group, stringtag, info, errhandler))
+
+
+#: the class methods that make communicators, traced (:mod:`calibration.tracer.views`;
+#: also on TracedIntracomm: ``COMM_WORLD.Create_from_group(...)``)
+_MAKERS = {"f2py": classmethod(lambda cls, arg: _adopt(_Comm.f2py(arg))),
+           "fromhandle": classmethod(lambda cls, handle: _adopt(_Comm.fromhandle(handle)))}
+for _name, _method in {**_MAKERS, "Create_from_group": classmethod(_create_from_group)}.items():
+    setattr(TracedIntracomm, _name, _method)
 
 
 # ---------------------------------------------------------------------------------

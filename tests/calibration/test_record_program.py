@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from compensate.formats.otf2 import read_otf2
+from compensate.model import KIND_CODE
 from tests.conftest import mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -574,3 +575,96 @@ def test_an_mpi_error_traceback_shows_no_tracer_frames(tmp_path: Path) -> None:
     files = [ln.split('"')[1] for ln in head.splitlines() if ln.startswith('  File "')]
     assert files[:2] == [str(tmp_path / "prog.py")] * 2, head
     assert "calibration" not in head and "<compensate-record>" not in head, head
+
+
+def test_relative_output_is_resolved_before_the_program_changes_directory(
+        tmp_path: Path) -> None:
+    """A relative ``-o`` names a path in the launch directory, whatever the
+    program's ``os.chdir`` does: the archive goes there (not into the program's
+    new working directory, where an archive of that name is not replaced without
+    ``--force``), and the final line names its absolute path."""
+    launch, elsewhere = tmp_path / "launch", tmp_path / "elsewhere"
+    launch.mkdir()
+    (elsewhere / "run").mkdir(parents=True)
+    (elsewhere / "run" / "traces.otf2").write_text("an older archive\n")
+    (launch / "prog.py").write_text(f"import os\nos.chdir({str(elsewhere)!r})\n"
+                                    "def f():\n    return os.getcwd()\nprint(f())\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "calibration.record", "-o",
+                           "run/traces.otf2", "--calibration-records", "0", "--", "prog.py"],
+                          capture_output=True, text=True, timeout=120, cwd=launch, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{elsewhere}\n"
+    assert (launch / "run" / "traces.otf2").is_file(), proc.stderr
+    assert (elsewhere / "run" / "traces.otf2").read_text() == "an older archive\n"
+    assert proc.stderr.rstrip().endswith(f"-> {launch / 'run' / 'traces.otf2'}"), proc.stderr
+
+
+def test_os_exit_0_exits_non_zero_as_no_trace_is_written(tmp_path: Path) -> None:
+    """``os._exit(0)`` loses the trace, a failure: the process exits 1 (never 0
+    after a failure) and says so; a non-zero status is kept
+    (test_os_exit_says_that_no_trace_is_written)."""
+    proc = _traced(tmp_path, """
+        import os, sys
+        print("bye")
+        sys.stdout.flush()
+        os._exit(0)
+    """)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == "bye\n"
+    assert proc.stderr.count("called os._exit(0)") == 1, proc.stderr
+    assert "no trace is written" in proc.stderr and "exiting with status 1" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_program_that_initializes_mpi_itself(tmp_path: Path) -> None:
+    """``mpi4py.rc.initialize = False`` and the program's own ``MPI.Init_thread``:
+    MPI is initialized already (by the tracer), so it returns the level MPI
+    provides instead of failing, the program's lower level is noted once per rank
+    on stderr, and its communication and MPI.Finalize() work as untraced."""
+    proc = _traced(tmp_path, """
+        import mpi4py
+        mpi4py.rc.initialize = False
+        from mpi4py import MPI
+        def main():
+            provided = MPI.Init_thread(MPI.THREAD_FUNNELED)
+            comm = MPI.COMM_WORLD
+            x = comm.allreduce(comm.Get_rank() + 1)
+            seen = comm.gather((x, provided == MPI.Query_thread() >= MPI.THREAD_FUNNELED))
+            MPI.Finalize()
+            if seen:
+                print(seen, MPI.Is_finalized())
+        main()
+    """, ranks=2)
+    _ok(proc, tmp_path)
+    assert proc.stdout == "[(3, True), (3, True)] True\n"
+    note = ("calibration.record: note: MPI was initialized by the tracer with thread level "
+            "MULTIPLE; the program's MPI.Init_thread(FUNNELED) returns that level")
+    assert proc.stderr.count(note) == 2, proc.stderr
+    trace = read_otf2(str(tmp_path / "run" / "traces.otf2"))
+    for ev in trace.events.values():  # each rank's allreduce is recorded
+        entered = [trace.definitions.regions[int(r)]
+                   for r in ev.region[ev.kind == KIND_CODE["Enter"]].tolist()]
+        assert entered.count("MPI_Allreduce") == 1, entered
+
+
+def test_program_init_and_rc_thread_level(tmp_path: Path) -> None:
+    """``MPI.Init()`` of a program with ``rc.initialize = False`` does nothing (the
+    tracer initialized MPI); an ``mpi4py.rc.thread_level`` below the level the
+    tracer's initialization provides is noted once, when the program asks."""
+    proc = _traced(tmp_path, """
+        import mpi4py
+        mpi4py.rc.initialize = False
+        mpi4py.rc.thread_level = "funneled"
+        from mpi4py import MPI
+        MPI.Init()
+        print(MPI.Is_initialized())
+        mpi4py.rc.initialize = True
+        print(MPI.Query_thread() == MPI.Query_thread() == MPI.THREAD_MULTIPLE)
+    """)
+    _ok(proc, tmp_path)
+    assert proc.stdout.split() == ["True", "True"]
+    assert proc.stderr.count("calibration.record: note: MPI was initialized by the tracer "
+                             "with thread level MULTIPLE; the program's "
+                             "mpi4py.rc.thread_level = 'funneled' has no effect") == 1, \
+        proc.stderr

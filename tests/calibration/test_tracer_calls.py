@@ -4,8 +4,9 @@
 
 The records are checked against what the OTF2 / Score-P semantics demand (each
 request completed exactly once, inside the call that completed it; tested and
-left active: MpiRequestTest; probes as MPI regions; the collective operations and
-roots), and the archive compensates with every bound without a violation.
+left active: MpiRequestTest; a plain probe's MpiProbe where it found a message; the
+collective operations and roots), and the archive compensates with every bound
+without a violation.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 
 import compensate as c
 from compensate.formats.otf2 import read_otf2
-from compensate.model import COLLECTIVE_OP_NAMES, COLLECTIVE_OPS, KIND_CODE, Trace
+from compensate.model import COLLECTIVE_OP_NAMES, COLLECTIVE_OPS, KIND_CODE, NONE, Trace
 from tests.calibration.traced_runs import ROOT, assert_opens_in_otf2_print, compensate_summary
 from tests.conftest import mpiexec
 from tests.inprocess import run_compensate
@@ -120,16 +121,24 @@ def test_sends_probes_and_persistent_requests(trace: Trace) -> None:
         assert ("MPI_Sendrecv_replace", [K["MpiSend"], K["MpiRecv"]]) in calls
     names1 = [n for n, _ in calls1]
     assert names1.count("MPI_Probe") == 2 and names1.count("MPI_Iprobe") >= 2
-    assert all(not inner for n, inner in calls1 if n in ("MPI_Probe", "MPI_Iprobe"))
-    # matched probes: MpiProbe in the probe that took the message, then its receive
+    # plain probes: MpiProbe (message id undefined) where the probe found a message:
+    # every MPI_Probe, and the last MPI_Iprobe of each polling loop (flag true)
     probe = [K["MpiProbe"]]
+    assert [i for n, i in calls1 if n == "MPI_Probe"] == [probe] * 2
+    polled = [i for n, i in calls1 if n == "MPI_Iprobe"]
+    assert polled.count(probe) == 2 and polled.count([]) == len(polled) - 2
+    assert polled[-1] == probe
+    ev = trace.events[1]
+    plain = (ev.kind == K["MpiProbe"]) & (ev.size_recv == NONE)
+    assert np.count_nonzero(plain) == 4 and set(ev.tag[plain].tolist()) == {8, 9, 10, 11}
+    # matched probes: MpiProbe in the probe that took the message, then its receive
     taken = [(n, i) for n, i in calls1 if n in ("MPI_Mprobe", "MPI_Improbe") and i]
     assert taken == [("MPI_Mprobe", probe)] * 2 + [("MPI_Improbe", probe)] * 2 + [
         ("MPI_Mprobe", probe)]  # the last one by MPI.Message.probe(comm, ...)
     assert [i for n, i in calls1 if n == "MPI_Mrecv"] == [[K["MpiMrecv"]]] * 3
     assert [i for n, i in calls1 if n == "MPI_Imrecv"] == [[K["MpiImrecvRequest"]]] * 2
     ev = trace.events[1]
-    probed = ev.size_recv[ev.kind == K["MpiProbe"]].tolist()  # message ids
+    probed = ev.size_recv[(ev.kind == K["MpiProbe"]) & ~plain].tolist()  # message ids
     assert sorted(probed) == sorted(ev.size_recv[np.isin(
         ev.kind, (K["MpiMrecv"], K["MpiImrecvRequest"]))].tolist())
     # persistent: two Starts and one Startall, each starting the request afresh
@@ -475,3 +484,105 @@ def test_pkl5_messages_are_traced_on_the_communicator_they_use(tmp_path: Path) -
     assert {s[2] for s in sends} == {0}  # all on MPI_COMM_WORLD's id
     assert sends[2][4] == 8_000_000
     assert c.compensate(trace).summary["messages_matched"] == 4
+
+
+IDUP = """
+import numpy as np
+from mpi4py import MPI
+world = MPI.COMM_WORLD
+r = world.Get_rank()
+new, req = world.Idup()
+kinds = [isinstance(req, MPI.Request)]
+req.Wait()
+x = new.allreduce(r)
+new.Free()  # the next Idup may reuse the handle: still a communicator of its own
+again, req = world.Idup_with_info(MPI.INFO_NULL)
+MPI.Request.Waitall([req])
+a = np.arange(3.0) * (r == 0)
+if r == 0:
+    again.Send(a, 1, tag=4)
+else:
+    again.Recv(a, 0, tag=4)
+y = again.allreduce(1)
+lines = world.gather((r, x, float(a.sum()), y, kinds), root=0)
+if r == 0:
+    print(lines)
+"""
+
+
+def test_idup_communicators_are_traced_as_dup_ones(tmp_path: Path) -> None:
+    """``Idup``/``Idup_with_info`` are traced as ``Dup``: no warning that anything
+    is missing, the communicators' collectives and messages are recorded, each
+    on a communicator of its own (the second has one even if MPI reused the
+    handle of the first, freed), the request is an ``MPI.Request``, and compensate
+    matches everything."""
+    script = tmp_path / "prog.py"
+    script.write_text(IDUP)
+    proc, out = _traced_2(script)
+    assert proc.stdout == "[(0, 1, 3.0, 2, [True]), (1, 1, 3.0, 2, [True])]\n"
+    assert "not traced" not in proc.stderr, proc.stderr
+    trace = read_otf2(str(out))
+    ends = [(loc, int(ev.comm[i]), COLLECTIVE_OP_NAMES[int(ev.op[i])])
+            for loc, ev in trace.events.items()
+            for i in np.flatnonzero(ev.kind == K["MpiCollectiveEnd"]).tolist()
+            if ev.comm[i] != 0]  # (not the world's gather)
+    comms = sorted({comm for _, comm, _ in ends})
+    assert len(comms) == 2 and 0 not in comms, ends
+    assert sorted(ends) == [(0, comms[0], "ALLREDUCE"), (0, comms[1], "ALLREDUCE"),
+                            (1, comms[0], "ALLREDUCE"), (1, comms[1], "ALLREDUCE")]
+    assert [s[2:] for s in _messages(trace, "MpiSend")] == [(comms[1], 4, 24)]
+    summary = c.compensate(trace).summary
+    assert summary["messages_matched"] == 1 and summary["collective_instances"] == 3
+
+
+SESSION = """
+import numpy as np
+from mpi4py import MPI
+world = MPI.COMM_WORLD
+r = world.Get_rank()
+session = MPI.Session.Init()
+group = session.Create_group("mpi://WORLD")
+comm = MPI.Intracomm.Create_from_group(group, "compensate.test")
+x = comm.allreduce(r + 1)
+a, b = np.array([r], 'i'), np.zeros(1, 'i')
+comm.Sendrecv(a, 1 - r, sendtag=5, recvbuf=b, source=1 - r, recvtag=5)
+wgroup = world.Get_group()
+other = world.Create_from_group(wgroup, "compensate.test2")
+y = other.allreduce(1)
+copy = MPI.Comm.f2py(world.py2f())
+copy.Sendrecv(a, 1 - r, sendtag=6, recvbuf=b, source=1 - r, recvtag=6)
+z = MPI.Comm.fromhandle(world.handle).allreduce(2)
+lines = world.gather((r, x, int(b[0]), y, z, isinstance(comm, MPI.Intracomm),
+                      isinstance(copy, MPI.Comm)), root=0)
+if r == 0:
+    print(lines)
+for c in (comm, other):
+    c.Free()
+wgroup.Free()
+group.Free()
+session.Finalize()
+"""
+
+
+def test_create_from_group_session_and_handle_communicators_are_traced(
+        tmp_path: Path) -> None:
+    """``MPI.Intracomm.Create_from_group`` (MPI-4, how ``MPI.Session`` programs get
+    a communicator; also called on COMM_WORLD) makes communicators traced as
+    Create's, each with an id of its own; ``MPI.Comm.f2py`` and
+    ``MPI.Comm.fromhandle`` give COMM_WORLD again, traced on its id; compensate
+    matches everything."""
+    script = tmp_path / "prog.py"
+    script.write_text(SESSION)
+    proc, out = _traced_2(script)
+    assert proc.stdout == "[(0, 3, 1, 2, 4, True, True), (1, 3, 0, 2, 4, True, True)]\n"
+    assert "not traced" not in proc.stderr, proc.stderr
+    trace = read_otf2(str(out))
+    by_tag = {tag: comm for _, _, comm, tag, _ in _messages(trace, "MpiSend")}
+    assert len(_messages(trace, "MpiSend")) == len(_messages(trace, "MpiRecv")) == 4
+    assert by_tag[6] == 0 and by_tag[5] != 0  # f2py: the world; the session's own
+    colls = [sorted(int(ev.comm[i]) for i in np.flatnonzero(ev.kind == K["MpiCollectiveEnd"]))
+             for ev in trace.events.values()]
+    assert colls[0] == colls[1] and len(set(colls[0])) == 3 and 0 in colls[0]
+    assert by_tag[5] in colls[0]
+    summary = c.compensate(trace).summary
+    assert summary["messages_matched"] == 4 and summary["collective_instances"] == 4
