@@ -767,18 +767,7 @@ def mprobe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
     """Ring with matched probes: each rank sends to the right neighbour after
     rank-dependent work and receives from the left with MPI_Mprobe + MPI_Mrecv (every
     third iteration a plain MPI_Recv, so both kinds share the channel's order)."""
-    _check(ranks, iterations, 2)
-    rng = random.Random(seed)
-    ops: list[list[Op]] = [[] for _ in range(ranks)]
-    for it in range(iterations):
-        for r in range(ranks):
-            prog = ops[r]
-            right, left = (r + 1) % ranks, (r - 1) % ranks
-            prog.append(call("work", _jitter(rng, work_time * (1 + 0.3 * ((r + it) % 4)))))
-            prog.append(send(right, nbytes, 5))
-            prog.append(recv(left, 5) if it % 3 == 2 else mrecv(left, 5))
-    return Program("mprobe", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
-                                       nbytes=nbytes))
+    return _probe_ring("mprobe", mrecv, 0, ranks, iterations, seed, nbytes, work_time)
 
 
 def probe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
@@ -789,6 +778,13 @@ def probe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
     plain MPI_Recv). The receivers' records before a probe, and so the overhead
     removed before it, differ from their senders': without the probe's dependency
     on the send, a probe that waited would come out before the message existed."""
+    return _probe_ring("probe", probe, 4, ranks, iterations, seed, nbytes, work_time)
+
+
+def _probe_ring(name: str, take: Callable[[int, int], Op], short: int, ranks: int,
+                iterations: int, seed: int, nbytes: int, work_time: float) -> Program:
+    """The ring of :func:`mprobe_program` and :func:`probe_program`: ``take`` receives
+    two iterations in three, after ``short`` × ((rank + iteration) mod 4) short calls."""
     _check(ranks, iterations, 2)
     rng = random.Random(seed)
     ops: list[list[Op]] = [[] for _ in range(ranks)]
@@ -798,11 +794,11 @@ def probe_program(ranks: int = 8, iterations: int = 60, seed: int = 0, *,
             right, left = (r + 1) % ranks, (r - 1) % ranks
             prog.append(call("work", _jitter(rng, work_time * (1 + 0.3 * ((r + it) % 4)))))
             prog.append(send(right, nbytes, 5))
-            for _ in range(4 * ((r + it) % 4)):
+            for _ in range(short * ((r + it) % 4)):
                 prog.append(call("step", _jitter(rng, work_time / 50)))
-            prog.append(recv(left, 5) if it % 3 == 2 else probe(left, 5))
-    return Program("probe", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
-                                      nbytes=nbytes))
+            prog.append(recv(left, 5) if it % 3 == 2 else take(left, 5))
+    return Program(name, ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                   nbytes=nbytes))
 
 
 def partitioned_halo(ranks: int = 8, iterations: int = 10, seed: int = 0, *,
