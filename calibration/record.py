@@ -174,6 +174,11 @@ def _main(argv: list[str] | None) -> int:
             say(f"calibration.record: error: {args.program} is a directory without a "
                 "__main__.py")
             return 2
+    elif args.program == "-m":  # python -m MODULE: a module, not a script
+        say("calibration.record: error: -m MODULE is not supported: give the module's "
+            "script (python -c 'import M; print(M.__file__)' names it), or a directory "
+            "with a __main__.py")
+        return 2
     elif not os.path.isfile(script):
         say(f"calibration.record: error: no such program: {args.program}")
         return 2

@@ -564,8 +564,9 @@ def _create_from_group(cls: Any, group: Any, stringtag: str = "org.mpi4py",
 #: also on TracedIntracomm: ``COMM_WORLD.Create_from_group(...)``)
 _MAKERS = {"f2py": classmethod(lambda cls, arg: _adopt(_Comm.f2py(arg))),
            "fromhandle": classmethod(lambda cls, handle: _adopt(_Comm.fromhandle(handle)))}
-for _name, _method in {**_MAKERS, "Create_from_group": classmethod(_create_from_group)}.items():
-    setattr(TracedIntracomm, _name, _method)
+for _name, _method in {**_MAKERS, "Create_from_group": classmethod(_create_from_group),
+                       "__reduce__": views.by_name(_Intracomm)}.items():
+    setattr(TracedIntracomm, _name, _method)  # (__reduce__: pickling COMM_WORLD)
 
 
 # ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ Installed by :func:`calibration.tracer.mpi.install`.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from mpi4py import MPI
@@ -63,3 +64,30 @@ def stand_ins(comm: type, intracomm: type, common: dict[str, Any],
     (:mod:`calibration.tracer.mpi`: ``f2py``, ``fromhandle``,
     ``Intracomm.Create_from_group``)."""
     return _view(comm, common), _view(intracomm, {**common, **intracomm_only})
+
+
+class _MPIModule:
+    """Pickles as the module ``mpi4py.MPI`` (a module object cannot be pickled)."""
+
+    def __reduce__(self) -> tuple:
+        return (importlib.import_module, ("mpi4py.MPI",))
+
+
+def by_name(real: type) -> Any:
+    """A ``__reduce__`` for the traced communicator classes. mpi4py reduces an
+    object of a subclass to (the subclass, mpi4py's object) and a predefined
+    communicator (COMM_WORLD, COMM_SELF, COMM_NULL) to its name, which pickle looks
+    up in ``mpi4py.MPI`` and finds the traced object there, not mpi4py's: pickling
+    ``MPI.COMM_WORLD`` failed. A traced predefined communicator pickles as
+    ``mpi4py.MPI``'s attribute of that name instead (the traced object while
+    tracing, mpi4py's in an untraced process); other ones as before."""
+
+    def __reduce__(self: Any) -> Any:
+        reduced = real.__reduce__(self)
+        args = reduced[1] if isinstance(reduced, tuple) and len(reduced) > 1 else ()
+        inner = args[1] if len(args) == 2 and type(args[1]) is real else None
+        name = real.__reduce__(inner) if inner is not None else reduced
+        return (getattr, (_MPIModule(), name)) if isinstance(name, str) else reduced
+
+    return __reduce__
+

@@ -542,6 +542,11 @@ def test_a_directory_program_runs_its_main_and_a_zipapp_is_refused(tmp_path: Pat
     assert zipped.stderr == ("calibration.record: error: app.pyz is a zip application, "
                              "which the tracer cannot instrument: unpack it and trace its "
                              "directory\n")
+    module = subprocess.run([*record, "-m", "app"], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env=env)
+    assert module.returncode == 2
+    assert module.stderr.startswith("calibration.record: error: -m MODULE is not "
+                                    "supported: give the module's script")
 
 
 def test_a_program_catching_recursion_error_reaches_about_its_untraced_depth(

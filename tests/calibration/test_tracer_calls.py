@@ -586,3 +586,25 @@ def test_create_from_group_session_and_handle_communicators_are_traced(
     assert by_tag[5] in colls[0]
     summary = c.compensate(trace).summary
     assert summary["messages_matched"] == 4 and summary["collective_instances"] == 4
+
+
+PICKLED = """
+import pickle
+from mpi4py import MPI
+world = pickle.loads(pickle.dumps(MPI.COMM_WORLD))
+me = pickle.loads(pickle.dumps(MPI.COMM_SELF))
+print(world is MPI.COMM_WORLD, me is MPI.COMM_SELF, world.allreduce(1))
+"""
+
+
+def test_predefined_communicators_pickle_by_name(tmp_path: Path) -> None:
+    """``pickle.dumps(MPI.COMM_WORLD)`` works under the tracer as untraced (mpi4py
+    pickles a predefined communicator by name; the traced one failed to) and gives
+    the traced object back, whose collectives are recorded."""
+    script = tmp_path / "prog.py"
+    script.write_text(PICKLED)
+    proc, out = _traced_2(script)
+    assert proc.stdout == "True True 2\n" * 2
+    ends = [ev for ev in read_otf2(str(out)).events.values()
+            if np.any(ev.kind == K["MpiCollectiveEnd"])]
+    assert len(ends) == 2
