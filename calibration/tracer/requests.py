@@ -73,7 +73,7 @@ _status = MPI.Status()
 REGION_NAMES = ("MPI_Waitany", "MPI_Waitsome", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
                 "MPI_Cancel", "MPI_Request_free", "MPI_Send_init", "MPI_Ssend_init",
                 "MPI_Bsend_init", "MPI_Rsend_init", "MPI_Recv_init", "MPI_Start",
-                "MPI_Startall")
+                "MPI_Startall", "MPI_Request_get_status")
 
 
 def bind(recorder: tb.Recorder, regions: dict[str, int]) -> None:
@@ -280,6 +280,24 @@ class TracedRequest(MPI.Request):
             info = _info_of(self)
             if info is not None and info[2] >= 0:
                 self._info = (info[0], info[1], -1 - info[2], *info[3:])
+        finally:
+            leave(rec, region)
+
+    def Get_status(self, status: Any = None) -> bool:
+        return TracedRequest._peek(self, _now(), _Request.Get_status, status)
+
+    def get_status(self, status: Any = None) -> bool:
+        return TracedRequest._peek(self, _now(), _Request.get_status, status)
+
+    def _peek(self, t: int, fn: Any, status: Any) -> bool:
+        """MPI_Request_get_status: a non-destructive test; Enter/Leave only (the
+        request completes in a later Wait/Test, which records the completion), so
+        that a program polling with it spends MPI time, not its own, as Score-P."""
+        rec, region = _rec.current(), _REGIONS["MPI_Request_get_status"]
+        rec.enter_at(t, region)
+        rec.back(t)
+        try:
+            return fn(self, status)
         finally:
             leave(rec, region)
 

@@ -608,3 +608,40 @@ def test_predefined_communicators_pickle_by_name(tmp_path: Path) -> None:
     ends = [ev for ev in read_otf2(str(out)).events.values()
             if np.any(ev.kind == K["MpiCollectiveEnd"])]
     assert len(ends) == 2
+
+
+POLLED = """
+import numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+r = comm.Get_rank()
+if r == 0:
+    comm.Send(np.ones(4), dest=1, tag=3)
+    comm.send("x", dest=1, tag=4)
+else:
+    buf = np.zeros(4)
+    req = comm.Irecv(buf, source=0, tag=3)
+    while not req.Get_status():
+        pass
+    req.Wait()
+    req = comm.irecv(source=0, tag=4)
+    while not req.get_status():
+        pass
+    print(buf.sum(), req.wait())
+"""
+
+
+def test_polling_with_get_status_is_mpi_time(tmp_path: Path) -> None:
+    """``Request.Get_status``/``get_status`` (a non-destructive test) are recorded as
+    MPI_Request_get_status with nothing inside, as Score-P; the requests complete
+    in the Wait that follows, and compensate matches both messages."""
+    script = tmp_path / "prog.py"
+    script.write_text(POLLED)
+    proc, out = _traced_2(script)
+    assert proc.stdout == "4.0 x\n"
+    trace = read_otf2(str(out))
+    polls = [inner for name, inner in _calls(trace, 1) if name == "MPI_Request_get_status"]
+    assert len(polls) >= 2 and not any(polls)
+    waits = [inner for name, inner in _calls(trace, 1) if name == "MPI_Wait"]
+    assert waits == [[K["MpiIrecv"]]] * 2
+    assert c.compensate(trace).summary["messages_matched"] == 2
