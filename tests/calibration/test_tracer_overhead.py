@@ -38,9 +38,23 @@ def test_wrapper_residue_of_the_lock_is_positive() -> None:
     """A traced ``with lock:`` costs the program more than its brackets measure:
     the wrapper's frames before its first stamp and after its last hand-back
     (a few hundred ns per operation). The residue is that difference, so it is
-    positive and well below the whole traced block (several µs)."""
+    positive and below what a whole traced operation costs, measured alongside (a
+    fixed bound in ns failed on this shared host, whose CPUs change speed by 2x:
+    docs/realrun.md, session 14)."""
+    from time import perf_counter_ns
+
+    from calibration.tracer.buffer import Recorder
+
     res = overhead.wrapper_residues(back_ns=200.0, calls=200, repeats=5)
-    assert 0 < res["lock"] < 2000
+    _, traced = overhead._probe_locks(Recorder())
+    per_op = []
+    for _ in range(5):
+        t0 = perf_counter_ns()
+        for _ in range(200):
+            with traced:
+                pass
+        per_op.append((perf_counter_ns() - t0) / 400)
+    assert 0 < res["lock"] < sorted(per_op)[2]
 
 
 def test_cold_ladder_is_a_non_negative_monotone_curve() -> None:
