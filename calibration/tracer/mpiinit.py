@@ -92,12 +92,18 @@ def note_rc_thread_level() -> None:
                     f"mpi4py.rc.thread_level = {level!r} has no effect: MPI.Query_thread()")
 
 
+def _tracer_holds_mpi() -> bool:
+    """MPI is up, initialized by the tracer, and the program has not finalized it
+    (after its MPI.Finalize, its Init calls MPI's and fails as it would untraced)."""
+    return not _finalized[0] and _real_is_initialized()
+
+
 def _init() -> None:
     """The program's MPI.Init() (``mpi4py.rc.initialize = False``): MPI is
     initialized already, by the tracer, so it does nothing, as the program's
     MPI.Finalize() is deferred (:func:`_deferred_finalize`); after that
     Finalize it fails as it would untraced."""
-    if _finalized[0] or not _real_is_initialized():
+    if not _tracer_holds_mpi():
         _real_init()
 
 
@@ -105,7 +111,7 @@ def _init_thread(required: int = MPI.THREAD_MULTIPLE) -> int:
     """The program's MPI.Init_thread(required): as :func:`_init`, returning the
     level MPI provides (MPI.Query_thread()); a ``required`` level below it is
     noted once on stderr (:func:`_note_level`)."""
-    if _finalized[0] or not _real_is_initialized():
+    if not _tracer_holds_mpi():
         return _real_init_thread(required)
     _note_level(required, f"MPI.Init_thread({_LEVEL_NAMES.get(required, required)})")
     return _real_query_thread()

@@ -100,6 +100,17 @@ def leave(rec: tb.Buffer, region: int) -> None:
     rec.back(t)
 
 
+def plain(rec: tb.Buffer, t: int, region: int, fn: Any, *args: Any) -> Any:
+    """Enter of ``region`` at ``t``, ``fn(*args)``, Leave: a wrapped call that writes
+    no record of its own (its time is MPI time, not the program's)."""
+    rec.enter_at(t, region)
+    rec.back(t)
+    try:
+        return fn(*args)
+    finally:
+        leave(rec, region)
+
+
 def unwrite(rec: tb.Buffer, t: int, kind: int, fields: tuple) -> bool:
     """Take back the record ``rec.add_record(t, kind, fields)`` wrote before an MPI
     call that then raised; True if it was found and removed.
@@ -283,23 +294,16 @@ class TracedRequest(MPI.Request):
         finally:
             leave(rec, region)
 
+    # MPI_Request_get_status, a non-destructive test: Enter/Leave only (the request
+    # completes in a later Wait/Test, which records the completion), so that a
+    # program polling with it spends MPI time, not its own, as Score-P records it
     def Get_status(self, status: Any = None) -> bool:
-        return TracedRequest._peek(self, _now(), _Request.Get_status, status)
+        return plain(_rec.current(), _now(), _REGIONS["MPI_Request_get_status"],
+                     _Request.Get_status, self, status)
 
     def get_status(self, status: Any = None) -> bool:
-        return TracedRequest._peek(self, _now(), _Request.get_status, status)
-
-    def _peek(self, t: int, fn: Any, status: Any) -> bool:
-        """MPI_Request_get_status: a non-destructive test; Enter/Leave only (the
-        request completes in a later Wait/Test, which records the completion), so
-        that a program polling with it spends MPI time, not its own, as Score-P."""
-        rec, region = _rec.current(), _REGIONS["MPI_Request_get_status"]
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            return fn(self, status)
-        finally:
-            leave(rec, region)
+        return plain(_rec.current(), _now(), _REGIONS["MPI_Request_get_status"],
+                     _Request.get_status, self, status)
 
     def Free(self) -> None:
         t = _now()

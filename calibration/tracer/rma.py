@@ -134,10 +134,7 @@ class _Info:
         self.access: tuple[int, ...] = ()  # the start's group (world ranks)
 
 
-def _leave(rec: tb.Buffer, region: int) -> None:
-    t = monotonic_ns()
-    rec.leave_at(t, region)
-    rec.back(t)
+_leave = rq.leave  # Leave of a wrapped call (or of one that raised)
 
 
 def _create(t: int, name: str, allocated: bool, fn: Any, comm: Any) -> Any:
@@ -235,13 +232,7 @@ class TracedWin(MPI.Win):
     # -- helpers ---------------------------------------------------------------------
     def _plain(self, t: int, name: str, fn: Any, *args: Any) -> Any:
         """Enter, the call, Leave (a call R10 does not model)."""
-        rec, region = _rec.current(), _regions[name]
-        rec.enter_at(t, region)
-        rec.back(t)
-        try:
-            return fn(self, *args)
-        finally:
-            _leave(rec, region)
+        return rq.plain(_rec.current(), t, _regions[name], fn, self, *args)
 
     def _before(self, t: int, name: str, kind: int, fields: Any, fn: Any, *args: Any,
                 undo: Any = None) -> Any:

@@ -20,12 +20,9 @@ from mpi4py import MPI
 
 
 class _View(type):
-    """Metaclass of :data:`CommView` and :data:`IntracommView`, the program's
-    ``MPI.Comm`` and ``MPI.Intracomm`` while tracing (mpi4py's classes are
-    immutable, so their class methods that make communicators cannot be wrapped in
-    place): ``isinstance`` and ``issubclass`` against them are against mpi4py's
-    class (``_real``), and calling them makes an object of mpi4py's class, as
-    before; a program's subclass of them is an ordinary class."""
+    """Metaclass of the stand-ins :func:`stand_ins` makes: ``isinstance`` and
+    ``issubclass`` against them are against mpi4py's class (``_real``); a program's
+    subclass of them (no ``_real`` of its own) is an ordinary class."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
         real = cls.__dict__.get("_real")

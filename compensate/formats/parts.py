@@ -71,10 +71,9 @@ from compensate.formats.paths import (
     _archive_dir,
     _make_parents,
     _remove_empty,
-    _replace_dir,
+    install_staged,
     make_temp_dir,
     output_error,
-    replace_entries,
     staging_dir,
     trace_format,
 )
@@ -431,10 +430,7 @@ def commit(tmp: str | Path, definitions: Definitions) -> None:
             try:
                 if info["format"] == "otf2":
                     shutil.rmtree(tmp / _PARTS)
-                    if info.get("inside"):
-                        replace_entries(tmp, target, Path(out).name)
-                    else:
-                        _replace_dir(tmp, target)
+                    install_staged(tmp, target, Path(out).name, info.get("inside", False))
                 else:
                     os.replace(merged, target)
                     shutil.rmtree(tmp, ignore_errors=True)

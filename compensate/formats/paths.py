@@ -230,10 +230,7 @@ class AtomicOutput:
                 before()
             try:
                 if self._dir is not None:
-                    if self._inside:
-                        replace_entries(self._dir, self.target, self.out.name)
-                    else:
-                        _replace_dir(self._dir, self.target)
+                    install_staged(self._dir, self.target, self.out.name, self._inside)
                     self._dir = None
                 elif self._file is not None:
                     os.replace(self._file, self.out)
@@ -387,6 +384,15 @@ def staging_dir(target: Path, out: Path) -> tuple[Path, bool]:
     if target.is_dir():
         return make_temp_dir(target, TMP_PREFIX.format(out.stem)), True
     return make_temp_dir(target.parent, f".{target.name}.tmp-"), False
+
+
+def install_staged(staged: Path, target: Path, anchor: str, inside: bool) -> None:
+    """Put the complete archive in ``staged`` (from :func:`staging_dir`, with
+    ``inside`` as it said) in place of ``target``, its archive directory."""
+    if inside:
+        replace_entries(staged, target, anchor)
+    else:
+        _replace_dir(staged, target)
 
 
 def _replace_dir(new: Path, target: Path) -> None:

@@ -360,6 +360,13 @@ def _traced_2(script: Path) -> tuple[subprocess.CompletedProcess, Path]:
     assert proc.returncode == 0, proc.stderr
     return proc, out
 
+def _traced_source(tmp_path: Path, source: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """:func:`_traced_2` of a program with this ``source`` (tmp_path/prog.py)."""
+    script = tmp_path / "prog.py"
+    script.write_text(source)
+    return _traced_2(script)
+
+
 FILE_AND_RMA = """
 import sys
 import numpy as np
@@ -443,9 +450,7 @@ def test_in_place_gather_and_scatter_count_the_roots_bytes(tmp_path: Path) -> No
     """Gather with ``IN_PLACE`` as the root's send buffer and Scatter with it as
     the root's receive buffer: the root receives (sends) the others' shares, 32
     bytes each here, as without ``IN_PLACE``."""
-    script = tmp_path / "prog.py"
-    script.write_text(IN_PLACE_ROOT)
-    proc, out = _traced_2(script)
+    proc, out = _traced_source(tmp_path, IN_PLACE_ROOT)
     trace = read_otf2(str(out))
     ends = {loc: [(int(ev.size[i]), int(ev.size_recv[i]))
                   for i in np.flatnonzero(ev.kind == K["MpiCollectiveEnd"])]
@@ -474,9 +479,7 @@ def test_pkl5_messages_are_traced_on_the_communicator_they_use(tmp_path: Path) -
     """``mpi4py.util.pkl5`` sends with unbound base-class calls: they are traced
     (header, pickle and out-of-band buffer messages), on the id of the
     communicator pkl5 wraps, and compensate matches every one."""
-    script = tmp_path / "prog.py"
-    script.write_text(PKL5)
-    proc, out = _traced_2(script)
+    proc, out = _traced_source(tmp_path, PKL5)
     assert proc.stdout == "499999500000.0 plain True\n"
     trace = read_otf2(str(out))
     sends = _messages(trace, "MpiSend")
@@ -516,9 +519,7 @@ def test_idup_communicators_are_traced_as_dup_ones(tmp_path: Path) -> None:
     on a communicator of its own (the second has one even if MPI reused the
     handle of the first, freed), the request is an ``MPI.Request``, and compensate
     matches everything."""
-    script = tmp_path / "prog.py"
-    script.write_text(IDUP)
-    proc, out = _traced_2(script)
+    proc, out = _traced_source(tmp_path, IDUP)
     assert proc.stdout == "[(0, 1, 3.0, 2, [True]), (1, 1, 3.0, 2, [True])]\n"
     assert "not traced" not in proc.stderr, proc.stderr
     trace = read_otf2(str(out))
@@ -571,9 +572,7 @@ def test_create_from_group_session_and_handle_communicators_are_traced(
     Create's, each with an id of its own; ``MPI.Comm.f2py`` and
     ``MPI.Comm.fromhandle`` give COMM_WORLD again, traced on its id; compensate
     matches everything."""
-    script = tmp_path / "prog.py"
-    script.write_text(SESSION)
-    proc, out = _traced_2(script)
+    proc, out = _traced_source(tmp_path, SESSION)
     assert proc.stdout == "[(0, 3, 1, 2, 4, True, True), (1, 3, 0, 2, 4, True, True)]\n"
     assert "not traced" not in proc.stderr, proc.stderr
     trace = read_otf2(str(out))
@@ -603,9 +602,7 @@ def test_predefined_communicators_pickle_by_name(tmp_path: Path) -> None:
     """``pickle.dumps(MPI.COMM_WORLD)`` works under the tracer as untraced (mpi4py
     pickles a predefined communicator by name; the traced one failed to) and gives
     the traced object back, whose collectives are recorded."""
-    script = tmp_path / "prog.py"
-    script.write_text(PICKLED)
-    proc, out = _traced_2(script)
+    proc, out = _traced_source(tmp_path, PICKLED)
     assert proc.stdout == "[(True, True, 2), (True, True, 2)]"
     ends = [ev for ev in read_otf2(str(out)).events.values()
             if np.any(ev.kind == K["MpiCollectiveEnd"])]
@@ -637,9 +634,7 @@ def test_polling_with_get_status_is_mpi_time(tmp_path: Path) -> None:
     """``Request.Get_status``/``get_status`` (a non-destructive test) are recorded as
     MPI_Request_get_status with nothing inside, as Score-P; the requests complete
     in the Wait that follows, and compensate matches both messages."""
-    script = tmp_path / "prog.py"
-    script.write_text(POLLED)
-    proc, out = _traced_2(script)
+    proc, out = _traced_source(tmp_path, POLLED)
     assert proc.stdout == "4.0 x\n"
     trace = read_otf2(str(out))
     polls = [inner for name, inner in _calls(trace, 1) if name == "MPI_Request_get_status"]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import io
+import os
 import platform
 import sys
 import threading
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import _otf2
+from _otf2.Config import conf
 from otf2.error import Error as _Otf2Error
 
 import compensate.interrupt as interrupt
@@ -146,7 +149,7 @@ _ERROR_CALLBACK = _ERROR_CALLBACK_TYPE(_on_otf2_error)
 def _register_callback(callback: Any) -> Any:
     """Install an OTF2 error callback; returns the previous one (None if not possible)."""
     try:
-        fn = _otf2.Config.conf.lib.OTF2_Error_RegisterCallback
+        fn = conf.lib.OTF2_Error_RegisterCallback
     except AttributeError:
         return None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -264,15 +267,9 @@ def marker_count(anchor: str) -> int:
     path that is not an OTF2 anchor file or has no marker file. They are not carried
     into a compensated archive (their times are measured ones): the command says how
     many were left. An unreadable marker file counts as -1 (some, number unknown)."""
-    import os
-
     base, ext = os.path.splitext(anchor)
     if ext != ".otf2" or not os.path.isfile(base + ".marker"):
         return 0
-    import importlib
-
-    from _otf2.Config import conf
-
     mrc = importlib.import_module("_otf2.MarkerReaderCallbacks")  # (the module)
 
     count = [0]

@@ -112,7 +112,7 @@ def _model_definitions(registry: Any, meta: Otf2Archive, source: str = "") -> De
         if group is not None and group.members:
             if all(isinstance(m, odef.Location) for m in group.members):
                 members = tuple(int(m._ref) for m in group.members)
-        inter = type(c).__name__ == "InterComm"  # (members: none; refused if used)
+        inter = isinstance(c, odef.InterComm)  # (members: none; refused if used)
         comms[int(c._ref)] = Comm(id=int(c._ref), name=c.name or "", members=members,
                                   inter=inter)
     windows = {int(w._ref): Window(id=int(w._ref), name=w.name or "", comm=_ref(w.comm))
