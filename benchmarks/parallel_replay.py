@@ -67,7 +67,7 @@ def _in_use() -> float:
     which also counts freed heap not handed back); -1 where unavailable."""
     import ctypes
 
-    from compensate.engine.stream import _MallInfo2
+    from compensate.pipeline.memory import MallInfo2 as _MallInfo2
     try:
         info = ctypes.CDLL(None).mallinfo2
     except (AttributeError, OSError):

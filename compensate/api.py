@@ -11,8 +11,8 @@ Re-exported by :mod:`compensate` (``import compensate as c``)::
 :func:`compensate` runs the command's pipeline on a trace in memory: match, fit the
 network for ``bound="fitted"``, compensate, verify happened-before order; it raises
 :class:`VerificationError` where the command refuses to write. Its ``summary`` is
-the command's ``--summary`` object (built by :func:`build_summary`, which the command
-uses too), with ``output`` None and ``seconds`` the time :func:`compensate` took.
+the command's ``--summary`` object (:mod:`compensate.pipeline.outcome`, which the
+command uses too), with ``output`` None and ``seconds`` the time :func:`compensate` took.
 
 The engine (and the scipy it fits with) is imported on the first call of
 :func:`compensate`, so that reading, writing and the analyses start quickly.
@@ -24,7 +24,6 @@ import numbers
 import operator
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +34,7 @@ from compensate.platform import Platform, PlatformError, parse_duration
 if TYPE_CHECKING:
     from compensate.analysis import compare, profile, wait_states
     from compensate.analysis.frame import to_dataframe
-    from compensate.engine import Result, Stats
-    from compensate.engine.fit import FitOutcome
+    from compensate.engine import Stats
     from compensate.matching import Matching
     from compensate.verify import Verification
 
@@ -197,60 +195,22 @@ def compensate(trace: Trace, bound: str = "lower",
         raise PlatformError(f"no platform: {PLATFORM_HINT}")
 
     from compensate.gcpause import gc_paused
+    from compensate.pipeline import RunOptions, decide, in_memory
+    from compensate.pipeline.outcome import EXIT_VERIFY
 
+    options = RunOptions(bound, collective_exit, eager_limit, strict)
     start = time.monotonic()
     with gc_paused():  # as the command: the records stay alive, no cycles to find
-        result, matching, outcome, check = run_pipeline(trace, plat, bound, collective_exit,
-                                                        eager_limit, strict=strict)
-    summary = build_summary(
-        input=trace.source, output=None, bound=bound, collective_exit=collective_exit,
-        eager_limit=eager_limit, platform=plat, stats=result.stats, verification=check,
-        counts=matching.counts(), fit_outcome=outcome, records=trace.record_count,
-        locations=len(trace.events), resolution=trace.definitions.timer_resolution,
-        measured=trace.span_seconds, approximated=result.trace.span_seconds,
-        nesting=matching.nesting_summary(), overhead=overhead_info)
+        run = in_memory(trace, plat, options)
+    outcome = decide(run, input=trace.source, output=None, options=options, platform=plat,
+                     overhead=overhead_info)
+    summary = outcome.summary
     summary["seconds"] = {"compensate": time.monotonic() - start}
     summary = _plain(summary)
-    if not check.ok:
-        raise VerificationError(
-            f"verification failed: {check.violations} happened-before violations "
-            f"({'; '.join(check.examples[:2])}); this is a bug, please report it",
-            check, summary)
-    return CompensationResult(result.trace, summary, result.stats, matching, check)
-
-
-def run_pipeline(trace: Trace, platform: Platform | None, bound: str, collective_exit: str,
-                 eager_limit: int | None, progress: Callable[[int], None] | None = None,
-                 phase: Callable[[str], None] | None = None, strict: bool = False
-                 ) -> tuple[Result, Matching, FitOutcome | None, Verification]:
-    """match -> compensate -> verify of a whole trace in memory, shared by
-    :func:`compensate` and the command's ``--in-memory`` path: the engine's result,
-    the matching, the network fit (``bound="fitted"``; the lower bound is used where
-    too few transfers were observed) and the happened-before check. ``phase`` hears
-    what a long step is doing, ``progress`` the engine's records done; ``strict``
-    refuses Enter/Leave that do not nest."""
-    from compensate.engine import EngineOptions
-    from compensate.engine import compensate as run_engine
-    from compensate.matching import match
-    from compensate.verify import verify
-
-    if phase:
-        phase(f"matching {trace.record_count:,} records ...")
-    matching = match(trace, eager_limit=eager_limit, strict=strict)
-    used, outcome = bound, None
-    if bound == "fitted":  # R2f: fit the network to the observed transfers
-        from compensate.engine.fit import try_fit
-        if phase:
-            phase("fitting the network to the observed transfers ...")
-        outcome = try_fit(trace, matching, platform)
-        used = "fitted" if outcome.fit else "lower"  # too few observations: fall back
-    result = run_engine(trace, platform or Platform(0.0),
-                        EngineOptions(bound=used, collective_exit=collective_exit,
-                                      network_time=outcome.fit if outcome else None,
-                                      fit_links=bound == "fitted" and used == "lower",
-                                      link_latency=outcome.links if outcome else None),
-                        matching, progress)
-    return result, matching, outcome, verify(result.trace, matching, measured=trace)
+    if outcome.status == EXIT_VERIFY:
+        raise VerificationError(f"{outcome.reason}; this is a bug, please report it",
+                                run.verification, summary)
+    return CompensationResult(run.trace, summary, run.stats, run.matching, run.verification)
 
 
 def write(trace: Trace, path: str | os.PathLike, force: bool = False) -> None:
@@ -270,50 +230,6 @@ def write(trace: Trace, path: str | os.PathLike, force: bool = False) -> None:
     except OutputError as exc:
         raise OutputError(str(exc).replace("--force", "force=True")) from None
     write_trace(trace, path, target)
-
-
-def build_summary(*, input: str, output: str | None, bound: str, collective_exit: str,
-                  eager_limit: int | None, platform: Platform | None, stats: Stats,
-                  verification: Verification, counts: dict, fit_outcome: FitOutcome | None,
-                  records: int, locations: int, resolution: int, measured: float,
-                  approximated: float, nesting: dict | None = None,
-                  overhead: dict | None = None) -> dict:
-    """The run summary, key by key as the command's ``--summary`` writes it (before the
-    timings it adds): shared by the command and :func:`compensate`. ``nesting``:
-    Enter/Leave that do not nest (``Matching.nesting_summary()``); ``overhead``:
-    which overhead was used and where it came from (:func:`compensate.overhead.choose`)."""
-    summary: dict[str, Any] = {
-        "input": input,
-        "output": output,
-        "bound": bound,
-        "collective_exit": collective_exit,
-        "records": records,
-        "locations": locations,
-        "timer_resolution": resolution,
-        "measured_span_s": measured,
-        "approximated_span_s": approximated,
-        "overcompensated_records": stats.overcompensated,
-        "overcompensated_by_kind": dict(sorted(stats.overcompensated_by_kind.items())),
-        "overcompensated_max_s": stats.overcompensated_max_s,
-        "messages_matched": stats.messages,
-        "unmatched_sends": stats.unmatched_sends,
-        "collective_instances": stats.collective_instances,
-        "unknown_collective_ops": stats.unknown_collective_ops,
-        "p2p_cases": stats.p2p_cases,
-        "dependencies": counts,
-        "eager_limit": eager_limit,
-        "buffer_flushes": stats.buffer_flushes,
-        "flush_seconds_removed": stats.flush_seconds_removed,
-        "platform": platform.to_dict() if platform else None,
-        "overhead": overhead,
-        "verification": verification.to_dict(),
-    }
-    if nesting is not None:  # Enter/Leave that do not nest: counts and the first one
-        summary["nesting"] = nesting
-    if fit_outcome is not None:
-        from compensate.engine.fit import summary_object
-        summary["fit"] = summary_object(fit_outcome, stats.p2p_cases)
-    return summary
 
 
 def _bytes(value: Any) -> int:

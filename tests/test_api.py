@@ -226,12 +226,12 @@ def test_read_errors(tmp_path):
 
 
 def test_verification_failure_raises_and_writes_nothing(monkeypatch):
-    import compensate.verify
+    import compensate.pipeline.segment as segment_step
 
     def failing(trace, matching, **_):
         return Verification(messages=1, examples=["location 1, record 6: before its send"])
 
-    monkeypatch.setattr(compensate.verify, "verify", failing)
+    monkeypatch.setattr(segment_step, "verify", failing)
     with pytest.raises(c.VerificationError) as exc:
         c.compensate(c.read(EXAMPLE), overhead=1e-6)
     text = one_line(exc)

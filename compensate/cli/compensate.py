@@ -32,9 +32,9 @@ import compensate.interrupt as interrupt
 import compensate.overhead as overhead_choice
 import compensate.parallel.command as parallel
 from compensate import __version__
-from compensate.api import build_summary, resolve_platform, run_pipeline
+from compensate.api import resolve_platform
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
-from compensate.engine import BOUNDS, COLLECTIVE_EXITS, EngineOptions
+from compensate.engine import BOUNDS, COLLECTIVE_EXITS
 from compensate.formats import (
     AtomicFile,
     AtomicOutput,
@@ -47,10 +47,13 @@ from compensate.formats import (
 )
 from compensate.formats.otf2.library import marker_count
 from compensate.gcpause import gc_paused
+from compensate.pipeline import Outcome, Run, RunOptions, decide, fit_pass, in_memory, streamed
+from compensate.pipeline.options import Job
+from compensate.pipeline.outcome import EXIT_OVERCOMPENSATED, EXIT_VERIFY
 from compensate.platform import Platform
 from compensate.progress import Progress
 
-EXIT_VERIFY, EXIT_OVERCOMPENSATED = 4, 5
+__all__ = ["EXIT_OVERCOMPENSATED", "EXIT_VERIFY", "main", "run"]
 
 PLATFORM_HINT = ("give --platform FILE.json (write one with `calibrate`, or by hand: "
                  '{"event_overhead": 1e-6, "copy_time": [{"bytes": 1024, "seconds": 1e-7}]}) '
@@ -261,19 +264,16 @@ def _run(argv: list[str] | None) -> int:
     if args.mpi or parallel.launched():  # mpiexec -n P compensate ...: docs/parallel.md
         if not parallel.available():
             raise _Usage("--mpi needs mpi4py: pip install 'compensate[mpi]'", synopsis=False)
-        args.platform_used = platform
+        job = Job(str(args.input), str(args.output), run_options(args), platform,
+                  args.in_memory)
         return parallel.run_parallel(
-            args, lambda: _Outputs(args, target, in_parts=True),
-            lambda outputs, trace, pipeline, seconds, ranks, write, info=None: _write_result(
-                args, outputs, platform, False, trace, pipeline, seconds, ranks, write,
-                info),
-            lambda outputs, defs, result, seconds, ranks, write, info=None, outcome=None:
-            _write_streamed(args, outputs, platform, defs, result, seconds, ranks, write,
-                            info, outcome))
+            job, lambda: _Outputs(args, target, in_parts=True),
+            lambda outputs, run, seconds, extra, write: finish(
+                args, outputs, platform, False, run, seconds, write, extra))
     outputs = _Outputs(args, target)
     try:
         if not args.in_memory:
-            from compensate.engine.stream import NotStreamable, SegmentError
+            from compensate.pipeline.cuts import NotStreamable, SegmentError
             try:
                 return _run_streaming(args, outputs, platform, show)
             except (NotStreamable, SegmentError) as exc:
@@ -283,6 +283,13 @@ def _run(argv: list[str] | None) -> int:
         return _run_in_memory(args, outputs, platform, show)
     finally:
         outputs.discard()  # nothing after a commit; everything after a failure
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The run's options from the command line."""
+    return RunOptions(bound=args.bound, collective_exit=args.collective_exit,
+                      eager_limit=args.eager_limit, strict=args.strict,
+                      segment_records=getattr(args, "segment_records", None))
 
 
 def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
@@ -304,96 +311,76 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         _phase(show, message)
 
     try:
-        pipeline = run_pipeline(
-            trace, platform, args.bound, args.collective_exit, args.eager_limit, on_progress,
-            on_phase, strict=args.strict)
+        run = in_memory(trace, platform, run_options(args), on_progress, on_phase)
     finally:
         progress.close()
     interrupt.checkpoint("verified")
     seconds = {"read": t_read - t_start, "compensate": time.monotonic() - t_read}
-    return _write_result(args, outputs, platform, show, trace, pipeline, seconds)
+    return finish(args, outputs, platform, show, run, seconds, lambda before_commit: write_trace(
+        run.trace, args.output, output=outputs.trace, before_commit=before_commit))
 
 
-def _write_result(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
-                  show: bool, trace, pipeline: tuple, seconds: dict,
-                  ranks: int | None = None,
-                  write: Callable[[Callable[[], None]], None] | None = None,
-                  parallel: dict | None = None) -> int:
-    """Summary, the checks that refuse an output (verification, --max-overcompensated),
-    then write: the end of the in-memory run (and of rank 0 of the distributed one,
-    whose ``write(before_commit)`` has every rank write its own part)."""
-    result, matching, outcome, check = pipeline
-    summary = _summary(args, platform, result.stats, check, matching.counts(), outcome,
-                       # (the stats' count: the distributed run's ranks hold trimmed
-                       # ghosts, compensate/parallel/trim.py, and sum their own records)
-                       records=result.stats.records, locations=len(trace.events),
-                       resolution=trace.definitions.timer_resolution,
-                       measured=trace.span_seconds, approximated=result.trace.span_seconds,
-                       nesting=matching.nesting_summary())
-    summary["seconds"] = seconds
-    if ranks is not None:  # the distributed run (docs/parallel.md): how many ranks
-        summary["ranks"] = ranks
-    if parallel is not None:  # its per-rank counts and seconds (docs/parallel.md)
-        summary["parallel"] = parallel
-    return _checked_write(args, outputs, show, summary, check, write or (
-        lambda before_commit: write_trace(result.trace, args.output, output=outputs.trace,
-                                          before_commit=before_commit)))
-
-
-def _checked_write(args: argparse.Namespace, outputs: _Outputs, show: bool, summary: dict,
-                   check, write: Callable[[Callable[[], None]], None]) -> int:
-    """The checks that refuse an output (verification, --max-overcompensated), then
-    ``write(before_commit)`` and the summary line."""
-    if not check.ok:
-        return _verification_failed(args, outputs, summary, check)
-    refused = _refused(args, outputs, summary)
-    if refused is not None:
-        return refused
-    _phase(show, f"writing {args.output} ...")
-    interrupt.checkpoint("write")
+def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
+           show: bool, run: Run, seconds: dict | None,
+           write: Callable[[Callable[[], None]], None], extra: dict | None = None,
+           abort: Callable[[], None] | None = None) -> int:
+    """The end of every way of running: the summary and the refusal policy
+    (:func:`compensate.pipeline.decide`), then ``write(before_commit)`` and the
+    summary line. ``seconds`` (None: filled in at the commit), ``extra``: more
+    summary keys (the distributed run's); ``abort``: discards a streamed output
+    that is refused."""
+    outcome = decide(run, input=str(args.input), output=str(args.output),
+                     options=run_options(args), platform=platform,
+                     overhead=getattr(args, "overhead_info", None),
+                     max_overcompensated=args.max_overcompensated)
+    summary = outcome.summary
+    summary.update({"seconds": seconds} if seconds is not None else {}, **(extra or {}))
+    if not outcome.writes:
+        if abort is not None:
+            abort()
+        return _refuse(args, outputs, outcome)
+    # a streamed output was written as the run went: it is only closed now
+    step = "write" if abort is None else "finish"
+    _phase(show, f"{step[:-1]}ing {args.output} ...")
+    interrupt.checkpoint(step)
     _markers(args, summary)
-    summary["seconds"]["write"] = 0.0  # known only once written: filled in below
     t_write = time.monotonic()
 
     def before_commit() -> None:
-        summary["seconds"]["write"] = time.monotonic() - t_write
+        if seconds is not None:
+            summary["seconds"]["write"] = time.monotonic() - t_write
         _commit_summary(outputs, summary)
 
     write(before_commit)
     _phase(show, "")
-    return _done(args, summary)
+    return _done(args, summary, _bound_text(args, summary))
 
 
 def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
                    show: bool) -> int:
-    """The same pipeline segment by segment (compensate.engine.stream): read a chunk, cut at
-    safe points, match -> compensate -> verify -> write each segment."""
-    from compensate.engine.stream import (
-        chunk_records_for,
-        compensate_stream,
-        fit_pass,
-        steady_malloc,
-    )
+    """The same pipeline segment by segment (compensate.pipeline.run.streamed): read a
+    chunk, cut at safe points, match -> compensate -> verify -> write each segment."""
     from compensate.formats import TraceWriter, read_chunks
+    from compensate.pipeline.cuts import chunk_records_for
+    from compensate.pipeline.memory import steady_malloc
 
     steady_malloc()
     t_start = time.monotonic()
-    bound, outcome = args.bound, None
+    options = run_options(args)
     plat = platform or Platform(0.0)
     # an OTF2 output copies the records from the input: no payload objects needed
     payload = outputs.trace.format != "otf2"
     # the second pass reads the same chunks as the fit pass (no payload): it cuts the
     # segments where the fit pass cut them
     cuts: list | None = None
-    segment = {"segment_records": args.segment_records} if args.segment_records else {}
     chunk = [chunk_records_for(args.segment_records)] if args.segment_records else []
-    if args.bound == "fitted":  # R2f needs the fit first: one more pass over the input
+    outcome = None
+    if options.fits:  # R2f needs the fit first: one more pass over the input
         _phase(show, f"fitting the network to the transfers {args.input} observed ...")
         defs, chunks = read_chunks(args.input, *chunk, payload=False)
         cuts = None if payload else []
-        outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, args.input,
-                           args.eager_limit, strict=args.strict, cuts=cuts, **segment)
-        bound = "fitted" if outcome.fit else "lower"
+        outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, options,
+                           args.input, cuts=cuts)
     t_fit = time.monotonic()
     interrupt.checkpoint("open")
     defs, chunks = read_chunks(args.input, *chunk, payload=payload)
@@ -415,96 +402,30 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         progress(done)
 
     try:
-        result = compensate_stream(
-            defs, interrupt.checkpoints(chunks, "read"), plat,
-            EngineOptions(bound=bound, collective_exit=args.collective_exit,
-                          network_time=outcome.fit if outcome else None,
-                          fit_links=args.bound == "fitted" and bound == "lower",
-                          link_latency=outcome.links if outcome else None),
-            write, source=str(args.input), eager_limit=args.eager_limit,
-            progress=on_progress, advance=advance, strict=args.strict, cuts=cuts, **segment)
+        run = streamed(defs, interrupt.checkpoints(chunks, "read"), plat, options, write,
+                       outcome=outcome, source=str(args.input), progress=on_progress,
+                       advance=advance, cuts=cuts)
         progress.close()
-        check = result.verification
-        summary = _stream_summary(args, platform, defs, result, outcome)
-        if not check.ok:
-            writer.abort()
-            return _verification_failed(args, outputs, summary, check)
-        refused = _refused(args, outputs, summary)
-        if refused is not None:
-            writer.abort()
-            return refused
-        _phase(show, f"finishing {args.output} ...")
-        interrupt.checkpoint("finish")
-        _markers(args, summary)
+        seconds: dict = {}
 
-        def before_commit() -> None:
-            summary["seconds"] = {"fit": t_fit - t_start,
-                                  "compensate_and_write": time.monotonic() - t_fit}
-            _commit_summary(outputs, summary)
+        def close(before_commit: Callable[[], None]) -> None:
+            def commit() -> None:
+                seconds.update({"fit": t_fit - t_start,
+                                "compensate_and_write": time.monotonic() - t_fit})
+                before_commit()
+            writer.close(commit)
 
-        writer.close(before_commit)
+        return finish(args, outputs, platform, show, run, None, close,
+                      {"seconds": seconds}, abort=writer.abort)
     except BaseException:
         progress.close()
         writer.abort()
         raise
-    _phase(show, "")
-    return _done(args, summary)
-
-
-def _stream_summary(args: argparse.Namespace, platform: Platform | None, defs, result,
-                    outcome) -> dict:
-    """The summary of a streamed run (:class:`compensate.engine.stream.StreamResult`)."""
-    res = defs.timer_resolution
-    summary = _summary(args, platform, result.stats, result.verification, result.counts,
-                       outcome, records=result.records, locations=result.locations,
-                       resolution=res, measured=_seconds(result.measured_span, res),
-                       approximated=_seconds(result.approximated_span, res),
-                       nesting=dict(result.counts.get("nesting", {}),
-                                    first=result.nesting_first))
-    summary["segments"] = {"count": result.segments, "largest": result.largest_segment}
-    return summary
-
-
-def _write_streamed(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
-                    defs, result, seconds: dict, ranks: int,
-                    write: Callable[[Callable[[], None]], None],
-                    parallel: dict | None = None, outcome=None) -> int:
-    """The end of rank 0 of the streamed distributed run (compensate/parallel/segments.py,
-    ``write`` has every rank close its part; ``outcome``: rank 0's fit under ``--bound
-    fitted``)."""
-    summary = _stream_summary(args, platform, defs, result, outcome)
-    summary.update(seconds=seconds, ranks=ranks, **({"parallel": parallel} if parallel else {}))
-    return _checked_write(args, outputs, False, summary, result.verification, write)
-
-
-def _seconds(span: tuple[int, int] | None, resolution: int) -> float:
-    return (span[1] - span[0]) / resolution if span else 0.0
-
-
-def _summary(args: argparse.Namespace, platform: Platform | None, stats, check, counts: dict,
-             outcome, *, records: int, locations: int, resolution: int, measured: float,
-             approximated: float, nesting: dict | None = None) -> dict:
-    """The ``--summary`` object (built as :func:`compensate.compensate` builds its
-    ``summary``) and, under ``_bound_text``, the bound part of the one-line summary."""
-    summary = build_summary(
-        input=str(args.input), output=str(args.output), bound=args.bound,
-        collective_exit=args.collective_exit, eager_limit=args.eager_limit, platform=platform,
-        stats=stats, verification=check, counts=counts, fit_outcome=outcome, records=records,
-        locations=locations, resolution=resolution, measured=measured,
-        approximated=approximated, nesting=nesting,
-        overhead=getattr(args, "overhead_info", None))
-    summary["_bound_text"] = f"{args.bound} bound"
-    if outcome is not None:
-        from compensate.engine.fit import summary_phrase
-        summary["_bound_text"] = summary_phrase(summary["fit"])
-    if summary.get("overhead") and args.bound != "none":
-        summary["_bound_text"] += ", " + overhead_choice.phrase(summary["overhead"])
-    return summary
 
 
 def _commit_summary(outputs: _Outputs, summary: dict) -> None:
     """Write the ``--summary`` file and move it into place (right before the trace)."""
-    outputs.write_summary({k: v for k, v in summary.items() if not k.startswith("_")})
+    outputs.write_summary(summary)
     outputs.commit_summary()
 
 
@@ -530,38 +451,31 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 1e-9:.4g} ns"
 
 
-def _refused(args: argparse.Namespace, outputs: _Outputs, summary: dict) -> int | None:
-    """``--max-overcompensated``: exit 5 (nothing written but the summary) if more
-    records were overcompensated than allowed; None if within the limit."""
-    if args.max_overcompensated is None:
-        return None
-    value, percent = args.max_overcompensated
-    n, records = summary["overcompensated_records"], summary["records"]
-    allowed = value * records / 100 if percent else value
-    if n <= allowed:
-        return None
-    limit = f"{value:g} % of {records:,} records" if percent else f"{int(value):,} records"
-    summary.pop("_bound_text", None)
+def _refuse(args: argparse.Namespace, outputs: _Outputs, outcome: Outcome) -> int:
+    """A refused output: the summary is written, the trace is not."""
     interrupt.commit_point()
-    _commit_summary(outputs, summary)
-    print(f"compensate: error: {n:,} records overcompensated, more than "
-          f"--max-overcompensated {limit}; nothing written to {args.output}", file=sys.stderr)
-    return EXIT_OVERCOMPENSATED
+    _commit_summary(outputs, outcome.summary)
+    if outcome.status == EXIT_VERIFY:
+        print(f"compensate: {outcome.reason}; nothing written — this is a bug, please "
+              f"report it", file=sys.stderr)
+    else:
+        print(f"compensate: error: {outcome.reason}; nothing written to {args.output}",
+              file=sys.stderr)
+    return outcome.status
 
 
-def _verification_failed(args: argparse.Namespace, outputs: _Outputs, summary: dict,
-                         check) -> int:
-    summary.pop("_bound_text", None)
-    interrupt.commit_point()
-    _commit_summary(outputs, summary)
-    print(f"compensate: verification failed: {check.violations} happened-before "
-          f"violations ({'; '.join(check.examples[:2])}); nothing written — "
-          f"this is a bug, please report it", file=sys.stderr)
-    return EXIT_VERIFY
+def _bound_text(args: argparse.Namespace, summary: dict) -> str:
+    """The bound part of the one-line summary."""
+    text = f"{args.bound} bound"
+    if "fit" in summary:
+        from compensate.engine.fit import summary_phrase
+        text = summary_phrase(summary["fit"])
+    if summary.get("overhead") and args.bound != "none":
+        text += ", " + overhead_choice.phrase(summary["overhead"])
+    return text
 
 
-def _done(args: argparse.Namespace, summary: dict) -> int:
-    bound_text = summary.pop("_bound_text")
+def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
     over = summary["overcompensated_records"]
     if over:
         print(overcompensation_line(summary), file=sys.stderr)

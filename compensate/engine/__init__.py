@@ -6,8 +6,8 @@ and R1 running sums (:mod:`~compensate.engine.runsums`); each dependency kind is
 row of the handler table in :mod:`compensate.engine.kinds` that builds its rules
 (:mod:`~compensate.engine.rules`); :mod:`~compensate.engine.run` evaluates the
 anchors in dependency order; :mod:`~compensate.engine.fit` fits the network model of
-``--bound fitted``; :mod:`~compensate.engine.stream` runs all of it segment by
-segment on a trace too long to hold.
+``--bound fitted``. The engine evaluates; running it over a trace (whole, in
+segments, on ranks) is the pipeline's (:mod:`compensate.pipeline`).
 """
 
 from compensate.engine.run import (

@@ -19,7 +19,7 @@ records, which is what ``tests/engine/test_metrics.py`` checks on every archive.
 A trace without any CPU thread, or whose reference thread has no records, leaves
 the samples at their measured times.
 
-The streaming engine (:mod:`compensate.engine.stream`) holds a sample back until
+The streamed run (:mod:`compensate.pipeline.cuts`) holds a sample back until
 the segment that contains the reference record after it, so that every segment
 maps its samples with both neighbours at hand, exactly as the whole trace would.
 """

@@ -106,7 +106,7 @@ class Stats:
     overcompensated_by_kind: dict = field(default_factory=dict)
     #: the largest overhead that did not fit a gap, in seconds (how far the record
     #: would have moved before its predecessor)
-    overcompensated_max_s: float = 0.0
+    overcompensated_max_s: float = field(default=0.0, metadata={"total": "max"})
     messages: int = 0
     unmatched_sends: int = 0
     collective_instances: int = 0
@@ -116,18 +116,23 @@ class Stats:
         "m2_fitted_clamped": 0, "m1_receiver_late": 0, "m2_message_late": 0, "synchronous": 0,
         "nbc_observed": 0, "nbc_bounded": 0})
     buffer_flushes: int = 0
-    flush_seconds_removed: float = 0.0
+    flush_seconds_removed: float = field(default=0.0, metadata={"total": "derived"})
     #: the flushes' ticks, summed exactly, and the timer resolution: the seconds
     #: are ``flush_ticks / flush_resolution`` however the sum was split (segments,
     #: ranks), not a float sum whose last bit depends on the order
     flush_ticks: int = 0
-    flush_resolution: int = 0
+    flush_resolution: int = field(default=0, metadata={"total": "max"})
 
     def add_flush_ticks(self, ticks: int, resolution: int) -> None:
         """Count ``ticks`` more of BufferFlush time removed."""
         self.flush_ticks += int(ticks)
         self.flush_resolution = int(resolution)
         self.flush_seconds_removed = self.flush_ticks / self.flush_resolution
+
+    def derive(self) -> None:
+        """The seconds of the flushes' ticks (after a sum of parts)."""
+        if self.flush_resolution:
+            self.flush_seconds_removed = self.flush_ticks / self.flush_resolution
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

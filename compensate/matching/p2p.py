@@ -246,7 +246,7 @@ def _concat(parts: list[tuple], width: int) -> list[np.ndarray]:
     return [np.concatenate([p[j] for p in parts]) for j in range(width)]
 
 
-def _key_ids(columns: list[np.ndarray]) -> np.ndarray:
+def key_ids(columns: list[np.ndarray]) -> np.ndarray:
     """Dense ids 0..k-1 of the distinct rows of the given integer columns.
 
     The columns are packed into one int64 (each shifted to start at 0, in as many
@@ -418,7 +418,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
      r_probe) = _concat(r_parts, 9)
     p_src, p_dst, p_idx, p_comm, p_tag = _plain_probes(trace, pos_of, evs)
     ns, nr = len(s_idx), len(r_idx)
-    key = _key_ids([np.r_[s_src, r_src, p_src], np.r_[s_dst, r_dst, p_dst],
+    key = key_ids([np.r_[s_src, r_src, p_src], np.r_[s_dst, r_dst, p_dst],
                     np.r_[s_comm, r_comm, p_comm], np.r_[s_tag, r_tag, p_tag]])
     key, p_key = key[:ns + nr], key[ns + nr:]
     nkeys = int(key.max()) + 1 if key.size else 0

@@ -27,6 +27,7 @@ import compensate.interrupt as interrupt
 
 if TYPE_CHECKING:
     from compensate.model import Trace
+    from compensate.pipeline.options import Job
 
 #: (size, rank) variables of the launchers: MPICH/Hydra and Intel MPI (PMI),
 #: Open MPI, MVAPICH2, Slurm's srun
@@ -80,23 +81,19 @@ def abort_if_stranded(status: int) -> int:
     return status
 
 
-def run_parallel(args, make_outputs: Callable, finish: Callable,
-                 finish_stream: Callable | None = None) -> int:
-    """The distributed run of the command. ``make_outputs()`` creates rank 0's
-    outputs before the work (their ``parts_tmp``: the temporary output of
-    :func:`compensate.formats.parts.begin`), ``finish(outputs, trace, pipeline,
-    seconds, ranks, write)`` builds the summary from the pipeline's result, calls
-    ``write(before_commit)`` to write the output if it is to be written, and returns
-    the exit status (rank 0 only); ``finish_stream(outputs, definitions, result,
-    seconds, ranks, write, info, outcome)`` the same from the streamed run's
-    :class:`~compensate.engine.stream.StreamResult` (:func:`streams`; ``outcome``:
-    the fit under ``--bound fitted``)."""
+def run_parallel(job: Job, make_outputs: Callable, finish: Callable) -> int:
+    """The distributed run of the command's ``job``. ``make_outputs()`` creates rank
+    0's outputs before the work (their ``parts_tmp``: the temporary output of
+    :func:`compensate.formats.parts.begin`); ``finish(outputs, run, seconds, extra,
+    write)`` (rank 0 only) takes the :class:`~compensate.pipeline.Run`, its phase
+    seconds and the summary's distributed keys, calls ``write(before_commit)`` if
+    the output is to be written, and returns the exit status."""
     from compensate.parallel.transport import MpiTransport
 
     transport = MpiTransport()
     global _completed
     with interrupt.deferred():  # a signal is only recorded: the ranks stop together
-        status = _run(transport, args, make_outputs, finish, finish_stream)
+        status = _run(transport, job, make_outputs, finish)
         _completed = True
     # (a signal this rank received raises as the region ends: compensate.interrupt.run
     # reports it, with the status the ranks agreed on)
@@ -194,14 +191,14 @@ OWN_CHUNK_SHARE = 64
 CUT_CHUNK_SHARE = 16
 
 
-def streams(args) -> bool:
+def streams(job: Job) -> bool:
     """Whether the distributed run streams within a rank (docs/parallel.md): as the
     one-process command, unless ``--in-memory`` (``--bound fitted`` too: its fit
     is reduced across the ranks)."""
-    return not getattr(args, "in_memory", False)
+    return not job.in_memory
 
 
-def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
+def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]):
     """Every rank's streamed run (:mod:`compensate.parallel.segments`): the ranks
     agree on the cuts from their own locations (:mod:`compensate.parallel.cutting`,
     no payload); every rank reads its own locations in chunks, segment by segment,
@@ -215,8 +212,6 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     one-process command would not stream (nothing of this run is kept)."""
     import time
 
-    from compensate.engine import EngineOptions
-    from compensate.engine.stream import SEGMENT_RECORDS, _libc_release, steady_malloc
     from compensate.formats import (
         DEFAULT_CHUNK_RECORDS,
         location_record_counts,
@@ -227,10 +222,11 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     from compensate.parallel.ownership import owners
     from compensate.parallel.segments import (
         RankStream,
-        fitted_options,
         observe_rank,
         stream_rank,
     )
+    from compensate.pipeline.cuts import SEGMENT_RECORDS
+    from compensate.pipeline.memory import libc_release, steady_malloc
     from compensate.platform import Platform
 
     steady_malloc()
@@ -242,12 +238,13 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         clock[0] = now
 
     fallback = RankStream.step_of(transport)
-    platform = args.platform_used or Platform(0.0)
+    platform = job.platform or Platform(0.0)
+    options = job.options
 
     def definitions():
-        defs, chunks = read_chunks(args.input, payload=False, locations=[])
+        defs, chunks = read_chunks(job.input, payload=False, locations=[])
         getattr(chunks, "close", lambda: None)()
-        return defs, location_record_counts(args.input)
+        return defs, location_record_counts(job.input)
 
     defs, counts = fallback(definitions)
     owner = owners(defs, list(defs.locations), transport.size, counts)
@@ -255,22 +252,21 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     lap("definitions")
 
     def own_chunks(size: int = max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE)):
-        return read_chunks(args.input, size, payload=False, locations=mine)[1]
+        return read_chunks(job.input, size, payload=False, locations=mine)[1]
 
     # the segments' cuts, agreed by the ranks from their own locations
     share = share_of(mine, counts)
-    target = getattr(args, "segment_records", None) or SEGMENT_RECORDS
+    target = options.segment_records or SEGMENT_RECORDS
     cuts = agreed_cuts(defs, fallback(own_chunks, chunk_records(
         target, share, DEFAULT_CHUNK_RECORDS // CUT_CHUNK_SHARE)), transport, mine, share,
         target, fallback)
-    _libc_release(0)()  # (the cut pass's heap back before the segments')
+    libc_release(0)()  # (the cut pass's heap back before the segments')
     lap("cut")
     outcome = None
-    if args.bound == "fitted":  # first pass: the fit reduced across ranks
+    if options.fits:  # first pass: the fit reduced across ranks
         outcome = observe_rank(defs, fallback(own_chunks), cuts, transport, owner, platform,
-                               source=str(args.input), eager_limit=args.eager_limit,
-                               strict=args.strict)
-        _libc_release(0)()  # (the pass's heap back before the segments')
+                               options, source=str(job.input))
+        libc_release(0)()  # (the pass's heap back before the segments')
         lap("fit")
     writer = None
     info: dict = {}
@@ -278,18 +274,16 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
         # (these definitions carry the C path's input archive: the OTF2 part copies
         # the records from it)
         defs, chunks = fallback(lambda: read_chunks(
-            args.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE), payload=payload,
+            job.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE), payload=payload,
             locations=mine))
         writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
-        opts = (fitted_options(outcome, args.collective_exit) if outcome is not None else
-                EngineOptions(bound=args.bound, collective_exit=args.collective_exit))
-        result = stream_rank(defs, chunks, cuts, transport, owner, platform, opts, writer.write,
-                             advance=writer.advance, source=str(args.input),
-                             eager_limit=args.eager_limit, strict=args.strict, info=info)
+        result = stream_rank(defs, chunks, cuts, transport, owner, platform, options,
+                             writer.write, outcome=outcome, advance=writer.advance,
+                             source=str(job.input), info=info)
         chunks = None
         # the segments' heap back before the part is closed and the output committed,
         # which copy the records from the input (their buffers would come on top)
-        _libc_release(0)()
+        libc_release(0)()
         lap("segments")
     except BaseException:
         if writer is not None:
@@ -298,8 +292,7 @@ def _streamed(transport, args, tmp, payload: bool, seconds: dict[str, float]):
     return result, writer, defs, info, outcome
 
 
-def _run(transport, args, make_outputs: Callable, finish: Callable,
-         finish_stream: Callable | None = None) -> int:
+def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
     import sys
     import time
 
@@ -321,31 +314,28 @@ def _run(transport, args, make_outputs: Callable, finish: Callable,
         tmp = transport.allgather(outputs.parts_tmp if outputs is not None else None)[0]
         read_seconds: dict[str, float] = {}
         # an OTF2 output copies the records from the input: no payload objects
-        payload = trace_format(args.output) != "otf2"
+        payload = trace_format(job.output) != "otf2"
         streamed = None
-        if finish_stream is not None and streams(args):
+        if streams(job):
             from compensate.parallel.segments import StreamFallback
             try:
-                streamed = _streamed(transport, args, tmp, payload, read_seconds)
+                streamed = _streamed(transport, job, tmp, payload, read_seconds)
             except StreamFallback:
                 read_seconds.clear()  # the whole-share path, as one process falls back
         if streamed is not None:
-            result, writer, defs, stream_info, outcome = streamed
+            run, writer, defs, stream_info, _ = streamed
             info = gather_info(transport, dict(stream_info, seconds=read_seconds))
+            seconds = {"compensate_and_write": 0.0}
 
             def write_part() -> None:  # every rank: closes its part, then a barrier
                 agreed(transport, writer.close)
 
-            def decide(write: Callable) -> int:
-                return finish_stream(outputs, defs, result,
-                                     {"compensate_and_write": time.monotonic() - t_start},
-                                     transport.size, write, info, outcome)
+            seconds["compensate_and_write"] = time.monotonic() - t_start
         else:
-            trace, owner, mine, index = read_own(args.input, transport, read_seconds,
+            trace, owner, mine, index = read_own(job.input, transport, read_seconds,
                                                  trimmed=True, payload=payload)
             t_read = time.monotonic()
-            ranked = run_rank(trace, args.platform_used, args.bound, args.collective_exit,
-                              args.eager_limit, transport, strict=args.strict, owner=owner,
+            ranked = run_rank(trace, job.platform, job.options, transport, owner=owner,
                               index=index)
             ranked.info["seconds"] = dict(read_seconds, **ranked.info.get("seconds", {}))
             info = gather_info(transport, ranked.info)
@@ -354,11 +344,8 @@ def _run(transport, args, make_outputs: Callable, finish: Callable,
             def write_part() -> None:  # every rank: its own locations, then a barrier
                 agreed(transport, parts.write_part, tmp, transport.rank, ranked.own, mine)
 
-            def decide(write: Callable) -> int:
-                return finish(outputs, trace, ranked.pipeline,
-                              {"read": t_read - t_start,
-                               "compensate": time.monotonic() - t_read},
-                              transport.size, write, info)
+            run = ranked.run
+            seconds = {"read": t_read - t_start, "compensate": time.monotonic() - t_read}
 
         if transport.rank == 0:
             deciding = True
@@ -371,7 +358,8 @@ def _run(transport, args, make_outputs: Callable, finish: Callable,
                 before_commit()
                 parts.commit(tmp, defs)
 
-            status = decide(write)
+            extra = {"ranks": transport.size, **({"parallel": info} if info else {})}
+            status = finish(outputs, run, seconds, extra, write)
             if deciding:  # verification failed or --max-overcompensated: nothing written
                 deciding = False
                 transport.allgather(("skip",))

@@ -4,7 +4,7 @@ agreed cut").
 
 A segment is, on every rank, the records of its own locations measured before
 one time ``T`` that is safe for the whole trace: nothing crosses it (the
-one-process cutter's invariant, :class:`compensate.engine.stream._Cutter`). The
+one-process cutter's invariant, :class:`compensate.pipeline.cuts.Cutter`). The
 cutter's busy function splits into a part local to a location, hence to its rank
 (calls open around a send, open collective calls, requests, thread forks, RMA
 windows, partitioned operations, synchronize regions, a matched probe before its
@@ -24,8 +24,8 @@ and the ranks agree on ``T`` (:func:`agreed_cuts`):
 3. the exact check, summed over ranks: per channel (sender, receiver,
    communicator, tag) the sends before ``T`` less the cancelled Isends equal the
    receives before ``T``, and every member of a communicator completed the same
-   number of collectives (:meth:`~compensate.engine.stream._Cutter._balance`,
-   :func:`~compensate.engine.stream.collectives_aligned`); if it fails, the next
+   number of collectives (:meth:`~compensate.pipeline.cuts.Cutter._balance`,
+   :func:`~compensate.pipeline.cuts.collectives_aligned`); if it fails, the next
    lower time, up to four times as the one-process cutter tries its four latest
    candidates, then every rank reads further (half as much again).
 
@@ -38,7 +38,7 @@ of the whole trace), so the summary's ``segments`` is this run's; the output is
 the same, record for record, because the streamed output does not depend on where
 the segments are cut (tests/engine/test_stream.py: every program, any chunking,
 equal to the in-memory run). An input not in time order raises
-:class:`~compensate.engine.stream.NotStreamable` on the rank that sees it, and
+:class:`~compensate.pipeline.cuts.NotStreamable` on the rank that sees it, and
 every rank falls back with it (the ``step`` given).
 """
 
@@ -50,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from compensate.engine.stream import SEGMENT_RECORDS, _CountingCutter, free_ends
-from compensate.matching.p2p import _key_ids
+from compensate.matching.p2p import key_ids
 from compensate.model import Definitions, Events
 from compensate.parallel.transport import Transport
+from compensate.pipeline.cuts import SEGMENT_RECORDS, CountingCutter, free_ends
 
 #: how many exact checks one attempt makes (the one-process cutter tries its four
 #: latest candidates)
@@ -64,7 +64,7 @@ ATTEMPTS = 4
 LOWERINGS = 64
 
 
-class _LocalCutter(_CountingCutter):
+class _LocalCutter(CountingCutter):
     """The counting cutter over one rank's own locations, whose busy function
     leaves the messages in flight to the exact check summed over ranks."""
 
@@ -105,7 +105,7 @@ def _unbalanced(channels: np.ndarray, signs: np.ndarray) -> dict[tuple, int]:
     out, with their sums."""
     if not channels.shape[1]:
         return {}
-    ids = _key_ids(list(channels))
+    ids = key_ids(list(channels))
     sums = np.bincount(ids, weights=signs).astype(np.int64)
     first = np.unique(ids, return_index=True)[1]
     out = {}
@@ -120,7 +120,7 @@ def _widen(ranges: dict, key: Any, lo: int, hi: int) -> None:
 
 
 def _collective_ranges(defs: Definitions, done: dict, mine: list[int]) -> dict[Any, tuple]:
-    """The two conditions of :func:`compensate.engine.stream.collectives_aligned`
+    """The two conditions of :func:`compensate.pipeline.cuts.collectives_aligned`
     over this rank's locations, as ranges the ranks can merge: per communicator
     with members, the (fewest, most) collectives completed by the locations that
     completed any on it (key ``("done", comm)``) and by its members here (key
@@ -212,7 +212,7 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
         if cut is None:
             state["next"] = int(cutter.count * 1.5) + 1
             continue
-        records = sum(t.allgather(step(_split, cutter, cut)))
+        records = sum(t.allgather(step(split, cutter, cut)))
         if records:
             out.append((cut, records))
         state["next"] = cutter.count + quota
@@ -268,13 +268,13 @@ def _agree(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int
     return None
 
 
-def _split(cutter: _LocalCutter, cut: int) -> int:
+def split(cutter: _LocalCutter, cut: int) -> int:
     """Cut this rank's pending records at the agreed ``cut``; how many went into
     the segment."""
     bt, bd, at, done = cutter.agreed
     if at != cut:
         raise RuntimeError(f"rank cut at {at}, not at the agreed {cut}")
     merged = {loc: parts[0] for loc, parts in cutter.pending.items() if parts}
-    seg = cutter._split(merged, cut, bt, bd, done)
+    seg = cutter.split(merged, cut, bt, bd, done)
     cutter.agreed = None
     return sum(len(x) for x in seg.values())

@@ -1,6 +1,7 @@
-"""One rank of the distributed run: match -> compensate (forward replay) -> own times.
+"""One rank of the distributed in-memory run: the segment step of the pipeline
+(:func:`compensate.pipeline.segment.run_segment`) on this rank's share.
 
-:func:`run_rank` is :func:`compensate.api.run_pipeline` on one rank of
+:func:`run_rank` is :func:`compensate.pipeline.in_memory` on one rank of
 ``transport.size``: every rank matches its view of the trace (its own locations
 and, of the others, what its rules read: :mod:`compensate.parallel.trim`),
 under ``--bound fitted`` observes the transfers whose receive it owns for the
@@ -11,9 +12,8 @@ METRIC samples of its locations and rounds their times (its :class:`RankOutput`'
 ``own``, which the command writes as this rank's part of the output), and verifies
 the dependencies whose dependent end it owns (:mod:`compensate.parallel.verification`:
 the rounded times of the other ends come from their owners); the findings are
-reduced on rank 0, which returns the same ``(Result, Matching, FitOutcome,
-Verification)`` as the one-process pipeline (:func:`run_pipeline_parallel`: the
-other ranks return None) without holding any other rank's times.
+reduced on rank 0, which returns the same :class:`~compensate.pipeline.Run` as the
+one-process pipeline without holding any other rank's times.
 Each rank also returns its counts and phase seconds (:func:`rank_info`,
 :attr:`RankOutput.info`), which the command gathers into the summary's
 ``parallel`` for the cost model (docs/performance.md, issue #21).
@@ -30,7 +30,6 @@ the others in the setup step or the wave they wait in).
 
 from __future__ import annotations
 
-import gc
 import signal
 import time
 from dataclasses import dataclass, field
@@ -39,19 +38,15 @@ from typing import Any
 import numpy as np
 
 import compensate.interrupt as interrupt
-from compensate.engine.run import (
-    EngineOptions,
-    Result,
-    Stats,
-    approximate,
-    count_trace,
-    rounded_times,
-)
 from compensate.matching import match
 from compensate.model import Trace, TraceError
 from compensate.parallel.exchange import Exchange, RemoteFailure
 from compensate.parallel.ownership import owners
+from compensate.parallel.share import RankShare
 from compensate.parallel.transport import Transport
+from compensate.pipeline.options import RunOptions
+from compensate.pipeline.run import Run
+from compensate.pipeline.segment import Segment, run_segment
 from compensate.platform import Platform, PlatformError
 
 #: exit statuses (as compensate/cli/failure.py): bad input 3, internal error 1
@@ -73,8 +68,8 @@ class RankFailed(Exception):
 def describe(exc: BaseException, prog: str = "compensate") -> tuple[int, str]:
     """The exit status and one-line message of ``exc`` (as
     :func:`compensate.cli.failure.failure_status` prints them)."""
-    from compensate.engine.stream import NotStreamable, SegmentError
     from compensate.formats import OutputError
+    from compensate.pipeline.cuts import NotStreamable, SegmentError
 
     if isinstance(exc, (NotStreamable, SegmentError)):
         return FALLBACK, f"{prog}: cannot stream ({exc})"
@@ -133,16 +128,14 @@ def agreed(transport: Transport, step: Any, *args: Any,
 class RankOutput:
     """What one rank of :func:`run_rank` ends with: ``own``, its own locations with
     their compensated times (METRIC samples mapped, rounded, as the one-process run
-    writes them; the payloads as read: this rank writes them); ``pipeline``, on rank
-    0 the ``(result, matching, fit outcome, verification)`` of the one-process run,
-    else None. Rank 0's ``result.trace`` holds its own locations' times; of the
-    others' only the records its verification read and each location's first and
-    last (the summary's span), the rest
-    :data:`compensate.parallel.verification.UNREAD` (:func:`run_in_threads` assembles
-    the whole output from every rank's ``own``)."""
+    writes them; the payloads as read: this rank writes them); ``run``, on rank 0
+    the :class:`~compensate.pipeline.Run` of the one-process run, else None. Rank
+    0's ``run.trace`` holds its own locations' times; of the others' only the
+    records its verification read and each location's first and last (the
+    summary's span), the rest :data:`compensate.parallel.verification.UNREAD`."""
 
     own: Trace
-    pipeline: tuple | None
+    run: Run | None
     #: this rank's counts and seconds (:func:`rank_info`), for the summary's ``parallel``
     info: dict = field(default_factory=dict)
 
@@ -161,26 +154,15 @@ def rank_info(trace: Trace, mine: list[int], exchange: Exchange | None) -> dict:
     return info
 
 
-def run_pipeline_parallel(trace: Trace, platform: Platform | None, bound: str,
-                          collective_exit: str, eager_limit: int | None,
-                          transport: Transport, strict: bool = False) -> tuple | None:
-    """The distributed :func:`compensate.api.run_pipeline`: on rank 0 ``(result,
-    matching, fit outcome, verification)`` equal to the one-process run's (the
-    summary's statistics reduced over the ranks), on the other ranks None
-    (:func:`run_rank`'s ``pipeline``)."""
-    return run_rank(trace, platform, bound, collective_exit, eager_limit, transport,
-                    strict).pipeline
-
-
 def remapped(index: dict | None, step: Any) -> Any:
     """``step`` whose TraceError names the original record of a trimmed ghost."""
     if not index:
         return step
 
-    def run(*args: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
         from compensate.parallel.trim import remap_text
         try:
-            return step(*args)
+            return step(*args, **kwargs)
         except TraceError as exc:
             exc.args = (remap_text(index, str(exc)),)
             raise
@@ -188,30 +170,18 @@ def remapped(index: dict | None, step: Any) -> Any:
     return run
 
 
-def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exit: str,
-             eager_limit: int | None, transport: Transport, strict: bool = False,
-             owner: dict[int, int] | None = None,
+def run_rank(trace: Trace, platform: Platform | None, options: RunOptions,
+             transport: Transport, owner: dict[int, int] | None = None,
              index: dict[int, np.ndarray] | None = None) -> RankOutput:
-    """One rank's share of the pipeline (module docstring).
+    """One rank's share of the in-memory pipeline (module docstring).
 
-    ``trace`` is the whole trace (read whole, or assembled from every rank's own
-    locations by :func:`compensate.parallel.ghosts.complete_trace`) or this rank's
-    trimmed view of it (:func:`compensate.parallel.ghosts.complete_trimmed`, with
-    ``index``); payloads only where the rank owns the location. ``owner`` (default:
+    ``trace`` is this rank's view of the whole trace: its own locations whole, of
+    the others what its rules read (:func:`compensate.parallel.ghosts.complete_trimmed`,
+    ``index`` mapping the trimmed ghosts' positions to their original record
+    indices), or the whole trace read whole. ``owner`` (default:
     :func:`compensate.parallel.ownership.owners` by process count) says which rank
-    owns which location. Each rank maps the METRIC samples of its own locations,
-    rounds their times and verifies the dependencies it owns; rank 0 receives the
-    reduced findings (and of the others' times only the few its summary and its
-    own verification read).
-
-    ``index`` (the distributed command's and :func:`run_in_threads`' trimmed ghosts,
-    :func:`compensate.parallel.ghosts.complete_trimmed`): ``trace`` holds of other
-    ranks' locations only what this rank reads, ``index`` maps the trimmed ones'
-    positions to their original record indices; the summary's counts of the whole
-    trace are then summed from every rank's own (:func:`compensate.parallel.trim.local_counts`)."""
-    from compensate.engine.metrics import map_metric_samples
-    from compensate.parallel.verification import verify_rank
-
+    owns which location. The segment step (:func:`compensate.pipeline.segment.run_segment`)
+    runs on this rank's share; rank 0 receives the reduced findings."""
     plat = platform or Platform(0.0)
     seconds: dict[str, float] = {}
     clock = [time.perf_counter()]
@@ -224,140 +194,42 @@ def run_rank(trace: Trace, platform: Platform | None, bound: str, collective_exi
     if owner is None:
         owner = owners(trace.definitions, list(trace.events), transport.size)
     mine = [loc for loc in trace.events if owner[loc] == transport.rank]
+    def step(f: Any, *args: Any) -> Any:
+        return agreed(transport, remapped(index, f), *args)
 
-    def prepare():
-        matching = match(trace, eager_limit=eager_limit, strict=strict)
-        observed = None
-        if bound == "fitted":  # R2f: the transfers whose receive this rank owns
-            from compensate.engine.fit import observe_transfers
-            observed = observe_transfers(trace, matching, plat, set(mine))
-        return matching, observed
+    def evaluate(f: Any, *args: Any, exchange: Any) -> Any:
+        return agreed(transport, remapped(index, f), *args, exchange=exchange)
 
-    matching, observed = agreed(transport, remapped(index, prepare))
-    used, outcome = bound, None
-    if observed is not None:  # the fit reduced across ranks (compensate/parallel/fit.py)
+    matching = step(lambda: match(trace, eager_limit=options.eager_limit,
+                                  strict=options.strict))
+    outcome = None
+    if options.fits:  # R2f: the transfers whose receive this rank owns, fit on rank 0
+        from compensate.engine.fit import observe_transfers
         from compensate.parallel.fit import reduced_outcome
-        outcome = reduced_outcome(transport, observed, trace.definitions, plat,
-                                  lambda f, *a: agreed(transport, f, *a))
-        used = "fitted" if outcome.fit else "lower"
+        observed = step(observe_transfers, trace, matching, plat, set(mine))
+        outcome = reduced_outcome(transport, observed, trace.definitions, plat, step)
     lap("match")
     # t0: the earliest measured timestamp of all (each rank knows its own locations')
     firsts = transport.allgather(min((int(trace.events[loc].time[0]) for loc in mine
                                       if len(trace.events[loc])), default=None))
     t0 = min((x for x in firsts if x is not None), default=0)
-    exchange = None
     lap("setup")
-    before = transport.traffic.snapshot()
-    if bound == "none":
-        stats, approx = Stats(), None
-    else:
-        exchange = Exchange(transport, owner, index)
-        opts = EngineOptions(bound=used, collective_exit=collective_exit,
-                             network_time=outcome.fit if outcome else None,
-                             fit_links=bound == "fitted" and used == "lower",
-                             link_latency=outcome.links if outcome else None)
-        approx, t0, stats = agreed(
-            transport, remapped(index, lambda: approximate(trace, plat, opts, matching, t0=t0,
-                                                           exchange=exchange)),
-            exchange=exchange)
-    # the engine's graph and the rules' closures refer to each other: with the
-    # command's cyclic collector paused (compensate.gcpause) they would stay until
-    # the exit, ~100 bytes a record of the view, through verification and writing.
-    # (Where the collector runs, e.g. under pytest, it frees them itself; a full
-    # collection there rescans every object of the process, ~0.1 s per rank.)
-    if not gc.isenabled():
-        gc.collect()
-    lap("replay")
-    after = transport.traffic.snapshot()
-    replay = {"collectives": after[0] - before[0], "bytes_sent": after[1] - before[1],
-              "collective_seconds": after[2] - before[2], "messages": after[3] - before[3],
-              "message_bytes": after[4] - before[4], "waves": after[5] - before[5]}
-    own_events = Trace(trace.definitions, {loc: trace.events[loc] for loc in mine},
-                       trace.source)
-
-    def own_times():
-        part = {loc: approx[loc] for loc in mine}
-        for loc, times in part.items():  # every owned anchor was computed (a rule
-            if np.isnan(times).any():  # reading an anchor it did not list in its
-                i = int(np.flatnonzero(np.isnan(times))[0])  # needs would show here)
-                raise RuntimeError(f"location {loc}, record {i}: no time computed "
-                                   f"on rank {transport.rank}")
-        # a METRIC location's reference is a thread of its process: on this rank
-        map_metric_samples(own_events, part, t0)
-        times, sizes = {}, {}
-        for loc in mine:
-            times[loc], size = rounded_times(trace.events[loc], part[loc], t0)
-            if size is not None:
-                sizes[loc] = size
-        return times, sizes
-
-    if approx is None:
-        own = own_events
-        times = {loc: trace.events[loc].time for loc in mine}
-    else:
-        times, sizes = agreed(transport, own_times)
-        own = own_events.with_times(times, sizes)
-    lap("times")
-    # each rank verifies the dependencies it owns, with the other ends' rounded times
-    # from their owners; rank 0 gets the reduced findings (compensate/parallel/verification.py)
-    out, check = verify_rank(transport, owner, trace, matching, times,
-                             step=lambda f, *a: agreed(transport, f, *a), index=index)
-    lap("verify")
-    every = None
-    if index is not None:  # trimmed ghosts: the whole trace's counts, summed
-        from compensate.parallel.trim import local_counts
-        every = transport.allgather(agreed(transport, local_counts, trace, matching,
-                                           set(mine)))
-    info = rank_info(trace, mine, exchange)
-    info.update(replay=replay, seconds=seconds)
+    share = RankShare(transport, owner, step, evaluate)
+    result, _ = run_segment(Segment(trace, trace, index=index), share, plat,
+                            options.engine_options(outcome), t0, lambda _: matching)
+    seconds.update(share.seconds)
+    info = rank_info(trace, mine, share.current)
+    info.update(replay=share.replay, seconds=seconds)
+    own = Trace(trace.definitions, {loc: trace.events[loc] for loc in mine}, trace.source
+                ).with_times(result.times.times, result.times.sizes)
     if transport.rank != 0:
         return RankOutput(own, None, info)
-
-    def finish():
-        count_trace(stats, trace, matching)
-        reported = matching
-        if every is not None:
-            from compensate.parallel.trim import reduced_matching
-            reported = reduced_matching(matching, every)
-            stats.records = sum(d["records"] for d in every)
-            stats.messages = reported.counts()["messages"]
-            stats.unmatched_sends = reported.unmatched_sends
-            if approx is not None:  # (counted while the rules were built)
-                stats.p2p_cases["synchronous"] = sum(d["synchronous_rules"] for d in every)
-        result = Result(out, stats, reported)
-        return result, reported, outcome, check
-
-    return RankOutput(own, finish(), info)
-
-
-def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: int,
-                   collective_exit: str = "uniform", eager_limit: int | None = None,
-                   strict: bool = False):
-    """:func:`run_pipeline_parallel` on ``size`` thread ranks of this process (tests
-    and experiments without ``mpiexec``): rank 0's result, its trace assembled from
-    every rank's own locations (which the command never gathers). Each rank works
-    on its trimmed view, as the command's ranks do."""
-    from compensate.parallel.ghosts import complete_trimmed
-    from compensate.parallel.transport import run_threads
-
-    def rank(t: Transport) -> RankOutput:
-        owner = owners(trace.definitions, list(trace.events), t.size)
-        own = {loc: ev for loc, ev in trace.events.items() if owner[loc] == t.rank}
-        view, index = complete_trimmed(trace.definitions, own, t, owner, trace.source)
-        return run_rank(view, platform, bound, collective_exit, eager_limit, t, strict,
-                        owner, index)
-
-    return assemble(trace, run_threads(size, rank))
-
-
-def assemble(trace: Trace, ranks: list[RankOutput]) -> tuple:
-    """Rank 0's pipeline with its result's trace made whole from every rank's own
-    locations (tests and experiments on thread ranks: the command never does this,
-    each rank writes its own part); ``trace`` gives the location order."""
-    result, *rest = ranks[0].pipeline
-    events = {}
-    for r in ranks:
-        events.update(r.own.events)
-    whole = Trace(trace.definitions, {loc: events[loc] for loc in trace.events},
-                  trace.source)
-    return (Result(whole, result.stats, result.matching), *rest)
+    run = Run(fit=outcome, matching=share.reported, records=share.records,
+              locations=len(trace.events), resolution=trace.definitions.timer_resolution)
+    run.add(result)
+    run.stats.records, run.stats.locations = run.records, run.locations
+    for loc, ev in trace.events.items():
+        run.spans(ev.time, share.checked.events[loc].time)
+    run.nesting_first = matching.nesting_first
+    run.trace = share.checked
+    return RankOutput(own, run, info)

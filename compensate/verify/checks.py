@@ -35,11 +35,12 @@ class Verification:
     carried_local_only: dict[str, int] = field(default_factory=dict)
     #: the locations whose dependent ends this verification checks (None: all); the
     #: distributed run's ranks each check their own (compensate/parallel/verification.py)
-    own: set[int] | None = field(default=None, compare=False, repr=False)
+    own: set[int] | None = field(default=None, compare=False, repr=False,
+                                 metadata={"total": "none"})
     #: each example's place in the one-process order ((check, ...) tuples), by which
     #: the ranks' examples are merged
     keys: list[tuple] = field(default_factory=list, compare=False, repr=False)
-    _check: int = field(default=0, compare=False, repr=False)
+    _check: int = field(default=0, compare=False, repr=False, metadata={"total": "none"})
 
     def owns(self, loc: int) -> bool:
         """Whether the record of location ``loc`` at a dependency's dependent end is

@@ -330,15 +330,13 @@ def test_force_replaces_an_archive(run_cli, tmp_path, platform_file):
 def test_verification_failure_exit_4_nothing_written(tmp_path, platform_file, monkeypatch,
                                                      path, suffix):
     """A (simulated) engine bug must never reach the output."""
-    import compensate.engine.stream as stream
-    import compensate.verify
+    import compensate.pipeline.segment as segment_step
     from compensate.verify import Verification
 
     def broken(*a, **k):
         return Verification(messages=1, examples=["x"])
 
-    monkeypatch.setattr(compensate.verify, "verify", broken)  # in memory (api.run_pipeline)
-    monkeypatch.setattr(stream, "verify", broken)
+    monkeypatch.setattr(segment_step, "verify", broken)  # every way of running
     out = tmp_path / suffix
     code = main([str(EXAMPLE), str(out), "--platform", str(platform_file), "--quiet", *path])
     assert code == 4 and not out.exists() and leftovers(tmp_path) == []

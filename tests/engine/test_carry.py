@@ -111,6 +111,6 @@ def test_lock_handed_across_regions_and_a_cut(tmp_path, monkeypatch):
     assert [s.implied for s in ref.matching.threads.syncs if s.kind == "lock"] == [True]
     for loc, ev in got.items():
         np.testing.assert_array_equal(ev.time, ref.trace.events[loc].time)
-    monkeypatch.setattr("compensate.engine.stream.release_reach", lambda *a, **k: {})
+    monkeypatch.setattr("compensate.pipeline.context.release_reach", lambda *a, **k: {})
     _, lost, _ = both(trace, Platform(1e-7), "upper", segment_records=2, chunk_records=1)
     assert int(lost[0].time[9] - ref.trace.events[0].time[9]) == 550

@@ -12,10 +12,10 @@ import pytest
 import compensate as c
 from compensate.cli import main
 from compensate.engine import EngineOptions
-from compensate.engine import stream as stream
 from compensate.engine.metrics import interpolate
 from compensate.formats.text import read_text
 from compensate.verify import verify
+from tests import pipelines as stream
 
 from ..conftest import ROOT, read_bundled
 

@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compensate.engine import EngineOptions, compensate
-from compensate.engine import stream as stream
 from compensate.engine.fit import try_fit
 from compensate.formats import read_trace
 from compensate.matching import match
@@ -19,6 +18,7 @@ from compensate.model import SEND, Events
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from compensate.simulate.programs import PROGRAMS
+from tests import pipelines as stream
 
 from ..conftest import CASES, REAL_ARCHIVES, TRACES, read_bundled, simulated
 from ..randomtrace import random_trace
@@ -116,17 +116,17 @@ def test_replayed_cuts_give_the_searched_segments_or_refuse_other_chunks():
     command then runs in memory) rather than cutting where no cut was checked."""
     sim = simulate("stencil", ranks=4, iterations=60)
     trace = sim.measured
-    searched = stream._Cutter(trace.definitions, 300)
-    segs = list(stream._segments(searched, stream.trace_chunks(trace, 70)))
+    searched = stream.Cutter(trace.definitions, 300)
+    segs = list(stream.cut_segments(searched, stream.trace_chunks(trace, 70)))
     assert len(segs) >= 3 and len(searched.attempts) >= len(segs) - 1
-    replayed = stream._Cutter(trace.definitions, 300, replay=searched.attempts)
-    again = list(stream._segments(replayed, stream.trace_chunks(trace, 70)))
+    replayed = stream.Cutter(trace.definitions, 300, replay=searched.attempts)
+    again = list(stream.cut_segments(replayed, stream.trace_chunks(trace, 70)))
     assert [{loc: ev.time.tolist() for loc, ev in seg.items()} for seg in again] == \
         [{loc: ev.time.tolist() for loc, ev in seg.items()} for seg in segs]
     assert replayed.busy_t == []  # no search state was built
-    other = stream._Cutter(trace.definitions, 300, replay=searched.attempts)
+    other = stream.Cutter(trace.definitions, 300, replay=searched.attempts)
     with pytest.raises(stream.NotStreamable, match="did not read the records"):
-        list(stream._segments(other, stream.trace_chunks(trace, 50)))
+        list(stream.cut_segments(other, stream.trace_chunks(trace, 50)))
 
 
 def test_input_not_in_time_order_is_refused():
@@ -256,11 +256,11 @@ def test_steady_malloc_keeps_blocks_in_the_heap():
 
     code = """
 import ctypes, sys
-from compensate.engine import stream
+from tests import pipelines as stream
 libc = ctypes.CDLL(None)
 if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallinfo2"):
     print("skip"); sys.exit(0)
-libc.mallinfo2.restype = stream._MallInfo2
+libc.mallinfo2.restype = stream.MallInfo2
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
 def mapped(size):
@@ -300,9 +300,9 @@ def _searched(cutter, chunks):
 def assert_same_search(trace, segment_records, chunk_records):
     """The counting cutter makes the cutter's attempts and cuts, with the same counts."""
     defs = trace.definitions
-    full = _searched(stream._Cutter(defs, segment_records),
+    full = _searched(stream.Cutter(defs, segment_records),
                      stream.trace_chunks(trace, chunk_records))
-    thin = _searched(stream._CountingCutter(defs, segment_records),
+    thin = _searched(stream.CountingCutter(defs, segment_records),
                      stream.trace_chunks(trace, chunk_records))
     assert thin == full
     return full[0]
@@ -340,7 +340,7 @@ def test_the_counting_cutter_refuses_input_out_of_time_order():
     loc = next(iter(trace.events))
     chunks = list(stream.trace_chunks(trace, 100)) + [{loc: trace.events[loc].slice(0, 1)}]
     with pytest.raises(stream.NotStreamable, match="not in time order"):
-        _searched(stream._CountingCutter(trace.definitions, 200), chunks)
+        _searched(stream.CountingCutter(trace.definitions, 200), chunks)
 
 
 def _with_cold(trace, platform):

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 from compensate.cli import main
 from compensate.engine import EngineOptions
-from compensate.engine import stream as stream
 from compensate.formats import TraceWriter, read_chunks
 from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS
 from compensate.formats.order import WindowedMerge, merge_order
 from compensate.formats.text import MAX_BUFFERED
 from compensate.platform import Platform
 from compensate.simulate.programs import PROGRAMS
+from tests import pipelines as stream
 
 from ..conftest import simulated
 
@@ -311,8 +311,8 @@ def test_streamed_trace_output_stays_in_time_order_past_the_buffer_cap(tmp_path,
     scale = 10
     monkeypatch.setattr(formats, "TraceWriter", functools.partial(
         TraceWriter, max_buffered=MAX_BUFFERED // scale))
-    monkeypatch.setattr(stream, "compensate_stream", functools.partial(
-        stream.compensate_stream, segment_records=stream.SEGMENT_RECORDS // scale))
+    monkeypatch.setattr("compensate.pipeline.run.SEGMENT_RECORDS",
+                        stream.SEGMENT_RECORDS // scale)
     monkeypatch.setattr(formats, "read_chunks", functools.partial(
         read_chunks, chunk_records=DEFAULT_CHUNK_RECORDS // scale))
     src, out, summary = tmp_path / "in.trace", tmp_path / "out.trace", tmp_path / "s.json"

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 import compensate as c
 from compensate.cli import main
 from compensate.engine import EngineOptions, compensate
-from compensate.engine import stream as stream
 from compensate.matching import match, nesting
 from compensate.matching.match import _nesting_walk
 from compensate.model import ENTER, LEAVE, SEND
@@ -20,6 +19,7 @@ from compensate.simulate import default_platform, run_program
 from compensate.simulate.programs import Program, compute, enter, leave, recv, send
 from compensate.simulate.validation import accuracy
 from compensate.verify import verify
+from tests import pipelines as stream
 
 from ..conftest import CASES
 

@@ -174,18 +174,17 @@ def _thread_command(tmp: Path, argv: list[str], ranks: int, streamed: bool = Fal
     from compensate.parallel import command
     from compensate.parallel.transport import run_threads
 
+    from compensate.pipeline.options import Job
+
     args = cli.build_parser().parse_args(argv)
     platform, args.overhead_info = cli.choose_overhead(args)
-    args.platform_used = platform
     target = cli.output_target(args.input, args.output, args.force)
+    job = Job(str(args.input), str(args.output), cli.run_options(args), platform,
+              in_memory=args.in_memory or not streamed)
     return run_threads(ranks, lambda t: command._run(
-        t, args, lambda: cli._Outputs(args, target, in_parts=True),
-        lambda outputs, trace, pipeline, seconds, n, write, parallel=None: cli._write_result(
-            args, outputs, platform, False, trace, pipeline, seconds, n, write, parallel),
-        (lambda outputs, defs, result, seconds, n, write, parallel=None, outcome=None:
-         cli._write_streamed(args, outputs, platform, defs, result, seconds, n, write,
-                             parallel, outcome))
-        if streamed else None))
+        t, job, lambda: cli._Outputs(args, target, in_parts=True),
+        lambda outputs, run, seconds, extra, write: cli.finish(
+            args, outputs, platform, False, run, seconds, write, extra)))
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compensate.api import run_pipeline
-from compensate.engine import EngineOptions, stream
+from compensate.engine import EngineOptions
 from compensate.formats import read_trace
 from compensate.model import Trace
-from compensate.parallel import segments
 from compensate.parallel.cutting import agreed_cuts, chunk_records, share_of
 from compensate.parallel.ownership import owners
 from compensate.parallel.segments import RankStream, StreamFallback
@@ -26,6 +24,9 @@ from compensate.platform import Platform
 from compensate.simulate import simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
 from compensate.simulate.programs import PROGRAMS
+from tests import pipelines
+from tests import pipelines as stream
+from tests.pipelines import run_pipeline
 
 from ..conftest import REAL_ARCHIVES
 from ..randomtrace import random_trace
@@ -55,7 +56,7 @@ def assert_safe(trace: Trace, cuts: list) -> None:
     """Every cut is safe for the whole trace by the one-process cutter's rules:
     nothing open across it (its busy function, messages included, sums to 0 before
     it) and its exact check passes; the records add up."""
-    whole = stream._Cutter(trace.definitions, 1 << 62)
+    whole = stream.Cutter(trace.definitions, 1 << 62)
     for loc, ev in trace.events.items():
         if whole.take(loc, ev):
             whole._steps(loc, ev)
@@ -116,7 +117,7 @@ def test_every_program_cut_safely_and_compensated_as_in_one_process(name):
     # the run on them at P = 2 for half of the programs, P = 3 for the other half
     # (suite time; the cuts above are checked at both)
     for size in [2 + NAMES.index(name) % 2]:
-        res, events = segments.stream_in_threads(trace, platform, EngineOptions("lower"),
+        res, events = pipelines.stream_in_threads(trace, platform, EngineOptions("lower"),
                                                  size, 40, 16, agreed=True)
         assert res.verification.ok
         for loc, ev in one[0].trace.events.items():
@@ -178,7 +179,7 @@ def test_random_traces_any_ranks_any_segment(data, n_locs, steps, extended, size
     assert_safe(trace, every[0])
     platform = Platform(5e-8)
     one = run_pipeline(trace, platform, "lower", "uniform", None)
-    res, events = segments.stream_in_threads(trace, platform, EngineOptions("lower"), size,
+    res, events = pipelines.stream_in_threads(trace, platform, EngineOptions("lower"), size,
                                              segment, 7, agreed=True)
     for loc, ev in one[0].trace.events.items():
         if len(ev):

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compensate.api import run_pipeline
 from compensate.engine import BOUNDS
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
 from compensate.simulate.programs import PROGRAMS
+from tests.pipelines import run_pipeline
 
 from ..conftest import TRACES
 
@@ -39,7 +39,7 @@ def assert_same(one, par) -> None:
 
 
 def parallel(trace, platform, bound, size):
-    from compensate.parallel.driver import run_in_threads
+    from tests.pipelines import run_in_threads
     return run_in_threads(trace, platform, bound, size)
 
 
@@ -60,7 +60,7 @@ def test_simulated_programs_every_bound(program):
 def test_more_ranks_than_processes_and_per_process_exits():
     sim = simulate("collectives", ranks=2, seed=1, iterations=2)
     one = run_pipeline(sim.measured, sim.platform, "upper", "per-process", None)
-    from compensate.parallel.driver import run_in_threads
+    from tests.pipelines import run_in_threads
     assert_same(one, run_in_threads(sim.measured, sim.platform, "upper", 5,
                                     collective_exit="per-process"))
 
@@ -84,22 +84,23 @@ def test_a_failing_rank_stops_every_rank(monkeypatch):
     line), nobody waits forever."""
     from compensate.parallel import driver
     from compensate.parallel.transport import run_threads
+    from compensate.pipeline import RunOptions
+    from compensate.pipeline import segment as segment_step
 
     sim = simulate("ring", ranks=3, seed=1, iterations=2)
-    real = driver.approximate
+    real = segment_step.approximate
     seen = {}
 
-    def approximate(trace, platform, opts, matching, **kw):
+    def approximate(trace, platform, opts, matching, progress=None, **kw):
         if kw["exchange"].transport.rank == 1:
             raise RuntimeError("boom on rank 1")
-        return real(trace, platform, opts, matching, **kw)
+        return real(trace, platform, opts, matching, progress, **kw)
 
-    monkeypatch.setattr(driver, "approximate", approximate)
+    monkeypatch.setattr(segment_step, "approximate", approximate)
 
     def body(t):
         try:
-            driver.run_pipeline_parallel(sim.measured, sim.platform, "lower", "uniform",
-                                         None, t)
+            driver.run_rank(sim.measured, sim.platform, RunOptions("lower"), t)
         except Exception as exc:  # noqa: BLE001 - what each rank saw
             seen[t.rank] = exc
         return None
@@ -129,7 +130,7 @@ def test_no_engine_graph_outlives_the_replay():
     import gc
 
     from compensate.engine.graph import Graph
-    from compensate.parallel.driver import run_in_threads
+    from tests.pipelines import run_in_threads
 
     sim = simulate("stencil", ranks=4, seed=1, iterations=2)
     gc.unfreeze()  # tests/conftest.py freezes survivors between modules: see them all

@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compensate.api import run_pipeline
 from compensate.model import COLUMNS
-from compensate.parallel.driver import assemble, run_rank
 from compensate.parallel.ghosts import complete_trace
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import run_threads
 from compensate.platform import Platform
 from compensate.simulate import simulate
+from tests.pipelines import assemble, run_pipeline, run_rank
 
 from ..conftest import read_bundled
 from .test_driver import BUNDLED, assert_same

@@ -6,12 +6,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compensate.api import run_pipeline
 from compensate.engine import BOUNDS
-from compensate.parallel.driver import run_in_threads
 from compensate.simulate import simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
 from compensate.simulate.programs import PROGRAMS
+from tests.pipelines import run_in_threads, run_pipeline
 
 from .test_driver import assert_same
 

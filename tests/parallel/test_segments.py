@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from compensate.engine import EngineOptions
-from compensate.engine import stream as stream
 from compensate.matching import match
 from compensate.model import Events, Trace
 from compensate.parallel import segments
 from compensate.parallel.ownership import owners
 from compensate.platform import Platform
 from compensate.simulate import simulate
+from tests import pipelines
+from tests import pipelines as stream
 
 from ..conftest import REAL_ARCHIVES
 
@@ -62,7 +63,7 @@ def test_streamed_ranks_give_the_one_process_streamed_run(program, bound):
     opts = EngineOptions(bound)
     ref = one_process(trace, platform, opts)
     for size in (2, 3):
-        assert_same(ref, segments.stream_in_threads(trace, platform, opts, size, SEGMENT, CHUNK))
+        assert_same(ref, pipelines.stream_in_threads(trace, platform, opts, size, SEGMENT, CHUNK))
     assert ref[0].segments >= 3  # the case is really cut
 
 
@@ -71,7 +72,7 @@ def test_a_real_archive_streamed_on_ranks():
     trace = read_trace(REAL_ARCHIVES[0])
     opts = EngineOptions("upper")
     ref = one_process(trace, Platform(2e-7), opts)
-    assert_same(ref, segments.stream_in_threads(trace, Platform(2e-7), opts, 2, SEGMENT, CHUNK))
+    assert_same(ref, pipelines.stream_in_threads(trace, Platform(2e-7), opts, 2, SEGMENT, CHUNK))
 
 
 def test_own_segments_are_the_one_process_segments(program):
@@ -103,7 +104,7 @@ def test_every_segment_view_holds_whole_channels_and_collectives(monkeypatch):
         return view, index
 
     monkeypatch.setattr(segments, "complete_trimmed", spy)
-    res, _ = segments.stream_in_threads(trace, sim.platform, EngineOptions("lower"), 2,
+    res, _ = pipelines.stream_in_threads(trace, sim.platform, EngineOptions("lower"), 2,
                                         SEGMENT, CHUNK)
     assert res.segments >= 3 and len(views) == 2 * res.segments
     assert sum(len(index) for *_, index in views) >= res.segments  # ghosts were trimmed
@@ -148,7 +149,7 @@ def test_the_first_nesting_problem_of_a_later_segment_names_its_record():
     ref = one_process(trace, plat, EngineOptions("lower"))
     assert ref[0].segments >= 3 and ref[0].nesting_first["location"] == 3
     assert ref[0].nesting_first["index"] > SEGMENT // 4  # not in the first segment
-    par = segments.stream_in_threads(trace, plat, EngineOptions("lower"), 2, SEGMENT, CHUNK)
+    par = pipelines.stream_in_threads(trace, plat, EngineOptions("lower"), 2, SEGMENT, CHUNK)
     assert par[0].nesting_first == ref[0].nesting_first
     assert_same(ref, par)
 
@@ -159,7 +160,7 @@ def one_process_fitted(trace, platform):
     defs, cuts = trace.definitions, []
     outcome = stream.fit_pass(defs, stream.trace_chunks(trace, CHUNK), platform,
                               trace.source, None, SEGMENT, cuts=cuts)
-    opts = segments.fitted_options(outcome)
+    opts = pipelines.fitted_options(outcome)
     got: dict[int, list[Events]] = {}
     res = stream.compensate_stream(
         defs, stream.trace_chunks(trace, CHUNK), platform, opts,
@@ -187,7 +188,7 @@ def assert_fitted_same(trace, platform, sizes=(2, 3)):
     assert fit_segments(CHUNK, group=4) == fit_segments(4 * CHUNK)
     for size in sizes:  # the fit reduced across the ranks is the one-process fit
         fit: list = []
-        assert_same(ref, segments.stream_in_threads(trace, platform, EngineOptions("lower"),
+        assert_same(ref, pipelines.stream_in_threads(trace, platform, EngineOptions("lower"),
                                                     size, SEGMENT, CHUNK, fit=fit))
         assert fit == [outcome]
     return ref, outcome
@@ -267,7 +268,7 @@ def test_cold_curves_on_ranks_give_the_one_process_run(program):
     opts = EngineOptions("lower")
     ref = one_process(trace, cold, opts)
     for size in (2, 3):
-        assert_same(ref, segments.stream_in_threads(trace, cold, opts, size, SEGMENT, CHUNK))
+        assert_same(ref, pipelines.stream_in_threads(trace, cold, opts, size, SEGMENT, CHUNK))
     warm = one_process(trace, warm_platform, opts)
     assert any((ev.time != warm[1][loc].time).any() for loc, ev in ref[1].items())
 
@@ -285,7 +286,7 @@ def test_a_flush_in_a_segments_context_is_counted_once():
         lambda loc, ev: got.setdefault(loc, []).append(ev), segment_records=150)
     ref = res, {loc: Events.concat(parts) for loc, parts in got.items()}
     assert res.stats.buffer_flushes == 4 and res.segments >= 3
-    par = segments.stream_in_threads(trace, platform, opts, 2, 150, 16)
+    par = pipelines.stream_in_threads(trace, platform, opts, 2, 150, 16)
     assert par[0].stats.flush_seconds_removed == res.stats.flush_seconds_removed
     assert_same(ref, par)
 
@@ -297,5 +298,5 @@ def test_a_synchronize_after_a_cut_keeps_its_device_link_on_ranks():
     opts = EngineOptions("lower")
     ref = one_process(sim.measured, sim.platform, opts)
     assert ref[0].counts["devices"]["synchronize"] > 0 and ref[0].segments >= 3
-    assert_same(ref, segments.stream_in_threads(sim.measured, sim.platform, opts, 2,
+    assert_same(ref, pipelines.stream_in_threads(sim.measured, sim.platform, opts, 2,
                                                 SEGMENT, CHUNK))

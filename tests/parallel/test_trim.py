@@ -12,10 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compensate.api import run_pipeline
 from compensate.formats.text import read_text
 from compensate.matching import match
-from compensate.parallel.driver import assemble, run_rank
 from compensate.parallel.ghosts import complete_trimmed
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import run_threads
@@ -23,6 +21,7 @@ from compensate.parallel.trim import calls_of, remap_text
 from compensate.parallel.verification import verify_rank
 from compensate.simulate import simulate
 from compensate.verify import verify
+from tests.pipelines import assemble, run_pipeline, run_rank
 
 from ..conftest import read_bundled
 from .test_driver import BUNDLED, assert_same
@@ -205,8 +204,8 @@ def test_bundled_archives_with_trimmed_ghosts(path):
     """The real archives under the lower bound on two thread ranks, with the
     locations that are simple (PAPI Metric records on MPI ranks, METRIC locations
     of GPU metrics) trimmed: the one-process output, statistics and summary counts."""
-    from compensate.parallel.driver import run_in_threads
     from compensate.platform import Platform
+    from tests.pipelines import run_in_threads
 
     trace = read_bundled(path)
     one = run_pipeline(trace, Platform(1e-7), "lower", "uniform", None)

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compensate.api import run_pipeline
 from compensate.cli.compensate import main
 from compensate.matching import match
 from compensate.parallel.ownership import owners
@@ -23,6 +22,8 @@ from compensate.parallel.transport import run_threads
 from compensate.parallel.verification import UNREAD, remote_reads, verify_rank
 from compensate.simulate import simulate
 from compensate.verify import verify
+from tests import pipelines
+from tests.pipelines import run_pipeline
 
 from ..conftest import TRACES, read_bundled
 from .test_command import _thread_command
@@ -178,7 +179,7 @@ def test_a_rank_failing_while_verifying_stops_every_rank(monkeypatch):
 
     def body(t):
         try:
-            driver.run_rank(sim.measured, sim.platform, "lower", "uniform", None, t)
+            pipelines.run_rank(sim.measured, sim.platform, "lower", "uniform", None, t)
         except Exception as exc:  # noqa: BLE001 - what each rank saw
             seen[t.rank] = exc
 

@@ -1,0 +1,592 @@
+"""Safe cuts: where a trace can be split into segments that depend on each other
+only through each location's own history (docs/design.md §5, "Streaming in
+segments").
+
+A cut at measured time ``T`` is safe when nothing crosses it: no message sent before
+``T`` and received after it, no send call still open, no collective with members on
+both sides, no request (Isend, Irecv, nonblocking collective) open across it, no
+parallel region, Pthread create/begin or end/wait, RMA window or host synchronize
+call open across it, and no MPI-4 partitioned operation after its first Init.
+:class:`Cutter` collects chunks of records (successive slices of every location, in
+time order) and hands out segments that end at the latest safe cut once
+:data:`SEGMENT_RECORDS` records are pending. Input that is not in time order across
+locations raises :class:`NotStreamable`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from compensate.matching import nesting
+from compensate.matching.devices import is_synchronize
+from compensate.matching.p2p import key_ids, members_of
+from compensate.model import (
+    COLL_BEGIN,
+    COLL_END,
+    ENTER,
+    IMRECV,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
+    KIND_CODE,
+    LEAVE,
+    MRECV,
+    NBC_COMPLETE,
+    NBC_REQUEST,
+    PINIT_KINDS,
+    PROBE,
+    RECV,
+    REQUEST_CANCELLED,
+    SEND,
+    Definitions,
+    Events,
+    Trace,
+)
+
+
+def _kinds(*codes: int) -> np.ndarray:
+    """A table indexed by record kind code: ``_kinds(A, B)[ev.kind]`` is
+    ``np.isin(ev.kind, (A, B))`` without isin's fixed cost (~30 us), which the
+    cutter would pay for every location of every chunk."""
+    table = np.zeros(len(KIND_CODE), dtype=bool)
+    table[list(codes)] = True
+    return table
+
+
+#: record kinds that open (+1) / close (-1) something no cut may fall inside, besides
+#: messages, MPI collectives and requests (see Cutter._steps)
+_OPENS = _kinds(KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"], KIND_CODE["ThreadEnd"],
+                KIND_CODE["OmpFork"], KIND_CODE["RmaWinCreate"],
+                KIND_CODE["RmaCollectiveBegin"], *PINIT_KINDS)
+_CLOSES = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["ThreadWait"],
+                 KIND_CODE["OmpJoin"], KIND_CODE["RmaWinDestroy"],
+                 KIND_CODE["RmaCollectiveEnd"])
+_REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
+                        NBC_COMPLETE, REQUEST_CANCELLED)
+#: messages sent / received, collectives completed (Cutter._aligned)
+_SENDS = _kinds(SEND, ISEND)
+_RECVS = _kinds(RECV, IRECV)
+_COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
+#: the records Cutter._aligned reads: every other record's part in a cut is its time
+#: (CountingCutter)
+_ALIGNED = _kinds(SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_COMPLETE)
+
+#: Records pending before the segmenter looks for a safe cut.
+SEGMENT_RECORDS = 1 << 18
+
+
+
+def chunk_records_for(segment_records: int) -> int:
+    """The chunk size the command reads with ``--segment-records N``: N/4 records (at
+    most the default), so that a small N really cuts a small trace into segments
+    (the cutter looks for a cut after each chunk)."""
+    from compensate.formats import DEFAULT_CHUNK_RECORDS
+    return max(1, min(DEFAULT_CHUNK_RECORDS, segment_records // 4))
+
+
+#: The kind the last context record gets for matching: one matching ignores (its
+#: own dependency was resolved in the segment before; its true kind stays in the
+#: trace the engine sees, for R1 and the receive rules).
+_NEUTRAL = KIND_CODE["Metric"]
+
+
+class NotStreamable(Exception):
+    """The input cannot be cut into segments (not in time order across locations)."""
+
+
+class SegmentError(Exception):
+    """A segment failed with a :class:`TraceError` whose record numbers refer to the
+    segment; the in-memory path reports it exactly."""
+
+
+class Cutter:
+    """Collects chunks and hands out segments that end at safe cuts."""
+
+    #: whether the busy function counts the messages in flight (a distributed run's
+    #: ranks leave them to the exact check summed over ranks:
+    #: :mod:`compensate.parallel.cutting`)
+    MESSAGES = True
+
+    def __init__(self, defs: Definitions, segment_records: int,
+                 replay: list[tuple[int, int, int | None]] | None = None) -> None:
+        self.defs = defs
+        self.target = segment_records
+        #: every cut attempt as (records pending, their first time, the cut or None);
+        #: ``replay``: the attempts of an earlier pass over the same chunks, taken
+        #: instead of searching for cuts (see :func:`fit_pass`)
+        self.attempts: list[tuple[int, int, int | None]] = []
+        self.replay = iter(replay) if replay is not None else None
+        self.pending: dict[int, list[Events]] = defaultdict(list)
+        self.count = 0
+        self.next_try = segment_records
+        self.last_cut: int | None = None
+        self.busy_t: list[np.ndarray] = []  # times of +-1 steps of "something open"
+        self.busy_d: list[np.ndarray] = []
+        self.open_requests: dict[int, dict[int, int]] = defaultdict(dict)  # loc -> id -> kind
+        self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
+        self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
+        self.coll_done: dict[tuple, int] = defaultdict(int)  # (comm key, loc) -> completed
+        # regions of the calls open after the last record (entry order), and the
+        # positions among them of the open calls around a send
+        self.open_regions: dict[int, list[int]] = defaultdict(list)
+        self.send_calls: dict[int, list[int]] = defaultdict(list)
+        # METRIC locations and their reference threads (compensate.engine.metrics); the
+        # last measured time of each reference handed out in a segment
+        self.refs = {m: r for m, r in defs.metric_references().items() if r is not None}
+        self.ref_last: dict[int, int] = {}
+        # host synchronize calls (R9): no cut inside one, so that the device Leave
+        # it waits for is matched in the same segment
+        self.sync_regions = np.array([r for r, name in defs.regions.items()
+                                      if is_synchronize(name)], dtype=np.int64)
+
+    # the busy function: messages in flight + calls around a send that are still open
+    # (matching needs the send call's Leave) + open collective calls + open requests
+    def _steps(self, loc: int, ev: Events) -> None:
+        k, t = ev.kind, ev.time
+        # a matched probe opens (+1) what its MpiMrecv / MpiImrecv closes (-1 more
+        # than the message itself): no cut between a probe and its receive; thread
+        # synchronisation: a parallel region is open from its fork to its join, a
+        # Pthread from its create to its begin and from its end to its wait; an RMA
+        # window from its creation to its destruction, its collectives from begin to
+        # end (R10); an MPI-4 partitioned operation from its Init on (no record frees
+        # it: rounds match by the order of the Inits, so no cut after the first one)
+        took = (k == PROBE) & (ev.size_recv >= 0)
+        plus = (k == COLL_BEGIN) | took | _OPENS[k]
+        matched = (k == MRECV) | (k == IMRECV)
+        minus = (k == COLL_END) | _CLOSES[k]
+        if self.MESSAGES:  # a message is in flight from its send to its receive
+            plus = plus | (k == SEND) | (k == ISEND)
+            minus = minus | (k == RECV) | (k == IRECV) | matched
+        if self.sync_regions.size:
+            in_sync = np.isin(ev.region, self.sync_regions)
+            plus = plus | ((k == ENTER) & in_sync)
+            minus = minus | ((k == LEAVE) & in_sync)
+        times = [t[plus], t[minus], t[matched]]
+        deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
+                  -np.ones(int(matched.sum()), np.int64)]
+        opened, closed = self._send_call_ends(loc, ev)
+        times += [opened, closed]
+        deltas += [np.ones(opened.size, np.int64), -np.ones(closed.size, np.int64)]
+        req = np.flatnonzero(_REQUEST_KINDS[k])
+        if req.size:
+            rt, rd = [], []
+            opened = self.open_requests[loc]
+            for i in req.tolist():
+                kind, r = int(k[i]), int(ev.request[i])
+                if kind in (ISEND, IRECV_REQUEST, NBC_REQUEST):
+                    opened[r] = kind
+                    rt.append(t[i])
+                    rd.append(1)
+                    if kind == ISEND:
+                        self.isend_channel[(loc, r)] = (int(ev.comm[i]), int(ev.peer[i]),
+                                                        int(ev.tag[i]))
+                elif r in opened:
+                    was = opened.pop(r)
+                    rt.append(t[i])
+                    rd.append(-1)
+                    channel = self.isend_channel.pop((loc, r), None) if was == ISEND else None
+                    if kind == REQUEST_CANCELLED and channel is not None:
+                        if self.MESSAGES:
+                            rt.append(t[i])  # the message will never be received
+                            rd.append(-1)
+                        self.cancelled.append((int(t[i]), loc, channel))
+            times.append(np.array(rt, dtype=np.int64))
+            deltas.append(np.array(rd, dtype=np.int64))
+        self.busy_t.append(np.concatenate(times))
+        self.busy_d.append(np.concatenate(deltas))
+
+    def _send_call_ends(self, loc: int, ev: Events) -> tuple[np.ndarray, np.ndarray]:
+        """(times of sends inside a call, times of the Leaves that close such calls —
+        of this chunk's sends or earlier ones): the call around a send ends with the
+        first Leave after it on the send's call level (the tolerant nesting rule of
+        :class:`compensate.matching.Nesting`, continued across chunks: the calls
+        still open go in front of the chunk as Enters, on levels 1, 2, ...)."""
+        k = ev.kind
+        carried_regions = self.open_regions[loc]
+        c = len(carried_regions)
+        # (np.concatenate, not np.r_: this runs per location and chunk, r_ costs ~10 us)
+        nest = nesting(np.concatenate((np.full(c, ENTER, k.dtype), k)),
+                       np.concatenate((np.array(carried_regions, dtype=ev.region.dtype),
+                                       ev.region)))
+        before = nest.before[c:]
+        sends = np.flatnonzero((k == SEND) | (k == ISEND))
+        lvl = before[sends]
+        sends, lvl = sends[lvl > 0], lvl[lvl > 0]  # outside any call: no Leave to wait for
+        carried = np.array(self.send_calls[loc], dtype=np.int64) + 1  # position -> level
+        w_lvl = np.concatenate((carried, lvl))
+        w_after = np.concatenate((np.full(carried.size, -1, np.int64), sends))
+        ends, still = [], []
+        for d in np.unique(w_lvl).tolist():
+            cand = nest.leaves.get(d, np.zeros(0, np.int64)) - c
+            sel = w_lvl == d
+            j = np.searchsorted(cand, w_after[sel], side="right")
+            ok = j < cand.size
+            ends.append(ev.time[cand[j[ok]]])
+            still += [d] * int(np.count_nonzero(~ok))
+        # the calls open after the chunk, and the pending send calls by their position
+        open_end = nest.open_end
+        position = {lv: p for p, lv in enumerate((nest.before[open_end] + 1).tolist())}
+        self.send_calls[loc] = [position[d] for d in still]
+        self.open_regions[loc] = np.concatenate((np.array(carried_regions, dtype=np.int64),
+                                                 ev.region.astype(np.int64)))[open_end].tolist()
+        return ev.time[sends], (np.concatenate(ends) if ends else np.zeros(0, np.int64))
+
+    def take(self, loc: int, ev: Events) -> bool:
+        """Append a location's records to what is pending (False if there are none);
+        NotStreamable if they start before the last cut (the input is not in time
+        order)."""
+        if not len(ev):
+            return False
+        if self.last_cut is not None and int(ev.time[0]) < self.last_cut:
+            raise NotStreamable(
+                f"location {loc} has a record at {int(ev.time[0])}, before the cut at "
+                f"{self.last_cut} made earlier: the input is not in time order")
+        self._hold(loc, ev)
+        self.count += len(ev)
+        return True
+
+    def _hold(self, loc: int, ev: Events) -> None:
+        """Keep records taken until they are cut off (all of them, whole)."""
+        self.pending[loc].append(ev)
+
+    def add(self, chunk: dict[int, Events], cut: bool = True) -> Iterator[dict[int, Events]]:
+        """Take a chunk; yield the segments that are complete (none without ``cut``:
+        the chunk is only taken, as part of a larger one that follows)."""
+        for loc, ev in chunk.items():
+            if self.take(loc, ev) and self.replay is None:
+                self._steps(loc, ev)
+        while cut and self.count >= self.next_try:
+            seg = self._cut()
+            if seg is None:
+                self.next_try = int(self.count * 1.5) + 1
+                break
+            if seg:  # (empty when only METRIC samples waiting for a reference record)
+                yield seg
+            self.next_try = self.count + self.target
+
+    def rest(self) -> dict[int, Events] | None:
+        """Everything still pending (the last segment)."""
+        if not self.count:
+            return None
+        seg = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
+        self.pending.clear()
+        self.count = 0
+        return seg
+
+    def _merge(self) -> dict[int, Events]:
+        """The pending records, each location's parts joined (and kept so)."""
+        merged = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
+        self.pending = defaultdict(list, {loc: [ev] for loc, ev in merged.items()})
+        return merged
+
+    def _bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
+        """(first, last) measured time of the pending records."""
+        return (min(int(ev.time[0]) for ev in merged.values()),
+                max(int(ev.time[-1]) for ev in merged.values()))
+
+    def _cut(self) -> dict[int, Events] | None:
+        merged = self._merge()
+        first, last = self._bounds(merged)
+        if self.replay is not None:
+            count, first_then, cut = next(self.replay, (-1, -1, None))
+            if (count, first_then) != (self.count, first):
+                raise NotStreamable("the second pass over the input did not read the "
+                                    "records the first pass read")
+            return None if cut is None else self.split(merged, cut, None, None, None)
+        bt = np.concatenate(self.busy_t) if self.busy_t else np.zeros(0, np.int64)
+        bd = np.concatenate(self.busy_d) if self.busy_d else np.zeros(0, np.int64)
+        order = np.argsort(bt, kind="stable")
+        bt, bd = bt[order], bd[order]
+        level = np.cumsum(bd)  # level[i]: open things after the first i+1 steps
+        # a cut at T is safe if the steps before T sum to 0: the largest such T in
+        # (bt[i], bt[i+1]] is bt[i+1]; after the last step, the latest record time
+        cand = free_ends(bt, level)
+        if not bt.size or level[-1] == 0:
+            cand = np.r_[cand, last] if (not bt.size or last > bt[-1]) else cand
+        if bt.size and bt[0] > first:
+            cand = np.r_[bt[0], cand]
+        cand = cand[cand > first]
+        for cut in cand[::-1][:4].tolist():  # latest safe cuts first
+            done = self._aligned(merged, cut)
+            if done is not None:
+                self.attempts.append((self.count, first, cut))
+                return self.split(merged, cut, bt, bd, done)
+        self.attempts.append((self.count, first, None))
+        return None
+
+    def _aligned(self, merged: dict[int, Events], cut: int) -> dict | None:
+        """Exactly: no channel with a message in flight, every communicator's members
+        through the same number of collectives, at ``cut``. Returns the completed
+        collectives per (communicator, member) then, or None."""
+        channels, signs, done = self._balance(merged, cut)
+        if channels.shape[1] and np.any(np.bincount(key_ids(list(channels)), weights=signs)):
+            return None
+        return done if collectives_aligned(self.defs, done) else None
+
+    def _balance(self, merged: dict[int, Events], cut: int
+                 ) -> tuple[np.ndarray, np.ndarray, dict]:
+        """The sends (+1) and receives (-1) of the pending records before ``cut`` by
+        channel (rows: sender, receiver, communicator, tag; a column each), and the
+        completed collectives per (communicator key, location) then.
+
+        All locations' records before the cut at once (one flat set of columns), so
+        that its cost is a few numpy calls per cut, not per location and channel."""
+        done = dict(self.coll_done)
+        defs = self.defs
+        locs = list(merged)
+        if not locs:  # (nothing pending: the last cut's state, which was aligned)
+            return np.zeros((4, 0), np.int64), np.zeros(0, np.int64), done
+        evs = [merged[loc] for loc in locs]
+        ns = [int(np.searchsorted(ev.time, cut, side="left")) for ev in evs]
+        k = np.concatenate([ev.kind[:n] for ev, n in zip(evs, ns, strict=True)])
+        pos = np.repeat(np.arange(len(locs), dtype=np.int64), ns)
+        send = _SENDS[k]
+        # a receive, or a matched probe (it took the message)
+        recv = _RECVS[k] | ((k == PROBE) &
+                            (np.concatenate([ev.size_recv[:n] for ev, n
+                                             in zip(evs, ns, strict=True)]) >= 0))
+        idx = np.flatnonzero(send | recv)
+        keys, signs = [], []
+        if idx.size:
+            key, sign = _channel_keys(defs, locs, evs, ns, idx, pos[idx], send[idx])
+            keys.append(key)
+            signs.append(sign)
+        del send, recv, idx
+        coll = np.flatnonzero(_COLL_DONE[k])
+        if coll.size:
+            ccomm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
+                                   )[coll].astype(np.int64)
+            cp = pos[coll]
+            ids = key_ids([ccomm, cp])
+            _, first, counts = np.unique(ids, return_index=True, return_counts=True)
+            for comm_, q, c in zip(ccomm[first].tolist(), cp[first].tolist(),
+                                   counts.tolist(), strict=True):
+                loc = locs[q]
+                key = comm_ if defs.comms.get(comm_) and defs.comms[comm_].members \
+                    else (comm_, loc)
+                done[(key, loc)] = done.get((key, loc), 0) + c
+        for t, loc, (comm_, peer_, tag_) in self.cancelled:  # matching drops these sends
+            if t < cut:
+                members = members_of(defs, comm_, loc)
+                other_ = members[peer_] if 0 <= peer_ < len(members) else -1
+                keys.append(np.array([[loc], [other_], [comm_], [tag_]], dtype=np.int64))
+                signs.append(np.array([-1], dtype=np.int64))
+        if not keys:
+            return np.zeros((4, 0), np.int64), np.zeros(0, np.int64), done
+        cols = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
+        return cols, np.concatenate(signs), done
+
+    def split(self, merged: dict[int, Events], cut: int, bt: np.ndarray | None,
+               bd: np.ndarray | None, done: dict | None) -> dict[int, Events]:
+        """The segment before ``cut``; the rest stays pending. ``bt``/``bd``/``done``:
+        the cut search's state after the cut (None when replaying cuts)."""
+        seg: dict[int, Events] = {}
+        self.pending = defaultdict(list)
+        self.count = 0
+        ends = self._ends({loc: ev.time for loc, ev in merged.items()}, cut)
+        for loc, ev in merged.items():
+            n = ends[loc]
+            if n:
+                seg[loc] = ev.slice(0, n)
+            if n < len(ev):
+                # a copy, not a view of the joined arrays (which would then live
+                # until the next cut): the segment's arrays go once its holder
+                # drops them (Segmenter.traces)
+                self.pending[loc].append(ev.copy(slice(n, len(ev))))
+                self.count += len(ev) - n
+        self._cut_at(cut, bt, bd, done)
+        return seg
+
+    def _ends(self, times: dict[int, np.ndarray], cut: int) -> dict[int, int]:
+        """How many of each location's pending records (``times``: their measured
+        times) go into the segment that ends at ``cut``: those before it, METRIC
+        samples held back for the reference record after them."""
+        for ref in set(self.refs.values()):  # the references' last records before the cut
+            t = times.get(ref)
+            n = int(np.searchsorted(t, cut, side="left")) if t is not None else 0
+            if n:
+                self.ref_last[ref] = int(t[n - 1])
+        ends = {}
+        for loc, t in times.items():
+            n = int(np.searchsorted(t, cut, side="left"))
+            ref = self.refs.get(loc)
+            if ref is not None:  # a metric sample waits for the reference record after it
+                last = self.ref_last.get(ref)
+                n = 0 if last is None else min(n, int(np.searchsorted(t, last, "right")))
+            ends[loc] = n
+        return ends
+
+    def _cut_at(self, cut: int, bt: np.ndarray | None, bd: np.ndarray | None,
+                done: dict | None) -> None:
+        """The search's state after a cut at ``cut`` (see :meth:`split`)."""
+        if bt is not None and bd is not None and done is not None:
+            keep = bt >= cut
+            self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
+            self.coll_done = defaultdict(int, done)
+            self.cancelled = [c for c in self.cancelled if c[0] >= cut]
+        self.last_cut = cut
+
+
+def free_ends(bt: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """Of the busy function's steps (times ``bt`` sorted, ``level`` after each), the
+    latest safe cut of each interval it is 0 on that a step ends: a step's time
+    where the steps before it sum to 0 (the records before it close everything
+    they opened)."""
+    if not bt.size:
+        return bt
+    free = np.flatnonzero(level[:-1] == 0)
+    return bt[free + 1][bt[free + 1] > bt[free]]
+
+
+def collectives_aligned(defs: Definitions, done: dict) -> bool:
+    """Whether every communicator's members completed the same number of
+    collectives (``done``: completed per (communicator key, location), as
+    :meth:`Cutter._balance` gives them; a member without an entry completed none)."""
+    by_comm: dict = defaultdict(set)
+    for (key, _loc), c in done.items():
+        by_comm[key].add(c)
+    for key, counts in by_comm.items():
+        comm_ = key if isinstance(key, int) else key[0]
+        members = defs.comms[comm_].members if comm_ in defs.comms else ()
+        if len(counts) > 1 or (members and len({done.get((key, m), 0)
+                                                for m in members}) > 1):
+            return False
+    return True
+
+
+def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list[int],
+                  idx: np.ndarray, p: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For :meth:`Cutter._aligned`: the channel (sender, receiver, communicator, tag)
+    of the records ``idx`` of the first ``ns`` records of ``evs`` joined (``p``: their
+    location's position in ``locs``, ``s``: which are sends), as the rows of one
+    array, and their signs (+1 sent, -1 received). A function of its own so that its
+    intermediate columns are freed before the channels are grouped (the cut pass's
+    transient)."""
+    comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
+                          )[idx].astype(np.int64)
+    peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]
+                          )[idx].astype(np.int64)
+    tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
+                         )[idx].astype(np.int64)
+    # the peer's location through its communicator as seen from the record's
+    # location: one members table per distinct (communicator, location)
+    pair_ids = key_ids([comm, p])
+    first = np.unique(pair_ids, return_index=True)[1]
+    tables, starts, lengths = [], [], []
+    at = 0
+    for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
+        members = members_of(defs, c, locs[q]) or (-1,)
+        tables.append(np.array(members, dtype=np.int64))
+        starts.append(at)
+        lengths.append(len(members))
+        at += len(members)
+    table = np.concatenate(tables)
+    start = np.array(starts, dtype=np.int64)[pair_ids]
+    ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
+    other = np.full(idx.size, -1, np.int64)
+    other[ok] = table[start[ok] + peer[ok]]
+    del peer, pair_ids, start, ok
+    here = np.array(locs, dtype=np.int64)[p]
+    return (np.stack([np.where(s, here, other), np.where(s, other, here), comm, tag]),
+            np.where(s, 1, -1).astype(np.int64))
+
+
+class CountingCutter(Cutter):
+    """The cutter's search for the segments' cuts and record counts only (the
+    base of a distributed rank's cutter, :mod:`compensate.parallel.cutting`, and
+    of :func:`compensate.parallel.segments.cut_times`): the
+    same attempts and cuts as :class:`Cutter`, but of the records it takes it keeps
+    every record's time (the counts, the references of METRIC samples) and, whole,
+    only the records :meth:`Cutter._aligned` reads (:data:`_ALIGNED`); the busy
+    function is built from each whole chunk as it is taken. A segment is then
+    ``{location: measured times of its records}``. 10^6-record stencil: 28 % of the
+    records kept whole, the pass's traced peak 60 -> 17 MiB (docs/parallel.md).
+    The remainder after a cut is copied, so that the joined arrays are freed with
+    the segment."""
+
+    def __init__(self, defs: Definitions, segment_records: int) -> None:
+        super().__init__(defs, segment_records)
+        self.times: dict[int, list[np.ndarray]] = defaultdict(list)
+        self.merged_times: dict[int, np.ndarray] = {}
+
+    def _hold(self, loc: int, ev: Events) -> None:
+        self.times[loc].append(ev.time)
+        keep = _ALIGNED[ev.kind]
+        if keep.any():
+            self.pending[loc].append(ev.copy(keep))
+
+    def _merge(self) -> dict[int, Events]:
+        self.merged_times = {loc: np.concatenate(parts) if len(parts) > 1 else parts[0]
+                             for loc, parts in self.times.items() if parts}
+        self.times = defaultdict(list, {loc: [t] for loc, t in self.merged_times.items()})
+        return super()._merge()
+
+    def _bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
+        times = self.merged_times.values()
+        return min(int(t[0]) for t in times), max(int(t[-1]) for t in times)
+
+    def split(self, merged: dict[int, Events], cut: int, bt: np.ndarray | None,
+               bd: np.ndarray | None, done: dict | None) -> dict[int, np.ndarray]:
+        seg: dict[int, np.ndarray] = {}
+        self.pending = defaultdict(list)
+        self.times = defaultdict(list)
+        self.count = 0
+        ends = self._ends(self.merged_times, cut)
+        for loc, t in self.merged_times.items():
+            n = ends[loc]
+            if n:
+                seg[loc] = t[:n]
+            if n < len(t):
+                self.times[loc].append(t[n:].copy())
+                self.count += len(t) - n
+            ev = merged.get(loc)
+            if ev is not None:  # the kept records of the n: those up to the n-th's time
+                m = int(np.searchsorted(ev.time, t[n - 1], "right")) if n else 0
+                if m < len(ev):
+                    self.pending[loc].append(ev.copy(slice(m, None)))
+        self.merged_times = {}
+        self._cut_at(cut, bt, bd, done)
+        return seg
+
+    def rest(self) -> dict[int, np.ndarray] | None:
+        if not self.count:
+            return None
+        seg = {loc: np.concatenate(parts) for loc, parts in self.times.items() if parts}
+        self.times.clear()
+        self.pending.clear()
+        self.count = 0
+        return seg
+
+
+def cut_segments(cutter: Cutter, chunks: Iterable[dict[int, Events]]
+                 ) -> Iterator[dict[int, Events]]:
+    """The records of ``chunks`` regrouped by ``cutter`` into segments that end at
+    safe cuts, the rest last."""
+    for chunk in chunks:
+        yield from cutter.add(chunk)
+    rest = cutter.rest()
+    if rest:
+        yield rest
+
+
+def trace_chunks(trace: Trace, chunk_records: int) -> Iterator[dict[int, Events]]:
+    """An in-memory trace as chunks in time order (ties by location), as a reader
+    of the global record order yields them (for tests and library use)."""
+    locs = list(trace.events)
+    times = np.concatenate([trace.events[loc].time for loc in locs]) if locs else []
+    owner = np.concatenate([np.full(len(trace.events[loc]), j) for j, loc in enumerate(locs)]) \
+        if locs else []
+    order = np.lexsort((owner, times))
+    counts = np.zeros(len(locs), dtype=np.int64)
+    for start in range(0, len(order), chunk_records):
+        per = np.bincount(owner[order[start:start + chunk_records]], minlength=len(locs))
+        chunk = {}
+        for j in np.flatnonzero(per).tolist():
+            a = int(counts[j])
+            chunk[locs[j]] = trace.events[locs[j]].slice(a, a + int(per[j]))
+            counts[j] += per[j]
+        yield chunk

@@ -1,0 +1,76 @@
+"""The heap between segments: a streamed run's memory stays bounded by a segment
+only if what one segment freed is reused by the next or handed back (glibc's
+malloc; a no-op elsewhere)."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+#: Free heap memory (bytes) the process may keep between segments for the next
+#: one to reuse (:func:`release_memory`).
+KEEP_FREE_HEAP = 64 << 20
+
+
+class MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (``fordblks``: free bytes held by malloc)."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def libc_release(keep: int) -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)`` once malloc holds more than ``keep`` free bytes
+    (``mallinfo2``; every time if glibc is older than 2.33); a no-op elsewhere."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (AttributeError, OSError):
+        return lambda: None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    info = getattr(libc, "mallinfo2", None)
+    if info is None:
+        return lambda: trim(0)
+    info.argtypes, info.restype = [], MallInfo2
+
+    def release() -> None:
+        if info().fordblks > keep:
+            trim(0)
+    return release
+
+
+def steady_malloc(keep: int = KEEP_FREE_HEAP) -> None:
+    """Fix glibc's two malloc thresholds for a streamed run (a no-op elsewhere):
+    blocks under 32 MiB from the heap (``M_MMAP_THRESHOLD``), and the heap's top
+    handed back by ``free`` only above ``keep`` bytes (``M_TRIM_THRESHOLD``; the
+    same bound :func:`release_memory` keeps between segments).
+
+    By default glibc starts with 128 KiB / 256 KiB and raises both as larger
+    mapped blocks are freed, so a run's first segments get their arrays as fresh
+    mappings and hand them back at once, and fault them in again the next time.
+    Fixed from the start (32 MiB is glibc's own upper bound for the adjusted
+    threshold), the segments reuse the heap instead (docs/performance.md). Called
+    by the command, not on import: the thresholds are the whole process's."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (AttributeError, OSError):
+        return
+    if not hasattr(libc, "gnu_get_libc_version"):  # glibc's thresholds, not musl's stub
+        return
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(_M_TRIM_THRESHOLD, keep)
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+
+
+#: Hand the heap a segment freed back to the system before the next segment, once
+#: it holds more than :data:`KEEP_FREE_HEAP` free bytes. Without trimming, every
+#: segment's transient arrays leave free holes that the next segment's allocations
+#: only partly reuse, and the peak keeps creeping up with the number of segments.
+#: Trimming after every segment instead makes the next segment fault all its
+#: memory in again; keeping some free heap avoids both (docs/performance.md).
+release_memory = libc_release(KEEP_FREE_HEAP)

@@ -1,0 +1,223 @@
+"""The ways of running, each a loop over :func:`compensate.pipeline.segment.run_segment`:
+the whole trace in memory (one segment), or streamed (segments cut at safe cuts,
+:mod:`compensate.pipeline.cuts`, each with its context,
+:mod:`compensate.pipeline.context`). ``--bound fitted`` first fits the network
+(R2f): in memory from the matched trace, streamed in a pass of its own over the
+same segments (:func:`fit_pass`). The distributed run
+(:mod:`compensate.parallel`) runs the same segment step on each rank's share.
+
+Every way ends in a :class:`Run`, the totals the summary and the refusal policy
+(:mod:`compensate.pipeline.outcome`) read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compensate.engine import Stats
+from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
+from compensate.matching import Matching, match
+from compensate.model import Definitions, Events, Trace
+from compensate.pipeline import totals
+from compensate.pipeline.context import Segmenter
+from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
+from compensate.pipeline.memory import release_memory
+from compensate.pipeline.options import RunOptions
+from compensate.pipeline.segment import (
+    WHOLE,
+    Segment,
+    SegmentResult,
+    Share,
+    output_events,
+    run_segment,
+)
+from compensate.platform import Platform
+from compensate.verify import Verification
+
+
+@dataclass
+class Run:
+    """What a run did, summed over its segments (and ranks): the engine's
+    statistics, the verification, the matching's counts, records and locations,
+    the measured and approximated spans in ticks, and the first Enter/Leave that
+    does not nest. An in-memory run also holds the approximated ``trace`` and its
+    ``matching``; a streamed run counts its ``segments``."""
+
+    stats: Stats = field(default_factory=Stats)
+    verification: Verification = field(default_factory=Verification)
+    counts: dict = field(default_factory=dict)
+    fit: FitOutcome | None = None
+    records: int = 0
+    locations: int = 0
+    measured_span: tuple[int, int] | None = None
+    approximated_span: tuple[int, int] | None = None
+    nesting_first: dict | None = None
+    resolution: int = 1
+    segments: int | None = None  # (None: not streamed)
+    largest_segment: int = 0
+    trace: Trace | None = None
+    matching: Matching | None = None
+
+    def add(self, result: SegmentResult) -> None:
+        """Take in one segment's statistics, verification and counts."""
+        totals.add(self.stats, result.stats)
+        if result.verification is not None:
+            totals.add(self.verification, result.verification)
+        totals.add_counts(self.counts, result.counts)
+
+    def spans(self, measured: np.ndarray, written: np.ndarray) -> None:
+        """Widen the spans by one location's measured and written times."""
+        if len(measured):
+            self.measured_span = totals.span(self.measured_span, int(measured[0]),
+                                             int(measured[-1]))
+            self.approximated_span = totals.span(self.approximated_span, int(written[0]),
+                                                 int(written[-1]))
+
+    @property
+    def nesting(self) -> dict:
+        """The summary's ``nesting``: the counts and the first one."""
+        return dict(self.counts.get("nesting", {}), first=self.nesting_first)
+
+
+def in_memory(trace: Trace, platform: Platform | None, options: RunOptions,
+              progress: Callable[[int], None] | None = None,
+              phase: Callable[[str], None] | None = None) -> Run:
+    """match -> (fit) -> compensate -> verify of a whole trace in memory. ``phase``
+    hears what a long step is doing, ``progress`` the engine's records done."""
+    if phase:
+        phase(f"matching {trace.record_count:,} records ...")
+    matching = match(trace, eager_limit=options.eager_limit, strict=options.strict)
+    plat = platform or Platform(0.0)
+    outcome = None
+    if options.fits:  # R2f: fit the network to the observed transfers
+        from compensate.engine.fit import try_fit
+        if phase:
+            phase("fitting the network to the observed transfers ...")
+        outcome = try_fit(trace, matching, plat)
+    result, _ = run_segment(Segment.whole(trace), WHOLE, plat, options.engine_options(outcome),
+                            None, lambda _: matching, progress)
+    return whole_run(trace, result, outcome)
+
+
+def whole_run(trace: Trace, result: SegmentResult, outcome: FitOutcome | None) -> Run:
+    """The :class:`Run` of a whole trace evaluated as one segment."""
+    run = Run(fit=outcome, matching=result.matching, records=trace.record_count,
+              locations=len(trace.events), resolution=trace.definitions.timer_resolution)
+    run.add(result)
+    run.stats.records, run.stats.locations = run.records, run.locations
+    run.trace = trace.with_times(result.times.times, result.times.sizes)
+    for loc, ev in trace.events.items():
+        run.spans(ev.time, result.times.written.get(loc, ev.time))
+    run.nesting_first = result.matching.nesting_first
+    return run
+
+
+def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
+             options: RunOptions, source: str = "", cuts: list | None = None,
+             segments: list | None = None, group: int = 1) -> FitOutcome:
+    """``--bound fitted``, first pass: observe the transfers segment by segment and fit.
+
+    The outcome's ``links`` are the least latency per kind of thread, device and
+    RMA link over all segments: the second pass must be given them, else each
+    segment would time its links by its own and the result would depend on the cuts.
+    ``cuts``, a list, receives the cutter's attempts (:func:`streamed` given them and
+    the same chunks cuts the same segments without searching again); ``segments``,
+    a list, each segment's ``(cut, records)``; ``group``: chunks ``group`` times
+    smaller, a cut looked for after every ``group``-th (the same segments)."""
+    sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
+    observed: list[Observations] = []
+    t0: int | None = None
+    for seg, cut in _grouped(cutter, chunks, group):
+        if segments is not None:
+            segments.append((cut, sum(len(ev) for ev in seg.values())))
+        if t0 is None:  # the engine's origin of times (streamed's)
+            t0 = min(int(ev.time[0]) for ev in seg.values())
+        trace, mtrace, _ = sg.traces(seg)
+        matching = sg.match(mtrace)
+        observed.append(observe_transfers(trace, matching, platform, t0=t0))
+        sg.advance(seg, None, None, matching)
+        seg = trace = mtrace = matching = None
+        release_memory()
+    if cuts is not None:
+        cuts[:] = cutter.attempts
+    return outcome_of(Observations.concat(observed), 1.0 / defs.timer_resolution,
+                      platform.network)
+
+
+def _grouped(cutter: Cutter, chunks: Iterable[dict[int, Events]], group: int
+             ) -> Iterator[tuple[dict[int, Events], int | None]]:
+    """The segments of ``chunks`` and the cut each ends at (None: the rest), the
+    cutter looking for a cut after every ``group``-th chunk."""
+    k = 0
+    for k, chunk in enumerate(chunks, 1):
+        for seg in cutter.add(chunk, cut=k % group == 0):
+            yield seg, cutter.last_cut
+    if k % group:  # the last one-process chunk, shorter: its look for a cut
+        for seg in cutter.add({}):
+            yield seg, cutter.last_cut
+    rest = cutter.rest()
+    if rest:
+        yield rest, None
+
+
+def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
+             options: RunOptions, write: Callable[[int, Events], None], *,
+             outcome: FitOutcome | None = None, source: str = "",
+             progress: Callable[[int], None] | None = None,
+             advance: Callable[[int], None] | None = None,
+             cuts: list | None = None) -> Run:
+    """Compensate the records of ``chunks`` segment by segment and hand each
+    location's output records to ``write(location, events)`` in order.
+
+    ``advance(time)`` gets, before each segment, a watermark: no location handed
+    nothing yet will be handed a record earlier than ``time``. ``cuts``: the cut
+    attempts :func:`fit_pass` recorded over the same chunks (the same segments,
+    NotStreamable if the chunks are not the same). Nothing is passed to ``write``
+    for a segment that fails verification: the run stops there. Raises
+    NotStreamable / SegmentError where the in-memory path must run instead."""
+    sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts)
+    eopts = options.engine_options(outcome)
+    run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0)
+    for seg in cut_segments(cutter, chunks):
+        n_seg = sum(len(ev) for ev in seg.values())
+        start = min(int(ev.time[0]) for ev in seg.values())
+        if sg.t0 is None:
+            sg.t0 = start
+        if advance is not None:
+            advance(sg.watermark(cutter, seg, start))
+        if not _stream_segment(sg, seg, n_seg, WHOLE, platform, eopts, run, write):
+            return run
+        if progress:
+            progress(run.records)
+    run.stats.records = run.records
+    run.locations = run.stats.locations = len(defs.locations)  # as in memory: all defined
+    run.nesting_first = sg.nesting_first
+    return run
+
+
+def _stream_segment(sg: Segmenter, seg: dict[int, Events], n_seg: int, share: Share,
+                    platform: Platform, eopts, run: Run,
+                    write: Callable[[int, Events], None]) -> bool:
+    """One streamed segment: run it, add it to ``run``, write it and carry its
+    context on; False where it failed verification (nothing written)."""
+    segment = sg.segment(seg)
+    result, _ = run_segment(segment, share, platform, eopts, sg.t0, sg.match,
+                            errors=SegmentError)
+    run.segments += 1
+    run.largest_segment = max(run.largest_segment, n_seg)
+    run.add(result)
+    if result.verification is not None and not result.verification.ok:
+        return False
+    for loc, ev in output_events(segment, list(result.times.written), result.times).items():
+        write(loc, ev)
+        run.spans(seg[loc].time, result.times.written[loc])
+    run.records += n_seg
+    sg.advance(seg, result.times.values, result.times.written, result.matching)
+    del segment, result
+    release_memory()
+    return True
