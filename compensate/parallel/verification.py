@@ -39,13 +39,13 @@ from compensate.parallel.transport import Transport
 from compensate.parallel.trim import original, remap_text
 from compensate.verify import Verification, verify
 from compensate.verify.checks import CHECKS, _verify_messages
+from compensate.verify.result import COUNTERS
 
 #: the time of a ghost record verification did not ask for
 UNREAD = np.iinfo(np.int64).max
 
-#: the counted fields of :class:`Verification`
-COUNTS = ("order", "messages", "collectives", "threads", "devices", "rma", "metrics",
-          "partitioned")
+#: the counted fields of :class:`Verification` (its counter fields, in their order)
+COUNTS = COUNTERS
 
 
 def remote_reads(matching: Matching, own: set[int]) -> dict[int, np.ndarray]:

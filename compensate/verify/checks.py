@@ -2,12 +2,11 @@
 
 Run on every output, independently of how the times were computed: a violation
 is a bug in the engine, never something to write out. :data:`CHECKS` is the table
-of invariants, one per dependency family.
+of invariants, one per dependency family; what they find is a
+:class:`~compensate.verify.result.Verification`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,70 +15,11 @@ from compensate.matching.collectives import N_TO_ONE, ONE_TO_N
 from compensate.model import Trace
 from compensate.verify.coverage import carried_local_only
 from compensate.verify.partitioned import verify_partitioned
+from compensate.verify.result import COUNTERS, COVERS, Verification, combine, note
 from compensate.verify.rma import verify_rma
 from compensate.verify.tasks import task_violations
 
-
-@dataclass
-class Verification:
-    order: int = 0  # records earlier than their predecessor on the same location
-    messages: int = 0  # receives not strictly after their send
-    collectives: int = 0  # collective exits before an enter they depend on
-    threads: int = 0  # thread records not strictly after a record they wait for
-    devices: int = 0  # kernels not after their launch, synchronizes not after the kernel
-    rma: int = 0  # fences, post/start/complete/wait, locks, transfers (compensate.verify.rma)
-    metrics: int = 0  # METRIC samples outside their reference records (needs measured)
-    partitioned: int = 0  # MPI-4 partitioned: Parrived/completions before a Pready
-    examples: list[str] = field(default_factory=list)
-    #: records no dependency rule looked at, by kind (:mod:`compensate.verify.coverage`)
-    carried_local_only: dict[str, int] = field(default_factory=dict)
-    #: the locations whose dependent ends this verification checks (None: all); the
-    #: distributed run's ranks each check their own (compensate/parallel/verification.py)
-    own: set[int] | None = field(default=None, compare=False, repr=False)
-    #: each example's place in the one-process order ((check, ...) tuples), by which
-    #: the ranks' examples are merged
-    keys: list[tuple] = field(default_factory=list, compare=False, repr=False)
-    _check: int = field(default=0, compare=False, repr=False)
-
-    def owns(self, loc: int) -> bool:
-        """Whether the record of location ``loc`` at a dependency's dependent end is
-        this verification's to check."""
-        return self.own is None or loc in self.own
-
-    @property
-    def violations(self) -> int:
-        return (self.order + self.messages + self.collectives + self.threads + self.devices
-                + self.metrics + self.partitioned + self.rma)
-
-    @property
-    def ok(self) -> bool:
-        return self.violations == 0
-
-    @property
-    def local_only_records(self) -> int:
-        return sum(self.carried_local_only.values())
-
-    def to_dict(self) -> dict:
-        return {"ok": self.ok, "violations": self.violations, "order": self.order,
-                "messages": self.messages, "collectives": self.collectives,
-                "threads": self.threads, "devices": self.devices, "rma": self.rma,
-                "metrics": self.metrics, "partitioned": self.partitioned,
-                "examples": self.examples[:10],
-                "covers": COVERS,
-                "carried_local_only": dict(sorted(self.carried_local_only.items())),
-                "carried_local_only_records": self.local_only_records}
-
-
-#: What "verified" checks (``Verification.to_dict()["covers"]``).
-COVERS = ["per-location order", "point-to-point messages", "synchronous sends",
-          "collectives", "nonblocking collectives",
-          "thread fork/join, OpenMP barriers, locks and create/join",
-          "OpenMP tasks: create before switch and complete, completes before the "
-          "barrier or taskwait that waited for them",
-          "kernel launch and synchronize on accelerator streams",
-          "METRIC samples against their process",
-          "MPI-4 partitioned Pready -> Parrived and completions",
-          "MPI one-sided: fences, post/start/complete/wait, passive-target locks, transfers"]
+__all__ = ["CHECKS", "COUNTERS", "COVERS", "Verification", "combine", "verify"]
 
 
 def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
@@ -112,14 +52,6 @@ def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
     return v
 
 
-def _note(v: Verification, msg: str, key: tuple = ()) -> None:
-    """Keep ``msg`` among the first ten examples; ``key``: its place in the check's
-    one-process order (the check's number is prefixed)."""
-    if len(v.examples) < 10:
-        v.examples.append(msg)
-        v.keys.append((v._check, *key))
-
-
 def _verify_order(trace: Trace, matching: Matching, v: Verification) -> None:
     """Timestamps non-decreasing per location, in the original record order."""
     for n, (loc, ev) in enumerate(trace.events.items()):
@@ -127,7 +59,7 @@ def _verify_order(trace: Trace, matching: Matching, v: Verification) -> None:
             bad = np.flatnonzero(np.diff(ev.time) < 0)
             v.order += int(bad.size)
             if bad.size:
-                _note(v, f"location {loc}, record {int(bad[0]) + 1}: earlier than its "
+                note(v, f"location {loc}, record {int(bad[0]) + 1}: earlier than its "
                          f"predecessor", (n,))
 
 
@@ -166,14 +98,14 @@ def _verify_collectives(trace: Trace, matching: Matching, v: Verification) -> No
             if late:
                 v.collectives += 1  # the example's key: exit member i, then j's place
                 q = p - next(k for k, pair in enumerate(pairs) if pair[0] == i)
-                _note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
+                note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
                      f"before the enter of location {inst.locs[j]}, record {inst.begin_idx[j]}",
                       (n, 0, i, q))
         waiting = set() if inst.nonblocking else {i for i, _ in pairs}
         for i in sorted(waiting):  # exits that wait (local ones may clamp)
             if ends[i] <= begins[i]:
                 v.collectives += 1
-                _note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
+                note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
                      f"not after its own enter (record {inst.begin_idx[i]})", (n, 1, i))
 
 
@@ -203,7 +135,7 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
     for j in bad[:10].tolist():
         what = ("probe not after the send of the message it found" if table.probe[j]
                 else "receive not after its send")
-        _note(v, f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: {what} "
+        note(v, f"location {ids[table.recv_li[j]]}, record {int(table.recv_idx[j])}: {what} "
              f"(location {ids[table.send_li[j]]}, record {int(table.send_idx[j])})", (0, j))
     # a synchronous send's call cannot end before the receive was posted (counted with
     # the messages)
@@ -214,7 +146,7 @@ def _verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
     early = sync[exit_t < post_t]
     v.messages += int(early.size)
     for j in early[:10].tolist():
-        _note(v, f"location {ids[table.send_li[j]]}, record {int(table.send_exit_idx[j])}: "
+        note(v, f"location {ids[table.send_li[j]]}, record {int(table.send_exit_idx[j])}: "
                  f"synchronous send returned before its receive was posted (location "
                  f"{ids[table.recv_li[j]]}, record {int(table.recv_post_idx[j])})", (1, j))
 
@@ -234,7 +166,7 @@ def _verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
         for m, (loc, t, e) in enumerate(zip(inst.locs, ev, inst.end_idx, strict=True)):
             if v.owns(loc) and t[e] < last:
                 v.threads += 1
-                _note(v, f"location {loc}, record {e}: left an OpenMP barrier before the "
+                note(v, f"location {loc}, record {e}: left an OpenMP barrier before the "
                          f"last member entered it (team {inst.comm})", (0, n, m))
     for n, sync in enumerate(matching.threads.syncs):
         loc, i = sync.recv
@@ -244,7 +176,7 @@ def _verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
         for m, (s_loc, s) in enumerate(sync.sends):
             if t <= trace.events[s_loc].time[s]:
                 v.threads += 1
-                _note(v, f"location {loc}, record {i}: thread {sync.kind} not after "
+                note(v, f"location {loc}, record {i}: thread {sync.kind} not after "
                          f"location {s_loc}, record {s}", (1, n, m))
 
 
@@ -263,7 +195,7 @@ def _verify_devices(trace: Trace, matching: Matching, v: Verification) -> None:
                 v.devices += 1
                 what = "kernel started before its launch" if sync.kind == "launch" else \
                     "synchronize returned before the device activity ended"
-                _note(v, f"location {loc}, record {i}: {what} (location {s_loc}, "
+                note(v, f"location {loc}, record {i}: {what} (location {s_loc}, "
                          f"record {s})", (n, m))
 
 
@@ -289,7 +221,7 @@ def _verify_metrics(trace: Trace, measured: Trace, v: Verification) -> None:
         v.metrics += int(bad.size)
         if bad.size:
             i = int(bad[0])
-            _note(v, f"location {loc}, record {i}: METRIC sample outside its process's "
+            note(v, f"location {loc}, record {i}: METRIC sample outside its process's "
                      f"records (location {ref}) around it", (n,))
 
 
@@ -299,7 +231,7 @@ def _verify_tasks(trace: Trace, matching: Matching, v: Verification) -> None:
     bad, notes = task_violations(trace, v.own)
     v.threads += bad
     for key, n in notes:
-        _note(v, n, key)
+        note(v, n, key)
 
 
 #: One check per dependency family, each independent of how the engine computed the
