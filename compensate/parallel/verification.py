@@ -38,7 +38,8 @@ from compensate.model import Trace
 from compensate.parallel.transport import Transport
 from compensate.parallel.trim import original, remap_text
 from compensate.verify import Verification, verify
-from compensate.verify.checks import CHECKS, _verify_messages
+from compensate.verify.checks import CHECKS
+from compensate.verify.messages import verify_messages
 from compensate.verify.result import COUNTERS
 
 #: the time of a ghost record verification did not ask for
@@ -176,7 +177,7 @@ def _portable(v: Verification, matching: Matching | None = None, trace: Trace | 
 
 
 #: the number of the message check in :data:`compensate.verify.checks.CHECKS`
-MESSAGE_CHECK = CHECKS.index(_verify_messages)
+MESSAGE_CHECK = CHECKS.index(verify_messages)
 
 
 def message_key(matching: Matching, trace: Trace, index: dict[int, np.ndarray],

@@ -19,9 +19,10 @@ from __future__ import annotations
 from compensate.matching import Matching
 from compensate.matching.partitioned import overlap
 from compensate.model import Trace
+from compensate.verify.result import Verification, note
 
 
-def verify_partitioned(trace: Trace, matching: Matching, v: object) -> None:
+def verify_partitioned(trace: Trace, matching: Matching, v: Verification) -> None:
     """Add the violations of the invariants above to ``v.partitioned`` (examples to
     ``v.examples``)."""
     for n, tr in enumerate(matching.partitioned.transfers):
@@ -59,10 +60,7 @@ def _early(recv_t: int, send_t: int, to_self: bool) -> bool:
     return recv_t < send_t if to_self else recv_t <= send_t
 
 
-def _bad(v: object, loc: int, i: int, what: str, s_loc: int, s: int,
+def _bad(v: Verification, loc: int, i: int, what: str, s_loc: int, s: int,
          key: tuple = ()) -> None:
     v.partitioned += 1
-    if len(v.examples) < 10:
-        v.examples.append(f"location {loc}, record {i}: {what} (location {s_loc}, "
-                          f"record {s})")
-        v.keys.append((v._check, *key))
+    note(v, f"location {loc}, record {i}: {what} (location {s_loc}, record {s})", key)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from compensate.matching import Matching
 from compensate.model import Trace
+from compensate.verify.result import Verification, note
 
 #: what a violated link means, by link kind
 _WHAT = {
@@ -25,7 +26,7 @@ _WHAT = {
 }
 
 
-def verify_rma(trace: Trace, matching: Matching, v) -> None:
+def verify_rma(trace: Trace, matching: Matching, v: Verification) -> None:
     """Count RMA violations in ``v.rma`` (examples in ``v.examples``)."""
     deps = matching.rma
     for n, inst in enumerate(deps.collectives):
@@ -37,8 +38,8 @@ def verify_rma(trace: Trace, matching: Matching, v) -> None:
                 zip(inst.locs, ev, inst.begin_idx, inst.end_idx, strict=True)):
             if v.owns(loc) and t[e] < last or (e != b and t[e] <= t[b]):
                 v.rma += 1
-                _note(v, f"location {loc}, record {e}: left a fence (window {inst.comm}) "
-                         f"before the last member entered it", (0, n, m))
+                note(v, f"location {loc}, record {e}: left a fence (window {inst.comm}) "
+                        f"before the last member entered it", (0, n, m))
     for n, link in enumerate(deps.links):
         loc, i = link.recv
         if not v.owns(loc):  # a waiting record on another rank's location
@@ -47,18 +48,12 @@ def verify_rma(trace: Trace, matching: Matching, v) -> None:
         for m, (s_loc, s, _, _) in enumerate(link.deposits):  # happened before via the release
             if s_loc != loc and t <= trace.events[s_loc].time[s]:
                 v.rma += 1
-                _note(v, f"location {loc}, record {i}: {_WHAT['deposit']} (location "
-                         f"{s_loc}, record {s})", (1, n, 0, m))
+                note(v, f"location {loc}, record {i}: {_WHAT['deposit']} (location "
+                        f"{s_loc}, record {s})", (1, n, 0, m))
         for m, ((s_loc, s), ref) in enumerate(zip(link.sends, link.ref, strict=True)):
             if ref or (s_loc == loc and s < i):
                 continue  # a reference, or ordered by the location itself
             if t <= trace.events[s_loc].time[s]:
                 v.rma += 1
-                _note(v, f"location {loc}, record {i}: {_WHAT[link.kind]} (location "
-                         f"{s_loc}, record {s})", (1, n, 1, m))
-
-
-def _note(v, msg: str, key: tuple = ()) -> None:
-    if len(v.examples) < 10:
-        v.examples.append(msg)
-        v.keys.append((v._check, *key))
+                note(v, f"location {loc}, record {i}: {_WHAT[link.kind]} (location "
+                        f"{s_loc}, record {s})", (1, n, 1, m))
