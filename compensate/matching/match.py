@@ -505,9 +505,6 @@ def match_rma_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: i
     result.rma = match_rma(trace)
 
 
-#: What :func:`match` links, one matcher per family of records, each filling its
-#: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
-#: handler in :mod:`compensate.engine.kinds`).
 def match_partitioned_ops(trace: Trace, structure: dict, posting: dict,
                           eager_limit: int | None, result: Matching) -> None:
     """MPI-4 partitioned point-to-point (Pready -> Parrived or the receive's
@@ -515,6 +512,11 @@ def match_partitioned_ops(trace: Trace, structure: dict, posting: dict,
     result.partitioned = match_partitioned(trace)
 
 
+#: What :func:`match` links, one matcher per family of records, each filling its
+#: part of the :class:`Matching`, in the order of the families of
+#: :mod:`compensate.families`, whose ``MATCHERS`` must equal this (that registry
+#: imports these functions, so this module cannot take the table from it; a new
+#: kind of dependency adds its matcher here and its entry there).
 MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs,
             match_partitioned_ops, match_rma_syncs)
 

@@ -1,10 +1,16 @@
 """Happened-before checks (docs/design.md R7) on a trace about to be written.
 
 Run on every output, independently of how the times were computed: a violation
-is a bug in the engine, never something to write out. :data:`CHECKS` is the table
-of invariants, one per dependency family, each in a module of this package
-(:mod:`~compensate.verify.order`, :mod:`~compensate.verify.messages`, ...); what
-they find is a :class:`~compensate.verify.result.Verification`.
+is a bug in the engine, never something to write out. :func:`verify` runs every
+dependency family's invariant, in the order of
+:data:`compensate.families.CHECKS` (one per family of the registry that has its
+own; the invariants live in this package, one module per family:
+:mod:`~compensate.verify.order`, :mod:`~compensate.verify.messages`, ...); each
+adds its violations to its family's counter of
+:class:`~compensate.verify.result.Verification`.
+
+The registry is imported when :func:`verify` runs, not with this module: it imports
+the invariant modules, and so this package.
 """
 
 from __future__ import annotations
@@ -13,19 +19,10 @@ import numpy as np
 
 from compensate.matching import Matching
 from compensate.model import Trace
-from compensate.verify.collectives import verify_collectives
 from compensate.verify.coverage import carried_local_only
-from compensate.verify.devices import verify_devices
-from compensate.verify.messages import verify_messages
-from compensate.verify.metrics import verify_metrics
-from compensate.verify.order import verify_order
-from compensate.verify.partitioned import verify_partitioned
 from compensate.verify.result import COUNTERS, COVERS, Verification, combine
-from compensate.verify.rma import verify_rma
-from compensate.verify.tasks import verify_tasks
-from compensate.verify.threads import verify_threads
 
-__all__ = ["CHECKS", "COUNTERS", "COVERS", "Verification", "combine", "verify"]
+__all__ = ["COUNTERS", "COVERS", "Verification", "combine", "verify"]
 
 
 def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
@@ -37,14 +34,20 @@ def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
     check only the dependencies whose dependent end (the record that must come
     after) is on one of these locations, and count only their records (a rank of the
     distributed run; ``trace`` then needs the right times only of those locations and
-    of the records their dependencies read: compensate/parallel/verification.py)."""
+    of the records their dependencies read: compensate/parallel/verification.py).
+
+    Each example's key starts with the number of its check: its place in
+    :data:`~compensate.families.CHECKS`, then :data:`~compensate.families.MEASURED_CHECKS`."""
+    from compensate.families import CHECKS, MEASURED_CHECKS  # (module docstring)
+
     v = Verification(own=own)
     for k, check in enumerate(CHECKS):
         v._check = k
         check(trace, matching, v)
     if measured is not None:
-        v._check = len(CHECKS)
-        verify_metrics(trace, measured, v)
+        for k, measured_check in enumerate(MEASURED_CHECKS, len(CHECKS)):
+            v._check = k
+            measured_check(trace, measured, v)
     t = matching.table
     tied = {}
     if len(t) and t.probe.any():
@@ -56,9 +59,3 @@ def verify(trace: Trace, matching: Matching, measured: Trace | None = None,
             loc: ev for loc, ev in trace.events.items() if loc in own}, trace.source), skip,
         tied)
     return v
-
-
-#: One check per dependency family, each independent of how the engine computed the
-#: times (a new dependency kind adds its invariant here, in a module of its own).
-CHECKS = (verify_order, verify_messages, verify_collectives, verify_threads,
-          verify_devices, verify_tasks, verify_partitioned, verify_rma)

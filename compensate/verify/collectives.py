@@ -1,8 +1,10 @@
 """The collective invariants of R7 (R3-R5: n-to-n, 1-to-n, n-to-1, scans, handle
 creation and freeing, their nonblocking forms), checked over the instances of
-:mod:`compensate.matching.collectives`."""
+:mod:`compensate.matching.collectives`, and what they read of other locations."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from compensate.matching import Matching, needed_members
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, Instance
@@ -61,3 +63,12 @@ def _pairs(inst: Instance, begins: list, v: Verification) -> list[tuple[int, int
         elif needed:
             pairs.append((i, max(needed, key=begins.__getitem__)))
     return pairs
+
+
+def collective_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
+    """``(location, record indices)`` that :func:`verify_collectives` reads of other
+    locations: every member's begin of an instance with a member in ``own``."""
+    for inst in matching.instances:
+        if any(loc in own for loc in inst.locs):
+            for loc, b in zip(inst.locs, inst.begin_idx, strict=True):
+                yield loc, [b]

@@ -1,7 +1,9 @@
 """The accelerator invariants of R7 (R9), checked over the links of
-:mod:`compensate.matching.devices`."""
+:mod:`compensate.matching.devices`, and what they read of other locations."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from compensate.matching import Matching
 from compensate.model import Trace
@@ -26,3 +28,13 @@ def verify_devices(trace: Trace, matching: Matching, v: Verification) -> None:
                     "synchronize returned before the device activity ended"
                 note(v, f"location {loc}, record {i}: {what} (location {s_loc}, "
                         f"record {s})", (n, m))
+
+
+def device_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
+    """``(location, record indices)`` that :func:`verify_devices` reads of other
+    locations: the sends (launch, device Leave) of the links whose waiting record is
+    in ``own``."""
+    for sync in matching.devices.syncs:
+        if sync.recv[0] in own:
+            for s_loc, s in sync.sends:
+                yield s_loc, [s]

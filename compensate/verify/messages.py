@@ -1,8 +1,10 @@
 """The point-to-point invariants of R7 (messages, synchronous sends and the probes
 that found a message), checked over the message table of
-:mod:`compensate.matching.p2p`."""
+:mod:`compensate.matching.p2p`, and what they read of other locations."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -51,3 +53,22 @@ def verify_messages(trace: Trace, matching: Matching, v: Verification) -> None:
         note(v, f"location {ids[table.send_li[j]]}, record {int(table.send_exit_idx[j])}: "
                 f"synchronous send returned before its receive was posted (location "
                 f"{ids[table.recv_li[j]]}, record {int(table.recv_post_idx[j])})", (1, j))
+
+
+def message_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, np.ndarray]]:
+    """``(location, record indices)`` that :func:`verify_messages` reads of
+    locations not in ``own`` when it checks the dependencies whose dependent end is
+    in ``own``: a message's (or a probe's) send, and, for a synchronous send whose
+    call is in ``own``, the posting of its receive."""
+    t = matching.table
+    if not len(t):
+        return
+    ids = t.loc_ids
+    mine = np.array([loc in own for loc in ids], dtype=bool)
+    rows = np.flatnonzero(mine[t.recv_li] & ~mine[t.send_li])
+    for li in np.unique(t.send_li[rows]).tolist():
+        yield ids[li], t.send_idx[rows[t.send_li[rows] == li]]
+    sync = np.flatnonzero(t.synchronous & (t.recv_post_idx >= 0) & mine[t.send_li]
+                          & ~mine[t.recv_li])
+    for li in np.unique(t.recv_li[sync]).tolist():
+        yield ids[li], t.recv_post_idx[sync[t.recv_li[sync] == li]]

@@ -16,6 +16,8 @@ and the output's times only, independently of the rules that computed them:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from compensate.matching import Matching
 from compensate.matching.partitioned import overlap
 from compensate.model import Trace
@@ -64,3 +66,12 @@ def _bad(v: Verification, loc: int, i: int, what: str, s_loc: int, s: int,
          key: tuple = ()) -> None:
     v.partitioned += 1
     note(v, f"location {loc}, record {i}: {what} (location {s_loc}, record {s})", key)
+
+
+def partitioned_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
+    """``(location, record indices)`` that :func:`verify_partitioned` reads of other
+    locations: the Preadys of a round whose receive is in ``own`` (a send's
+    completion is checked against Preadys of its own location)."""
+    for tr in matching.partitioned.transfers:
+        if tr.recv_op.loc in own:
+            yield tr.send_op.loc, [x for x in tr.send_round.marks if x >= 0]

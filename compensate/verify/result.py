@@ -8,13 +8,13 @@ stream segments, two ranks' parts) combine (``"combine"``: a function
 combined), and a counter also says so (``"counter": True``). :data:`COUNTERS`,
 :attr:`Verification.violations`, :meth:`Verification.to_dict` and
 :meth:`Verification.add` read those instead of listing the counters by hand: a
-family's new counter is one field here, and cannot be left out of a sum (a
-streamed run's sum once left out ``rma``, so an RMA violation ended in
-"verified").
+family's new counter is one field here (which its entry in
+:mod:`compensate.families` names), and cannot be left out of a sum (a streamed
+run's sum once left out ``rma``, so an RMA violation ended in "verified").
 
 Kept apart from :mod:`compensate.verify.checks` (which runs the invariants) so that
-the invariant modules can import it without importing the module that imports
-them.
+the invariant modules, which :mod:`compensate.families` imports, can import it
+without importing the module that imports the registry.
 """
 
 from __future__ import annotations

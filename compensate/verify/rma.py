@@ -11,6 +11,8 @@ ends. Each waiting record strictly after what it waits for
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from compensate.matching import Matching
 from compensate.model import Trace
 from compensate.verify.result import Verification, note
@@ -57,3 +59,21 @@ def verify_rma(trace: Trace, matching: Matching, v: Verification) -> None:
                 v.rma += 1
                 note(v, f"location {loc}, record {i}: {_WHAT[link.kind]} (location "
                         f"{s_loc}, record {s})", (1, n, 1, m))
+
+
+def rma_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
+    """``(location, record indices)`` that :func:`verify_rma` reads of other
+    locations: every member's begin of a synchronising fence with a member in
+    ``own``; of the links whose waiting record is in ``own``, the deposits of a lock
+    grant and the sends that are not references."""
+    for inst in matching.rma.collectives:
+        if inst.synchronising and any(loc in own for loc in inst.locs):
+            for loc, b in zip(inst.locs, inst.begin_idx, strict=True):
+                yield loc, [b]
+    for link in matching.rma.links:
+        if link.recv[0] in own:
+            for s_loc, s, _, _ in link.deposits:
+                yield s_loc, [s]
+            for (s_loc, s), ref in zip(link.sends, link.ref, strict=True):
+                if not ref:
+                    yield s_loc, [s]

@@ -1,9 +1,12 @@
 """The thread invariants of R7 (R8: OpenMP fork/join and barriers, locks, Pthreads
 create/join, and the task links of :mod:`compensate.matching.tasks`: a task's first
 switch after its create, a barrier or taskwait after the completes it waited for),
-checked over :class:`compensate.matching.threads.ThreadDeps`."""
+checked over :class:`compensate.matching.threads.ThreadDeps`, and what they read of
+other locations."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from compensate.matching import Matching
 from compensate.model import Trace
@@ -37,3 +40,18 @@ def verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
                 v.threads += 1
                 note(v, f"location {loc}, record {i}: thread {sync.kind} not after "
                         f"location {s_loc}, record {s}", (1, n, m))
+
+
+def thread_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
+    """``(location, record indices)`` that :func:`verify_threads` reads of other
+    locations: every member's begin of an OpenMP barrier with a member in ``own``,
+    and the sends of the links (locks and task links included) whose waiting record
+    is in ``own``."""
+    for inst in matching.threads.barriers:
+        if any(loc in own for loc in inst.locs):
+            for loc, b in zip(inst.locs, inst.begin_idx, strict=True):
+                yield loc, [b]
+    for sync in matching.threads.syncs:
+        if sync.recv[0] in own:
+            for s_loc, s in sync.sends:
+                yield s_loc, [s]

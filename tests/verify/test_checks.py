@@ -5,10 +5,10 @@ hand, and names the record; unbroken traces pass."""
 import numpy as np
 import pytest
 
+from compensate.families import CHECKS
 from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.verify import verify
-from compensate.verify.checks import CHECKS
 
 from ..conftest import CASES
 
