@@ -1,13 +1,17 @@
 """The package layout (issue #14): no import circles, large modules justified, one
-handler per dependency kind, and a README layout section that matches the tree."""
+handler per dependency kind, every handler and invariant module a family's (the
+registry, compensate/families.py; tests/test_families.py checks its entries), and a
+README layout section that matches the tree."""
 
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
 from compensate.engine.kinds import COLLECTIVE_KINDS, MESSAGE_KINDS
+from compensate.families import FAMILIES, Rows
 from compensate.matching.collectives import COLLECTIVE_CLASSES, N_TO_N
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,6 +124,20 @@ def test_handler_modules_document_their_kind():
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         if path.name != "__init__.py":
             assert "Matching:" in doc, path.name
+
+
+def test_every_handler_and_invariant_module_belongs_to_a_family():
+    """A module of the engine's handler table or of the verifier's invariants that
+    no family of compensate/families.py names is a family left out of the registry
+    (the verifier's other modules: running the checks, their result, coverage)."""
+    handlers = {m.__name__.rpartition(".")[2] for f in FAMILIES if isinstance(f.rules, Rows)
+                for m in f.rules.modules}
+    assert handlers == {p.stem for p in (ROOT / "compensate" / "engine" / "kinds").glob("*.py")
+                        if p.name != "__init__.py"}
+    invariants = {inspect.getmodule(f.check).__name__.rpartition(".")[2] for f in FAMILIES
+                  if callable(f.check)}
+    assert invariants == {p.stem for p in (ROOT / "compensate" / "verify").glob("*.py")} - {
+        "__init__", "checks", "result", "coverage"}
 
 
 def test_readme_layout_matches_tree():

@@ -319,7 +319,7 @@ def check_structure(trace: Trace, loc: int, ev: Events,
     return nest.before, nest.enters, nest.leaves
 
 
-def _posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
+def posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
     """For one location: {MpiIrecv/NonBlockingCollectiveComplete index: index of the
     request record that posted it}, and the indices of cancelled MpiIsend /
     MpiIrecvRequest records. Request ids are reused once a request completes, so the
@@ -375,7 +375,7 @@ def match(trace: Trace, eager_limit: int | None = None, strict: bool = False) ->
             if first is None or key < first[0]:
                 first = (key, {"file": trace.source, "location": loc, "index": i,
                                "time": int(ev.time[i]), "problem": what})
-        posting[loc] = _posting_records(trace, loc, ev)
+        posting[loc] = posting_records(trace, loc, ev)
         result.cancelled_requests += len(posting[loc][1])
     result.nesting_first = first[1] if first else None
     _refuse_inter_communicators(trace)
@@ -505,9 +505,6 @@ def match_rma_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: i
     result.rma = match_rma(trace)
 
 
-#: What :func:`match` links, one matcher per family of records, each filling its
-#: part of the :class:`Matching` (a new kind of dependency adds a matcher here and a
-#: handler in :mod:`compensate.engine.kinds`).
 def match_partitioned_ops(trace: Trace, structure: dict, posting: dict,
                           eager_limit: int | None, result: Matching) -> None:
     """MPI-4 partitioned point-to-point (Pready -> Parrived or the receive's
@@ -515,6 +512,11 @@ def match_partitioned_ops(trace: Trace, structure: dict, posting: dict,
     result.partitioned = match_partitioned(trace)
 
 
+#: What :func:`match` links, one matcher per family of records, each filling its
+#: part of the :class:`Matching`, in the order of the families of
+#: :mod:`compensate.families`, whose ``MATCHERS`` must equal this (that registry
+#: imports these functions, so this module cannot take the table from it; a new
+#: kind of dependency adds its matcher here and its entry there).
 MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs,
             match_partitioned_ops, match_rma_syncs)
 

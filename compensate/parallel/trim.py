@@ -53,7 +53,7 @@ import numpy as np
 
 from compensate.matching import Matching
 from compensate.matching.devices import DEP_KINDS, PARAM
-from compensate.matching.match import _posting_records, nesting
+from compensate.matching.match import nesting, posting_records
 from compensate.matching.p2p import closing_leaves, enclosing_enters, members_of
 from compensate.model import (
     COLL_BEGIN,
@@ -256,7 +256,7 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
         sends = np.flatnonzero((ev.kind == SEND) | (ev.kind == ISEND))
         if not sends.size:
             continue
-        cancelled = _posting_records(trace, loc, ev)[1] if np.any(ev.kind == ISEND) else ()
+        cancelled = posting_records(trace, loc, ev)[1] if np.any(ev.kind == ISEND) else ()
         n = sends.size - int(np.count_nonzero(np.isin(sends, list(cancelled))))
         unmatched += n - int(from_li[pos[loc]]) if loc in pos else n
     out["unmatched_sends"] = unmatched

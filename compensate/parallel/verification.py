@@ -33,68 +33,34 @@ from typing import Any
 
 import numpy as np
 
+from compensate.families import BY_NAME, CHECKS, READS
 from compensate.matching import Matching
 from compensate.model import Trace
 from compensate.parallel.transport import Transport
 from compensate.parallel.trim import original, remap_text
 from compensate.verify import Verification, verify
-from compensate.verify.checks import CHECKS, _verify_messages
+from compensate.verify.result import COUNTERS
 
 #: the time of a ghost record verification did not ask for
 UNREAD = np.iinfo(np.int64).max
 
-#: the counted fields of :class:`Verification`
-COUNTS = ("order", "messages", "collectives", "threads", "devices", "rma", "metrics",
-          "partitioned")
+#: the counted fields of :class:`Verification` (its counter fields, in their order)
+COUNTS = COUNTERS
 
 
 def remote_reads(matching: Matching, own: set[int]) -> dict[int, np.ndarray]:
     """``{location: record indices}`` of the records of locations not in ``own``
     that the checks of :mod:`compensate.verify` read when they check the
-    dependencies whose dependent end is in ``own``: a message's send (and, for a
-    synchronous send whose call is local, the receive's posting); every member's
-    begin of a collective, OpenMP barrier or synchronising RMA fence with a local
-    member; the sends of thread, device and RMA links and the deposits of lock
-    grants whose waiting record is local; the Preadys of a partitioned round whose
-    receive is local. Per-location order, tasks and METRIC samples read only
-    their own process (the rank owns it whole)."""
+    dependencies whose dependent end is in ``own``: each family's part of it
+    (:data:`compensate.families.READS`; e.g. a message's send, every member's begin
+    of a collective with a local member, the sends of links whose waiting record is
+    local). Per-location order, tasks and METRIC samples read only their own
+    process (the rank owns it whole)."""
     reads: dict[int, list] = defaultdict(list)
-
-    def add(loc: int, idx) -> None:
-        if loc not in own:
-            reads[loc].append(idx)
-
-    t = matching.table
-    if len(t):
-        ids = t.loc_ids
-        mine = np.array([loc in own for loc in ids], dtype=bool)
-        rows = np.flatnonzero(mine[t.recv_li] & ~mine[t.send_li])
-        for li in np.unique(t.send_li[rows]).tolist():
-            reads[ids[li]].append(t.send_idx[rows[t.send_li[rows] == li]])
-        sync = np.flatnonzero(t.synchronous & (t.recv_post_idx >= 0) & mine[t.send_li]
-                              & ~mine[t.recv_li])
-        for li in np.unique(t.recv_li[sync]).tolist():
-            reads[ids[li]].append(t.recv_post_idx[sync[t.recv_li[sync] == li]])
-    groups = [matching.instances, matching.threads.barriers,
-              [x for x in matching.rma.collectives if x.synchronising]]
-    for inst in (x for g in groups for x in g):
-        if any(loc in own for loc in inst.locs):
-            for loc, b in zip(inst.locs, inst.begin_idx, strict=True):
-                add(loc, [b])
-    for sync in (*matching.threads.syncs, *matching.devices.syncs):
-        if sync.recv[0] in own:
-            for s_loc, s in sync.sends:
-                add(s_loc, [s])
-    for link in matching.rma.links:
-        if link.recv[0] in own:
-            for s_loc, s, _, _ in link.deposits:
-                add(s_loc, [s])
-            for (s_loc, s), ref in zip(link.sends, link.ref, strict=True):
-                if not ref:
-                    add(s_loc, [s])
-    for tr in matching.partitioned.transfers:
-        if tr.recv_op.loc in own:
-            add(tr.send_op.loc, [x for x in tr.send_round.marks if x >= 0])
+    for family_reads in READS:
+        for loc, idx in family_reads(matching, own):
+            if loc not in own:
+                reads[loc].append(idx)
     return {loc: np.unique(np.concatenate([np.asarray(x, dtype=np.int64).ravel()
                                            for x in parts]))
             for loc, parts in reads.items()}
@@ -175,8 +141,8 @@ def _portable(v: Verification, matching: Matching | None = None, trace: Trace | 
             "keys": keys, "carried": v.carried_local_only}
 
 
-#: the number of the message check in :data:`compensate.verify.checks.CHECKS`
-MESSAGE_CHECK = CHECKS.index(_verify_messages)
+#: the number of the message check in :data:`compensate.families.CHECKS`
+MESSAGE_CHECK = CHECKS.index(BY_NAME["message"].check)
 
 
 def message_key(matching: Matching, trace: Trace, index: dict[int, np.ndarray],

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from compensate.families import FAMILIES, Cut
 from compensate.matching import nesting
 from compensate.matching.devices import is_synchronize
 from compensate.matching.p2p import key_ids, members_of
@@ -37,7 +38,6 @@ from compensate.model import (
     MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
-    PINIT_KINDS,
     PROBE,
     RECV,
     REQUEST_CANCELLED,
@@ -57,14 +57,13 @@ def _kinds(*codes: int) -> np.ndarray:
     return table
 
 
-#: record kinds that open (+1) / close (-1) something no cut may fall inside, besides
-#: messages, MPI collectives and requests (see Cutter._steps)
-_OPENS = _kinds(KIND_CODE["ThreadFork"], KIND_CODE["ThreadCreate"], KIND_CODE["ThreadEnd"],
-                KIND_CODE["OmpFork"], KIND_CODE["RmaWinCreate"],
-                KIND_CODE["RmaCollectiveBegin"], *PINIT_KINDS)
-_CLOSES = _kinds(KIND_CODE["ThreadJoin"], KIND_CODE["ThreadBegin"], KIND_CODE["ThreadWait"],
-                 KIND_CODE["OmpJoin"], KIND_CODE["RmaWinDestroy"],
-                 KIND_CODE["RmaCollectiveEnd"])
+#: record kinds that open (+1) / close (-1) something no cut may fall inside, from
+#: the families' registry; messages, matched probes and MPI collectives are counted
+#: by Cutter._steps itself (in flight or not, a probe only once it took its message)
+_APART = ("message", "probe", "collective")
+_CUTS = [f.cut for f in FAMILIES if isinstance(f.cut, Cut) and f.name not in _APART]
+_OPENS = _kinds(*(KIND_CODE[k] for c in _CUTS for k in c.opens))
+_CLOSES = _kinds(*(KIND_CODE[k] for c in _CUTS for k in c.closes))
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
 #: messages sent / received, collectives completed (Cutter._aligned)

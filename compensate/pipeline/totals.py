@@ -2,7 +2,8 @@
 over its own fields, so that a field added to :class:`compensate.engine.Stats` or
 :class:`compensate.verify.Verification` is summed without anyone remembering to.
 
-A field says how its parts combine in its ``metadata["total"]``: ``"sum"``,
+A field says how its parts combine in its ``metadata["combine"]`` (a function of
+the two values, or None: not combined) or its ``metadata["total"]``: ``"sum"``,
 ``"max"``, ``"keyed"`` (per-key sums of a dict, nested dicts too), ``"first10"``
 (a list of examples, the first ten kept), ``"derived"`` (recomputed by the
 dataclass's ``derive()`` after the sum) or ``"none"`` (a part's own state, not
@@ -23,6 +24,11 @@ EXAMPLES = 10
 def add(total: Any, part: Any) -> None:
     """Add the result ``part`` into ``total`` (two instances of one dataclass)."""
     for f in fields(total):
+        if "combine" in f.metadata:  # a function of (total's, part's) value, or None
+            how = f.metadata["combine"]
+            if how is not None:
+                setattr(total, f.name, how(getattr(total, f.name), getattr(part, f.name)))
+            continue
         rule = f.metadata.get("total") or _default(f.name, getattr(total, f.name))
         if rule in ("none", "derived"):
             continue

@@ -33,7 +33,7 @@ from compensate.model import KIND_CODE, KIND_NAMES, METRIC, NONE, PROBE, Trace
 from compensate.rmarecords import fields_of, mpi_windows
 
 #: Record kinds whose dependencies the engine models and the verifier checks (a new
-#: dependency kind adds its records here with its invariant in ``CHECKS``).
+#: dependency kind adds its records here with its family in :mod:`compensate.families`).
 DEPENDENT = frozenset(KIND_CODE[k] for k in (
     "MpiSend", "MpiRecv", "MpiIsend", "MpiIsendComplete", "MpiIrecvRequest", "MpiIrecv",
     "MpiRequestTest", "MpiRequestCancelled", "MpiCollectiveBegin", "MpiCollectiveEnd",
@@ -43,7 +43,7 @@ DEPENDENT = frozenset(KIND_CODE[k] for k in (
     # local only) is the message's receive record; MpiMrecv, MpiImrecvRequest and
     # MpiImrecv are checked as the receive's posting and local successors
     "MpiProbe", "MpiMrecv", "MpiImrecvRequest", "MpiImrecv",
-    # thread synchronisation (compensate.matching.threads, verify.checks._verify_threads)
+    # thread synchronisation (compensate.matching.threads, verify.threads)
     "ThreadFork", "ThreadJoin", "ThreadTeamBegin", "ThreadTeamEnd", "ThreadAcquireLock",
     "ThreadReleaseLock", "ThreadCreate", "ThreadBegin", "ThreadEnd", "ThreadWait",
     # MPI-4 partitioned (compensate.matching.partitioned, verify.partitioned); an
@@ -70,7 +70,7 @@ LOCAL = frozenset(KIND_CODE[k] for k in (
     # completion inside its synchronisation call (R10)
     "RmaWinCreate", "RmaWinDestroy", "RmaOpCompleteBlocking", "RmaOpCompleteNonBlocking"))
 
-#: Record kinds on an accelerator stream that R9 looks at and ``_verify_devices``
+#: Record kinds on an accelerator stream that R9 looks at and ``verify_devices``
 #: checks: every Leave (against the host's synchronize calls), the callsite
 #: parameter, and an Enter only when that parameter follows it (a launched kernel;
 #: other device Enters are still counted as carried local only).
@@ -111,7 +111,7 @@ def carried_local_only(trace: Trace, skip: dict[int, int] | None = None,
             device += counts
             continue
         if where is not None and where.is_metric:
-            counts[METRIC] = 0  # mapped and checked (engine.metrics, checks._verify_metrics)
+            counts[METRIC] = 0  # mapped and checked (engine.metrics, verify.metrics)
         total += counts
         _device_window_records(trace, ev, p, counts, device_rma)
         # an MpiProbe with a message id (MPI_Mprobe/Improbe) is a message's receive

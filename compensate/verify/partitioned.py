@@ -16,12 +16,15 @@ and the output's times only, independently of the rules that computed them:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from compensate.matching import Matching
 from compensate.matching.partitioned import overlap
 from compensate.model import Trace
+from compensate.verify.result import Verification, note
 
 
-def verify_partitioned(trace: Trace, matching: Matching, v: object) -> None:
+def verify_partitioned(trace: Trace, matching: Matching, v: Verification) -> None:
     """Add the violations of the invariants above to ``v.partitioned`` (examples to
     ``v.examples``)."""
     for n, tr in enumerate(matching.partitioned.transfers):
@@ -59,10 +62,16 @@ def _early(recv_t: int, send_t: int, to_self: bool) -> bool:
     return recv_t < send_t if to_self else recv_t <= send_t
 
 
-def _bad(v: object, loc: int, i: int, what: str, s_loc: int, s: int,
+def _bad(v: Verification, loc: int, i: int, what: str, s_loc: int, s: int,
          key: tuple = ()) -> None:
     v.partitioned += 1
-    if len(v.examples) < 10:
-        v.examples.append(f"location {loc}, record {i}: {what} (location {s_loc}, "
-                          f"record {s})")
-        v.keys.append((v._check, *key))
+    note(v, f"location {loc}, record {i}: {what} (location {s_loc}, record {s})", key)
+
+
+def partitioned_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
+    """``(location, record indices)`` that :func:`verify_partitioned` reads of other
+    locations: the Preadys of a round whose receive is in ``own`` (a send's
+    completion is checked against Preadys of its own location)."""
+    for tr in matching.partitioned.transfers:
+        if tr.recv_op.loc in own:
+            yield tr.send_op.loc, [x for x in tr.send_round.marks if x >= 0]

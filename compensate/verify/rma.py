@@ -11,8 +11,11 @@ ends. Each waiting record strictly after what it waits for
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from compensate.matching import Matching
 from compensate.model import Trace
+from compensate.verify.result import Verification, note
 
 #: what a violated link means, by link kind
 _WHAT = {
@@ -25,7 +28,7 @@ _WHAT = {
 }
 
 
-def verify_rma(trace: Trace, matching: Matching, v) -> None:
+def verify_rma(trace: Trace, matching: Matching, v: Verification) -> None:
     """Count RMA violations in ``v.rma`` (examples in ``v.examples``)."""
     deps = matching.rma
     for n, inst in enumerate(deps.collectives):
@@ -37,8 +40,8 @@ def verify_rma(trace: Trace, matching: Matching, v) -> None:
                 zip(inst.locs, ev, inst.begin_idx, inst.end_idx, strict=True)):
             if v.owns(loc) and t[e] < last or (e != b and t[e] <= t[b]):
                 v.rma += 1
-                _note(v, f"location {loc}, record {e}: left a fence (window {inst.comm}) "
-                         f"before the last member entered it", (0, n, m))
+                note(v, f"location {loc}, record {e}: left a fence (window {inst.comm}) "
+                        f"before the last member entered it", (0, n, m))
     for n, link in enumerate(deps.links):
         loc, i = link.recv
         if not v.owns(loc):  # a waiting record on another rank's location
@@ -47,18 +50,30 @@ def verify_rma(trace: Trace, matching: Matching, v) -> None:
         for m, (s_loc, s, _, _) in enumerate(link.deposits):  # happened before via the release
             if s_loc != loc and t <= trace.events[s_loc].time[s]:
                 v.rma += 1
-                _note(v, f"location {loc}, record {i}: {_WHAT['deposit']} (location "
-                         f"{s_loc}, record {s})", (1, n, 0, m))
+                note(v, f"location {loc}, record {i}: {_WHAT['deposit']} (location "
+                        f"{s_loc}, record {s})", (1, n, 0, m))
         for m, ((s_loc, s), ref) in enumerate(zip(link.sends, link.ref, strict=True)):
             if ref or (s_loc == loc and s < i):
                 continue  # a reference, or ordered by the location itself
             if t <= trace.events[s_loc].time[s]:
                 v.rma += 1
-                _note(v, f"location {loc}, record {i}: {_WHAT[link.kind]} (location "
-                         f"{s_loc}, record {s})", (1, n, 1, m))
+                note(v, f"location {loc}, record {i}: {_WHAT[link.kind]} (location "
+                        f"{s_loc}, record {s})", (1, n, 1, m))
 
 
-def _note(v, msg: str, key: tuple = ()) -> None:
-    if len(v.examples) < 10:
-        v.examples.append(msg)
-        v.keys.append((v._check, *key))
+def rma_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
+    """``(location, record indices)`` that :func:`verify_rma` reads of other
+    locations: every member's begin of a synchronising fence with a member in
+    ``own``; of the links whose waiting record is in ``own``, the deposits of a lock
+    grant and the sends that are not references."""
+    for inst in matching.rma.collectives:
+        if inst.synchronising and any(loc in own for loc in inst.locs):
+            for loc, b in zip(inst.locs, inst.begin_idx, strict=True):
+                yield loc, [b]
+    for link in matching.rma.links:
+        if link.recv[0] in own:
+            for s_loc, s, _, _ in link.deposits:
+                yield s_loc, [s]
+            for (s_loc, s), ref in zip(link.sends, link.ref, strict=True):
+                if not ref:
+                    yield s_loc, [s]

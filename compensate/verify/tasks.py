@@ -5,7 +5,10 @@ task starts or ends before it was created. Every ``ThreadTaskSwitch`` and
 must follow a create of the same task (:func:`compensate.matching.tasks.task_key`):
 strictly later in time, or earlier in the same location's record order. The waits
 of barriers and taskwaits for task completes are links of the matching
-(``taskwait``) and checked with the other thread links (``_verify_threads``).
+(``taskwait``) and checked with the other thread links
+(:func:`compensate.verify.threads.verify_threads`). This invariant reads only the
+task's own process (a task never leaves it; a rank of the distributed run owns it
+whole).
 """
 
 from __future__ import annotations
@@ -14,8 +17,19 @@ from collections import defaultdict
 
 import numpy as np
 
+from compensate.matching import Matching
 from compensate.matching.tasks import CREATE, TASK_KINDS, task_key
 from compensate.model import Trace
+from compensate.verify.result import Verification, note
+
+
+def verify_tasks(trace: Trace, matching: Matching, v: Verification) -> None:
+    """Count in ``v.threads`` (the tasks' counter is the threads') the task switches
+    and completes that do not follow a create of their task."""
+    bad, notes = task_violations(trace, v.own)
+    v.threads += bad
+    for key, n in notes:
+        note(v, n, key)
 
 
 def task_violations(trace: Trace, own: set[int] | None = None

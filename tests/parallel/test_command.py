@@ -173,7 +173,6 @@ def _thread_command(tmp: Path, argv: list[str], ranks: int, streamed: bool = Fal
     from compensate.cli import compensate as cli
     from compensate.parallel import command
     from compensate.parallel.transport import run_threads
-
     from compensate.pipeline.options import Job
 
     args = cli.build_parser().parse_args(argv)

@@ -5,10 +5,10 @@ hand, and names the record; unbroken traces pass."""
 import numpy as np
 import pytest
 
+from compensate.families import CHECKS
 from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.verify import verify
-from compensate.verify.checks import CHECKS
 
 from ..conftest import CASES
 
@@ -27,9 +27,9 @@ def test_measured_cases_verify(path):
 
 
 def test_one_check_per_family():
-    assert [c.__name__ for c in CHECKS] == ["_verify_order", "_verify_messages",
-                                            "_verify_collectives", "_verify_threads",
-                                            "_verify_devices", "_verify_tasks",
+    assert [c.__name__ for c in CHECKS] == ["verify_order", "verify_messages",
+                                            "verify_collectives", "verify_threads",
+                                            "verify_devices", "verify_tasks",
                                             "verify_partitioned", "verify_rma"]
 
 

@@ -7,7 +7,9 @@ the dependent records (:mod:`compensate.engine.rules`); the module's docstring
 says which records depend on which and cites the rule of docs/design.md §3. A new
 kind of communication or synchronisation (threads, accelerators, RMA, partitioned
 messages) is a new matcher in :mod:`compensate.matching`, a new module here and a
-new row below, plus its invariant in :mod:`compensate.verify`.
+new row below, plus its invariant in :mod:`compensate.verify` and its entry in the
+registry of families, :mod:`compensate.families`, which names each family's rows
+here (and imports this table, so the table cannot be built from it).
 
 * :data:`MESSAGE_KINDS`: matched point-to-point messages (rows of
   :class:`~compensate.matching.MessageTable`), by protocol.
