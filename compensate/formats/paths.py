@@ -7,10 +7,11 @@ never half-written and never the input.
 * ``*.trace``: the text format (docs/trace-format.md), written to a temporary file
   and renamed.
 
-Outputs get the modes a plain ``open``/``mkdir`` would give (the umask applies),
-are never moved into place after SIGINT/SIGTERM (:mod:`compensate.interrupt`), and
-an OS error creating or moving them is an :class:`OutputError` that names the path
-and the reason.
+(The formats themselves, and what tells them apart here, are
+:mod:`compensate.formats.registry`'s.) Outputs get the modes a plain
+``open``/``mkdir`` would give (the umask applies), are never moved into place after
+SIGINT/SIGTERM (:mod:`compensate.interrupt`), and an OS error creating or moving
+them is an :class:`OutputError` that names the path and the reason.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from pathlib import Path
 from typing import IO
 
 import compensate.interrupt as interrupt
-from compensate.model import TraceError
-
-FORMATS = {".otf2": "otf2", ".trace": "text"}
+from compensate.formats.registry import Format, format_of
 
 
 class OutputError(Exception):
@@ -36,30 +35,20 @@ class OutputError(Exception):
 
 
 def trace_format(path: str | Path) -> str:
-    """'otf2' or 'text' from the file suffix; ValueError otherwise."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise ValueError(f"{path}: unknown trace format (use an OTF2 anchor file '*.otf2' "
-                         f"or a text trace '*.trace')")
-    return FORMATS[suffix]
+    """'otf2' or 'text' from the file suffix; ValueError otherwise (the name of
+    :func:`~compensate.formats.registry.format_of`)."""
+    return format_of(path).name
 
 
 def input_format(path: str | Path) -> str:
     """:func:`trace_format` of an input that must exist (TraceError otherwise)."""
-    fmt = trace_format(path)
-    if not os.path.isfile(path):
-        raise TraceError("no such file", source=str(path))
-    return fmt
+    return format_of(path, must_exist=True).name
 
 
 #: Name prefixes (of an archive's stem) of the hidden directories an archive is
 #: staged in inside its archive directory and the old one is moved out to.
 TMP_PREFIX = ".{}.tmp-"
 OLD_PREFIX = ".{}.old-"
-
-
-def _archive_dir(path: Path) -> Path:
-    return path.parent
 
 
 def is_part_of_input(path: str | Path, in_path: str | Path) -> bool:
@@ -71,7 +60,10 @@ def is_part_of_input(path: str | Path, in_path: str | Path) -> bool:
     src = Path(in_path).resolve()
     if target == src:
         return True
-    if Path(in_path).suffix.lower() != ".otf2":
+    try:
+        if not format_of(in_path).archive:
+            return False
+    except ValueError:  # (not a trace: only the file itself)
         return False
     data = src.with_suffix("")
     return target == data.with_suffix(".def") or data in target.parents
@@ -82,8 +74,9 @@ def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Pat
     (the archive directory for OTF2, the file for text)."""
     src = Path(in_path).resolve()
     out = Path(out_path).absolute()
-    if trace_format(out_path) == "otf2":
-        target = _archive_dir(out)
+    fmt = format_of(out_path)
+    if fmt.archive:
+        target = fmt.target(out)
         if target.resolve() == Path.cwd().resolve() or out.parent == Path(out.anchor):
             raise OutputError(f"{out_path}: an OTF2 output needs its own archive directory, "
                               f"e.g. out/{out.name}")
@@ -201,9 +194,12 @@ class AtomicOutput:
 
     def __init__(self, out_path: str | Path, target: Path | None = None) -> None:
         out = Path(out_path).absolute()
-        self.format = trace_format(out)
+        #: the output's format (:class:`~compensate.formats.registry.Format`)
+        self.trace_format: Format = format_of(out)
+        #: its name, ``"otf2"`` or ``"text"`` (for callers that compare names)
+        self.format = self.trace_format.name
         if target is None:
-            target = _archive_dir(out) if self.format == "otf2" else out
+            target = self.trace_format.target(out)
         self.out, self.target = out, target
         self._dir: Path | None = None
         self._file: Path | None = None
@@ -211,7 +207,7 @@ class AtomicOutput:
         self._inside = False
         try:
             self._parents = _make_parents(target.parent)
-            if self.format == "otf2":
+            if self.trace_format.archive:
                 self._dir, self._inside = staging_dir(target, out)
                 self.path = str(self._dir / out.name)
             else:

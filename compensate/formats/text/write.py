@@ -499,6 +499,11 @@ class TextEventWriter:
             self.abandon()
             raise
 
+    def written(self) -> tuple[int, list[int]]:
+        """The latest time (-1: none) and the valid kind codes written (what the
+        column widths depend on: a part's record, text/parts.py)."""
+        return self._max_time, sorted(k for k in self._kinds if 0 <= k < len(KIND_NAMES))
+
     def abandon(self) -> None:
         """Close the file after a failure (it stays, half written)."""
         f, self._file = self._file, None
