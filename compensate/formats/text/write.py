@@ -173,7 +173,7 @@ class _Formatter:
             try:
                 items = text_fields(kind_name, payload)
             except TraceError as exc:
-                raise self.fail(loc, index, str(exc).split(": ", 1)[-1]) from exc
+                raise self.fail(loc, index, exc.reason) from exc
         else:
             items = _scalar_fields(payload)
         return " ".join(f"{k}={_value(v)}" for k, v in items)
