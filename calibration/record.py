@@ -307,9 +307,9 @@ def _finish(args: argparse.Namespace, private: Any, MPI: Any, host: str, recorde
     if args.calibration_records > 0 and private.Get_size() >= 2:
         from calibration.network import pingpong as measure_network
         from calibration.rma import measure as measure_rma
-        from calibration.tracer.rma import _Win
+        from calibration.tracer.rma import UNTRACED_WIN
         pingpong = measure_network(private)
-        unlock = measure_rma(private, repeats=51, win_class=_Win)  # the rma entry
+        unlock = measure_rma(private, repeats=51, win_class=UNTRACED_WIN)  # the rma entry
     mine = archive.RankData.of(rank, host, recorder, offsets, realtime)
     mine.back_ns = insitu.back_cost()
     if args.calibration_records > 0:

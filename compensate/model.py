@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from compensate.errors import Refusal
+
 # ---------------------------------------------------------------------------
 # Record kinds. The code of a kind is its index in KIND_NAMES; the names are the
 # OTF2 event record names as the `otf2` package spells them. The first block is
@@ -584,14 +586,14 @@ class Trace:
         )
 
 
-class TraceError(Exception):
-    """Bad input: the message names the file, the location and the record."""
+class TraceError(Refusal):
+    """Bad input: ``SOURCE: location L, record R: MESSAGE`` (``<trace>`` without a
+    source). A :class:`~compensate.errors.Refusal` whose fields ``file``,
+    ``location``, ``record`` and ``reason`` are ``source``, ``location``,
+    ``index`` and ``message``."""
+
+    unnamed = "<trace>"
 
     def __init__(self, message: str, *, source: str = "", location: int | None = None,
                  index: int | None = None) -> None:
-        where = source or "<trace>"
-        if location is not None:
-            where += f": location {location}"
-            if index is not None:
-                where += f", record {index}"
-        super().__init__(f"{where}: {message}")
+        super().__init__(message, file=source, location=location, record=index)

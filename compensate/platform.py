@@ -64,13 +64,15 @@ from typing import Any
 
 import numpy as np
 
+from compensate.errors import Refusal
 from compensate.model import KIND_CODE, KIND_NAMES
 
 SUPPORTED_FORMATS = (1,)
 
 
-class PlatformError(Exception):
-    """A platform file or overhead value that cannot be used (one-line message)."""
+class PlatformError(Refusal):
+    """A platform file or overhead value that cannot be used (one-line message; a
+    :class:`~compensate.errors.Refusal`, whose reason is the whole message)."""
 
 
 @dataclass

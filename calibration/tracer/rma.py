@@ -73,6 +73,8 @@ from calibration.tracer import sizes as sz
 from compensate.model import COLLECTIVE_OPS
 
 _Win = MPI.Win
+#: mpi4py's own window class, untraced (the calibration's RMA measurement uses it)
+UNTRACED_WIN = _Win
 _Group = MPI.Group
 _PROC_NULL = MPI.PROC_NULL
 _EXCLUSIVE = MPI.LOCK_EXCLUSIVE

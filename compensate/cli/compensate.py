@@ -39,6 +39,7 @@ from compensate.formats import (
     AtomicFile,
     AtomicOutput,
     OutputError,
+    format_of,
     is_part_of_input,
     output_target,
     read_trace,
@@ -242,7 +243,7 @@ def _check_summary_path(args: argparse.Namespace) -> None:
     if is_part_of_input(path, args.input):
         raise OutputError(f"{args.summary}: the summary would overwrite the input {args.input}")
     out = Path(args.output).absolute()
-    inside = out.parent if trace_format(args.output) == "otf2" else out
+    inside = out.parent if format_of(args.output).archive else out
     if path == inside or inside in path.parents:
         raise OutputError(f"{args.summary}: the summary would be written into the output "
                           f"{args.output}")
@@ -369,7 +370,7 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     options = run_options(args)
     plat = platform or Platform(0.0)
     # an OTF2 output copies the records from the input: no payload objects needed
-    payload = outputs.trace.format != "otf2"
+    payload = format_of(args.output).needs_payload
     # the second pass reads the same chunks as the fit pass (no payload): it cuts the
     # segments where the fit pass cut them
     cuts: list | None = None

@@ -1,9 +1,11 @@
 """One line and an exit status for a command's failure (docs/messages.md).
 
 ``compensate`` and its ``report``/``export`` subcommands turn every exception into
-one line on stderr: bad input or an output that cannot be written (3), an OS error
-opening something (3, with the path and the OS's reason), anything else an internal
-error (1; ``COMPENSATE_DEBUG=1`` re-raises it for the traceback). Usage errors (2)
+one line on stderr: bad input or an output that cannot be written (3: a
+:class:`~compensate.errors.Refusal`, i.e. a TraceError, PlatformError or
+OutputError), an OS error opening something (3, with the path and the OS's
+reason), anything else an internal error (1; ``COMPENSATE_DEBUG=1`` re-raises it
+for the traceback). Usage errors (2)
 the caller reports itself, since each command prints its own synopsis.
 """
 
@@ -13,9 +15,7 @@ import os
 import sys
 
 import compensate.interrupt as interrupt
-from compensate.formats import OutputError
-from compensate.model import TraceError
-from compensate.platform import PlatformError
+from compensate.errors import Refusal
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 
@@ -25,7 +25,7 @@ def failure_status(prog: str, exc: BaseException) -> int:
     from the ``except`` clause that caught ``exc``: an error an interrupt caused is
     re-raised as the interrupt, and a debug run or a non-Exception re-raises ``exc``."""
     interrupt.check()
-    if isinstance(exc, (TraceError, PlatformError, OutputError)):
+    if isinstance(exc, Refusal):  # TraceError, PlatformError, OutputError
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     if isinstance(exc, OSError):  # e.g. the input cannot be opened

@@ -22,13 +22,16 @@ from pathlib import Path
 import numpy as np
 
 import compensate.interrupt as interrupt
-from compensate.formats import TraceWriter
+from compensate.formats import TRACE_FORMATS, Format, TraceWriter
 from compensate.model import Trace
 from compensate.platform import PlatformError, parse_duration
 from compensate.progress import Progress
 from compensate.simulate import SimulationError, simulate
 from compensate.simulate.programs import PROGRAMS
 from compensate.simulate.validation import evaluate
+
+#: ``--format``'s choices: each format by its suffix without the dot (``otf2``, ``trace``)
+FORMAT_CHOICES: dict[str, Format] = {f.suffix.lstrip("."): f for f in TRACE_FORMATS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,10 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=None, help="default: the program's")
     p.add_argument("--overhead", default="1us", help="per-record tracer overhead (1us, 250ns)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--format", choices=("otf2", "trace"), default="otf2")
+    p.add_argument("--format", choices=tuple(FORMAT_CHOICES), default="otf2")
     p.add_argument("--report", action="store_true",
                    help="also compensate with both bounds and print the accuracy")
     return p
+
+
+def _output_path(out: Path, name: str, fmt: Format) -> Path:
+    """Where trace ``name`` (``truth``, ``measured``) goes in ``out`` in format ``fmt``:
+    an archive in a directory of its own (``out/truth/traces.otf2``), a file beside
+    the others (``out/truth.trace``)."""
+    return out / name / f"traces{fmt.suffix}" if fmt.archive else out / f"{name}{fmt.suffix}"
 
 
 def write_windows(trace: Trace, path: Path, progress=None, windows: int = 64) -> None:
@@ -109,7 +119,7 @@ def _main(argv: list[str] | None, written: list[Path]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         for name, trace in (("truth", sim.truth), ("measured", sim.measured)):
-            path = out / name / "traces.otf2" if args.format == "otf2" else out / f"{name}.trace"
+            path = _output_path(out, name, FORMAT_CHOICES[args.format])
             prog = prog.phase(f"writing {name}", trace.record_count, "records")
             write_windows(trace, path, prog)
     finally:

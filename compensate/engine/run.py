@@ -46,7 +46,7 @@ import math
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -60,9 +60,6 @@ from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
 from compensate.model import BUFFER_FLUSH, KIND_NAMES, Events, Trace, TraceError
 from compensate.platform import Platform
-
-if TYPE_CHECKING:
-    from compensate.parallel.exchange import Exchange
 
 BOUNDS = ("lower", "upper", "fitted", "none")
 COLLECTIVE_EXITS = ("uniform", "per-process")
@@ -156,7 +153,7 @@ class _Engine:
                  matching: Matching, progress: Callable[[int], None] | None,
                  t0: int | None = None,
                  pins: dict[int, tuple[np.ndarray, float]] | None = None,
-                 exchange: Exchange | None = None) -> None:
+                 exchange: Any | None = None) -> None:
         self.trace = trace
         self.exchange = exchange
         self.opts = opts
@@ -454,7 +451,7 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
                 progress: Callable[[int], None] | None = None, *, t0: int | None = None,
                 pins: dict[int, tuple[np.ndarray, float]] | None = None,
                 references: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
-                exchange: Exchange | None = None,
+                exchange: Any | None = None,
                 ) -> tuple[dict[int, np.ndarray], int, Stats]:
     """The engine itself: every record's approximated time in float ticks from ``t0``
     (default: the earliest measured timestamp), ``t0``, and the statistics.

@@ -1,7 +1,9 @@
 """Trace formats: read and write OTF2 archives and ``.trace`` text files.
 
 One package per format (:mod:`compensate.formats.otf2`, :mod:`compensate.formats.text`),
-each with a reader and a writer; around them what every format shares:
+each with a reader and a writer, and one entry per format in
+:mod:`compensate.formats.registry` (:func:`format_of` a path: its suffix, readers,
+writers and properties); around them what every format shares:
 :func:`read_trace` / :func:`write_trace` for whole traces (dispatch by suffix),
 :func:`read_chunks` and :class:`TraceWriter` for streaming, and the output rules
 of :mod:`compensate.formats.paths` (atomic, never the input).
@@ -14,7 +16,6 @@ from pathlib import Path
 
 from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS, ChunkIterator
 from compensate.formats.paths import (
-    FORMATS,
     AtomicFile,
     AtomicOutput,
     OutputError,
@@ -24,14 +25,20 @@ from compensate.formats.paths import (
     output_target,
     trace_format,
 )
+from compensate.formats.registry import (
+    FORMATS,
+    TRACE_FORMATS,
+    Format,
+    format_named,
+    format_of,
+)
 from compensate.formats.writer import TraceWriter
 from compensate.model import Definitions, Events, Trace
 
-__all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "AtomicFile", "AtomicOutput", "ChunkIterator",
-           "OutputError", "TraceWriter", "input_format", "is_part_of_input",
-           "location_record_counts",
-           "output_error", "output_target", "read_chunks", "read_trace", "trace_format",
-           "write_trace"]
+__all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "TRACE_FORMATS", "AtomicFile", "AtomicOutput",
+           "ChunkIterator", "Format", "OutputError", "TraceWriter", "format_named", "format_of",
+           "input_format", "is_part_of_input", "location_record_counts", "output_error",
+           "output_target", "read_chunks", "read_trace", "trace_format", "write_trace"]
 
 
 def read_trace(path: str | Path, locations: Iterable[int] | None = None) -> Trace:
@@ -45,11 +52,7 @@ def read_trace(path: str | Path, locations: Iterable[int] | None = None) -> Trac
     event files; a text trace is scanned whole, keeping only their lines. An id
     the definitions lack is a one-line TraceError."""
     path = str(path)
-    if input_format(path) == "otf2":
-        from compensate.formats.otf2 import read_otf2
-        return read_otf2(path, locations)
-    from compensate.formats.text import read_text
-    return read_text(path, locations)
+    return format_of(path, must_exist=True).read(path, locations)
 
 
 def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, *,
@@ -62,12 +65,7 @@ def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, 
     out = output if output is not None else AtomicOutput(out_path, target)
     try:
         try:
-            if out.format == "otf2":
-                from compensate.formats.otf2 import write_otf2
-                write_otf2(trace, out.path)
-            else:
-                from compensate.formats.text import write_text
-                write_text(trace, out.path)
+            out.trace_format.write(trace, out.path)
         except OSError as exc:
             raise output_error(out.out, "write", exc) from None
         out.commit(before_commit)
@@ -106,11 +104,7 @@ def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS, *,
     if chunk_records < 1:
         raise ValueError(f"chunk_records must be at least 1, got {chunk_records}")
     path = str(path)
-    if input_format(path) == "otf2":
-        from compensate.formats.otf2 import read_otf2_chunks
-        return read_otf2_chunks(path, chunk_records, payload=payload, locations=locations)
-    from compensate.formats.text import read_text_chunks
-    return read_text_chunks(path, chunk_records, locations)
+    return format_of(path, must_exist=True).read_chunks(path, chunk_records, payload, locations)
 
 
 def location_record_counts(path: str | Path) -> dict[int, int | None]:
@@ -118,10 +112,4 @@ def location_record_counts(path: str | Path) -> dict[int, int | None]:
     locations among processes: an OTF2 Location definition's ``numberOfEvents``;
     None for a text trace (its header does not say)."""
     path = str(path)
-    if input_format(path) == "otf2":
-        from compensate.formats.otf2.read import location_record_counts as counts
-        return dict(counts(path))
-    from compensate.formats.text import read_text_chunks
-    definitions, chunks = read_text_chunks(path, None)
-    chunks.close()
-    return dict.fromkeys(sorted(definitions.locations))
+    return format_of(path, must_exist=True).record_counts(path)

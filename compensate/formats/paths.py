@@ -7,10 +7,11 @@ never half-written and never the input.
 * ``*.trace``: the text format (docs/trace-format.md), written to a temporary file
   and renamed.
 
-Outputs get the modes a plain ``open``/``mkdir`` would give (the umask applies),
-are never moved into place after SIGINT/SIGTERM (:mod:`compensate.interrupt`), and
-an OS error creating or moving them is an :class:`OutputError` that names the path
-and the reason.
+(The formats themselves, and what tells them apart here, are
+:mod:`compensate.formats.registry`'s.) Outputs get the modes a plain
+``open``/``mkdir`` would give (the umask applies), are never moved into place after
+SIGINT/SIGTERM (:mod:`compensate.interrupt`), and an OS error creating or moving
+them is an :class:`OutputError` that names the path and the reason.
 """
 
 from __future__ import annotations
@@ -26,40 +27,31 @@ from pathlib import Path
 from typing import IO
 
 import compensate.interrupt as interrupt
-from compensate.model import TraceError
+from compensate.errors import Refusal
+from compensate.formats.registry import Format, format_of
 
-FORMATS = {".otf2": "otf2", ".trace": "text"}
 
-
-class OutputError(Exception):
-    """The output path cannot be used (exists, equals the input, ...)."""
+class OutputError(Refusal):
+    """The output path cannot be used (exists, equals the input, ...): ``FILE:
+    REASON``, a :class:`~compensate.errors.Refusal` whose ``file`` is the output
+    path (or none, the reason being the whole message)."""
 
 
 def trace_format(path: str | Path) -> str:
-    """'otf2' or 'text' from the file suffix; ValueError otherwise."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise ValueError(f"{path}: unknown trace format (use an OTF2 anchor file '*.otf2' "
-                         f"or a text trace '*.trace')")
-    return FORMATS[suffix]
+    """'otf2' or 'text' from the file suffix; ValueError otherwise (the name of
+    :func:`~compensate.formats.registry.format_of`)."""
+    return format_of(path).name
 
 
 def input_format(path: str | Path) -> str:
     """:func:`trace_format` of an input that must exist (TraceError otherwise)."""
-    fmt = trace_format(path)
-    if not os.path.isfile(path):
-        raise TraceError("no such file", source=str(path))
-    return fmt
+    return format_of(path, must_exist=True).name
 
 
 #: Name prefixes (of an archive's stem) of the hidden directories an archive is
 #: staged in inside its archive directory and the old one is moved out to.
 TMP_PREFIX = ".{}.tmp-"
 OLD_PREFIX = ".{}.old-"
-
-
-def _archive_dir(path: Path) -> Path:
-    return path.parent
 
 
 def is_part_of_input(path: str | Path, in_path: str | Path) -> bool:
@@ -71,7 +63,10 @@ def is_part_of_input(path: str | Path, in_path: str | Path) -> bool:
     src = Path(in_path).resolve()
     if target == src:
         return True
-    if Path(in_path).suffix.lower() != ".otf2":
+    try:
+        if not format_of(in_path).archive:
+            return False
+    except ValueError:  # (not a trace: only the file itself)
         return False
     data = src.with_suffix("")
     return target == data.with_suffix(".def") or data in target.parents
@@ -82,37 +77,39 @@ def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Pat
     (the archive directory for OTF2, the file for text)."""
     src = Path(in_path).resolve()
     out = Path(out_path).absolute()
-    if trace_format(out_path) == "otf2":
-        target = _archive_dir(out)
+    fmt = format_of(out_path)
+    if fmt.archive:
+        target = fmt.target(out)
         if target.resolve() == Path.cwd().resolve() or out.parent == Path(out.anchor):
-            raise OutputError(f"{out_path}: an OTF2 output needs its own archive directory, "
-                              f"e.g. out/{out.name}")
+            raise OutputError(f"an OTF2 output needs its own archive directory, "
+                              f"e.g. out/{out.name}", file=str(out_path))
         if src == out.resolve() or src.parent == target.resolve() or \
                 target.resolve() in src.parents:
-            raise OutputError(f"{out_path}: output would overwrite the input {in_path}")
+            raise OutputError(f"output would overwrite the input {in_path}", file=str(out_path))
         if target.exists() and not target.is_dir():
-            raise OutputError(f"{out_path}: {target} is not a directory")
+            raise OutputError(f"{target} is not a directory", file=str(out_path))
         # (the hidden staging directories of a run that was killed are not counted)
         staged = (TMP_PREFIX.format(out.stem), OLD_PREFIX.format(out.stem))
         held = [p.name for p in target.iterdir() if not p.name.startswith(staged)] \
             if target.is_dir() else []
         if held:
             if not force:
-                raise OutputError(f"{out_path}: {target} exists (use --force to replace it)")
+                raise OutputError(f"{target} exists (use --force to replace it)",
+                                  file=str(out_path))
             expected = {out.name, out.stem + ".def", out.stem}
             extra = sorted(name for name in held if name not in expected)
             if extra:
                 raise OutputError(
-                    f"{out_path}: {target} holds more than an OTF2 archive "
+                    f"{target} holds more than an OTF2 archive "
                     f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}); "
-                    f"refusing to replace it")
+                    f"refusing to replace it", file=str(out_path))
         return target
     if src == out.resolve():
-        raise OutputError(f"{out_path}: output would overwrite the input {in_path}")
+        raise OutputError(f"output would overwrite the input {in_path}", file=str(out_path))
     if out.exists() and not force:
-        raise OutputError(f"{out_path}: exists (use --force to replace it)")
+        raise OutputError("exists (use --force to replace it)", file=str(out_path))
     if out.exists() and out.is_dir():
-        raise OutputError(f"{out_path}: is a directory")
+        raise OutputError("is a directory", file=str(out_path))
     return out
 
 
@@ -126,7 +123,7 @@ def _mode(base: int) -> int:
 def output_error(path: str | Path, action: str, exc: OSError) -> OutputError:
     """One line naming the output, the path that failed and why (the strerror)."""
     where = f" {exc.filename}" if exc.filename and str(exc.filename) != str(path) else ""
-    return OutputError(f"{path}: cannot {action}{where}: {exc.strerror or exc}")
+    return OutputError(f"cannot {action}{where}: {exc.strerror or exc}", file=str(path))
 
 
 def _make_parents(directory: Path) -> list[Path]:
@@ -201,9 +198,12 @@ class AtomicOutput:
 
     def __init__(self, out_path: str | Path, target: Path | None = None) -> None:
         out = Path(out_path).absolute()
-        self.format = trace_format(out)
+        #: the output's format (:class:`~compensate.formats.registry.Format`)
+        self.trace_format: Format = format_of(out)
+        #: its name, ``"otf2"`` or ``"text"`` (for callers that compare names)
+        self.format = self.trace_format.name
         if target is None:
-            target = _archive_dir(out) if self.format == "otf2" else out
+            target = self.trace_format.target(out)
         self.out, self.target = out, target
         self._dir: Path | None = None
         self._file: Path | None = None
@@ -211,7 +211,7 @@ class AtomicOutput:
         self._inside = False
         try:
             self._parents = _make_parents(target.parent)
-            if self.format == "otf2":
+            if self.trace_format.archive:
                 self._dir, self._inside = staging_dir(target, out)
                 self.path = str(self._dir / out.name)
             else:
@@ -275,7 +275,7 @@ class AtomicFile:
         self._tmp: Path | None = None
         self._parents: list[Path] = []
         if self.out.is_dir():
-            raise OutputError(f"{path}: is a directory")
+            raise OutputError("is a directory", file=str(path))
         try:
             self._parents = _make_parents(self.out.absolute().parent)
             self._tmp = make_temp_file(self.out.absolute().parent, f".{self.out.name}.tmp-")
@@ -288,7 +288,7 @@ class AtomicFile:
         """The temporary file for writing (UTF-8 text); an OSError becomes an
         :class:`OutputError` naming the path."""
         if self._tmp is None:
-            raise OutputError(f"{self.out}: already committed or discarded")
+            raise OutputError("already committed or discarded", file=str(self.out))
         try:
             with open(self._tmp, "w", encoding="utf-8") as f:
                 yield f
@@ -325,15 +325,21 @@ class AtomicFile:
 
 
 def _rename_in_message(exc: BaseException, old: str, new: str) -> None:
-    """Replace ``old`` by ``new`` in the string arguments of ``exc`` (its message;
-    an OSError's strerror and file names, which its message is made of)."""
+    """Replace ``old`` by ``new`` in the string arguments of ``exc`` (its message)
+    and in the fields its message is made of: an OSError's strerror and file
+    names, a :class:`~compensate.errors.Refusal`'s file and reason."""
     if any(isinstance(a, str) and old in a for a in exc.args):
         exc.args = tuple(a.replace(old, new) if isinstance(a, str) else a for a in exc.args)
     if isinstance(exc, OSError):
-        for attr in ("strerror", "filename", "filename2"):
-            value = getattr(exc, attr)
-            if isinstance(value, str) and old in value:
-                setattr(exc, attr, value.replace(old, new))
+        fields: tuple[str, ...] = ("strerror", "filename", "filename2")
+    elif isinstance(exc, Refusal):
+        fields = ("file", "reason")
+    else:
+        return
+    for attr in fields:
+        value = getattr(exc, attr)
+        if isinstance(value, str) and old in value:
+            setattr(exc, attr, value.replace(old, new))
 
 
 def replace_entries(new: str | Path, target: str | Path, anchor: str) -> None:

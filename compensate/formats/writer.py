@@ -63,15 +63,10 @@ class TraceWriter:
         self._output = output if output is not None else AtomicOutput(out_path, target)
         self._sink: Any = None
         self._finished: set[int] = set()
+        options = {} if max_buffered is _TEXT_DEFAULT else {"max_buffered": max_buffered}
         try:
-            if self._output.format == "otf2":
-                from compensate.formats.otf2 import Otf2EventWriter
-                self._sink = Otf2EventWriter(self._output.path, definitions)
-            else:
-                from compensate.formats.text import MAX_BUFFERED, TextEventWriter
-                self._sink = TextEventWriter(
-                    self._output.path, definitions,
-                    max_buffered=MAX_BUFFERED if max_buffered is _TEXT_DEFAULT else max_buffered)
+            self._sink = self._output.trace_format.open_writer(self._output.path, definitions,
+                                                               **options)
         except BaseException:
             self._output.discard()
             raise

@@ -296,8 +296,7 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
     import sys
     import time
 
-    from compensate.formats import parts
-    from compensate.formats.paths import trace_format
+    from compensate.formats import format_of, parts
     from compensate.parallel.driver import RankFailed, agreed, describe, run_rank
 
     status, line = 0, None
@@ -314,7 +313,7 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
         tmp = transport.allgather(outputs.parts_tmp if outputs is not None else None)[0]
         read_seconds: dict[str, float] = {}
         # an OTF2 output copies the records from the input: no payload objects
-        payload = trace_format(job.output) != "otf2"
+        payload = format_of(job.output).needs_payload
         streamed = None
         if streams(job):
             from compensate.parallel.segments import StreamFallback

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from compensate.errors import Refusal
 from compensate.matching import Matching
 from compensate.matching.devices import DEP_KINDS, PARAM
 from compensate.matching.match import nesting, posting_records
@@ -201,19 +202,53 @@ def original(index: dict[int, np.ndarray], loc: int, idx: Any) -> Any:
 _WHERE = re.compile(r"location (\d+), record (\d+)")
 
 
-def remap_text(index: dict[int, np.ndarray], text: str) -> str:
+def _original_record(index: dict[int, np.ndarray], loc: int, idx: int) -> int:
+    """The original index of position ``idx`` of ``loc`` if ``loc`` is trimmed and
+    has that position, else ``idx``."""
+    m = index.get(loc)
+    return int(m[idx]) if m is not None and 0 <= idx < len(m) else idx
+
+
+def _remapped_fields(index: dict[int, np.ndarray], exc: Refusal) -> dict[str, Any]:
+    """The fields of ``exc`` that name original records: its record (by its
+    location), and the reason's text, which may name further records ("location
+    L, record R": the only place the regular expression is still needed)."""
+    changes: dict[str, Any] = {"reason": remap_text(index, exc.reason)}
+    if exc.location is not None and exc.record is not None:
+        changes["record"] = _original_record(index, int(exc.location), int(exc.record))
+    return changes
+
+
+def remap_text(index: dict[int, np.ndarray], text: str | BaseException) -> str:
     """``text`` with every "location L, record R" of a trimmed location naming the
-    original record (error messages and verification examples)."""
+    original record (error messages and verification examples). An exception
+    gives its message: a :class:`~compensate.errors.Refusal` (TraceError, ...)
+    renamed by its fields (its ``record`` mapped through its ``location``'s index
+    map), any other by the regular expression over the whole message."""
+    if isinstance(text, Refusal):
+        return text.message(**_remapped_fields(index, text)) if index else str(text)
+    if isinstance(text, BaseException):
+        text = str(text)
     if not index:
         return text
 
     def sub(m: re.Match) -> str:
-        loc, idx = int(m.group(1)), int(m.group(2))
-        if loc in index and idx < len(index[loc]):
-            idx = int(index[loc][idx])
-        return f"location {loc}, record {idx}"
+        loc = int(m.group(1))
+        return f"location {loc}, record {_original_record(index, loc, int(m.group(2)))}"
 
     return _WHERE.sub(sub, text)
+
+
+def remap_error(index: dict[int, np.ndarray], exc: BaseException) -> None:
+    """Rename, in place, the records ``exc``'s message names to the original ones
+    (:func:`remap_text`): a :class:`~compensate.errors.Refusal`'s fields and
+    message together, the message of any other exception made of one string."""
+    if not index:
+        return
+    if isinstance(exc, Refusal):
+        exc.update(**_remapped_fields(index, exc))
+    elif len(exc.args) == 1 and isinstance(exc.args[0], str):
+        exc.args = (remap_text(index, exc.args[0]),)
 
 
 # -- the counts of the whole trace -----------------------------------------------------

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import compensate.pipeline.totals as totals
 from compensate.engine import Stats
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
 from compensate.matching import Matching, match
 from compensate.model import Definitions, Events, Trace
-from compensate.pipeline import totals
 from compensate.pipeline.context import Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
 from compensate.pipeline.memory import release_memory

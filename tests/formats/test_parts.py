@@ -33,6 +33,7 @@ from compensate.formats import (
     write_trace,
 )
 from compensate.formats import parts as P
+from compensate.formats.text import parts as text_parts
 from compensate.model import COLUMNS, Trace, TraceError
 from compensate.simulate import simulate
 
@@ -228,7 +229,7 @@ def test_otf2_parts_equal_the_one_process_archive(real, tmp_path):
 
 
 def test_text_parts_equal_the_one_process_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(P, "FAN_IN", 2)  # 3 parts: merged in two rounds
+    monkeypatch.setattr(text_parts, "FAN_IN", 2)  # 3 parts: merged in two rounds
     for path in [PINGPONG, SMALL[0], *SMALL[2:]]:
         whole = read_trace(path)
         ref = tmp_path / f"{path.parent.name}.trace"

@@ -14,10 +14,11 @@ import pytest
 
 from compensate.formats.text import read_text
 from compensate.matching import match
+from compensate.model import TraceError
 from compensate.parallel.ghosts import complete_trimmed
 from compensate.parallel.ownership import owners
 from compensate.parallel.transport import run_threads
-from compensate.parallel.trim import calls_of, remap_text
+from compensate.parallel.trim import calls_of, remap_error, remap_text
 from compensate.parallel.verification import verify_rank
 from compensate.simulate import simulate
 from compensate.verify import verify
@@ -112,6 +113,28 @@ def test_error_lines_name_original_records():
     index = {3: np.array([0, 4, 9])}
     assert remap_text(index, "x: location 3, record 2: y (location 1, record 2)") == \
         "x: location 3, record 9: y (location 1, record 2)"
+
+
+def test_an_error_is_renamed_by_its_fields():
+    """A TraceError's own record is renamed through its fields; the records its
+    reason names, by the regular expression; an exception without fields, by the
+    regular expression over its message."""
+    index = {3: np.array([0, 4, 9]), 1: np.array([5, 6, 7])}
+    exc = TraceError("waits for location 1, record 2 (location 8, record 2)",
+                     source="x", location=3, index=2)
+    line = "x: location 3, record 9: waits for location 1, record 7 (location 8, record 2)"
+    assert remap_text(index, exc) == remap_text(index, str(exc)) == line
+    assert exc.record == 2  # (remap_text changes nothing)
+    remap_error(index, exc)
+    assert (str(exc), exc.record) == (line, 9)
+    assert exc.reason == "waits for location 1, record 7 (location 8, record 2)"
+    other = RuntimeError("location 3, record 1: no time computed")
+    remap_error(index, other)
+    assert str(other) == "location 3, record 4: no time computed"
+    untouched = TraceError("y", source="x", location=3, index=5)  # (past the map: as is)
+    remap_error(index, untouched)
+    remap_error({}, untouched)
+    assert str(untouched) == "x: location 3, record 5: y"
 
 
 @pytest.fixture(scope="module", params=["stencil", "collectives", "montecarlo"])

@@ -2,7 +2,9 @@
 (:mod:`~compensate.formats.otf2.columns`) and keeps every original record and
 definition; :mod:`~compensate.formats.otf2.write` re-emits them with new times
 (:mod:`~compensate.formats.otf2.records` builds records a text trace lacks);
-:mod:`~compensate.formats.otf2.library` holds what both share."""
+:mod:`~compensate.formats.otf2.library` holds what both share;
+:mod:`~compensate.formats.otf2.parts` writes one archive from several processes'
+parts."""
 
 from compensate.formats.otf2.library import BATCH_EVENTS, Otf2Archive
 from compensate.formats.otf2.read import Otf2Chunks, read_otf2, read_otf2_chunks

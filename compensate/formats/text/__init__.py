@@ -3,7 +3,8 @@
 :mod:`~compensate.formats.text.write` writes it,
 :mod:`~compensate.formats.text.fastread` parses and formats the frequent record
 lines in C, :mod:`~compensate.formats.text.syntax` holds the lexical rules they
-share."""
+share, :mod:`~compensate.formats.text.parts` writes one file from several
+processes' parts."""
 
 from compensate.formats.text.read import TextChunks, read_text, read_text_chunks
 from compensate.formats.text.syntax import FORMAT_VERSION, MAGIC

@@ -315,12 +315,12 @@ class _Reader:
         kind = fields.pop("type", CPU_THREAD).upper()
         kind = ACCELERATOR_STREAM if kind == "GPU" else kind  # OTF2 < 3 spelling
         if kind not in LOCATION_TYPES:
-            raise self.err(f"location {loc}: unknown type {_show(kind)}, expected one of "
-                           f"{', '.join(LOCATION_TYPES)}")
+            raise self.err(f"unknown type {_show(kind)}, expected one of "
+                           f"{', '.join(LOCATION_TYPES)}", location=loc)
         group_type = fields.pop("group_type", PROCESS).upper()
         if group_type not in LOCATION_GROUP_TYPES:
-            raise self.err(f"location {loc}: unknown group_type {_show(group_type)}, expected "
-                           f"one of {', '.join(LOCATION_GROUP_TYPES)}")
+            raise self.err(f"unknown group_type {_show(group_type)}, expected "
+                           f"one of {', '.join(LOCATION_GROUP_TYPES)}", location=loc)
         creator = -1
         if "group_creator" in fields:
             creator = self.int_value(fields.pop("group_creator"), "location group creator",
@@ -332,7 +332,7 @@ class _Reader:
             try:
                 self.insitu[loc] = insitu.parse(table, self.path, loc)
             except TraceError as exc:
-                raise self.err(str(exc).split(": ", 1)[-1]) from None
+                raise self.err(exc.reason) from None
         self.locations[loc] = Location(id=loc, name=name, group=group, group_name=group_name,
                                        type=kind, group_type=group_type,
                                        group_creator=creator)

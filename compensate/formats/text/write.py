@@ -173,7 +173,7 @@ class _Formatter:
             try:
                 items = text_fields(kind_name, payload)
             except TraceError as exc:
-                raise self.fail(loc, index, str(exc).split(": ", 1)[-1]) from exc
+                raise self.fail(loc, index, exc.reason) from exc
         else:
             items = _scalar_fields(payload)
         return " ".join(f"{k}={_value(v)}" for k, v in items)
@@ -498,6 +498,11 @@ class TextEventWriter:
         except BaseException:
             self.abandon()
             raise
+
+    def written(self) -> tuple[int, list[int]]:
+        """The latest time (-1: none) and the valid kind codes written (what the
+        column widths depend on: a part's record, text/parts.py)."""
+        return self._max_time, sorted(k for k in self._kinds if 0 <= k < len(KIND_NAMES))
 
     def abandon(self) -> None:
         """Close the file after a failure (it stays, half written)."""
