@@ -500,7 +500,7 @@ class Definitions:
     #: carries one (parsed JSON, compensate.insitu; OTF2 LocationProperty
     #: ``COMPENSATE::INSITU_OVERHEAD``, the .trace location field ``insitu=``)
     insitu: dict[int, dict] = field(default_factory=dict)
-    #: RMA windows by id (R10; :mod:`compensate.rmarecords` reads the RMA records)
+    #: RMA windows by id (R10; :mod:`compensate.formats.rma` says the RMA records' fields)
     windows: dict[int, Window] = field(default_factory=dict)
 
     def location_of(self, comm: int, rank: int) -> int:

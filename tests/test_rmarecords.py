@@ -5,9 +5,10 @@ opens in otf2-print, and bad fields are one-line errors naming the record."""
 import pytest
 
 import compensate as c
+from compensate.formats.fields import fields_of
+from compensate.formats.rma import RMA_FIELDS, RMA_KINDS
 from compensate.formats.text import read_text, write_text
 from compensate.model import KIND_CODE, KIND_NAMES, TraceError
-from compensate.rmarecords import RMA_FIELDS, RMA_KINDS, fields_of
 
 from .conftest import ROOT
 from .formats.test_otf2 import _need_otf2_print, otf2_print

@@ -4,7 +4,7 @@
 program creates (``MPI.Win.Create``, ``Allocate``, ``Allocate_shared``,
 ``Create_dynamic``) are traced; their calls are recorded inside the Enter/Leave of
 the MPI call, as Score-P's MPI adapter records them (``SCOREP_Mpi_Rma``) and as
-:mod:`compensate.rmarecords` and :mod:`compensate.matching.rma` read them:
+:mod:`compensate.formats.fields` and :mod:`compensate.matching.rma` read them:
 
 * creation: RmaCollectiveBegin, the call, RmaWinCreate, RmaCollectiveEnd
   (CREATE_HANDLE; CREATE_HANDLE_AND_ALLOCATE for the allocating calls);

@@ -45,11 +45,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compensate.formats.fields import fields_of
 from compensate.matching import Matching
 from compensate.matching.collectives import CREATE, FREE, N_TO_N
 from compensate.matching.rma import ATOMIC, GET, GROUP_SYNC, PSCW_CALLS, PUT
 from compensate.model import KIND_NAMES, Trace
-from compensate.rmarecords import fields_of
 
 #: the states, in the order :data:`compensate.analysis.calls.WAIT_STATES` lists them
 STATES = ("rma_late_post", "rma_early_transfer", "rma_early_wait", "rma_late_complete",

@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from compensate.formats.fields import field_of
 from compensate.matching.devices import is_synchronize
-from compensate.matching.threads import field_of
 from compensate.model import ENTER, KIND_CODE, LEAVE, Definitions, Events
 
 _ACQUIRE = (KIND_CODE["ThreadAcquireLock"], KIND_CODE["OmpAcquireLock"])

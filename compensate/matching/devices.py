@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compensate.matching.threads import ThreadSync, field_of
+from compensate.formats.fields import field_of
+from compensate.matching.threads import ThreadSync
 from compensate.model import ENTER, KIND_CODE, LEAVE, Trace
 
 PARAM = KIND_CODE["ParameterUnsignedInt"]

@@ -1,13 +1,13 @@
 """MPI one-sided communication (RMA): what waits for what across locations
 (R10, docs/compensation.md "One-sided communication"; issue #19).
 
-Only MPI windows (:func:`compensate.rmarecords.mpi_windows`: every member of
+Only MPI windows (:func:`compensate.formats.rma.mpi_windows`: every member of
 the window's communicator a CPU thread) on CPU threads; Score-P's device copies,
 recorded as RMA on a window with an accelerator stream, stay local records.
 MPI's semantics, not one trace, give the dependencies; Score-P's records
-(``SCOREP_Mpi_Rma``, read through :mod:`compensate.rmarecords`) say where they
-are. Every RMA record sits inside its MPI call (an Enter/Leave pair) or, in a
-hand-written trace, alone.
+(``SCOREP_Mpi_Rma``, read through :func:`compensate.formats.fields.fields_of`) say
+where they are. Every RMA record sits inside its MPI call (an Enter/Leave pair) or,
+in a hand-written trace, alone.
 
 * **Fence** (and the window's other collectives): on each window, the k-th
   RmaCollectiveEnd of every member of the window's communicator is instance k,
@@ -72,10 +72,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compensate.formats.fields import fields_of
+from compensate.formats.rma import RMA_KINDS, mpi_windows
 from compensate.matching.collectives import COLLECTIVE_CLASSES, CREATE, FREE, N_TO_N, Instance
 from compensate.matching.threads import ThreadSync
 from compensate.model import COLLECTIVE_OPS, ENTER, KIND_CODE, LEAVE, Trace, TraceError
-from compensate.rmarecords import RMA_KINDS, fields_of, mpi_windows
 
 C_BEGIN, C_END = KIND_CODE["RmaCollectiveBegin"], KIND_CODE["RmaCollectiveEnd"]
 GROUP_SYNC = KIND_CODE["RmaGroupSync"]

@@ -49,7 +49,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from compensate.matching.threads import ThreadSync, field_of
+from compensate.formats.fields import field_of
+from compensate.matching.threads import ThreadSync
 from compensate.model import (
     BARRIER_ROLES,
     ENTER,

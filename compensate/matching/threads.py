@@ -36,8 +36,8 @@ the same process (the *senders*), like a zero-byte message:
   (:mod:`compensate.matching.tasks`, added to these by the matcher).
 
 Dependencies within one location are ordered by the location itself and left
-out. The fields are read from the records' payloads (an OTF2 event object, or
-the fields of a ``.trace`` line: :func:`field_of`); thread records are few, so
+out. The fields are read from the records' payloads through the format layer
+(:func:`compensate.formats.fields.field_of`); thread records are few, so
 this is off the hot path. A record whose partner is missing (a trace cut short,
 a stream segment) is left local and counted in :attr:`ThreadDeps.unmatched`.
 """
@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from compensate.formats.fields import field_of
 from compensate.matching.collectives import N_TO_N, Instance
 from compensate.matching.lock_order import mark_implied
 from compensate.model import (
@@ -105,31 +106,6 @@ class ThreadDeps:
         out["barrier"] = len(self.barriers)
         out["unmatched"] = self.unmatched
         return out
-
-
-def field_of(payload: Any, name: str) -> Any:
-    """Field ``name`` of a thread record: from an OTF2 event object (a definition
-    as its reference number, an enum by name) or a ``.trace`` field dict (``name``
-    or ``name_ref``; numbers as ints). None if absent."""
-    if isinstance(payload, dict):
-        v = payload.get(name, payload.get(name + "_ref"))
-        if isinstance(v, str):
-            try:
-                return int(v)
-            except ValueError:
-                return v.upper()
-        return v
-    v = getattr(payload, name, None)
-    if v is None:
-        return None
-    if hasattr(v, "_ref"):
-        return int(v._ref)
-    names = getattr(type(v), "_names", None)  # an OTF2 enum (``_otf2`` EnumBase)
-    if isinstance(names, dict) and getattr(v, "value", None) in names:
-        return str(names[v.value]).upper()
-    if isinstance(getattr(v, "name", None), str):  # a Python enum
-        return v.name.upper()
-    return int(v) if isinstance(v, (int, np.integer)) else v
 
 
 def _need(trace: Trace, loc: int, i: int, name: str) -> Any:
@@ -299,4 +275,4 @@ def _create_end(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
                                          (loc, i), [s]))
 
 
-__all__ = ["DEP_KINDS", "ThreadDeps", "ThreadSync", "field_of", "match_threads"]
+__all__ = ["DEP_KINDS", "ThreadDeps", "ThreadSync", "match_threads"]

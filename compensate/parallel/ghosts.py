@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from compensate.matching.threads import field_of
+from compensate.formats.fields import field_of, fields_of
+from compensate.formats.rma import RMA_FIELDS
 from compensate.model import COLUMNS, KIND_NAMES, Definitions, Events, Trace
 from compensate.parallel import trim
 from compensate.parallel.transport import Transport
-from compensate.rmarecords import RMA_FIELDS, fields_of
 
 #: the payload fields the matchers read (compensate/matching/threads.py, tasks.py,
-#: devices.py), by :func:`compensate.matching.threads.field_of`
+#: devices.py), by :func:`compensate.formats.fields.field_of`
 MATCHED_FIELDS = ("thread_team", "model", "lock_id", "acquisition_order",
                   "thread_contingent", "sequence_count", "task_id", "creating_thread",
                   "generation_number", "parameter", "value")
@@ -39,9 +39,10 @@ _PREFIXES = ("Thread", "Omp", "Parameter")
 def stand_in(kind_name: str, payload: Any) -> Any:
     """What another rank needs of a record's payload: None for a kind no matcher
     reads; a ``.trace`` field dict as it is; of an OTF2 event object, the fields
-    matching reads, normalised (RMA: :func:`compensate.rmarecords.fields_of`; thread,
-    task and parameter records: :func:`compensate.matching.threads.field_of`), as a
-    dict that both functions read back to the same values."""
+    matching reads, normalised (RMA: :func:`compensate.formats.fields.fields_of`;
+    thread, task and parameter records: :func:`compensate.formats.fields.field_of`),
+    as a dict that both functions read back to the same values (the C path's
+    :class:`~compensate.formats.fields.Fields` are such a dict already)."""
     if payload is None or isinstance(payload, dict):
         return payload
     if kind_name in RMA_FIELDS:

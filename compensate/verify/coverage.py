@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from compensate.formats.fields import fields_of
+from compensate.formats.rma import mpi_windows
 from compensate.model import KIND_CODE, KIND_NAMES, METRIC, NONE, PROBE, Trace
-from compensate.rmarecords import fields_of, mpi_windows
 
 #: Record kinds whose dependencies the engine models and the verifier checks (a new
 #: dependency kind adds its records here with its family in :mod:`compensate.families`).
@@ -136,7 +137,7 @@ _RMA_CHECKED = np.array(sorted(k for k in DEPENDENT if KIND_NAMES[k].startswith(
 def _device_window_records(trace: Trace, ev, p: int, counts: np.ndarray,
                            device_rma: np.ndarray) -> None:
     """Count in ``device_rma`` the RMA records of kinds R10 checks that belong to a
-    window R10 leaves alone (a device window: :func:`compensate.rmarecords.mpi_windows`)."""
+    window R10 leaves alone (a device window: :func:`compensate.formats.rma.mpi_windows`)."""
     if not counts[_RMA_CHECKED].any():
         return
     mpi = mpi_windows(trace.definitions)

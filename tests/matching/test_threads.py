@@ -4,9 +4,9 @@ order within a process, Pthreads create/join by contingent and sequence count.""
 
 import pytest
 
+from compensate.formats.fields import field_of
 from compensate.formats.text import read_text
 from compensate.matching import match
-from compensate.matching.threads import field_of
 from compensate.model import TraceError
 
 from ..conftest import CASES, TRACES, read_bundled

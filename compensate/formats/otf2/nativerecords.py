@@ -19,8 +19,8 @@ families need more than a per-argument conversion to look as they do on the
   attribute list is not (other attributes, another order) is a one-line error
   saying how to read it (``COMPENSATE_NATIVE=0``). Archives written by compensate
   are always in that form.
-* **RMA records** (:mod:`compensate.rmarecords`): their field dict also gets the
-  text names :func:`~compensate.rmarecords.fields_of` reads where the ``otf2``
+* **RMA records** (:mod:`compensate.formats.rma`): their field dict also gets the
+  text names :func:`~compensate.formats.fields.fields_of` reads where the ``otf2``
   attribute differs (``op`` as the operation's code, ``sent``, ``received``,
   ``members`` as the group's location ids from the definitions).
 """
@@ -132,7 +132,7 @@ def unsuitable(registry: Any) -> str | None:
 
 
 def rma_aliases(registry: Any, kind_name: str, fields: dict, raw: dict[str, int]) -> None:
-    """Add to an RMA record's field dict the text names rmarecords.fields_of reads
+    """Add to an RMA record's field dict the text names fields.fields_of reads
     where they differ from the otf2 attribute (``raw``: the unconverted arguments
     by otf2 attribute name)."""
     if "collective_op" in raw:

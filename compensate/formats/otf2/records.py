@@ -11,6 +11,10 @@ configured once, and does the bookkeeping once per location. Everything else
 (records with attributes, every other kind, payloads that are not OTF2 event
 objects) goes to the caller's ``fallback``, which writes it the ordinary way.
 The archive written is the same, byte for byte.
+
+The event objects of records a trace that did not come from OTF2 holds only as
+columns or fields are built here too: matched probes (:func:`matched_event`) and
+RMA records (:func:`otf2_event`, from their normalised fields).
 """
 
 from __future__ import annotations
@@ -21,9 +25,21 @@ from typing import Any
 
 import _otf2
 import otf2.events as oev
+from otf2.enums import (
+    CollectiveOp,
+    GroupType,
+    LockType,
+    Paradigm,
+    RmaAtomicType,
+    RmaSyncLevel,
+    RmaSyncType,
+)
 
+from compensate.formats.fields import fields_of
+from compensate.formats.rma import UINT32_UNDEF, UINT64_UNDEF
 from compensate.model import (
     COLL_BEGIN,
+    COLLECTIVE_OPS,
     ENTER,
     IMRECV,
     IMRECV_REQUEST,
@@ -35,7 +51,7 @@ from compensate.model import (
     SEND,
 )
 
-__all__ = ["write_records"]
+__all__ = ["MATCHED_KINDS", "matched_event", "otf2_event", "write_records"]
 
 _u32, _u64, _ptr = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
 _SIGNATURES = {
@@ -135,3 +151,49 @@ def matched_event(reg: Any, cols: dict[str, list[int]], i: int, kind: int) -> An
     if kind == IMRECV_REQUEST:
         return oev.MpiImrecvRequest(t, u("size_recv"), u("request"))
     return oev.MpiImrecv(t, u("request"), u("size"))
+
+
+def otf2_event(kind_name: str, time: int, payload: Any, reg: Any, groups: dict) -> Any:
+    """The ``otf2`` event object of an RMA record for a trace that did not come from
+    OTF2, from its normalised fields (:func:`compensate.formats.fields.fields_of`):
+    windows from ``reg.rma_wins``; a GroupSync's member set becomes a group
+    definition (one per distinct set, cached in ``groups``)."""
+    f = fields_of(kind_name, payload)
+    cls = getattr(oev, kind_name)
+    if kind_name == "RmaCollectiveBegin":
+        return cls(time)
+
+    def u32(v: int) -> int:
+        return UINT32_UNDEF if v < 0 else v
+
+    def u64(v: int) -> int:
+        return UINT64_UNDEF if v < 0 else v
+
+    win = reg.rma_wins[f["win"]]
+    if kind_name in ("RmaWinCreate", "RmaWinDestroy", "RmaWaitChange"):
+        return cls(time, win)
+    if kind_name == "RmaCollectiveEnd":
+        return cls(time, CollectiveOp(COLLECTIVE_OPS[f["op"]]), RmaSyncLevel(f["sync_level"]),
+                   win, u32(f["root"]), u64(f["sent"]), u64(f["received"]))
+    if kind_name == "RmaGroupSync":
+        key = f["members"]
+        group = groups.get(key)
+        if group is None:
+            locs = {int(loc._ref): loc for loc in reg.locations}
+            group = groups[key] = reg.group("", group_type=GroupType.COMM_GROUP,
+                                            paradigm=Paradigm.MPI,
+                                            members=tuple(locs[m] for m in key))
+        return cls(time, RmaSyncLevel(f["sync_level"]), win, group)
+    if kind_name in ("RmaRequestLock", "RmaAcquireLock", "RmaTryLock"):
+        return cls(time, win, u32(f["remote"]), u64(f["lock_id"]),
+                   getattr(LockType, f["lock_type"]))
+    if kind_name == "RmaReleaseLock":
+        return cls(time, win, u32(f["remote"]), u64(f["lock_id"]))
+    if kind_name == "RmaSync":
+        return cls(time, win, u32(f["remote"]), getattr(RmaSyncType, f["sync_type"]))
+    if kind_name in ("RmaPut", "RmaGet"):
+        return cls(time, win, u32(f["remote"]), u64(f["bytes"]), u64(f["matching_id"]))
+    if kind_name == "RmaAtomic":
+        return cls(time, win, u32(f["remote"]), getattr(RmaAtomicType, f["type"]),
+                   u64(f["sent"]), u64(f["received"]), u64(f["matching_id"]))
+    return cls(time, win, u64(f["matching_id"]))

@@ -57,8 +57,9 @@ from compensate.formats.otf2.library import (
     _capture_diagnostics,
     _library_call,
 )
-from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, write_records
+from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, otf2_event, write_records
 from compensate.formats.partitioned import event_from_columns as partitioned_event
+from compensate.formats.rma import RMA_KINDS
 from compensate.model import (
     BUFFER_FLUSH,
     COLL_BEGIN,
@@ -87,7 +88,6 @@ from compensate.model import (
     Trace,
     TraceError,
 )
-from compensate.rmarecords import RMA_KINDS, otf2_event
 
 # ---------------------------------------------------------------------------
 # Writing

@@ -1,7 +1,8 @@
 """The lexical rules of the ``.trace`` text format, shared by its reader and writer:
 the magic line, quoting and escaping of values, comments, how values are shown
-in error messages (docs/trace-format.md), and the ``key=value`` fields the writer
-makes of an OTF2 record object it has no syntax of its own for."""
+in error messages (docs/trace-format.md), the ``key=value`` fields the writer
+makes of an OTF2 record object it has no syntax of its own for, and those of an
+RMA record (:func:`text_fields`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import re
 from typing import Any
 
 import numpy as np
+
+from compensate.formats.fields import enum_name, enum_names, fields_of
+from compensate.formats.rma import RMA_FIELDS, SYNC_MEMORY, SYNC_PROCESS
 
 MAGIC = "compensate-trace"
 FORMAT_VERSION = 1
@@ -69,11 +73,7 @@ def _enum_name(v: Any) -> str | None:
     """The member name of an OTF2 (``_otf2`` EnumBase) or Python enum value, else None."""
     if isinstance(v, enum.Enum):
         return v.name
-    names = getattr(type(v), "_names", None)
-    if isinstance(names, dict):
-        name = names.get(getattr(v, "value", None))
-        return name if isinstance(name, str) else None
-    return None
+    return enum_name(v)
 
 
 def _show(text: str, limit: int = 80) -> str:
@@ -135,7 +135,7 @@ def _is_plain_type(t: type) -> bool:
     """Is ``t`` none of what :func:`_scalar_field` tests before ``_ref`` (enum by
     :func:`_enum_name`'s type test, bool, number, string) nor a list or tuple?"""
     plain = _PLAIN_TYPE[t] = not (
-        issubclass(t, enum.Enum) or isinstance(getattr(t, "_names", None), dict)
+        issubclass(t, enum.Enum) or enum_names(t) is not None
         or issubclass(t, bool | np.bool_ | int | np.integer | float | np.floating | str
                       | list | tuple))
     return plain
@@ -167,3 +167,27 @@ def _number_list(key: str, v: list | tuple, out: list[tuple[str, str]]) -> None:
                  and not isinstance(x, bool) for x in v):
         out.append((key, ",".join(str(int(x)) if isinstance(x, int | np.integer)
                                   else repr(float(x)) for x in v)))
+
+
+def _sync_text(level: int) -> str:
+    parts = [n for bit, n in ((SYNC_PROCESS, "PROCESS"), (SYNC_MEMORY, "MEMORY")) if level & bit]
+    return "|".join(parts) if parts else "NONE"
+
+
+def text_fields(kind_name: str, payload: Any) -> list[tuple[str, str]]:
+    """``[(key, value)]`` of an RMA record as a ``.trace`` line writes them (its
+    normalised fields, :func:`compensate.formats.fields.fields_of`, as text)."""
+    f = fields_of(kind_name, payload)
+    out = []
+    for name in RMA_FIELDS[kind_name]:
+        v = f[name]
+        if name == "members":
+            text = ",".join(str(m) for m in v) if v else "-"
+        elif name == "sync_level":
+            text = _sync_text(v)
+        elif isinstance(v, int):
+            text = "-" if v < 0 else str(v)
+        else:
+            text = str(v)
+        out.append((name, text))
+    return out

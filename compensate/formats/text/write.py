@@ -17,6 +17,7 @@ import numpy as np
 import compensate.insitu as insitu
 from compensate.formats.order import Piece, WindowedMerge, merge_order
 from compensate.formats.partitioned import TEXT_FIELDS
+from compensate.formats.rma import RMA_FIELDS
 from compensate.formats.text.fastread import fast_format
 from compensate.formats.text.syntax import (
     FORMAT_VERSION,
@@ -28,6 +29,7 @@ from compensate.formats.text.syntax import (
     _scalar_fields,
     _valid_key,
     _value,
+    text_fields,
 )
 from compensate.model import (
     BARRIER_ROLES,
@@ -63,10 +65,6 @@ from compensate.model import (
     Trace,
     TraceError,
 )
-from compensate.rmarecords import RMA_FIELDS, text_fields
-
-# ---------------------------------------------------------------------------
-# Writer
 
 
 class _Formatter:

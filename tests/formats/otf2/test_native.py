@@ -19,6 +19,7 @@ from otf2.enums import GroupType, Paradigm, ParameterType, Type
 from compensate import nativebuild
 from compensate.cli import main
 from compensate.formats import partitioned, read_trace, write_trace
+from compensate.formats.fields import field_of, fields_of
 from compensate.formats.otf2 import (
     Otf2Chunks,
     Otf2EventWriter,
@@ -26,9 +27,8 @@ from compensate.formats.otf2 import (
     nativerecords,
     read_otf2_chunks,
 )
-from compensate.matching.threads import field_of
+from compensate.formats.rma import RMA_FIELDS
 from compensate.model import COLUMNS, KIND_CODE, PARTITIONED_KINDS, TraceError
-from compensate.rmarecords import RMA_FIELDS, fields_of
 from compensate.simulate import simulate
 
 from ...conftest import CASES, TRACES
@@ -193,7 +193,7 @@ def test_field_payloads_read_as_the_otf2_objects(both):
                     names = set(inspect.signature(type(q).__init__).parameters) - {
                         "self", "time", "attributes"}
                     extra = set()
-                    if name in RMA_FIELDS:  # rmarecords reads these as from the otf2 object
+                    if name in RMA_FIELDS:  # fields_of reads these as from the otf2 object
                         assert fields_of(name, p) == fields_of(name, q), (path, name)
                         extra = set(RMA_FIELDS[name])
                     assert set(p) <= names | extra
