@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from compensate.analysis.calls import is_mpi, location_label, region_name, trace_origin
+from compensate.formats.fields import metric_of
 from compensate.formats.paths import AtomicFile
 from compensate.matching import Matching, match
 from compensate.model import (
@@ -63,24 +64,15 @@ def _us(ticks: np.ndarray | int, origin: int, res: float) -> np.ndarray:
 
 
 def metric_values(payload: Any) -> tuple[str, dict[str, float]]:
-    """(counter name, {member: value}) of a Metric record's payload: an OTF2 event
-    (members of its metric class) or the text format's fields (``values=1523,88``);
-    a payload without numbers gives ``("Metric", {"value": 0})``."""
-    metric = getattr(payload, "metric", None)
-    values = getattr(payload, "values", None)
-    if metric is not None and values is not None:
-        # (not getattr(m, "name", str(m)): the default is built for every member of
-        # every record, and str() of an otf2 definition formats all its fields)
-        members = [m.name if hasattr(m, "name") else str(m)
-                   for m in getattr(metric, "members", ())]
-        if len(members) != len(values):
-            members = [f"value {i}" for i in range(len(values))]
-        return ", ".join(members) or "Metric", _finite(zip(members, values, strict=True))
-    if isinstance(payload, dict) and payload.get("values"):
-        nums = str(payload["values"]).split(",")
-        ref = payload.get("metric_ref", "")
-        return f"metric {ref}".strip(), _finite((f"value {i}", v) for i, v in enumerate(nums))
-    return "Metric", {"value": 0}
+    """(counter name, {member: value}) of a Metric record's payload (read by
+    :func:`compensate.formats.fields.metric_of`: an OTF2 event's metric class
+    members, or the text format's ``values=1523,88``) without the values JSON cannot
+    hold; a payload without numbers gives ``("Metric", {"value": 0})``."""
+    got = metric_of(payload)
+    if got is None:
+        return "Metric", {"value": 0}
+    name, members = got
+    return name, _finite(members)
 
 
 def _finite(members: Any) -> dict[str, float]:

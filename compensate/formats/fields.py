@@ -33,7 +33,8 @@ from compensate.formats.rma import (
 )
 from compensate.model import COLLECTIVE_OP_NAMES, COLLECTIVE_OPS, TraceError
 
-__all__ = ["Fields", "enum_name", "enum_names", "field_of", "fields_of", "rma_field"]
+__all__ = ["Fields", "enum_name", "enum_names", "field_of", "fields_of", "metric_of",
+           "rma_field"]
 
 
 class Fields(dict):
@@ -177,3 +178,25 @@ def fields_of(kind_name: str, payload: Any, *, source: str = "", location: int |
                              location=location, index=index) from exc
     return out
 
+
+def metric_of(payload: Any) -> tuple[str, list[tuple[str, Any]]] | None:
+    """(counter name, ``[(member, value)]``) of a Metric record: from an OTF2 event
+    object, its metric class's member names (``value i`` when they do not match the
+    values) and values; from a ``.trace`` field dict (``metric_ref=3
+    values=1523,88``), ``metric 3`` and the values as text. None for a payload
+    without values (the C path's, or a text record without ``values``)."""
+    metric = getattr(payload, "metric", None)
+    values = getattr(payload, "values", None)
+    if metric is not None and values is not None:
+        # (not getattr(m, "name", str(m)): the default is built for every member of
+        # every record, and str() of an otf2 definition formats all its fields)
+        members = [m.name if hasattr(m, "name") else str(m)
+                   for m in getattr(metric, "members", ())]
+        if len(members) != len(values):
+            members = [f"value {i}" for i in range(len(values))]
+        return ", ".join(members) or "Metric", list(zip(members, values, strict=True))
+    if isinstance(payload, dict) and payload.get("values"):
+        nums = str(payload["values"]).split(",")
+        ref = payload.get("metric_ref", "")
+        return f"metric {ref}".strip(), [(f"value {i}", v) for i, v in enumerate(nums)]
+    return None
