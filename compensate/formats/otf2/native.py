@@ -13,9 +13,10 @@ Python call per record:
   arrays; numpy splits them into each location's :class:`~compensate.model.Events`
   (one stable sort by location, one gather per column). A record keeps no OTF2
   object: its payload is :data:`NATIVE`, or, for the few kinds whose fields the
-  engine reads from the payload (thread fork/join, locks, tasks, parameters; every
-  kind not in :data:`COLUMN_KINDS`), a small :class:`NativeFields` dict built from
-  the record's arguments, which the C callback keeps for those kinds only.
+  engine reads from the payload (thread fork/join, locks, tasks, parameters, RMA;
+  every kind not in :data:`COLUMN_KINDS`), a small :class:`NativeFields` dict of
+  its normalised fields (:mod:`compensate.formats.fields`) built from the
+  record's arguments, which the C callback keeps for those kinds only.
 * **Pass 2, writing** (:class:`NativeCopier`, used by
   :class:`~compensate.formats.otf2.write.Otf2EventWriter`): the input is read
   again with the library's local event readers, one location after the other
@@ -33,7 +34,8 @@ Python call per record:
 
 MPI-4 partitioned records (``ParameterUnsignedInt`` records with attribute
 lists) and RMA records get their model view in
-:mod:`compensate.formats.otf2.nativerecords`; an archive whose partitioned
+:mod:`compensate.formats.otf2.nativerecords` (RMA: their normalised fields under
+the text names); an archive whose partitioned
 records the ``otf2`` package path would write differently is read by that path.
 
 The definitions (with the in-situ overhead tables, a LocationProperty) are still
@@ -65,8 +67,9 @@ import numpy as np
 
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
+from compensate.formats.fields import Fields, enum_names
 from compensate.formats.otf2.library import _diagnostics, _library_errors, damage_hint
-from compensate.formats.otf2.nativerecords import Partitioned, rma_aliases
+from compensate.formats.otf2.nativerecords import Partitioned, rma_fields
 from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
 from compensate.model import (
     COLUMNS,
@@ -105,14 +108,17 @@ class _Native:
 NATIVE = _Native()
 
 
-class NativeFields(dict):
+class NativeFields(Fields):
     """The payload of a record read by the C path whose kind is not in
     :data:`COLUMN_KINDS` (thread, lock, task, parameter, RMA, I/O ... records): its
-    fields as the engine reads them from an ``otf2`` event object with
-    :func:`compensate.matching.threads.field_of` (``otf2`` attribute names; a
-    definition as its reference number, absent if undefined; an enum by its
-    upper-case name; a number as an int; string references and arrays left out).
-    The writer copies the record itself from the input, like a :data:`NATIVE` one."""
+    normalised fields (:class:`~compensate.formats.fields.Fields`), the values
+    :mod:`compensate.formats.fields` gives for the ``otf2`` event object, so that
+    matching reads them as they are: a definition as its reference number, absent
+    if undefined; an enum by its upper-case name; a number as an int; string
+    references and arrays left out; under the ``otf2`` argument names (the text
+    format's keys), an RMA record's under its text names
+    (:func:`~compensate.formats.otf2.nativerecords.rma_fields`). The writer copies
+    the record itself from the input, like a :data:`NATIVE` one."""
 
     __slots__ = ()
 
@@ -207,8 +213,8 @@ def _field_spec(kind: str) -> list[tuple[int, str, Any]]:
         elif t.startswith("ctypes.c_"):
             spec.append((j, name, int))
         else:
-            names = getattr(getattr(_otf2, t, None), "_names", None)
-            spec.append((j, name, _enum_field(names) if isinstance(names, dict) else int))
+            names = enum_names(getattr(_otf2, t, None))
+            spec.append((j, name, _enum_field(names) if names is not None else int))
     if len(snake) > _MAX_ARGS:
         return []
     return spec
@@ -477,9 +483,9 @@ class NativeChunks(ChunkIterator):
                 v = convert(row[j])
                 if v is not None:
                     obj[name] = v
-            if k in _RMA:
-                rma_aliases(self._registry, KIND_NAMES[k], obj,
-                                          {name: row[j] for j, name, _ in spec})
+            if k in _RMA:  # under the text names, normalised as fields_of does
+                obj = NativeFields(rma_fields(self._registry, KIND_NAMES[k], obj,
+                                              {name: row[j] for j, name, _ in spec}))
             objs.append(obj)
         return pos, objs
 

@@ -1,7 +1,7 @@
 """Record kinds whose model view the OTF2 C path builds beyond its columns.
 
 :mod:`compensate.formats.otf2.native` reads every record's arguments in C; two
-families need more than a per-argument conversion to look as they do on the
+families need more than a per-argument conversion to read as they do on the
 ``otf2`` package path:
 
 * **MPI-4 partitioned records** (:mod:`compensate.formats.partitioned`) are
@@ -19,10 +19,10 @@ families need more than a per-argument conversion to look as they do on the
   attribute list is not (other attributes, another order) is a one-line error
   saying how to read it (``COMPENSATE_NATIVE=0``). Archives written by compensate
   are always in that form.
-* **RMA records** (:mod:`compensate.formats.rma`): their field dict also gets the
-  text names :func:`~compensate.formats.fields.fields_of` reads where the ``otf2``
-  attribute differs (``op`` as the operation's code, ``sent``, ``received``,
-  ``members`` as the group's location ids from the definitions).
+* **RMA records** (:mod:`compensate.formats.rma`): their payload is their
+  normalised fields under the text names (:func:`rma_fields`), the values
+  :func:`~compensate.formats.fields.fields_of` gives for the ``otf2`` event
+  object; ``members`` needs the group's location ids from the definitions.
 """
 
 from __future__ import annotations
@@ -31,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from compensate.formats.fields import rma_field
 from compensate.formats.partitioned import TEXT_FIELDS, attribute_of, kind_of_parameter
+from compensate.formats.rma import OTF2_NAME, RMA_FIELDS
 from compensate.model import NONE, TraceError
 
-__all__ = ["Partitioned", "rma_aliases", "unsuitable"]
+__all__ = ["Partitioned", "rma_fields", "unsuitable"]
 
 # OTF2_Type codes (otf2.enums.Type)
 _UINT32, _UINT64, _COMM = 3, 4, 17
@@ -131,20 +133,40 @@ def unsuitable(registry: Any) -> str | None:
     return None
 
 
-def rma_aliases(registry: Any, kind_name: str, fields: dict, raw: dict[str, int]) -> None:
-    """Add to an RMA record's field dict the text names fields.fields_of reads
-    where they differ from the otf2 attribute (``raw``: the unconverted arguments
-    by otf2 attribute name)."""
-    if "collective_op" in raw:
-        fields["op"] = raw["collective_op"]
-    if "bytes_sent" in raw:
-        fields["sent"] = fields.get("bytes_sent", raw["bytes_sent"])
-    if "bytes_received" in raw:
-        fields["received"] = fields.get("bytes_received", raw["bytes_received"])
-    if kind_name == "RmaGroupSync" and raw.get("group", _UNDEF32) != _UNDEF32:
+def rma_fields(registry: Any, kind_name: str, fields: dict, raw: dict[str, int]) -> dict:
+    """The normalised fields of an RMA record read by the C path, under their text
+    names (:mod:`compensate.formats.rma`), as :func:`compensate.formats.fields.
+    fields_of` gives them for the ``otf2`` event object: ``fields`` are the
+    record's converted arguments by ``otf2`` attribute name (a definition as its
+    reference, absent if undefined; an enum by name), ``raw`` the unconverted ones
+    (``op`` is the operation's code, ``members`` the group's location ids from the
+    definitions). A field the record lacks is left out and a value that does not
+    normalise is kept as it is: fields_of then raises its one-line error naming the
+    record when matching reads it, as for the ``otf2`` object."""
+    out: dict[str, Any] = {}
+    for name in RMA_FIELDS[kind_name]:
+        if name == "op":
+            v = raw.get("collective_op")
+        elif name == "members":
+            v = _members(registry, raw.get("group", _UNDEF32))
+        else:
+            v = fields.get(OTF2_NAME.get(name, name))
+        if v is None:
+            continue
         try:
-            group = registry.groups[raw["group"]]
-        except (KeyError, IndexError, TypeError):
-            return  # as an undefined group: fields_of says the field is missing
-        members = getattr(group, "members", None) or ()
-        fields["members"] = tuple(int(getattr(m, "_ref", m)) for m in members)
+            out[name] = rma_field(name, v)
+        except (ValueError, TypeError, KeyError):
+            out[name] = v
+    return out
+
+
+def _members(registry: Any, ref: int) -> tuple[int, ...] | None:
+    """The location ids of group ``ref`` of the definitions, None if it is undefined."""
+    if ref == _UNDEF32:
+        return None
+    try:
+        group = registry.groups[ref]
+    except (KeyError, IndexError, TypeError):
+        return None  # as an undefined group: fields_of says the field is missing
+    members = getattr(group, "members", None) or ()
+    return tuple(int(getattr(m, "_ref", m)) for m in members)

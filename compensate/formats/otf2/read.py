@@ -239,8 +239,8 @@ def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = Tr
     writes the records only to an OTF2 archive (which then copies them from this
     input). The records are then read by the C path
     (:mod:`compensate.formats.otf2.native`) if it is available: the same columns,
-    payloads ``native.NATIVE`` (or a ``native.NativeFields`` dict of the fields
-    the engine may read, for kinds beyond the columns), and
+    payloads ``native.NATIVE`` (or a ``native.NativeFields`` dict of the
+    normalised fields the engine may read, for kinds beyond the columns), and
     ``Definitions.otf2.native_source`` set to ``path``.
 
     ``locations`` (ids; None: all): read only these locations' event files (the
