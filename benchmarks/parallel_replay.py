@@ -83,6 +83,7 @@ def _probe(log: Path) -> None:
     import compensate.formats.parts as parts
     import compensate.parallel.driver as driver
     import compensate.parallel.ghosts as ghosts
+    import compensate.pipeline.segment as segment_step
     import compensate.parallel.reading as reading
 
     def wrap(module, name: str, label: str) -> None:
@@ -107,7 +108,7 @@ def _probe(log: Path) -> None:
     wrap(ghosts, "complete_trace", "complete_trace")
     wrap(ghosts, "complete_trimmed", "complete_trimmed (trimmed ghosts)")
     wrap(driver, "match", "match")
-    wrap(driver, "approximate", "replay")
+    wrap(segment_step, "approximate", "replay")
     wrap(verification, "verify_rank", "verify (each rank its own dependencies)")
     wrap(parts, "write_part", "write part")
     import compensate.parallel.cutting as cutting  # (the agreed cut, every rank)
