@@ -83,8 +83,8 @@ def _probe(log: Path) -> None:
     import compensate.formats.parts as parts
     import compensate.parallel.driver as driver
     import compensate.parallel.ghosts as ghosts
-    import compensate.pipeline.segment as segment_step
     import compensate.parallel.reading as reading
+    import compensate.pipeline.segment as segment_step
 
     def wrap(module, name: str, label: str) -> None:
         inner = getattr(module, name)
