@@ -205,7 +205,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     and writes its records into its part as it goes. Under ``--bound fitted`` a
     first pass over the same segments observes the transfers each rank's receives
     show, and the fit is reduced across the ranks
-    (:func:`~compensate.parallel.segments.observe_rank`). Returns ``(StreamResult
+    (:func:`~compensate.parallel.segments.observe_rank`). Returns ``(Run
     on rank 0 else None, the open part writer, definitions, this rank's info, the
     fit's outcome or None)``; raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the

@@ -122,7 +122,7 @@ class Segmenter:
 
     def watermark(self, cutter: Cutter, seg: dict[int, Events], start: int) -> int:
         """No location that has written nothing yet will write a record before the
-        returned time (see ``compensate_stream``). A METRIC location's samples may
+        returned time (see :func:`compensate.pipeline.run.streamed`). A METRIC location's samples may
         come a segment late (they wait for their reference's next record) and take
         their reference's time function, so for one that has written nothing yet
         the bound is its reference's last written time (every later sample maps at
