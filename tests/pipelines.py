@@ -96,7 +96,7 @@ def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: in
     from compensate.parallel.driver import run_rank
     from compensate.parallel.ghosts import complete_trimmed
     from compensate.parallel.ownership import owners
-    from compensate.parallel.transport import run_threads
+    from tests.threadranks import run_threads
 
     options = RunOptions(bound, collective_exit, eager_limit, strict)
 
@@ -134,7 +134,7 @@ def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, 
     from compensate.parallel.cutting import agreed_cuts, share_of
     from compensate.parallel.cutting import chunk_records as cut_chunk_records
     from compensate.parallel.ownership import owners
-    from compensate.parallel.transport import run_threads
+    from tests.threadranks import run_threads
 
     defs = trace.definitions
     one = None if agreed else rank_segments.cut_times(

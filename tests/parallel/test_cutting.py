@@ -19,7 +19,6 @@ from compensate.model import Trace
 from compensate.parallel.cutting import agreed_cuts, chunk_records, share_of
 from compensate.parallel.ownership import owners
 from compensate.parallel.segments import RankStream, StreamFallback
-from compensate.parallel.transport import run_threads
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
@@ -27,6 +26,7 @@ from compensate.simulate.programs import PROGRAMS
 from tests import pipelines
 from tests import pipelines as stream
 from tests.pipelines import run_pipeline
+from tests.threadranks import run_threads
 
 from ..conftest import REAL_ARCHIVES
 from ..randomtrace import random_trace
