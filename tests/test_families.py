@@ -180,7 +180,7 @@ def test_cut_kinds():
 
 def test_cut_kinds_are_the_cutters():
     """The cutter's open/close tables are the families' besides messages, probes and
-    MPI collectives (which Cutter._steps counts itself)."""
+    MPI collectives (which the cutter's busy function, Cutter.feed, counts itself)."""
     from compensate.pipeline import cuts as stream
     apart = {"message", "probe", "collective"}
     cuts = [f.cut for f in FAMILIES if isinstance(f.cut, Cut) and f.name not in apart]
