@@ -12,13 +12,11 @@ time order) and hands out segments that end at the latest safe cut once
 :data:`SEGMENT_RECORDS` records are pending. Input that is not in time order across
 locations raises :class:`NotStreamable`.
 
-The steps of its search are public, because a distributed run's ranks search
-together (:mod:`compensate.parallel.cutting`: each rank's cutter over its own
-locations, the cut agreed across ranks): :meth:`Cutter.feed` takes records and
-adds them to the busy function (:meth:`Cutter.busy`: what is open when),
-:meth:`Cutter.merge` and :meth:`Cutter.bounds` give the pending records and their
-time span, :meth:`Cutter.balance` the exact check's sums at a candidate cut
-(:meth:`Cutter.aligned` in one process) and :meth:`Cutter.split` cuts there.
+The steps of its search are public: a distributed run's ranks search together
+(:mod:`compensate.parallel.cutting`). :meth:`Cutter.feed` takes records into the
+busy function (:meth:`Cutter.busy`), :meth:`Cutter.merge` and :meth:`Cutter.bounds`
+give the pending records and their span, :meth:`Cutter.balance` the exact check's
+sums at a cut (:meth:`Cutter.aligned` in one process), :meth:`Cutter.split` cuts.
 """
 
 from __future__ import annotations
@@ -52,7 +50,6 @@ from compensate.model import (
     SEND,
     Definitions,
     Events,
-    Trace,
 )
 
 
@@ -307,8 +304,7 @@ class Cutter:
         return merged
 
     def bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
-        """(first, last) measured time of the pending records (``merged``: as
-        :meth:`merge` gives them)."""
+        """(first, last) measured time of the pending records (``merged``: :meth:`merge`)."""
         return (min(int(ev.time[0]) for ev in merged.values()),
                 max(int(ev.time[-1]) for ev in merged.values()))
 
@@ -523,7 +519,7 @@ def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: lis
 class CountingCutter(Cutter):
     """The cutter's search for the segments' cuts and record counts only (the
     base of a distributed rank's cutter, :mod:`compensate.parallel.cutting`, and
-    of :func:`compensate.parallel.segments.cut_times`): the
+    the search of the tests' one-process reference cuts): the
     same attempts and cuts as :class:`Cutter`, but of the records it takes it keeps
     every record's time (the counts, the references of METRIC samples) and, whole,
     only the records :meth:`Cutter.balance` reads (:data:`_ALIGNED`); the busy
@@ -600,22 +596,3 @@ def cut_segments(cutter: Cutter, chunks: Iterable[dict[int, Events]]
     rest = cutter.rest()
     if rest:
         yield rest
-
-
-def trace_chunks(trace: Trace, chunk_records: int) -> Iterator[dict[int, Events]]:
-    """An in-memory trace as chunks in time order (ties by location), as a reader
-    of the global record order yields them (for tests and library use)."""
-    locs = list(trace.events)
-    times = np.concatenate([trace.events[loc].time for loc in locs]) if locs else []
-    owner = np.concatenate([np.full(len(trace.events[loc]), j) for j, loc in enumerate(locs)]) \
-        if locs else []
-    order = np.lexsort((owner, times))
-    counts = np.zeros(len(locs), dtype=np.int64)
-    for start in range(0, len(order), chunk_records):
-        per = np.bincount(owner[order[start:start + chunk_records]], minlength=len(locs))
-        chunk = {}
-        for j in np.flatnonzero(per).tolist():
-            a = int(counts[j])
-            chunk[locs[j]] = trace.events[locs[j]].slice(a, a + int(per[j]))
-            counts[j] += per[j]
-        yield chunk
