@@ -303,13 +303,6 @@ MATCHERS: tuple[Matcher, ...] = tuple(_own("matcher"))
 READS: tuple[Reads, ...] = tuple(_own("reads"))
 
 
-def holder(family: Family, part: str) -> Family:
-    """The family that holds ``part`` for ``family``: itself, or the one its
-    :class:`Shared` part names (an :class:`Absent` part is its own)."""
-    value = getattr(family, part)
-    return BY_NAME[value.family] if isinstance(value, Shared) else family
-
-
 def cut_kinds(in_flight: bool = True) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(kind codes that open, kind codes that close) a span no cut may fall inside,
     over every family's :class:`Cut`, in family order; a kind two families name is
