@@ -48,11 +48,6 @@ class Summary:
         return {"seconds": self.median, "iqr": [self.q1, self.q3],
                 "ci95": [self.ci_low, self.ci_high], "n": self.n}
 
-    def scaled(self, factor: float) -> Summary:
-        """The same summary with every value multiplied by ``factor`` (> 0)."""
-        return Summary(self.median * factor, self.q1 * factor, self.q3 * factor,
-                       self.ci_low * factor, self.ci_high * factor, self.n)
-
 
 def median_rel_se(samples: np.ndarray) -> float:
     """Approximate relative standard error of the sample median.

@@ -183,7 +183,7 @@ FAMILIES: tuple[Family, ...] = (
                        "that completes or cancels it (MpiIsendComplete, MpiIrecv, "
                        "MpiRequestCancelled), and a cancelled MpiIsend's message is no "
                        "longer in flight; a cut needs every channel's sends and "
-                       "receives before it balanced (_Cutter._aligned)"),
+                       "receives before it balanced (Cutter.aligned)"),
         reads=message_reads),
     Family(
         "probe", "MPI_Mprobe/Improbe and the plain probes that found a message (R2)",
@@ -208,7 +208,7 @@ FAMILIES: tuple[Family, ...] = (
                 beyond="a nonblocking collective is open from its "
                        "NonBlockingCollectiveRequest to the NonBlockingCollectiveComplete "
                        "of the same request id; a cut needs every communicator's members "
-                       "through the same number of collectives (_Cutter._aligned)"),
+                       "through the same number of collectives (Cutter.aligned)"),
         reads=collective_reads),
     Family(
         "thread", "OpenMP fork/join and barriers, Pthreads create/join (R8)",
@@ -301,13 +301,6 @@ MEASURED_CHECKS: tuple[MeasuredCheck, ...] = tuple(
 MATCHERS: tuple[Matcher, ...] = tuple(_own("matcher"))
 #: what the checks read of other ranks' locations
 READS: tuple[Reads, ...] = tuple(_own("reads"))
-
-
-def holder(family: Family, part: str) -> Family:
-    """The family that holds ``part`` for ``family``: itself, or the one its
-    :class:`Shared` part names (an :class:`Absent` part is its own)."""
-    value = getattr(family, part)
-    return BY_NAME[value.family] if isinstance(value, Shared) else family
 
 
 def cut_kinds(in_flight: bool = True) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -1,14 +1,19 @@
 """Test scaffolding for the pipeline's ways of running: the in-memory run as a
 ``(result, matching, fit outcome, verification)`` tuple, the streamed run driven
 by engine options, and the distributed runs on thread ranks of this process
-(without ``mpiexec``). The product calls :mod:`compensate.pipeline` and
-:mod:`compensate.parallel` directly; these shapes keep the tests short."""
+(without ``mpiexec``, tests/threadranks.py); an in-memory trace as the chunks a
+reader yields (:func:`trace_chunks`), and the one-process streamed run's cuts
+(:func:`cut_times`), the reference the distributed run's segments are held to.
+The product calls :mod:`compensate.pipeline` and :mod:`compensate.parallel`
+directly and reads its chunks from files; these shapes keep the tests short."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import SimpleNamespace
 from typing import Any
+
+import numpy as np
 
 from compensate.engine import EngineOptions, Result
 from compensate.model import SEND, Definitions, Events, Trace  # noqa: F401 - re-exported
@@ -22,7 +27,6 @@ from compensate.pipeline.cuts import (  # noqa: F401 - re-exported for the tests
     NotStreamable,
     SegmentError,
     cut_segments,
-    trace_chunks,
 )
 from compensate.pipeline.memory import MallInfo2, steady_malloc  # noqa: F401
 from compensate.platform import Platform
@@ -81,6 +85,66 @@ def segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
     return cut_segments(Cutter(defs, segment_records), chunks)
 
 
+def trace_chunks(trace: Trace, chunk_records: int) -> Iterator[dict[int, Events]]:
+    """An in-memory trace as chunks in time order (ties by location), as a reader
+    of the global record order yields them."""
+    locs = list(trace.events)
+    times = np.concatenate([trace.events[loc].time for loc in locs]) if locs else []
+    owner = np.concatenate([np.full(len(trace.events[loc]), j) for j, loc in enumerate(locs)]) \
+        if locs else []
+    order = np.lexsort((owner, times))
+    counts = np.zeros(len(locs), dtype=np.int64)
+    for start in range(0, len(order), chunk_records):
+        per = np.bincount(owner[order[start:start + chunk_records]], minlength=len(locs))
+        chunk = {}
+        for j in np.flatnonzero(per).tolist():
+            a = int(counts[j])
+            chunk[locs[j]] = trace.events[locs[j]].slice(a, a + int(per[j]))
+            counts[j] += per[j]
+        yield chunk
+
+
+def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
+              segment_records: int = SEGMENT_RECORDS, group: int = 1,
+              ) -> list[tuple[int | None, int]]:
+    """The one-process streamed run's segments, ``(cut, records)`` each (the
+    reference the tests hold the distributed run to; the command's ranks agree on
+    their own cuts, :mod:`compensate.parallel.cutting`; until they did, rank 0 ran
+    this search for them): the segment holds the records measured before ``cut``
+    (None: every record left), METRIC samples held back as the cutter holds
+    them. ``chunks``: the whole trace (no
+    payload needed), read in chunks ``group`` times smaller than the one-process
+    run's: the cutter looks for cuts only after every ``group``-th, where the
+    one-process run looks after each of its chunks (the same records taken, the
+    same cuts; the reader's transient a ``group``-th). Raises
+    :class:`NotStreamable` as the one-process run does."""
+    cutter = CountingCutter(defs, segment_records)  # (the columns the search reads)
+    out: list[tuple[int | None, int]] = []
+    k = 0
+    for k, chunk in enumerate(chunks, 1):
+        for seg in cutter.add(chunk, cut=k % group == 0):
+            out.append((cutter.last_cut, sum(len(ev) for ev in seg.values())))
+    if k % group:  # the last one-process chunk, shorter: its look for a cut
+        for seg in cutter.add({}):
+            out.append((cutter.last_cut, sum(len(ev) for ev in seg.values())))
+    rest = cutter.rest()
+    if rest:
+        out.append((None, sum(len(ev) for ev in rest.values())))
+    return out
+
+
+def own_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
+                 cuts: list[tuple[int | None, int]]) -> Iterator[dict[int, Events]]:
+    """A rank's part of each segment of ``cuts`` (:func:`cut_times`), from the
+    chunks of its own locations, as :func:`compensate.parallel.segments.stream_rank`
+    splits them (:class:`~compensate.parallel.segments.OwnSplitter`)."""
+    from compensate.parallel.segments import OwnSplitter
+
+    splitter = OwnSplitter(defs, chunks)
+    for cut, _ in cuts:
+        yield splitter.split(cut)
+
+
 def fitted_options(outcome: Any, collective_exit: str = "uniform") -> EngineOptions:
     """The engine options a fitted run takes given its fit's ``outcome``."""
     return RunOptions("fitted", collective_exit).engine_options(outcome)
@@ -96,7 +160,7 @@ def run_in_threads(trace: Trace, platform: Platform | None, bound: str, size: in
     from compensate.parallel.driver import run_rank
     from compensate.parallel.ghosts import complete_trimmed
     from compensate.parallel.ownership import owners
-    from compensate.parallel.transport import run_threads
+    from tests.threadranks import run_threads
 
     options = RunOptions(bound, collective_exit, eager_limit, strict)
 
@@ -134,10 +198,10 @@ def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, 
     from compensate.parallel.cutting import agreed_cuts, share_of
     from compensate.parallel.cutting import chunk_records as cut_chunk_records
     from compensate.parallel.ownership import owners
-    from compensate.parallel.transport import run_threads
+    from tests.threadranks import run_threads
 
     defs = trace.definitions
-    one = None if agreed else rank_segments.cut_times(
+    one = None if agreed else cut_times(
         defs, trace_chunks(trace, chunk_records), segment_records)
     owner = owners(defs, list(trace.events), size)
     if fit is not None:

@@ -23,9 +23,9 @@ from compensate.model import (
     Comm,
     Definitions,
     Location,
-    RowBuilder,
     Trace,
 )
+from tests.rowbuilder import RowBuilder
 
 REGIONS = {1: "MPI_Send", 2: "MPI_Recv", 3: "work", 4: "MPI_Allreduce", 5: "MPI_Bcast",
            6: "MPI_Reduce", 7: "MPI_Issend", 8: "MPI_Wait", 9: "MPI_Comm_dup",

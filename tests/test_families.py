@@ -29,7 +29,6 @@ from compensate.families import (
     Rows,
     Shared,
     cut_kinds,
-    holder,
 )
 from compensate.matching.match import MATCHERS
 from compensate.model import KIND_CODE
@@ -38,6 +37,13 @@ from compensate.verify.result import COUNTERS
 ROOT = Path(__file__).resolve().parent.parent
 #: the tables of the engine's handler table that the families' rows name
 ENGINE_TABLES = ("MESSAGE_KINDS", "COLLECTIVE_KINDS", "SYNC_KINDS")
+
+
+def holder(family: Family, part: str) -> Family:
+    """The family that holds ``part`` for ``family``: itself, or the one its
+    :class:`Shared` part names (an :class:`Absent` part is its own)."""
+    value = getattr(family, part)
+    return BY_NAME[value.family] if isinstance(value, Shared) else family
 
 
 def _row_builders(rows: Rows) -> list:
@@ -180,7 +186,7 @@ def test_cut_kinds():
 
 def test_cut_kinds_are_the_cutters():
     """The cutter's open/close tables are the families' besides messages, probes and
-    MPI collectives (which Cutter._steps counts itself)."""
+    MPI collectives (which the cutter's busy function, Cutter.feed, counts itself)."""
     from compensate.pipeline import cuts as stream
     apart = {"message", "probe", "collective"}
     cuts = [f.cut for f in FAMILIES if isinstance(f.cut, Cut) and f.name not in apart]

@@ -26,12 +26,12 @@ from compensate.model import (
     Comm,
     Definitions,
     Location,
-    RowBuilder,
     Trace,
     TraceError,
 )
 from compensate.platform import Platform
 from compensate.simulate import simulate
+from tests.rowbuilder import RowBuilder
 
 from .conftest import REAL_ARCHIVES
 

@@ -453,10 +453,6 @@ class Buffer:
     def send(self, peer: int, comm: int, tag: int, nbytes: int) -> None:
         self.add_record(monotonic_ns(), MPI_SEND, (peer, comm, tag, nbytes))
 
-    def send_obj(self, peer: int, comm: int, tag: int, obj: Any) -> None:
-        t = monotonic_ns()
-        self.add_record(t, MPI_SEND, (peer, comm, tag, pickled_size(obj)))
-
     def recv(self, comm: int, status: Any) -> None:
         t = monotonic_ns()
         self.add_record(t, MPI_RECV, (status.Get_source(), comm, status.Get_tag(),
@@ -464,10 +460,6 @@ class Buffer:
 
     def isend(self, peer: int, comm: int, tag: int, nbytes: int, request: int) -> None:
         self.add_record(monotonic_ns(), MPI_ISEND, (peer, comm, tag, nbytes, request))
-
-    def isend_obj(self, peer: int, comm: int, tag: int, obj: Any, request: int) -> None:
-        t = monotonic_ns()
-        self.add_record(t, MPI_ISEND, (peer, comm, tag, pickled_size(obj), request))
 
     def irecv_request(self, request: int) -> None:
         self.add_record(monotonic_ns(), MPI_IRECV_REQUEST, (request,))

@@ -113,13 +113,6 @@ def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Pat
     return out
 
 
-def _mode(base: int) -> int:
-    """``base`` minus the process umask: the mode ``open``/``mkdir`` would give."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return base & ~umask
-
-
 def output_error(path: str | Path, action: str, exc: OSError) -> OutputError:
     """One line naming the output, the path that failed and why (the strerror)."""
     where = f" {exc.filename}" if exc.filename and str(exc.filename) != str(path) else ""

@@ -24,7 +24,7 @@ and the ranks agree on ``T`` (:func:`agreed_cuts`):
 3. the exact check, summed over ranks: per channel (sender, receiver,
    communicator, tag) the sends before ``T`` less the cancelled Isends equal the
    receives before ``T``, and every member of a communicator completed the same
-   number of collectives (:meth:`~compensate.pipeline.cuts.Cutter._balance`,
+   number of collectives (:meth:`~compensate.pipeline.cuts.Cutter.balance`,
    :func:`~compensate.pipeline.cuts.collectives_aligned`); if it fails, the next
    lower time, up to four times as the one-process cutter tries its four latest
    candidates, then every rank reads further (half as much again).
@@ -189,15 +189,14 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 state["ended"] = True
                 break
             for loc, ev in chunk.items():
-                if cutter.take(loc, ev):
-                    cutter._steps(loc, ev)
+                if cutter.feed(loc, ev):
                     last = int(ev.time[-1])
                     h = state["horizon"]
                     state["horizon"] = last if h is None else max(h, last)
         if not cutter.count:
             return state["ended"], state["horizon"], 0, None
-        cutter._merge()
-        return state["ended"], state["horizon"], cutter.count, cutter._bounds({})[0]
+        return state["ended"], state["horizon"], cutter.count, \
+            cutter.bounds(cutter.merge())[0]
 
     while True:
         every = t.allgather(step(read))
@@ -226,10 +225,8 @@ def _agree(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int
            first: int, horizon: int, step: Callable[..., Any]) -> int | None:
     """The latest time at or before ``horizon``, after ``first``, that is safe on
     every rank and passes the exact check; None if none of :data:`ATTEMPTS` does."""
-    merged = step(cutter._merge)
-    bt = np.concatenate(cutter.busy_t) if cutter.busy_t else np.zeros(0, np.int64)
-    bd = np.concatenate(cutter.busy_d) if cutter.busy_d else np.zeros(0, np.int64)
-    bt, bd, level, ends = _safe_times(bt, bd)
+    merged = step(cutter.merge)
+    bt, bd, level, ends = _safe_times(*cutter.busy())
     cut = horizon
     for _ in range(ATTEMPTS):
         for _ in range(LOWERINGS):  # down to a time every rank's local level is 0 at
@@ -245,7 +242,7 @@ def _agree(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int
             return None
 
         def check(at: int = cut) -> tuple[dict, dict, dict]:
-            channels, signs, done = cutter._balance(merged, at)
+            channels, signs, done = cutter.balance(merged, at)
             return _unbalanced(channels, signs), _collective_ranges(defs, done, mine), done
 
         channels, ranges, done = step(check)

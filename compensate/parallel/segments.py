@@ -4,15 +4,16 @@ docs/parallel.md "Streaming within a rank").
 A rank holds one segment of its own locations at a time instead of its whole
 share. The segments' cuts are agreed by the ranks from their own locations
 (:func:`compensate.parallel.cutting.agreed_cuts`, the command's way), or are the
-one-process streamed run's (:func:`cut_times`: one process runs the one-process
-cutter over the whole trace's columns; the tests' reference). A cut is safe
+one-process streamed run's (the tests' reference: ``cut_times`` in
+tests/pipelines.py runs the one-process cutter over the whole trace's columns).
+A cut is safe
 for the whole trace (nothing crosses it: no message in flight, no collective with
 members on both sides, no open request or call around a send), so each segment
 is a closed problem on every rank: of each channel both ends' messages and every
 collective instance whole. Then every rank, per segment
 (:class:`RankStream`):
 
-1. splits its own locations at the cut (:func:`own_segments`, the cutter's own
+1. splits its own locations at the cut (:class:`OwnSplitter`, the cutter's own
    split, METRIC samples held back for their reference record as in one
    process: a METRIC location and its reference are in one process, hence on one
    rank) and puts each location's context in front (the one-process
@@ -50,7 +51,7 @@ has (:meth:`compensate.pipeline.RunOptions.engine_options`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers
@@ -63,8 +64,6 @@ from compensate.parallel.share import RankShare
 from compensate.parallel.transport import Transport
 from compensate.pipeline.context import Segmenter
 from compensate.pipeline.cuts import (
-    SEGMENT_RECORDS,
-    CountingCutter,
     Cutter,
     NotStreamable,
     SegmentError,
@@ -81,37 +80,9 @@ class StreamFallback(Exception):
     in-memory path): every rank raises it, and the caller runs the whole-share path."""
 
 
-def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
-              segment_records: int = SEGMENT_RECORDS, group: int = 1,
-              ) -> list[tuple[int | None, int]]:
-    """The one-process streamed run's segments, ``(cut, records)`` each (the
-    reference the tests hold the distributed run to; the command's ranks agree on
-    their own cuts, :mod:`compensate.parallel.cutting`): the segment
-    holds the records measured before ``cut`` (None: every record left), METRIC
-    samples held back as the cutter holds them. ``chunks``: the whole trace (no
-    payload needed), read in chunks ``group`` times smaller than the one-process
-    run's: the cutter looks for cuts only after every ``group``-th, where the
-    one-process run looks after each of its chunks (the same records taken, the
-    same cuts; the reader's transient a ``group``-th). Raises
-    :class:`NotStreamable` as the one-process run does."""
-    cutter = CountingCutter(defs, segment_records)  # (the columns the search reads)
-    out: list[tuple[int | None, int]] = []
-    k = 0
-    for k, chunk in enumerate(chunks, 1):
-        for seg in cutter.add(chunk, cut=k % group == 0):
-            out.append((cutter.last_cut, sum(len(ev) for ev in seg.values())))
-    if k % group:  # the last one-process chunk, shorter: its look for a cut
-        for seg in cutter.add({}):
-            out.append((cutter.last_cut, sum(len(ev) for ev in seg.values())))
-    rest = cutter.rest()
-    if rest:
-        out.append((None, sum(len(ev) for ev in rest.values())))
-    return out
-
-
-class _OwnSplitter:
-    """This rank's own locations, split at the broadcast cut times (the cutter's own
-    :meth:`~compensate.pipeline.cuts.Cutter.split`: the same segments as in one
+class OwnSplitter:
+    """This rank's own locations, split at the cut times every rank has (the cutter's
+    own :meth:`~compensate.pipeline.cuts.Cutter.split`: the same segments as in one
     process, restricted to these locations)."""
 
     def __init__(self, defs: Definitions, chunks: Iterable[dict[int, Events]]) -> None:
@@ -146,15 +117,6 @@ class _OwnSplitter:
             self._read()
         merged = {loc: Events.concat(parts) for loc, parts in c.pending.items() if parts}
         return c.split(merged, cut, None, None, None)
-
-
-def own_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
-                 cuts: list[tuple[int | None, int]]) -> Iterator[dict[int, Events]]:
-    """This rank's part of each segment of ``cuts`` (:func:`cut_times`), from the
-    chunks of its own locations (``read_chunks(..., locations=mine)``)."""
-    splitter = _OwnSplitter(defs, chunks)
-    for cut, _ in cuts:
-        yield splitter.split(cut)
 
 
 def fallback_step(transport: Transport, f: Callable[..., Any], *args: Any,
@@ -313,8 +275,9 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 outcome: FitOutcome | None = None,
                 advance: Callable[[int], None] | None = None, source: str = "",
                 info: dict | None = None) -> Run | None:
-    """One rank's whole streamed run over the segments ``cuts`` (:func:`cut_times`,
-    the same on every rank) of its own locations' chunks; rank 0 returns the
+    """One rank's whole streamed run over the segments ``cuts``
+    (:func:`compensate.parallel.cutting.agreed_cuts`, the same on every rank) of its
+    own locations' chunks; rank 0 returns the
     :class:`~compensate.pipeline.Run` (the one-process streamed run's), the others
     None. ``outcome``: the fit of ``--bound fitted`` (:func:`observe_rank`). Raises
     :class:`StreamFallback` on every rank where the one-process command falls back
@@ -322,7 +285,7 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     ghost records over all segments."""
     rs = RankStream(defs, transport, owner, platform, options, source=source,
                     outcome=outcome)
-    splitter = _OwnSplitter(defs, own_chunks)
+    splitter = OwnSplitter(defs, own_chunks)
     for cut, records in cuts:
         seg = rs.share.step(splitter.split, cut)
         if not rs.segment(seg, records, write, advance, splitter.cutter):
@@ -338,14 +301,15 @@ def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                  owner: dict[int, int], platform: Platform, options: RunOptions, *,
                  source: str = "") -> FitOutcome:
     """``--bound fitted``, first pass of the distributed streamed run: every rank
-    observes, segment by segment (``cuts``, :func:`cut_times`), the transfers whose
+    observes, segment by segment (``cuts``, as :func:`stream_rank` takes them), the
+    transfers whose
     receive it owns in its own locations' chunks, and the fit is reduced across
     the ranks (:func:`compensate.parallel.fit.reduced_outcome`): the same outcome
     on every rank as the one-process fit pass's (:func:`compensate.pipeline.fit_pass`).
     Raises :class:`StreamFallback` on every rank where the one-process command
     falls back to the in-memory path."""
     rs = RankStream(defs, transport, owner, platform, options, source=source)
-    splitter = _OwnSplitter(defs, own_chunks)
+    splitter = OwnSplitter(defs, own_chunks)
     observed = []
     for cut, records in cuts:
         seg = rs.share.step(splitter.split, cut)

@@ -5,9 +5,10 @@ Python objects; ``alltoall_array``, ``alltoallv_array`` of int64 buffers; the
 forward replay's point-to-point messages ``isend_array``, ``poll_arrays``,
 ``wait_message``, ``wait_sends`` and its nonblocking sum ``iallreduce_sum``);
 :class:`MpiTransport` implements it over mpi4py's ``COMM_WORLD`` (the ``[mpi]``
-extra: the MPICH wheel, no system MPI), :class:`ThreadTransport` over ``P`` threads
-of one process with a barrier, so that the test suite checks the distributed run
-without ``mpiexec``.
+extra: the MPICH wheel, no system MPI). The test suite's ranks are threads of one
+process (``ThreadTransport`` in tests/threadranks.py), so that it checks the
+distributed run without ``mpiexec``; an implementation counts its calls in
+``traffic`` with the base class's ``count_*`` methods.
 
 Two kinds of call. The object calls (``alltoall``, ``allgather``) take Python
 objects, which mpi4py pickles (protocol 5): used once per phase (ghost columns,
@@ -30,10 +31,7 @@ to compute, so no rank waits in a collective step while it could work.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -103,15 +101,6 @@ class Transport:
     #: this rank's collective calls so far (set by the implementations)
     traffic: Traffic
 
-    def _count(self, nbytes: int, start: float) -> None:
-        t = self.traffic
-        t.calls += 1
-        t.bytes_sent += nbytes
-        t.seconds += time.perf_counter() - start
-
-    def _alltoall_bytes(self, items: list[Any]) -> int:
-        return sum(payload_bytes(x) for r, x in enumerate(items) if r != self.rank)
-
     def alltoall(self, items: list[Any]) -> list[Any]:
         """Send ``items[r]`` to rank ``r``; return what each rank sent to this one."""
         raise NotImplementedError
@@ -164,11 +153,25 @@ class Transport:
         the same length); collective, but nonblocking."""
         raise NotImplementedError
 
-    def _sent(self, buf: np.ndarray) -> None:
+    # -- for the implementations: what their calls add to ``traffic`` ---------------
+    def count_call(self, nbytes: int, start: float) -> None:
+        """Count one collective call that sent ``nbytes`` of data to the other ranks
+        and started at ``start`` (``time.perf_counter()``)."""
+        t = self.traffic
+        t.calls += 1
+        t.bytes_sent += nbytes
+        t.seconds += time.perf_counter() - start
+
+    def count_message(self, buf: np.ndarray) -> None:
+        """Count one point-to-point message of the buffer ``buf``."""
         self.traffic.messages += 1
         self.traffic.message_bytes += int(buf.nbytes)
 
-    def _array_bytes(self, send: np.ndarray, counts: np.ndarray | None = None) -> int:
+    def alltoall_bytes(self, items: list[Any]) -> int:
+        """The bytes of an ``alltoall``'s items for the other ranks."""
+        return sum(payload_bytes(x) for r, x in enumerate(items) if r != self.rank)
+
+    def array_bytes(self, send: np.ndarray, counts: np.ndarray | None = None) -> int:
         """The bytes of a buffer call's data for the other ranks."""
         if counts is None:  # one row per rank
             return int(send.nbytes - send[self.rank].nbytes)
@@ -187,15 +190,15 @@ class MpiTransport(Transport):
         self.traffic = Traffic()
 
     def alltoall(self, items: list[Any]) -> list[Any]:
-        nbytes, start = self._alltoall_bytes(items), time.perf_counter()
+        nbytes, start = self.alltoall_bytes(items), time.perf_counter()
         got = self.comm.alltoall(items)
-        self._count(nbytes, start)
+        self.count_call(nbytes, start)
         return got
 
     def allgather(self, item: Any) -> list[Any]:
         nbytes, start = payload_bytes(item) * (self.size - 1), time.perf_counter()
         got = self.comm.allgather(item)
-        self._count(nbytes, start)
+        self.count_call(nbytes, start)
         return got
 
     def alltoall_array(self, send: np.ndarray) -> np.ndarray:
@@ -203,9 +206,9 @@ class MpiTransport(Transport):
 
         send = np.ascontiguousarray(send, dtype=np.int64)
         recv = np.empty_like(send)
-        nbytes, start = self._array_bytes(send), time.perf_counter()
+        nbytes, start = self.array_bytes(send), time.perf_counter()
         self.comm.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T])
-        self._count(nbytes, start)
+        self.count_call(nbytes, start)
         return recv
 
     def alltoallv_array(self, send: np.ndarray, counts: np.ndarray,
@@ -217,17 +220,17 @@ class MpiTransport(Transport):
         recv = np.empty(int(recv_counts.sum()), dtype=np.int64)
         displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
         rdispls = np.concatenate(([0], np.cumsum(recv_counts)[:-1]))
-        nbytes, start = self._array_bytes(send, counts), time.perf_counter()
+        nbytes, start = self.array_bytes(send, counts), time.perf_counter()
         self.comm.Alltoallv([send, (counts.tolist(), displs.tolist()), MPI.INT64_T],
                             [recv, (recv_counts.tolist(), rdispls.tolist()), MPI.INT64_T])
-        self._count(nbytes, start)
+        self.count_call(nbytes, start)
         return recv
 
     # -- point to point (the forward replay) -----------------------------------------
     def isend_array(self, dest: int, buf: np.ndarray) -> Any:
         from mpi4py import MPI
 
-        self._sent(buf)
+        self.count_message(buf)
         return self.comm.Isend([buf, MPI.INT64_T], dest=dest, tag=REPLAY_TAG)
 
     def _recv(self, status: Any) -> tuple[int, np.ndarray]:
@@ -302,197 +305,3 @@ class _MpiWave(Wave):
             self._req.Wait()
             self.result = self._recv
         return self.result
-
-
-#: seconds a thread rank waits for the others in one collective call
-BARRIER_TIMEOUT = 120.0
-
-
-class _Shared:
-    """The slots and barrier ``P`` :class:`ThreadTransport` ranks share."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.slots: list[Any] = [None] * size
-        # a rank that skips a collective the others call (a bug) breaks the barrier
-        # after BARRIER_TIMEOUT instead of hanging the test suite
-        self.barrier = threading.Barrier(size, timeout=BARRIER_TIMEOUT)
-        # point to point: each rank's arrived messages (source, buffer), in order;
-        # the waves' running sums ([sum, ranks joined]); one condition for all
-        self.mail: list[deque] = [deque() for _ in range(size)]
-        self.waves: dict[int, list] = {}
-        self.cond = threading.Condition()
-        self.aborted = False
-
-    def abort(self) -> None:
-        """A rank failed: wake every rank that waits (they raise)."""
-        self.barrier.abort()
-        with self.cond:
-            self.aborted = True
-            self.cond.notify_all()
-
-
-class _ThreadWave(Wave):
-    def __init__(self, t: ThreadTransport, values: np.ndarray) -> None:
-        t.traffic.waves += 1
-        sh, self._sh = t.shared, t.shared
-        self._n = t._waves
-        t._waves += 1
-        with sh.cond:
-            slot = sh.waves.setdefault(self._n, [np.zeros(len(values), np.int64), 0, 0])
-            slot[0] = slot[0] + values
-            slot[1] += 1
-            if slot[1] == sh.size:
-                sh.cond.notify_all()
-
-    def _done(self) -> bool:  # (under the condition)
-        slot = self._sh.waves[self._n]
-        if slot[1] < self._sh.size:
-            return False
-        self.result = slot[0].copy()
-        slot[2] += 1
-        if slot[2] == self._sh.size:  # every rank has its copy
-            del self._sh.waves[self._n]
-        return True
-
-    def test(self) -> bool:
-        if self.result is None:
-            with self._sh.cond:
-                self._done()
-        return self.result is not None
-
-    def wait(self) -> np.ndarray:
-        if self.result is None:
-            sh = self._sh
-            with sh.cond:
-                if not sh.cond.wait_for(lambda: sh.aborted or self._done(),
-                                        timeout=BARRIER_TIMEOUT) or sh.aborted:
-                    raise threading.BrokenBarrierError
-        return self.result
-
-
-class ThreadTransport(Transport):
-    """One of ``size`` ranks that are threads of this process (tests, no MPI)."""
-
-    def __init__(self, shared: _Shared, rank: int) -> None:
-        self.shared, self.rank, self.size = shared, rank, shared.size
-        self.traffic = Traffic()
-        self._waves = 0  # the waves this rank started (their number)
-
-    def _exchange(self, item: Any) -> list[Any]:
-        sh = self.shared
-        sh.slots[self.rank] = item
-        sh.barrier.wait()
-        got = list(sh.slots)
-        sh.barrier.wait()  # everybody has read before the slots are reused
-        return got
-
-    def alltoall(self, items: list[Any]) -> list[Any]:
-        nbytes, start = self._alltoall_bytes(items), time.perf_counter()
-        got = [row[self.rank] for row in self._exchange(items)]
-        self._count(nbytes, start)
-        return got
-
-    def allgather(self, item: Any) -> list[Any]:
-        nbytes, start = payload_bytes(item) * (self.size - 1), time.perf_counter()
-        got = self._exchange(item)
-        self._count(nbytes, start)
-        return got
-
-    def alltoall_array(self, send: np.ndarray) -> np.ndarray:
-        send = np.asarray(send, dtype=np.int64)
-        nbytes, start = self._array_bytes(send), time.perf_counter()
-        got = np.stack([rows[self.rank] for rows in self._exchange(send)])  # a copy
-        self._count(nbytes, start)
-        return got
-
-    def alltoallv_array(self, send: np.ndarray, counts: np.ndarray,
-                        recv_counts: np.ndarray) -> np.ndarray:
-        send, counts = np.asarray(send, dtype=np.int64), np.asarray(counts)
-        nbytes, start = self._array_bytes(send, counts), time.perf_counter()
-        me = self.rank
-        blocks = []
-        for buf, cnt in self._exchange((send, counts)):
-            lo = int(np.sum(cnt[:me]))
-            blocks.append(buf[lo:lo + int(cnt[me])])
-        got = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)  # a copy
-        if len(got) != int(np.sum(recv_counts)):
-            raise ValueError("alltoallv_array: the receive counts disagree with the sends")
-        self._count(nbytes, start)
-        return got
-
-    # -- point to point (a message is a copy put in the destination's mail) ---------
-    def isend_array(self, dest: int, buf: np.ndarray) -> Any:
-        self._sent(buf)
-        sh = self.shared
-        with sh.cond:
-            sh.mail[dest].append((self.rank, np.array(buf, dtype=np.int64)))
-            sh.cond.notify_all()
-        return None
-
-    def poll_arrays(self) -> list[tuple[int, np.ndarray]]:
-        sh = self.shared
-        with sh.cond:
-            mail = sh.mail[self.rank]
-            out = list(mail)
-            mail.clear()
-        return out
-
-    def wait_message(self, wave: Wave | None,
-                     timeout: float | None = None) -> tuple[int, np.ndarray] | None:
-        sh = self.shared
-        mail = sh.mail[self.rank]
-        with sh.cond:
-            ok = sh.cond.wait_for(lambda: sh.aborted or bool(mail) or (
-                wave is not None and (wave.result is not None or wave._done())),
-                timeout=BARRIER_TIMEOUT if timeout is None else timeout)
-            if sh.aborted or (not ok and timeout is None):
-                raise threading.BrokenBarrierError
-            return mail.popleft() if mail else None
-
-    def wait_sends(self, requests: list[Any]) -> None:
-        return None
-
-    def recv_array(self, source: int) -> np.ndarray:
-        sh = self.shared
-        mail = sh.mail[self.rank]
-        with sh.cond:
-            def there() -> bool:
-                return sh.aborted or any(src == source for src, _ in mail)
-            if not sh.cond.wait_for(there, timeout=BARRIER_TIMEOUT) or sh.aborted:
-                raise threading.BrokenBarrierError
-            i = next(i for i, (src, _) in enumerate(mail) if src == source)
-            buf = mail[i][1]
-            del mail[i]
-            return buf
-
-    def iallreduce_sum(self, values: np.ndarray) -> Wave:
-        return _ThreadWave(self, np.asarray(values, dtype=np.int64))
-
-
-def run_threads(size: int, body: Callable[[Transport], Any]) -> list[Any]:
-    """Run ``body(transport)`` on ``size`` thread ranks; their results by rank. An
-    exception escaping a rank breaks the barrier (the others fail instead of waiting)
-    and is re-raised here."""
-    shared = _Shared(size)
-    results: list[Any] = [None] * size
-    errors: list[BaseException | None] = [None] * size
-
-    def main(rank: int) -> None:
-        try:
-            results[rank] = body(ThreadTransport(shared, rank))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            errors[rank] = exc
-            shared.abort()
-
-    threads = [threading.Thread(target=main, args=(r,), name=f"rank{r}") for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    first = next((e for e in errors if e is not None and
-                  not isinstance(e, threading.BrokenBarrierError)), None)
-    first = first or next((e for e in errors if e is not None), None)
-    if first is not None:
-        raise first
-    return results

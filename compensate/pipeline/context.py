@@ -122,13 +122,13 @@ class Segmenter:
 
     def watermark(self, cutter: Cutter, seg: dict[int, Events], start: int) -> int:
         """No location that has written nothing yet will write a record before the
-        returned time (see :func:`compensate.pipeline.run.streamed`). A METRIC location's samples may
-        come a segment late (they wait for their reference's next record) and take
-        their reference's time function, so for one that has written nothing yet
-        the bound is its reference's last written time (every later sample maps at
-        or after it), or, while the reference has written nothing either, its own
-        earliest sample still to write (a sample before the reference's first
-        record keeps that record's shift, which is >= 0)."""
+        returned time (see :func:`compensate.pipeline.run.streamed`). A METRIC
+        location's samples may come a segment late (they wait for their reference's next
+        record) and take their reference's time function, so for one that has written
+        nothing yet the bound is its reference's last written time (every later sample
+        maps at or after it), or, while the reference has written nothing either, its
+        own earliest sample still to write (a sample before the reference's first record
+        keeps that record's shift, which is >= 0)."""
         low = start
         for loc, ref in cutter.refs.items():
             if self.done[loc]:

@@ -11,6 +11,12 @@ call open across it, and no MPI-4 partitioned operation after its first Init.
 time order) and hands out segments that end at the latest safe cut once
 :data:`SEGMENT_RECORDS` records are pending. Input that is not in time order across
 locations raises :class:`NotStreamable`.
+
+The steps of its search are public: a distributed run's ranks search together
+(:mod:`compensate.parallel.cutting`). :meth:`Cutter.feed` takes records into the
+busy function (:meth:`Cutter.busy`), :meth:`Cutter.merge` and :meth:`Cutter.bounds`
+give the pending records and their span, :meth:`Cutter.balance` the exact check's
+sums at a cut (:meth:`Cutter.aligned` in one process), :meth:`Cutter.split` cuts.
 """
 
 from __future__ import annotations
@@ -44,7 +50,6 @@ from compensate.model import (
     SEND,
     Definitions,
     Events,
-    Trace,
 )
 
 
@@ -66,11 +71,11 @@ _OPENS = _kinds(*(KIND_CODE[k] for c in _CUTS for k in c.opens))
 _CLOSES = _kinds(*(KIND_CODE[k] for c in _CUTS for k in c.closes))
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
-#: messages sent / received, collectives completed (Cutter._aligned)
+#: messages sent / received, collectives completed (Cutter.balance)
 _SENDS = _kinds(SEND, ISEND)
 _RECVS = _kinds(RECV, IRECV)
 _COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
-#: the records Cutter._aligned reads: every other record's part in a cut is its time
+#: the records Cutter.balance reads: every other record's part in a cut is its time
 #: (CountingCutter)
 _ALIGNED = _kinds(SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_COMPLETE)
 
@@ -252,12 +257,28 @@ class Cutter:
         """Keep records taken until they are cut off (all of them, whole)."""
         self.pending[loc].append(ev)
 
+    def feed(self, loc: int, ev: Events) -> bool:
+        """:meth:`take` a location's records and add what they open and close to the
+        busy function (not when replaying an earlier pass's cuts, which needs none);
+        False if there are none."""
+        if not self.take(loc, ev):
+            return False
+        if self.replay is None:
+            self._steps(loc, ev)
+        return True
+
+    def busy(self) -> tuple[np.ndarray, np.ndarray]:
+        """The busy function's steps so far: their times and their deltas (+1 opens,
+        -1 closes), in the order taken (not sorted)."""
+        bt = np.concatenate(self.busy_t) if self.busy_t else np.zeros(0, np.int64)
+        bd = np.concatenate(self.busy_d) if self.busy_d else np.zeros(0, np.int64)
+        return bt, bd
+
     def add(self, chunk: dict[int, Events], cut: bool = True) -> Iterator[dict[int, Events]]:
         """Take a chunk; yield the segments that are complete (none without ``cut``:
         the chunk is only taken, as part of a larger one that follows)."""
         for loc, ev in chunk.items():
-            if self.take(loc, ev) and self.replay is None:
-                self._steps(loc, ev)
+            self.feed(loc, ev)
         while cut and self.count >= self.next_try:
             seg = self._cut()
             if seg is None:
@@ -276,28 +297,27 @@ class Cutter:
         self.count = 0
         return seg
 
-    def _merge(self) -> dict[int, Events]:
+    def merge(self) -> dict[int, Events]:
         """The pending records, each location's parts joined (and kept so)."""
         merged = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
         self.pending = defaultdict(list, {loc: [ev] for loc, ev in merged.items()})
         return merged
 
-    def _bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
-        """(first, last) measured time of the pending records."""
+    def bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
+        """(first, last) measured time of the pending records (``merged``: :meth:`merge`)."""
         return (min(int(ev.time[0]) for ev in merged.values()),
                 max(int(ev.time[-1]) for ev in merged.values()))
 
     def _cut(self) -> dict[int, Events] | None:
-        merged = self._merge()
-        first, last = self._bounds(merged)
+        merged = self.merge()
+        first, last = self.bounds(merged)
         if self.replay is not None:
             count, first_then, cut = next(self.replay, (-1, -1, None))
             if (count, first_then) != (self.count, first):
                 raise NotStreamable("the second pass over the input did not read the "
                                     "records the first pass read")
             return None if cut is None else self.split(merged, cut, None, None, None)
-        bt = np.concatenate(self.busy_t) if self.busy_t else np.zeros(0, np.int64)
-        bd = np.concatenate(self.busy_d) if self.busy_d else np.zeros(0, np.int64)
+        bt, bd = self.busy()
         order = np.argsort(bt, kind="stable")
         bt, bd = bt[order], bd[order]
         level = np.cumsum(bd)  # level[i]: open things after the first i+1 steps
@@ -310,27 +330,29 @@ class Cutter:
             cand = np.r_[bt[0], cand]
         cand = cand[cand > first]
         for cut in cand[::-1][:4].tolist():  # latest safe cuts first
-            done = self._aligned(merged, cut)
+            done = self.aligned(merged, cut)
             if done is not None:
                 self.attempts.append((self.count, first, cut))
                 return self.split(merged, cut, bt, bd, done)
         self.attempts.append((self.count, first, None))
         return None
 
-    def _aligned(self, merged: dict[int, Events], cut: int) -> dict | None:
-        """Exactly: no channel with a message in flight, every communicator's members
-        through the same number of collectives, at ``cut``. Returns the completed
-        collectives per (communicator, member) then, or None."""
-        channels, signs, done = self._balance(merged, cut)
+    def aligned(self, merged: dict[int, Events], cut: int) -> dict | None:
+        """The exact check, in one process: no channel with a message in flight,
+        every communicator's members through the same number of collectives, at
+        ``cut`` (``merged``: the pending records, :meth:`merge`). Returns the
+        completed collectives per (communicator, member) then, or None."""
+        channels, signs, done = self.balance(merged, cut)
         if channels.shape[1] and np.any(np.bincount(key_ids(list(channels)), weights=signs)):
             return None
         return done if collectives_aligned(self.defs, done) else None
 
-    def _balance(self, merged: dict[int, Events], cut: int
-                 ) -> tuple[np.ndarray, np.ndarray, dict]:
+    def balance(self, merged: dict[int, Events], cut: int
+                ) -> tuple[np.ndarray, np.ndarray, dict]:
         """The sends (+1) and receives (-1) of the pending records before ``cut`` by
         channel (rows: sender, receiver, communicator, tag; a column each), and the
-        completed collectives per (communicator key, location) then.
+        completed collectives per (communicator key, location) then: what the exact
+        check sums (:meth:`aligned`; over ranks, :mod:`compensate.parallel.cutting`).
 
         All locations' records before the cut at once (one flat set of columns), so
         that its cost is a few numpy calls per cut, not per location and channel."""
@@ -444,7 +466,7 @@ def free_ends(bt: np.ndarray, level: np.ndarray) -> np.ndarray:
 def collectives_aligned(defs: Definitions, done: dict) -> bool:
     """Whether every communicator's members completed the same number of
     collectives (``done``: completed per (communicator key, location), as
-    :meth:`Cutter._balance` gives them; a member without an entry completed none)."""
+    :meth:`Cutter.balance` gives them; a member without an entry completed none)."""
     by_comm: dict = defaultdict(set)
     for (key, _loc), c in done.items():
         by_comm[key].add(c)
@@ -459,7 +481,7 @@ def collectives_aligned(defs: Definitions, done: dict) -> bool:
 
 def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list[int],
                   idx: np.ndarray, p: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For :meth:`Cutter._aligned`: the channel (sender, receiver, communicator, tag)
+    """For :meth:`Cutter.balance`: the channel (sender, receiver, communicator, tag)
     of the records ``idx`` of the first ``ns`` records of ``evs`` joined (``p``: their
     location's position in ``locs``, ``s``: which are sends), as the rows of one
     array, and their signs (+1 sent, -1 received). A function of its own so that its
@@ -497,10 +519,10 @@ def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: lis
 class CountingCutter(Cutter):
     """The cutter's search for the segments' cuts and record counts only (the
     base of a distributed rank's cutter, :mod:`compensate.parallel.cutting`, and
-    of :func:`compensate.parallel.segments.cut_times`): the
+    the search of the tests' one-process reference cuts): the
     same attempts and cuts as :class:`Cutter`, but of the records it takes it keeps
     every record's time (the counts, the references of METRIC samples) and, whole,
-    only the records :meth:`Cutter._aligned` reads (:data:`_ALIGNED`); the busy
+    only the records :meth:`Cutter.balance` reads (:data:`_ALIGNED`); the busy
     function is built from each whole chunk as it is taken. A segment is then
     ``{location: measured times of its records}``. 10^6-record stencil: 28 % of the
     records kept whole, the pass's traced peak 60 -> 17 MiB (docs/parallel.md).
@@ -518,13 +540,17 @@ class CountingCutter(Cutter):
         if keep.any():
             self.pending[loc].append(ev.copy(keep))
 
-    def _merge(self) -> dict[int, Events]:
+    def merge(self) -> dict[int, Events]:
+        """The kept records as :meth:`Cutter.merge` gives them; every record's time
+        joined the same way (:attr:`merged_times`)."""
         self.merged_times = {loc: np.concatenate(parts) if len(parts) > 1 else parts[0]
                              for loc, parts in self.times.items() if parts}
         self.times = defaultdict(list, {loc: [t] for loc, t in self.merged_times.items()})
-        return super()._merge()
+        return super().merge()
 
-    def _bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
+    def bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
+        """(first, last) measured time of every pending record, not only of the kept
+        ones (from :attr:`merged_times`: after :meth:`merge`)."""
         times = self.merged_times.values()
         return min(int(t[0]) for t in times), max(int(t[-1]) for t in times)
 
@@ -570,22 +596,3 @@ def cut_segments(cutter: Cutter, chunks: Iterable[dict[int, Events]]
     rest = cutter.rest()
     if rest:
         yield rest
-
-
-def trace_chunks(trace: Trace, chunk_records: int) -> Iterator[dict[int, Events]]:
-    """An in-memory trace as chunks in time order (ties by location), as a reader
-    of the global record order yields them (for tests and library use)."""
-    locs = list(trace.events)
-    times = np.concatenate([trace.events[loc].time for loc in locs]) if locs else []
-    owner = np.concatenate([np.full(len(trace.events[loc]), j) for j, loc in enumerate(locs)]) \
-        if locs else []
-    order = np.lexsort((owner, times))
-    counts = np.zeros(len(locs), dtype=np.int64)
-    for start in range(0, len(order), chunk_records):
-        per = np.bincount(owner[order[start:start + chunk_records]], minlength=len(locs))
-        chunk = {}
-        for j in np.flatnonzero(per).tolist():
-            a = int(counts[j])
-            chunk[locs[j]] = trace.events[locs[j]].slice(a, a + int(per[j]))
-            counts[j] += per[j]
-        yield chunk

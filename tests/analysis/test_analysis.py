@@ -32,7 +32,6 @@ from compensate.model import (
     METRIC,
     Definitions,
     Location,
-    RowBuilder,
     Trace,
     TraceError,
 )
@@ -49,6 +48,7 @@ from compensate.simulate.programs import (
     send,
     ssend,
 )
+from tests.rowbuilder import RowBuilder
 
 from ..conftest import REAL_ARCHIVES, ROOT
 

@@ -7,8 +7,9 @@ import pytest
 
 from compensate.engine import EngineOptions, compensate
 from compensate.engine.run import Stats
-from compensate.model import ENTER, LEAVE, Definitions, Location, RowBuilder, Trace
+from compensate.model import ENTER, LEAVE, Definitions, Location, Trace
 from compensate.platform import Platform
+from tests.rowbuilder import RowBuilder
 
 
 def _calls(spacing: int, n: int = 6) -> Trace:

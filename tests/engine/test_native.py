@@ -24,12 +24,12 @@ from compensate.model import (
     Comm,
     Definitions,
     Location,
-    RowBuilder,
     Trace,
     TraceError,
 )
 from compensate.platform import Platform
 from compensate.simulate import Network, simulate
+from tests.rowbuilder import RowBuilder
 
 from ..conftest import REAL_ARCHIVES, read_bundled
 from ..test_performance_paths import _cycle_trace

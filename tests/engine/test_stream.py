@@ -282,7 +282,7 @@ print(a, mapped(8 << 20))
     assert p.stdout.split() == ["1", "0"]
 
 
-# -- the cut search over the columns it reads (compensate.parallel.segments.cut_times) --
+# -- the cut search over the columns it reads (tests/pipelines.py cut_times) --
 
 def _searched(cutter, chunks):
     """(cut, records) of each segment ``cutter`` hands out over ``chunks``, and its cut

@@ -38,10 +38,10 @@ from compensate.model import (
     Comm,
     Definitions,
     Location,
-    RowBuilder,
     Trace,
     TraceError,
 )
+from tests.rowbuilder import RowBuilder
 
 from ..conftest import TRACES
 

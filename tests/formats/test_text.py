@@ -34,10 +34,10 @@ from compensate.model import (
     Comm,
     Definitions,
     Location,
-    RowBuilder,
     Trace,
     TraceError,
 )
+from tests.rowbuilder import RowBuilder
 
 EXAMPLE = Path(__file__).resolve().parent.parent.parent / "examples" / "pingpong.trace"
 

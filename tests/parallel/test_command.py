@@ -172,8 +172,8 @@ def _thread_command(tmp: Path, argv: list[str], ranks: int, streamed: bool = Fal
     tried)."""
     from compensate.cli import compensate as cli
     from compensate.parallel import command
-    from compensate.parallel.transport import run_threads
     from compensate.pipeline.options import Job
+    from tests.threadranks import run_threads
 
     args = cli.build_parser().parse_args(argv)
     platform, args.overhead_info = cli.choose_overhead(args)

@@ -19,7 +19,6 @@ from compensate.model import Trace
 from compensate.parallel.cutting import agreed_cuts, chunk_records, share_of
 from compensate.parallel.ownership import owners
 from compensate.parallel.segments import RankStream, StreamFallback
-from compensate.parallel.transport import run_threads
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
@@ -27,6 +26,7 @@ from compensate.simulate.programs import PROGRAMS
 from tests import pipelines
 from tests import pipelines as stream
 from tests.pipelines import run_pipeline
+from tests.threadranks import run_threads
 
 from ..conftest import REAL_ARCHIVES
 from ..randomtrace import random_trace
@@ -58,16 +58,15 @@ def assert_safe(trace: Trace, cuts: list) -> None:
     it) and its exact check passes; the records add up."""
     whole = stream.Cutter(trace.definitions, 1 << 62)
     for loc, ev in trace.events.items():
-        if whole.take(loc, ev):
-            whole._steps(loc, ev)
-    merged = whole._merge()
-    bt, bd = np.concatenate(whole.busy_t), np.concatenate(whole.busy_d)
+        whole.feed(loc, ev)
+    merged = whole.merge()
+    bt, bd = whole.busy()
     before = 0
     for cut, records in cuts:
         if cut is None:
             continue
         assert int(bd[bt < cut].sum()) == 0, f"something open across the cut at {cut}"
-        assert whole._aligned(merged, cut) is not None, f"cut at {cut} not aligned"
+        assert whole.aligned(merged, cut) is not None, f"cut at {cut} not aligned"
         n = sum(int(np.searchsorted(ev.time, cut, "left")) for ev in trace.events.values())
         assert n - before == records or trace.definitions.metric_references()
         before = n

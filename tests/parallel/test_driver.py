@@ -83,9 +83,9 @@ def test_a_failing_rank_stops_every_rank(monkeypatch):
     rank raises (the failing one its own error, the others RankFailed with its
     line), nobody waits forever."""
     from compensate.parallel import driver
-    from compensate.parallel.transport import run_threads
     from compensate.pipeline import RunOptions
     from compensate.pipeline import segment as segment_step
+    from tests.threadranks import run_threads
 
     sim = simulate("ring", ranks=3, seed=1, iterations=2)
     real = segment_step.approximate

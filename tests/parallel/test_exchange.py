@@ -16,8 +16,8 @@ from compensate.model import TraceError
 from compensate.parallel import exchange
 from compensate.parallel.exchange import Exchange, RemoteFailure, ghost_pins
 from compensate.parallel.ownership import owners
-from compensate.parallel.transport import run_threads
 from compensate.platform import Platform
+from tests.threadranks import run_threads
 
 DATA = Path(__file__).parent / "data"
 

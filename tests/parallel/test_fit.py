@@ -22,11 +22,11 @@ from compensate.parallel.driver import RankFailed, agreed
 from compensate.parallel.fit import reduced_outcome
 from compensate.parallel.ghosts import complete_trimmed
 from compensate.parallel.ownership import owners
-from compensate.parallel.transport import run_threads
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS
 from compensate.simulate.programs import PROGRAMS
+from tests.threadranks import run_threads
 
 from ..randomtrace import random_trace
 

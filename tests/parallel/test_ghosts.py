@@ -9,10 +9,10 @@ import pytest
 from compensate.model import COLUMNS
 from compensate.parallel.ghosts import complete_trace
 from compensate.parallel.ownership import owners
-from compensate.parallel.transport import run_threads
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from tests.pipelines import assemble, run_pipeline, run_rank
+from tests.threadranks import run_threads
 
 from ..conftest import read_bundled
 from .test_driver import BUNDLED, assert_same

@@ -78,13 +78,13 @@ def test_a_real_archive_streamed_on_ranks():
 def test_own_segments_are_the_one_process_segments(program):
     trace, _ = program
     defs = trace.definitions
-    cuts = segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT)
+    cuts = stream.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT)
     whole = list(stream.segments(defs, stream.trace_chunks(trace, CHUNK), SEGMENT))
     assert [n for _, n in cuts] == [sum(len(ev) for ev in s.values()) for s in whole]
     owner = owners(defs, list(trace.events), 3)
     for r in range(3):
         mine = Trace(defs, {loc: ev for loc, ev in trace.events.items() if owner[loc] == r})
-        for seg, ref in zip(segments.own_segments(defs, stream.trace_chunks(mine, 13), cuts),
+        for seg, ref in zip(stream.own_segments(defs, stream.trace_chunks(mine, 13), cuts),
                             whole, strict=True):
             assert set(seg) == {loc for loc in ref if owner[loc] == r}
             for loc, ev in seg.items():
@@ -124,8 +124,8 @@ def test_cut_pass_in_smaller_reads_finds_the_same_cuts(program):
     every fourth: the one-process run's cuts."""
     trace, _ = program
     defs = trace.definitions
-    assert segments.cut_times(defs, stream.trace_chunks(trace, 4 * CHUNK), SEGMENT) == \
-        segments.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT, group=4)
+    assert stream.cut_times(defs, stream.trace_chunks(trace, 4 * CHUNK), SEGMENT) == \
+        stream.cut_times(defs, stream.trace_chunks(trace, CHUNK), SEGMENT, group=4)
 
 
 def test_the_first_nesting_problem_of_a_later_segment_names_its_record():
@@ -183,7 +183,7 @@ def assert_fitted_same(trace, platform, sizes=(2, 3)):
                                 trace.source, None, SEGMENT, segments=cut, group=group)
         assert again == outcome
         return cut
-    assert fit_segments(CHUNK) == segments.cut_times(defs, stream.trace_chunks(trace, CHUNK),
+    assert fit_segments(CHUNK) == stream.cut_times(defs, stream.trace_chunks(trace, CHUNK),
                                                      SEGMENT)
     assert fit_segments(CHUNK, group=4) == fit_segments(4 * CHUNK)
     for size in sizes:  # the fit reduced across the ranks is the one-process fit

@@ -1,4 +1,4 @@
-"""The thread transport (compensate/parallel/transport.py): alltoall and
+"""The thread transport (tests/threadranks.py, the tests' ranks): alltoall and
 allgather by rank; a rank that fails does not leave the others waiting."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compensate.parallel.transport import run_threads
+from tests.threadranks import run_threads
 
 
 def test_alltoall_and_allgather():

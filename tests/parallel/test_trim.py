@@ -17,12 +17,12 @@ from compensate.matching import match
 from compensate.model import TraceError
 from compensate.parallel.ghosts import complete_trimmed
 from compensate.parallel.ownership import owners
-from compensate.parallel.transport import run_threads
 from compensate.parallel.trim import calls_of, remap_error, remap_text
 from compensate.parallel.verification import verify_rank
 from compensate.simulate import simulate
 from compensate.verify import verify
 from tests.pipelines import assemble, run_pipeline, run_rank
+from tests.threadranks import run_threads
 
 from ..conftest import read_bundled
 from .test_driver import BUNDLED, assert_same

@@ -18,12 +18,12 @@ import pytest
 from compensate.cli.compensate import main
 from compensate.matching import match
 from compensate.parallel.ownership import owners
-from compensate.parallel.transport import run_threads
 from compensate.parallel.verification import UNREAD, remote_reads, verify_rank
 from compensate.simulate import simulate
 from compensate.verify import verify
 from tests import pipelines
 from tests.pipelines import run_pipeline
+from tests.threadranks import run_threads
 
 from ..conftest import TRACES, read_bundled
 from .test_command import _thread_command

@@ -36,8 +36,8 @@ def _distributed(tmp: Path, argv: list[str], streamed: bool) -> list[int]:
     """The command's distributed run on two thread ranks: each rank's exit status."""
     from compensate.cli import compensate as cli
     from compensate.parallel import command
-    from compensate.parallel.transport import run_threads
     from compensate.pipeline.options import Job
+    from tests.threadranks import run_threads
 
     args = cli.build_parser().parse_args(argv)
     platform, args.overhead_info = cli.choose_overhead(args)
