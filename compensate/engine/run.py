@@ -33,7 +33,8 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   send them; after each run of a location the exchange sends the values other
   ranks asked for that it computed (point to point), and when nothing is runnable
   it brings theirs, which wake their waiters exactly like a local value does
-  (:mod:`compensate.parallel.exchange`).
+  (:class:`compensate.engine.exchange.AnchorExchange`: what the engine needs of
+  the exchange, which :mod:`compensate.parallel` implements).
 
 All arithmetic is in float ticks relative to the earliest measured timestamp;
 results are rounded to integer ticks at the end, which keeps every order the
@@ -46,10 +47,10 @@ import math
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from compensate.engine.exchange import AnchorExchange
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
@@ -60,9 +61,6 @@ from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
 from compensate.model import BUFFER_FLUSH, KIND_NAMES, Events, Trace, TraceError
 from compensate.platform import Platform
-
-if TYPE_CHECKING:
-    from compensate.parallel.exchange import Exchange
 
 BOUNDS = ("lower", "upper", "fitted", "none")
 COLLECTIVE_EXITS = ("uniform", "per-process")
@@ -151,7 +149,7 @@ class _Engine:
                  matching: Matching, progress: Callable[[int], None] | None,
                  t0: int | None = None,
                  pins: dict[int, tuple[np.ndarray, float]] | None = None,
-                 exchange: Exchange | None = None) -> None:
+                 exchange: AnchorExchange | None = None) -> None:
         self.trace = trace
         self.exchange = exchange
         self.opts = opts
@@ -338,15 +336,15 @@ class _Engine:
                     k += 1
                 evaluated += k - cur[li]
                 cur[li] = k
-                if xch is not None and xch._out:  # values other ranks wait for: send
-                    xch.flush(A)  # now, not when this rank runs out of work
+                if xch is not None:  # values other ranks wait for: send them now,
+                    xch.flush(A)  # not when this rank runs out of work
                 if self.progress and evaluated >= next_report:
                     next_report = evaluated + PROGRESS_EVERY
                     self.progress(self._records_done(cur))
             if xch is None or xch.finished:
                 break
             # nothing runnable here: send the values other ranks wait for, take theirs
-            for k in xch.round(A, cur, parked):
+            for k in xch.round(A, cur):
                 woken = waiters.pop(k, None)
                 if woken:
                     for w in woken:
@@ -449,7 +447,7 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
                 progress: Callable[[int], None] | None = None, *, t0: int | None = None,
                 pins: dict[int, tuple[np.ndarray, float]] | None = None,
                 references: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
-                exchange: Exchange | None = None,
+                exchange: AnchorExchange | None = None,
                 ) -> tuple[dict[int, np.ndarray], int, Stats]:
     """The engine itself: every record's approximated time in float ticks from ``t0``
     (default: the earliest measured timestamp), ``t0``, and the statistics.
@@ -464,7 +462,7 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
     (:mod:`compensate.engine.metrics`); ``references`` gives the (measured,
     approximated) points of a reference thread without records in ``trace``.
 
-    ``exchange`` (:class:`compensate.parallel.exchange.Exchange`, the distributed
+    ``exchange`` (:class:`compensate.engine.exchange.AnchorExchange`, the distributed
     run of docs/parallel.md): only the locations this rank owns are evaluated; the
     anchors of the others arrive through it, and the anchors others need leave
     through it. Then only the owned locations' times are meaningful, and METRIC
