@@ -12,7 +12,7 @@ hand-kept list elsewhere:
   family) and ``counter``: the :class:`~compensate.verify.result.Verification`
   counter it adds to;
 * ``cut``: the record kinds that open and close a span no stream cut may fall
-  inside (:mod:`compensate.engine.stream`), and what the cutter does for the
+  inside (:mod:`compensate.pipeline.cuts`), and what the cutter does for the
   family that kinds alone do not say;
 * ``reads``: what its check reads of other ranks' locations in the distributed
   run (:func:`compensate.parallel.verification.remote_reads`).
@@ -168,7 +168,7 @@ FAMILIES: tuple[Family, ...] = (
                      "(compensate.engine.runsums, compensate.engine.graph): no row"),
         check=verify_order, counter="order",
         cut=Absent("a location's own past crosses every cut as its context records "
-                   "(compensate.engine.stream)"),
+                   "(compensate.pipeline.cuts)"),
         reads=Absent(_OWN_PROCESS)),
     Family(
         "message", "point-to-point messages, eager and synchronous (R2, R5)",
@@ -277,7 +277,7 @@ FAMILIES: tuple[Family, ...] = (
                      "(compensate.engine.metrics): no row"),
         check=verify_metrics, counter="metrics", measured=True,
         cut=Cut(beyond="the cutter holds a sample back until the segment that holds its "
-                       "reference thread's record after it (compensate.engine.stream)"),
+                       "reference thread's record after it (compensate.pipeline.cuts)"),
         reads=Absent(_OWN_PROCESS)),
 )
 

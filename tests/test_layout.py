@@ -96,6 +96,20 @@ def test_import_graph_has_no_circle():
     assert _cycles(graph) == []
 
 
+def test_the_engine_does_not_import_its_callers():
+    """The engine is the evaluator: no module of compensate/engine imports the
+    distributed run, the command, the API or the pipeline, not even for type hints
+    (it states what it needs of the distributed run's exchange itself:
+    compensate.engine.exchange)."""
+    callers = ("compensate.parallel", "compensate.cli", "compensate.api", "compensate.pipeline")
+    modules = _modules()
+    for name, path in modules.items():
+        if name.startswith("compensate.engine"):
+            bad = sorted(t for t in _imports(name, path, modules)
+                         if t.startswith(callers))
+            assert not bad, f"{name} imports {bad}"
+
+
 def test_cycle_finder_finds_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []

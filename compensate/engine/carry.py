@@ -1,5 +1,5 @@
 """Thread and device links across stream segments (docs/compensation.md, "Threads"
-and "Accelerators"; :mod:`compensate.engine.stream`).
+and "Accelerators"; :mod:`compensate.pipeline.cuts`).
 
 The stream cutter never cuts a parallel region (fork to join), a Pthread's create
 to begin or end to wait, or a host synchronize call. Two links may still cross a
@@ -14,7 +14,7 @@ cut, because nothing brackets them:
   its nesting stays whole) is carried while some host thread of its process has
   not called a synchronize since it ended (the thread's latest synchronize
   ``Leave``, :attr:`LinkCarry.sync_after`, is what the whole trace's matcher
-  compares with: :meth:`compensate.engine.stream._Segmenter.match` drops the
+  compares with: :meth:`compensate.pipeline.context.Segmenter.match` drops the
   links the segment's matcher makes to carried Leaves a thread had already
   synchronized with).
 
@@ -78,7 +78,7 @@ class LinkCarry:
         self.device_pair: dict[int, tuple[Row, Row]] = {}
         self.device_open: dict[int, Row] = {}
         #: per accelerator stream, the measured time of its latest Leave (carried or
-        #: not: compensate.engine.stream._Segmenter refuses a segment that needs one
+        #: not: compensate.pipeline.context.Segmenter refuses a segment that needs one
         #: that was not)
         self.device_leave: dict[int, int] = {}
         #: per host thread, the measured time of its latest synchronize Leave
@@ -104,42 +104,66 @@ class LinkCarry:
         hosts: dict[tuple, list] = defaultdict(list)
         kernels: dict[tuple, int] = defaultdict(int)
         for loc, ev in seg.items():
-            k = ev.kind
-            device = loc in defs.locations and defs.locations[loc].is_device
-            for j in np.flatnonzero(np.isin(k, _ACQUIRE + _RELEASE)).tolist():
-                got = self._lock_key(loc, ev.payload[j], int(k[j]))
-                if got is None:
-                    continue
-                key, order = got
-                if int(k[j]) in _ACQUIRE:
-                    self.acquired[key] = max(self.acquired.get(key, 0), order)
-                elif order >= self.release.get(key, (-1,))[0]:
-                    row = row_of(loc, j)
-                    self.release[key] = (order, loc, row[4], row)
-            if device and self.sync_regions.size:
-                self._device_pair(loc, ev, row_of)
-            elif self.sync_regions.size and loc in defs.locations and \
-                    defs.locations[loc].is_cpu and defs.process_of(loc) in self.gpu_procs:
-                sync = np.flatnonzero((k == LEAVE) & np.isin(ev.region, self.sync_regions))
-                if sync.size:
-                    self.sync_after[loc] = int(ev.time[sync[-1]])
-            if device:
-                for j in np.flatnonzero((k[:-1] == ENTER) & (k[1:] == _PARAM)).tolist():
-                    p = ev.payload[j + 1]
-                    par, val = field_of(p, "parameter"), field_of(p, "value")
-                    if par is not None and val is not None:
-                        proc = defs.process_of(loc)
-                        self.device_params.add((proc, par))
-                        self.seen.add(proc)
-                        kernels[(proc, par, val)] += 1
-            elif loc in defs.locations and defs.locations[loc].is_cpu and \
-                    defs.process_of(loc) in self.gpu_procs:
-                for j in np.flatnonzero(k == _PARAM).tolist():
-                    p = ev.payload[j]
-                    par, val = field_of(p, "parameter"), field_of(p, "value")
-                    if par is not None and val is not None:
-                        hosts[(defs.process_of(loc), par, val)].append(
-                            (int(ev.time[j]), loc, row_of(loc, j)))
+            self._locks(loc, ev, row_of)
+            info = defs.locations.get(loc)
+            if info is not None and info.is_device:
+                if self.sync_regions.size:
+                    self._device_pair(loc, ev, row_of)
+                self._kernels(loc, ev, kernels)
+            elif info is not None and info.is_cpu and defs.process_of(loc) in self.gpu_procs:
+                if self.sync_regions.size:
+                    self._synchronized(loc, ev)
+                self._host_parameters(loc, ev, row_of, hosts)
+        self._pair_launches(hosts, kernels)
+
+    def _locks(self, loc: int, ev: Events, row_of: Callable[[int, int], Row]) -> None:
+        """Note each lock's highest acquisition and its latest release (the row to
+        carry)."""
+        k = ev.kind
+        for j in np.flatnonzero(np.isin(k, _ACQUIRE + _RELEASE)).tolist():
+            got = self._lock_key(loc, ev.payload[j], int(k[j]))
+            if got is None:
+                continue
+            key, order = got
+            if int(k[j]) in _ACQUIRE:
+                self.acquired[key] = max(self.acquired.get(key, 0), order)
+            elif order >= self.release.get(key, (-1,))[0]:
+                row = row_of(loc, j)
+                self.release[key] = (order, loc, row[4], row)
+
+    def _synchronized(self, loc: int, ev: Events) -> None:
+        """Note the measured time of a host thread's latest synchronize Leave."""
+        sync = np.flatnonzero((ev.kind == LEAVE) & np.isin(ev.region, self.sync_regions))
+        if sync.size:
+            self.sync_after[loc] = int(ev.time[sync[-1]])
+
+    def _kernels(self, loc: int, ev: Events, kernels: dict[tuple, int]) -> None:
+        """Count the kernels of an accelerator stream per (process, parameter,
+        value): the parameter right after a kernel's Enter is its launch's key."""
+        k = ev.kind
+        for j in np.flatnonzero((k[:-1] == ENTER) & (k[1:] == _PARAM)).tolist():
+            p = ev.payload[j + 1]
+            par, val = field_of(p, "parameter"), field_of(p, "value")
+            if par is not None and val is not None:
+                proc = self.defs.process_of(loc)
+                self.device_params.add((proc, par))
+                self.seen.add(proc)
+                kernels[(proc, par, val)] += 1
+
+    def _host_parameters(self, loc: int, ev: Events, row_of: Callable[[int, int], Row],
+                         hosts: dict[tuple, list]) -> None:
+        """The parameters of a host thread that may be kernel launches, per
+        (process, parameter, value): (time, location, row)."""
+        for j in np.flatnonzero(ev.kind == _PARAM).tolist():
+            p = ev.payload[j]
+            par, val = field_of(p, "parameter"), field_of(p, "value")
+            if par is not None and val is not None:
+                hosts[(self.defs.process_of(loc), par, val)].append(
+                    (int(ev.time[j]), loc, row_of(loc, j)))
+
+    def _pair_launches(self, hosts: dict[tuple, list], kernels: dict[tuple, int]) -> None:
+        """Pair host parameters with kernels, first to first in time per key; keep
+        the unpaired ones that can still be launches (module docstring)."""
         for key in set(hosts) | set(kernels) | set(self.launch):
             waiting = sorted(self.launch.get(key, []) + hosts.get(key, []),
                              key=lambda x: (x[0], x[2][4]))

@@ -75,6 +75,7 @@ from compensate.engine.lateness import (  # noqa: F401 - fit's public names too
     message_was_late,
     receiver_was_late,
 )
+from compensate.engine.overheads import record_overheads
 from compensate.matching import Matching, MessageTable
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
 from compensate.matching.partitioned import fit_candidates
@@ -325,15 +326,17 @@ class _Columns:
 
 def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
     """Concatenate every location's times, with overheads and copies applied."""
-    res = float(trace.definitions.timer_resolution)
+    defs = trace.definitions
+    res = float(defs.timer_resolution)
     offsets, times, after, free = {}, [], [], []
     n = 0
     for loc, ev in trace.events.items():
         offsets[loc] = n
         n += len(ev)
         t = ev.time.astype(np.float64)
+        # a flush's own overhead counts from its end (its duration: its stop time)
         a = np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time).astype(np.float64)
-        a += platform.location_overheads(loc, ev.kind, ev.region, ev.overhead) * res
+        a += record_overheads(platform, defs, loc, ev, flushes=False)
         sends = np.flatnonzero(np.isin(ev.kind, _EAGER_SENDS))
         f = a.copy()
         if sends.size:

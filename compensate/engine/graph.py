@@ -33,6 +33,7 @@ import numpy as np
 
 from compensate.engine.flushes import FlushIndex
 from compensate.engine.lateness import exchange_arrival, message_was_late, receiver_was_late
+from compensate.engine.overheads import record_overheads, written_overheads
 from compensate.engine.rules import (
     Need,
     Ref,
@@ -41,7 +42,7 @@ from compensate.engine.runsums import segmented_cumsum
 from compensate.matching import (
     Matching,
 )
-from compensate.model import BUFFER_FLUSH, ISEND, KIND_NAMES, SEND, Trace
+from compensate.model import BUFFER_FLUSH, ISEND, KIND_NAMES, SEND, Events, Trace
 from compensate.platform import Platform
 
 START, FAST_P2P, GENERIC = 0, 1, 2
@@ -74,7 +75,6 @@ class Graph:
         self.platform = platform
         res = float(trace.definitions.timer_resolution)
         self.res = res
-        self.ovh = platform.overhead_table() * res  # ticks per kind code
         self.dev_ovh = platform.device_overhead * res  # ticks per accelerator record
         self.loc_ids = list(trace.events)
         self.evs = [trace.events[loc] for loc in self.loc_ids]
@@ -134,36 +134,24 @@ class Graph:
     def _flat_columns(self) -> None:
         """tm (measured, float ticks from t0) and the clamped R1 gaps, all locations
         end to end; BufferFlush statistics."""
-        res, t0, stats = self.res, self.t0, self.stats
+        t0, platform = self.t0, self.platform
+        defs = self.trace.definitions
         tms, gaps, devs, rovh = [], [], [], []
-        defs = self.trace.definitions.locations
         for loc, ev, (pinned, carry), ghost in zip(self.loc_ids, self.evs, self.pins, self.ghost,
                                                    strict=True):
             tm = (ev.time - t0).astype(np.float64)
             n = len(tm)
-            o = self.platform.location_overheads(loc, ev.kind, ev.region,
-                                                 ev.overhead) * res
-            if ghost:  # another rank's: measured times and overheads (rules read them
-                rovh.append(o)  # when they are built), no R1 gaps (never evaluated; no
-                tms.append(tm)  # overcompensation or flush counted here: its owner does)
-                gaps.append(np.zeros(n))
-                devs.append(np.full(n, loc in defs and defs[loc].is_device))
-                continue
-            rovh.append(o.copy())
-            metric = loc in defs and defs[loc].is_metric
-            if metric:  # mapped afterwards, not R1: no
-                o[:] = 0.0  # overhead charged, no overcompensation counted (engine.metrics)
-            device = loc in defs and defs[loc].is_device
-            if device:  # device activity is not dilated by host tracing (R9): only the
-                o[:] = self.dev_ovh  # platform file's device_overhead (default 0)
+            written = written_overheads(platform, defs, loc, ev)
+            rovh.append(written)  # (rules read them, of ghost locations too)
+            info = defs.locations.get(loc)
+            device = info is not None and info.is_device
             devs.append(np.full(n, device))
-            flush = np.flatnonzero(ev.kind == BUFFER_FLUSH)
-            if flush.size:
-                o[flush] += (ev.size[flush] - ev.time[flush]).astype(np.float64)
-                counted = flush[flush >= len(pinned)]  # pinned records were counted before
-                stats.buffer_flushes += int(counted.size)
-                stats.add_flush_ticks(int(np.sum(ev.size[counted] - ev.time[counted])),
-                                      self.trace.definitions.timer_resolution)
+            tms.append(tm)
+            if ghost:  # another rank's: no R1 gaps (never evaluated; no overcompensation
+                gaps.append(np.zeros(n))  # or flush counted here: its owner does)
+                continue
+            self._count_flushes(ev, len(pinned))
+            o = record_overheads(platform, defs, loc, ev, written=written)
             gap = np.zeros(n)
             if n > 1:
                 gap[1:] = _r1_gaps(tm, o)
@@ -171,23 +159,33 @@ class Graph:
             if 0 < p < n:  # the first record after the pinned ones: R1 from the last of
                 d = tm[p] - tm[p - 1]  # them with the overhead ``carry`` its group left
                 gap[p] = d - carry if d != 0 else 0.0
-            if self.platform.cold and not device and not metric:
+            if platform.cold and not device and not (info is not None and info.is_metric):
                 # a cold call's extra cost, taken from the gap before its Enter (never
                 # more than R1 left of it: Platform.cold_charge)
-                gap -= self.platform.cold_charge(loc, ev.kind, ev.region, gap, res)
-            tms.append(tm)
+                gap -= platform.cold_charge(loc, ev.kind, ev.region, gap, self.res)
             gaps.append(gap)
         self.tm = np.concatenate(tms) if tms else np.zeros(0)
         self.gap = np.concatenate(gaps) if gaps else np.zeros(0)
         #: per record: on an accelerator stream (no tracer overhead, :meth:`kind_ovh`)
         self.device = np.concatenate(devs) if devs else np.zeros(0, bool)
         #: per record: its tracer overhead in ticks (by location, kind and region:
-        #: Platform.location_overheads), before the metric/device/flush adjustments
+        #: compensate.engine.overheads.written_overheads), without what R1 charges
+        #: differently on device and metric locations and for flushes
         self.rovh = np.concatenate(rovh) if rovh else np.zeros(0)
         self.kind = (np.concatenate([ev.kind for ev in self.evs]).astype(np.int64)
                      if self.evs else np.zeros(0, np.int64))
         self.size = (np.concatenate([ev.size for ev in self.evs]).astype(np.int64)
                      if self.evs else np.zeros(0, np.int64))
+
+    def _count_flushes(self, ev: Events, pinned: int) -> None:
+        """Count the BufferFlush records of a location (but its first ``pinned``:
+        context counted with an earlier segment) and their time removed."""
+        flush = np.flatnonzero(ev.kind == BUFFER_FLUSH)
+        if flush.size:
+            counted = flush[flush >= pinned]
+            self.stats.buffer_flushes += int(counted.size)
+            self.stats.add_flush_ticks(int(np.sum(ev.size[counted] - ev.time[counted])),
+                                       self.trace.definitions.timer_resolution)
 
     def _count_overcompensation(self, local: np.ndarray) -> None:
         """R1 overcompensation: local records (not dependent, not first) whose gap

@@ -2,12 +2,14 @@
  * compensate/engine/native.py says why this boundary).
  *
  * An anchor of code FAST_P2P is an eager receive completing one message (R2, R2f
- * under the fitted bound); fast_value computes it from its send's anchor with the
- * same double operations in the same order as the Python loop of
- * compensate/engine/run.py (_Engine.run), compiled with -ffp-contract=off and no
- * -ffast-math, so the values are the same bit for bit; `max(a, b)` is written
- * as the Python's `b if b > a else a` forms, which matter for equal operands.
- * The case counters go to cnt: m.1 a1, m.1 a2, m.2, clamped (fitted).
+ * under the fitted bound); fast_value computes it from its send's anchor. It is
+ * the C twin of receive_time in compensate/engine/receive.py (R2, written once in
+ * Python for the engine's Python loop and its rule objects): the same double
+ * operations in the same order, compiled with -ffp-contract=off and no
+ * -ffast-math, so the values are the same bit for bit; `max(a, b)` is written as
+ * the Python's `b if b > a else a` forms, which matter for equal operands. A
+ * change to one is a change to the other. The case counters go to cnt: m.1 a1,
+ * m.1 a2, m.2, clamped (fitted), receive_time's order.
  *
  * cmp_schedule runs the one-process engine: the Python loop's stack of runnable
  * locations, parking and waking, and returns to Python at every other anchor (a
@@ -42,8 +44,9 @@ typedef struct {
     int64_t fitted;            /* the fitted bound (R2f) */
 } cmp_loop;
 
-/* The value of inline receive k whose send anchor is known (R2, R2f, eq. 7), the
- * case counted in cnt (a1, a2, m2, clamped): the Python loop's operations. */
+/* The value of inline receive k whose send anchor is known (R2, R2f, eq. 7, not
+ * before the previous record), the case counted in cnt (a1, a2, m2, clamped):
+ * receive_time's operations. */
 static inline double fast_value(const cmp_loop *L, int64_t k, double send_a, int64_t *cnt)
 {
     const double *A = L->A;

@@ -1,17 +1,19 @@
 """The engine's anchor loop in C for the inline point-to-point path (issue #18).
 
-:meth:`compensate.engine.run._Engine.run` evaluates anchors one location at a
-time; at 10^6 records its Python loop cost ~1.3 µs per anchor, most of them eager
-receives completing one message (code ``FAST_P2P``: R2, R2f). ``loop.c``'s
-``cmp_run_fast`` evaluates a run of such anchors of one location and stops at the
-first one Python must handle: a generic anchor (rule objects), one whose send is
-not computed yet (the location parks), one a location waits for or another rank
-asked for (``watched``: Python computes it and wakes the waiters). So parking,
-waking, the generic rules and the distributed exchange stay in Python as they
-were, and the kernel only replaces the arithmetic of the common case, with the
-same double operations in the same order (compiled with ``-ffp-contract=off``,
-:data:`compensate.nativebuild.FLAGS`): the same values bit for bit, and the same
-case counters.
+The engine's Python loop (:meth:`compensate.engine.run._Engine._python_loop`)
+evaluates anchors one location at a time, most of them eager receives completing
+one message (code ``FAST_P2P``: R2, R2f), each a Python call of
+:func:`compensate.engine.receive.receive_time`. ``loop.c``'s ``cmp_run_fast``
+evaluates a run of such anchors of one location and stops at the first one Python
+must handle: a generic anchor (rule objects), one whose send is not computed yet
+(the location parks), one a location waits for or another rank asked for
+(``watched``: Python computes it and wakes the waiters). So parking, waking, the
+generic rules and the distributed exchange stay in Python, and the kernel only
+replaces the arithmetic of the common case: ``fast_value``, ``receive_time``'s C
+twin, with the same double operations in the same order (compiled with
+``-ffp-contract=off``, :data:`compensate.nativebuild.FLAGS`): the same values bit
+for bit, and the same case counters. ``cmp_schedule`` also takes the one-process
+run's scheduling (:meth:`compensate.engine.run._Engine._scheduled`).
 
 The C file is compiled on first use into the per-user cache and loaded with
 ctypes (:mod:`compensate.nativebuild`, as the OTF2 C path). If it cannot be built
@@ -106,6 +108,9 @@ class FastLoop:
         self._struct = _Loop(*(a.buffer_info()[0] for a in self._keep), int(fitted))
         self._ptr = ctypes.addressof(self._struct)
         self._fn, self._sched = fns
+        #: ``kernel(address, k, end)`` is :meth:`run` without a Python call in
+        #: between (the engine's Python loop calls it once per run of receives)
+        self.kernel, self.address = self._fn, self._ptr
 
     def run(self, k: int, end: int) -> int:
         """Evaluate anchors ``k, k+1, ...`` below ``end`` while the C loop can;

@@ -10,15 +10,18 @@ known before :meth:`value` may run (with the record they were needed for, to nam
 it in an error). Everything that does not depend on an approximated time is
 computed when the rule is built, so evaluation is a handful of float operations.
 
-The most common rule, an eager point-to-point receive under the lower or upper
-bound, is evaluated inline by the engine from per-message arrays instead (same
-arithmetic as :func:`recv_time`); these classes cover everything else.
+The most common rule, an eager point-to-point receive completing one message, is
+evaluated inline by the engine from per-message arrays instead; both it and
+:func:`recv_time` evaluate R2 through :func:`compensate.engine.receive.receive_time`.
+These classes cover everything else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from compensate.engine.receive import receive_time
 
 Ref = tuple[int, float]  # (anchor id, R1 offset from the anchor)
 Need = tuple[int, int, int]  # (anchor id, location id, record index)
@@ -41,6 +44,9 @@ class Context:
     network_ticks: Callable[[int], float] | None
     cases: dict
     links: str = ""  # the bound of R8/R9's links if not ``bound`` (EngineOptions.fit_links)
+    #: R2's cases (:func:`compensate.engine.receive.receive_time`), counted apart
+    #: from ``cases`` (the engine adds them to it once the evaluation is done)
+    counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
 
 
 @dataclass(slots=True)
@@ -71,37 +77,21 @@ class RecvParams:
 
 
 def recv_time(p: RecvParams, A: list, prev_a: float, ctx: Context) -> float:
-    """R2: approximated receive time (eq. 5-10; R2f for the fitted bound)."""
-    send_a = at(A, p.send)
-    cs = p.cs
-    enter_a = at(A, p.enter) if p.enter is not None else p.enter_const
-    ready = max(enter_a, prev_a + p.extra if p.has_prev else NEG_INF)
-    observed = p.observed
+    """R2 for the message ``p`` (eq. 5-10; R2f for the fitted bound):
+    :func:`compensate.engine.receive.receive_time` on its references' times, its
+    case counted in ``ctx``."""
     cases = ctx.cases
     if p.receiver_late:
         cases["m1_receiver_late"] += 1
     elif p.message_late:
         cases["m2_message_late"] += 1
-    if p.overlapped:  # m.1: the calls overlapped, transfer observed
-        recv_a = max(send_a + observed, ready + cs)
-        cases["m1_a1" if send_a + observed > ready + cs else "m1_a2"] += 1
-    else:  # m.2: bounds only (eq. 8-10)
-        comm_min = (ready - send_a) + cs
-        if ctx.bound == "lower":
-            comm = max(p.lo, comm_min)
-            cases["m2_lower"] += 1
-        elif ctx.bound == "upper":
-            comm = max(observed, comm_min)
-            cases["m2_upper"] += 1
-        else:  # fitted (R2f): the modelled transfer, clamped into [lower, upper]
-            lo, hi = max(p.lo, comm_min), max(observed, comm_min)
-            fit = p.lo + ctx.network_ticks(p.size)
-            comm = min(max(fit, lo), hi)
-            cases["m2_fitted"] += 1
-            cases["m2_fitted_clamped"] += int(comm != fit)
-        recv_a = send_a + comm
-    # eq. 7: the receive completes after it was entered, and after the send
-    return max(recv_a, send_a + TICK, enter_a + TICK)
+    bound = ctx.bound
+    fit = p.lo + ctx.network_ticks(p.size) if bound == "fitted" else None
+    return receive_time(at(A, p.send),
+                        at(A, p.enter) if p.enter is not None else p.enter_const,
+                        prev_a if p.has_prev else None, p.extra, p.cs, p.observed,
+                        p.overlapped, p.observed if bound == "upper" else p.lo, fit,
+                        ctx.counts)
 
 
 class Rule:

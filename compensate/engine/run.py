@@ -17,14 +17,16 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   function of the values it needs), so runnable locations are kept on a plain
   stack rather than in a priority queue.
 * The common rule, an eager point-to-point receive (R2, R2f under the fitted
-  bound), is evaluated inline from per-message lists precomputed with numpy;
+  bound), is evaluated inline from per-message lists precomputed with numpy (by
+  :func:`compensate.engine.receive.receive_time`, as the rule objects evaluate R2);
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
 * The loop runs in C where a C compiler is at hand (:mod:`compensate.engine.native`,
   ``loop.c``): in the one-process run the stack, parking, waking and the inline
   receives, with the same double operations in the same order (the same values
   bit for bit); each generic anchor comes back here once its needs are known
   (:meth:`_Engine._scheduled`). Otherwise, and for the distributed run, the Python
-  loop of :meth:`_Engine.run`, which hands runs of inline receives to C if it can.
+  loop (:meth:`_Engine._python_loop`), which hands runs of inline receives to C if
+  it can.
 
 * Distributed (``approximate(..., exchange=...)``, docs/parallel.md): the
   locations other ranks own are ghosts, never evaluated: their only anchors are
@@ -33,7 +35,8 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   send them; after each run of a location the exchange sends the values other
   ranks asked for that it computed (point to point), and when nothing is runnable
   it brings theirs, which wake their waiters exactly like a local value does
-  (:mod:`compensate.parallel.exchange`).
+  (:class:`compensate.engine.exchange.AnchorExchange`: what the engine needs of
+  the exchange, which :mod:`compensate.parallel` implements).
 
 All arithmetic is in float ticks relative to the earliest measured timestamp;
 results are rounded to integer ticks at the end, which keeps every order the
@@ -46,16 +49,17 @@ import math
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from compensate.engine.exchange import AnchorExchange
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
 from compensate.engine.native import BUDGET, DONE, FastLoop, fast_loop
 from compensate.engine.pending import positions
-from compensate.engine.rules import Context
+from compensate.engine.receive import receive_time
+from compensate.engine.rules import Context, Need, Rule
 from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
 from compensate.model import BUFFER_FLUSH, KIND_NAMES, Events, Trace, TraceError
@@ -153,7 +157,7 @@ class _Engine:
                  matching: Matching, progress: Callable[[int], None] | None,
                  t0: int | None = None,
                  pins: dict[int, tuple[np.ndarray, float]] | None = None,
-                 exchange: Any | None = None) -> None:
+                 exchange: AnchorExchange | None = None) -> None:
         self.trace = trace
         self.exchange = exchange
         self.opts = opts
@@ -165,238 +169,170 @@ class _Engine:
             def network(size: int, _f=opts.network_time) -> float:
                 return _f(size) * res
         ghosts = exchange.ghosts(trace) if exchange is not None else ()
-        g = self.graph = Graph(trace, platform, opts.bound, opts.collective_exit,
-                               opts.network_time, matching, self.stats, t0, pins, ghosts,
-                               opts.link_latency)
-        dep_rules = rules_of(g, matching)
-        if g.has_ghosts:  # the distributed run: only this rank's rules, and as anchors
-            dep_rules = g.own_rules(dep_rules)  # only the ghost records they read
-            reads = [g.g(li, i) for li, i in positions(
-                [p for pending in dep_rules.values() for p in pending], set())
-                if g.ghost[li]]
-            g.set_rules(dep_rules, np.asarray(reads, dtype=np.int64))
-        else:
-            g.set_rules(dep_rules)
+        self.graph = Graph(trace, platform, opts.bound, opts.collective_exit,
+                           opts.network_time, matching, self.stats, t0, pins, ghosts,
+                           opts.link_latency)
+        self._set_rules(matching)
         self.ctx = Context(opts.bound, network, self.stats.p2p_cases,
                            "fitted" if opts.fit_links else opts.bound)
         self.t0 = self.graph.t0
 
+    def _set_rules(self, matching: Matching) -> None:
+        """Give the graph the rules of its dependent records: in the distributed run
+        only this rank's, whose reads of ghost records become anchors."""
+        g = self.graph
+        dep_rules = rules_of(g, matching)
+        if not g.has_ghosts:
+            g.set_rules(dep_rules)
+            return
+        dep_rules = g.own_rules(dep_rules)
+        reads = [g.g(li, i) for li, i in positions(
+            [p for pending in dep_rules.values() for p in pending], set()) if g.ghost[li]]
+        g.set_rules(dep_rules, np.asarray(reads, dtype=np.int64))
+
     def run(self) -> dict[int, np.ndarray]:
         """Compute every anchor, then every record's time (float ticks from t0)."""
-        g = self.graph
-        na = len(g.agpos)
+        g, xch = self.graph, self.exchange
         # anchor times; NaN = not computed yet (a flat array of doubles: no Python
         # object per value, and cache-friendly at 10^6+ anchors)
-        A = array("d", [math.nan]) * na
-        code, has_prev, prev_s, generic = g.code, g.has_prev, g.prev_s, g.generic
-        s_anchor, s_off, e_anchor, e_off = g.f_s_anchor, g.f_s_off, g.f_e_anchor, g.f_e_off
-        enter_c, extra, f_cs, bound_c = g.f_enter_c, g.f_extra, g.f_cs, g.f_bound_c
-        f_observed, f_overlapped, f_fit = g.f_observed, g.f_overlapped, g.f_fit
-        fitted = self.opts.bound == "fitted"
-        ctx = self.ctx
-        a_end = g.a_end.tolist()
-        cur = g.a_first.tolist()  # next anchor to compute, per location position
-        ghost = g.ghost
-        for li in range(len(cur)):
-            if ghost[li]:  # another rank's location (the exchange brings its values)
-                continue
-            pinned = g.pins[li][0]
-            if pinned:  # leading records whose times are given (stream segments)
-                for value in pinned:
-                    A[cur[li]] = value
-                    cur[li] += 1
-            elif cur[li] < a_end[li] and code[cur[li]] == START:  # keeps its measured time
-                A[cur[li]] = g.tm_at[cur[li]]
-                cur[li] += 1
+        A = array("d", [math.nan]) * len(g.agpos)
+        cur = self._start(A)
         waiters: dict[int, list[int]] = {}
-        parked: dict[int, tuple[int, int]] = {}  # location position -> (loc id, record)
-        xch = self.exchange
+        base: dict[str, int] = {}
         if xch is not None:  # distributed (compensate.parallel): other ranks' locations
             # are ghosts (only the records this rank reads are anchors, values NaN
             # until they arrive); anchors other ranks need have a waiter list from
             # the start, so that computing them takes the wake-up path
             xch.start(g, A, cur, waiters)
-            base = dict(ctx.cases)  # counters of rules_of, equal on every rank
-        # the C loop (compensate.engine.native) evaluates runs of inline receives and
-        # stops before any anchor in ``watched``: one with waiters (local, or other
-        # ranks'), which this loop computes to wake them; None: all in Python
-        fast = fast_loop(g, A, fitted) if na else None
-        if fast is not None:
-            run_fast, fast_ptr, watched = fast._fn, fast._ptr, fast.watched
-            for k in waiters:
-                watched[k] = 1
-        else:
-            run_fast = None
-            watched = bytearray(na)
-        stack = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
+            base = dict(self.ctx.cases)  # counters of rules_of, equal on every rank
+        # the C loop (compensate.engine.native); None: everything in Python
+        fast = fast_loop(g, A, self.opts.bound == "fitted") if len(A) else None
+        a_end = g.a_end.tolist()
+        runnable = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
         if fast is not None and xch is None:  # the one-process run: scheduled in C
-            parked = self._scheduled(fast, A, cur, a_end, stack)
-            stack = []  # (so the Python loop below has nothing to do)
-        a1 = a2 = m2 = clamped = 0
-        evaluated = 0
-        next_report = PROGRESS_EVERY
+            self._scheduled(fast, A, cur, a_end, runnable)
+        else:
+            self._python_loop(A, cur, waiters, fast, runnable)
+        self._count_cases(fast)
+        parked = self._waiting(A, cur)
+        if xch is not None:  # each rank counted its own records: reduce over the ranks
+            # (and, after a cycle, the rank whose waiting location comes first names
+            # it, as the one-process run does; the others stop without an error)
+            xch.reduce(g, self.stats, base, min(parked) if parked else None)
+        if parked:
+            self._cycle(parked, cur)
+        if self.progress:
+            self.progress(g.total)
+        return self._times(A)
+
+    def _start(self, A: array) -> list[int]:
+        """Set the anchors known before any rule runs: the pinned leading records of
+        a stream segment's locations, else each location's first record (its
+        measured time). Returns the next anchor to compute per location position."""
+        g = self.graph
+        code, tm_at, a_end = g.code, g.tm_at, g.a_end.tolist()
+        cur = g.a_first.tolist()
+        for li in range(len(cur)):
+            if g.ghost[li]:  # another rank's location (the exchange brings its values)
+                continue
+            k = cur[li]
+            pinned = g.pins[li][0]
+            if pinned:  # leading records whose times are given (stream segments)
+                A[k:k + len(pinned)] = array("d", pinned)
+                cur[li] = k + len(pinned)
+            elif k < a_end[li] and code[k] == START:  # keeps its measured time
+                A[k] = tm_at[k]
+                cur[li] = k + 1
+        return cur
+
+    def _python_loop(self, A: array, cur: list[int], waiters: dict[int, list[int]],
+                     fast: FastLoop | None, stack: list[int]) -> None:
+        """The anchor loop in Python (the distributed run, or no C loop): locations
+        ``stack`` are runnable (the last one first); each runs from ``cur[li]`` until
+        an anchor whose inputs are not all known, where it parks on the first unknown
+        one (``waiters``) until that is computed. Inline receives go through
+        :func:`~compensate.engine.receive.receive_time`, or in runs to the C loop
+        ``fast`` where there is one; it stops before every anchor in ``watched``
+        (one with waiters, local or on other ranks), which this loop computes to
+        wake them. Updates ``cur``."""
+        g, xch, progress, counts = self.graph, self.exchange, self.progress, self.ctx.counts
+        code, has_prev, prev_s, a_end = g.code, g.has_prev, g.prev_s, g.a_end.tolist()
+        s_anchor, s_off, e_anchor, e_off = g.f_s_anchor, g.f_s_off, g.f_e_anchor, g.f_e_off
+        enter_c, extra, f_cs, bound_c = g.f_enter_c, g.f_extra, g.f_cs, g.f_bound_c
+        f_observed, f_overlapped, f_fit = g.f_observed, g.f_overlapped, g.f_fit
+        fitted = self.opts.bound == "fitted"
+        generic, rules_value = g.generic, _rules_evaluator(g, self.ctx)
+        run_fast, fast_ptr, watched = _watched(fast, waiters, len(A))
+        evaluated, next_report = 0, PROGRESS_EVERY
         while True:
             while stack:
                 li = stack.pop()
                 k, end = cur[li], a_end[li]
-                while k < end:
+                while True:  # (not ``while k < end``: CPython 3.11 specializes the
+                    if k >= end:  # bytecode of a function that runs once only at
+                        break  # backward jumps, which that form does not make)
                     if run_fast is not None and code[k] == FAST_P2P and not watched[k]:
                         k = run_fast(fast_ptr, k, end)  # up to the next anchor Python
                         if k == end:  # must handle (see compensate.engine.native)
                             break
-                    hp = has_prev[k]
                     if code[k] == FAST_P2P:  # R2 (R2f), eager message, inline
                         sk = s_anchor[k]
                         send_a = A[sk]
                         if send_a != send_a:  # NaN: not computed yet
                             waiters.setdefault(sk, []).append(li)
                             watched[sk] = 1
-                            parked[li] = (-1, g.f_row[k])  # a message row: named if needed
                             break
-                        send_a += s_off[k]
                         ek = e_anchor[k]
-                        enter_a = A[ek] + e_off[k] if ek >= 0 else enter_c[k]
-                        # (``b if b > a else a`` is ``max(a, b)``, without the call)
-                        if hp:
-                            prev_a = A[k - 1] + prev_s[k]
-                            ready = prev_a + extra[k]
-                            ready = ready if ready > enter_a else enter_a
-                        else:
-                            ready = enter_a
-                        if f_overlapped[k]:  # m.1: the calls overlapped, transfer observed
-                            x = send_a + f_observed[k]
-                            y = ready + f_cs[k]
-                            if y > x:
-                                recv_a = y
-                                a2 += 1
-                            else:
-                                recv_a = x
-                                if x > y:
-                                    a1 += 1
-                                else:
-                                    a2 += 1
-                        elif fitted:  # m.2, R2f: the modelled transfer clamped into
-                            comm_min = (ready - send_a) + f_cs[k]  # [lower, upper]
-                            b = bound_c[k]  # the least transfer
-                            lo = comm_min if comm_min > b else b
-                            hi = f_observed[k]
-                            if comm_min > hi:
-                                hi = comm_min
-                            fit = f_fit[k]
-                            comm = lo if lo > fit else fit
-                            if hi < comm:
-                                comm = hi
-                            if comm != fit:
-                                clamped += 1
-                            recv_a = send_a + comm
-                            m2 += 1
-                        else:  # m.2: bounds only (eq. 8-10); bound_c: 2·C(s)·s or observed
-                            comm = (ready - send_a) + f_cs[k]
-                            b = bound_c[k]
-                            recv_a = send_a + (comm if comm > b else b)
-                            m2 += 1
-                        # eq. 7: after the receive was entered, and after the send
-                        value = recv_a
-                        x = send_a + 1.0
-                        if x > value:
-                            value = x
-                        x = enter_a + 1.0
-                        if x > value:
-                            value = x
+                        value = receive_time(
+                            send_a + s_off[k], A[ek] + e_off[k] if ek >= 0 else enter_c[k],
+                            A[k - 1] + prev_s[k] if has_prev[k] else None, extra[k],
+                            f_cs[k], f_observed[k], f_overlapped[k], bound_c[k],
+                            f_fit[k] if fitted else None, counts)
                     else:
-                        rules, gap = generic[k]
-                        blocked = None
-                        for rule in rules:
-                            for need in rule.needs:
-                                x = A[need[0]]
-                                if x != x:
-                                    blocked = need
-                                    break
-                            if blocked:
-                                break
-                        if blocked:
-                            waiters.setdefault(blocked[0], []).append(li)
-                            watched[blocked[0]] = 1
-                            parked[li] = (blocked[1], blocked[2])
+                        need = first_unknown(generic[k][0], A)
+                        if need is not None:
+                            waiters.setdefault(need[0], []).append(li)
+                            watched[need[0]] = 1
                             break
-                        if hp:
-                            prev_a = A[k - 1] + prev_s[k]
-                            local = prev_a + gap
-                        else:
-                            local = prev_a = g.tm_at[k]
-                        value = rules[0].value(A, local, prev_a, ctx)
-                        for rule in rules[1:]:
-                            value = max(value, rule.value(A, local, prev_a, ctx))
-                    if hp and prev_a > value:
-                        value = prev_a
+                        value = rules_value(A, k)
                     A[k] = value
-                    woken = waiters.pop(k, None)
-                    if woken is not None:  # local waiters, or other ranks want it
-                        for w in woken:
-                            del parked[w]
-                        stack.extend(woken)
+                    if watched[k]:  # local waiters, or other ranks want it
+                        stack.extend(waiters.pop(k, ()))
                         if xch is not None:
                             xch.computed(k)
                     k += 1
                 evaluated += k - cur[li]
                 cur[li] = k
-                if xch is not None and xch._out:  # values other ranks wait for: send
-                    xch.flush(A)  # now, not when this rank runs out of work
-                if self.progress and evaluated >= next_report:
+                if xch is not None:  # values other ranks wait for: send them now, not
+                    xch.flush(A)  # when this rank runs out of work
+                if progress is not None and evaluated >= next_report:
                     next_report = evaluated + PROGRESS_EVERY
-                    self.progress(self._records_done(cur))
-            if xch is None or xch.finished:
-                break
-            # nothing runnable here: send the values other ranks wait for, take theirs
-            for k in xch.round(A, cur, parked):
-                woken = waiters.pop(k, None)
-                if woken:
-                    for w in woken:
-                        del parked[w]
-                    stack.extend(woken)
-        if fast is not None:
-            f1, f2, fm, fc = fast.counts()
-            a1, a2, m2, clamped = a1 + f1, a2 + f2, m2 + fm, clamped + fc
-        cases = self.stats.p2p_cases
-        cases["m1_a1"] += a1
-        cases["m1_a2"] += a2
-        cases["m2_" + self.opts.bound] += m2
-        cases["m2_fitted_clamped"] += clamped
-        cases["m1_receiver_late"] += g.fast_receiver_late  # (of this rank's receives only
-        cases["m2_message_late"] += g.fast_message_late  # in the distributed run: summed)
-        if xch is not None:  # each rank counted its own records: reduce over the ranks
-            # (and, after a cycle, the rank whose waiting location comes first names
-            # it, as the one-process run does; the others stop without an error)
-            xch.reduce(g, self.stats, base, min(parked) if parked else None)
-        if parked:
-            li = min(parked)
-            if xch is not None:
-                xch.check_first_waiting(li)
-            on_loc, on_idx = parked[li]
-            if on_loc == -1:
-                on_loc, on_idx = g.message_send(on_idx)
-            i = int(g.anchor_rec[cur[li]])
-            kind = KIND_NAMES[g.evs[li].kind[i]]
-            raise TraceError(
-                f"{kind} waits for location {on_loc}, record {on_idx}, which can never be "
-                f"reached: the trace's dependencies form a cycle (inconsistent trace)",
-                source=self.trace.source, location=g.loc_ids[li], index=i)
-        if self.progress:
-            self.progress(g.total)
-        return self._times(A)
+                    progress(self._records_done(cur))
+            if not self._round(A, cur, waiters, stack):
+                return
+
+    def _round(self, A: array, cur: list[int], waiters: dict[int, list[int]],
+               stack: list[int]) -> bool:
+        """Nothing is runnable: in the distributed run send the values other ranks
+        wait for and take theirs, waking their waiters. False once there is nothing
+        more to do (always in the one-process run)."""
+        xch = self.exchange
+        if xch is None or xch.finished:
+            return False
+        for k in xch.round(A, cur):
+            stack.extend(waiters.pop(k, ()))
+        return True
 
     def _scheduled(self, fast: FastLoop, A: array, cur: list[int], a_end: list[int],
-                   runnable: list[int]) -> dict[int, tuple[int, int]]:
-        """The loop of :meth:`run` with its scheduling in C (``cmp_schedule``,
+                   runnable: list[int]) -> None:
+        """The anchor loop with its scheduling in C (``cmp_schedule``,
         :mod:`compensate.engine.native`): the C loop evaluates the inline receives,
         parks and wakes locations, and hands every generic anchor whose needs are
-        all known to this loop, which evaluates its rules as :meth:`run` does.
-        Updates ``cur``; returns the parked locations (location position ->
-        (location id, record), -1 and a message row for a receive waiting for its
-        send), empty unless the dependencies form a cycle."""
-        g, ctx = self.graph, self.ctx
-        has_prev, prev_s, generic, tm_at = g.has_prev, g.prev_s, g.generic, g.tm_at
-        sch = fast.scheduler(cur, a_end, runnable, generic)
+        all known to this loop, which evaluates its rules as :meth:`_python_loop`
+        does. Updates ``cur``."""
+        g = self.graph
+        rules_value = _rules_evaluator(g, self.ctx)
+        sch = fast.scheduler(cur, a_end, runnable, g.generic)
         state, step, computed, cur_c = sch.state, sch.step, sch.computed, sch.cur
         budget = PROGRESS_EVERY if self.progress else 1 << 62
         while True:
@@ -408,30 +344,58 @@ class _Engine:
                 continue
             li = state.out_li
             k = cur_c[li]
-            rules, gap = generic[k]
-            if has_prev[k]:
-                prev_a = A[k - 1] + prev_s[k]
-                local = prev_a + gap
-            else:
-                local = prev_a = tm_at[k]
-            value = rules[0].value(A, local, prev_a, ctx)
-            for rule in rules[1:]:
-                value = max(value, rule.value(A, local, prev_a, ctx))
-            if has_prev[k] and prev_a > value:
-                value = prev_a
-            A[k] = value
+            A[k] = rules_value(A, k)
             computed(li, k)
         cur[:] = cur_c.tolist()
+
+    def _waiting(self, A: array, cur: list[int]) -> dict[int, tuple[int, int]]:
+        """The locations left waiting once nothing is runnable: location position ->
+        (location id, record) of the first value it needs that is unknown (-1 and a
+        message row for a receive waiting for its send). Empty unless the
+        dependencies form a cycle."""
+        g = self.graph
         parked = {}
-        for li, (k, end) in enumerate(zip(cur, a_end, strict=True)):
-            if k < end:  # waits for the first value its rules need that is unknown
+        for li, (k, end) in enumerate(zip(cur, g.a_end.tolist(), strict=True)):
+            if k < end:
                 if g.code[k] == FAST_P2P:
                     parked[li] = (-1, g.f_row[k])
                 else:
-                    need = next(need for rule in generic[k][0] for need in rule.needs
-                                if math.isnan(A[need[0]]))
+                    need = first_unknown(g.generic[k][0], A)
                     parked[li] = (need[1], need[2])
         return parked
+
+    def _count_cases(self, fast: FastLoop | None) -> None:
+        """Add R2's case counts (the Python evaluations' and the C loop's) and the
+        inline receives' late parties to the statistics."""
+        a1, a2, m2, clamped = self.ctx.counts
+        if fast is not None:
+            f1, f2, fm, fc = fast.counts()
+            a1, a2, m2, clamped = a1 + f1, a2 + f2, m2 + fm, clamped + fc
+        cases, g = self.stats.p2p_cases, self.graph
+        cases["m1_a1"] += a1
+        cases["m1_a2"] += a2
+        cases["m2_" + self.opts.bound] += m2
+        cases["m2_fitted_clamped"] += clamped
+        cases["m1_receiver_late"] += g.fast_receiver_late  # (of this rank's receives only
+        cases["m2_message_late"] += g.fast_message_late  # in the distributed run: summed)
+
+    def _cycle(self, parked: dict[int, tuple[int, int]], cur: list[int]) -> None:
+        """Raise the error of locations left waiting: the dependencies form a cycle.
+        It names the first of them (in the distributed run, if this rank holds the
+        first of all ranks; else RemoteFailure naming the rank that does)."""
+        g = self.graph
+        li = min(parked)
+        if self.exchange is not None:
+            self.exchange.check_first_waiting(li)
+        on_loc, on_idx = parked[li]
+        if on_loc == -1:
+            on_loc, on_idx = g.message_send(on_idx)
+        i = int(g.anchor_rec[cur[li]])
+        kind = KIND_NAMES[g.evs[li].kind[i]]
+        raise TraceError(
+            f"{kind} waits for location {on_loc}, record {on_idx}, which can never be "
+            f"reached: the trace's dependencies form a cycle (inconsistent trace)",
+            source=self.trace.source, location=g.loc_ids[li], index=i)
 
     def _records_done(self, cur: list[int]) -> int:
         g = self.graph
@@ -447,16 +411,63 @@ class _Engine:
                 for li, loc in enumerate(g.loc_ids)}
 
 
+def first_unknown(rules: list[Rule], A: array) -> Need | None:
+    """The first need of ``rules`` (in their order) whose anchor is not computed
+    yet, None if all are known."""
+    for rule in rules:
+        for need in rule.needs:
+            x = A[need[0]]
+            if x != x:  # NaN
+                return need
+    return None
+
+
+def _rules_evaluator(g: Graph, ctx: Context) -> Callable[[array, int], float]:
+    """``value(A, k)``: the time of generic anchor ``k`` whose needs are known, the
+    latest of its rules' values and never before its previous record (R1)."""
+    generic, has_prev, prev_s, tm_at = g.generic, g.has_prev, g.prev_s, g.tm_at
+
+    def value(A: array, k: int) -> float:
+        rules, gap = generic[k]
+        if has_prev[k]:
+            prev_a = A[k - 1] + prev_s[k]
+            local = prev_a + gap
+        else:
+            local = prev_a = tm_at[k]
+        v = rules[0].value(A, local, prev_a, ctx)
+        for rule in rules[1:]:
+            v = max(v, rule.value(A, local, prev_a, ctx))
+        if has_prev[k] and prev_a > v:
+            v = prev_a
+        return v
+
+    return value
+
+
+def _watched(fast: FastLoop | None, waiters: dict[int, list[int]],
+             na: int) -> tuple[Callable[[int, int, int], int] | None, int, bytearray | array]:
+    """The C loop's entry point and address (None, 0 without it), and the anchors
+    the Python loop must compute itself: marked 1 for every anchor of ``waiters``
+    (other ranks asked for them) and, as the loop goes, every anchor a location
+    waits for."""
+    watched = fast.watched if fast is not None else bytearray(na)
+    for k in waiters:
+        watched[k] = 1
+    if fast is None:
+        return None, 0, watched
+    return fast.kernel, fast.address, watched
+
+
 def approximate(trace: Trace, platform: Platform, options: EngineOptions, matching: Matching,
                 progress: Callable[[int], None] | None = None, *, t0: int | None = None,
                 pins: dict[int, tuple[np.ndarray, float]] | None = None,
                 references: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
-                exchange: Any | None = None,
+                exchange: AnchorExchange | None = None,
                 ) -> tuple[dict[int, np.ndarray], int, Stats]:
     """The engine itself: every record's approximated time in float ticks from ``t0``
     (default: the earliest measured timestamp), ``t0``, and the statistics.
 
-    ``pins`` (used by :mod:`compensate.engine.stream` for one segment of a long trace):
+    ``pins`` (used by :mod:`compensate.pipeline.cuts` for one segment of a long trace):
     ``{location: (times, carry)}`` gives the approximated times (float ticks from
     ``t0``) of the location's first ``len(times)`` records, which are context from
     earlier segments; the record after them follows R1 from the last of them, whose
@@ -466,7 +477,7 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
     (:mod:`compensate.engine.metrics`); ``references`` gives the (measured,
     approximated) points of a reference thread without records in ``trace``.
 
-    ``exchange`` (:class:`compensate.parallel.exchange.Exchange`, the distributed
+    ``exchange`` (:class:`compensate.engine.exchange.AnchorExchange`, the distributed
     run of docs/parallel.md): only the locations this rank owns are evaluated; the
     anchors of the others arrive through it, and the anchors others need leave
     through it. Then only the owned locations' times are meaningful, and METRIC

@@ -3,7 +3,7 @@ each handed over in runs in its own non-decreasing time order, come out in globa
 order — by time, ties by source rank, then by per-source order — in bounded memory.
 
 Why: the engine produces records location by location and segment by segment
-(:mod:`compensate.engine.stream`), but a ``.trace`` file, and any other
+(:mod:`compensate.pipeline.cuts`), but a ``.trace`` file, and any other
 time-ordered consumer (``compensate export`` could be one), wants them in one
 global time order. Holding the whole trace would give up the streamed path's
 bounded memory; handing records on as they come would give up the order. The

@@ -102,7 +102,8 @@ class RemoteFailure(Exception):
 
 
 class Exchange:
-    """The engine's link to the other ranks (see the module docstring).
+    """The engine's link to the other ranks (see the module docstring): the
+    :class:`compensate.engine.exchange.AnchorExchange` of the distributed run.
 
     ``owner``: ``{location id: rank}`` for every location of the trace; ``index``:
     the trimmed ghosts' index map (:mod:`compensate.parallel.trim`; rows name
@@ -297,8 +298,9 @@ class Exchange:
 
     # -- point to point --------------------------------------------------------------
     def flush(self, A: array) -> None:
-        """Send the queued values: one message per destination, (location, record,
-        the value's 8 bytes) rows of one int64 buffer, never one message per value."""
+        """Send the queued values, if any (the engine calls this after every run of
+        a location): one message per destination, (location, record, the value's 8
+        bytes) rows of one int64 buffer, never one message per value."""
         if not self._out:
             return
         dests: list[int] = []
@@ -416,7 +418,7 @@ class Exchange:
             return True
         return False
 
-    def round(self, A: array, cur: list[int], parked: dict[int, tuple[int, int]]) -> list[int]:
+    def round(self, A: array, cur: list[int]) -> list[int]:
         """The engine has nothing runnable: send the queued values (one message per
         destination), take what arrived; if nothing did, wait for a message (up to
         :data:`WAVE_DELAY` if this rank is not done), then join a wave (a

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from compensate.engine.carry import LinkCarry, Row
+from compensate.engine.overheads import record_overheads
 from compensate.matching import Matching, match
 from compensate.matching.lock_order import mark_implied, release_reach
 from compensate.model import BUFFER_FLUSH, KIND_CODE, LEAVE, Definitions, Events, Trace, TraceError
@@ -63,8 +64,6 @@ class Segmenter:
         self.done: dict[int, int] = defaultdict(int)  # records of earlier segments
         #: the first Enter/Leave that does not nest (record index in the location)
         self.nesting_first: dict | None = None
-        self.ovh = platform.overhead_table() * float(defs.timer_resolution)
-        self.dev_ovh = platform.device_overhead * float(defs.timer_resolution)
         self.ctx: dict[int, Context] = defaultdict(Context)
         self.t0: int | None = None
         self.links = LinkCarry(defs)
@@ -268,11 +267,7 @@ class Segmenter:
             # the overhead of the trailing timestamp group (R1: charged to the next gap)
             t = ev.time
             first = int(np.searchsorted(t, t[last], side="left"))
-            o = self.platform.location_overheads(loc, ev.kind[first:], ev.region[first:],
-                                                 ev.overhead[first:]) \
-                * float(self.defs.timer_resolution)
-            if loc in self.defs.locations and self.defs.locations[loc].is_device:
-                o = np.full_like(o, self.dev_ovh)  # the device overhead (R9, default 0)
+            o = record_overheads(self.platform, self.defs, loc, ev, first, flushes=False)
             flush = ev.kind[first:] == BUFFER_FLUSH
             carry = float(o.sum())
             if flush.any():

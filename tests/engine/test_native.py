@@ -1,7 +1,10 @@
 """compensate.engine.native (issue #18): the engine's C loop gives the same anchor
-values, bit for bit, and the same case counts as the Python loop it replaces, under
-every bound, on simulated programs and a real archive; it is built on first use
-and, when it cannot be, the Python loop runs and says so once on stderr."""
+values, bit for bit, and the same case counts as the Python loop it replaces (R2
+by compensate.engine.receive.receive_time, of which loop.c's fast_value is the C
+twin), under every bound, on simulated programs and a real archive, whether it
+schedules the one-process run or evaluates runs of receives for the Python loop
+(the distributed run's configuration); it is built on first use and, when it
+cannot be, the Python loop runs and says so once on stderr."""
 
 from __future__ import annotations
 
@@ -71,6 +74,17 @@ def _python_loop(monkeypatch, *args):
         return approximate(*args)
 
 
+def _python_loop_with_c_runs(monkeypatch, *args):
+    """approximate() with the loop the distributed run uses: Python's scheduling,
+    runs of inline receives handed to the C loop (cmp_run_fast)."""
+    def scheduled(self, fast, A, cur, a_end, runnable):
+        self._python_loop(A, cur, {}, fast, runnable)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(engine_run._Engine, "_scheduled", scheduled)
+        return approximate(*args)
+
+
 def _bits(times: dict[int, np.ndarray]) -> dict[int, list[int]]:
     return {loc: np.asarray(t, dtype=np.float64).view(np.int64).tolist()
             for loc, t in times.items()}
@@ -96,9 +110,13 @@ def test_the_c_loop_computes_what_the_python_loop_computes(cases, monkeypatch, b
         assert t0 == py_t0
         assert _bits(c_times) == _bits(py_times), name
         assert c_stats.to_dict() == py_stats.to_dict(), name
+        mixed_times, _, mixed_stats = _python_loop_with_c_runs(monkeypatch, *args)
+        assert _bits(mixed_times) == _bits(py_times), name
+        assert mixed_stats.to_dict() == py_stats.to_dict(), name
         for key in seen:
             seen[key] += c_stats.p2p_cases[key]
-    assert len(used) == runs >= 5  # the C loop ran every time (each fitted where it fits)
+    assert len(used) == 2 * runs and runs >= 5  # the C loop ran in both configurations
+    # every time (each fitted where it fits)
     assert all(seen.values()), seen  # every branch of the inline receive was taken
 
 

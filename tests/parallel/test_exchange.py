@@ -3,12 +3,14 @@ whose exchanged values are checked by hand, and the cycle a trace can hold."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from compensate.engine.exchange import AnchorExchange
 from compensate.engine.run import EngineOptions, approximate
 from compensate.formats.text import read_text
 from compensate.matching import match
@@ -47,6 +49,28 @@ def load(name: str):
             head, times = x[len("# expect any"):].split(":")
             expect[int(head)] = [int(t) for t in times.split()]
     return trace, platform, expect
+
+
+def test_the_exchange_is_what_the_engine_needs():
+    """Exchange has every member of the engine's AnchorExchange protocol, each
+    method with the protocol's parameters (the engine knows the exchange only
+    through the protocol, so a renamed method would fail only at run time)."""
+    members = [name for name in vars(AnchorExchange) if not name.startswith("_")]
+    assert {"ghosts", "start", "computed", "flush", "round", "reduce",
+            "check_first_waiting"} <= set(members)
+    for name in members:
+        want = getattr(AnchorExchange, name)
+        got = getattr(Exchange, name)
+        assert list(inspect.signature(got).parameters) == \
+            list(inspect.signature(want).parameters), name
+    assert "finished" in AnchorExchange.__annotations__
+    assert hasattr(Exchange(_OneRank(), {}), "finished")
+
+
+class _OneRank:
+    """The least transport an Exchange can be built on (only its size is read)."""
+
+    rank, size = 0, 1
 
 
 def test_three_locations_on_two_ranks_exchange_the_hand_computed_values():
