@@ -167,3 +167,44 @@ def test_readme_layout_matches_tree():
         for d in sorted((ROOT / pkg).rglob("__init__.py")):
             rel = d.parent.relative_to(ROOT).as_posix() + "/"
             assert rel in named, f"README layout does not name {rel}"
+
+
+def _complexity(fn: ast.AST) -> int:
+    """McCabe's number of a function as radon counts it (1 + decisions): each
+    if/elif, loop, except, with, assert, conditional expression, comprehension
+    clause and its ifs, and each extra operand of a boolean operator; nested
+    functions and classes count on their own."""
+    n = 1
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp,
+                             ast.ExceptHandler, ast.With, ast.AsyncWith, ast.Assert)):
+            n += 1
+        elif isinstance(node, ast.comprehension):
+            n += 1 + len(node.ifs)
+        elif isinstance(node, ast.BoolOp):
+            n += len(node.values) - 1
+        elif isinstance(node, ast.match_case):
+            n += 1
+        stack.extend(ast.iter_child_nodes(node))
+    return n
+
+
+def test_engine_and_pipeline_functions_fit_on_a_screen():
+    """Every function of the engine and the pipeline: at most 80 lines and a
+    McCabe complexity of at most 25 (radon's measure; `radon cc -s compensate/engine
+    compensate/pipeline` prints the same grades)."""
+    found = []
+    for folder in ("engine", "pipeline"):
+        for path in sorted((ROOT / "compensate" / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    cc = _complexity(node)
+                    if lines > 80 or cc > 25:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: "
+                                     f"{lines} lines, complexity {cc}")
+    assert found == []
