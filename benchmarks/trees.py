@@ -10,9 +10,10 @@ imports ``compensate`` from its tree (``throughput.run_child``) and runs the
 command on the OTF2 archive of ``benchmarks/throughput.py``'s generated program
 (cached in ``--workdir``), streamed, as a user runs it. Runs alternate base,
 after, base, ... so that a change of the host's speed falls on both; the table
-shows each tree's median CPU seconds, records per CPU-second, peak RSS and the
-after/base ratios. Process CPU time, not wall time: this machine's cores are
-shared.
+shows each tree's median CPU seconds, records per CPU-second, peak RSS, the
+after/base ratios of the medians and the median of the per-pair ratios (each
+after run against the base run just before it). Process CPU time, not wall
+time: this machine's cores are shared.
 """
 
 from __future__ import annotations
@@ -77,7 +78,13 @@ def _compare(program: str, case: Path, bound: str, base: Path, repeat: int,
               f"{records / cpu:,.0f} | {peak:.0f} |")
     (cb, pb), (ca, pa) = med["base"], med["after"]
     print(f"| {program} | {records:,} | {bound} | after/base | {ca / cb:.3f} | "
-          f"{cb / ca:.3f} | {pa / pb:.3f} |", flush=True)
+          f"{cb / ca:.3f} | {pa / pb:.3f} |")
+    # each after run with the base run just before it: the host's speed changes
+    # less within a pair than across the whole series
+    paired = statistics.median(a[0] / b[0] for a, b in zip(got["after"], got["base"],
+                                                              strict=True))
+    print(f"| {program} | {records:,} | {bound} | paired after/base | {paired:.3f} | "
+          f"{1 / paired:.3f} | |", flush=True)
 
 
 if __name__ == "__main__":
