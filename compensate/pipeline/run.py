@@ -192,6 +192,8 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
             advance(sg.watermark(cutter, seg, start))
         if not _stream_segment(sg, seg, n_seg, WHOLE, platform, eopts, run, write):
             return run
+        seg = None  # this segment's arrays go before the freed heap is handed back
+        release_memory()
         if progress:
             progress(run.records)
     run.stats.records = run.records
@@ -218,6 +220,4 @@ def _stream_segment(sg: Segmenter, seg: dict[int, Events], n_seg: int, share: Sh
         run.spans(seg[loc].time, result.times.written[loc])
     run.records += n_seg
     sg.advance(seg, result.times.values, result.times.written, result.matching)
-    del segment, result
-    release_memory()
     return True
