@@ -341,8 +341,8 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
             abort()
         return _refuse(args, outputs, outcome)
     # a streamed output was written as the run went: it is only closed now
-    step = "write" if abort is None else "finish"
-    _phase(show, f"{step[:-1]}ing {args.output} ...")
+    step, doing = ("write", "writing") if abort is None else ("finish", "finishing")
+    _phase(show, f"{doing} {args.output} ...")
     interrupt.checkpoint(step)
     _markers(args, summary)
     t_write = time.monotonic()
