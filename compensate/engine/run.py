@@ -107,7 +107,7 @@ class Stats:
     overcompensated_by_kind: dict = field(default_factory=dict)
     #: the largest overhead that did not fit a gap, in seconds (how far the record
     #: would have moved before its predecessor)
-    overcompensated_max_s: float = field(default=0.0, metadata={"total": "max"})
+    overcompensated_max_s: float = field(default=0.0, metadata={"combine": max})
     messages: int = 0
     unmatched_sends: int = 0
     collective_instances: int = 0
@@ -117,12 +117,13 @@ class Stats:
         "m2_fitted_clamped": 0, "m1_receiver_late": 0, "m2_message_late": 0, "synchronous": 0,
         "nbc_observed": 0, "nbc_bounded": 0})
     buffer_flushes: int = 0
-    flush_seconds_removed: float = field(default=0.0, metadata={"total": "derived"})
+    #: (derived from the ticks after a sum of parts: :meth:`derive`)
+    flush_seconds_removed: float = field(default=0.0, metadata={"combine": None})
     #: the flushes' ticks, summed exactly, and the timer resolution: the seconds
     #: are ``flush_ticks / flush_resolution`` however the sum was split (segments,
     #: ranks), not a float sum whose last bit depends on the order
     flush_ticks: int = 0
-    flush_resolution: int = field(default=0, metadata={"total": "max"})
+    flush_resolution: int = field(default=0, metadata={"combine": max})
 
     def add_flush_ticks(self, ticks: int, resolution: int) -> None:
         """Count ``ticks`` more of BufferFlush time removed."""
