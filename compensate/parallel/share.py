@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from compensate.engine import Stats
@@ -50,14 +51,21 @@ class RankShare:
         #: ``parallel``): the replay, the own times, the verification
         self.seconds: dict[str, float] = {}
 
-    def step(self, f: Callable[..., Any], *args: Any) -> Any:
-        if getattr(f, "__name__", "") != "own_times":
+    def step(self, f: Callable[..., Any], *args: Any, phase: str | None = None) -> Any:
+        if phase is None:
             return self._step(f, *args)
-        with self._timed("times"):
+        with self._timed(phase):
             return self._step(f, *args)
 
-    def _timed(self, phase: str) -> _Lap:
-        return _Lap(self.seconds, phase)
+    @contextmanager
+    def _timed(self, phase: str) -> Iterator[None]:
+        """Adds the wall seconds of the ``with`` block to ``seconds[phase]``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = (self.seconds.get(phase, 0.0)
+                                   + time.perf_counter() - start)
 
     def own(self, trace: Trace) -> list[int]:
         return [loc for loc in trace.events if self.owner[loc] == self.transport.rank]
@@ -106,16 +114,3 @@ class RankShare:
         self.reported = reported
         return reported.counts()
 
-
-class _Lap:
-    """Adds the wall seconds of a ``with`` block to ``seconds[phase]``."""
-
-    def __init__(self, seconds: dict[str, float], phase: str) -> None:
-        self.seconds, self.phase = seconds, phase
-
-    def __enter__(self) -> None:
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds[self.phase] = (self.seconds.get(self.phase, 0.0)
-                                    + time.perf_counter() - self.start)

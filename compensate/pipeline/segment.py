@@ -84,8 +84,9 @@ class SegmentResult:
 class Share(Protocol):
     """Where a segment is evaluated: the whole of it here, or one rank's share."""
 
-    def step(self, f: Callable[..., Any], *args: Any) -> Any:
-        """Run one phase (a rank: every rank hears of a failure at its end)."""
+    def step(self, f: Callable[..., Any], *args: Any, phase: str | None = None) -> Any:
+        """Run one phase (a rank: every rank hears of a failure at its end; a
+        ``phase`` name: its seconds are counted under it)."""
 
     def own(self, trace: Trace) -> list[int]:
         """The locations of ``trace`` whose times this share computes."""
@@ -107,7 +108,7 @@ class Share(Protocol):
 class Whole:
     """The whole segment in this process."""
 
-    def step(self, f: Callable[..., Any], *args: Any) -> Any:
+    def step(self, f: Callable[..., Any], *args: Any, phase: str | None = None) -> Any:
         return f(*args)
 
     def own(self, trace: Trace) -> list[int]:
@@ -161,7 +162,7 @@ def run_segment(segment: Segment, share: Share, platform: Platform, options: Eng
         approx, t0, stats = share.evaluate(_evaluate, segment, exchange, platform, options,
                                            matching, t0, progress, errors)
     times = share.step(own_times, segment, own, approx, t0, options.bound != "none",
-                       exchange is not None)
+                       exchange is not None, phase="times")
     check = share.verify(segment, matching, times)
     counts = share.count(stats, matching, segment, own, approx is not None)
     return SegmentResult(matching, stats, check, times, counts), t0
