@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from compensate.matching import Matching
 from compensate.model import Trace
 from compensate.verify.result import Verification, note
+from compensate.verify.threads import early_links, link_reads
 
 
 def verify_devices(trace: Trace, matching: Matching, v: Verification) -> None:
@@ -16,25 +17,17 @@ def verify_devices(trace: Trace, matching: Matching, v: Verification) -> None:
     record) and the host synchronize calls that return before the device activity
     that ended while they were in progress (their Leave not strictly after the
     device Leave)."""
-    for n, sync in enumerate(matching.devices.syncs):
+    for n, m, sync, s_loc, s in early_links(trace, matching.devices.syncs, v):
+        v.devices += 1
         loc, i = sync.recv
-        if not v.owns(loc):
-            continue
-        t = trace.events[loc].time[i]
-        for m, (s_loc, s) in enumerate(sync.sends):
-            if t <= trace.events[s_loc].time[s]:
-                v.devices += 1
-                what = "kernel started before its launch" if sync.kind == "launch" else \
-                    "synchronize returned before the device activity ended"
-                note(v, f"location {loc}, record {i}: {what} (location {s_loc}, "
-                        f"record {s})", (n, m))
+        what = "kernel started before its launch" if sync.kind == "launch" else \
+            "synchronize returned before the device activity ended"
+        note(v, f"location {loc}, record {i}: {what} (location {s_loc}, record {s})",
+             (n, m))
 
 
 def device_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
     """``(location, record indices)`` that :func:`verify_devices` reads of other
     locations: the sends (launch, device Leave) of the links whose waiting record is
     in ``own``."""
-    for sync in matching.devices.syncs:
-        if sync.recv[0] in own:
-            for s_loc, s in sync.sends:
-                yield s_loc, [s]
+    yield from link_reads(matching.devices.syncs, own)

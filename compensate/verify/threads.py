@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from compensate.matching import Matching
+from compensate.matching.threads import ThreadSync
 from compensate.model import Trace
 from compensate.verify.result import Verification, note
 
@@ -30,16 +31,11 @@ def verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
                 v.threads += 1
                 note(v, f"location {loc}, record {e}: left an OpenMP barrier before the "
                         f"last member entered it (team {inst.comm})", (0, n, m))
-    for n, sync in enumerate(matching.threads.syncs):
+    for n, m, sync, s_loc, s in early_links(trace, matching.threads.syncs, v):
+        v.threads += 1
         loc, i = sync.recv
-        if not v.owns(loc):
-            continue
-        t = trace.events[loc].time[i]
-        for m, (s_loc, s) in enumerate(sync.sends):
-            if t <= trace.events[s_loc].time[s]:
-                v.threads += 1
-                note(v, f"location {loc}, record {i}: thread {sync.kind} not after "
-                        f"location {s_loc}, record {s}", (1, n, m))
+        note(v, f"location {loc}, record {i}: thread {sync.kind} not after "
+                f"location {s_loc}, record {s}", (1, n, m))
 
 
 def thread_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
@@ -51,7 +47,28 @@ def thread_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[
         if any(loc in own for loc in inst.locs):
             for loc, b in zip(inst.locs, inst.begin_idx, strict=True):
                 yield loc, [b]
-    for sync in matching.threads.syncs:
+    yield from link_reads(matching.threads.syncs, own)
+
+
+def early_links(trace: Trace, syncs: list[ThreadSync], v: Verification
+                ) -> Iterator[tuple[int, int, ThreadSync, int, int]]:
+    """``(link number, send number, link, sender location, sender record)`` of each
+    send of ``syncs`` whose waiting record, one ``v`` owns, is not strictly after
+    it: the violations of a thread or device link."""
+    for n, sync in enumerate(syncs):
+        loc, i = sync.recv
+        if not v.owns(loc):
+            continue
+        t = trace.events[loc].time[i]
+        for m, (s_loc, s) in enumerate(sync.sends):
+            if t <= trace.events[s_loc].time[s]:
+                yield n, m, sync, s_loc, s
+
+
+def link_reads(syncs: list[ThreadSync], own: set[int]) -> Iterator[tuple[int, list[int]]]:
+    """``(location, record indices)`` of other locations that checking ``syncs``
+    reads: the sends of the links whose waiting record is in ``own``."""
+    for sync in syncs:
         if sync.recv[0] in own:
             for s_loc, s in sync.sends:
                 yield s_loc, [s]
