@@ -322,25 +322,25 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
 
 
 def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
-           show: bool, run: Run, seconds: dict | None,
+           show: bool, run: Run, seconds: dict,
            write: Callable[[Callable[[], None]], None], extra: dict | None = None,
            abort: Callable[[], None] | None = None) -> int:
     """The end of every way of running: the summary and the refusal policy
     (:func:`compensate.pipeline.decide`), then ``write(before_commit)`` and the
-    summary line. ``seconds`` (None: filled in at the commit), ``extra``: more
-    summary keys (the distributed run's); ``abort``: discards a streamed output
-    that is refused."""
+    summary line. ``seconds``: the summary's phase seconds (the write's are added
+    at the commit); ``extra``: more summary keys (the distributed run's);
+    ``abort``: a streamed output, written as the run went, which a refusal
+    discards and a commit only closes (its ``write`` fills ``seconds`` itself)."""
     outcome = decide(run, input=str(args.input), output=str(args.output),
                      options=run_options(args), platform=platform,
                      overhead=getattr(args, "overhead_info", None),
                      max_overcompensated=args.max_overcompensated)
     summary = outcome.summary
-    summary.update({"seconds": seconds} if seconds is not None else {}, **(extra or {}))
+    summary.update(seconds=seconds, **(extra or {}))
     if not outcome.writes:
         if abort is not None:
             abort()
         return _refuse(args, outputs, outcome)
-    # a streamed output was written as the run went: it is only closed now
     step, doing = ("write", "writing") if abort is None else ("finish", "finishing")
     _phase(show, f"{doing} {args.output} ...")
     interrupt.checkpoint(step)
@@ -348,8 +348,8 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
     t_write = time.monotonic()
 
     def before_commit() -> None:
-        if seconds is not None:
-            summary["seconds"]["write"] = time.monotonic() - t_write
+        if abort is None:
+            seconds["write"] = time.monotonic() - t_write
         _commit_summary(outputs, summary)
 
     write(before_commit)
@@ -416,8 +416,8 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
                 before_commit()
             writer.close(commit)
 
-        return finish(args, outputs, platform, show, run, None, close,
-                      {"seconds": seconds}, abort=writer.abort)
+        return finish(args, outputs, platform, show, run, seconds, close,
+                      abort=writer.abort)
     except BaseException:
         progress.close()
         writer.abort()
