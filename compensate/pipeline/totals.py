@@ -5,18 +5,15 @@ over its own fields, so that a field added to :class:`compensate.engine.Stats` o
 A field says how its parts combine in its ``metadata["combine"]``: a function of
 the total's and the part's value, or None for a field that is a part's own state
 (or derived afterwards by the dataclass's ``derive()``), the convention of
-:mod:`compensate.verify.result`. Without it, numbers sum, dicts sum per key and
-lists keep their first ten; any other field has no default and raises, so that a
-new kind of field must say how it combines.
+:mod:`compensate.verify.result`. Without it, numbers sum and dicts sum per key;
+any other field has no default and raises, so that a new kind of field must say
+how it combines.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
 from typing import Any
-
-#: the examples a total keeps (the summary shows ten)
-EXAMPLES = 10
 
 
 def add(total: Any, part: Any) -> None:
@@ -54,10 +51,6 @@ def _keyed(total: dict, part: dict) -> dict:
     return total
 
 
-def _first(total: list, part: list) -> list:
-    return total + part[:max(0, EXAMPLES - len(total))]
-
-
 def _default(name: str, value: Any) -> Any:
     if isinstance(value, bool):
         raise TypeError(f"field {name!r} (a flag) needs metadata['combine']")
@@ -65,6 +58,4 @@ def _default(name: str, value: Any) -> Any:
         return _summed
     if isinstance(value, dict):
         return _keyed
-    if isinstance(value, list):
-        return _first
     raise TypeError(f"field {name!r} ({type(value).__name__}) needs metadata['combine']")
