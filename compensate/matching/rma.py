@@ -476,9 +476,10 @@ def _transfers(locs: dict[int, _Loc], deps: RmaDeps, target, fence_end: dict,
                     else:
                         ends = fence_end.get((win, t), [])
                         k = fences[win]  # the fence that closes this epoch
-                        w, begins = ends[k] if k < len(ends) else (None, [])
-                        also = [(m, b) for m, b in zip(fence_locs[win], begins, strict=True)
-                                if m != t]
+                        w, begins = ends[k] if k < len(ends) else (None, None)
+                        if begins is not None:  # (no closing fence here: no transfer)
+                            also = [(m, b) for m, b in zip(fence_locs[win], begins,
+                                                           strict=True) if m != t]
                     if w is None:
                         continue  # a lock epoch (no target record) or no closing record
                     if int(locs[t].time[w]) < int(lr.time[r.idx]):
