@@ -38,7 +38,7 @@ def verify_rma(trace: Trace, matching: Matching, v: Verification) -> None:
         last = max(int(t[b]) for t, b in zip(ev, inst.begin_idx, strict=True))
         for m, (loc, t, b, e) in enumerate(
                 zip(inst.locs, ev, inst.begin_idx, inst.end_idx, strict=True)):
-            if v.owns(loc) and t[e] < last or (e != b and t[e] <= t[b]):
+            if v.owns(loc) and (t[e] < last or (e != b and t[e] <= t[b])):
                 v.rma += 1
                 note(v, f"location {loc}, record {e}: left a fence (window {inst.comm}) "
                         f"before the last member entered it", (0, n, m))

@@ -52,3 +52,15 @@ def test_lock_before_the_previous_epochs_put_is_a_violation():
     v = verify(bad, r.matching)
     assert v.rma >= 1 and any("operation of the previous conflicting epoch" in e
                               for e in v.examples)
+
+
+def test_a_fence_is_counted_only_by_the_verification_that_owns_its_location():
+    """A fence end not after its own begin is one violation of the location's
+    owner: a distributed rank that does not own the location neither counts it
+    (which doubled the count over the ranks) nor reads its times."""
+    r = _run("r10_fence.trace")
+    bad = _shift(r.trace, 1, 2, int(r.trace.events[1].time[1]))  # the end at its begin
+    whole = verify(bad, r.matching)
+    parts = [verify(bad, r.matching, own={loc}) for loc in (0, 1)]
+    assert whole.rma >= 1
+    assert parts[0].rma == 0 and parts[1].rma == whole.rma
