@@ -27,9 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
-import re
 import secrets
 import shutil
 import sys
@@ -39,6 +37,15 @@ from typing import IO
 
 import compensate.interrupt as interrupt
 from compensate.errors import Refusal
+from compensate.formats.placement import NAME_MAX as NAME_MAX  # (re-exported)
+from compensate.formats.placement import (
+    identity,
+    is_staging,
+    overwrites_input,
+    staging_name,
+    staging_prefix,
+)
+from compensate.formats.placement import is_part_of_input as is_part_of_input
 from compensate.formats.registry import Format, format_of
 
 
@@ -59,120 +66,6 @@ def input_format(path: str | Path) -> str:
     return format_of(path, must_exist=True).name
 
 
-#: The longest file name (bytes) a file system takes (POSIX NAME_MAX of Linux,
-#: macOS, the BSDs): temporary and staging names are kept within it.
-NAME_MAX = 255
-#: What follows a staging prefix: :func:`make_temp_dir`'s random part.
-_RANDOM = 8
-
-
-def staging_prefix(name: str, kind: str) -> str:
-    """The name prefix of a hidden entry made for the output ``name`` (a file, an
-    archive directory, or an archive's stem inside its directory): ``.NAME.tmp-``
-    (written under it), ``.NAME.old-`` (the replaced output, removed after the
-    commit), ``.NAME.lock`` (:class:`OutputLock`, ``kind`` ``lock`` has no random
-    part). A ``name`` too long to leave room within :data:`NAME_MAX` for the rest
-    is shortened to its head and ``~`` and a hash of the whole name, so that a
-    long legal output name can still be staged, and the entries of a killed run
-    are still recognised as this output's (:func:`clean_stale`)."""
-    tail = "" if kind == "lock" else "-"
-    room = NAME_MAX - len(f"..{kind}{tail}") - (0 if kind == "lock" else _RANDOM)
-    raw = os.fsencode(name)
-    if len(raw) > room:
-        digest = hashlib.sha256(raw).hexdigest()[:16]
-        name = os.fsdecode(raw[:room - len(digest) - 1]) + "~" + digest
-    return f".{name}.{kind}{tail}"
-
-
-def _staging_name(name: str) -> re.Pattern[str]:
-    """The names :func:`make_temp_dir`/:func:`make_temp_file` give to the staging
-    entries (``tmp`` and ``old``) of the output ``name``."""
-    prefixes = "|".join(re.escape(staging_prefix(name, k)) for k in ("tmp", "old"))
-    return re.compile(f"(?:{prefixes})[0-9a-f]{{{_RANDOM}}}")
-
-
-def is_staging(entry: str, name: str) -> bool:
-    """Whether ``entry`` (a file name) is a staging entry of the output ``name``
-    (written, or being written, by a run of this command) or its lock file."""
-    return entry == staging_prefix(name, "lock") or bool(_staging_name(name).fullmatch(entry))
-
-
-def _identity(path: str | Path) -> tuple[int, int] | None:
-    """(device, inode) of an existing path (symlinks followed), else None."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _chain(path: str | Path) -> list[tuple[int, int]]:
-    """The identities of ``path`` and of each of its existing ancestors: a second
-    name of a directory (a bind mount, another mount of the same file system, a
-    symlink) has the same device and inode as the first."""
-    p = Path(path).absolute()
-    return [i for i in map(_identity, (p, *p.parents)) if i is not None]
-
-
-def _input_parts(in_path: str | Path) -> tuple[set, set]:
-    """The identities of the input's files (the anchor or text trace; an OTF2
-    archive's global definitions ``traces.def``) and of its folders nothing may be
-    written into (an archive's directory and its data directory ``traces/``)."""
-    src = Path(in_path).absolute()
-    files = {_identity(src)}
-    folders: set = set()
-    try:
-        archive = format_of(in_path).archive
-    except ValueError:  # (not a trace: only the file itself)
-        archive = False
-    if archive:
-        files.add(_identity(src.with_suffix(".def")))
-        folders = {_identity(src.parent), _identity(src.with_suffix(""))}
-    return files - {None}, folders - {None}
-
-
-def is_part_of_input(path: str | Path, in_path: str | Path) -> bool:
-    """Would writing the file ``path`` replace the input trace or a part of it:
-    the file itself, and for an OTF2 archive its global definitions
-    (``traces.def``) and anything in its data directory (``traces/*.evt``,
-    ``*.def``)? Compared by device and inode, so that no second name of the
-    input (a symlink, a hard link, a bind mount, ``..``) escapes."""
-    target = Path(path).resolve()
-    src = Path(in_path).resolve()
-    if target == src:
-        return True
-    files, _ = _input_parts(in_path)
-    if _identity(path) in files:
-        return True
-    try:
-        if not format_of(in_path).archive:
-            return False
-    except ValueError:
-        return False
-    data = src.with_suffix("")
-    if target == data.with_suffix(".def") or data in target.parents:
-        return True
-    data_id = _identity(Path(in_path).absolute().with_suffix(""))
-    return data_id is not None and data_id in _chain(Path(path).absolute().parent)
-
-
-def _overwrites_input(in_path: str | Path, out: Path, target: Path, archive: bool) -> bool:
-    """Whether the output ``out`` (replacing ``target``) would replace the input or a
-    part of it, by device and inode: an OTF2 output whose archive directory is,
-    or lies inside, the input's archive directory, or holds the input; a text
-    output that is the input or lies in its data directory."""
-    files, folders = _input_parts(in_path)
-    if _identity(out) in files:
-        return True
-    if archive:
-        if folders & set(_chain(target)):
-            return True
-        here = _identity(target)
-        return here is not None and here in _chain(Path(in_path).absolute().parent)
-    data = _identity(Path(in_path).absolute().with_suffix("")) if folders else None
-    return data is not None and data in _chain(out.parent)
-
-
 def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Path:
     """Check that ``out_path`` may be written; return the path that will be replaced
     (the archive directory for OTF2, the file for text)."""
@@ -184,7 +77,7 @@ def output_target(in_path: str | Path, out_path: str | Path, force: bool) -> Pat
                         or out.parent == Path(out.anchor)):
         raise OutputError(f"an OTF2 output needs its own archive directory, "
                           f"e.g. out/{out.name}", file=str(out_path))
-    overwrites = src == out.resolve() or _overwrites_input(in_path, out, target, fmt.archive)
+    overwrites = src == out.resolve() or overwrites_input(in_path, out, target, fmt.archive)
     if fmt.archive and not overwrites:
         overwrites = src.parent == target.resolve() or target.resolve() in src.parents
     if overwrites:
@@ -351,7 +244,8 @@ def _open_lock_file(target: Path) -> tuple[Path, int]:
     """Open (create) the lock file of ``target``: beside it, or inside an existing
     target directory whose parent cannot be written."""
     name = staging_prefix(target.name, "lock")
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    # (a symlink planted at that name is refused, not followed: ELOOP)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         return target.parent / name, os.open(target.parent / name, flags, 0o666)
     except OSError as exc:
@@ -381,7 +275,7 @@ def _take_lock(target: Path, out_path: str) -> tuple[Path, int | None]:
         # the previous holder removes the file before it unlocks: locked a removed
         # (or since replaced) file? then lock the one at that name now
         st = os.fstat(fd)
-        if _identity(path) == (st.st_dev, st.st_ino):
+        if identity(path) == (st.st_dev, st.st_ino):
             return path, fd
         os.close(fd)
     raise OutputError(f"cannot lock {target}: its lock file keeps being replaced",
@@ -397,7 +291,7 @@ def clean_stale(out: Path, target: Path) -> None:
     if target.is_dir():
         places.append((target, out.stem))
     for directory, name in places:
-        pattern = _staging_name(name)
+        pattern = staging_name(name)
         try:
             entries = [e for e in os.listdir(directory) if pattern.fullmatch(e)]
         except OSError:
