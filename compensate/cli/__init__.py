@@ -71,7 +71,14 @@ def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--version"]:  # what argparse prints, without importing the command
         from compensate import __version__
-        print(f"compensate {__version__}")
+        try:
+            print(f"compensate {__version__}")
+            sys.stdout.flush()
+        except OSError as exc:  # (> /dev/full): one line, not a traceback
+            from compensate.cli.failure import EXIT_INPUT, say, silence_stdout
+            silence_stdout()
+            say(f"compensate: error: stdout: {exc.strerror or exc}")
+            return EXIT_INPUT
         return 0
     prog = _prog(args)
     process = argv is None  # the whole process: signals stay ignored after a commit

@@ -32,9 +32,8 @@ def staging_prefix(name: str, kind: str) -> str:
     commit), ``.NAME.lock`` (:class:`compensate.formats.paths.OutputLock`; ``kind``
     ``lock`` has no random part). A ``name`` too long to leave room within
     :data:`NAME_MAX` for the rest is shortened to its head, ``~`` and a hash of
-    the whole name, so that a
-    long legal output name can still be staged, and the entries of a killed run
-    are still recognised as this output's
+    the whole name, so that a long legal output name can still be staged, and the
+    entries of a killed run are still recognised as this output's
     (:func:`compensate.formats.paths.clean_stale`)."""
     tail = "" if kind == "lock" else "-"
     room = NAME_MAX - len(f"..{kind}{tail}") - (0 if kind == "lock" else _RANDOM)

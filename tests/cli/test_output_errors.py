@@ -320,3 +320,21 @@ def test_export_does_not_replace_a_file_written_meanwhile(tmp_path, capsys, monk
     assert code == 3 and "e.json: exists (use --force to replace it)" in one_line(err)
     assert (tmp_path / "e.json").read_text() == "theirs"
     nothing_beside(tmp_path, {"e.json"})
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("argv", [["--version"], ["report", str(EXAMPLE)]],
+                         ids=["version", "report"])
+def test_a_full_stdout_before_any_output_is_one_line_and_exit_3(argv):
+    """Nothing was written: a stdout that cannot take the command's lines is exit 3
+    and one line, not a traceback (``--version``) nor the interpreter's "Exception
+    ignored" at exit."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as sink:
+        p = subprocess.run([sys.executable, "-m", "compensate", *argv], stdout=sink,
+                           stderr=subprocess.PIPE, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.returncode == 3, p.stderr
+    assert len(p.stderr.splitlines()) == 1 and "No space left on device" in p.stderr
