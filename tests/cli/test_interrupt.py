@@ -332,3 +332,25 @@ def test_a_signal_after_the_commit_is_ignored_to_the_end_of_the_process(tmp_path
     assert p.returncode == 0, stderr
     assert stdout == "" and stderr == ""
     assert out.exists()
+
+
+@pytest.mark.parametrize("out", ["o.trace", "out/traces.otf2", "new/traces.otf2"])
+def test_the_staging_entries_of_a_killed_run_are_removed_by_the_next_one(tmp_path, out):
+    """SIGKILL right before the commit (no handler runs) leaves the complete
+    temporary output and the lock file; the next run of the same output takes the
+    lock (the kernel dropped the dead one's), removes them and leaves nothing but
+    its output."""
+    target = tmp_path / out.split("/")[0]
+    if out.startswith("out/"):
+        target.mkdir()  # an existing archive directory: staged inside it
+    argv = [sys.executable, "-m", "compensate", str(EXAMPLE), str(tmp_path / out),
+            "--overhead", "100ns", "--quiet"]
+    p = subprocess.run(argv, capture_output=True, text=True, env=_env("KILL:commit:1"),
+                       timeout=120)
+    assert p.returncode == -signal.SIGKILL
+    left = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob(".*"))
+    assert any(".tmp-" in str(p) for p in left), left
+    p = subprocess.run(argv, capture_output=True, text=True, env=_env(None), timeout=120)
+    assert p.returncode == 0 and p.stderr == ""
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob(".*")) == []
+    assert (tmp_path / out).exists()
