@@ -69,8 +69,9 @@ def identity(path: str | Path) -> tuple[int, int] | None:
 def chain(path: str | Path) -> list[tuple[int, int]]:
     """The identities of ``path`` and of each of its existing ancestors: a second
     name of a directory (a bind mount, another mount of the same file system, a
-    symlink) has the same device and inode as the first."""
-    p = Path(path).absolute()
+    symlink) has the same device and inode as the first. (Resolved first: the
+    ancestors of ``a/b/../c`` are ``a``'s, not ``a/b``.)"""
+    p = Path(path).resolve()
     return [i for i in map(identity, (p, *p.parents)) if i is not None]
 
 

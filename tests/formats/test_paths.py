@@ -234,6 +234,9 @@ def test_the_output_never_lies_inside_the_inputs_archive_directory(tmp_path):
             output_target(src, tmp_path / out, force=True)
     assert output_target(src, tmp_path / "in" / "o.trace", force=False) == \
         tmp_path / "in" / "o.trace"
+    # (a way out of it through "..": not inside)
+    assert output_target(src, tmp_path / "in" / ".." / "out" / "traces.otf2", force=False) \
+        == tmp_path / "in" / ".." / "out"
 
 
 # -- one writer at a time; the "exists" check at the commit ------------------------------
