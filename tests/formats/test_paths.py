@@ -341,3 +341,29 @@ def test_long_legal_output_names_can_be_staged(tmp_path, name):
     stale.mkdir()
     AtomicOutput(path).discard()
     assert not stale.exists()
+
+
+def test_the_lock_file_lives_inside_an_existing_directory_whose_parent_is_read_only(
+        tmp_path, monkeypatch):
+    """(root ignores modes: the parent's refusal is injected.) The lock file goes
+    into the archive directory, where it does not count as content, and a second
+    writer still finds it."""
+    import compensate.formats.paths as paths
+
+    target = tmp_path / "out"
+    target.mkdir()
+    real = os.open
+
+    def read_only_parent(path, flags, mode=0o777):
+        if os.path.dirname(path) == str(tmp_path) and flags & os.O_CREAT:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real(path, flags, mode)
+
+    monkeypatch.setattr(paths.os, "open", read_only_parent)
+    first = AtomicOutput(target / "traces.otf2", force=False)
+    assert (target / ".out.lock").exists()
+    with pytest.raises(OutputError, match="another run is writing"):
+        AtomicOutput(target / "traces.otf2")
+    _archive(Path(first.path).parent)  # (staged inside the directory)
+    first.commit()  # (the lock file is no content: no "exists")
+    assert sorted(os.listdir(target)) == ["traces", "traces.def", "traces.otf2"]
