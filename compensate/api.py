@@ -27,7 +27,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compensate.formats import OutputError, output_target, read_trace, write_trace
+from compensate.formats import (
+    AtomicOutput,
+    OutputError,
+    output_target,
+    read_trace,
+    write_trace,
+)
 from compensate.model import Trace, TraceError
 from compensate.platform import Platform, PlatformError, parse_duration
 
@@ -227,9 +233,10 @@ def write(trace: Trace, path: str | os.PathLike, force: bool = False) -> None:
     source = trace.source if trace.source and os.path.isfile(trace.source) else os.devnull
     try:
         target = output_target(source, path, force)
+        # (the same rules again at the commit, under the output's lock)
+        write_trace(trace, path, output=AtomicOutput(path, target, force=force))
     except OutputError as exc:
         raise OutputError(str(exc).replace("--force", "force=True")) from None
-    write_trace(trace, path, target)
 
 
 def _bytes(value: Any) -> int:

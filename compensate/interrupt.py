@@ -23,8 +23,10 @@ Whatever C code or a stray ``except`` swallowed, the record stays: :func:`check`
 returns its status) look at it. So a command never returns 0 after an interrupt
 and never moves an output into place after one. :func:`commit_point` is the
 point of no return: once it has passed, the output is complete and goes into
-place, and a signal arriving after it (while the summary line is printed) is
-ignored, as if it had come after the command ended.
+place, and SIGINT and SIGTERM are ignored (``SIG_IGN``) from then on: a signal
+arriving after it (while the summary line is printed, or while the interpreter
+shuts down, for a command run as the whole process: ``run(process=True)``) comes
+after the work is done and does not change the exit status.
 
 Outside :func:`handling` (the Python API, tests calling functions) nothing is
 installed and every function here is a no-op, so library code may call them
@@ -75,6 +77,8 @@ _hook: list | None = None     # [signal, name, n, delay] of the test hook, or No
 _running = False              # inside run()
 _undoable = False             # run() has a cleanup that undoes every output: no
 #                               point of no return before the command ends
+_passed = False               # an output passed commit_point() in this (or the last) run
+_process = False              # run(process=True): the command is the whole process
 
 
 def signal_name(signum: int) -> str:
@@ -104,12 +108,12 @@ def handling() -> Generator[None, None, None]:
     """Install the handlers for SIGINT and SIGTERM for the duration (a command's
     run) and restore the previous ones afterwards. A no-op outside the main
     thread (Python delivers signals only there)."""
-    global _active, _received, _defer, _committed, _hook, _undoable
+    global _active, _received, _defer, _committed, _hook, _undoable, _passed
     if _active or threading.current_thread() is not threading.main_thread():
         yield  # nested (the outer one stays in charge), or signals cannot come here
         return
     previous = {s: signal.getsignal(s) for s in SIGNALS}
-    _received, _defer, _committed, _hook = None, 0, False, _parse_hook()
+    _received, _defer, _committed, _hook, _passed = None, 0, False, _parse_hook(), False
     _active = True
     try:
         for s in SIGNALS:
@@ -117,7 +121,9 @@ def handling() -> Generator[None, None, None]:
         yield
     finally:
         for s, h in previous.items():
-            signal.signal(s, h)
+            # a command that is the whole process and has moved its output into
+            # place ignores the signals to its end (the interpreter's shutdown too)
+            signal.signal(s, signal.SIG_IGN if _process and _passed else h)
         _active, _hook, _undoable = False, None, False
         _received, _defer, _committed = None, 0, False
 
@@ -186,17 +192,29 @@ def shielded() -> Generator[None, None, None]:
 
 def commit_point() -> None:
     """Right before an output is moved into place: raise if a signal came (nothing
-    has been moved yet); otherwise pass the point of no return, after which signals
-    are ignored (see the module docstring). A no-op outside :func:`handling`."""
-    global _committed
+    has been moved yet); otherwise pass the point of no return, after which
+    SIGINT and SIGTERM are ignored (``SIG_IGN``: see the module docstring). A
+    no-op outside :func:`handling`."""
+    global _committed, _passed
     if _hook is not None:
         _trigger("commit")
     check()
     if _active and not _undoable:
-        _committed = True
+        _committed = _passed = True
+        if threading.current_thread() is threading.main_thread():
+            for s in SIGNALS:
+                signal.signal(s, signal.SIG_IGN)
 
 
-def run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None = None) -> int:
+def committed() -> bool:
+    """Whether an output of the current (or the last finished) :func:`handling`
+    passed :func:`commit_point`: it is in place, or about to be, whatever fails
+    later."""
+    return _passed
+
+
+def run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None = None,
+        *, process: bool = False) -> int:
     """Run a command's ``body`` under :func:`handling` and return its exit status;
     after SIGINT/SIGTERM (even one that ``body`` swallowed, and whatever status it
     returned) ``cleanup()`` runs shielded (a command with a ``cleanup`` that undoes all
@@ -204,15 +222,20 @@ def run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None =
     :func:`commit_point` only checks), one line ``PROG: interrupted by SIGINT``
     goes to stderr and the status is 130 / 143. ``body`` must not print anything for
     a KeyboardInterrupt itself (this does). Re-entrant: a nested call just runs
-    ``body`` and leaves the interrupt to the outermost one."""
-    global _committed, _running
+    ``body`` and leaves the interrupt to the outermost one. ``process``: the
+    command is the whole process (a console script, ``python -m``), so that once
+    an output is in place SIGINT and SIGTERM stay ignored until the process
+    exits, through the interpreter's shutdown, instead of the previous handlers
+    coming back (which would end a finished run by the signal: a shell would
+    read 130 / 143, "nothing written", with the output in place)."""
+    global _running, _process
     if _running:  # nested (a command calling another's main): the outer run reports
         return body()
-    _running = True
+    _running, _process = True, process
     try:
         return _run(prog, body, cleanup)
     finally:
-        _running = False
+        _running, _process = False, False
 
 
 def _run(prog: str, body: Callable[[], int], cleanup: Callable[[], None] | None) -> int:

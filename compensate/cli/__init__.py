@@ -20,11 +20,24 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``compensate`` command (console-script entry point)."""
+    """The ``compensate`` command (console-script entry point). Called without
+    ``argv`` (the console script, ``python -m compensate``), the command is the
+    whole process: once its output is in place, SIGINT and SIGTERM stay ignored
+    to the process's end, and stdout is flushed before the interpreter would
+    (:func:`compensate.cli.failure.flush_stdout`)."""
     try:
-        return _main(argv)
+        status = _main(argv)
     except KeyboardInterrupt:  # before interrupt.run installed its handlers
         return early_interrupt("compensate")
+    if argv is None:
+        from compensate.cli.failure import flush_stdout
+        status = flush_stdout(_prog(sys.argv[1:]), status)
+    return status
+
+
+def _prog(args: list[str]) -> str:
+    """The name a command's lines start with: ``compensate``, ``compensate report``."""
+    return f"compensate {args[0]}" if args and args[0] in ("report", "export") else "compensate"
 
 
 def simulate_main(argv: list[str] | None = None) -> int:
@@ -58,9 +71,17 @@ def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--version"]:  # what argparse prints, without importing the command
         from compensate import __version__
-        print(f"compensate {__version__}")
+        try:
+            print(f"compensate {__version__}")
+            sys.stdout.flush()
+        except OSError as exc:  # (> /dev/full): one line, not a traceback
+            from compensate.cli.failure import EXIT_INPUT, say, silence_stdout
+            silence_stdout()
+            say(f"compensate: error: stdout: {exc.strerror or exc}")
+            return EXIT_INPUT
         return 0
-    prog = f"compensate {args[0]}" if args and args[0] in ("report", "export") else "compensate"
+    prog = _prog(args)
+    process = argv is None  # the whole process: signals stay ignored after a commit
     single_threaded_blas()
 
     def body() -> int:
@@ -73,15 +94,15 @@ def _main(argv: list[str] | None) -> int:
     from compensate.parallel import command as parallel
 
     if prog != "compensate" or not (parallel.launched() or "--mpi" in args):
-        return interrupt.run(prog, body)
+        return interrupt.run(prog, body, process=process)
     # a distributed run (docs/parallel.md): ranks > 0 print nothing, rank 0 reports
     # for all; a rank a signal stopped before it joined the others aborts the job
     if parallel.silent_rank(args):
         import contextlib
         import io
         with contextlib.redirect_stderr(io.StringIO()):
-            return parallel.abort_if_stranded(interrupt.run(prog, body))
-    return parallel.abort_if_stranded(interrupt.run(prog, body))
+            return parallel.abort_if_stranded(interrupt.run(prog, body, process=process))
+    return parallel.abort_if_stranded(interrupt.run(prog, body, process=process))
 
 
 def single_threaded_blas() -> None:

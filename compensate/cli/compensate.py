@@ -33,7 +33,7 @@ import compensate.overhead as overhead_choice
 import compensate.parallel.command as parallel
 from compensate import __version__
 from compensate.api import resolve_platform
-from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
+from compensate.cli.failure import EXIT_OK, EXIT_USAGE, after_commit, failure_status
 from compensate.engine import BOUNDS, COLLECTIVE_EXITS
 from compensate.formats import (
     AtomicFile,
@@ -47,6 +47,7 @@ from compensate.formats import (
     write_trace,
 )
 from compensate.formats.otf2.library import marker_count
+from compensate.formats.paths import OutputLock
 from compensate.gcpause import gc_paused
 from compensate.pipeline import Outcome, Run, RunOptions, decide, fit_pass, in_memory, streamed
 from compensate.pipeline.options import Job
@@ -200,24 +201,34 @@ class _Outputs:
     file's. Nothing of them stays unless :meth:`commit` moves them into place.
     ``in_parts`` (the distributed run): instead of the trace's temporary output, the
     directory every rank writes its part into (:func:`compensate.formats.parts.begin`;
-    ``parts_tmp``)."""
+    ``parts_tmp``), under the output's lock (``lock``, as an AtomicOutput holds
+    it), which :meth:`check` uses to check the output again right before the
+    commit."""
 
     def __init__(self, args: argparse.Namespace, target: Path, in_parts: bool = False) -> None:
         self.summary: AtomicFile | None = None
         self.trace: AtomicOutput | None = None
         self.parts_tmp: Path | None = None
+        self.lock: OutputLock | None = None
         if args.summary:
             _check_summary_path(args)
             self.summary = AtomicFile(args.summary)
         try:
             if in_parts:
                 from compensate.formats import parts
+                self.lock = OutputLock(args.output, target, args.force)
                 self.parts_tmp = parts.begin(args.output, target)
             else:
-                self.trace = AtomicOutput(args.output, target)
+                self.trace = AtomicOutput(args.output, target, force=args.force)
         except BaseException:
             self.discard()
             raise
+
+    def check(self) -> None:
+        """Right before the distributed run's commit: may the output still be
+        replaced (:meth:`OutputLock.check`; an AtomicOutput checks itself)?"""
+        if self.lock is not None:
+            self.lock.check()
 
     def write_summary(self, summary: dict) -> None:
         if self.summary is not None:
@@ -235,6 +246,8 @@ class _Outputs:
         if getattr(self, "parts_tmp", None) is not None:
             from compensate.formats import parts
             parts.abort(self.parts_tmp)  # (nothing left to remove after a commit)
+        if getattr(self, "lock", None) is not None:
+            self.lock.release()  # (after a commit the directories hold the output)
 
 
 def _check_summary_path(args: argparse.Namespace) -> None:
@@ -280,7 +293,8 @@ def _run(argv: list[str] | None) -> int:
             except (NotStreamable, SegmentError) as exc:
                 # not in time order, or a problem whose exact record the whole trace names
                 _phase(show, f"cannot stream ({exc}); reading the whole trace ...")
-                outputs.trace = AtomicOutput(args.output, target)  # the writer discarded it
+                # the writer discarded it
+                outputs.trace = AtomicOutput(args.output, target, force=args.force)
         return _run_in_memory(args, outputs, platform, show)
     finally:
         outputs.discard()  # nothing after a commit; everything after a failure
@@ -353,8 +367,12 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
         _commit_summary(outputs, summary)
 
     write(before_commit)
-    _phase(show, "")
-    return _done(args, summary, _bound_text(args, summary))
+    # the output is in place: nothing from here on makes the status non-zero
+    try:
+        _phase(show, "")
+        return _done(args, summary, _bound_text(args, summary))
+    except Exception as exc:  # noqa: BLE001 - e.g. stdout a full device, a closed pipe
+        return after_commit("compensate", str(args.output), exc)
 
 
 def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
@@ -488,6 +506,7 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
               f"{summary['messages_matched']} messages, {summary['collective_instances']} "
               f"collectives, {over} overcompensated records, verified"
               f"{_local_only_note(summary['verification'])}; wrote {args.output}")
+        sys.stdout.flush()  # (a stdout that cannot be written fails here, not at exit)
         _nesting_note(summary.get("nesting"))
         _unmatched_note(summary.get("unmatched_sends", 0))
     _markers_note(summary)

@@ -426,7 +426,9 @@ def run_export(argv: list[str]) -> int:
         raise TraceError("is a directory", source=args.output)
     if out.exists() and not args.force:
         raise TraceError("exists (use --force to replace it)", source=args.output)
-    target = AtomicFile(out)  # an unusable path fails before the work
+    # an unusable path fails before the work; without --force, an OUT.json written
+    # meanwhile is not replaced
+    target = AtomicFile(out, force=args.force)
     try:
         trace = read_trace(args.trace)
         n = write_trace_events(trace, target)

@@ -72,6 +72,7 @@ from compensate.formats.paths import (
     make_temp_dir,
     output_error,
     staging_dir,
+    staging_prefix,
 )
 from compensate.formats.registry import Format, format_named, format_of
 from compensate.model import Definitions, Events, Trace, TraceError
@@ -129,7 +130,7 @@ def begin(out_path: str | Path, target: Path | None = None) -> Path:
         if fmt.archive:
             tmp, inside = staging_dir(target, out)
         else:
-            tmp, inside = make_temp_dir(target.parent, f".{target.name}.tmp-"), False
+            tmp, inside = make_temp_dir(target.parent, staging_prefix(target.name, "tmp")), False
         (tmp / _PARTS).mkdir()
         _write_json(tmp / _PARTS / "output.json",
                     {"out": str(out), "target": str(target), "format": fmt.name,

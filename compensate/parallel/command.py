@@ -354,6 +354,9 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
                 deciding = False
                 transport.allgather(("write",))
                 write_part()
+                # another run may have written OUT meanwhile: checked under the
+                # output's lock, which rank 0 holds from make_outputs() to the end
+                outputs.check()
                 before_commit()
                 parts.commit(tmp, defs)
 

@@ -23,6 +23,7 @@ import compensate.formats.paths as paths
 from compensate.cli import main
 
 from ..conftest import ROOT, TRACES
+from ..formats.test_paths import bind_mount
 
 EXAMPLE = ROOT / "examples" / "pingpong.trace"
 PLATFORM = {"event_overhead": 1e-7, "copy_time": [{"bytes": 1000, "seconds": 5e-8}]}
@@ -214,3 +215,126 @@ def test_python_api_output_error_is_one_line(tmp_path):
     with pytest.raises(paths.OutputError, match=f"o.trace: cannot create the output .*: "
                                                  f"{os.strerror(errno.ENOTDIR)}$"):
         c.write(t, tmp_path / "a" / "o.trace")
+
+
+# -- the input by device and inode; one writer per output; long names --------------------
+
+def _tree(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("out", ["in/traces.otf2", "in/sub/traces.otf2", "in/traces/o.trace"])
+def test_force_through_a_bind_mount_never_replaces_the_input(tmp_path, capsys, out):
+    """OUT = IN through a second mount of its directory, with --force: refused (the
+    input's event files used to be replaced by the output, exit 0)."""
+    src = tmp_path / "a" / "in" / "traces.otf2"
+    shutil.copytree(TRACES / "ping-pong-otf2", src.parent)
+    (src.parent / "MANIFEST.md").unlink()  # (the archive alone: --force would replace it)
+    before = _tree(tmp_path / "a")
+    with bind_mount(tmp_path / "a", tmp_path / "b"):
+        for extra in ([], ["--in-memory"]):
+            code, err = run(capsys, src, tmp_path / "b" / out, "--overhead", "250ns",
+                            "--force", *extra)
+            assert code == 3 and "would overwrite the input" in one_line(err)
+    assert _tree(tmp_path / "a") == before
+
+
+def test_an_output_inside_the_inputs_archive_directory_is_refused(tmp_path, capsys):
+    src = tmp_path / "in" / "traces.otf2"
+    shutil.copytree(TRACES / "ping-pong-otf2", src.parent)
+    before = _tree(src.parent)
+    code, err = run(capsys, src, src.parent / "sub" / "traces.otf2", "--overhead", "250ns")
+    assert code == 3 and "would overwrite the input" in one_line(err)
+    assert _tree(src.parent) == before
+
+
+@pytest.mark.parametrize("out", OUTS)
+def test_a_second_writer_fails_at_once_and_the_first_one_commits(tmp_path, capsys,
+                                                                platform_file, out):
+    """Two --force writers of one OUT: the one that comes while the other holds the
+    output exits 3 at once, and OUT is the first one's, complete (they used to mix
+    traces.def of one run with .evt files of the other, both exiting 0)."""
+    first = paths.AtomicOutput(tmp_path / out)  # a run that is writing OUT
+    code, err = run(capsys, EXAMPLE, tmp_path / out, "--platform", platform_file, "--force")
+    assert code == 3
+    assert one_line(err).startswith(f"compensate: error: {tmp_path / out}: another run is "
+                                    f"writing {tmp_path / out}")
+    assert not (tmp_path / out).exists()
+    first.discard()
+    code, err = run(capsys, EXAMPLE, tmp_path / out, "--platform", platform_file, "--quiet")
+    assert code == 0 and err == ""
+    nothing_beside(tmp_path, {"platform.json", out.split("/")[0]})
+
+
+@pytest.mark.parametrize("out", OUTS)
+def test_an_output_written_meanwhile_is_not_replaced_without_force(tmp_path, capsys,
+                                                                  platform_file, monkeypatch,
+                                                                  out):
+    """The "exists" check is made again at the commit: another run that wrote OUT
+    after this one started keeps its output, and this one exits 3."""
+    from compensate.cli import compensate as command
+
+    real = command.output_target
+    theirs = []
+
+    def and_meanwhile(in_path, out_path, force):
+        target = real(in_path, out_path, force)
+        monkeypatch.setattr(command, "output_target", real)
+        assert main([str(EXAMPLE), str(out_path), "--platform", str(platform_file),
+                     "--quiet"]) == 0  # the other run, start to end
+        monkeypatch.setattr(command, "output_target", and_meanwhile)
+        theirs.append(_tree(tmp_path))
+        return target
+
+    monkeypatch.setattr(command, "output_target", and_meanwhile)
+    for extra in ([], ["--in-memory"]):
+        code, err = run(capsys, EXAMPLE, tmp_path / out, "--platform", platform_file,
+                        "--overhead", "1us", *extra)
+        assert code == 3 and "exists (use --force to replace it)" in one_line(err)
+        assert str(tmp_path / out) in err
+        assert _tree(tmp_path) == theirs[-1]  # what the other run wrote
+        shutil.rmtree(tmp_path / out.split("/")[0]) if "/" in out else (tmp_path / out).unlink()
+
+
+@pytest.mark.parametrize("out", ["x" * 249 + ".trace", "d" * 255 + "/traces.otf2"],
+                         ids=["text", "archive-directory"])
+def test_a_long_legal_output_name_is_written(tmp_path, capsys, platform_file, out):
+    code, err = run(capsys, EXAMPLE, tmp_path / out, "--platform", platform_file, "--quiet")
+    assert code == 0 and err == ""
+    assert (tmp_path / out).is_file()
+    nothing_beside(tmp_path, {"platform.json", out.split("/")[0]})
+
+
+def test_export_does_not_replace_a_file_written_meanwhile(tmp_path, capsys, monkeypatch):
+    from compensate.analysis import export
+
+    real = export.trace_events
+
+    def and_meanwhile(*args, **kwargs):
+        (tmp_path / "e.json").write_text("theirs")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(export, "trace_events", and_meanwhile)
+    code, err = run(capsys, "export", EXAMPLE, tmp_path / "e.json")
+    assert code == 3 and "e.json: exists (use --force to replace it)" in one_line(err)
+    assert (tmp_path / "e.json").read_text() == "theirs"
+    nothing_beside(tmp_path, {"e.json"})
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("argv", [["--version"], ["report", str(EXAMPLE)]],
+                         ids=["version", "report"])
+def test_a_full_stdout_before_any_output_is_one_line_and_exit_3(argv):
+    """Nothing was written: a stdout that cannot take the command's lines is exit 3
+    and one line, not a traceback (``--version``) nor the interpreter's "Exception
+    ignored" at exit."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as sink:
+        p = subprocess.run([sys.executable, "-m", "compensate", *argv], stdout=sink,
+                           stderr=subprocess.PIPE, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.returncode == 3, p.stderr
+    assert len(p.stderr.splitlines()) == 1 and "No space left on device" in p.stderr

@@ -263,6 +263,38 @@ def test_refused_output_is_written_by_no_rank(threads_case, monkeypatch, capsys)
     assert not out.exists() and not list(tmp.glob(".refused.trace.tmp-*"))
 
 
+def test_the_distributed_run_takes_the_outputs_lock_and_checks_at_the_commit(
+        threads_case, monkeypatch, capsys):
+    """Rank 0 holds the output's lock as one process does: with another run writing
+    OUT every rank exits 3 at once; an OUT written by another run after the start
+    is not replaced without --force (every rank exits 3, OUT is the other's)."""
+    from compensate.formats import parts
+    from compensate.formats.paths import AtomicOutput
+
+    tmp, _ = threads_case
+    out = tmp / "locked.trace"
+    argv = [str(tmp / "mixed.trace"), str(out), "--platform", str(tmp / "platform.json"),
+            "--quiet"]
+    other = AtomicOutput(out)  # another run, writing OUT
+    try:
+        assert _thread_command(tmp, argv, 2) == [3, 3]
+        assert "another run is writing" in capsys.readouterr().err
+    finally:
+        other.discard()
+    real_part = parts.write_part
+
+    def and_meanwhile(tmp_dir, part, source, locations):
+        if part == 0:
+            out.write_text("theirs\n")  # another run finished OUT meanwhile
+        return real_part(tmp_dir, part, source, locations)
+
+    monkeypatch.setattr(parts, "write_part", and_meanwhile)
+    assert _thread_command(tmp, argv, 2) == [3, 3]
+    assert "exists (use --force to replace it)" in capsys.readouterr().err
+    assert out.read_text() == "theirs\n"
+    assert not list(tmp.glob(".locked.trace.*"))
+
+
 def test_the_summary_counts_of_the_hand_computed_three_location_case(tmp_path):
     """The summary's ``parallel`` on tests/parallel/data/three_locations.trace (rank 0
     owns locations 0 and 1, rank 1 location 2), by hand from the case's comments:
