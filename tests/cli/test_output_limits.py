@@ -110,3 +110,19 @@ def test_a_full_file_system_is_exit_3_and_nothing_at_out(small_fs, stencil):
     proc = compensate([str(stencil), str(out)])
     line = refused(proc, out, small_fs)
     assert "No space left on device" in line, line
+
+
+def test_a_signal_while_the_output_is_read_back_writes_nothing(tmp_path, stencil):
+    """The read-back check calls back into Python (the definitions reader): a signal
+    meanwhile is raised when it is done, never swallowed into a failed check."""
+    root = tmp_path / "out"
+    root.mkdir()
+    out = root / "o" / "traces.otf2"
+    env = dict(os.environ, PYTHONPATH=str(ROOT),
+               COMPENSATE_TEST_INTERRUPT="TERM:otf2-check:1")
+    proc = subprocess.run([sys.executable, "-m", "compensate", str(stencil), str(out),
+                           "--overhead", "100ns"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr == "compensate: interrupted by SIGTERM; nothing written\n"
+    assert os.listdir(root) == []
