@@ -611,7 +611,7 @@ _WRITE_ACTION = "cannot write OTF2 archive"
 
 
 @contextlib.contextmanager
-def _write_call(path: str, point: str) -> Iterator[None]:
+def _write_call(path: str, point: str, reads_input: bool = False) -> Iterator[None]:
     """:func:`_library_call` for calls that write, which must not lose an error
     the OTF2 library only reports: when a buffer cannot be flushed (``EFBIG``
     under a file-size limit, ``ENOSPC`` on a full disk) the library calls the
@@ -619,7 +619,13 @@ def _write_call(path: str, point: str) -> Iterator[None]:
     returns success, and the archive's event files end in the middle of a
     chunk. Any error the library reports meanwhile (a code above 0; warnings
     are below) is an :class:`OutputError` once the calls return, and so is an
-    OSError (the column spool's temporary file, on the output's file system)."""
+    OSError (the column spool's temporary file, on the output's file system).
+
+    ``reads_input``: the calls also read the input archive (the C path's copy),
+    whose reader reports what it tolerates (an absent local definition file);
+    then only a report that names a file of the output counts (the read-back
+    check, :func:`~compensate.formats.otf2.check.check_archive`, finds a loss
+    either way)."""
     with _capture_diagnostics():  # (outer: the list survives the inner call's end)
         mark = len(_diagnostics)
         with _library_call(path, _WRITE_ACTION, point):
@@ -628,6 +634,9 @@ def _write_call(path: str, point: str) -> Iterator[None]:
             except OSError as exc:  # (the column spool's file: OUT's file system)
                 raise output_error(path, "write OTF2 archive", exc) from None
         failed = [(code, text) for code, text in _diagnostics[mark:] if code > 0]
+    if reads_input:
+        directory = os.path.dirname(os.path.abspath(path))
+        failed = [(code, text) for code, text in failed if directory in text]
     if failed:
         code, text = failed[0]
         try:
@@ -752,7 +761,7 @@ class Otf2EventWriter:
         cannot store or build."""
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
-        with _write_call(self.path, "otf2-write"):
+        with _write_call(self.path, "otf2-write", reads_input=self._copier is not None):
             spooled = self._copier is not None and bool(len(ev)) and _native_payloads(ev)
             state = self._location(ref, writer=not spooled)
             base, previous = state[1], state[2]
@@ -839,7 +848,7 @@ class Otf2EventWriter:
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
         try:
-            with _write_call(self.path, "otf2-close"):
+            with _write_call(self.path, "otf2-close", reads_input=self._copier is not None):
                 if self._spool is not None:
                     for ref in self._spool.locations():
                         self._copy_spooled(ref, finish=True)

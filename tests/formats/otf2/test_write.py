@@ -6,13 +6,16 @@ the call itself returns success, is an OutputError, never an archive cut short."
 from __future__ import annotations
 
 import resource
+import shutil
 
 import pytest
 
-from compensate.formats import OutputError
+from compensate.formats import OutputError, read_trace
 from compensate.formats.otf2 import write_otf2
 from compensate.formats.otf2.library import _diagnostics
 from compensate.formats.otf2.write import _write_call
+
+from ...conftest import ROOT
 
 
 def test_an_error_only_the_callback_reports_is_an_output_error():
@@ -55,3 +58,27 @@ def test_write_otf2_under_a_file_size_limit_raises(tmp_path, stencil):
             write_otf2(stencil, str(tmp_path / "o" / "traces.otf2"))
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_what_the_input_reader_tolerates_is_no_write_error(tmp_path):
+    """The C path's copy reads the input while the output is closed: the library's
+    report of an absent local definition file of the input (which OTF2 readers
+    accept) names no file of the output and is no write error."""
+    from compensate.formats import TraceWriter, read_chunks
+    from compensate.formats.otf2 import native
+
+    if not native.available():
+        pytest.skip("the OTF2 C path is not available")
+    src = tmp_path / "in"
+    shutil.copytree(ROOT / "examples" / "montecarlo", src)
+    for f in (src / "traces").glob("*.def"):
+        f.unlink()
+    defs, chunks = read_chunks(src / "traces.otf2", payload=False)
+    out = tmp_path / "o" / "traces.otf2"
+    counts = {}
+    with TraceWriter(out, defs) as writer:
+        for chunk in chunks:
+            for loc, ev in chunk.items():
+                counts[loc] = counts.get(loc, 0) + len(ev)
+                writer.write(loc, ev)
+    assert {loc: len(ev) for loc, ev in read_trace(out).events.items()} == counts
