@@ -8,7 +8,9 @@ tree node, location groups, locations, regions, MPI communicators) and builds th
 records of the kinds the engine interprets from the columns
 (:mod:`compensate.formats.otf2.records`). :class:`Otf2EventWriter` writes records
 handed over chunk by chunk. The input's ClockProperties (offset, resolution,
-length) are carried unchanged (:func:`clock_properties`).
+length) are carried unchanged (:func:`clock_properties`). Every write is
+checked (:func:`_write_call`), and a finished archive is read back before it is
+handed on for the commit (:mod:`compensate.formats.otf2.check`).
 
 Why one module (over 600 lines): everything here serves one OTF2 archive writer —
 the memory callbacks, the clock, the synthesised definitions and the records
