@@ -23,6 +23,7 @@ from _otf2.Config import conf
 from otf2.error import Error as _Otf2Error
 
 import compensate.interrupt as interrupt
+from compensate.errors import Refusal
 from compensate.model import (
     TraceError,
 )
@@ -236,7 +237,7 @@ def _library_errors(path: str, action: str) -> Generator[None, None, None]:
                 contextlib.redirect_stderr(held) if alone else contextlib.nullcontext():
             try:
                 yield
-            except (TraceError, MemoryError, KeyboardInterrupt):
+            except (Refusal, MemoryError, KeyboardInterrupt):  # (TraceError, OutputError)
                 raise
             except Exception as exc:
                 reason = _describe(exc)

@@ -8,7 +8,9 @@ tree node, location groups, locations, regions, MPI communicators) and builds th
 records of the kinds the engine interprets from the columns
 (:mod:`compensate.formats.otf2.records`). :class:`Otf2EventWriter` writes records
 handed over chunk by chunk. The input's ClockProperties (offset, resolution,
-length) are carried unchanged (:func:`clock_properties`).
+length) are carried unchanged (:func:`clock_properties`). Every write is
+checked (:func:`_write_call`), and a finished archive is read back before it is
+handed on for the commit (:mod:`compensate.formats.otf2.check`).
 
 Why one module (over 600 lines): everything here serves one OTF2 archive writer —
 the memory callbacks, the clock, the synthesised definitions and the records
@@ -22,7 +24,7 @@ import contextlib
 import ctypes
 import mmap
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import _otf2
@@ -48,6 +50,7 @@ from otf2.registry import DefinitionRegistry
 
 import compensate.insitu as insitu
 import compensate.interrupt as interrupt
+from compensate.formats.otf2.check import HINT, check_archive
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
     _TIMESTAMP_UNDEF,
@@ -55,10 +58,12 @@ from compensate.formats.otf2.library import (
     _UINT64_UNDEF,
     Otf2Archive,
     _capture_diagnostics,
+    _diagnostics,
     _library_call,
 )
 from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, otf2_event, write_records
 from compensate.formats.partitioned import event_from_columns as partitioned_event
+from compensate.formats.paths import OutputError, output_error
 from compensate.formats.rma import RMA_KINDS
 from compensate.model import (
     BUFFER_FLUSH,
@@ -604,6 +609,46 @@ def _check_anchor(path: str) -> tuple[str, str]:
     return directory, name
 
 
+_WRITE_ACTION = "cannot write OTF2 archive"
+
+
+@contextlib.contextmanager
+def _write_call(path: str, point: str, reads_input: bool = False) -> Iterator[None]:
+    """:func:`_library_call` for calls that write, which must not lose an error
+    the OTF2 library only reports: when a buffer cannot be flushed (``EFBIG``
+    under a file-size limit, ``ENOSPC`` on a full disk) the library calls the
+    error callback and drops the data, but the write or close call that flushed
+    returns success, and the archive's event files end in the middle of a
+    chunk. Any error the library reports meanwhile (a code above 0; warnings
+    are below) is an :class:`OutputError` once the calls return, and so is an
+    OSError (the column spool's temporary file, on the output's file system).
+
+    ``reads_input``: the calls also read the input archive (the C path's copy),
+    whose reader reports what it tolerates (an absent local definition file);
+    then only a report that names a file of the output counts (the read-back
+    check, :func:`~compensate.formats.otf2.check.check_archive`, finds a loss
+    either way)."""
+    with _capture_diagnostics():  # (outer: the list survives the inner call's end)
+        mark = len(_diagnostics)
+        with _library_call(path, _WRITE_ACTION, point):
+            try:
+                yield
+            except OSError as exc:  # (the column spool's file: OUT's file system)
+                raise output_error(path, "write OTF2 archive", exc) from None
+        failed = [(code, text) for code, text in _diagnostics[mark:] if code > 0]
+    if reads_input:
+        directory = os.path.dirname(os.path.abspath(path))
+        failed = [(code, text) for code, text in failed if directory in text]
+    if failed:
+        code, text = failed[0]
+        try:
+            what = _otf2.Error_GetDescription(_otf2.ErrorCode(code))
+        except Exception:  # an unknown code: the text alone
+            what = f"OTF2 error {code}"
+        where = f": {' '.join(text.split())}" if text else ""
+        raise OutputError(f"{_WRITE_ACTION}: {what}{where} ({HINT})", file=path)
+
+
 class Otf2EventWriter:
     """Writes an OTF2 archive location by location and chunk by chunk.
 
@@ -646,13 +691,14 @@ class Otf2EventWriter:
         self._writer: _ArchiveWriter | None = None
         self._copier: Any = None  # native.NativeCopier for records read by the C path
         self._spool: Any = None  # spool.ColumnSpool: what the copier copies at close
+        self._declared: dict[int, int] | None = None  # set_written's counts (check)
         if meta is not None and meta.native_source is not None and self._selection != ():
             from compensate.formats.otf2.native import NativeCopier
             mine = meta.location_order if self._selection is None else tuple(
                 ref for ref in meta.location_order if ref in set(self._selection))
             self._copier = NativeCopier(meta.native_source, mine)
         try:
-            with _library_call(path, "cannot write OTF2 archive", "otf2-create"):
+            with _write_call(path, "otf2-create"):
                 if meta is None:
                     registry = _registry_from_model(definitions, path)
                     realtime = _TIMESTAMP_UNDEF
@@ -717,7 +763,7 @@ class Otf2EventWriter:
         cannot store or build."""
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
-        with _library_call(self.path, "cannot write OTF2 archive", "otf2-write"):
+        with _write_call(self.path, "otf2-write", reads_input=self._copier is not None):
             spooled = self._copier is not None and bool(len(ev)) and _native_payloads(ev)
             state = self._location(ref, writer=not spooled)
             base, previous = state[1], state[2]
@@ -799,11 +845,12 @@ class Otf2EventWriter:
     def close(self) -> None:
         """Open event writers for the defined locations nothing was written to (so
         that every location's event count in the definitions matches what is
-        written), then write the definitions and finish the archive."""
+        written), then write the definitions and finish the archive, and read it
+        back (:meth:`check`): OutputError if it does not hold what was written."""
         if self._writer is None:
             raise TraceError("the OTF2 archive is already closed", source=self.path)
         try:
-            with _library_call(self.path, "cannot write OTF2 archive", "otf2-close"):
+            with _write_call(self.path, "otf2-close", reads_input=self._copier is not None):
                 if self._spool is not None:
                     for ref in self._spool.locations():
                         self._copy_spooled(ref, finish=True)
@@ -813,12 +860,28 @@ class Otf2EventWriter:
                 for ref in mine:
                     if ref not in self._locations:
                         self._location(ref)
+                global_definitions = self._writer._global_definitions
                 self._writer.close()  # (a failure: abandon() releases the archive)
                 self._writer = None
                 self._close_copier()
+            self.check(global_definitions)
         except BaseException:
             self.abandon()
             raise
+
+    def check(self, global_definitions: bool = True) -> None:
+        """Read the finished archive back (:func:`~compensate.formats.otf2.check.check_archive`):
+        each location's event file must hold the records handed to :meth:`write`, and
+        the global definitions (if this writer wrote them) must declare those counts
+        (those of :meth:`set_written` for a definitions-only writer). A signal
+        meanwhile is raised when it is done (the definitions reader calls back into
+        Python)."""
+        if self._declared is not None:  # a definitions-only writer: counts from the parts
+            expected, events = self._declared, False
+        else:
+            expected, events = {ref: state[1] for ref, state in self._locations.items()}, True
+        with interrupt.deferred("otf2-check"):
+            check_archive(self.path, expected, definitions=global_definitions, events=events)
 
     def written(self) -> tuple[dict[int, int], int | None, int | None]:
         """Records written per location (every location this writer writes), and
@@ -837,6 +900,9 @@ class Otf2EventWriter:
         ``first``/``last`` as if this writer had written them."""
         for loc in self.registry.locations:
             loc._number_of_events_written = int(counts.get(int(loc._ref), 0))
+        if not self._locations:  # (the records are the parts': their counts are checked)
+            self._declared = {int(loc._ref): int(loc._number_of_events_written)
+                              for loc in self.registry.locations}
         w = self._writer
         w._first_timestamp, w._last_timestamp = first, last
 
