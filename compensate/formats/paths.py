@@ -37,6 +37,8 @@ from typing import IO
 
 import compensate.interrupt as interrupt
 from compensate.errors import Refusal
+from compensate.formats.outputerror import OutputError as OutputError  # (re-exported)
+from compensate.formats.outputerror import output_error as output_error
 from compensate.formats.placement import NAME_MAX as NAME_MAX  # (re-exported)
 from compensate.formats.placement import (
     identity,
@@ -47,12 +49,6 @@ from compensate.formats.placement import (
 )
 from compensate.formats.placement import is_part_of_input as is_part_of_input
 from compensate.formats.registry import Format, format_of
-
-
-class OutputError(Refusal):
-    """The output path cannot be used (exists, equals the input, ...): ``FILE:
-    REASON``, a :class:`~compensate.errors.Refusal` whose ``file`` is the output
-    path (or none, the reason being the whole message)."""
 
 
 def trace_format(path: str | Path) -> str:
@@ -117,12 +113,6 @@ def check_target(out_path: str | Path, target: Path, force: bool) -> None:
         raise OutputError("exists (use --force to replace it)", file=str(out_path))
     if out.is_dir():
         raise OutputError("is a directory", file=str(out_path))
-
-
-def output_error(path: str | Path, action: str, exc: OSError) -> OutputError:
-    """One line naming the output, the path that failed and why (the strerror)."""
-    where = f" {exc.filename}" if exc.filename and str(exc.filename) != str(path) else ""
-    return OutputError(f"cannot {action}{where}: {exc.strerror or exc}", file=str(path))
 
 
 def _make_parents(directory: Path) -> list[Path]:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import _otf2
 
 from compensate.formats.otf2.library import _capture_diagnostics, _describe, _diagnostics
-from compensate.formats.paths import OutputError
+from compensate.formats.outputerror import OutputError
 
 __all__ = ["HINT", "check_archive", "count_events", "declared_events"]
 

@@ -62,8 +62,8 @@ from compensate.formats.otf2.library import (
     _library_call,
 )
 from compensate.formats.otf2.records import MATCHED_KINDS, matched_event, otf2_event, write_records
+from compensate.formats.outputerror import OutputError, output_error
 from compensate.formats.partitioned import event_from_columns as partitioned_event
-from compensate.formats.paths import OutputError, output_error
 from compensate.formats.rma import RMA_KINDS
 from compensate.model import (
     BUFFER_FLUSH,
