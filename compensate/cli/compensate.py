@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+import compensate.cli.values as values
 import compensate.interrupt as interrupt
 import compensate.overhead as overhead_choice
 import compensate.parallel.command as parallel
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "transfers it did observe; none copies the trace unchanged)")
     p.add_argument("--platform", metavar="FILE.json", help="platform file (overhead, copy cost)")
     p.add_argument("--overhead", metavar="DURATION",
+                   type=values.duration(overhead_choice.KEYWORDS),
                    help="per-record overhead for every record kind, e.g. 250ns, 1.5us, 2e-6; "
                         "overrides the platform file's and the trace's in-situ one; "
                         "'insitu': the trace's in-situ overhead (the default when no "
@@ -103,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "calibration (off by default; docs/calibration.md)")
     p.add_argument("--collective-exit", choices=COLLECTIVE_EXITS, default="uniform",
                    help="n-to-n exits: uniform (eq. 12) or per-process (eq. 13)")
-    p.add_argument("--eager-limit", metavar="BYTES", type=int, default=None,
+    p.add_argument("--eager-limit", metavar="BYTES", type=values.whole(0, what="bytes"),
+                   default=None,
                    help="treat MPI_Send messages larger than BYTES as synchronous "
                         "(rendezvous); MPI_Ssend always is (default: off)")
     p.add_argument("--summary", metavar="FILE.json", help="write a JSON summary of the run")
@@ -114,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-memory", action="store_true",
                    help="hold the whole trace in memory instead of streaming it segment by "
                         "segment (same result; for comparison and debugging)")
-    p.add_argument("--segment-records", metavar="N", type=int, default=None,
+    p.add_argument("--segment-records", metavar="N", type=values.whole(1, what="records"),
+                   default=None,
                    help="streaming: cut a segment once N records are pending (default "
                         "2^18; smaller holds less memory, for tests and tuning)")
     p.add_argument("--strict", action="store_true",
