@@ -236,7 +236,8 @@ def copy_contradictions(definitions: Definitions, chunks, platform: Platform
     Returns ``records`` (how many), ``by_kind``, ``max_s`` (the largest shortfall,
     seconds) and ``worst`` (``{"kind", "bytes", "copy_s", "gap_s", "location",
     "record"}`` of the record with that shortfall), ``checked`` (message records
-    looked at)."""
+    looked at). A send whose gap does not even hold its overhead is R1
+    overcompensation (its next record is clamped and counted), not counted here."""
     res = float(definitions.timer_resolution)
     sends = np.array([KIND_CODE[k] for k in COPY_SENDS])
     recvs = np.array([KIND_CODE[k] for k in COPY_RECEIVES])
@@ -281,9 +282,14 @@ def _gaps_short(found: dict, loc: int, base: int, t: np.ndarray, o: np.ndarray,
     rec = np.concatenate((np.flatnonzero(after), np.flatnonzero(before) + 1))
     msg = np.maximum(size[rec], 0)
     copy = np.atleast_1d(np.asarray(platform.copy_time(msg.astype(np.float64)), float))
-    short = copy - gap[at]
+    tick = 1.0 / res  # a shortfall of a tick or less is the timer's rounding
+    g = gap[at]
+    short = copy - np.maximum(g, 0.0)
+    # a send whose overhead alone does not fit its gap is R1 overcompensation, counted
+    # as such (its next record is clamped): not counted twice
+    owned = ~((np.arange(at.size) < np.count_nonzero(after)) & (g < -tick))
     found["checked"] += int(at.size)
-    bad = np.flatnonzero(short > 1.0 / res)  # more than a tick: not the timer's rounding
+    bad = np.flatnonzero((short > tick) & owned)
     if not bad.size:
         return
     found["records"] += int(bad.size)
