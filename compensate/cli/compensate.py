@@ -447,8 +447,8 @@ def copy_finding(args: argparse.Namespace, platform: Platform | None,
     ticks = (summary["messages_matched"] + summary["collective_instances"] + 1) \
         / summary["timer_resolution"]  # the rules' one-tick steps may add that much
     longer = approx > measured * (1 + LONGER_TOLERANCE) + ticks
-    if not longer and args.max_overcompensated is None:
-        return outcome
+    if not longer and (args.max_overcompensated is None or not np.any(platform.copy_seconds)):
+        return outcome  # nothing to look for: no finding, or no copy that could not fit
     from compensate.formats import read_chunks
     defs, chunks = read_chunks(args.input, payload=False)
     found = overhead_choice.copy_contradictions(
