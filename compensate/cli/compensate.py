@@ -429,10 +429,15 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         raise
 
 
+#: How much longer than the measured span a compensated one may come out before it
+#: is a finding (0.1 %; plus a tick per message and collective, :func:`copy_finding`).
+LONGER_TOLERANCE = 1e-3
+
+
 def copy_finding(args: argparse.Namespace, platform: Platform | None,
                  outcome: Outcome) -> Outcome:
-    """A platform that contradicts the trace (docs/messages.md, "longer than
-    measured"): removing overhead never lengthens a run whose platform fits it, so a
+    """A platform that contradicts the trace (docs/messages.md, "A platform that
+    contradicts the trace"): removing overhead never lengthens a run whose platform fits it, so a
     compensated span longer than the measured one is a finding. Then, and whenever
     ``--max-overcompensated`` is given, the input is read once more to count the
     message records whose measured gap cannot hold the platform's copy
@@ -468,11 +473,6 @@ def copy_finding(args: argparse.Namespace, platform: Platform | None,
         f"{n:,} records overcompensated ({found['records']:,} of them message records "
         f"whose measured gap cannot hold the platform's copy), more than "
         f"--max-overcompensated {limit}"))
-
-
-#: How much longer than the measured span a compensated one may come out before it
-#: is a finding (0.1 %; plus a tick per message and collective, :func:`copy_finding`).
-LONGER_TOLERANCE = 1e-3
 
 
 def copy_line(summary: dict) -> str:
