@@ -495,8 +495,8 @@ def copy_line(summary: dict) -> str:
             f"shorter than the platform's copy_time, by up to {_duration(found['max_s'])} "
             f"({w['kind']} of {w['bytes']:,} bytes on location {w['location']}, record "
             f"{w['record']}: copy {_duration(w['copy_s'])}, gap {_duration(w['gap_s'])})")
-        cause = ("the platform's copy_time contradicts the trace (is it measured on this "
-                 "machine? see `calibrate check`)")
+        cause = ("the platform's copy_time contradicts the trace (was it measured on this "
+                 "machine, in seconds?)")
     else:
         cause = ("the platform contradicts the trace, though its copy_time fits every "
                  "message record's gap (check its overheads and network entry)")

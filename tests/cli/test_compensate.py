@@ -534,8 +534,8 @@ def test_copy_table_that_contradicts_the_trace_is_a_finding(run_cli, tmp_path):
         "(25.64 ms vs 102 us); 16 of 16 message records (MpiRecv 8, MpiSend 8) have a "
         "measured gap shorter than the platform's copy_time, by up to 12.8 ms (MpiSend of "
         "8,192 bytes on location 0, record 21: copy 12.8 ms, gap 2.248 us): the platform's "
-        "copy_time contradicts the trace (is it measured on this machine? see `calibrate "
-        "check`)"]
+        "copy_time contradicts the trace (was it measured on this machine, in "
+        "seconds?)"]
     found = json.loads(summary.read_text())["copy_contradictions"]
     assert (found["records"], found["checked"], found["output_longer"]) == (16, 16, True)
     assert found["by_kind"] == {"MpiRecv": 8, "MpiSend": 8}
