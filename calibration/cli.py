@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+import compensate.cli.values as values
 import compensate.interrupt as interrupt
 from calibration import external, overhead, platformfile, tracecheck, workers
 from calibration.copycost import COPY_METHODS, measure_copy_cost
@@ -64,9 +65,12 @@ def parse_counts(text: str) -> tuple[int, ...]:
     """``100000,200000`` or ``1e5,2e5`` -> iteration counts (argparse type)."""
     try:
         counts = tuple(int(float(x)) for x in text.split(",") if x.strip())
-    except ValueError:
+        if not all(1 <= n <= values.INT64_MAX for n in counts):
+            raise ValueError("out of range")
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(
-            f"cannot parse iteration counts {text!r} (example: 100000,200000,400000)") from None
+            f"cannot parse iteration counts {text!r}: whole numbers >= 1 (example: "
+            f"100000,200000,400000)") from None
     if not counts:
         raise argparse.ArgumentTypeError("no iteration counts given")
     return counts
@@ -98,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--monotone", action="store_true",
                    help="write the running maximum of the copy time (keep measured values in "
                         "measured_seconds) where a larger buffer copied faster")
-    r.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    r.add_argument("--seed", type=values.whole(0), default=0,
+                   help="bootstrap seed (default 0)")
     r.add_argument("--quiet", action="store_true", help="no progress and no report")
 
     o = sub.add_parser("overhead", help="per-record overhead of an external tracer",
@@ -109,16 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the instrumented microbenchmark; {n} = iteration count")
     o.add_argument("--baseline", required=True, metavar="\"CMD0 {n}\"",
                    help="the same microbenchmark without the tracer")
-    o.add_argument("--events-per-iteration", required=True, type=float, metavar="K",
+    o.add_argument("--events-per-iteration", required=True, metavar="K",
+                   type=values.real(0, 1e9, "records", open_low=True),
                    help="records one iteration writes (2 for an instrumented call)")
     o.add_argument("--n", type=parse_counts, default=external.DEFAULT_NS, metavar="N1,N2,...",
                    help="iteration counts (default 100000,...,500000)")
-    o.add_argument("--repeats", type=int, default=5, help="runs per command and count (5)")
+    o.add_argument("--repeats", type=values.whole(1, 1 << 20, "runs"), default=5,
+                   help="runs per command and count (5)")
     o.add_argument("--timing", choices=external.TIMINGS, default="wall",
                    help="wall: process wall time; stdout: the last number the program prints "
                         "(calibration/microbench.c prints its loop time)")
     o.add_argument("--shell", action="store_true", help="run the commands through /bin/sh")
-    o.add_argument("--timeout", type=float, default=600.0, help="seconds per run (600)")
+    o.add_argument("--timeout", type=values.real(0, 1e7, "seconds", open_low=True),
+                   default=600.0, help="seconds per run (600)")
     o.add_argument("--update", metavar="FILE.json",
                    help="write the fitted overhead into this platform file as event_overhead "
                         "(and drop event_overhead_by_kind, which came from another probe)")
@@ -129,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the overhead; warn if the platform's overhead exceeds it.")
     c.add_argument("trace", metavar="TRACE", help="OTF2 anchor file (*.otf2) or *.trace")
     c.add_argument("--platform", metavar="FILE.json", help="platform file to check")
-    c.add_argument("--overhead", metavar="DURATION",
+    c.add_argument("--overhead", metavar="DURATION", type=values.duration(),
                    help="check this overhead for every kind instead (e.g. 250ns)")
     c.add_argument("--quiet", action="store_true", help="only the verdict line")
     return p

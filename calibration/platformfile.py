@@ -23,7 +23,7 @@ from calibration.copycost import CopyPoint, CopyResult, is_resolved, monotone_vi
 from calibration.machine import machine_facts, now_iso
 from calibration.overhead import WriterProbeResult
 from calibration.timer import TimerCalibration
-from compensate.platform import Platform, PlatformError
+from compensate.platform import Platform, PlatformError, read_json
 
 FORMAT = 1
 TABLES = ("warm", "fresh")
@@ -179,8 +179,9 @@ def _file_mode() -> int:
 
 def read_platform_dict(path: str | Path) -> dict:
     """The JSON object of an existing platform file, validated (PlatformError if bad)."""
-    Platform.load(path)
-    return json.loads(Path(path).read_text())
+    data = read_json(path)  # a regular file, read once: what is checked is what is used
+    Platform.from_dict(data, str(path))
+    return data
 
 
 def apply_external(data: dict, probe: dict) -> dict:

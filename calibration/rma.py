@@ -142,13 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     error = None
     if comm.Get_rank() == 0 and args.update:
-        try:
-            with open(args.update) as f:
-                data = json.load(f)
+        from compensate.platform import PlatformError, read_json
+        try:  # a regular file only (a FIFO would stall every rank), of bounded size
+            data = read_json(args.update)
             if not isinstance(data, dict):
                 error = f"{args.update}: expected a JSON object"
-        except (OSError, ValueError) as exc:
-            error = f"{args.update}: cannot read platform file ({exc})"
+        except PlatformError as exc:
+            error = str(exc)
     if failed_on_rank0(comm, "calibration.rma", error):
         return 3
     measured = measure(comm, repeats=max(args.repeats, 1))

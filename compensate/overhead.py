@@ -28,7 +28,7 @@ import numpy as np
 
 import compensate.insitu as insitu
 from compensate.formats.otf2.overheads import ATTRIBUTE
-from compensate.model import BUFFER_FLUSH, KIND_NAMES, Definitions, Trace
+from compensate.model import BUFFER_FLUSH, KIND_CODE, KIND_NAMES, Definitions, Trace
 from compensate.platform import Platform
 
 #: ``--overhead`` words that are no duration.
@@ -209,3 +209,96 @@ def estimate(trace: Trace, base: Platform | None = None) -> tuple[Platform, dict
         return Platform(common, by_kind), info
     return Platform(common, by_kind, base.copy_bytes, base.copy_seconds,
                     network=base.network, rma_release=base.rma_release), info
+
+
+# -- a copy table that contradicts the trace ------------------------------------------
+
+#: Point-to-point records whose ``size`` is the message's bytes: a send's buffer copy
+#: lies in the gap after its record (after the send's own overhead), a receive's in
+#: the gap before its record (after the record before it and that record's overhead):
+#: docs/design.md §2.
+COPY_SENDS = ("MpiSend", "MpiIsend")
+COPY_RECEIVES = ("MpiRecv", "MpiIrecv", "MpiMrecv", "MpiImrecv")
+
+
+def copy_contradictions(definitions: Definitions, chunks, platform: Platform
+                        ) -> dict[str, Any]:
+    """The message records whose measured gap cannot hold the platform's buffer copy.
+
+    In the measurement model (docs/design.md §2) a send's copy ``C(s)·s`` follows
+    its record and its overhead, and a receive's copy precedes its record, after
+    the record before it and that record's overhead. Where the measured gap is
+    shorter than overhead plus copy, the platform's copy table (or overhead)
+    contradicts the trace: the rules then place the receive a whole copy after
+    the receiver was ready, later than it was measured, and the compensated trace
+    can come out longer than the measured one. ``chunks``: the input's records
+    (:func:`compensate.formats.read_chunks`, location by location in order).
+    Returns ``records`` (how many), ``by_kind``, ``max_s`` (the largest shortfall,
+    seconds) and ``worst`` (``{"kind", "bytes", "copy_s", "gap_s", "location",
+    "record"}`` of the record with that shortfall), ``checked`` (message records
+    looked at). A send whose gap does not even hold its overhead is R1
+    overcompensation (its next record is clamped and counted), not counted here."""
+    res = float(definitions.timer_resolution)
+    sends = np.array([KIND_CODE[k] for k in COPY_SENDS])
+    recvs = np.array([KIND_CODE[k] for k in COPY_RECEIVES])
+    found: dict[str, Any] = {"records": 0, "by_kind": {}, "max_s": 0.0, "worst": None,
+                             "checked": 0}
+    last: dict[int, tuple[int, float, int, int]] = {}  # loc -> (time, overhead, kind, index)
+    seen: dict[int, int] = {}
+    for chunk in chunks:
+        for loc, ev in chunk.items():
+            info = definitions.locations.get(loc)
+            if info is not None and not info.is_cpu or not len(ev):
+                continue
+            o = np.asarray(platform.location_overheads(loc, ev.kind, ev.region), float)
+            t, kind, size = ev.time.astype(np.int64), ev.kind, ev.size
+            start = seen.get(loc, 0)
+            prev = last.get(loc)
+            if prev is not None:  # the record before this chunk's first
+                t = np.concatenate(([prev[0]], t))
+                o = np.concatenate(([prev[1]], o))
+                kind = np.concatenate(([prev[2]], kind))
+                size = np.concatenate(([prev[3]], size))
+            base = start - (1 if prev is not None else 0)
+            _gaps_short(found, loc, base, t, o, kind, size, sends, recvs, platform, res)
+            seen[loc] = start + len(ev)
+            last[loc] = (int(t[-1]), float(o[-1]), int(kind[-1]), int(size[-1]))
+    return found
+
+
+def _gaps_short(found: dict, loc: int, base: int, t: np.ndarray, o: np.ndarray,
+                kind: np.ndarray, size: np.ndarray, sends: np.ndarray, recvs: np.ndarray,
+                platform: Platform, res: float) -> None:
+    """:func:`copy_contradictions` for one run of a location's records (``base``: the
+    location's index of the first); adds to ``found``."""
+    if len(t) < 2:
+        return
+    gap = np.diff(t).astype(np.float64) / res - o[:-1]  # what R1 leaves of each gap, s
+    after = np.isin(kind[:-1], sends)  # gap k follows record k (a send)
+    before = np.isin(kind[1:], recvs)  # gap k precedes record k + 1 (a receive)
+    at = np.concatenate((np.flatnonzero(after), np.flatnonzero(before)))
+    if not at.size:
+        return
+    rec = np.concatenate((np.flatnonzero(after), np.flatnonzero(before) + 1))
+    msg = np.maximum(size[rec], 0)
+    copy = np.atleast_1d(np.asarray(platform.copy_time(msg.astype(np.float64)), float))
+    tick = 1.0 / res  # a shortfall of a tick or less is the timer's rounding
+    g = gap[at]
+    short = copy - np.maximum(g, 0.0)
+    # a send whose overhead alone does not fit its gap is R1 overcompensation, counted
+    # as such (its next record is clamped): not counted twice
+    owned = ~((np.arange(at.size) < np.count_nonzero(after)) & (g < -tick))
+    found["checked"] += int(at.size)
+    bad = np.flatnonzero((short > tick) & owned)
+    if not bad.size:
+        return
+    found["records"] += int(bad.size)
+    for k in kind[rec[bad]].tolist():
+        name = KIND_NAMES[k]
+        found["by_kind"][name] = found["by_kind"].get(name, 0) + 1
+    w = int(bad[np.argmax(short[bad])])
+    if short[w] > found["max_s"]:
+        found["max_s"] = float(short[w])
+        found["worst"] = {"kind": KIND_NAMES[int(kind[rec[w]])], "bytes": int(msg[w]),
+                          "copy_s": float(copy[w]), "gap_s": float(max(gap[at[w]], 0.0)),
+                          "location": int(loc), "record": int(base + rec[w])}

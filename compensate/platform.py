@@ -66,13 +66,34 @@ import numpy as np
 
 from compensate.errors import Refusal
 from compensate.model import KIND_CODE, KIND_NAMES
+from compensate.smallfile import NotRegular, TooLarge, read_small
 
 SUPPORTED_FORMATS = (1,)
+#: The bounds of what a machine can be (docs/platform-file.md, "Bounds"): a record's
+#: overhead, one buffer copy and a message's latency last at most an hour; a network
+#: or a copy moves at least 1 byte per second; a buffer holds at most 2^53 bytes (a
+#: float64 counts them exactly). The schema states the same as its ``maximum`` values.
+MAX_SECONDS = 3600.0
+MAX_SECONDS_PER_BYTE = 1.0
+MAX_BYTES = 2 ** 53
+BOUNDS_WHY = "beyond what a machine can be: docs/platform-file.md, Bounds"
 
 
 class PlatformError(Refusal):
     """A platform file or overhead value that cannot be used (one-line message; a
     :class:`~compensate.errors.Refusal`, whose reason is the whole message)."""
+
+
+def _seconds(name: str, value: float, most: float = MAX_SECONDS) -> None:
+    """A platform value in seconds: finite, >= 0 and at most ``most`` (the bounds of
+    a machine); PlatformError naming it otherwise."""
+    try:
+        ok = 0 <= value <= most
+    except TypeError:
+        ok = False
+    if not ok:
+        raise PlatformError(f"{name} must be a finite number >= 0 and <= {most:g}, got "
+                            f"{value!r} ({BOUNDS_WHY})")
 
 
 @dataclass
@@ -109,28 +130,27 @@ class Platform:
         field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not (self.event_overhead >= 0 and math.isfinite(self.event_overhead)):
-            raise PlatformError(f"event_overhead must be a finite number >= 0, "
-                                f"got {self.event_overhead!r}")
-        if not (self.device_overhead >= 0 and math.isfinite(self.device_overhead)):
-            raise PlatformError(f"device_overhead must be a finite number >= 0, "
-                                f"got {self.device_overhead!r}")
+        _seconds("event_overhead", self.event_overhead)
+        _seconds("device_overhead", self.device_overhead)
         for k, v in self.overhead_by_kind.items():
             if k not in KIND_CODE:
                 raise PlatformError(f"event_overhead_by_kind: unknown record kind {k!r}")
-            if not (v >= 0 and math.isfinite(v)):
-                raise PlatformError(f"event_overhead_by_kind[{k!r}] must be >= 0, got {v!r}")
+            _seconds(f"event_overhead_by_kind[{k!r}]", v)
         b = np.asarray(self.copy_bytes, dtype=float)
         s = np.asarray(self.copy_seconds, dtype=float)
         if b.shape != s.shape or b.ndim != 1:
             raise PlatformError("copy_time: bytes and seconds must pair up")
         if np.any(b <= 0) or np.any(s < 0) or not np.all(np.isfinite(s)):
             raise PlatformError("copy_time: bytes must be > 0 and seconds >= 0")
+        if np.any(b > MAX_BYTES) or np.any(s > MAX_SECONDS) \
+                or np.any(s > MAX_SECONDS_PER_BYTE * b):
+            raise PlatformError(f"copy_time: bytes must be <= 2^53, seconds <= "
+                                f"{MAX_SECONDS:g} and a copy at least 1 byte per second "
+                                f"({BOUNDS_WHY})")
         if self.network is not None:
             lat, per_byte = (float(x) for x in self.network)
-            if not all(v >= 0 and math.isfinite(v) for v in (lat, per_byte)):
-                raise PlatformError(f"network: latency and per_byte must be finite numbers "
-                                    f">= 0, got {self.network!r}")
+            _seconds("network.latency", lat)
+            _seconds("network.per_byte", per_byte, MAX_SECONDS_PER_BYTE)
             self.network = (lat, per_byte)
         if self.rma_release not in (None, "eager", "after_completion"):
             raise PlatformError(f"rma.release must be \"eager\" or \"after_completion\", "
@@ -278,24 +298,9 @@ class Platform:
 
     @classmethod
     def load(cls, path: str | Path) -> Platform:
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise PlatformError(f"{path}: platform file not found") from None
-        except IsADirectoryError:
-            raise PlatformError(f"{path}: is a directory, not a platform file") from None
-        except UnicodeDecodeError:
-            raise PlatformError(f"{path}: not a text (UTF-8) file") from None
-        except json.JSONDecodeError as exc:
-            raise PlatformError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} "
-                                f"column {exc.colno}") from None
-        except ValueError as exc:  # e.g. an integer literal of more than 4300 digits
-            raise PlatformError(f"{path}: cannot read platform file ({exc})") from None
-        except OSError as exc:
-            raise PlatformError(f"{path}: cannot read platform file "
-                                f"({exc.strerror or exc})") from None
-        return cls.from_dict(data, str(path))
+        """The platform of the file ``path`` (PlatformError, one line, if it cannot be
+        read or is not a valid platform file: :func:`read_json`, :func:`validate`)."""
+        return cls.from_dict(read_json(path), str(path))
 
     def to_dict(self) -> dict:
         out = {
@@ -315,15 +320,48 @@ class Platform:
         return out
 
 
+def read_json(path: str | Path) -> Any:
+    """The parsed JSON of the platform file ``path``, not yet validated.
+
+    Only a regular file of at most 16 MiB is read (:mod:`compensate.smallfile`: a
+    FIFO or ``/dev/zero`` would wait or read without end), and JSON nested too deeply
+    for the parser is refused; each problem is a one-line :class:`PlatformError`."""
+    path = Path(path)
+    try:
+        data = read_small(path)
+        return json.loads(data.decode("utf-8"))
+    except FileNotFoundError:
+        raise PlatformError(f"{path}: platform file not found") from None
+    except NotRegular as exc:
+        if exc.kind == "a directory":
+            raise PlatformError(f"{path}: is a directory, not a platform file") from None
+        raise PlatformError(f"{path}: is {exc.kind}, not a platform file (a regular "
+                            f"file)") from None
+    except TooLarge as exc:
+        raise PlatformError(f"{path}: {exc}: not a platform file") from None
+    except UnicodeDecodeError:
+        raise PlatformError(f"{path}: not a text (UTF-8) file") from None
+    except json.JSONDecodeError as exc:
+        raise PlatformError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} "
+                            f"column {exc.colno}") from None
+    except RecursionError:
+        raise PlatformError(f"{path}: not a platform file: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal of more than 4300 digits
+        raise PlatformError(f"{path}: cannot read platform file ({exc})") from None
+    except OSError as exc:
+        raise PlatformError(f"{path}: cannot read platform file "
+                            f"({exc.strerror or exc})") from None
+
+
 # -- the schema and its validator -----------------------------------------------------
 
 SCHEMA_PATH = Path(__file__).with_name("platform.schema.json")
 
 #: Keywords :func:`validate` interprets; annotations it ignores; anything else in the
 #: schema is refused (a keyword silently skipped would make the two validators differ).
-_KEYWORDS = frozenset({"type", "enum", "minimum", "exclusiveMinimum", "required", "properties",
-                       "patternProperties", "additionalProperties", "propertyNames", "items",
-                       "x-increasing"})
+_KEYWORDS = frozenset({"type", "enum", "minimum", "exclusiveMinimum", "maximum", "required",
+                       "properties", "patternProperties", "additionalProperties",
+                       "propertyNames", "items", "x-increasing", "x-per-byte-maximum"})
 _ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description"})
 
 
@@ -438,8 +476,13 @@ def _check(value: Any, node: dict, path: str) -> None:
             raise _Invalid(path, f"must be >= {node['minimum']}, got {_num(value)}")
         if "exclusiveMinimum" in node and value <= node["exclusiveMinimum"]:
             raise _Invalid(path, f"must be > {node['exclusiveMinimum']}, got {_num(value)}")
+        if "maximum" in node and value > node["maximum"]:
+            raise _Invalid(path, f"must be <= {_num(node['maximum'])}, got {_num(value)} "
+                                 f"({BOUNDS_WHY})")
     if isinstance(value, dict):
         _check_object(value, node, path)
+        if "x-per-byte-maximum" in node:
+            _check_per_byte(value, node["x-per-byte-maximum"], path)
     if isinstance(value, list):
         if "items" in node:
             for i, item in enumerate(value):
@@ -451,6 +494,16 @@ def _check(value: Any, node: dict, path: str) -> None:
                 if not b > a:
                     raise _Invalid(f"{path}[{i}].{key}",
                                    f"sizes must increase ({_num(b)} after {_num(a)})")
+
+
+def _check_per_byte(value: dict, most: float, path: str) -> None:
+    """``x-per-byte-maximum``: a copy-table entry's ``seconds / bytes`` (its per-byte
+    cost, 1 / bandwidth) is at most ``most`` seconds: held beyond the table's last
+    size, a larger one would make a trace's large messages cost more than ticks hold."""
+    b, s = value["bytes"], value["seconds"]  # present and in range: checked before
+    if s > most * b:
+        raise _Invalid(f"{path}.seconds", f"{_num(s)} s to copy {_num(b)} bytes is slower "
+                                          f"than {1 / most:g} byte per second ({BOUNDS_WHY})")
 
 
 def _check_object(value: dict, node: dict, path: str) -> None:

@@ -15,6 +15,8 @@ from compensate.overhead import estimate, kind_bounds
 from compensate.simulate import simulate
 from tests.test_insitu import _text_trace
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 @pytest.fixture
 def traced(tmp_path: Path) -> Path:
@@ -118,3 +120,62 @@ def test_estimate_against_the_simulator() -> None:
     r = c.compensate(sim.measured, overhead="estimate")
     assert r.summary["overhead"]["source"] == "estimate"
     assert r.summary["overcompensated_records"] == 0
+
+
+# -- copy_contradictions: a copy table that contradicts the trace ----------------------
+
+def _contradictions(path, platform, chunk):
+    from compensate.formats import read_chunks
+    from compensate.overhead import copy_contradictions
+    defs, chunks = read_chunks(path, chunk)
+    return copy_contradictions(defs, chunks, platform)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 18])
+def test_copy_contradictions_do_not_depend_on_the_chunks(chunk):
+    """Gaps across chunk boundaries are those of the whole location: every chunk size
+    finds the same records, and a copy that fits finds none."""
+    trace = ROOT / "examples" / "pingpong.trace"
+    slow = c.Platform(1e-6, {}, [64.0], [1e-6])
+    found = _contradictions(trace, slow, chunk)
+    assert found == _contradictions(trace, slow, 1 << 18)
+    assert (found["records"], found["checked"]) == (16, 16)
+    assert found["worst"] == {"kind": "MpiSend", "bytes": 8192, "copy_s": pytest.approx(1.28e-4),
+                              "gap_s": pytest.approx(2.248e-6), "location": 0, "record": 21}
+    fits = c.Platform(1e-6, {}, [64.0], [1.6e-8])
+    assert _contradictions(trace, fits, chunk)["records"] == 0
+
+
+def test_copy_contradiction_by_hand(tmp_path):
+    """A receive 3 us after the record before it (1 us of that record's overhead)
+    cannot hold a 5 us copy: short by 3 us; the send's gap after it (10 us, 1 us
+    overhead) holds it."""
+    trace = tmp_path / "t.trace"
+    trace.write_text(
+        "compensate-trace 1\ntimer_resolution 1000000000\n"
+        "location 0 group=0\nlocation 1 group=1\n"
+        'region 1 "MPI_Send"\nregion 2 "MPI_Recv"\ncomm 0 "w" 0,1\nevents\n'
+        "0 0 Enter region=1\n1000 0 MpiSend receiver=1 comm=0 tag=0 bytes=64\n"
+        "11000 0 Leave region=1\n"
+        "0 1 Enter region=2\n3000 1 MpiRecv sender=0 comm=0 tag=0 bytes=64\n"
+        "4000 1 Leave region=2\n")
+    found = _contradictions(trace, c.Platform(1e-6, {}, [64.0], [5e-6]), 1 << 18)
+    assert (found["records"], found["by_kind"], found["checked"]) == (1, {"MpiRecv": 1}, 2)
+    assert found["max_s"] == pytest.approx(3e-6)
+    assert found["worst"]["location"] == 1 and found["worst"]["record"] == 1
+
+
+@pytest.mark.parametrize("program", ["ring", "nonblocking", "pingpong"])
+def test_simulated_copies_never_contradict_their_platform(program):
+    """The simulator copies every message with the platform's own C(s)·s (docs/design.md
+    §2): its measured trace holds every copy, so the check finds nothing; the same
+    trace against a table 10^4 times slower finds its message records."""
+    from compensate.overhead import copy_contradictions
+    sim = simulate(program, ranks=4)
+    defs = sim.measured.definitions
+    found = copy_contradictions(defs, [sim.measured.events], sim.platform)
+    assert found["checked"] > 0 and found["records"] == 0
+    p = sim.platform
+    slow = c.Platform(p.event_overhead, dict(p.overhead_by_kind), p.copy_bytes,
+                      p.copy_seconds * 1e4)
+    assert copy_contradictions(defs, [sim.measured.events], slow)["records"] > 0

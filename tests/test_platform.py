@@ -3,6 +3,11 @@ one-line message; the hand validator agrees with ``jsonschema`` on the shipped s
 
 import json
 import math
+import os
+import re
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -122,7 +127,14 @@ def extra_rules_hold(data) -> bool:
     sizes = [e.get("bytes") for e in table if isinstance(e, dict)]
     if len(sizes) != len(table) or not all(isinstance(b, (int, float)) for b in sizes):
         return True  # the schema already refuses such a table
-    return all(b > a for a, b in zip(sizes, sizes[1:], strict=False))
+    if not all(b > a for a, b in zip(sizes, sizes[1:], strict=False)):
+        return False
+    # x-per-byte-maximum: no copy slower than 1 byte per second
+    return all(not _is_number(e.get("seconds")) or e["seconds"] <= e["bytes"] for e in table)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def assert_agree(data) -> None:
@@ -313,3 +325,104 @@ def test_own_overheads_replace_the_table_only_where_given(records):
     plain = Platform(5e-7, {})
     assert np.allclose(plain.location_overheads(0, kinds, regions, own),
                        plain.location_overheads(0, kinds, regions))
+
+
+# -- bounds: what a machine can be (docs/platform-file.md, "Bounds") ---------------------
+
+BEYOND = [  # (file content, the path and bound its message names)
+    (with_(event_overhead=1e300), "event_overhead: must be <= 3600, got 1e+300"),
+    (with_(event_overhead=3601), "event_overhead: must be <= 3600, got 3601"),
+    (with_(event_overhead_by_kind={"Enter": 1e300}),
+     "event_overhead_by_kind.Enter: must be <= 3600, got 1e+300"),
+    (with_(device_overhead=7200.0), "device_overhead: must be <= 3600, got 7200.0"),
+    (with_(copy_time=[{"bytes": 64, "seconds": 1e300}]),
+     "copy_time[0].seconds: must be <= 3600, got 1e+300"),
+    (with_(copy_time=[{"bytes": 10 ** 40, "seconds": 1.0}]),
+     "copy_time[0].bytes: must be <= 9007199254740992, got 100000000000... (41 digits)"),
+    (with_(copy_time=[{"bytes": 64, "seconds": 1e-8}, {"bytes": 100, "seconds": 101.0}]),
+     "copy_time[1].seconds: 101.0 s to copy 100 bytes is slower than 1 byte per second"),
+    (with_(network={"latency": 1e300, "per_byte": 1e-9}),
+     "network.latency: must be <= 3600, got 1e+300"),
+    (with_(network={"latency": 1e-6, "per_byte": 2.0}),
+     "network.per_byte: must be <= 1, got 2.0"),
+]
+
+
+@pytest.mark.parametrize("data, message", BEYOND, ids=[m.split(":")[0] for _, m in BEYOND])
+def test_values_beyond_a_machine_are_refused_naming_file_path_and_bound(tmp_path, data,
+                                                                         message):
+    """1e300 s of overhead (or latency, or copy time) passed the schema and
+    overflowed in the engine into a run that exited 0 with NaN-cast times."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(PlatformError) as exc:
+        Platform.load(path)
+    text = str(exc.value)
+    assert text.startswith(f"{path}: {message}") and "\n" not in text
+    assert "docs/platform-file.md" in text
+    assert_agree(data)  # jsonschema refuses it too (the maxima are plain JSON Schema)
+
+
+def test_values_at_the_bounds_are_accepted():
+    data = with_(event_overhead=3600, device_overhead=3600.0,
+                 copy_time=[{"bytes": 1, "seconds": 1.0}, {"bytes": 2 ** 53, "seconds": 3600}],
+                 network={"latency": 3600, "per_byte": 1})
+    assert first_problem(data) is None
+    assert_agree(data)
+    Platform.from_dict(data)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"event_overhead": 1e300}, "event_overhead"),
+    ({"event_overhead": 1e-6, "device_overhead": math.inf}, "device_overhead"),
+    ({"event_overhead": 1e-6, "overhead_by_kind": {"Leave": 4000.0}},
+     "event_overhead_by_kind['Leave']"),
+    ({"event_overhead": 1e-6, "network": (1e-6, 5.0)}, "network.per_byte"),
+    ({"event_overhead": 1e-6, "network": (1e300, 0.0)}, "network.latency"),
+    ({"event_overhead": 1e-6, "copy_bytes": np.array([64.0]),
+      "copy_seconds": np.array([1e300])}, "copy_time"),
+])
+def test_api_platform_refuses_values_beyond_a_machine(kwargs, name):
+    with pytest.raises(PlatformError, match=r"^" + re.escape(name)):
+        Platform(**kwargs)
+
+
+def test_deeply_nested_json_is_one_line(tmp_path):
+    """100,000 nested lists: the parser's RecursionError became an internal error."""
+    path = tmp_path / "p.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(PlatformError) as exc:
+        Platform.load(path)
+    assert str(exc.value) == f"{path}: not a platform file: JSON nested too deeply"
+
+
+def test_large_file_is_refused_without_reading_it(tmp_path):
+    path = tmp_path / "p.json"
+    with open(path, "wb") as f:
+        f.truncate((16 << 20) + 1)  # sparse: costs no disk
+    with pytest.raises(PlatformError, match=r"holds 16,777,217 bytes, more than "
+                                            r"16,777,216: not a platform file$"):
+        Platform.load(path)
+
+
+LOAD = ("import sys; from compensate.platform import Platform, PlatformError\n"
+        "try:\n    Platform.load(sys.argv[1])\nexcept PlatformError as e:\n    print(e)")
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "/dev/null"])
+def test_special_files_are_refused_at_once(tmp_path, special):
+    """A FIFO waited for a writer forever; /dev/zero was read without end. In a
+    child process with a deadline and a memory limit, so that the unfixed code
+    fails the test instead of hanging it."""
+    if special == "fifo":
+        path = tmp_path / "p.json"
+        os.mkfifo(path)
+    else:
+        path = tmp_path / "p.json"
+        path.symlink_to(special)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", LOAD, str(path)], capture_output=True, text=True, env=env,
+        timeout=60, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30,) * 2))
+    kind = "a FIFO (named pipe)" if special == "fifo" else "a character device"
+    assert proc.stdout == f"{path}: is {kind}, not a platform file (a regular file)\n"

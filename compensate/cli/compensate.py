@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+import compensate.cli.values as values
 import compensate.interrupt as interrupt
 import compensate.overhead as overhead_choice
 import compensate.parallel.command as parallel
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "transfers it did observe; none copies the trace unchanged)")
     p.add_argument("--platform", metavar="FILE.json", help="platform file (overhead, copy cost)")
     p.add_argument("--overhead", metavar="DURATION",
+                   type=values.duration(overhead_choice.KEYWORDS),
                    help="per-record overhead for every record kind, e.g. 250ns, 1.5us, 2e-6; "
                         "overrides the platform file's and the trace's in-situ one; "
                         "'insitu': the trace's in-situ overhead (the default when no "
@@ -104,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "calibration (off by default; docs/calibration.md)")
     p.add_argument("--collective-exit", choices=COLLECTIVE_EXITS, default="uniform",
                    help="n-to-n exits: uniform (eq. 12) or per-process (eq. 13)")
-    p.add_argument("--eager-limit", metavar="BYTES", type=int, default=None,
+    p.add_argument("--eager-limit", metavar="BYTES", type=values.whole(0, what="bytes"),
+                   default=None,
                    help="treat MPI_Send messages larger than BYTES as synchronous "
                         "(rendezvous); MPI_Ssend always is (default: off)")
     p.add_argument("--summary", metavar="FILE.json", help="write a JSON summary of the run")
@@ -115,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-memory", action="store_true",
                    help="hold the whole trace in memory instead of streaming it segment by "
                         "segment (same result; for comparison and debugging)")
-    p.add_argument("--segment-records", metavar="N", type=int, default=None,
+    p.add_argument("--segment-records", metavar="N", type=values.whole(1, what="records"),
+                   default=None,
                    help="streaming: cut a segment once N records are pending (default "
                         "2^18; smaller holds less memory, for tests and tuning)")
     p.add_argument("--strict", action="store_true",
@@ -349,6 +353,7 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
                      options=run_options(args), platform=platform,
                      overhead=getattr(args, "overhead_info", None),
                      max_overcompensated=args.max_overcompensated)
+    outcome = copy_finding(args, platform, outcome)
     summary = outcome.summary
     summary.update(seconds=seconds, **(extra or {}))
     if not outcome.writes:
@@ -440,6 +445,80 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         progress.close()
         writer.abort()
         raise
+
+
+#: How much longer than the measured span a compensated one may come out before it
+#: is a finding (0.1 %; plus a tick per message and collective, :func:`copy_finding`).
+LONGER_TOLERANCE = 1e-3
+
+
+def copy_finding(args: argparse.Namespace, platform: Platform | None,
+                 outcome: Outcome) -> Outcome:
+    """A platform that contradicts the trace (docs/messages.md, "A platform that
+    contradicts the trace"): removing overhead never lengthens a run whose platform fits it, so a
+    compensated span longer than the measured one is a finding. Then, and whenever
+    ``--max-overcompensated`` is given, the input is read once more to count the
+    message records whose measured gap cannot hold the platform's copy
+    (:func:`compensate.overhead.copy_contradictions`): summary key
+    ``copy_contradictions``, a warning line, and those records count against
+    ``--max-overcompensated`` (exit 5) like overcompensated ones. Other runs pay
+    nothing."""
+    summary = outcome.summary
+    if platform is None or args.bound == "none" or not outcome.writes:
+        return outcome
+    measured, approx = summary["measured_span_s"], summary["approximated_span_s"]
+    ticks = (summary["messages_matched"] + summary["collective_instances"] + 1) \
+        / summary["timer_resolution"]  # the rules' one-tick steps may add that much
+    longer = approx > measured * (1 + LONGER_TOLERANCE) + ticks
+    if not longer and (args.max_overcompensated is None or not np.any(platform.copy_seconds)):
+        return outcome  # nothing to look for: no finding, or no copy that could not fit
+    from compensate.formats import read_chunks
+    defs, chunks = read_chunks(args.input, payload=False)
+    found = overhead_choice.copy_contradictions(
+        defs, interrupt.checkpoints(chunks, "read"), platform)
+    found["output_longer"] = bool(longer)
+    summary["copy_contradictions"] = found
+    if longer or found["records"]:
+        print(copy_line(summary), file=sys.stderr)
+    if args.max_overcompensated is None:
+        return outcome
+    value, percent = args.max_overcompensated
+    n, records = summary["overcompensated_records"] + found["records"], summary["records"]
+    if n <= (value * records / 100 if percent else value):
+        return outcome
+    limit = f"{value:g} % of {records:,} records" if percent else f"{int(value):,} records"
+    return Outcome(summary, outcome.verification, EXIT_OVERCOMPENSATED, (
+        f"{n:,} records overcompensated ({found['records']:,} of them message records "
+        f"whose measured gap cannot hold the platform's copy), more than "
+        f"--max-overcompensated {limit}"))
+
+
+def copy_line(summary: dict) -> str:
+    """The warning of :func:`copy_finding`: how much longer the output is, and the
+    message records whose gap cannot hold the platform's copy, the worst named."""
+    found = summary["copy_contradictions"]
+    m, a = summary["measured_span_s"], summary["approximated_span_s"]
+    parts = []
+    if found["output_longer"]:
+        times = f"{a / m:.3g}x as long as" if m > 0 else "longer than"
+        parts.append(f"the compensated trace is {times} the measured one "
+                     f"({_duration(a)} vs {_duration(m)})")
+    n = found["records"]
+    if n:
+        kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(
+            found["by_kind"].items(), key=lambda kv: (-kv[1], kv[0])))
+        w = found["worst"]
+        parts.append(
+            f"{n:,} of {found['checked']:,} message records ({kinds}) have a measured gap "
+            f"shorter than the platform's copy_time, by up to {_duration(found['max_s'])} "
+            f"({w['kind']} of {w['bytes']:,} bytes on location {w['location']}, record "
+            f"{w['record']}: copy {_duration(w['copy_s'])}, gap {_duration(w['gap_s'])})")
+        cause = ("the platform's copy_time contradicts the trace (was it measured on this "
+                 "machine, in seconds?)")
+    else:
+        cause = ("the platform contradicts the trace, though its copy_time fits every "
+                 "message record's gap (check its overheads and network entry)")
+    return f"compensate: warning: {'; '.join(parts)}: {cause}"
 
 
 def _commit_summary(outputs: _Outputs, summary: dict) -> None:

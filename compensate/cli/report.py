@@ -21,6 +21,7 @@ import json
 import sys
 from pathlib import Path
 
+import compensate.cli.values as values
 import compensate.interrupt as interrupt
 from compensate.analysis import (
     CATEGORIES,
@@ -363,10 +364,10 @@ def run_report(argv: list[str]) -> int:
     p.add_argument("trace2", metavar="TRACE2", nargs="?",
                    help="second trace of the same run (approximated) to compare with")
     p.add_argument("--json", metavar="FILE", help="also write the full report as JSON")
-    p.add_argument("--eager-limit", metavar="BYTES", type=int,
+    p.add_argument("--eager-limit", metavar="BYTES", type=values.whole(0, what="bytes"),
                    help="MPI_Send above this size is synchronous (Late Receiver); "
                         "default: inferred from the timing")
-    p.add_argument("--top", metavar="N", type=int, default=10,
+    p.add_argument("--top", metavar="N", type=values.whole(1, what="regions"), default=10,
                    help="regions listed in the one-trace report (default 10)")
     p.add_argument("--strict", action="store_true",
                    help="refuse Enter/Leave that do not nest (exit 3) instead of pairing "

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+import compensate.cli.values as values
 import compensate.interrupt as interrupt
 from compensate.formats import TRACE_FORMATS, Format, TraceWriter
 from compensate.model import Trace
@@ -41,9 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "tracer overhead and write both traces plus the platform file.")
     p.add_argument("program", choices=sorted(PROGRAMS))
     p.add_argument("outdir", help="output directory (created; must be empty or absent)")
-    p.add_argument("--ranks", type=int, default=4)
-    p.add_argument("--iterations", type=int, default=None, help="default: the program's")
-    p.add_argument("--overhead", default="1us", help="per-record tracer overhead (1us, 250ns)")
+    p.add_argument("--ranks", type=values.whole(1, 1 << 16, "ranks"), default=4)
+    p.add_argument("--iterations", type=values.whole(1, what="iterations"), default=None,
+                   help="default: the program's")
+    p.add_argument("--overhead", default="1us", type=values.duration(),
+                   help="per-record tracer overhead (1us, 250ns)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--format", choices=tuple(FORMAT_CHOICES), default="otf2")
     p.add_argument("--report", action="store_true",

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from compensate.model import Definitions, Events, Trace, TraceError
+from compensate.smallfile import kind_of, special_in_archive
 
 __all__ = ["FORMATS", "OTF2", "TEXT", "TRACE_FORMATS", "Format", "format_named", "format_of"]
 
@@ -218,7 +219,15 @@ def format_of(path: str | Path, *, must_exist: bool = False) -> Format:
         raise ValueError(f"{path}: unknown trace format (use an OTF2 anchor file '*.otf2' "
                          f"or a text trace '*.trace')")
     if must_exist and not os.path.isfile(path):
-        raise TraceError("no such file", source=str(path))
+        try:  # a FIFO or a device is no trace: say what it is, never wait on it
+            what = f"is {kind_of(os.stat(path).st_mode)}, not a regular file"
+        except OSError:
+            what = "no such file"
+        raise TraceError(what, source=str(path))
+    special = special_in_archive(path) if must_exist and fmt.archive else None
+    if special is not None:
+        raise TraceError(f"{special[0]} is {special[1]}, not a regular file",
+                         source=str(path))
     return fmt
 
 

@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from compensate.platform import Platform
 
 
+#: The largest count an option may be: sizes and counts reach numpy and C as int64.
+INT64_MAX = 2 ** 63 - 1
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """``bound``: lower, upper, fitted or none; ``collective_exit``: uniform or
@@ -34,12 +38,13 @@ class RunOptions:
         if self.collective_exit not in COLLECTIVE_EXITS:
             raise ValueError(f"collective_exit must be one of {', '.join(COLLECTIVE_EXITS)}; "
                              f"got {self.collective_exit!r}")
-        if self.eager_limit is not None and _count(self.eager_limit) < 0:
-            raise ValueError(f"eager_limit must be a number of bytes >= 0 or None; "
-                             f"got {self.eager_limit!r}")
-        if self.segment_records is not None and _count(self.segment_records) < 1:
-            raise ValueError(f"segment_records must be a number of records >= 1 or None; "
-                             f"got {self.segment_records!r}")
+        if self.eager_limit is not None and not 0 <= _count(self.eager_limit) <= INT64_MAX:
+            raise ValueError(f"eager_limit must be a number of bytes from 0 to 2^63-1 or "
+                             f"None; got {self.eager_limit!r}")
+        if self.segment_records is not None \
+                and not 1 <= _count(self.segment_records) <= INT64_MAX:
+            raise ValueError(f"segment_records must be a number of records from 1 to 2^63-1 "
+                             f"or None; got {self.segment_records!r}")
 
     @property
     def fits(self) -> bool:

@@ -457,7 +457,7 @@ def test_report_schema_rejects_broken_documents(mutate):
     (["report", "missing.otf2"], 3, "no such file"),
     (["report", str(CASES / "p2p.trace"), str(CASES / "collectives.trace")], 3,
      "different locations"),
-    (["report", str(CASES / "p2p.trace"), "--top", "x"], 2, "invalid int value"),
+    (["report", str(CASES / "p2p.trace"), "--top", "x"], 2, "invalid value 'x': a whole number"),
 ])
 def test_report_errors_are_one_line(argv, code, message, capsys):
     assert main(argv) == code

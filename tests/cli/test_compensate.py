@@ -461,3 +461,105 @@ def test_api_summary_counts_overcompensation_by_kind(ping_pong):
     assert r.summary["overcompensated_records"] == sum(
         r.summary["overcompensated_by_kind"].values()) > 0
     json.dumps(r.summary)
+
+
+# -- option values, special files, a platform that contradicts the trace ---------------
+
+@pytest.mark.parametrize("option, value, allowed", [
+    ("--segment-records", "0", "a whole number of records from 1 to 2^63-1"),
+    ("--segment-records", "-5", "a whole number of records from 1 to 2^63-1"),
+    ("--eager-limit", "-1", "a whole number of bytes from 0 to 2^63-1"),
+    ("--eager-limit", str(2 ** 63), "a whole number of bytes from 0 to 2^63-1"),
+    ("--overhead", "1e300", "a duration from 0 to 3600 s (an hour)"),
+    ("--overhead", "-1ns", "a duration from 0 to 3600 s (an hour)"),
+    ("--overhead", "7200s", "a duration from 0 to 3600 s (an hour)"),
+])
+def test_numeric_option_out_of_range_is_a_usage_error(run_cli, tmp_path, option, value,
+                                                      allowed):
+    """--segment-records 0 and --eager-limit -1 ended in an internal error (exit 1),
+    --overhead 1e300 in a run that exited 0 with NaN-cast times."""
+    out = tmp_path / "out.trace"
+    code, _, err = run_cli(EXAMPLE, out, "--overhead", "1us", f"{option}={value}")
+    first = err.splitlines()[0]
+    assert code == 2, err
+    assert first.startswith(f"compensate: error: argument {option}: invalid value "
+                            f"'{value}': {allowed}")
+    assert err.splitlines()[1].startswith("usage: compensate IN OUT") and not out.exists()
+
+
+def test_trace_input_that_is_a_fifo_or_device_is_named(run_cli, tmp_path):
+    """Such an input was reported as 'no such file'."""
+    fifo = tmp_path / "in.trace"
+    os.mkfifo(fifo)
+    zero = tmp_path / "in.otf2"
+    zero.symlink_to("/dev/zero")
+    for path, kind in ((fifo, "a FIFO (named pipe)"), (zero, "a character device")):
+        code, _, err = run_cli(path, tmp_path / "out.trace", "--overhead", "1us")
+        assert (code, err) == (3, f"compensate: error: {path}: is {kind}, not a regular "
+                                  f"file\n")
+
+
+def test_otf2_archive_member_that_is_a_fifo_is_refused_at_once(tmp_path):
+    """A FIFO in place of traces.def or an event file made the OTF2 library wait for
+    a writer forever (a fresh interpreter with a deadline: the unfixed code fails)."""
+    archive = tmp_path / "in"
+    shutil.copytree(ROOT / "examples" / "montecarlo", archive)
+    evt = archive / "traces" / "1.evt"
+    evt.unlink()
+    os.mkfifo(evt)
+    code, _, err = run_command(archive / "traces.otf2", tmp_path / "out.trace",
+                               "--overhead", "1us")
+    assert (code, err) == (3, f"compensate: error: {archive / 'traces.otf2'}: {evt} is a "
+                              f"FIFO (named pipe), not a regular file\n")
+
+
+def _slow_copies(tmp_path: Path, seconds: float) -> Path:
+    path = tmp_path / f"copy{seconds}.json"
+    path.write_text(json.dumps({"event_overhead": 1e-6,
+                                "copy_time": [{"bytes": 64, "seconds": seconds}]}))
+    return path
+
+
+def test_copy_table_that_contradicts_the_trace_is_a_finding(run_cli, tmp_path):
+    """A copy table 6,000x too slow for the trace made the output 251x longer than
+    measured, exit 0, no word: now a warning naming copy_time and the worst record,
+    the count in the summary, and --max-overcompensated refuses it (exit 5)."""
+    platform, out, summary = _slow_copies(tmp_path, 1e-4), tmp_path / "o.trace", \
+        tmp_path / "s.json"
+    code, _, err = run_cli(EXAMPLE, out, "--platform", platform, "--summary", summary,
+                           "--quiet")
+    assert code == 0 and out.exists()
+    assert err.splitlines() == [
+        "compensate: warning: the compensated trace is 251x as long as the measured one "
+        "(25.64 ms vs 102 us); 16 of 16 message records (MpiRecv 8, MpiSend 8) have a "
+        "measured gap shorter than the platform's copy_time, by up to 12.8 ms (MpiSend of "
+        "8,192 bytes on location 0, record 21: copy 12.8 ms, gap 2.248 us): the platform's "
+        "copy_time contradicts the trace (was it measured on this machine, in "
+        "seconds?)"]
+    found = json.loads(summary.read_text())["copy_contradictions"]
+    assert (found["records"], found["checked"], found["output_longer"]) == (16, 16, True)
+    assert found["by_kind"] == {"MpiRecv": 8, "MpiSend": 8}
+    refused = tmp_path / "r.trace"
+    code, _, err = run_cli(EXAMPLE, refused, "--platform", platform,
+                           "--max-overcompensated", "0", "--quiet")
+    assert code == 5 and not refused.exists()
+    assert err.splitlines()[-1] == (
+        f"compensate: error: 16 records overcompensated (16 of them message records whose "
+        f"measured gap cannot hold the platform's copy), more than --max-overcompensated 0 "
+        f"records; nothing written to {refused}")
+
+
+def test_copy_table_that_fits_costs_no_second_read(run_cli, tmp_path):
+    """A platform that fits the trace (the output shorter than measured) prints no
+    warning and reads the input once: no ``copy_contradictions`` in the summary;
+    with --max-overcompensated the records are counted (none)."""
+    platform, summary = _slow_copies(tmp_path, 1.6e-8), tmp_path / "s.json"
+    code, _, err = run_cli(EXAMPLE, tmp_path / "o.trace", "--platform", platform,
+                           "--summary", summary, "--quiet")
+    assert (code, err) == (0, "")
+    assert "copy_contradictions" not in json.loads(summary.read_text())
+    code, _, err = run_cli(EXAMPLE, tmp_path / "o2.trace", "--platform", platform,
+                           "--summary", summary, "--quiet", "--max-overcompensated", "0")
+    assert (code, err) == (0, "")
+    found = json.loads(summary.read_text())["copy_contradictions"]
+    assert (found["records"], found["checked"], found["output_longer"]) == (0, 16, False)
