@@ -73,10 +73,10 @@ def read_small(path: str | os.PathLike, limit: int = LIMIT) -> bytes:
 
 def special_in_archive(anchor: str | os.PathLike) -> tuple[str, str] | None:
     """The first file of the OTF2 archive of ``anchor`` (``X.otf2``: ``X.def``,
-    ``X.marker`` and the files in ``X/``) that exists but is not a regular file, as (path, what it is); None
-    if there is none. The OTF2 library would open such a file and wait on a FIFO, or
-    read a device without end; one directory listing finds it (d_type, no stat per
-    file but for symlinks)."""
+    ``X.marker`` and the files in ``X/``) that exists but is not a regular file, as
+    (path, what it is); None if there is none. The OTF2 library would open such a
+    file and wait on a FIFO, or read a device without end; one directory listing
+    finds it (d_type, no stat per file but for symlinks)."""
     base = os.fspath(anchor)
     stem = base[: -len(".otf2")] if base.lower().endswith(".otf2") else base
     candidates = [stem + ".def", stem + ".marker"]
