@@ -133,7 +133,7 @@ def build_large(ctx: Ctx) -> Path:
         shutil.rmtree(ctx.cache / "large", ignore_errors=True)
         subprocess.run([sys.executable, "-m", "compensate.cli.simulate", "stencil",
                         "--ranks", "8", "--iterations", "2000", "--seed", "1",
-                        str(ctx.cache / "large")], env=ctx.env(), check=True,
+                        str(ctx.cache / "large")], env=ctx.env(), cwd=ctx.tree, check=True,
                        capture_output=True)
     return anchor
 
@@ -154,5 +154,5 @@ def build_many_locations(ctx: Ctx, n: int) -> Path:
     shutil.rmtree(anchor.parent, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "compensate", str(text), str(anchor),
                     "--bound", "none", "--overhead", "0", "--quiet"], env=ctx.env(),
-                   check=True, capture_output=True)
+                   cwd=ctx.tree, check=True, capture_output=True)
     return anchor

@@ -45,7 +45,7 @@ def text_input(ctx: Ctx) -> Path:
         tmp = ctx.cache / "montecarlo.tmp.trace"
         subprocess.run([sys.executable, "-m", "compensate", str(damage.MONTECARLO),
                         str(tmp), "--bound", "none", "--overhead", "0", "--quiet",
-                        "--force"], env=ctx.env(), check=True, capture_output=True)
+                        "--force"], env=ctx.env(), cwd=ctx.tree, check=True, capture_output=True)
         tmp.rename(path)
     return path
 
@@ -94,27 +94,32 @@ def restricted(ctx: Ctx, d: Path) -> Iterator[Outcome]:
 
 
 def aliases(ctx: Ctx, d: Path) -> Iterator[Outcome]:
-    """OUT the same files as IN under another name, and OUT inside IN's archive."""
-    a = d / "a"
-    anchor = damage.copy_archive(damage.MONTECARLO, a)
-    text = a / "m.trace"
+    """OUT the same files as IN under another name (a symlink, a bind mount), with
+    and without --force, and OUT inside IN's archive folder. The archive and the text
+    file lie in folders of their own (a folder holding more than an archive is
+    refused for another reason)."""
+    anchor = damage.copy_archive(damage.MONTECARLO, d / "a")
+    (d / "t").mkdir()
+    text = d / "t" / "m.trace"
     text.write_bytes(text_input(ctx).read_bytes())
-    (d / "link").symlink_to(a)
-    (d / "bind").mkdir()
-    why = mount("--bind", str(a), str(d / "bind"))
-    alias_dirs = [("symlink", d / "link")] + ([] if why else [("bind mount", d / "bind")])
+    for src in ("a", "t"):
+        (d / f"link-{src}").symlink_to(d / src)
+        (d / f"bind-{src}").mkdir()
+        why = mount("--bind", str(d / src), str(d / f"bind-{src}"))
     if why:
         yield Outcome("filesystem", "bind mount", skipped=f"mount refused: {why}")
-    for how, other in alias_dirs:
+    for how in ("link", "bind")[: 1 if why else 2]:
+        name = {"link": "symlink", "bind": "bind mount"}[how]
         for force in ((), ("--force",)):
-            tag = f"OUT = IN through a {how} {' '.join(force)}".strip()
-            yield one(ctx, tag + ", otf2", anchor, other / "traces.otf2", force,
-                      inputs=[a])
-            yield one(ctx, tag + ", text", text, other / "m.trace", force, inputs=[a])
-    yield one(ctx, "OUT inside IN's archive folder", anchor, a / "sub" / "traces.otf2",
-              inputs=[a])
-    yield one(ctx, "OUT inside IN's traces/ folder, text", text, a / "traces" / "o.trace",
-              inputs=[a])
+            tag = f"OUT = IN through a {name} {' '.join(force)}".strip()
+            yield one(ctx, tag + ", otf2", anchor, d / f"{how}-a" / "traces.otf2", force,
+                      inputs=[d / "a"])
+            yield one(ctx, tag + ", text", text, d / f"{how}-t" / "m.trace", force,
+                      inputs=[d / "t"])
+    yield one(ctx, "OUT inside IN's archive folder", anchor,
+              d / "a" / "sub" / "traces.otf2", inputs=[d / "a"])
+    yield one(ctx, "OUT inside IN's traces/ folder, text", text,
+              d / "a" / "traces" / "o.trace", inputs=[d / "a"])
 
 
 def long_names(ctx: Ctx, d: Path) -> Iterator[Outcome]:

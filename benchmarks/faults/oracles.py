@@ -159,7 +159,7 @@ def parse_events(text: str) -> dict[str, list[str]] | None:
     return dict(events)
 
 
-TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[^\s"]+(?:="(?:[^"\\]|\\.)*")?|"')
+TOKEN = re.compile(r'[^\s"]*"(?:[^"\\]|\\.)*"|[^\s"]+|"')
 TIME_FIELDS = {"stop"}
 # fields with a default (docs/trace-format.md, "Records"): the writer spells them out
 DEFAULTS = {"MpiCollectiveEnd": {"root": "-", "sent": "0", "received": "0"},

@@ -83,7 +83,12 @@ def kill_group(p: subprocess.Popen) -> None:
 
 def start(argv: list[str], env: dict[str, str], *, cwd: Path | None = None,
           stdout=subprocess.PIPE, preexec=None) -> subprocess.Popen:
-    """Start ``argv`` in a new session (so that a timeout can kill its group)."""
+    """Start ``argv`` in a new session (so that a timeout can kill its group), by
+    default in the tree under test (the first PYTHONPATH entry): ``python -m`` looks
+    in the working directory before PYTHONPATH, so another directory holding a
+    ``compensate`` package would be tested instead."""
+    if cwd is None:
+        cwd = Path(env.get("PYTHONPATH", ".").split(os.pathsep)[0])
     return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=stdout, stderr=subprocess.PIPE,
                             start_new_session=True, preexec_fn=preexec)
