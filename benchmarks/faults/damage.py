@@ -70,29 +70,32 @@ def empty(rng: random.Random, path: Path) -> str:
     return f"empty {path.name}"
 
 
-BYTE_OPS = (truncate, flip, flip, zero, delete, empty)
+ARCHIVE_DAMAGE = ("truncate evt", "flip evt", "zero evt", "truncate local def",
+                  "flip local def", "swap evt", "delete any", "empty any", "flip global def",
+                  "truncate global def", "flip anchor")
 
 
-def damage_archive(rng: random.Random, anchor: Path) -> str:
-    """One random damage to a copied archive: a byte operation on one of its files,
-    two locations' event files swapped, or a local definition file truncated."""
+def damage_archive(rng: random.Random, anchor: Path, kind: str | None = None) -> str:
+    """One damage of ``kind`` (ARCHIVE_DAMAGE; random if None) to a copied archive:
+    a byte operation on one of its files, two locations' event files swapped, a file
+    deleted or emptied; the file and the offsets are drawn from ``rng``."""
     local = anchor.parent / anchor.stem
-    evts = sorted(local.glob("*.evt"))
-    defs = sorted(local.glob("*.def"))
-    pick = rng.random()
-    if pick < 0.12 and len(evts) >= 2:
+    evts, defs = sorted(local.glob("*.evt")), sorted(local.glob("*.def"))
+    kind = kind or rng.choice(ARCHIVE_DAMAGE)
+    what, _, where = kind.partition(" ")
+    if what == "swap" and len(evts) >= 2:
         a, b = rng.sample(evts, 2)
         tmp = a.with_suffix(".swap")
         a.rename(tmp)
         b.rename(a)
         tmp.rename(b)
         return f"swap {a.name} and {b.name}"
-    if pick < 0.27 and defs:
-        return truncate(rng, rng.choice(defs))
-    files = [anchor, anchor.with_suffix(".def"), *evts, *defs]
-    weights = [1, 2] + [4] * len(evts) + [1] * len(defs)
-    target = rng.choices(files, weights)[0]
-    return rng.choice(BYTE_OPS)(rng, target)
+    pool = {"evt": evts, "local def": defs, "global def": [anchor.with_suffix(".def")],
+            "anchor": [anchor]}.get(where) or [anchor, anchor.with_suffix(".def"),
+                                               *evts, *defs]
+    op = {"truncate": truncate, "flip": flip, "zero": zero, "delete": delete,
+          "empty": empty}.get(what, flip)
+    return op(rng, rng.choice(pool))
 
 
 def huge_number(rng: random.Random, path: Path) -> str:

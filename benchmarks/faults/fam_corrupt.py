@@ -6,7 +6,7 @@ import shutil
 from collections.abc import Iterator
 
 from . import damage
-from .oracles import Outcome, judge, otf2_events, snapshot, text_records
+from .oracles import Outcome, declared_events, judge, otf2_events, snapshot, text_records
 from .runner import Ctx, run
 
 OTF2_MODES = (("streamed", (), {}), ("in-memory", ("--in-memory",), {}),
@@ -22,24 +22,27 @@ def tidy(ctx: Ctx, o: Outcome, path) -> Outcome:
 
 
 def corrupt_otf2(ctx: Ctx) -> Iterator[Outcome]:
-    """Copies of the bundled archives, each damaged once, run in each reading mode;
-    the first run of each input is an undamaged control (a check of the oracles)."""
+    """Copies of the bundled archives, each damaged once: by default each kind of
+    damage on each input once (files and offsets at random), the reading mode
+    changing every len(kinds) runs; first one undamaged control run per input (a
+    check of the oracles)."""
     rng = ctx.rng("corrupt-otf2")
     inputs = damage.OTF2_INPUTS
-    n = ctx.budget(21, 3)
-    for i in range(len(inputs) + n):
+    kinds = damage.ARCHIVE_DAMAGE
+    n = ctx.budget(len(kinds) * len(inputs), 3)
+    for i in range(-len(inputs), n):
         src = inputs[i % len(inputs)]
-        mode, flags, env = OTF2_MODES[(i // len(inputs)) % len(OTF2_MODES)]
-        d = ctx.work / f"corrupt-otf2-{i}"
+        mode, flags, env = OTF2_MODES[max(i, 0) // len(kinds) % len(OTF2_MODES)]
+        d = ctx.work / f"corrupt-otf2-{i + len(inputs)}"
         anchor = damage.copy_archive(src, d / "in")
-        what = "control" if i < len(inputs) else damage.damage_archive(rng, anchor)
-        ref = otf2_events(anchor)
+        what = "control" if i < 0 else damage.damage_archive(rng, anchor, kinds[i % len(kinds)])
+        ref, declared = otf2_events(anchor), declared_events(anchor)
         out = d / "out" / "traces.otf2"
         snap = snapshot([anchor.parent], out)
         proc = run(ctx.compensate(anchor, out, "--overhead", "100ns", "--quiet", *flags),
                    ctx.env(**env), ctx.timeout)
         o = Outcome("corrupt-otf2", f"{src.parent.name} [{mode}] {what}")
-        yield tidy(ctx, judge(o, snap, proc, ref=ref, names=[d]), d)
+        yield tidy(ctx, judge(o, snap, proc, ref=ref, names=[d], declared=declared), d)
 
 
 def corrupt_text(ctx: Ctx) -> Iterator[Outcome]:

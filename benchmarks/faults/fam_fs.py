@@ -118,7 +118,7 @@ def aliases(ctx: Ctx, d: Path) -> Iterator[Outcome]:
                       inputs=[d / "t"])
     yield one(ctx, "OUT inside IN's archive folder", anchor,
               d / "a" / "sub" / "traces.otf2", inputs=[d / "a"])
-    yield one(ctx, "OUT inside IN's traces/ folder, text", text,
+    yield one(ctx, "OUT a .trace inside IN's traces/ folder", anchor,
               d / "a" / "traces" / "o.trace", inputs=[d / "a"])
 
 

@@ -135,6 +135,21 @@ def otf2_events(anchor: Path, timeout: float = 60) -> dict[str, list[str]] | Non
     return parse_events(text)
 
 
+def declared_events(anchor: Path, timeout: float = 60) -> dict[str, int] | None:
+    """Per location, the record count its definition declares (``# Events``); None
+    if ``otf2-print -G`` refuses the definitions."""
+    try:
+        r = subprocess.run(["otf2-print", "-G", str(anchor)], capture_output=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if r.returncode != 0:
+        return None
+    found = re.findall(r"^LOCATION +(\d+) .*?# Events: (\d+)",
+                       r.stdout.decode("utf-8", "replace"), re.M)
+    return {loc: int(n) for loc, n in found}
+
+
 def parse_events(text: str) -> dict[str, list[str]] | None:
     """Split ``otf2-print`` output into per-location records (kind + attributes)."""
     events: dict[str, list[str]] = defaultdict(list)
@@ -250,13 +265,15 @@ def last_line(text: str) -> str:
 
 def judge(o: Outcome, snap: Snapshot, proc, *, ref=None, names=(), expect: str = "any",
           compare: bool = True, counts_only: bool = False,
-          staging: bool = True, out_check: bool = True) -> Outcome:
+          staging: bool = True, out_check: bool = True,
+          declared: dict[str, int] | None = None) -> Outcome:
     """Apply every oracle to a finished run. ``ref`` is the input's records through the
     reference reader (None: it refuses the input); ``compare=False`` skips the record
     comparison (the caller checks OUT itself); ``counts_only`` compares only the
     records per location (input and output of different formats); ``staging=False``
     does not look beside OUT (a SIGKILLed run cannot clean up); ``out_check=False``
-    leaves what a failed run left at OUT to the caller."""
+    leaves what a failed run left at OUT to the caller; ``declared`` are the input's
+    declared record counts per location (an output with fewer lost records)."""
     o.seconds += proc.seconds
     out = snap.out
     if proc.hung:
@@ -278,7 +295,7 @@ def judge(o: Outcome, snap: Snapshot, proc, *, ref=None, names=(), expect: str =
         if diff:
             o.fail("partial-output", f"exit {proc.rc} but the existing OUT changed: {diff}")
     if proc.rc == 0 and compare:
-        check_output(o, out, ref, counts_only)
+        check_output(o, out, ref, counts_only, declared)
     check_messages(o, proc, [str(n) for n in names])
     if expect == "valid" and proc.rc not in (0, None):
         o.note("refused-valid", last_line(proc.err)[:120])
@@ -287,9 +304,21 @@ def judge(o: Outcome, snap: Snapshot, proc, *, ref=None, names=(), expect: str =
     return o
 
 
-def check_output(o: Outcome, out: Path, ref, counts_only: bool = False) -> None:
-    """Exit 0: OUT must be readable by the reference reader and hold the input's records."""
+def check_output(o: Outcome, out: Path, ref, counts_only: bool = False,
+                 declared: dict[str, int] | None = None) -> None:
+    """Exit 0: OUT must be readable by the reference reader and hold the input's records
+    (and at least as many per location as the input declares)."""
     got = output_records(out)
+    short = {loc: (len(got.get(loc, [])), n) for loc, n in (declared or {}).items()
+             if got is not None and len(got.get(loc, [])) < n}
+    if short:
+        loc, (has, n) = sorted(short.items())[0]
+        o.fail("exit0-wrong", f"exit 0 but location {loc}: {has} records in OUT, the "
+                              f"input declares {n} ({len(short)} location(s) short)")
+    undefined = [r for recs in (ref or {}).values() for r in recs if ": INVALID" in r]
+    if undefined:
+        o.fail("exit0-wrong", f"exit 0 but the input refers to undefined definitions "
+                              f"({len(undefined)} records, e.g. {undefined[0][:50]!r})")
     if got is None:
         o.fail("exit0-wrong", f"exit 0 but the reference reader cannot read {out.name}")
     elif ref is None:
