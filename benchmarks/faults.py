@@ -5,11 +5,11 @@ failing stdout and killed MPI ranks, and count what went wrong (docs/faults.md).
     python benchmarks/faults.py [--tree DIR] [--seed N] [--runs N] [--family NAME ...]
                                 [--timeout S] [--quick] [--keep]
 
-Prints one line per failing run, then per family: runs, clean runs, the count of
-each failure class (exit0-wrong, modified-input, partial-output, hang) and of each
-note (traceback, no-filename, bad-status, refused-valid, accepted-invalid), then the
-totals, the fraction of clean runs and the wall time. Exit status 1 if any run
-failed, 0 otherwise. The parts live in benchmarks/faults/.
+Prints one line per run that failed (FAIL) or drew a note (note), then per family:
+runs, clean runs, the count of each failure class (exit0-wrong, modified-input,
+partial-output, hang) and of each note (traceback, no-filename, bad-status,
+refused-valid, accepted-invalid), then the totals, the fraction of clean runs and
+the wall time. Exit status 1 if any run failed, 0 otherwise. The parts live in benchmarks/faults/.
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def report_run(o: Outcome, keep: bool) -> None:
-    """One line for a run that failed (every run with --keep)."""
+    """One line for a run that failed or drew a note (every run with --keep)."""
     if o.skipped:
         print(f"  skip  {o.family}: {o.skipped}", flush=True)
-    elif o.failures or keep:
+    elif o.failures or o.notes or keep:
         what = "; ".join(f"{k}: {v}" for k, v in {**o.failures, **o.notes}.items())
-        print(f"  {'FAIL' if o.failures else 'ok  '}  {o.family}: {o.case} -> "
-              f"{what or 'clean'}", flush=True)
+        mark = "FAIL" if o.failures else "note" if o.notes else "ok  "
+        print(f"  {mark}  {o.family}: {o.case} -> {what or 'clean'}", flush=True)
 
 
 def table(results: dict[str, list[Outcome]], seconds: dict[str, float]) -> int:

@@ -82,7 +82,7 @@ def kills(ctx: Ctx) -> Iterator[Outcome]:
     rng = ctx.rng("kills")
     anchor = damage.build_large(ctx)
     ref, seconds = reference(ctx, anchor)
-    n = ctx.budget(9, 3)
+    n = ctx.budget(6, 3)
     after = ctx.budget(3, 2)
     for i in range(n + after):
         sig = SIGNALS[i % len(SIGNALS)]
