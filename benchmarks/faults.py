@@ -61,14 +61,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def report_run(o: Outcome, keep: bool) -> None:
-    """One line for a run that failed or drew a note (every run with --keep)."""
+def report_run(o: Outcome, keep: bool, work: Path) -> None:
+    """One line for a run that failed or drew a note (every run with --keep); the
+    work directory's path is shortened to WORK."""
     if o.skipped:
         print(f"  skip  {o.family}: {o.skipped}", flush=True)
     elif o.failures or o.notes or keep:
         what = "; ".join(f"{k}: {v}" for k, v in {**o.failures, **o.notes}.items())
         mark = "FAIL" if o.failures else "note" if o.notes else "ok  "
-        print(f"  {mark}  {o.family}: {o.case} -> {what or 'clean'}", flush=True)
+        line = f"  {mark}  {o.family}: {o.case} -> {what or 'clean'}"
+        print(line.replace(str(work), "WORK"), flush=True)
 
 
 def table(results: dict[str, list[Outcome]], seconds: dict[str, float]) -> int:
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             results[fam] = []
             for o in FAMILIES[fam](ctx):
                 results[fam].append(o)
-                report_run(o, args.keep)
+                report_run(o, args.keep, work)
             seconds[fam] = time.monotonic() - t
     finally:
         if not args.keep:

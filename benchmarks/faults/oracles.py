@@ -246,15 +246,16 @@ def output_records(out: Path) -> dict[str, list[str]] | None:
 
 def check_messages(o: Outcome, proc, names: list[str]) -> None:
     """Notes about what the run printed and the status it ended with; ``names`` are
-    the paths (or their parts) of which a failure message must name one."""
+    the paths (or their parts) of which a failure message must name one (not a usage
+    error, status 2: an option value names no file)."""
     err = proc.err
     m = EXC_NAME.search(err)
     if m:
-        o.note("traceback", f"{m.group(0)} in stderr: {last_line(err)[:100]}")
+        o.note("traceback", f"{m.group(0)} in stderr: {last_line(err)[:200]}")
     if proc.rc is not None and proc.rc not in STATUSES:
-        o.note("bad-status", f"exit status {proc.rc}: {last_line(err)[:100]}")
-    if proc.rc in (1, 2, 3, 4, 5) and not any(n and n in err for n in names):
-        o.note("no-filename", f"status {proc.rc}: {last_line(err)[:100]}")
+        o.note("bad-status", f"exit status {proc.rc}: {last_line(err)[:200]}")
+    if proc.rc in (1, 3, 4, 5) and not any(n and n in err for n in names):
+        o.note("no-filename", f"status {proc.rc}: {last_line(err)[:200]}")
 
 
 def last_line(text: str) -> str:
@@ -298,7 +299,7 @@ def judge(o: Outcome, snap: Snapshot, proc, *, ref=None, names=(), expect: str =
         check_output(o, out, ref, counts_only, declared)
     check_messages(o, proc, [str(n) for n in names])
     if expect == "valid" and proc.rc not in (0, None):
-        o.note("refused-valid", last_line(proc.err)[:120])
+        o.note("refused-valid", last_line(proc.err)[:200])
     if expect == "invalid" and proc.rc == 0:
         o.note("accepted-invalid", "exit 0")
     return o
