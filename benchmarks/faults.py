@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 report_run(o, args.keep, work)
             seconds[fam] = time.monotonic() - t
     finally:
+        fam_fs.unmount_all(work)  # mounts never outlive the campaign, even with --keep
         if not args.keep:
-            fam_fs.unmount_all(work)
             shutil.rmtree(work, ignore_errors=True)
     failing = table(results, seconds)
     print(f"wall time {time.monotonic() - t0:.0f} s", flush=True)
