@@ -138,8 +138,9 @@ def test_a_truncated_event_file_is_refused_in_one_line(tmp_path, capsys):
     assert main([str(tmp_path / "in" / "traces.otf2"), str(out), "--overhead", "10ns"]) == 3
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert err.endswith("cannot read OTF2 archive: Invalid or inconsistent record data: "
-                        "This is no chunk header!")
+    assert err.endswith("location 1, record 2: its event file traces/1.evt cannot be read: the "
+                        "file ends inside a record or a chunk is damaged (the OTF2 library: "
+                        "This is no chunk header!)")
     assert not out.exists()
 
 
