@@ -503,6 +503,57 @@ def _probe_words(exc: BaseException, start: int) -> str:
     return code_words(code if code is not None else 0)
 
 
+#: the last bytes of every OTF2 buffer file (events, definitions) the OTF2 library
+#: writes: its end-of-file record, then its end-of-buffer byte (which otf2-print
+#: does not need: a file without it is read)
+_FILE_ENDS = (b"\x02\x01", b"\x02")
+
+
+def check_file_ends(anchor: str, locations: Iterable[int], global_defs: bool = False) -> None:
+    """TraceError naming the location (or the global definition file) whose event
+    or definition file does not end with OTF2's end-of-file record: a file cut
+    short. The OTF2 library does not bound what it reads by the file's length: it
+    goes on in its chunk buffer past the end, whose bytes are left from earlier
+    use, so that a file cut short was read as complete in some runs (the last
+    record taken from those bytes, exit 0) and refused in others. Only files that
+    exist are checked (a missing one is the OTF2 library's to report); one read
+    of two bytes per file."""
+    folder = os.path.splitext(anchor)[0]
+    base = os.path.basename(folder)
+    if global_defs:
+        _check_end(folder + ".def", "the global definition file", folder + ".def", None)
+    for ref in locations:
+        for ext, what in (("evt", "its event file"), ("def", "its local definitions")):
+            file = os.path.join(folder, f"{ref}.{ext}")
+            _check_end(file, f"{what} {base}/{ref}.{ext}", anchor, int(ref))
+
+
+def _check_end(file: str, what: str, source: str, location: int | None) -> None:
+    try:
+        with open(file, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(size - 2, 0))
+            tail = f.read(2)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TraceError(f"{what} cannot be read: {exc.strerror or exc}", source=source,
+                         location=location) from None
+    if size == 0:
+        raise TraceError(f"{what} is empty", source=source, location=location)
+    if not tail.endswith(_FILE_ENDS):
+        record = None
+        if location is not None and file.endswith(".evt"):  # the first record it cuts
+            with _capture_diagnostics(), contextlib.suppress(_otf2.Error):
+                found = _probe(source, location)
+                record = found.record if found is not None else None
+        why = "it lacks OTF2's end-of-file record"
+        if record is not None:
+            why = f"the file ends inside this record ({why})"
+        raise TraceError(f"{what} is cut short: {why}", source=source, location=location,
+                         index=record)
+
+
 def locate_damage(anchor: str, locations: Iterable[int]) -> Damage | None:
     """The first of ``locations`` (in that order) whose local definitions or event
     file the OTF2 library cannot read, read alone (module comment); None if each

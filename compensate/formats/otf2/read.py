@@ -33,6 +33,7 @@ from compensate.formats.otf2.library import (
     Otf2Archive,
     _library_call,
     _library_errors,
+    check_file_ends,
 )
 from compensate.model import (
     LOCATION_GROUP_TYPES,
@@ -150,6 +151,7 @@ def _open_archive(path: str) -> tuple[Any, Definitions]:
         what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
             else "no such OTF2 anchor file"
         raise TraceError(what, source=path)
+    check_file_ends(path, (), global_defs=True)
     # the definitions come through Python callbacks of the C reader
     with _library_call(path, "cannot read OTF2 archive", "otf2-open", definitions=True):
         reader = otf2.reader.Reader(path, batch_events=BATCH_EVENTS)
@@ -267,6 +269,8 @@ def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = Tr
     reader, definitions = _open_archive(path)
     try:
         selection = selected_locations(definitions.otf2.location_order, locations, path)
+        check_file_ends(path, definitions.otf2.location_order if selection is None
+                        else selection)
     except BaseException:
         reader.close()
         raise

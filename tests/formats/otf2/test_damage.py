@@ -66,8 +66,8 @@ def test_an_event_file_cut_short_names_its_location_and_record(tmp_path, capsys,
     err = refused(anchor, tmp_path, capsys, *mode)
     record = otf2_print_records(anchor, 1) if shutil.which("otf2-print") else 742
     assert err == (f"compensate: error: {anchor}: location 1, record {record}: its event file "
-                   "traces/1.evt cannot be read: the file ends inside a record or a chunk is "
-                   "damaged (the OTF2 library: This is no chunk header!)")
+                   "traces/1.evt is cut short: the file ends inside this record (it lacks "
+                   "OTF2's end-of-file record)")
 
 
 @pytest.mark.usefixtures("path")
@@ -81,9 +81,10 @@ def test_a_missing_or_empty_event_file_names_its_location_at_record_0(tmp_path, 
     else:
         evt.write_bytes(b"")
     err = refused(anchor, tmp_path, capsys)
-    assert err.startswith(f"compensate: error: {anchor}: location 2, record 0: its event file "
-                          "traces/2.evt cannot be read: ")
-    assert ("does not exist" if damage == "missing" else "chunk is damaged") in err
+    assert err.startswith(f"compensate: error: {anchor}: location 2"), err
+    assert "its event file traces/2.evt" in err
+    assert err.endswith("the file does not exist (the OTF2 library: POSIX: "
+                        f"'{evt}')" if damage == "missing" else "is empty"), err
 
 
 @pytest.mark.usefixtures("path")
@@ -160,3 +161,48 @@ def test_otf2_error_codes_become_words():
     assert library.code_words(80) == "invalid data"
     assert not FORBIDDEN.search(library.code_words(92))
     assert not FORBIDDEN.search(library.code_words(123456))
+
+
+PINGPONG = ROOT / "tests" / "data" / "traces" / "ping-pong-otf2"
+
+
+@pytest.mark.parametrize("mode", [[], ["--in-memory"]], ids=["streamed", "in-memory"])
+def test_an_event_file_cut_after_its_last_whole_record_is_refused_every_time(
+        tmp_path, capsys, mode):
+    """Cut 9 bytes before its end, inside its last record: the OTF2 library read
+    on past the file's end in its chunk buffer, so that the record was completed
+    from bytes left there by earlier use and the file accepted (exit 0, the first
+    --in-memory run of a process) or refused, by chance. It is refused always,
+    before the library reads it, naming the location and the record."""
+    anchor = copy(PINGPONG, tmp_path)
+    evt = anchor.parent / "traces" / "1.evt"
+    evt.write_bytes(evt.read_bytes()[:-9])
+    for _ in range(2):
+        err = refused(anchor, tmp_path, capsys, *mode)
+        assert err == (f"compensate: error: {anchor}: location 1, record 60: its event file "
+                       "traces/1.evt is cut short: the file ends inside this record (it lacks "
+                       "OTF2's end-of-file record)")
+
+
+def test_every_cut_that_otf2_print_refuses_is_refused(tmp_path):
+    """The end check agrees with otf2-print (a fresh process, whose OTF2 buffers
+    hold zeros past the end) at every cut of a small event file: only the last
+    byte (OTF2's end-of-buffer mark, after the end-of-file record) may go."""
+    from compensate.model import TraceError
+
+    anchor = copy(PINGPONG, tmp_path)
+    evt = anchor.parent / "traces" / "0.evt"
+    whole = evt.read_bytes()
+    for cut in (1, 2, 3, 9, len(whole) // 2, len(whole) - 1):
+        evt.write_bytes(whole[:-cut])
+        try:
+            library.check_file_ends(str(anchor), [0])
+            accepted = True
+        except TraceError as exc:
+            accepted = False
+            assert exc.location == 0 and "traces/0.evt is cut short" in str(exc)
+        assert accepted == (cut == 1), cut
+        if shutil.which("otf2-print"):
+            printed = subprocess.run(["otf2-print", str(anchor)], capture_output=True)
+            assert (printed.returncode == 0) == accepted, cut
+
