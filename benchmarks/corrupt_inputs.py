@@ -8,6 +8,7 @@ docs/messages.md (one line, exit 3, the file named, an event file's damage
 naming location and record, no Python exception name):
 
 * ``location+record``: exit 3, one line naming a location and a record
+* ``location``: exit 3, one line naming a location (a local definition file)
 * ``file``: exit 3, one line naming the damaged input, no location
 * ``exception name``: a Python exception's name in the line (``KeyError``,
   ``struct.error``, ``_otf2.Error``, an exit-1 internal error)
@@ -49,6 +50,7 @@ MODES = {"streamed": ([], {}), "in-memory": (["--in-memory"], {}),
 #: the OTF2 bindings' ``_otf2``, an internal error's line
 EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception)\b|\b\w+\.error\b|_otf2|internal error")
 WHERE = re.compile(r"location \d+, record \d+")
+LOCATION = re.compile(r": location \d+: ")
 
 
 # --- damage -----------------------------------------------------------------
@@ -191,6 +193,8 @@ def classify(status: int, err: str, damaged: str) -> str:
         return "other status"
     if WHERE.search(lines[0]):
         return "location+record"
+    if LOCATION.search(lines[0]):
+        return "location"
     if damaged in lines[0]:
         return "file"
     return "file not named"
@@ -198,7 +202,7 @@ def classify(status: int, err: str, damaged: str) -> str:
 
 # --- the campaign ------------------------------------------------------------
 
-GOOD = ("location+record", "file", "exit 0")
+GOOD = ("location+record", "location", "file", "exit 0")
 
 
 def campaign(seeds: int, runner: Callable, verbose: bool, text: bool = True,

@@ -400,8 +400,9 @@ def callback_failure(exc: BaseException) -> CallbackFailure:
 # ---------------------------------------------------------------------------
 # Finding the location whose files are damaged: the global event reader says only
 # that a location failed, not which one. Each selected location is read again
-# alone, its local definitions and then its records without callbacks (at the C
-# library's speed); the first that fails names the location and the record.
+# alone, its local definitions and then its records (every record's fields read,
+# through one C-level no-op callback: about the C library's speed); the first that
+# fails names the location and the record.
 
 _probe_lib: dict[str, Any] = {}
 
@@ -475,7 +476,7 @@ def _probe(anchor: str, ref: int) -> Damage | None:
                 finally:
                     _otf2.Reader_CloseDefFiles(reader)
             except _otf2.Error as exc:
-                return Damage(ref, None, f"its local definitions {base}/{ref}.def cannot be "
+                return Damage(ref, None, f"its local definition file {base}/{ref}.def cannot be "
                               f"read: {_probe_words(exc, start)}")
         _otf2.Reader_OpenEvtFiles(reader)
         try:
@@ -512,7 +513,8 @@ _FILE_ENDS = (b"\x02\x01", b"\x02")
 def check_file_ends(anchor: str, locations: Iterable[int], global_defs: bool = False) -> None:
     """TraceError naming the location (or the global definition file) whose event
     or definition file does not end with OTF2's end-of-file record: a file cut
-    short. The OTF2 library does not bound what it reads by the file's length: it
+    short (an empty local definition file is read as none, as otf2-print reads
+    it). The OTF2 library does not bound what it reads by the file's length: it
     goes on in its chunk buffer past the end, whose bytes are left from earlier
     use, so that a file cut short was read as complete in some runs (the last
     record taken from those bytes, exit 0) and refused in others. Only files that
@@ -523,7 +525,7 @@ def check_file_ends(anchor: str, locations: Iterable[int], global_defs: bool = F
     if global_defs:
         _check_end(folder + ".def", "the global definition file", folder + ".def", None)
     for ref in locations:
-        for ext, what in (("evt", "its event file"), ("def", "its local definitions")):
+        for ext, what in (("evt", "its event file"), ("def", "its local definition file")):
             file = os.path.join(folder, f"{ref}.{ext}")
             _check_end(file, f"{what} {base}/{ref}.{ext}", anchor, int(ref))
 
@@ -540,7 +542,10 @@ def _check_end(file: str, what: str, source: str, location: int | None) -> None:
         raise TraceError(f"{what} cannot be read: {exc.strerror or exc}", source=source,
                          location=location) from None
     if size == 0:
-        raise TraceError(f"{what} is empty", source=source, location=location)
+        if file.endswith(".def") and location is not None:
+            return  # (read as absent, as otf2-print does: a location may have none)
+        raise TraceError(f"{what} is empty", source=source, location=location,
+                         index=0 if location is not None else None)
     if not tail.endswith(_FILE_ENDS):
         record = None
         if location is not None and file.endswith(".evt"):  # the first record it cuts

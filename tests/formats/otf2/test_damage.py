@@ -83,8 +83,11 @@ def test_a_missing_or_empty_event_file_names_its_location_at_record_0(tmp_path, 
     err = refused(anchor, tmp_path, capsys)
     assert err.startswith(f"compensate: error: {anchor}: location 2"), err
     assert "its event file traces/2.evt" in err
-    assert err.endswith("the file does not exist (the OTF2 library: POSIX: "
-                        f"'{evt}')" if damage == "missing" else "is empty"), err
+    if damage == "missing":
+        assert err.endswith(f"record 0: its event file traces/2.evt cannot be read: the file "
+                            f"does not exist (the OTF2 library: POSIX: '{evt}')"), err
+    else:
+        assert err.endswith("location 2, record 0: its event file traces/2.evt is empty"), err
 
 
 @pytest.mark.usefixtures("path")
@@ -206,3 +209,23 @@ def test_every_cut_that_otf2_print_refuses_is_refused(tmp_path):
             printed = subprocess.run(["otf2-print", str(anchor)], capture_output=True)
             assert (printed.returncode == 0) == accepted, cut
 
+
+
+@pytest.mark.usefixtures("path")
+def test_a_cut_local_definition_file_names_its_location(tmp_path, capsys):
+    anchor = copy(MONTECARLO, tmp_path)
+    defs = anchor.parent / "traces" / "1.def"
+    defs.write_bytes(defs.read_bytes()[:30])
+    err = refused(anchor, tmp_path, capsys)
+    assert err == (f"compensate: error: {anchor}: location 1: its local definition file "
+                   "traces/1.def is cut short: it lacks OTF2's end-of-file record")
+
+
+@pytest.mark.usefixtures("path")
+def test_an_empty_local_definition_file_reads_as_none_as_in_otf2_print(tmp_path, capsys):
+    anchor = copy(MONTECARLO, tmp_path)
+    (anchor.parent / "traces" / "1.def").write_bytes(b"")
+    if shutil.which("otf2-print"):
+        assert subprocess.run(["otf2-print", str(anchor)], capture_output=True).returncode == 0
+    out = tmp_path / "out" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "100ns", "--quiet"]) == 0
