@@ -124,6 +124,9 @@ class EventCollector:
 
     def __init__(self, location_order: tuple[int, ...], path: str) -> None:
         self.path = path
+        self.order = tuple(location_order)
+        #: the chunk being collected (records not yet counted in ``count``)
+        self.pending: dict[int, tuple[list[int], list[int], list[Any]]] = {}
         self.last: dict[int, int] = {ref: -1 for ref in location_order}
         self.count: dict[int, int] = {ref: 0 for ref in location_order}
         self.code_of: dict[type, int] = {}
@@ -133,8 +136,10 @@ class EventCollector:
         """The next at most ``limit`` pairs of ``pairs`` (all if None) as columns of the
         locations that have records among them; empty at the end. The garbage
         collector is paused meanwhile."""
+        state = self.pending = _State(self)
         with gc_paused():
-            state = _collect(pairs if limit is None else islice(pairs, limit), self)
+            _collect(pairs if limit is None else islice(pairs, limit), self, state)
+        self.pending = {}
         out = {}
         for ref, (times, kinds, payload) in state.items():
             if payload:
@@ -142,6 +147,14 @@ class EventCollector:
                 self.last[ref] = times[-1]
                 self.count[ref] += len(payload)
         return out
+
+
+    def failed_index(self, ref: int, buffered: int = 0) -> int:
+        """The index (over the whole location) of the record of location ``ref``
+        that failed while a chunk was collected: the records counted so far, those
+        of the chunk being collected and ``buffered`` more read after them."""
+        pending = self.pending.get(ref)
+        return self.count.get(ref, 0) + (len(pending[2]) if pending else 0) + buffered
 
 
 class _State(dict):
@@ -157,10 +170,10 @@ class _State(dict):
         return st
 
 
-def _collect(pairs: Iterable[tuple[Any, Any]], collector: EventCollector
+def _collect(pairs: Iterable[tuple[Any, Any]], collector: EventCollector, state: _State
              ) -> dict[int, tuple[list[int], list[int], list[Any]]]:
+    """Fills ``state`` (times after the previous time, kinds, events per location)."""
     path = collector.path
-    state = _State(collector)  # times (after the previous time), kinds, events
     code_of = collector.code_of
     for loc, ev in pairs:
         ref = loc._ref

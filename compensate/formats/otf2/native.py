@@ -266,7 +266,8 @@ def available() -> bool:
 
 def _open(lib: _Library, path: str, locations: np.ndarray, global_reader: bool) -> int:
     rc = ctypes.c_int(0)
-    with _library_errors(path, "cannot read OTF2 archive"):  # OTF2's diagnostics: one line
+    with _library_errors(path, "cannot read OTF2 archive",  # OTF2's diagnostics: one line
+                         events=locations.tolist()):
         handle = lib.dll.cmp_open(path.encode(), locations.ctypes.data_as(_u64p),
                                   len(locations), int(global_reader), ctypes.byref(rc))
         if not handle:
@@ -382,7 +383,7 @@ class NativeChunks(ChunkIterator):
         # a signal is raised once the C call returns; a corrupt event file is one
         # line (the OTF2 library's diagnostic), not an internal error
         with interrupt.deferred("otf2-read"), \
-                _library_errors(self.path, "cannot read OTF2 archive"):
+                _library_errors(self.path, "cannot read OTF2 archive", events=self._locs.tolist()):
             rc = self._lib.dll.cmp_read(self._handle, ctypes.byref(self._p1))
             if rc == _INTERRUPTED and self._p1.refused >= 0:  # a kind the model lacks
                 raise TraceError("unsupported OTF2 record type "

@@ -33,6 +33,7 @@ from compensate.formats.otf2.library import (
     Otf2Archive,
     _library_call,
     _library_errors,
+    check_file_ends,
 )
 from compensate.model import (
     LOCATION_GROUP_TYPES,
@@ -138,8 +139,8 @@ def _enum_name(value: object) -> str:
     if value is None:
         return "UNKNOWN"
     names = getattr(type(value), "_names", None)
-    if isinstance(names, dict) and getattr(value, "value", None) in names:
-        return str(names[value.value]).upper()
+    if isinstance(names, dict):  # (a value beyond the table, e.g. a newer OTF2's: UNKNOWN)
+        return str(names.get(getattr(value, "value", None), "UNKNOWN")).upper()
     return str(value).rsplit(".", 1)[-1].upper()
 
 
@@ -150,8 +151,9 @@ def _open_archive(path: str) -> tuple[Any, Definitions]:
         what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
             else "no such OTF2 anchor file"
         raise TraceError(what, source=path)
+    check_file_ends(path, (), global_defs=True)
     # the definitions come through Python callbacks of the C reader
-    with _library_call(path, "cannot read OTF2 archive", "otf2-open"):
+    with _library_call(path, "cannot read OTF2 archive", "otf2-open", definitions=True):
         reader = otf2.reader.Reader(path, batch_events=BATCH_EVENTS)
         try:
             registry = reader.definitions
@@ -191,14 +193,27 @@ class Otf2Chunks(ChunkIterator):
         self._collector = EventCollector(order, path)
 
     def _read(self) -> dict[int, Events]:
-        with _library_errors(self.path, "cannot read OTF2 archive"):
-            if self._pairs is None:
-                events = self._reader.events
-                if self._locations is not None:  # OTF2_Reader_SelectLocation for each
-                    registry = self._reader.definitions.locations
-                    events = events([registry[ref] for ref in self._locations])
-                self._pairs = chain.from_iterable(_batches(iter(events)))
-            return self._collector.chunk(self._pairs, self.chunk_records)
+        selected = self._collector.order
+        try:
+            with _library_errors(self.path, "cannot read OTF2 archive", events=selected):
+                if self._pairs is None:
+                    events = self._reader.events
+                    if self._locations is not None:  # OTF2_Reader_SelectLocation for each
+                        registry = self._reader.definitions.locations
+                        events = events([registry[ref] for ref in self._locations])
+                    self._pairs = chain.from_iterable(_batches(iter(events)))
+                return self._collector.chunk(self._pairs, self.chunk_records)
+        except TraceError as exc:
+            if exc.location is not None and exc.record is None:  # a record's callback failed
+                exc.update(record=self._collector.failed_index(exc.location,
+                                                               self._buffered(exc.location)))
+            raise
+
+    def _buffered(self, ref: int) -> int:
+        """Records of location ``ref`` the ``otf2`` reader delivered in the batch
+        that failed (before the failing one)."""
+        events = getattr(self._reader, "_event_reader", None) if self._reader else None
+        return sum(1 for loc, _ev in getattr(events, "buffer", ()) if loc._ref == ref)
 
     def _release(self) -> None:
         reader, self._reader, self._pairs = self._reader, None, None
@@ -254,6 +269,8 @@ def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = Tr
     reader, definitions = _open_archive(path)
     try:
         selection = selected_locations(definitions.otf2.location_order, locations, path)
+        check_file_ends(path, definitions.otf2.location_order if selection is None
+                        else selection)
     except BaseException:
         reader.close()
         raise
