@@ -14,7 +14,9 @@ from otf2.enums import GroupType, Paradigm
 
 from compensate.cli import main
 from compensate.formats import read_trace
-from compensate.formats.otf2 import library  # (the InterComm repair is made on import)
+from compensate.formats.otf2 import (
+    diagnostics,  # (the InterComm repair is made on import)
+)
 
 
 def write_archive(anchor_dir: Path, message_on_inter: bool) -> None:
@@ -150,9 +152,9 @@ def test_time_going_backwards_names_a_damaged_event_file_as_a_cause(monkeypatch)
     a truncated event file of a four-location archive), time goes backwards: the
     message names the damaged file besides the clock, and what the library
     reported, if it did."""
-    monkeypatch.setattr(library, "_diagnostics", [])
-    assert "event file may be truncated or damaged" in library.damage_hint()
-    monkeypatch.setattr(library, "_diagnostics", [(1, "This is  no chunk header!")])
-    assert library.damage_hint() == (
+    monkeypatch.setattr(diagnostics, "_diagnostics", [])
+    assert "event file may be truncated or damaged" in diagnostics.damage_hint()
+    monkeypatch.setattr(diagnostics, "_diagnostics", [(1, "This is  no chunk header!")])
+    assert diagnostics.damage_hint() == (
         "; the OTF2 library reported while reading: This is no chunk header! (is an "
         "event file of the archive truncated or damaged?)")
