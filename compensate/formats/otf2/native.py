@@ -59,7 +59,9 @@ loaded, everything goes through the ``otf2`` package, said once on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import os
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +70,13 @@ import numpy as np
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.fields import Fields, enum_names
-from compensate.formats.otf2.library import _diagnostics, _library_errors, damage_hint
+from compensate.formats.otf2.integrity import ARG_REF_KINDS, InputChecks
+from compensate.formats.otf2.library import (
+    _capture_diagnostics,
+    _diagnostics,
+    _library_errors,
+    damage_hint,
+)
 from compensate.formats.otf2.nativerecords import Partitioned, rma_fields
 from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
 from compensate.model import (
@@ -155,9 +163,10 @@ class _Library:
         self.dll = dll
         dll.cmp_open.restype = ctypes.c_void_p
         dll.cmp_open.argtypes = [ctypes.c_char_p, _u64p, ctypes.c_uint64, ctypes.c_int,
-                                 ctypes.POINTER(ctypes.c_int)]
+                                 ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+                                 ctypes.POINTER(ctypes.c_int64)]
         dll.cmp_close.argtypes = [ctypes.c_void_p]
-        dll.cmp_close.restype = None
+        dll.cmp_close.restype = ctypes.c_int
         dll.cmp_read.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Pass1)]
         dll.cmp_copy.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(_Pass2)]
         dll.cmp_release.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
@@ -264,14 +273,65 @@ def available() -> bool:
     return library() is not None
 
 
+# what cmp_open was doing when it failed (its AT_* stage): the file concerned
+# ("def"/"evt": the location's, "anchor": the archive's) and the words for it
+_STAGES = {
+    1: ("anchor", "cannot open the OTF2 archive"),
+    2: ("anchor", "cannot read the global definitions"),
+    3: ("anchor", "cannot select the location for reading"),
+    4: ("anchor", "cannot open the local definition files"),
+    5: ("def", "cannot read the location's local definitions"),
+    6: ("anchor", "cannot close the local definition files"),
+    7: ("anchor", "cannot open the event files"),
+    8: ("evt", "cannot open the location's event file"),
+    9: ("anchor", "cannot open the global event reader"),
+    10: ("anchor", "cannot register the C path's callbacks"),
+    11: ("anchor", "out of memory"),
+}
+
+
 def _open(lib: _Library, path: str, locations: np.ndarray, global_reader: bool) -> int:
-    rc = ctypes.c_int(0)
+    """Open the archive ``path`` for the C path (every OTF2 return code checked,
+    gen_native's cmp_open); a failure is a TraceError naming the file concerned
+    (a location's ``.def`` or ``.evt`` where one is), the location and the reason
+    in words (the OTF2 library's own, with the operating system's)."""
+    rc, stage, at = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int64(-1)
     with _library_errors(path, "cannot read OTF2 archive"):  # OTF2's diagnostics: one line
         handle = lib.dll.cmp_open(path.encode(), locations.ctypes.data_as(_u64p),
-                                  len(locations), int(global_reader), ctypes.byref(rc))
+                                  len(locations), int(global_reader), ctypes.byref(rc),
+                                  ctypes.byref(stage), ctypes.byref(at))
         if not handle:
-            _raise(rc.value, path, "cannot read OTF2 archive")
+            kind, action = _STAGES.get(stage.value, ("anchor", "cannot read OTF2 archive"))
+            loc = int(locations[at.value]) if 0 <= at.value < len(locations) else None
+            source = path
+            if loc is not None and kind in ("def", "evt"):
+                source = os.path.join(os.path.splitext(path)[0], f"{loc}.{kind}")
+            raise TraceError(f"{action}: {otf2_reason(rc.value)}", source=source,
+                             location=loc)
     return handle
+
+
+def otf2_reason(rc: int) -> str:
+    """A failed OTF2 call's reason in words: what the OTF2 library reported
+    meanwhile (its first diagnostic, which carries the operating system's reason,
+    e.g. ``Too many open files``) and the error code's description; never an
+    exception name."""
+    import _otf2
+    what = ""
+    if rc > 0:
+        try:
+            what = str(_otf2.Error_GetDescription(_otf2.ErrorCode(rc)) or "")
+        except Exception:  # an unknown code: the diagnostic alone
+            what = ""
+    text = " ".join(_diagnostics[0][1].split()) if _diagnostics else ""
+    if _diagnostics and (rc <= 0 or _diagnostics[0][0] != rc):
+        # the diagnostic's own code carries the operating system's reason
+        # ("Too many opened files"), where the failing call returned no code
+        with contextlib.suppress(Exception):
+            what = str(_otf2.Error_GetDescription(_otf2.ErrorCode(_diagnostics[0][0])) or what)
+    if text and what and what not in text:
+        return f"{what}: {text}"
+    return text or what or f"the OTF2 library failed ({'no handle' if rc < 0 else rc})"
 
 
 def _raise(rc: int, path: str, action: str) -> None:
@@ -364,7 +424,12 @@ class NativeChunks(ChunkIterator):
         self.limit = chunk_records
         self._cap = min(chunk_records or (1 << 18), 1 << 18)
         self._bufs = _buffers(self._cap)
-        self._p1 = _pass1(self._lib, self._bufs, self._cap, self._lib.store)
+        #: the input checked against itself (integrity.py); the C callbacks keep
+        #: the arguments of the kinds whose references are checked there too
+        self._checks = InputChecks(registry, path) if registry is not None else None
+        self._store = self._lib.store | np.array(
+            [int(code) in ARG_REF_KINDS for code in self._lib.code], np.uint8)
+        self._p1 = _pass1(self._lib, self._bufs, self._cap, self._store)
         #: the reference of the per-record overhead attribute (ATTRIBUTE), if
         #: the archive defines it: then every record's attribute list is kept
         self._own = next((int(a._ref) for a in getattr(registry, "attributes", ())
@@ -397,6 +462,8 @@ class NativeChunks(ChunkIterator):
 
     def _read(self) -> dict[int, Events]:
         if self._done:
+            if self._checks is not None:  # the end: every location's count is known
+                self._checks.counts(self.count)
             return {}
         want = self.limit
         if want is not None and want <= self._cap:  # one block: no copy of the buffers
@@ -424,6 +491,8 @@ class NativeChunks(ChunkIterator):
         if unknown.size:
             raise TraceError("record of a location that is not defined", source=self.path,
                              location=int(loc[unknown[0]]))
+        if self._checks is not None:
+            self._check_args(flat)
         k = k.astype(np.int16 if len(self._sorted) < 2**15 else np.int32)  # radix sort
         order = np.argsort(k, kind="stable")
         ks = k[order]
@@ -456,16 +525,29 @@ class NativeChunks(ChunkIterator):
             a, b = int(starts[j]), int(stops[j])
             ref = int(self._sorted[ks[a]])
             self._check(ref, times[a:b])
+            events = Events(**{name: col[a:b] for name, col in cols.items()}, payload=[])
+            if self._checks is not None:
+                self._checks.chunk(ref, events, self.count[ref])
             payload = [NATIVE] * (b - a)
             if fields:
                 lo, hi = np.searchsorted(fields[0], [a, b]).tolist()
                 for pos, obj in zip(fields[0][lo:hi].tolist(), fields[1][lo:hi], strict=True):
                     payload[pos - a] = obj
-            out[ref] = Events(**{name: col[a:b] for name, col in cols.items()},
-                              payload=payload)
+            events.payload = payload
+            out[ref] = events
             self.last[ref] = int(times[b - 1])
             self.count[ref] += b - a
         return out
+
+    def _check_args(self, flat: dict[str, np.ndarray]) -> None:
+        """Refuse the first record of the block whose reference argument names no
+        definition (integrity.InputChecks.args), naming its location and index."""
+        found = self._checks.args(flat["kind"], flat["args"])
+        if found is not None:
+            row = found[0]
+            ref = int(flat["loc"][row])
+            index = self.count.get(ref, 0) + int(np.count_nonzero(flat["loc"][:row] == ref))
+            self._checks.refuse_arg(found, ref, index)
 
     def _fields(self, kind: np.ndarray, order: np.ndarray, args: np.ndarray
                 ) -> tuple[np.ndarray, list[NativeFields]] | None:
@@ -507,10 +589,15 @@ class NativeChunks(ChunkIterator):
                          index=self.count[ref] + bad)
 
     def _release(self) -> None:
+        """Close the input; a failing close after every record was read is a
+        TraceError (after a failure the first error stands)."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            with interrupt.shielded():
-                self._lib.dll.cmp_close(handle)
+            with interrupt.shielded(), _capture_diagnostics():
+                rc = self._lib.dll.cmp_close(handle)
+                if rc and self._done:
+                    raise TraceError(f"cannot close the OTF2 archive: {otf2_reason(rc)}",
+                                     source=self.path)
 
 
 class NativeCopier:

@@ -28,12 +28,14 @@ import compensate.insitu as insitu
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator, NoChunks, selected_locations
 from compensate.formats.otf2.columns import EventCollector, empty_events
+from compensate.formats.otf2.integrity import InputChecks, lenient_lookups
 from compensate.formats.otf2.library import (
     BATCH_EVENTS,
     Otf2Archive,
     _library_call,
     _library_errors,
 )
+from compensate.formats.otf2.limits import ensure_open_files
 from compensate.model import (
     LOCATION_GROUP_TYPES,
     LOCATION_TYPES,
@@ -189,6 +191,8 @@ class Otf2Chunks(ChunkIterator):
         self._locations = locations  # None: every location
         order = definitions.otf2.location_order if locations is None else locations
         self._collector = EventCollector(order, path)
+        self._checks = InputChecks(reader.definitions, path)  # the input against itself
+        lenient_lookups(reader.definitions)  # an undefined reference: refused by the checks
 
     def _read(self) -> dict[int, Events]:
         with _library_errors(self.path, "cannot read OTF2 archive"):
@@ -198,7 +202,9 @@ class Otf2Chunks(ChunkIterator):
                     registry = self._reader.definitions.locations
                     events = events([registry[ref] for ref in self._locations])
                 self._pairs = chain.from_iterable(_batches(iter(events)))
-            return self._collector.chunk(self._pairs, self.chunk_records)
+            chunk = self._collector.chunk(self._pairs, self.chunk_records)
+        self._checks.read(chunk, self._collector.count, payload=True)
+        return chunk
 
     def _release(self) -> None:
         reader, self._reader, self._pairs = self._reader, None, None
@@ -254,6 +260,12 @@ def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = Tr
     reader, definitions = _open_archive(path)
     try:
         selection = selected_locations(definitions.otf2.location_order, locations, path)
+    except BaseException:
+        reader.close()
+        raise
+    try:  # one open event file per location read (limits.py)
+        ensure_open_files(path, len(definitions.otf2.location_order if selection is None
+                                    else selection))
     except BaseException:
         reader.close()
         raise
