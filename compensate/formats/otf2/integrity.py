@@ -1,8 +1,8 @@
 """An OTF2 input checked against itself, by both readers (the C path,
 :mod:`compensate.formats.otf2.native`, and the ``otf2`` package path,
 :class:`compensate.formats.otf2.read.Otf2Chunks`), so that a damaged archive is
-refused with the same one-line message whichever path reads it (docs/trace-format.md,
-"Damaged OTF2 archives"):
+refused with the same one-line message whichever path reads it (docs/messages.md,
+"A damaged OTF2 input"):
 
 * **Undefined references** (:meth:`InputChecks.chunk`): a record that names a
   definition the global definitions lack (a region, a communicator, a thread team
@@ -124,6 +124,21 @@ ARG_REF_KINDS = frozenset(
     code for code, spec in REF_FIELDS.items()
     if any(not any(c == code and a == attr for c, _col, _t, a in COLUMN_REFS)
            for _j, attr, _t in spec))
+
+def _kind_mask(codes: Any) -> np.ndarray:
+    mask = np.zeros(len(KIND_NAMES), bool)
+    mask[list(codes)] = True
+    return mask
+
+
+_ARG_KINDS = _kind_mask(ARG_REF_KINDS)
+# (column, reference type, attribute, the kinds holding it there, must be defined)
+_COLUMN_CHECKS = tuple(
+    (column, ref_type, attr,
+     _kind_mask(c for c, col, _t, _a in COLUMN_REFS if col == column),
+     all((c, attr) in REQUIRED for c, col, _t, _a in COLUMN_REFS if col == column))
+    for column, ref_type, attr in (("region", "RegionRef", "region"),
+                                   ("comm", "CommRef", "communicator")))
 
 _MPI_PREFIXES = ("Mpi", "NonBlockingCollective")
 _THREAD_ONLY = ("ProgramBegin", "ProgramEnd", "ThreadFork", "ThreadJoin", "ThreadTeamBegin",
@@ -276,13 +291,13 @@ class InputChecks:
 
     def _columns(self, ref: int, events: Events, base: int) -> None:
         first: tuple[int, str, str, int] | None = None
-        for code, column, ref_type, attr in COLUMN_REFS:
-            rows = np.flatnonzero(events.kind == code)
+        for column, ref_type, attr, kinds, required in _COLUMN_CHECKS:
+            rows = np.flatnonzero(kinds[events.kind])
             if not rows.size:
                 continue
             values = getattr(events, column)[rows].astype(np.int64)
             u = np.where(values < 0, UNDEFINED, values).astype(np.uint64)
-            bad = self.undefined(ref_type, u, (code, attr) in REQUIRED)
+            bad = self.undefined(ref_type, u, required)
             if bad.size and (first is None or rows[bad[0]] < first[0]):
                 first = (int(rows[bad[0]]), ref_type, attr, int(u[bad[0]]))
         if first is not None:
@@ -291,10 +306,7 @@ class InputChecks:
     def _payload(self, ref: int, events: Events, base: int) -> None:
         """The ``otf2`` package path: a payload object's reference the
         definitions lack is a lenient registry's placeholder."""
-        codes = [c for c in np.unique(events.kind).tolist() if c in REF_FIELDS]
-        if not codes:
-            return
-        rows = np.flatnonzero(np.isin(events.kind, codes))
+        rows = np.flatnonzero(_ARG_KINDS[events.kind])
         for i in rows.tolist():
             ev = events.payload[i]
             for _j, attr, ref_type in REF_FIELDS[int(events.kind[i])]:
@@ -309,9 +321,9 @@ class InputChecks:
         no definition; None if there is none. (Enter, Leave and the
         communicators are in the columns, :meth:`chunk`.)"""
         first = None
-        for code in np.unique(kind).tolist():
-            if code not in ARG_REF_KINDS:
-                continue
+        present = np.flatnonzero(np.bincount(kind[_ARG_KINDS[kind]].astype(np.int64),
+                                             minlength=1))
+        for code in present.tolist():
             spec = REF_FIELDS[code]
             rows = np.flatnonzero(kind == code)
             for j, attr, ref_type in spec:
@@ -322,6 +334,18 @@ class InputChecks:
                 if bad.size and (first is None or rows[bad[0]] < first[0]):
                     first = (int(rows[bad[0]]), ref_type, attr, int(args[rows[bad[0]], j]))
         return first
+
+    def block(self, loc: np.ndarray, kind: np.ndarray, args: np.ndarray,
+              counted: Mapping[int, int]) -> None:
+        """The C path: refuse the first of a block of records (their locations,
+        kinds and argument rows; ``counted``: each location's records before the
+        block) whose reference argument names no definition (:meth:`args`)."""
+        found = self.args(kind, args)
+        if found is not None:
+            row = found[0]
+            ref = int(loc[row])
+            index = counted.get(ref, 0) + int(np.count_nonzero(loc[:row] == ref))
+            self.refuse_arg(found, ref, index)
 
     def refuse_arg(self, found: tuple[int, str, str, int], location: int, index: int) -> None:
         """Raise the TraceError for what :meth:`args` found."""

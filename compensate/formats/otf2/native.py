@@ -59,9 +59,7 @@ loaded, everything goes through the ``otf2`` package, said once on stderr.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import os
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +68,10 @@ import numpy as np
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.fields import Fields, enum_names
+from compensate.formats.otf2.failures import open_failure, otf2_reason
+from compensate.formats.otf2.failures import raise_code as _raise
 from compensate.formats.otf2.integrity import ARG_REF_KINDS, InputChecks
-from compensate.formats.otf2.library import (
-    _capture_diagnostics,
-    _diagnostics,
-    _library_errors,
-    damage_hint,
-)
+from compensate.formats.otf2.library import _capture_diagnostics, _library_errors, damage_hint
 from compensate.formats.otf2.nativerecords import Partitioned, rma_fields
 from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
 from compensate.model import (
@@ -273,76 +268,19 @@ def available() -> bool:
     return library() is not None
 
 
-# what cmp_open was doing when it failed (its AT_* stage): the file concerned
-# ("def"/"evt": the location's, "anchor": the archive's) and the words for it
-_STAGES = {
-    1: ("anchor", "cannot open the OTF2 archive"),
-    2: ("anchor", "cannot read the global definitions"),
-    3: ("anchor", "cannot select the location for reading"),
-    4: ("anchor", "cannot open the local definition files"),
-    5: ("def", "cannot read the location's local definitions"),
-    6: ("anchor", "cannot close the local definition files"),
-    7: ("anchor", "cannot open the event files"),
-    8: ("evt", "cannot open the location's event file"),
-    9: ("anchor", "cannot open the global event reader"),
-    10: ("anchor", "cannot register the C path's callbacks"),
-    11: ("anchor", "out of memory"),
-}
-
-
 def _open(lib: _Library, path: str, locations: np.ndarray, global_reader: bool) -> int:
     """Open the archive ``path`` for the C path (every OTF2 return code checked,
-    gen_native's cmp_open); a failure is a TraceError naming the file concerned
-    (a location's ``.def`` or ``.evt`` where one is), the location and the reason
-    in words (the OTF2 library's own, with the operating system's)."""
+    gen_native's cmp_open); a failure is a TraceError naming the file concerned,
+    the location and the reason in words (:func:`~compensate.formats.otf2.
+    failures.open_failure`)."""
     rc, stage, at = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int64(-1)
     with _library_errors(path, "cannot read OTF2 archive"):  # OTF2's diagnostics: one line
         handle = lib.dll.cmp_open(path.encode(), locations.ctypes.data_as(_u64p),
                                   len(locations), int(global_reader), ctypes.byref(rc),
                                   ctypes.byref(stage), ctypes.byref(at))
         if not handle:
-            kind, action = _STAGES.get(stage.value, ("anchor", "cannot read OTF2 archive"))
-            loc = int(locations[at.value]) if 0 <= at.value < len(locations) else None
-            source = path
-            if loc is not None and kind in ("def", "evt"):
-                source = os.path.join(os.path.splitext(path)[0], f"{loc}.{kind}")
-            raise TraceError(f"{action}: {otf2_reason(rc.value)}", source=source,
-                             location=loc)
+            raise open_failure(path, locations, rc.value, stage.value, at.value)
     return handle
-
-
-def otf2_reason(rc: int) -> str:
-    """A failed OTF2 call's reason in words: what the OTF2 library reported
-    meanwhile (its first diagnostic, which carries the operating system's reason,
-    e.g. ``Too many open files``) and the error code's description; never an
-    exception name."""
-    import _otf2
-    what = ""
-    if rc > 0:
-        try:
-            what = str(_otf2.Error_GetDescription(_otf2.ErrorCode(rc)) or "")
-        except Exception:  # an unknown code: the diagnostic alone
-            what = ""
-    text = " ".join(_diagnostics[0][1].split()) if _diagnostics else ""
-    if _diagnostics and (rc <= 0 or _diagnostics[0][0] != rc):
-        # the diagnostic's own code carries the operating system's reason
-        # ("Too many opened files"), where the failing call returned no code
-        with contextlib.suppress(Exception):
-            what = str(_otf2.Error_GetDescription(_otf2.ErrorCode(_diagnostics[0][0])) or what)
-    if text and what and what not in text:
-        return f"{what}: {text}"
-    return text or what or f"the OTF2 library failed ({'no handle' if rc < 0 else rc})"
-
-
-def _raise(rc: int, path: str, action: str) -> None:
-    """Raise what the ``otf2`` package raises for a failed call (turned into a
-    one-line TraceError by the caller's library_errors), or a TraceError."""
-    import _otf2
-    if rc > 0:
-        _otf2.HandleErrorCode(_otf2.ErrorCode(rc))
-    if _diagnostics:  # what OTF2 printed meanwhile: "File or directory does not exist: ..."
-        raise TraceError(f"{action}: {_diagnostics[0][1]}", source=path)
-    raise TraceError(f"{action}: the OTF2 C path failed ({rc})", source=path)
 
 
 def library_read(path: str, locations: tuple[int, ...]) -> int:
@@ -424,8 +362,7 @@ class NativeChunks(ChunkIterator):
         self.limit = chunk_records
         self._cap = min(chunk_records or (1 << 18), 1 << 18)
         self._bufs = _buffers(self._cap)
-        #: the input checked against itself (integrity.py); the C callbacks keep
-        #: the arguments of the kinds whose references are checked there too
+        # the input checked against itself (integrity.py), its references kept by C
         self._checks = InputChecks(registry, path) if registry is not None else None
         self._store = self._lib.store | np.array(
             [int(code) in ARG_REF_KINDS for code in self._lib.code], np.uint8)
@@ -491,8 +428,8 @@ class NativeChunks(ChunkIterator):
         if unknown.size:
             raise TraceError("record of a location that is not defined", source=self.path,
                              location=int(loc[unknown[0]]))
-        if self._checks is not None:
-            self._check_args(flat)
+        if self._checks is not None:  # references outside the columns
+            self._checks.block(flat["loc"], flat["kind"], flat["args"], self.count)
         k = k.astype(np.int16 if len(self._sorted) < 2**15 else np.int32)  # radix sort
         order = np.argsort(k, kind="stable")
         ks = k[order]
@@ -525,29 +462,18 @@ class NativeChunks(ChunkIterator):
             a, b = int(starts[j]), int(stops[j])
             ref = int(self._sorted[ks[a]])
             self._check(ref, times[a:b])
-            events = Events(**{name: col[a:b] for name, col in cols.items()}, payload=[])
-            if self._checks is not None:
-                self._checks.chunk(ref, events, self.count[ref])
             payload = [NATIVE] * (b - a)
             if fields:
                 lo, hi = np.searchsorted(fields[0], [a, b]).tolist()
                 for pos, obj in zip(fields[0][lo:hi].tolist(), fields[1][lo:hi], strict=True):
                     payload[pos - a] = obj
-            events.payload = payload
-            out[ref] = events
+            out[ref] = Events(**{name: col[a:b] for name, col in cols.items()},
+                              payload=payload)
+            if self._checks is not None:  # (integrity.py)
+                self._checks.chunk(ref, out[ref], self.count[ref])
             self.last[ref] = int(times[b - 1])
             self.count[ref] += b - a
         return out
-
-    def _check_args(self, flat: dict[str, np.ndarray]) -> None:
-        """Refuse the first record of the block whose reference argument names no
-        definition (integrity.InputChecks.args), naming its location and index."""
-        found = self._checks.args(flat["kind"], flat["args"])
-        if found is not None:
-            row = found[0]
-            ref = int(flat["loc"][row])
-            index = self.count.get(ref, 0) + int(np.count_nonzero(flat["loc"][:row] == ref))
-            self._checks.refuse_arg(found, ref, index)
 
     def _fields(self, kind: np.ndarray, order: np.ndarray, args: np.ndarray
                 ) -> tuple[np.ndarray, list[NativeFields]] | None:
