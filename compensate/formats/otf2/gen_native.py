@@ -23,6 +23,14 @@ declares (84 in OTF2 3.x):
   kind is checked against the column's through an origin table (model kind ->
   the OTF2 kind it is read from: a partitioned kind from ``ParameterUnsignedInt``).
 
+Opening an archive (``cmp_open``) checks the return code of every OTF2 call
+(the local definition files' included: a truncated one would lose the
+location's mapping tables) and says what failed and for which location
+(:mod:`compensate.formats.otf2.failures` words it); ``cmp_close`` returns the
+first failing close. Pass 1 keeps the scalar arguments of the kinds Python asks
+for (their definition references are checked, :mod:`compensate.formats.otf2.
+integrity`), also of kinds with array arguments (Metric, ProgramBegin).
+
 The C types come from the ctypes argument types (all are integers of 1, 4 or 8
 bytes, or pointers to arrays that are passed through), and each writer's
 argument list is checked against its reader callback's.

@@ -244,6 +244,12 @@ class InputChecks:
             forbidden = forbidden_kinds(_location_type(getattr(loc, "type", None)))
             if forbidden.any():
                 self._forbidden[ref] = forbidden
+        by_type: dict[bytes, tuple[list[int], np.ndarray]] = {}
+        for ref, table in self._forbidden.items():
+            by_type.setdefault(table.tobytes(), ([], table))[0].append(ref)
+        #: (the locations, the kinds they cannot hold) per location type that forbids some
+        self._forbidden_by_type = [(np.array(locs, np.uint64), table)
+                                   for locs, table in by_type.values()]
 
     def defined(self, ref_type: str) -> np.ndarray:
         """The sorted references of the definitions of ``ref_type``."""
@@ -279,29 +285,38 @@ class InputChecks:
         if forbidden is not None and len(events):
             bad = np.flatnonzero(forbidden[events.kind])
             if bad.size:
-                i = int(bad[0])
-                raise TraceError(
-                    f"{KIND_NAMES[int(events.kind[i])]} record on a location of type "
-                    f"{_location_type_name(self._registry, ref)}, which cannot hold one: "
-                    "is its event file another location's?", source=self.path,
-                    location=ref, index=base + i)
+                self._refuse_kind(ref, int(events.kind[bad[0]]), base + int(bad[0]))
         self._columns(ref, events, base)
         if payload:
             self._payload(ref, events, base)
 
+    def _refuse_kind(self, ref: int, kind: int, index: int) -> None:
+        raise TraceError(f"{KIND_NAMES[kind]} record on a location of type "
+                         f"{_location_type_name(self._registry, ref)}, which cannot hold one: "
+                         "is its event file another location's?", source=self.path,
+                         location=ref, index=index)
+
     def _columns(self, ref: int, events: Events, base: int) -> None:
+        first = self._first_column(events.kind, events.region, events.comm)
+        if first is not None:
+            self._refuse(first[1], first[2], first[3], ref, base + first[0])
+
+    def _first_column(self, kind: np.ndarray, region: np.ndarray, comm: np.ndarray
+                      ) -> tuple[int, str, str, int] | None:
+        """The first record (position, reference type, attribute, value) whose
+        region or communicator column names no definition; None if none."""
         first: tuple[int, str, str, int] | None = None
+        columns = {"region": region, "comm": comm}
         for column, ref_type, attr, kinds, required in _COLUMN_CHECKS:
-            rows = np.flatnonzero(kinds[events.kind])
+            rows = np.flatnonzero(kinds[kind])
             if not rows.size:
                 continue
-            values = getattr(events, column)[rows].astype(np.int64)
+            values = columns[column][rows].astype(np.int64)
             u = np.where(values < 0, UNDEFINED, values).astype(np.uint64)
             bad = self.undefined(ref_type, u, required)
             if bad.size and (first is None or rows[bad[0]] < first[0]):
                 first = (int(rows[bad[0]]), ref_type, attr, int(u[bad[0]]))
-        if first is not None:
-            self._refuse(first[1], first[2], first[3], ref, base + first[0])
+        return first
 
     def _payload(self, ref: int, events: Events, base: int) -> None:
         """The ``otf2`` package path: a payload object's reference the
@@ -319,7 +334,7 @@ class InputChecks:
         value) among flat records of kinds ``kind`` with arguments ``args`` (one
         row per record, the C reader's argument positions) whose reference names
         no definition; None if there is none. (Enter, Leave and the
-        communicators are in the columns, :meth:`chunk`.)"""
+        communicators are in the columns, :meth:`_first_column`.)"""
         first = None
         present = np.flatnonzero(np.bincount(kind[_ARG_KINDS[kind]].astype(np.int64),
                                              minlength=1))
@@ -335,22 +350,30 @@ class InputChecks:
                     first = (int(rows[bad[0]]), ref_type, attr, int(args[rows[bad[0]], j]))
         return first
 
-    def block(self, loc: np.ndarray, kind: np.ndarray, args: np.ndarray,
-              counted: Mapping[int, int]) -> None:
-        """The C path: refuse the first of a block of records (their locations,
-        kinds and argument rows; ``counted``: each location's records before the
-        block) whose reference argument names no definition (:meth:`args`)."""
-        found = self.args(kind, args)
-        if found is not None:
-            row = found[0]
-            ref = int(loc[row])
-            index = counted.get(ref, 0) + int(np.count_nonzero(loc[:row] == ref))
-            self.refuse_arg(found, ref, index)
-
-    def refuse_arg(self, found: tuple[int, str, str, int], location: int, index: int) -> None:
-        """Raise the TraceError for what :meth:`args` found."""
-        _pos, ref_type, attr, value = found
-        self._refuse(ref_type, attr, value & UNDEFINED, location, index)
+    def block(self, flat: Mapping[str, np.ndarray], counted: Mapping[int, int]) -> None:
+        """The C path, a block of records at once (``flat``: their ``loc``,
+        ``kind``, ``region``, ``comm`` and ``args`` rows; ``counted``: each
+        location's records before the block): refuse the first whose reference
+        names no definition or whose location's type cannot hold it."""
+        loc, kind = flat["loc"], flat["kind"]
+        found = [f for f in (self.args(kind, flat["args"]),
+                             self._first_column(kind, flat["region"], flat["comm"]))
+                 if f is not None]
+        wrong = None
+        for locs, table in self._forbidden_by_type:
+            rows = np.flatnonzero(table[kind] & np.isin(loc, locs))
+            if rows.size and (wrong is None or rows[0] < wrong):
+                wrong = int(rows[0])
+        first = min((f[0] for f in found), default=None)
+        if wrong is not None and (first is None or wrong < first):
+            ref = int(loc[wrong])
+            index = counted.get(ref, 0) + int(np.count_nonzero(loc[:wrong] == ref))
+            self._refuse_kind(ref, int(kind[wrong]), index)
+        if first is not None:
+            f = next(f for f in found if f[0] == first)
+            ref = int(loc[first])
+            index = counted.get(ref, 0) + int(np.count_nonzero(loc[:first] == ref))
+            self._refuse(f[1], f[2], f[3] & UNDEFINED, ref, index)
 
     def read(self, chunk: Mapping[int, Events], counted: Mapping[int, int],
              payload: bool = False) -> None:

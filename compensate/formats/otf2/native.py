@@ -428,8 +428,8 @@ class NativeChunks(ChunkIterator):
         if unknown.size:
             raise TraceError("record of a location that is not defined", source=self.path,
                              location=int(loc[unknown[0]]))
-        if self._checks is not None:  # references outside the columns
-            self._checks.block(flat["loc"], flat["kind"], flat["args"], self.count)
+        if self._checks is not None:  # the input against itself (integrity.py)
+            self._checks.block(flat, self.count)
         k = k.astype(np.int16 if len(self._sorted) < 2**15 else np.int32)  # radix sort
         order = np.argsort(k, kind="stable")
         ks = k[order]
@@ -469,8 +469,6 @@ class NativeChunks(ChunkIterator):
                     payload[pos - a] = obj
             out[ref] = Events(**{name: col[a:b] for name, col in cols.items()},
                               payload=payload)
-            if self._checks is not None:  # (integrity.py)
-                self._checks.chunk(ref, out[ref], self.count[ref])
             self.last[ref] = int(times[b - 1])
             self.count[ref] += b - a
         return out
