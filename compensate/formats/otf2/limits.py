@@ -80,6 +80,6 @@ def ensure_open_files(path: str, locations: int) -> None:
     raise TraceError(
         f"reading its {locations:,} locations needs {need:,} open files, more than the "
         f"limit of open files of this process ({soft:,}, hard limit "
-        f"{'unlimited' if hard is None else f'{hard:,}'}): raise it, e.g. `ulimit -n {need}` "
-        "before the command (beyond the hard limit: /etc/security/limits.conf, or the "
-        "batch system's settings)", source=path)
+        f"{'unlimited' if hard is None else f'{hard:,}'}): raise it, e.g. with "
+        f"ulimit -n {need} before the command (beyond the hard limit: "
+        "/etc/security/limits.conf, or the batch system's settings)", source=path)

@@ -91,7 +91,7 @@ def test_a_hard_limit_below_the_locations_is_refused_naming_it(scratch):
     assert run.stderr == (
         f"compensate: error: {anchor}: reading its 300 locations needs 364 open files, "
         "more than the limit of open files of this process (256, hard limit 256): "
-        "raise it, e.g. `ulimit -n 364` before the command (beyond the hard limit: "
+        "raise it, e.g. with ulimit -n 364 before the command (beyond the hard limit: "
         "/etc/security/limits.conf, or the batch system's settings)\n")
     assert not out.parent.exists()
 
