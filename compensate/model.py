@@ -472,11 +472,18 @@ class Definitions:
         return g if kinds.get(g, PROCESS) == PROCESS else group
 
     def _group_table(self) -> tuple[dict[int, str], dict[int, int]]:
+        # (kept while the locations are the same: process_of is called per location,
+        # and rebuilding it each time made 10^4 locations take minutes)
+        key = (id(self.locations), len(self.locations))
+        cached = self.__dict__.get("_groups_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
         kinds: dict[int, str] = {}
         creators: dict[int, int] = {}
         for loc in self.locations.values():
             kinds.setdefault(loc.group, loc.group_type)
             creators.setdefault(loc.group, loc.group_creator)
+        self.__dict__["_groups_cache"] = (key, (kinds, creators))
         return kinds, creators
 
     def cpu_threads(self, process: int) -> list[int]:

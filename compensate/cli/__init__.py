@@ -89,6 +89,8 @@ def _main(argv: list[str] | None) -> int:
         # ImportError: during the imports a signal is only recorded
         with interrupt.deferred("import"):
             from compensate.cli.compensate import main as command_main
+            from compensate.formats.otf2.limits import raise_open_files_limit
+        raise_open_files_limit()  # an OTF2 archive holds a file open per location
         return command_main(argv)
 
     from compensate.parallel import command as parallel

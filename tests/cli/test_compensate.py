@@ -221,6 +221,7 @@ def _damage(archive: Path, how: str) -> str:
         data[len(data) // 2:len(data) // 2 + 16] = bytes(16)
         data[:8] = bytes(8)
         evt.write_bytes(bytes(data))
+        return f"traces.otf2|{evt.name}"  # (the C path names the event file it cannot open)
     elif how == "missing-evt":
         evt.unlink()
         return evt.name
@@ -247,7 +248,8 @@ def test_damaged_real_archive_one_line_exit_3(run_cli, tmp_path, how, mode):
                               "--overhead", "250ns", *mode)
     lines = stderr.strip().splitlines()
     assert code == 3 and len(lines) == 1, stderr
-    assert lines[0].startswith("compensate: error: ") and needle in lines[0]
+    assert lines[0].startswith("compensate: error: ")
+    assert any(name in lines[0] for name in needle.split("|")), lines[0]
     assert not (tmp_path / "o").exists()
 
 

@@ -23,6 +23,14 @@ declares (84 in OTF2 3.x):
   kind is checked against the column's through an origin table (model kind ->
   the OTF2 kind it is read from: a partitioned kind from ``ParameterUnsignedInt``).
 
+Opening an archive (``cmp_open``) checks the return code of every OTF2 call
+(the local definition files' included: a truncated one would lose the
+location's mapping tables) and says what failed and for which location
+(:mod:`compensate.formats.otf2.failures` words it); ``cmp_close`` returns the
+first failing close. Pass 1 keeps the scalar arguments of the kinds Python asks
+for (their definition references are checked, :mod:`compensate.formats.otf2.
+integrity`), also of kinds with array arguments (Metric, ProgramBegin).
+
 The C types come from the ctypes argument types (all are integers of 1, 4 or 8
 bytes, or pointers to arrays that are passed through), and each writer's
 argument list is checked against its reader callback's.
@@ -115,11 +123,14 @@ def _pass1(kind: str, index: int, args: list[str], names: list[str]) -> str:
         if arg is None:
             raise ValueError(f"{kind}: no argument {want}")
         body.append(f"    c->{column}[i] = " + _CONVERT[convert.__name__].format(v=arg) + ";")
-    scalar = [n for t, n in zip(args, names, strict=True) if not t.endswith("*")]
-    if args and len(scalar) == len(args):  # no arrays: the arguments may become a field dict
+    # the scalar arguments, at their argument positions (a field dict's values, the
+    # definition references integrity.py checks; an array's slot is left as it is)
+    scalar = [(j, n) for j, (t, n) in enumerate(zip(args, names, strict=True))
+              if not t.endswith("*")]
+    if scalar:
         if len(args) > MAX_ARGS:
             raise ValueError(f"{kind}: more than {MAX_ARGS} arguments")
-        store = "".join(f" a[{j}] = (uint64_t){n};" for j, n in enumerate(names))
+        store = "".join(f" a[{j}] = (uint64_t){n};" for j, n in scalar)
         body.append(f"    if (c->store[{index}]) {{ uint64_t* a = c->args + i * MAX_ARGS;"
                     f"{store} }}")
     body.append(f"    if (c->keep_attrs[{index}]) save_attrs(c, i, attributes);")
@@ -193,7 +204,10 @@ _HEADER = """\
  */
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -357,15 +371,21 @@ typedef struct {
     int evt_files;
 } Input;
 
-void cmp_close(Input* in) {
-    if (!in) return;
+/* Close everything ``in`` holds; returns 0 or the first failing OTF2 call's
+ * error code (every call is made even after one fails). */
+int cmp_close(Input* in) {
+    int rc = 0, r;
+    if (!in) return 0;
     if (in->reader) {
-        if (in->global) p_Reader_CloseGlobalEvtReader(in->reader, in->global);
-        else if (in->evt)
+        if (in->global) {
+            if ((r = p_Reader_CloseGlobalEvtReader(in->reader, in->global)) && !rc) rc = r;
+        } else if (in->evt) {
             for (uint64_t k = 0; k < in->nlocs; k++)
-                if (in->evt[k]) p_Reader_CloseEvtReader(in->reader, in->evt[k]);
-        if (in->evt_files) p_Reader_CloseEvtFiles(in->reader);
-        p_Reader_Close(in->reader);
+                if (in->evt[k] && (r = p_Reader_CloseEvtReader(in->reader, in->evt[k])) && !rc)
+                    rc = r;
+        }
+        if (in->evt_files && (r = p_Reader_CloseEvtFiles(in->reader)) && !rc) rc = r;
+        if ((r = p_Reader_Close(in->reader)) && !rc) rc = r;
     }
     if (in->callbacks) {
         if (in->global) p_GlobalEvtReaderCallbacks_Delete(in->callbacks);
@@ -373,61 +393,93 @@ void cmp_close(Input* in) {
     }
     free(in->evt);
     free(in);
+    return rc;
 }
+
+/* Whether location ``loc`` of the archive ``anchor`` has a local definition
+ * file: GetDefReader gives no reader both for a missing one (legal: no local
+ * definitions) and for one it cannot open (e.g. too many open files), which
+ * must not pass for the former. */
+static int def_file_exists(const char* anchor, uint64_t loc) {
+    char buf[4096];
+    size_t n = strlen(anchor);
+    if (n > 5 && strcmp(anchor + n - 5, ".otf2") == 0) n -= 5;
+    if (n > 4000) return 1;
+    snprintf(buf, sizeof buf, "%.*s/%llu.def", (int)n, anchor, (unsigned long long)loc);
+    return access(buf, F_OK) == 0 || errno != ENOENT;
+}
+
+/* What cmp_open was doing when it failed (*stage; *at: the index into locs of
+ * the location concerned, or -1); native.py words each. */
+enum { AT_OPEN = 1, AT_GLOBAL_DEFS, AT_SELECT, AT_DEF_FILES, AT_LOCAL_DEFS,
+       AT_CLOSE_DEFS, AT_EVT_FILES, AT_EVT_READER, AT_GLOBAL_READER, AT_CALLBACKS,
+       AT_MEMORY };
+
+#define FAIL(s, k, code) do { *stage = (s); *at = (int64_t)(k); *rc = (code); \
+    cmp_close(in); return 0; } while (0)
 
 /* Open ``path`` as the otf2 package's reader does (serial collectives, global
  * definitions, every location of ``locs`` with its local definitions). ``global``:
  * 1 for the global event reader (pass 1), 0 for local readers (pass 2).
- * Returns NULL with *rc set on failure. */
-Input* cmp_open(const char* path, const uint64_t* locs, uint64_t nlocs, int global, int* rc) {
+ * Every OTF2 return code is checked: returns NULL with *rc (the OTF2 error
+ * code, negative: a NULL handle or no memory), *stage and *at set on failure.
+ * A location without a local definition file has no local definitions, as for
+ * the otf2 package and otf2-print; one that exists but cannot be opened fails. */
+Input* cmp_open(const char* path, const uint64_t* locs, uint64_t nlocs, int global, int* rc,
+                int* stage, int64_t* at) {
     Input* in = (Input*)calloc(1, sizeof(Input));
     uint64_t nread = 0;
-    *rc = 0;
-    if (!in) { *rc = -3; return 0; }
+    *rc = 0; *stage = 0; *at = -1;
+    if (!in) { *rc = -3; *stage = AT_MEMORY; return 0; }
     in->locs = locs; in->nlocs = nlocs;
     in->reader = p_Reader_Open(path);
-    if (!in->reader) { *rc = -4; cmp_close(in); return 0; }
-    if ((*rc = p_Reader_SetSerialCollectiveCallbacks(in->reader))) { cmp_close(in); return 0; }
+    if (!in->reader) FAIL(AT_OPEN, -1, -4);
+    int r = p_Reader_SetSerialCollectiveCallbacks(in->reader);
+    if (r) FAIL(AT_OPEN, -1, r);
     void* gdr = p_Reader_GetGlobalDefReader(in->reader);
-    if (!gdr) { *rc = -4; cmp_close(in); return 0; }
+    if (!gdr) FAIL(AT_GLOBAL_DEFS, -1, -4);
     void* gcb = p_GlobalDefReaderCallbacks_New();
-    p_Reader_RegisterGlobalDefCallbacks(in->reader, gdr, gcb, 0);
+    if (!gcb) FAIL(AT_MEMORY, -1, -3);
+    r = p_Reader_RegisterGlobalDefCallbacks(in->reader, gdr, gcb, 0);
     p_GlobalDefReaderCallbacks_Delete(gcb);
-    *rc = p_Reader_ReadAllGlobalDefinitions(in->reader, gdr, &nread);
-    p_Reader_CloseGlobalDefReader(in->reader, gdr);
-    if (*rc) { cmp_close(in); return 0; }
+    if (!r) r = p_Reader_ReadAllGlobalDefinitions(in->reader, gdr, &nread);
+    int c = p_Reader_CloseGlobalDefReader(in->reader, gdr);
+    if (r || c) FAIL(AT_GLOBAL_DEFS, -1, r ? r : c);
     for (uint64_t k = 0; k < nlocs; k++)
-        if ((*rc = p_Reader_SelectLocation(in->reader, locs[k]))) { cmp_close(in); return 0; }
-    int def_files = p_Reader_OpenDefFiles(in->reader) == 0;
-    in->evt_files = p_Reader_OpenEvtFiles(in->reader) == 0;
+        if ((r = p_Reader_SelectLocation(in->reader, locs[k]))) FAIL(AT_SELECT, k, r);
+    if ((r = p_Reader_OpenDefFiles(in->reader))) FAIL(AT_DEF_FILES, -1, r);
+    if ((r = p_Reader_OpenEvtFiles(in->reader))) {
+        p_Reader_CloseDefFiles(in->reader); FAIL(AT_EVT_FILES, -1, r); }
+    in->evt_files = 1;
     in->evt = (void**)calloc(nlocs ? nlocs : 1, sizeof(void*));
-    if (!in->evt) { *rc = -3; cmp_close(in); return 0; }
+    if (!in->evt) { p_Reader_CloseDefFiles(in->reader); FAIL(AT_MEMORY, -1, -3); }
     for (uint64_t k = 0; k < nlocs; k++) {
-        if (def_files) {
-            void* dr = p_Reader_GetDefReader(in->reader, locs[k]);
-            if (dr) {
-                p_Reader_ReadAllLocalDefinitions(in->reader, dr, &nread);
-                p_Reader_CloseDefReader(in->reader, dr);
-            }
+        void* dr = p_Reader_GetDefReader(in->reader, locs[k]);
+        if (dr) {
+            r = p_Reader_ReadAllLocalDefinitions(in->reader, dr, &nread);
+            c = p_Reader_CloseDefReader(in->reader, dr);
+            if (r || c) { p_Reader_CloseDefFiles(in->reader); FAIL(AT_LOCAL_DEFS, k, r ? r : c); }
+        } else if (def_file_exists(path, locs[k])) {
+            p_Reader_CloseDefFiles(in->reader); FAIL(AT_LOCAL_DEFS, k, -4);
         }
         /* pass 2 takes a location's local reader on its first copy (cmp_copy)
          * and hands it back when done (cmp_release), so that it holds the read
          * chunks of one location at a time, not of all */
-        if (global) in->evt[k] = p_Reader_GetEvtReader(in->reader, locs[k]);
+        if (global && !(in->evt[k] = p_Reader_GetEvtReader(in->reader, locs[k]))) {
+            p_Reader_CloseDefFiles(in->reader); FAIL(AT_EVT_READER, k, -4); }
     }
-    if (def_files) p_Reader_CloseDefFiles(in->reader);
+    if ((r = p_Reader_CloseDefFiles(in->reader))) FAIL(AT_CLOSE_DEFS, -1, r);
     if (global) {
         free(in->evt); in->evt = 0;  /* the global reader owns the local readers */
         in->global = p_Reader_GetGlobalEvtReader(in->reader);
+        if (!in->global) FAIL(AT_GLOBAL_READER, -1, -4);
         in->callbacks = p_GlobalEvtReaderCallbacks_New();
-        if (!in->global || !in->callbacks) { *rc = -4; cmp_close(in); return 0; }
-        if (set_global(in->callbacks)) {
-            *rc = -5; cmp_close(in); return 0; }
+        if (!in->callbacks) FAIL(AT_MEMORY, -1, -3);
+        if (set_global(in->callbacks)) FAIL(AT_CALLBACKS, -1, -5);
     } else {
         in->callbacks = p_EvtReaderCallbacks_New();
-        if (!in->callbacks) { *rc = -4; cmp_close(in); return 0; }
-        if (set_local(in->callbacks)) {
-            *rc = -5; cmp_close(in); return 0; }
+        if (!in->callbacks) FAIL(AT_MEMORY, -1, -3);
+        if (set_local(in->callbacks)) FAIL(AT_CALLBACKS, -1, -5);
     }
     return in;
 }

@@ -68,7 +68,10 @@ import numpy as np
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator
 from compensate.formats.fields import Fields, enum_names
-from compensate.formats.otf2.library import _diagnostics, _library_errors, damage_hint
+from compensate.formats.otf2.failures import open_failure, otf2_reason
+from compensate.formats.otf2.failures import raise_code as _raise
+from compensate.formats.otf2.integrity import ARG_REF_KINDS, InputChecks
+from compensate.formats.otf2.library import _capture_diagnostics, _library_errors, damage_hint
 from compensate.formats.otf2.nativerecords import Partitioned, rma_fields
 from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
 from compensate.model import (
@@ -155,9 +158,10 @@ class _Library:
         self.dll = dll
         dll.cmp_open.restype = ctypes.c_void_p
         dll.cmp_open.argtypes = [ctypes.c_char_p, _u64p, ctypes.c_uint64, ctypes.c_int,
-                                 ctypes.POINTER(ctypes.c_int)]
+                                 ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+                                 ctypes.POINTER(ctypes.c_int64)]
         dll.cmp_close.argtypes = [ctypes.c_void_p]
-        dll.cmp_close.restype = None
+        dll.cmp_close.restype = ctypes.c_int
         dll.cmp_read.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Pass1)]
         dll.cmp_copy.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(_Pass2)]
         dll.cmp_release.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
@@ -265,25 +269,19 @@ def available() -> bool:
 
 
 def _open(lib: _Library, path: str, locations: np.ndarray, global_reader: bool) -> int:
-    rc = ctypes.c_int(0)
+    """Open the archive ``path`` for the C path (every OTF2 return code checked,
+    gen_native's cmp_open); a failure is a TraceError naming the file concerned,
+    the location and the reason in words (:func:`~compensate.formats.otf2.
+    failures.open_failure`)."""
+    rc, stage, at = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int64(-1)
     with _library_errors(path, "cannot read OTF2 archive",  # OTF2's diagnostics: one line
                          events=locations.tolist()):
         handle = lib.dll.cmp_open(path.encode(), locations.ctypes.data_as(_u64p),
-                                  len(locations), int(global_reader), ctypes.byref(rc))
+                                  len(locations), int(global_reader), ctypes.byref(rc),
+                                  ctypes.byref(stage), ctypes.byref(at))
         if not handle:
-            _raise(rc.value, path, "cannot read OTF2 archive")
+            raise open_failure(path, locations, rc.value, stage.value, at.value)
     return handle
-
-
-def _raise(rc: int, path: str, action: str) -> None:
-    """Raise what the ``otf2`` package raises for a failed call (turned into a
-    one-line TraceError by the caller's library_errors), or a TraceError."""
-    import _otf2
-    if rc > 0:
-        _otf2.HandleErrorCode(_otf2.ErrorCode(rc))
-    if _diagnostics:  # what OTF2 printed meanwhile: "File or directory does not exist: ..."
-        raise TraceError(f"{action}: {_diagnostics[0][1]}", source=path)
-    raise TraceError(f"{action}: the OTF2 C path failed ({rc})", source=path)
 
 
 def library_read(path: str, locations: tuple[int, ...]) -> int:
@@ -365,7 +363,11 @@ class NativeChunks(ChunkIterator):
         self.limit = chunk_records
         self._cap = min(chunk_records or (1 << 18), 1 << 18)
         self._bufs = _buffers(self._cap)
-        self._p1 = _pass1(self._lib, self._bufs, self._cap, self._lib.store)
+        # the input checked against itself (integrity.py), its references kept by C
+        self._checks = InputChecks(registry, path) if registry is not None else None
+        self._store = self._lib.store | np.array(
+            [int(code) in ARG_REF_KINDS for code in self._lib.code], np.uint8)
+        self._p1 = _pass1(self._lib, self._bufs, self._cap, self._store)
         #: the reference of the per-record overhead attribute (ATTRIBUTE), if
         #: the archive defines it: then every record's attribute list is kept
         self._own = next((int(a._ref) for a in getattr(registry, "attributes", ())
@@ -398,6 +400,8 @@ class NativeChunks(ChunkIterator):
 
     def _read(self) -> dict[int, Events]:
         if self._done:
+            if self._checks is not None:  # the end: every location's count is known
+                self._checks.counts(self.count)
             return {}
         want = self.limit
         if want is not None and want <= self._cap:  # one block: no copy of the buffers
@@ -425,6 +429,8 @@ class NativeChunks(ChunkIterator):
         if unknown.size:
             raise TraceError("record of a location that is not defined", source=self.path,
                              location=int(loc[unknown[0]]))
+        if self._checks is not None:  # the input against itself (integrity.py)
+            self._checks.block(flat, self.count)
         k = k.astype(np.int16 if len(self._sorted) < 2**15 else np.int32)  # radix sort
         order = np.argsort(k, kind="stable")
         ks = k[order]
@@ -508,10 +514,15 @@ class NativeChunks(ChunkIterator):
                          index=self.count[ref] + bad)
 
     def _release(self) -> None:
+        """Close the input; a failing close after every record was read is a
+        TraceError (after a failure the first error stands)."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            with interrupt.shielded():
-                self._lib.dll.cmp_close(handle)
+            with interrupt.shielded(), _capture_diagnostics():
+                rc = self._lib.dll.cmp_close(handle)
+                if rc and self._done:
+                    raise TraceError(f"cannot close the OTF2 archive: {otf2_reason(rc)}",
+                                     source=self.path)
 
 
 class NativeCopier:

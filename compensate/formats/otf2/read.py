@@ -28,6 +28,7 @@ import compensate.insitu as insitu
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator, NoChunks, selected_locations
 from compensate.formats.otf2.columns import EventCollector, empty_events
+from compensate.formats.otf2.integrity import InputChecks, lenient_lookups
 from compensate.formats.otf2.library import (
     BATCH_EVENTS,
     Otf2Archive,
@@ -35,6 +36,7 @@ from compensate.formats.otf2.library import (
     _library_errors,
     check_file_ends,
 )
+from compensate.formats.otf2.limits import ensure_open_files
 from compensate.model import (
     LOCATION_GROUP_TYPES,
     LOCATION_TYPES,
@@ -191,6 +193,8 @@ class Otf2Chunks(ChunkIterator):
         self._locations = locations  # None: every location
         order = definitions.otf2.location_order if locations is None else locations
         self._collector = EventCollector(order, path)
+        self._checks = InputChecks(reader.definitions, path)  # the input against itself
+        lenient_lookups(reader.definitions)  # an undefined reference: refused by the checks
 
     def _read(self) -> dict[int, Events]:
         selected = self._collector.order
@@ -202,12 +206,14 @@ class Otf2Chunks(ChunkIterator):
                         registry = self._reader.definitions.locations
                         events = events([registry[ref] for ref in self._locations])
                     self._pairs = chain.from_iterable(_batches(iter(events)))
-                return self._collector.chunk(self._pairs, self.chunk_records)
+                chunk = self._collector.chunk(self._pairs, self.chunk_records)
         except TraceError as exc:
             if exc.location is not None and exc.record is None:  # a record's callback failed
                 exc.update(record=self._collector.failed_index(exc.location,
                                                                self._buffered(exc.location)))
             raise
+        self._checks.read(chunk, self._collector.count, payload=True)
+        return chunk
 
     def _buffered(self, ref: int) -> int:
         """Records of location ``ref`` the ``otf2`` reader delivered in the batch
@@ -271,6 +277,12 @@ def read_otf2_chunks(path: str, chunk_records: int | None, *, payload: bool = Tr
         selection = selected_locations(definitions.otf2.location_order, locations, path)
         check_file_ends(path, definitions.otf2.location_order if selection is None
                         else selection)
+    except BaseException:
+        reader.close()
+        raise
+    try:  # one open event file per location read (limits.py)
+        ensure_open_files(path, len(definitions.otf2.location_order if selection is None
+                                    else selection))
     except BaseException:
         reader.close()
         raise
