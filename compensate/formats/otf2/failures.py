@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from compensate.formats.otf2.library import _diagnostics
+from compensate.formats.otf2.diagnostics import _diagnostics, code_words
 from compensate.model import TraceError
 
 __all__ = ["open_failure", "otf2_reason", "raise_code"]
@@ -22,28 +22,35 @@ _STAGES = {
     2: ("anchor", "cannot read the global definitions"),
     3: ("anchor", "cannot select the location for reading"),
     4: ("anchor", "cannot open the local definition files"),
-    5: ("def", "cannot read the location's local definitions"),
+    5: ("def", "cannot be read"),
     6: ("anchor", "cannot close the local definition files"),
     7: ("anchor", "cannot open the event files"),
-    8: ("evt", "cannot open the location's event file"),
+    8: ("evt", "cannot be read"),
     9: ("anchor", "cannot open the global event reader"),
     10: ("anchor", "cannot register the C path's callbacks"),
     11: ("anchor", "out of memory"),
 }
+
+#: what a location's file is called in a message, by its kind
+_FILE_NAMES = {"def": "local definition file", "evt": "event file"}
 
 
 def open_failure(path: str, locations: np.ndarray, rc: int, stage: int, at: int
                  ) -> TraceError:
     """The TraceError for a failed ``cmp_open`` of the archive ``path`` (``rc``
     the OTF2 error code, negative: no handle; ``stage`` what it was doing; ``at``
-    the index into ``locations`` of the location concerned, -1: none): naming the
-    location's ``.def`` or ``.evt`` file where the failure is one of them."""
+    the index into ``locations`` of the location concerned, -1: none). A location's
+    file is named as the ``otf2`` package's path names it (``location 2, record 0:
+    its event file traces/2.evt cannot be read: ...``; record 0 for an event file:
+    none of its records can be read)."""
     kind, action = _STAGES.get(stage, ("anchor", "cannot read OTF2 archive"))
     loc = int(locations[at]) if 0 <= at < len(locations) else None
-    source = path
-    if loc is not None and kind in ("def", "evt"):
-        source = os.path.join(os.path.splitext(path)[0], f"{loc}.{kind}")
-    return TraceError(f"{action}: {otf2_reason(rc)}", source=source, location=loc)
+    if loc is None or kind not in _FILE_NAMES:
+        return TraceError(f"{action}: {otf2_reason(rc)}", source=path, location=loc)
+    name = f"{os.path.basename(os.path.splitext(path)[0])}/{loc}.{kind}"
+    reason = code_words(*_diagnostics[0]) if _diagnostics else otf2_reason(rc)
+    return TraceError(f"its {_FILE_NAMES[kind]} {name} {action}: {reason}", source=path,
+                      location=loc, index=0 if kind == "evt" else None)
 
 
 def otf2_reason(rc: int) -> str:

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define NKINDS 83
 #define MAX_ARGS 8
@@ -21,7 +22,7 @@
 #define OTF2_ERROR_INTERRUPTED_BY_CALLBACK 92
 typedef int OTF2_CallbackCode;
 
-const char* cmp_digest(void) { return "de027192b2806905"; }
+const char* cmp_digest(void) { return "f854422a41bb8374"; }
 int cmp_nkinds(void) { return NKINDS; }
 int cmp_max_args(void) { return MAX_ARGS; }
 int cmp_max_attrs(void) { return MAX_ATTRS; }
@@ -2399,7 +2400,8 @@ int cmp_close(Input* in) {
 }
 
 /* Whether location ``loc`` of the archive ``anchor`` has a local definition
- * file: GetDefReader gives no reader both for a missing one (legal: no local
+ * file that is not empty (an empty one is read as none, as otf2-print reads it):
+ * GetDefReader gives no reader both for a missing one (legal: no local
  * definitions) and for one it cannot open (e.g. too many open files), which
  * must not pass for the former. */
 static int def_file_exists(const char* anchor, uint64_t loc) {
@@ -2408,7 +2410,9 @@ static int def_file_exists(const char* anchor, uint64_t loc) {
     if (n > 5 && strcmp(anchor + n - 5, ".otf2") == 0) n -= 5;
     if (n > 4000) return 1;
     snprintf(buf, sizeof buf, "%.*s/%llu.def", (int)n, anchor, (unsigned long long)loc);
-    return access(buf, F_OK) == 0 || errno != ENOENT;
+    struct stat st;
+    if (stat(buf, &st) == 0) return st.st_size > 0;  /* empty: none, as for otf2-print */
+    return errno != ENOENT;
 }
 
 /* What cmp_open was doing when it failed (*stage; *at: the index into locs of

@@ -117,7 +117,7 @@ def test_a_truncated_local_definition_file_is_refused_naming_it(tmp_path, capsys
     status, err = run(src / "traces.otf2", out, capsys)
     assert status == 3
     assert len(err.splitlines()) == 1
-    assert "This is no chunk header!" in err
+    assert "location 0: its local definition file traces/0.def is cut short" in err
     assert "Error:" not in err and "Traceback" not in err  # no exception name
     assert not out.parent.exists()
 
@@ -129,13 +129,16 @@ def test_the_c_path_names_the_damaged_local_definition_file(tmp_path, capsys, mo
     src = tmp_path / "in"
     shutil.copytree(JACOBI, src)
     damaged = src / "traces" / "4294967296.def"
-    damaged.write_bytes(damaged.read_bytes()[:6000])
+    data = bytearray(damaged.read_bytes())
+    data[100:6000] = bytes(5900)  # (its end-of-file record kept: the library reads it)
+    damaged.write_bytes(bytes(data))
     out = tmp_path / "out" / "traces.otf2"
     status, err = run(src / "traces.otf2", out, capsys)
     assert status == 3
-    assert err == (f"compensate: error: {damaged}: location 4294967296: cannot read the "
-                   "location's local definitions: Invalid or inconsistent record data: "
-                   "This is no chunk header!")
+    # (what the library says of the zeroed bytes depends on its buffers' earlier use)
+    assert err.startswith(f"compensate: error: {src / 'traces.otf2'}: location 4294967296: "
+                          "its local definition file traces/4294967296.def cannot be read: ")
+    assert "(the OTF2 library: " in err and len(err.splitlines()) == 1
 
 
 # --- 2. undefined references ---------------------------------------------------------
