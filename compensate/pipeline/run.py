@@ -20,6 +20,7 @@ import numpy as np
 import compensate.pipeline.totals as totals
 from compensate.engine import Stats
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
+from compensate.engine.span import check_span
 from compensate.matching import Matching, match
 from compensate.model import Definitions, Events, Trace
 from compensate.pipeline.context import Segmenter
@@ -188,6 +189,8 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
         start = min(int(ev.time[0]) for ev in seg.values())
         if sg.t0 is None:
             sg.t0 = start
+        if options.bound != "none":  # (a copy computes nothing: exact at any span)
+            check_span(seg, sg.t0, defs.timer_resolution, source, sg.done)
         if advance is not None:
             advance(sg.watermark(cutter, seg, start))
         if not _stream_segment(sg, seg, n_seg, WHOLE, platform, eopts, run, write):
