@@ -160,3 +160,39 @@ def test_the_fit_observes_the_same_transfers_near_2_to_62(program):
     np.testing.assert_array_equal(got.sizes, ref.sizes)
     np.testing.assert_array_equal(got.seconds, ref.seconds)
     assert (got.p2p, got.collective, got.rma) == (ref.p2p, ref.collective, ref.rma)
+
+
+@pytest.mark.parametrize("suffix", ["trace", "otf2"])
+def test_the_command_near_2_to_62_and_beyond_2_to_52(tmp_path, suffix):
+    """The command, streamed and --in-memory, on a text trace and an OTF2 archive
+    written near 2^62: its output is the output of the trace at 0, shifted; a span
+    of 2^53 + 1,000 ticks: exit 3, one line, nothing written."""
+    from compensate.formats import write_trace
+    from tests.inprocess import run_compensate
+
+    trace = read_trace(CASES_DIR / "r5_gather.trace")
+
+    def written(t: Trace, name: str) -> str:
+        path = tmp_path / name / "traces.otf2" if suffix == "otf2" else tmp_path / f"{name}.trace"
+        write_trace(t, str(path))
+        return str(path)
+
+    near, far = written(trace, "near"), written(shifted(trace, SHIFT), "far")
+    for mode in ([], ["--in-memory"]):
+        outs = []
+        for src in (near, far):
+            out = tmp_path / f"out{len(outs)}{''.join(mode)}.trace"
+            proc = run_compensate(src, out, "--overhead", "100ns", "--quiet", *mode)
+            assert proc.returncode == 0, proc.stderr
+            outs.append(read_trace(out))
+        for loc, ev in outs[0].events.items():
+            np.testing.assert_array_equal(outs[1].events[loc].time - SHIFT, ev.time)
+    beyond = written(two_locations(2 ** 53 + 1000), "beyond")
+    for mode in ([], ["--in-memory"]):
+        out = tmp_path / "refused.trace"
+        proc = run_compensate(beyond, out, "--overhead", "100ns", *mode)
+        assert proc.returncode == 3, proc.stderr
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and "location 1, record 2: timestamp" in lines[0]
+        assert "9,007,199,254,741,992 ticks (9.0072e+06 s at 1e+09 ticks/s)" in lines[0]
+        assert not out.exists()
