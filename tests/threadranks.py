@@ -12,6 +12,7 @@ over MPI (:class:`compensate.parallel.transport.MpiTransport`); nothing in
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -41,19 +42,24 @@ class _Shared:
         self.waves: dict[int, list] = {}
         self.cond = threading.Condition()
         self.aborted = False
+        # per rank: when it last called the transport, and whether it waits in it now
+        # (a waiting rank answers, as an MPI rank answers pings in its wait loops)
+        self.seen = [time.monotonic()] * size
+        self.waiting = [False] * size
 
     def abort(self) -> None:
         """A rank failed: wake every rank that waits (they raise)."""
+        self.aborted = True  # (before the barrier breaks: a waiter tells failure from stall)
         self.barrier.abort()
         with self.cond:
-            self.aborted = True
             self.cond.notify_all()
 
 
 class _ThreadWave(Wave):
     def __init__(self, t: ThreadTransport, values: np.ndarray) -> None:
         t.traffic.waves += 1
-        sh, self._sh = t.shared, t.shared
+        sh, self._sh, self._t = t.shared, t.shared, t
+        t.beat()
         self._n = t._waves
         t._waves += 1
         with sh.cond:
@@ -81,28 +87,64 @@ class _ThreadWave(Wave):
 
     def wait(self) -> np.ndarray:
         if self.result is None:
-            sh = self._sh
-            with sh.cond:
+            sh, t = self._sh, self._t
+            with sh.cond, t.waiting_in():
                 if not sh.cond.wait_for(lambda: sh.aborted or self._done(),
-                                        timeout=BARRIER_TIMEOUT) or sh.aborted:
-                    raise threading.BrokenBarrierError
+                                        timeout=t.limit()) or sh.aborted:
+                    raise t.broken("a wave of the replay")
         return self.result
 
 
 class ThreadTransport(Transport):
     """One of ``size`` ranks that are threads of this process (tests, no MPI)."""
 
-    def __init__(self, shared: _Shared, rank: int) -> None:
+    def __init__(self, shared: _Shared, rank: int, timeout: float | None = None) -> None:
         self.shared, self.rank, self.size = shared, rank, shared.size
         self.traffic = Traffic()
         self._waves = 0  # the waves this rank started (their number)
+        self.timeout = timeout
+
+    # -- the deadline (Transport.timeout): a stalled rank is one that neither called
+    # the transport for ``timeout`` seconds nor waits in it ---------------------------
+    def beat(self) -> None:
+        self.shared.seen[self.rank] = time.monotonic()
+
+    def limit(self) -> float:
+        return BARRIER_TIMEOUT if self.timeout is None else self.timeout
+
+    @contextlib.contextmanager
+    def waiting_in(self):
+        sh = self.shared
+        self.beat()
+        sh.waiting[self.rank] = True
+        try:
+            yield
+        finally:
+            sh.waiting[self.rank] = False
+            self.beat()
+
+    def silent_ranks(self) -> list[int]:
+        sh, now = self.shared, time.monotonic()
+        return [r for r in range(self.size) if r != self.rank and not sh.waiting[r]
+                and now - sh.seen[r] >= self.limit()]
+
+    def broken(self, what: str) -> BaseException:
+        """The error of a wait that ended without its answer: a failed rank's
+        (BrokenBarrierError), or with ``timeout`` set, RankStalled."""
+        if self.timeout is None or self.shared.aborted:
+            return threading.BrokenBarrierError()
+        return self.stalled(what)
 
     def _exchange(self, item: Any) -> list[Any]:
         sh = self.shared
         sh.slots[self.rank] = item
-        sh.barrier.wait()
-        got = list(sh.slots)
-        sh.barrier.wait()  # everybody has read before the slots are reused
+        with self.waiting_in():
+            try:
+                sh.barrier.wait(timeout=self.timeout)
+                got = list(sh.slots)
+                sh.barrier.wait(timeout=self.timeout)  # all read before the slots are reused
+            except threading.BrokenBarrierError:
+                raise self.broken("a collective call") from None
         return got
 
     def alltoall(self, items: list[Any]) -> list[Any]:
@@ -141,6 +183,7 @@ class ThreadTransport(Transport):
 
     # -- point to point (a message is a copy put in the destination's mail) ---------
     def isend_array(self, dest: int, buf: np.ndarray) -> Any:
+        self.beat()
         self.count_message(buf)
         sh = self.shared
         with sh.cond:
@@ -149,6 +192,7 @@ class ThreadTransport(Transport):
         return None
 
     def poll_arrays(self) -> list[tuple[int, np.ndarray]]:
+        self.beat()
         sh = self.shared
         with sh.cond:
             mail = sh.mail[self.rank]
@@ -160,12 +204,12 @@ class ThreadTransport(Transport):
                      timeout: float | None = None) -> tuple[int, np.ndarray] | None:
         sh = self.shared
         mail = sh.mail[self.rank]
-        with sh.cond:
+        with sh.cond, self.waiting_in():
             ok = sh.cond.wait_for(lambda: sh.aborted or bool(mail) or (
                 wave is not None and (wave.result is not None or wave._done())),
-                timeout=BARRIER_TIMEOUT if timeout is None else timeout)
-            if sh.aborted or (not ok and timeout is None):
-                raise threading.BrokenBarrierError
+                timeout=self.limit() if timeout is None else min(timeout, self.limit()))
+            if sh.aborted or (not ok and (timeout is None or timeout > self.limit())):
+                raise self.broken("the replay's messages")
             return mail.popleft() if mail else None
 
     def wait_sends(self, requests: list[Any]) -> None:
@@ -174,11 +218,11 @@ class ThreadTransport(Transport):
     def recv_array(self, source: int) -> np.ndarray:
         sh = self.shared
         mail = sh.mail[self.rank]
-        with sh.cond:
+        with sh.cond, self.waiting_in():
             def there() -> bool:
                 return sh.aborted or any(src == source for src, _ in mail)
-            if not sh.cond.wait_for(there, timeout=BARRIER_TIMEOUT) or sh.aborted:
-                raise threading.BrokenBarrierError
+            if not sh.cond.wait_for(there, timeout=self.limit()) or sh.aborted:
+                raise self.broken("a replay message")
             i = next(i for i, (src, _) in enumerate(mail) if src == source)
             buf = mail[i][1]
             del mail[i]
@@ -188,17 +232,18 @@ class ThreadTransport(Transport):
         return _ThreadWave(self, np.asarray(values, dtype=np.int64))
 
 
-def run_threads(size: int, body: Callable[[Transport], Any]) -> list[Any]:
+def run_threads(size: int, body: Callable[[Transport], Any],
+                timeout: float | None = None) -> list[Any]:
     """Run ``body(transport)`` on ``size`` thread ranks; their results by rank. An
     exception escaping a rank breaks the barrier (the others fail instead of waiting)
-    and is re-raised here."""
+    and is re-raised here. ``timeout``: the transports' deadline (RankStalled)."""
     shared = _Shared(size)
     results: list[Any] = [None] * size
     errors: list[BaseException | None] = [None] * size
 
     def main(rank: int) -> None:
         try:
-            results[rank] = body(ThreadTransport(shared, rank))
+            results[rank] = body(ThreadTransport(shared, rank, timeout))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             errors[rank] = exc
             shared.abort()

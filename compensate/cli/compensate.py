@@ -50,6 +50,7 @@ from compensate.formats import (
 from compensate.formats.otf2.library import marker_count
 from compensate.formats.paths import OutputLock
 from compensate.gcpause import gc_paused
+from compensate.parallel.timeout import DEFAULT_RANK_TIMEOUT, rank_timeout
 from compensate.pipeline import Outcome, Run, RunOptions, decide, fit_pass, in_memory, streamed
 from compensate.pipeline.options import Job
 from compensate.pipeline.outcome import EXIT_OVERCOMPENSATED, EXIT_VERIFY
@@ -131,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run distributed over MPI (mpiexec -n P compensate ...; found "
                         "without it when an MPI launcher started more than one rank; "
                         "needs the [mpi] extra; docs/parallel.md)")
+    p.add_argument("--rank-timeout", metavar="SECONDS", type=rank_timeout,
+                   default=DEFAULT_RANK_TIMEOUT,
+                   help="distributed run: end the job (exit 3, nothing written) when "
+                        "no rank made progress for SECONDS, naming the ranks that did "
+                        f"not answer (default {DEFAULT_RANK_TIMEOUT:g}; 0: wait forever)")
     p.add_argument("--version", action="version", version=f"compensate {__version__}")
     return p
 
@@ -283,7 +289,7 @@ def _run(argv: list[str] | None) -> int:
         if not parallel.available():
             raise _Usage("--mpi needs mpi4py: pip install 'compensate[mpi]'", synopsis=False)
         job = Job(str(args.input), str(args.output), run_options(args), platform,
-                  args.in_memory)
+                  args.in_memory, args.rank_timeout or None)
         return parallel.run_parallel(
             job, lambda: _Outputs(args, target, in_parts=True),
             lambda outputs, run, seconds, extra, write: finish(

@@ -33,6 +33,9 @@ def failure_status(prog: str, exc: BaseException) -> int:
     from the ``except`` clause that caught ``exc``: an error an interrupt caused is
     re-raised as the interrupt, and a debug run or a non-Exception re-raises ``exc``."""
     interrupt.check()
+    if isinstance(exc, MemoryError):  # outside the run's own guard: the same one line
+        from compensate.pipeline.memory import out_of_memory
+        exc = out_of_memory(exc)
     if isinstance(exc, Refusal):  # TraceError, PlatformError, OutputError
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -325,17 +325,20 @@ class _Columns:
 
 
 def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
-    """Concatenate every location's times, with overheads and copies applied."""
+    """Concatenate every location's times, with overheads and copies applied, in
+    float ticks from the trace's earliest timestamp (only differences are read; an
+    absolute timestamp near 2^62 would lose the low ten bits in a float64)."""
     defs = trace.definitions
     res = float(defs.timer_resolution)
+    origin = min((int(ev.time[0]) for ev in trace.events.values() if len(ev)), default=0)
     offsets, times, after, free = {}, [], [], []
     n = 0
     for loc, ev in trace.events.items():
         offsets[loc] = n
         n += len(ev)
-        t = ev.time.astype(np.float64)
+        t = (ev.time - origin).astype(np.float64)
         # a flush's own overhead counts from its end (its duration: its stop time)
-        a = np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time).astype(np.float64)
+        a = (np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time) - origin).astype(np.float64)
         a += record_overheads(platform, defs, loc, ev, flushes=False)
         sends = np.flatnonzero(np.isin(ev.kind, _EAGER_SENDS))
         f = a.copy()

@@ -39,6 +39,7 @@ from compensate.engine.rules import (
     Ref,
 )
 from compensate.engine.runsums import segmented_cumsum
+from compensate.engine.span import check_span
 from compensate.matching import (
     Matching,
 )
@@ -85,6 +86,7 @@ class Graph:
         self.total = int(lengths.sum())
         self.t0 = min((int(e.time[0]) for e in self.evs if len(e)), default=0) \
             if t0 is None else int(t0)
+        check_span(trace.events, self.t0, res, trace.source)  # float64 ticks stay exact
         #: per location position: another rank's location (the distributed run,
         #: docs/parallel.md), never evaluated; its only anchors are its first record
         #: and the records this rank's rules read (:meth:`set_rules`)

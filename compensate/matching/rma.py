@@ -512,9 +512,11 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
         also[link.recv].update(link.also)
     ev = trace.events
     wanted = None if receivers is None else set(receivers)
+    # ticks from the earliest timestamp: an absolute one near 2^62 is not exact in float64
+    origin = min((int(e.time[0]) for e in ev.values() if len(e)), default=0)
 
     def free(loc: int, i: int) -> float:
-        return float(ev[loc].time[i]) + float(overhead_ticks[ev[loc].kind[i]])
+        return float(int(ev[loc].time[i]) - origin) + float(overhead_ticks[ev[loc].kind[i]])
 
     sizes: list[int] = []
     nets: list[float] = []
@@ -528,7 +530,7 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
         others = [free(*a) for a in also[(loc, i)]]
         j = max(range(len(frees)), key=frees.__getitem__)
         kind, _, size = senders[j]
-        r_m = float(ev[loc].time[i])
+        r_m = float(int(ev[loc].time[i]) - origin)
         _, observed = was_observed(kind, frees[j], max(frees + others), free(loc, i - 1), r_m,
                                    copy_ticks(size))
         if kind not in ("transfer", "post", "complete") or not observed \

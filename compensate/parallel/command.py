@@ -81,6 +81,33 @@ def abort_if_stranded(status: int) -> int:
     return status
 
 
+def end_stalled(transport, exc: Exception) -> None:
+    """End the MPI job after ``exc`` (:class:`~compensate.parallel.transport.RankStalled`):
+    the lowest rank that answered prints the one line (rank 0, unless it is silent:
+    then on this rank's own stderr descriptor) and aborts the job with status 3;
+    the other waiting ranks leave it that rank's abort (or abort themselves after
+    a grace period), so that the line is printed before the job is killed."""
+    import time
+
+    from mpi4py import MPI
+
+    from compensate.parallel.driver import describe
+
+    status, line = describe(exc)
+    silent = set(getattr(exc, "ranks", ()))
+    reporter = min(r for r in range(transport.size) if r not in silent)
+    if transport.rank == reporter:
+        os.write(2, (line + "\n").encode())
+    else:
+        time.sleep(STALL_GRACE)
+    MPI.COMM_WORLD.Abort(status)
+
+
+#: seconds a waiting rank that does not report a stall leaves the reporter to print
+#: and abort the job
+STALL_GRACE = 10.0
+
+
 def run_parallel(job: Job, make_outputs: Callable, finish: Callable) -> int:
     """The distributed run of the command's ``job``. ``make_outputs()`` creates rank
     0's outputs before the work (their ``parts_tmp``: the temporary output of
@@ -90,7 +117,7 @@ def run_parallel(job: Job, make_outputs: Callable, finish: Callable) -> int:
     the output is to be written, and returns the exit status."""
     from compensate.parallel.transport import MpiTransport
 
-    transport = MpiTransport()
+    transport = MpiTransport(job.rank_timeout)
     global _completed
     with interrupt.deferred():  # a signal is only recorded: the ranks stop together
         status = _run(transport, job, make_outputs, finish)
@@ -298,15 +325,17 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
 
     from compensate.formats import format_of, parts
     from compensate.parallel.driver import RankFailed, agreed, describe, run_rank
+    from compensate.parallel.transport import RankStalled
 
     status, line = 0, None
     outputs = streamed = None
+    made: list = []  # rank 0's outputs, as soon as they exist
     #: rank 0 still owes the others its decision (write, skip, or its failure)
     deciding = False
     try:
         t_start = time.monotonic()
-        if transport.rank == 0:
-            outputs = agreed(transport, make_outputs)
+        if transport.rank == 0:  # (kept before the agreement: a stall there discards it)
+            outputs = agreed(transport, lambda: made.append(make_outputs()) or made[0])
         else:
             agreed(transport, lambda: None)
         # the temporary output every rank writes its part into (rank 0 made it)
@@ -371,6 +400,10 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
                 raise RankFailed(0, decision[1], decision[2])
             if decision[0] == "write":
                 write_part()
+    except RankStalled as exc:  # no agreement with a rank that does not answer
+        for made_outputs in made:
+            made_outputs.discard()
+        end_stalled(transport, exc)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line from rank 0,
         # the same status everywhere
         if os.environ.get("COMPENSATE_DEBUG") and transport.rank == 0:

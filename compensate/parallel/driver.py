@@ -38,12 +38,13 @@ from typing import Any
 import numpy as np
 
 import compensate.interrupt as interrupt
+from compensate.errors import Refusal
 from compensate.matching import match
 from compensate.model import Trace, TraceError
 from compensate.parallel.exchange import Exchange, RemoteFailure
 from compensate.parallel.ownership import owners
 from compensate.parallel.share import RankShare
-from compensate.parallel.transport import Transport
+from compensate.parallel.transport import RankStalled, Transport
 from compensate.pipeline.options import RunOptions
 from compensate.pipeline.run import Run
 from compensate.pipeline.segment import Segment, run_segment
@@ -75,6 +76,11 @@ def describe(exc: BaseException, prog: str = "compensate") -> tuple[int, str]:
         return FALLBACK, f"{prog}: cannot stream ({exc})"
     if isinstance(exc, RankFailed):
         return exc.status, exc.line
+    if isinstance(exc, MemoryError):  # (the one-process run's line)
+        from compensate.pipeline.memory import out_of_memory
+        exc = out_of_memory(exc)
+    if isinstance(exc, (RankStalled, Refusal)):
+        return EXIT_INPUT, f"{prog}: error: {exc}"
     if isinstance(exc, KeyboardInterrupt):  # SIGINT/SIGTERM (compensate.interrupt)
         signum = getattr(exc, "signum", signal.SIGINT)
         return (interrupt.exit_status(signum),
@@ -115,6 +121,8 @@ def agreed(transport: Transport, step: Any, *args: Any,
     the exchange's failure round first)."""
     try:
         out = step(*args)
+    except RankStalled:  # a rank that cannot answer cannot agree: the job ends
+        raise
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - every rank must hear of it
         if exchange is not None and not isinstance(exc, RemoteFailure):
             exchange.fail()

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers
+from compensate.engine.span import check_span
 from compensate.model import Definitions, Events, Trace
 from compensate.parallel.driver import FALLBACK, RankFailed, agreed
 from compensate.parallel.exchange import Exchange
@@ -213,6 +214,9 @@ class RankStream:
         run.largest_segment = max(run.largest_segment, records)
         if sg.t0 is None:
             sg.t0 = start
+        if self.engine_options.bound != "none":  # (a copy is exact at any span)
+            self._step(check_span, seg, sg.t0, self.defs.timer_resolution, self.source,
+                       sg.done)
         if advance is not None and firsts[t.rank] is not None and splitter is not None:
             advance(sg.watermark(splitter, seg, firsts[t.rank]))
         segment, own = self._step(self._views, seg)

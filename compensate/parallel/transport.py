@@ -31,6 +31,7 @@ to compute, so no rank waits in a collective step while it could work.
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from typing import Any
 
@@ -91,15 +92,43 @@ class Wave:
         raise NotImplementedError
 
 
+
+
+class RankStalled(Exception):
+    """No progress for ``seconds`` in ``what``: ``ranks`` did not answer (stopped,
+    e.g. by SIGSTOP, or hung). Not agreed between ranks (the silent ones cannot take
+    part): the command ends the job (:mod:`compensate.parallel.command`)."""
+
+    def __init__(self, ranks: list[int], seconds: float, what: str) -> None:
+        self.ranks, self.seconds, self.what = list(ranks), seconds, what
+        names = ", ".join(str(r) for r in self.ranks) or "unknown"
+        super().__init__(
+            f"rank(s) {names} did not answer for {seconds:g} s ({what}): stopped or hung; "
+            f"ending the job, nothing written (--rank-timeout SECONDS, 0: wait forever)")
+
+
 class Transport:
     """``rank`` of ``size`` ranks; every operation but the point-to-point ones
     (``isend_array``, ``poll_arrays``, ``wait_message``, ``wait_sends``) is
-    collective (all ranks call it in the same order; ``iallreduce_sum`` too)."""
+    collective (all ranks call it in the same order; ``iallreduce_sum`` too).
+
+    ``timeout`` (seconds, None: forever): a wait that sees no progress for that
+    long raises :class:`RankStalled` naming the ranks that do not answer
+    (:meth:`silent_ranks`)."""
 
     rank: int = 0
     size: int = 1
+    timeout: float | None = None
     #: this rank's collective calls so far (set by the implementations)
     traffic: Traffic
+
+    def silent_ranks(self) -> list[int]:
+        """The other ranks that do not answer now (default: all of them)."""
+        return [r for r in range(self.size) if r != self.rank]
+
+    def stalled(self, what: str) -> RankStalled:
+        """The error of a wait that saw no progress for ``timeout`` seconds."""
+        return RankStalled(self.silent_ranks(), float(self.timeout or 0.0), what)
 
     def alltoall(self, items: list[Any]) -> list[Any]:
         """Send ``items[r]`` to rank ``r``; return what each rank sent to this one."""
@@ -181,23 +210,105 @@ class Transport:
 class MpiTransport(Transport):
     """mpi4py's ``COMM_WORLD`` (imported only when a distributed run starts)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float | None = None) -> None:
         from mpi4py import MPI
 
         self.comm = MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.traffic = Traffic()
+        self.timeout = timeout or None
+        self._pongs: list[Any] = []  # answers to the other ranks' pings, in flight
+
+    # -- waiting with a deadline (``timeout``) ----------------------------------------
+    def wait(self, request: Any, what: str) -> None:
+        """Wait for the MPI request ``request`` (forever without ``timeout``; else
+        testing it, answering pings, until :class:`RankStalled`)."""
+        if self.timeout is None:
+            request.Wait()
+            return
+        self.wait_until(request.Test, what)
+
+    def wait_until(self, done: Any, what: str) -> None:
+        """Poll ``done()`` until it is True; RankStalled after ``timeout`` seconds."""
+        end = time.monotonic() + (self.timeout or 0.0)
+        while not done():
+            self._answer_pings()
+            if self.timeout is not None and time.monotonic() >= end:
+                raise self.stalled(what)
+            os.sched_yield()
+
+    def _answer_pings(self) -> None:
+        from mpi4py import MPI
+
+        status = MPI.Status()
+        while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=PING_TAG, status=status):
+            src = status.Get_source()
+            self.comm.recv(source=src, tag=PING_TAG)
+            self._pongs.append(self.comm.isend(self.rank, dest=src, tag=PONG_TAG))
+
+    def silent_ranks(self) -> list[int]:
+        """Ping every other rank and wait a few seconds for the answers (a waiting
+        rank answers in its wait loop): the ranks that gave none."""
+        from mpi4py import MPI
+
+        others = [r for r in range(self.size) if r != self.rank]
+        pings = [self.comm.isend(self.rank, dest=r, tag=PING_TAG) for r in others]
+        answered: set[int] = set()
+        status = MPI.Status()
+        end = time.monotonic() + min(PING_SECONDS, self.timeout or PING_SECONDS)
+        while len(answered) < len(others) and time.monotonic() < end:
+            self._answer_pings()
+            if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=PONG_TAG, status=status):
+                answered.add(int(self.comm.recv(source=status.Get_source(), tag=PONG_TAG)))
+            else:
+                time.sleep(0.001)
+        del pings  # (the job ends: never completed by a stopped rank)
+        return [r for r in others if r not in answered]
+
+    def _objects(self, blocks: list[bytes], what: str, to_all: bool) -> list[bytes]:
+        """Nonblocking exchange of pickled objects: ``blocks[r]`` to rank ``r``
+        (``to_all``: ``blocks[0]`` to every rank); the blocks each rank sent here."""
+        from mpi4py import MPI
+
+        size = self.size
+        lengths = np.array([len(b) for b in blocks], dtype=np.int64)
+        got = np.empty(size, dtype=np.int64)
+        if to_all:
+            self.wait(self.comm.Iallgather([lengths, MPI.INT64_T], [got, MPI.INT64_T]), what)
+            send = np.frombuffer(blocks[0], dtype=np.uint8)
+        else:
+            self.wait(self.comm.Ialltoall([lengths, MPI.INT64_T], [got, MPI.INT64_T]), what)
+            send = np.frombuffer(b"".join(blocks), dtype=np.uint8)
+        recv = np.empty(int(got.sum()), dtype=np.uint8)
+        rdispls = np.concatenate(([0], np.cumsum(got)[:-1])).tolist()
+        if to_all:
+            req = self.comm.Iallgatherv([send, MPI.BYTE],
+                                        [recv, (got.tolist(), rdispls), MPI.BYTE])
+        else:
+            displs = np.concatenate(([0], np.cumsum(lengths)[:-1])).tolist()
+            req = self.comm.Ialltoallv([send, (lengths.tolist(), displs), MPI.BYTE],
+                                       [recv, (got.tolist(), rdispls), MPI.BYTE])
+        self.wait(req, what)
+        return [recv[a:a + n].tobytes() for a, n in zip(rdispls, got.tolist(), strict=True)]
 
     def alltoall(self, items: list[Any]) -> list[Any]:
         nbytes, start = self.alltoall_bytes(items), time.perf_counter()
-        got = self.comm.alltoall(items)
+        if self.timeout is None:
+            got = self.comm.alltoall(items)
+        else:
+            blocks = [pickle.dumps(x, protocol=5) for x in items]
+            got = [pickle.loads(b) for b in self._objects(blocks, "alltoall", False)]
         self.count_call(nbytes, start)
         return got
 
     def allgather(self, item: Any) -> list[Any]:
         nbytes, start = payload_bytes(item) * (self.size - 1), time.perf_counter()
-        got = self.comm.allgather(item)
+        if self.timeout is None:
+            got = self.comm.allgather(item)
+        else:
+            block = pickle.dumps(item, protocol=5)
+            got = [pickle.loads(b) for b in self._objects([block], "allgather", True)]
         self.count_call(nbytes, start)
         return got
 
@@ -207,7 +318,11 @@ class MpiTransport(Transport):
         send = np.ascontiguousarray(send, dtype=np.int64)
         recv = np.empty_like(send)
         nbytes, start = self.array_bytes(send), time.perf_counter()
-        self.comm.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T])
+        if self.timeout is None:
+            self.comm.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T])
+        else:
+            self.wait(self.comm.Ialltoall([send, MPI.INT64_T], [recv, MPI.INT64_T]),
+                      "alltoall")
         self.count_call(nbytes, start)
         return recv
 
@@ -221,8 +336,12 @@ class MpiTransport(Transport):
         displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
         rdispls = np.concatenate(([0], np.cumsum(recv_counts)[:-1]))
         nbytes, start = self.array_bytes(send, counts), time.perf_counter()
-        self.comm.Alltoallv([send, (counts.tolist(), displs.tolist()), MPI.INT64_T],
-                            [recv, (recv_counts.tolist(), rdispls.tolist()), MPI.INT64_T])
+        bufs = ([send, (counts.tolist(), displs.tolist()), MPI.INT64_T],
+                [recv, (recv_counts.tolist(), rdispls.tolist()), MPI.INT64_T])
+        if self.timeout is None:
+            self.comm.Alltoallv(*bufs)
+        else:
+            self.wait(self.comm.Ialltoallv(*bufs), "alltoallv")
         self.count_call(nbytes, start)
         return recv
 
@@ -254,36 +373,54 @@ class MpiTransport(Transport):
         from mpi4py import MPI
 
         status = MPI.Status()
-        end = None if timeout is None else time.perf_counter() + timeout
+        now = time.perf_counter()
+        end = None if timeout is None else now + timeout
+        stall = None if self.timeout is None else now + self.timeout
         while True:  # (MPI has no wait for "a message or this request": poll both,
             # yielding the core between polls, which matters when ranks share cores)
             if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
                 return self._recv(status)
             if wave is not None and wave.test():
                 return None
-            if end is not None and time.perf_counter() >= end:
-                return None
+            if end is not None or stall is not None:
+                now = time.perf_counter()
+                if end is not None and now >= end:
+                    return None
+                if stall is not None:
+                    if now >= stall:
+                        raise self.stalled("the replay's messages")
+                    self._answer_pings()
             os.sched_yield()
 
     def wait_sends(self, requests: list[Any]) -> None:
         from mpi4py import MPI
 
-        if requests:
+        if requests and self.timeout is None:
             MPI.Request.Waitall(requests)
+        elif requests:
+            self.wait_until(lambda: MPI.Request.Testall(requests), "the replay's sends")
 
     def recv_array(self, source: int) -> np.ndarray:
         from mpi4py import MPI
 
         status = MPI.Status()
-        self.comm.Probe(source=source, tag=REPLAY_TAG, status=status)
+        if self.timeout is None:
+            self.comm.Probe(source=source, tag=REPLAY_TAG, status=status)
+        else:
+            self.wait_until(lambda: self.comm.Iprobe(source=source, tag=REPLAY_TAG,
+                                                     status=status), "a replay message")
         return self._recv(status)[1]
 
     def iallreduce_sum(self, values: np.ndarray) -> Wave:
         return _MpiWave(self, np.ascontiguousarray(values, dtype=np.int64))
 
 
-#: the tag of the replay's point-to-point messages (nothing else sends point to point)
+#: the tag of the replay's point-to-point messages (nothing else sends point to
+#: point but the pings of a stalled wait and their answers)
 REPLAY_TAG = 21
+PING_TAG, PONG_TAG = 22, 23
+#: seconds a stalled rank waits for the answers to its pings
+PING_SECONDS = 5.0
 
 
 class _MpiWave(Wave):
@@ -291,6 +428,7 @@ class _MpiWave(Wave):
         from mpi4py import MPI
 
         t.traffic.waves += 1
+        self._t = t
         self._send, self._recv = values, np.empty_like(values)
         self._req = t.comm.Iallreduce([self._send, MPI.INT64_T], [self._recv, MPI.INT64_T],
                                       op=MPI.SUM)
@@ -302,6 +440,6 @@ class _MpiWave(Wave):
 
     def wait(self) -> np.ndarray:
         if self.result is None:
-            self._req.Wait()
+            self._t.wait(self._req, "a wave of the replay")
             self.result = self._recv
         return self.result

@@ -1,11 +1,16 @@
 """The heap between segments: a streamed run's memory stays bounded by a segment
 only if what one segment freed is reused by the next or handed back (glibc's
-malloc; a no-op elsewhere)."""
+malloc; a no-op elsewhere); and running out of it: a MemoryError anywhere in a run
+becomes one pre-formatted line (:class:`OutOfMemory`, exit 3, docs/messages.md).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+from compensate.errors import Refusal
 
 #: Free heap memory (bytes) the process may keep between segments for the next
 #: one to reuse (:func:`release_memory`).
@@ -74,3 +79,56 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 #: Trimming after every segment instead makes the next segment fault all its
 #: memory in again; keeping some free heap avoids both (docs/performance.md).
 release_memory = libc_release(KEEP_FREE_HEAP)
+
+
+class OutOfMemory(Refusal):
+    """The run ran out of memory (a MemoryError): one line, nothing written."""
+
+
+#: what a run was doing when it ran out of memory, as the message says it
+DOING = ("matching", "fitting the network", "compensating", "streaming the trace",
+         "running")
+
+
+def _message(doing: str) -> str:
+    return (f"out of memory while {doing}; nothing written; try without --in-memory / "
+            f"with fewer records per segment (--segment-records)")
+
+
+#: the refusals, made before they are needed: building a message when the memory
+#: has run out could itself fail
+_REFUSALS = {doing: OutOfMemory(_message(doing)) for doing in DOING}
+
+#: memory held back from the start and let go when a MemoryError arrives, so that
+#: the cleanup (removing the temporary output) and the message have room
+RESERVE_BYTES = 16 << 20
+_reserve: list[bytearray] = []
+
+
+def reserve_memory() -> None:
+    """Hold :data:`RESERVE_BYTES` back for :func:`out_of_memory` (once)."""
+    if not _reserve:
+        with contextlib.suppress(MemoryError):
+            _reserve.append(bytearray(RESERVE_BYTES))
+
+
+def out_of_memory(exc: BaseException, doing: str = "running") -> OutOfMemory:
+    """The refusal for the MemoryError ``exc`` (its traceback let go: its frames
+    hold the arrays that filled the memory), with the reserve released."""
+    _reserve.clear()
+    exc.__traceback__ = None
+    exc.__context__ = None
+    refusal = _REFUSALS.get(doing, _REFUSALS["running"])
+    refusal.__traceback__ = None
+    return refusal
+
+
+@contextlib.contextmanager
+def memory_guard(doing: str) -> Iterator[None]:
+    """Turn a MemoryError inside the block into :class:`OutOfMemory` (``doing``: one
+    of :data:`DOING`, what the message says the run was doing)."""
+    reserve_memory()
+    try:
+        yield
+    except MemoryError as exc:
+        raise out_of_memory(exc, doing) from None

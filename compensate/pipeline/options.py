@@ -82,6 +82,8 @@ class Job:
     options: RunOptions
     platform: Platform | None = None
     in_memory: bool = False
+    #: the distributed run's ``--rank-timeout`` (seconds; None or 0: wait forever)
+    rank_timeout: float | None = None
 
 
 def _count(value: object) -> int:

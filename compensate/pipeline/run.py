@@ -20,11 +20,12 @@ import numpy as np
 import compensate.pipeline.totals as totals
 from compensate.engine import Stats
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
+from compensate.engine.span import check_span
 from compensate.matching import Matching, match
 from compensate.model import Definitions, Events, Trace
 from compensate.pipeline.context import Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
-from compensate.pipeline.memory import release_memory
+from compensate.pipeline.memory import memory_guard, release_memory
 from compensate.pipeline.options import RunOptions
 from compensate.pipeline.segment import (
     WHOLE,
@@ -89,17 +90,21 @@ def in_memory(trace: Trace, platform: Platform | None, options: RunOptions,
     hears what a long step is doing, ``progress`` the engine's records done."""
     if phase:
         phase(f"matching {trace.record_count:,} records ...")
-    matching = match(trace, eager_limit=options.eager_limit, strict=options.strict)
+    with memory_guard("matching"):  # (a MemoryError: one line, exit 3)
+        matching = match(trace, eager_limit=options.eager_limit, strict=options.strict)
     plat = platform or Platform(0.0)
     outcome = None
     if options.fits:  # R2f: fit the network to the observed transfers
         from compensate.engine.fit import try_fit
         if phase:
             phase("fitting the network to the observed transfers ...")
-        outcome = try_fit(trace, matching, plat)
-    result, _ = run_segment(Segment.whole(trace), WHOLE, plat, options.engine_options(outcome),
-                            None, lambda _: matching, progress)
-    return whole_run(trace, result, outcome)
+        with memory_guard("fitting the network"):
+            outcome = try_fit(trace, matching, plat)
+    with memory_guard("compensating"):
+        result, _ = run_segment(Segment.whole(trace), WHOLE, plat,
+                                options.engine_options(outcome), None, lambda _: matching,
+                                progress)
+        return whole_run(trace, result, outcome)
 
 
 def whole_run(trace: Trace, result: SegmentResult, outcome: FitOutcome | None) -> Run:
@@ -131,17 +136,18 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
     observed: list[Observations] = []
     t0: int | None = None
-    for seg, cut in _grouped(cutter, chunks, group):
-        if segments is not None:
-            segments.append((cut, sum(len(ev) for ev in seg.values())))
-        if t0 is None:  # the engine's origin of times (streamed's)
-            t0 = min(int(ev.time[0]) for ev in seg.values())
-        trace, mtrace, _ = sg.traces(seg)
-        matching = sg.match(mtrace)
-        observed.append(observe_transfers(trace, matching, platform, t0=t0))
-        sg.advance(seg, None, None, matching)
-        seg = trace = mtrace = matching = None
-        release_memory()
+    with memory_guard("fitting the network"):
+        for seg, cut in _grouped(cutter, chunks, group):
+            if segments is not None:
+                segments.append((cut, sum(len(ev) for ev in seg.values())))
+            if t0 is None:  # the engine's origin of times (streamed's)
+                t0 = min(int(ev.time[0]) for ev in seg.values())
+            trace, mtrace, _ = sg.traces(seg)
+            matching = sg.match(mtrace)
+            observed.append(observe_transfers(trace, matching, platform, t0=t0))
+            sg.advance(seg, None, None, matching)
+            seg = trace = mtrace = matching = None
+            release_memory()
     if cuts is not None:
         cuts[:] = cutter.attempts
     return outcome_of(Observations.concat(observed), 1.0 / defs.timer_resolution,
@@ -183,19 +189,22 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts)
     eopts = options.engine_options(outcome)
     run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0)
-    for seg in cut_segments(cutter, chunks):
-        n_seg = sum(len(ev) for ev in seg.values())
-        start = min(int(ev.time[0]) for ev in seg.values())
-        if sg.t0 is None:
-            sg.t0 = start
-        if advance is not None:
-            advance(sg.watermark(cutter, seg, start))
-        if not _stream_segment(sg, seg, n_seg, WHOLE, platform, eopts, run, write):
-            return run
-        seg = None  # this segment's arrays go before the freed heap is handed back
-        release_memory()
-        if progress:
-            progress(run.records)
+    with memory_guard("streaming the trace"):
+        for seg in cut_segments(cutter, chunks):
+            n_seg = sum(len(ev) for ev in seg.values())
+            start = min(int(ev.time[0]) for ev in seg.values())
+            if sg.t0 is None:
+                sg.t0 = start
+            if options.bound != "none":  # (a copy computes nothing: exact at any span)
+                check_span(seg, sg.t0, defs.timer_resolution, source, sg.done)
+            if advance is not None:
+                advance(sg.watermark(cutter, seg, start))
+            if not _stream_segment(sg, seg, n_seg, WHOLE, platform, eopts, run, write):
+                return run
+            seg = None  # this segment's arrays go before the freed heap is handed back
+            release_memory()
+            if progress:
+                progress(run.records)
     run.stats.records = run.records
     run.locations = run.stats.locations = len(defs.locations)  # as in memory: all defined
     run.nesting_first = sg.nesting_first
