@@ -24,9 +24,6 @@ from compensate.formats.otf2.diagnostics import (
 )
 from compensate.model import TraceError
 
-#: read every record (OTF2_UNDEFINED_UINT64 as a record count)
-_ALL_RECORDS = 0xFFFFFFFFFFFFFFFF
-
 _probe_lib: dict[str, Any] = {}
 
 #: one callback for every record kind: the OTF2 library reads (and checks) a
@@ -53,9 +50,12 @@ def _probe_calls() -> Any:
     return _probe_lib["lib"]
 
 
-def _count_records(evt: Any) -> tuple[int, int]:
+def _count_records(evt: Any, limit: int) -> tuple[int, int]:
     """(OTF2 error code, records read before it) of reading the local event reader
-    ``evt`` to its end, every record's fields read (:data:`_NO_OP`)."""
+    ``evt`` to its end, every record's fields read (:data:`_NO_OP`), at most
+    ``limit`` records: a cut file's last chunk is read on into whatever the
+    library's buffer holds, which may never end (a file of N bytes holds fewer
+    than N records)."""
     read, setters = _probe_calls()
     callbacks = _otf2.EvtReaderCallbacks_New()
     try:
@@ -65,8 +65,15 @@ def _count_records(evt: Any) -> tuple[int, int]:
     finally:
         _otf2.EvtReaderCallbacks_Delete(callbacks)
     count = ctypes.c_uint64(0)
-    rc = read(ctypes.cast(evt, ctypes.c_void_p), _ALL_RECORDS, ctypes.byref(count))
+    rc = read(ctypes.cast(evt, ctypes.c_void_p), limit, ctypes.byref(count))
     return int(rc), int(count.value)
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 @dataclass
@@ -103,7 +110,8 @@ def _probe(anchor: str, ref: int) -> Damage | None:
                               f"read: {_probe_words(exc, start)}")
         _otf2.Reader_OpenEvtFiles(reader)
         try:
-            rc, count = _count_records(_otf2.Reader_GetEvtReader(reader, ref))
+            rc, count = _count_records(_otf2.Reader_GetEvtReader(reader, ref),
+                                       _file_size(os.path.join(folder, f"{ref}.evt")))
         except _otf2.Error as exc:  # (a missing file: no reader)
             return Damage(ref, 0, f"its event file {base}/{ref}.evt cannot be read: "
                           f"{_probe_words(exc, start)}")
