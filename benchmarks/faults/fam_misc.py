@@ -191,7 +191,7 @@ def fuzz_run(ctx: Ctx, what: str, flags, ref, expect: str, d: Path,
     proc = run(ctx.compensate(damage.MONTECARLO, out, "--quiet", *over, *plat,
                               *map(str, flags)), ctx.env(), timeout or ctx.timeout,
                preexec=rlimit(resource.RLIMIT_AS, 2 << 30))
-    names = [d.parent, damage.MONTECARLO.parent]
+    names = [d.parent, damage.MONTECARLO.parent, *(f for f in flags if isinstance(f, Path))]
     return judge(Outcome("platform", what), snap, proc, ref=ref, names=names, expect=expect)
 
 
