@@ -60,7 +60,7 @@ def disturbed(ctx: Ctx, argv: list[str], sig: int | None, delay: float):
     if sig is not None and rank_pids:
         os.kill(rank_pids[-1], sig)
     seen = list(set(seen) | set(descendants(p.pid)))
-    timeout = ctx.timeout if sig != signal.SIGSTOP else min(ctx.timeout, 30)
+    timeout = ctx.timeout if sig != signal.SIGSTOP else min(ctx.timeout, 3 * RANK_TIMEOUT)
     proc = finish(p, argv, timeout, t0)
     for pid in seen:
         try:
@@ -69,6 +69,11 @@ def disturbed(ctx: Ctx, argv: list[str], sig: int | None, delay: float):
             pass
     proc.extra["signalled"] = bool(rank_pids)
     return proc
+
+
+#: the job's deadline for a rank that does not answer (``--rank-timeout``): a stopped
+#: rank must end the job within it, not hang it
+RANK_TIMEOUT = 10
 
 
 def mpi_family(ctx: Ctx) -> Iterator[Outcome]:
@@ -82,7 +87,7 @@ def mpi_family(ctx: Ctx) -> Iterator[Outcome]:
         yield Outcome("mpi", "mpiexec", skipped="mpiexec or mpi4py not found")
         return
     rng = ctx.rng("mpi")
-    src = damage.MONTECARLO
+    src = damage.build_large(ctx)  # (long enough that the signal lands inside the run)
     ref_out = ctx.work / "mpi-ref" / "traces.otf2"
     run(ctx.compensate(src, ref_out, "--overhead", "100ns", "--quiet"), ctx.env(),
         ctx.timeout)
@@ -92,14 +97,19 @@ def mpi_family(ctx: Ctx) -> Iterator[Outcome]:
     for i, (sig, delay) in enumerate(plan):
         out = ctx.work / f"mpi-{i}" / "out" / "traces.otf2"
         out.parent.parent.mkdir(parents=True)
-        argv = [exe, "-n", "2", *ctx.compensate(src, out, "--overhead", "100ns", "--quiet")]
+        argv = [exe, "-n", "2", *ctx.compensate(src, out, "--overhead", "100ns", "--quiet",
+                                                "--rank-timeout", str(RANK_TIMEOUT))]
         snap = snapshot([src.parent], out)
         proc = disturbed(ctx, argv, sig, delay)
         what = "undisturbed" if sig is None else \
             f"{signal.Signals(sig).name} one rank at {delay:.2f} s"
         o = Outcome("mpi", f"{what} -> exit {proc.rc}")
         judge(o, snap, proc, ref=ref, names=[out.parent], expect="valid" if sig is None
-              else "any", staging=sig is None)
+              else "any", staging=sig is None, out_check=sig != signal.SIGKILL)
+        if sig == signal.SIGKILL and out.parent.exists() and ref_out.exists() and \
+                same_archive(out, ref_out):  # (killed after the commit: complete, or nothing)
+            o.fail("partial-output", f"after SIGKILL OUT is incomplete: "
+                                     f"{same_archive(out, ref_out)}")
         if proc.rc == 0 and ref_out.exists() and same_archive(out, ref_out):
             o.fail("exit0-wrong", f"differs from one process's output: "
                                   f"{same_archive(out, ref_out)}")
