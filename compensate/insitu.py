@@ -69,6 +69,9 @@ def parse(text: str, source: str, loc: int) -> dict[str, Any]:
     except (json.JSONDecodeError, ValueError) as exc:
         raise TraceError(f"location {loc}: {PROPERTY} is not JSON ({exc})",
                          source=source) from None
+    except RecursionError:
+        raise TraceError(f"location {loc}: {PROPERTY} is JSON nested too deeply",
+                         source=source) from None
     if not isinstance(table, dict) or table.get("format") not in FORMATS:
         raise TraceError(f"location {loc}: {PROPERTY} must be a JSON object with "
                          f'"format": 1', source=source)

@@ -204,3 +204,10 @@ def test_cold_calls_flag_of_the_command(tmp_path: Path) -> None:
         assert c.read(out).events[0].time.tolist() == want
         by_location = json.loads(summary.read_text())["overhead"]["by_location"]
         assert ("cold" in by_location["0"]) == bool(flag)
+
+
+def test_a_table_nested_too_deeply_is_one_line_refusal():
+    """JSON nested deeper than the interpreter's recursion limit was a RecursionError
+    (exit 1, "please report it"); it is a refusal of the trace's property."""
+    with pytest.raises(TraceError, match="nested too deeply"):
+        insitu.parse("[" * 100_000 + "]" * 100_000, "t.otf2", 0)
