@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 import _otf2
 
+from compensate.formats.otf2.damage import _probe_calls
 from compensate.formats.otf2.library import _capture_diagnostics, _describe, _diagnostics
 from compensate.formats.outputerror import OutputError
 
@@ -28,19 +29,6 @@ __all__ = ["HINT", "check_archive", "count_events", "declared_events"]
 HINT = "a full disk or a file-size limit?"
 
 _ALL = 0xFFFFFFFFFFFFFFFF
-_read_events = None
-
-
-def _read_events_fn():
-    """OTF2_EvtReader_ReadEvents as a private function object that returns its
-    error code and count (the bindings' raises and loses the count)."""
-    global _read_events
-    if _read_events is None:
-        fn = _otf2.conf.lib["OTF2_EvtReader_ReadEvents"]  # item access: a new object
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
-        fn.restype = ctypes.c_int
-        _read_events = fn
-    return _read_events
 
 
 def _fail(anchor: str, reason: str) -> OutputError:
@@ -77,7 +65,7 @@ def count_events(anchor: str, locations: Iterable[int]) -> dict[int, tuple[int, 
     why the count stops short ("" if the file was read to its end), read one
     location after the other (one event file open at a time)."""
     refs = [int(r) for r in locations]
-    read = _read_events_fn()
+    read = _probe_calls()[0]  # OTF2_EvtReader_ReadEvents: its code and its count
     counts: dict[int, tuple[int, str]] = {}
     with _capture_diagnostics():
         try:
