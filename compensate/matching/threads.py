@@ -30,7 +30,8 @@ the same process (the *senders*), like a zero-byte message:
   instance's barriers local (counted as unmatched).
 * ``create``: ThreadCreate -> the ThreadBegin with the same thread contingent and
   sequence count; ``end``: ThreadEnd -> the ThreadWait with the same pair
-  (Pthreads: create/join).
+  (Pthreads: create/join). A record whose thread contingent is UNDEFINED (EZTrace
+  writes it so for each thread's ThreadBegin/ThreadEnd) links to nothing.
 * ``task``: a task's create -> its first switch on another thread; ``taskwait``:
   the completes of the tasks a barrier or taskwait waited for -> its Leave
   (:mod:`compensate.matching.tasks`, added to these by the matcher).
@@ -260,8 +261,10 @@ def _create_end(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
             k = int(ev.kind[i])
             if k not in (CREATE, BEGIN, END, WAIT):
                 continue
-            key = (_need(trace, loc, i, "thread_contingent"),
-                   int(_need(trace, loc, i, "sequence_count")))
+            contingent = field_of(ev.payload[i], "thread_contingent")
+            if contingent is None:  # UNDEFINED (OTF2 allows it): a thread of no creator
+                continue
+            key = (contingent, int(_need(trace, loc, i, "sequence_count")))
             if k in pair:
                 waiters.append(((pair[k],) + key, loc, i))
             else:

@@ -179,21 +179,27 @@ def test_real_roundtrip_read_back(real):
     assert back.definitions.locations == trace.definitions.locations
     assert back.definitions.regions == trace.definitions.regions
     a, b = trace.definitions.otf2, back.definitions.otf2
-    for field in ("timer_resolution", "global_offset", "trace_length", "realtime_timestamp",
+    for field in ("timer_resolution", "realtime_timestamp",
                   "creator", "description", "machine_name", "properties",
                   "chunk_size_events", "chunk_size_definitions", "location_order"):
         assert getattr(a, field) == getattr(b, field), field
+    assert (b.global_offset, b.trace_length) == _span(back)
 
     moved = read_otf2(str(shift_path))
     assert_same_records(shifted(trace, 12345), moved)
     assert payload_fields(moved) == payload_fields(trace)
     m = moved.definitions.otf2
-    # the clock is the input's: the offset stays, the length grows only as far as
-    # the moved records demand
-    last = max(int(ev.time[-1]) for ev in moved.events.values() if len(ev))
-    assert m.global_offset == a.global_offset
-    assert m.trace_length == max(a.trace_length, last - a.global_offset)
+    # the clock describes the output: its first record and the span to its last
+    assert (m.global_offset, m.trace_length) == _span(moved)
+    assert m.global_offset == _span(trace)[0] + 12345
     assert m.realtime_timestamp == a.realtime_timestamp
+
+
+def _span(trace):
+    """(first timestamp, last - first) of a trace's records."""
+    first = min(int(ev.time[0]) for ev in trace.events.values() if len(ev))
+    last = max(int(ev.time[-1]) for ev in trace.events.values() if len(ev))
+    return first, last - first
 
 
 def test_real_roundtrip_otf2_print(real):
@@ -201,24 +207,24 @@ def test_real_roundtrip_otf2_print(real):
     src, _, same_path, shift_path = real
     # Events listing: byte for byte.
     assert otf2_print(same_path) == otf2_print(src)
-    # Definitions: same set of lines (the writer orders them by category).
+    # Definitions: the same lines in the same order (written as they were read).
     defs_in, defs_out = otf2_print("-G", src), otf2_print("-G", same_path)
-    assert sorted(defs_in.splitlines()) == sorted(defs_out.splitlines())
+    assert defs_out == defs_in
     # Anchor file: same creator, description, machine name and properties.
     assert anchor_info(otf2_print("-A", same_path)) == anchor_info(otf2_print("-A", src))
     assert any(ln.startswith("Creator") and "Score-P" in ln
                for ln in anchor_info(otf2_print("-A", src)))
 
-    # Shifted: only CLOCK_PROPERTIES' trace length differs among the definitions (the
-    # offset is the input's; the records now end 12345 ticks later)
+    # Shifted: only CLOCK_PROPERTIES' global offset differs among the definitions (it
+    # is the output's first record, now 12345 ticks later; the span is the same)
     defs_shift = otf2_print("-G", shift_path)
     rest = sorted(ln for ln in defs_shift.splitlines() if not ln.startswith("CLOCK_PROP"))
     assert rest == sorted(ln for ln in defs_in.splitlines() if not ln.startswith("CLOCK_PROP"))
     c_in, c_out = clock_line(defs_in), clock_line(defs_shift)
     assert c_out["Ticks per Seconds"] == c_in["Ticks per Seconds"]
-    assert int(c_out["Length"]) == int(c_in["Length"]) + 12345
+    assert int(c_out["Length"]) == int(c_in["Length"])
     assert c_out["Date"] == c_in["Date"]  # the input's realtime timestamp, not "now"
-    assert c_out["Global Offset"] == c_in["Global Offset"]
+    assert int(c_out["Global Offset"]) == int(c_in["Global Offset"]) + 12345
     ev_in, ev_shift = otf2_print(src), otf2_print(shift_path)
     stamps_in = [int(t) for t in re.findall(r"^\S+\s+\d+\s+(\d+)", ev_in, re.M)]
     stamps_out = [int(t) for t in re.findall(r"^\S+\s+\d+\s+(\d+)", ev_shift, re.M)]

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 import _otf2
 
 from compensate.formats.otf2.damage import _probe_calls
+from compensate.formats.otf2.globaldefs import read_registry
 from compensate.formats.otf2.library import _capture_diagnostics, _describe, _diagnostics
 from compensate.formats.outputerror import OutputError
 
@@ -38,20 +39,12 @@ def _fail(anchor: str, reason: str) -> OutputError:
 def declared_events(anchor: str) -> dict[int, int]:
     """Each Location definition's ``numberOfEvents`` in the archive's global
     definitions (OutputError if they cannot be read back)."""
-    from otf2.registry import DefinitionRegistry
     with _capture_diagnostics():
         try:
             handle = _otf2.Reader_Open(anchor)
             try:
                 _otf2.Reader_SetSerialCollectiveCallbacks(handle)
-                registry = DefinitionRegistry()
-                reader = _otf2.Reader_GetGlobalDefReader(handle)
-                callbacks = _otf2.GlobalDefReaderCallbacks_New()
-                registry._set_global_def_reader_callbacks(callbacks)
-                _otf2.Reader_RegisterGlobalDefCallbacks(handle, reader, callbacks, registry)
-                _otf2.GlobalDefReaderCallbacks_Delete(callbacks)
-                _otf2.Reader_ReadAllGlobalDefinitions(handle, reader)
-                _otf2.Reader_CloseGlobalDefReader(handle, reader)
+                registry, _raw = read_registry(handle, anchor)
             finally:
                 _otf2.Reader_Close(handle)
         except Exception as exc:  # the otf2 package's or the library's failure

@@ -80,8 +80,7 @@ class Otf2Archive:
     ``registry`` is the ``otf2`` DefinitionRegistry of the input: every global
     definition with its original reference; the payload event objects point into it,
     so it must be written together with them. ``global_offset`` and
-    ``trace_length`` are the input's values; the writer keeps them (the length
-    grows only if a record written lies beyond it, see
+    ``trace_length`` are the input's values (the output's are its own records',
     :func:`compensate.formats.otf2.write.clock_properties`).
     """
 
@@ -99,6 +98,10 @@ class Otf2Archive:
     trace_id: int = 0
     version: tuple[int, ...] = ()
     location_order: tuple[int, ...] = ()
+    #: every global definition of the input as it was read, in file order
+    #: (:func:`~compensate.formats.otf2.globaldefs.read_registry`): the writer
+    #: writes these (empty: the registry's definitions)
+    raw_definitions: tuple = ()
     #: the input archive the records were read from by the C path (their payloads
     #: are ``native.NATIVE``): the writer copies them from it (None: not read so)
     native_source: str | None = None

@@ -21,13 +21,13 @@ from itertools import chain, islice
 from typing import Any
 
 import _otf2
-import otf2
 from otf2 import definitions as odef
 
 import compensate.insitu as insitu
 import compensate.interrupt as interrupt
 from compensate.formats.chunks import ChunkIterator, NoChunks, selected_locations
 from compensate.formats.otf2.columns import EventCollector, empty_events
+from compensate.formats.otf2.globaldefs import TolerantReader
 from compensate.formats.otf2.integrity import InputChecks, lenient_lookups
 from compensate.formats.otf2.library import (
     BATCH_EVENTS,
@@ -156,7 +156,8 @@ def _open_archive(path: str) -> tuple[Any, Definitions]:
     check_file_ends(path, (), global_defs=True)
     # the definitions come through Python callbacks of the C reader
     with _library_call(path, "cannot read OTF2 archive", "otf2-open", definitions=True):
-        reader = otf2.reader.Reader(path, batch_events=BATCH_EVENTS)
+        reader = TolerantReader(path, os.path.splitext(path)[0] + ".def",
+                                batch_events=BATCH_EVENTS)
         try:
             registry = reader.definitions
             clock = registry.clock_properties
@@ -167,6 +168,7 @@ def _open_archive(path: str) -> tuple[Any, Definitions]:
                 trace_length=int(clock.trace_length),
                 realtime_timestamp=int(clock.realtime_timestamp),
                 location_order=tuple(int(loc._ref) for loc in registry.locations),
+                raw_definitions=reader.raw_definitions,
                 **_archive_metadata(reader.handle),
             )
             definitions = _model_definitions(registry, meta, path)

@@ -7,8 +7,9 @@ registry; for it :func:`write_otf2` synthesises minimal OTF2 definitions (system
 tree node, location groups, locations, regions, MPI communicators) and builds the
 records of the kinds the engine interprets from the columns
 (:mod:`compensate.formats.otf2.records`). :class:`Otf2EventWriter` writes records
-handed over chunk by chunk. The input's ClockProperties (offset, resolution,
-length) are carried unchanged (:func:`clock_properties`). Every write is
+handed over chunk by chunk. The input's timer resolution and realtime timestamp
+are kept; the global offset and trace length are the output's own
+(:func:`clock_properties`). Every write is
 checked (:func:`_write_call`), and a finished archive is read back before it is
 handed on for the commit (:mod:`compensate.formats.otf2.check`).
 
@@ -24,6 +25,7 @@ import contextlib
 import ctypes
 import mmap
 import os
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -51,6 +53,7 @@ from otf2.registry import DefinitionRegistry
 import compensate.insitu as insitu
 import compensate.interrupt as interrupt
 from compensate.formats.otf2.check import HINT, check_archive
+from compensate.formats.otf2.globaldefs import write_raw
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
     _TIMESTAMP_UNDEF,
@@ -268,17 +271,16 @@ class _EventWriter(otf2.event_writer.EventWriter):
 class _ArchiveWriter(otf2.writer.Writer):
     """``otf2.writer.Writer`` that writes the ClockProperties we ask for.
 
-    The stock writer stamps the archive with ``time.time()`` as realtime timestamp
-    and moves the global offset to the first record written. Both would shift
-    every timeline a viewer shows against the input's clock, so the input's
-    ClockProperties are carried unchanged (``clock``: its global offset and trace
-    length): the offset stays exactly as read, and the length is kept unless the
-    records demand more (a record after ``offset + length`` extends it; a record
-    before the offset, which a compensated trace never has, moves the offset to
-    it). A compensated span is shorter, so the length is kept: the viewer's time
-    axis stays the measured run's, with the approximation ending earlier on it.
-    Without ``clock`` (a trace that did not come from OTF2) offset and length
-    follow the timestamps written. It also makes the timer resolution
+    The stock writer stamps the archive with ``time.time()`` as realtime timestamp,
+    which would date the compensated run to the moment it was written: the
+    input's realtime timestamp is kept. The global offset and trace length
+    describe the output: its first record and the span to its last
+    (:func:`clock_properties`), so that a timeline tool shows no empty tail where
+    the compensation shortened the run. ``raw_definitions`` (an OTF2 input's
+    definitions as read, :func:`~compensate.formats.otf2.globaldefs.read_registry`)
+    are written as they were read, with the same ids and order, duplicates
+    included; without them the registry's definitions are written. It also makes
+    the timer resolution
     independent of the (immutable) ClockProperties object of a reader's
     registry, and never raises from ``__del__``.
     """
@@ -286,13 +288,14 @@ class _ArchiveWriter(otf2.writer.Writer):
     def __init__(self, *args: Any, timer_resolution: int,
                  realtime_timestamp: int = _TIMESTAMP_UNDEF,
                  clock: tuple[int, int] | None = None, global_definitions: bool = True,
-                 **kwargs: Any) -> None:
+                 raw_definitions: tuple = (), **kwargs: Any) -> None:
         self._handle = None  # so that close() is a no-op if Archive_Open fails
         self._event_writers = {}
         self._global_definitions = global_definitions  # False: a part's event files only
         self._resolution = int(timer_resolution)
         self._realtime = int(realtime_timestamp)
         self._clock = clock
+        self._raw = raw_definitions
         self._allocator = _ChunkAllocator()  # must outlive the archive handle
         super().__init__(*args, **kwargs)
         try:
@@ -318,9 +321,18 @@ class _ArchiveWriter(otf2.writer.Writer):
         with DefinitionWriter(self) as global_def_writer:
             global_offset, trace_length = clock_properties(
                 self._clock, self._first_timestamp, self._last_timestamp)
-            global_def_writer.write_clock_properties(self._resolution, global_offset,
-                                                     trace_length, self._realtime)
-            self.definitions.write(global_def_writer)
+            if not self._raw:
+                global_def_writer.write_clock_properties(self._resolution, global_offset,
+                                                         trace_length, self._realtime)
+                self.definitions.write(global_def_writer)
+                return
+            locations = list(self.definitions.locations)
+            counts = {int(loc._ref): getattr(loc, "_number_of_events_written", 0)
+                      for loc in locations}
+            write_raw(global_def_writer._handle, self._raw,
+                      (self._resolution, global_offset, trace_length, self._realtime), counts)
+            for location in locations:  # (as DefinitionRegistry.write: every event file)
+                self.event_writer_from_location(location)
 
     def abandon(self) -> None:
         """Release the archive after a failure, without writing anything more
@@ -338,20 +350,13 @@ class _ArchiveWriter(otf2.writer.Writer):
 
 def clock_properties(clock: tuple[int, int] | None, first: int | None,
                      last: int | None) -> tuple[int, int]:
-    """(global offset, trace length) to write, given the input's ``clock`` (offset,
-    length; None: no input clock) and the first and last timestamps written (None:
-    no record). See :class:`_ArchiveWriter`."""
-    if clock is None:
-        if first is None:
-            return 0, 0
-        return first, last - first
-    offset, length = int(clock[0]), int(clock[1])
+    """(global offset, trace length) to write: the first timestamp written and the
+    span to the last, which describe the output (:class:`_ArchiveWriter`);
+    without a record, the input's ``clock`` (offset, length; None: no input
+    clock, 0 and 0)."""
     if first is None:
-        return offset, length
-    if first < offset:  # never for a compensated trace: the records demand it
-        length += offset - first
-        offset = first
-    return offset, max(length, last - offset)
+        return (0, 0) if clock is None else (int(clock[0]), int(clock[1]))
+    return first, last - first
 
 
 def _split_anchor(path: str) -> tuple[str, str]:
@@ -714,10 +719,12 @@ class Otf2EventWriter:
                 self.registry = registry
                 os.makedirs(directory, exist_ok=True)
                 clock = None if meta is None else (meta.global_offset, meta.trace_length)
+                raw = () if meta is None else meta.raw_definitions
                 writer = _ArchiveWriter(directory, archive_name=name, definitions=registry,
                                         timer_resolution=definitions.timer_resolution,
                                         realtime_timestamp=realtime, clock=clock,
-                                        global_definitions=global_definitions, **chunks)
+                                        global_definitions=global_definitions,
+                                        raw_definitions=raw, **chunks)
                 self._writer = writer
                 if meta is not None:
                     if meta.creator:
@@ -819,7 +826,7 @@ class Otf2EventWriter:
                 payload.time = times[i]
                 if kind == BUFFER_FLUSH:
                     payload.stop_time = sizes[i]
-                ew.write(payload)
+                write_event(ew, payload)
                 return
             if type(payload).__name__ in ("_Native", "NativeFields"):
                 raise TraceError("a record read by the OTF2 C path can only be written "
@@ -928,6 +935,46 @@ class Otf2EventWriter:
             copier.close()
 
 
+class _UndefinedRef:
+    """What an UNDEFINED reference is written as (every OTF2 definition
+    reference is 32 bits wide)."""
+
+    _ref = _UINT32_UNDEF
+
+
+_UNDEFINED_REF = _UndefinedRef()
+_REF_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _ref_fields(cls: type) -> tuple[str, ...]:
+    """The attribute names of an ``otf2`` event class's definition references."""
+    names = _REF_FIELDS.get(cls)
+    if names is None:
+        names = _REF_FIELDS[cls] = tuple(
+            re.sub(r"(?<!^)(?=[A-Z])", "_", f[0]).lower()
+            for f in getattr(cls, "_fields", ()) if str(f[1]).endswith("Ref"))
+    return names
+
+
+def write_event(ew: Any, event: Any) -> None:
+    """Write the ``otf2`` event object ``event`` with the event writer ``ew``.
+    A reference the record has as UNDEFINED (None in the object: OTF2 allows it,
+    e.g. EZTrace's ThreadBegin/ThreadEnd with no thread contingent) is written
+    as UNDEFINED; the ``otf2`` package's writer would fail on it."""
+    undefined = [name for name in _ref_fields(type(event))
+                 if getattr(event, name, _UNDEFINED_REF) is None]
+    if not undefined:
+        ew.write(event)
+        return
+    for name in undefined:
+        setattr(event, name, _UNDEFINED_REF)
+    try:
+        ew.write(event)
+    finally:
+        for name in undefined:
+            setattr(event, name, None)
+
+
 def _native_payloads(ev: Events) -> bool:
     """Whether every record of ``ev`` was read by the C path."""
     from compensate.formats.otf2.native import NATIVE, NativeFields
@@ -947,9 +994,10 @@ def write_otf2(trace: Trace, path: str) -> None:
 
     A trace read from OTF2 is written with its original definitions and archive
     metadata (``Definitions.otf2`` is authoritative; ``regions``/``comms`` are only
-    a derived view); ClockProperties keep the input's realtime timestamp, global
-    offset and timer resolution, and its trace length unless a record lies beyond
-    it (:func:`clock_properties`). A text trace
+    a derived view; the global definitions as they were read, in the same order
+    with the same ids); ClockProperties keep the input's realtime timestamp and
+    timer resolution, the global offset and trace length are the first record's
+    time and the span to the last (:func:`clock_properties`). A text trace
     gets synthesised definitions, and its records of the kinds Enter, Leave,
     MpiSend, MpiRecv, MpiCollectiveBegin/End, BufferFlush, MeasurementOnOff,
     ProgramBegin and ProgramEnd are built from the columns (other kinds raise).

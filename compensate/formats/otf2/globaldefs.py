@@ -1,0 +1,236 @@
+"""Read an archive's global definitions the way ``otf2-print`` reads them.
+
+The ``otf2`` bindings build each definition in the OTF2 library's callback and
+refuse an archive whose definitions are valid OTF2 but not laid out as Score-P
+lays them out: a definition given twice (EZTrace 2.0 writes ``MPI_COMM_WORLD``'s
+Group 0 as a COMM_LOCATIONS and again as a COMM_GROUP, and repeats identical
+definitions), or a reference to a definition that comes later in the file
+(``KeyError`` in a callback). EZTrace also numbers each rank's definitions from
+``rank * 2**30``, which OTF2 allows (identifiers need not be dense).
+
+:func:`read_registry` reads them in two steps: the callbacks only record each
+definition's arguments in file order; then the definitions are built, a
+definition whose reference is not yet built waiting until it is (so the order
+in the file does not matter). A second definition with an id already taken is
+
+* dropped if it is identical to the first (``otf2-print``: "duplicate");
+* kept beside it if one of the two is a COMM_LOCATIONS group: OTF2 finds that
+  group by its paradigm, never by its id (a COMM_GROUP's members are ranks into
+  it), while communicators refer to the other by the id, which it keeps;
+* refused otherwise (:class:`~compensate.model.TraceError`, one line naming the
+  definition kind and id), as is a reference to a definition that is never
+  given (e.g. a Location in a location group the archive does not define).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import _otf2
+import otf2.reader
+from otf2 import definitions as odef
+from otf2.enums import GroupType
+from otf2.error import TraceReaderError
+from otf2.event_reader import BufferedEventReader
+from otf2.registry import DefinitionRegistry, _RefRegistry
+
+from compensate.model import TraceError
+
+__all__ = ["TolerantReader", "read_registry", "register_callbacks", "resolve", "write_raw"]
+
+#: the key under which a COMM_LOCATIONS group that shares its id with another
+#: group is kept in the group registry (beyond any OTF2 id, which is 32 bits)
+SHADOW_BASE = 1 << 40
+
+
+class _Pending:
+    """The arguments of the definitions the OTF2 library delivered, in file order:
+    ``items`` those to build, ``raw`` every definition as (kind, arguments), the
+    arguments of ``_otf2.GlobalDefWriter_Write<kind>`` (:func:`write_raw`)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, type, tuple]] = []
+        self.raw: list[tuple[str, tuple]] = []
+        #: the callbacks: the C library holds only pointers to them, so they
+        #: must live as long as the reading
+        self.keep: list[Any] = []
+
+
+def register_callbacks(registry: DefinitionRegistry, callbacks: Any) -> _Pending:
+    """Set ``callbacks`` (an ``OTF2_GlobalDefReaderCallbacks``) so that every
+    definition's arguments are recorded (not built) for :func:`resolve`; the
+    ClockProperties go to ``registry`` directly."""
+    pending = _Pending()
+
+    def recorder(sub: Any) -> Any:
+        def gen(definition_type: type | None = None) -> Any:
+            cls = definition_type or sub._default_type
+
+            def callback(_registry: Any, *args: Any) -> None:
+                pending.items.append((sub, cls, args))
+                pending.raw.append((cls.__name__, args))
+            pending.keep.append(callback)
+            return callback
+        return gen
+
+    def clock(_registry: Any, *args: Any) -> None:
+        pending.raw.append(("ClockProperties", args))
+        registry._set_clock_properties(None, *args)
+
+    subs = [v for v in vars(registry).values() if hasattr(v, "_callback_gen")]
+    for sub in subs:
+        sub._callback_gen = recorder(sub)  # (an instance attribute: the method's shadow)
+    try:
+        registry._set_global_def_reader_callbacks(callbacks)
+    finally:
+        for sub in subs:
+            del sub._callback_gen
+    _otf2.GlobalDefReaderCallbacks_SetClockPropertiesCallback(callbacks, clock)
+    pending.keep.append(clock)
+    return pending
+
+
+def _build(registry: DefinitionRegistry, cls: type, args: tuple) -> Any:
+    """The definition ``cls`` of ``args`` (a callback's arguments), or None if it
+    refers to a definition not (yet) built."""
+    try:
+        return cls._construct(registry, *args)
+    except KeyError:
+        return None
+    except TraceReaderError as exc:  # a COMM_GROUP before its COMM_LOCATIONS group
+        if "Missing referenced group" in str(exc):
+            return None
+        raise
+
+
+def _kind(cls: type) -> str:
+    return "Comm" if cls.__name__ == "InterComm" else cls.__name__
+
+
+def _register(sub: Any, obj: Any, path: str) -> None:
+    """Register ``obj`` in ``sub``, tolerating a duplicate (module docstring)."""
+    if not isinstance(sub, _RefRegistry):
+        sub._register(obj)
+        return
+    ref = obj._ref
+    old = sub._elements_by_ref.get(ref)
+    if old is None:
+        sub._register(obj)
+        return
+    if old._key == obj._key:
+        return  # the same definition again
+    if isinstance(obj, odef.Group) and isinstance(old, odef.Group):
+        locations = [g for g in (old, obj) if g.group_type == GroupType.COMM_LOCATIONS]
+        if len(locations) == 1:
+            other = obj if locations[0] is old else old
+            shadow = SHADOW_BASE + ref
+            while shadow in sub._elements_by_ref:
+                shadow += 1 << 32
+            sub._elements_by_ref[shadow] = locations[0]
+            sub._elements_by_ref[ref] = other
+            sub._elements_by_key[other._key] = other
+            sub._elements_by_key[locations[0]._key] = locations[0]
+            return
+    raise TraceError(f"conflicting definitions: {_kind(type(obj))} {ref} is defined twice "
+                     f"with different content ({_fields(old)} / {_fields(obj)})",
+                     source=path)
+
+
+def _fields(obj: Any) -> str:
+    text = obj._str_fields()
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _missing(registry: DefinitionRegistry, cls: type, args: tuple) -> str:
+    """What the definition of ``cls`` with ``args`` refers to that is not defined."""
+    ref = args[0] if issubclass(cls, odef._RefDefinition) else None
+    values = args[1:] if ref is not None else args
+    for value, field in zip(values, cls._fields, strict=False):
+        t = field.type
+        if isinstance(t, type) and issubclass(t, odef._RefDefinition):
+            try:
+                registry._get(t, value)
+            except KeyError:
+                return f"{_kind(t)} {value}"
+    if cls is odef.Group:
+        return "the COMM_LOCATIONS group its ranks refer to"
+    return "a definition"
+
+
+def resolve(registry: DefinitionRegistry, pending: _Pending, path: str) -> None:
+    """Build and register the ``pending`` definitions, each once what it refers
+    to is built; TraceError for a conflicting duplicate or a reference to a
+    definition the archive never gives (naming the first such definition)."""
+    todo = pending.items
+    while todo:
+        waiting = []
+        for sub, cls, args in todo:
+            obj = _build(registry, cls, args)
+            if obj is None:
+                waiting.append((sub, cls, args))
+            else:
+                _register(sub, obj, path)
+        if len(waiting) == len(todo):
+            sub, cls, args = waiting[0]
+            what = f"{_kind(cls)} {args[0]}" if issubclass(cls, odef._RefDefinition) \
+                else cls.__name__
+            raise TraceError(f"{what} refers to {_missing(registry, cls, args)}, which the "
+                             "archive does not define", source=path)
+        todo = waiting
+
+
+def read_registry(handle: Any, path: str) -> tuple[DefinitionRegistry, tuple]:
+    """The global definitions of the archive open as ``handle`` (an ``otf2``
+    reader handle whose collective callbacks are set), read tolerantly (module
+    docstring), and every definition as it was in the file (:func:`write_raw`).
+    ``path`` names the definitions file in messages."""
+    registry = DefinitionRegistry()
+    reader = _otf2.Reader_GetGlobalDefReader(handle)
+    callbacks = _otf2.GlobalDefReaderCallbacks_New()
+    try:
+        pending = register_callbacks(registry, callbacks)
+        _otf2.Reader_RegisterGlobalDefCallbacks(handle, reader, callbacks, registry)
+    finally:
+        _otf2.GlobalDefReaderCallbacks_Delete(callbacks)
+    _otf2.Reader_ReadAllGlobalDefinitions(handle, reader)
+    _otf2.Reader_CloseGlobalDefReader(handle, reader)
+    resolve(registry, pending, path)
+    return registry, tuple(pending.raw)
+
+
+def write_raw(handle: Any, raw: tuple, clock: tuple[int, int, int, int],
+              counts: dict[int, int]) -> None:
+    """Write the definitions ``raw`` (:func:`read_registry`) with the OTF2 global
+    definition writer ``handle``, each as it was read, in the same order with
+    the same ids (duplicates included, so that ``otf2-print`` shows the input's
+    definitions), except the ClockProperties, which become ``clock``
+    (resolution, offset, length, realtime timestamp), and each Location's
+    ``numberOfEvents``, which becomes its count in ``counts`` (0 if absent)."""
+    for kind, args in raw:
+        if kind == "ClockProperties":
+            args = clock
+        elif kind == "Location":  # (self, name, type, numberOfEvents, group)
+            args = (args[0], args[1], args[2], int(counts.get(int(args[0]), 0)), args[4])
+        getattr(_otf2, "GlobalDefWriter_Write" + kind)(handle, *args)
+
+
+class TolerantReader(otf2.reader.Reader):
+    """The ``otf2`` package's Reader, its global definitions read by
+    :func:`read_registry` (the events as the package reads them). ``defs_path``
+    is the file messages about the definitions name."""
+
+    def __init__(self, anchor: str, defs_path: str, batch_events: int = 100) -> None:
+        self._handle = _otf2.Reader_Open(anchor)
+        self._global_evt_reader_handle = None
+        try:
+            _otf2.Reader_SetSerialCollectiveCallbacks(self._handle)
+            self._definitions, self.raw_definitions = read_registry(self._handle, defs_path)
+            if self._definitions.clock_properties is None:
+                raise TraceError("the archive has no ClockProperties definition",
+                                 source=defs_path)
+        except BaseException:
+            self.close()
+            raise
+        self.batch_events = batch_events
+        self._locations = list(self._definitions.locations)
+        self._event_reader = BufferedEventReader(self, batch_events)

@@ -1,0 +1,167 @@
+"""EZTrace 2.0 archives (tests/data/eztrace/, see its README) are read on both
+paths (the ``otf2`` package's and the C path), written back with the same
+definitions and the same records per location (as ``otf2-print`` shows them:
+every field but the time), and compensated; a program traced by EZTrace here
+(where it is installed) too."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import compensate.formats.otf2.native as native
+from compensate.cli import main
+from compensate.formats.otf2 import Otf2EventWriter, read_otf2, write_otf2
+from compensate.formats.otf2.read import read_otf2_chunks
+
+from ...conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "eztrace"
+ARCHIVES = sorted(DATA.glob("*/eztrace_log.otf2"))
+OTF2_PRINT = shutil.which("otf2-print")
+EZTRACE = shutil.which("eztrace")
+MPICC = "/usr/bin/mpicc"
+MPIRUN = "/usr/bin/mpirun"
+needs_print = pytest.mark.skipif(OTF2_PRINT is None, reason="otf2-print is not installed")
+
+
+def records(anchor: Path) -> dict[str, list[str]]:
+    """Each location's records as ``otf2-print`` lists them, without the time
+    (its attribute lines included)."""
+    text = subprocess.run([OTF2_PRINT, str(anchor)], capture_output=True, text=True,
+                          check=True).stdout
+    out: dict[str, list[str]] = defaultdict(list)
+    last = None
+    for line in text.split("=" * 80)[-1].splitlines()[3:]:
+        m = re.match(r"^(\S+)\s+(\d+)\s+\d+\s*(.*)$", line)
+        if m:
+            last = m.group(2)
+            out[last].append(f"{m.group(1)} {m.group(3)}")
+        elif line.strip() and last is not None:
+            out[last][-1] += " | " + line.strip()
+    return dict(out)
+
+
+def definitions(anchor: Path) -> list[str]:
+    """``otf2-print -G``'s definition lines, but the location's event counts
+    and the clock properties (which describe the output)."""
+    text = subprocess.run([OTF2_PRINT, "-G", str(anchor)], capture_output=True, text=True,
+                          check=True).stdout
+    lines = text.split("-" * 80, 1)[1].splitlines()
+    return [re.sub(r"# Events: \d+", "# Events: N", ln) for ln in lines
+            if ln.strip() and not ln.startswith("CLOCK_PROPERTIES")]
+
+
+def clock(anchor: Path) -> tuple[int, int]:
+    text = subprocess.run([OTF2_PRINT, "-G", str(anchor)], capture_output=True, text=True,
+                          check=True).stdout
+    m = re.search(r"Global Offset: (\d+), Length: (\d+)", text)
+    return int(m.group(1)), int(m.group(2))
+
+
+def write_native(src: Path, out: Path) -> None:
+    """Read ``src`` by the C path and write it back (its records copied by C)."""
+    defs, chunks = read_otf2_chunks(str(src), None, payload=False)
+    assert defs.otf2.native_source == str(src)
+    writer = Otf2EventWriter(str(out), defs)
+    for chunk in chunks:
+        for loc, ev in chunk.items():
+            writer.write(loc, ev)
+    writer.close()
+
+
+def test_the_archives_are_there_and_small():
+    assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp"}
+    for anchor in ARCHIVES:
+        size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
+        assert size < 100_000, anchor
+
+
+@pytest.mark.parametrize("anchor", ARCHIVES, ids=lambda p: p.parent.name)
+def test_both_paths_read_the_same_columns(anchor):
+    whole = read_otf2(str(anchor))
+    defs, chunks = read_otf2_chunks(str(anchor), None, payload=False)
+    chunk = next(chunks, {})
+    chunks.close()
+    assert defs.locations == whole.definitions.locations
+    assert len(whole.events) >= 2
+    for loc, ev in whole.events.items():
+        assert len(ev) > 2  # (each declares 2 records: not damage, EZTrace's habit)
+        for column in ("time", "kind", "region", "comm", "peer", "tag", "size"):
+            assert np.array_equal(getattr(chunk[loc], column), getattr(ev, column)), column
+
+
+@needs_print
+@pytest.mark.parametrize("path", ["python", "native"])
+@pytest.mark.parametrize("anchor", ARCHIVES, ids=lambda p: p.parent.name)
+def test_written_back_the_same_definitions_and_records(tmp_path, anchor, path):
+    if path == "native" and not native.available():
+        pytest.skip("the OTF2 C path cannot be built")
+    out = tmp_path / "o" / "traces.otf2"
+    if path == "python":
+        write_otf2(read_otf2(str(anchor)), str(out))
+    else:
+        write_native(anchor, out)
+    assert records(out) == records(anchor)
+    assert definitions(out) == definitions(anchor)
+
+
+@needs_print
+@pytest.mark.parametrize("anchor, mode", [(a, []) for a in ARCHIVES] +
+                         [(DATA / "ring" / "eztrace_log.otf2", ["--in-memory"])],
+                         ids=[a.parent.name for a in ARCHIVES] + ["ring-in-memory"])
+def test_compensated_with_the_same_records_and_its_own_clock(tmp_path, anchor, mode):
+    out = tmp_path / "o" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "100ns", "--quiet", *mode]) == 0
+    assert records(out) == records(anchor)
+    assert definitions(out) == definitions(anchor)
+    back = read_otf2(str(out))
+    first = min(int(ev.time[0]) for ev in back.events.values())
+    last = max(int(ev.time[-1]) for ev in back.events.values())
+    assert clock(out) == (first, last - first)
+    assert clock(out)[1] < clock(anchor)[1]  # (the input's is longer: its overhead)
+
+
+RING = """#include <mpi.h>
+int main(int argc, char **argv) {
+    int rank, token = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int i = 0; i < 5; i++) {
+        if (rank == 0) {
+            MPI_Send(&token, 1, MPI_INT, 1, 0, MPI_COMM_WORLD);
+            MPI_Recv(&token, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(&token, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&token, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@needs_print
+@pytest.mark.skipif(EZTRACE is None or not os.access(MPICC, os.X_OK)
+                    or not os.access(MPIRUN, os.X_OK),
+                    reason="EZTrace with Debian's MPICH is not installed")
+def test_a_ring_traced_here_by_eztrace_is_compensated(tmp_path):
+    (tmp_path / "ring.c").write_text(RING)
+    subprocess.run([MPICC, "-O2", "ring.c", "-o", "ring"], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=60)
+    subprocess.run([MPIRUN, "-n", "2", EZTRACE, "-t", "mpich", "./ring"], cwd=tmp_path,
+                   check=True, capture_output=True, timeout=120)
+    anchor = tmp_path / "ring_trace" / "eztrace_log.otf2"
+    out = tmp_path / "o" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "100ns", "--quiet"]) == 0
+    assert records(out) == records(anchor)
+    assert sum(len(r) for r in records(out).values()) > 40
