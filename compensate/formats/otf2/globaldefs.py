@@ -6,7 +6,8 @@ lays them out: a definition given twice (EZTrace 2.0 writes ``MPI_COMM_WORLD``'s
 Group 0 as a COMM_LOCATIONS and again as a COMM_GROUP, and repeats identical
 definitions), or a reference to a definition that comes later in the file
 (``KeyError`` in a callback). EZTrace also numbers each rank's definitions from
-``rank * 2**30``, which OTF2 allows (identifiers need not be dense).
+``rank * 2**31 / ranks`` (1073741823 for rank 1 of 2), which OTF2 allows
+(identifiers need not be dense).
 
 :func:`read_registry` reads them in two steps: the callbacks only record each
 definition's arguments in file order; then the definitions are built, a
