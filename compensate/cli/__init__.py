@@ -76,12 +76,23 @@ def launch(prog: str, module: str, argv: list[str] | None = None,
             return 0
 
         with quiet_closed_pipe():
+            if _asks_version(sys.argv[1:] if argv is None else argv):
+                from compensate.cli.usage import version_line
+                print(version_line(prog))
+                return 0
             code = interrupt.run(prog, load)
             return getattr(loaded[0], entry)(argv) if loaded and code == 0 else code
     except KeyboardInterrupt:
         return early_interrupt(prog)
     except SystemExit as exc:  # argparse's --help and --version: a status, as the others
         return exit_status(exc)
+
+
+def _asks_version(args: list[str]) -> bool:
+    """Whether ``--version`` is among a command's options (before a ``--``): it is
+    answered whatever else is given, by every subcommand too (``calibrate run
+    --version``, whose parser has no such option)."""
+    return "--version" in args[:args.index("--")] if "--" in args else "--version" in args
 
 
 def early_interrupt(prog: str) -> int:

@@ -87,6 +87,8 @@ def test_simulate_and_calibrate_are_subcommands(tmp_path):
     (main, ["calibrate", "--version"], f"calibrate (compensate {__version__})"),
     (simulate_main, ["--version"], f"compensate-simulate (compensate {__version__})"),
     (calibrate_main, ["--version"], f"calibrate (compensate {__version__})"),
+    (calibrate_main, ["run", "--version"], f"calibrate (compensate {__version__})"),
+    (main, ["calibrate", "check", "--version"], f"calibrate (compensate {__version__})"),
 ])
 def test_version_everywhere(entry, args, line):
     """``compensate-simulate --version`` and ``compensate report --version`` were
