@@ -26,7 +26,8 @@ One command, `compensate`, does the main job and has subcommands:
 {table}
 
 `compensate-simulate` and `calibrate` are the same commands as `compensate simulate`
-and `compensate calibrate`. Every command and subcommand answers `--help` and
+and `compensate calibrate` (whose lines start with `calibrate:`, as the command's
+do). Every command and subcommand answers `--help` and
 `--version`. A bad option value is a usage error: one line naming the option and
 what it accepts, then the usage line, exit status 2. A word that is no subcommand,
 no existing path and close to a subcommand's name (`compensate rport x`) is a usage
