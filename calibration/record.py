@@ -94,6 +94,34 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _first_rank() -> bool:
+    """Whether this process prints the errors found before MPI is initialised:
+    rank 0 of the job, as its launcher set it (every rank finds the same error in
+    the same arguments: the job prints it once), or a process no launcher
+    started."""
+    from compensate.parallel.command import launcher_rank
+
+    return (launcher_rank() or 0) == 0
+
+
+def _early_error(message: str) -> None:
+    """One of the errors found before the ranks meet, printed once per job
+    (:func:`_first_rank`); every rank still exits with its status."""
+    if _first_rank():
+        say(message)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; its usage errors (argparse's, exit 2) printed by the first
+    rank only (:func:`_first_rank`)."""
+    if _first_rank():
+        return build_parser().parse_args(argv)
+    import contextlib
+    import io
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        return build_parser().parse_args(argv)
+
+
 def _idle_barrier(comm: Any) -> None:
     """A barrier that sleeps instead of spinning (MPICH busy-polls in blocking
     calls, which would steal the CPU from rank 0's calibration when ranks share
@@ -160,34 +188,34 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     """:func:`main`, with the tracer's stderr open."""
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     if args.args[:1] == ["--"]:
         args.args = args.args[1:]
     if not 0 <= args.layer_period <= 256:
-        say(f"calibration.record: error: --layer-period must be within 0..256, got "
+        _early_error(f"calibration.record: error: --layer-period must be within 0..256, got "
              f"{args.layer_period}")
         return 2
     script = os.path.abspath(args.program)
     if os.path.isdir(script):  # python DIR runs DIR/__main__.py, DIR first on sys.path
         script = os.path.join(script, "__main__.py")
         if not os.path.isfile(script):
-            say(f"calibration.record: error: {args.program} is a directory without a "
+            _early_error(f"calibration.record: error: {args.program} is a directory without a "
                 "__main__.py")
             return 2
     elif args.program == "-m":  # python -m MODULE: a module, not a script
-        say("calibration.record: error: -m MODULE is not supported: give the module's "
+        _early_error("calibration.record: error: -m MODULE is not supported: give the module's "
             "script (python -c 'import M; print(M.__file__)' names it), or a directory "
             "with a __main__.py")
         return 2
     elif not os.path.isfile(script):
-        say(f"calibration.record: error: no such program: {args.program}")
+        _early_error(f"calibration.record: error: no such program: {args.program}")
         return 2
     elif _is_zip(script):
-        say(f"calibration.record: error: {args.program} is a zip application, which "
+        _early_error(f"calibration.record: error: {args.program} is a zip application, which "
             "the tracer cannot instrument: unpack it and trace its directory")
         return 2
     if os.path.splitext(args.output)[1] != ".otf2":
-        say(f"calibration.record: error: -o must name an anchor file NAME.otf2, "
+        _early_error(f"calibration.record: error: -o must name an anchor file NAME.otf2, "
              f"got {args.output}")
         return 2
     # resolved once, before the program runs: a program that changes its working

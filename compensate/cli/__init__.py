@@ -11,6 +11,13 @@ and for ``compensate-simulate`` (:func:`simulate_main`) and ``calibrate``
 (:func:`compensate.interrupt.launch`).
 ``compensate --version`` alone is answered before that (the same line argparse
 prints), so that it takes a Python start-up, not the command's imports.
+
+``compensate`` dispatches on its first word: ``report``, ``export``, ``simulate``
+(``compensate-simulate``) and ``calibrate`` (the ``calibrate`` command) are
+subcommands (:data:`compensate.cli.usage.SUBCOMMANDS`); a word that is none of them,
+no path and close to one (``rport``) is a usage error naming the nearest; anything
+else is the main job ``compensate IN OUT``. Every entry point runs with a stdout
+that a closed pipe silences (:func:`compensate.cli.usage.quiet_closed_pipe`).
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     whole process: once its output is in place, SIGINT and SIGTERM stay ignored
     to the process's end, and stdout is flushed before the interpreter would
     (:func:`compensate.cli.failure.flush_stdout`)."""
+    from compensate.cli.usage import quiet_closed_pipe
+
     try:
-        status = _main(argv)
+        with quiet_closed_pipe():
+            status = _main(argv)
     except KeyboardInterrupt:  # before interrupt.run installed its handlers
         return early_interrupt("compensate")
     if argv is None:
@@ -37,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _prog(args: list[str]) -> str:
     """The name a command's lines start with: ``compensate``, ``compensate report``."""
-    return f"compensate {args[0]}" if args and args[0] in ("report", "export") else "compensate"
+    return f"compensate {args[0]}" if args and args[0] in ("report", "export", "simulate") \
+        else "compensate"
 
 
 def simulate_main(argv: list[str] | None = None) -> int:
@@ -45,15 +56,43 @@ def simulate_main(argv: list[str] | None = None) -> int:
     return launch("compensate-simulate", "compensate.cli.simulate", argv)
 
 
-def launch(prog: str, module: str, argv: list[str] | None = None) -> int:
-    """A console-script entry point: ``module.main(argv)``, its module imported
-    with the signals handled (:func:`compensate.interrupt.launch`), an interrupt
-    even before that one line and 130 (:func:`early_interrupt`)."""
+def launch(prog: str, module: str, argv: list[str] | None = None,
+           entry: str = "main") -> int:
+    """A console-script entry point: ``module.ENTRY(argv)``, its module imported
+    with the signals handled (as :func:`compensate.interrupt.launch` does), an
+    interrupt even before that one line and 130 (:func:`early_interrupt`), stdout
+    silenced by a closed pipe (:func:`compensate.cli.usage.quiet_closed_pipe`)."""
     try:
+        import importlib
+
         from compensate import interrupt
-        return interrupt.launch(prog, module, argv)
+        from compensate.cli.usage import exit_status, quiet_closed_pipe
+
+        loaded: list = []
+
+        def load() -> int:
+            with interrupt.deferred("import"):
+                loaded.append(importlib.import_module(module))
+            return 0
+
+        with quiet_closed_pipe():
+            if _asks_version(sys.argv[1:] if argv is None else argv):
+                from compensate.cli.usage import version_line
+                print(version_line(prog))
+                return 0
+            code = interrupt.run(prog, load)
+            return getattr(loaded[0], entry)(argv) if loaded and code == 0 else code
     except KeyboardInterrupt:
         return early_interrupt(prog)
+    except SystemExit as exc:  # argparse's --help and --version: a status, as the others
+        return exit_status(exc)
+
+
+def _asks_version(args: list[str]) -> bool:
+    """Whether ``--version`` is among a command's options (before a ``--``): it is
+    answered whatever else is given, by every subcommand too (``calibrate run
+    --version``, whose parser has no such option)."""
+    return "--version" in args[:args.index("--")] if "--" in args else "--version" in args
 
 
 def early_interrupt(prog: str) -> int:
@@ -80,6 +119,14 @@ def _main(argv: list[str] | None) -> int:
             say(f"compensate: error: stdout: {exc.strerror or exc}")
             return EXIT_INPUT
         return 0
+    if args and args[0] == "simulate":
+        return launch("compensate simulate", "compensate.cli.simulate", args[1:],
+                      entry="subcommand")
+    if args and args[0] == "calibrate":  # the calibrate command (calibration.cli)
+        return launch("calibrate", "calibration.cli", args[1:])
+    from compensate.cli.usage import nearest_subcommand
+    if args and (near := nearest_subcommand(args[0])):
+        return _mistyped(args[0], near)
     prog = _prog(args)
     process = argv is None  # the whole process: signals stay ignored after a commit
     single_threaded_blas()
@@ -105,6 +152,18 @@ def _main(argv: list[str] | None) -> int:
         with contextlib.redirect_stderr(io.StringIO()):
             return parallel.abort_if_stranded(interrupt.run(prog, body, process=process))
     return parallel.abort_if_stranded(interrupt.run(prog, body, process=process))
+
+
+def _mistyped(word: str, near: str) -> int:
+    """``compensate rport x``: a usage error (2) that names the nearest subcommand,
+    rather than a trace format ``rport`` does not have."""
+    from compensate.cli.usage import OVERVIEW
+    from compensate.parallel import command as parallel
+    if parallel.launched() and (parallel.launcher_rank() or 0) > 0:
+        return 2  # mpiexec -n P compensate rport ...: rank 0 says it, once per job
+    print(f"compensate: error: {word!r} is neither a subcommand nor an existing input "
+          f"(did you mean 'compensate {near}'?)\nusage: {OVERVIEW}", file=sys.stderr)
+    return 2
 
 
 def single_threaded_blas() -> None:

@@ -32,9 +32,17 @@ import compensate.cli.values as values
 import compensate.interrupt as interrupt
 import compensate.overhead as overhead_choice
 import compensate.parallel.command as parallel
-from compensate import __version__
 from compensate.api import resolve_platform
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, after_commit, failure_status
+from compensate.cli.usage import (
+    OVERVIEW,
+    SUBCOMMANDS,
+    Parser,
+    Usage,
+    exit_status,
+    synopsis,
+    version_line,
+)
 from compensate.engine import BOUNDS, COLLECTIVE_EXITS
 from compensate.formats import (
     AtomicFile,
@@ -65,24 +73,17 @@ PLATFORM_HINT = ("give --platform FILE.json (write one with `calibrate`, or by h
                  "trace's own records)")
 
 
-class _Usage(Exception):
-    """A usage error (exit 2); ``synopsis``: also print the usage line."""
-
-    def __init__(self, message: str, synopsis: bool = True) -> None:
-        super().__init__(message)
-        self.synopsis = synopsis
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        raise _Usage(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="compensate",
-        description="Remove tracing overhead from an MPI trace (OTF2 or .trace) and write "
-                    "an approximation of the uninstrumented run.")
+    """The main job's parser (``compensate IN OUT``); its help lists the
+    subcommands too (:data:`compensate.cli.usage.SUBCOMMANDS`)."""
+    width = max(map(len, SUBCOMMANDS))
+    p = Parser(
+        prog="compensate", usage=OVERVIEW,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Remove tracing overhead from an MPI trace (OTF2 or .trace) and write\n"
+                    "an approximation of the uninstrumented run.",
+        epilog="subcommands (compensate SUBCOMMAND --help for their options):\n" + "\n".join(
+            f"  {name:<{width}}  {what}" for name, (_, what) in SUBCOMMANDS.items()))
     p.add_argument("input", metavar="IN", help="OTF2 anchor file (*.otf2) or text trace (*.trace)")
     p.add_argument("output", metavar="OUT",
                    help="output: out/traces.otf2 creates the archive directory out/, or *.trace")
@@ -137,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="distributed run: end the job (exit 3, nothing written) when "
                         "no rank made progress for SECONDS, naming the ranks that did "
                         f"not answer (default {DEFAULT_RANK_TIMEOUT:g}; 0: wait forever)")
-    p.add_argument("--version", action="version", version=f"compensate {__version__}")
+    p.add_argument("--version", action="version", version=version_line("compensate"))
     return p
 
 
@@ -180,7 +181,7 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
                                       lambda: read_trace(args.input), args.bound != "none",
                                       cold_calls=getattr(args, "cold_calls", False))
     except ValueError as exc:
-        raise _Usage(str(exc), synopsis=False) from None
+        raise Usage(str(exc), synopsis=False) from None
 
 
 def _time_fraction(defs) -> Callable[[int], float | None]:
@@ -278,16 +279,16 @@ def _run(argv: list[str] | None) -> int:
         trace_format(args.input)
         trace_format(args.output)
     except ValueError as exc:
-        raise _Usage(str(exc)) from None
+        raise Usage(str(exc)) from None
     platform, overhead_info = choose_overhead(args)
     if platform is None and args.bound != "none":
-        raise _Usage(f"no platform: {PLATFORM_HINT}", synopsis=False)
+        raise Usage(f"no platform: {PLATFORM_HINT}", synopsis=False)
     args.overhead_info = overhead_info
     target = output_target(args.input, args.output, args.force)
     show = not args.quiet and sys.stderr.isatty()
     if args.mpi or parallel.launched():  # mpiexec -n P compensate ...: docs/parallel.md
         if not parallel.available():
-            raise _Usage("--mpi needs mpi4py: pip install 'compensate[mpi]'", synopsis=False)
+            raise Usage("--mpi needs mpi4py: pip install 'compensate[mpi]'", synopsis=False)
         job = Job(str(args.input), str(args.output), run_options(args), platform,
                   args.in_memory, args.rank_timeout or None)
         return parallel.run_parallel(
@@ -654,24 +655,20 @@ def _json_default(o):
     raise TypeError(type(o).__name__)
 
 
-USAGE = ("usage: compensate IN OUT [--bound lower|upper|fitted|none] [--platform FILE.json] "
-         "[--overhead DURATION] [--collective-exit uniform|per-process] [--eager-limit BYTES] "
-         "[--summary FILE.json] [--max-overcompensated N|P%] [--in-memory] [--strict] [--force] "
-         "[--quiet] [--mpi]")
-
-
 def _main(argv: list[str] | None) -> int:
     """The run with every failure turned into one line on stderr and an exit code.
     A failure caused by an interrupt is left to :func:`compensate.interrupt.run`."""
     try:
         return run(argv)
-    except (KeyboardInterrupt, SystemExit):  # SystemExit: --help, --version
+    except KeyboardInterrupt:
         raise
+    except SystemExit as exc:  # --help, --version: argparse printed them
+        return exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - one line, never a traceback
-        if isinstance(exc, _Usage):
+        if isinstance(exc, Usage):
             interrupt.check()  # an error an interrupt caused is reported as the interrupt
-            print(f"compensate: error: {exc}" + (f"\n{USAGE}" if exc.synopsis else ""),
-                  file=sys.stderr)
+            line = f"\n{synopsis(build_parser())}" if exc.synopsis else ""
+            print(f"compensate: error: {exc}{line}", file=sys.stderr)
             return EXIT_USAGE
         return failure_status("compensate", exc)
 

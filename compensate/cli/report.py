@@ -35,6 +35,7 @@ from compensate.analysis import (
 )
 from compensate.analysis.hybrid import HYBRID_LABELS, HYBRID_STATES
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, failure_status
+from compensate.cli.usage import Parser, Usage, exit_status, synopsis, version_line
 from compensate.formats import (
     AtomicFile,
     OutputError,
@@ -45,22 +46,6 @@ from compensate.formats import (
 from compensate.model import Trace, TraceError
 
 SCHEMA_ID = "compensate-report/1"
-
-USAGE = {
-    "report": "usage: compensate report TRACE [TRACE2] [--json FILE] [--eager-limit BYTES] "
-              "[--top N] [--strict]",
-    "export": "usage: compensate export TRACE OUT.json [--force]",
-}
-
-
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        raise _Usage(message)
-
 
 # ---------------------------------------------------------------------------------
 # text tables
@@ -331,7 +316,7 @@ def _check_trace_path(path: str) -> None:
     try:
         trace_format(path)
     except ValueError as exc:
-        raise _Usage(str(exc)) from None
+        raise Usage(str(exc)) from None
 
 
 def _check_nesting(trace: Trace, strict: bool) -> None:
@@ -356,10 +341,11 @@ def _check_nesting(trace: Trace, strict: bool) -> None:
               f"latest open Enter of its region (--strict refuses)", file=sys.stderr)
 
 
-def run_report(argv: list[str]) -> int:
-    p = _Parser(prog="compensate report",
-                description="Profile and wait states of a trace, or the before/after "
-                            "comparison of two traces of the same run.")
+def report_parser() -> argparse.ArgumentParser:
+    """``compensate report``'s parser."""
+    p = Parser(prog="compensate report",
+               description="Profile and wait states of a trace, or the before/after "
+                           "comparison of two traces of the same run.")
     p.add_argument("trace", metavar="TRACE", help="OTF2 anchor file or .trace (measured)")
     p.add_argument("trace2", metavar="TRACE2", nargs="?",
                    help="second trace of the same run (approximated) to compare with")
@@ -372,7 +358,12 @@ def run_report(argv: list[str]) -> int:
     p.add_argument("--strict", action="store_true",
                    help="refuse Enter/Leave that do not nest (exit 3) instead of pairing "
                         "each Leave with the latest open Enter of its region")
-    args = p.parse_args(argv)
+    p.add_argument("--version", action="version", version=version_line(p.prog))
+    return p
+
+
+def run_report(argv: list[str]) -> int:
+    args = report_parser().parse_args(argv)
     paths = [args.trace] + ([args.trace2] if args.trace2 else [])
     for path in paths:
         _check_trace_path(path)
@@ -407,20 +398,30 @@ def _report(args: argparse.Namespace, paths: list[str], json_out: AtomicFile | N
     return EXIT_OK
 
 
-def run_export(argv: list[str]) -> int:
-    from compensate.analysis.export import write_trace_events
-
-    p = _Parser(prog="compensate export",
-                description="Write a trace as Chrome/Perfetto trace-event JSON "
-                            "(open it in ui.perfetto.dev or chrome://tracing).")
+def export_parser() -> argparse.ArgumentParser:
+    """``compensate export``'s parser."""
+    p = Parser(prog="compensate export",
+               description="Write a trace as Chrome/Perfetto trace-event JSON "
+                           "(open it in ui.perfetto.dev or chrome://tracing).")
     p.add_argument("trace", metavar="TRACE", help="OTF2 anchor file or .trace")
     p.add_argument("output", metavar="OUT.json", help="trace-event JSON file to write")
     p.add_argument("--force", action="store_true", help="replace an existing OUT.json")
-    args = p.parse_args(argv)
+    p.add_argument("--version", action="version", version=version_line(p.prog))
+    return p
+
+
+#: each subcommand's parser
+PARSERS = {"report": report_parser, "export": export_parser}
+
+
+def run_export(argv: list[str]) -> int:
+    from compensate.analysis.export import write_trace_events
+
+    args = export_parser().parse_args(argv)
     _check_trace_path(args.trace)
     out = Path(args.output)
     if out.suffix.lower() != ".json":
-        raise _Usage(f"{args.output}: the output must be a .json file")
+        raise Usage(f"{args.output}: the output must be a .json file")
     if out.exists() and out.resolve() == Path(args.trace).resolve():
         raise TraceError("output would overwrite the input", source=args.output)
     if out.is_dir():
@@ -451,11 +452,14 @@ def _main(argv: list[str]) -> int:
     runner = {"report": run_report, "export": run_export}[command]
     try:
         return runner(rest)
-    except (KeyboardInterrupt, SystemExit):  # interrupt.run reports; --help
+    except KeyboardInterrupt:  # interrupt.run reports
         raise
+    except SystemExit as exc:  # --help, --version: argparse printed them
+        return exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - one line, never a traceback
-        if isinstance(exc, _Usage):
+        if isinstance(exc, Usage):
             interrupt.check()  # an error an interrupt caused is reported as the interrupt
-            print(f"compensate {command}: error: {exc}\n{USAGE[command]}", file=sys.stderr)
+            print(f"compensate {command}: error: {exc}\n{synopsis(PARSERS[command]())}",
+                  file=sys.stderr)
             return EXIT_USAGE
         return failure_status(f"compensate {command}", exc)

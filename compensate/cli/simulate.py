@@ -23,6 +23,8 @@ import numpy as np
 
 import compensate.cli.values as values
 import compensate.interrupt as interrupt
+from compensate.cli.failure import EXIT_USAGE, failure_status
+from compensate.cli.usage import Parser, Usage, exit_status, synopsis, version_line
 from compensate.formats import TRACE_FORMATS, Format, TraceWriter
 from compensate.model import Trace
 from compensate.platform import PlatformError, parse_duration
@@ -35,22 +37,30 @@ from compensate.simulate.validation import evaluate
 FORMAT_CHOICES: dict[str, Format] = {f.suffix.lstrip("."): f for f in TRACE_FORMATS}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="compensate-simulate",
+def build_parser(prog: str = "compensate-simulate") -> argparse.ArgumentParser:
+    """The command's parser; ``prog``: ``compensate-simulate`` or ``compensate
+    simulate`` (the same command)."""
+    p = Parser(
+        prog=prog,
         description="Simulate a model MPI program without (truth) and with (measured) "
                     "tracer overhead and write both traces plus the platform file.")
-    p.add_argument("program", choices=sorted(PROGRAMS))
-    p.add_argument("outdir", help="output directory (created; must be empty or absent)")
-    p.add_argument("--ranks", type=values.whole(1, 1 << 16, "ranks"), default=4)
-    p.add_argument("--iterations", type=values.whole(1, what="iterations"), default=None,
-                   help="default: the program's")
-    p.add_argument("--overhead", default="1us", type=values.duration(),
-                   help="per-record tracer overhead (1us, 250ns)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--format", choices=tuple(FORMAT_CHOICES), default="otf2")
+    p.add_argument("program", metavar="PROGRAM", choices=sorted(PROGRAMS),
+                   help=f"the model program: {', '.join(sorted(PROGRAMS))}")
+    p.add_argument("outdir", metavar="OUTDIR",
+                   help="output directory (created; must be empty or absent)")
+    p.add_argument("--ranks", metavar="N", type=values.whole(1, 1 << 16, "ranks"), default=4,
+                   help="simulated ranks (default 4)")
+    p.add_argument("--iterations", metavar="N", type=values.whole(1, what="iterations"),
+                   default=None, help="default: the program's")
+    p.add_argument("--overhead", metavar="DURATION", default="1us", type=values.duration(),
+                   help="per-record tracer overhead (default 1us; e.g. 250ns)")
+    p.add_argument("--seed", metavar="N", type=int, default=0,
+                   help="random seed (default 0)")
+    p.add_argument("--format", choices=tuple(FORMAT_CHOICES), default="otf2",
+                   help="trace format of the pair (default otf2)")
     p.add_argument("--report", action="store_true",
                    help="also compensate with both bounds and print the accuracy")
+    p.add_argument("--version", action="version", version=version_line(prog))
     return p
 
 
@@ -86,12 +96,37 @@ def write_windows(trace: Trace, path: Path, progress=None, windows: int = 64) ->
                 progress(done)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "compensate-simulate") -> int:
+    """Run the command and return its exit status (2: a usage error, one line and
+    the usage line; 3: the simulation or its outputs refused)."""
     # SIGINT/SIGTERM: exit 130/143, and what this run wrote is removed (OUTDIR was
     # absent or empty): OUTDIR if it created it, else its contents
     written: list[Path] = []
-    return interrupt.run("compensate-simulate", lambda: _main(argv, written),
+    return interrupt.run(prog, lambda: _usage_checked(argv, written, prog),
                          cleanup=lambda: _remove(written))
+
+
+def subcommand(argv: list[str] | None = None) -> int:
+    """``compensate simulate ARGS``: the same command as ``compensate-simulate``."""
+    return main(argv, prog="compensate simulate")
+
+
+def _usage_checked(argv: list[str] | None, written: list[Path], prog: str) -> int:
+    """:func:`_main`, its failures one line and an exit status: a usage error (2,
+    with the usage line), an output that cannot be written (3), --help and
+    --version (0)."""
+    try:
+        return _main(argv, written, prog)
+    except SystemExit as exc:  # --help, --version: argparse printed them
+        return exit_status(exc)
+    except Usage as exc:
+        interrupt.check()  # an error an interrupt caused is reported as the interrupt
+        print(f"{prog}: error: {exc}\n{synopsis(build_parser(prog))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        return failure_status(prog, exc)
 
 
 def _remove(written: list[Path]) -> None:
@@ -102,10 +137,10 @@ def _remove(written: list[Path]) -> None:
             p.unlink()
 
 
-def _main(argv: list[str] | None, written: list[Path]) -> int:
-    args = build_parser().parse_args(argv)
+def _main(argv: list[str] | None, written: list[Path], command: str) -> int:
+    args = build_parser(command).parse_args(argv)
     out = Path(args.outdir)
-    prog = Progress("compensate-simulate", f"simulating {args.program}")
+    prog = Progress(command, f"simulating {args.program}")
     try:
         if out.exists() and any(out.iterdir()):
             raise SimulationError(f"{out}: exists and is not empty")
@@ -117,7 +152,7 @@ def _main(argv: list[str] | None, written: list[Path]) -> int:
                        progress=prog.fraction)
     except (SimulationError, PlatformError, ValueError) as exc:
         prog.close()
-        print(f"compensate-simulate: error: {exc}", file=sys.stderr)
+        print(f"{command}: error: {exc}", file=sys.stderr)
         return 3
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -129,7 +164,7 @@ def _main(argv: list[str] | None, written: list[Path]) -> int:
         prog.close()
     (out / "platform.json").write_text(json.dumps(sim.platform.to_dict(), indent=2) + "\n")
     t, m = sim.info["span_truth"], sim.info["span_measured"]
-    print(f"compensate-simulate: {args.program}, {args.ranks} ranks, "
+    print(f"{command}: {args.program}, {args.ranks} ranks, "
           f"{sim.measured.record_count} records: truth {t:.6g} s, measured {m:.6g} s "
           f"(+{100 * (m - t) / t:.1f} %); wrote {out}/")
     if args.report:

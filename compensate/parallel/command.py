@@ -43,6 +43,13 @@ def _env_int(names: tuple[str, ...]) -> int | None:
     return None
 
 
+def launcher_rank() -> int | None:
+    """This process's rank as its MPI launcher set it in the environment (None: no
+    launcher set one), known before MPI is initialised: a command that fails that
+    early prints its line on rank 0 only (once per job)."""
+    return _env_int(_RANK_VARS)
+
+
 def available() -> bool:
     """Whether mpi4py can be imported (without importing it)."""
     import importlib.util
