@@ -11,6 +11,9 @@ copies of the platform's ``copy_time`` table are subtracted (never below 0) and
 the line is fitted robustly (:func:`compensate.engine.fit.fit_line`) through the
 per-size medians. The other ranks of the communicator wait.
 
+A latency whose zero-byte one-way times scatter by more than ``--max-spread`` of
+their median is refused (exit 4, nothing written; :func:`unsteady`).
+
 Run alone on the ranks the traces come from (the network between other nodes
 may differ)::
 

@@ -22,6 +22,11 @@ the release travels to the target: the grant comes as after an empty epoch,
 empty + round_trip``. :func:`decide` says ``after_completion`` where the delay
 exceeds half the round trip.
 
+The epochs are also decided in :data:`~calibration.spread.RMA_BLOCKS` blocks of
+consecutive ones; where the blocks disagree the verdict is refused (exit 4, nothing
+written): on a busy machine one phase of load decides it, and four runs in a row
+said eager, after_completion, eager, after_completion.
+
 Run alone on the ranks the traces come from::
 
     mpiexec -n 2 python -m calibration.rma --update platform.json
