@@ -200,11 +200,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         prog.fraction(0.0, "clock read cost")
         timer = calibrate_timer(mode.timer_pairs, mode.n_resamples, args.seed)
+        prog = prog.phase("copy cost")
+        copy = measure_copy_cost(timer, copy_cfg, prog.fraction)
         prog = prog.phase(f"per-record cost of {args.tracer}")
         cost = _tracer_cost(args, mode, timer, probe_cfg, prog.fraction)
         _refuse_unsteady(targets.unsteady(cost, args.max_spread), args.output)
-        prog = prog.phase("copy cost")
-        copy = measure_copy_cost(timer, copy_cfg, prog.fraction)
     finally:
         prog.close()
     data = platformfile.build_platform(copy, timer, cost, mode=mode.name,
