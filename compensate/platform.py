@@ -341,20 +341,31 @@ class Platform:
 
 def trace_producer(trace: str | Path) -> str | None:
     """The tracer (:data:`TRACERS`) that wrote the OTF2 archive whose anchor file is
-    ``trace``, from the creator string near its start; None for a text trace, an
-    unknown or empty creator (EZTrace 2.0 leaves it empty) or a file that cannot
-    be read. Reads at most 4 KiB."""
+    ``trace``, from the creator string near its start, or where that is empty
+    (EZTrace 2.0 leaves it so) from the start of the global definitions file
+    (EZTrace names a region "EZTrace finalize"); None for a text trace, an unknown
+    producer or a file that cannot be read. Reads at most 4 KiB and 64 KiB."""
     path = Path(trace)
     if path.suffix != ".otf2" or not path.is_file():
         return None
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return None
+    head = _head(path, 4096)
     if b"OTF2" not in head[:16]:
         return None
-    return next((name for mark, name in _CREATORS if mark in head), None)
+    found = next((name for mark, name in _CREATORS if mark in head), None)
+    if found is None and b"EZTrace" in _head(path.with_suffix(".def"), 1 << 16):
+        found = "eztrace"
+    return found
+
+
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of the regular file ``path`` (empty if unreadable)."""
+    try:
+        if not path.is_file():
+            return b""
+        with path.open("rb") as fh:
+            return fh.read(size)
+    except OSError:
+        return b""
 
 
 def tracer_warning(platform: Platform | None, trace: str | Path,

@@ -38,6 +38,19 @@ def test_the_producer_comes_from_the_otf2_creator(tmp_path):
     assert trace_producer(tmp_path / "x.otf2") is None
 
 
+def test_an_eztrace_archive_is_known_by_its_definitions(tmp_path):
+    """EZTrace 2.0 writes an empty creator; its global definitions name a region
+    "EZTrace finalize" (the head of an anchor and a .def file as it writes them)."""
+    anchor = tmp_path / "eztrace_log.otf2"
+    anchor.write_bytes(b"\x03BOTF2\x00\x03\x02\x03\x00\x02" + bytes(40))
+    assert trace_producer(anchor) is None
+    (tmp_path / "eztrace_log.def").write_bytes(b"\x00P#0T#0\x00MPI_COMM_WORLD\x00"
+                                               b"EZTrace finalize\x00")
+    assert trace_producer(anchor) == "eztrace"
+    line = tracer_warning(Platform(1e-7, tracer="scorep"), anchor)
+    assert line is not None and "'eztrace'" in line
+
+
 def test_a_mismatch_is_one_warning_and_a_match_none():
     if not SCOREP.exists():
         pytest.skip(f"{SCOREP} not available")
