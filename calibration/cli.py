@@ -21,10 +21,11 @@ import numpy as np
 
 import compensate.cli.values as values
 import compensate.interrupt as interrupt
-from calibration import external, overhead, platformfile, tracecheck, workers
+from calibration import external, overhead, platformfile, targets, tracecheck, workers
 from calibration.copycost import COPY_METHODS, measure_copy_cost
 from calibration.modes import MODES
 from calibration.report import format_external, format_run
+from calibration.spread import MAX_SPREAD, Unsteady
 from calibration.timer import calibrate_timer
 from calibration.units import fmt_bytes, fmt_seconds
 from compensate.model import TraceError
@@ -33,14 +34,19 @@ from compensate.progress import Progress
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INPUT, EXIT_REFUSED = 0, 1, 2, 3, 4
 SUBCOMMANDS = ("run", "overhead", "check")
-USAGE = ("usage: calibrate run -o FILE.json [--quick|--thorough] [--force] ...\n"
+USAGE = ("usage: calibrate run -o FILE.json [--tracer NAME] [--quick|--thorough] "
+         "[--force] ...\n"
          "       calibrate overhead --command \"CMD {n}\" --baseline \"CMD0 {n}\" "
-         "--events-per-iteration K [--update FILE.json] ...\n"
+         "--events-per-iteration K [--tracer NAME --update FILE.json] ...\n"
          "       calibrate check TRACE [--platform FILE.json | --overhead DURATION]")
 
 
 class _Usage(Exception):
     """A usage error (exit 2)."""
+
+
+class _Unsteady(Exception):
+    """A constant too noisy to write (exit 4); the message is the whole line."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -83,10 +89,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version="calibrate (compensate 0.1.0)")
     sub = p.add_subparsers(dest="subcommand", metavar="{run,overhead,check}")
 
-    r = sub.add_parser("run", help="copy cost + timer + writer-probe overhead -> platform file",
+    r = sub.add_parser("run", help="copy cost + timer + a tracer's overhead -> platform file",
                        description="Measure the timer, the copy cost of 64 B .. 64 MiB buffers "
-                                   "and the OTF2 writer's per-record cost; write a platform file.")
+                                   "and the per-record cost of the tracer named by --tracer; "
+                                   "write a platform file that names that tracer.")
     r.add_argument("-o", "--output", required=True, metavar="FILE.json", help="platform file")
+    r.add_argument("--tracer", choices=targets.TRACERS, default="record",
+                   help="whose per-record cost to measure: record (the project's mpi4py "
+                        "tracer, python -m calibration.record; the default), python-writer "
+                        "(the otf2 Python writer), scorep (calibration/microbench-scorep, "
+                        "make -C calibration), eztrace or other (--command/--baseline)")
+    r.add_argument("--command", metavar="\"CMD {n}\"",
+                   help="external tracers: the instrumented microbenchmark (default for "
+                        "scorep: calibration/microbench-scorep {n})")
+    r.add_argument("--baseline", metavar="\"CMD0 {n}\"",
+                   help="external tracers: the same without the tracer (default for "
+                        "scorep: calibration/microbench {n})")
+    r.add_argument("--events-per-iteration", metavar="K", default=2.0,
+                   type=values.real(0, 1e9, "records", open_low=True),
+                   help="external tracers: records one iteration writes (default 2)")
+    r.add_argument("--timing", choices=external.TIMINGS, default="stdout",
+                   help="external tracers: stdout (the last number the program prints; "
+                        "the default, as microbench.c prints its loop time) or wall")
+    _max_spread_option(r)
     r.add_argument("--force", action="store_true", help="replace an existing FILE.json")
     speed = r.add_mutually_exclusive_group()
     speed.add_argument("--quick", action="store_true", help="a few seconds (tests, smoke runs)")
@@ -129,7 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
                    default=600.0, help="seconds per run (600)")
     o.add_argument("--update", metavar="FILE.json",
                    help="write the fitted overhead into this platform file as event_overhead "
-                        "(and drop event_overhead_by_kind, which came from another probe)")
+                        "(and drop event_overhead_by_kind, which came from another probe); "
+                        "needs --tracer")
+    o.add_argument("--tracer", choices=targets.EXTERNAL,
+                   help="the tracer the command runs under (scorep, eztrace, other): "
+                        "written into the --update file")
+    _max_spread_option(o)
     o.add_argument("--quiet", action="store_true", help="no progress and no report")
 
     c = sub.add_parser("check", help="does the platform's overhead fit a trace?",
@@ -143,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _max_spread_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-spread", type=values.real(0, 1e6, "fraction", open_low=True),
+                   default=MAX_SPREAD, metavar="FRACTION",
+                   help=f"refuse to write a constant whose spread (interquartile range, "
+                        f"or 95 %% confidence interval of a fitted overhead) exceeds this "
+                        f"fraction of its value (default {MAX_SPREAD:g})")
+
+
 # ---------------------------------------------------------------------------
 # run
 
@@ -154,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.max_size < copy_cfg.min_bytes:
             raise _Usage(f"--max-size must be at least {copy_cfg.min_bytes} B")
         copy_cfg = dataclasses.replace(copy_cfg, max_bytes=args.max_size)
-    writer_cfg = dataclasses.replace(mode.writer, seed=args.seed)
+    probe_cfg = _external_settings(args, mode.name)
     platformfile.check_output(args.output, args.force)
     show = not args.quiet
     started = time.perf_counter()
@@ -164,17 +202,71 @@ def cmd_run(args: argparse.Namespace) -> int:
         timer = calibrate_timer(mode.timer_pairs, mode.n_resamples, args.seed)
         prog = prog.phase("copy cost")
         copy = measure_copy_cost(timer, copy_cfg, prog.fraction)
-        prog = prog.phase("writer probe")
-        probe = overhead.run_writer_probe(timer, writer_cfg, prog.fraction)
+        prog = prog.phase(f"per-record cost of {args.tracer}")
+        cost = _tracer_cost(args, mode, timer, probe_cfg, prog.fraction)
+        _refuse_unsteady(targets.unsteady(cost, args.max_spread), args.output)
     finally:
         prog.close()
-    data = platformfile.build_platform(copy, timer, probe, mode=mode.name,
+    data = platformfile.build_platform(copy, timer, cost, mode=mode.name,
                                        seconds=time.perf_counter() - started,
                                        table=args.table, monotone=args.monotone)
     platformfile.write_platform(data, args.output, args.force)
     if show:
         print(format_run(data, args.output))
     return EXIT_OK
+
+
+def _external_settings(args: argparse.Namespace, mode: str) -> external.ExternalSettings | None:
+    """The external probe of ``run --tracer scorep|eztrace|other`` (checked before
+    the long measurements); None for the tracers measured in this process."""
+    if args.tracer not in targets.EXTERNAL:
+        if args.command or args.baseline:
+            raise _Usage(f"--command and --baseline are for external tracers "
+                         f"({', '.join(targets.EXTERNAL)}), not --tracer {args.tracer}")
+        return None
+    command, baseline = args.command, args.baseline
+    if args.tracer == "scorep" and not (command or baseline):
+        missing = targets.missing_microbench()
+        if missing:
+            raise external.ProbeError(missing)
+        command, baseline = targets.scorep_commands()
+    if not (command and baseline):
+        raise _Usage(f"--tracer {args.tracer} needs --command and --baseline (the "
+                     f"microbenchmark with and without the tracer; docs/calibration.md)")
+    quick = mode == "quick"
+    cfg = external.ExternalSettings(
+        command=command, baseline=baseline, events_per_iteration=args.events_per_iteration,
+        ns=(20000, 40000, 60000, 80000) if quick else external.DEFAULT_NS,
+        repeats=3 if quick else 5, timing=args.timing)
+    try:
+        cfg.check()
+    except ValueError as exc:
+        raise _Usage(str(exc)) from None
+    return cfg
+
+
+def _tracer_cost(args: argparse.Namespace, mode, timer, probe_cfg, progress) -> dict:
+    """The overhead part of the platform file for ``args.tracer``
+    (:mod:`calibration.targets`)."""
+    if args.tracer == "record":
+        progress(0.0, "record path")
+        return targets.record_overhead(*targets.RECORD_SAMPLES[mode.name])
+    if args.tracer == "python-writer":
+        writer_cfg = dataclasses.replace(mode.writer, seed=args.seed)
+        return targets.writer_overhead(overhead.run_writer_probe(timer, writer_cfg, progress))
+    result = external.run_external_probe(probe_cfg, timer, progress)
+    if not result.resolved:
+        raise _Unsteady(f"calibrate: error: per-record cost event_overhead (tracer "
+                        f"{args.tracer}) not resolved ({fmt_seconds(result.overhead)} +- "
+                        f"{fmt_seconds(result.stderr)}); rerun on a quiet machine or with "
+                        f"larger iteration counts; {args.output} not written")
+    return targets.external_overhead(args.tracer, result.to_dict())
+
+
+def _refuse_unsteady(found: Unsteady | None, target: str, written: str = "not written") -> None:
+    """Stop (exit 4) with the one-line refusal of a constant too noisy to write."""
+    if found is not None:
+        raise _Unsteady(found.message("calibrate", then=f"{target} {written}"))
 
 
 # ---------------------------------------------------------------------------
@@ -191,6 +283,9 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _Usage(str(exc)) from None
     if args.update:
+        if args.tracer is None:
+            raise _Usage("--update needs --tracer (scorep, eztrace or other): the platform "
+                         "file names the tracer its overhead is for")
         platformfile.read_platform_dict(args.update)  # fail before the long runs
     prog = Progress("calibrate", "external probe", enabled=not args.quiet)
     timer = calibrate_timer(5000, 499)
@@ -208,8 +303,10 @@ def cmd_overhead(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_REFUSED
     if args.update:
+        _refuse_unsteady(targets.unsteady(targets.external_overhead(args.tracer, info),
+                                          args.max_spread), args.update, "left unchanged")
         data = platformfile.read_platform_dict(args.update)
-        platformfile.apply_external(data, info)
+        platformfile.apply_external(data, info, args.tracer)
         platformfile.write_platform(data, args.update, force=True)
         if not args.quiet:
             print(f"calibrate: event_overhead = {fmt_seconds(result.overhead)} written to "
@@ -313,6 +410,9 @@ def _main(argv: list[str] | None) -> int:
     except _Usage as exc:
         print(f"calibrate: error: {exc}\n{USAGE}", file=sys.stderr)
         return EXIT_USAGE
+    except _Unsteady as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_REFUSED
     except (TraceError, PlatformError, platformfile.OutputError, external.ProbeError) as exc:
         print(f"calibrate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

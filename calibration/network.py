@@ -11,6 +11,9 @@ copies of the platform's ``copy_time`` table are subtracted (never below 0) and
 the line is fitted robustly (:func:`compensate.engine.fit.fit_line`) through the
 per-size medians. The other ranks of the communicator wait.
 
+A latency whose zero-byte one-way times scatter by more than ``--max-spread`` of
+their median is refused (exit 4, nothing written; :func:`unsteady`).
+
 Run alone on the ranks the traces come from (the network between other nodes
 may differ)::
 
@@ -28,6 +31,8 @@ import statistics
 import sys
 from time import perf_counter_ns
 from typing import Any
+
+from calibration.spread import EXIT_UNSTEADY, MAX_SPREAD, Unsteady, check_number
 
 #: message sizes of the ping-pong (bytes): zero bytes for the latency, then up to
 #: 256 KiB (the eager/rendezvous switch of most MPI libraries lies in between; one
@@ -62,8 +67,10 @@ def pingpong(comm: Any, sizes: tuple[int, ...] = SIZES, repeats: int = REPEATS,
                 comm.Recv(msg, source=0, tag=7)
                 comm.Send(msg, dest=0, tag=7)
         if out is not None:
+            q1, _, q3 = statistics.quantiles(samples, n=4) if len(samples) > 1 \
+                else (samples[0],) * 3
             out.append({"bytes": size, "seconds": statistics.median(samples),
-                        "n": len(samples)})
+                        "n": len(samples), "iqr": [q1, q3]})
     comm.Barrier()
     return out
 
@@ -84,6 +91,18 @@ def network_entry(measured: list[dict], copy_time=None) -> dict:
             "method": "ping-pong between ranks 0 and 1 (calibration.network): half the "
                       "median round trip minus two copies, fitted latency + bytes * per_byte",
             "measured": measured}
+
+
+def unsteady(measured: list[dict], max_spread: float = MAX_SPREAD) -> Unsteady | None:
+    """The refusal of the latency where the one-way times of the smallest message
+    scatter by more than ``max_spread`` of their median (:mod:`calibration.spread`):
+    on a machine whose cores the ranks share with other work a round trip waits
+    for the scheduler, and the fitted latency is that wait (391 µs for 1.7-8.4 µs).
+    None if steady, or if the quartiles were not recorded."""
+    first = min(measured, key=lambda m: m["bytes"], default=None)
+    if first is None or "iqr" not in first:
+        return None
+    return check_number("network latency", first["seconds"], *first["iqr"], max_spread)
 
 
 def two_ranks(module: str) -> Any:
@@ -126,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                          "table gives the copies subtracted)")
     ap.add_argument("--repeats", type=int, default=REPEATS, help=f"round trips per size "
                                                                  f"({REPEATS})")
+    ap.add_argument("--max-spread", type=float, default=MAX_SPREAD, metavar="FRACTION",
+                    help="refuse the latency where the interquartile range of the "
+                         "zero-byte one-way times exceeds this fraction of their median "
+                         f"({MAX_SPREAD:g}; exit {EXIT_UNSTEADY})")
     args = ap.parse_args(argv)
     from compensate.platform import Platform, PlatformError
 
@@ -143,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     measured = pingpong(comm, repeats=max(args.repeats, 1))
     if comm.Get_rank() != 0:
         return 0
+    found = unsteady(measured, args.max_spread)
+    if found is not None:
+        print(found.message("calibration.network",
+                            then=f"{args.update} left unchanged" if args.update else ""),
+              file=sys.stderr)
+        return EXIT_UNSTEADY
     entry = network_entry(measured, plat.copy_time if plat else None)
     entry["mpi"] = library_version()
     if args.update:

@@ -22,6 +22,7 @@ import compensate.interrupt as interrupt
 from calibration.copycost import CopyPoint, CopyResult, is_resolved, monotone_violations
 from calibration.machine import machine_facts, now_iso
 from calibration.overhead import WriterProbeResult
+from calibration.targets import writer_overhead
 from calibration.timer import TimerCalibration
 from compensate.platform import Platform, PlatformError, read_json
 
@@ -79,20 +80,25 @@ def _size_class(copy: CopyResult) -> dict:
             "scaled_to_table_size": True}
 
 
-def build_platform(copy: CopyResult, timer: TimerCalibration, probe: WriterProbeResult, *,
-                   mode: str, seconds: float, table: str = "warm",
-                   monotone: bool = False) -> dict:
-    """The platform file as a dict (format 1 plus calibration details)."""
+def build_platform(copy: CopyResult, timer: TimerCalibration,
+                   probe: WriterProbeResult | dict, *, mode: str, seconds: float,
+                   table: str = "warm", monotone: bool = False) -> dict:
+    """The platform file as a dict (format 1 plus calibration details). ``probe``:
+    the per-record overhead part of the file (:mod:`calibration.targets`: ``tracer``,
+    ``event_overhead``, ``event_overhead_by_kind``, ``overhead_source`` and its
+    details), or a writer probe's result (tracer ``python-writer``)."""
+    overhead = probe if isinstance(probe, dict) else writer_overhead(probe)
+    details = {k: v for k, v in overhead.items()
+               if k not in ("event_overhead", "event_overhead_by_kind")}
     return {
         "format": FORMAT,
-        "event_overhead": probe.event_overhead.median,
-        "event_overhead_by_kind": probe.by_kind(),
+        "event_overhead": overhead["event_overhead"],
+        "event_overhead_by_kind": overhead["event_overhead_by_kind"],
         "copy_time": copy_table(copy, table, monotone),
         "created_by": "calibrate run",
         "date": now_iso(),
         "mode": mode,
         "duration_seconds": seconds,
-        "overhead_source": "writer_probe",
         "machine": machine_facts(),
         "timer": timer.to_dict(),
         "copy_calibration": {
@@ -112,7 +118,7 @@ def build_platform(copy: CopyResult, timer: TimerCalibration, probe: WriterProbe
             "unresolved": [{"bytes": p.nbytes, **p.warm.to_dict()} for p in copy.unresolved()],
             "seconds": copy.seconds,
         },
-        "writer_probe": probe.to_dict(),
+        **details,
     }
 
 
@@ -184,8 +190,10 @@ def read_platform_dict(path: str | Path) -> dict:
     return data
 
 
-def apply_external(data: dict, probe: dict) -> dict:
-    """Make the external probe's overhead the file's ``event_overhead``.
+def apply_external(data: dict, probe: dict, tracer: str | None = None) -> dict:
+    """Make the external probe's overhead the file's ``event_overhead``, for
+    ``tracer`` (the file's ``tracer`` field; None: removed, as the file no longer
+    says which tracer its overhead is for).
 
     ``event_overhead_by_kind`` is emptied: its values came from another tracer
     (the otf2 writer probe) and would override the external number per kind. The
@@ -193,9 +201,14 @@ def apply_external(data: dict, probe: dict) -> dict:
     """
     replaced = {"event_overhead": data.get("event_overhead"),
                 "event_overhead_by_kind": data.get("event_overhead_by_kind") or {},
-                "overhead_source": data.get("overhead_source")}
+                "overhead_source": data.get("overhead_source"),
+                "tracer": data.get("tracer")}
     data["event_overhead"] = probe["overhead_seconds"]
     data["event_overhead_by_kind"] = {}
     data["overhead_source"] = "external_probe"
+    if tracer is None:
+        data.pop("tracer", None)
+    else:
+        data["tracer"] = tracer
     data["external_probe"] = {**probe, "date": now_iso(), "replaced": replaced}
     return data

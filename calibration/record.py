@@ -52,6 +52,7 @@ import types
 from typing import Any
 
 from calibration import program_env
+from calibration.spread import MAX_SPREAD
 from calibration.tracer import messages
 from calibration.tracer.functions import LAYER_PERIOD, WRAPPER_CODES, WRAPPER_FILE
 from calibration.tracer.messages import say
@@ -89,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "recording layer that measures the decorator's cost in this run "
                         f"(1-256, default {LAYER_PERIOD}; 0: never, the calibrated cost "
                         "is used)")
+    p.add_argument("--max-spread", type=float, default=MAX_SPREAD, metavar="FRACTION",
+                   help="leave the network and rma entries out of platform.json (with a "
+                        "warning) where their spread exceeds this fraction of their value "
+                        f"(default {MAX_SPREAD:g}; docs/calibration.md)")
     p.add_argument("program", help="the mpi4py script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -512,16 +517,9 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
                                         for o in d.offsets] for d in gathered}}}
         threaded = any(d.threaded for d in gathered)
         platform = _calibrate(args, MPI.Status(), extra, threaded)
-        if pingpong:
-            from calibration.network import network_entry
-            from compensate.platform import Platform
-            copy = Platform.from_dict(platform).copy_time
-            platform["network"] = network_entry(pingpong, copy)
-            platform["network"]["mpi"] = extra["mpi"]
-            platform["network"]["ranks"] = [gathered[0].host, gathered[1].host]
-        if unlock:
-            from calibration.rma import rma_entry
-            platform["rma"] = {**rma_entry(unlock), "mpi": extra["mpi"]}
+        _network_and_rma(platform, pingpong, unlock, extra["mpi"],
+                         [gathered[0].host, gathered[1].host] if len(gathered) > 1 else [],
+                         getattr(args, "max_spread", MAX_SPREAD))
     defaults = {}
     if platform is not None:
         # every kind the file does not list costs its event_overhead, in the tables
@@ -566,6 +564,37 @@ def _write_outputs(args: argparse.Namespace, gathered: list, MPI: Any,
         if os.path.exists(partial):
             os.remove(partial)
     return None
+
+
+def _network_and_rma(platform: dict, pingpong: list[dict] | None, unlock: dict | None,
+                     mpi: str, hosts: list[str], max_spread: float = MAX_SPREAD) -> None:
+    """Add the ``network`` and ``rma`` entries measured after the program, each only
+    where it is steady (:func:`calibration.network.unsteady`,
+    :func:`calibration.rma.unsteady`; ``max_spread`` for the network): a noisy one
+    is left out with a warning, and
+    compensate falls back as without it (the trace's own message times for the
+    network; an eager release)."""
+    if pingpong:
+        from calibration.network import network_entry
+        from calibration.network import unsteady as network_unsteady
+        from compensate.platform import Platform
+        found = network_unsteady(pingpong, max_spread)
+        if found is None:
+            copy = Platform.from_dict(platform).copy_time
+            platform["network"] = {**network_entry(pingpong, copy), "mpi": mpi,
+                                   "ranks": hosts}
+        else:
+            say(found.message("calibration.record", "warning",
+                              "platform.json has no network entry"))
+    if unlock:
+        from calibration.rma import rma_entry
+        from calibration.rma import unsteady as rma_unsteady
+        found = rma_unsteady(unlock)
+        if found is None:
+            platform["rma"] = {**rma_entry(unlock), "mpi": mpi}
+        else:
+            say(found.message("calibration.record", "warning",
+                              "platform.json has no rma entry"))
 
 
 def _attribute(platform: dict, tables: list[dict], gathered: list) -> None:

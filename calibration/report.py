@@ -43,6 +43,33 @@ def format_overhead(probe: dict) -> list[str]:
     return lines
 
 
+def format_record_cost(calib: dict) -> list[str]:
+    """Per-kind record-path table of the project's mpi4py tracer."""
+    costs = calib["seconds_per_record"]
+    lines = [f"per-record overhead of the mpi4py tracer ({calib['repeats']} samples of "
+             f"{calib['records_per_sample']:,} records per kind; value: "
+             f"{calib['statistic']}, Enter/Leave {calib['function_statistic']} of the "
+             f"decorated call's dilation):",
+             f"  {'kind':<20} {'p10':>10} {'median':>10} {'IQR':>10}"]
+    for kind, c in costs.items():
+        lines.append(f"  {kind:<20} {fmt_seconds(c['p10']):>10} {fmt_seconds(c['median']):>10} "
+                     f"{fmt_seconds(c['iqr']):>10}")
+    return lines
+
+
+def format_tracer_cost(data: dict) -> list[str]:
+    """The per-record overhead part of a report: which tracer, and its table."""
+    head = (f"tracer: {data.get('tracer', 'not named')} (event_overhead "
+            f"{fmt_seconds(data['event_overhead'])})")
+    if "writer_probe" in data:
+        return [head, *format_overhead(data["writer_probe"])]
+    if "calibration" in data:
+        return [head, *format_record_cost(data["calibration"])]
+    if "external_probe" in data:
+        return [head, format_external(data["external_probe"])]
+    return [head]
+
+
 def format_copy(entries: list[dict], calib: dict) -> list[str]:
     """Copy-cost table: size, median, IQR, CI, per-byte cost, fresh median."""
     lines = [f"copy cost ({calib['method']}; table = {calib['table']} buffers, "
@@ -98,7 +125,7 @@ def format_run(data: dict, path: str | None = None) -> str:
             f"CPUs), {data.get('date', '?')}")
     if path:
         head += f"; wrote {path}"
-    lines = [head, format_timer(data["timer"]), *format_overhead(data["writer_probe"]),
+    lines = [head, format_timer(data["timer"]), *format_tracer_cost(data),
              *format_copy(data["copy_time"], data["copy_calibration"]),
              *format_steps(data["copy_calibration"])]
     return "\n".join(lines)

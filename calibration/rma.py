@@ -22,6 +22,11 @@ the release travels to the target: the grant comes as after an empty epoch,
 empty + round_trip``. :func:`decide` says ``after_completion`` where the delay
 exceeds half the round trip.
 
+The epochs are also decided in :data:`~calibration.spread.RMA_BLOCKS` blocks of
+consecutive ones; where the blocks disagree the verdict is refused (exit 4, nothing
+written): on a busy machine one phase of load decides it, and four runs in a row
+said eager, after_completion, eager, after_completion.
+
 Run alone on the ranks the traces come from::
 
     mpiexec -n 2 python -m calibration.rma --update platform.json
@@ -40,6 +45,8 @@ import sys
 from time import perf_counter_ns
 from typing import Any
 
+from calibration.spread import EXIT_UNSTEADY, RMA_BLOCKS, Unsteady, check_verdicts
+
 REPEATS = 201  #: timed epochs per variant (after WARMUP untimed ones)
 WARMUP = 20
 
@@ -53,7 +60,8 @@ def _spin(seconds: float) -> None:
 def measure(comm: Any, repeats: int = REPEATS, warmup: int = WARMUP,
             queue_wait: float = 2e-4, win_class: Any = None) -> dict | None:
     """Collective over ``comm`` (>= 2 ranks; the others wait). Returns on rank 0 the
-    medians in seconds ``{empty_s, put_s, fetch_s, round_trip_s, n}``: from rank 1's
+    medians in seconds ``{empty_s, put_s, fetch_s, round_trip_s, n, blocks}``
+    (``blocks``: the same medians for runs of consecutive epochs): from rank 1's
     MPI_Win_unlock Enter to the note of rank 0's grant (module docstring), per
     variant, and the fetch's remaining round trip; None on the other ranks.
     ``win_class``: the window class (default ``MPI.Win``; the mpi4py tracer passes
@@ -99,13 +107,37 @@ def measure(comm: Any, repeats: int = REPEATS, warmup: int = WARMUP,
     comm.Barrier()
     med = None
     if rank == 1:
-        comm.send({f"{k}_s": statistics.median(v) for k, v in samples.items()}, dest=0)
+        comm.send({**_medians(samples), "blocks": _block_medians(samples)}, dest=0)
     elif rank == 0:
         med = comm.recv(source=1)
     win.Free()
     if rank != 0:
         return None
     return {**med, "n": repeats}
+
+
+def _medians(samples: dict[str, list[float]]) -> dict[str, float]:
+    return {f"{k}_s": statistics.median(v) for k, v in samples.items()}
+
+
+def _block_medians(samples: dict[str, list[float]], blocks: int = RMA_BLOCKS) -> list[dict]:
+    """The medians of ``blocks`` runs of consecutive epochs (fewer with fewer epochs):
+    what a shorter run would have decided from, :func:`unsteady`."""
+    n = min(len(v) for v in samples.values())
+    k = max(1, min(blocks, n))
+    edges = [round(i * n / k) for i in range(k + 1)]
+    return [_medians({key: v[a:b] for key, v in samples.items()})
+            for a, b in zip(edges, edges[1:], strict=False) if b > a]
+
+
+def unsteady(measured: dict) -> Unsteady | None:
+    """The refusal of the verdict where the blocks of consecutive epochs of the run
+    (``measured["blocks"]``) do not all give the verdict (:func:`decide`): one
+    busy phase of the machine then decides it, and four runs in a row said eager,
+    after_completion, eager, after_completion. None if they agree (or the blocks
+    were not recorded)."""
+    blocks = measured.get("blocks") or []
+    return check_verdicts("rma release protocol", [decide(b) for b in blocks])
 
 
 def decide(measured: dict) -> str:
@@ -154,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     measured = measure(comm, repeats=max(args.repeats, 1))
     if comm.Get_rank() != 0:
         return 0
+    found = unsteady(measured)
+    if found is not None:
+        print(found.message("calibration.rma",
+                            then=f"{args.update} left unchanged" if args.update else ""),
+              file=sys.stderr)
+        return EXIT_UNSTEADY
     entry = rma_entry(measured)
     entry["mpi"] = library_version()
     if args.update:

@@ -9,7 +9,8 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...],
      "network": {"latency": 1e-6, "per_byte": 2e-10},  # optional (R2f, below)
      "rma": {"release": "after_completion"},            # optional (R10, below)
-     "prefer_insitu": true}                             # optional (below)
+     "prefer_insitu": true,                             # optional (below)
+     "tracer": "record"}                                # optional (below)
 
 ``network``: the platform's network model, ``latency + bytes · per_byte`` seconds
 for one message's transfer (without the two buffer copies), measured by a
@@ -34,6 +35,12 @@ in the run itself) then take precedence over the file's overhead, the file still
 giving the copy cost, network and one-sided protocol; ``--overhead platform``
 forces the file's overhead (docs/compensation.md "Which overhead"). Without tables
 in the trace the file's overhead is used as always.
+
+``tracer``: the tracer whose per-record overhead the file holds (:data:`TRACERS`;
+``calibrate`` and ``calibration.record`` write it). Overheads differ by an order of
+magnitude between tracers, so the command line warns once where the trace's
+producer, read from its OTF2 anchor file's creator (:func:`trace_producer`), is a
+different known tracer (:func:`tracer_warning`).
 
 One schema describes the file: ``compensate/platform.schema.json`` (JSON Schema
 2020-12, shipped in the package). :func:`validate` checks a file against it field
@@ -77,6 +84,13 @@ MAX_SECONDS = 3600.0
 MAX_SECONDS_PER_BYTE = 1.0
 MAX_BYTES = 2 ** 53
 BOUNDS_WHY = "beyond what a machine can be: docs/platform-file.md, Bounds"
+#: Names of the ``tracer`` field: the project's mpi4py tracer (``calibration.record``),
+#: Score-P, EZTrace, the otf2 Python writer (``calibrate run --tracer python-writer``),
+#: any other.
+TRACERS = ("record", "scorep", "eztrace", "python-writer", "other")
+#: OTF2 creator strings (the anchor file's) -> the tracer that writes them.
+_CREATORS = ((b"Score-P", "scorep"), (b"calibration.record", "record"),
+             (b"EZTrace", "eztrace"), (b"eztrace", "eztrace"))
 
 
 class PlatformError(Refusal):
@@ -128,6 +142,8 @@ class Platform:
     #: see :meth:`cold_charge`
     cold: dict[int, tuple[list[float], dict[int, list[float]]]] = \
         field(default_factory=dict)
+    #: the file's ``tracer`` (module docstring); None: the file does not say
+    tracer: str | None = None
 
     def __post_init__(self) -> None:
         _seconds("event_overhead", self.event_overhead)
@@ -292,7 +308,8 @@ class Platform:
             return cls(float(data["event_overhead"]), by_kind, np.array(b), np.array(s),
                        float(data.get("device_overhead", 0.0)), network=network,
                        rma_release=None if rma is None else str(rma["release"]),
-                       prefer_insitu=bool(data.get("prefer_insitu", False)))
+                       prefer_insitu=bool(data.get("prefer_insitu", False)),
+                       tracer=data.get("tracer"))
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -317,7 +334,54 @@ class Platform:
             out["rma"] = {"release": self.rma_release}
         if self.prefer_insitu:  # likewise
             out["prefer_insitu"] = True
+        if self.tracer is not None:  # likewise
+            out["tracer"] = self.tracer
         return out
+
+
+def trace_producer(trace: str | Path) -> str | None:
+    """The tracer (:data:`TRACERS`) that wrote the OTF2 archive whose anchor file is
+    ``trace``, from the creator string near its start, or where that is empty
+    (EZTrace 2.0 leaves it so) from the start of the global definitions file
+    (EZTrace names a region "EZTrace finalize"); None for a text trace, an unknown
+    producer or a file that cannot be read. Reads at most 4 KiB and 64 KiB."""
+    path = Path(trace)
+    if path.suffix != ".otf2" or not path.is_file():
+        return None
+    head = _head(path, 4096)
+    if b"OTF2" not in head[:16]:
+        return None
+    found = next((name for mark, name in _CREATORS if mark in head), None)
+    if found is None and b"EZTrace" in _head(path.with_suffix(".def"), 1 << 16):
+        found = "eztrace"
+    return found
+
+
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of the regular file ``path`` (empty if unreadable)."""
+    try:
+        if not path.is_file():
+            return b""
+        with path.open("rb") as fh:
+            return fh.read(size)
+    except OSError:
+        return b""
+
+
+def tracer_warning(platform: Platform | None, trace: str | Path,
+                   source: str = "the platform file") -> str | None:
+    """The one-line warning (without the program's prefix) where ``platform`` was
+    calibrated for one known tracer and ``trace`` was written by another; None
+    where they match or either is unknown."""
+    mine = getattr(platform, "tracer", None)
+    if mine in (None, "other"):
+        return None
+    producer = trace_producer(trace)
+    if producer is None or producer == mine:
+        return None
+    return (f"warning: {source} holds the per-record overhead of tracer {mine!r}, but "
+            f"{trace} was written by {producer!r}: the overhead removed may not fit "
+            f"(calibrate for {producer}: docs/calibration.md)")
 
 
 def read_json(path: str | Path) -> Any:

@@ -538,6 +538,7 @@ def calibrate(n: int = 2000, repeats: int = 31, status: Any = None,
     plat = Platform(default, by_kind, np.array([b for b, _ in table], dtype=float),
                     np.array([s for _, s in table]))
     data = plat.to_dict()
+    data["tracer"] = "record"
     data["calibration"] = {
         "by": "calibration.record (tracer record path; see calibration/tracer/overhead.py)",
         "records_per_sample": n,

@@ -62,7 +62,7 @@ from compensate.parallel.timeout import DEFAULT_RANK_TIMEOUT, rank_timeout
 from compensate.pipeline import Outcome, Run, RunOptions, decide, fit_pass, in_memory, streamed
 from compensate.pipeline.options import Job
 from compensate.pipeline.outcome import EXIT_OVERCOMPENSATED, EXIT_VERIFY
-from compensate.platform import Platform
+from compensate.platform import Platform, tracer_warning
 from compensate.progress import Progress
 
 __all__ = ["EXIT_OVERCOMPENSATED", "EXIT_VERIFY", "main", "run"]
@@ -162,7 +162,10 @@ def load_platform(args: argparse.Namespace) -> Platform | None:
     """``--platform`` with its overhead replaced by ``--overhead`` (as the API does;
     an ``--overhead`` keyword such as ``insitu`` replaces nothing here)."""
     keyword = args.overhead in overhead_choice.KEYWORDS
-    return resolve_platform(args.platform or None, None if keyword else args.overhead)
+    platform = resolve_platform(args.platform or None, None if keyword else args.overhead)
+    if note := tracer_warning(platform, args.input, args.platform):  # once, before the run
+        print(f"compensate: {note}", file=sys.stderr)
+    return platform
 
 
 def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:

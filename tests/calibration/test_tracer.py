@@ -480,7 +480,8 @@ EXPECTED_REGIONS = {
 
 @pytest.fixture(scope="module")
 def traced_allcalls(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``examples/mpi/allcalls.py`` traced on 2 ranks with the exact command line."""
+    """``examples/mpi/allcalls.py`` traced on 2 ranks with the exact command line (its
+    stderr kept as ``stderr.txt`` beside ``run/``)."""
     mpiexec = _mpiexec()
     out = tmp_path_factory.mktemp("realmpi") / "run" / "traces.otf2"
     proc = subprocess.run(
@@ -488,6 +489,7 @@ def traced_allcalls(tmp_path_factory: pytest.TempPathFactory) -> Path:
          "--", str(ALLCALLS)],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+    (out.parent.parent / "stderr.txt").write_text(proc.stderr)
     assert "allcalls done" in proc.stdout
     return out
 
@@ -558,15 +560,23 @@ def test_calibrated_overhead_matches_the_dilation_of_a_record_heavy_loop(
 def test_traced_run_compensates_without_violations(traced_allcalls: Path) -> None:
     platform = traced_allcalls.parent / "platform.json"
     assert Platform.load(platform).event_overhead > 0
-    # ranks 0 and 1 measured the network after the program (calibration.network)
-    latency, per_byte = Platform.load(platform).network
-    assert 0 < latency < 1e-3 and 0 <= per_byte < 1e-6
-    assert [m["bytes"] for m in json.loads(platform.read_text())["network"]["measured"]] \
-        == [0, 64, 1024, 16384, 262144]
-    # and when MPI_Win_unlock sends the release (calibration.rma)
-    assert Platform.load(platform).rma_release in ("eager", "after_completion")
-    assert set(json.loads(platform.read_text())["rma"]["measured"]) == \
-        {"empty_s", "put_s", "fetch_s", "round_trip_s", "n"}
+    # ranks 0 and 1 measured the network after the program (calibration.network),
+    # written unless too noisy on a busy machine (then the tracer said so)
+    said = (traced_allcalls.parent.parent / "stderr.txt").read_text()
+    if Platform.load(platform).network is None:
+        assert "warning: network latency not written" in said
+    else:
+        latency, per_byte = Platform.load(platform).network
+        assert 0 < latency < 1e-3 and 0 <= per_byte < 1e-6
+        assert [m["bytes"] for m in json.loads(platform.read_text())["network"]["measured"]] \
+            == [0, 64, 1024, 16384, 262144]
+    # and when MPI_Win_unlock sends the release (calibration.rma), likewise
+    if Platform.load(platform).rma_release is None:
+        assert "warning: rma release protocol not written" in said
+    else:
+        assert Platform.load(platform).rma_release in ("eager", "after_completion")
+        assert set(json.loads(platform.read_text())["rma"]["measured"]) == \
+            {"empty_s", "put_s", "fetch_s", "round_trip_s", "n", "blocks"}
     out = traced_allcalls.parent.parent / "out" / "traces.otf2"
     summary = traced_allcalls.parent.parent / "summary.json"
     proc = subprocess.run(

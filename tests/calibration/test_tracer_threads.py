@@ -525,7 +525,9 @@ def traced_threads(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "threads done" in proc.stdout
-    assert "warning" not in proc.stderr, proc.stderr
+    # no warning but a network/rma entry left out as too noisy on a busy machine
+    assert not [line for line in proc.stderr.splitlines() if "warning" in line
+                and "rerun on a quiet machine" not in line], proc.stderr
     return out
 
 
