@@ -123,11 +123,11 @@ def test_a_global_definition_referring_to_an_undefined_string_names_traces_def(
     anchor = copy(MONTECARLO, tmp_path)
     defs = anchor.parent / "traces.def"
     data = bytearray(defs.read_bytes())
-    data[980] ^= 0x40  # (a Region's name: String 33 -> 97)
+    data[31734] ^= 0x40  # (a Region's name: String 147 -> 211)
     defs.write_bytes(bytes(data))
     err = refused(anchor, tmp_path, capsys)
     assert err == (f"compensate: error: {defs}: cannot read OTF2 archive: a Region "
-                   "definition refers to undefined String 97")
+                   "definition refers to undefined String 211")
 
 
 @pytest.mark.usefixtures("path")
