@@ -111,6 +111,11 @@ def test_notebook_runs_in_a_fresh_kernel(name, kernel_env, tmp_path):
     text = "".join(o.get("text", "") for c in cells for o in c["outputs"])
     if name == "before_after.ipynb":
         assert "% of the removed time" in text and "by location" in text
+        # the real examples run in every clone (none is skipped for want of a file
+        # outside the repository): the bundled traced run and the Score-P archive
+        for example in ("examples/montecarlo/traces.otf2", "examples/pingpong.trace",
+                        "tests/data/traces/ping-pong-otf2/traces.otf2"):
+            assert f"== {example}\n" in text, f"{name} did not compensate {example}"
         exports = sorted(p.name for p in (tmp_path / "tmp").rglob("*.json"))
         assert exports == ["lower_bound.json", "measured.json", "upper_bound.json"]
     else:

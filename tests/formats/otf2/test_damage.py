@@ -123,10 +123,10 @@ def test_a_global_definition_referring_to_an_undefined_string_names_traces_def(
     anchor = copy(MONTECARLO, tmp_path)
     defs = anchor.parent / "traces.def"
     data = bytearray(defs.read_bytes())
-    data[980] ^= 0x40  # (a Region's name: String 33 -> 97)
+    data[31734] ^= 0x40  # (a Region's name: String 147 -> 211)
     defs.write_bytes(bytes(data))
     err = refused(anchor, tmp_path, capsys)
-    assert err == (f"compensate: error: {defs}: Region 18 refers to String 97, which the "
+    assert err == (f"compensate: error: {defs}: Region 114 refers to String 211, which the "
                    "archive does not define")
 
 
