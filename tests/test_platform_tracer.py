@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from compensate.platform import Platform, PlatformError, trace_producer, tracer_warning
+from compensate.platform import Platform, PlatformError
+from compensate.producer import trace_producer, tracer_warning
 
 from .inprocess import run_compensate
 

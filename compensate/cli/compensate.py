@@ -62,7 +62,8 @@ from compensate.parallel.timeout import DEFAULT_RANK_TIMEOUT, rank_timeout
 from compensate.pipeline import Outcome, Run, RunOptions, decide, fit_pass, in_memory, streamed
 from compensate.pipeline.options import Job
 from compensate.pipeline.outcome import EXIT_OVERCOMPENSATED, EXIT_VERIFY
-from compensate.platform import Platform, tracer_warning
+from compensate.platform import Platform
+from compensate.producer import tracer_warning
 from compensate.progress import Progress
 
 __all__ = ["EXIT_OVERCOMPENSATED", "EXIT_VERIFY", "main", "run"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import calibration.targets as targets
-from calibration import network, record, rma
+from calibration import network, recordplatform, rma
 from calibration.cli import main as calibrate_main
 from calibration.modes import MODES
 from calibration.spread import check_number, check_verdicts
@@ -109,7 +109,7 @@ def test_network_and_rma_say_whether_their_constant_is_steady():
 
 def test_record_leaves_out_a_noisy_network_and_rma_entry_with_a_warning(capsys):
     platform = {"event_overhead": 1e-7, "copy_time": []}
-    record._network_and_rma(platform, pingpong(1.7e-6, 8.4e-6, 391e-6),
+    recordplatform.network_and_rma(platform, pingpong(1.7e-6, 8.4e-6, 391e-6),
                             unlock([0.8, 0.2, 0.8, 0.2, 0.8]), "MPICH", ["a", "b"])
     assert "network" not in platform and "rma" not in platform
     err = capsys.readouterr().err.strip().splitlines()
@@ -117,7 +117,7 @@ def test_record_leaves_out_a_noisy_network_and_rma_entry_with_a_warning(capsys):
     assert err[0].startswith("calibration.record: warning: network latency not written")
     assert err[1].startswith("calibration.record: warning: rma release protocol not written")
     steady = {"event_overhead": 1e-7, "copy_time": []}
-    record._network_and_rma(steady, pingpong(2.0e-6, 2.1e-6, 2.3e-6),
+    recordplatform.network_and_rma(steady, pingpong(2.0e-6, 2.1e-6, 2.3e-6),
                             unlock([0.8, 0.75, 0.9, 0.85, 0.8]), "MPICH", ["a", "b"])
     assert steady["rma"]["release"] == "after_completion"
     assert steady["network"]["latency"] >= 0
