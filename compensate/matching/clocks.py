@@ -1,0 +1,130 @@
+"""Processes whose clocks disagree with their messages: constant offsets that align them.
+
+A message is received after it was sent. A trace in which a matched receive is
+stamped *before* its send has processes on different time axes: the tracer
+took each process's timestamps from a clock of its own (EZTrace 2.0, for one,
+counts every process's time from its own start and writes no ClockOffset
+definition). Compensating such a trace as it is would push every receive behind
+its send and add the clocks' difference to the run at every message.
+
+Threads of one process share its clock, so the unknown is one constant offset
+``d[p]`` per process (location group), the time on process ``p``'s clock plus
+``d[p]`` being the common time. Each message from ``a`` to ``b`` says
+``d[b] - d[a] >= t_send - t_recv``; messages the other way bound it from above.
+For each pair of processes that exchanged messages, the offset is the middle of
+that interval (the classic two-way estimate: the messages' transfer times in
+both directions are taken as equal), or its one bound where messages went one
+way only; the pairs are then chained from the first process along a breadth-first
+spanning tree. Only a trace that violates the order (some receive before its
+send) is changed: a trace whose clocks agree with every message keeps its times.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from compensate.matching.p2p import MessageTable
+from compensate.model import BUFFER_FLUSH, Trace
+
+
+@dataclass(frozen=True)
+class ClockAlignment:
+    """What :func:`align_clocks` did: the receives stamped before their sends, the
+    largest such inversion (ticks) and the offset added to each process's records
+    (location-group id -> ticks, only those not 0)."""
+
+    inverted: int
+    worst: int
+    offsets: dict[int, int]
+
+    def to_dict(self, resolution: int) -> dict:
+        """The summary's ``clock_alignment`` object (seconds)."""
+        return {"receives_before_send": self.inverted, "worst_s": self.worst / resolution,
+                "offsets_s": {str(g): d / resolution for g, d in sorted(self.offsets.items())}}
+
+
+def _message_times(trace: Trace, table: MessageTable) -> tuple[np.ndarray, ...]:
+    """Per message (not the probe rows): sender's and receiver's process, send and
+    receive time."""
+    rows = ~table.probe
+    defs = trace.definitions
+    proc = np.array([defs.process_of(loc) for loc in table.loc_ids], dtype=np.int64)
+    times = [trace.events[loc].time for loc in table.loc_ids]
+    s_li, r_li = table.send_li[rows], table.recv_li[rows]
+    s_idx, r_idx = table.send_idx[rows], table.recv_idx[rows]
+    t_send = np.array([times[li][i] for li, i in zip(s_li.tolist(), s_idx.tolist(),
+                                                      strict=True)], dtype=np.int64)
+    t_recv = np.array([times[li][i] for li, i in zip(r_li.tolist(), r_idx.tolist(),
+                                                      strict=True)], dtype=np.int64)
+    return proc[s_li], proc[r_li], t_send, t_recv
+
+
+def inversions(trace: Trace, table: MessageTable) -> tuple[int, int]:
+    """Receives stamped before their send on another process: (count, largest in ticks)."""
+    if len(table) == 0:
+        return 0, 0
+    p_s, p_r, t_s, t_r = _message_times(trace, table)
+    ahead = (t_s - t_r)[(p_s != p_r) & (t_r < t_s)]
+    return int(ahead.size), int(ahead.max()) if ahead.size else 0
+
+
+def process_offsets(trace: Trace, table: MessageTable) -> dict[int, int]:
+    """Offset (ticks) per process that puts every message's receive after its send,
+    from pairwise two-way bounds chained along a spanning tree (module docstring)."""
+    p_s, p_r, t_s, t_r = _message_times(trace, table)
+    lower: dict[tuple[int, int], int] = {}  # (a, b): d[b] - d[a] >= value
+    for a, b, gap in zip(p_s.tolist(), p_r.tolist(), (t_s - t_r).tolist(), strict=True):
+        if a != b and gap > lower.get((a, b), -(1 << 62)):
+            lower[(a, b)] = gap
+    neighbours: dict[int, set[int]] = {}
+    for a, b in lower:
+        neighbours.setdefault(a, set()).add(b)
+        neighbours.setdefault(b, set()).add(a)
+    offsets: dict[int, int] = {}
+    for root in sorted(neighbours):
+        if root in offsets:
+            continue
+        offsets[root] = 0
+        todo = deque([root])
+        while todo:
+            a = todo.popleft()
+            for b in sorted(neighbours[a]):
+                if b not in offsets:
+                    offsets[b] = offsets[a] + _pair_offset(lower, a, b)
+                    todo.append(b)
+    return offsets
+
+
+def _pair_offset(lower: dict[tuple[int, int], int], a: int, b: int) -> int:
+    """``d[b] - d[a]``: the middle of [lower(a->b), -lower(b->a)], or the one bound
+    known (0 if it is already met)."""
+    lo, hi = lower.get((a, b)), lower.get((b, a))
+    if lo is not None and hi is not None:
+        return (lo - hi) // 2
+    if lo is not None:
+        return max(lo, 0)
+    return min(-hi, 0) if hi is not None else 0
+
+
+def align_clocks(trace: Trace, table: MessageTable) -> tuple[Trace, ClockAlignment] | None:
+    """The trace with each process's records shifted by its offset, and what was
+    done; None where no receive lies before its send (nothing to align)."""
+    count, worst = inversions(trace, table)
+    if count == 0:
+        return None
+    found = process_offsets(trace, table)
+    least = min(found.values(), default=0)  # no record moves earlier than measured
+    offsets = {g: d - least for g, d in found.items() if d != least}
+    if not offsets:
+        return None
+    defs = trace.definitions
+    times, sizes = {}, {}
+    for loc, ev in trace.events.items():
+        shift = np.int64(offsets.get(defs.process_of(loc), 0))
+        times[loc] = ev.time + shift
+        flush = ev.kind == BUFFER_FLUSH  # a BufferFlush's stop time is a time too
+        sizes[loc] = np.where(flush, ev.size + shift, ev.size) if flush.any() else ev.size
+    return trace.with_times(times, sizes), ClockAlignment(count, worst, offsets)
