@@ -126,20 +126,23 @@ def test_a_global_definition_referring_to_an_undefined_string_names_traces_def(
     data[980] ^= 0x40  # (a Region's name: String 33 -> 97)
     defs.write_bytes(bytes(data))
     err = refused(anchor, tmp_path, capsys)
-    assert err == (f"compensate: error: {defs}: cannot read OTF2 archive: a Region "
-                   "definition refers to undefined String 97")
+    assert err == (f"compensate: error: {defs}: Region 18 refers to String 97, which the "
+                   "archive does not define")
 
 
 @pytest.mark.usefixtures("path")
-def test_a_duplicate_global_definition_is_said_in_words(tmp_path, capsys):
+def test_zeroed_bytes_in_the_global_definitions_are_said_in_words(tmp_path, capsys):
+    """The zeros read as String 0 "" repeated (identical definitions, which are
+    accepted) until the chunk they broke: the damage is what is named."""
     anchor = copy(MONTECARLO, tmp_path)
     defs = anchor.parent / "traces.def"
     data = bytearray(defs.read_bytes())
     data[74:138] = bytes(64)
     defs.write_bytes(bytes(data))
     err = refused(anchor, tmp_path, capsys)
-    assert err.startswith(f"compensate: error: {defs}: cannot read OTF2 archive: a String "
-                          "definition: Duplicate definition: String [0]"), err
+    assert err.startswith(f"compensate: error: {defs}: cannot read OTF2 archive: Invalid or "
+                          "inconsistent record data: "), err  # (which check fails first varies)
+    assert "\n" not in err and "Duplicate" not in err
 
 
 @pytest.mark.usefixtures("path")
