@@ -148,7 +148,7 @@ class Segmenter:
             matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict)
         except TraceError as exc:
             raise SegmentError(str(exc)) from exc
-        if inversions(mtrace, matching.table)[0]:
+        if inversions(mtrace, matching.table, matching.instances)[0]:
             # processes on clocks of their own: aligned over the whole trace, in memory
             raise NotStreamable("a receive is stamped before its send: the processes' "
                                 "clocks disagree")

@@ -96,7 +96,8 @@ def in_memory(trace: Trace, platform: Platform | None, options: RunOptions,
     with memory_guard("matching"):  # (a MemoryError: one line, exit 3)
         matching = match(trace, eager_limit=options.eager_limit, strict=options.strict)
         measured, alignment = trace, None
-        aligned = align_clocks(trace, matching.table) if options.bound != "none" else None
+        aligned = (align_clocks(trace, matching.table, matching.instances)
+                   if options.bound != "none" else None)
         if aligned is not None:  # receives before their sends: one clock per process
             trace, alignment = aligned
             matching = match(trace, eager_limit=options.eager_limit, strict=options.strict)

@@ -20,6 +20,7 @@ location 0 group=0 name="rank 0"
 location 1 group=1 name="rank 1"
 region 1 "MPI_Send"
 region 2 "MPI_Recv"
+region 3 "MPI_Allreduce"
 comm 0 "MPI_COMM_WORLD" 0,1
 events
 """
@@ -84,3 +85,24 @@ def test_the_command_aligns_a_skewed_trace_it_would_otherwise_stream(tmp_path):
     got = json.loads(summary.read_text())
     assert got["approximated_span_s"] <= got["measured_span_s"]
     assert got["clock_alignment"]["offsets_s"] == {"1": 5e-7}
+
+
+def test_collectives_order_the_clocks_too(tmp_path):
+    # an MPI_Allreduce: rank 1 (500 ticks early) stamps its exit at 600, before rank 0
+    # entered at 1000; nobody leaves before the last member entered, both ways:
+    # rank 0's enter (1000) before rank 1's exit (600): d1 - d0 >= 400; rank 1's
+    # enter (600) before rank 0's exit (1150): d1 - d0 <= 550; the middle: 475
+    body = """500 1 Enter region=3
+600 1 MpiCollectiveBegin
+900 0 Enter region=3
+1000 0 MpiCollectiveBegin
+1150 0 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
+1200 0 Leave region=3
+600 1 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
+700 1 Leave region=3
+"""
+    trace, _ = _trace(tmp_path, body)
+    m = match(trace)
+    assert len(m.table) == 0 and len(m.instances) == 1
+    assert inversions(trace, m.table, m.instances) == (1, 400)
+    assert process_offsets(trace, m.table, m.instances) == {0: 0, 1: 475}
