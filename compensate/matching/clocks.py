@@ -15,11 +15,15 @@ Collectives say the same as messages: no member leaves an n-to-n operation
 before every member has entered it (taken between its first member and each
 other, both ways), a 1-to-n one before its root has entered, and the root of an
 n-to-1 one leaves after every member has entered.
-For each pair of processes that exchanged messages, the offset is the middle of
-that interval (the classic two-way estimate: the messages' transfer times in
-both directions are taken as equal), or its one bound where messages went one
-way only; the pairs are then chained from the first process along a breadth-first
-spanning tree. Only a trace that violates the order (some receive before its
+For each pair of processes that exchanged messages, the offset is the value of
+that interval nearest 0: the smallest shift that puts every message between them
+in order, which moves no record more than the trace demands. (The middle of the
+interval, the classic two-way estimate, assumes equal transfer times both ways;
+on a loaded machine, where a transfer can wait milliseconds for its receiver to
+be scheduled, it moved a 2-rank EZTrace ring by 2.8 ms where 94 µs ordered every
+message.) Where the interval is empty (the clocks drift) its middle is taken.
+The pairs are chained from the first process along a breadth-first spanning
+tree. Only a trace that violates the order (some receive before its
 send) is changed: a trace whose clocks agree with every message keeps its times.
 """
 
@@ -122,10 +126,11 @@ def inversions(trace: Trace, table: MessageTable, instances: list[Instance] = ()
 def process_offsets(trace: Trace, table: MessageTable, instances: list[Instance] = ()
                     ) -> dict[int, int]:
     """Offset (ticks) per process that puts every message's receive after its send,
-    from pairwise two-way bounds chained along a spanning tree (module docstring)."""
+    from pairwise bounds chained along a spanning tree (module docstring)."""
     p_s, p_r, t_s, t_r = _message_times(trace, table, instances)
     lower: dict[tuple[int, int], int] = {}  # (a, b): d[b] - d[a] >= value
-    for a, b, gap in zip(p_s.tolist(), p_r.tolist(), (t_s - t_r).tolist(), strict=True):
+    # a receive at least one tick after its send (eq. 7): d[b] - d[a] >= t_s - t_r + 1
+    for a, b, gap in zip(p_s.tolist(), p_r.tolist(), (t_s - t_r + 1).tolist(), strict=True):
         if a != b and gap > lower.get((a, b), -(1 << 62)):
             lower[(a, b)] = gap
     neighbours: dict[int, set[int]] = {}
@@ -148,14 +153,16 @@ def process_offsets(trace: Trace, table: MessageTable, instances: list[Instance]
 
 
 def _pair_offset(lower: dict[tuple[int, int], int], a: int, b: int) -> int:
-    """``d[b] - d[a]``: the middle of [lower(a->b), -lower(b->a)], or the one bound
-    known (0 if it is already met)."""
+    """``d[b] - d[a]``: of the interval [lower(a->b), -lower(b->a)] the value
+    nearest 0 (the smallest shift that orders every message between the two; 0 if
+    they are in order), or its middle where the interval is empty (the clocks
+    drift: no constant offset orders every message)."""
     lo, hi = lower.get((a, b)), lower.get((b, a))
-    if lo is not None and hi is not None:
-        return (lo - hi) // 2
-    if lo is not None:
-        return max(lo, 0)
-    return min(-hi, 0) if hi is not None else 0
+    low = lo if lo is not None else -(1 << 62)
+    high = -hi if hi is not None else 1 << 62
+    if low > high:
+        return (low + high) // 2
+    return min(max(0, low), high)
 
 
 def align_clocks(trace: Trace, table: MessageTable, instances: list[Instance] = ()

@@ -45,15 +45,16 @@ def _trace(tmp_path, body=SKEWED):
     return read_text(str(path)), path
 
 
-def test_a_receive_before_its_send_gives_the_middle_of_the_two_way_interval(tmp_path):
+def test_a_receive_before_its_send_gives_the_smallest_shift_that_orders_every_message(tmp_path):
     trace, _ = _trace(tmp_path)
     table = match(trace).table
     assert inversions(trace, table) == (1, 400)
-    # 0 -> 1 says d1 - d0 >= 1000 - 600 = 400; 1 -> 0 says d1 - d0 <= 2100 - 1500 = 600
-    assert process_offsets(trace, table) == {0: 0, 1: 500}
+    # a receive at least a tick after its send: 0 -> 1 says d1 - d0 >= 1000 - 600 + 1;
+    # 1 -> 0 says d1 - d0 <= 2100 - 1500 - 1; the least shift in [401, 599]: 401
+    assert process_offsets(trace, table) == {0: 0, 1: 401}
     aligned, what = align_clocks(trace, table)
-    assert what.offsets == {1: 500} and what.inverted == 1 and what.worst == 400
-    assert aligned.events[1].time.tolist() == [950, 1100, 1150, 1950, 2000, 2050]
+    assert what.offsets == {1: 401} and what.inverted == 1 and what.worst == 400
+    assert aligned.events[1].time.tolist() == [851, 1001, 1051, 1851, 1901, 1951]
     assert aligned.events[0].time.tolist() == trace.events[0].time.tolist()
 
 
@@ -73,7 +74,7 @@ def test_compensating_a_skewed_trace_does_not_add_the_skew_to_every_message(tmp_
     r = c.compensate(trace, bound="lower", overhead=0.0)
     assert r.summary["approximated_span_s"] <= r.summary["measured_span_s"]
     assert r.summary["clock_alignment"] == {"receives_before_send": 1, "worst_s": 4e-7,
-                                            "offsets_s": {"1": 5e-7}}
+                                            "offsets_s": {"1": 4.01e-7}}
     assert r.trace.events[0].time.tolist() == trace.events[0].time.tolist()
 
 
@@ -84,14 +85,15 @@ def test_the_command_aligns_a_skewed_trace_it_would_otherwise_stream(tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = json.loads(summary.read_text())
     assert got["approximated_span_s"] <= got["measured_span_s"]
-    assert got["clock_alignment"]["offsets_s"] == {"1": 5e-7}
+    assert got["clock_alignment"]["offsets_s"] == {"1": 4.01e-7}
 
 
 def test_collectives_order_the_clocks_too(tmp_path):
     # an MPI_Allreduce: rank 1 (500 ticks early) stamps its exit at 600, before rank 0
     # entered at 1000; nobody leaves before the last member entered, both ways:
     # rank 0's enter (1000) before rank 1's exit (600): d1 - d0 >= 400; rank 1's
-    # enter (600) before rank 0's exit (1150): d1 - d0 <= 550; the middle: 475
+    # enter (600) before rank 0's exit (1150): d1 - d0 <= 550; the least shift, a
+    # tick after: 401
     body = """500 1 Enter region=3
 600 1 MpiCollectiveBegin
 900 0 Enter region=3
@@ -105,4 +107,13 @@ def test_collectives_order_the_clocks_too(tmp_path):
     m = match(trace)
     assert len(m.table) == 0 and len(m.instances) == 1
     assert inversions(trace, m.table, m.instances) == (1, 400)
-    assert process_offsets(trace, m.table, m.instances) == {0: 0, 1: 475}
+    assert process_offsets(trace, m.table, m.instances) == {0: 0, 1: 401}
+
+
+def test_clocks_that_drift_take_the_middle_of_what_contradicts():
+    from compensate.matching.clocks import _pair_offset
+    # 0 -> 1 asks d1 - d0 >= 700, 1 -> 0 allows at most 300: no constant orders both
+    assert _pair_offset({(0, 1): 700, (1, 0): -300}, 0, 1) == 500
+    # in order both ways: no shift; one way only: the least that orders it
+    assert _pair_offset({(0, 1): -50, (1, 0): -80}, 0, 1) == 0
+    assert _pair_offset({(1, 0): 30}, 0, 1) == -30
