@@ -6,7 +6,8 @@ lays them out: a definition given twice (EZTrace 2.0 writes ``MPI_COMM_WORLD``'s
 Group 0 as a COMM_LOCATIONS and again as a COMM_GROUP, and repeats identical
 definitions), or a reference to a definition that comes later in the file
 (``KeyError`` in a callback). EZTrace also numbers each rank's definitions from
-``rank * 2**30``, which OTF2 allows (identifiers need not be dense).
+``rank * 2**31 / ranks`` (1073741823 for rank 1 of 2), which OTF2 allows
+(identifiers need not be dense).
 
 :func:`read_registry` reads them in two steps: the callbacks only record each
 definition's arguments in file order; then the definitions are built, a
@@ -36,7 +37,8 @@ from otf2.registry import DefinitionRegistry, _RefRegistry
 
 from compensate.model import TraceError
 
-__all__ = ["TolerantReader", "read_registry", "register_callbacks", "resolve", "write_raw"]
+__all__ = ["TolerantReader", "added_definitions", "read_registry", "register_callbacks",
+           "resolve", "write_raw"]
 
 #: the key under which a COMM_LOCATIONS group that shares its id with another
 #: group is kept in the group registry (beyond any OTF2 id, which is 32 bits)
@@ -212,6 +214,31 @@ def write_raw(handle: Any, raw: tuple, clock: tuple[int, int, int, int],
         elif kind == "Location":  # (self, name, type, numberOfEvents, group)
             args = (args[0], args[1], args[2], int(counts.get(int(args[0]), 0)), args[4])
         getattr(_otf2, "GlobalDefWriter_Write" + kind)(handle, *args)
+
+
+def added_definitions(registry: DefinitionRegistry, raw: tuple) -> list[Any]:
+    """The definitions of ``registry`` that are not among those read (``raw``,
+    :func:`read_registry`): what was added to it after reading (e.g. a String
+    the ``otf2`` package's event writer creates for a value it does not find),
+    in the registry's order, to be written after the ones read."""
+    refs: dict[int, set[int]] = {}
+    counts: dict[int, int] = {}
+    for kind, args in raw:
+        if kind == "ClockProperties":
+            continue
+        sub = registry._registry_for_type(getattr(odef, kind))
+        if isinstance(sub, _RefRegistry):
+            refs.setdefault(id(sub), set()).add(int(args[0]))
+        else:
+            counts[id(sub)] = counts.get(id(sub), 0) + 1
+    out: list[Any] = []
+    for sub in vars(registry).values():
+        if isinstance(sub, _RefRegistry):
+            known = refs.get(id(sub), set())
+            out.extend(obj for obj in sub if int(obj._ref) not in known)
+        elif hasattr(sub, "_elements"):
+            out.extend(sub._elements[counts.get(id(sub), 0):])
+    return out
 
 
 class TolerantReader(otf2.reader.Reader):

@@ -8,6 +8,9 @@ original ``otf2`` event object as the record's payload and the whole ``otf2``
 definition registry plus the archive metadata in :attr:`Definitions.otf2`
 (an :class:`~compensate.formats.otf2.library.Otf2Archive`), from which
 :mod:`compensate.formats.otf2.write` re-emits exactly those definitions and records.
+The global definitions are read as ``otf2-print`` reads them, where the ``otf2``
+package alone would refuse valid archives (EZTrace's:
+:mod:`compensate.formats.otf2.globaldefs`), and kept as read, in file order.
 Errors are one-line :class:`~compensate.model.TraceError` messages
 (:mod:`compensate.formats.otf2.library`).
 """

@@ -53,7 +53,7 @@ from otf2.registry import DefinitionRegistry
 import compensate.insitu as insitu
 import compensate.interrupt as interrupt
 from compensate.formats.otf2.check import HINT, check_archive
-from compensate.formats.otf2.globaldefs import write_raw
+from compensate.formats.otf2.globaldefs import added_definitions, write_raw
 from compensate.formats.otf2.library import (
     _INT64_UNDEF,
     _TIMESTAMP_UNDEF,
@@ -331,6 +331,8 @@ class _ArchiveWriter(otf2.writer.Writer):
                       for loc in locations}
             write_raw(global_def_writer._handle, self._raw,
                       (self._resolution, global_offset, trace_length, self._realtime), counts)
+            for definition in added_definitions(self.definitions, self._raw):
+                definition.write(global_def_writer, self.definitions)
             for location in locations:  # (as DefinitionRegistry.write: every event file)
                 self.event_writer_from_location(location)
 

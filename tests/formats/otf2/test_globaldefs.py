@@ -18,8 +18,10 @@ from otf2.enums import GroupFlag, GroupType, Paradigm
 
 from compensate.cli import main
 from compensate.formats.otf2 import read_otf2, write_otf2
+from compensate.formats.otf2.globaldefs import added_definitions
 from compensate.model import TraceError
 
+from ...conftest import ROOT
 from .craft import UNDEF, basic_definitions, craft
 
 OTF2_PRINT = shutil.which("otf2-print")
@@ -133,3 +135,18 @@ def test_fewer_records_declared_than_held_is_a_tracer_habit_more_is_damage(tmp_p
     more = craft(tmp_path / "b", basic_definitions(events=6))
     err = _refused(tmp_path, more, capsys)
     assert "location 0" in err and "holds 4 records but its definition declares 6" in err
+
+
+@needs_print
+def test_a_definition_added_after_reading_is_written_too(tmp_path):
+    anchor = ROOT / "tests" / "data" / "eztrace" / "ring" / "eztrace_log.otf2"
+    trace = read_otf2(str(anchor))
+    meta = trace.definitions.otf2
+    assert added_definitions(meta.registry, meta.raw_definitions) == []
+    ref = meta.registry.strings.get_ref("added after reading")
+    out = tmp_path / "o" / "traces.otf2"
+    write_otf2(trace, str(out))
+    counted = [re.sub(r"# Events: \d+", "# Events: N", ln) for ln in _definitions(out)]
+    assert counted == [re.sub(r"# Events: \d+", "# Events: N", ln)
+                       for ln in _definitions(anchor)] + [
+        f'STRING {ref:>33}  "added after reading"']
