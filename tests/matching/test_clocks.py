@@ -67,11 +67,13 @@ def test_clocks_that_agree_with_every_message_are_left_alone(tmp_path):
 
 
 def test_compensating_a_skewed_trace_does_not_add_the_skew_to_every_message(tmp_path):
-    # with no overhead the output is the aligned input: as long as the measured run
-    # (before the alignment, the receive was pushed 400 ticks behind its send, and
-    # rank 0's reply with it)
+    # with no overhead the output is the aligned input (before the alignment, the
+    # receive was pushed behind its send: rank 1's MPI_Recv grew by the skew)
     trace, _ = _trace(tmp_path)
     r = c.compensate(trace, bound="lower", overhead=0.0)
+    # rank 1's receive call lasts what it measured (200 ticks), not 401 more
+    rank1 = r.trace.events[1].time
+    assert rank1[2] - rank1[0] == 200
     assert r.summary["approximated_span_s"] <= r.summary["measured_span_s"]
     assert r.summary["clock_alignment"] == {"receives_before_send": 1, "worst_s": 4e-7,
                                             "offsets_s": {"1": 4.01e-7}}
@@ -84,6 +86,8 @@ def test_the_command_aligns_a_skewed_trace_it_would_otherwise_stream(tmp_path):
     proc = run_compensate(path, out, "--overhead", "0", "--summary", summary)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(summary.read_text())
+    rank1 = read_text(str(out)).events[1].time
+    assert rank1[2] - rank1[0] == 200
     assert got["approximated_span_s"] <= got["measured_span_s"]
     assert got["clock_alignment"]["offsets_s"] == {"1": 4.01e-7}
 
