@@ -65,13 +65,18 @@ class Program:
     end: tuple[str, int] = ("MPI_Barrier", LEAVE)    # last one
 
 
+# Short iterations (a few µs of work between records), so that EZTrace's ~0.1 µs per
+# record is a dilation the run-to-run spread does not hide (with the programs'
+# default 80-300 µs of work per iteration it was ~1 %, below the noise here).
 PROGRAMS = (
-    Program("ring", quick_args=("200", "40000")),
-    Program("halo", quick_args=("100", "60000")),
-    Program("master_worker", quick_args=("150", "60000")),
-    Program("hybrid", ("-fopenmp",), "mpich openmp", quick_args=("40", "150000"),
+    Program("ring", args=("40000", "1000"), quick_args=("2000", "1000")),
+    Program("halo", args=("20000", "4000", "64"), quick_args=("1000", "4000", "64")),
+    Program("master_worker", args=("40000", "2000"), quick_args=("2000", "2000")),
+    Program("hybrid", ("-fopenmp",), "mpich openmp", args=("10000", "8000"),
+            quick_args=("500", "8000"),
             env={"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive"}),
-    Program("pthreads", ("-pthread",), "pthread", quick_args=("100", "100000"), ranks=0,
+    Program("pthreads", ("-pthread",), "pthread", args=("20000", "4000"),
+            quick_args=("1000", "4000"), ranks=0,
             start=("pthread_create", ENTER), end=("pthread_join", LEAVE)),
 )
 
