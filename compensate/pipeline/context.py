@@ -20,6 +20,7 @@ import numpy as np
 from compensate.engine.carry import LinkCarry, Row
 from compensate.engine.overheads import record_overheads
 from compensate.matching import Matching, match
+from compensate.matching.clocks import inversions
 from compensate.matching.lock_order import mark_implied, release_reach
 from compensate.model import BUFFER_FLUSH, KIND_CODE, LEAVE, Definitions, Events, Trace, TraceError
 from compensate.pipeline.cuts import Cutter, NotStreamable, SegmentError
@@ -147,6 +148,10 @@ class Segmenter:
             matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict)
         except TraceError as exc:
             raise SegmentError(str(exc)) from exc
+        if inversions(mtrace, matching.table, matching.instances)[0]:
+            # processes on clocks of their own: aligned over the whole trace, in memory
+            raise NotStreamable("a receive is stamped before its send: the processes' "
+                                "clocks disagree")
         first = matching.nesting_first
         if first is not None and self.nesting_first is None:
             # segments come in time order: the first segment with one has the first;

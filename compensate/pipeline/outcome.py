@@ -76,6 +76,8 @@ def summarize(run: Run, *, input: str, output: str | None, options: RunOptions,
         locations=run.locations, resolution=res, measured=_seconds(run.measured_span, res),
         approximated=_seconds(run.approximated_span, res), nesting=run.nesting,
         overhead=overhead)
+    if run.clock_alignment is not None:
+        summary["clock_alignment"] = run.clock_alignment.to_dict(res)
     if run.segments is not None:
         summary["segments"] = {"count": run.segments, "largest": run.largest_segment}
     return summary

@@ -22,6 +22,7 @@ from compensate.engine import Stats
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
 from compensate.engine.span import check_span
 from compensate.matching import Matching, match
+from compensate.matching.clocks import ClockAlignment, align_clocks
 from compensate.model import Definitions, Events, Trace
 from compensate.pipeline.context import Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
@@ -58,6 +59,8 @@ class Run:
     nesting_first: dict | None = None
     resolution: int = 1
     segments: int | None = None  # (None: not streamed)
+    #: processes whose clocks were aligned to their messages (None: none needed)
+    clock_alignment: ClockAlignment | None = None
     largest_segment: int = 0
     trace: Trace | None = None
     matching: Matching | None = None
@@ -92,6 +95,12 @@ def in_memory(trace: Trace, platform: Platform | None, options: RunOptions,
         phase(f"matching {trace.record_count:,} records ...")
     with memory_guard("matching"):  # (a MemoryError: one line, exit 3)
         matching = match(trace, eager_limit=options.eager_limit, strict=options.strict)
+        measured, alignment = trace, None
+        aligned = (align_clocks(trace, matching.table, matching.instances)
+                   if options.bound != "none" else None)
+        if aligned is not None:  # receives before their sends: one clock per process
+            trace, alignment = aligned
+            matching = match(trace, eager_limit=options.eager_limit, strict=options.strict)
     plat = platform or Platform(0.0)
     outcome = None
     if options.fits:  # R2f: fit the network to the observed transfers
@@ -104,17 +113,21 @@ def in_memory(trace: Trace, platform: Platform | None, options: RunOptions,
         result, _ = run_segment(Segment.whole(trace), WHOLE, plat,
                                 options.engine_options(outcome), None, lambda _: matching,
                                 progress)
-        return whole_run(trace, result, outcome)
+        run = whole_run(trace, result, outcome, measured)
+        run.clock_alignment = alignment
+        return run
 
 
-def whole_run(trace: Trace, result: SegmentResult, outcome: FitOutcome | None) -> Run:
-    """The :class:`Run` of a whole trace evaluated as one segment."""
+def whole_run(trace: Trace, result: SegmentResult, outcome: FitOutcome | None,
+              measured: Trace | None = None) -> Run:
+    """The :class:`Run` of a whole trace evaluated as one segment; ``measured``: the
+    trace as read, where ``trace`` has its clocks aligned (its measured span)."""
     run = Run(fit=outcome, matching=result.matching, records=trace.record_count,
               locations=len(trace.events), resolution=trace.definitions.timer_resolution)
     run.add(result)
     run.stats.records, run.stats.locations = run.records, run.locations
     run.trace = trace.with_times(result.times.times, result.times.sizes)
-    for loc, ev in trace.events.items():
+    for loc, ev in (measured or trace).events.items():
         run.spans(ev.time, result.times.written.get(loc, ev.time))
     run.nesting_first = result.matching.nesting_first
     return run

@@ -1,0 +1,42 @@
+"""benchmarks/eztrace_realrun.py (docs/realrun.md, EZTrace): its arithmetic and its
+skip line; the runs themselves take minutes (tests/calibration/test_eztrace.py runs
+EZTrace where it is installed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import eztrace_realrun as er  # noqa: E402
+
+
+def _row(untraced, traced, lower):
+    return {"untraced": untraced, "traced": traced,
+            "results": {("calibrated", "lower"): {"loop": lower, "violations": 0, "over": 0}}}
+
+
+def test_removed_is_the_share_of_the_dilation_per_pair_and_of_the_medians():
+    rows = [_row(1.0, 2.0, 1.1), _row(1.2, 2.0, 1.4), _row(1.0, 3.0, 1.0)]
+    paired, medians = er.removed(rows, "calibrated", "lower")
+    # pairs: 90 %, 75 %, 100 % -> 90; medians: untraced 1.0, traced 2.0, lower 1.1 -> 90
+    assert paired == pytest.approx(90.0)
+    assert medians == pytest.approx(90.0)
+
+
+def test_without_eztrace_it_prints_one_line_and_succeeds(monkeypatch, capsys):
+    real = er.shutil.which
+    monkeypatch.setattr(er.shutil, "which", lambda t: None if t == "eztrace" else real(t))
+    assert er.main(["--pairs", "1"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["eztrace_realrun: skipped: eztrace is not installed (needs EZTrace 2.0, "
+                   "MPICH and otf2-tools)"]
+
+
+def test_every_program_has_its_source():
+    for p in er.PROGRAMS:
+        assert (er.SOURCES / f"{p.name}.c").is_file()

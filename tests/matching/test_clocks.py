@@ -1,0 +1,123 @@
+"""Processes on clocks of their own (compensate.matching.clocks and the pipeline's use).
+
+The trace is a ping-pong whose rank 1 stamps every record 500 ticks early (as EZTrace
+2.0 does, counting each process's time from its own start): its receive of the first
+message lies 400 ticks before the send. True times: rank 0 sends at 1000, rank 1
+receives at 1100, sends back at 2000, rank 0 receives at 2100.
+"""
+
+import json
+
+import compensate as c
+from compensate.formats.text import read_text
+from compensate.matching import match
+from compensate.matching.clocks import align_clocks, inversions, process_offsets
+from tests.inprocess import run_compensate
+
+HEAD = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0 name="rank 0"
+location 1 group=1 name="rank 1"
+region 1 "MPI_Send"
+region 2 "MPI_Recv"
+region 3 "MPI_Allreduce"
+comm 0 "MPI_COMM_WORLD" 0,1
+events
+"""
+SKEWED = """450 1 Enter region=2
+900 0 Enter region=1
+1000 0 MpiSend receiver=1 comm=0 tag=7 bytes=8
+1050 0 Leave region=1
+1060 0 Enter region=2
+600 1 MpiRecv sender=0 comm=0 tag=7 bytes=8
+650 1 Leave region=2
+1450 1 Enter region=1
+1500 1 MpiSend receiver=0 comm=0 tag=7 bytes=8
+1550 1 Leave region=1
+2100 0 MpiRecv sender=1 comm=0 tag=7 bytes=8
+2150 0 Leave region=2
+"""
+
+
+def _trace(tmp_path, body=SKEWED):
+    path = tmp_path / "t.trace"
+    path.write_text(HEAD + body)
+    return read_text(str(path)), path
+
+
+def test_a_receive_before_its_send_gives_the_smallest_shift_that_orders_every_message(tmp_path):
+    trace, _ = _trace(tmp_path)
+    table = match(trace).table
+    assert inversions(trace, table) == (1, 400)
+    # a receive at least a tick after its send: 0 -> 1 says d1 - d0 >= 1000 - 600 + 1;
+    # 1 -> 0 says d1 - d0 <= 2100 - 1500 - 1; the least shift in [401, 599]: 401
+    assert process_offsets(trace, table) == {0: 0, 1: 401}
+    aligned, what = align_clocks(trace, table)
+    assert what.offsets == {1: 401} and what.inverted == 1 and what.worst == 400
+    assert aligned.events[1].time.tolist() == [851, 1001, 1051, 1851, 1901, 1951]
+    assert aligned.events[0].time.tolist() == trace.events[0].time.tolist()
+
+
+def test_clocks_that_agree_with_every_message_are_left_alone(tmp_path):
+    shifted = "\n".join(
+        f"{int(t) + 500} {rest}" if rest.startswith("1 ") else f"{t} {rest}"
+        for t, rest in (line.split(" ", 1) for line in SKEWED.strip().splitlines())) + "\n"
+    trace, _ = _trace(tmp_path, shifted)
+    assert align_clocks(trace, match(trace).table) is None
+
+
+def test_compensating_a_skewed_trace_does_not_add_the_skew_to_every_message(tmp_path):
+    # with no overhead the output is the aligned input (before the alignment, the
+    # receive was pushed behind its send: rank 1's MPI_Recv grew by the skew)
+    trace, _ = _trace(tmp_path)
+    r = c.compensate(trace, bound="lower", overhead=0.0)
+    # rank 1's receive call lasts what it measured (200 ticks), not 401 more
+    rank1 = r.trace.events[1].time
+    assert rank1[2] - rank1[0] == 200
+    assert r.summary["approximated_span_s"] <= r.summary["measured_span_s"]
+    assert r.summary["clock_alignment"] == {"receives_before_send": 1, "worst_s": 4e-7,
+                                            "offsets_s": {"1": 4.01e-7}}
+    assert r.trace.events[0].time.tolist() == trace.events[0].time.tolist()
+
+
+def test_the_command_aligns_a_skewed_trace_it_would_otherwise_stream(tmp_path):
+    _, path = _trace(tmp_path)
+    out, summary = tmp_path / "out.trace", tmp_path / "s.json"
+    proc = run_compensate(path, out, "--overhead", "0", "--summary", summary)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(summary.read_text())
+    rank1 = read_text(str(out)).events[1].time
+    assert rank1[2] - rank1[0] == 200
+    assert got["approximated_span_s"] <= got["measured_span_s"]
+    assert got["clock_alignment"]["offsets_s"] == {"1": 4.01e-7}
+
+
+def test_collectives_order_the_clocks_too(tmp_path):
+    # an MPI_Allreduce: rank 1 (500 ticks early) stamps its exit at 600, before rank 0
+    # entered at 1000; nobody leaves before the last member entered, both ways:
+    # rank 0's enter (1000) before rank 1's exit (600): d1 - d0 >= 400; rank 1's
+    # enter (600) before rank 0's exit (1150): d1 - d0 <= 550; the least shift, a
+    # tick after: 401
+    body = """500 1 Enter region=3
+600 1 MpiCollectiveBegin
+900 0 Enter region=3
+1000 0 MpiCollectiveBegin
+1150 0 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
+1200 0 Leave region=3
+600 1 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
+700 1 Leave region=3
+"""
+    trace, _ = _trace(tmp_path, body)
+    m = match(trace)
+    assert len(m.table) == 0 and len(m.instances) == 1
+    assert inversions(trace, m.table, m.instances) == (1, 400)
+    assert process_offsets(trace, m.table, m.instances) == {0: 0, 1: 401}
+
+
+def test_clocks_that_drift_take_the_middle_of_what_contradicts():
+    from compensate.matching.clocks import _pair_offset
+    # 0 -> 1 asks d1 - d0 >= 700, 1 -> 0 allows at most 300: no constant orders both
+    assert _pair_offset({(0, 1): 700, (1, 0): -300}, 0, 1) == 500
+    # in order both ways: no shift; one way only: the least that orders it
+    assert _pair_offset({(0, 1): -50, (1, 0): -80}, 0, 1) == 0
+    assert _pair_offset({(1, 0): 30}, 0, 1) == -30
