@@ -37,7 +37,7 @@ import sys
 import time
 
 from compensate.engine import EngineOptions, compensate
-from compensate.engine.fit import fit_network
+from compensate.engine.fit import FitOutcome, clamp_check, try_fit
 from compensate.matching import match
 from compensate.platform import Platform, parse_duration
 from compensate.simulate import SimResult, simulate
@@ -51,18 +51,36 @@ FALLBACK_NOTE = ("‡ fitted: too few observed transfers to fit, the lower bound
                  "(thread and device links: their fitted latency)")
 
 
+REJECTED_NOTE = ("† fitted: the trace's fit was rejected as implausible (fit.rejected: "
+                 "docs/accuracy.md); the platform model or the lower bound stood in")
+
+
 def fitted_accuracy(sim: SimResult, eager_limit: int | None = None,
-                    network: tuple[float, float] | None = None) -> tuple[Accuracy, bool]:
-    """Accuracy of ``--bound fitted`` on the measured trace, and whether it fell
-    back to the lower bound (what the command line does); ``network`` a platform
-    network model (latency s, seconds per byte) for the fit."""
+                    network: tuple[float, float] | None = None) -> tuple[Accuracy, str]:
+    """Accuracy of ``--bound fitted`` on the measured trace, as the command line
+    does it (a rejected fit replaced by the platform model or the lower bound), and
+    the row's mark: ‡ fell back to the lower bound, † the trace's fit was rejected
+    (fit.rejected); ``network`` a platform network model (latency s, seconds per
+    byte) for the fit."""
     m = match(sim.measured, eager_limit=eager_limit)
     plat = dataclasses.replace(sim.platform, network=network) if network else sim.platform
-    fit = fit_network(sim.measured, m, plat)
-    opts = (EngineOptions("fitted", network_time=fit) if fit
-            else EngineOptions("lower", fit_links=True))
-    r = compensate(sim.measured, sim.platform, opts, m)
-    return accuracy(sim.truth, sim.measured, r.trace), fit is None
+    outcome = try_fit(sim.measured, m, plat)
+    r = compensate(sim.measured, sim.platform, _options(outcome), m)
+    again = clamp_check(outcome, r.stats.p2p_cases, network)  # as the command does
+    if again is not None:
+        outcome = again
+        r = compensate(sim.measured, sim.platform, _options(outcome), m)
+    mark = " ‡" if outcome.fit is None else ""
+    if outcome.rejected:
+        mark += " †"
+    return accuracy(sim.truth, sim.measured, r.trace), mark
+
+
+def _options(outcome: FitOutcome) -> EngineOptions:
+    """The engine's options for ``--bound fitted`` given the fit's outcome."""
+    fit = outcome.fit
+    return (EngineOptions("fitted", network_time=fit, link_latency=outcome.links) if fit
+            else EngineOptions("lower", fit_links=True, link_latency=outcome.links))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| program | ranks | overhead | records | dilation % | lower % | upper % | fitted % | "
           "min loc % | err p50 µs | err p99 µs | err max µs | bracketed % | total in | viol |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---:|")
-    fallbacks = 0
+    fallbacks = rejections = 0
     runs = [(name, name, None) for name in PROGRAMS]
     runs += [(f"{name} (rendezvous > {limit} B)", name, limit) for name, limit in RENDEZVOUS]
     runs += [(name, name, None) for name in HYBRID_PROGRAMS]
@@ -107,12 +125,13 @@ def main(argv: list[str] | None = None) -> int:
             lo, up = ev["lower"], ev["upper"]
             best = lo if lo.removed_total >= up.removed_total else up
             br = ev["bracket"]
-            fi, fell_back = fitted_accuracy(sim, limit, network)
-            fallbacks += fell_back
+            fi, mark = fitted_accuracy(sim, limit, network)
+            fallbacks += "‡" in mark
+            rejections += "†" in mark
             print(f"| {label} | {ranks} | {o * 1e6:g} µs | {sim.measured.record_count} | "
                   f"{100 * lo.dilation:.1f} | {100 * lo.removed_total:.1f} | "
                   f"{100 * up.removed_total:.1f} | "
-                  f"{100 * fi.removed_total:.1f}{' ‡' if fell_back else ''} | "
+                  f"{100 * fi.removed_total:.1f}{mark} | "
                   f"{100 * best.removed_per_location_min:.1f} | "
                   f"{1e6 * best.error_p50:.3f} | {1e6 * best.error_p99:.3f} | "
                   f"{1e6 * best.error_max:.3f} | {100 * br['fraction']:.1f} | "
@@ -122,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if fallbacks:
         print(FALLBACK_NOTE)
+    if rejections:
+        print(REJECTED_NOTE)
     print(f"\nbenchmark time: {time.monotonic() - start:.1f} s")
     return 0
 

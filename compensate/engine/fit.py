@@ -50,7 +50,8 @@ platform network model"):
 * of one size ``s0`` only: the trace fixes the network time at ``s0`` (its
   median ``m``), the platform the slope: ``latency = m - s0 · per_byte_P``,
   ``per_byte = per_byte_P`` (model ``"platform slope"``; where that latency would
-  be negative, ``latency 0, per_byte = m / s0``): exact at the observed size,
+  be below the least plausible one, 10 ns, ``latency 10 ns, per_byte = (m - 10 ns) /
+  s0``): exact at the observed size,
   the platform's bandwidth elsewhere, where the constant fit would time every
   size like ``s0``;
 * fewer than :data:`MIN_OBSERVATIONS`: the platform model itself (``"platform"``)
@@ -480,12 +481,108 @@ def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None
 class FitOutcome:
     """A fit, or why there is none (``fit`` None: use the lower bound); and the
     fitted latency of the zero-byte links (:func:`observe_links`, whole trace; None
-    if not observed), for ``EngineOptions.link_latency`` (with or without a fit)."""
+    if not observed), for ``EngineOptions.link_latency`` (with or without a fit).
+
+    ``rejected``: why the trace's own fit was not used although there was one
+    (:func:`implausible`, :func:`clamp_check`); ``fit`` is then the platform network
+    model or None. ``size_classes``: the observations per size class
+    (:func:`size_classes`), so that a user can judge what the fit rests on."""
 
     fit: NetworkFit | None
     observations: int
     reason: str | None = None
     links: dict[str, dict[str, float]] | None = field(default=None, compare=False)
+    rejected: str | None = None
+    size_classes: dict[str, int] | None = field(default=None, compare=False)
+    #: the rejected fit itself (reported in the summary, never used)
+    rejected_fit: NetworkFit | None = field(default=None, compare=False)
+
+
+# -- plausibility -------------------------------------------------------------------
+
+#: A network's latency lies in this range, seconds: no interconnect or memory copy
+#: answers in less than 10 ns, and a transfer that needs a millisecond before its
+#: first byte arrives is a run's waiting, not its network.
+LATENCY_RANGE = (10e-9, 1e-3)
+#: ... and its bandwidth in this range, bytes per second (10 MB/s to 1 TB/s).
+BANDWIDTH_RANGE = (10e6, 1e12)
+#: A fit overridden by [lower, upper] on more than this share of its uses is no
+#: model of the network the run had (``m2_fitted_overridden``: the modelled
+#: transfer below the least one or above the measured interval; a receiver that
+#: came after the modelled arrival agrees with the model and does not count).
+CLAMPED_MAJORITY = 0.5
+
+
+def implausible(fit: NetworkFit) -> str | None:
+    """Why ``fit`` is no model of a physical network, or None if it may be one:
+    its latency outside :data:`LATENCY_RANGE`, its bandwidth (a linear fit's)
+    outside :data:`BANDWIDTH_RANGE`, or the residuals' spread larger than the
+    latency (the model explains less than the noise around it). The platform's own
+    model (``"platform"``) is a measurement and is not judged."""
+    if fit.model == "platform":
+        return None
+    lo, hi = LATENCY_RANGE
+    if not lo <= fit.latency <= hi:
+        return (f"fitted latency {fit.latency:.3g} s outside the physical range "
+                f"{lo:g}-{hi:g} s")
+    if fit.model == "linear":
+        blo, bhi = BANDWIDTH_RANGE
+        # faster than 1 TB/s is judged only where the sizes could show it: the
+        # largest observed message at 1 TB/s takes a tenth of the latency or more
+        # (the per-byte cost of 64-byte messages is below any timer)
+        shows = fit.size_max / bhi >= 0.1 * fit.latency
+        if fit.bandwidth < blo or (shows and fit.bandwidth > bhi):
+            return (f"fitted bandwidth {fit.bandwidth:.3g} B/s outside the physical range "
+                    f"{blo:g}-{bhi:g} B/s")
+    if fit.residual_spread > fit.latency:
+        return (f"residual spread {fit.residual_spread:.3g} s larger than the fitted "
+                f"latency {fit.latency:.3g} s")
+    return None
+
+
+#: Upper ends of the size classes of :func:`size_classes`, bytes (the last: open).
+SIZE_CLASS_EDGES = (1, 64, 4096, 256 * 1024)
+SIZE_CLASS_NAMES = ("0 B", "1-63 B", "64 B-4 KiB", "4-256 KiB", ">=256 KiB")
+
+
+def size_classes(sizes: np.ndarray) -> dict[str, int]:
+    """How many observations fall in each size class (every class listed, empty
+    ones with 0): where the fit's latency and its slope were measured."""
+    counts = np.bincount(np.searchsorted(SIZE_CLASS_EDGES, np.asarray(sizes), side="right"),
+                         minlength=len(SIZE_CLASS_NAMES))
+    return dict(zip(SIZE_CLASS_NAMES, (int(c) for c in counts), strict=True))
+
+
+def _fallback(obs: Observations, network: tuple[float, float] | None) -> NetworkFit | None:
+    """What stands in for a rejected fit: the platform network model, else None
+    (the lower bound)."""
+    return with_platform(obs, None, network) if network is not None else None
+
+
+def clamp_check(outcome: FitOutcome | None, p2p_cases: dict,
+                network: tuple[float, float] | None = None) -> FitOutcome | None:
+    """The outcome to run again with if the run that used ``outcome``'s fit
+    overrode it by [lower, upper] on most of its uses (``m2_fitted_overridden``
+    more than :data:`CLAMPED_MAJORITY` of ``m2_fitted``, at least
+    :data:`MIN_OBSERVATIONS` uses), else None. The fit is then rejected and
+    the platform network model ``network`` (else the lower bound) stands in. A
+    platform model is never rejected: it is the fallback."""
+    if outcome is None or outcome.fit is None or outcome.fit.model == "platform":
+        return None
+    used = int(p2p_cases.get("m2_fitted", 0))
+    over = int(p2p_cases.get("m2_fitted_overridden", 0))
+    if used < MIN_OBSERVATIONS or over <= CLAMPED_MAJORITY * used:
+        return None
+    reason = (f"outside [lower, upper] on {over:,} of its {used:,} uses "
+              f"({100 * over / used:.3g} %)")
+    fit = None
+    if network is not None:
+        fit = NetworkFit(network[0], network[1], outcome.observations, 0.0,
+                         outcome.fit.size_min, outcome.fit.size_max,
+                         outcome.fit.distinct_sizes, "platform")
+    why = None if fit else f"fitted model rejected: {reason}"
+    return FitOutcome(fit, outcome.observations, why, outcome.links, reason,
+                      outcome.size_classes, outcome.fit)
 
 
 def try_fit(trace: Trace, matching: Matching, platform: Platform) -> FitOutcome:
@@ -511,8 +608,9 @@ def with_platform(obs: Observations, fit: NetworkFit | None,
         return NetworkFit(p_lat, p_pb, n, 0.0, lo, hi, distinct, "platform")
     s0, m = fit.size_min, fit.latency  # a constant fit: the median at its one size
     latency, per_byte = m - s0 * p_pb, p_pb
-    if latency < 0:
-        latency, per_byte = 0.0, m / s0
+    if latency < LATENCY_RANGE[0]:  # (the least latency a network has: plausible)
+        latency = min(LATENCY_RANGE[0], m)
+        per_byte = (m - latency) / s0
     resid = obs.seconds - (latency + obs.sizes * per_byte)
     return NetworkFit(latency, per_byte, n, _mad(resid), fit.size_min, fit.size_max,
                       fit.distinct_sizes, "platform slope")
@@ -524,14 +622,20 @@ def outcome_of(obs: Observations, tick: float,
     platform network model ``network`` the fit is combined with it
     (:func:`with_platform`) and there is always one."""
     fit = fit_observations(obs, tick)
+    classes = size_classes(obs.sizes)
     if network is not None:
-        return FitOutcome(with_platform(obs, fit, network), len(obs), links=obs.links)
+        fit = with_platform(obs, fit, network)
+    rejected = implausible(fit) if fit is not None else None
+    if rejected is not None:
+        stand_in = _fallback(obs, network)
+        why = None if stand_in else f"fitted model rejected: {rejected}"
+        return FitOutcome(stand_in, len(obs), why, obs.links, rejected, classes, fit)
     if fit is not None:
-        return FitOutcome(fit, len(obs), links=obs.links)
+        return FitOutcome(fit, len(obs), links=obs.links, size_classes=classes)
     reason = (f"{len(obs)} observed transfers ({obs.p2p} point-to-point messages whose "
               f"calls overlapped and whose receiver waited, {obs.collective} collective "
               f"transfers whose receiver waited), fewer than {MIN_OBSERVATIONS}")
-    return FitOutcome(None, len(obs), reason, obs.links)
+    return FitOutcome(None, len(obs), reason, obs.links, size_classes=classes)
 
 
 def fit_network(trace: Trace, matching: Matching, platform: Platform) -> NetworkFit | None:
@@ -552,14 +656,38 @@ def summary_object(outcome: FitOutcome, p2p_cases: dict) -> dict:
            "residual_spread_s": None}
     if outcome.fit is not None:
         obj.update(outcome.fit.to_dict())
+    used = int(p2p_cases.get("m2_fitted", 0))
+    clamped = int(p2p_cases.get("m2_fitted_clamped", 0))
+    over = int(p2p_cases.get("m2_fitted_overridden", 0))
+    judged = outcome.rejected_fit or outcome.fit  # the model the quality is of
     obj.update({
-        "used": int(p2p_cases.get("m2_fitted", 0)),
-        "clamped": int(p2p_cases.get("m2_fitted_clamped", 0)),
+        "used": used,
+        "clamped": clamped,
         "fallback": outcome.fit is None,
         "fallback_reason": None if outcome.fit else f"{outcome.reason}: used the lower bound",
         "bound_used": "fitted" if outcome.fit else "lower",
+        "overridden": over,
+        "rejected": outcome.rejected,
+        "rejected_model": outcome.rejected_fit.to_dict() if outcome.rejected_fit else None,
+        "quality": {
+            "residual_spread_s": judged.residual_spread if judged else None,
+            "clamped_share": clamped / used if used else None,
+            "overridden_share": over / used if used else None,
+            "observations_by_size": outcome.size_classes,
+        },
     })
     return obj
+
+
+def warning_line(obj: dict | None) -> str | None:
+    """The one warning line of a run whose fitted model was rejected (the summary's
+    ``fit`` object ``obj``), None otherwise."""
+    if not obj or not obj.get("rejected"):
+        return None
+    instead = ("the platform network model" if obj.get("model") == "platform"
+               else "the lower bound")
+    return (f"compensate: warning: the network model fitted to the trace was not used: "
+            f"{obj['rejected']}; used {instead} instead")
 
 
 #: Bytes per second above which a fitted slope says no more than "the transfers

@@ -226,6 +226,9 @@ def test_fitted_uses_the_fit_for_unobserved_transfers():
     assert cases["m2_fitted"] + cases["m2_message_late"] > 1000
     assert 0 < cases["m2_message_late"] < cases["m2_fitted"]
     assert 0 < cases["m2_fitted_clamped"] < cases["m2_fitted"]
+    # the simulator's own network: never overridden by a bound (a receiver that came
+    # after the modelled arrival agrees with the model)
+    assert cases["m2_fitted_overridden"] == 0
 
 
 def _m2_case(tmp_path, recv_at: int):
@@ -344,9 +347,12 @@ def test_platform_model_combines_with_the_trace_by_hand():
     assert got.model == "platform slope" and got.per_byte == 2e-10
     assert got.latency == pytest.approx(60e-6 - 262144 * 2e-10)  # 7.5712 us
     assert got(262144) == pytest.approx(60e-6)
-    # one size whose time the platform's slope alone exceeds: through the origin
+    # one size whose time the platform's slope alone exceeds: through the least
+    # plausible latency (10 ns, fit.LATENCY_RANGE) and the observed point
     got = outcome_of(Observations(np.full(10, 262144), np.full(10, 26.2144e-6)), TICK, net).fit
-    assert got.latency == 0.0 and got.per_byte == pytest.approx(1e-10)
+    assert got.model == "platform slope" and got.latency == 10e-9
+    assert got(262144) == pytest.approx(26.2144e-6) and got.per_byte == pytest.approx(1e-10,
+                                                                                     rel=1e-3)
     # too few observations: the platform model instead of the lower bound
     got = outcome_of(few, TICK, net).fit
     assert (got.model, got.latency, got.per_byte, got.observations) == ("platform", 1e-6,
