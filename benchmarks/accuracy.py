@@ -17,7 +17,11 @@ it measured:
   viol            happened-before violations in all three outputs (must be 0)
 
 Usage: python benchmarks/accuracy.py [--ranks 8] [--overheads 0.2us,1us,5us] [--seed 0]
-       [--programs rma_fence,rma_pscw,...] [--platform FILE.json]
+       [--programs rma_fence,rma_pscw,...] [--worlds jitter,protocol,...] [--platform FILE.json]
+
+The rows "PROGRAM (WORLD)" run the program in a harder world
+(compensate/simulate/world.py): latency jitter, an eager/rendezvous switch, a
+contended link, clock offsets between ranks.
 
 ``--platform``: the ``network`` entry of this platform file (a platform network
 model) is given to the fitted bound; the overheads and copy costs stay the
@@ -44,9 +48,16 @@ from compensate.simulate import SimResult, simulate
 from compensate.simulate.hybrid import HYBRID_PROGRAMS, HYBRID_RANKS
 from compensate.simulate.programs import PROGRAMS
 from compensate.simulate.validation import Accuracy, accuracy, evaluate
+from compensate.simulate.world import simulate_in
 
 # Rendezvous variants: every message above the eager limit is synchronous.
 RENDEZVOUS = [("ring", 512), ("pipeline", 4096)]
+# A harder world (compensate/simulate/world.py): jitter, an eager/rendezvous switch,
+# a contended link, clock offsets between ranks; ground truth that is not the fit's
+# own model.
+WORLD_RUNS = [("stencil", "jitter"), ("mixed", "jitter"), ("mixed", "protocol"),
+              ("montecarlo", "protocol"), ("stencil", "contended"), ("mixed", "contended"),
+              ("stencil", "skewed"), ("mixed", "skewed")]
 FALLBACK_NOTE = ("‡ fitted: too few observed transfers to fit, the lower bound was used "
                  "(thread and device links: their fitted latency)")
 
@@ -89,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overheads", default="0.2us,1us,5us")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--programs", default="", help="comma-separated subset (default: all)")
+    ap.add_argument("--worlds", default=None,
+                    help="only the harder worlds given (comma-separated: jitter,protocol,"
+                         "contended,skewed; default: every row)")
     ap.add_argument("--platform", metavar="FILE.json",
                     help="give its network entry (a platform network model) to the fitted bound")
     args = ap.parse_args(argv)
@@ -106,18 +120,26 @@ def main(argv: list[str] | None = None) -> int:
           "min loc % | err p50 µs | err p99 µs | err max µs | bracketed % | total in | viol |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---:|")
     fallbacks = rejections = 0
-    runs = [(name, name, None) for name in PROGRAMS]
-    runs += [(f"{name} (rendezvous > {limit} B)", name, limit) for name, limit in RENDEZVOUS]
-    runs += [(name, name, None) for name in HYBRID_PROGRAMS]
+    runs = [(name, name, None, None) for name in PROGRAMS]
+    runs += [(f"{name} (rendezvous > {limit} B)", name, limit, None)
+             for name, limit in RENDEZVOUS]
+    runs += [(name, name, None, None) for name in HYBRID_PROGRAMS]
+    runs += [(f"{name} ({world})", name, None, world) for name, world in WORLD_RUNS]
     if args.programs:
         runs = [r for r in runs if r[1] in args.programs.split(",")]
-    for label, name, limit in runs:
+    if args.worlds is not None:
+        runs = [r for r in runs if r[3] in args.worlds.split(",")]
+    for label, name, limit, world in runs:
         ranks = 2 if name == "pingpong" else args.ranks
         if name in HYBRID_PROGRAMS and HYBRID_RANKS[name] == 1:
             ranks = 1  # one process with threads or streams
         for o in overheads:
-            sim = simulate(name, ranks=ranks, overhead=o, seed=args.seed, quantize=True,
-                           eager_limit=limit)
+            if world is None:
+                sim = simulate(name, ranks=ranks, overhead=o, seed=args.seed, quantize=True,
+                               eager_limit=limit)
+            else:
+                sim = simulate_in(world, name, ranks=ranks, overhead=o, seed=args.seed,
+                                  quantize=True)
             if release:
                 sim = dataclasses.replace(
                     sim, platform=dataclasses.replace(sim.platform, rma_release=release))

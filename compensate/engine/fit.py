@@ -63,6 +63,7 @@ the message's [lower, upper] interval by the engine.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -187,23 +188,39 @@ class NetworkFit:
     size_min: int  # smallest observed message, bytes
     size_max: int  # largest observed message, bytes
     distinct_sizes: int
-    #: "linear" | "constant" (a single message size: latency only) | "platform slope" |
-    #: "platform" (the platform network model: module docstring)
+    #: "linear" | "constant" (a single message size: latency only) | "piecewise"
+    #: (a protocol switch: above ``threshold`` bytes ``latency2 + s · per_byte2``) |
+    #: "platform slope" | "platform" (the platform network model: module docstring)
     model: str
+    threshold: int | None = None  # bytes: the last size of the first piece
+    latency2: float = 0.0
+    per_byte2: float = 0.0
 
     @property
     def bandwidth(self) -> float:
         """Bytes per second (``inf`` when the fit has no per-byte cost)."""
         return 1.0 / self.per_byte if self.per_byte > 0 else math.inf
 
+    def pieces(self) -> list[tuple[float, float]]:
+        """``(latency, per_byte)`` of each piece (one, or two for "piecewise")."""
+        if self.threshold is None:
+            return [(self.latency, self.per_byte)]
+        return [(self.latency, self.per_byte), (self.latency2, self.per_byte2)]
+
     def __call__(self, nbytes: int) -> float:
         """Network time in seconds of an ``nbytes`` message (the engine's hook)."""
+        if self.threshold is not None and nbytes > self.threshold:
+            return self.latency2 + float(nbytes) * self.per_byte2
         return self.latency + float(nbytes) * self.per_byte
 
     def to_dict(self) -> dict:
         """JSON-ready description; ``bandwidth_Bps`` is null when not measurable."""
         bw = self.bandwidth
-        return {
+        extra = {} if self.threshold is None else {"above": {
+            "threshold_bytes": self.threshold, "latency_s": self.latency2,
+            "bandwidth_Bps": 1.0 / self.per_byte2 if self.per_byte2 > 0 else None,
+            "per_byte_s": self.per_byte2}}
+        return extra | {
             "model": self.model,
             "latency_s": self.latency,
             "bandwidth_Bps": bw if math.isfinite(bw) else None,
@@ -382,26 +399,36 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
     if cand.shape[0] == 0:
         cand = np.zeros((0, 10), dtype=np.int64)
     col = _flat_columns(trace, platform)
-    tm, after, free = col.time, col.after, col.free
+    tm, after = col.time, col.after
     res = float(trace.definitions.timer_resolution)
     s_loc, s_idx, s_exit, r_loc, r_enter, r_idx, size, is_p2p, post, group = cand.T
     base_s, base_r = _offsets_of(col.offsets, s_loc), _offsets_of(col.offsets, r_loc)
     send, send_exit = base_s + s_idx, base_s + s_exit
-    recv, enter, before = base_r + r_idx, base_r + r_enter, base_r + r_idx - 1
+    recv, enter = base_r + r_idx, base_r + r_enter
     copy = np.asarray(platform.copy_time(size), dtype=np.float64) * res
     cs = np.where(is_p2p == 2, 0.0, copy)  # a matched probe copies nothing in
     exit_m = tm[send_exit]
     ex = is_p2p == 3  # an MPI_Sendrecv's send part (graph.exchange_arrival)
     if ex.any():
-        arrive = exchange_arrival(platform, res, size, free[send])
+        arrive = exchange_arrival(platform, res, size, tm[send] + copy)
         if arrive is not None:
             exit_m = np.where(ex, arrive, exit_m)
-    overlapped = (tm[enter] <= exit_m) | (is_p2p == 0)  # see the module docstring
-    waited = message_was_late(tm[recv], cs, free[before], tm[before])
+    # by the measured records' order alone, never the overhead given (issue #41):
+    # the calls overlapped (the receiver was in its call before the send's ended),
+    # the receive completed after the send began; a collective member's call began
+    # before the sending party's call ended (a root entering its gather after the
+    # members' calls ended still waits for their data: their calls say nothing
+    # more); a synchronous send's receive call began no later than the send record
+    # (else the handshake, not the network, set its end). What a receiver's own
+    # lateness adds to an observation is left to the lower-envelope fit (every
+    # observation is at least the network time)
     sync = post >= 0
-    posted_first = ~sync | (after[base_r + np.where(sync, post, 0)] <= after[send])
-    last = _last_of_groups(group, after[send] + copy, size)
-    keep = overlapped & waited & posted_first & last
+    overlapped = tm[enter] <= exit_m
+    causal = tm[recv] > tm[send]
+    waited = ~sync | (tm[enter] <= tm[send])
+    posted_first = ~sync | (tm[base_r + np.where(sync, post, 0)] <= tm[send])
+    last = _last_of_groups(group, tm[send] + copy, size)
+    keep = overlapped & causal & waited & posted_first & last
     net = tm[recv] - after[send] - (copy + cs)  # after[send] = send_m + O(MpiSend)
     r_size, r_net = observed_transfers(  # RMA transfers (R10)
         trace, matching.rma, platform.overhead_table() * res,
@@ -460,21 +487,114 @@ def fit_line(sizes: np.ndarray, seconds: np.ndarray, tick: float = 1e-9) -> tupl
     return float(p[0]) * ys, float(p[1]) * ys / xs
 
 
+#: The envelope's quantile: per size group the observation below which this
+#: share lies. Every observation is at least the network time (a receiver that
+#: came late only adds to it, a flush or a preemption too), so the lower part of
+#: each group is the network; a low quantile rather than the minimum, so that a
+#: few too-early points (timer rounding, clocks aligned only approximately) do
+#: not set it.
+ENVELOPE_QUANTILE = 0.2
+#: A second line (a protocol switch: eager to rendezvous) is taken only if it
+#: leaves less than this share of the single line's error on the envelope.
+PIECEWISE_GAIN = 0.25
+#: ... and only where one line misses the envelope by more than this share of its
+#: values (timer rounding alone must not split an exact line)
+PIECEWISE_MISFIT = 0.02
+
+
+def _envelope(sizes: np.ndarray, seconds: np.ndarray, groups: int = 300
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The lower envelope: per message size (or, with more sizes than ``groups``,
+    per group of neighbouring sizes) its median size and the
+    :data:`ENVELOPE_QUANTILE` quantile of its times. ``sizes`` sorted."""
+    if np.unique(sizes).size <= groups:
+        cuts = np.flatnonzero(np.diff(sizes)) + 1
+    else:
+        cuts = np.linspace(0, sizes.size, groups + 1).round().astype(np.int64)[1:-1]
+    gx = np.array([np.median(g) for g in np.split(sizes.astype(np.float64), cuts)])
+    gy = np.array([np.quantile(g, ENVELOPE_QUANTILE, method="lower")
+                   for g in np.split(seconds, cuts)])
+    return gx, gy
+
+
+def _line(gx: np.ndarray, gy: np.ndarray) -> tuple[float, float]:
+    """Theil–Sen line through envelope points (both parameters >= 0): the median of
+    the pairwise slopes, then the median intercept; one point: a constant."""
+    if gx.size < 2:
+        return max(float(gy[0]), 0.0), 0.0
+    i, j = np.triu_indices(gx.size, 1)
+    apart = gx[j] > gx[i]
+    i, j = i[apart], j[apart]
+    if not i.size:
+        return max(float(np.median(gy)), 0.0), 0.0
+    slope = max(float(np.median((gy[j] - gy[i]) / (gx[j] - gx[i]))), 0.0)
+    latency = float(np.median(gy - slope * gx))
+    if latency < 0:  # through the origin's side: the least slope that keeps it >= 0
+        latency = 0.0
+    return latency, slope
+
+
+def _piecewise(gx: np.ndarray, gy: np.ndarray) -> tuple[int, tuple, tuple] | None:
+    """The best split of the envelope into two lines (each of >= 2 points), if it
+    leaves less than :data:`PIECEWISE_GAIN` of one line's error: (index of the first
+    point of the second piece, line below, line above)."""
+    if gx.size < 4:
+        return None
+
+    def err(x, y, line):
+        return float(np.abs(y - (line[0] + line[1] * x)).sum())
+
+    one = err(gx, gy, _line(gx, gy))
+    if one <= PIECEWISE_MISFIT * float(np.abs(gy).sum()):  # one line fits well enough
+        return None
+    best = None
+    for k in range(2, gx.size - 1):
+        lo, hi = _line(gx[:k], gy[:k]), _line(gx[k:], gy[k:])
+        e = err(gx[:k], gy[:k], lo) + err(gx[k:], gy[k:], hi)
+        if best is None or e < best[0]:
+            best = (e, k, lo, hi)
+    if best is None or not best[0] < PIECEWISE_GAIN * one:
+        return None
+    return best[1], best[2], best[3]
+
+
+def _lower_spread(resid: np.ndarray) -> float:
+    """The residual spread of a lower-envelope fit: the median absolute residual of
+    the lower half of the observations (the upper half holds what came on top of
+    the network: late receivers, waits), 0 for none."""
+    if not resid.size:
+        return 0.0
+    low = resid[resid <= np.median(resid)]
+    return float(np.median(np.abs(low)))
+
+
 def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None:
-    """Fit the network model to ``obs``; None below :data:`MIN_OBSERVATIONS`."""
+    """Fit the network model to ``obs``; None below :data:`MIN_OBSERVATIONS`.
+
+    A lower-envelope fit (:func:`_envelope`): a line through the low quantile of
+    each size group (Theil–Sen), two lines where the envelope breaks (an eager /
+    rendezvous switch: :func:`_piecewise`); one size: that quantile as a constant.
+    In a fixed order: the same fit however the observations were collected."""
     n = len(obs)
     if n < MIN_OBSERVATIONS:
         return None
-    distinct = int(np.unique(obs.sizes).size)
+    order = np.lexsort((obs.seconds, obs.sizes))
+    sizes, seconds = obs.sizes[order], obs.seconds[order]
+    gx, gy = _envelope(sizes, seconds)
+    distinct = int(np.unique(sizes).size)
+    common = (n, 0.0, int(sizes[0]), int(sizes[-1]), distinct)
     if distinct < 2:
-        latency, per_byte, model = max(float(np.median(obs.seconds)), 0.0), 0.0, "constant"
-    else:  # in a fixed order: the same fit however the observations were collected
-        order = np.lexsort((obs.seconds, obs.sizes))
-        latency, per_byte = fit_line(obs.sizes[order], obs.seconds[order], tick)
-        model = "linear"
-    resid = obs.seconds - (latency + obs.sizes * per_byte)
-    return NetworkFit(latency, per_byte, n, _mad(resid), int(obs.sizes.min()),
-                      int(obs.sizes.max()), distinct, model)
+        fit = NetworkFit(max(float(gy[0]), 0.0), 0.0, *common, "constant")
+    elif (split := _piecewise(gx, gy)) is not None:
+        k, lo, hi = split
+        threshold = int(sizes[np.searchsorted(sizes, gx[k], side="left") - 1])
+        fit = NetworkFit(lo[0], lo[1], *common, "piecewise", threshold, hi[0], hi[1])
+    else:
+        latency, per_byte = _line(gx, gy)
+        fit = NetworkFit(latency, per_byte, *common, "linear")
+    resid = seconds - np.array([fit(int(s)) for s in np.unique(sizes)])[
+        np.searchsorted(np.unique(sizes), sizes)]
+    return dataclasses.replace(fit, residual_spread=_lower_spread(resid))
 
 
 @dataclass(frozen=True)
@@ -522,18 +642,21 @@ def implausible(fit: NetworkFit) -> str | None:
     if fit.model == "platform":
         return None
     lo, hi = LATENCY_RANGE
-    if not lo <= fit.latency <= hi:
-        return (f"fitted latency {fit.latency:.3g} s outside the physical range "
-                f"{lo:g}-{hi:g} s")
-    if fit.model == "linear":
-        blo, bhi = BANDWIDTH_RANGE
-        # faster than 1 TB/s is judged only where the sizes could show it: the
-        # largest observed message at 1 TB/s takes a tenth of the latency or more
-        # (the per-byte cost of 64-byte messages is below any timer)
-        shows = fit.size_max / bhi >= 0.1 * fit.latency
-        if fit.bandwidth < blo or (shows and fit.bandwidth > bhi):
-            return (f"fitted bandwidth {fit.bandwidth:.3g} B/s outside the physical range "
-                    f"{blo:g}-{bhi:g} B/s")
+    blo, bhi = BANDWIDTH_RANGE
+    for i, (latency, per_byte) in enumerate(fit.pieces()):
+        if not lo <= latency <= hi:
+            return (f"fitted latency {latency:.3g} s outside the physical range "
+                    f"{lo:g}-{hi:g} s")
+        if fit.model in ("linear", "piecewise"):
+            bandwidth = 1.0 / per_byte if per_byte > 0 else math.inf
+            # faster than 1 TB/s is judged only where the sizes could show it: the
+            # largest observed message at 1 TB/s takes a tenth of the latency or
+            # more (the per-byte cost of 64-byte messages is below any timer)
+            top = fit.size_max if i or fit.threshold is None else fit.threshold
+            shows = top / bhi >= 0.1 * latency
+            if bandwidth < blo or (shows and bandwidth > bhi):
+                return (f"fitted bandwidth {bandwidth:.3g} B/s outside the physical range "
+                        f"{blo:g}-{bhi:g} B/s")
     if fit.residual_spread > fit.latency:
         return (f"residual spread {fit.residual_spread:.3g} s larger than the fitted "
                 f"latency {fit.latency:.3g} s")
@@ -597,7 +720,7 @@ def with_platform(obs: Observations, fit: NetworkFit | None,
     seconds per byte)`` (module docstring): the trace's own linear fit where it
     has one, the platform's slope through the one size it observed, else the
     platform model."""
-    if fit is not None and fit.model == "linear":
+    if fit is not None and fit.model in ("linear", "piecewise"):
         return fit
     p_lat, p_pb = network
     n = len(obs)
