@@ -108,6 +108,11 @@ class Observations:
     #: the least observed latency of the zero-byte links per family and kind, ticks
     #: (:func:`observe_links`); None: not observed
     links: dict[str, dict[str, float]] | None = None
+    #: per observation its sender's and its receiver's process (location group),
+    #: ``sender << 32 | receiver`` (-1: not known, e.g. RMA); None: none known.
+    #: Clocks aligned only approximately between processes add the same offset to
+    #: one direction of a pair as they take from the other (:func:`_envelope`)
+    pairs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sizes.size)
@@ -120,10 +125,12 @@ class Observations:
             return Observations(np.zeros(0, np.int64), np.zeros(0), links=least_links([]))
         links = None if any(p.links is None for p in parts) else \
             least_links([p.links for p in parts if p.links is not None])
+        pairs = np.concatenate([p.pairs if p.pairs is not None else
+                                np.full(len(p), -1, np.int64) for p in parts])
         return Observations(np.concatenate([p.sizes for p in parts]).astype(np.int64),
                             np.concatenate([p.seconds for p in parts]).astype(np.float64),
                             sum(p.p2p for p in parts), sum(p.collective for p in parts),
-                            sum(p.rma for p in parts), links)
+                            sum(p.rma for p in parts), links, pairs.astype(np.int64))
 
 
 #: the families of zero-byte links whose latency ``--bound fitted`` fits
@@ -433,12 +440,19 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
     r_size, r_net = observed_transfers(  # RMA transfers (R10)
         trace, matching.rma, platform.overhead_table() * res,
         lambda s: float(platform.copy_time(s)) * res, receivers)
+    locs = trace.definitions.locations
+    group_of = {loc: (locs[loc].group if loc in locs else loc) for loc in trace.events}
+    procs = np.array([[group_of.get(a, a), group_of.get(b, b)] for a, b in
+                      zip(s_loc[keep].tolist(), r_loc[keep].tolist(), strict=True)],
+                     dtype=np.int64).reshape(-1, 2)
+    pairs = np.r_[(procs[:, 0] << 32) | procs[:, 1], np.full(len(r_size), -1, np.int64)]
     return Observations(np.r_[size[keep].astype(np.int64), np.array(r_size, np.int64)],
                         np.r_[net[keep] / res, np.array(r_net) / res],
                         p2p=int(np.count_nonzero(keep & (is_p2p >= 1))),
                         collective=int(np.count_nonzero(keep & (is_p2p == 0))),
                         rma=len(r_size),
-                        links=observe_links(trace, matching, platform, receivers, t0))
+                        links=observe_links(trace, matching, platform, receivers, t0),
+                        pairs=pairs.astype(np.int64))
 
 
 # -- fitting ------------------------------------------------------------------------
@@ -502,19 +516,49 @@ PIECEWISE_GAIN = 0.25
 PIECEWISE_MISFIT = 0.02
 
 
-def _envelope(sizes: np.ndarray, seconds: np.ndarray, groups: int = 300
-              ) -> tuple[np.ndarray, np.ndarray]:
+def _envelope(sizes: np.ndarray, seconds: np.ndarray, pairs: np.ndarray | None = None,
+              groups: int = 300) -> tuple[np.ndarray, np.ndarray]:
     """The lower envelope: per message size (or, with more sizes than ``groups``,
     per group of neighbouring sizes) its median size and the
-    :data:`ENVELOPE_QUANTILE` quantile of its times. ``sizes`` sorted."""
+    :data:`ENVELOPE_QUANTILE` quantile of its times (:func:`_group_floor`).
+    ``sizes`` sorted, ``pairs`` in the same order (None: not known)."""
     if np.unique(sizes).size <= groups:
         cuts = np.flatnonzero(np.diff(sizes)) + 1
     else:
         cuts = np.linspace(0, sizes.size, groups + 1).round().astype(np.int64)[1:-1]
     gx = np.array([np.median(g) for g in np.split(sizes.astype(np.float64), cuts)])
-    gy = np.array([np.quantile(g, ENVELOPE_QUANTILE, method="lower")
-                   for g in np.split(seconds, cuts)])
+    if pairs is None:
+        pairs = np.full(sizes.size, -1, np.int64)
+    gy = np.array([_group_floor(y, p) for y, p in
+                   zip(np.split(seconds, cuts), np.split(pairs, cuts), strict=True)])
     return gx, gy
+
+
+def _q(y: np.ndarray) -> float:
+    return float(np.quantile(y, ENVELOPE_QUANTILE, method="lower"))
+
+
+def _group_floor(y: np.ndarray, pairs: np.ndarray) -> float:
+    """One size group's envelope value. Where processes exchanged messages both
+    ways, a clock offset between them adds to one direction what it takes from the
+    other: per such pair the mean of the two directions' quantiles, and the median
+    over the pairs (a process's messages to itself count as such a pair); else the
+    quantile of all."""
+    known = pairs >= 0
+    if not known.any():
+        return _q(y)
+    keys, inverse = np.unique(pairs[known], return_inverse=True)
+    if keys.size > 20000:  # (too many pairs to be worth it: the plain quantile)
+        return _q(y)
+    yk = y[known]
+    floor = {int(k): _q(yk[inverse == i]) for i, k in enumerate(keys.tolist())}
+    both = []
+    for k, v in floor.items():
+        a, b = k >> 32, k & 0xFFFFFFFF
+        back = floor.get((b << 32) | a)
+        if back is not None and a <= b:
+            both.append((v + back) / 2)
+    return float(np.median(both)) if both else _q(y)
 
 
 def _line(gx: np.ndarray, gy: np.ndarray) -> tuple[float, float]:
@@ -580,7 +624,7 @@ def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None
         return None
     order = np.lexsort((obs.seconds, obs.sizes))
     sizes, seconds = obs.sizes[order], obs.seconds[order]
-    gx, gy = _envelope(sizes, seconds)
+    gx, gy = _envelope(sizes, seconds, obs.pairs[order] if obs.pairs is not None else None)
     distinct = int(np.unique(sizes).size)
     common = (n, 0.0, int(sizes[0]), int(sizes[-1]), distinct)
     if distinct < 2:
