@@ -19,22 +19,27 @@ taking the place of the begin, the completion that of the end):
   grows with the size); otherwise the instance gives no observation.
 
 :func:`fit_network` collects these observations and fits ``network(s) = latency +
-s · per_byte`` robustly; the engine then uses it for the messages whose transfer
-was not observed (case m.2), clamped into each message's [lower, upper] interval
+s · per_byte`` to their lower envelope (:func:`fit_observations`: piecewise at a
+protocol switch, clock offsets between processes cancelled where messages went both
+ways); the engine then uses it for the messages whose transfer was not observed
+(case m.2), clamped into each message's [lower, upper] interval
 (``EngineOptions(bound="fitted")``).
 
-Why only messages whose receiver waited: when the message was there first, the
-receive time measures the receiver's lateness, not the network, and such an
-observation would only bias the fit towards the upper bound. Point-to-point
-messages must also have overlapped calls (case m.1, the paper's observed
-transfer); a collective's implied message counts whenever its receiver waited,
-since the collective's calls say nothing more (a root entering its gather after
-the members' calls ended still waits for their data).
+Which messages count is decided by the measured records' order alone, never by the
+overhead given (issue #41: the old rule, "the receiver was still waiting after the
+overhead", kept fewer transfers the larger the overhead): the calls overlapped, the
+receive came after the send, a synchronous send's receive was there first. A
+receiver that was itself late only adds to an observation, never takes from it,
+so the fit is a lower envelope, not a least-squares line through everything.
+
+A fit is used only if it is plausible (:func:`implausible`, :func:`clamp_check`);
+else the platform network model or the lower bound stands in and the summary says
+why (``fit.rejected``).
 
 Threshold: fewer than :data:`MIN_OBSERVATIONS` observations give no fit
 (``None``); the caller falls back to the lower bound and says so. With a single
 message size, latency and bandwidth cannot be told apart: the fit is then the
-median transfer time as a constant (``per_byte = 0``, model ``"constant"``).
+envelope value of that size as a constant (``per_byte = 0``, model ``"constant"``).
 
 One fit for all location pairs: the engine's hook takes the message size only,
 so a separate intra-/inter-node fit could not be applied per message.
@@ -541,9 +546,10 @@ def _q(y: np.ndarray) -> float:
 def _group_floor(y: np.ndarray, pairs: np.ndarray) -> float:
     """One size group's envelope value. Where processes exchanged messages both
     ways, a clock offset between them adds to one direction what it takes from the
-    other: per such pair the mean of the two directions' quantiles, and the median
-    over the pairs (a process's messages to itself count as such a pair); else the
-    quantile of all."""
+    other: per such pair the mean of the two directions' quantiles, and the same
+    quantile over the pairs (a pair whose receivers were late in both directions
+    is above the network too; a process's messages to itself count as such a
+    pair); else the quantile of all."""
     known = pairs >= 0
     if not known.any():
         return _q(y)
@@ -558,7 +564,7 @@ def _group_floor(y: np.ndarray, pairs: np.ndarray) -> float:
         back = floor.get((b << 32) | a)
         if back is not None and a <= b:
             both.append((v + back) / 2)
-    return float(np.median(both)) if both else _q(y)
+    return _q(np.array(both)) if both else _q(y)
 
 
 def _line(gx: np.ndarray, gy: np.ndarray) -> tuple[float, float]:
@@ -602,6 +608,24 @@ def _piecewise(gx: np.ndarray, gy: np.ndarray) -> tuple[int, tuple, tuple] | Non
     return best[1], best[2], best[3]
 
 
+def _without_offsets(resid: np.ndarray, pairs: np.ndarray | None) -> np.ndarray:
+    """``resid`` less the clock offset between processes that exchanged messages
+    both ways: half the difference of the two directions' median residuals (an
+    offset adds to one direction what it takes from the other)."""
+    if pairs is None or not (pairs >= 0).any():
+        return resid
+    out = resid.copy()
+    keys = np.unique(pairs[pairs >= 0]).tolist()
+    if len(keys) > 20000:
+        return resid
+    med = {k: float(np.median(resid[pairs == k])) for k in keys}
+    for k in keys:
+        back = med.get(((k & 0xFFFFFFFF) << 32) | (k >> 32))
+        if back is not None:
+            out[pairs == k] -= (med[k] - back) / 2
+    return out
+
+
 def _lower_spread(resid: np.ndarray) -> float:
     """The residual spread of a lower-envelope fit: the median absolute residual of
     the lower half of the observations (the upper half holds what came on top of
@@ -638,6 +662,7 @@ def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None
         fit = NetworkFit(latency, per_byte, *common, "linear")
     resid = seconds - np.array([fit(int(s)) for s in np.unique(sizes)])[
         np.searchsorted(np.unique(sizes), sizes)]
+    resid = _without_offsets(resid, obs.pairs[order] if obs.pairs is not None else None)
     return dataclasses.replace(fit, residual_spread=_lower_spread(resid))
 
 

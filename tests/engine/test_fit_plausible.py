@@ -166,7 +166,9 @@ ARCHIVES = {a.parent.name: a for a in REAL}
 EXPECTED = {
     # eager below 256 KiB, a rendezvous's extra round trip above: two lines
     "ping-pong-otf2": ("plausible", "piecewise"),
-    "ping-pong-otf2-papi": ("plausible", "linear"),
+    # the same program with PAPI counters: transfers of up to 2 MiB that scatter by
+    # 13 us around a line with 11 us latency
+    "ping-pong-otf2-papi": ("rejected", "residual spread"),
     "jacobi-mpi-openmp-cuda": ("plausible", "constant"),
     "jacobi-openmp-tasks-offload": ("none", "0 observed transfers"),
     "hip-two-gpu-metrics": ("none", "0 observed transfers"),
