@@ -56,7 +56,7 @@ RENDEZVOUS = [("ring", 512), ("pipeline", 4096)]
 # a contended link, clock offsets between ranks; ground truth that is not the fit's
 # own model.
 WORLD_RUNS = [("stencil", "jitter"), ("mixed", "jitter"), ("mixed", "protocol"),
-              ("montecarlo", "protocol"), ("stencil", "contended"), ("mixed", "contended"),
+              ("pingpong", "protocol"), ("stencil", "contended"), ("mixed", "contended"),
               ("stencil", "skewed"), ("mixed", "skewed")]
 FALLBACK_NOTE = ("‡ fitted: too few observed transfers to fit, the lower bound was used "
                  "(thread and device links: their fitted latency)")
