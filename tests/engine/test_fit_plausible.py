@@ -248,3 +248,19 @@ def test_simulated_trace_observes_the_same_transfers_at_any_overhead():
     low, high = (observe_transfers(sim.measured, m, Platform(o)) for o in (1e-7, 3e-6))
     assert len(low) == len(high) > 100
     assert (low.sizes == high.sizes).all()
+
+
+def test_the_mpi4py_montecarlo_run_fits_a_plausible_latency():
+    """examples/montecarlo/traces.otf2, the project's mpi4py tracer on the paper's
+    Monte-Carlo pi (benchmarks/paper_fig1.py's program), with the platform file the
+    tracer measured: 58 observed transfers of 8 B - 1.4 KiB, too small to show a
+    per-byte cost; the envelope's latency (~72 us: python, shared cores) is within
+    the physical range and its spread below it."""
+    from pathlib import Path
+
+    ex = Path(__file__).resolve().parents[2] / "examples" / "montecarlo"
+    trace = read_trace(ex / "traces.otf2")
+    out = try_fit(trace, match(trace), Platform.load(ex / "platform.json"))
+    assert out.observations >= 50 and out.rejected is None
+    assert 10e-6 < out.fit.latency < 1e-3 and out.fit.residual_spread < out.fit.latency
+    assert out.size_classes["4-256 KiB"] == 0
