@@ -63,8 +63,19 @@ def _write_platform(platform, path: Path) -> None:
     path.write_text(json.dumps(platform.to_dict()))
 
 
+#: keys the summary gained after the fingerprints were taken, and which they do not
+#: cover: the fitted model's plausibility (issue #41: ``fit.rejected`` ...) and its
+#: count of uses overridden by [lower, upper]; every key they did cover is still hashed
+SUMMARY_ADDED = {"fit": {"rejected", "rejected_model", "quality", "overridden"},
+                 "p2p_cases": {"m2_fitted_overridden"}}
+
+
 def _stable(summary: dict) -> dict:
-    return {k: v for k, v in summary.items() if k not in SUMMARY_VOLATILE}
+    out = {k: v for k, v in summary.items() if k not in SUMMARY_VOLATILE}
+    for key, added in SUMMARY_ADDED.items():
+        if isinstance(out.get(key), dict):
+            out[key] = {k: v for k, v in out[key].items() if k not in added}
+    return out
 
 
 def _output_bytes(out: Path) -> bytes:

@@ -304,7 +304,11 @@ def _run(argv: list[str] | None) -> int:
         if not args.in_memory:
             from compensate.pipeline.cuts import NotStreamable, SegmentError
             try:
-                return _run_streaming(args, outputs, platform, show)
+                try:
+                    return _run_streaming(args, outputs, platform, show)
+                except _Refit as refit:  # the fit clamped on most uses: again without it
+                    outputs.trace = AtomicOutput(args.output, target, force=args.force)
+                    return _run_streaming(args, outputs, platform, show, refit.outcome)
             except (NotStreamable, SegmentError) as exc:
                 # not in time order, or a problem whose exact record the whole trace names
                 _phase(show, f"cannot stream ({exc}); reading the whole trace ...")
@@ -391,10 +395,21 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
         return after_commit("compensate", str(args.output), exc)
 
 
+class _Refit(Exception):  # noqa: N818 - not an error: run again with ``outcome``
+    """A streamed run whose fitted model was clamped on most of its uses
+    (:func:`compensate.engine.fit.clamp_check`): its output is discarded and the run
+    streams again with ``outcome`` (the fallback)."""
+
+    def __init__(self, outcome) -> None:
+        super().__init__("refit")
+        self.outcome = outcome
+
+
 def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
-                   show: bool) -> int:
+                   show: bool, outcome=None) -> int:
     """The same pipeline segment by segment (compensate.pipeline.run.streamed): read a
-    chunk, cut at safe points, match -> compensate -> verify -> write each segment."""
+    chunk, cut at safe points, match -> compensate -> verify -> write each segment.
+    ``outcome``: the fit to use (a fallback), instead of a fit pass."""
     from compensate.formats import TraceWriter, read_chunks
     from compensate.pipeline.cuts import chunk_records_for
     from compensate.pipeline.memory import steady_malloc
@@ -409,8 +424,7 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     # segments where the fit pass cut them
     cuts: list | None = None
     chunk = [chunk_records_for(args.segment_records)] if args.segment_records else []
-    outcome = None
-    if options.fits:  # R2f needs the fit first: one more pass over the input
+    if options.fits and outcome is None:  # R2f needs the fit first: one more pass
         _phase(show, f"fitting the network to the transfers {args.input} observed ...")
         defs, chunks = read_chunks(args.input, *chunk, payload=False)
         cuts = None if payload else []
@@ -441,6 +455,11 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
                        outcome=outcome, source=str(args.input), progress=on_progress,
                        advance=advance, cuts=cuts)
         progress.close()
+        from compensate.engine.fit import clamp_check
+        rejected = clamp_check(outcome, run.stats.p2p_cases, plat.network)
+        if rejected is not None:
+            writer.abort()
+            raise _Refit(rejected)
         seconds: dict = {}
 
         def close(before_commit: Callable[[], None]) -> None:
@@ -586,6 +605,9 @@ def _bound_text(args: argparse.Namespace, summary: dict) -> str:
 
 def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
     over = summary["overcompensated_records"]
+    from compensate.engine.fit import warning_line
+    if warning_line(summary.get("fit")):  # a fitted model not used: why
+        print(warning_line(summary.get("fit")), file=sys.stderr)
     if over:
         print(overcompensation_line(summary), file=sys.stderr)
     if not args.quiet:

@@ -1,8 +1,9 @@
 """Fitted transfer model (docs/design.md R2f): the network the trace itself reveals.
 
-A message whose send and receive calls overlapped (case m.1 of rule R2) and whose
-receiver was already waiting when it arrived shows its whole transfer in the
-measured trace. Under the measurement model (docs/design.md §2)
+A message whose calls overlapped (case m.1 of rule R2) and whose receiver was
+already waiting when it arrived shows its whole transfer in the measured trace
+(one whose receiver came later shows more). Under the measurement model
+(docs/design.md §2)
 
     recv_m = send_m + O(MpiSend) + C(s)·s + network(s) + C(s)·s,
 
@@ -18,26 +19,19 @@ taking the place of the begin, the completion that of the end):
   (begin + overhead + copy) if no other member sent more bytes (the network time
   grows with the size); otherwise the instance gives no observation.
 
-:func:`fit_network` collects these observations and fits ``network(s) = latency +
-s · per_byte`` robustly; the engine then uses it for the messages whose transfer
-was not observed (case m.2), clamped into each message's [lower, upper] interval
-(``EngineOptions(bound="fitted")``).
-
-Why only messages whose receiver waited: when the message was there first, the
-receive time measures the receiver's lateness, not the network, and such an
-observation would only bias the fit towards the upper bound. Point-to-point
-messages must also have overlapped calls (case m.1, the paper's observed
-transfer); a collective's implied message counts whenever its receiver waited,
-since the collective's calls say nothing more (a root entering its gather after
-the members' calls ended still waits for their data).
+:func:`fit_network` collects these observations and fits their lower envelope
+(:mod:`compensate.engine.netmodel`), used for the messages whose transfer was not
+observed (case m.2), clamped into each message's [lower, upper] interval. Which
+messages count is decided by the measured records' order alone, never by the
+overhead given; a receiver that was itself late only adds to an observation. A
+fit is used only if plausible (:func:`implausible`, :func:`clamp_check`).
 
 Threshold: fewer than :data:`MIN_OBSERVATIONS` observations give no fit
 (``None``); the caller falls back to the lower bound and says so. With a single
 message size, latency and bandwidth cannot be told apart: the fit is then the
-median transfer time as a constant (``per_byte = 0``, model ``"constant"``).
+envelope value of that size as a constant (``per_byte = 0``, model ``"constant"``).
 
-One fit for all location pairs: the engine's hook takes the message size only,
-so a separate intra-/inter-node fit could not be applied per message.
+One fit for all location pairs: the engine's hook takes the message size only.
 
 **With a platform network model** (the platform file's optional ``network``
 entry, ``latency_P + s · per_byte_P``, measured by a ping-pong:
@@ -50,7 +44,8 @@ platform network model"):
 * of one size ``s0`` only: the trace fixes the network time at ``s0`` (its
   median ``m``), the platform the slope: ``latency = m - s0 · per_byte_P``,
   ``per_byte = per_byte_P`` (model ``"platform slope"``; where that latency would
-  be negative, ``latency 0, per_byte = m / s0``): exact at the observed size,
+  be below the least plausible one, 10 ns, ``latency 10 ns, per_byte = (m - 10 ns) /
+  s0``): exact at the observed size,
   the platform's bandwidth elsewhere, where the constant fit would time every
   size like ``s0``;
 * fewer than :data:`MIN_OBSERVATIONS`: the platform model itself (``"platform"``)
@@ -74,6 +69,21 @@ from compensate.engine.lateness import (  # noqa: F401 - fit's public names too
     exchange_arrival,
     message_was_late,
     receiver_was_late,
+)
+from compensate.engine.netmodel import (  # noqa: F401 - fit's public names too
+    BANDWIDTH_RANGE,
+    CLAMPED_MAJORITY,
+    ENVELOPE_QUANTILE,
+    LATENCY_RANGE,
+    PIECEWISE_GAIN,
+    SIZE_CLASS_EDGES,
+    SIZE_CLASS_NAMES,
+    NetworkFit,
+    _mad,
+    fit_envelope,
+    fit_line,
+    implausible,
+    size_classes,
 )
 from compensate.engine.overheads import record_overheads
 from compensate.matching import Matching, MessageTable
@@ -106,6 +116,11 @@ class Observations:
     #: the least observed latency of the zero-byte links per family and kind, ticks
     #: (:func:`observe_links`); None: not observed
     links: dict[str, dict[str, float]] | None = None
+    #: per observation its sender's and its receiver's process (location group),
+    #: ``sender << 32 | receiver`` (-1: not known, e.g. RMA); None: none known.
+    #: Clocks aligned only approximately between processes add the same offset to
+    #: one direction of a pair as they take from the other (:func:`_envelope`)
+    pairs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.sizes.size)
@@ -118,10 +133,12 @@ class Observations:
             return Observations(np.zeros(0, np.int64), np.zeros(0), links=least_links([]))
         links = None if any(p.links is None for p in parts) else \
             least_links([p.links for p in parts if p.links is not None])
+        pairs = np.concatenate([p.pairs if p.pairs is not None else
+                                np.full(len(p), -1, np.int64) for p in parts])
         return Observations(np.concatenate([p.sizes for p in parts]).astype(np.int64),
                             np.concatenate([p.seconds for p in parts]).astype(np.float64),
                             sum(p.p2p for p in parts), sum(p.collective for p in parts),
-                            sum(p.rma for p in parts), links)
+                            sum(p.rma for p in parts), links, pairs.astype(np.int64))
 
 
 #: the families of zero-byte links whose latency ``--bound fitted`` fits
@@ -173,45 +190,6 @@ def observe_links(trace: Trace, matching: Matching, platform: Platform,
     if links:
         rma.link_latencies(graph, matching.rma, out["rma"], receivers)
     return out
-
-
-@dataclass(frozen=True)
-class NetworkFit:
-    """``network(s) = latency + s · per_byte`` seconds, fitted to observed transfers."""
-
-    latency: float  # seconds, >= 0
-    per_byte: float  # seconds per byte, >= 0
-    observations: int
-    residual_spread: float  # median absolute deviation of the residuals, seconds
-    size_min: int  # smallest observed message, bytes
-    size_max: int  # largest observed message, bytes
-    distinct_sizes: int
-    #: "linear" | "constant" (a single message size: latency only) | "platform slope" |
-    #: "platform" (the platform network model: module docstring)
-    model: str
-
-    @property
-    def bandwidth(self) -> float:
-        """Bytes per second (``inf`` when the fit has no per-byte cost)."""
-        return 1.0 / self.per_byte if self.per_byte > 0 else math.inf
-
-    def __call__(self, nbytes: int) -> float:
-        """Network time in seconds of an ``nbytes`` message (the engine's hook)."""
-        return self.latency + float(nbytes) * self.per_byte
-
-    def to_dict(self) -> dict:
-        """JSON-ready description; ``bandwidth_Bps`` is null when not measurable."""
-        bw = self.bandwidth
-        return {
-            "model": self.model,
-            "latency_s": self.latency,
-            "bandwidth_Bps": bw if math.isfinite(bw) else None,
-            "per_byte_s": self.per_byte,
-            "observations": self.observations,
-            "residual_spread_s": self.residual_spread,
-            "sizes_bytes": [self.size_min, self.size_max],
-            "distinct_sizes": self.distinct_sizes,
-        }
 
 
 # -- observations -------------------------------------------------------------------
@@ -381,111 +359,120 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
     if cand.shape[0] == 0:
         cand = np.zeros((0, 10), dtype=np.int64)
     col = _flat_columns(trace, platform)
-    tm, after, free = col.time, col.after, col.free
+    tm, after = col.time, col.after
     res = float(trace.definitions.timer_resolution)
     s_loc, s_idx, s_exit, r_loc, r_enter, r_idx, size, is_p2p, post, group = cand.T
     base_s, base_r = _offsets_of(col.offsets, s_loc), _offsets_of(col.offsets, r_loc)
     send, send_exit = base_s + s_idx, base_s + s_exit
-    recv, enter, before = base_r + r_idx, base_r + r_enter, base_r + r_idx - 1
+    recv, enter = base_r + r_idx, base_r + r_enter
     copy = np.asarray(platform.copy_time(size), dtype=np.float64) * res
     cs = np.where(is_p2p == 2, 0.0, copy)  # a matched probe copies nothing in
     exit_m = tm[send_exit]
     ex = is_p2p == 3  # an MPI_Sendrecv's send part (graph.exchange_arrival)
     if ex.any():
-        arrive = exchange_arrival(platform, res, size, free[send])
+        arrive = exchange_arrival(platform, res, size, tm[send] + copy)
         if arrive is not None:
             exit_m = np.where(ex, arrive, exit_m)
-    overlapped = (tm[enter] <= exit_m) | (is_p2p == 0)  # see the module docstring
-    waited = message_was_late(tm[recv], cs, free[before], tm[before])
+    # by the measured records' order alone, never the overhead given (issue #41):
+    # the calls overlapped (the receiver was in its call before the send's ended),
+    # the receive completed after the send began; a collective member's call began
+    # before the sending party's call ended (a root entering its gather after the
+    # members' calls ended still waits for their data: their calls say nothing
+    # more); a synchronous send's receive call began no later than the send record
+    # (else the handshake, not the network, set its end). What a receiver's own
+    # lateness adds to an observation is left to the lower-envelope fit (every
+    # observation is at least the network time)
     sync = post >= 0
-    posted_first = ~sync | (after[base_r + np.where(sync, post, 0)] <= after[send])
-    last = _last_of_groups(group, after[send] + copy, size)
-    keep = overlapped & waited & posted_first & last
+    overlapped = tm[enter] <= exit_m
+    causal = tm[recv] > tm[send]
+    waited = ~sync | (tm[enter] <= tm[send])
+    posted_first = ~sync | (tm[base_r + np.where(sync, post, 0)] <= tm[send])
+    last = _last_of_groups(group, tm[send] + copy, size)
+    keep = overlapped & causal & waited & posted_first & last
     net = tm[recv] - after[send] - (copy + cs)  # after[send] = send_m + O(MpiSend)
     r_size, r_net = observed_transfers(  # RMA transfers (R10)
         trace, matching.rma, platform.overhead_table() * res,
         lambda s: float(platform.copy_time(s)) * res, receivers)
+    locs = trace.definitions.locations
+    group_of = {loc: (locs[loc].group if loc in locs else loc) for loc in trace.events}
+    procs = np.array([[group_of.get(a, a), group_of.get(b, b)] for a, b in
+                      zip(s_loc[keep].tolist(), r_loc[keep].tolist(), strict=True)],
+                     dtype=np.int64).reshape(-1, 2)
+    pairs = np.r_[(procs[:, 0] << 32) | procs[:, 1], np.full(len(r_size), -1, np.int64)]
     return Observations(np.r_[size[keep].astype(np.int64), np.array(r_size, np.int64)],
                         np.r_[net[keep] / res, np.array(r_net) / res],
                         p2p=int(np.count_nonzero(keep & (is_p2p >= 1))),
                         collective=int(np.count_nonzero(keep & (is_p2p == 0))),
                         rma=len(r_size),
-                        links=observe_links(trace, matching, platform, receivers, t0))
+                        links=observe_links(trace, matching, platform, receivers, t0),
+                        pairs=pairs.astype(np.int64))
 
 
 # -- fitting ------------------------------------------------------------------------
 
-def _mad(x: np.ndarray) -> float:
-    """Median absolute deviation (unscaled)."""
-    return float(np.median(np.abs(x - np.median(x)))) if x.size else 0.0
-
-
-def _robust_start(u: np.ndarray, y: np.ndarray, groups: int = 300) -> np.ndarray:
-    """Theil–Sen line through group medians: one group per message size, or, with
-    more sizes than ``groups``, that many equal-count groups of neighbouring sizes.
-    A start that outliers cannot drag, and cheap for millions of observations."""
-    order = np.argsort(u, kind="stable")
-    us, ys = u[order], y[order]
-    if np.unique(us).size <= groups:
-        cuts = np.flatnonzero(np.diff(us)) + 1
-    else:
-        cuts = np.linspace(0, us.size, groups + 1).round().astype(np.int64)[1:-1]
-    gx = np.array([np.median(g) for g in np.split(us, cuts)])
-    gy = np.array([np.median(g) for g in np.split(ys, cuts)])
-    from scipy.stats import theilslopes  # ~0.3 s to import: only runs that fit pay it
-    slope, icpt, _, _ = theilslopes(gy, gx)
-    return np.array([max(float(icpt), 0.0), max(float(slope), 0.0)])
-
-
-def fit_line(sizes: np.ndarray, seconds: np.ndarray, tick: float = 1e-9) -> tuple[float, float]:
-    """Robust ``seconds ≈ latency + sizes · per_byte`` with both parameters >= 0.
-
-    Soft-L1 least squares (scipy), on rescaled variables so that microseconds and
-    megabytes are both of order one, started from a Theil–Sen line through
-    per-size medians. The loss's scale is the residuals' spread (1.4826 · MAD, at
-    least one timer tick), re-estimated once, so that points further off than the
-    typical residual lose their pull.
-    """
-    x = sizes.astype(np.float64)
-    xs = max(float(x.max()), 1.0)
-    ys = max(float(np.median(np.abs(seconds))), tick)
-    u, y = x / xs, seconds / ys
-    p = _robust_start(u, y)
-    from scipy.optimize import least_squares  # imported where used (start-up time)
-    for _ in range(2):
-        scale = max(1.4826 * _mad(y - (p[0] + p[1] * u)), tick / ys)
-        p = least_squares(lambda q: q[0] + q[1] * u - y, p, loss="soft_l1", f_scale=scale,
-                          bounds=([0.0, 0.0], [np.inf, np.inf])).x
-    return float(p[0]) * ys, float(p[1]) * ys / xs
-
-
 def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None:
-    """Fit the network model to ``obs``; None below :data:`MIN_OBSERVATIONS`."""
-    n = len(obs)
-    if n < MIN_OBSERVATIONS:
+    """Fit the network model to ``obs`` (:func:`~compensate.engine.netmodel.fit_envelope`);
+    None below :data:`MIN_OBSERVATIONS`. ``tick``: kept for the callers (the
+    envelope needs no timer resolution)."""
+    if len(obs) < MIN_OBSERVATIONS:
         return None
-    distinct = int(np.unique(obs.sizes).size)
-    if distinct < 2:
-        latency, per_byte, model = max(float(np.median(obs.seconds)), 0.0), 0.0, "constant"
-    else:  # in a fixed order: the same fit however the observations were collected
-        order = np.lexsort((obs.seconds, obs.sizes))
-        latency, per_byte = fit_line(obs.sizes[order], obs.seconds[order], tick)
-        model = "linear"
-    resid = obs.seconds - (latency + obs.sizes * per_byte)
-    return NetworkFit(latency, per_byte, n, _mad(resid), int(obs.sizes.min()),
-                      int(obs.sizes.max()), distinct, model)
+    return fit_envelope(obs.sizes, obs.seconds, obs.pairs)
+
 
 
 @dataclass(frozen=True)
 class FitOutcome:
     """A fit, or why there is none (``fit`` None: use the lower bound); and the
     fitted latency of the zero-byte links (:func:`observe_links`, whole trace; None
-    if not observed), for ``EngineOptions.link_latency`` (with or without a fit)."""
+    if not observed), for ``EngineOptions.link_latency`` (with or without a fit).
+
+    ``rejected``: why the trace's own fit was not used although there was one
+    (:func:`implausible`, :func:`clamp_check`); ``fit`` is then the platform network
+    model or None. ``size_classes``: the observations per size class
+    (:func:`size_classes`), so that a user can judge what the fit rests on."""
 
     fit: NetworkFit | None
     observations: int
     reason: str | None = None
     links: dict[str, dict[str, float]] | None = field(default=None, compare=False)
+    rejected: str | None = None
+    size_classes: dict[str, int] | None = field(default=None, compare=False)
+    #: the rejected fit itself (reported in the summary, never used)
+    rejected_fit: NetworkFit | None = field(default=None, compare=False)
+
+
+# -- plausibility -------------------------------------------------------------------
+
+def _fallback(obs: Observations, network: tuple[float, float] | None) -> NetworkFit | None:
+    """What stands in for a rejected fit: the platform network model, else None
+    (the lower bound)."""
+    return with_platform(obs, None, network) if network is not None else None
+
+
+def clamp_check(outcome: FitOutcome | None, p2p_cases: dict,
+                network: tuple[float, float] | None = None) -> FitOutcome | None:
+    """The outcome to run again with if the run that used ``outcome``'s fit
+    overrode it by [lower, upper] on most of its uses (``m2_fitted_overridden``
+    more than :data:`CLAMPED_MAJORITY` of ``m2_fitted``, at least
+    :data:`MIN_OBSERVATIONS` uses), else None. The fit is then rejected and
+    the platform network model ``network`` (else the lower bound) stands in. A
+    platform model is never rejected: it is the fallback."""
+    if outcome is None or outcome.fit is None or outcome.fit.model == "platform":
+        return None
+    used = int(p2p_cases.get("m2_fitted", 0))
+    over = int(p2p_cases.get("m2_fitted_overridden", 0))
+    if used < MIN_OBSERVATIONS or over <= CLAMPED_MAJORITY * used:
+        return None
+    reason = (f"outside [lower, upper] on {over:,} of its {used:,} uses "
+              f"({100 * over / used:.3g} %)")
+    fit = None
+    if network is not None:
+        fit = NetworkFit(network[0], network[1], outcome.observations, 0.0,
+                         outcome.fit.size_min, outcome.fit.size_max,
+                         outcome.fit.distinct_sizes, "platform")
+    why = None if fit else f"fitted model rejected: {reason}"
+    return FitOutcome(fit, outcome.observations, why, outcome.links, reason,
+                      outcome.size_classes, outcome.fit)
 
 
 def try_fit(trace: Trace, matching: Matching, platform: Platform) -> FitOutcome:
@@ -500,7 +487,7 @@ def with_platform(obs: Observations, fit: NetworkFit | None,
     seconds per byte)`` (module docstring): the trace's own linear fit where it
     has one, the platform's slope through the one size it observed, else the
     platform model."""
-    if fit is not None and fit.model == "linear":
+    if fit is not None and fit.model in ("linear", "piecewise"):
         return fit
     p_lat, p_pb = network
     n = len(obs)
@@ -511,8 +498,9 @@ def with_platform(obs: Observations, fit: NetworkFit | None,
         return NetworkFit(p_lat, p_pb, n, 0.0, lo, hi, distinct, "platform")
     s0, m = fit.size_min, fit.latency  # a constant fit: the median at its one size
     latency, per_byte = m - s0 * p_pb, p_pb
-    if latency < 0:
-        latency, per_byte = 0.0, m / s0
+    if latency < LATENCY_RANGE[0]:  # (the least latency a network has: plausible)
+        latency = min(LATENCY_RANGE[0], m)
+        per_byte = (m - latency) / s0
     resid = obs.seconds - (latency + obs.sizes * per_byte)
     return NetworkFit(latency, per_byte, n, _mad(resid), fit.size_min, fit.size_max,
                       fit.distinct_sizes, "platform slope")
@@ -524,14 +512,20 @@ def outcome_of(obs: Observations, tick: float,
     platform network model ``network`` the fit is combined with it
     (:func:`with_platform`) and there is always one."""
     fit = fit_observations(obs, tick)
+    classes = size_classes(obs.sizes)
     if network is not None:
-        return FitOutcome(with_platform(obs, fit, network), len(obs), links=obs.links)
+        fit = with_platform(obs, fit, network)
+    rejected = implausible(fit) if fit is not None else None
+    if rejected is not None:
+        stand_in = _fallback(obs, network)
+        why = None if stand_in else f"fitted model rejected: {rejected}"
+        return FitOutcome(stand_in, len(obs), why, obs.links, rejected, classes, fit)
     if fit is not None:
-        return FitOutcome(fit, len(obs), links=obs.links)
+        return FitOutcome(fit, len(obs), links=obs.links, size_classes=classes)
     reason = (f"{len(obs)} observed transfers ({obs.p2p} point-to-point messages whose "
               f"calls overlapped and whose receiver waited, {obs.collective} collective "
               f"transfers whose receiver waited), fewer than {MIN_OBSERVATIONS}")
-    return FitOutcome(None, len(obs), reason, obs.links)
+    return FitOutcome(None, len(obs), reason, obs.links, size_classes=classes)
 
 
 def fit_network(trace: Trace, matching: Matching, platform: Platform) -> NetworkFit | None:
@@ -552,14 +546,38 @@ def summary_object(outcome: FitOutcome, p2p_cases: dict) -> dict:
            "residual_spread_s": None}
     if outcome.fit is not None:
         obj.update(outcome.fit.to_dict())
+    used = int(p2p_cases.get("m2_fitted", 0))
+    clamped = int(p2p_cases.get("m2_fitted_clamped", 0))
+    over = int(p2p_cases.get("m2_fitted_overridden", 0))
+    judged = outcome.rejected_fit or outcome.fit  # the model the quality is of
     obj.update({
-        "used": int(p2p_cases.get("m2_fitted", 0)),
-        "clamped": int(p2p_cases.get("m2_fitted_clamped", 0)),
+        "used": used,
+        "clamped": clamped,
         "fallback": outcome.fit is None,
         "fallback_reason": None if outcome.fit else f"{outcome.reason}: used the lower bound",
         "bound_used": "fitted" if outcome.fit else "lower",
+        "overridden": over,
+        "rejected": outcome.rejected,
+        "rejected_model": outcome.rejected_fit.to_dict() if outcome.rejected_fit else None,
+        "quality": {
+            "residual_spread_s": judged.residual_spread if judged else None,
+            "clamped_share": clamped / used if used else None,
+            "overridden_share": over / used if used else None,
+            "observations_by_size": outcome.size_classes,
+        },
     })
     return obj
+
+
+def warning_line(obj: dict | None) -> str | None:
+    """The one warning line of a run whose fitted model was rejected (the summary's
+    ``fit`` object ``obj``), None otherwise."""
+    if not obj or not obj.get("rejected"):
+        return None
+    instead = ("the platform network model" if obj.get("model") == "platform"
+               else "the lower bound")
+    return (f"compensate: warning: the network model fitted to the trace was not used: "
+            f"{obj['rejected']}; used {instead} instead")
 
 
 #: Bytes per second above which a fitted slope says no more than "the transfers

@@ -40,7 +40,7 @@ typedef struct {
     const int8_t *overlapped;
     const double *fit;
     const uint8_t *watched;    /* 1: Python computes this anchor (waiters) */
-    int64_t *cnt;              /* a1, a2, m2, clamped */
+    int64_t *cnt;              /* a1, a2, m2, clamped, overridden */
     int64_t fitted;            /* the fitted bound (R2f) */
 } cmp_loop;
 
@@ -86,8 +86,11 @@ static inline double fast_value(const cmp_loop *L, int64_t k, double send_a, int
         double comm = lo > fit ? lo : fit;
         if (hi < comm)
             comm = hi;
-        if (comm != fit)
+        if (comm != fit) {
             cnt[3]++;
+            if (fit < b || fit > hi)  /* the model itself overridden by a bound */
+                cnt[4]++;
+        }
         recv_a = send_a + comm;
         cnt[2]++;
     } else {  /* m.2: bounds only (eq. 8-10) */

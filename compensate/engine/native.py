@@ -90,20 +90,21 @@ class FastLoop:
 
     ``watched[k]`` (kept in step by the engine: set when a location starts waiting
     for anchor ``k`` or another rank asks for it) makes the loop stop before ``k``;
-    ``counts()`` gives the m.1 a1, m.1 a2, m.2 and clamped counts it added.
+    ``counts()`` gives the m.1 a1, m.1 a2, m.2, clamped and overridden counts it
+    added.
     The arrays must not be resized while this object is used (their addresses are
     taken once)."""
 
     def __init__(self, fns: tuple[Any, Any], g: Any, A: array, fitted: bool) -> None:
         na = len(A)
         self.watched = array("B", bytes(na))
-        self._cnt = array("q", [0, 0, 0, 0])
+        self._cnt = array("q", [0, 0, 0, 0, 0])
         # keep every buffer alive as long as the structure that points into it
         self._keep = (A, g.code, g.has_prev, g.prev_s, g.f_s_anchor, g.f_s_off,
                       g.f_e_anchor, g.f_e_off, g.f_enter_c, g.f_extra, g.f_cs, g.f_bound_c,
                       g.f_observed, g.f_overlapped, g.f_fit, self.watched, self._cnt)
         for a in self._keep:
-            if len(a) < (4 if a is self._cnt else na):
+            if len(a) < (5 if a is self._cnt else na):
                 raise ValueError("an anchor array is shorter than the anchors")
         self._struct = _Loop(*(a.buffer_info()[0] for a in self._keep), int(fitted))
         self._ptr = ctypes.addressof(self._struct)
@@ -124,9 +125,9 @@ class FastLoop:
         the graph's generic anchors (anchor -> (rules, gap))."""
         return Scheduler(self, cur, a_end, runnable, generic)
 
-    def counts(self) -> tuple[int, int, int, int]:
+    def counts(self) -> tuple[int, int, int, int, int]:
         c = self._cnt
-        return c[0], c[1], c[2], c[3]
+        return c[0], c[1], c[2], c[3], c[4]
 
 
 class Scheduler:

@@ -14,9 +14,12 @@ a`` (as in C), which decides which operand is returned when they are equal.
 from __future__ import annotations
 
 #: :func:`receive_time`'s case counters, the order of ``cnt`` in ``loop.c``: m.1
-#: with the send deciding (a1), m.1 with the receiver deciding (a2), m.2, and m.2
-#: under the fitted bound with the modelled transfer clamped
-A1, A2, M2, CLAMPED = range(4)
+#: with the send deciding (a1), m.1 with the receiver deciding (a2), m.2, m.2
+#: under the fitted bound with the modelled transfer clamped (the receive time not
+#: the model's), and of those the ones where the model itself fell outside [least,
+#: upper] (overridden by a bound; a receiver that came after the modelled arrival
+#: agrees with the model and is not counted: the fit's plausibility rule)
+A1, A2, M2, CLAMPED, OVERRIDDEN = range(5)
 
 
 def receive_time(send_a: float, enter_a: float, prev_a: float | None, extra: float,
@@ -63,6 +66,8 @@ def receive_time(send_a: float, enter_a: float, prev_a: float | None, extra: flo
                 comm = hi
             if comm != fit:
                 counts[CLAMPED] += 1
+                if fit < least or fit > hi:
+                    counts[OVERRIDDEN] += 1
             recv_a = send_a + comm
         counts[M2] += 1
     # eq. 7: after the send, and after the receive was entered

@@ -46,7 +46,7 @@ class Context:
     links: str = ""  # the bound of R8/R9's links if not ``bound`` (EngineOptions.fit_links)
     #: R2's cases (:func:`compensate.engine.receive.receive_time`), counted apart
     #: from ``cases`` (the engine adds them to it once the evaluation is done)
-    counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
 
 
 @dataclass(slots=True)

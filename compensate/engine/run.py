@@ -368,15 +368,17 @@ class _Engine:
     def _count_cases(self, fast: FastLoop | None) -> None:
         """Add R2's case counts (the Python evaluations' and the C loop's) and the
         inline receives' late parties to the statistics."""
-        a1, a2, m2, clamped = self.ctx.counts
+        a1, a2, m2, clamped, over = self.ctx.counts
         if fast is not None:
-            f1, f2, fm, fc = fast.counts()
-            a1, a2, m2, clamped = a1 + f1, a2 + f2, m2 + fm, clamped + fc
+            f1, f2, fm, fc, fo = fast.counts()
+            a1, a2, m2, clamped, over = a1 + f1, a2 + f2, m2 + fm, clamped + fc, over + fo
         cases, g = self.stats.p2p_cases, self.graph
         cases["m1_a1"] += a1
         cases["m1_a2"] += a2
         cases["m2_" + self.opts.bound] += m2
         cases["m2_fitted_clamped"] += clamped
+        if self.opts.bound == "fitted":  # (only a fitted run's summary has the key)
+            cases["m2_fitted_overridden"] = cases.get("m2_fitted_overridden", 0) + over
         cases["m1_receiver_late"] += g.fast_receiver_late  # (of this rank's receives only
         cases["m2_message_late"] += g.fast_message_late  # in the distributed run: summed)
 

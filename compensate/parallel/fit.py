@@ -43,7 +43,8 @@ def reduced_outcome(transport: Transport, obs: Observations, defs: Definitions,
     ``step(f, *args)`` runs the fit (e.g. :func:`compensate.parallel.driver.agreed`,
     so that a failure of rank 0's fit raises on every rank)."""
     items: list[Any] = [None] * transport.size
-    items[0] = (obs.sizes, obs.seconds, obs.p2p, obs.collective, obs.rma, obs.links)
+    items[0] = (obs.sizes, obs.seconds, obs.p2p, obs.collective, obs.rma, obs.links,
+                obs.pairs)
     got = transport.alltoall(items)
 
     def fit() -> FitOutcome | None:

@@ -19,7 +19,13 @@ import numpy as np
 
 import compensate.pipeline.totals as totals
 from compensate.engine import Stats
-from compensate.engine.fit import FitOutcome, Observations, observe_transfers, outcome_of
+from compensate.engine.fit import (
+    FitOutcome,
+    Observations,
+    clamp_check,
+    observe_transfers,
+    outcome_of,
+)
 from compensate.engine.span import check_span
 from compensate.matching import Matching, match
 from compensate.matching.clocks import ClockAlignment, align_clocks
@@ -113,6 +119,14 @@ def in_memory(trace: Trace, platform: Platform | None, options: RunOptions,
         result, _ = run_segment(Segment.whole(trace), WHOLE, plat,
                                 options.engine_options(outcome), None, lambda _: matching,
                                 progress)
+        rejected = clamp_check(outcome, result.stats.p2p_cases, plat.network)
+        if rejected is not None:  # clamped on most uses: no model of this network
+            if phase:
+                phase("the fit was clamped on most of its uses; compensating again ...")
+            outcome = rejected
+            result, _ = run_segment(Segment.whole(trace), WHOLE, plat,
+                                    options.engine_options(outcome), None,
+                                    lambda _: matching, progress)
         run = whole_run(trace, result, outcome, measured)
         run.clock_alignment = alignment
         return run

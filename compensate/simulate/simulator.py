@@ -242,12 +242,23 @@ class Network:
     draw the same delay for the same message: the simulator's call order depends only
     on the program, not on timing (wildcard receives are resolved as in the measured
     run).
+
+    A harder network (issue #41: ground truth that is not the fit's own model):
+    ``switch`` bytes: above it a rendezvous protocol, ``rendezvous`` seconds more
+    latency (its handshake) and ``bandwidth2`` (None: ``bandwidth``); ``contention``:
+    the share of messages that cross a contended link, ``contended`` times slower
+    (drawn like the jitter, in call order).
     """
 
     latency: float = 1e-6
     bandwidth: float = 5e9
     jitter: float = 0.0
     seed: int = 0
+    switch: int | None = None
+    rendezvous: float = 0.0
+    bandwidth2: float | None = None
+    contention: float = 0.0
+    contended: float = 1.0
 
     def __post_init__(self) -> None:
         import random  # local: only the jitter option needs it
@@ -255,7 +266,12 @@ class Network:
         self._rng = random.Random(self.seed)
 
     def time(self, nbytes: int) -> float:
-        base = self.latency + nbytes / self.bandwidth
+        if self.switch is not None and nbytes > self.switch:
+            base = self.latency + self.rendezvous + nbytes / (self.bandwidth2 or self.bandwidth)
+        else:
+            base = self.latency + nbytes / self.bandwidth
+        if self.contention > 0 and self._rng.random() < self.contention:
+            base *= self.contended
         if self.jitter <= 0:
             return base
         return base + self._rng.expovariate(1.0 / self.jitter)

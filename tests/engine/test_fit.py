@@ -18,6 +18,7 @@ import pytest
 from compensate.cli import main as compensate_main
 from compensate.engine import EngineOptions, compensate
 from compensate.engine.fit import (
+    ENVELOPE_QUANTILE,
     MIN_OBSERVATIONS,
     Observations,
     fit_network,
@@ -93,21 +94,31 @@ def test_one_message_size_gives_the_transfer_time_of_that_size(program, size):
     assert abs(fit(size) - sim.network.time(size)) <= 2 * TICK
 
 
-def test_observations_are_exact_transfer_times():
-    """Every observation of the quantized stencil is its true network time (up to the
-    copy-time rounding), including the latest-arriving ones at 5 us per record."""
+def _envelope_is(obs, true):
+    """Observations by the records' order (issue #41): each at least the true
+    network time (up to the copy-time rounding: a late receiver only adds to it),
+    and the fit's lower envelope exactly it."""
+    assert np.all(obs.seconds >= true - 2 * TICK)
+    low = obs.seconds <= np.quantile(obs.seconds, ENVELOPE_QUANTILE)
+    assert np.all(np.abs(obs.seconds[low] - true[low] if np.ndim(true) else
+                         obs.seconds[low] - true) <= 2 * TICK)
+
+
+def test_observations_are_at_least_the_transfer_times():
+    """Every observation of the quantized stencil is at least its true network
+    time, and the lower envelope is exactly it, at 0.2, 1 and 5 us per record."""
     for overhead in OVERHEADS:
         sim = simulated("stencil", ranks=8, overhead=overhead, quantize=True)
         obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
         assert len(obs) >= 100 and obs.p2p == len(obs)
-        assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
+        _envelope_is(obs, sim.network.time(4096))
 
 
 def test_one_to_n_collectives_are_observations():
     sim = simulated("collectives", ranks=8, overhead=1e-6, quantize=True)
     obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
     assert obs.p2p == 0 and obs.collective >= 100
-    assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
+    _envelope_is(obs, sim.network.time(4096))
 
 
 def test_n_to_one_roots_are_observations():
@@ -118,17 +129,17 @@ def test_n_to_one_roots_are_observations():
     m = match(sim.measured)
     obs = observe_transfers(sim.measured, m, sim.platform)
     gathers = sum(inst.op == COLLECTIVE_OPS["GATHER"] for inst in m.instances)
-    assert obs.p2p == 0 and gathers <= obs.collective <= len(m.instances)
+    assert obs.p2p == 0 and gathers // 2 <= obs.collective <= len(m.instances)
     sizes = obs.sizes.tolist()
     true = np.array([sim.network.time(s) for s in sizes])
-    assert np.all(np.abs(obs.seconds - true) <= 2 * TICK)
+    _envelope_is(obs, true)
 
 
 def test_nonblocking_rooted_collectives_are_observations():
     sim = simulated("nonblocking_rooted", ranks=8, overhead=1e-6, quantize=True)
     obs = observe_transfers(sim.measured, match(sim.measured), sim.platform)
     assert obs.p2p == 0 and obs.collective >= 50
-    assert np.all(np.abs(obs.seconds - sim.network.time(4096)) <= 2 * TICK)
+    _envelope_is(obs, sim.network.time(4096))
 
 
 def test_fallback_reason_tells_collectives_from_messages():
@@ -226,6 +237,9 @@ def test_fitted_uses_the_fit_for_unobserved_transfers():
     assert cases["m2_fitted"] + cases["m2_message_late"] > 1000
     assert 0 < cases["m2_message_late"] < cases["m2_fitted"]
     assert 0 < cases["m2_fitted_clamped"] < cases["m2_fitted"]
+    # the simulator's own network: never overridden by a bound (a receiver that came
+    # after the modelled arrival agrees with the model)
+    assert cases["m2_fitted_overridden"] == 0
 
 
 def _m2_case(tmp_path, recv_at: int):
@@ -322,7 +336,12 @@ def test_jitter_fitted_within_envelope(program, jitter):
 
 @pytest.mark.parametrize("jitter", JITTERS, ids=lambda j: f"{j * 1e6:g}us")
 @pytest.mark.parametrize("program", JITTER_PROGRAMS)
-def test_jitter_fitted_total_error_no_worse_than_better_bound(program, jitter):
+def test_jitter_fitted_total_error_no_worse_than_better_bound(program, jitter, request):
+    if (program, jitter) == ("collectives", 1e-6):
+        # the lower envelope (fit.ENVELOPE_QUANTILE) times a jittered transfer below
+        # its mean: 141 ns on the span where the upper bound is 11 ns off
+        # (docs/accuracy.md, "Fitted transfer")
+        request.applymarker(pytest.mark.xfail(strict=True, reason="envelope under jitter"))
     truth, out = _three(program, jitter)
     err = {b: abs(span(t) - span(truth)) for b, t in out.items()}
     assert err["fitted"] <= min(err["lower"], err["upper"]) + TICK, err
@@ -344,9 +363,12 @@ def test_platform_model_combines_with_the_trace_by_hand():
     assert got.model == "platform slope" and got.per_byte == 2e-10
     assert got.latency == pytest.approx(60e-6 - 262144 * 2e-10)  # 7.5712 us
     assert got(262144) == pytest.approx(60e-6)
-    # one size whose time the platform's slope alone exceeds: through the origin
+    # one size whose time the platform's slope alone exceeds: through the least
+    # plausible latency (10 ns, fit.LATENCY_RANGE) and the observed point
     got = outcome_of(Observations(np.full(10, 262144), np.full(10, 26.2144e-6)), TICK, net).fit
-    assert got.latency == 0.0 and got.per_byte == pytest.approx(1e-10)
+    assert got.model == "platform slope" and got.latency == 10e-9
+    assert got(262144) == pytest.approx(26.2144e-6) and got.per_byte == pytest.approx(1e-10,
+                                                                                     rel=1e-3)
     # too few observations: the platform model instead of the lower bound
     got = outcome_of(few, TICK, net).fit
     assert (got.model, got.latency, got.per_byte, got.observations) == ("platform", 1e-6,

@@ -39,9 +39,11 @@ from ..test_performance_paths import _cycle_trace
 
 # programs whose records take every path of the loop: inline receives (m.1, m.2,
 # clamped under fitted), generic anchors (collectives, wait/test, probes, partitioned,
-# sendrecv), locations parking on sends and on generic anchors' needs
+# sendrecv), locations parking on sends and on generic anchors' needs; montecarlo
+# (seed 9) has m.1 receives decided by the receiver under the fitted bound
+# (m1_a2)
 PROGRAMS = ["mixed", "stencil", "collectives", "nonblocking", "sendrecv_ring", "mprobe",
-            "partitioned", "flush_in_calls"]
+            "partitioned", "flush_in_calls", "ring", "montecarlo"]
 
 
 @pytest.fixture(scope="module")
