@@ -307,12 +307,14 @@ def _run(argv: list[str] | None) -> int:
                 try:
                     return _run_streaming(args, outputs, platform, show)
                 except _Refit as refit:  # the fit clamped on most uses: again without it
+                    outputs.trace.discard()  # (releases its lock: idempotent)
                     outputs.trace = AtomicOutput(args.output, target, force=args.force)
                     return _run_streaming(args, outputs, platform, show, refit.outcome)
             except (NotStreamable, SegmentError) as exc:
                 # not in time order, or a problem whose exact record the whole trace names
                 _phase(show, f"cannot stream ({exc}); reading the whole trace ...")
-                # the writer discarded it
+                # discarded by the writer, or never written to (the fit pass found it)
+                outputs.trace.discard()  # (releases its lock: idempotent)
                 outputs.trace = AtomicOutput(args.output, target, force=args.force)
         return _run_in_memory(args, outputs, platform, show)
     finally:
