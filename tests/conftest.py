@@ -1,12 +1,18 @@
 """Shared test helpers: paths to the real Score-P archives and the case files, the
 bundled archives read once per session and simulated runs shared between tests;
-the cyclic collector's survivors frozen between test modules."""
+the cyclic collector's survivors frozen between test modules; the parallel run
+(pytest-xdist): how many workers, and :func:`alone` for a measurement that must
+not share the machine with the other workers' tests."""
 
 import collections
+import contextlib
 import dataclasses
+import fcntl
 import functools
 import gc
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -117,8 +123,98 @@ def pytest_collection_finish(session) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """After the last test of a module (its module fixtures torn down), freeze what
-    survived it."""
-    result = yield
+    survived it. In a parallel run the test holds the machine's shared lock while
+    it is set up, runs and is torn down (:func:`alone`)."""
+    lock = _machine_lock(item.config)
+    if lock is not None:
+        lock.shared()
+    try:
+        result = yield
+    finally:
+        if lock is not None:
+            lock.release()
     if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
         _freeze_survivors()
     return result
+
+
+# -- the parallel run (pytest-xdist) --------------------------------------------------
+#
+# setup.cfg's addopts run the suite on ``-n auto`` workers, whole modules at a time
+# (``--dist loadscope``): a module's fixtures (traced mpiexec runs, calibration runs,
+# compensated archives) are made once, on one worker, as in a serial run.
+
+
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """``-n auto``: one worker per CPU for the suite or a directory of it, none (the
+    tests run in this process, without ~2 s of worker start-up) when the command
+    line names only one or two test files or tests. ``-n N`` and
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` are taken as given."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    args = [a for a in config.args if not a.startswith("-")]
+    if args and len(args) <= 2 and all(
+            "::" in a or Path(a).suffix == ".py" for a in args):
+        return 0
+    return None  # xdist's own hook: the CPUs this process may run on
+
+
+class _MachineLock:
+    """The locks the workers of one parallel run share (files in the run's base
+    temporary directory; each worker's own is ``<run's>/popen-gwN``). Each test
+    holds ``machine`` shared while it is set up, runs and is torn down; an
+    :func:`alone` block holds it exclusively. ``gate`` gives the exclusive side
+    priority: a test takes it for a moment before its shared lock, an
+    :func:`alone` block keeps it while it waits for the tests running to end, so
+    that the other workers' next tests wait instead of starving it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.machine = os.open(run_dir / "machine.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self.gate = os.open(run_dir / "machine.gate", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def shared(self) -> None:
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.machine, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+
+    def release(self) -> None:
+        fcntl.flock(self.machine, fcntl.LOCK_UN)
+
+
+_LOCKS: dict[str, _MachineLock | None] = {}
+
+
+def _machine_lock(config) -> _MachineLock | None:
+    """This worker's :class:`_MachineLock`; None in a serial run."""
+    if "lock" not in _LOCKS:
+        _LOCKS["lock"] = None
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            base = config._tmp_path_factory.getbasetemp()
+            _LOCKS["lock"] = _MachineLock(base.parent)
+    return _LOCKS["lock"]
+
+
+@contextlib.contextmanager
+def alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Run the block while no other worker runs a test: for a measurement whose
+    result a busy machine changes (two calibration runs that must agree within
+    their spreads). In a serial run it is a plain block. Called from a test or a
+    fixture (this worker holds its shared lock: it is let go first, so that two
+    workers asking at once take turns instead of waiting for each other)."""
+    lock = _machine_lock(request.config)
+    if lock is None:
+        yield
+        return
+    lock.release()
+    fcntl.flock(lock.gate, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(lock.machine, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.machine, fcntl.LOCK_SH)  # back to this test's shared lock
+    finally:
+        fcntl.flock(lock.gate, fcntl.LOCK_UN)
+
