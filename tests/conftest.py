@@ -184,11 +184,13 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
 #: mpiexec runs they start, notebooks, calibration runs): sent to the workers first,
 #: so that the run does not end with one worker busy on one of them, the other idle
 HEAVY_FIRST = (
+    "tests/engine/test_stream.py",
     "tests/cli/test_interrupt.py",
     "tests/test_fingerprints.py",
     "tests/test_notebooks.py",
     "tests/calibration/test_tracer_calls.py",
     "tests/calibration/test_record_program.py",
+    "tests/engine/test_fit.py",
     "tests/calibration/test_tracer_reentry.py",
     "tests/calibration/test_tracer.py",
     "tests/calibration/test_calibrate.py",
