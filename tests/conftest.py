@@ -242,17 +242,17 @@ class _MachineLock:
         fcntl.flock(self.machine, fcntl.LOCK_UN)
 
 
-_LOCKS: dict[str, _MachineLock | None] = {}
-
-
 def _machine_lock(config) -> _MachineLock | None:
-    """This worker's :class:`_MachineLock`; None in a serial run."""
-    if "lock" not in _LOCKS:
-        _LOCKS["lock"] = None
+    """This worker's :class:`_MachineLock`; None in a serial run. Kept on the
+    config, so that a test module importing this one under another name still
+    finds the worker's one pair of descriptors (a second pair would wait for this
+    process's own shared lock)."""
+    if not hasattr(config, "machine_lock"):
+        config.machine_lock = None
         if os.environ.get("PYTEST_XDIST_WORKER"):
             base = config._tmp_path_factory.getbasetemp()
-            _LOCKS["lock"] = _MachineLock(base.parent)
-    return _LOCKS["lock"]
+            config.machine_lock = _MachineLock(base.parent)
+    return config.machine_lock
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ from calibration.tracer.overhead import calibrate
 from compensate.formats.otf2 import read_otf2
 from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE, KIND_NAMES
 from compensate.platform import Platform
+from tests.conftest import alone
 from tests.conftest import mpiexec as _mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -533,20 +534,23 @@ def test_every_wrapped_call_is_recorded(traced_allcalls: Path) -> None:
 
 
 def test_calibrated_overhead_matches_the_dilation_of_a_record_heavy_loop(
-        tmp_path: Path) -> None:
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The O written to platform.json is within 2x of the dilation per record that
     tracing really causes in a loop of tiny calls (each run keeps its shortest
-    of 15 short loops, so that a preemption on a busy machine does not count)."""
+    of 15 short loops, so that a preemption on a busy machine does not count; in a
+    parallel run no other test runs beside the two runs compared)."""
     mpiexec = _mpiexec()
     loop = ROOT / "examples" / "mpi" / "recordloop.py"
     opts = ["--calls", "5000", "--repeats", "15"]
     plain, traced = tmp_path / "plain.json", tmp_path / "traced.json"
     out = tmp_path / "run" / "traces.otf2"
-    for cmd in ([mpiexec, "-n", "1", sys.executable, str(loop), *opts, "--timing", str(plain)],
-                [mpiexec, "-n", "1", sys.executable, "-m", "calibration.record", "-o", str(out),
-                 "--", str(loop), *opts, "--timing", str(traced)]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
-        assert proc.returncode == 0, proc.stderr
+    with alone(request):
+        for cmd in ([mpiexec, "-n", "1", sys.executable, str(loop), *opts, "--timing",
+                     str(plain)],
+                    [mpiexec, "-n", "1", sys.executable, "-m", "calibration.record", "-o",
+                     str(out), "--", str(loop), *opts, "--timing", str(traced)]):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+            assert proc.returncode == 0, proc.stderr
     t_plain = json.loads(plain.read_text())["seconds"]
     t_traced = json.loads(traced.read_text())["seconds"]
     per_record = (t_traced - t_plain) / (2 * 5000)
