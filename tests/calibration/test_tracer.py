@@ -632,18 +632,15 @@ def test_nonblocking_wrapper_wraps_its_request_after_the_leave_stamp(
     the Leave stamp, inside the Leave's bracket, so the in-situ table charges it.
     A request class that takes 2 ms to make must therefore lie between the Leave
     stamp and the hand-back after it, not between the Enter and the Leave (where
-    it stayed in the compensated call: ~0.1-0.15 µs per call)."""
+    it stayed in the compensated call: ~0.1-0.15 µs per call). The call is made up
+    to five times, until one span is under 2 ms: a busy machine can preempt one
+    call for longer, while a wrapping inside the span makes every one longer."""
     pytest.importorskip("mpi4py")
     from time import monotonic_ns  # noqa: PLC0415
 
     from mpi4py import MPI  # noqa: PLC0415
 
     from calibration.tracer import mpi as tm  # noqa: PLC0415
-
-    rec = tb.Recorder()
-    region = rec.region_id((f"MPI_{call}", f"MPI_{call}", "", 0, "mpi", "POINT2POINT"))
-    monkeypatch.setitem(tm._REGIONS, f"MPI_{call}", region)
-    monkeypatch.setattr(tm, "_rec", rec)
 
     class SlowRequest(tm.TracedRequest):
         def __init__(self, *args: object) -> None:
@@ -654,9 +651,16 @@ def test_nonblocking_wrapper_wraps_its_request_after_the_leave_stamp(
     monkeypatch.setattr(tm, "TracedRequest", SlowRequest)
     comm = tm.TracedIntracomm(MPI.COMM_SELF)
     comm._cid = 0
-    req = getattr(comm, call)(np.zeros(1), MPI.PROC_NULL, 1)
-    assert isinstance(req, SlowRequest)
-    times = np.frombuffer(rec.main.data, dtype=np.int64)[0::2].copy()
+    for _ in range(5):
+        rec = tb.Recorder()
+        region = rec.region_id((f"MPI_{call}", f"MPI_{call}", "", 0, "mpi", "POINT2POINT"))
+        monkeypatch.setitem(tm._REGIONS, f"MPI_{call}", region)
+        monkeypatch.setattr(tm, "_rec", rec)
+        req = getattr(comm, call)(np.zeros(1), MPI.PROC_NULL, 1)
+        assert isinstance(req, SlowRequest)
+        times = np.frombuffer(rec.main.data, dtype=np.int64)[0::2].copy()
+        if times[-1] - times[0] < 2_000_000:
+            break
     kinds = (np.frombuffer(rec.main.data, dtype=np.int64)[1::2] & tb.KIND_MASK).tolist()
     backs = np.frombuffer(rec.main.backs, dtype=np.int64).reshape(-1, 2).copy()
     assert kinds[0] == tb.ENTER and kinds[-1] == tb.LEAVE
