@@ -39,7 +39,7 @@ from compensate.formats import write_trace
 from compensate.platform import Platform
 from compensate.simulate import simulate
 
-from ..conftest import REAL_ARCHIVES
+from ..conftest import REAL_ARCHIVES, alone
 from ..inprocess import run_compensate, run_main
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -76,23 +76,29 @@ def timer():
 
 
 @pytest.fixture(scope="module")
-def quick_file(tmp_path_factory) -> Path:
+def quick_file(tmp_path_factory, request) -> Path:
     """End to end: ``calibrate run --quick --tracer python-writer -o p.json`` (the
-    otf2 writer probe; the spread limit lifted: test_honest.py tests the refusal)."""
+    otf2 writer probe; the spread limit lifted: test_honest.py tests the refusal),
+    with no other test running beside it in a parallel run: test_repeated_quick_runs_agree
+    compares it with :func:`second_quick_file`'s, and a busy machine changes what it
+    measures."""
     out = tmp_path_factory.mktemp("cal") / "p.json"
-    proc = run_calibrate("run", "--quick", "--tracer", "python-writer", "--max-spread", "1e6",
-                         "-o", out)
+    with alone(request):
+        proc = run_calibrate("run", "--quick", "--tracer", "python-writer", "--max-spread",
+                             "1e6", "-o", out)
     assert proc.returncode == 0, proc.stderr
     assert "event_overhead" in proc.stdout and "copy cost" in proc.stdout
     return out
 
 
 @pytest.fixture(scope="module")
-def second_quick_file(tmp_path_factory) -> Path:
-    """A second quick run, through the subcommand-less form ``calibrate -o FILE``."""
+def second_quick_file(tmp_path_factory, request) -> Path:
+    """A second quick run, through the subcommand-less form ``calibrate -o FILE``
+    (alone, as :func:`quick_file`)."""
     out = tmp_path_factory.mktemp("cal2") / "p.json"
-    proc = run_calibrate("--quick", "--quiet", "--tracer", "python-writer", "--max-spread",
-                         "1e6", "-o", out)
+    with alone(request):
+        proc = run_calibrate("--quick", "--quiet", "--tracer", "python-writer",
+                             "--max-spread", "1e6", "-o", out)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     return out

@@ -36,6 +36,7 @@ from calibration.tracer.overhead import calibrate
 from compensate.formats.otf2 import read_otf2
 from compensate.model import COLLECTIVE_OP_NAMES, KIND_CODE, KIND_NAMES
 from compensate.platform import Platform
+from tests.conftest import alone
 from tests.conftest import mpiexec as _mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -535,20 +536,23 @@ def test_every_wrapped_call_is_recorded(traced_allcalls: Path) -> None:
 
 
 def test_calibrated_overhead_matches_the_dilation_of_a_record_heavy_loop(
-        tmp_path: Path) -> None:
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The O written to platform.json is within 2x of the dilation per record that
     tracing really causes in a loop of tiny calls (each run keeps its shortest
-    of 15 short loops, so that a preemption on a busy machine does not count)."""
+    of 15 short loops, so that a preemption on a busy machine does not count; in a
+    parallel run no other test runs beside the two runs compared)."""
     mpiexec = _mpiexec()
     loop = ROOT / "examples" / "mpi" / "recordloop.py"
     opts = ["--calls", "5000", "--repeats", "15"]
     plain, traced = tmp_path / "plain.json", tmp_path / "traced.json"
     out = tmp_path / "run" / "traces.otf2"
-    for cmd in ([mpiexec, "-n", "1", sys.executable, str(loop), *opts, "--timing", str(plain)],
-                [mpiexec, "-n", "1", sys.executable, "-m", "calibration.record", "-o", str(out),
-                 "--", str(loop), *opts, "--timing", str(traced)]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
-        assert proc.returncode == 0, proc.stderr
+    with alone(request):
+        for cmd in ([mpiexec, "-n", "1", sys.executable, str(loop), *opts, "--timing",
+                     str(plain)],
+                    [mpiexec, "-n", "1", sys.executable, "-m", "calibration.record", "-o",
+                     str(out), "--", str(loop), *opts, "--timing", str(traced)]):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+            assert proc.returncode == 0, proc.stderr
     t_plain = json.loads(plain.read_text())["seconds"]
     t_traced = json.loads(traced.read_text())["seconds"]
     per_record = (t_traced - t_plain) / (2 * 5000)
@@ -638,18 +642,15 @@ def test_nonblocking_wrapper_wraps_its_request_after_the_leave_stamp(
     the Leave stamp, inside the Leave's bracket, so the in-situ table charges it.
     A request class that takes 2 ms to make must therefore lie between the Leave
     stamp and the hand-back after it, not between the Enter and the Leave (where
-    it stayed in the compensated call: ~0.1-0.15 µs per call)."""
+    it stayed in the compensated call: ~0.1-0.15 µs per call). The call is made up
+    to five times, until one span is under 2 ms: a busy machine can preempt one
+    call for longer, while a wrapping inside the span makes every one longer."""
     pytest.importorskip("mpi4py")
     from time import monotonic_ns  # noqa: PLC0415
 
     from mpi4py import MPI  # noqa: PLC0415
 
     from calibration.tracer import mpi as tm  # noqa: PLC0415
-
-    rec = tb.Recorder()
-    region = rec.region_id((f"MPI_{call}", f"MPI_{call}", "", 0, "mpi", "POINT2POINT"))
-    monkeypatch.setitem(tm._REGIONS, f"MPI_{call}", region)
-    monkeypatch.setattr(tm, "_rec", rec)
 
     class SlowRequest(tm.TracedRequest):
         def __init__(self, *args: object) -> None:
@@ -660,9 +661,16 @@ def test_nonblocking_wrapper_wraps_its_request_after_the_leave_stamp(
     monkeypatch.setattr(tm, "TracedRequest", SlowRequest)
     comm = tm.TracedIntracomm(MPI.COMM_SELF)
     comm._cid = 0
-    req = getattr(comm, call)(np.zeros(1), MPI.PROC_NULL, 1)
-    assert isinstance(req, SlowRequest)
-    times = np.frombuffer(rec.main.data, dtype=np.int64)[0::2].copy()
+    for _ in range(5):
+        rec = tb.Recorder()
+        region = rec.region_id((f"MPI_{call}", f"MPI_{call}", "", 0, "mpi", "POINT2POINT"))
+        monkeypatch.setitem(tm._REGIONS, f"MPI_{call}", region)
+        monkeypatch.setattr(tm, "_rec", rec)
+        req = getattr(comm, call)(np.zeros(1), MPI.PROC_NULL, 1)
+        assert isinstance(req, SlowRequest)
+        times = np.frombuffer(rec.main.data, dtype=np.int64)[0::2].copy()
+        if times[-1] - times[0] < 2_000_000:
+            break
     kinds = (np.frombuffer(rec.main.data, dtype=np.int64)[1::2] & tb.KIND_MASK).tolist()
     backs = np.frombuffer(rec.main.backs, dtype=np.int64).reshape(-1, 2).copy()
     assert kinds[0] == tb.ENTER and kinds[-1] == tb.LEAVE
