@@ -7,8 +7,10 @@ the same process (the *senders*), like a zero-byte message:
 
 * ``fork``: OpenMP ThreadFork of the master -> each other member's
   ThreadTeamBegin. The team is the ThreadTeamBegin's thread-team communicator
-  (its members are the team's locations); the k-th ThreadTeamBegin of every
-  member on that communicator is team instance k; its master is the member whose
+  within one process (its members are the locations of that process that begin
+  it; EZTrace numbers every rank's teams 1, 2, ..., so the same id in two
+  processes is two teams); the k-th ThreadTeamBegin of every member on that
+  communicator is team instance k; its master is the member whose
   ThreadTeamBegin follows a ThreadFork on its own location (the fork it made).
 * ``join``: each other member's ThreadTeamEnd of that instance -> the master's
   ThreadJoin (the first one after the master's ThreadTeamEnd).
@@ -142,9 +144,9 @@ def match_threads(trace: Trace) -> ThreadDeps:
 
 
 def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
-    # (comm, location) -> [(TeamBegin, TeamEnd, fork or -1, join or -1, barriers)] in
+    # ((process, comm), location) -> [(TeamBegin, TeamEnd, fork or -1, join or -1, barriers)] in
     # order; barriers: [(Enter, Leave)] of the barrier regions directly in the team
-    teams: dict[int, dict[int, list[list]]] = defaultdict(lambda: defaultdict(list))
+    teams: dict[tuple[int, int], dict[int, list[list]]] = defaultdict(lambda: defaultdict(list))
     for loc, idx in recs.items():
         ev = trace.events[loc]
         fork = -1  # a ThreadFork not yet followed by its team's begin
@@ -166,7 +168,7 @@ def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
                 comm = _need(trace, loc, i, "thread_team")
                 entry = [i, -1, fork, -1, []]
                 fork = -1
-                teams[comm][loc].append(entry)
+                teams[(trace.definitions.process_of(loc), comm)][loc].append(entry)
                 open_.append(entry)
             elif k == TEAM_END:
                 if open_:
@@ -176,7 +178,7 @@ def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
                         wants_join.append(entry)
             elif k == JOIN and wants_join:
                 wants_join.pop()[3] = i
-    for comm, per_loc in teams.items():
+    for (_process, comm), per_loc in teams.items():
         counts = {len(v) for v in per_loc.values()}
         if len(counts) != 1:  # members disagree on the number of team instances
             deps.unmatched += sum(len(v) for v in per_loc.values())

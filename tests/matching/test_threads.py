@@ -128,3 +128,25 @@ def test_real_archive_teams():
                    for loc, _ in s.sends)
         assert all(ev[s.recv[0]].time[s.recv[1]] >= ev[loc].time[i] for loc, i in s.sends)
     assert field_of(ev[0].payload[198], "model") == "OPENMP"
+
+
+def test_one_team_id_in_two_processes_is_two_teams(tmp_path):
+    """EZTrace numbers every rank's OpenMP teams 1, 2, ...: thread team 1 of
+    process 0 (locations 0, 1) and of process 1 (locations 2, 3) are two teams,
+    each paired with its own master's fork and join."""
+    ev = []
+    for master, worker, t in ((0, 1, 100), (2, 3, 150)):
+        ev += [f"{t} {master} ThreadFork model=OPENMP number_of_requested_threads=2",
+               f"{t + 10} {master} ThreadTeamBegin thread_team=1",
+               f"{t + 20} {worker} ThreadTeamBegin thread_team=1",
+               f"{t + 300} {master} ThreadTeamEnd thread_team=1",
+               f"{t + 310} {worker} ThreadTeamEnd thread_team=1",
+               f"{t + 320} {master} ThreadJoin model=OPENMP"]
+    ev.sort(key=lambda line: int(line.split()[0]))
+    trace = _trace(tmp_path, ev, locs=((0, 0), (1, 0), (2, 1), (3, 1)),
+                   comm='comm 1 "OpenMP Thread Team" 0,1')
+    m = match(trace)
+    assert sorted((s.kind, s.recv, s.sends) for s in m.threads.syncs) == [
+        ("fork", (1, 0), [(0, 0)]), ("fork", (3, 0), [(2, 0)]),
+        ("join", (0, 3), [(1, 1)]), ("join", (2, 3), [(3, 1)])]
+    assert m.threads.counts()["unmatched"] == 0

@@ -17,7 +17,18 @@ in the file does not matter). A second definition with an id already taken is
 * dropped if it is identical to the first (``otf2-print``: "duplicate");
 * kept beside it if one of the two is a COMM_LOCATIONS group: OTF2 finds that
   group by its paradigm, never by its id (a COMM_GROUP's members are ranks into
-  it), while communicators refer to the other by the id, which it keeps;
+  it), while communicators refer to the other by the id, which it keeps; two
+  COMM_LOCATIONS groups of a thread paradigm (OPENMP, PTHREAD, ...: a thread
+  team's locations) are both kept, the first under the id;
+* kept beside it if one of the two Comms is a thread team (its group, the last
+  group of that id defined before it in the file, is of a thread paradigm):
+  EZTrace numbers its OpenMP thread teams 1, 2, ... in the id space of the MPI
+  communicators, and of every rank's teams. A Comm reference in a thread record
+  (ThreadTeamBegin/End, ThreadTask*, ThreadCreate/Begin/Wait/End) names a
+  thread team, whose members compensate takes from the records (the locations
+  that begin it in one process, :mod:`compensate.matching.threads`), never from
+  its definition; one in an Mpi* record names an MPI communicator: the MPI one
+  keeps the id (the first, if both are thread teams), the other is kept aside;
 * refused otherwise (:class:`~compensate.model.TraceError`, one line naming the
   definition kind and id), as is a reference to a definition that is never
   given (e.g. a Location in a location group the archive does not define).
@@ -43,6 +54,11 @@ __all__ = ["TolerantReader", "added_definitions", "read_registry", "register_cal
 #: the key under which a COMM_LOCATIONS group that shares its id with another
 #: group is kept in the group registry (beyond any OTF2 id, which is 32 bits)
 SHADOW_BASE = 1 << 40
+
+#: the OTF2 paradigms of threads: a group of one is a thread team's (never an
+#: MPI communicator's)
+THREAD_PARADIGMS = frozenset({"OPENMP", "PTHREAD", "WINTHREAD", "QTTHREAD", "ACETHREAD",
+                              "TBBTHREAD"})
 
 
 class _Pending:
@@ -109,8 +125,29 @@ def _kind(cls: type) -> str:
     return "Comm" if cls.__name__ == "InterComm" else cls.__name__
 
 
-def _register(sub: Any, obj: Any, path: str) -> None:
-    """Register ``obj`` in ``sub``, tolerating a duplicate (module docstring)."""
+def _shadow(sub: Any, ref: int, kept: Any, aside: Any) -> None:
+    """Register ``kept`` under ``ref`` and ``aside`` under a key beyond any OTF2
+    id (:data:`SHADOW_BASE`), both found by their content."""
+    shadow = SHADOW_BASE + ref
+    while shadow in sub._elements_by_ref:
+        shadow += 1 << 32
+    sub._elements_by_ref[shadow] = aside
+    sub._elements_by_ref[ref] = kept
+    sub._elements_by_key[kept._key] = kept
+    sub._elements_by_key[aside._key] = aside
+
+
+def _thread_group(group: Any) -> bool:
+    return _enum_name(group.paradigm) in THREAD_PARADIGMS
+
+
+def _enum_name(value: Any) -> str:
+    return str(value).rsplit(".", 1)[-1]  # (Paradigm.OPENMP: the _otf2 enums have no name)
+
+
+def _register(sub: Any, obj: Any, path: str, teams: Any = ()) -> None:
+    """Register ``obj`` in ``sub``, tolerating a duplicate (module docstring);
+    ``teams``: the ids (``id()``) of the Comm objects that are thread teams."""
     if not isinstance(sub, _RefRegistry):
         sub._register(obj)
         return
@@ -124,15 +161,17 @@ def _register(sub: Any, obj: Any, path: str) -> None:
     if isinstance(obj, odef.Group) and isinstance(old, odef.Group):
         locations = [g for g in (old, obj) if g.group_type == GroupType.COMM_LOCATIONS]
         if len(locations) == 1:
-            other = obj if locations[0] is old else old
-            shadow = SHADOW_BASE + ref
-            while shadow in sub._elements_by_ref:
-                shadow += 1 << 32
-            sub._elements_by_ref[shadow] = locations[0]
-            sub._elements_by_ref[ref] = other
-            sub._elements_by_key[other._key] = other
-            sub._elements_by_key[locations[0]._key] = locations[0]
+            _shadow(sub, ref, obj if locations[0] is old else old, locations[0])
             return
+        if len(locations) == 2 and all(_thread_group(g) for g in locations):
+            _shadow(sub, ref, old, obj)
+            return
+    if isinstance(obj, odef.Comm) and isinstance(old, odef.Comm) and (
+            id(obj) in teams or id(old) in teams):
+        mpi_second = id(obj) not in teams and id(old) in teams
+        kept, aside = (obj, old) if mpi_second else (old, obj)
+        _shadow(sub, ref, kept, aside)
+        return
     raise TraceError(f"conflicting definitions: {_kind(type(obj))} {ref} is defined twice "
                      f"with different content ({_fields(old)} / {_fields(obj)})",
                      source=path)
@@ -159,19 +198,45 @@ def _missing(registry: DefinitionRegistry, cls: type, args: tuple) -> str:
     return "a definition"
 
 
+def _team_comms(items: list) -> set[int]:
+    """The ``id()`` of the arguments of each Comm definition among ``items`` (in
+    file order) that is a thread team: its group (the last Group of that id
+    before it in the file, else the first after it) is of a thread paradigm
+    (:data:`THREAD_PARADIGMS`). Only the file order tells EZTrace's team Comm 1
+    (group 1: the team's COMM_LOCATIONS) from its MPI_COMM_1 (group 1: a
+    COMM_GROUP), both defined right after their group."""
+    # (Group: (self, name, type, paradigm, ...); Comm: (self, name, group, ...))
+    first: dict[int, bool] = {}  # group id -> its first definition is a thread one
+    for _sub, cls, args in items:
+        if cls is odef.Group:
+            first.setdefault(args[0], _enum_name(args[3]) in THREAD_PARADIGMS)
+    last: dict[int, bool] = {}  # group id -> its last definition so far is a thread one
+    out: set[int] = set()
+    for _sub, cls, args in items:
+        if cls is odef.Group:
+            last[args[0]] = _enum_name(args[3]) in THREAD_PARADIGMS
+        elif cls is odef.Comm and last.get(args[2], first.get(args[2], False)):
+            out.add(id(args))
+    return out
+
+
 def resolve(registry: DefinitionRegistry, pending: _Pending, path: str) -> None:
     """Build and register the ``pending`` definitions, each once what it refers
     to is built; TraceError for a conflicting duplicate or a reference to a
     definition the archive never gives (naming the first such definition)."""
     todo = pending.items
+    team_args = _team_comms(todo)
+    teams: dict[int, Any] = {}  # id() -> the Comm (kept alive: its id stays its own)
     while todo:
         waiting = []
         for sub, cls, args in todo:
             obj = _build(registry, cls, args)
             if obj is None:
                 waiting.append((sub, cls, args))
-            else:
-                _register(sub, obj, path)
+                continue
+            if id(args) in team_args:
+                teams[id(obj)] = obj
+            _register(sub, obj, path, teams)
         if len(waiting) == len(todo):
             sub, cls, args = waiting[0]
             what = f"{_kind(cls)} {args[0]}" if issubclass(cls, odef._RefDefinition) \

@@ -113,6 +113,8 @@ def _model_definitions(registry: Any, meta: Otf2Archive, source: str = "") -> De
                     for r in registry.regions}
     comms: dict[int, Comm] = {}
     for c in registry.comms:  # the Comm registry (also holds InterComms)
+        if registry.comms[c._ref] is not c:
+            continue  # a thread team kept aside (its id an MPI communicator's: globaldefs)
         group = getattr(c, "group", None)
         members: tuple[int, ...] = ()
         if group is not None and group.members:

@@ -20,6 +20,7 @@ import compensate.formats.otf2.native as native
 from compensate.cli import main
 from compensate.formats.otf2 import Otf2EventWriter, read_otf2, write_otf2
 from compensate.formats.otf2.read import read_otf2_chunks
+from compensate.matching import match
 
 from ...conftest import ROOT
 
@@ -78,7 +79,7 @@ def write_native(src: Path, out: Path) -> None:
 
 
 def test_the_archives_are_there_and_small():
-    assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp"}
+    assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp", "hybrid"}
     for anchor in ARCHIVES:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
         assert size < 100_000, anchor
@@ -165,3 +166,19 @@ def test_a_ring_traced_here_by_eztrace_is_compensated(tmp_path):
     assert main([str(anchor), str(out), "--overhead", "100ns", "--quiet"]) == 0
     assert records(out) == records(anchor)
     assert sum(len(r) for r in records(out).values()) > 40
+
+
+def test_hybrid_thread_teams_pair_per_rank_and_the_estimate_verifies(tmp_path):
+    """MPI+OpenMP (hybrid/): EZTrace numbers each rank's thread teams 1, 2, ...
+    in the id space of the MPI communicators (MPI_COMM_1 and team 1 share Comm
+    1): the collectives use the MPI communicators, each rank's forks and joins
+    pair with its own team's begins and ends, and ``--overhead estimate``
+    verifies."""
+    anchor = DATA / "hybrid" / "eztrace_log.otf2"
+    trace = read_otf2(str(anchor))
+    assert trace.definitions.comms[1].name == "MPI_COMM_1"
+    assert trace.definitions.comms[1].members == (0, 1073741823)
+    counts = match(trace).threads.counts()
+    assert (counts["fork"], counts["join"], counts["unmatched"]) == (8, 8, 0)
+    out = tmp_path / "o" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet"]) == 0

@@ -13,8 +13,9 @@ import re
 import shutil
 import subprocess
 
+import otf2.events as oev
 import pytest
-from otf2.enums import GroupFlag, GroupType, Paradigm
+from otf2.enums import CollectiveOp, GroupFlag, GroupType, Paradigm
 
 from compensate.cli import main
 from compensate.formats.otf2 import read_otf2, write_otf2
@@ -22,7 +23,7 @@ from compensate.formats.otf2.globaldefs import added_definitions
 from compensate.model import TraceError
 
 from ...conftest import ROOT
-from .craft import UNDEF, basic_definitions, craft
+from .craft import UNDEF, Ref, basic_definitions, craft
 
 OTF2_PRINT = shutil.which("otf2-print")
 needs_print = pytest.mark.skipif(OTF2_PRINT is None, reason="otf2-print is not installed")
@@ -150,3 +151,58 @@ def test_a_definition_added_after_reading_is_written_too(tmp_path):
     assert counted == [re.sub(r"# Events: \d+", "# Events: N", ln)
                        for ln in _definitions(anchor)] + [
         f'STRING {ref:>33}  "added after reading"']
+
+
+def _team_and_mpi_comm(first: str) -> list[tuple[str, tuple]]:
+    """MPI_COMM_WORLD (:func:`_comm_defs`), then, as EZTrace writes an MPI+OpenMP
+    run, Comm 1 twice (``first`` of them first, each right after its Group 1):
+    an OpenMP thread team (group: a COMM_LOCATIONS of paradigm OPENMP) and an MPI
+    communicator MPI_COMM_1 (group: an MPI COMM_GROUP)."""
+    team = [("String", (5, "OpenMP Thread Team")),
+            ("Group", (1, 5, GroupType.COMM_LOCATIONS, Paradigm.OPENMP, GroupFlag.NONE, [0])),
+            ("Comm", (1, 5, 1, 0, 0))]
+    mpi = [("String", (6, "MPI_COMM_1")),
+           ("Group", (1, 6, GroupType.COMM_GROUP, Paradigm.MPI, GroupFlag.NONE, [0])),
+           ("Comm", (1, 6, 1, 0, 0))]
+    return _comm_defs("locations") + (team + mpi if first == "team" else mpi + team)
+
+
+def _team_and_collective() -> list:
+    """A parallel region on thread team 1, then an MPI_Allreduce on MPI_COMM_1."""
+    return [oev.ThreadFork(1000, Paradigm.OPENMP, 1),
+            oev.ThreadTeamBegin(2000, Ref(1)), oev.Enter(3000, Ref(0)),
+            oev.Leave(4000, Ref(0)), oev.ThreadTeamEnd(5000, Ref(1)),
+            oev.ThreadJoin(6000, Paradigm.OPENMP), oev.MpiCollectiveBegin(7000),
+            oev.MpiCollectiveEnd(8000, CollectiveOp.ALLREDUCE, Ref(1), UNDEF, 8, 8)]
+
+
+@needs_print
+@pytest.mark.parametrize("first", ["team", "mpi"])
+def test_a_thread_team_and_an_mpi_comm_sharing_an_id_are_both_kept(tmp_path, first):
+    """The MPI records' Comm 1 is MPI_COMM_1, the thread records' the team; both
+    definitions are written back as read, the records unchanged."""
+    anchor = craft(tmp_path / "a", _team_and_mpi_comm(first), _team_and_collective())
+    trace = read_otf2(str(anchor))
+    assert (trace.definitions.comms[1].name, trace.definitions.comms[1].members) == (
+        "MPI_COMM_1", (0,))
+    out = tmp_path / "o" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "100ns", "--quiet"]) == 0
+    defs = [re.sub(r"# Events: \d+", "", ln) for ln in _definitions(out)]
+    assert defs == [re.sub(r"# Events: \d+", "", ln) for ln in _definitions(anchor)]
+    assert sum(ln.startswith("COMM ") for ln in defs) == 3
+    body = [re.sub(r"^(\S+\s+\d+)\s+\d+", r"\1", ln) for ln in _print(out).splitlines()]
+    assert body == [re.sub(r"^(\S+\s+\d+)\s+\d+", r"\1", ln)
+                    for ln in _print(anchor).splitlines()]
+    assert sum(ln.startswith("THREAD_TEAM_") and "<1>" in ln for ln in body) == 2
+
+
+def test_two_mpi_comms_of_one_id_beside_a_thread_team_are_refused(tmp_path, capsys):
+    """Records cannot tell two MPI communicators 1 apart: refused, naming them
+    (not the thread team that shares their id)."""
+    defs = _team_and_mpi_comm("team") + [
+        ("String", (7, "MPI_COMM_1b")), ("Comm", (1, 7, 1, 0, 0))]
+    anchor = craft(tmp_path / "a", defs)
+    err = _refused(tmp_path, anchor, capsys)
+    assert re.fullmatch(r"compensate: error: .*traces\.def: conflicting definitions: Comm 1 "
+                        r"is defined twice with different content \('name': 'MPI_COMM_1', "
+                        r".* / 'name': 'MPI_COMM_1b', .*\)", err), err
