@@ -4,9 +4,13 @@
 :func:`run_rank` is :func:`compensate.pipeline.in_memory` on one rank of
 ``transport.size``: every rank matches its view of the trace (its own locations
 and, of the others, what its rules read: :mod:`compensate.parallel.trim`),
-under ``--bound fitted`` observes the transfers whose receive it owns for the
-network fit that rank 0 makes of them all (:mod:`compensate.parallel.fit`), evaluates the
-anchors of the locations it owns (:mod:`compensate.parallel.ownership`) while
+shifts every process's clock as the one-process run does where a receive is
+stamped before its send (:mod:`compensate.parallel.clocks`), under ``--bound
+fitted`` observes the transfers whose receive it owns for the network fit that
+rank 0 makes of them all (:mod:`compensate.parallel.fit`; a fit clamped on most
+of its uses is replaced by its fallback and the share replayed again, as in one
+process: :func:`compensate.engine.fit.clamp_check`), evaluates the anchors
+of the locations it owns (:mod:`compensate.parallel.ownership`) while
 :mod:`compensate.parallel.exchange` carries the anchors that cross ranks, maps the
 METRIC samples of its locations and rounds their times (its :class:`RankOutput`'s
 ``own``, which the command writes as this rank's part of the output), and verifies
