@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from compensate.formats import read_trace
@@ -161,3 +162,31 @@ def test_the_streamed_command_aligns_clocks_as_one_process_does(tmp_path):
     assert one[1]["clock_alignment"]["offsets_s"] == {"1": 401e-9}
     assert one[1]["clock_alignment"] == par[1]["clock_alignment"]
     assert one[0] == par[0]
+
+
+def skewed(trace, seed):
+    """``trace`` with each process's records shifted by its own random constant
+    (up to 0.4 ms), as if each process had its own clock."""
+    from compensate.model import BUFFER_FLUSH
+
+    rng = np.random.default_rng(seed)
+    defs = trace.definitions
+    procs = sorted({defs.process_of(loc) for loc in trace.events})
+    off = dict(zip(procs, rng.integers(0, 400_000, len(procs)).tolist(), strict=True))
+    times, sizes = {}, {}
+    for loc, ev in trace.events.items():
+        shift = np.int64(off[defs.process_of(loc)])
+        times[loc] = ev.time + shift
+        flush = ev.kind == BUFFER_FLUSH
+        sizes[loc] = np.where(flush, ev.size + shift, ev.size) if flush.any() else ev.size
+    return trace.with_times(times, sizes)
+
+
+@pytest.mark.parametrize("name", ["collectives", "mixed", "hybrid_halo"])
+def test_simulated_programs_on_clocks_of_their_own_give_the_one_process_output(name):
+    """Four processes, each on its own clock, three ranks: the same offsets, the
+    same output (messages, collectives, threads)."""
+    sim = simulate(name, ranks=4, seed=3, iterations=1)
+    one, par = both(skewed(sim.measured, 7), sim.platform, "fitted", size=3)
+    assert one[1].clock_alignment is not None
+    assert_parity(one, par)
