@@ -88,11 +88,15 @@ def _times_at(trace: Trace, loc_ids: list[int], li: np.ndarray, idx: np.ndarray
     return out
 
 
-def _message_times(trace: Trace, table: MessageTable, instances: list[Instance] = ()
-                   ) -> tuple[np.ndarray, ...]:
+def _message_times(trace: Trace, table: MessageTable, instances: list[Instance] = (),
+                   receivers: set[int] | None = None) -> tuple[np.ndarray, ...]:
     """Per message (not the probe rows) and per order a collective implies: the
-    earlier record's and the later record's process, and their times."""
+    earlier record's and the later record's process, and their times; with
+    ``receivers``, only those whose later record is on one of these locations."""
     rows = ~table.probe
+    if receivers is not None and len(table):
+        on = np.array([loc in receivers for loc in table.loc_ids], dtype=bool)
+        rows &= on[table.recv_li]
     defs = trace.definitions
     proc_of = np.array([defs.process_of(loc) for loc in table.loc_ids] or [0], dtype=np.int64)
     s_li, r_li = table.send_li[rows], table.recv_li[rows]
@@ -100,6 +104,9 @@ def _message_times(trace: Trace, table: MessageTable, instances: list[Instance] 
     t_s = _times_at(trace, table.loc_ids, s_li, table.send_idx[rows])
     t_r = _times_at(trace, table.loc_ids, r_li, table.recv_idx[rows])
     early, late = _collective_pairs(list(instances))
+    if receivers is not None:
+        kept = [i for i, (loc, _) in enumerate(late) if loc in receivers]
+        early, late = [early[i] for i in kept], [late[i] for i in kept]
     if early:
         proc = {loc: defs.process_of(loc) for loc in trace.events}
 
@@ -112,13 +119,14 @@ def _message_times(trace: Trace, table: MessageTable, instances: list[Instance] 
     return p_s, p_r, t_s, t_r
 
 
-def inversions(trace: Trace, table: MessageTable, instances: list[Instance] = ()
-               ) -> tuple[int, int]:
+def inversions(trace: Trace, table: MessageTable, instances: list[Instance] = (),
+               receivers: set[int] | None = None) -> tuple[int, int]:
     """Receives stamped before their send on another process, and collective exits
-    before the enter they wait for: (count, largest in ticks)."""
+    before the enter they wait for: (count, largest in ticks). ``receivers``: only
+    those on these locations (a distributed rank's own)."""
     if len(table) == 0 and not instances:
         return 0, 0
-    p_s, p_r, t_s, t_r = _message_times(trace, table, instances)
+    p_s, p_r, t_s, t_r = _message_times(trace, table, instances, receivers)
     ahead = (t_s - t_r)[(p_s != p_r) & (t_r < t_s)]
     return int(ahead.size), int(ahead.max()) if ahead.size else 0
 
@@ -127,12 +135,27 @@ def process_offsets(trace: Trace, table: MessageTable, instances: list[Instance]
                     ) -> dict[int, int]:
     """Offset (ticks) per process that puts every message's receive after its send,
     from pairwise bounds chained along a spanning tree (module docstring)."""
-    p_s, p_r, t_s, t_r = _message_times(trace, table, instances)
+    return chained_offsets(lower_bounds(trace, table, instances))
+
+
+def lower_bounds(trace: Trace, table: MessageTable, instances: list[Instance] = (),
+                 receivers: set[int] | None = None) -> dict[tuple[int, int], int]:
+    """``{(a, b): value}``, the largest ``d[b] - d[a] >= value`` the messages and
+    collectives imply (``receivers``: only the orders whose later record is on these
+    locations). Bounds of disjoint parts merge by taking the largest per pair."""
+    p_s, p_r, t_s, t_r = _message_times(trace, table, instances, receivers)
     lower: dict[tuple[int, int], int] = {}  # (a, b): d[b] - d[a] >= value
     # a receive at least one tick after its send (eq. 7): d[b] - d[a] >= t_s - t_r + 1
     for a, b, gap in zip(p_s.tolist(), p_r.tolist(), (t_s - t_r + 1).tolist(), strict=True):
         if a != b and gap > lower.get((a, b), -(1 << 62)):
             lower[(a, b)] = gap
+    return lower
+
+
+def chained_offsets(lower: dict[tuple[int, int], int]) -> dict[int, int]:
+    """Offset (ticks) per process from the pairwise bounds ``lower``
+    (:func:`lower_bounds`), chained from the first process along a breadth-first
+    spanning tree."""
     neighbours: dict[int, set[int]] = {}
     for a, b in lower:
         neighbours.setdefault(a, set()).add(b)
@@ -172,7 +195,15 @@ def align_clocks(trace: Trace, table: MessageTable, instances: list[Instance] = 
     count, worst = inversions(trace, table, instances)
     if count == 0:
         return None
-    found = process_offsets(trace, table, instances)
+    return shifted(trace, process_offsets(trace, table, instances), count, worst)
+
+
+def shifted(trace: Trace, found: dict[int, int], count: int, worst: int
+            ) -> tuple[Trace, ClockAlignment] | None:
+    """The trace with each process's records shifted by ``found`` (made
+    non-negative: no record moves earlier than measured) and what was done
+    (``count`` receives before their sends, the largest by ``worst`` ticks); None
+    where every process keeps its times."""
     least = min(found.values(), default=0)  # no record moves earlier than measured
     offsets = {g: d - least for g, d in found.items() if d != least}
     if not offsets:

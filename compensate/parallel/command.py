@@ -246,6 +246,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     one-process command would not stream (nothing of this run is kept)."""
     import time
 
+    from compensate.engine.fit import clamp_check
     from compensate.formats import (
         DEFAULT_CHUNK_RECORDS,
         location_record_counts,
@@ -302,28 +303,42 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
                                options, source=str(job.input))
         libc_release(0)()  # (the pass's heap back before the segments')
         lap("fit")
-    writer = None
     info: dict = {}
-    try:
-        # (these definitions carry the C path's input archive: the OTF2 part copies
-        # the records from it)
-        defs, chunks = fallback(lambda: read_chunks(
-            job.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE), payload=payload,
-            locations=mine))
-        writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
-        result = stream_rank(defs, chunks, cuts, transport, owner, platform, options,
-                             writer.write, outcome=outcome, advance=writer.advance,
-                             source=str(job.input), info=info)
-        chunks = None
-        # the segments' heap back before the part is closed and the output committed,
-        # which copy the records from the input (their buffers would come on top)
-        libc_release(0)()
-        lap("segments")
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
-    return result, writer, defs, info, outcome
+
+    def second_pass(outcome):  # the segments compensated and written into this part
+        writer = None
+        info.clear()
+        try:
+            # (these definitions carry the C path's input archive: the OTF2 part copies
+            # the records from it)
+            defs, chunks = fallback(lambda: read_chunks(
+                job.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE),
+                payload=payload, locations=mine))
+            writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
+            result = stream_rank(defs, chunks, cuts, transport, owner, platform, options,
+                                 writer.write, outcome=outcome, advance=writer.advance,
+                                 source=str(job.input), info=info)
+            chunks = None
+            # the segments' heap back before the part is closed and the output
+            # committed, which copy the records from the input (their buffers would
+            # come on top)
+            libc_release(0)()
+            # a fit clamped on most of its uses: rank 0 decides from the reduced
+            # counts (as the one-process command's _Refit), every rank streams again
+            rejected = transport.allgather(fallback(
+                lambda: clamp_check(outcome, result.stats.p2p_cases, platform.network)
+                if transport.rank == 0 else None))[0]
+            if rejected is not None:
+                writer.abort()
+                return second_pass(rejected)
+            lap("segments")
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        return result, writer, defs, info, outcome
+
+    return second_pass(outcome)
 
 
 def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:

@@ -4,9 +4,13 @@
 :func:`run_rank` is :func:`compensate.pipeline.in_memory` on one rank of
 ``transport.size``: every rank matches its view of the trace (its own locations
 and, of the others, what its rules read: :mod:`compensate.parallel.trim`),
-under ``--bound fitted`` observes the transfers whose receive it owns for the
-network fit that rank 0 makes of them all (:mod:`compensate.parallel.fit`), evaluates the
-anchors of the locations it owns (:mod:`compensate.parallel.ownership`) while
+shifts every process's clock as the one-process run does where a receive is
+stamped before its send (:mod:`compensate.parallel.clocks`), under ``--bound
+fitted`` observes the transfers whose receive it owns for the network fit that
+rank 0 makes of them all (:mod:`compensate.parallel.fit`; a fit clamped on most
+of its uses is replaced by its fallback and the share replayed again, as in one
+process: :func:`compensate.engine.fit.clamp_check`), evaluates the anchors
+of the locations it owns (:mod:`compensate.parallel.ownership`) while
 :mod:`compensate.parallel.exchange` carries the anchors that cross ranks, maps the
 METRIC samples of its locations and rounds their times (its :class:`RankOutput`'s
 ``own``, which the command writes as this rank's part of the output), and verifies
@@ -38,9 +42,11 @@ from typing import Any
 import numpy as np
 
 import compensate.interrupt as interrupt
+from compensate.engine.fit import clamp_check
 from compensate.errors import Refusal
 from compensate.matching import match
 from compensate.model import Trace, TraceError
+from compensate.parallel.clocks import reduced_alignment
 from compensate.parallel.exchange import Exchange, RemoteFailure
 from compensate.parallel.ownership import owners
 from compensate.parallel.share import RankShare
@@ -208,8 +214,16 @@ def run_rank(trace: Trace, platform: Platform | None, options: RunOptions,
     def evaluate(f: Any, *args: Any, exchange: Any) -> Any:
         return agreed(transport, remapped(index, f), *args, exchange=exchange)
 
-    matching = step(lambda: match(trace, eager_limit=options.eager_limit,
+    def matched() -> Any:
+        return step(lambda: match(trace, eager_limit=options.eager_limit,
                                   strict=options.strict))
+
+    matching, measured, alignment = matched(), trace, None
+    if options.bound != "none":  # receives before their sends: one clock per process
+        aligned = reduced_alignment(transport, trace, matching, mine, step)
+        if aligned is not None:  # (as the one-process run: match the aligned trace)
+            trace, alignment = aligned
+            matching = matched()
     outcome = None
     if options.fits:  # R2f: the transfers whose receive this rank owns, fit on rank 0
         from compensate.engine.fit import observe_transfers
@@ -225,6 +239,16 @@ def run_rank(trace: Trace, platform: Platform | None, options: RunOptions,
     share = RankShare(transport, owner, step, evaluate)
     result, _ = run_segment(Segment(trace, trace, index=index), share, plat,
                             options.engine_options(outcome), t0, lambda _: matching)
+    # a fit clamped on most of its uses: again with the fallback (rank 0 decides
+    # from the reduced counts, as the one-process run does from its own)
+    rejected = transport.allgather(
+        clamp_check(outcome, result.stats.p2p_cases, plat.network)
+        if transport.rank == 0 else None)[0]
+    if rejected is not None:
+        outcome = rejected
+        share = RankShare(transport, owner, step, evaluate)
+        result, _ = run_segment(Segment(trace, trace, index=index), share, plat,
+                                options.engine_options(outcome), t0, lambda _: matching)
     seconds.update(share.seconds)
     info = rank_info(trace, mine, share.current)
     info.update(replay=share.replay, seconds=seconds)
@@ -236,8 +260,9 @@ def run_rank(trace: Trace, platform: Platform | None, options: RunOptions,
               locations=len(trace.events), resolution=trace.definitions.timer_resolution)
     run.add(result)
     run.stats.records, run.stats.locations = run.records, run.locations
-    for loc, ev in trace.events.items():
+    for loc, ev in measured.events.items():  # (the span as read: before any alignment)
         run.spans(ev.time, share.checked.events[loc].time)
     run.nesting_first = matching.nesting_first
+    run.clock_alignment = alignment
     run.trace = share.checked
     return RankOutput(own, run, info)
