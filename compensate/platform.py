@@ -9,6 +9,7 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...],
      "network": {"latency": 1e-6, "per_byte": 2e-10},  # optional (R2f, below)
      "rma": {"release": "after_completion"},            # optional (R10, below)
+     "device": {"launch": 4e-6, "synchronize": 1e-6},   # optional (R9, below)
      "prefer_insitu": true,                             # optional (below)
      "tracer": "record"}                                # optional (below)
 
@@ -27,6 +28,10 @@ operations completed at the origin, as MPICH's ch4 does), measured by
 :mod:`calibration.rma`. Under ``after_completion`` the next conflicting lock grant
 also follows each fetching operation's round trip (R10 "Release after completion"
 in docs/compensation.md).
+
+``device``: accelerator latencies a user measured, seconds (``launch``: launch
+record -> kernel start; ``synchronize``: kernel end -> the call's return), used
+where the trace shows none (:mod:`compensate.engine.kinds.devices`).
 
 ``prefer_insitu``: true where the file was written beside a trace by a tracer that
 also writes in-situ overhead tables into it (the project's mpi4py tracer,
@@ -87,6 +92,8 @@ BOUNDS_WHY = "beyond what a machine can be: docs/platform-file.md, Bounds"
 #: Names of the ``tracer`` field: the project's mpi4py tracer (``calibration.record``),
 #: Score-P, EZTrace, the otf2 Python writer (``calibrate run --tracer python-writer``),
 #: any other.
+#: the directions of a ``device`` entry (module docstring)
+DEVICE_LINKS = ("launch", "synchronize")
 TRACERS = ("record", "scorep", "eztrace", "python-writer", "other")
 #: OTF2 creator strings (the anchor file's) -> the tracer that writes them.
 class PlatformError(Refusal):
@@ -140,6 +147,8 @@ class Platform:
         field(default_factory=dict)
     #: the file's ``tracer`` (module docstring); None: the file does not say
     tracer: str | None = None
+    #: the ``device`` entry (module docstring): direction -> seconds; None: none
+    device: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
         _seconds("event_overhead", self.event_overhead)
@@ -164,6 +173,12 @@ class Platform:
             _seconds("network.latency", lat)
             _seconds("network.per_byte", per_byte, MAX_SECONDS_PER_BYTE)
             self.network = (lat, per_byte)
+        if self.device is not None:
+            for k, v in self.device.items():
+                if k not in DEVICE_LINKS:
+                    raise PlatformError(f"device: unknown direction {k!r}")
+                _seconds(f"device.{k}", v)
+            self.device = {k: float(v) for k, v in self.device.items()}
         if self.rma_release not in (None, "eager", "after_completion"):
             raise PlatformError(f"rma.release must be \"eager\" or \"after_completion\", "
                                 f"got {self.rma_release!r}")
@@ -305,7 +320,7 @@ class Platform:
                        float(data.get("device_overhead", 0.0)), network=network,
                        rma_release=None if rma is None else str(rma["release"]),
                        prefer_insitu=bool(data.get("prefer_insitu", False)),
-                       tracer=data.get("tracer"))
+                       tracer=data.get("tracer"), device=data.get("device"))
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -332,6 +347,8 @@ class Platform:
             out["prefer_insitu"] = True
         if self.tracer is not None:  # likewise
             out["tracer"] = self.tracer
+        if self.device is not None:  # likewise
+            out["device"] = dict(self.device)
         return out
 
 

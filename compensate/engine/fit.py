@@ -147,35 +147,34 @@ LINK_FAMILIES = ("threads", "devices", "rma")
 
 
 def least_links(parts: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """The per family and kind minimum of several :func:`observe_links` results (the
-    segments of a streamed trace, the ranks of a distributed run): the least over
-    all of them, whatever their order."""
+    """The per family and kind minimum of several :func:`observe_links` results (the segments of
+    a streamed trace, the ranks of a distributed run), whatever their order (lists: all, sorted)."""
     out: dict[str, dict[str, float]] = {family: {} for family in LINK_FAMILIES}
     for part in parts:
         for family, kinds in part.items():
             mine = out.setdefault(family, {})
             for kind, ticks in kinds.items():
-                mine[kind] = min(mine.get(kind, math.inf), ticks)
+                mine[kind] = (sorted([*mine.get(kind, []), *ticks]) if isinstance(ticks, list)
+                              else min(mine.get(kind, math.inf), ticks))
     return out
 
 
 def observe_links(trace: Trace, matching: Matching, platform: Platform,
                   receivers: Collection[int] | None = None,
                   t0: int | None = None) -> dict[str, dict[str, float]]:
-    """The least latency ``trace`` observed per kind of zero-byte link (thread and
-    device links, R8/R9; RMA synchronisations, R10), where the waiter was there first,
-    ticks: ``{family: {kind: ticks}}``, the fitted latency of ``--bound fitted``
-    (docs/compensation.md). A kind that was never observed is missing (0).
+    """The least latency ``trace`` observed per kind of zero-byte link (thread and device links,
+    R8/R9; RMA synchronisations, R10), where the waiter was there first, ticks: ``{family:
+    {kind: ticks}}``, the fitted latency of ``--bound fitted`` (docs/compensation.md). A kind
+    never observed is missing (0). ``devices.LEARNED``: the device links' observed gaps (lists).
 
-    One definition for every path: the engine takes it from the whole trace in
-    memory, and a streamed run's fit pass takes the least over its segments
-    (:func:`least_links`), so that no segment times its links by a minimum of its
-    own. ``receivers``: only links waited for on these locations (a distributed
-    run's rank: :func:`observe_transfers`). ``t0``: the origin of the engine's times
-    (default: the trace's earliest timestamp; a segment passes the whole trace's),
-    so that who waited for whom is decided on the same numbers."""
+    One definition for every path: the engine takes it from the whole trace in memory, and a
+    streamed run's fit pass takes the least over its segments (:func:`least_links`), so that no
+    segment times its links by a minimum of its own. ``receivers``: only links waited for on
+    these locations (a distributed run's rank: :func:`observe_transfers`). ``t0``: the origin of
+    the engine's times (default: the trace's earliest timestamp; a segment passes the whole
+    trace's), so that who waited for whom is decided on the same numbers."""
     from compensate.engine.graph import Graph  # the engine's own times
-    from compensate.engine.kinds import rma, threads
+    from compensate.engine.kinds import devices, rma, threads
     from compensate.engine.run import Stats
 
     out: dict[str, dict[str, float]] = {family: {} for family in LINK_FAMILIES}
@@ -187,6 +186,7 @@ def observe_links(trace: Trace, matching: Matching, platform: Platform,
     graph = Graph(trace, platform, "lower", "uniform", None, matching, Stats(), t0)
     for family, found in syncs.items():
         threads.link_latencies(graph, found, out[family], receivers)
+    devices.add_gaps(out, graph, syncs["devices"], receivers)
     if links:
         rma.link_latencies(graph, matching.rma, out["rma"], receivers)
     return out

@@ -15,9 +15,9 @@ op (constructor)                           meaning
 ``mutex(lock, d)``                         pthread_mutex_lock, ``d`` s of work, unlock
 ``pthread_create(seq)`` / ``_join(seq)``   creator: start / join thread ``seq``
 ``pthread_begin(seq)`` / ``_end(seq)``     that thread's first / last op
-``launch(kernel, d, stream)``              host: launch a kernel of ``d`` s on the
+``launch(kernel, d, stream[, latency])``   host: launch a kernel of ``d`` s on the
                                            rank's ``stream``-th extra location
-``gpu_sync(streams)``                      host: cudaStreamSynchronize on those streams
+``gpu_sync(streams[, tail])``              host: cudaStreamSynchronize on those streams
 =========================================  ==============================================
 
 These programs are kept apart from :data:`~compensate.simulate.programs.PROGRAMS`
@@ -91,14 +91,19 @@ def pthread_join(seq: int) -> Op:
     return ("pthread_join", int(seq))
 
 
-def launch(kernel: str, seconds: float, stream: int) -> Op:
-    """Host: launch ``kernel`` (``seconds`` on the device) on extra location ``stream``."""
-    return ("launch", kernel, float(seconds), int(stream))
+def launch(kernel: str, seconds: float, stream: int, latency: float | None = None) -> Op:
+    """Host: launch ``kernel`` (``seconds`` on the device) on extra location ``stream``;
+    ``latency``: launch -> an idle stream starts it (default the simulator's
+    ``LAUNCH_LATENCY``)."""
+    op = ("launch", kernel, float(seconds), int(stream))
+    return op if latency is None else (*op, float(latency))
 
 
-def gpu_sync(streams: Sequence[int]) -> Op:
-    """Host: synchronize with the given streams (their last launched kernel)."""
-    return ("gpu_sync", tuple(int(s) for s in streams))
+def gpu_sync(streams: Sequence[int], tail: float | None = None) -> Op:
+    """Host: synchronize with the given streams (their last launched kernel);
+    ``tail``: the last kernel's end -> the call returns (default ``SYNC_LATENCY``)."""
+    op = ("gpu_sync", tuple(int(s) for s in streams))
+    return op if tail is None else (*op, float(tail))
 
 
 # --- programs ------------------------------------------------------------------------
@@ -234,6 +239,46 @@ def gpu(ranks: int = 1, iterations: int = 20, seed: int = 0, *, streams: int = 2
                                     streams=streams), extra)
 
 
+def gpu_tail(ranks: int = 1, iterations: int = 20, seed: int = 0, *, streams: int = 2,
+             launch_latency: tuple[float, ...] = (8e-6, 3e-6), tail: float = 3e-6,
+             kernel_time: float = 1.2e-5, host_calls: int = 4, host_time: float = 2.5e-6,
+             long: float = 20.0) -> Program:
+    """Host + GPU with a launch latency and a synchronize tail the trace shows (issue
+    #41): per iteration the host launches a kernel on each stream (stream ``s`` starts
+    it ``launch_latency[s - 1]`` after the launch, plus an exponential jitter of a
+    tenth of it), every other iteration a second, queued kernel on stream 1, does
+    ``host_calls`` traced pieces of work and synchronizes with all streams, which
+    returns ``tail`` (jittered alike) after the last kernel's end. Kernel durations
+    vary from half to one and a half times ``kernel_time`` times the stream number,
+    ``long`` times that every fifth iteration, so the host reaches some synchronize
+    calls before the kernels end (it waits: the measured trace shows the tail, at
+    any overhead) and some after, and tracer overhead moves calls from one case to
+    the other. Processes do not communicate."""
+    _check(ranks, iterations)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[] for _ in range(ranks)]
+    extra = [(r, ACCELERATOR_STREAM, []) for r in range(ranks) for _ in range(streams)]
+    lat = [launch_latency[(s - 1) % len(launch_latency)] for s in range(1, streams + 1)]
+
+    def jit(x: float) -> float:
+        return x * (1 + rng.expovariate(10.0))
+
+    for it in range(iterations):
+        for r in range(ranks):
+            prog = ops[r]
+            for s in range(1, streams + 1):
+                d = kernel_time * s * rng.uniform(0.5, 1.5) * (long if it % 5 == 4 else 1)
+                prog.append(launch(f"kernel_{s}", d, s, jit(lat[s - 1])))
+            if it % 2 == 1:
+                prog.append(launch("kernel_1b", kernel_time / 4, 1, jit(lat[0])))
+            for _ in range(host_calls):
+                prog.append(call("host_work", _jitter(rng, host_time, 0.5)))
+                prog.append(compute(_jitter(rng, host_time / 4)))
+            prog.append(gpu_sync(range(1, streams + 1), jit(tail)))
+    return Program("gpu_tail", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                         streams=streams), extra)
+
+
 #: name -> builder(ranks, iterations, seed, **sizes) of the programs with threads or
 #: streams (module docstring: why not in ``PROGRAMS``); default ranks per program in
 #: :data:`HYBRID_RANKS`
@@ -242,5 +287,6 @@ HYBRID_PROGRAMS: dict[str, Callable[..., Program]] = {
     "hybrid_halo": hybrid_halo,
     "pthreads": pthreads,
     "gpu": gpu,
+    "gpu_tail": gpu_tail,
 }
-HYBRID_RANKS = {"omp_loop": 1, "hybrid_halo": 4, "pthreads": 1, "gpu": 1}
+HYBRID_RANKS = {"omp_loop": 1, "hybrid_halo": 4, "pthreads": 1, "gpu": 1, "gpu_tail": 1}

@@ -44,14 +44,15 @@ pays ``O`` per record, an accelerator stream none):
   ``t = max(t, e + O(End) + λ_join)``; ThreadWait [O]; Leave [O].
 * GPU kernel launch (``launch``, host): Enter(cudaLaunchKernel) [O];
   ParameterUnsignedInt@p ("callsite id", one value per kernel name) [O]; on the
-  stream: ``start = max(stream free, p + O(Parameter) + λ_launch)``,
+  stream: ``start = max(stream free, p + O(Parameter) + λ_launch)`` (``λ_launch``
+  the op's own latency where it gives one),
   Enter(kernel)@start, ParameterUnsignedInt@start (same value), Leave(kernel)
   @``start + d`` (no overhead: the device is not slowed by host tracing; ``d`` the
   same in both runs); Leave(cudaLaunchKernel) [O].
 * Synchronize (``gpu_sync``, host): Enter(cudaStreamSynchronize) [O]; ``ready =
   t``; with ``z`` the end of the last kernel launched on the streams waited for
   (its completion reaches the host ``λ_sync`` later): ``t = max(ready, z +
-  λ_sync)``; Leave [O].
+  λ_sync)`` (``λ_sync`` the op's own tail where it gives one); Leave [O].
 
 Locations: the rank's master is location ``rank``; its k-th extra location (k = 1,
 2, ...) is ``(k << 32) + rank`` (Score-P numbers them so), in the rank's location
@@ -332,12 +333,13 @@ def run_op(rk: Any, op: tuple) -> Generator[tuple, Any, None]:
         rk.emit(WAIT, payload=_contingent(rank, seq))
         rk.emit(LEAVE, region=regions["pthread_join"])
     elif name == "launch":
-        _, kernel, duration, stream = op
+        _, kernel, duration, stream = op[:4]
         slot = _stream_slot(rk, rank, stream)
         value = str(1000 + regions[kernel])  # the callsite id: one per kernel name
         rk.emit(ENTER, region=regions["cudaLaunchKernel"])
         rk.emit(PARAM, payload={"parameter_ref": "0", "value": value})
-        start = max(st.streams.get(slot, float("-inf")), rk.t + sim.q(LAUNCH_LATENCY))
+        latency = op[4] if len(op) > 4 else LAUNCH_LATENCY
+        start = max(st.streams.get(slot, float("-inf")), rk.t + sim.q(latency))
         end = start + sim.q(duration)
         rows = sim.rows[slot]
         _emit_at(rows, start, ENTER, regions[kernel])
@@ -349,7 +351,8 @@ def run_op(rk: Any, op: tuple) -> Generator[tuple, Any, None]:
         rk.emit(ENTER, region=regions["cudaStreamSynchronize"])
         done = max((st.streams.get(_stream_slot(rk, rank, s), float("-inf")) for s in op[1]),
                    default=float("-inf"))
-        rk.t = max(rk.t, done + sim.q(SYNC_LATENCY))
+        tail = op[2] if len(op) > 2 else SYNC_LATENCY
+        rk.t = max(rk.t, done + sim.q(tail))
         rk.emit(LEAVE, region=regions["cudaStreamSynchronize"])
     else:  # pragma: no cover - OPS and this function list the same ops
         raise rk.fail(f"unknown op {op!r}")

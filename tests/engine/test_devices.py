@@ -184,3 +184,108 @@ def test_device_overhead_of_the_platform_file(tmp_path, device_overhead, want):
     out = compensate(trace, plat, EngineOptions(bound="lower"))
     assert out.trace.events[1].time.tolist() == want
     assert out.trace.events[0].time.tolist() == [900, 3000]
+
+
+HEAD = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=1 name="GPU" type=ACCELERATOR_STREAM group_type=ACCELERATOR group_creator=0
+region 0 "hipLaunchKernel"
+region 1 "hipDeviceSynchronize"
+region 2 "kernel"
+region 3 "work"
+events
+"""
+# 100 ticks per host record. Launch latency 400 (kernel Enter - Parameter - O), a
+# synchronize tail of 300 after the kernel's end: both shown by the first launch and
+# synchronize (the stream idle, the host in the call before the kernel ended). The
+# second synchronize is entered 450 after its kernel ended: the tail is not observed.
+LATENCY_AND_TAIL = HEAD + """1000 0 Enter region=0
+1150 0 ParameterUnsignedInt parameter_ref=0 value=1
+1300 0 Leave region=0
+1450 0 Enter region=1
+1650 1 Enter region=2
+1650 1 ParameterUnsignedInt parameter_ref=0 value=1
+2650 1 Leave region=2
+2950 0 Leave region=1
+3100 0 Enter region=0
+3250 0 ParameterUnsignedInt parameter_ref=0 value=1
+3400 0 Leave region=0
+3550 0 Enter region=3
+3750 1 Enter region=2
+3750 1 ParameterUnsignedInt parameter_ref=0 value=1
+4750 1 Leave region=2
+5050 0 Leave region=3
+5200 0 Enter region=1
+5350 0 Leave region=1
+"""
+
+
+def _text_trace(tmp_path, text):
+    path = tmp_path / "t.trace"
+    path.write_text(text)
+    return read_text(str(path))
+
+
+def test_learned_launch_latency_and_synchronize_tail(tmp_path):
+    """Hand-computed (fitted, as the command runs it without a network to fit: the
+    lower bound with the links' fitted latency; O = 100 ticks): the host's records lose 100 per
+    record; kernel 1 starts 400 after its launch's Parameter (1050 + 400), kernel 2
+    likewise (2850 + 400 = 3250), each keeps its duration; the first synchronize
+    returns its observed 300 after kernel 1's end (2450 + 300); the second, reached
+    (4400) after kernel 2's end (4250), still returns the learned tail after it:
+    4250 + 300 = 4550, not its own R1 time 4450 (the answer with a latency of 0,
+    the lower bound's and before the learned latencies the fitted one's too, which
+    has the host return before the completion reached it)."""
+    from compensate.engine.graph import Graph
+    from compensate.engine.kinds.devices import learn_latencies
+    from compensate.engine.run import Stats
+
+    trace = _text_trace(tmp_path, LATENCY_AND_TAIL)
+    plat = Platform(1e-7)
+    m = match(trace)
+    graph = Graph(trace, plat, "lower", "uniform", None, m, Stats())
+    assert learn_latencies(graph, m.devices.syncs) == {
+        "launch@1": 400.0, "launch@any": 400.0,
+        "synchronize@1": 300.0, "synchronize@any": 300.0}
+    out = compensate(trace, plat, EngineOptions("lower", fit_links=True), m).trace
+    assert out.events[1].time.tolist() == [1450, 1450, 2450, 3250, 3250, 4250]
+    assert out.events[0].time.tolist() == [1000, 1050, 1100, 1150, 2750, 2800, 2850,
+                                           2900, 2950, 4350, 4400, 4550]
+    assert verify(out, m).devices == 0
+    lower = compensate(trace, plat, EngineOptions("lower"), m).trace  # R8's 0: unchanged
+    assert lower.events[0].time.tolist()[-1] == 4450
+
+
+# The host reaches its only synchronize 450 after the kernel ended: no tail observed.
+UNOBSERVED_TAIL = HEAD + """1000 0 Enter region=0
+1150 0 ParameterUnsignedInt parameter_ref=0 value=1
+1300 0 Leave region=0
+1450 0 Enter region=3
+1650 1 Enter region=2
+1650 1 ParameterUnsignedInt parameter_ref=0 value=1
+2650 1 Leave region=2
+2950 0 Leave region=3
+3100 0 Enter region=1
+3250 0 Leave region=1
+"""
+
+
+@pytest.mark.parametrize("device, want", [
+    (None, 2650),  # no device entry: none observed, 0 (R1's own time 2600 + 50)
+    ({"synchronize": 5e-7}, 2950),  # the platform's tail: 2450 + 500
+    ({"synchronize": 7e-7}, 3050),  # clamped to the measured gap: 2450 + (3250 - 2650)
+    ({"launch": 1e-6}, 2650),  # the launch latency is learned: the entry is not used
+])
+def test_platform_device_entry_is_the_fallback(tmp_path, device, want):
+    """A tail the trace does not show comes from the platform file's ``device``
+    entry, clamped into the measured gap; a learned latency wins over the entry."""
+    trace = _text_trace(tmp_path, UNOBSERVED_TAIL)
+    data = {"event_overhead": 1e-7, "copy_time": []}
+    if device is not None:
+        data["device"] = device
+    plat = Platform.from_dict(data)
+    assert Platform.from_dict(plat.to_dict()).device == device
+    out = compensate(trace, plat, EngineOptions("lower", fit_links=True)).trace
+    assert out.events[1].time.tolist() == [1450, 1450, 2450]
+    assert out.events[0].time.tolist()[-1] == want

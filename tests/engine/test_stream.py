@@ -430,7 +430,7 @@ def test_fitted_link_latency_is_the_whole_traces_least():
     trace = read_bundled(TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2")
     platform = Platform(250e-9)
     whole = try_fit(trace, match(trace), platform).links
-    assert whole["threads"] and set(whole) == {"threads", "devices", "rma"}
+    assert whole["threads"] and set(whole) == {"threads", "devices", "rma", "device_learned"}
     first = stream.fit_pass(trace.definitions, stream.trace_chunks(trace, 250), platform,
                             "", None, segment_records=1000)
     assert first.links == whole

@@ -19,7 +19,8 @@ from .test_simulator import assert_same_records
 
 OVERHEADS = [2e-7, 1e-6, 5e-6]
 SIZES = {"omp_loop": {"iterations": 12}, "hybrid_halo": {"iterations": 10},
-         "pthreads": {"iterations": 12}, "gpu": {"iterations": 15}}
+         "pthreads": {"iterations": 12}, "gpu": {"iterations": 15},
+         "gpu_tail": {"iterations": 20}}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,8 @@ def test_records_and_dependencies(runs, name):
     assert verify(sim.truth, m).ok and verify(sim.measured, match(sim.measured)).ok
     expect = {"omp_loop": ("fork", "join", "lock", "barrier"),
               "hybrid_halo": ("fork", "join", "lock", "barrier"),
-              "pthreads": ("create", "end", "lock"), "gpu": ("dev_launch", "dev_synchronize")}
+              "pthreads": ("create", "end", "lock"), "gpu": ("dev_launch", "dev_synchronize"),
+              "gpu_tail": ("dev_launch", "dev_synchronize")}
     assert all(counts[k] > 0 for k in expect[name]), counts
 
 
