@@ -128,4 +128,8 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
     if fit_outcome is not None:
         from compensate.engine.fit import summary_object
         summary["fit"] = summary_object(fit_outcome, stats.p2p_cases)
+        from compensate.engine.kinds.devices import summary_latencies
+        learned = summary_latencies(fit_outcome.links, resolution)
+        if learned:  # only where the trace has device links: other summaries unchanged
+            summary["fit"]["device_latency"] = learned
     return summary

@@ -71,7 +71,7 @@ from compensate.engine.rules import TICK, Context, at
 from compensate.matching.devices import DeviceDeps
 
 __all__ = ["LEARNED", "DeviceWait", "ThreadWait", "add_gaps", "build_all", "device_gaps",
-           "learn_latencies", "learned_key", "quantiles"]
+           "learn_latencies", "learned_key", "quantiles", "summary_latencies"]
 
 #: the ``link_latency`` family of the device links' observed gaps (keys
 #: :func:`learned_key`, sorted lists of ticks: the parts of a streamed or
@@ -204,3 +204,12 @@ def build_all(graph: Graph, deps: DeviceDeps, dep_rules: dict) -> None:
             DeviceWait, ([("ref", s_li, s) for s_li, s in senders], waited, delta,
                          fit.get(sync.kind, 0.0), sync.recv[1] == 0, device, obs),
             senders))
+
+
+def summary_latencies(links: dict | None, resolution: float) -> dict:
+    """The summary's ``fit.device_latency``: per :func:`learned_key` the learned
+    latency (seconds) and how many observed gaps it rests on; empty without device
+    links."""
+    gaps = (links or {}).get(LEARNED) or {}
+    return {key: {"latency_s": q / resolution, "observations": len(gaps[key])}
+            for key, q in sorted(quantiles(gaps).items())}
