@@ -27,7 +27,7 @@ MARKERS = {
 }
 
 #: pages whose owners are rewriting them; remove a page from here once it is clean
-BEING_REWRITTEN = {"accuracy.md"}
+BEING_REWRITTEN: set[str] = set()
 
 MAX_LINES = 650
 #: pages allowed to be longer, and why
@@ -35,6 +35,7 @@ LONG_PAGES = {
     "compensation.md": "the rule reference: every rule and case, record by record",
     "analysis.md": "the reference of `compensate report`, including its JSON schema",
     "design.md": "the design: measurement model, rules, engine and its extensions in one place",
+    "accuracy.md": "the 108-row accuracy table and, per program family, what its rows show",
 }
 
 
