@@ -88,8 +88,13 @@ def _times_at(trace: Trace, loc_ids: list[int], li: np.ndarray, idx: np.ndarray
     return out
 
 
-def _message_times(trace: Trace, table: MessageTable, instances: list[Instance] = (),
-                   receivers: set[int] | None = None) -> tuple[np.ndarray, ...]:
+#: per order (a message, or one a collective implies): the earlier record's and the
+#: later record's process, and their times (:func:`orders`)
+Orders = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def orders(trace: Trace, table: MessageTable, instances: list[Instance] = (),
+           receivers: set[int] | None = None) -> Orders:
     """Per message (not the probe rows) and per order a collective implies: the
     earlier record's and the later record's process, and their times; with
     ``receivers``, only those whose later record is on one of these locations."""
@@ -119,6 +124,14 @@ def _message_times(trace: Trace, table: MessageTable, instances: list[Instance] 
     return p_s, p_r, t_s, t_r
 
 
+def counted(found: Orders) -> tuple[int, int]:
+    """Of ``found``, the later records stamped before the earlier one on another
+    process: (count, largest in ticks)."""
+    p_s, p_r, t_s, t_r = found
+    ahead = (t_s - t_r)[(p_s != p_r) & (t_r < t_s)]
+    return int(ahead.size), int(ahead.max()) if ahead.size else 0
+
+
 def inversions(trace: Trace, table: MessageTable, instances: list[Instance] = (),
                receivers: set[int] | None = None) -> tuple[int, int]:
     """Receives stamped before their send on another process, and collective exits
@@ -126,24 +139,20 @@ def inversions(trace: Trace, table: MessageTable, instances: list[Instance] = ()
     those on these locations (a distributed rank's own)."""
     if len(table) == 0 and not instances:
         return 0, 0
-    p_s, p_r, t_s, t_r = _message_times(trace, table, instances, receivers)
-    ahead = (t_s - t_r)[(p_s != p_r) & (t_r < t_s)]
-    return int(ahead.size), int(ahead.max()) if ahead.size else 0
+    return counted(orders(trace, table, instances, receivers))
 
 
 def process_offsets(trace: Trace, table: MessageTable, instances: list[Instance] = ()
                     ) -> dict[int, int]:
     """Offset (ticks) per process that puts every message's receive after its send,
     from pairwise bounds chained along a spanning tree (module docstring)."""
-    return chained_offsets(lower_bounds(trace, table, instances))
+    return chained_offsets(bounds(orders(trace, table, instances)))
 
 
-def lower_bounds(trace: Trace, table: MessageTable, instances: list[Instance] = (),
-                 receivers: set[int] | None = None) -> dict[tuple[int, int], int]:
-    """``{(a, b): value}``, the largest ``d[b] - d[a] >= value`` the messages and
-    collectives imply (``receivers``: only the orders whose later record is on these
-    locations). Bounds of disjoint parts merge by taking the largest per pair."""
-    p_s, p_r, t_s, t_r = _message_times(trace, table, instances, receivers)
+def bounds(found: Orders) -> dict[tuple[int, int], int]:
+    """``{(a, b): value}``, the largest ``d[b] - d[a] >= value`` the orders ``found``
+    imply. Bounds of disjoint parts merge by taking the largest per pair."""
+    p_s, p_r, t_s, t_r = found
     lower: dict[tuple[int, int], int] = {}  # (a, b): d[b] - d[a] >= value
     # a receive at least one tick after its send (eq. 7): d[b] - d[a] >= t_s - t_r + 1
     for a, b, gap in zip(p_s.tolist(), p_r.tolist(), (t_s - t_r + 1).tolist(), strict=True):
@@ -154,7 +163,7 @@ def lower_bounds(trace: Trace, table: MessageTable, instances: list[Instance] = 
 
 def chained_offsets(lower: dict[tuple[int, int], int]) -> dict[int, int]:
     """Offset (ticks) per process from the pairwise bounds ``lower``
-    (:func:`lower_bounds`), chained from the first process along a breadth-first
+    (:func:`bounds`), chained from the first process along a breadth-first
     spanning tree."""
     neighbours: dict[int, set[int]] = {}
     for a, b in lower:
@@ -192,10 +201,13 @@ def align_clocks(trace: Trace, table: MessageTable, instances: list[Instance] = 
                  ) -> tuple[Trace, ClockAlignment] | None:
     """The trace with each process's records shifted by its offset, and what was
     done; None where no receive lies before its send (nothing to align)."""
-    count, worst = inversions(trace, table, instances)
+    if len(table) == 0 and not instances:
+        return None
+    found = orders(trace, table, instances)  # (once: the count and the bounds)
+    count, worst = counted(found)
     if count == 0:
         return None
-    return shifted(trace, process_offsets(trace, table, instances), count, worst)
+    return shifted(trace, chained_offsets(bounds(found)), count, worst)
 
 
 def shifted(trace: Trace, found: dict[int, int], count: int, worst: int

@@ -20,9 +20,11 @@ from typing import Any
 from compensate.matching import Matching
 from compensate.matching.clocks import (
     ClockAlignment,
+    Orders,
+    bounds,
     chained_offsets,
-    inversions,
-    lower_bounds,
+    counted,
+    orders,
     shifted,
 )
 from compensate.model import Trace
@@ -38,15 +40,21 @@ def reduced_alignment(transport: Transport, trace: Trace, matching: Matching,
     before its send. Collective: every rank calls it. ``step(f, *args)`` runs this
     rank's own computations (:func:`compensate.parallel.driver.agreed`: a failure
     raises on every rank), the transport's calls stay outside it."""
-    own = set(mine)
-    table, instances = matching.table, matching.instances
-    counts = transport.allgather(step(inversions, trace, table, instances, own))
+    found, here = step(_own_orders, trace, matching, set(mine))
+    counts = transport.allgather(here)
     count = sum(c for c, _ in counts)
     if count == 0:
         return None
     worst = max(w for _, w in counts)
     lower: dict[tuple[int, int], int] = {}
-    for part in transport.allgather(step(lower_bounds, trace, table, instances, own)):
+    for part in transport.allgather(step(bounds, found)):
         for pair, value in part.items():
             lower[pair] = max(value, lower.get(pair, value))
     return step(shifted, trace, chained_offsets(lower), count, worst)
+
+
+def _own_orders(trace: Trace, matching: Matching, own: set[int]) -> tuple[Orders, tuple]:
+    """The orders whose later record is on ``own`` and their (count, largest)
+    inversion: gathered once for both reductions."""
+    found = orders(trace, matching.table, matching.instances, own)
+    return found, counted(found)
