@@ -132,6 +132,12 @@ def _observation(graph: Graph, sync) -> tuple[int, int, int, bool]:
     return r, s, s_loc, bool(i > 0 and tm[r - 1] <= tm[s])
 
 
+def _gap(graph: Graph, r: int, s: int) -> float:
+    """The observed latency of an observed link from sender ``s`` to waiting record
+    ``r`` (global record numbers): ``r_m - s_m - O(s)``, at least 0."""
+    return max(0.0, float(graph.tm[r] - graph.tm[s]) - graph.kind_ovh(s))
+
+
 def device_gaps(graph: Graph, syncs: list,
                 receivers: Collection[int] | None = None) -> dict[str, list[float]]:
     """The observed gaps (ticks, sorted) per :func:`learned_key` (module docstring,
@@ -144,7 +150,7 @@ def device_gaps(graph: Graph, syncs: list,
             continue
         r, s, stream, observed = _observation(graph, sync)
         if observed:
-            gap = max(0.0, float(graph.tm[r] - graph.tm[s]) - graph.kind_ovh(s))
+            gap = _gap(graph, r, s)
             gaps[learned_key(sync.kind, stream)].append(gap)
             gaps[learned_key(sync.kind, ANY)].append(gap)
     return {key: sorted(v) for key, v in gaps.items()}
@@ -198,8 +204,7 @@ def build_all(graph: Graph, deps: DeviceDeps, dep_rules: dict) -> None:
         r, s, _, observed = _observation(graph, sync)
         obs = [observed and graph.g(s_li, j) == s for s_li, j in senders]
         if observed:  # the gap to the latest sender is this call's latency
-            own = max(0.0, float(graph.tm[r] - graph.tm[s]) - graph.kind_ovh(s))
-            device = [own] * len(senders)
+            device = [_gap(graph, r, s)] * len(senders)
         dep_rules.setdefault((li, sync.recv[1]), []).append(Pending(
             DeviceWait, ([("ref", s_li, s) for s_li, s in senders], waited, delta,
                          fit.get(sync.kind, 0.0), sync.recv[1] == 0, device, obs),
