@@ -608,8 +608,8 @@ def _bound_text(args: argparse.Namespace, summary: dict) -> str:
 def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
     over = summary["overcompensated_records"]
     from compensate.engine.fit import warning_line
-    if warning_line(summary.get("fit")):  # a fitted model not used: why
-        print(warning_line(summary.get("fit")), file=sys.stderr)
+    if fit_warning := warning_line(summary.get("fit")):  # a fitted model not used: why
+        print(fit_warning, file=sys.stderr)
     if over:
         print(overcompensation_line(summary), file=sys.stderr)
     if not args.quiet:

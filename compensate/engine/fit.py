@@ -443,10 +443,18 @@ class FitOutcome:
 
 # -- plausibility -------------------------------------------------------------------
 
-def _fallback(obs: Observations, network: tuple[float, float] | None) -> NetworkFit | None:
-    """What stands in for a rejected fit: the platform network model, else None
-    (the lower bound)."""
-    return with_platform(obs, None, network) if network is not None else None
+def _rejected(fit: NetworkFit, observations: int, reason: str,
+              links: dict | None, classes: dict | None,
+              network: tuple[float, float] | None) -> FitOutcome:
+    """The outcome where the trace's fit ``fit`` is not used for ``reason``: the
+    platform network model ``network`` stands in (over the same observed sizes),
+    else nothing (the lower bound, and the reason says why)."""
+    stand_in = None
+    if network is not None:
+        stand_in = NetworkFit(network[0], network[1], observations, 0.0, fit.size_min,
+                              fit.size_max, fit.distinct_sizes, "platform")
+    why = None if stand_in else f"fitted model rejected: {reason}"
+    return FitOutcome(stand_in, observations, why, links, reason, classes, fit)
 
 
 def clamp_check(outcome: FitOutcome | None, p2p_cases: dict,
@@ -465,14 +473,8 @@ def clamp_check(outcome: FitOutcome | None, p2p_cases: dict,
         return None
     reason = (f"outside [lower, upper] on {over:,} of its {used:,} uses "
               f"({100 * over / used:.3g} %)")
-    fit = None
-    if network is not None:
-        fit = NetworkFit(network[0], network[1], outcome.observations, 0.0,
-                         outcome.fit.size_min, outcome.fit.size_max,
-                         outcome.fit.distinct_sizes, "platform")
-    why = None if fit else f"fitted model rejected: {reason}"
-    return FitOutcome(fit, outcome.observations, why, outcome.links, reason,
-                      outcome.size_classes, outcome.fit)
+    return _rejected(outcome.fit, outcome.observations, reason, outcome.links,
+                     outcome.size_classes, network)
 
 
 def try_fit(trace: Trace, matching: Matching, platform: Platform) -> FitOutcome:
@@ -517,9 +519,7 @@ def outcome_of(obs: Observations, tick: float,
         fit = with_platform(obs, fit, network)
     rejected = implausible(fit) if fit is not None else None
     if rejected is not None:
-        stand_in = _fallback(obs, network)
-        why = None if stand_in else f"fitted model rejected: {rejected}"
-        return FitOutcome(stand_in, len(obs), why, obs.links, rejected, classes, fit)
+        return _rejected(fit, len(obs), rejected, obs.links, classes, network)
     if fit is not None:
         return FitOutcome(fit, len(obs), links=obs.links, size_classes=classes)
     reason = (f"{len(obs)} observed transfers ({obs.p2p} point-to-point messages whose "
