@@ -6,11 +6,13 @@ processes' medians), the copy cost per buffer size (warm median over the size
 class with IQR and CI, bandwidth, cache-cold median), the detected cache steps,
 and -- if a C compiler is installed -- the external probe's self-test:
 calibration/microbench.c with a fake tracer of known cost, and the overhead per
-record the probe recovers. The figures in
-docs/calibration.md come from this script.
+record the probe recovers. With ``--repeat``, a second run of the same mode
+follows the first, and what the two disagree on beyond their spreads is printed
+(calibration/spread.py ``disagreements``: how far this machine lets two runs a
+minute apart differ). The figures in docs/calibration.md come from this script.
 
 Usage: python benchmarks/calibrate_run.py [--quick | --thorough] [-o platform.json]
-                                        [--no-selftest]
+                                        [--no-selftest] [--repeat]
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from calibration import external
 from calibration.copycost import measure_copy_cost
 from calibration.machine import machine_facts
@@ -31,6 +35,7 @@ from calibration.modes import MODES
 from calibration.overhead import run_writer_probe
 from calibration.platformfile import build_platform, write_platform
 from calibration.report import format_external, format_run
+from calibration.spread import disagreements
 from calibration.timer import calibrate_timer
 from calibration.units import fmt_bytes
 from compensate.progress import Progress
@@ -84,6 +89,23 @@ def machine_lines(m: dict) -> list[str]:
             f"scipy {m['scipy']}, otf2 {m['otf2']}"]
 
 
+def print_repeat(first: dict, second: dict) -> None:
+    """The second run's per-record cost and copy table beside the first's, and where
+    they disagree beyond their spreads."""
+    o1, o2 = (d["writer_probe"]["event_overhead"]["seconds"] for d in (first, second))
+    t1 = {e["bytes"]: e["seconds"] for e in first["copy_time"]}
+    t2 = {e["bytes"]: e["seconds"] for e in second["copy_time"]}
+    ratios = [t2[b] / t1[b] for b in sorted(set(t1) & set(t2))]
+    print(f"second run: per-record cost {o2 * 1e6:.3f} µs (first {o1 * 1e6:.3f} µs, "
+          f"ratio {o2 / o1:.3f}); copy time second/first over {len(ratios)} sizes: "
+          f"min {min(ratios, default=float('nan')):.2f}, "
+          f"median {float(np.median(ratios)) if ratios else float('nan'):.2f}, "
+          f"max {max(ratios, default=float('nan')):.2f}")
+    found = disagreements(first, second)
+    print("the two runs agree within their spreads" if not found else
+          "the two runs disagree: " + "; ".join(found))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     speed = p.add_mutually_exclusive_group()
@@ -91,12 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--thorough", action="store_true")
     p.add_argument("-o", "--output", help="also write the platform file here")
     p.add_argument("--no-selftest", action="store_true", help="skip the external probe test")
+    p.add_argument("--repeat", action="store_true",
+                   help="run twice and print where the two runs disagree")
     args = p.parse_args(argv)
     mode = "quick" if args.quick else "thorough" if args.thorough else "default"
-    print(f"command: python benchmarks/calibrate_run.py{' --' + mode if mode != 'default' else ''}")
+    flags = (f" --{mode}" if mode != "default" else "") + (" --repeat" if args.repeat else "")
+    print(f"command: python benchmarks/calibrate_run.py{flags}")
     print("\n".join(machine_lines(machine_facts())))
     data = run_calibration(mode)
     print(format_run(data))
+    if args.repeat:
+        print_repeat(data, run_calibration(mode))
     if args.output:
         write_platform(data, args.output, force=True)
         print(f"wrote {args.output}")

@@ -106,3 +106,45 @@ def check_verdicts(constant: str, verdicts: Sequence[str]) -> Unsteady | None:
     said = ", ".join(f"{v} in {n}" for v, n in counts.items())
     return Unsteady(constant, f"the {len(verdicts)} blocks of the run disagree ({said}; "
                               f"every block must agree)")
+
+
+#: How far this shared machine's speed drifts between two runs a minute apart,
+#: beyond what one run's interval shows (docs/calibration.md, "Run-to-run
+#: variation"): each run's per-record interval is widened to at least this
+#: fraction of its median before two runs are compared.
+HOST_DRIFT = 0.10
+#: Largest ratio of two runs' warm copy times at one size that still agrees.
+COPY_RATIO = 2.0
+
+
+def _widened(o: dict, drift: float) -> tuple[float, float]:
+    """``o``'s 95 % CI, widened to at least ``±drift`` of its median."""
+    m = o["seconds"]
+    return min(o["ci95"][0], m * (1 - drift)), max(o["ci95"][1], m * (1 + drift))
+
+
+def disagreements(a: dict, b: dict, drift: float = HOST_DRIFT,
+                  copy_ratio: float = COPY_RATIO) -> list[str]:
+    """Where two platform files written by ``calibrate run`` disagree beyond their
+    spreads (empty where they agree): the writer probe's per-record intervals, each
+    widened to ``±drift`` of its median, must overlap; at least 60 % of the copy
+    sizes must be resolved in both; the warm copy medians at every size both list
+    must lie within ``copy_ratio`` of each other."""
+    found = []
+    oa, ob = a["writer_probe"]["event_overhead"], b["writer_probe"]["event_overhead"]
+    (lo_a, hi_a), (lo_b, hi_b) = _widened(oa, drift), _widened(ob, drift)
+    if not (lo_a <= hi_b and lo_b <= hi_a):
+        found.append(f"event_overhead {fmt_seconds(oa['seconds'])} [{fmt_seconds(lo_a)} .. "
+                     f"{fmt_seconds(hi_a)}] vs {fmt_seconds(ob['seconds'])} "
+                     f"[{fmt_seconds(lo_b)} .. {fmt_seconds(hi_b)}]")
+    ta = {e["bytes"]: e["seconds"] for e in a["copy_time"]}
+    tb = {e["bytes"]: e["seconds"] for e in b["copy_time"]}
+    common = sorted(set(ta) & set(tb))
+    if len(common) < 0.6 * max(len(ta), len(tb)):
+        found.append(f"only {len(common)} copy sizes resolved in both "
+                     f"({len(ta)} and {len(tb)})")
+    for size in common:
+        x, y = ta[size], tb[size]
+        if max(x, y) > copy_ratio * min(x, y):
+            found.append(f"copy of {size} B: {fmt_seconds(x)} vs {fmt_seconds(y)}")
+    return found

@@ -23,7 +23,7 @@ import calibration.targets as targets
 from calibration import network, recordplatform, rma
 from calibration.cli import main as calibrate_main
 from calibration.modes import MODES
-from calibration.spread import check_number, check_verdicts
+from calibration.spread import check_number, check_verdicts, disagreements
 from compensate.platform import Platform
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -79,6 +79,32 @@ def test_a_verdict_the_blocks_disagree_on_is_refused():
     line = found.message("calibration.rma")
     assert "eager in 3" in line and "after_completion in 2" in line and "quiet" in line
     assert check_verdicts("rma release protocol", ["eager"] * 5) is None
+
+
+def run_file(o: float, ci: tuple[float, float], copies: dict[int, float]) -> dict:
+    """The parts of a platform file that :func:`disagreements` reads."""
+    return {"writer_probe": {"event_overhead": {"seconds": o, "ci95": list(ci)}},
+            "copy_time": [{"bytes": b, "seconds": t} for b, t in sorted(copies.items())]}
+
+
+def test_two_runs_agree_within_their_widened_intervals_and_twice_the_copy_time():
+    copies = {64: 40e-9, 4096: 90e-9, 1 << 20: 30e-6}
+    a = run_file(4.5e-6, (4.4e-6, 4.6e-6), copies)
+    # intervals disjoint, but within the +-10 % drift widening; copies 1.9x
+    b = run_file(5.2e-6, (5.1e-6, 5.3e-6), {k: v * 1.9 for k, v in copies.items()})
+    assert disagreements(a, b) == []
+
+
+def test_two_runs_that_disagree_say_where():
+    copies = {64: 40e-9, 4096: 90e-9, 1 << 20: 30e-6}
+    a = run_file(4.5e-6, (4.4e-6, 4.6e-6), copies)
+    b = run_file(6.0e-6, (5.9e-6, 6.1e-6), {**copies, 4096: 190e-9})
+    found = disagreements(a, b)
+    assert len(found) == 2
+    assert found[0].startswith("event_overhead 4.5 µs") and "vs 6 µs" in found[0]
+    assert found[1] == "copy of 4096 B: 90 ns vs 190 ns"
+    few = run_file(4.5e-6, (4.4e-6, 4.6e-6), {64: 40e-9})
+    assert disagreements(a, few) == ["only 1 copy sizes resolved in both (3 and 1)"]
 
 
 # ---------------------------------------------------------------------------
