@@ -239,6 +239,7 @@ def _main(argv: list[str] | None) -> int:
     private = world.Dup()  # the tracer's own traffic: base class, never recorded
     rank = private.Get_rank()
     host = MPI.Get_processor_name()
+    messages.set_first_rank(rank == 0)  # the tracer's warnings: once per job
 
     problem = None
     if rank == 0:
@@ -357,9 +358,11 @@ def _finish(args: argparse.Namespace, private: Any, MPI: Any, host: str, recorde
         mine.sched = {"cpu_s": (sched1[0] - sched0[0]) * 1e-9,
                       "runqueue_wait_s": (sched1[1] - sched0[1]) * 1e-9,
                       "wall_s": (wall1 - wall0) * 1e-9}
+    warned = private.gather(messages.given(), root=0)
     gathered = private.gather(mine, root=0)
     error: str | None = None
     if rank == 0:
+        messages.say_others(warned)  # the warnings rank 0 did not give itself
         error = _guarded_outputs(args, gathered, MPI, pingpong, unlock, interrupt)
         del gathered
         private.Ibarrier().Wait()

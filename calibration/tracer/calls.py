@@ -59,7 +59,7 @@ from mpi4py import MPI
 from calibration.tracer import buffer as tb
 from calibration.tracer import requests as rq
 from calibration.tracer import sizes as sz
-from calibration.tracer.messages import say
+from calibration.tracer.messages import warn
 from compensate.model import COLLECTIVE_OPS
 
 _Comm = MPI.Comm
@@ -109,7 +109,6 @@ UNTRACED = ("is not traced: its communication is missing from the trace and its 
             "counts as the program's")
 UNTRACED_INTERCOMM = ("returns an intercommunicator that is not traced: all communication "
                       "on it is missing from the trace")
-_warned: set[str] = set()
 
 
 def bind(recorder: tb.Recorder, regions: dict[str, int], cid: Any, cls: type,
@@ -157,11 +156,10 @@ def untraced_names(cls: type, base: type = _Intracomm) -> list[str]:
 
 
 def warn_untraced(name: str, why: str = UNTRACED) -> None:
-    """One line on stderr the first time the program calls ``name`` untraced:
-    ``name`` and ``why`` (:data:`UNTRACED`, :data:`UNTRACED_INTERCOMM`)."""
-    if name not in _warned:
-        _warned.add(name)
-        say(f"calibration.record: {name} {why}")  # the tracer's stderr, flushed
+    """One line on stderr the first time the job calls ``name`` untraced:
+    ``name`` and ``why`` (:data:`UNTRACED`, :data:`UNTRACED_INTERCOMM`); once per
+    job (:func:`calibration.tracer.messages.warn`)."""
+    warn(f"calibration.record: {name} {why}")
 
 
 def stand_in(cls: type, name: str, base: type = _Intracomm) -> Any:

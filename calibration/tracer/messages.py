@@ -36,3 +36,50 @@ def say(message: str, end: str = "\n") -> None:
         print(message, end=end, file=stream, flush=True)
     except (AttributeError, OSError, ValueError):
         pass
+
+
+#: [whether this process prints the tracer's warnings as they happen]: rank 0 of
+#: the job does; the other ranks keep theirs for the end (:func:`say_others`), so
+#: that a job prints each warning once, not once per rank
+_FIRST: list[bool] = [True]
+#: The warnings this process gave, in order (printed or kept)
+_GIVEN: dict[str, None] = {}
+
+
+def set_first_rank(first: bool) -> None:
+    """Whether this process is the job's rank 0 (:data:`_FIRST`)."""
+    _FIRST[0] = first
+
+
+def warn(message: str) -> None:
+    """A warning of the tracer's, once per process: printed now on the job's rank 0,
+    kept on the others for :func:`say_others`."""
+    if message in _GIVEN:
+        return
+    _GIVEN[message] = None
+    if _FIRST[0]:
+        say(message)
+
+
+def given() -> list[str]:
+    """The warnings this process gave (:func:`warn`), in order."""
+    return list(_GIVEN)
+
+
+def others(per_rank: list[list[str]]) -> list[str]:
+    """The lines rank 0 adds at the end for the warnings only other ranks gave
+    (``per_rank[r]``: rank r's :func:`given`): each once, naming its ranks."""
+    printed = set(per_rank[0]) if per_rank else set()
+    ranks: dict[str, list[int]] = {}
+    for r, messages in enumerate(per_rank[1:], 1):
+        for m in messages:
+            if m not in printed:
+                ranks.setdefault(m, []).append(r)
+    return [f"{m} (rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))})"
+            for m, rs in ranks.items()]
+
+
+def say_others(per_rank: list[list[str]]) -> None:
+    """Print :func:`others` (rank 0, after the program)."""
+    for line in others(per_rank):
+        say(line)

@@ -18,7 +18,7 @@ from typing import Any
 import mpi4py
 from mpi4py import MPI
 
-from calibration.tracer.messages import say
+from calibration.tracer.messages import warn
 
 
 def install() -> None:
@@ -77,7 +77,7 @@ def _note_level(required: Any, what: str) -> None:
         return
     _level_noted[0] = True
     name = _LEVEL_NAMES.get(provided, str(provided))
-    say(f"calibration.record: note: MPI was initialized by the tracer with thread level "
+    warn(f"calibration.record: note: MPI was initialized by the tracer with thread level "
         f"{name}; the program's {what} returns that level")
 
 

@@ -645,7 +645,7 @@ def test_program_that_initializes_mpi_itself(tmp_path: Path) -> None:
     assert proc.stdout == "[(3, True), (3, True)] True\n"
     note = ("calibration.record: note: MPI was initialized by the tracer with thread level "
             "MULTIPLE; the program's MPI.Init_thread(FUNNELED) returns that level")
-    assert proc.stderr.count(note) == 2, proc.stderr
+    assert proc.stderr.count(note) == 1, proc.stderr  # once per job
     trace = read_otf2(str(tmp_path / "run" / "traces.otf2"))
     for ev in trace.events.values():  # each rank's allreduce is recorded
         entered = [trace.definitions.regions[int(r)]
