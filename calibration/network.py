@@ -26,7 +26,6 @@ or more ranks writes the entry into the platform.json beside its traces).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from time import perf_counter_ns
@@ -150,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                          "zero-byte one-way times exceeds this fraction of their median "
                          f"({MAX_SPREAD:g}; exit {EXIT_UNSTEADY})")
     args = ap.parse_args(argv)
+    from calibration.platformfile import update_entry
     from compensate.platform import Platform, PlatformError
 
     comm = two_ranks("calibration.network")
@@ -174,13 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNSTEADY
     entry = network_entry(measured, plat.copy_time if plat else None)
     entry["mpi"] = library_version()
-    if args.update:
-        with open(args.update) as f:
-            data = json.load(f)
-        data["network"] = entry
-        with open(args.update, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
+    if args.update and (error := update_entry(args.update, "network", entry)):
+        print(f"calibration.network: error: {error}", file=sys.stderr)
+        return 3
     print(f"network: latency {entry['latency'] * 1e6:.3g} us, per byte "
           f"{entry['per_byte'] * 1e9:.3g} ns" + (f" -> {args.update}" if args.update else ""))
     return 0

@@ -190,6 +190,19 @@ def read_platform_dict(path: str | Path) -> dict:
     return data
 
 
+def update_entry(path: str | Path, key: str, entry: dict) -> str | None:
+    """Set ``key`` of the platform file at ``path`` to ``entry`` and write it back
+    whole under a temporary name (:func:`write_platform`: a reader, or an interrupt,
+    never sees half a file); the one-line error, or None."""
+    try:
+        data = read_platform_dict(path)
+        data[key] = entry
+        write_platform(data, path, force=True)
+    except (PlatformError, OutputError) as exc:
+        return f"{exc} ({path} left unchanged)"
+    return None
+
+
 def apply_external(data: dict, probe: dict, tracer: str | None = None) -> dict:
     """Make the external probe's overhead the file's ``event_overhead``, for
     ``tracer`` (the file's ``tracer`` field; None: removed, as the file no longer

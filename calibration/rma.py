@@ -39,7 +39,6 @@ completion of every operation before it sends the release).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from time import perf_counter_ns
@@ -168,17 +167,17 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"epochs per variant ({REPEATS})")
     args = ap.parse_args(argv)
     from calibration.network import failed_on_rank0, library_version, two_ranks
+    from calibration.platformfile import update_entry
 
     comm = two_ranks("calibration.rma")
     if comm is None:
         return 2
     error = None
     if comm.Get_rank() == 0 and args.update:
-        from compensate.platform import PlatformError, read_json
-        try:  # a regular file only (a FIFO would stall every rank), of bounded size
-            data = read_json(args.update)
-            if not isinstance(data, dict):
-                error = f"{args.update}: expected a JSON object"
+        from calibration.platformfile import read_platform_dict
+        from compensate.platform import PlatformError
+        try:  # a regular file only (a FIFO would stall every rank), a platform file
+            read_platform_dict(args.update)
         except PlatformError as exc:
             error = str(exc)
     if failed_on_rank0(comm, "calibration.rma", error):
@@ -194,11 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNSTEADY
     entry = rma_entry(measured)
     entry["mpi"] = library_version()
-    if args.update:
-        data["rma"] = entry
-        with open(args.update, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
+    if args.update and (error := update_entry(args.update, "rma", entry)):
+        print(f"calibration.rma: error: {error}", file=sys.stderr)
+        return 3
     us = {k: round(v * 1e6, 2) for k, v in measured.items() if k.endswith("_s")}
     print(f"rma: release {entry['release']} (unlock medians in us: {us})"
           + (f" -> {args.update}" if args.update else ""))

@@ -31,7 +31,7 @@ from calibration.copycost import (
     variant_picker,
 )
 from calibration.overhead import PROBE_KINDS, WriterSettings, run_writer_probe
-from calibration.platformfile import OutputError, write_platform
+from calibration.platformfile import OutputError, update_entry, write_platform
 from calibration.stats import Summary, summarize, summarize_groups, summarize_rounds
 from calibration.timer import calibrate_timer
 from calibration.workers import WorkerError, run_in_fresh_process
@@ -289,6 +289,28 @@ def test_write_platform_is_atomic_and_refuses_to_overwrite(tmp_path):
     write_platform({**data, "event_overhead": 2e-6}, path, force=True)
     assert Platform.load(path).event_overhead == 2e-6
     assert [p.name for p in tmp_path.iterdir()] == ["p.json"]  # no temporary left over
+
+
+
+def test_update_entry_replaces_one_entry_whole_and_refuses_what_is_not_a_platform(tmp_path):
+    """What ``calibration.network --update`` and ``calibration.rma --update`` write:
+    the other entries kept, the file replaced whole; a file that is not a platform
+    file is left as it was, with a one-line reason."""
+    data = {"format": 1, "event_overhead": 1e-6, "copy_time": [{"bytes": 64, "seconds": 1e-8}]}
+    path = tmp_path / "p.json"
+    write_platform(data, path)
+    entry = {"latency": 2e-6, "per_byte": 1e-10}
+    assert update_entry(path, "network", entry) is None
+    written = json.loads(path.read_text())
+    assert written["network"] == entry and written["event_overhead"] == 1e-6
+    assert Platform.load(path).event_overhead == 1e-6
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": 1}')
+    error = update_entry(bad, "network", entry)
+    assert error is not None and "\n" not in error and str(bad) in error
+    assert error.endswith(f"({bad} left unchanged)")
+    assert bad.read_text() == '{"format": 1}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "p.json"]
 
 
 # ---------------------------------------------------------------------------
