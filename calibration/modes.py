@@ -1,5 +1,5 @@
-"""How thorough a ``calibrate run`` is: quick (tests, ~10 s), default (~30-60 s),
-thorough (publication numbers, several minutes)."""
+"""How thorough a ``calibrate run`` is: quick (smoke runs and tests, about half a minute),
+default (~30-60 s), thorough (publication numbers, several minutes)."""
 
 from __future__ import annotations
 
