@@ -55,7 +55,7 @@ from compensate.engine.exchange import AnchorExchange
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
-from compensate.engine.native import BUDGET, DONE, GENERIC, OUT, FastLoop, fast_loop
+from compensate.engine.native import BUDGET, DONE, GENERIC, FastLoop, fast_loop
 from compensate.engine.pending import positions
 from compensate.engine.receive import receive_time
 from compensate.engine.rules import Context, Need, Rule

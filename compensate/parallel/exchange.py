@@ -131,7 +131,8 @@ class Exchange:
         #: cost model's count, docs/performance.md)
         self.own_anchors: int | None = None
         self._graph: Graph | None = None
-        self._pos: dict[int, int] = {}
+        #: the ghost anchors this rank asked for, by request id (:meth:`start`)
+        self._wanted: list[int] = []
         # point to point (after the setup step): messages sent to / taken from each
         # rank, the sends in flight (request, buffer), the wave in flight and the
         # sums of the last completed one
@@ -245,7 +246,6 @@ class Exchange:
                 cur[li] = a_end[li]
         self._owned, self._a_end = owned, a_end
         self._graph = g
-        self._pos = g.pos_of
         anchor_rank = loc_rank[g.anchor_loc] if len(g.anchor_loc) else np.zeros(0, np.int64)
         code, generic = g.code, g.generic
         s_anchor, e_anchor = g.f_s_anchor, g.f_e_anchor
@@ -273,14 +273,17 @@ class Exchange:
                 if loc in self.index:
                     sel = locs == loc
                     recs[sel] = self.index[loc][recs[sel]]
-        rows = np.empty((len(w), 2), np.int64)
+        # (location, record, request id): the owner sends back (id, value) pairs and
+        # the id is the ghost anchor's place in ``_wanted``
+        rows = np.empty((len(w), 3), np.int64)
         if w.size:
-            rows[:, 0], rows[:, 1] = locs, recs
+            rows[:, 0], rows[:, 1], rows[:, 2] = locs, recs, np.arange(len(w))
+        self._wanted = w.tolist()
         asked, head = self._step(rows, anchor_rank[w])
         self._p2p = True  # (from here on a failure is told in a wave, :meth:`fail`)
         source = np.repeat(np.arange(size), head[:, 1]).tolist()
-        for rank, loc, idx in zip(source, asked[:, 0].tolist(), asked[:, 1].tolist(),
-                                  strict=True):
+        for rank, loc, idx, ident in zip(source, asked[:, 0].tolist(), asked[:, 1].tolist(),
+                                         asked[:, 2].tolist(), strict=True):
             # the value a remote rule reads: A[anchor] + offset, as Graph.ref
             k, offset = g.ref(g.pos_of[loc], idx)
             if k not in self._dest:
@@ -288,7 +291,7 @@ class Exchange:
                 self._dest[k] = []
                 if not math.isnan(A[k]):  # known from the start (a first record)
                     self._out.append(k)
-            self._dest[k].append((rank, loc, idx, offset))
+            self._dest[k].append((rank, float(ident), offset))
 
     def computed(self, k: int) -> None:
         """Anchor ``k`` was computed; queue it if other ranks asked for a record of
@@ -303,38 +306,24 @@ class Exchange:
         bytes) rows of one int64 buffer, never one message per value."""
         if not self._out:
             return
-        dests: list[int] = []
-        locs: list[int] = []
-        recs: list[int] = []
-        vals: list[float] = []
+        batches: dict[int, array] = {}
         for k in self._out:
             a = A[k]
-            for rank, loc, idx, offset in self._dest[k]:
-                dests.append(rank)
-                locs.append(loc)
-                recs.append(idx)
-                vals.append(a + offset)
+            for rank, ident, offset in self._dest[k]:
+                batch = batches.get(rank)
+                if batch is None:
+                    batch = batches[rank] = array("d")
+                batch.append(ident)
+                batch.append(a + offset)
         self._out = []
-        n = len(dests)
-        rows = np.empty((n, 3), np.int64)
-        rows[:, 0], rows[:, 1] = locs, recs
-        rows[:, 2] = np.asarray(vals, dtype=np.float64).view(np.int64)
-        dest = np.asarray(dests, dtype=np.int64)
-        if n > 1 and bool(np.any(dest[1:] != dest[0])):
-            order = np.argsort(dest, kind="stable")
-            rows, dest = np.take(rows, order, axis=0), dest[order]
-            cut = np.flatnonzero(dest[1:] != dest[:-1]) + 1
-            parts = zip(np.split(dest, cut), np.split(rows, cut), strict=True)
-            for d, block in parts:
-                self._send_values(int(d[0]), block)
-        else:
-            self._send_values(int(dest[0]), rows)
-        self.sent += n
+        for rank, batch in batches.items():
+            self.sent += len(batch) // 2
+            self._send_values(rank, np.frombuffer(batch, dtype=np.int64))
 
-    def _send_values(self, dest: int, rows: np.ndarray) -> None:
-        """One message of ``rows`` to rank ``dest`` (nonblocking; the buffer is kept
-        with its request until :meth:`_stop` waits for them)."""
-        buf = np.ascontiguousarray(rows).reshape(-1)
+    def _send_values(self, dest: int, buf: np.ndarray) -> None:
+        """One message of ``buf`` to rank ``dest``: (request id, value) pairs of
+        doubles, as int64 words (nonblocking; the buffer is kept with its request
+        until :meth:`_stop` waits for them)."""
         self._sends.append((self.transport.isend_array(dest, buf), buf))
         self._to[dest] += 1
         self._messages_sent += 1
@@ -349,24 +338,16 @@ class Exchange:
         return self._take(msgs, A)
 
     def _take(self, msgs: list[tuple[int, np.ndarray]], A: array) -> list[int]:
-        """Fill the ghost anchors of the arrived messages; their anchors."""
-        got = np.concatenate([buf for _, buf in msgs]).reshape(-1, 3) if len(msgs) > 1 \
-            else msgs[0][1].reshape(-1, 3)
-        if not len(got):
-            return []
-        g = self._graph
-        # each record asked for is an anchor of its own on this rank (Graph.set_rules)
-        pos = np.array([self._pos[loc] for loc in got[:, 0].tolist()], dtype=np.int64)
-        recs = got[:, 1]
-        if self.index:  # trimmed ghosts: original records to trimmed positions
-            recs = recs.copy()
-            for loc in np.unique(got[:, 0]).tolist():
-                if loc in self.index:
-                    sel = got[:, 0] == loc
-                    recs[sel] = np.searchsorted(self.index[loc], recs[sel])
-        ks = g.anchor_of(g.off[pos] + recs).tolist()
-        for k, v in zip(ks, got[:, 2].view(np.float64).tolist(), strict=True):
-            A[k] = v
+        """Fill the ghost anchors of the arrived messages ((request id, value)
+        pairs: the id is the anchor's place in the list this rank asked for, each
+        record asked for an anchor of its own, Graph.set_rules); their anchors."""
+        wanted, ks = self._wanted, []
+        for _, buf in msgs:
+            pairs = buf.view(np.float64).tolist()
+            for i in range(0, len(pairs), 2):
+                k = wanted[int(pairs[i])]
+                A[k] = pairs[i + 1]
+                ks.append(k)
         self.received += len(ks)
         return ks
 
@@ -385,7 +366,7 @@ class Exchange:
         self.finished = True
         # the engine's graph (its per-record arrays: ~100 bytes a record) is no longer
         # read: the exchange outlives the replay (its counts go into the summary)
-        self._graph, self._pos = None, {}
+        self._graph, self._wanted = None, []
         t = self.transport
         if drain:
             sent_me = t.alltoall_array(self._to.reshape(-1, 1))[:, 0]

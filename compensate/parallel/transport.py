@@ -213,6 +213,7 @@ class MpiTransport(Transport):
     def __init__(self, timeout: float | None = None) -> None:
         from mpi4py import MPI
 
+        self.MPI = MPI  # (an import inside a method costs a microsecond a call)
         self.comm = MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
@@ -239,7 +240,7 @@ class MpiTransport(Transport):
             os.sched_yield()
 
     def _answer_pings(self) -> None:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         status = MPI.Status()
         while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=PING_TAG, status=status):
@@ -250,7 +251,7 @@ class MpiTransport(Transport):
     def silent_ranks(self) -> list[int]:
         """Ping every other rank and wait a few seconds for the answers (a waiting
         rank answers in its wait loop): the ranks that gave none."""
-        from mpi4py import MPI
+        MPI = self.MPI
 
         others = [r for r in range(self.size) if r != self.rank]
         pings = [self.comm.isend(self.rank, dest=r, tag=PING_TAG) for r in others]
@@ -269,7 +270,7 @@ class MpiTransport(Transport):
     def _objects(self, blocks: list[bytes], what: str, to_all: bool) -> list[bytes]:
         """Nonblocking exchange of pickled objects: ``blocks[r]`` to rank ``r``
         (``to_all``: ``blocks[0]`` to every rank); the blocks each rank sent here."""
-        from mpi4py import MPI
+        MPI = self.MPI
 
         size = self.size
         lengths = np.array([len(b) for b in blocks], dtype=np.int64)
@@ -313,7 +314,7 @@ class MpiTransport(Transport):
         return got
 
     def alltoall_array(self, send: np.ndarray) -> np.ndarray:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         send = np.ascontiguousarray(send, dtype=np.int64)
         recv = np.empty_like(send)
@@ -328,7 +329,7 @@ class MpiTransport(Transport):
 
     def alltoallv_array(self, send: np.ndarray, counts: np.ndarray,
                         recv_counts: np.ndarray) -> np.ndarray:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         send = np.ascontiguousarray(send, dtype=np.int64)
         counts, recv_counts = np.asarray(counts), np.asarray(recv_counts)
@@ -347,13 +348,13 @@ class MpiTransport(Transport):
 
     # -- point to point (the forward replay) -----------------------------------------
     def isend_array(self, dest: int, buf: np.ndarray) -> Any:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         self.count_message(buf)
         return self.comm.Isend([buf, MPI.INT64_T], dest=dest, tag=REPLAY_TAG)
 
     def _recv(self, status: Any) -> tuple[int, np.ndarray]:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         src = status.Get_source()
         buf = np.empty(status.Get_count(MPI.INT64_T), dtype=np.int64)
@@ -361,7 +362,7 @@ class MpiTransport(Transport):
         return src, buf
 
     def poll_arrays(self) -> list[tuple[int, np.ndarray]]:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         out, status = [], MPI.Status()
         while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
@@ -370,7 +371,7 @@ class MpiTransport(Transport):
 
     def wait_message(self, wave: Wave | None,
                      timeout: float | None = None) -> tuple[int, np.ndarray] | None:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         status = MPI.Status()
         now = time.perf_counter()
@@ -393,7 +394,7 @@ class MpiTransport(Transport):
             os.sched_yield()
 
     def wait_sends(self, requests: list[Any]) -> None:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         if requests and self.timeout is None:
             MPI.Request.Waitall(requests)
@@ -401,7 +402,7 @@ class MpiTransport(Transport):
             self.wait_until(lambda: MPI.Request.Testall(requests), "the replay's sends")
 
     def recv_array(self, source: int) -> np.ndarray:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         status = MPI.Status()
         if self.timeout is None:
@@ -425,8 +426,7 @@ PING_SECONDS = 5.0
 
 class _MpiWave(Wave):
     def __init__(self, t: MpiTransport, values: np.ndarray) -> None:
-        from mpi4py import MPI
-
+        MPI = t.MPI
         t.traffic.waves += 1
         self._t = t
         self._send, self._recv = values, np.empty_like(values)

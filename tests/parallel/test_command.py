@@ -322,7 +322,7 @@ def test_the_summary_counts_of_the_hand_computed_three_location_case(tmp_path):
     # reduction and the phase agreement after it), the values travel point to point
     assert par["replay"]["collectives"] == [3, 3]
     rep = par["replay"]
-    assert rep["message_bytes"] == [24 * n for n in par["values_sent"]]  # 3 x 8 bytes
+    assert rep["message_bytes"] == [16 * n for n in par["values_sent"]]  # (id, value) pairs
     assert all(1 <= m <= n for m, n in zip(rep["messages"], par["values_sent"], strict=True))
     assert all(w >= 1 for w in rep["waves"]) and len(set(rep["waves"])) == 1
     for phase in ("definitions", "read", "ghosts", "match", "replay", "times", "verify"):

@@ -25,17 +25,21 @@ DATA = Path(__file__).parent / "data"
 
 
 class Recording(Exchange):
-    """An exchange that notes the anchor values its rank sends in each message."""
+    """An exchange that notes the anchor values its rank takes from each message:
+    (source rank, this rank, (location, record), value)."""
 
     def __init__(self, transport, owner, log: list) -> None:
         super().__init__(transport, owner)
         self.log = log
 
-    def _send_values(self, dest, rows):  # (location, record, value bits) rows
-        for loc, idx, bits in rows.tolist():
-            v = float(np.int64(bits).view(np.float64))
-            self.log.append((self.transport.rank, dest, (loc, idx), v))
-        return super()._send_values(dest, rows)
+    def _take(self, msgs, A):  # (request id, value) pairs
+        g = self._graph
+        for src, buf in msgs:
+            for ident, v in buf.view(np.float64).reshape(-1, 2).tolist():
+                k = self._wanted[int(ident)]
+                loc, idx = g.loc_ids[int(g.anchor_loc[k])], int(g.anchor_rec[k])
+                self.log.append((src, self.transport.rank, (loc, idx), v))
+        return super()._take(msgs, A)
 
 
 def load(name: str):
