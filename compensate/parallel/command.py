@@ -195,15 +195,17 @@ def gather_info(transport, info: dict) -> dict | None:
     import time
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB (bytes on macOS)
+    traffic = transport.traffic  # (the whole run: every segment's replay)
     info = dict(info, cpu_seconds=time.process_time(),
-                peak_mib=peak / (1 << 20 if sys.platform == "darwin" else 1 << 10))
+                peak_mib=peak / (1 << 20 if sys.platform == "darwin" else 1 << 10),
+                waits=traffic.waits, wait_seconds=traffic.wait_seconds,
+                messages=traffic.messages)
     every = transport.allgather(info)
     if transport.rank != 0:
         return None
-    out: dict = {"ranks": transport.size,
-                 "rounds": max((d.get("rounds", 0) for d in every), default=0)}
+    out: dict = {"ranks": transport.size}
     for name in ("records", "ghost_records", "anchors", "values_sent", "values_received",
-                 "cpu_seconds", "peak_mib"):
+                 "waits", "wait_seconds", "messages", "cpu_seconds", "peak_mib"):
         out[name] = [d.get(name) for d in every]
     for group in ("replay", "seconds"):
         names = list(dict.fromkeys(k for d in every for k in d.get(group, {})))

@@ -47,6 +47,7 @@ are bit-identical.
 from __future__ import annotations
 
 import math
+import time
 from array import array
 from typing import Any
 
@@ -117,7 +118,9 @@ class Exchange:
         self.finished = False
         #: after a cycle: (position, rank) of the first location still waiting
         self.first_waiting: tuple[int, int] | None = None
-        self.rounds = 0
+        #: times the engine had nothing runnable and no value had arrived: this rank
+        #: waited (also summed over the run in the transport's traffic)
+        self.waits = 0
         self.sent = 0  # values this rank sent
         self.received = 0
         self.expected = 0  # values this rank will receive (from the setup)
@@ -408,11 +411,22 @@ class Exchange:
         Returns the ghost anchors that arrived (their values are in ``A``); sets
         :attr:`finished` when the replay is over."""
         t = self.transport
-        self.rounds += 1
         self.flush(A)
         msgs = t.poll_arrays()
         if msgs:
             return self._arrived(msgs, A)
+        # nothing runnable and nothing arrived: this rank waits (the summary's count)
+        self.waits += 1
+        start = time.perf_counter()
+        try:
+            return self._wait(A, cur)
+        finally:
+            t.traffic.waits += 1
+            t.traffic.wait_seconds += time.perf_counter() - start
+
+    def _wait(self, A: array, cur: list[int]) -> list[int]:
+        """:meth:`round` once nothing has arrived: wait for a message, then the waves."""
+        t = self.transport
         done = self._done(cur)
         while True:
             if self._wave is None:  # this rank is passive: join the next wave, if

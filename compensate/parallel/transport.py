@@ -73,6 +73,10 @@ class Traffic:
         self.message_bytes = 0
         #: nonblocking sums (the replay's waves) this rank joined
         self.waves = 0
+        #: times the replay waited for values (nothing runnable, nothing arrived) and
+        #: the seconds of those waits
+        self.waits = 0
+        self.wait_seconds = 0.0
 
     def snapshot(self) -> tuple[int, int, float, int, int, int]:
         return (self.calls, self.bytes_sent, self.seconds, self.messages,
