@@ -170,7 +170,8 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
-         extra: list[str], phases: bool = False) -> tuple[float, int, dict, list[float]]:
+         extra: list[str], phases: bool = False
+         ) -> tuple[float, list[float], dict, list[float]]:
     peaks = Path(tempfile.mkdtemp(prefix="peaks"))
     summary = out.parent / (out.stem + ".json") if out.suffix == ".trace" \
         else out.parent.with_suffix(".json")
@@ -182,7 +183,8 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
                     str(out), "--platform", str(platform), "--quiet", "--force",
                     "--summary", str(summary), *extra], check=True, cwd=ROOT, env=env)
     wall = time.monotonic() - start
-    peak = max(int(p.read_text()) for p in peaks.glob("peak*"))
+    peak = [int(p.read_text()) / 1024 for p in sorted(peaks.glob("peak*"),
+                                                     key=lambda p: int(p.name[4:]))]
     cpu = [float(p.read_text()) for p in sorted(peaks.glob("cpu*"),
                                                 key=lambda p: int(p.name[3:]))]
     for log in sorted(peaks.glob("phases*")):
@@ -193,6 +195,22 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
             print(f"      {label:<20} {rss:>6} {high:>6} {used:>6}")
     shutil.rmtree(peaks)
     return wall, peak, json.loads(summary.read_text()), cpu
+
+
+def _rank_row(label: str, wall: float, base: float, cpu: list[float], peaks: list[float],
+              base_peak: float, par: dict | None, same: str) -> str:
+    """One printed row: wall and its ratio to the one-process streamed run, per rank
+    CPU seconds, peak MiB and its ratio, the replay's waits, their seconds and the
+    messages each rank sent."""
+    def per_rank(xs, fmt):
+        return ",".join(fmt.format(x) for x in xs)
+    waits = per_rank(par["waits"], "{}") if par else "-"
+    wait_s = per_rank(par["wait_seconds"], "{:.2f}") if par else "-"
+    messages = per_rank(par["messages"], "{}") if par else "-"
+    return (f"{label:>12} {wall:>7.2f} {wall / base:>6.2f} {per_rank(cpu, '{:.2f}'):>11} "
+            f"{per_rank(peaks, '{:.0f}'):>10} "
+            f"{per_rank([x / base_peak for x in peaks], '{:.2f}'):>10} {waits:>13} "
+            f"{wait_s:>10} {messages:>13}  {same}")
 
 
 def main() -> None:
@@ -209,55 +227,43 @@ def main() -> None:
                     help="print every rank's memory after each phase (largest P)")
     ap.add_argument("--bound", default=None,
                     help="the --bound of every run (default: the command's, lower)")
+    ap.add_argument("--whole", action="store_true",
+                    help="also the one-process --in-memory run and the whole-share runs")
     a = ap.parse_args()
     bound = ["--bound", a.bound] if a.bound else []
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     trace, platform = _trace(workdir, a.records, a.format)
-    one = _output(workdir, "one", a.format)
-    wall1, peak1, s1, cpu1 = _run([], trace, platform, one, ["--in-memory", *bound])
-    walls, peaks, _, cpus = _run([], trace, platform, _output(workdir, "streamed", a.format),
-                                 bound)
-    print(f"{s1['records']:,} records on {s1['locations']} locations")
-    print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'vs stream':>9} {'peak MiB/rank':>14} "
-          f"{'vs P=1':>7} {'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
-    print(f"{'1 in-memory':>12} {wall1:>8.2f} {1.0:>9.2f} {walls / wall1:>9.2f} "
-          f"{peak1 / 1024:>14.0f} {1.0:>7.2f} {peak1 / peaks:>9.2f} {max(cpu1):>11.1f} "
-          f"{'-':>19}  -")
-    print(f"{'1 streamed':>12} {walls:>8.2f} {wall1 / walls:>9.2f} {1.0:>9.2f} "
-          f"{peaks / 1024:>14.0f} {peaks / peak1:>7.2f} {1.0:>9.2f} {max(cpus):>11.1f} "
-          f"{'-':>19}  -")
+    one = _output(workdir, "streamed", a.format)
+    walls, peaks, s1, cpus = _run([], trace, platform, one, bound)
+    mib = peaks[0]
+    print(f"{s1['records']:,} records on {s1['locations']} locations; ratios against "
+          f"the one-process streamed run")
+    print(f"{'run':>12} {'wall s':>7} {'ratio':>6} {'CPU s/rank':>11} {'MiB/rank':>10} "
+          f"{'ratio':>10} {'waits/rank':>13} {'wait s':>10} {'messages':>13}  same")
+    print(_rank_row("1 streamed", walls, walls, cpus, peaks, mib, None, "-"))
+    if a.whole:
+        wall1, peak1, _, cpu1 = _run([], trace, platform, _output(workdir, "one", a.format),
+                                     ["--in-memory", *bound])
+        print(_rank_row("1 in-memory", wall1, walls, cpu1, peak1, mib, None, "-"))
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         print("mpiexec not found (the [mpi] extra): only P = 1 measured")
         return
     counts = [int(x) for x in a.ranks.split(",")]
-    replays = []
-    for p, how in [(p, how) for p in counts for how in ("whole", "streamed")]:
+    runs = [(p, how) for p in counts for how in (("streamed", "whole") if a.whole
+                                                   else ("streamed",))]
+    for p, how in runs:
         out = _output(workdir, f"p{p}{how}", a.format)
         extra = (["--mpi"] if p == 1 else []) + (["--in-memory"] if how == "whole" else []) \
             + bound
         wall, peak, s, cpu = _run([mpiexec, "-n", str(p)], trace, platform, out,
                                   extra, a.phases and p == max(counts))
-        same = _same(one, out)
-        ghosts = ",".join(str(g) for g in s["parallel"]["ghost_records"])
-        print(f"{f'{p} {how}':>12} {wall:>8.2f} {wall1 / wall:>9.2f} {walls / wall:>9.2f} "
-              f"{peak / 1024:>14.0f} "
-              f"{peak / peak1:>7.2f} {peak / peaks:>9.2f} "
-              f"{','.join(f'{c:.1f}' for c in cpu):>11} {ghosts:>19}  {'yes' if same else 'NO'}")
-        if how == "whole":  # (a streamed run replays segment by segment)
-            replays.append((p, s["parallel"]))
-    print("the replay per rank (rank 0,1,...): seconds, blocked (rounds), point-to-point "
-          "messages and bytes, collective calls and bytes, waves")
-    for p, par in replays:
-        rep = par.get("replay", {})
-
-        def col(name: str, fmt: str = "{}", rep=rep) -> str:
-            return ",".join(fmt.format(x) for x in rep.get(name, [])) or "-"
-        print(f"{p:>12} s {','.join(f'{x:.2f}' for x in par['seconds']['replay'])}"
-              f"  rounds {par.get('rounds')}  messages {col('messages')}"
-              f"  bytes {col('message_bytes')}  collectives {col('collectives')}"
-              f"  bytes {col('bytes_sent')}  waves {col('waves')}")
+        par = s["parallel"]
+        print(_rank_row(f"{p} {how}", wall, walls, cpu, peak, mib, par,
+                        "yes" if _same(one, out) else "NO"))
+        for phase, xs in par["seconds"].items():
+            print(f"{'':>12}   {phase:<12} s/rank {','.join(f'{x:.2f}' for x in xs)}")
 
 
 if __name__ == "__main__":

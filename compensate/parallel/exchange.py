@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from compensate.engine.graph import FAST_P2P, GENERIC, Graph
+from compensate.engine.graph import FAST_P2P, Graph
 from compensate.model import BUFFER_FLUSH
 from compensate.parallel.transport import Transport, Wave
 
@@ -250,22 +250,9 @@ class Exchange:
         self._owned, self._a_end = owned, a_end
         self._graph = g
         anchor_rank = loc_rank[g.anchor_loc] if len(g.anchor_loc) else np.zeros(0, np.int64)
-        code, generic = g.code, g.generic
-        s_anchor, e_anchor = g.f_s_anchor, g.f_e_anchor
         first = g.a_first.tolist()
         self.own_anchors = sum(a_end[li] - first[li] for li in owned)
-        wanted: list[int] = []
-        for li in owned:
-            for k in range(first[li], a_end[li]):
-                c = code[k]
-                if c == FAST_P2P:
-                    wanted.append(s_anchor[k])
-                    if e_anchor[k] >= 0:
-                        wanted.append(e_anchor[k])
-                elif c == GENERIC:
-                    for rule in generic[k][0]:
-                        wanted.extend(need[0] for need in rule.needs)
-        w = np.unique(np.asarray(wanted, dtype=np.int64))
+        w = np.unique(self._reads(g, anchor_rank == me))
         w = w[anchor_rank[w] != me] if w.size else w  # ghost records (each an anchor)
         self.expected = int(w.size)
         locs = np.asarray(g.loc_ids, dtype=np.int64)[g.anchor_loc[w]] if w.size else w
@@ -295,6 +282,23 @@ class Exchange:
                 if not math.isnan(A[k]):  # known from the start (a first record)
                     self._out.append(k)
             self._dest[k].append((rank, float(ident), offset))
+
+    @staticmethod
+    def _reads(g: Graph, own: np.ndarray) -> np.ndarray:
+        """The anchors the own anchors (``own``: a mask over the anchors) read: the
+        inline receives' send and enter anchors (numpy over the graph's columns),
+        every generic rule's needs."""
+        code = np.frombuffer(g.code, dtype=np.int8)
+        fast = own & (code == FAST_P2P)
+        s_anchor = np.frombuffer(g.f_s_anchor, dtype=np.int64)[fast]
+        e_anchor = np.frombuffer(g.f_e_anchor, dtype=np.int64)[fast]
+        generic: list[int] = []
+        for k, (rules, _) in g.generic.items():
+            if own[k]:
+                for rule in rules:
+                    generic.extend(need[0] for need in rule.needs)
+        return np.concatenate([s_anchor, e_anchor[e_anchor >= 0],
+                               np.asarray(generic, dtype=np.int64)])
 
     def computed(self, k: int) -> None:
         """Anchor ``k`` was computed; queue it if other ranks asked for a record of
