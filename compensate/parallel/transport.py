@@ -381,6 +381,7 @@ class MpiTransport(Transport):
         now = time.perf_counter()
         end = None if timeout is None else now + timeout
         stall = None if self.timeout is None else now + self.timeout
+        ping = now + PING_EVERY
         while True:  # (MPI has no wait for "a message or this request": poll both,
             # yielding the core between polls, which matters when ranks share cores)
             if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
@@ -391,10 +392,11 @@ class MpiTransport(Transport):
                 now = time.perf_counter()
                 if end is not None and now >= end:
                     return None
-                if stall is not None:
-                    if now >= stall:
+                if stall is not None and now >= ping:  # (not at every poll: a value's
+                    if now >= stall:  # latency is a few polls)
                         raise self.stalled("the replay's messages")
                     self._answer_pings()
+                    ping = now + PING_EVERY
             os.sched_yield()
 
     def wait_sends(self, requests: list[Any]) -> None:
@@ -426,6 +428,8 @@ REPLAY_TAG = 21
 PING_TAG, PONG_TAG = 22, 23
 #: seconds a stalled rank waits for the answers to its pings
 PING_SECONDS = 5.0
+#: seconds between two looks for pings while the replay waits for a message
+PING_EVERY = 0.01
 
 
 class _MpiWave(Wave):
