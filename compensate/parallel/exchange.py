@@ -14,18 +14,24 @@ are bit-identical.
 
 * **Setup** (:meth:`Exchange.start`): each rank lists the ghost records its own
   dependent records read (the fast path's send, every generic rule's ``needs``) and
-  sends each owner its list, (location, record) rows of an int64 buffer, in one
-  exchange step (:meth:`Exchange._step`). The owner gives the anchor of each
-  requested record a waiter list, so that computing it takes the engine's wake-up
-  path and :meth:`Exchange.computed` queues it.
-* **Point to point** (:meth:`Exchange.flush`, after each run of a location, and
-  :meth:`Exchange.round`, called when the engine has nothing runnable): the rank
-  sends the values computed since its last send, one message per destination —
-  (location, record, the value's 8 bytes) rows of one int64 buffer, never one
-  message per value — with a nonblocking send whose request it keeps until the
-  end; when it has nothing runnable it takes whatever arrived from any rank, and if
-  nothing did, it waits for a message. Nothing is pickled (mpi4py's buffer API), and no rank waits
-  in a collective call for ranks it does not depend on.
+  sends each owner its list, (location, record, request id) rows of an int64
+  buffer, in one exchange step (:meth:`Exchange._step`); the id is the record's
+  place in the rank's list. The owner gives the anchor of each requested record a
+  waiter list, so that computing it takes the engine's wake-up path and
+  :meth:`Exchange.computed` queues it.
+* **Point to point** (:meth:`Exchange.flush`, after each run of a location that
+  computed a value another rank asked for, and :meth:`Exchange.round`, called when
+  the engine has nothing runnable): the rank sends the values computed since its
+  last send, one message per destination — (request id, value) pairs of doubles,
+  never one message per value — with a nonblocking send whose request it keeps
+  until the end; when it has nothing runnable it takes whatever arrived from any
+  rank (each value goes straight to the ghost anchor its id names), and if nothing
+  did, it waits for a message: the only place a rank blocks, and only on values it
+  needs. Nothing is pickled (mpi4py's buffer API), and no rank waits in a
+  collective call for ranks it does not depend on. The engine's C loop schedules
+  (:mod:`compensate.engine.native`): it lists the asked-for anchors it computes and
+  returns after the location's run, so a value leaves as soon as its location
+  stops, not when the rank runs out of work.
 * **The end** (:meth:`Exchange._decide`): a rank with nothing to compute joins a
   *wave*, a nonblocking sum (``Iallreduce``) of every rank's (messages sent,
   messages taken, done, failed), and keeps taking messages while it is in flight.

@@ -14,11 +14,10 @@ Two kinds of call. The object calls (``alltoall``, ``allgather``) take Python
 objects, which mpi4py pickles (protocol 5): used once per phase (ghost columns,
 statuses, the summary's counts). The buffer calls take numpy int64 arrays and go
 through mpi4py's buffer API (``Alltoall``, ``Alltoallv``), nothing pickled: the
-forward replay's rounds (:mod:`compensate.parallel.exchange`), thousands per run,
-where mpi4py's lowercase ``alltoall`` cost 35 µs a destination to pickle and
-unpickle even an empty payload (docs/performance.md, issue #21).
+forward replay's setup step (:mod:`compensate.parallel.exchange`), where pickling
+would cost more than the data.
 
-The point-to-point calls (issue #21): the forward replay
+The point-to-point calls: the forward replay
 (:mod:`compensate.parallel.exchange`) sends each batch of values to the rank that
 asked for them as one nonblocking message of an int64 buffer (``Isend``, its
 request kept until completed), and a blocked rank takes whatever arrived from any
