@@ -278,10 +278,14 @@ class Exchange:
         asked, head = self._step(rows, anchor_rank[w])
         self._p2p = True  # (from here on a failure is told in a wave, :meth:`fail`)
         source = np.repeat(np.arange(size), head[:, 1]).tolist()
-        for rank, loc, idx, ident in zip(source, asked[:, 0].tolist(), asked[:, 1].tolist(),
-                                         asked[:, 2].tolist(), strict=True):
-            # the value a remote rule reads: A[anchor] + offset, as Graph.ref
-            k, offset = g.ref(g.pos_of[loc], idx)
+        # the value a remote rule reads: A[anchor] + offset, as Graph.ref computes it
+        # (the records asked for are of this rank's own locations, whole)
+        pos = np.array([g.pos_of[loc] for loc in asked[:, 0].tolist()], dtype=np.int64)
+        gidx = g.off[pos] + asked[:, 1] if len(pos) else pos
+        anchors = (g.anchor_of(gidx) if len(pos) else pos).tolist()
+        offsets = g.S[gidx].tolist() if len(pos) else []
+        for rank, k, offset, ident in zip(source, anchors, offsets, asked[:, 2].tolist(),
+                                          strict=True):
             if k not in self._dest:
                 waiters.setdefault(k, [])
                 self._dest[k] = []

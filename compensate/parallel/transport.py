@@ -235,10 +235,14 @@ class MpiTransport(Transport):
 
     def wait_until(self, done: Any, what: str) -> None:
         """Poll ``done()`` until it is True; RankStalled after ``timeout`` seconds."""
-        end = time.monotonic() + (self.timeout or 0.0)
+        now = time.monotonic()
+        end, ping = now + (self.timeout or 0.0), now
         while not done():
-            self._answer_pings()
-            if self.timeout is not None and time.monotonic() >= end:
+            now = time.monotonic()
+            if now >= ping:  # (every PING_EVERY: an Iprobe at every poll costs more
+                self._answer_pings()  # than the poll)
+                ping = now + PING_EVERY
+            if self.timeout is not None and now >= end:
                 raise self.stalled(what)
             os.sched_yield()
 
