@@ -264,6 +264,8 @@ def main() -> None:
                         "yes" if _same(one, out) else "NO"))
         for phase, xs in par["seconds"].items():
             print(f"{'':>12}   {phase:<12} s/rank {','.join(f'{x:.2f}' for x in xs)}")
+        print(f"{'':>12}   collectives  {','.join(map(str, par['collectives']))}, s/rank "
+              f"{','.join(f'{x:.2f}' for x in par['collective_seconds'])} (waiting included)")
 
 
 if __name__ == "__main__":
