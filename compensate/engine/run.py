@@ -335,8 +335,9 @@ class _Engine:
         wakes. Updates ``cur``."""
         g, xch = self.graph, self.exchange
         rules_value = _rules_evaluator(g, self.ctx)
+        watched = fast.watched
         for k in wanted:
-            fast.watched[k] = 1
+            watched[k] = 1
         sch = fast.scheduler(cur, a_end, runnable, g.generic, len(wanted))
         state, step, computed, cur_c = sch.state, sch.step, sch.computed, sch.cur
         budget = PROGRESS_EVERY if self.progress else 1 << 62
@@ -349,7 +350,6 @@ class _Engine:
             if r == DONE:
                 if xch is None or xch.finished:
                     break
-                xch.flush(A)
                 sch.wake(xch.round(A, cur_c))
                 continue
             if r == BUDGET:
@@ -360,7 +360,7 @@ class _Engine:
             k = cur_c[li]
             A[k] = rules_value(A, k)
             computed(li, k)
-            if xch is not None:  # (sent at once if another rank asked for it)
+            if watched[k]:  # another rank asked for it: sent at once
                 xch.computed(k)
                 xch.flush(A)
         cur[:] = cur_c.tolist()

@@ -425,7 +425,8 @@ class Exchange:
         Returns the ghost anchors that arrived (their values are in ``A``); sets
         :attr:`finished` when the replay is over."""
         t = self.transport
-        self.flush(A)
+        if self._out:
+            self.flush(A)
         msgs = t.poll_arrays()
         if msgs:
             return self._arrived(msgs, A)

@@ -223,6 +223,7 @@ class MpiTransport(Transport):
         self.traffic = Traffic()
         self.timeout = timeout or None
         self._pongs: list[Any] = []  # answers to the other ranks' pings, in flight
+        self._status = MPI.Status()  # (one, reused by every poll)
 
     # -- waiting with a deadline (``timeout``) ----------------------------------------
     def wait(self, request: Any, what: str) -> None:
@@ -361,18 +362,18 @@ class MpiTransport(Transport):
         return self.comm.Isend([buf, MPI.INT64_T], dest=dest, tag=REPLAY_TAG)
 
     def _recv(self, status: Any) -> tuple[int, np.ndarray]:
-        MPI = self.MPI
-
+        i64 = self.MPI.INT64_T
         src = status.Get_source()
-        buf = np.empty(status.Get_count(MPI.INT64_T), dtype=np.int64)
-        self.comm.Recv([buf, MPI.INT64_T], source=src, tag=REPLAY_TAG)
+        buf = np.empty(status.Get_count(i64), dtype=np.int64)
+        self.comm.Recv([buf, i64], source=src, tag=REPLAY_TAG)
         return src, buf
 
     def poll_arrays(self) -> list[tuple[int, np.ndarray]]:
-        MPI = self.MPI
-
-        out, status = [], MPI.Status()
-        while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
+        status, probe, anyone = self._status, self.comm.Iprobe, self.MPI.ANY_SOURCE
+        if not probe(source=anyone, tag=REPLAY_TAG, status=status):
+            return []  # (the frequent answer, with one call)
+        out = [self._recv(status)]
+        while probe(source=anyone, tag=REPLAY_TAG, status=status):
             out.append(self._recv(status))
         return out
 
