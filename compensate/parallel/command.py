@@ -216,13 +216,12 @@ def gather_info(transport, info: dict) -> dict | None:
 
 
 #: The streamed run's reads (compensate/parallel/segments.py, cutting.py): a rank
-#: reads its own locations in chunks of this share of the one-process chunk (2^12
+#: reads its own locations in chunks of this share of the one-process chunk (2^14
 #: records; any chunking gives the same segments: a rank reads on until it has a
 #: record at or after the cut, so the smaller the reads, the less it holds beyond
-#: the cut, joined with the segment). 10^6-record OTF2 stencil, P = 2
-#: (docs/parallel.md "Measured"): a rank's segments 114 -> 110 MiB for shares
-#: 4 -> 64 (256: -1 MiB more).
-OWN_CHUNK_SHARE = 64
+#: the cut, joined with the segment, but each read has a cost per location: the
+#: share trades a few MiB per rank against the reading's time, docs/parallel.md).
+OWN_CHUNK_SHARE = 16
 #: ... and for the cut (compensate/parallel/cutting.py, no payload) in chunks of
 #: this share (2^14 records: its per-chunk work is Python per location, and it
 #: holds only the columns its search reads).
