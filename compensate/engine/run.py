@@ -247,7 +247,7 @@ class _Engine:
 
     def _python_loop(self, A: array, cur: list[int], waiters: dict[int, list[int]],
                      fast: FastLoop | None, stack: list[int]) -> None:
-        """The anchor loop in Python (the distributed run, or no C loop): locations
+        """The anchor loop in Python (where the C loop cannot be built): locations
         ``stack`` are runnable (the last one first); each runs from ``cur[li]`` until
         an anchor whose inputs are not all known, where it parks on the first unknown
         one (``waiters``) until that is computed. Inline receives go through
