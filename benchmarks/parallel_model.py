@@ -6,7 +6,7 @@ P = 1 ... 10^4.
 MEASURED (this machine, fresh processes, simulated 16-process stencil traces of
 ``--records`` sizes as ``.trace``): per run the wall seconds of the whole command,
 each rank's CPU seconds and peak resident set, and the summary's ``parallel``
-counts (records, ghost records, anchors, rounds, values, bytes, seconds per phase
+counts (records, ghost records, anchors, waits, messages, values, bytes, seconds per phase
 per rank; docs/parallel.md). P = 1 is ``mpiexec -n 1 compensate --mpi`` (the
 distributed path on one rank, so that its phases are timed the same way); the
 one-process ``--in-memory`` run is printed beside it. Microbenchmarks: one replay
@@ -18,7 +18,8 @@ of a round per destination, in one process.
 COMPUTED (one process, exact for the given trace): the replay's rounds for any
 ownership, from the engine's dependency graph (:func:`replay_rounds`: the depth of
 the chain of dependencies that cross ranks, +1 for the last round that moves
-nothing), checked against the measured rounds.
+nothing): the hops of values between ranks on the critical path, beside the
+measured waits (the times a rank had nothing runnable and no value had arrived).
 
 MODELLED: the formulas in :func:`predict` with the fitted constants, for a
 weak-scaling trace (10^5 records per process, one process per rank) and a
@@ -279,7 +280,7 @@ def main() -> None:
 
     print("MEASURED on this machine (wall: the whole command; cpu, peak: per rank)")
     head = (f"{'records':>9} {'P':>2} {'wall s':>7} {'cpu s/rank':>12} {'peak MiB/rank':>14}"
-            f" {'rounds':>6} {'(computed)':>10} {'values':>11} {'bytes':>13}")
+            f" {'waits':>11} {'(hops)':>7} {'messages':>13} {'values':>11} {'bytes':>13}")
     print(head)
     runs = []
     for size in [float(x) for x in a.records.split(",")]:
@@ -302,8 +303,10 @@ def main() -> None:
             runs.append(r)
             print(f"{n:>9,} {p:>2} {r['wall']:>7.2f} "
                   f"{'/'.join(f'{x:.2f}' for x in r['cpu']):>12} "
-                  f"{'/'.join(f'{x:.0f}' for x in r['peak']):>14} {par['rounds']:>6} "
-                  f"{computed:>10} {'/'.join(map(str, par['values_sent'])):>11} "
+                  f"{'/'.join(f'{x:.0f}' for x in r['peak']):>14} "
+                  f"{'/'.join(map(str, par['waits'])):>11} {computed:>7} "
+                  f"{'/'.join(map(str, par['messages'])):>13} "
+                  f"{'/'.join(map(str, par['values_sent'])):>11} "
                   f"{'/'.join(map(str, par['replay']['bytes_sent'])):>13}")
     print("\nMEASURED seconds per phase and rank (summary 'parallel.seconds')")
     phases = ["definitions", "read", "ghosts", "match", "setup", "replay", "times",
@@ -410,10 +413,10 @@ def main() -> None:
 
     # the replay's collective seconds at P = 2: measured against the model's terms
     print("\nCHECK: the replay's seconds inside collectives at P = 2 (rank 0), measured vs "
-          "rounds x (alpha + 2 slot) + values x beta")
+          "waits x (alpha + 2 slot) + values x beta")
     for r in two:
         par = r["par"]
-        model = (par["rounds"] * (c["alpha"] + 2 * c["slot"])
+        model = (par["waits"][0] * (c["alpha"] + 2 * c["slot"])
                  + par["values_received"][0] * c["beta"])
         print(f"  {r['records']:>9,}: measured {par['replay']['collective_seconds'][0]:.2f} s,"
               f" modelled {model:.2f} s (the rest is waiting for the other rank's compute"

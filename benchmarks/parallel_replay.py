@@ -1,23 +1,27 @@
-"""The distributed run against P (issue #21, docs/parallel.md): wall time, peak
-memory per rank, rounds and values exchanged, and the replay's seconds, messages and
-bytes per rank.
+"""The distributed run against one process (docs/parallel.md, docs/performance.md):
+wall time, CPU seconds and peak memory per rank, and the replay's waits and
+messages.
 
-Simulates ``stencil`` (a halo exchange every few records; cached in ``--workdir``
-as a ``.trace``, or with ``--format otf2`` as an OTF2 archive, with its platform
-file; the outputs are in the input's format), then runs ``compensate IN OUT
---in-memory`` and the streamed default in one process (P = 1) and ``mpiexec -n P
-compensate IN OUT`` for each P (``--mpi`` for P = 1), whole-share (``--in-memory``)
-and streamed within each rank (the default), each in fresh processes, and
-prints per run: wall seconds (the whole command, interpreter start-up included),
-the speed-up against the one-process ``--in-memory`` run and against the streamed
-one, the largest peak resident set of a rank (``ru_maxrss`` each rank reports at
-its end) and its ratio to the in-memory and to the streamed run, each rank's CPU
-seconds (user + system), each rank's ghost records (the summary's ``parallel``),
-and whether the output equals the one-process output byte for byte (OTF2: every
-definition and event file); then, per P, the replay's phase seconds of each rank,
-how often a rank had nothing to compute (``rounds``, the largest), the
-point-to-point messages and bytes each rank sent, its collective calls and their
-bytes during the replay, and the waves (nonblocking sums) it joined.
+Simulates ``stencil`` (16 processes, a halo exchange every few records; cached in
+``--workdir`` as a ``.trace``, or with ``--format otf2`` as an OTF2 archive, with
+its platform file; the outputs are in the input's format), then runs, each in
+fresh processes, ``compensate IN OUT`` streamed in one process (P = 1) and
+``mpiexec -n P compensate IN OUT`` streamed within each rank for each P (``--mpi``
+for P = 1; ``--whole`` adds the one-process ``--in-memory`` run and the
+whole-share runs), and prints per run: wall seconds (the whole command,
+interpreter and MPI start-up included) and their ratio to the one-process
+streamed run, each rank's CPU seconds (user + system) and peak resident set
+(``ru_maxrss`` at its end) and their ratio to the one-process run's, and from the
+summary's ``parallel`` each rank's waits (its replay had nothing runnable and no
+value had arrived), their seconds and the point-to-point messages it sent, whether
+the output equals the one-process output byte for byte (OTF2: every definition and
+event file), each rank's phase seconds and its collective calls with their
+seconds (waiting included).
+
+``--times`` adds, for every rank of the largest P's streamed run, the wall seconds
+of its steps (:data:`TIMED`: the cut agreement, reading, the trimmed ghosts,
+matching, the engine's graph, the replay's setup and loop and the loop's waiting,
+verification, writing, the garbage collections; timers around them add a little).
 
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
 (``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) and the C heap in use
@@ -33,6 +37,7 @@ Usage::
 
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
                                          [--format trace|otf2] [--phases] [--bound B]
+                                         [--times] [--whole]
 """
 
 from __future__ import annotations
@@ -118,12 +123,58 @@ def _probe(log: Path) -> None:
     wrap(segments, "stream_rank", "every segment")
 
 
+#: the steps ``--times`` measures in each rank of a streamed run: (module, attribute
+#: path, label); the replay loop's waiting is inside the replay loop
+TIMED = [("compensate.parallel.cutting", "agreed_cuts", "cut agreement"),
+         ("compensate.parallel.segments", "OwnSplitter.split", "reading own records"),
+         ("compensate.parallel.segments", "RankStream._views", "context, trimmed ghosts"),
+         ("compensate.pipeline.context", "Segmenter.match", "matching"),
+         ("compensate.engine.run", "_Engine.__init__", "engine graph and rules"),
+         ("compensate.parallel.exchange", "Exchange.start", "replay setup"),
+         ("compensate.engine.run", "_Engine._scheduled", "replay loop"),
+         ("compensate.parallel.exchange", "Exchange._wait", "  of it waiting"),
+         ("compensate.parallel.share", "RankShare.verify", "verification"),
+         ("compensate.parallel.segments", "RankStream._hand_over", "writing"),
+         ("gc", "collect", "cyclic garbage collection")]
+
+
+def _timers(out: Path) -> None:
+    """Wrap the steps of :data:`TIMED` with wall-clock timers; their sums are written
+    to ``out`` when the process ends (``label<TAB>seconds`` lines)."""
+    import atexit
+    import importlib
+
+    totals = dict.fromkeys([label for _, _, label in TIMED], 0.0)
+
+    def wrap(owner, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                totals[label] += time.perf_counter() - start
+        setattr(owner, name, timed)
+
+    for module, path, label in TIMED:
+        owner = importlib.import_module(module)
+        *parents, name = path.split(".")
+        for part in parents:
+            owner = getattr(owner, part)
+        wrap(owner, name, label)
+    atexit.register(lambda: out.write_text(
+        "".join(f"{label}\t{x}\n" for label, x in totals.items())))
+
+
 def _child(args: list[str]) -> None:
     """One rank (or the one process): run the command, then write its peak RSS."""
     from compensate.cli.compensate import main
     rank = os.environ.get("PMI_RANK", "0")
     if os.environ.get("PARALLEL_REPLAY_PHASES"):
         _probe(Path(args[0], f"phases{rank}"))
+    if os.environ.get("PARALLEL_REPLAY_TIMES"):
+        _timers(Path(args[0], f"times{rank}"))
     status = main(args[1:])
     use = resource.getrusage(resource.RUSAGE_SELF)
     Path(args[0], f"peak{rank}").write_text(str(use.ru_maxrss))
@@ -170,19 +221,23 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
-         extra: list[str], phases: bool = False) -> tuple[float, int, dict, list[float]]:
+         extra: list[str], phases: bool = False, times: bool = False
+         ) -> tuple[float, list[float], dict, list[float]]:
     peaks = Path(tempfile.mkdtemp(prefix="peaks"))
     summary = out.parent / (out.stem + ".json") if out.suffix == ".trace" \
         else out.parent.with_suffix(".json")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if phases:
         env["PARALLEL_REPLAY_PHASES"] = "1"
+    if times:
+        env["PARALLEL_REPLAY_TIMES"] = "1"
     start = time.monotonic()
     subprocess.run([*launcher, sys.executable, __file__, "--child", str(peaks), str(trace),
                     str(out), "--platform", str(platform), "--quiet", "--force",
                     "--summary", str(summary), *extra], check=True, cwd=ROOT, env=env)
     wall = time.monotonic() - start
-    peak = max(int(p.read_text()) for p in peaks.glob("peak*"))
+    peak = [int(p.read_text()) / 1024 for p in sorted(peaks.glob("peak*"),
+                                                     key=lambda p: int(p.name[4:]))]
     cpu = [float(p.read_text()) for p in sorted(peaks.glob("cpu*"),
                                                 key=lambda p: int(p.name[3:]))]
     for log in sorted(peaks.glob("phases*")):
@@ -191,8 +246,31 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
         for line in log.read_text().splitlines():
             label, rss, high, used = line.rsplit(" ", 3)
             print(f"      {label:<20} {rss:>6} {high:>6} {used:>6}")
+    logs = sorted(peaks.glob("times*"), key=lambda p: int(p.name[5:]))
+    if logs:
+        rows = [dict(line.split("\t") for line in log.read_text().splitlines())
+                for log in logs]
+        print(f"{'':>12}   seconds per rank in each step (--times):")
+        for label in rows[0]:
+            print(f"{'':>12}     {label:<26} {','.join(f'{float(r[label]):.2f}' for r in rows)}")
     shutil.rmtree(peaks)
     return wall, peak, json.loads(summary.read_text()), cpu
+
+
+def _rank_row(label: str, wall: float, base: float, cpu: list[float], peaks: list[float],
+              base_peak: float, par: dict | None, same: str) -> str:
+    """One printed row: wall and its ratio to the one-process streamed run, per rank
+    CPU seconds, peak MiB and its ratio, the replay's waits, their seconds and the
+    messages each rank sent."""
+    def per_rank(xs, fmt):
+        return ",".join(fmt.format(x) for x in xs)
+    waits = per_rank(par["waits"], "{}") if par else "-"
+    wait_s = per_rank(par["wait_seconds"], "{:.2f}") if par else "-"
+    messages = per_rank(par["messages"], "{}") if par else "-"
+    return (f"{label:>12} {wall:>7.2f} {wall / base:>6.2f} {per_rank(cpu, '{:.2f}'):>11} "
+            f"{per_rank(peaks, '{:.0f}'):>10} "
+            f"{per_rank([x / base_peak for x in peaks], '{:.2f}'):>10} {waits:>13} "
+            f"{wait_s:>10} {messages:>13}  {same}")
 
 
 def main() -> None:
@@ -209,55 +287,49 @@ def main() -> None:
                     help="print every rank's memory after each phase (largest P)")
     ap.add_argument("--bound", default=None,
                     help="the --bound of every run (default: the command's, lower)")
+    ap.add_argument("--times", action="store_true",
+                    help="time the steps of each rank's streamed run (largest P)")
+    ap.add_argument("--whole", action="store_true",
+                    help="also the one-process --in-memory run and the whole-share runs")
     a = ap.parse_args()
     bound = ["--bound", a.bound] if a.bound else []
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     trace, platform = _trace(workdir, a.records, a.format)
-    one = _output(workdir, "one", a.format)
-    wall1, peak1, s1, cpu1 = _run([], trace, platform, one, ["--in-memory", *bound])
-    walls, peaks, _, cpus = _run([], trace, platform, _output(workdir, "streamed", a.format),
-                                 bound)
-    print(f"{s1['records']:,} records on {s1['locations']} locations")
-    print(f"{'P':>12} {'wall s':>8} {'speed-up':>9} {'vs stream':>9} {'peak MiB/rank':>14} "
-          f"{'vs P=1':>7} {'vs stream':>9} {'CPU s/rank':>11} {'ghost records/rank':>19}  same")
-    print(f"{'1 in-memory':>12} {wall1:>8.2f} {1.0:>9.2f} {walls / wall1:>9.2f} "
-          f"{peak1 / 1024:>14.0f} {1.0:>7.2f} {peak1 / peaks:>9.2f} {max(cpu1):>11.1f} "
-          f"{'-':>19}  -")
-    print(f"{'1 streamed':>12} {walls:>8.2f} {wall1 / walls:>9.2f} {1.0:>9.2f} "
-          f"{peaks / 1024:>14.0f} {peaks / peak1:>7.2f} {1.0:>9.2f} {max(cpus):>11.1f} "
-          f"{'-':>19}  -")
+    one = _output(workdir, "streamed", a.format)
+    walls, peaks, s1, cpus = _run([], trace, platform, one, bound)
+    mib = peaks[0]
+    print(f"{s1['records']:,} records on {s1['locations']} locations; ratios against "
+          f"the one-process streamed run")
+    print(f"{'run':>12} {'wall s':>7} {'ratio':>6} {'CPU s/rank':>11} {'MiB/rank':>10} "
+          f"{'ratio':>10} {'waits/rank':>13} {'wait s':>10} {'messages':>13}  same")
+    print(_rank_row("1 streamed", walls, walls, cpus, peaks, mib, None, "-"))
+    if a.whole:
+        wall1, peak1, _, cpu1 = _run([], trace, platform, _output(workdir, "one", a.format),
+                                     ["--in-memory", *bound])
+        print(_rank_row("1 in-memory", wall1, walls, cpu1, peak1, mib, None, "-"))
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         print("mpiexec not found (the [mpi] extra): only P = 1 measured")
         return
     counts = [int(x) for x in a.ranks.split(",")]
-    replays = []
-    for p, how in [(p, how) for p in counts for how in ("whole", "streamed")]:
+    runs = [(p, how) for p in counts for how in (("streamed", "whole") if a.whole
+                                                   else ("streamed",))]
+    for p, how in runs:
         out = _output(workdir, f"p{p}{how}", a.format)
         extra = (["--mpi"] if p == 1 else []) + (["--in-memory"] if how == "whole" else []) \
             + bound
+        last = p == max(counts)
         wall, peak, s, cpu = _run([mpiexec, "-n", str(p)], trace, platform, out,
-                                  extra, a.phases and p == max(counts))
-        same = _same(one, out)
-        ghosts = ",".join(str(g) for g in s["parallel"]["ghost_records"])
-        print(f"{f'{p} {how}':>12} {wall:>8.2f} {wall1 / wall:>9.2f} {walls / wall:>9.2f} "
-              f"{peak / 1024:>14.0f} "
-              f"{peak / peak1:>7.2f} {peak / peaks:>9.2f} "
-              f"{','.join(f'{c:.1f}' for c in cpu):>11} {ghosts:>19}  {'yes' if same else 'NO'}")
-        if how == "whole":  # (a streamed run replays segment by segment)
-            replays.append((p, s["parallel"]))
-    print("the replay per rank (rank 0,1,...): seconds, blocked (rounds), point-to-point "
-          "messages and bytes, collective calls and bytes, waves")
-    for p, par in replays:
-        rep = par.get("replay", {})
-
-        def col(name: str, fmt: str = "{}", rep=rep) -> str:
-            return ",".join(fmt.format(x) for x in rep.get(name, [])) or "-"
-        print(f"{p:>12} s {','.join(f'{x:.2f}' for x in par['seconds']['replay'])}"
-              f"  rounds {par.get('rounds')}  messages {col('messages')}"
-              f"  bytes {col('message_bytes')}  collectives {col('collectives')}"
-              f"  bytes {col('bytes_sent')}  waves {col('waves')}")
+                                  extra, a.phases and last,
+                                  a.times and last and how == "streamed")
+        par = s["parallel"]
+        print(_rank_row(f"{p} {how}", wall, walls, cpu, peak, mib, par,
+                        "yes" if _same(one, out) else "NO"))
+        for phase, xs in par["seconds"].items():
+            print(f"{'':>12}   {phase:<12} s/rank {','.join(f'{x:.2f}' for x in xs)}")
+        print(f"{'':>12}   collectives  {','.join(map(str, par['collectives']))}, s/rank "
+              f"{','.join(f'{x:.2f}' for x in par['collective_seconds'])} (waiting included)")
 
 
 if __name__ == "__main__":

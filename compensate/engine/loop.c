@@ -11,9 +11,12 @@
  * change to one is a change to the other. The case counters go to cnt: m.1 a1,
  * m.1 a2, m.2, clamped (fitted), receive_time's order.
  *
- * cmp_schedule runs the one-process engine: the Python loop's stack of runnable
- * locations, parking and waking, and returns to Python at every other anchor (a
- * generic anchor: rule objects). cmp_run_fast evaluates one location's inline
+ * cmp_schedule runs the engine: the Python loop's stack of runnable locations,
+ * parking and waking, and returns to Python at every other anchor (a generic
+ * anchor: rule objects); in the distributed run also after a location's run in
+ * which it computed anchors another rank asked for (`watched`, listed in `out`:
+ * Python sends them) and when nothing is runnable (Python takes what other ranks
+ * sent and wakes the locations parked on it). cmp_run_fast evaluates one location's inline
  * receives from k on for the distributed run, whose Python loop keeps the
  * scheduling (the exchange); it stops at an anchor of another code, one whose
  * send is not computed yet (NaN), or one marked in `watched` (a location waits
@@ -39,7 +42,8 @@ typedef struct {
     const double *observed;
     const int8_t *overlapped;
     const double *fit;
-    const uint8_t *watched;    /* 1: Python computes this anchor (waiters) */
+    const uint8_t *watched;    /* cmp_run_fast: Python computes this anchor (waiters); */
+                               /* cmp_schedule: another rank asked for it */
     int64_t *cnt;              /* a1, a2, m2, clamped, overridden */
     int64_t fitted;            /* the fitted bound (R2f) */
 } cmp_loop;
@@ -148,12 +152,15 @@ typedef struct {
     int64_t sp;                /* stack size */
     int64_t out_li;            /* CMP_GENERIC: the location whose anchor Python takes */
     int64_t evaluated;         /* anchors evaluated here */
+    int64_t *out;              /* watched anchors computed here, for Python (capacity: */
+    int64_t nout;              /*   the watched anchors); how many since Python took */
 } cmp_sched;
 
 #define CMP_DONE 0     /* nothing runnable */
 #define CMP_GENERIC 1  /* anchor cur[out_li] is not an inline receive: Python's; */
                        /* out_li is off the stack until Python pushes it again */
 #define CMP_BUDGET 2   /* `budget` anchors evaluated (a progress report is due) */
+#define CMP_OUT 3      /* a location's run computed watched anchors: out[:nout] */
 
 int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
 {
@@ -193,12 +200,16 @@ int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
                 break;
             }
             A[k] = fast_value(L, k, send_a, L->cnt);
+            if (L->watched[k])
+                S->out[S->nout++] = k;
             for (int64_t w = S->wait_head[k]; w >= 0; w = S->wait_next[w])
                 S->stack[S->sp++] = w;
             S->wait_head[k] = -1;
         }
         S->evaluated += k - S->cur[li];
         S->cur[li] = k;
+        if (S->nout > 0)
+            return CMP_OUT;
     }
     return CMP_DONE;
 }

@@ -12,8 +12,12 @@ generic rules and the distributed exchange stay in Python, and the kernel only
 replaces the arithmetic of the common case: ``fast_value``, ``receive_time``'s C
 twin, with the same double operations in the same order (compiled with
 ``-ffp-contract=off``, :data:`compensate.nativebuild.FLAGS`): the same values bit
-for bit, and the same case counters. ``cmp_schedule`` also takes the one-process
-run's scheduling (:meth:`compensate.engine.run._Engine._scheduled`).
+for bit, and the same case counters. ``cmp_schedule`` also takes the engine's
+scheduling (:meth:`compensate.engine.run._Engine._scheduled`), in the distributed
+run too: it lists the anchors other ranks asked for as it computes them
+(:meth:`Scheduler.taken`, which Python sends) and returns when nothing is runnable
+(Python takes what arrived and wakes the locations parked on it,
+:meth:`Scheduler.wake`).
 
 The C file is compiled on first use into the per-user cache and loaded with
 ctypes (:mod:`compensate.nativebuild`, as the OTF2 C path). If it cannot be built
@@ -30,15 +34,16 @@ from typing import Any
 
 from compensate.nativebuild import ENV_SWITCH, compiled, load_once
 
-__all__ = ["BUDGET", "DONE", "ENV_SWITCH", "GENERIC", "FastLoop", "Scheduler", "available",
-           "fast_loop"]
+__all__ = ["BUDGET", "DONE", "ENV_SWITCH", "GENERIC", "OUT", "FastLoop", "Scheduler",
+           "available", "fast_loop"]
 
 SOURCE = Path(__file__).with_name("loop.c")
 
 
 #: :func:`cmp_schedule`'s answers: nothing runnable; a generic anchor for Python;
-#: the budget of anchors spent (a progress report is due)
-DONE, GENERIC, BUDGET = 0, 1, 2
+#: the budget of anchors spent (a progress report is due); a location's run computed
+#: anchors other ranks asked for (:meth:`Scheduler.taken`)
+DONE, GENERIC, BUDGET, OUT = 0, 1, 2, 3
 
 
 class _Loop(ctypes.Structure):
@@ -56,7 +61,8 @@ class _Sched(ctypes.Structure):
     _fields_ = [(name, ctypes.c_void_p) for name in (
         "cur", "a_end", "stack", "wait_head", "wait_next", "need_lo", "need_hi",
         "needs")] + [
-        (name, ctypes.c_int64) for name in ("sp", "out_li", "evaluated")]
+        (name, ctypes.c_int64) for name in ("sp", "out_li", "evaluated")] + [
+        ("out", ctypes.c_void_p), ("nout", ctypes.c_int64)]
 
 
 _state: dict[str, Any] = {}
@@ -119,11 +125,12 @@ class FastLoop:
         return self._fn(self._ptr, k, end)
 
     def scheduler(self, cur: list[int], a_end: list[int], runnable: list[int],
-                  generic: dict[int, tuple]) -> Scheduler:
+                  generic: dict[int, tuple], watched: int = 0) -> Scheduler:
         """A :class:`Scheduler` over these anchors: locations ``runnable`` on the
         stack (the last one runs first), each from anchor ``cur[li]``; ``generic``
-        the graph's generic anchors (anchor -> (rules, gap))."""
-        return Scheduler(self, cur, a_end, runnable, generic)
+        the graph's generic anchors (anchor -> (rules, gap)); ``watched``: how many
+        anchors are marked in :attr:`watched` (other ranks asked for them)."""
+        return Scheduler(self, cur, a_end, runnable, generic, watched)
 
     def counts(self) -> tuple[int, int, int, int, int]:
         c = self._cnt
@@ -135,10 +142,11 @@ class Scheduler:
     runnable locations, and the locations parked on each anchor (a list through
     ``wait_head[anchor]`` and ``wait_next[location]``). :meth:`step` runs until a
     generic anchor whose needs are all known (Python evaluates its rules, then
-    :meth:`computed`), nothing is runnable or ``budget`` anchors were evaluated."""
+    :meth:`computed`), a location's run computed watched anchors (:meth:`taken`),
+    nothing is runnable or ``budget`` anchors were evaluated."""
 
     def __init__(self, loop: FastLoop, cur: list[int], a_end: list[int],
-                 runnable: list[int], generic: dict[int, tuple]) -> None:
+                 runnable: list[int], generic: dict[int, tuple], watched: int = 0) -> None:
         n, na = len(cur), len(loop.watched)
         self.cur = array("q", cur)
         self._a_end = array("q", a_end)
@@ -146,9 +154,11 @@ class Scheduler:
         self._wait_head = array("q", [-1]) * na
         self._wait_next = array("q", [-1]) * max(n, 1)
         lo, hi, needs = _needs(generic, na)
+        self._out = array("q", bytes(8 * (watched + 1)))  # (each computed once)
         self._keep = (self.cur, self._a_end, self._stack, self._wait_head, self._wait_next,
-                      lo, hi, needs)
-        self.state = _Sched(*(a.buffer_info()[0] for a in self._keep), len(runnable), -1, 0)
+                      lo, hi, needs, self._out)
+        self.state = _Sched(*(a.buffer_info()[0] for a in self._keep[:-1]), len(runnable),
+                            -1, 0, self._out.buffer_info()[0], 0)
         self._args = (loop._ptr, ctypes.addressof(self.state))
         self._fn = loop._sched
 
@@ -173,6 +183,27 @@ class Scheduler:
         st.sp = sp + 1
         st.evaluated += 1
         self.cur[li] = k + 1
+
+    def taken(self) -> list[int]:
+        """The watched anchors the C loop computed since the last call."""
+        st = self.state
+        n, st.nout = st.nout, 0
+        return self._out[:n].tolist()
+
+    def wake(self, ks: list[int]) -> None:
+        """Anchors ``ks`` got their values (from other ranks): the locations parked
+        on them are runnable again."""
+        st, stack, nxt, head = self.state, self._stack, self._wait_next, self._wait_head
+        sp = st.sp
+        for k in ks:
+            w = head[k]
+            if w >= 0:
+                head[k] = -1
+                while w >= 0:
+                    stack[sp] = w
+                    sp += 1
+                    w = nxt[w]
+        st.sp = sp
 
 
 def _needs(generic: dict[int, tuple], na: int) -> tuple[array, array, array]:

@@ -21,12 +21,11 @@ Implements docs/design.md §3 (rules R1–R6) in the shape of §5:
   :func:`compensate.engine.receive.receive_time`, as the rule objects evaluate R2);
   everything else through the small rule objects of :mod:`compensate.engine.rules`.
 * The loop runs in C where a C compiler is at hand (:mod:`compensate.engine.native`,
-  ``loop.c``): in the one-process run the stack, parking, waking and the inline
-  receives, with the same double operations in the same order (the same values
-  bit for bit); each generic anchor comes back here once its needs are known
-  (:meth:`_Engine._scheduled`). Otherwise, and for the distributed run, the Python
-  loop (:meth:`_Engine._python_loop`), which hands runs of inline receives to C if
-  it can.
+  ``loop.c``): the stack, parking, waking and the inline receives, with the same
+  double operations in the same order (the same values bit for bit); each generic
+  anchor comes back here once its needs are known (:meth:`_Engine._scheduled`), and
+  in the distributed run each value another rank asked for and each time nothing
+  is runnable. Otherwise the Python loop (:meth:`_Engine._python_loop`).
 
 * Distributed (``approximate(..., exchange=...)``, docs/parallel.md): the
   locations other ranks own are ghosts, never evaluated: their only anchors are
@@ -56,7 +55,7 @@ from compensate.engine.exchange import AnchorExchange
 from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
-from compensate.engine.native import BUDGET, DONE, FastLoop, fast_loop
+from compensate.engine.native import BUDGET, DONE, GENERIC, FastLoop, fast_loop
 from compensate.engine.pending import positions
 from compensate.engine.receive import receive_time
 from compensate.engine.rules import Context, Need, Rule
@@ -210,8 +209,8 @@ class _Engine:
         fast = fast_loop(g, A, self.opts.bound == "fitted") if len(A) else None
         a_end = g.a_end.tolist()
         runnable = [li for li in range(len(cur) - 1, -1, -1) if cur[li] < a_end[li]]
-        if fast is not None and xch is None:  # the one-process run: scheduled in C
-            self._scheduled(fast, A, cur, a_end, runnable)
+        if fast is not None:  # scheduled in C
+            self._scheduled(fast, A, cur, a_end, runnable, waiters)
         else:
             self._python_loop(A, cur, waiters, fast, runnable)
         self._count_cases(fast)
@@ -248,7 +247,7 @@ class _Engine:
 
     def _python_loop(self, A: array, cur: list[int], waiters: dict[int, list[int]],
                      fast: FastLoop | None, stack: list[int]) -> None:
-        """The anchor loop in Python (the distributed run, or no C loop): locations
+        """The anchor loop in Python (where the C loop cannot be built): locations
         ``stack`` are runnable (the last one first); each runs from ``cur[li]`` until
         an anchor whose inputs are not all known, where it parks on the first unknown
         one (``waiters``) until that is computed. Inline receives go through
@@ -325,28 +324,45 @@ class _Engine:
         return True
 
     def _scheduled(self, fast: FastLoop, A: array, cur: list[int], a_end: list[int],
-                   runnable: list[int]) -> None:
+                   runnable: list[int], wanted: dict[int, list[int]]) -> None:
         """The anchor loop with its scheduling in C (``cmp_schedule``,
         :mod:`compensate.engine.native`): the C loop evaluates the inline receives,
         parks and wakes locations, and hands every generic anchor whose needs are
         all known to this loop, which evaluates its rules as :meth:`_python_loop`
-        does. Updates ``cur``."""
-        g = self.graph
+        does. In the distributed run (``wanted``: the anchors other ranks asked
+        for) the exchange sends what a location's run computed of them, and when
+        nothing is runnable takes the others' values, whose waiters the C loop
+        wakes. Updates ``cur``."""
+        g, xch = self.graph, self.exchange
         rules_value = _rules_evaluator(g, self.ctx)
-        sch = fast.scheduler(cur, a_end, runnable, g.generic)
+        watched = fast.watched
+        for k in wanted:
+            watched[k] = 1
+        sch = fast.scheduler(cur, a_end, runnable, g.generic, len(wanted))
         state, step, computed, cur_c = sch.state, sch.step, sch.computed, sch.cur
         budget = PROGRESS_EVERY if self.progress else 1 << 62
         while True:
             r = step(budget)
+            if state.nout:  # (OUT, or before a generic anchor) values other ranks want
+                for k in sch.taken():
+                    xch.computed(k)
+                xch.flush(A)
             if r == DONE:
-                break
+                if xch is None or xch.finished:
+                    break
+                sch.wake(xch.round(A, cur_c))
+                continue
             if r == BUDGET:
                 self.progress(self._records_done(cur_c))
+            if r != GENERIC:
                 continue
             li = state.out_li
             k = cur_c[li]
             A[k] = rules_value(A, k)
             computed(li, k)
+            if watched[k]:  # another rank asked for it: sent at once
+                xch.computed(k)
+                xch.flush(A)
         cur[:] = cur_c.tolist()
 
     def _waiting(self, A: array, cur: list[int]) -> dict[int, tuple[int, int]]:

@@ -195,14 +195,18 @@ def gather_info(transport, info: dict) -> dict | None:
     import time
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB (bytes on macOS)
+    traffic = transport.traffic  # (the whole run: every segment's replay)
     info = dict(info, cpu_seconds=time.process_time(),
-                peak_mib=peak / (1 << 20 if sys.platform == "darwin" else 1 << 10))
+                peak_mib=peak / (1 << 20 if sys.platform == "darwin" else 1 << 10),
+                waits=traffic.waits, wait_seconds=traffic.wait_seconds,
+                messages=traffic.messages, collectives=traffic.calls,
+                collective_seconds=traffic.seconds)
     every = transport.allgather(info)
     if transport.rank != 0:
         return None
-    out: dict = {"ranks": transport.size,
-                 "rounds": max((d.get("rounds", 0) for d in every), default=0)}
+    out: dict = {"ranks": transport.size}
     for name in ("records", "ghost_records", "anchors", "values_sent", "values_received",
+                 "waits", "wait_seconds", "messages", "collectives", "collective_seconds",
                  "cpu_seconds", "peak_mib"):
         out[name] = [d.get(name) for d in every]
     for group in ("replay", "seconds"):
@@ -212,13 +216,12 @@ def gather_info(transport, info: dict) -> dict | None:
 
 
 #: The streamed run's reads (compensate/parallel/segments.py, cutting.py): a rank
-#: reads its own locations in chunks of this share of the one-process chunk (2^12
+#: reads its own locations in chunks of this share of the one-process chunk (2^14
 #: records; any chunking gives the same segments: a rank reads on until it has a
 #: record at or after the cut, so the smaller the reads, the less it holds beyond
-#: the cut, joined with the segment). 10^6-record OTF2 stencil, P = 2
-#: (docs/parallel.md "Measured"): a rank's segments 114 -> 110 MiB for shares
-#: 4 -> 64 (256: -1 MiB more).
-OWN_CHUNK_SHARE = 64
+#: the cut, joined with the segment, but each read has a cost per location: the
+#: share trades a few MiB per rank against the reading's time, docs/parallel.md).
+OWN_CHUNK_SHARE = 16
 #: ... and for the cut (compensate/parallel/cutting.py, no payload) in chunks of
 #: this share (2^14 records: its per-chunk work is Python per location, and it
 #: holds only the columns its search reads).

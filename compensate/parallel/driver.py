@@ -157,13 +157,14 @@ class RankOutput:
 def rank_info(trace: Trace, mine: list[int], exchange: Exchange | None) -> dict:
     """What the cost model of docs/performance.md reads of one rank: its records
     (own and ghost), its own anchors (the values its engine computes), and of the
-    forward replay the rounds, values sent and received (the exchange's counts)."""
+    forward replay the values sent and received (the exchange's counts; the waits
+    and messages are the transport's, over the whole run)."""
     own = sum(len(trace.events[loc]) for loc in mine)
     info: dict = {"records": own, "ghost_records": trace.record_count - own}
     if exchange is not None:
         if exchange.own_anchors is not None:
             info["anchors"] = exchange.own_anchors
-        info.update(rounds=exchange.rounds, values_sent=exchange.sent,
+        info.update(values_sent=exchange.sent,
                     values_received=exchange.received)
     return info
 

@@ -14,18 +14,24 @@ are bit-identical.
 
 * **Setup** (:meth:`Exchange.start`): each rank lists the ghost records its own
   dependent records read (the fast path's send, every generic rule's ``needs``) and
-  sends each owner its list, (location, record) rows of an int64 buffer, in one
-  exchange step (:meth:`Exchange._step`). The owner gives the anchor of each
-  requested record a waiter list, so that computing it takes the engine's wake-up
-  path and :meth:`Exchange.computed` queues it.
-* **Point to point** (:meth:`Exchange.flush`, after each run of a location, and
-  :meth:`Exchange.round`, called when the engine has nothing runnable): the rank
-  sends the values computed since its last send, one message per destination —
-  (location, record, the value's 8 bytes) rows of one int64 buffer, never one
-  message per value — with a nonblocking send whose request it keeps until the
-  end; when it has nothing runnable it takes whatever arrived from any rank, and if
-  nothing did, it waits for a message. Nothing is pickled (mpi4py's buffer API), and no rank waits
-  in a collective call for ranks it does not depend on.
+  sends each owner its list, (location, record, request id) rows of an int64
+  buffer, in one exchange step (:meth:`Exchange._step`); the id is the record's
+  place in the rank's list. The owner gives the anchor of each requested record a
+  waiter list, so that computing it takes the engine's wake-up path and
+  :meth:`Exchange.computed` queues it.
+* **Point to point** (:meth:`Exchange.flush`, after each run of a location that
+  computed a value another rank asked for, and :meth:`Exchange.round`, called when
+  the engine has nothing runnable): the rank sends the values computed since its
+  last send, one message per destination — (request id, value) pairs of doubles,
+  never one message per value — with a nonblocking send whose request it keeps
+  until the end; when it has nothing runnable it takes whatever arrived from any
+  rank (each value goes straight to the ghost anchor its id names), and if nothing
+  did, it waits for a message: the only place a rank blocks, and only on values it
+  needs. Nothing is pickled (mpi4py's buffer API), and no rank waits in a
+  collective call for ranks it does not depend on. The engine's C loop schedules
+  (:mod:`compensate.engine.native`): it lists the asked-for anchors it computes and
+  returns after the location's run, so a value leaves as soon as its location
+  stops, not when the rank runs out of work.
 * **The end** (:meth:`Exchange._decide`): a rank with nothing to compute joins a
   *wave*, a nonblocking sum (``Iallreduce``) of every rank's (messages sent,
   messages taken, done, failed), and keeps taking messages while it is in flight.
@@ -47,12 +53,13 @@ are bit-identical.
 from __future__ import annotations
 
 import math
+import time
 from array import array
 from typing import Any
 
 import numpy as np
 
-from compensate.engine.graph import FAST_P2P, GENERIC, Graph
+from compensate.engine.graph import FAST_P2P, Graph
 from compensate.model import BUFFER_FLUSH
 from compensate.parallel.transport import Transport, Wave
 
@@ -117,7 +124,9 @@ class Exchange:
         self.finished = False
         #: after a cycle: (position, rank) of the first location still waiting
         self.first_waiting: tuple[int, int] | None = None
-        self.rounds = 0
+        #: times the engine had nothing runnable and no value had arrived: this rank
+        #: waited (also summed over the run in the transport's traffic)
+        self.waits = 0
         self.sent = 0  # values this rank sent
         self.received = 0
         self.expected = 0  # values this rank will receive (from the setup)
@@ -131,7 +140,8 @@ class Exchange:
         #: cost model's count, docs/performance.md)
         self.own_anchors: int | None = None
         self._graph: Graph | None = None
-        self._pos: dict[int, int] = {}
+        #: the ghost anchors this rank asked for, by request id (:meth:`start`)
+        self._wanted: list[int] = []
         # point to point (after the setup step): messages sent to / taken from each
         # rank, the sends in flight (request, buffer), the wave in flight and the
         # sums of the last completed one
@@ -245,24 +255,10 @@ class Exchange:
                 cur[li] = a_end[li]
         self._owned, self._a_end = owned, a_end
         self._graph = g
-        self._pos = g.pos_of
         anchor_rank = loc_rank[g.anchor_loc] if len(g.anchor_loc) else np.zeros(0, np.int64)
-        code, generic = g.code, g.generic
-        s_anchor, e_anchor = g.f_s_anchor, g.f_e_anchor
         first = g.a_first.tolist()
         self.own_anchors = sum(a_end[li] - first[li] for li in owned)
-        wanted: list[int] = []
-        for li in owned:
-            for k in range(first[li], a_end[li]):
-                c = code[k]
-                if c == FAST_P2P:
-                    wanted.append(s_anchor[k])
-                    if e_anchor[k] >= 0:
-                        wanted.append(e_anchor[k])
-                elif c == GENERIC:
-                    for rule in generic[k][0]:
-                        wanted.extend(need[0] for need in rule.needs)
-        w = np.unique(np.asarray(wanted, dtype=np.int64))
+        w = np.unique(self._reads(g, anchor_rank == me))
         w = w[anchor_rank[w] != me] if w.size else w  # ghost records (each an anchor)
         self.expected = int(w.size)
         locs = np.asarray(g.loc_ids, dtype=np.int64)[g.anchor_loc[w]] if w.size else w
@@ -273,22 +269,46 @@ class Exchange:
                 if loc in self.index:
                     sel = locs == loc
                     recs[sel] = self.index[loc][recs[sel]]
-        rows = np.empty((len(w), 2), np.int64)
+        # (location, record, request id): the owner sends back (id, value) pairs and
+        # the id is the ghost anchor's place in ``_wanted``
+        rows = np.empty((len(w), 3), np.int64)
         if w.size:
-            rows[:, 0], rows[:, 1] = locs, recs
+            rows[:, 0], rows[:, 1], rows[:, 2] = locs, recs, np.arange(len(w))
+        self._wanted = w.tolist()
         asked, head = self._step(rows, anchor_rank[w])
         self._p2p = True  # (from here on a failure is told in a wave, :meth:`fail`)
         source = np.repeat(np.arange(size), head[:, 1]).tolist()
-        for rank, loc, idx in zip(source, asked[:, 0].tolist(), asked[:, 1].tolist(),
-                                  strict=True):
-            # the value a remote rule reads: A[anchor] + offset, as Graph.ref
-            k, offset = g.ref(g.pos_of[loc], idx)
+        # the value a remote rule reads: A[anchor] + offset, as Graph.ref computes it
+        # (the records asked for are of this rank's own locations, whole)
+        pos = np.array([g.pos_of[loc] for loc in asked[:, 0].tolist()], dtype=np.int64)
+        gidx = g.off[pos] + asked[:, 1] if len(pos) else pos
+        anchors = (g.anchor_of(gidx) if len(pos) else pos).tolist()
+        offsets = g.S[gidx].tolist() if len(pos) else []
+        for rank, k, offset, ident in zip(source, anchors, offsets, asked[:, 2].tolist(),
+                                          strict=True):
             if k not in self._dest:
                 waiters.setdefault(k, [])
                 self._dest[k] = []
                 if not math.isnan(A[k]):  # known from the start (a first record)
                     self._out.append(k)
-            self._dest[k].append((rank, loc, idx, offset))
+            self._dest[k].append((rank, float(ident), offset))
+
+    @staticmethod
+    def _reads(g: Graph, own: np.ndarray) -> np.ndarray:
+        """The anchors the own anchors (``own``: a mask over the anchors) read: the
+        inline receives' send and enter anchors (numpy over the graph's columns),
+        every generic rule's needs."""
+        code = np.frombuffer(g.code, dtype=np.int8)
+        fast = own & (code == FAST_P2P)
+        s_anchor = np.frombuffer(g.f_s_anchor, dtype=np.int64)[fast]
+        e_anchor = np.frombuffer(g.f_e_anchor, dtype=np.int64)[fast]
+        generic: list[int] = []
+        for k, (rules, _) in g.generic.items():
+            if own[k]:
+                for rule in rules:
+                    generic.extend(need[0] for need in rule.needs)
+        return np.concatenate([s_anchor, e_anchor[e_anchor >= 0],
+                               np.asarray(generic, dtype=np.int64)])
 
     def computed(self, k: int) -> None:
         """Anchor ``k`` was computed; queue it if other ranks asked for a record of
@@ -303,38 +323,24 @@ class Exchange:
         bytes) rows of one int64 buffer, never one message per value."""
         if not self._out:
             return
-        dests: list[int] = []
-        locs: list[int] = []
-        recs: list[int] = []
-        vals: list[float] = []
+        batches: dict[int, array] = {}
         for k in self._out:
             a = A[k]
-            for rank, loc, idx, offset in self._dest[k]:
-                dests.append(rank)
-                locs.append(loc)
-                recs.append(idx)
-                vals.append(a + offset)
+            for rank, ident, offset in self._dest[k]:
+                batch = batches.get(rank)
+                if batch is None:
+                    batch = batches[rank] = array("d")
+                batch.append(ident)
+                batch.append(a + offset)
         self._out = []
-        n = len(dests)
-        rows = np.empty((n, 3), np.int64)
-        rows[:, 0], rows[:, 1] = locs, recs
-        rows[:, 2] = np.asarray(vals, dtype=np.float64).view(np.int64)
-        dest = np.asarray(dests, dtype=np.int64)
-        if n > 1 and bool(np.any(dest[1:] != dest[0])):
-            order = np.argsort(dest, kind="stable")
-            rows, dest = np.take(rows, order, axis=0), dest[order]
-            cut = np.flatnonzero(dest[1:] != dest[:-1]) + 1
-            parts = zip(np.split(dest, cut), np.split(rows, cut), strict=True)
-            for d, block in parts:
-                self._send_values(int(d[0]), block)
-        else:
-            self._send_values(int(dest[0]), rows)
-        self.sent += n
+        for rank, batch in batches.items():
+            self.sent += len(batch) // 2
+            self._send_values(rank, np.frombuffer(batch, dtype=np.int64))
 
-    def _send_values(self, dest: int, rows: np.ndarray) -> None:
-        """One message of ``rows`` to rank ``dest`` (nonblocking; the buffer is kept
-        with its request until :meth:`_stop` waits for them)."""
-        buf = np.ascontiguousarray(rows).reshape(-1)
+    def _send_values(self, dest: int, buf: np.ndarray) -> None:
+        """One message of ``buf`` to rank ``dest``: (request id, value) pairs of
+        doubles, as int64 words (nonblocking; the buffer is kept with its request
+        until :meth:`_stop` waits for them)."""
         self._sends.append((self.transport.isend_array(dest, buf), buf))
         self._to[dest] += 1
         self._messages_sent += 1
@@ -349,24 +355,16 @@ class Exchange:
         return self._take(msgs, A)
 
     def _take(self, msgs: list[tuple[int, np.ndarray]], A: array) -> list[int]:
-        """Fill the ghost anchors of the arrived messages; their anchors."""
-        got = np.concatenate([buf for _, buf in msgs]).reshape(-1, 3) if len(msgs) > 1 \
-            else msgs[0][1].reshape(-1, 3)
-        if not len(got):
-            return []
-        g = self._graph
-        # each record asked for is an anchor of its own on this rank (Graph.set_rules)
-        pos = np.array([self._pos[loc] for loc in got[:, 0].tolist()], dtype=np.int64)
-        recs = got[:, 1]
-        if self.index:  # trimmed ghosts: original records to trimmed positions
-            recs = recs.copy()
-            for loc in np.unique(got[:, 0]).tolist():
-                if loc in self.index:
-                    sel = got[:, 0] == loc
-                    recs[sel] = np.searchsorted(self.index[loc], recs[sel])
-        ks = g.anchor_of(g.off[pos] + recs).tolist()
-        for k, v in zip(ks, got[:, 2].view(np.float64).tolist(), strict=True):
-            A[k] = v
+        """Fill the ghost anchors of the arrived messages ((request id, value)
+        pairs: the id is the anchor's place in the list this rank asked for, each
+        record asked for an anchor of its own, Graph.set_rules); their anchors."""
+        wanted, ks = self._wanted, []
+        for _, buf in msgs:
+            pairs = buf.view(np.float64).tolist()
+            for i in range(0, len(pairs), 2):
+                k = wanted[int(pairs[i])]
+                A[k] = pairs[i + 1]
+                ks.append(k)
         self.received += len(ks)
         return ks
 
@@ -385,7 +383,7 @@ class Exchange:
         self.finished = True
         # the engine's graph (its per-record arrays: ~100 bytes a record) is no longer
         # read: the exchange outlives the replay (its counts go into the summary)
-        self._graph, self._pos = None, {}
+        self._graph, self._wanted = None, []
         t = self.transport
         if drain:
             sent_me = t.alltoall_array(self._to.reshape(-1, 1))[:, 0]
@@ -427,11 +425,23 @@ class Exchange:
         Returns the ghost anchors that arrived (their values are in ``A``); sets
         :attr:`finished` when the replay is over."""
         t = self.transport
-        self.rounds += 1
-        self.flush(A)
+        if self._out:
+            self.flush(A)
         msgs = t.poll_arrays()
         if msgs:
             return self._arrived(msgs, A)
+        # nothing runnable and nothing arrived: this rank waits (the summary's count)
+        self.waits += 1
+        start = time.perf_counter()
+        try:
+            return self._wait(A, cur)
+        finally:
+            t.traffic.waits += 1
+            t.traffic.wait_seconds += time.perf_counter() - start
+
+    def _wait(self, A: array, cur: list[int]) -> list[int]:
+        """:meth:`round` once nothing has arrived: wait for a message, then the waves."""
+        t = self.transport
         done = self._done(cur)
         while True:
             if self._wave is None:  # this rank is passive: join the next wave, if

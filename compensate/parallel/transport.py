@@ -14,11 +14,10 @@ Two kinds of call. The object calls (``alltoall``, ``allgather``) take Python
 objects, which mpi4py pickles (protocol 5): used once per phase (ghost columns,
 statuses, the summary's counts). The buffer calls take numpy int64 arrays and go
 through mpi4py's buffer API (``Alltoall``, ``Alltoallv``), nothing pickled: the
-forward replay's rounds (:mod:`compensate.parallel.exchange`), thousands per run,
-where mpi4py's lowercase ``alltoall`` cost 35 µs a destination to pickle and
-unpickle even an empty payload (docs/performance.md, issue #21).
+forward replay's setup step (:mod:`compensate.parallel.exchange`), where pickling
+would cost more than the data.
 
-The point-to-point calls (issue #21): the forward replay
+The point-to-point calls: the forward replay
 (:mod:`compensate.parallel.exchange`) sends each batch of values to the rank that
 asked for them as one nonblocking message of an int64 buffer (``Isend``, its
 request kept until completed), and a blocked rank takes whatever arrived from any
@@ -73,6 +72,10 @@ class Traffic:
         self.message_bytes = 0
         #: nonblocking sums (the replay's waves) this rank joined
         self.waves = 0
+        #: times the replay waited for values (nothing runnable, nothing arrived) and
+        #: the seconds of those waits
+        self.waits = 0
+        self.wait_seconds = 0.0
 
     def snapshot(self) -> tuple[int, int, float, int, int, int]:
         return (self.calls, self.bytes_sent, self.seconds, self.messages,
@@ -213,12 +216,14 @@ class MpiTransport(Transport):
     def __init__(self, timeout: float | None = None) -> None:
         from mpi4py import MPI
 
+        self.MPI = MPI  # (an import inside a method costs a microsecond a call)
         self.comm = MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.traffic = Traffic()
         self.timeout = timeout or None
         self._pongs: list[Any] = []  # answers to the other ranks' pings, in flight
+        self._status = MPI.Status()  # (one, reused by every poll)
 
     # -- waiting with a deadline (``timeout``) ----------------------------------------
     def wait(self, request: Any, what: str) -> None:
@@ -231,15 +236,19 @@ class MpiTransport(Transport):
 
     def wait_until(self, done: Any, what: str) -> None:
         """Poll ``done()`` until it is True; RankStalled after ``timeout`` seconds."""
-        end = time.monotonic() + (self.timeout or 0.0)
+        now = time.monotonic()
+        end, ping = now + (self.timeout or 0.0), now
         while not done():
-            self._answer_pings()
-            if self.timeout is not None and time.monotonic() >= end:
+            now = time.monotonic()
+            if now >= ping:  # (every PING_EVERY: an Iprobe at every poll costs more
+                self._answer_pings()  # than the poll)
+                ping = now + PING_EVERY
+            if self.timeout is not None and now >= end:
                 raise self.stalled(what)
             os.sched_yield()
 
     def _answer_pings(self) -> None:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         status = MPI.Status()
         while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=PING_TAG, status=status):
@@ -250,7 +259,7 @@ class MpiTransport(Transport):
     def silent_ranks(self) -> list[int]:
         """Ping every other rank and wait a few seconds for the answers (a waiting
         rank answers in its wait loop): the ranks that gave none."""
-        from mpi4py import MPI
+        MPI = self.MPI
 
         others = [r for r in range(self.size) if r != self.rank]
         pings = [self.comm.isend(self.rank, dest=r, tag=PING_TAG) for r in others]
@@ -269,7 +278,7 @@ class MpiTransport(Transport):
     def _objects(self, blocks: list[bytes], what: str, to_all: bool) -> list[bytes]:
         """Nonblocking exchange of pickled objects: ``blocks[r]`` to rank ``r``
         (``to_all``: ``blocks[0]`` to every rank); the blocks each rank sent here."""
-        from mpi4py import MPI
+        MPI = self.MPI
 
         size = self.size
         lengths = np.array([len(b) for b in blocks], dtype=np.int64)
@@ -313,7 +322,7 @@ class MpiTransport(Transport):
         return got
 
     def alltoall_array(self, send: np.ndarray) -> np.ndarray:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         send = np.ascontiguousarray(send, dtype=np.int64)
         recv = np.empty_like(send)
@@ -328,7 +337,7 @@ class MpiTransport(Transport):
 
     def alltoallv_array(self, send: np.ndarray, counts: np.ndarray,
                         recv_counts: np.ndarray) -> np.ndarray:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         send = np.ascontiguousarray(send, dtype=np.int64)
         counts, recv_counts = np.asarray(counts), np.asarray(recv_counts)
@@ -347,35 +356,36 @@ class MpiTransport(Transport):
 
     # -- point to point (the forward replay) -----------------------------------------
     def isend_array(self, dest: int, buf: np.ndarray) -> Any:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         self.count_message(buf)
         return self.comm.Isend([buf, MPI.INT64_T], dest=dest, tag=REPLAY_TAG)
 
     def _recv(self, status: Any) -> tuple[int, np.ndarray]:
-        from mpi4py import MPI
-
+        i64 = self.MPI.INT64_T
         src = status.Get_source()
-        buf = np.empty(status.Get_count(MPI.INT64_T), dtype=np.int64)
-        self.comm.Recv([buf, MPI.INT64_T], source=src, tag=REPLAY_TAG)
+        buf = np.empty(status.Get_count(i64), dtype=np.int64)
+        self.comm.Recv([buf, i64], source=src, tag=REPLAY_TAG)
         return src, buf
 
     def poll_arrays(self) -> list[tuple[int, np.ndarray]]:
-        from mpi4py import MPI
-
-        out, status = [], MPI.Status()
-        while self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
+        status, probe, anyone = self._status, self.comm.Iprobe, self.MPI.ANY_SOURCE
+        if not probe(source=anyone, tag=REPLAY_TAG, status=status):
+            return []  # (the frequent answer, with one call)
+        out = [self._recv(status)]
+        while probe(source=anyone, tag=REPLAY_TAG, status=status):
             out.append(self._recv(status))
         return out
 
     def wait_message(self, wave: Wave | None,
                      timeout: float | None = None) -> tuple[int, np.ndarray] | None:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         status = MPI.Status()
         now = time.perf_counter()
         end = None if timeout is None else now + timeout
         stall = None if self.timeout is None else now + self.timeout
+        ping = now + PING_EVERY
         while True:  # (MPI has no wait for "a message or this request": poll both,
             # yielding the core between polls, which matters when ranks share cores)
             if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REPLAY_TAG, status=status):
@@ -386,14 +396,15 @@ class MpiTransport(Transport):
                 now = time.perf_counter()
                 if end is not None and now >= end:
                     return None
-                if stall is not None:
-                    if now >= stall:
+                if stall is not None and now >= ping:  # (not at every poll: a value's
+                    if now >= stall:  # latency is a few polls)
                         raise self.stalled("the replay's messages")
                     self._answer_pings()
+                    ping = now + PING_EVERY
             os.sched_yield()
 
     def wait_sends(self, requests: list[Any]) -> None:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         if requests and self.timeout is None:
             MPI.Request.Waitall(requests)
@@ -401,7 +412,7 @@ class MpiTransport(Transport):
             self.wait_until(lambda: MPI.Request.Testall(requests), "the replay's sends")
 
     def recv_array(self, source: int) -> np.ndarray:
-        from mpi4py import MPI
+        MPI = self.MPI
 
         status = MPI.Status()
         if self.timeout is None:
@@ -421,12 +432,13 @@ REPLAY_TAG = 21
 PING_TAG, PONG_TAG = 22, 23
 #: seconds a stalled rank waits for the answers to its pings
 PING_SECONDS = 5.0
+#: seconds between two looks for pings while the replay waits for a message
+PING_EVERY = 0.01
 
 
 class _MpiWave(Wave):
     def __init__(self, t: MpiTransport, values: np.ndarray) -> None:
-        from mpi4py import MPI
-
+        MPI = t.MPI
         t.traffic.waves += 1
         self._t = t
         self._send, self._recv = values, np.empty_like(values)

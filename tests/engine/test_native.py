@@ -77,9 +77,9 @@ def _python_loop(monkeypatch, *args):
 
 
 def _python_loop_with_c_runs(monkeypatch, *args):
-    """approximate() with the loop the distributed run uses: Python's scheduling,
-    runs of inline receives handed to the C loop (cmp_run_fast)."""
-    def scheduled(self, fast, A, cur, a_end, runnable):
+    """approximate() with Python's scheduling and runs of inline receives handed to
+    the C loop (cmp_run_fast)."""
+    def scheduled(self, fast, A, cur, a_end, runnable, wanted):
         self._python_loop(A, cur, {}, fast, runnable)
 
     with monkeypatch.context() as mp:

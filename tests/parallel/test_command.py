@@ -301,11 +301,8 @@ def test_the_summary_counts_of_the_hand_computed_three_location_case(tmp_path):
     rank 0 owns 6 + 3 records and holds location 2's 9 as ghosts, rank 1 the other
     way round; anchors (each location's first record and its receives): 2 + 2 and 2;
     values: rank 1 sends loc 2's two sends (records 1 and 7), rank 0 loc 0's send
-    (record 4). Rounds: round 1 carries loc 2's first send (known from the start),
-    round 2 loc 0's send (computed from it), round 3 loc 2's second send, round 4
-    moves nothing and ends the replay. The replay's collectives: the setup, 4
-    rounds (each one Alltoall: their few values fit in its header), the statistics'
-    reduction and the phase agreement."""
+    (record 4), each a (request id, value) pair of 16 bytes. The replay's collective
+    calls: the setup, the statistics' reduction and the phase agreement."""
     data = Path(__file__).parent / "data" / "three_locations.trace"
     plat = next(x for x in data.read_text().splitlines() if x.startswith("# platform:"))
     (tmp_path / "platform.json").write_text(plat.split(":", 1)[1])
@@ -314,7 +311,8 @@ def test_the_summary_counts_of_the_hand_computed_three_location_case(tmp_path):
                                       str(tmp_path / "platform.json"), "--quiet",
                                       "--summary", str(summary)], 2) == [0, 0]
     par = json.loads(summary.read_text())["parallel"]
-    assert par["ranks"] == 2 and par["rounds"] >= 1  # (times a rank waited: timing)
+    assert par["ranks"] == 2 and len(par["waits"]) == 2  # (times a rank waited: timing)
+    assert par["messages"] == par["replay"]["messages"]  # (one replay in this run)
     assert par["records"] == [9, 9] and par["ghost_records"] == [9, 9]
     assert par["anchors"] == [4, 2]
     assert par["values_sent"] == [1, 2] and par["values_received"] == [2, 1]
@@ -322,7 +320,7 @@ def test_the_summary_counts_of_the_hand_computed_three_location_case(tmp_path):
     # reduction and the phase agreement after it), the values travel point to point
     assert par["replay"]["collectives"] == [3, 3]
     rep = par["replay"]
-    assert rep["message_bytes"] == [24 * n for n in par["values_sent"]]  # 3 x 8 bytes
+    assert rep["message_bytes"] == [16 * n for n in par["values_sent"]]  # (id, value) pairs
     assert all(1 <= m <= n for m, n in zip(rep["messages"], par["values_sent"], strict=True))
     assert all(w >= 1 for w in rep["waves"]) and len(set(rep["waves"])) == 1
     for phase in ("definitions", "read", "ghosts", "match", "replay", "times", "verify"):

@@ -25,17 +25,21 @@ DATA = Path(__file__).parent / "data"
 
 
 class Recording(Exchange):
-    """An exchange that notes the anchor values its rank sends in each message."""
+    """An exchange that notes the anchor values its rank takes from each message:
+    (source rank, this rank, (location, record), value)."""
 
     def __init__(self, transport, owner, log: list) -> None:
         super().__init__(transport, owner)
         self.log = log
 
-    def _send_values(self, dest, rows):  # (location, record, value bits) rows
-        for loc, idx, bits in rows.tolist():
-            v = float(np.int64(bits).view(np.float64))
-            self.log.append((self.transport.rank, dest, (loc, idx), v))
-        return super()._send_values(dest, rows)
+    def _take(self, msgs, A):  # (request id, value) pairs
+        g = self._graph
+        for src, buf in msgs:
+            for ident, v in buf.view(np.float64).reshape(-1, 2).tolist():
+                k = self._wanted[int(ident)]
+                loc, idx = g.loc_ids[int(g.anchor_loc[k])], int(g.anchor_rec[k])
+                self.log.append((src, self.transport.rank, (loc, idx), v))
+        return super()._take(msgs, A)
 
 
 def load(name: str):
@@ -125,18 +129,43 @@ events
 """
 
 
-def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path):
-    """Two receives waiting for each other's later sends: no round moves anything;
-    the rank of the first waiting location raises the one-process run's error, the
-    other stops (RemoteFailure: the driver's agreement reports the error once)."""
+def _ring(n: int) -> str:
+    """``n`` locations, each receiving first from the next one (in a ring) and then
+    sending to the previous one: every receive waits for a later send."""
+    head = ["compensate-trace 1", "timer_resolution 1000000000"]
+    head += [f'location {i} group={i} name="rank {i}"' for i in range(n)]
+    head += ['region 1 "MPI_Send"', 'region 2 "MPI_Recv"',
+             f'comm 0 "MPI_COMM_WORLD" {",".join(str(i) for i in range(n))}', "events"]
+    rows = []
+    for i in range(n):
+        rows += [(1000, i, "Enter region=2"),
+                 (1100, i, f"MpiRecv sender={(i + 1) % n} comm=0 tag=0 bytes=8"),
+                 (1200, i, "Leave region=2"), (1300, i, "Enter region=1"),
+                 (1400, i, f"MpiSend receiver={(i - 1) % n} comm=0 tag=0 bytes=8"),
+                 (1500, i, "Leave region=1")]
+    return "\n".join(head + [f"{t} {i} {x}" for t, i, x in sorted(rows)]) + "\n"
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("text, ranks", [(CYCLE, 2), (_ring(3), 3), (_ring(5), 2),
+                                         (_ring(5), 3)])
+def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path, monkeypatch, native, text,
+                                                       ranks):
+    """Receives waiting for each other's later sends, across 2 and 3 ranks (two
+    locations on two ranks; rings of 3 and 5 locations): no value ever moves; the
+    waves find every rank passive with nothing in transit, the rank of the first
+    waiting location raises the one-process run's error, the others stop
+    (RemoteFailure: the driver's agreement reports the error once) — with the
+    engine's scheduling in C (``native`` 1) and in Python (0)."""
+    monkeypatch.setenv("COMPENSATE_NATIVE", native)
     path = tmp_path / "cycle.trace"
-    path.write_text(CYCLE)
+    path.write_text(text)
     trace = read_text(str(path))
     matching = match(trace)
     opts = EngineOptions(bound="lower")
     with pytest.raises(TraceError) as one:
         approximate(trace, Platform(1e-8), opts, matching)
-    owner = owners(trace.definitions, list(trace.events), 2)
+    owner = owners(trace.definitions, list(trace.events), ranks)
     errors = {}
 
     def body(t):
@@ -147,9 +176,10 @@ def test_a_cycle_across_ranks_is_the_one_process_error(tmp_path):
         except (TraceError, RemoteFailure) as exc:
             errors[t.rank] = exc
 
-    run_threads(2, body)
+    run_threads(ranks, body)
     assert isinstance(errors[0], TraceError) and str(errors[0]) == str(one.value)
-    assert isinstance(errors[1], RemoteFailure) and errors[1].rank == 0
+    assert all(isinstance(errors[r], RemoteFailure) and errors[r].rank == 0
+               for r in range(1, ranks))
 
 
 @pytest.mark.parametrize("inline", [True, False])
