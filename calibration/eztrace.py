@@ -2,25 +2,44 @@
 
 EZTrace is a tracer we cannot change or ask for its own costs, so its overhead
 is measured from outside, as ``calibration.external`` does for Score-P:
-``calibration/eztrace_probe.c`` repeats one MPI operation ``n`` times on
-MPI_COMM_SELF (no rank waits for another) and prints its loop time. Each
-variant runs at several ``n``, untraced and under ``eztrace -t mpich``, in
-alternating order; a least-squares line per (variant, traced) gives seconds per
-iteration, and the difference traced - untraced is what one iteration's records
-cost (start-up and trace write-out fall into the intercept or outside the loop).
+``calibration/eztrace_probe.c`` repeats one MPI operation ``n`` times and prints
+its loop time (21 times its median 21st part, so that a part in which the
+process lost its core does not count). Each variant runs at several ``n``, untraced and under
+``eztrace -t mpich``, in alternating order; a least-squares line per (variant,
+traced) gives seconds per iteration, and the difference traced - untraced is
+what one iteration's records cost (start-up and trace write-out fall outside the
+loop). The same difference from each repetition's runs alone gives its
+spread, and their median is the variant's dilation per iteration (a
+repetition during which other processes took the cores is one outlier, not a
+shift of the pooled slope).
 
 Which records an iteration writes is *counted in the traced archive*
 (``otf2-print``, at two ``n``), not assumed. compensate charges a record's cost
-to the gap *after* it (R1), so what the platform needs per kind is how much
-longer the gap after such a record is traced than untraced, wherever EZTrace
-spends the time (it stamps some records after its own work, so the gap after a
-Leave is nearly empty and the gap after an Enter holds two records' costs). That
-is the traced probe's median gap after each kind, less that gap's share of the
-untraced iteration (spread evenly: at most tens of ns for the short variants).
-The slopes check it: per variant, ``closure`` is the per-kind costs summed over
-one iteration divided by traced - untraced seconds per iteration (1 when the
-gaps account for all of the dilation). Kinds the MPI probe never writes
-(OpenMP, Pthreads) get ``event_overhead``, the Enter/Leave mean.
+to the gap *after* it (R1), so for a record that only the program's own
+timeline follows, what the platform needs is how much longer the gap after it
+is traced than untraced. The self variants (``wait``, ``recv``, ``isend``,
+``barrier``: every rank alone on MPI_COMM_SELF) give that: the traced probe's
+median gap after each kind, less that gap's share of the untraced iteration
+(spread evenly: at most tens of ns for the short variants).
+
+A send record and a collective's begin record are different: compensate keeps a
+waiting receiver's observed transfer ``recv_m - send_m`` less ``O(MpiSend)``
+(R2, m.1) and a collective's span from its last begin less ``O(begin)`` (R3), so
+their cost is whatever the tracer adds between the sender's record and the
+receiver's. EZTrace adds more there than the send record's own writing: it
+stamps MpiRecv (and a collective's end) only after its own work once the MPI call
+has returned (the count of the status, the communicator's translation), and that
+work lies in the observed transfer. The two-rank variants measure it: in
+``pingpong`` (a Send/Recv round trip after 1.5 us of work per hop) each hop's
+path holds the receiver's MpiRecv and Leave, the sender's Enter and the
+transfer, so ``MpiSend`` costs the hop's dilation (half the round's slope
+difference) less the other three kinds' costs; ``allreduce`` likewise gives
+``MpiCollectiveBegin`` from each iteration's MpiCollectiveEnd, Leave and Enter.
+Per variant, ``closure`` is the per-kind costs summed over one iteration divided
+by traced - untraced seconds per iteration (1 when the costs account for all of
+the dilation; the two-rank variants use their path, 1 by construction). Kinds
+the MPI probe never writes (OpenMP, Pthreads) get ``event_overhead``, the
+Enter/Leave mean.
 
 Usage::
 
@@ -49,9 +68,25 @@ from calibration.platformfile import OutputError, read_platform_dict, write_plat
 from compensate.platform import PlatformError
 
 SOURCE = Path(__file__).with_name("eztrace_probe.c")
-VARIANTS = ("wait", "barrier", "isend", "recv")
+VARIANTS = ("wait", "barrier", "isend", "recv", "pingpong", "allreduce")
+#: two-rank variants: the kind whose cost is the rest of the path's dilation, the
+#: other kinds on the path of one step, and steps (messages, collectives) per
+#: iteration
+PATHS = {"pingpong": ("MpiSend", ("MpiRecv", "Leave", "Enter"), 2),
+         "allreduce": ("MpiCollectiveBegin", ("MpiCollectiveEnd", "Leave", "Enter"), 1)}
+#: the probe times its loop in this many equal parts (CHUNKS in eztrace_probe.c)
+CHUNKS = 21
+
+
+def timed(n: int) -> int:
+    """Iterations the probe times when asked for ``n`` (whole parts only)."""
+    return n // CHUNKS * CHUNKS
+
+
+def iterations(n: int) -> int:
+    """Iterations the probe runs when asked for ``n``: its warm-up and the timed loop."""
+    return n // 10 + 1 + timed(n)
 DEFAULT_NS = (5000, 10000, 20000)
-# cost groups: every kind of a group gets the group's one cost
 _LOOP = re.compile(r"loop_seconds\s+([0-9.eE+-]+)")
 
 
@@ -64,7 +99,7 @@ class ProbeSettings:
     """Tools, iteration counts, repetitions and ranks of one calibration."""
 
     ns: tuple[int, ...] = DEFAULT_NS
-    repeats: int = 3
+    repeats: int = 5
     ranks: int = 2
     mpicc: str = "/usr/bin/mpicc"
     mpirun: str = "/usr/bin/mpirun"
@@ -83,6 +118,7 @@ class ProbeResult:
     fits: dict[str, dict] = field(default_factory=dict)
     closure: dict[str, float] = field(default_factory=dict)  # variant -> sum of costs / delta
     gaps: dict[str, dict[str, float]] = field(default_factory=dict)  # variant -> kind -> s
+    spread: dict[str, list[float]] = field(default_factory=dict)  # variant -> per-repeat delta
 
 
 def available(settings: ProbeSettings | None = None) -> str | None:
@@ -192,7 +228,7 @@ def probe_records(exe: Path, variant: str, settings: ProbeSettings, workdir: Pat
         per_n.append(Counter(kinds))
         gaps = gap_medians(kinds, times)
     kinds = set(per_n[0]) | set(per_n[1])
-    steps = large + large // 10 - small - small // 10  # the probe's warm-up loop too
+    steps = iterations(large) - iterations(small)
     out = {k: (per_n[1][k] - per_n[0][k]) / steps for k in kinds}
     out = {k: v for k, v in out.items() if v > 0.01}
     tick = 1.0 / ticks_per_second(workdir / "eztrace_probe_trace" / "eztrace_log.otf2")
@@ -204,9 +240,12 @@ def per_kind(records: dict[str, dict[str, float]], gaps: dict[str, dict[str, flo
     """Seconds the tracer adds in the gap after a record of each kind: the traced
     probe's median gap after it, less its share of the untraced iteration (the
     untraced time spread evenly over the iteration's gaps); per kind, from the
-    variant whose iteration is shortest untraced (the least to subtract)."""
+    variant whose iteration is shortest untraced (the least to subtract). The
+    two-rank variants (:data:`PATHS`) are left out: their gaps hold the waits."""
     best: dict[str, tuple[float, float]] = {}
     for v, per in records.items():
+        if v in PATHS:
+            continue
         n = sum(per.values())
         share = untraced[v] / n if n else 0.0
         for k, g in gaps[v].items():
@@ -215,13 +254,49 @@ def per_kind(records: dict[str, dict[str, float]], gaps: dict[str, dict[str, flo
     return {k: c for k, (c, _) in sorted(best.items())}
 
 
+def closed_costs(records: dict[str, dict[str, float]], costs: dict[str, float],
+                 delta: dict[str, float]) -> dict[str, float]:
+    """``costs`` (the gap estimates) changed as little as possible, relative to each
+    kind's own cost, so that every self variant's records add up to its measured
+    dilation per iteration (closure 1): the gap estimates leave out what EZTrace
+    does inside the gaps that also hold the MPI call's own work (the untraced
+    share subtracted there is a guess), and the slopes do not. Kinds stay >= 0."""
+    variants = [v for v in records if v not in PATHS and v in delta]
+    kinds = sorted(costs)
+    if not variants or not kinds:
+        return dict(costs)
+    n = np.array([[records[v].get(k, 0.0) for k in kinds] for v in variants])
+    g = np.array([costs[k] for k in kinds])
+    w = np.diag(np.maximum(g, 1e-9))
+    resid = np.array([delta[v] for v in variants]) - n @ g
+    c = g + w @ n.T @ np.linalg.lstsq(n @ w @ n.T, resid, rcond=None)[0]
+    return {k: max(float(x), 0.0) for k, x in zip(kinds, c, strict=True)}
+
+
+def path_costs(costs: dict[str, float], delta: dict[str, float]) -> dict[str, float]:
+    """``costs`` with the cost of each two-rank variant's kind (:data:`PATHS`): one
+    step's dilation (``delta`` / steps) less the other kinds on its path, at
+    least 0. Variants not measured leave their kind as it was."""
+    out = dict(costs)
+    for v, (kind, others, steps) in PATHS.items():
+        if v in delta:
+            rest = sum(out.get(k, 0.0) for k in others)
+            out[kind] = max(delta[v] / steps - rest, 0.0)
+    return out
+
+
 def closure(records: dict[str, dict[str, float]], costs: dict[str, float],
             delta: dict[str, float]) -> dict[str, float]:
     """Per variant, the per-kind costs summed over one iteration / the measured
-    traced - untraced time per iteration (1: the gaps account for the slope)."""
+    traced - untraced time per iteration (1: the gaps account for the slope); for
+    a two-rank variant, the costs of its path (:data:`PATHS`)."""
     out = {}
     for v, per in records.items():
-        total = sum(n * costs.get(k, 0.0) for k, n in per.items())
+        if v in PATHS:
+            kind, others, steps = PATHS[v]
+            total = steps * sum(costs.get(k, 0.0) for k in (kind, *others))
+        else:
+            total = sum(n * costs.get(k, 0.0) for k, n in per.items())
         out[v] = total / delta[v] if delta[v] > 0 else float("nan")
     return out
 
@@ -234,29 +309,45 @@ def measure(settings: ProbeSettings, progress=None) -> ProbeResult:
         records, gaps = {}, {}
         for v in settings.variants:
             records[v], gaps[v] = probe_records(exe, v, settings, work)
-        delta, base, fits = {}, {}, {}
+        delta, base, fits, spread = {}, {}, {}, {}
         for v in settings.variants:
             data: dict[bool, tuple[list[int], list[float]]] = {True: ([], []), False: ([], [])}
             for rep in range(settings.repeats):
                 for j, n in enumerate(settings.ns):
                     for traced in ((True, False) if (rep + j) % 2 == 0 else (False, True)):
-                        data[traced][0].append(n)
+                        data[traced][0].append(timed(n))
                         data[traced][1].append(run_probe(exe, v, n, traced, work, settings))
                 if progress:
                     progress(f"{v}: repeat {rep + 1}/{settings.repeats}")
             traced_fit, base_fit = fit_line(*data[True]), fit_line(*data[False])
-            delta[v] = traced_fit.slope - base_fit.slope
             base[v] = base_fit.slope
             fits[v] = {"traced": traced_fit.to_dict(), "untraced": base_fit.to_dict()}
-    costs = per_kind(records, gaps, base)
-    return ProbeResult(costs, delta, records, fits, closure(records, costs, delta), gaps)
+            spread[v] = repeat_deltas(data, len(settings.ns))
+            delta[v] = (float(np.median(spread[v])) if spread[v]
+                        else traced_fit.slope - base_fit.slope)
+    costs = path_costs(closed_costs(records, per_kind(records, gaps, base), delta), delta)
+    return ProbeResult(costs, delta, records, fits, closure(records, costs, delta), gaps,
+                       spread)
+
+
+def repeat_deltas(data: dict[bool, tuple[list[int], list[float]]], per_repeat: int
+                  ) -> list[float]:
+    """Traced - untraced seconds per iteration from each repetition's runs alone
+    (``per_repeat`` consecutive points of each line): the spread of ``delta``."""
+    out = []
+    for i in range(0, len(data[True][0]), per_repeat):
+        if per_repeat < 2:
+            break
+        part = {t: (ns[i:i + per_repeat], ys[i:i + per_repeat]) for t, (ns, ys) in data.items()}
+        out.append(fit_line(*part[True]).slope - fit_line(*part[False]).slope)
+    return out
 
 
 def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
     """A platform file: the per-kind costs, the Enter/Leave mean as ``event_overhead``
     (for the kinds the MPI probe does not write), the copy table (and network model)
-    of ``copy_from`` if given. MpiSend takes MpiIsend's cost (a blocking send to
-    oneself can wait for ever, so the probe does not time one)."""
+    of ``copy_from`` if given. Without the ``pingpong`` variant MpiSend takes
+    MpiIsend's cost."""
     costs = dict(result.costs)
     if "MpiIsend" in costs:
         costs.setdefault("MpiSend", costs["MpiIsend"])
@@ -272,6 +363,7 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
         "seconds_after_record": result.costs, "median_gap_seconds": result.gaps,
         "overhead_per_iteration": result.delta, "records_per_iteration": result.records,
         "closure": result.closure, "fits": result.fits,
+        "overhead_per_iteration_by_repeat": result.spread,
         "note": "kinds not named cost event_overhead (the Enter/Leave mean); "
                 "copy_time and network come from --copy-from"}
     return data
@@ -284,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("output")
     p.add_argument("--copy-from", help="platform file whose copy_time (and network) to keep")
     p.add_argument("--n", default=",".join(map(str, DEFAULT_NS)), help="iteration counts")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--mpicc", default="/usr/bin/mpicc")
     p.add_argument("--mpirun", default="/usr/bin/mpirun")
@@ -308,8 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ProbeError, OutputError, PlatformError, OSError) as exc:
         print(f"calibration.eztrace: error: {exc}", file=sys.stderr)
         return 3
-    print(json.dumps({"seconds_after_record": result.costs, "closure": result.closure},
-                     indent=1))
+    print(json.dumps({"seconds_after_record": result.costs, "closure": result.closure,
+                      "overhead_per_iteration": result.delta,
+                      "overhead_per_iteration_by_repeat": result.spread}, indent=1))
     return 0
 
 
