@@ -51,15 +51,17 @@ def test_each_kind_is_charged_its_gap_less_its_share_of_the_untraced_iteration()
 def test_self_variant_costs_are_scaled_until_their_records_add_up_to_the_slopes():
     records = {"wait": {"Enter": 1.0, "Leave": 1.0},
                "isend": {"Enter": 3.0, "Leave": 3.0, "MpiIsend": 1.0},
+               "recv": {"Enter": 3.0, "Leave": 3.0, "MpiIsend": 1.0, "MpiRecv": 1.0},
                "pingpong": {"Enter": 2.0, "Leave": 2.0, "MpiSend": 1.0, "MpiRecv": 1.0}}
     gaps = {"Enter": 40e-9, "Leave": 40e-9, "MpiIsend": 70e-9, "MpiRecv": 30e-9}
-    delta = {"wait": 100e-9, "isend": 400e-9, "pingpong": 1e-6}
+    delta = {"wait": 100e-9, "isend": 400e-9, "recv": 430e-9, "pingpong": 1e-6}
     costs = ez.closed_costs(records, gaps, delta)
     closure = ez.closure(records, costs, delta)
-    assert closure["wait"] == pytest.approx(1.0) and closure["isend"] == pytest.approx(1.0)
-    assert costs["Enter"] + costs["Leave"] == pytest.approx(100e-9)
+    assert [closure[v] for v in ("wait", "isend", "recv")] == pytest.approx([1.0] * 3)
+    # a Leave's and an MpiRecv's gaps hold tracer work alone: kept as measured
+    assert costs["Leave"] == gaps["Leave"] and costs["MpiRecv"] == gaps["MpiRecv"]
+    assert costs["Enter"] == pytest.approx(60e-9)  # 100 - 40
     assert costs["MpiIsend"] == pytest.approx(100e-9)  # 400 - 3 x 100
-    assert costs["MpiRecv"] == gaps["MpiRecv"]  # in no self variant: as measured
     # a cost is never negative, however small the slope
     assert min(ez.closed_costs(records, gaps, {"wait": 0.0, "isend": 0.0}).values()) >= 0
 
