@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -68,7 +69,9 @@ from calibration.platformfile import OutputError, read_platform_dict, write_plat
 from compensate.platform import PlatformError
 
 SOURCE = Path(__file__).with_name("eztrace_probe.c")
-VARIANTS = ("wait", "barrier", "isend", "recv", "pingpong", "allreduce")
+VARIANTS = ("wait", "barrier", "isend", "recv", "pingpong", "allreduce", "omp")
+#: EZTrace modules a variant is traced with (others: mpich alone)
+MODULES = {"omp": "mpich openmp"}
 #: two-rank variants: the kind whose cost is the rest of the path's dilation, the
 #: other kinds on the path of one step, and steps (messages, collectives) per
 #: iteration
@@ -133,7 +136,7 @@ def available(settings: ProbeSettings | None = None) -> str | None:
 def build(workdir: Path, settings: ProbeSettings) -> Path:
     """Compile the probe into ``workdir``; its path."""
     exe = workdir / "eztrace_probe"
-    proc = subprocess.run([settings.mpicc, "-O2", str(SOURCE), "-o", str(exe)],
+    proc = subprocess.run([settings.mpicc, "-O2", "-fopenmp", str(SOURCE), "-o", str(exe)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -146,10 +149,11 @@ def run_probe(exe: Path, variant: str, n: int, traced: bool, workdir: Path,
     """Loop seconds of one run (the slowest rank's, as the probe prints it)."""
     cmd = [settings.mpirun, "-n", str(settings.ranks)]
     if traced:
-        cmd += [settings.eztrace, "-t", "mpich"]
+        cmd += [settings.eztrace, "-t", MODULES.get(variant, "mpich")]
     cmd += [str(exe), variant, str(int(n))]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
     try:
-        proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
+        proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
                               timeout=settings.timeout, check=False)
     except subprocess.TimeoutExpired:
         shown = " ".join(cmd)

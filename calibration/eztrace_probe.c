@@ -22,6 +22,9 @@
  *   pingpong  work, MPI_Send / MPI_Recv between     2 Enter, 2 Leave, MpiSend, MpiRecv
  *             ranks 0 and 1 (one round: 2 messages)
  *   allreduce work, MPI_Allreduce(MPI_COMM_WORLD)   Enter, Leave, MpiCollectiveBegin/End
+ *   omp       an empty OpenMP parallel region       ThreadFork/Join, ThreadTeamBegin/End,
+ *             (OMP_NUM_THREADS=1, eztrace -t        Enter, Leave ("OpenMP Parallel")
+ *             "mpich openmp"; built with -fopenmp)
  *
  * Run untraced (`mpirun -n 2 ./eztrace_probe wait 20000`) and traced
  * (`mpirun -n 2 eztrace -t mpich ./eztrace_probe wait 20000`).
@@ -75,6 +78,15 @@ static void allreduce(long n)
     }
 }
 
+static void omp_regions(long n)
+{
+    static volatile int sink;
+    for (long i = 0; i < n; i++) {
+#pragma omp parallel
+        sink = sink + 1;
+    }
+}
+
 static void loop(const char *variant, long n, int rank)
 {
     double out = 1.0, in = 0.0;
@@ -86,6 +98,10 @@ static void loop(const char *variant, long n, int rank)
     }
     if (strcmp(variant, "allreduce") == 0) {
         allreduce(n);
+        return;
+    }
+    if (strcmp(variant, "omp") == 0) {
+        omp_regions(n);
         return;
     }
     for (long i = 0; i < n; i++) {
@@ -110,7 +126,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     if (argc < 3) {
-        fprintf(stderr, "usage: eztrace_probe wait|recv|isend|barrier|pingpong|allreduce N\n");
+        fprintf(stderr, "usage: eztrace_probe wait|recv|isend|barrier|pingpong|allreduce|omp N\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *variant = argv[1];
