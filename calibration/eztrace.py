@@ -18,9 +18,11 @@ Which records an iteration writes is *counted in the traced archive*
 to the gap *after* it (R1), so for a record that only the program's own
 timeline follows, what the platform needs is how much longer the gap after it
 is traced than untraced. The self variants (``wait``, ``recv``, ``isend``,
-``barrier``: every rank alone on MPI_COMM_SELF) give that: the traced probe's
-median gap after each kind, less that gap's share of the untraced iteration
-(spread evenly: at most tens of ns for the short variants).
+``barrier``: every rank alone on MPI_COMM_SELF; ``omp``: an empty OpenMP
+parallel region of one thread) give that: the traced probe's median gap after
+each kind, less that gap's share of the untraced iteration (spread evenly: at
+most tens of ns for the short variants), then closed on the slopes
+(:func:`closed_costs`).
 
 A send record and a collective's begin record are different: compensate keeps a
 waiting receiver's observed transfer ``recv_m - send_m`` less ``O(MpiSend)``
@@ -38,8 +40,8 @@ difference) less the other three kinds' costs; ``allreduce`` likewise gives
 Per variant, ``closure`` is the per-kind costs summed over one iteration divided
 by traced - untraced seconds per iteration (1 when the costs account for all of
 the dilation; the two-rank variants use their path, 1 by construction). Kinds
-the MPI probe never writes (OpenMP, Pthreads) get ``event_overhead``, the
-Enter/Leave mean.
+the probe never writes (the Pthreads module's, OpenMP locks and tasks) get
+``event_overhead``, the Enter/Leave mean.
 
 Usage::
 
