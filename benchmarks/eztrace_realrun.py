@@ -7,19 +7,26 @@ first in odd ones), on 2 ranks (the Pthreads program: one process of 2 threads).
 Every program prints its loop's time (``loop_seconds``: between two barriers, or
 from the first pthread_create to the last pthread_join); the traced run's loop is
 the same interval in its trace (rank 0's first and last MPI_Barrier Leave; the
-main thread's first pthread_create Enter and last pthread_join Leave). Each trace
-is compensated with the calibrated platform (``python -m calibration.eztrace``)
-and with ``--overhead estimate``, for each bound, and
+main thread's first pthread_create Enter and last pthread_join Leave). The MPI
+programs also end each 21st of their loop with an MPI_Barrier
+(benchmarks/eztrace/parts.h) and print 21 times their median part
+(``part_seconds``); the same parts are read from rank 0's MPI_Barrier Leave
+records of the traced and the compensated trace. On a machine shared with other
+work a part during which a process lost its core does not count, which the
+whole loop cannot offer (the Pthreads program has one part: its whole loop).
+Each trace is compensated with the calibrated platform (``python -m
+calibration.eztrace``) and with ``--overhead estimate``, for each bound, and
 
     removed % = (traced loop - compensated loop) / (traced loop - untraced loop)
 
 per pair ("paired", then its median) and from the medians of the three loops
-("median"). Violations (outputs refused by the happened-before check) and
+("median"), of the loops timed in parts; the whole loops' paired median beside
+them. Violations (outputs refused by the happened-before check) and
 overcompensated records are counted over the pairs.
 
     python benchmarks/eztrace_realrun.py [--pairs 5] [--platform eztrace-platform.json]
 
-Without ``--platform`` it calibrates first (about two minutes). Where EZTrace,
+Without ``--platform`` it calibrates first (about a minute). Where EZTrace,
 MPICH's ``/usr/bin/mpicc`` or ``otf2-print`` is missing it prints one line and
 exits 0.
 """
@@ -98,8 +105,11 @@ def build(p: Program, work: Path, mpicc: str) -> Path:
     return exe
 
 
-def run(p: Program, exe: Path, traced: bool, cwd: Path, mpirun: str, quick: bool) -> float:
-    """One run's loop seconds (``cwd`` receives the trace, ``<name>_trace/``)."""
+def run(p: Program, exe: Path, traced: bool, cwd: Path, mpirun: str, quick: bool
+        ) -> tuple[float, float]:
+    """One run's (loop seconds, parts seconds) as the program prints them (``cwd``
+    receives the trace, ``<name>_trace/``); a program not timed in parts gives
+    its loop twice."""
     cmd = [mpirun, "-n", str(p.ranks)] if p.ranks else []
     if traced:
         cmd += ["eztrace", "-t", p.modules]
@@ -107,13 +117,20 @@ def run(p: Program, exe: Path, traced: bool, cwd: Path, mpirun: str, quick: bool
     env = dict(os.environ, **p.env)
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
                          check=True).stdout
-    return float([line for line in out.splitlines() if line.startswith("loop_seconds")][-1]
-                 .split()[1])
+    found = {}
+    for line in out.splitlines():
+        if line.startswith(("loop_seconds", "part_seconds")):
+            key, value = line.split()[:2]
+            found[key] = float(value)
+    return found["loop_seconds"], found.get("part_seconds", found["loop_seconds"])
 
 
-def loop_span(trace: c.Trace, p: Program) -> tuple[int, int, int]:
-    """(location, index of the loop's first record, of its last): the first location
-    holding the start region (rank 0, or the main thread)."""
+def loop_span(trace: c.Trace, p: Program) -> tuple[int, np.ndarray]:
+    """(location, indices of the loop's marks): the first location holding the start
+    region (rank 0, or the main thread); the marks are its start and end records
+    and, where the start and end are one region and kind (MPI_Barrier Leave), every
+    such record between them (the ends of the program's parts, benchmarks/eztrace/
+    parts.h)."""
     names = trace.definitions.regions
     for loc in sorted(trace.events):
         ev = trace.events[loc]
@@ -123,15 +140,20 @@ def loop_span(trace: c.Trace, p: Program) -> tuple[int, int, int]:
         ends = [i for i, (r, k) in enumerate(zip(region, ev.kind, strict=True))
                 if r == p.end[0] and k == p.end[1]]
         if starts and ends:
-            return loc, starts[0], ends[-1]
+            if p.start == p.end:
+                return loc, np.array(starts)
+            return loc, np.array([starts[0], ends[-1]])
     raise SystemExit(f"{trace.source}: no {p.start[0]} .. {p.end[0]} loop found")
 
 
-def seconds(trace: c.Trace, where: tuple[int, int, int]) -> float:
-    """The loop's length in ``trace`` (seconds)."""
-    loc, i, j = where
-    t = trace.events[loc].time
-    return float(t[j] - t[i]) / trace.definitions.timer_resolution
+def seconds(trace: c.Trace, where: tuple[int, np.ndarray]) -> tuple[float, float]:
+    """The loop's length in ``trace`` (seconds) and its parts' (the number of parts
+    times their median, as the program computes it untraced)."""
+    loc, idx = where
+    t = np.asarray(trace.events[loc].time, dtype=np.int64)[idx]
+    res = trace.definitions.timer_resolution
+    parts = np.diff(t)
+    return float(t[-1] - t[0]) / res, float(parts.size * np.median(parts)) / res
 
 
 def compensate_all(trace: c.Trace, where, platform: str) -> dict:
@@ -142,10 +164,11 @@ def compensate_all(trace: c.Trace, where, platform: str) -> dict:
         for bound in BOUNDS:
             try:
                 r = c.compensate(trace, bound=bound, **kw)
-                out[config, bound] = {"loop": seconds(r.trace, where), "violations": 0,
+                whole, parts = seconds(r.trace, where)
+                out[config, bound] = {"loop": parts, "whole": whole, "violations": 0,
                                       "over": r.summary["overcompensated_records"]}
             except c.VerificationError as exc:
-                out[config, bound] = {"loop": float("nan"), "over": 0,
+                out[config, bound] = {"loop": float("nan"), "whole": float("nan"), "over": 0,
                                       "violations": exc.summary["verification"].get(
                                           "violations", 1) or 1}
     return out
@@ -161,44 +184,52 @@ def measure(p: Program, pairs: int, work: Path, platform: str, mpirun: str, mpic
         for traced in ((False, True) if i % 2 == 0 else (True, False)):
             cwd = work / f"{p.name}-{i}-{'t' if traced else 'u'}"
             cwd.mkdir()
-            row["traced_printed" if traced else "untraced"] = run(p, exe, traced, cwd,
-                                                                  mpirun, quick)
+            whole, parts = run(p, exe, traced, cwd, mpirun, quick)
             if traced:
+                row["traced_printed"] = whole
                 trace = c.read(cwd / f"{p.name}_trace" / "eztrace_log.otf2")
                 where = loop_span(trace, p)
-                row["traced"] = seconds(trace, where)
+                row["traced_whole"], row["traced"] = seconds(trace, where)
                 row["results"] = compensate_all(trace, where, platform)
                 shutil.rmtree(cwd / f"{p.name}_trace")
+            else:
+                row["untraced_whole"], row["untraced"] = whole, parts
         log(f"{p.name} pair {i + 1}/{pairs}: untraced {row['untraced']:.4f} s, "
             f"traced {row['traced']:.4f} s")
         rows.append(row)
     return rows
 
 
-def removed(rows: list[dict], config: str, bound: str) -> tuple[float, float]:
-    """(median of the paired removed %, removed % of the medians)."""
-    paired = [100 * (r["traced"] - r["results"][config, bound]["loop"])
-              / (r["traced"] - r["untraced"]) for r in rows]
-    med = [statistics.median(r[k] for r in rows) for k in ("traced", "untraced")]
-    comp = statistics.median(r["results"][config, bound]["loop"] for r in rows)
+def removed(rows: list[dict], config: str, bound: str, whole: bool = False
+            ) -> tuple[float, float]:
+    """(median of the paired removed %, removed % of the medians), of the loops
+    timed in parts or (``whole``) of the whole loops."""
+    t, u, loop = ("traced_whole", "untraced_whole", "whole") if whole else \
+        ("traced", "untraced", "loop")
+    paired = [100 * (r[t] - r["results"][config, bound][loop]) / (r[t] - r[u]) for r in rows]
+    med = [statistics.median(r[k] for r in rows) for k in (t, u)]
+    comp = statistics.median(r["results"][config, bound][loop] for r in rows)
     return float(np.nanmedian(paired)), 100 * (med[0] - comp) / (med[0] - med[1])
 
 
 def table(results: dict[str, list[dict]]) -> list[str]:
     """The markdown table: per program, overhead source and bound."""
     lines = ["| program | untraced s | traced s | dilation | overhead | bound | removed % "
-             "(paired median) | removed % (medians) | violations | overcompensated |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(paired median) | removed % (medians) | whole loops: removed % (paired median) "
+             "| violations | overcompensated |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, rows in results.items():
         u = statistics.median(r["untraced"] for r in rows)
         t = statistics.median(r["traced"] for r in rows)
         for config in ("calibrated", "estimate"):
             for bound in BOUNDS:
                 paired, med = removed(rows, config, bound)
+                whole, _ = removed(rows, config, bound, whole=True)
                 viol = sum(r["results"][config, bound]["violations"] for r in rows)
                 over = sum(r["results"][config, bound]["over"] for r in rows)
                 lines.append(f"| {name} | {u:.4f} | {t:.4f} | {t / u:.2f}x | {config} | "
-                             f"{bound} | {paired:.1f} | {med:.1f} | {viol} | {over:,} |")
+                             f"{bound} | {paired:.1f} | {med:.1f} | {whole:.1f} | {viol} | "
+                             f"{over:,} |")
     return lines
 
 

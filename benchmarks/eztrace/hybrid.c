@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include "work.h"
+#include "parts.h"
 
 int main(int argc, char **argv)
 {
@@ -15,9 +16,10 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     long iters = ez_arg(argc, argv, 1, 400), work = ez_arg(argc, argv, 2, 150000);
     double total = 0.0;
-    MPI_Barrier(MPI_COMM_WORLD); /* the loop's start: both runs time from here */
-    double t_start = MPI_Wtime();
-    for (long it = 0; it < iters; it++) {
+    long per = ez_per_part(iters);
+    ez_parts parts;
+    ez_parts_start(&parts); /* the loop's start: both runs time from here */
+    for (long it = 0; it < per * EZ_PARTS; it++) {
         double local = 0.0;
 #pragma omp parallel
         {
@@ -27,11 +29,10 @@ int main(int argc, char **argv)
             local += mine;
         }
         MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if ((it + 1) % per == 0)
+            ez_parts_mark(&parts); /* a part's end; the last: the loop's end */
     }
-    MPI_Barrier(MPI_COMM_WORLD); /* the loop's end */
-    double t_loop = MPI_Wtime() - t_start;
-    if (rank == 0)
-        printf("loop_seconds %.9f\n", t_loop);
+    ez_parts_print(&parts, rank);
     if (rank == 0)
         printf("hybrid total=%g\n", total);
     MPI_Finalize();

@@ -7,8 +7,9 @@
 #include <mpi.h>
 #include <stdio.h>
 #include "work.h"
+#include "parts.h"
 
-static void master(int size, long tasks, long work)
+static double master(int size, long tasks, long work)
 {
     long sent = 0, done = 0;
     double sum = 0.0, r;
@@ -25,7 +26,7 @@ static void master(int size, long tasks, long work)
         MPI_Send(&t, 1, MPI_INT, st.MPI_SOURCE, 0, MPI_COMM_WORLD);
         sum += ez_work(work / 4, r);
     }
-    printf("master_worker tasks=%ld sum=%g\n", done, sum);
+    return sum;
 }
 
 static void worker(long work)
@@ -47,16 +48,20 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     long tasks = ez_arg(argc, argv, 1, 1500), work = ez_arg(argc, argv, 2, 60000);
-    MPI_Barrier(MPI_COMM_WORLD); /* the loop's start: both runs time from here */
-    double t_start = MPI_Wtime();
+    long per = ez_per_part(tasks);
+    double sum = 0.0;
+    ez_parts parts;
+    ez_parts_start(&parts); /* the loop's start: both runs time from here */
+    for (int p = 0; p < EZ_PARTS; p++) { /* the tasks in EZ_PARTS rounds */
+        if (rank == 0)
+            sum += master(size, per, work);
+        else
+            worker(work);
+        ez_parts_mark(&parts); /* a part's end; the last: the loop's end */
+    }
+    ez_parts_print(&parts, rank);
     if (rank == 0)
-        master(size, tasks, work);
-    else
-        worker(work);
-    MPI_Barrier(MPI_COMM_WORLD); /* the loop's end */
-    double t_loop = MPI_Wtime() - t_start;
-    if (rank == 0)
-        printf("loop_seconds %.9f\n", t_loop);
+        printf("master_worker tasks=%ld sum=%g\n", per * EZ_PARTS, sum);
     MPI_Finalize();
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include "work.h"
+#include "parts.h"
 
 int main(int argc, char **argv)
 {
@@ -14,9 +15,10 @@ int main(int argc, char **argv)
     long iters = ez_arg(argc, argv, 1, 2000), work = ez_arg(argc, argv, 2, 40000);
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     double tok = 0.0, acc = 0.0;
-    MPI_Barrier(MPI_COMM_WORLD); /* the loop's start: both runs time from here */
-    double t_start = MPI_Wtime();
-    for (long it = 0; it < iters; it++) {
+    long per = ez_per_part(iters);
+    ez_parts parts;
+    ez_parts_start(&parts); /* the loop's start: both runs time from here */
+    for (long it = 0; it < per * EZ_PARTS; it++) {
         if (rank == 0) {
             acc += ez_work(work, tok);
             MPI_Send(&tok, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD);
@@ -27,11 +29,10 @@ int main(int argc, char **argv)
             tok += 1.0;
             MPI_Send(&tok, 1, MPI_DOUBLE, next, 0, MPI_COMM_WORLD);
         }
+        if ((it + 1) % per == 0)
+            ez_parts_mark(&parts); /* a part's end; the last: the loop's end */
     }
-    MPI_Barrier(MPI_COMM_WORLD); /* the loop's end */
-    double t_loop = MPI_Wtime() - t_start;
-    if (rank == 0)
-        printf("loop_seconds %.9f\n", t_loop);
+    ez_parts_print(&parts, rank);
     if (rank == 0)
         printf("ring tok=%g acc=%g\n", tok, acc);
     MPI_Finalize();

@@ -28,6 +28,14 @@ def test_removed_is_the_share_of_the_dilation_per_pair_and_of_the_medians():
     assert medians == pytest.approx(90.0)
 
 
+def test_the_whole_loops_are_reported_beside_the_loops_timed_in_parts():
+    row = _row(1.0, 2.0, 1.1)
+    row.update(untraced_whole=1.5, traced_whole=2.5)
+    row["results"]["calibrated", "lower"]["whole"] = 2.0
+    assert er.removed([row], "calibrated", "lower") == pytest.approx((90.0, 90.0))
+    assert er.removed([row], "calibrated", "lower", whole=True) == pytest.approx((50.0, 50.0))
+
+
 def test_without_eztrace_it_prints_one_line_and_succeeds(monkeypatch, capsys):
     real = er.shutil.which
     monkeypatch.setattr(er.shutil, "which", lambda t: None if t == "eztrace" else real(t))
