@@ -2,7 +2,9 @@
 wall time, CPU seconds and peak memory per rank, and the replay's waits and
 messages.
 
-Simulates ``stencil`` (16 processes, a halo exchange every few records; cached in
+Simulates ``stencil`` (16 processes, a halo exchange every few records; or with
+``--program ring`` a wavefront: a token passed 0 -> 1 -> ... -> 15 -> 0, whose
+dependency chain crosses ranks at every hop and grows with P; cached in
 ``--workdir`` as a ``.trace``, or with ``--format otf2`` as an OTF2 archive, with
 its platform file; the outputs are in the input's format), then runs, each in
 fresh processes, ``compensate IN OUT`` streamed in one process (P = 1) and
@@ -37,7 +39,7 @@ Usage::
 
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
                                          [--format trace|otf2] [--phases] [--bound B]
-                                         [--times] [--whole]
+                                         [--times] [--whole] [--program stencil|ring]
 """
 
 from __future__ import annotations
@@ -182,16 +184,22 @@ def _child(args: list[str]) -> None:
     sys.exit(status)
 
 
-def _trace(workdir: Path, records: float, fmt: str = "trace") -> tuple[Path, Path]:
-    """A cached stencil trace of about ``records`` records (``fmt``: ``trace`` or
-    ``otf2``) and its platform file."""
+#: Records per process and iteration of the simulated programs (Enter/Leave, the
+#: MPI records): how many iterations make ``--records``
+RECORDS_PER_STEP = {"stencil": 14, "ring": 8}
+
+
+def _trace(workdir: Path, records: float, fmt: str = "trace",
+           program: str = "stencil") -> tuple[Path, Path]:
+    """A cached trace of simulated ``program`` of about ``records`` records (``fmt``:
+    ``trace`` or ``otf2``) and its platform file."""
     ranks = 16
-    iterations = max(1, int(records / (ranks * 14)))
-    out = workdir / f"stencil_{ranks}x{iterations}_{fmt}"
+    iterations = max(1, int(records / (ranks * RECORDS_PER_STEP[program])))
+    out = workdir / f"{program}_{ranks}x{iterations}_{fmt}"
     trace = out / ("measured.trace" if fmt == "trace" else "measured/traces.otf2")
     if not trace.exists():
         shutil.rmtree(out, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "compensate.cli.simulate", "stencil", str(out),
+        subprocess.run([sys.executable, "-m", "compensate.cli.simulate", program, str(out),
                         "--ranks", str(ranks), "--iterations", str(iterations),
                         "--format", fmt], check=True, cwd=ROOT, capture_output=True)
     return trace, out / "platform.json"
@@ -291,11 +299,13 @@ def main() -> None:
                     help="time the steps of each rank's streamed run (largest P)")
     ap.add_argument("--whole", action="store_true",
                     help="also the one-process --in-memory run and the whole-share runs")
+    ap.add_argument("--program", choices=sorted(RECORDS_PER_STEP), default="stencil",
+                    help="the simulated program (ring: a wavefront across the processes)")
     a = ap.parse_args()
     bound = ["--bound", a.bound] if a.bound else []
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    trace, platform = _trace(workdir, a.records, a.format)
+    trace, platform = _trace(workdir, a.records, a.format, a.program)
     one = _output(workdir, "streamed", a.format)
     walls, peaks, s1, cpus = _run([], trace, platform, one, bound)
     mib = peaks[0]
