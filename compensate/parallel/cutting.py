@@ -20,9 +20,11 @@ no others. The ranks agree on ``T`` (:func:`agreed_cuts`):
 
 1. every rank reads its own locations in steps that keep the ranks level in
    time: a rank behind the latest horizon (the latest time a rank has read)
-   reads up to it, the others wait, and no rank reads more than its share of a
-   segment (``segment_records`` times its share of the trace's records) beyond
-   what it kept from the last cut; once the ranks hold a segment's records
+   reads up to it while the one at it reads a chunk on, and no rank reads more
+   than its share of a segment (``segment_records`` times its share of the
+   trace's records) beyond what it kept from the last cut (a rank whose
+   records are dense where another's are sparse stops there and waits for the
+   cut); once the ranks hold a segment's records
    together (or no rank may read), they look for a cut, up to the smallest
    horizon ``H`` (every own record before it is read on every rank: the
    readers give time order);
@@ -335,12 +337,10 @@ class _Reader:
 
 def _readers(every: list[tuple]) -> tuple[list[int], int | None]:
     """Which ranks read next (``every``: the ranks' :meth:`_Reader.state`) and up
-    to what time: the ranks that may read and are behind the latest horizon, up
-    to it; if none is, every rank that may read, a chunk (None)."""
-    may = [r for r, s in enumerate(every) if s[3]]
+    to what time: every rank that may read, up to the latest horizon (the ranks
+    behind it catch up while the one at it reads a chunk on)."""
     top = max((h for e, h, *_ in every if not e and h is not None), default=None)
-    behind = [r for r in may if every[r][1] is None or (top is not None and every[r][1] < top)]
-    return (behind, top) if behind else (may, None)
+    return [r for r, s in enumerate(every) if s[3]], top
 
 
 def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
@@ -367,7 +367,9 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     while True:
         total = sum(n for _, _, n, _, _ in every)
         who, target = _readers(every)
-        if total < next_try and who:
+        # (a rank that read no record yet may still hold the earliest ones)
+        blank = any(not e and h is None for e, h, *_ in every)
+        if (total < next_try or blank) and who:
             every = t.allgather(step(reader.advance, t.rank in who, target))
             continue
         if all(e for e, *_ in every) and total < next_try:

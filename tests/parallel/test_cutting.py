@@ -87,21 +87,19 @@ def test_hand_computed_cuts():
 
     * 10: each rank reads two records (0, 10 and 0, 15): 4 held, the smallest
       horizon is 10, nothing open before it: 2 records;
-    * 30: the rank behind reads past the other's horizon, in turn (20; 25; 30;
-      55, where rank 1 holds its 2 more): horizons 30 and 55, nothing open
+    * 30: each round, every rank reads past the latest horizon (20 and 25; 30
+      and 55, where rank 1 holds its 2 more): horizons 30 and 55, nothing open
       before 30 (the send at 30 is not before it): 4 records;
     * 60: rank 0 reads 40, 50, 60 (its 3 more), rank 1 65; horizons 60 and 65,
       the message 30 -> 55 closed, the send call 30-40 too: 4 records;
-    * 80: 70; 75; 80; 95: horizons 80 and 95: 4 records;
-    * 105: 90, 100; 105; 110: horizons 110 and 105, both messages received:
-      4 records;
-    * 115: rank 1 reads 106, 115 (its 2 more), rank 0's input ends: rank 1's
-      horizon 115: 3 records;
-    * the rest: rank 1's last record."""
+    * 80: 70 and 75; 80 and 95: horizons 80 and 95: 4 records;
+    * 106: 90, 100 and 105; 110 and 106: horizons 110 and 106, both messages
+      received: 5 records;
+    * the rest: rank 0's input ends, rank 1 reads 115 and ends: 3 records."""
     trace = read_trace(HAND)
     every = cuts_on_ranks(trace, 2, 4, chunk=1)
     assert every[0] == every[1]
-    assert every[0] == [(10, 2), (30, 4), (60, 4), (80, 4), (105, 4), (115, 3), (None, 1)]
+    assert every[0] == [(10, 2), (30, 4), (60, 4), (80, 4), (106, 5), (None, 3)]
     assert_safe(trace, every[0])
     # a third rank owns nothing (share 0, its input ends at once): the same cuts
     assert cuts_on_ranks(trace, 3, 4, chunk=1) == [every[0]] * 3
