@@ -1,6 +1,6 @@
 """The agreed cut: the streamed distributed run's segments, found by the ranks
-together, each reading only its own locations (docs/parallel.md "The agreed
-cut").
+together, each reading only its own locations (docs/parallel.md "Streaming
+within a rank").
 
 A segment is, on every rank, the records of its own locations measured before
 one time ``T`` that is safe for the whole trace: nothing crosses it (the
@@ -132,9 +132,12 @@ class _LocalCutter(CountingCutter):
             out[sel[ok]] = ranks[p[ok]]
         return out
 
-    def _steps(self, loc: int, ev: Events) -> None:
+    def feed(self, loc: int, ev: Events) -> bool:
+        """:meth:`~compensate.pipeline.cuts.Cutter.feed` (the local part), then the
+        messages' part of the records."""
         cancelled = len(self.cancelled)
-        super()._steps(loc, ev)
+        if not super().feed(loc, ev):
+            return False
         sends = np.flatnonzero(_SENT[ev.kind])
         times = [ev.time[sends]]
         deltas = [np.ones(sends.size, np.int64)]
@@ -153,6 +156,7 @@ class _LocalCutter(CountingCutter):
         received = ev.time[_RECEIVED[ev.kind]]
         self.busy_t.append(np.concatenate((t[~away], received)))
         self.busy_d.append(np.concatenate((d[~away], -np.ones(received.size, np.int64))))
+        return True
 
 
 def _ship(t: Transport, cutter: _LocalCutter, horizon: int) -> None:
