@@ -1,43 +1,55 @@
 """The agreed cut: the streamed distributed run's segments, found by the ranks
-together, each reading only its own locations (issue #21, docs/parallel.md "The
-agreed cut").
+together, each reading only its own locations (docs/parallel.md "Streaming
+within a rank").
 
 A segment is, on every rank, the records of its own locations measured before
 one time ``T`` that is safe for the whole trace: nothing crosses it (the
 one-process cutter's invariant, :class:`compensate.pipeline.cuts.Cutter`). The
-cutter's busy function splits into a part local to a location, hence to its rank
-(calls open around a send, open collective calls, requests, thread forks, RMA
-windows, partitioned operations, synchronize regions, a matched probe before its
-receive: ownership never splits a process), and a part that couples ranks
-(messages in flight, collectives completed by each member). Each rank runs the
-cutter over its own locations with the local part only (:class:`_LocalCutter`)
-and the ranks agree on ``T`` (:func:`agreed_cuts`):
+cutter's busy function is a sum of +1/-1 steps, and the ranks split it between
+them so that every part is never negative: a rank holds the steps of its own
+locations that do not leave their process (calls open around a send, open
+collective calls, requests, thread forks, RMA windows, partitioned operations,
+synchronize regions, a matched probe before its receive: ownership never splits
+a process) and, of every message, both ends on the rank that owns its
+*receiver*: the receive's -1 is its own record, the send's +1 (and the -1 of a
+cancelled Isend) the sender ships to it (:class:`_LocalCutter`). Each part is
+then 0 exactly where none of its calls and messages is open, so the whole
+busy function is 0 where every rank's part is: the trace's safe times are the
+intersection of the ranks' safe times, the one-process cutter's candidates and
+no others. The ranks agree on ``T`` (:func:`agreed_cuts`):
 
-1. every rank reads its own locations until it holds its share of a segment
-   (``segment_records`` times its share of the trace's records) or its input
-   ends; its horizon is the latest time it read (every own record before it is
-   read: the readers give time order);
-2. ``T`` starts at the smallest horizon (the latest record time when every input
-   has ended) and goes down to the latest time at or before it where every
-   rank's local level is 0: each rank offers its latest such time at or before
-   ``T`` and ``T`` becomes their minimum, until no rank lowers it;
-3. the exact check, summed over ranks: per channel (sender, receiver,
-   communicator, tag) the sends before ``T`` less the cancelled Isends equal the
-   receives before ``T``, and every member of a communicator completed the same
-   number of collectives (:meth:`~compensate.pipeline.cuts.Cutter.balance`,
-   :func:`~compensate.pipeline.cuts.collectives_aligned`); if it fails, the next
-   lower time, up to four times as the one-process cutter tries its four latest
-   candidates, then every rank reads further (half as much again).
+1. every rank reads its own locations in steps that keep the ranks level in
+   time: a rank behind the latest horizon (the latest time a rank has read)
+   reads up to it while the one at it reads a chunk on, and no rank reads more
+   than its share of a segment (``segment_records`` times its share of the
+   trace's records) beyond what it kept from the last cut (a rank whose
+   records are dense where another's are sparse stops there and waits for the
+   cut); once the ranks hold a segment's records
+   together (or no rank may read), they look for a cut, up to the smallest
+   horizon ``H`` (every own record before it is read on every rank: the
+   readers give time order);
+2. every rank ships the send times of the messages to other ranks' locations
+   before ``H`` to their receivers' ranks (one ``alltoall``), then offers its
+   latest safe intervals before ``H`` (one ``allgather``, at most
+   :data:`BATCH` intervals a rank); their intersection gives the latest times
+   safe for the whole trace;
+3. the exact check of the latest (the one-process cutter's two conditions,
+   summed over ranks): per channel (sender, receiver, communicator, tag) the
+   sends before ``T`` less the cancelled Isends equal the receives before
+   ``T``, and every member of a communicator completed the same number of
+   collectives (:meth:`~compensate.pipeline.cuts.Cutter.balance`,
+   :func:`~compensate.pipeline.cuts.collectives_aligned`); if it fails, the
+   next safe time, up to :data:`ATTEMPTS` as the one-process cutter tries its
+   four latest candidates, then every rank reads further (half as much again,
+   as one process does).
 
-Each step is a small collective (an ``allgather`` of a few numbers, or of the
-channels a rank's pending records leave unbalanced). No rank reads more than its
-own locations, and the one-process run's serial pass over the whole trace is gone.
-
-The cuts differ from the one-process run's (which looks for a cut after each chunk
-of the whole trace), so the summary's ``segments`` is this run's; the output is
-the same, record for record, because the streamed output does not depend on where
-the segments are cut (tests/engine/test_stream.py: every program, any chunking,
-equal to the in-memory run). An input not in time order raises
+No rank reads more than its own locations, and the one-process run's serial
+pass over the whole trace is gone. The cuts differ from the one-process run's
+(which looks for a cut after each chunk of the whole trace), so the summary's
+``segments`` is this run's; the output is the same, record for record, because
+the streamed output does not depend on where the segments are cut
+(tests/engine/test_stream.py: every program, any chunking, equal to the
+in-memory run). An input not in time order raises
 :class:`~compensate.pipeline.cuts.NotStreamable` on the rank that sees it, and
 every rank falls back with it (the ``step`` given).
 """
@@ -45,59 +57,179 @@ every rank falls back with it (the ``step`` given).
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from compensate.matching.p2p import key_ids
-from compensate.model import Definitions, Events
+from compensate.matching.p2p import key_ids, members_of
+from compensate.model import IMRECV, IRECV, ISEND, KIND_CODE, MRECV, RECV, SEND, Definitions, Events
 from compensate.parallel.transport import Transport
-from compensate.pipeline.cuts import SEGMENT_RECORDS, CountingCutter, free_ends
+from compensate.pipeline.cuts import SEGMENT_RECORDS, CountingCutter
 
 #: how many exact checks one attempt makes (the one-process cutter tries its four
 #: latest candidates)
 ATTEMPTS = 4
-#: how many times one check's ``T`` may be lowered (one ``allgather`` each) before
-#: the attempt gives up and the ranks read on: ranks whose free intervals
-#: alternate would otherwise walk down them one collective at a time
-LOWERINGS = 64
+#: how many of its latest safe intervals a rank offers at a time: their
+#: intersection is exact down to the earliest interval a rank offered, and the
+#: next offer goes on below it
+BATCH = 256
+_NEVER = np.iinfo(np.int64).max
+_ALWAYS = np.iinfo(np.int64).min
+
+
+def _table(*codes: int) -> np.ndarray:
+    table = np.zeros(len(KIND_CODE), dtype=bool)
+    table[list(codes)] = True
+    return table
+
+
+#: a message sent (+1 on its receiver's rank) / received (-1, the one-process
+#: busy function's message part: :class:`compensate.pipeline.cuts.Cutter`)
+_SENT = _table(SEND, ISEND)
+_RECEIVED = _table(RECV, IRECV, MRECV, IMRECV)
 
 
 class _LocalCutter(CountingCutter):
-    """The counting cutter over one rank's own locations, whose busy function
-    leaves the messages in flight to the exact check summed over ranks."""
+    """The counting cutter over one rank's own locations, whose busy function is
+    this rank's part of the trace's (module docstring): the steps inside its
+    processes, and every message that its locations receive; the +1 of a message
+    to another rank's location waits in :attr:`outbox` until it is shipped."""
 
-    MESSAGES = False
+    MESSAGES = False  # (the base's local part; the messages are added here)
 
-    def __init__(self, defs: Definitions, segment_records: int) -> None:
+    def __init__(self, defs: Definitions, segment_records: int, owner: dict[int, int],
+                 rank: int) -> None:
         super().__init__(defs, segment_records)
+        self.owner = owner
+        self.rank = rank
+        #: destination rank -> (times, deltas) of the steps not shipped yet
+        self.outbox: dict[int, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+        self._ranks: dict[tuple[int, int], np.ndarray] = {}
         #: the agreed cut's search state: (steps' times, their deltas, cut,
         #: completed collectives before it)
         self.agreed: tuple | None = None
 
+    def _member_ranks(self, comm: int, loc: int) -> np.ndarray:
+        """The owning rank of each member of ``comm`` as ``loc`` sees it."""
+        key = (comm, loc)
+        if key not in self._ranks:
+            self._ranks[key] = np.array(
+                [self.owner.get(m, -1) for m in members_of(self.defs, comm, loc)] or [-1],
+                dtype=np.int64)
+        return self._ranks[key]
 
-def _safe_times(bt: np.ndarray, bd: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(steps' times sorted, their deltas in that order, the level after each, the
-    latest safe time of each interval the level is 0 on: the first step's time,
-    and each step time whose steps before it sum to 0)."""
-    order = np.argsort(bt, kind="stable")
-    bt, bd = bt[order], bd[order]
-    level = np.cumsum(bd)
+    def _destinations(self, loc: int, comm: np.ndarray, peer: np.ndarray) -> np.ndarray:
+        """The rank that owns each message's receiver (-1: no such location; its
+        step then stays here, never closed, as in the one-process busy function)."""
+        out = np.full(comm.size, -1, np.int64)
+        for c in np.unique(comm).tolist():
+            ranks = self._member_ranks(int(c), loc)
+            sel = np.flatnonzero(comm == c)
+            p = peer[sel].astype(np.int64)
+            ok = (p >= 0) & (p < ranks.size)
+            out[sel[ok]] = ranks[p[ok]]
+        return out
+
+    def feed(self, loc: int, ev: Events) -> bool:
+        """:meth:`~compensate.pipeline.cuts.Cutter.feed` (the local part), then the
+        messages' part of the records."""
+        cancelled = len(self.cancelled)
+        if not super().feed(loc, ev):
+            return False
+        sends = np.flatnonzero(_SENT[ev.kind])
+        times = [ev.time[sends]]
+        deltas = [np.ones(sends.size, np.int64)]
+        dest = [self._destinations(loc, ev.comm[sends], ev.peer[sends])]
+        new = self.cancelled[cancelled:]  # Isends cancelled in this chunk: never received
+        if new:
+            times.append(np.array([c[0] for c in new], dtype=np.int64))
+            deltas.append(-np.ones(len(new), np.int64))
+            dest.append(np.array([self._destinations(loc, np.array([c]), np.array([p]))[0]
+                                  for _, _, (c, p, _) in new], dtype=np.int64))
+        t, d, r = np.concatenate(times), np.concatenate(deltas), np.concatenate(dest)
+        away = (r >= 0) & (r != self.rank)
+        for q in np.unique(r[away]).tolist():
+            sel = r == q
+            self.outbox[q].append((t[sel], d[sel]))
+        received = ev.time[_RECEIVED[ev.kind]]
+        self.busy_t.append(np.concatenate((t[~away], received)))
+        self.busy_d.append(np.concatenate((d[~away], -np.ones(received.size, np.int64))))
+        return True
+
+
+def _ship(t: Transport, cutter: _LocalCutter, horizon: int) -> None:
+    """Every step before ``horizon`` waiting in the outbox to its receiver's rank,
+    and the steps other ranks shipped here into the busy function (one
+    ``alltoall``)."""
+    items: list[Any] = []
+    for q in range(t.size):
+        parts = cutter.outbox.pop(q, [])
+        if not parts:
+            items.append(None)
+            continue
+        times = np.concatenate([p[0] for p in parts])
+        deltas = np.concatenate([p[1] for p in parts])
+        now = times < horizon
+        if not now.all():
+            cutter.outbox[q].append((times[~now], deltas[~now]))
+        items.append((times[now], deltas[now]) if now.any() else None)
+    for got in t.alltoall(items):
+        if got is not None:
+            cutter.busy_t.append(got[0])
+            cutter.busy_d.append(got[1])
+
+
+def _safe_intervals(bt: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of a busy function (steps' times ``bt`` sorted, ``level`` after each), the
+    times ``T`` at which the steps before ``T`` sum to 0, as disjoint intervals
+    ``lo < T <= hi`` in time order (``lo``, ``hi`` arrays; unbounded ends as the
+    int64 extremes)."""
     if not bt.size:
-        return bt, bd, level, bt
-    return bt, bd, level, np.unique(np.r_[bt[0], free_ends(bt, level)])
+        return np.array([_ALWAYS]), np.array([_NEVER])
+    last = np.flatnonzero(np.r_[bt[1:] != bt[:-1], True])  # each time's last step
+    u, lev = bt[last], level[last]
+    zero = np.flatnonzero(lev == 0)
+    after = np.r_[u[1:], _NEVER]
+    return np.r_[_ALWAYS, u[zero]], np.r_[u[0], after[zero]]
 
 
-def _latest_safe(bt: np.ndarray, level: np.ndarray, ends: np.ndarray, t: int) -> int | None:
-    """The latest time at or before ``t`` at which the local level is 0 (the
-    steps before it sum to 0), or None."""
-    j = int(np.searchsorted(bt, t, side="left"))  # the steps before t
-    if j == 0 or level[j - 1] == 0:
-        return t
-    k = int(np.searchsorted(ends, t, side="right"))
-    return int(ends[k - 1]) if k else None
+def _offer(lo: np.ndarray, hi: np.ndarray, first: int, top: int
+           ) -> tuple[np.ndarray, np.ndarray, int]:
+    """This rank's latest :data:`BATCH` safe intervals within ``first < T <= top``
+    (clipped to it), and how far down they reach (``first`` if they are all)."""
+    lo, hi = np.maximum(lo, first), np.minimum(hi, top)
+    keep = lo < hi
+    lo, hi = lo[keep][-BATCH:], hi[keep][-BATCH:]
+    floor = int(lo[0]) if int(keep.sum()) > BATCH else first
+    return lo, hi, floor
+
+
+def _common(offers: list[tuple[np.ndarray, np.ndarray, int]], top: int
+            ) -> tuple[list[int], int]:
+    """The latest time of each interval safe on every rank (``offers``: every
+    rank's :func:`_offer`), latest first, and the time down to which that list is
+    complete."""
+    floor = max(f for *_, f in offers)
+    los = np.concatenate([np.maximum(lo, floor) for lo, _, _ in offers])
+    his = np.concatenate([np.minimum(hi, top) for _, hi, _ in offers])
+    keep = los < his
+    pts = np.r_[los[keep], his[keep]]
+    deltas = np.r_[np.ones(int(keep.sum()), np.int64), -np.ones(int(keep.sum()), np.int64)]
+    if not pts.size:
+        return [], floor
+    order = np.argsort(pts, kind="stable")
+    pts, cover = pts[order], np.cumsum(deltas[order])
+    last = np.flatnonzero(np.r_[pts[1:] != pts[:-1], True])
+    u, cover = pts[last], cover[last]  # covered by ``cover`` ranks on (u[i], u[i+1]]
+    full = np.flatnonzero(cover[:-1] == len(offers))
+    if not full.size:
+        return [], floor
+    ends = u[full + 1]
+    # runs of touching intervals are one: its latest time only
+    run_end = np.r_[u[full[1:]] != ends[:-1], True]
+    return ends[run_end][::-1].tolist(), floor
 
 
 def _unbalanced(channels: np.ndarray, signs: np.ndarray) -> dict[tuple, int]:
@@ -142,10 +274,10 @@ def _collective_ranges(defs: Definitions, done: dict, mine: list[int]) -> dict[A
 
 def chunk_records(segment_records: int, share: float, largest: int) -> int:
     """How many records a rank reads at a time for the cut: a quarter of its share
-    of a segment, at most ``largest`` (the cut is looked for once a rank holds its
-    share, and its search goes up to the latest time every rank has read: reads
-    much larger than the share would make the segments larger than asked for, as
-    the one-process command reads N/4 records for ``--segment-records N``)."""
+    of a segment, at most ``largest`` (a rank reads on until it holds its share,
+    a chunk at a time: chunks much larger than the share would make the segments
+    larger than asked for, as the one-process command reads N/4 records for
+    ``--segment-records N``)."""
     return max(1, min(largest, math.ceil(segment_records * share) // 4))
 
 
@@ -162,6 +294,59 @@ def share_of(mine: list[int], counts: dict[int, int | None]) -> float:
     return sum(counts[loc] or 0 for loc in mine) / total
 
 
+class _Reader:
+    """A rank's reading for the cut: its chunks fed to the cutter, its horizon
+    (the latest time read), and how many pending records it may hold before the
+    next look for a cut (:attr:`cap`)."""
+
+    def __init__(self, cutter: _LocalCutter, chunks: Iterable[dict[int, Events]],
+                 quota: int) -> None:
+        self.cutter = cutter
+        self.chunks = iter(chunks)
+        self.quota = quota
+        self.cap = quota
+        self.ended = False
+        self.horizon: int | None = None
+
+    def chunk(self) -> None:
+        """Feed the next chunk (or note the end)."""
+        chunk = next(self.chunks, None)
+        if chunk is None:
+            self.ended = True
+            return
+        for loc, ev in chunk.items():
+            if self.cutter.feed(loc, ev):
+                last = int(ev.time[-1])
+                self.horizon = last if self.horizon is None else max(self.horizon, last)
+
+    def may_read(self) -> bool:
+        return not self.ended and self.cutter.count < self.cap
+
+    def advance(self, read: bool, target: int | None) -> tuple:
+        """If ``read``, read up to ``target`` (past it; None: one chunk), within
+        the cap; then :meth:`state`."""
+        if read:
+            self.chunk()
+            while self.may_read() and target is not None and \
+                    (self.horizon is None or self.horizon <= target):
+                self.chunk()
+        return self.state()
+
+    def state(self) -> tuple:
+        """(ended, horizon, pending records, may read, first pending time)."""
+        c = self.cutter
+        first = min((int(p[0][0]) for p in c.times.values() if p), default=None)
+        return self.ended, self.horizon, c.count, self.may_read(), first
+
+
+def _readers(every: list[tuple]) -> tuple[list[int], int | None]:
+    """Which ranks read next (``every``: the ranks' :meth:`_Reader.state`) and up
+    to what time: every rank that may read, up to the latest horizon (the ranks
+    behind it catch up while the one at it reads a chunk on)."""
+    top = max((h for e, h, *_ in every if not e and h is not None), default=None)
+    return [r for r, s in enumerate(every) if s[3]], top
+
+
 def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 transport: Transport, mine: list[int], share: float,
                 segment_records: int = SEGMENT_RECORDS,
@@ -172,97 +357,94 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     the records measured before ``cut``, None: every record left; ``records`` in
     all ranks), agreed by the ranks from their own locations' ``own_chunks``
     (module docstring). ``share``: this rank's part of the trace's records (it
-    reads ``segment_records * share`` records per segment). ``step(f, *args)``
-    runs each local phase (:func:`compensate.parallel.segments.fallback_step`: a
+    holds at most ``segment_records * share`` records beyond what it kept from
+    the last cut before the ranks look for one). ``step(f, *args)`` runs each
+    local phase (:func:`compensate.parallel.segments.fallback_step`: a
     NotStreamable on any rank raises on every rank). Collective."""
     t = transport
-    cutter = _LocalCutter(defs, segment_records)
-    chunks = iter(own_chunks)
-    quota = max(1, math.ceil(segment_records * share))
-    state = {"ended": False, "horizon": None, "next": quota}
+    owner = {loc: r for r, locs in enumerate(t.allgather(list(mine))) for loc in locs}
+    cutter = _LocalCutter(defs, segment_records, owner, t.rank)
+    reader = _Reader(cutter, own_chunks, max(1, math.ceil(segment_records * share)))
+    next_try = segment_records
     out: list[tuple[int | None, int]] = []
-
-    def read() -> tuple:
-        while not state["ended"] and cutter.count < state["next"]:
-            chunk = next(chunks, None)
-            if chunk is None:
-                state["ended"] = True
-                break
-            for loc, ev in chunk.items():
-                if cutter.feed(loc, ev):
-                    last = int(ev.time[-1])
-                    h = state["horizon"]
-                    state["horizon"] = last if h is None else max(h, last)
-        if not cutter.count:
-            return state["ended"], state["horizon"], 0, None
-        return state["ended"], state["horizon"], cutter.count, \
-            cutter.bounds(cutter.merge())[0]
-
+    every = t.allgather(step(reader.advance, True, None))
     while True:
-        every = t.allgather(step(read))
-        if all(e for e, *_ in every):
-            break  # the rest is the last segment
-        firsts = [f for *_, f in every if f is not None]
-        if not firsts:
-            continue  # (nothing pending anywhere: read on)
-        first = min(firsts)
-        horizon = min(h for e, h, *_ in every if not e and h is not None)
-        cut = _agree(t, cutter, defs, mine, first, horizon, step)
-        if cut is None:
-            state["next"] = int(cutter.count * 1.5) + 1
+        total = sum(n for _, _, n, _, _ in every)
+        who, target = _readers(every)
+        # (a rank that read no record yet may still hold the earliest ones)
+        blank = any(not e and h is None for e, h, *_ in every)
+        if (total < next_try or blank) and who:
+            every = t.allgather(step(reader.advance, t.rank in who, target))
             continue
-        records = sum(t.allgather(step(split, cutter, cut)))
-        if records:
+        if all(e for e, *_ in every) and total < next_try:
+            break  # the rest is the last segment
+        cut = _look(t, cutter, defs, mine, every, step)
+        if cut is None:
+            if all(e for e, *_ in every):
+                break
+            next_try = int(total * 1.5) + 1
+            reader.cap = int(cutter.count * 1.5) + 1
+        else:
+            records = sum(t.allgather(step(split, cutter, cut)))
             out.append((cut, records))
-        state["next"] = cutter.count + quota
+            reader.cap = cutter.count + reader.quota
+            next_try = sum(t.allgather(cutter.count)) + segment_records
+        every = t.allgather(step(reader.state))
     rest = sum(t.allgather(cutter.count))
     if rest:
         out.append((None, rest))
     return out
 
 
-def _agree(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],
-           first: int, horizon: int, step: Callable[..., Any]) -> int | None:
-    """The latest time at or before ``horizon``, after ``first``, that is safe on
-    every rank and passes the exact check; None if none of :data:`ATTEMPTS` does."""
+def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],
+          every: list[tuple], step: Callable[..., Any]) -> int | None:
+    """The latest time up to the smallest horizon of the ranks still reading (the
+    latest record time when every input has ended), after the first pending
+    record, that is safe for the whole trace and passes the exact check; None if
+    none of the :data:`ATTEMPTS` latest does."""
+    firsts = [f for *_, f in every if f is not None]
+    live = [h for e, h, *_ in every if not e and h is not None]
+    if not firsts:
+        return None
+    first = min(firsts)
+    top = min(live) if live else max(h for _, h, *_ in every if h is not None)
+    _ship(t, cutter, top)
     merged = step(cutter.merge)
-    bt, bd, level, ends = _safe_times(*cutter.busy())
-    cut = horizon
-    for _ in range(ATTEMPTS):
-        for _ in range(LOWERINGS):  # down to a time every rank's local level is 0 at
-            offers = t.allgather(_latest_safe(bt, level, ends, cut))
-            if any(o is None for o in offers):
-                return None
-            if min(offers) == cut:
-                break
-            cut = min(offers)
-        else:
-            return None
-        if cut <= first:
-            return None
-
-        def check(at: int = cut) -> tuple[dict, dict, dict]:
-            channels, signs, done = cutter.balance(merged, at)
-            return _unbalanced(channels, signs), _collective_ranges(defs, done, mine), done
-
-        channels, ranges, done = step(check)
-        balance: dict[tuple, int] = {}
-        merged_ranges: dict[Any, tuple] = {}
-        for part_channels, part_ranges in t.allgather((channels, ranges)):
-            for key, v in part_channels.items():
-                balance[key] = balance.get(key, 0) + v
-            for key, (lo, hi) in part_ranges.items():
-                _widen(merged_ranges, key, lo, hi)
-        if not any(balance.values()) and all(lo == hi for lo, hi in merged_ranges.values()):
-            cutter.agreed = (bt, bd, cut, done)
-            return cut
-        # the next lower time a rank's level changes at: fewer records before it
-        k = int(np.searchsorted(ends, cut, side="left"))
-        lower = t.allgather(int(ends[k - 1]) if k else None)
-        if all(x is None for x in lower):
-            return None
-        cut = max(x for x in lower if x is not None)
+    bt, bd = cutter.busy()
+    order = np.argsort(bt, kind="stable")
+    bt, bd = bt[order], bd[order]
+    lo, hi = _safe_intervals(bt, np.cumsum(bd))
+    tried = 0
+    while tried < ATTEMPTS and top > first:
+        cands, top = _common(t.allgather(_offer(lo, hi, first, top)), top)
+        for cut in cands[:ATTEMPTS - tried]:
+            tried += 1
+            if _exact(t, cutter, defs, mine, merged, cut, step, (bt, bd)):
+                return cut
     return None
+
+
+def _exact(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],
+           merged: dict[int, Events], cut: int, step: Callable[..., Any],
+           steps: tuple[np.ndarray, np.ndarray]) -> bool:
+    """The exact check at ``cut``, summed over the ranks (module docstring); where
+    it passes, the cutter keeps the search's state for :func:`split`."""
+    def check() -> tuple[dict, dict, dict]:
+        channels, signs, done = cutter.balance(merged, cut)
+        return _unbalanced(channels, signs), _collective_ranges(defs, done, mine), done
+
+    channels, ranges, done = step(check)
+    balance: dict[tuple, int] = {}
+    merged_ranges: dict[Any, tuple] = {}
+    for part_channels, part_ranges in t.allgather((channels, ranges)):
+        for key, v in part_channels.items():
+            balance[key] = balance.get(key, 0) + v
+        for key, (lo, hi) in part_ranges.items():
+            _widen(merged_ranges, key, lo, hi)
+    if any(balance.values()) or any(lo != hi for lo, hi in merged_ranges.values()):
+        return False
+    cutter.agreed = (*steps, cut, done)
+    return True
 
 
 def split(cutter: _LocalCutter, cut: int) -> int:

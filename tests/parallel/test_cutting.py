@@ -80,21 +80,26 @@ HAND = Path(__file__).parent / "data" / "hand_cut.trace"
 def test_hand_computed_cuts():
     """Two processes on two ranks, a message 30 -> 55 and one 80 -> 95, segments
     of 4 records, read one record at a time. Rank 0 holds 12 of the 22 records
-    (share 3 records a segment), rank 1 10 (share 2). By hand:
+    (it holds at most 3 records beyond what it kept from a cut), rank 1 10 (2).
+    Rank 0's part of the busy function: its send calls, 30-40 and 80-90; rank
+    1's: the two messages, 30-55 and 80-95 (the sends' +1 shipped by rank 0 once
+    both ranks have read past them). By hand:
 
-    * 15: rank 0 reads 0, 10, 20, rank 1 0, 15; the smallest horizon is 15, where
-      nothing is open: 3 records before it;
-    * 30: rank 0 reads 30, 40, 50 (horizon 50), rank 1 25, 55; at 50 the first
-      message (sent at 30) is in flight; the next lower time a rank's level changes
-      at is the send's 30 (rank 0's send call opens there), safe: 3 records;
-    * 75: horizons 80 and 75; both messages' ends on the right side: 7 records;
-    * 105: horizons 110 and 105: 5 records;
-    * 115: rank 0's input has ended, rank 1's horizon is 115: 3 records;
-    * the rest: rank 1's last record."""
+    * 10: each rank reads two records (0, 10 and 0, 15): 4 held, the smallest
+      horizon is 10, nothing open before it: 2 records;
+    * 30: each round, every rank reads past the latest horizon (20 and 25; 30
+      and 55, where rank 1 holds its 2 more): horizons 30 and 55, nothing open
+      before 30 (the send at 30 is not before it): 4 records;
+    * 60: rank 0 reads 40, 50, 60 (its 3 more), rank 1 65; horizons 60 and 65,
+      the message 30 -> 55 closed, the send call 30-40 too: 4 records;
+    * 80: 70 and 75; 80 and 95: horizons 80 and 95: 4 records;
+    * 106: 90, 100 and 105; 110 and 106: horizons 110 and 106, both messages
+      received: 5 records;
+    * the rest: rank 0's input ends, rank 1 reads 115 and ends: 3 records."""
     trace = read_trace(HAND)
     every = cuts_on_ranks(trace, 2, 4, chunk=1)
     assert every[0] == every[1]
-    assert every[0] == [(15, 3), (30, 3), (75, 7), (105, 5), (115, 3), (None, 1)]
+    assert every[0] == [(10, 2), (30, 4), (60, 4), (80, 4), (106, 5), (None, 3)]
     assert_safe(trace, every[0])
     # a third rank owns nothing (share 0, its input ends at once): the same cuts
     assert cuts_on_ranks(trace, 3, 4, chunk=1) == [every[0]] * 3
@@ -197,15 +202,16 @@ def test_a_ranks_share_of_the_records():
 
 
 @pytest.mark.parametrize("name", ["stencil", "mixed", "hybrid_halo"])
-def test_an_attempt_that_gives_up_lowering_still_cuts_safely(name, monkeypatch):
-    """With one lowering allowed per check (cutting.LOWERINGS), most attempts give
-    up and the ranks read on: fewer cuts, every one still safe."""
+def test_the_offered_intervals_in_batches_of_one_give_the_same_cuts(name, monkeypatch):
+    """The ranks offer their latest safe intervals a batch at a time
+    (cutting.BATCH); the intersection is exact down to the earliest interval a
+    rank offered, so one interval at a time (many more offers) gives the same
+    cuts as the default batch."""
     import compensate.parallel.cutting as cutting
 
     sim = simulate(name, ranks=4 if name not in HYBRID_PROGRAMS else 3, seed=1, iterations=3)
     full = cuts_on_ranks(sim.measured, 2, 40)[0]
-    monkeypatch.setattr(cutting, "LOWERINGS", 1)
+    monkeypatch.setattr(cutting, "BATCH", 1)
     every = cuts_on_ranks(sim.measured, 2, 40)
     assert all(c == every[0] for c in every)
-    assert_safe(sim.measured, every[0])
-    assert len(every[0]) < len(full)  # (the give-up path was taken)
+    assert every[0] == full and len(full) >= 3
