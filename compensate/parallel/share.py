@@ -82,9 +82,11 @@ class RankShare:
         self.replay = {key: b - a for key, a, b in zip(TRAFFIC, before, after, strict=True)}
         # the engine's graph and the rules' closures refer to each other: with the
         # command's cyclic collector paused (compensate.gcpause) they would stay
-        # until the exit
+        # until the exit. Paused, every object made since the last collection is
+        # in the youngest generation, this segment's graph among them: collecting
+        # that generation frees it without rescanning what earlier segments kept
         if not gc.isenabled():
-            gc.collect()
+            gc.collect(0)
         return out
 
     def verify(self, segment: Segment, matching: Matching, times: Times
