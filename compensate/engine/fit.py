@@ -410,10 +410,9 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
 
 # -- fitting ------------------------------------------------------------------------
 
-def fit_observations(obs: Observations, tick: float = 1e-9) -> NetworkFit | None:
+def fit_observations(obs: Observations) -> NetworkFit | None:
     """Fit the network model to ``obs`` (:func:`~compensate.engine.netmodel.fit_envelope`);
-    None below :data:`MIN_OBSERVATIONS`. ``tick``: kept for the callers (the
-    envelope needs no timer resolution)."""
+    None below :data:`MIN_OBSERVATIONS`."""
     if len(obs) < MIN_OBSERVATIONS:
         return None
     return fit_envelope(obs.sizes, obs.seconds, obs.pairs)
@@ -480,7 +479,7 @@ def clamp_check(outcome: FitOutcome | None, p2p_cases: dict,
 def try_fit(trace: Trace, matching: Matching, platform: Platform) -> FitOutcome:
     """Observe the transfers of ``trace`` and fit them; say why if that is not possible."""
     obs = observe_transfers(trace, matching, platform)
-    return outcome_of(obs, 1.0 / trace.definitions.timer_resolution, platform.network)
+    return outcome_of(obs, platform.network)
 
 
 def with_platform(obs: Observations, fit: NetworkFit | None,
@@ -508,12 +507,12 @@ def with_platform(obs: Observations, fit: NetworkFit | None,
                       fit.distinct_sizes, "platform slope")
 
 
-def outcome_of(obs: Observations, tick: float,
+def outcome_of(obs: Observations,
                network: tuple[float, float] | None = None) -> FitOutcome:
     """Fit observed transfers; say why if that is not possible (too few). With a
     platform network model ``network`` the fit is combined with it
     (:func:`with_platform`) and there is always one."""
-    fit = fit_observations(obs, tick)
+    fit = fit_observations(obs)
     classes = size_classes(obs.sizes)
     if network is not None:
         fit = with_platform(obs, fit, network)

@@ -51,6 +51,6 @@ def reduced_outcome(transport: Transport, obs: Observations, defs: Definitions,
         if transport.rank != 0:
             return None
         every = Observations.concat([Observations(*part) for part in got])
-        return outcome_of(every, 1.0 / defs.timer_resolution, platform.network)
+        return outcome_of(every, platform.network)
 
     return transport.allgather(step(fit))[0]

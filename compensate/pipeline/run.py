@@ -177,8 +177,7 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
             release_memory()
     if cuts is not None:
         cuts[:] = cutter.attempts
-    return outcome_of(Observations.concat(observed), 1.0 / defs.timer_resolution,
-                      platform.network)
+    return outcome_of(Observations.concat(observed), platform.network)
 
 
 def _grouped(cutter: Cutter, chunks: Iterable[dict[int, Events]], group: int

@@ -355,26 +355,26 @@ def test_platform_model_combines_with_the_trace_by_hand():
     one = Observations(np.full(10, 262144), np.full(10, 60e-6))
     few = Observations(np.array([64, 64]), np.array([5e-6, 5e-6]))
     # two sizes: the trace's own fit, the platform model unused
-    got = outcome_of(two, TICK, net).fit
+    got = outcome_of(two, net).fit
     assert got.model == "linear" and got.latency == pytest.approx(3e-6)
     assert got.per_byte == pytest.approx(1e-10)
     # one size: exact there (60 us at 256 KiB), the platform's slope elsewhere
-    got = outcome_of(one, TICK, net).fit
+    got = outcome_of(one, net).fit
     assert got.model == "platform slope" and got.per_byte == 2e-10
     assert got.latency == pytest.approx(60e-6 - 262144 * 2e-10)  # 7.5712 us
     assert got(262144) == pytest.approx(60e-6)
     # one size whose time the platform's slope alone exceeds: through the least
     # plausible latency (10 ns, fit.LATENCY_RANGE) and the observed point
-    got = outcome_of(Observations(np.full(10, 262144), np.full(10, 26.2144e-6)), TICK, net).fit
+    got = outcome_of(Observations(np.full(10, 262144), np.full(10, 26.2144e-6)), net).fit
     assert got.model == "platform slope" and got.latency == 10e-9
     assert got(262144) == pytest.approx(26.2144e-6) and got.per_byte == pytest.approx(1e-10,
                                                                                      rel=1e-3)
     # too few observations: the platform model instead of the lower bound
-    got = outcome_of(few, TICK, net).fit
+    got = outcome_of(few, net).fit
     assert (got.model, got.latency, got.per_byte, got.observations) == ("platform", 1e-6,
                                                                        2e-10, 2)
     # no platform model: as before
-    assert outcome_of(one, TICK).fit.model == "constant" and outcome_of(few, TICK).fit is None
+    assert outcome_of(one).fit.model == "constant" and outcome_of(few).fit is None
 
 
 @pytest.mark.parametrize("program", ["rma_fence", "rma_pscw"])

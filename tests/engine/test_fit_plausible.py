@@ -64,20 +64,20 @@ def test_an_implausible_fit_falls_back_to_lower_and_says_so():
     # megabyte transfers that take no longer than 5 us: no network is that fast
     sizes = np.tile([1 << 20, 1 << 21, 1 << 22, 1 << 23], 5)
     obs = _obs(sizes, np.full(sizes.size, 5e-6))
-    out = outcome_of(obs, TICK)
+    out = outcome_of(obs)
     assert out.fit is None
     assert out.rejected.startswith("fitted bandwidth ")
     assert "outside the physical range" in out.rejected
     assert out.rejected_fit is not None and out.rejected_fit.latency == pytest.approx(5e-6)
     assert out.reason == f"fitted model rejected: {out.rejected}"
-    with_net = outcome_of(obs, TICK, (1e-6, 2e-10))
+    with_net = outcome_of(obs, (1e-6, 2e-10))
     assert with_net.rejected == out.rejected
     assert with_net.fit.model == "platform" and with_net.fit.latency == 1e-6
 
 
 def test_no_bandwidth_is_judged_where_the_sizes_cannot_show_it():
     sizes = np.tile([8, 16, 32, 64], 5)  # 64 B at 1 TB/s: 64 ps, below any timer
-    out = outcome_of(_obs(sizes, np.full(sizes.size, 2e-6)), TICK)
+    out = outcome_of(_obs(sizes, np.full(sizes.size, 2e-6)))
     assert out.rejected is None and out.fit.latency == pytest.approx(2e-6)
 
 
@@ -131,14 +131,14 @@ def test_a_fit_clamped_on_most_uses_is_replaced_by_lower(pipeline_trace, monkeyp
 
     real = prun.outcome_of
 
-    def absurd(obs, tick, network=None):
-        o = real(obs, tick, network)
+    def absurd(obs, network=None):
+        o = real(obs, network)
         return FitOutcome(NetworkFit(1.0, 0.0, 100, 0.0, 8, 8, 1, "constant"), 100,
                           links=o.links, size_classes=o.size_classes)
 
     def absurd_try(trace, matching, platform):
         from compensate.engine.fit import observe_transfers
-        return absurd(observe_transfers(trace, matching, platform), TICK)
+        return absurd(observe_transfers(trace, matching, platform))
 
     monkeypatch.setattr(prun, "outcome_of", absurd)
     monkeypatch.setattr("compensate.engine.fit.try_fit", absurd_try)

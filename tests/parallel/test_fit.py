@@ -51,7 +51,7 @@ def test_hand_computed_reduction_fits_what_no_rank_could_alone():
     seconds = 1e-6 + sizes * 1e-9
     share = [Observations(sizes[:6], seconds[:6], p2p=6),
              Observations(sizes[6:], seconds[6:], collective=6)]
-    assert all(outcome_of(s, 1e9).fit is None for s in share)
+    assert all(outcome_of(s).fit is None for s in share)
     assert 6 < MIN_OBSERVATIONS <= 12
     sim = simulate("ring", ranks=2, seed=1, iterations=1)
     defs = sim.measured.definitions
@@ -65,7 +65,7 @@ def test_hand_computed_reduction_fits_what_no_rank_could_alone():
     assert fit.per_byte == pytest.approx(1e-9, rel=1e-6)
     whole = Observations.concat(share)
     assert (whole.p2p, whole.collective) == (6, 6)
-    assert got[0] == outcome_of(whole, 1.0 / defs.timer_resolution)
+    assert got[0] == outcome_of(whole)
 
 
 def test_a_failing_fit_raises_on_every_rank(monkeypatch):
@@ -141,6 +141,5 @@ def test_any_split_by_receiver_partitions_the_observations(data, n_locs, steps, 
     joined = Observations.concat(shares)
     assert pairs(joined) == pairs(whole)
     assert counts(joined) == counts(whole)
-    tick = 1.0 / trace.definitions.timer_resolution
-    assert outcome_of(joined, tick) == outcome_of(whole, tick)
+    assert outcome_of(joined) == outcome_of(whole)
     assert observe_transfers(trace, matching, platform, set()).sizes.size == 0

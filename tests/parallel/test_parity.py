@@ -94,14 +94,13 @@ def absurd_fit(monkeypatch):
 
     real = prun.outcome_of
 
-    def absurd(obs, tick, network=None):
-        o = real(obs, tick, network)
+    def absurd(obs, network=None):
+        o = real(obs, network)
         return FitOutcome(NetworkFit(1.0, 0.0, 100, 0.0, 8, 8, 1, "constant"), 100,
                           links=o.links, size_classes=o.size_classes)
 
     def absurd_try(trace, matching, platform):
-        return absurd(observe_transfers(trace, matching, platform),
-                      1.0 / trace.definitions.timer_resolution)
+        return absurd(observe_transfers(trace, matching, platform))
 
     monkeypatch.setattr(pfit, "outcome_of", absurd)
     monkeypatch.setattr(prun, "outcome_of", absurd)

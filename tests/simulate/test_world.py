@@ -34,7 +34,7 @@ def test_clock_offsets_shift_every_record_of_a_rank():
 def test_a_protocol_switch_gives_two_lines():
     sizes = np.repeat([64, 1024, 4096, 8192, 65536, 262144], 12)
     seconds = np.array([Network(switch=4096, rendezvous=3e-6).time(int(s)) for s in sizes])
-    fit = outcome_of(Observations(sizes, seconds), 1e-9).fit
+    fit = outcome_of(Observations(sizes, seconds)).fit
     assert fit.model == "piecewise" and fit.threshold == 4096
     assert fit.latency == pytest.approx(1e-6, rel=1e-3)
     assert fit.latency2 == pytest.approx(4e-6, rel=1e-3)
