@@ -1,10 +1,10 @@
 """How steady is each CPU of this machine? The speed of one small numpy statement
 on every CPU at once, in windows of half a second.
 
-Issue #22 asks for a removal measured to a few per cent, as a ratio of run times
-of separate processes. That needs CPUs whose speed holds from one run to the
-next. On a shared VM it may not: the host can give a vCPU a physical core of its
-own or one shared with another guest, and move it between the two. This script
+A removal measured to a few per cent, as a ratio of run times of separate
+processes, needs CPUs whose speed holds from one run to the next. On a shared VM
+it may not: the host can give a vCPU a physical core of its own or one shared
+with another guest, and move it between the two. This script
 shows whether it does, with nothing else of the project running: one process
 pinned to each CPU (``os.sched_setaffinity``), all started together, each timing
 ``2.0 * a - b`` on 200 doubles (the size of the solver's vectors) back to back

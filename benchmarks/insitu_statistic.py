@@ -15,7 +15,7 @@ how much of the dilation each removes (bound ``lower``; ``removed %`` and
            Enter/Leave (as before the decorator measured its layers)
   mean     the tables alone (the trace's ``overhead`` column cleared)
   median   the tables alone with the median of each key's samples instead of the
-           mean (what the tracer wrote before issue #22's "mean, not median"),
+           mean (the other statistic a tracer could write),
            rebuilt from the tables' ``measured``
 
 Every variant also reports its worst count of violations and overcompensated

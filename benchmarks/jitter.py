@@ -1,4 +1,4 @@
-"""Noisy-network benchmark for ``--bound fitted`` (issue #9).
+"""Noisy-network benchmark for ``--bound fitted`` .
 
 Every message of the simulated network gets an exponentially distributed extra
 delay of mean J (``compensate.simulate.Network(jitter=J)``); the truth and the

@@ -1,4 +1,4 @@
-"""Would reading/writing OTF2 in parallel across locations lower wall time? (issue #7)
+"""Would reading/writing OTF2 in parallel across locations lower wall time?
 
 Measures, on one OTF2 archive, with N worker processes each taking every N-th
 location (multiprocessing, fork):

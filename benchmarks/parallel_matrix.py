@@ -1,4 +1,4 @@
-"""Issue #21's first criterion, by hand: ``mpiexec -n P compensate`` against the
+"""The distributed run's parity, case by case: ``mpiexec -n P compensate`` against the
 one-process run on every simulated program (the hybrid ones too) and every
 bundled real archive, under every bound, streamed with the default segments and
 cut into many segments, for each P (docs/parallel.md "Tests").

@@ -1,4 +1,4 @@
-"""The cost model of the distributed run (issue #21, docs/performance.md "Parallel
+"""The cost model of the distributed run (docs/performance.md "Parallel
 replay: measured and modelled"): what is measured on this machine for P = 1, 2,
 the constants fitted to it, and the time and memory per rank it predicts for
 P = 1 ... 10^4.
@@ -120,7 +120,7 @@ def _alltoall_child(out: str) -> None:
     (:meth:`compensate.parallel.exchange.Exchange._step` over :class:`MpiTransport`:
     an ``Alltoall`` of the int64 header, then an ``Alltoallv`` of (location, record,
     value) rows unless nobody sends anything): nothing sent, one value and 10^4 values
-    to the other rank. Beside it the version before (issue #21): mpi4py's pickling
+    to the other rank. Beside it the earlier exchange: mpi4py's pickling
     ``alltoall`` of a status tuple and three arrays per destination, empty and 10^4."""
     from mpi4py import MPI
 

@@ -1,6 +1,6 @@
-"""Per-process memory of reading only some locations (issue #21: each rank of the
-parallel replay reads only its own locations; the issue asks for a per-rank peak
-at P = 2 of at most 60 % of the one-process peak on a 10^6-record trace).
+"""Per-process memory of reading only some locations (each rank of the
+parallel replay reads only its own locations: a rank's peak at P = 2 against the
+one-process peak on a 10^6-record trace).
 
 On a simulated ``stencil`` archive of about ``--records`` records (32 ranks,
 generated once with the simulator and cached in ``--workdir``, as

@@ -1,4 +1,4 @@
-"""Where the time goes: cProfile of each stage of ``compensate`` on one trace (issue #7).
+"""Where the time goes: cProfile of each stage of ``compensate`` on one trace.
 
 Stages, each profiled on its own after the previous ones ran unprofiled:
 ``read_otf2``, ``match + compensate + verify`` (the engine on the in-memory

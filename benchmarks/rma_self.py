@@ -1,5 +1,5 @@
 """MPI one-sided operations and locks on one's own window against the other rank's
-(docs/accuracy.md, issue 19: the evidence for the simulator's RMA self path).
+(docs/accuracy.md: the evidence for the simulator's RMA self path).
 
 Run with two ranks on the MPI library the traces come from::
 

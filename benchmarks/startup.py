@@ -1,4 +1,4 @@
-"""Start-up cost of the command (issue #18): ``compensate --version`` and the import
+"""Start-up cost of the command: ``compensate --version`` and the import
 of the engine, median of several fresh interpreters, by process CPU time (the
 children's user + system time) and wall time.
 

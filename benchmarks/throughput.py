@@ -1,4 +1,4 @@
-"""Throughput and memory benchmark (issues #7, #18): compensate vs. the OTF2 library.
+"""Throughput and memory benchmark: compensate vs. the OTF2 library.
 
 For a communication-heavy program (``stencil``: 32 ranks, a halo exchange every
 ~7 records, little compute) and a computation-heavy one (``montecarlo``: 8 ranks,
@@ -32,14 +32,14 @@ measure):
                 compiled on every run (a source checkout on a machine that sets
                 it, as this one and CI do);
   lower, otf2 pkg  the same with ``COMPENSATE_NATIVE=0``: the ``otf2`` package
-                path (what every run did before issue #18; ``--no-before`` skips it);
+                path (the pure-Python path; ``--no-before`` skips it);
   (``--repeat N``: each end-to-end kind N times, alternated, the median shown;
   on a machine shared with other jobs one run's CPU time varies by ~10 %)
   ratios        CPU time of compensate / CPU time of the library's read or copy;
   peak MiB      peak resident set of the e2e children (``ru_maxrss`` of ``wait4``),
                 and the ratio peak(10^7) / peak(10^6).
 
-``.trace`` (wall seconds, as in issue #7): e2e beside the floor ``read_text`` +
+``.trace`` (wall seconds): e2e beside the floor ``read_text`` +
 ``write_text``, and the engine alone (match + compensate + verify in memory).
 
 Rows are printed as soon as they are measured.
