@@ -8,7 +8,8 @@ dependencies (point-to-point, collectives, RMA R10, partitioned R11) cross ranks
 The assignment is a function of the definitions alone, so every rank computes
 the same one without talking: processes in id order, cut into ``size``
 contiguous blocks. Given each location's record count (an OTF2 Location
-definition's ``numberOfEvents``: :func:`compensate.formats.location_record_counts`),
+definition's ``numberOfEvents``, or an estimate from its event file where that
+understates it: :func:`compensate.formats.location_record_counts`),
 the blocks balance records: a process goes to the rank whose share of the total
 holds the middle of its records. Without counts (a text trace) they balance
 process count, the first ``n % size`` blocks one larger. With more ranks than

@@ -157,6 +157,21 @@ def test_record_counts_without_reading_records(real):
     assert location_record_counts(PINGPONG) == {0: None, 1: None}
 
 
+
+@pytest.mark.parametrize("name", ["ring", "halo", "hybrid", "mutex"])
+def test_record_counts_a_definition_understates_are_estimated_from_the_event_file(name):
+    """EZTrace declares 2 records for every location: the counts that divide the
+    locations among ranks come from the event files' sizes instead, within a
+    third of the records each location holds (those of more than 2 records'
+    worth of file)."""
+    path = ROOT / "tests" / "data" / "eztrace" / name / "eztrace_log.otf2"
+    counts = location_record_counts(path)
+    held = {k: len(ev) for k, ev in read_trace(path).events.items()}
+    assert set(counts) == set(held)
+    for loc, n in held.items():
+        assert abs(counts[loc] - n) <= n / 3, (loc, counts[loc], n)
+
+
 # ---------------------------------------------------------------------------
 # Writing in parts
 

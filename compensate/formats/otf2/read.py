@@ -359,15 +359,40 @@ def read_otf2(path: str, locations: Iterable[int] | None = None) -> Trace:
     return Trace(definitions=definitions, events=events, source=path)
 
 
+#: More bytes per declared record than records take (Score-P's and the project's
+#: archives hold 11-22 bytes per record, an event file's header included): a
+#: location whose event file has more than this many bytes per record its
+#: definition declares, beyond :data:`EVENT_FILE_HEADER`, holds more records than
+#: declared (EZTrace declares 2 for every location)
+MAX_RECORD_BYTES = 128
+#: Bytes of an event file that holds no record
+EVENT_FILE_HEADER = 64
+#: Bytes of a typical event record (a type byte, a compressed time delta, a few
+#: compressed fields): the estimate of a count a definition understates
+TYPICAL_RECORD_BYTES = 14
+
+
 def location_record_counts(path: str) -> dict[int, int]:
     """Each location's record count as its Location definition gives it
-    (``numberOfEvents``), read from the global definitions alone, no event file
-    opened: for dividing the locations among processes before reading them."""
+    (``numberOfEvents``), read from the global definitions alone, no record read:
+    for dividing the locations among processes before reading them. Where the
+    location's event file is too large for the declared count
+    (:data:`MAX_RECORD_BYTES`), the file's size over :data:`TYPICAL_RECORD_BYTES`
+    instead: an estimate, which is all a division needs."""
     path = os.fspath(path)
     reader, definitions = _open_archive(path)
     try:
-        return {int(loc._ref): int(loc.number_of_events or 0)
-                for loc in definitions.otf2.registry.locations}
+        declared = {int(loc._ref): int(loc.number_of_events or 0)
+                    for loc in definitions.otf2.registry.locations}
     finally:
         with interrupt.shielded(), _library_errors(path, "cannot read OTF2 archive"):
             reader.close()
+    events_dir = os.path.splitext(path)[0]
+    for ref, n in declared.items():
+        try:
+            size = os.stat(os.path.join(events_dir, f"{ref}.evt")).st_size
+        except OSError:  # another substrate, or no events: the declaration stands
+            continue
+        if size > EVENT_FILE_HEADER + MAX_RECORD_BYTES * max(n, 1):
+            declared[ref] = size // TYPICAL_RECORD_BYTES
+    return declared
