@@ -222,7 +222,7 @@ def gather_info(transport, info: dict) -> dict | None:
 #: agreement's per-chunk work is Python per location; the smaller the reads, the
 #: less a rank holds beyond the cut (the share trades a few MiB per rank against
 #: the reading's time, docs/parallel.md). Any chunking gives the same output.
-CHUNK_SHARE = 16
+CHUNK_SHARE = 8
 
 
 def streams(job: Job) -> bool:
