@@ -127,8 +127,9 @@ def _probe(log: Path) -> None:
 
 #: the steps ``--times`` measures in each rank of a streamed run: (module, attribute
 #: path, label); the replay loop's waiting is inside the replay loop
-TIMED = [("compensate.parallel.cutting", "agreed_cuts", "cut agreement"),
-         ("compensate.parallel.segments", "OwnSplitter.split", "reading own records"),
+TIMED = [("compensate.parallel.cutting", "CutAgreement.next_cut",
+          "cut agreement, reading own records"),
+         ("compensate.parallel.segments", "OwnSplitter.split", "splitting own records"),
          ("compensate.parallel.segments", "RankStream._views", "context, trimmed ghosts"),
          ("compensate.pipeline.context", "Segmenter.match", "matching"),
          ("compensate.engine.run", "_Engine.__init__", "engine graph and rules"),

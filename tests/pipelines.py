@@ -192,12 +192,14 @@ def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, 
     location's output records. ``fit``, a list: the ``--bound fitted`` run (of
     ``options`` only the collective exit counts), whose fit the ranks reduce; the
     list receives the fit's outcome. ``agreed``: the ranks agree on the cuts from
-    their own locations, as the command's ranks do, instead of taking the
-    one-process run's."""
+    their own locations as they read them, and the segments (under ``fit``, the fit
+    pass) take the same read, as the command's ranks do, instead of taking the
+    one-process run's cuts."""
     from compensate.parallel import segments as rank_segments
-    from compensate.parallel.cutting import agreed_cuts, share_of
+    from compensate.parallel.cutting import CutAgreement, share_of
     from compensate.parallel.cutting import chunk_records as cut_chunk_records
     from compensate.parallel.ownership import owners
+    from compensate.parallel.reading import OneRead
     from tests.threadranks import run_threads
 
     defs = trace.definitions
@@ -212,21 +214,25 @@ def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, 
     def rank(t):
         mine = Trace(defs, {loc: ev for loc, ev in trace.events.items()
                             if owner[loc] == t.rank}, trace.source)
-        cuts = one
-        if cuts is None:
+        cuts, chunks = one, trace_chunks(mine, chunk_records)
+        if cuts is None:  # as the command: the cuts agreed over the one read
             share = share_of(list(mine.events), {loc: len(ev) for loc, ev in
                                                  trace.events.items()})
-            cuts = agreed_cuts(defs, trace_chunks(mine, cut_chunk_records(
-                segment_records, share, chunk_records)), t, list(mine.events), share,
-                segment_records, rank_segments.RankStream.step_of(t))
+            read = OneRead(trace_chunks(mine, cut_chunk_records(
+                segment_records, share, chunk_records)))
+            cuts, chunks = CutAgreement(
+                defs, read.first(), t, list(mine.events), share, segment_records,
+                rank_segments.RankStream.step_of(t)), read.second()
         outcome = given
         if fit is not None:
-            outcome = rank_segments.observe_rank(defs, trace_chunks(mine, chunk_records), cuts,
-                                                 t, owner, platform, run_options,
-                                                 source=trace.source)
+            seen: list = []
+            outcome = rank_segments.observe_rank(
+                defs, chunks, (seen.append(c) or c for c in cuts), t, owner, platform,
+                run_options, source=trace.source)
+            cuts, chunks = seen, trace_chunks(mine, chunk_records)
         got: dict[int, list[Events]] = {}
         res = rank_segments.stream_rank(
-            defs, trace_chunks(mine, chunk_records), cuts, t, owner, platform, run_options,
+            defs, chunks, cuts, t, owner, platform, run_options,
             lambda loc, ev: got.setdefault(loc, []).append(ev), outcome=outcome)
         return res, got, outcome
 

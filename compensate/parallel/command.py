@@ -215,17 +215,14 @@ def gather_info(transport, info: dict) -> dict | None:
     return out
 
 
-#: The streamed run's reads (compensate/parallel/segments.py, cutting.py): a rank
-#: reads its own locations in chunks of this share of the one-process chunk (2^14
-#: records; any chunking gives the same segments: a rank reads on until it has a
-#: record at or after the cut, so the smaller the reads, the less it holds beyond
-#: the cut, joined with the segment, but each read has a cost per location: the
-#: share trades a few MiB per rank against the reading's time, docs/parallel.md).
-OWN_CHUNK_SHARE = 16
-#: ... and for the cut (compensate/parallel/cutting.py, no payload) in chunks of
-#: this share (2^14 records: its per-chunk work is Python per location, and it
-#: holds only the columns its search reads).
-CUT_CHUNK_SHARE = 16
+#: The streamed run's one read (compensate/parallel/cutting.py, segments.py,
+#: reading.OneRead): a rank reads its own locations in chunks of at most this
+#: share of the one-process chunk (2^14 records), and of at most a quarter of its
+#: share of a segment (:func:`compensate.parallel.cutting.chunk_records`). The
+#: agreement's per-chunk work is Python per location; the smaller the reads, the
+#: less a rank holds beyond the cut (the share trades a few MiB per rank against
+#: the reading's time, docs/parallel.md). Any chunking gives the same output.
+CHUNK_SHARE = 8
 
 
 def streams(job: Job) -> bool:
@@ -236,13 +233,16 @@ def streams(job: Job) -> bool:
 
 
 def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]):
-    """Every rank's streamed run (:mod:`compensate.parallel.segments`): the ranks
-    agree on the cuts from their own locations (:mod:`compensate.parallel.cutting`,
-    no payload); every rank reads its own locations in chunks, segment by segment,
-    and writes its records into its part as it goes. Under ``--bound fitted`` a
-    first pass over the same segments observes the transfers each rank's receives
-    show, and the fit is reduced across the ranks
-    (:func:`~compensate.parallel.segments.observe_rank`). Returns ``(Run
+    """Every rank's streamed run (:mod:`compensate.parallel.segments`): every rank
+    reads its own locations once, in chunks; the ranks agree on each cut from
+    them as they are read (:class:`~compensate.parallel.cutting.CutAgreement`),
+    and every rank compensates the segment before it from the same chunks
+    (:class:`~compensate.parallel.reading.OneRead`) and writes its records into
+    its part as it goes. Under ``--bound fitted`` a first pass agrees the cuts and
+    observes the transfers each rank's receives show over the same read, the fit
+    is reduced across the ranks
+    (:func:`~compensate.parallel.segments.observe_rank`), and the segments read
+    the input again over the cuts it agreed. Returns ``(Run
     on rank 0 else None, the open part writer, definitions, this rank's info, the
     fit's outcome or None)``; raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
@@ -256,8 +256,9 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
         parts,
         read_chunks,
     )
-    from compensate.parallel.cutting import agreed_cuts, chunk_records, share_of
+    from compensate.parallel.cutting import CutAgreement, chunk_records, share_of
     from compensate.parallel.ownership import owners
+    from compensate.parallel.reading import OneRead
     from compensate.parallel.segments import (
         RankStream,
         observe_rank,
@@ -289,51 +290,62 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
     lap("definitions")
 
-    def own_chunks(size: int = max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE)):
-        return read_chunks(job.input, size, payload=False, locations=mine)[1]
-
-    # the segments' cuts, agreed by the ranks from their own locations
+    # the segments' cuts, agreed by the ranks from their own locations as they are
+    # read: the one read of a rank's own locations feeds the agreement and the
+    # segments (OneRead); under --bound fitted the fit pass reads along with the
+    # agreement and the segments read again, over the cuts it agreed
     share = share_of(mine, counts)
     target = options.segment_records or SEGMENT_RECORDS
-    cuts = agreed_cuts(defs, fallback(own_chunks, chunk_records(
-        target, share, DEFAULT_CHUNK_RECORDS // CUT_CHUNK_SHARE)), transport, mine, share,
-        target, fallback)
-    libc_release(0)()  # (the cut pass's heap back before the segments')
-    lap("cut")
+    size = chunk_records(target, share, DEFAULT_CHUNK_RECORDS // CHUNK_SHARE)
+    agreed: list[tuple[int | None, int]] = []
+
+    def agreeing(defs, chunks: OneRead):  # the cuts, kept as they are agreed
+        for cut in CutAgreement(defs, chunks.first(), transport, mine, share, target,
+                                fallback):
+            agreed.append(cut)
+            yield cut
+
     outcome = None
+    cuts: list | None = None
     if options.fits:  # first pass: the fit reduced across ranks
-        outcome = observe_rank(defs, fallback(own_chunks), cuts, transport, owner, platform,
-                               options, source=str(job.input))
+        read = OneRead(fallback(lambda: read_chunks(job.input, size, payload=False,
+                                                    locations=mine)[1]))
+        outcome = observe_rank(defs, read.second(), agreeing(defs, read), transport, owner,
+                               platform, options, source=str(job.input))
+        cuts, read = agreed, None
         libc_release(0)()  # (the pass's heap back before the segments')
         lap("fit")
     info: dict = {}
 
-    def second_pass(outcome):  # the segments compensated and written into this part
+    def second_pass(outcome, cuts):  # the segments compensated and written into this part
         writer = None
         info.clear()
         try:
             # (these definitions carry the C path's input archive: the OTF2 part copies
             # the records from it)
             defs, chunks = fallback(lambda: read_chunks(
-                job.input, max(1, DEFAULT_CHUNK_RECORDS // OWN_CHUNK_SHARE),
-                payload=payload, locations=mine))
+                job.input, size, payload=payload, locations=mine))
             writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
+            if cuts is None:
+                read = OneRead(chunks)
+                cuts, chunks = agreeing(defs, read), read.second()
             result = stream_rank(defs, chunks, cuts, transport, owner, platform, options,
                                  writer.write, outcome=outcome, advance=writer.advance,
                                  source=str(job.input), info=info)
-            chunks = None
+            chunks = cuts = read = None
             # the segments' heap back before the part is closed and the output
             # committed, which copy the records from the input (their buffers would
             # come on top)
             libc_release(0)()
             # a fit clamped on most of its uses: rank 0 decides from the reduced
             # counts (as the one-process command's _Refit), every rank streams again
+            # (a fit is agreed over every cut: the fit pass read them all)
             rejected = transport.allgather(fallback(
                 lambda: clamp_check(outcome, result.stats.p2p_cases, platform.network)
                 if transport.rank == 0 else None))[0]
             if rejected is not None:
                 writer.abort()
-                return second_pass(rejected)
+                return second_pass(rejected, agreed)
             lap("segments")
         except BaseException:
             if writer is not None:
@@ -341,7 +353,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
             raise
         return result, writer, defs, info, outcome
 
-    return second_pass(outcome)
+    return second_pass(outcome, cuts)
 
 
 def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:

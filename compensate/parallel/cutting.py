@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -347,6 +347,70 @@ def _readers(every: list[tuple]) -> tuple[list[int], int | None]:
     return [r for r, s in enumerate(every) if s[3]], top
 
 
+class CutAgreement:
+    """The ranks' agreement on the segments' cuts (module docstring), one cut at a
+    time: :meth:`next_cut` reads on until the ranks agree the next one, so that a
+    rank can compensate each segment as soon as its cut is agreed and the reading
+    for the cut is the segment pass's reading too
+    (:class:`compensate.parallel.reading.OneRead`). Arguments as
+    :func:`agreed_cuts`. Collective, as is every :meth:`next_cut`."""
+
+    def __init__(self, defs: Definitions, own_chunks: Iterable[dict[int, Events]],
+                 transport: Transport, mine: list[int], share: float,
+                 segment_records: int = SEGMENT_RECORDS,
+                 step: Callable[..., Any] = lambda f, *a: f(*a)) -> None:
+        t = self.transport = transport
+        self.defs, self.mine, self.step = defs, mine, step
+        self.segment_records = segment_records
+        owner = {loc: r for r, locs in enumerate(t.allgather(list(mine))) for loc in locs}
+        self.cutter = _LocalCutter(defs, segment_records, owner, t.rank)
+        self.reader = _Reader(self.cutter, own_chunks,
+                              max(1, math.ceil(segment_records * share)))
+        self.next_try = segment_records
+        self.every: list[tuple] | None = None  # the ranks' reading states
+        self.over = False
+
+    def __iter__(self) -> Iterator[tuple[int | None, int]]:
+        while (cut := self.next_cut()) is not None:
+            yield cut
+
+    def next_cut(self) -> tuple[int | None, int] | None:
+        """The next segment as ``(cut, records)`` (:func:`agreed_cuts`), None once
+        every segment was given. Collective."""
+        t, reader, cutter, step = self.transport, self.reader, self.cutter, self.step
+        if self.over:
+            return None
+        if self.every is None:
+            self.every = t.allgather(step(reader.advance, True, None))
+        while True:
+            every = self.every
+            total = sum(n for _, _, n, _, _ in every)
+            who, target = _readers(every)
+            # (a rank that read no record yet may still hold the earliest ones)
+            blank = any(not e and h is None for e, h, *_ in every)
+            if (total < self.next_try or blank) and who:
+                self.every = t.allgather(step(reader.advance, t.rank in who, target))
+                continue
+            if all(e for e, *_ in every) and total < self.next_try:
+                break  # the rest is the last segment
+            cut = _look(t, cutter, self.defs, self.mine, every, step)
+            if cut is None:
+                if all(e for e, *_ in every):
+                    break
+                self.next_try = int(total * 1.5) + 1
+                reader.cap = int(cutter.count * 1.5) + 1
+                self.every = t.allgather(step(reader.state))
+                continue
+            records = sum(t.allgather(step(split, cutter, cut)))
+            reader.cap = cutter.count + reader.quota
+            self.next_try = sum(t.allgather(cutter.count)) + self.segment_records
+            self.every = t.allgather(step(reader.state))
+            return cut, records
+        self.over = True
+        rest = sum(t.allgather(cutter.count))
+        return (None, rest) if rest else None
+
+
 def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 transport: Transport, mine: list[int], share: float,
                 segment_records: int = SEGMENT_RECORDS,
@@ -356,44 +420,13 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     :func:`compensate.parallel.segments.cut_times` gives them (the segment holds
     the records measured before ``cut``, None: every record left; ``records`` in
     all ranks), agreed by the ranks from their own locations' ``own_chunks``
-    (module docstring). ``share``: this rank's part of the trace's records (it
+    (module docstring; every cut at once: :class:`CutAgreement` gives them one at
+    a time). ``share``: this rank's part of the trace's records (it
     holds at most ``segment_records * share`` records beyond what it kept from
     the last cut before the ranks look for one). ``step(f, *args)`` runs each
     local phase (:func:`compensate.parallel.segments.fallback_step`: a
     NotStreamable on any rank raises on every rank). Collective."""
-    t = transport
-    owner = {loc: r for r, locs in enumerate(t.allgather(list(mine))) for loc in locs}
-    cutter = _LocalCutter(defs, segment_records, owner, t.rank)
-    reader = _Reader(cutter, own_chunks, max(1, math.ceil(segment_records * share)))
-    next_try = segment_records
-    out: list[tuple[int | None, int]] = []
-    every = t.allgather(step(reader.advance, True, None))
-    while True:
-        total = sum(n for _, _, n, _, _ in every)
-        who, target = _readers(every)
-        # (a rank that read no record yet may still hold the earliest ones)
-        blank = any(not e and h is None for e, h, *_ in every)
-        if (total < next_try or blank) and who:
-            every = t.allgather(step(reader.advance, t.rank in who, target))
-            continue
-        if all(e for e, *_ in every) and total < next_try:
-            break  # the rest is the last segment
-        cut = _look(t, cutter, defs, mine, every, step)
-        if cut is None:
-            if all(e for e, *_ in every):
-                break
-            next_try = int(total * 1.5) + 1
-            reader.cap = int(cutter.count * 1.5) + 1
-        else:
-            records = sum(t.allgather(step(split, cutter, cut)))
-            out.append((cut, records))
-            reader.cap = cutter.count + reader.quota
-            next_try = sum(t.allgather(cutter.count)) + segment_records
-        every = t.allgather(step(reader.state))
-    rest = sum(t.allgather(cutter.count))
-    if rest:
-        out.append((None, rest))
-    return out
+    return list(CutAgreement(defs, own_chunks, transport, mine, share, segment_records, step))
 
 
 def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],

@@ -21,7 +21,8 @@ command does. The records, their indices and every error message are those of
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -75,3 +76,38 @@ def read_own_records(path: str, locations: Iterable[int], payload: bool = True,
     selection = selected_locations(order, mine, path) or ()
     events = {loc: join_blocks(pieces.pop(loc, [])) for loc in selection}
     return Trace(definitions=definitions, events=events, source=path)
+
+
+class OneRead:
+    """One read of a rank's own locations, shared by the cut agreement and the
+    segment pass (docs/parallel.md, "Streaming within a rank"): :meth:`first` is
+    the agreement's reading (every chunk from the input, held here as well), and
+    :meth:`second` gives the held chunks to the segment pass in the same order. The
+    agreement reads at most a segment's share beyond the last cut it agreed before
+    the segment pass splits at that cut, so what is held is bounded by a segment."""
+
+    def __init__(self, chunks: Iterable[dict[int, Events]]) -> None:
+        self.source = iter(chunks)
+        self.held: deque[dict[int, Events]] = deque()
+        self.ended = False
+
+    def first(self) -> Iterator[dict[int, Events]]:
+        """The input's chunks, each held for :meth:`second` as it is read."""
+        for chunk in self.source:
+            self.held.append(chunk)
+            yield chunk
+        self.ended = True
+
+    def second(self) -> Iterator[dict[int, Events]]:
+        """The chunks :meth:`first` read, each once; it ends where the input ends.
+        A segment pass never needs a chunk the agreement has not read (a cut is
+        agreed below every rank's latest time read, or once its input ended):
+        RuntimeError if it asks for one."""
+        while True:
+            if self.held:
+                yield self.held.popleft()
+            elif self.ended:
+                return
+            else:
+                raise RuntimeError("the segment pass reached past the records the cut "
+                                   "agreement read")

@@ -2,8 +2,10 @@
 docs/parallel.md "Streaming within a rank").
 
 A rank holds one segment of its own locations at a time instead of its whole
-share. The segments' cuts are agreed by the ranks from their own locations
-(:func:`compensate.parallel.cutting.agreed_cuts`, the command's way), or are the
+share. The segments' cuts are agreed by the ranks from their own locations as
+they read them (:class:`compensate.parallel.cutting.CutAgreement`, the command's
+way: one read feeds the agreement and the segments,
+:class:`compensate.parallel.reading.OneRead`), or are the
 one-process streamed run's (the tests' reference: ``cut_times`` in
 tests/pipelines.py runs the one-process cutter over the whole trace's columns).
 A cut is safe
@@ -279,9 +281,12 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 outcome: FitOutcome | None = None,
                 advance: Callable[[int], None] | None = None, source: str = "",
                 info: dict | None = None) -> Run | None:
-    """One rank's whole streamed run over the segments ``cuts``
-    (:func:`compensate.parallel.cutting.agreed_cuts`, the same on every rank) of its
-    own locations' chunks; rank 0 returns the
+    """One rank's whole streamed run over the segments ``cuts`` (the same on every
+    rank: :func:`compensate.parallel.cutting.agreed_cuts`, or a
+    :class:`~compensate.parallel.cutting.CutAgreement` that agrees each cut as the
+    run comes to it, whose reading ``own_chunks`` then takes over:
+    :class:`~compensate.parallel.reading.OneRead`) of its own locations' chunks;
+    rank 0 returns the
     :class:`~compensate.pipeline.Run` (the one-process streamed run's), the others
     None. ``outcome``: the fit of ``--bound fitted`` (:func:`observe_rank`). Raises
     :class:`StreamFallback` on every rank where the one-process command falls back

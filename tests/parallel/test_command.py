@@ -230,6 +230,39 @@ def test_each_rank_reads_and_writes_only_its_own_locations(threads_case, monkeyp
     assert not list(tmp.glob(".threads.trace.tmp-*"))
 
 
+def test_a_streamed_rank_reads_each_own_record_once(threads_case, monkeypatch):
+    """Streamed within each rank, over several segments: the cut agreement and the
+    segments take one read of a rank's own locations (every record read from the
+    input once, by its owner), and the output is the one-process output."""
+    import compensate.formats as formats
+
+    tmp, one = threads_case
+    real = formats.read_chunks
+    counts: dict[int, int] = {}
+
+    def spy(path, *args, locations=None, **kwargs):
+        defs, chunks = real(path, *args, locations=locations, **kwargs)
+
+        def counted():
+            for chunk in chunks:
+                for loc, ev in chunk.items():
+                    counts[loc] = counts.get(loc, 0) + len(ev)
+                yield chunk
+        return defs, counted()
+
+    monkeypatch.setattr(formats, "read_chunks", spy)
+    out = tmp / "threads_once.trace"
+    summary = tmp / "threads_once.json"
+    assert _thread_command(tmp, [str(tmp / "mixed.trace"), str(out), "--platform",
+                                 str(tmp / "platform.json"), "--segment-records", "32",
+                                 "--quiet", "--summary", str(summary)], 3,
+                           streamed=True) == [0, 0, 0]
+    assert json.loads(summary.read_text())["segments"]["count"] >= 3
+    trace = formats.read_trace(str(tmp / "mixed.trace"))
+    assert counts == {loc: len(ev) for loc, ev in trace.events.items() if len(ev)}
+    assert out.read_bytes() == one.read_bytes()
+
+
 def test_a_rank_failing_while_writing_leaves_no_output(threads_case, monkeypatch, capsys):
     """A part that cannot be written: every rank exits 3 with that rank's line and
     nothing is at OUT (the parts are aborted)."""
