@@ -13,7 +13,8 @@ prints per rank: the peak resident set (``ru_maxrss``), the fixed part (the
 resident set when the first chunk of records is asked for: interpreter,
 imports, MPI, definitions, the reader opened), the trace-dependent part (peak
 less fixed) and its ratio to the one-process run's, the CPU seconds, the
-seconds of the agreed cut (the summary's ``parallel.seconds.cut``), and the
+seconds of the segments (the summary's ``parallel.seconds.segments``: reading,
+agreeing the cuts and compensating, which one read interleaves), and the
 segments (count, largest) of the summary; and whether the output equals the
 one-process output (every definition and event file, byte for byte).
 
@@ -156,7 +157,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     mpiexec = shutil.which("mpiexec")
     print(f"{'trace':>18} {'P':>2} {'rank':>4} {'peak MiB':>9} {'fixed':>6} {'trace-dep':>9} "
-          f"{'vs P=1':>7} {'CPU s':>6} {'cut s':>6} {'wall s':>7} {'segments':>8} "
+          f"{'vs P=1':>7} {'CPU s':>6} {'seg s':>6} {'wall s':>7} {'segments':>8} "
           f"{'largest':>9}  same")
     for records in (float(x) for x in a.records.split(",")):
         for program in a.programs.split(","):
@@ -172,7 +173,8 @@ def main() -> None:
             for p, wall, ranks, s in runs:
                 same = "-" if p == 1 else ("yes" if _same(one, workdir / f"p{p}" /
                                                           "traces.otf2") else "NO")
-                cut = s.get("parallel", {}).get("seconds", {}).get("cut", [None] * len(ranks))
+                cut = s.get("parallel", {}).get("seconds", {}).get("segments",
+                                                                    [None] * len(ranks))
                 for r, m in enumerate(ranks):
                     dep = m["peak"] - m["fixed"]
                     c = f"{cut[r]:.2f}" if cut[r] is not None else "-"

@@ -118,9 +118,8 @@ def _probe(log: Path) -> None:
     wrap(segment_step, "approximate", "replay")
     wrap(verification, "verify_rank", "verify (each rank its own dependencies)")
     wrap(parts, "write_part", "write part")
-    import compensate.parallel.cutting as cutting  # (the agreed cut, every rank)
-    import compensate.parallel.segments as segments  # the streamed run (all segments)
-    wrap(cutting, "agreed_cuts", "agreed cut (own locations, every rank)")
+    import compensate.parallel.segments as segments  # the streamed run (all segments,
+    # the cuts agreed on the way: one read of the own locations feeds both)
     wrap(segments, "observe_rank", "fit pass: own observations, fit reduced (every rank)")
     wrap(segments, "stream_rank", "every segment")
 
