@@ -54,9 +54,10 @@ class AnchorExchange(Protocol):
         other ranks wait for (nothing if none)."""
         ...
 
-    def flush_and_take(self, A: array) -> list[int]:
-        """:meth:`flush`, then take what has arrived from other ranks into ``A``
-        (without waiting) and return those anchors."""
+    def flush_and_take(self, A: array, ks: list[int]) -> list[int]:
+        """:meth:`computed` for each anchor of ``ks``, :meth:`flush`, then take what
+        has arrived from other ranks into ``A`` (without waiting) and return those
+        anchors."""
         ...
 
     def round(self, A: array, cur: list[int]) -> list[int]:

@@ -362,12 +362,16 @@ class Exchange:
         self._to[dest] += 1
         self._messages_sent += 1
 
-    def flush_and_take(self, A: array) -> list[int]:
-        """:meth:`flush`, then take the messages that have arrived, without waiting
-        (the engine's scheduled loop calls this after every run of a location that
-        computed values others asked for): a location parked on another rank's value
-        runs as soon as that value is here, which keeps the chain of values that
-        cross ranks moving while this rank still has other work. Their anchors."""
+    def flush_and_take(self, A: array, ks: list[int]) -> list[int]:
+        """:meth:`computed` for each of ``ks``, :meth:`flush`, then take the
+        messages that have arrived, without waiting (the engine's scheduled loop
+        calls this after every run of a location that computed values others asked
+        for): a location parked on another rank's value runs as soon as that value
+        is here, which keeps the chain of values that cross ranks moving while this
+        rank still has other work. Their anchors."""
+        computed = self.computed
+        for k in ks:
+            computed(k)
         if self._out:
             self.flush(A)
         msgs = self.transport.poll_arrays()
