@@ -24,10 +24,11 @@ class AnchorExchange(Protocol):
 
     The engine calls, in this order: :meth:`ghosts` while it builds its graph,
     :meth:`start` once before evaluating, then while it evaluates :meth:`computed`
-    for every anchor some rank waits for, :meth:`flush` after each run of a
-    location and :meth:`round` whenever nothing is runnable, until
-    :attr:`finished`; then :meth:`reduce`, and :meth:`check_first_waiting` if
-    locations are left waiting (a dependency cycle)."""
+    for every anchor some rank waits for, :meth:`flush` (or
+    :meth:`flush_and_take`) after each run of a location and :meth:`round`
+    whenever nothing is runnable, until :attr:`finished`; then :meth:`reduce`, and
+    :meth:`check_first_waiting` if locations are left waiting (a dependency
+    cycle)."""
 
     #: the replay is over on every rank (set by :meth:`round`)
     finished: bool
@@ -51,6 +52,12 @@ class AnchorExchange(Protocol):
     def flush(self, A: array) -> None:
         """Send the values of the anchors :meth:`computed` since the last send that
         other ranks wait for (nothing if none)."""
+        ...
+
+    def flush_and_take(self, A: array, ks: list[int]) -> list[int]:
+        """:meth:`computed` for each anchor of ``ks``, :meth:`flush`, then take what
+        has arrived from other ranks into ``A`` (without waiting) and return those
+        anchors."""
         ...
 
     def round(self, A: array, cur: list[int]) -> list[int]:

@@ -344,9 +344,9 @@ class _Engine:
         while True:
             r = step(budget)
             if state.nout:  # (OUT, or before a generic anchor) values other ranks want
-                for k in sch.taken():
-                    xch.computed(k)
-                xch.flush(A)
+                # (and take what arrived meanwhile: a value another rank sent wakes
+                # its location now, not when this rank runs out of work)
+                sch.wake(xch.flush_and_take(A, sch.taken()))
             if r == DONE:
                 if xch is None or xch.finished:
                     break

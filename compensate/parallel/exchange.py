@@ -31,7 +31,13 @@ are bit-identical.
   collective call for ranks it does not depend on. The engine's C loop schedules
   (:mod:`compensate.engine.native`): it lists the asked-for anchors it computes and
   returns after the location's run, so a value leaves as soon as its location
-  stops, not when the rank runs out of work.
+  stops, not when the rank runs out of work; then the rank takes what has arrived
+  (:meth:`Exchange.flush_and_take`, one probe), so that a value another rank sent
+  wakes its location while this rank still has other work (sent at the next run's
+  end, not only when both ranks ran out: sending at once and taking at once is
+  what keeps a chain crossing ranks moving; batching a destination's values until
+  the rank runs out of work sends fewer messages but makes the other side wait
+  more).
 * **The end** (:meth:`Exchange._decide`): a rank with nothing to compute joins a
   *wave*, a nonblocking sum (``Iallreduce``) of every rank's (messages sent,
   messages taken, done, failed), and keeps taking messages while it is in flight.
@@ -146,9 +152,11 @@ class Exchange:
         # rank, the sends in flight (request, buffer), the wave in flight and the
         # sums of the last completed one
         self._p2p = False
+        # (Python lists: a numpy scalar's increment costs more than the rest of a
+        # message's bookkeeping)
         size = transport.size
-        self._to = np.zeros(size, np.int64)
-        self._from = np.zeros(size, np.int64)
+        self._to = [0] * size
+        self._from = [0] * size
         self._messages_sent = self._messages_received = 0
         self._sends: list[tuple[Any, np.ndarray]] = []
         self._wave: Wave | None = None
@@ -321,10 +329,19 @@ class Exchange:
         """Send the queued values, if any (the engine calls this after every run of
         a location): one message per destination, (location, record, the value's 8
         bytes) rows of one int64 buffer, never one message per value."""
-        if not self._out:
+        out = self._out
+        if not out:
+            return
+        if len(out) == 1 and len(self._dest[out[0]]) == 1:  # one value for one rank
+            k = out[0]  # (the usual case: one message of one pair, built directly)
+            rank, ident, offset = self._dest[k][0]
+            self._out = []
+            self.sent += 1
+            self._send_values(rank, np.frombuffer(array("d", (ident, A[k] + offset)),
+                                                  dtype=np.int64))
             return
         batches: dict[int, array] = {}
-        for k in self._out:
+        for k in out:
             a = A[k]
             for rank, ident, offset in self._dest[k]:
                 batch = batches.get(rank)
@@ -345,12 +362,28 @@ class Exchange:
         self._to[dest] += 1
         self._messages_sent += 1
 
+    def flush_and_take(self, A: array, ks: list[int]) -> list[int]:
+        """:meth:`computed` for each of ``ks``, :meth:`flush`, then take the
+        messages that have arrived, without waiting (the engine's scheduled loop
+        calls this after every run of a location that computed values others asked
+        for): a location parked on another rank's value runs as soon as that value
+        is here, which keeps the chain of values that cross ranks moving while this
+        rank still has other work. Their anchors."""
+        computed = self.computed
+        for k in ks:
+            computed(k)
+        if self._out:
+            self.flush(A)
+        msgs = self.transport.poll_arrays()
+        return self._arrived(msgs, A) if msgs else []
+
     def _arrived(self, msgs: list[tuple[int, np.ndarray]],
                  A: array) -> list[int]:
         """Count the messages taken (first: the drain after a failure relies on the
         counts), then :meth:`_take` them."""
+        got = self._from
         for src, _ in msgs:
-            self._from[src] += 1
+            got[src] += 1
         self._messages_received += len(msgs)
         return self._take(msgs, A)
 
@@ -361,6 +394,11 @@ class Exchange:
         wanted, ks = self._wanted, []
         for _, buf in msgs:
             pairs = buf.view(np.float64).tolist()
+            if len(pairs) == 2:  # (the usual message: one value)
+                k = wanted[int(pairs[0])]
+                A[k] = pairs[1]
+                ks.append(k)
+                continue
             for i in range(0, len(pairs), 2):
                 k = wanted[int(pairs[i])]
                 A[k] = pairs[i + 1]
@@ -386,12 +424,12 @@ class Exchange:
         self._graph, self._wanted = None, []
         t = self.transport
         if drain:
-            sent_me = t.alltoall_array(self._to.reshape(-1, 1))[:, 0]
-            for src in np.flatnonzero(sent_me > self._from).tolist():
-                for _ in range(int(sent_me[src] - self._from[src])):
+            sent_me = t.alltoall_array(np.array(self._to, np.int64).reshape(-1, 1))[:, 0]
+            for src, n in enumerate(sent_me.tolist()):
+                for _ in range(n - self._from[src]):
                     t.recv_array(src)
                     self._messages_received += 1
-                self._from[src] = sent_me[src]
+                self._from[src] = max(n, self._from[src])
         t.wait_sends([req for req, _ in self._sends])
         self._sends = []
 
