@@ -9,7 +9,7 @@ differently interleaved programs of tests/parallel/interleaved.py (``skewed``:
 own rates, start offsets and message orders; ``wavefront``; ``bursts``). Then
 runs ``compensate IN OUT`` streamed in one process and ``mpiexec -n P compensate
 IN OUT`` (streamed within each rank, the default), each in fresh processes, and
-prints per rank: the peak resident set (``ru_maxrss``), the fixed part (the
+prints per rank: the peak resident set (``VmHWM``), the fixed part (the
 resident set when the first chunk of records is asked for: interpreter,
 imports, MPI, definitions, the reader opened), the trace-dependent part (peak
 less fixed) and its ratio to the one-process run's, the CPU seconds, the
@@ -42,11 +42,16 @@ sys.path.insert(0, str(ROOT))
 PROCESSES = 8
 
 
-def _rss_mib() -> float:
+def _status_mib(key: str = "VmRSS") -> float:
+    """``key`` of ``/proc/self/status`` in MiB (-1 where there is none)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{key}:"):
             return int(line.split()[1]) / 1024
     return -1.0
+
+
+def _rss_mib() -> float:
+    return _status_mib("VmRSS")
 
 
 class _FirstRead:
@@ -85,8 +90,11 @@ def _child(args: list[str]) -> None:
     formats.read_chunks = read_chunks
     status = main(args[1:])
     use = resource.getrusage(resource.RUSAGE_SELF)
+    # the peak of this process's own memory (VmHWM): ru_maxrss would also hold the
+    # parent's resident set at the fork (Linux keeps it across exec), and the
+    # benchmark's parent may have simulated a large trace in-process
     Path(args[0], f"rank{rank}.json").write_text(json.dumps(
-        {"peak": use.ru_maxrss / 1024, "fixed": fixed[0] if fixed else -1.0,
+        {"peak": _status_mib("VmHWM"), "fixed": fixed[0] if fixed else -1.0,
          "cpu": use.ru_utime + use.ru_stime}))
     sys.exit(status)
 
