@@ -230,7 +230,7 @@ def run_rank(trace: Trace, platform: Platform | None, options: RunOptions,
         from compensate.engine.fit import observe_transfers
         from compensate.parallel.fit import reduced_outcome
         observed = step(observe_transfers, trace, matching, plat, set(mine))
-        outcome = reduced_outcome(transport, observed, trace.definitions, plat, step)
+        outcome = reduced_outcome(transport, observed, plat, step)
     lap("match")
     # t0: the earliest measured timestamp of all (each rank knows its own locations')
     firsts = transport.allgather(min((int(trace.events[loc].time[0]) for loc in mine

@@ -27,13 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from compensate.engine.fit import FitOutcome, Observations, outcome_of
-from compensate.model import Definitions
 from compensate.parallel.transport import Transport
 from compensate.platform import Platform
 
 
-def reduced_outcome(transport: Transport, obs: Observations, defs: Definitions,
-                    platform: Platform,
+def reduced_outcome(transport: Transport, obs: Observations, platform: Platform,
                     step: Callable[..., Any] = lambda f, *a: f(*a)) -> FitOutcome:
     """The fit's outcome of the whole trace from each rank's own ``obs``
     (collective; the same on every rank): what

@@ -324,5 +324,5 @@ def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
         seg = rs.share.step(splitter.split, cut)
         observed.append(rs.observe(seg, records))
         seg = None
-    return reduced_outcome(transport, Observations.concat(observed), defs, platform,
+    return reduced_outcome(transport, Observations.concat(observed), platform,
                            rs.share.step)

@@ -53,10 +53,7 @@ def test_hand_computed_reduction_fits_what_no_rank_could_alone():
              Observations(sizes[6:], seconds[6:], collective=6)]
     assert all(outcome_of(s).fit is None for s in share)
     assert 6 < MIN_OBSERVATIONS <= 12
-    sim = simulate("ring", ranks=2, seed=1, iterations=1)
-    defs = sim.measured.definitions
-
-    got = run_threads(2, lambda t: reduced_outcome(t, share[t.rank], defs, Platform(0.0)))
+    got = run_threads(2, lambda t: reduced_outcome(t, share[t.rank], Platform(0.0)))
     assert got[0] == got[1]
     fit = got[0].fit
     assert got[0].observations == 12
@@ -77,12 +74,11 @@ def test_a_failing_fit_raises_on_every_rank(monkeypatch):
         raise RuntimeError("no fit today")
 
     monkeypatch.setattr(pfit, "outcome_of", broken)
-    sim = simulate("ring", ranks=2, seed=1, iterations=1)
     empty = Observations.concat([])
 
     def body(t):
         try:
-            reduced_outcome(t, empty, sim.measured.definitions, Platform(0.0),
+            reduced_outcome(t, empty, Platform(0.0),
                             lambda f, *a: agreed(t, f, *a))
         except RankFailed:
             return "told"
@@ -100,7 +96,7 @@ def rank_views(trace, platform, size):
         own = {loc: ev for loc, ev in trace.events.items() if owner[loc] == t.rank}
         view, _ = complete_trimmed(trace.definitions, own, t, owner, trace.source)
         obs = observe_transfers(view, match(view), platform, set(own))
-        return obs, reduced_outcome(t, obs, trace.definitions, platform)
+        return obs, reduced_outcome(t, obs, platform)
 
     return run_threads(size, body)
 
