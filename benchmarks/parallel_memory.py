@@ -39,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.parallel_replay import same_output  # noqa: E402
+
 PROCESSES = 8
 
 
@@ -122,17 +125,6 @@ def _trace(workdir: Path, program: str, records: float) -> tuple[Path, Path]:
     return trace, out / "platform.json"
 
 
-def _same(a: Path, b: Path) -> bool:
-    import filecmp
-
-    files = sorted(p.relative_to(a.parent) for p in a.parent.rglob("*")
-                   if p.suffix in (".def", ".evt"))
-    other = sorted(p.relative_to(b.parent) for p in b.parent.rglob("*")
-                   if p.suffix in (".def", ".evt"))
-    return files == other and all(filecmp.cmp(a.parent / f, b.parent / f, shallow=False)
-                                  for f in files)
-
-
 def _run(launcher: list[str], trace: Path, platform: Path, out: Path
          ) -> tuple[float, list[dict], dict]:
     """(wall seconds, per rank {peak, fixed, cpu}, the summary)."""
@@ -179,7 +171,7 @@ def main() -> None:
             base = runs[0][2][0]["peak"] - runs[0][2][0]["fixed"]
             label = f"{program} {runs[0][3]['records'] / 1e6:.2f}M"
             for p, wall, ranks, s in runs:
-                same = "-" if p == 1 else ("yes" if _same(one, workdir / f"p{p}" /
+                same = "-" if p == 1 else ("yes" if same_output(one, workdir / f"p{p}" /
                                                           "traces.otf2") else "NO")
                 cut = s.get("parallel", {}).get("seconds", {}).get("segments",
                                                                     [None] * len(ranks))

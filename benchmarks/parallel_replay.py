@@ -214,7 +214,7 @@ def _output(workdir: Path, name: str, fmt: str) -> Path:
     return workdir / name / "traces.otf2"
 
 
-def _same(a: Path, b: Path) -> bool:
+def same_output(a: Path, b: Path) -> bool:
     """Whether two outputs are equal: a ``.trace`` file byte for byte, an OTF2
     archive's definition and event files byte for byte (the anchor file holds a
     random trace id and the creation time)."""
@@ -335,7 +335,7 @@ def main() -> None:
                                   a.times and last and how == "streamed")
         par = s["parallel"]
         print(_rank_row(f"{p} {how}", wall, walls, cpu, peak, mib, par,
-                        "yes" if _same(one, out) else "NO"))
+                        "yes" if same_output(one, out) else "NO"))
         for phase, xs in par["seconds"].items():
             print(f"{'':>12}   {phase:<12} s/rank {','.join(f'{x:.2f}' for x in xs)}")
         print(f"{'':>12}   collectives  {','.join(map(str, par['collectives']))}, s/rank "
