@@ -125,6 +125,29 @@ def simulated(program: str, **kw):
 
 
 @pytest.hookimpl(trylast=True)
+@pytest.fixture
+def absurd_fit(monkeypatch):
+    """Every fit (one process, streamed and in memory, reduced across ranks) times
+    every transfer at 1 s: a fit the clamp check must reject."""
+    import compensate.parallel.fit as pfit
+    import compensate.pipeline.run as prun
+    from compensate.engine.fit import FitOutcome, NetworkFit, observe_transfers
+
+    real = prun.outcome_of
+
+    def absurd(obs, network=None):
+        o = real(obs, network)
+        return FitOutcome(NetworkFit(1.0, 0.0, 100, 0.0, 8, 8, 1, "constant"), 100,
+                          links=o.links, size_classes=o.size_classes)
+
+    def absurd_try(trace, matching, platform):
+        return absurd(observe_transfers(trace, matching, platform))
+
+    monkeypatch.setattr(pfit, "outcome_of", absurd)
+    monkeypatch.setattr(prun, "outcome_of", absurd)
+    monkeypatch.setattr("compensate.engine.fit.try_fit", absurd_try)
+
+
 def pytest_configure(config) -> None:
     """In the main process (the workers and every command start from its
     environment), write compiled modules where the environment says not to."""

@@ -123,25 +123,10 @@ def pipeline_trace(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", [[], ["--in-memory"]])
-def test_a_fit_clamped_on_most_uses_is_replaced_by_lower(pipeline_trace, monkeypatch, mode):
+def test_a_fit_clamped_on_most_uses_is_replaced_by_lower(pipeline_trace, absurd_fit, mode):
     """A fit that times every transfer at 1 s is overridden by the upper bound on
     every use: the run compensates again with the lower bound (streamed and in
     memory), writes what ``--bound lower`` writes, and says why."""
-    import compensate.pipeline.run as prun
-
-    real = prun.outcome_of
-
-    def absurd(obs, network=None):
-        o = real(obs, network)
-        return FitOutcome(NetworkFit(1.0, 0.0, 100, 0.0, 8, 8, 1, "constant"), 100,
-                          links=o.links, size_classes=o.size_classes)
-
-    def absurd_try(trace, matching, platform):
-        from compensate.engine.fit import observe_transfers
-        return absurd(observe_transfers(trace, matching, platform))
-
-    monkeypatch.setattr(prun, "outcome_of", absurd)
-    monkeypatch.setattr("compensate.engine.fit.try_fit", absurd_try)
     d = pipeline_trace
     args = [d / "m.trace", "--platform", d / "p.json", "--force", *mode]
     r = run_compensate(args[0], d / "f.trace", *args[1:], "--bound", "fitted",

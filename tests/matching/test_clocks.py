@@ -39,6 +39,18 @@ SKEWED = """450 1 Enter region=2
 """
 
 
+#: an MPI_Allreduce whose rank 1 stamps its exit (600) before rank 0 entered (1000)
+COLLECTIVE = """500 1 Enter region=3
+600 1 MpiCollectiveBegin
+900 0 Enter region=3
+1000 0 MpiCollectiveBegin
+1150 0 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
+1200 0 Leave region=3
+600 1 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
+700 1 Leave region=3
+"""
+
+
 def _trace(tmp_path, body=SKEWED):
     path = tmp_path / "t.trace"
     path.write_text(HEAD + body)
@@ -98,16 +110,7 @@ def test_collectives_order_the_clocks_too(tmp_path):
     # rank 0's enter (1000) before rank 1's exit (600): d1 - d0 >= 400; rank 1's
     # enter (600) before rank 0's exit (1150): d1 - d0 <= 550; the least shift, a
     # tick after: 401
-    body = """500 1 Enter region=3
-600 1 MpiCollectiveBegin
-900 0 Enter region=3
-1000 0 MpiCollectiveBegin
-1150 0 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
-1200 0 Leave region=3
-600 1 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
-700 1 Leave region=3
-"""
-    trace, _ = _trace(tmp_path, body)
+    trace, _ = _trace(tmp_path, COLLECTIVE)
     m = match(trace)
     assert len(m.table) == 0 and len(m.instances) == 1
     assert inversions(trace, m.table, m.instances) == (1, 400)

@@ -21,18 +21,8 @@ from tests.pipelines import Result, assemble
 from tests.threadranks import run_threads
 
 from ..conftest import ROOT
-from ..matching.test_clocks import HEAD, SKEWED
+from ..matching.test_clocks import COLLECTIVE, HEAD, SKEWED
 from .test_driver import assert_same
-
-COLLECTIVE = """500 1 Enter region=3
-600 1 MpiCollectiveBegin
-900 0 Enter region=3
-1000 0 MpiCollectiveBegin
-1150 0 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
-1200 0 Leave region=3
-600 1 MpiCollectiveEnd op=ALLREDUCE comm=0 root=- sent=8 received=8
-700 1 Leave region=3
-"""
 
 
 def both(trace, platform, bound, size=2):
@@ -83,28 +73,6 @@ def test_an_eztrace_ring_with_an_early_rank_is_aligned_as_one_process_aligns_it(
     one, par = both(trace, Platform(1e-7), "lower")
     assert one[1].clock_alignment is not None and one[1].clock_alignment.inverted
     assert_parity(one, par)
-
-
-@pytest.fixture
-def absurd_fit(monkeypatch):
-    """Every fit (one process, reduced across ranks) times every transfer at 1 s."""
-    import compensate.parallel.fit as pfit
-    import compensate.pipeline.run as prun
-    from compensate.engine.fit import FitOutcome, NetworkFit, observe_transfers
-
-    real = prun.outcome_of
-
-    def absurd(obs, network=None):
-        o = real(obs, network)
-        return FitOutcome(NetworkFit(1.0, 0.0, 100, 0.0, 8, 8, 1, "constant"), 100,
-                          links=o.links, size_classes=o.size_classes)
-
-    def absurd_try(trace, matching, platform):
-        return absurd(observe_transfers(trace, matching, platform))
-
-    monkeypatch.setattr(pfit, "outcome_of", absurd)
-    monkeypatch.setattr(prun, "outcome_of", absurd)
-    monkeypatch.setattr("compensate.engine.fit.try_fit", absurd_try)
 
 
 def test_a_fit_clamped_on_most_uses_is_replaced_as_one_process_replaces_it(absurd_fit):
