@@ -327,8 +327,8 @@ class Exchange:
     # -- point to point --------------------------------------------------------------
     def flush(self, A: array) -> None:
         """Send the queued values, if any (the engine calls this after every run of
-        a location): one message per destination, (location, record, the value's 8
-        bytes) rows of one int64 buffer, never one message per value."""
+        a location): one message per destination, its (request id, value) pairs of
+        doubles in one buffer, never one message per value."""
         out = self._out
         if not out:
             return
@@ -372,8 +372,7 @@ class Exchange:
         computed = self.computed
         for k in ks:
             computed(k)
-        if self._out:
-            self.flush(A)
+        self.flush(A)
         msgs = self.transport.poll_arrays()
         return self._arrived(msgs, A) if msgs else []
 
