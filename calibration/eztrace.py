@@ -347,10 +347,10 @@ def repeat_deltas(data: dict[bool, tuple[list[int], list[float]]], per_repeat: i
                   ) -> list[float]:
     """Traced - untraced seconds per iteration from each repetition's runs alone
     (``per_repeat`` consecutive points of each line): the spread of ``delta``."""
+    if per_repeat < 2:  # (one point a repetition: no line through it alone)
+        return []
     out = []
     for i in range(0, len(data[True][0]), per_repeat):
-        if per_repeat < 2:
-            break
         part = {t: (ns[i:i + per_repeat], ys[i:i + per_repeat]) for t, (ns, ys) in data.items()}
         out.append(fit_line(*part[True]).slope - fit_line(*part[False]).slope)
     return out
