@@ -623,6 +623,9 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
         sys.stdout.flush()  # (a stdout that cannot be written fails here, not at exit)
         _nesting_note(summary.get("nesting"))
         _unmatched_note(summary.get("unmatched_sends", 0))
+        deps = summary.get("dependencies", {})
+        _unended_note(deps.get("collective_begins_without_end", 0))
+        _unrecorded_note(deps.get("unrecorded_calls", {}))
     _markers_note(summary)
     return EXIT_OK
 
@@ -652,6 +655,28 @@ def _unmatched_note(sends: int) -> None:
         print(f"compensate: note: {sends:,} sends have no matching receive in the trace "
               f"(a receive that failed or was never made, or a message still in flight "
               f"at the end); they are compensated as local records", file=sys.stderr)
+
+
+def _unended_note(begins: int) -> None:
+    """One line on stderr when collectives have a Begin but no End record: a
+    tracer that did not record their completion; they stay local records."""
+    if begins:
+        print(f"compensate: note: {begins:,} MpiCollectiveBegin records have no "
+              f"MpiCollectiveEnd (a nonblocking collective whose completion the tracer "
+              f"did not record); they are compensated as local records", file=sys.stderr)
+
+
+def _unrecorded_note(calls: dict) -> None:
+    """One line on stderr when MPI calls that communicate hold no record of it
+    (:mod:`compensate.matching.unrecorded`): their dependencies are not modelled."""
+    if calls:
+        top = sorted(calls.items(), key=lambda kv: -kv[1])
+        named = ", ".join(f"{name} {n:,}" for name, n in top[:4]) + \
+            (", ..." if len(top) > 4 else "")
+        print(f"compensate: note: {sum(calls.values()):,} MPI calls hold no record of "
+              f"their communication ({named}): the tracer did not record it, so what "
+              f"they waited for is not modelled; they are compensated as local time",
+              file=sys.stderr)
 
 
 def _local_only_note(verification: dict) -> str:

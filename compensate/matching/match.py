@@ -38,6 +38,7 @@ from compensate.matching.partitioned import PartitionedDeps, match_partitioned
 from compensate.matching.rma import RmaDeps, match_rma
 from compensate.matching.tasks import match_tasks
 from compensate.matching.threads import ThreadDeps, match_threads
+from compensate.matching.unrecorded import communicating_regions, unrecorded_calls
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
@@ -78,6 +79,11 @@ class Matching:
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
+    #: MpiCollectiveBegin records no End follows (:func:`collective_pairs`): local
+    collective_begins_without_end: int = 0
+    #: per call name, MPI calls that communicate but hold no record of it
+    #: (:mod:`compensate.matching.unrecorded`): local time
+    unrecorded_calls: dict = field(default_factory=dict)
     #: Enter/Leave that do not nest (:class:`Nesting`): Leaves closing a call that
     #: was not the innermost one, Leaves without an open Enter of their region
     leaves_out_of_order: int = 0
@@ -115,6 +121,8 @@ class Matching:
             "cancelled_requests": self.cancelled_requests,
             "collectives": dict(sorted(by_cls.items())),
             "unknown_collective_ops": self.unknown_ops,
+            "collective_begins_without_end": self.collective_begins_without_end,
+            "unrecorded_calls": dict(sorted(self.unrecorded_calls.items())),
             "threads": self.threads.counts(),
             "devices": self.devices.counts(),
             "partitioned": self.partitioned.counts(),
@@ -361,9 +369,12 @@ def match(trace: Trace, eager_limit: int | None = None, strict: bool = False) ->
     structure = {}
     posting = {}
     first: tuple | None = None
+    talking = communicating_regions(defs)
     for loc, ev in trace.events.items():
         if loc not in defs.locations:
             raise TraceError("records for an undefined location", **_where(trace, loc))
+        for name, n in unrecorded_calls(defs, ev, talking).items():
+            result.unrecorded_calls[name] = result.unrecorded_calls.get(name, 0) + n
         nest = structure_of(trace, loc, ev, strict)
         structure[loc] = (nest.before, nest.enters, nest.leaves)
         result.open_calls[loc] = nest.open_end
@@ -412,14 +423,11 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
     defs = trace.definitions
     ops_of: dict = defaultdict(lambda: defaultdict(list))  # key -> loc -> [(post, end)]
     for loc, ev in trace.events.items():
-        end_idx = np.flatnonzero(ev.kind == COLL_END)
-        begin_idx = np.flatnonzero(ev.kind == COLL_BEGIN)
-        # every End needs its own Begin: Begins and Ends alternate on a location
-        if len(begin_idx) != len(end_idx) or np.any(begin_idx > end_idx) or (
-                len(end_idx) > 1 and np.any(begin_idx[1:] < end_idx[:-1])):
-            i = _first_unpaired(begin_idx, end_idx)
-            raise TraceError("MpiCollectiveBegin/MpiCollectiveEnd do not pair up",
-                             **_where(trace, loc, i))
+        begin_idx, end_idx, orphans, stray = collective_pairs(ev.kind, structure[loc][0])
+        if stray >= 0:
+            raise TraceError("MpiCollectiveEnd without its MpiCollectiveBegin",
+                             **_where(trace, loc, stray))
+        result.collective_begins_without_end += orphans
         pairs = list(zip(begin_idx.tolist(), end_idx.tolist(), strict=True))
         posted = posting[loc][0]
         pairs += [(posted[i], i) for i in np.flatnonzero(ev.kind == NBC_COMPLETE).tolist()]
@@ -521,17 +529,33 @@ MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_
             match_partitioned_ops, match_rma_syncs)
 
 
-def _first_unpaired(begin_idx: np.ndarray, end_idx: np.ndarray) -> int:
-    """Index of the first record where Begin/End alternation breaks."""
-    seq = sorted([(int(i), 0) for i in begin_idx] + [(int(i), 1) for i in end_idx])
-    open_ = False
-    for i, is_end in seq:
-        if is_end and not open_:
-            return i
-        if not is_end and open_:
-            return i
-        open_ = not is_end
-    return seq[-1][0] if seq else 0
+def collective_pairs(kind: np.ndarray, level: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The MpiCollectiveBegin/End records of one location that pair up, as
+    (begins, ends), how many Begins have no End, and the first End with no Begin
+    of its own (-1: none; the caller refuses it).
+
+    OTF2 brackets a blocking collective by a Begin and an End in one call: an End
+    pairs with the latest Begin before it if that Begin comes after the End before
+    and (``level``: the call level before each record, :class:`Nesting`) lies in
+    the same call. A Begin no End pairs with is a collective whose end the tracer
+    did not record (EZTrace 2.0 writes only a Begin in MPI_Ibcast and
+    MPI_Iallreduce, nothing in the MPI_Wait that completes them): it stays a local
+    record."""
+    begin = np.flatnonzero(kind == COLL_BEGIN)
+    end = np.flatnonzero(kind == COLL_END)
+    last = np.searchsorted(begin, end) - 1  # the latest Begin before each End
+    prev_end = np.concatenate(([-1], end[:-1]))
+    ok = last >= 0
+    ok[ok] = begin[last[ok]] > prev_end[ok]
+    if level is not None and ok.any():  # no call closed between them
+        b, e = begin[last[ok]], end[ok]
+        bounds = np.column_stack((b, e + 1)).ravel()
+        low = np.minimum.reduceat(np.append(level, level[-1:]), bounds)[::2]
+        ok[ok] = (level[b] == level[e]) & (low >= level[b])
+    if not ok.all():
+        return begin[last[ok]], end[ok], 0, int(end[np.argmin(ok)])
+    return begin[last], end, int(begin.size - end.size), -1
 
 
 __all__ = ["MATCHERS", "Matching", "Nesting", "check_structure", "match", "nesting",

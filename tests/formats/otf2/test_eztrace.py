@@ -79,7 +79,8 @@ def write_native(src: Path, out: Path) -> None:
 
 
 def test_the_archives_are_there_and_small():
-    assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp", "hybrid"}
+    assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp", "hybrid",
+                                                  "comms"}
     for anchor in ARCHIVES:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
         assert size < 100_000, anchor
@@ -180,5 +181,20 @@ def test_hybrid_thread_teams_pair_per_rank_and_the_estimate_verifies(tmp_path):
     assert trace.definitions.comms[1].members == (0, 1073741823)
     counts = match(trace).threads.counts()
     assert (counts["fork"], counts["join"], counts["unmatched"]) == (8, 8, 0)
+    out = tmp_path / "o" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet"]) == 0
+
+
+def test_calls_eztrace_records_nothing_of_are_counted_and_the_run_verifies(tmp_path):
+    """comms/: EZTrace 2.0 writes no record inside MPI_Sendrecv and MPI_Scan, and
+    only a Begin for MPI_Ibcast and MPI_Iallreduce: the run verifies what it
+    models (the reversed-rank communicator's rooted collectives, the MPI_Ssend
+    after MPI_Iprobe) and counts what it cannot."""
+    anchor = DATA / "comms" / "eztrace_log.otf2"
+    counts = match(read_otf2(str(anchor))).counts()
+    assert counts["unrecorded_calls"] == {"MPI_Scan": 6, "MPI_Sendrecv": 6}
+    assert counts["collective_begins_without_end"] == 12
+    assert counts["messages"] == 3 and counts["synchronous"] == 3
+    assert counts["collectives"] == {"1-to-n": 3, "n-to-1": 3, "n-to-n": 6}
     out = tmp_path / "o" / "traces.otf2"
     assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet"]) == 0
