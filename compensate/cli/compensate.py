@@ -302,14 +302,17 @@ def _run(argv: list[str] | None) -> int:
     outputs = _Outputs(args, target)
     try:
         if not args.in_memory:
+            from compensate.pipeline.context import ClocksDisagree
             from compensate.pipeline.cuts import NotStreamable, SegmentError
             try:
                 try:
-                    return _run_streaming(args, outputs, platform, show)
-                except _Refit as refit:  # the fit clamped on most uses: again without it
-                    outputs.trace.discard()  # (releases its lock: idempotent)
-                    outputs.trace = AtomicOutput(args.output, target, force=args.force)
-                    return _run_streaming(args, outputs, platform, show, refit.outcome)
+                    return _stream_refit(args, outputs, target, platform, show)
+                except ClocksDisagree:  # align the processes' clocks first, in a pass
+                    alignment = _align(args, show)
+                    if alignment is None:
+                        raise
+                    _renew(args, outputs, target)
+                    return _stream_refit(args, outputs, target, platform, show, alignment)
             except (NotStreamable, SegmentError) as exc:
                 # not in time order, or a problem whose exact record the whole trace names
                 _phase(show, f"cannot stream ({exc}); reading the whole trace ...")
@@ -319,6 +322,38 @@ def _run(argv: list[str] | None) -> int:
         return _run_in_memory(args, outputs, platform, show)
     finally:
         outputs.discard()  # nothing after a commit; everything after a failure
+
+
+def _renew(args: argparse.Namespace, outputs: _Outputs, target) -> None:
+    """A new output in place of a streamed one that was discarded."""
+    outputs.trace.discard()  # (releases its lock: idempotent)
+    outputs.trace = AtomicOutput(args.output, target, force=args.force)
+
+
+def _stream_refit(args: argparse.Namespace, outputs: _Outputs, target,
+                  platform: Platform | None, show: bool, alignment=None) -> int:
+    """:func:`_run_streaming`, and again with the fallback where the fitted model was
+    clamped on most of its uses."""
+    try:
+        return _run_streaming(args, outputs, platform, show, alignment=alignment)
+    except _Refit as refit:  # the fit clamped on most uses: again without it
+        _renew(args, outputs, target)
+        return _run_streaming(args, outputs, platform, show, refit.outcome,
+                              alignment=alignment)
+
+
+def _align(args: argparse.Namespace, show: bool):
+    """The processes' clock offsets of a trace whose clocks disagree, from a pass
+    over its segments (:func:`compensate.pipeline.run.clock_pass`)."""
+    from compensate.formats import read_chunks
+    from compensate.pipeline.cuts import chunk_records_for
+    from compensate.pipeline.run import clock_pass
+
+    _phase(show, f"aligning the processes' clocks to the messages of {args.input} ...")
+    chunk = [chunk_records_for(args.segment_records)] if args.segment_records else []
+    defs, chunks = read_chunks(args.input, *chunk, payload=False)
+    return clock_pass(defs, interrupt.checkpoints(chunks, "align"), run_options(args),
+                      str(args.input))
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
@@ -408,10 +443,11 @@ class _Refit(Exception):  # noqa: N818 - not an error: run again with ``outcome`
 
 
 def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,
-                   show: bool, outcome=None) -> int:
+                   show: bool, outcome=None, alignment=None) -> int:
     """The same pipeline segment by segment (compensate.pipeline.run.streamed): read a
     chunk, cut at safe points, match -> compensate -> verify -> write each segment.
-    ``outcome``: the fit to use (a fallback), instead of a fit pass."""
+    ``outcome``: the fit to use (a fallback), instead of a fit pass; ``alignment``:
+    the processes' clock offsets (:func:`_align`)."""
     from compensate.formats import TraceWriter, read_chunks
     from compensate.pipeline.cuts import chunk_records_for
     from compensate.pipeline.memory import steady_malloc
@@ -431,7 +467,7 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         defs, chunks = read_chunks(args.input, *chunk, payload=False)
         cuts = None if payload else []
         outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, options,
-                           args.input, cuts=cuts)
+                           args.input, cuts=cuts, alignment=alignment)
     t_fit = time.monotonic()
     interrupt.checkpoint("open")
     defs, chunks = read_chunks(args.input, *chunk, payload=payload)
@@ -455,7 +491,7 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     try:
         run = streamed(defs, interrupt.checkpoints(chunks, "read"), plat, options, write,
                        outcome=outcome, source=str(args.input), progress=on_progress,
-                       advance=advance, cuts=cuts)
+                       advance=advance, cuts=cuts, alignment=alignment)
         progress.close()
         from compensate.engine.fit import clamp_check
         rejected = clamp_check(outcome, run.stats.p2p_cases, plat.network)

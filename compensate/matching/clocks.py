@@ -36,7 +36,7 @@ import numpy as np
 
 from compensate.matching.collectives import N_TO_N, N_TO_ONE, ONE_TO_N, Instance
 from compensate.matching.p2p import MessageTable
-from compensate.model import BUFFER_FLUSH, Trace
+from compensate.model import BUFFER_FLUSH, Events, Trace
 
 
 @dataclass(frozen=True)
@@ -216,15 +216,29 @@ def shifted(trace: Trace, found: dict[int, int], count: int, worst: int
     non-negative: no record moves earlier than measured) and what was done
     (``count`` receives before their sends, the largest by ``worst`` ticks); None
     where every process keeps its times."""
-    least = min(found.values(), default=0)  # no record moves earlier than measured
-    offsets = {g: d - least for g, d in found.items() if d != least}
+    offsets = normalised(found)  # no record moves earlier than measured
     if not offsets:
         return None
     defs = trace.definitions
     times, sizes = {}, {}
     for loc, ev in trace.events.items():
-        shift = np.int64(offsets.get(defs.process_of(loc), 0))
-        times[loc] = ev.time + shift
-        flush = ev.kind == BUFFER_FLUSH  # a BufferFlush's stop time is a time too
-        sizes[loc] = np.where(flush, ev.size + shift, ev.size) if flush.any() else ev.size
+        times[loc], sizes[loc] = shifted_times(ev, offsets.get(defs.process_of(loc), 0))
     return trace.with_times(times, sizes), ClockAlignment(count, worst, offsets)
+
+
+def shifted_times(ev: Events, shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``time`` and ``size`` columns of ``ev`` with its times moved by ``shift``
+    ticks (a BufferFlush's stop time, in ``size``, is a time too)."""
+    if not shift:
+        return ev.time, ev.size
+    shift = np.int64(shift)
+    flush = ev.kind == BUFFER_FLUSH
+    return ev.time + shift, (np.where(flush, ev.size + shift, ev.size) if flush.any()
+                             else ev.size)
+
+
+def normalised(found: dict[int, int]) -> dict[int, int]:
+    """The offsets ``found`` (process -> ticks, :func:`chained_offsets`) as
+    :func:`shifted` applies them: none negative, the zeros left out."""
+    least = min(found.values(), default=0)
+    return {g: d - least for g, d in found.items() if d != least}

@@ -84,6 +84,10 @@ class Matching:
     #: per call name, MPI calls that communicate but hold no record of it
     #: (:mod:`compensate.matching.unrecorded`): local time
     unrecorded_calls: dict = field(default_factory=dict)
+    #: the two above per location (only where not nothing): ``{location:
+    #: (unrecorded calls by name, Begins without End)}``, for a distributed rank,
+    #: which counts its own locations (:func:`compensate.parallel.trim.local_counts`)
+    unrecorded_by_location: dict = field(default_factory=dict)
     #: Enter/Leave that do not nest (:class:`Nesting`): Leaves closing a call that
     #: was not the innermost one, Leaves without an open Enter of their region
     leaves_out_of_order: int = 0
@@ -373,8 +377,11 @@ def match(trace: Trace, eager_limit: int | None = None, strict: bool = False) ->
     for loc, ev in trace.events.items():
         if loc not in defs.locations:
             raise TraceError("records for an undefined location", **_where(trace, loc))
-        for name, n in unrecorded_calls(defs, ev, talking).items():
+        calls = unrecorded_calls(defs, ev, talking)
+        for name, n in calls.items():
             result.unrecorded_calls[name] = result.unrecorded_calls.get(name, 0) + n
+        if calls:
+            result.unrecorded_by_location[loc] = (calls, 0)
         nest = structure_of(trace, loc, ev, strict)
         structure[loc] = (nest.before, nest.enters, nest.leaves)
         result.open_calls[loc] = nest.open_end
@@ -428,6 +435,9 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
             raise TraceError("MpiCollectiveEnd without its MpiCollectiveBegin",
                              **_where(trace, loc, stray))
         result.collective_begins_without_end += orphans
+        if orphans:
+            calls = result.unrecorded_by_location.get(loc, ({}, 0))[0]
+            result.unrecorded_by_location[loc] = (calls, orphans)
         pairs = list(zip(begin_idx.tolist(), end_idx.tolist(), strict=True))
         posted = posting[loc][0]
         pairs += [(posted[i], i) for i in np.flatnonzero(ev.kind == NBC_COMPLETE).tolist()]

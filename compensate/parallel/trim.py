@@ -296,6 +296,14 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
         unmatched += n - int(from_li[pos[loc]]) if loc in pos else n
     out["unmatched_sends"] = unmatched
     out["devices"] = _own_device_counts(trace, matching, own)
+    calls: dict[str, int] = {}
+    begins = 0
+    for loc, (named, n) in matching.unrecorded_by_location.items():
+        if loc in own:  # (a trimmed ghost's call may have lost its records)
+            for name, k in named.items():
+                calls[name] = calls.get(name, 0) + k
+            begins += n
+    out["unrecorded_calls"], out["collective_begins_without_end"] = calls, begins
     return out
 
 
@@ -338,6 +346,13 @@ def reduced_matching(matching: Matching, every: list[dict]) -> ReducedMatching:
     reduced["unmatched_sends"] = sum(d["unmatched_sends"] for d in every)
     reduced["devices"] = {k: sum(d["devices"][k] for d in every)
                           for k in every[0]["devices"]}
+    reduced["collective_begins_without_end"] = sum(d["collective_begins_without_end"]
+                                                   for d in every)
+    calls: dict[str, int] = {}
+    for d in every:
+        for name, k in d["unrecorded_calls"].items():
+            calls[name] = calls.get(name, 0) + k
+    reduced["unrecorded_calls"] = dict(sorted(calls.items()))
     m = ReducedMatching(**{f.name: getattr(matching, f.name) for f in fields(Matching)},
                         reduced=reduced)
     m.unmatched_sends = reduced["unmatched_sends"]

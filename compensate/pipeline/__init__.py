@@ -8,7 +8,8 @@ write, for every way of running (docs/design.md §5).
 * :mod:`~compensate.pipeline.cuts` and :mod:`~compensate.pipeline.context`: where a
   trace may be cut, and what a segment carries from the ones before;
 * :mod:`~compensate.pipeline.run`: the ways of running (in memory, streamed, the
-  fit pass), each ending in a :class:`Run`;
+  fit pass, the clock pass of processes whose clocks disagree), each ending in a
+  :class:`Run`;
 * :mod:`~compensate.pipeline.totals`: results of parts summed over their fields;
 * :mod:`~compensate.pipeline.outcome`: the summary and the refusal policy.
 
@@ -18,7 +19,7 @@ each rank's share.
 
 from compensate.pipeline.options import RunOptions
 from compensate.pipeline.outcome import Outcome, decide, summarize
-from compensate.pipeline.run import Run, fit_pass, in_memory, streamed
+from compensate.pipeline.run import Run, aligned_chunks, clock_pass, fit_pass, in_memory, streamed
 
-__all__ = ["Outcome", "Run", "RunOptions", "decide", "fit_pass", "in_memory", "streamed",
-           "summarize"]
+__all__ = ["Outcome", "Run", "RunOptions", "aligned_chunks", "clock_pass", "decide",
+           "fit_pass", "in_memory", "streamed", "summarize"]

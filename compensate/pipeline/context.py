@@ -50,6 +50,12 @@ class Context:
         return sorted(rows, key=lambda r: r[4]) if self.carried else rows
 
 
+
+class ClocksDisagree(NotStreamable):
+    """A segment in which a receive is stamped before its send: the processes'
+    clocks disagree. Streamed again once :func:`compensate.pipeline.run.clock_pass`
+    has aligned them (over the whole trace, as one process aligns it in memory)."""
+
 class Segmenter:
     """Every location's context between segments: puts it in front of a segment
     (:meth:`traces`), matches the segment with it (:meth:`match`) and takes the
@@ -62,6 +68,9 @@ class Segmenter:
         self.source = source
         self.eager_limit = eager_limit
         self.strict = strict
+        #: the processes' clocks were aligned over the whole trace (clock_pass): a
+        #: receive still before its send is the in-memory run's too, not a refusal
+        self.aligned = False
         self.done: dict[int, int] = defaultdict(int)  # records of earlier segments
         #: the first Enter/Leave that does not nest (record index in the location)
         self.nesting_first: dict | None = None
@@ -148,10 +157,10 @@ class Segmenter:
             matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict)
         except TraceError as exc:
             raise SegmentError(str(exc)) from exc
-        if inversions(mtrace, matching.table, matching.instances)[0]:
+        if not self.aligned and inversions(mtrace, matching.table, matching.instances)[0]:
             # processes on clocks of their own: aligned over the whole trace, in memory
-            raise NotStreamable("a receive is stamped before its send: the processes' "
-                                "clocks disagree")
+            raise ClocksDisagree("a receive is stamped before its send: the processes' "
+                                 "clocks disagree")
         first = matching.nesting_first
         if first is not None and self.nesting_first is None:
             # segments come in time order: the first segment with one has the first;

@@ -13,7 +13,7 @@ Every way ends in a :class:`Run`, the totals the summary and the refusal policy
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -28,7 +28,16 @@ from compensate.engine.fit import (
 )
 from compensate.engine.span import check_span
 from compensate.matching import Matching, match
-from compensate.matching.clocks import ClockAlignment, align_clocks
+from compensate.matching.clocks import (
+    ClockAlignment,
+    align_clocks,
+    bounds,
+    chained_offsets,
+    counted,
+    normalised,
+    orders,
+    shifted_times,
+)
 from compensate.model import Definitions, Events, Trace
 from compensate.pipeline.context import Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
@@ -149,7 +158,8 @@ def whole_run(trace: Trace, result: SegmentResult, outcome: FitOutcome | None,
 
 def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
              options: RunOptions, source: str = "", cuts: list | None = None,
-             segments: list | None = None, group: int = 1) -> FitOutcome:
+             segments: list | None = None, group: int = 1,
+             alignment: ClockAlignment | None = None) -> FitOutcome:
     """``--bound fitted``, first pass: observe the transfers segment by segment and fit.
 
     The outcome's ``links`` are the least latency per kind of thread, device and
@@ -158,13 +168,15 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     ``cuts``, a list, receives the cutter's attempts (:func:`streamed` given them and
     the same chunks cuts the same segments without searching again); ``segments``,
     a list, each segment's ``(cut, records)``; ``group``: chunks ``group`` times
-    smaller, a cut looked for after every ``group``-th (the same segments)."""
+    smaller, a cut looked for after every ``group``-th (the same segments);
+    ``alignment``: as for :func:`streamed`."""
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
+    sg.aligned = alignment is not None
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
     observed: list[Observations] = []
     t0: int | None = None
     with memory_guard("fitting the network"):
-        for seg, cut in _grouped(cutter, chunks, group):
+        for seg, cut in _grouped(cutter, aligned_chunks(defs, chunks, alignment), group):
             if segments is not None:
                 segments.append((cut, sum(len(ev) for ev in seg.values())))
             if t0 is None:  # the engine's origin of times (streamed's)
@@ -178,6 +190,90 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     if cuts is not None:
         cuts[:] = cutter.attempts
     return outcome_of(Observations.concat(observed), platform.network)
+
+
+def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: RunOptions,
+               source: str = "") -> ClockAlignment | None:
+    """A streamed trace whose processes' clocks disagree (a receive stamped before
+    its send, :class:`compensate.pipeline.context.ClocksDisagree`): the offsets that
+    align them, as :func:`compensate.matching.clocks.align_clocks` finds them in
+    memory, from one pass over the segments. None if every order holds.
+
+    The cuts fall where no message is in flight and every communicator's members
+    completed as many collectives (:mod:`compensate.pipeline.cuts`), on the
+    unaligned times too, so each segment matches as the whole trace does; each
+    order counts in the segment that holds its later record (not in the context
+    records in front of it) and the pairwise bounds merge by their largest. The
+    offsets may all be 0 (no constant shift orders more): the receives left before
+    their sends are then timed as in memory."""
+    sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
+    lower: dict[tuple[int, int], int] = {}
+    count = worst = 0
+    with memory_guard("aligning the processes' clocks"):
+        for seg in cut_segments(cutter, chunks):
+            _, mtrace, _ = sg.traces(seg)
+            matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
+            found = _segment_orders(mtrace, matching, seg)
+            n, w = counted(found)
+            count, worst = count + n, max(worst, w)
+            for pair, value in bounds(found).items():
+                lower[pair] = max(value, lower.get(pair, value))
+            sg.advance(seg, None, None, matching)
+            seg = mtrace = matching = None
+            release_memory()
+    return ClockAlignment(count, worst, normalised(chained_offsets(lower))) if count else None
+
+
+def _segment_orders(mtrace: Trace, matching: Matching, seg: dict[int, Events]):
+    """The orders (:func:`compensate.matching.clocks.orders`) of a segment whose
+    later record is one of the segment's own, not of the context in front of it."""
+    table = matching.table
+    head = np.array([len(mtrace.events[loc]) - len(seg[loc]) if loc in seg else 0
+                     for loc in table.loc_ids] or [0], dtype=np.int64)
+    keep = table.recv_idx >= head[table.recv_li] if len(table) else np.zeros(0, bool)
+    instances = [inst for inst in matching.instances
+                 if all(i >= len(mtrace.events[loc]) - len(seg.get(loc, ()))
+                        for loc, i in zip(inst.locs, inst.end_idx, strict=True))]
+    if len(table):
+        table = replace(table, **{f.name: getattr(table, f.name)[keep] for f in fields(table)
+                                  if f.name != "loc_ids"})
+    return orders(mtrace, table, instances)
+
+
+def aligned_chunks(defs: Definitions, chunks: Iterable[dict[int, Events]],
+                   alignment: ClockAlignment | None) -> Iterator[dict[int, Events]]:
+    """``chunks`` with each process's records moved by its offset of ``alignment``
+    (unchanged where None), still in time order across locations, as the cutter
+    takes them: the chunks come in time order, so after one whose latest record is
+    at ``u`` no location has a record before ``u`` to come, and a moved record
+    (offsets are not negative) is handed on once it lies before ``u``."""
+    if alignment is None or not alignment.offsets:
+        yield from chunks
+        return
+    shift = {loc: alignment.offsets.get(defs.process_of(loc), 0) for loc in defs.locations}
+    held: dict[int, Events] = {}
+    for chunk in chunks:
+        if not chunk:
+            continue
+        until = max(int(ev.time[-1]) for ev in chunk.values() if len(ev))
+        for loc, ev in chunk.items():
+            time, size = shifted_times(ev, shift.get(loc, 0))
+            ev = ev if time is ev.time else ev.with_time(time, size)
+            held[loc] = Events.concat([held[loc], ev]) if loc in held else ev
+        out = {}
+        for loc, ev in list(held.items()):
+            n = int(np.searchsorted(ev.time, until, side="left"))
+            if n:
+                out[loc] = ev.slice(0, n) if n < len(ev) else ev
+                if n < len(ev):
+                    held[loc] = ev.slice(n, len(ev))
+                else:
+                    del held[loc]
+        if out:
+            yield out
+    if held:
+        yield held
 
 
 def _grouped(cutter: Cutter, chunks: Iterable[dict[int, Events]], group: int
@@ -201,22 +297,27 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
              outcome: FitOutcome | None = None, source: str = "",
              progress: Callable[[int], None] | None = None,
              advance: Callable[[int], None] | None = None,
-             cuts: list | None = None) -> Run:
+             cuts: list | None = None, alignment: ClockAlignment | None = None) -> Run:
     """Compensate the records of ``chunks`` segment by segment and hand each
     location's output records to ``write(location, events)`` in order.
 
     ``advance(time)`` gets, before each segment, a watermark: no location handed
     nothing yet will be handed a record earlier than ``time``. ``cuts``: the cut
     attempts :func:`fit_pass` recorded over the same chunks (the same segments,
-    NotStreamable if the chunks are not the same). Nothing is passed to ``write``
-    for a segment that fails verification: the run stops there. Raises
-    NotStreamable / SegmentError where the in-memory path must run instead."""
+    NotStreamable if the chunks are not the same). ``alignment``: the processes'
+    clock offsets (:func:`clock_pass`), added to the records as they are read.
+    Nothing is passed to ``write`` for a segment that fails verification: the run
+    stops there. Raises NotStreamable / SegmentError where the in-memory path must
+    run instead."""
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts)
     eopts = options.engine_options(outcome)
-    run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0)
+    sg.aligned = alignment is not None
+    run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0,
+              clock_alignment=alignment if alignment is not None and alignment.offsets
+              else None)
     with memory_guard("streaming the trace"):
-        for seg in cut_segments(cutter, chunks):
+        for seg in cut_segments(cutter, aligned_chunks(defs, chunks, alignment)):
             n_seg = sum(len(ev) for ev in seg.values())
             start = min(int(ev.time[0]) for ev in seg.values())
             if sg.t0 is None:
@@ -250,9 +351,12 @@ def _stream_segment(sg: Segmenter, seg: dict[int, Events], n_seg: int, share: Sh
     run.add(result)
     if result.verification is not None and not result.verification.ok:
         return False
+    offsets = run.clock_alignment.offsets if run.clock_alignment is not None else {}
     for loc, ev in output_events(segment, list(result.times.written), result.times).items():
         write(loc, ev)
-        run.spans(seg[loc].time, result.times.written[loc])
+        shift = offsets.get(sg.defs.process_of(loc), 0)  # the span measured: as read
+        run.spans(seg[loc].time - shift if shift else seg[loc].time,
+                  result.times.written[loc])
     run.records += n_seg
     sg.advance(seg, result.times.values, result.times.written, result.matching)
     return True

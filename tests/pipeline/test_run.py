@@ -1,0 +1,120 @@
+"""The streamed run of processes whose clocks disagree (compensate.pipeline.run
+clock_pass, aligned_chunks): the offsets one pass over the segments finds are the
+ones the whole trace gives in memory, the moved records still reach the cutter in
+time order, and the streamed output is the in-memory one, record for record."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compensate.formats.text import write_text
+from compensate.matching import match
+from compensate.matching.clocks import align_clocks
+from compensate.model import Trace
+from compensate.pipeline import RunOptions, aligned_chunks, clock_pass, in_memory, streamed
+from compensate.platform import Platform
+from compensate.simulate import simulate
+from tests.inprocess import run_compensate
+from tests.pipelines import trace_chunks
+
+
+def _skewed(shifts: dict[int, int], program: str = "stencil", seed: int = 0) -> Trace:
+    """A simulated program whose processes stamp their records ``shifts[p]``
+    ticks late (negative: early), as a tracer with a clock per process does."""
+    trace = simulate(program, ranks=4, iterations=30, overhead=2e-7, seed=seed).measured
+    base = -min([0, *shifts.values()])
+    return trace.with_times({loc: ev.time + base + shifts.get(trace.definitions.process_of(loc), 0)
+                             for loc, ev in trace.events.items()})
+
+
+def _whole(trace: Trace):
+    m = match(trace)
+    return align_clocks(trace, m.table, m.instances)
+
+
+@pytest.mark.parametrize("segment_records", [60, 400, 1 << 18])
+def test_one_pass_over_the_segments_finds_the_offsets_of_the_whole_trace(segment_records):
+    trace = _skewed({1: -300_000, 3: -70_000})
+    _, expected = _whole(trace)
+    assert expected.inverted > 0 and set(expected.offsets) == {1, 3}
+    found = clock_pass(trace.definitions, trace_chunks(trace, 50),
+                       RunOptions("lower", segment_records=segment_records))
+    assert found == expected
+
+
+def test_where_no_constant_shift_orders_more_the_pass_says_so_with_no_offset():
+    """A ring whose process 2 is 1655 ticks late: the in-memory run moves nothing
+    (and times the receives left before their sends); the pass counts them."""
+    trace = _skewed({2: 1655}, "ring")
+    assert _whole(trace) is None
+    found = clock_pass(trace.definitions, trace_chunks(trace, 50),
+                       RunOptions("lower", segment_records=60))
+    assert found.inverted > 0 and found.offsets == {}
+
+
+def test_a_trace_whose_clocks_agree_needs_no_pass():
+    trace = _skewed({})
+    assert _whole(trace) is None
+    assert clock_pass(trace.definitions, trace_chunks(trace, 50),
+                      RunOptions("lower", segment_records=60)) is None
+
+
+def test_moved_records_reach_the_cutter_in_time_order_and_all_of_them():
+    trace = _skewed({1: -300_000, 2: 40_000})
+    _, alignment = _whole(trace)
+    out = list(aligned_chunks(trace.definitions, trace_chunks(trace, 37), alignment))
+    last = -1
+    for chunk in out:  # every record of a chunk after every record of the ones before
+        assert min(int(ev.time[0]) for ev in chunk.values()) >= last
+        last = max(int(ev.time[-1]) for ev in chunk.values())
+    for loc, ev in trace.events.items():
+        shift = alignment.offsets.get(trace.definitions.process_of(loc), 0)
+        got = np.concatenate([c[loc].time for c in out if loc in c])
+        assert np.array_equal(got, ev.time + shift)
+
+
+def _streamed_times(trace: Trace, bound: str, segment_records: int):
+    opts = RunOptions(bound, segment_records=segment_records)
+    alignment = clock_pass(trace.definitions, trace_chunks(trace, 40), opts)
+    written: dict[int, list] = {}
+    run = streamed(trace.definitions, trace_chunks(trace, 40), Platform(2e-7), opts,
+                   lambda loc, ev: written.setdefault(loc, []).append(ev.time.copy()),
+                   alignment=alignment)
+    return run, {loc: np.concatenate(parts) for loc, parts in written.items()}
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.dictionaries(st.sampled_from([1, 2, 3]), st.integers(-400_000, 400_000),
+                       min_size=1),
+       st.sampled_from(["lower", "upper"]), st.sampled_from([80, 300]),
+       st.sampled_from(["stencil", "ring", "nonblocking"]))
+def test_streamed_with_its_clocks_aligned_is_the_in_memory_run(shifts, bound, records,
+                                                                 program):
+    trace = _skewed(shifts, program)
+    whole = in_memory(trace, Platform(2e-7), RunOptions(bound))
+    run, times = _streamed_times(trace, bound, records)
+    assert run.clock_alignment == whole.clock_alignment
+    assert run.measured_span == whole.measured_span  # the input's times, not the moved
+    assert run.approximated_span == whole.approximated_span
+    assert run.verification.ok
+    for loc, ev in whole.trace.events.items():
+        assert np.array_equal(times[loc], ev.time), loc
+
+
+def test_the_command_streams_such_a_trace_and_writes_the_in_memory_output(tmp_path):
+    path = tmp_path / "skewed.trace"
+    write_text(_skewed({1: -300_000, 3: -70_000}), str(path))
+    outputs = {}
+    for name, mode in (("streamed", ["--segment-records", "300"]), ("whole", ["--in-memory"])):
+        out, summary = tmp_path / f"{name}.trace", tmp_path / f"{name}.json"
+        run = run_compensate(path, out, "--overhead", "200ns", "--summary", summary, *mode)
+        assert run.returncode == 0, run.stderr
+        outputs[name] = (out.read_text(), json.loads(summary.read_text()))
+    (streamed_text, s), (whole_text, w) = outputs["streamed"], outputs["whole"]
+    assert streamed_text == whole_text
+    assert s["segments"]["count"] > 1  # streamed, not read whole after all
+    assert s["clock_alignment"] == w["clock_alignment"]
+    assert s["clock_alignment"]["receives_before_send"] > 0
