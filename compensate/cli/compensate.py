@@ -316,6 +316,7 @@ def _run(argv: list[str] | None) -> int:
             except (NotStreamable, SegmentError) as exc:
                 # not in time order, or a problem whose exact record the whole trace names
                 _phase(show, f"cannot stream ({exc}); reading the whole trace ...")
+                args.not_streamed = str(exc)
                 # discarded by the writer, or never written to (the fit pass found it)
                 outputs.trace.discard()  # (releases its lock: idempotent)
                 outputs.trace = AtomicOutput(args.output, target, force=args.force)
@@ -367,6 +368,7 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
                    show: bool) -> int:
     """read -> match -> compensate -> verify -> write, the whole trace in memory."""
     t_start = time.monotonic()
+    _room_for_whole(args)
     _phase(show, f"reading {args.input} ...")
     interrupt.checkpoint("read")
     trace = read_trace(args.input)
@@ -389,6 +391,51 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     seconds = {"read": t_read - t_start, "compensate": time.monotonic() - t_read}
     return finish(args, outputs, platform, show, run, seconds, lambda before_commit: write_trace(
         run.trace, args.output, output=outputs.trace, before_commit=before_commit))
+
+
+#: the least memory the in-memory path takes per record (docs/performance.md,
+#: "Memory"): a trace needing more than the machine has available is refused
+WHOLE_TRACE_BYTES = 250
+
+
+def _room_for_whole(args: argparse.Namespace) -> None:
+    """Refuse (exit 3, one line) to read a trace whole that cannot fit in the memory
+    this machine has available (Linux's MemAvailable), before the kernel kills the
+    process with no word: the records the input declares or its files' sizes
+    suggest, at :data:`WHOLE_TRACE_BYTES` each."""
+    from compensate.formats import location_record_counts
+    from compensate.model import TraceError
+    from compensate.pipeline.memory import OutOfMemory
+
+    available = _available_memory()
+    if available is None or args.bound == "none":
+        return
+    try:
+        records = sum(n for n in location_record_counts(args.input).values() if n)
+    except (OSError, ValueError, TraceError):
+        return  # (the read says what is wrong)
+    need = records * WHOLE_TRACE_BYTES
+    if need <= available:
+        return
+    why = getattr(args, "not_streamed", None)
+    why = f"it cannot be streamed ({why})" if why else "--in-memory"
+    raise OutOfMemory(
+        f"{args.input}: reading the whole trace ({why}) needs about {need / 2**30:.1f} GiB "
+        f"for its ~{records:,} records, more than the {available / 2**30:.1f} GiB "
+        f"available; nothing written")
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux's MemAvailable), or None
+    where it is not known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,

@@ -210,7 +210,7 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
     lower: dict[tuple[int, int], int] = {}
     count = worst = 0
-    with memory_guard("aligning the processes' clocks"):
+    with memory_guard("streaming the trace"):
         for seg in cut_segments(cutter, chunks):
             _, mtrace, _ = sg.traces(seg)
             matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
