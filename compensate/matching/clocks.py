@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from compensate.matching.collectives import N_TO_N, N_TO_ONE, ONE_TO_N, Instance
-from compensate.matching.p2p import MessageTable
-from compensate.model import BUFFER_FLUSH, Events, Trace
+from compensate.matching.p2p import MessageTable, members_of
+from compensate.model import BUFFER_FLUSH, IRECV, ISEND, RECV, SEND, Definitions, Events, Trace
 
 
 @dataclass(frozen=True)
@@ -242,3 +242,38 @@ def normalised(found: dict[int, int]) -> dict[int, int]:
     :func:`shifted` applies them: none negative, the zeros left out."""
     least = min(found.values(), default=0)
     return {g: d - least for g, d in found.items() if d != least}
+
+
+def first_offsets(defs: Definitions, head: dict[int, Events]) -> dict[int, int]:
+    """A first estimate of the processes' offsets from the first records of a trace
+    (``head``: each location's first records, as a stream's first chunks hold
+    them): per channel (sender, receiver, communicator, tag) the k-th MpiSend or
+    MpiIsend with the k-th MpiRecv or MpiIrecv, as far as both are in ``head``,
+    chained as :func:`process_offsets` chains the whole trace's. Only a guess
+    (probes, cancelled sends and posting order are not looked at): it brings the
+    processes near enough that a stream can be cut while the exact offsets are
+    gathered (:func:`compensate.pipeline.run.clock_pass`)."""
+    sends: dict[tuple, list[int]] = {}
+    recvs: dict[tuple, list[int]] = {}
+    for loc, ev in head.items():
+        for kinds, side, mine_first in (((SEND, ISEND), sends, True),
+                                         ((RECV, IRECV), recvs, False)):
+            for i in np.flatnonzero(np.isin(ev.kind, kinds)).tolist():
+                members = members_of(defs, int(ev.comm[i]), loc)
+                rank = int(ev.peer[i])
+                if not 0 <= rank < len(members):
+                    continue
+                other = members[rank]
+                key = ((loc, other) if mine_first else (other, loc)) + (
+                    int(ev.comm[i]), int(ev.tag[i]))
+                side.setdefault(key, []).append(int(ev.time[i]))
+    p_s, p_r, t_s, t_r = [], [], [], []
+    for key, ts in sends.items():
+        tr = recvs.get(key, [])
+        n = min(len(ts), len(tr))
+        p_s += [defs.process_of(key[0])] * n
+        p_r += [defs.process_of(key[1])] * n
+        t_s += ts[:n]
+        t_r += tr[:n]
+    found = tuple(np.array(x, dtype=np.int64) for x in (p_s, p_r, t_s, t_r))
+    return normalised(chained_offsets(bounds(found)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
+from itertools import chain
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from compensate.matching.clocks import (
     bounds,
     chained_offsets,
     counted,
+    first_offsets,
     normalised,
     orders,
     shifted_times,
@@ -193,29 +195,39 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
 
 
 def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: RunOptions,
-               source: str = "") -> ClockAlignment | None:
+               source: str = "", segments: list | None = None) -> ClockAlignment | None:
     """A streamed trace whose processes' clocks disagree (a receive stamped before
     its send, :class:`compensate.pipeline.context.ClocksDisagree`): the offsets that
     align them, as :func:`compensate.matching.clocks.align_clocks` finds them in
     memory, from one pass over the segments. None if every order holds.
 
-    The cuts fall where no message is in flight and every communicator's members
-    completed as many collectives (:mod:`compensate.pipeline.cuts`), on the
-    unaligned times too, so each segment matches as the whole trace does; each
-    order counts in the segment that holds its later record (not in the context
-    records in front of it) and the pairwise bounds merge by their largest. The
-    offsets may all be 0 (no constant shift orders more): the receives left before
-    their sends are then timed as in memory."""
+    The records are moved first by a guess from the first chunks
+    (:func:`compensate.matching.clocks.first_offsets`), so that the cutter finds
+    times with no message in flight (with clocks apart by more than a message's
+    round trip it would find none). The cuts fall where no message is in flight
+    and every communicator's members completed as many collectives
+    (:mod:`compensate.pipeline.cuts`), so each segment matches as the whole trace
+    does; each order counts in the segment that holds its later record (not in
+    the context records in front of it), on the times as read, and the pairwise
+    bounds merge by their largest. The offsets may all be 0 (no constant shift
+    orders more): the receives left before their sends are then timed as in
+    memory. ``segments``, a list, receives each segment's number of records."""
+    head, chunks = _first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
+    guess = first_offsets(defs, head)
     sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
     lower: dict[tuple[int, int], int] = {}
     count = worst = 0
+    moved = aligned_chunks(defs, chunks, ClockAlignment(0, 0, guess))
     with memory_guard("streaming the trace"):
-        for seg in cut_segments(cutter, chunks):
+        for seg in cut_segments(cutter, moved):
+            if segments is not None:
+                segments.append(sum(len(ev) for ev in seg.values()))
             _, mtrace, _ = sg.traces(seg)
             matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
-            found = _segment_orders(mtrace, matching, seg)
-            n, w = counted(found)
+            p_s, p_r, t_s, t_r = _segment_orders(mtrace, matching, seg)
+            found = (p_s, p_r, t_s - _moved(guess, p_s), t_r - _moved(guess, p_r))
+            n, w = counted(found)  # (on the times as read)
             count, worst = count + n, max(worst, w)
             for pair, value in bounds(found).items():
                 lower[pair] = max(value, lower.get(pair, value))
@@ -239,6 +251,34 @@ def _segment_orders(mtrace: Trace, matching: Matching, seg: dict[int, Events]):
         table = replace(table, **{f.name: getattr(table, f.name)[keep] for f in fields(table)
                                   if f.name != "loc_ids"})
     return orders(mtrace, table, instances)
+
+
+def _moved(offsets: dict[int, int], processes: np.ndarray) -> np.ndarray:
+    """Each of ``processes``' offset of ``offsets`` (0 where it has none)."""
+    if not offsets or not processes.size:
+        return np.zeros(processes.size, dtype=np.int64)
+    ids, at = np.unique(processes, return_inverse=True)
+    return np.array([offsets.get(int(p), 0) for p in ids], dtype=np.int64)[at]
+
+
+def _first_chunks(chunks: Iterable[dict[int, Events]], records: int
+                  ) -> tuple[dict[int, Events], Iterator[dict[int, Events]]]:
+    """Each location's records of the first chunks of ``chunks`` holding at least
+    ``records`` records, and all the chunks again (the first ones held)."""
+    it = iter(chunks)
+    first: list[dict[int, Events]] = []
+    n = 0
+    for chunk in it:
+        first.append(chunk)
+        n += sum(len(ev) for ev in chunk.values())
+        if n >= records:
+            break
+    head: dict[int, list[Events]] = {}
+    for chunk in first:
+        for loc, ev in chunk.items():
+            head.setdefault(loc, []).append(ev)
+    return ({loc: Events.concat(parts) for loc, parts in head.items()},
+            chain(first, it))
 
 
 def aligned_chunks(defs: Definitions, chunks: Iterable[dict[int, Events]],

@@ -11,7 +11,7 @@ import json
 import compensate as c
 from compensate.formats.text import read_text
 from compensate.matching import match
-from compensate.matching.clocks import align_clocks, inversions, process_offsets
+from compensate.matching.clocks import align_clocks, first_offsets, inversions, process_offsets
 from tests.inprocess import run_compensate
 
 HEAD = """compensate-trace 1
@@ -136,3 +136,14 @@ def test_a_fitted_run_of_a_skewed_trace_falls_back_from_streaming_and_writes(tmp
     assert proc.returncode == 0, proc.stderr
     assert "another run" not in proc.stderr
     assert out.exists()
+
+
+def test_a_first_guess_from_the_first_records_pairs_sends_and_receives_by_channel(tmp_path):
+    """first_offsets on the ping-pong: 0 -> 1 says d1 - d0 >= 401, 1 -> 0 says
+    d1 - d0 <= 599: 401, as process_offsets finds from the matched trace; and
+    from the first message alone (the head of a stream) the same."""
+    trace, _ = _trace(tmp_path)
+    assert first_offsets(trace.definitions, trace.events) == {1: 401}
+    head = {0: trace.events[0].slice(0, 3), 1: trace.events[1].slice(0, 3)}
+    assert first_offsets(trace.definitions, head) == {1: 401}
+    assert first_offsets(trace.definitions, {0: trace.events[0].slice(0, 1)}) == {}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from compensate.formats.text import write_text
 from compensate.matching import match
-from compensate.matching.clocks import align_clocks
+from compensate.matching.clocks import align_clocks, first_offsets
 from compensate.model import Trace
 from compensate.pipeline import RunOptions, aligned_chunks, clock_pass, in_memory, streamed
 from compensate.platform import Platform
@@ -43,6 +43,20 @@ def test_one_pass_over_the_segments_finds_the_offsets_of_the_whole_trace(segment
     found = clock_pass(trace.definitions, trace_chunks(trace, 50),
                        RunOptions("lower", segment_records=segment_records))
     assert found == expected
+
+
+def test_clocks_apart_by_more_than_a_round_trip_are_still_cut_finely():
+    """Process 1 is 300 us early, many iterations' worth: on the times as read a
+    message is always in flight somewhere, and only the first chunks' guess lets
+    the cutter find its cuts."""
+    trace = _skewed({1: -300_000})
+    guess = first_offsets(trace.definitions, {loc: ev.slice(0, 200)
+                                              for loc, ev in trace.events.items()})
+    assert abs(guess[1] - _whole(trace)[1].offsets[1]) < 20_000
+    sizes: list[int] = []
+    clock_pass(trace.definitions, trace_chunks(trace, 50),
+               RunOptions("lower", segment_records=200), segments=sizes)
+    assert len(sizes) > 5 and max(sizes) < 4 * 200
 
 
 def test_where_no_constant_shift_orders_more_the_pass_says_so_with_no_offset():
