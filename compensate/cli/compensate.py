@@ -309,8 +309,6 @@ def _run(argv: list[str] | None) -> int:
                     return _stream_refit(args, outputs, target, platform, show)
                 except ClocksDisagree:  # align the processes' clocks first, in a pass
                     alignment = _align(args, show)
-                    if alignment is None:
-                        raise
                     _renew(args, outputs, target)
                     return _stream_refit(args, outputs, target, platform, show, alignment)
             except (NotStreamable, SegmentError) as exc:

@@ -41,7 +41,7 @@ from compensate.matching.clocks import (
     shifted_times,
 )
 from compensate.model import Definitions, Events, Trace
-from compensate.pipeline.context import Segmenter
+from compensate.pipeline.context import ClocksDisagree, Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
 from compensate.pipeline.memory import memory_guard, release_memory
 from compensate.pipeline.options import RunOptions
@@ -178,7 +178,8 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     observed: list[Observations] = []
     t0: int | None = None
     with memory_guard("fitting the network"):
-        for seg, cut in _grouped(cutter, aligned_chunks(defs, chunks, alignment), group):
+        for seg, cut in _grouped(cutter, checked_chunks(defs, chunks, alignment, options),
+                                 group):
             if segments is not None:
                 segments.append((cut, sum(len(ev) for ev in seg.values())))
             if t0 is None:  # the engine's origin of times (streamed's)
@@ -195,11 +196,12 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
 
 
 def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: RunOptions,
-               source: str = "", segments: list | None = None) -> ClockAlignment | None:
+               source: str = "", segments: list | None = None) -> ClockAlignment:
     """A streamed trace whose processes' clocks disagree (a receive stamped before
     its send, :class:`compensate.pipeline.context.ClocksDisagree`): the offsets that
     align them, as :func:`compensate.matching.clocks.align_clocks` finds them in
-    memory, from one pass over the segments. None if every order holds.
+    memory, from one pass over the segments (``inverted`` 0 and no offset if every
+    order holds).
 
     The records are moved first by a guess from the first chunks
     (:func:`compensate.matching.clocks.first_offsets`), so that the cutter finds
@@ -234,7 +236,7 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
             sg.advance(seg, None, None, matching)
             seg = mtrace = matching = None
             release_memory()
-    return ClockAlignment(count, worst, normalised(chained_offsets(lower))) if count else None
+    return ClockAlignment(count, worst, normalised(chained_offsets(lower)) if count else {})
 
 
 def _segment_orders(mtrace: Trace, matching: Matching, seg: dict[int, Events]):
@@ -279,6 +281,23 @@ def _first_chunks(chunks: Iterable[dict[int, Events]], records: int
             head.setdefault(loc, []).append(ev)
     return ({loc: Events.concat(parts) for loc, parts in head.items()},
             chain(first, it))
+
+
+def checked_chunks(defs: Definitions, chunks: Iterable[dict[int, Events]],
+                   alignment: ClockAlignment | None, options: RunOptions
+                   ) -> Iterator[dict[int, Events]]:
+    """The chunks a streamed run cuts: moved by ``alignment`` (:func:`clock_pass`),
+    or, where there is none yet, refused at once (:class:`ClocksDisagree`) if
+    their first chunks already show a receive before its send
+    (:func:`compensate.matching.clocks.first_offsets`): clocks far apart would
+    leave the cutter no cut to find before the first segment's matching saw it."""
+    if alignment is not None:
+        return aligned_chunks(defs, chunks, alignment)
+    head, chunks = _first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
+    if first_offsets(defs, head):
+        raise ClocksDisagree("a receive is stamped before its send: the processes' "
+                             "clocks disagree")
+    return iter(chunks)
 
 
 def aligned_chunks(defs: Definitions, chunks: Iterable[dict[int, Events]],
@@ -357,7 +376,7 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
               clock_alignment=alignment if alignment is not None and alignment.offsets
               else None)
     with memory_guard("streaming the trace"):
-        for seg in cut_segments(cutter, aligned_chunks(defs, chunks, alignment)):
+        for seg in cut_segments(cutter, checked_chunks(defs, chunks, alignment, options)):
             n_seg = sum(len(ev) for ev in seg.values())
             start = min(int(ev.time[0]) for ev in seg.values())
             if sg.t0 is None:

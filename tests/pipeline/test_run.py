@@ -15,6 +15,7 @@ from compensate.matching import match
 from compensate.matching.clocks import align_clocks, first_offsets
 from compensate.model import Trace
 from compensate.pipeline import RunOptions, aligned_chunks, clock_pass, in_memory, streamed
+from compensate.pipeline.context import ClocksDisagree
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from tests.inprocess import run_compensate
@@ -72,8 +73,9 @@ def test_where_no_constant_shift_orders_more_the_pass_says_so_with_no_offset():
 def test_a_trace_whose_clocks_agree_needs_no_pass():
     trace = _skewed({})
     assert _whole(trace) is None
-    assert clock_pass(trace.definitions, trace_chunks(trace, 50),
-                      RunOptions("lower", segment_records=60)) is None
+    found = clock_pass(trace.definitions, trace_chunks(trace, 50),
+                       RunOptions("lower", segment_records=60))
+    assert (found.inverted, found.offsets) == (0, {})
 
 
 def test_moved_records_reach_the_cutter_in_time_order_and_all_of_them():
@@ -132,3 +134,20 @@ def test_the_command_streams_such_a_trace_and_writes_the_in_memory_output(tmp_pa
     assert s["segments"]["count"] > 1  # streamed, not read whole after all
     assert s["clock_alignment"] == w["clock_alignment"]
     assert s["clock_alignment"]["receives_before_send"] > 0
+
+
+def test_clocks_apart_are_refused_from_the_first_chunks_before_anything_is_cut():
+    """Without an alignment the streamed run stops at once, having read only the
+    first chunks (the command then runs the clock pass)."""
+    trace = _skewed({1: -300_000})
+    read = []
+
+    def chunks():
+        for chunk in trace_chunks(trace, 50):
+            read.append(sum(len(ev) for ev in chunk.values()))
+            yield chunk
+
+    with pytest.raises(ClocksDisagree):
+        streamed(trace.definitions, chunks(), Platform(2e-7),
+                 RunOptions("lower", segment_records=200), lambda loc, ev: None)
+    assert sum(read) == 200 and sum(read) < trace.record_count
