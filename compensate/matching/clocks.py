@@ -252,28 +252,56 @@ def first_offsets(defs: Definitions, head: dict[int, Events]) -> dict[int, int]:
     chained as :func:`process_offsets` chains the whole trace's. Only a guess
     (probes, cancelled sends and posting order are not looked at): it brings the
     processes near enough that a stream can be cut while the exact offsets are
-    gathered (:func:`compensate.pipeline.run.clock_pass`)."""
-    sends: dict[tuple, list[int]] = {}
-    recvs: dict[tuple, list[int]] = {}
+    gathered (:func:`compensate.pipeline.run.clock_pass`); {} where every message
+    it pairs is in order."""
+    sends = _channel_rows(defs, head, (SEND, ISEND), True)
+    recvs = _channel_rows(defs, head, (RECV, IRECV), False)
+    if not sends.shape[1] or not recvs.shape[1]:
+        return {}
+    _, key = np.unique(np.concatenate([sends[:4], recvs[:4]], axis=1), axis=1,
+                       return_inverse=True)
+    key = key.ravel()
+    width = key.size + 1  # (more than any key has rows)
+    code_s = _nth_of_key(key[:sends.shape[1]], sends[4], width)
+    code_r = _nth_of_key(key[sends.shape[1]:], recvs[4], width)
+    _, i, j = np.intersect1d(code_s, code_r, assume_unique=True, return_indices=True)
+    proc = {loc: defs.process_of(loc) for loc in head}
+    p_s = np.array([proc.get(int(x), defs.process_of(int(x))) for x in sends[0, i]],
+                   dtype=np.int64)
+    p_r = np.array([proc.get(int(x), defs.process_of(int(x))) for x in recvs[1, j]],
+                   dtype=np.int64)
+    return normalised(chained_offsets(bounds((p_s, p_r, sends[4, i], recvs[4, j]))))
+
+
+def _channel_rows(defs: Definitions, head: dict[int, Events], kinds: tuple, sending: bool
+                  ) -> np.ndarray:
+    """Rows (sender, receiver, communicator, tag, time) of the records of ``kinds``
+    in ``head`` (their peer rank taken to its location; ``sending``: the record's
+    location is the sender)."""
+    parts = []
     for loc, ev in head.items():
-        for kinds, side, mine_first in (((SEND, ISEND), sends, True),
-                                         ((RECV, IRECV), recvs, False)):
-            for i in np.flatnonzero(np.isin(ev.kind, kinds)).tolist():
-                members = members_of(defs, int(ev.comm[i]), loc)
-                rank = int(ev.peer[i])
-                if not 0 <= rank < len(members):
-                    continue
-                other = members[rank]
-                key = ((loc, other) if mine_first else (other, loc)) + (
-                    int(ev.comm[i]), int(ev.tag[i]))
-                side.setdefault(key, []).append(int(ev.time[i]))
-    p_s, p_r, t_s, t_r = [], [], [], []
-    for key, ts in sends.items():
-        tr = recvs.get(key, [])
-        n = min(len(ts), len(tr))
-        p_s += [defs.process_of(key[0])] * n
-        p_r += [defs.process_of(key[1])] * n
-        t_s += ts[:n]
-        t_r += tr[:n]
-    found = tuple(np.array(x, dtype=np.int64) for x in (p_s, p_r, t_s, t_r))
-    return normalised(chained_offsets(bounds(found)))
+        idx = np.flatnonzero(np.isin(ev.kind, kinds))
+        for c in np.unique(ev.comm[idx]).tolist():
+            at = idx[ev.comm[idx] == c]
+            members = np.asarray(members_of(defs, int(c), loc), dtype=np.int64)
+            peer = ev.peer[at].astype(np.int64)
+            ok = (peer >= 0) & (peer < members.size)
+            at, other = at[ok], members[peer[ok]]
+            me = np.full(at.size, loc, dtype=np.int64)
+            pair = [me, other] if sending else [other, me]
+            parts.append(np.vstack(pair + [np.full(at.size, c, dtype=np.int64),
+                                           ev.tag[at].astype(np.int64),
+                                           ev.time[at].astype(np.int64)]))
+    return np.concatenate(parts, axis=1) if parts else np.zeros((5, 0), dtype=np.int64)
+
+
+def _nth_of_key(key: np.ndarray, time: np.ndarray, width: int) -> np.ndarray:
+    """Per row, a code unique to (its key, its place among the key's rows in time
+    order): ``key * width + place``."""
+    order = np.lexsort((time, key))
+    k = key[order]
+    start = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    nth = np.arange(k.size) - np.repeat(start, np.diff(np.r_[start, k.size]))
+    code = np.empty(k.size, dtype=np.int64)
+    code[order] = k * width + nth
+    return code
