@@ -179,3 +179,20 @@ def test_simulated_copies_never_contradict_their_platform(program):
     slow = c.Platform(p.event_overhead, dict(p.overhead_by_kind), p.copy_bytes,
                       p.copy_seconds * 1e4)
     assert copy_contradictions(defs, [sim.measured.events], slow)["records"] > 0
+
+
+def test_on_clocks_of_their_own_a_transfer_bounds_no_kind(tmp_path: Path) -> None:
+    """The ping-pong of tests/matching/test_clocks.py, rank 1 stamping 500 ticks
+    early: its first message looks received 400 ticks before it was sent. That is
+    no bound on the send's overhead (it gave MpiSend 0 s); the estimate takes
+    the send's own gaps instead, as for every other kind."""
+    from compensate.overhead import observed_transfers
+    from tests.matching.test_clocks import HEAD, SKEWED
+
+    path = tmp_path / "t.trace"
+    path.write_text(HEAD + SKEWED)
+    trace = c.read(path)
+    assert observed_transfers(trace) is None
+    _, info = estimate(trace)
+    assert info["observed_transfer_s"] is None
+    assert info["by_kind"]["MpiSend"] == info["seconds"] > 0
