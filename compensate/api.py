@@ -195,7 +195,8 @@ def compensate(trace: Trace, bound: str = "lower",
     keyword = isinstance(overhead, str) and overhead in overhead_choice.KEYWORDS
     plat = resolve_platform(platform, None if keyword else overhead)
     plat, overhead_info = overhead_choice.choose(
-        plat, overhead, lambda: trace.definitions, lambda: trace, bound != "none",
+        plat, overhead, lambda: trace.definitions,
+        lambda base: overhead_choice.estimate(trace, base), bound != "none",
         cold_calls=cold_calls)
     if plat is None and bound != "none":
         raise PlatformError(f"no platform: {PLATFORM_HINT}")

@@ -28,7 +28,7 @@ import numpy as np
 
 import compensate.insitu as insitu
 from compensate.formats.otf2.overheads import ATTRIBUTE
-from compensate.model import BUFFER_FLUSH, KIND_CODE, KIND_NAMES, Definitions, Trace
+from compensate.model import BUFFER_FLUSH, KIND_CODE, KIND_NAMES, Definitions, Events, Trace
 from compensate.platform import Platform
 
 #: ``--overhead`` words that are no duration.
@@ -43,15 +43,17 @@ PER_RECORD = (f"a record's own {ATTRIBUTE} attribute where it carries one "
 
 
 def choose(platform: Platform | None, overhead: Any,
-           definitions: Callable[[], Definitions], trace: Callable[[], Trace],
+           definitions: Callable[[], Definitions],
+           estimated: Callable[[Platform | None], tuple[Platform, dict[str, Any]]],
            needed: bool, cold_calls: bool = False) -> tuple[Platform | None, dict[str, Any]]:
     """The platform to compensate with and the summary's ``overhead`` object.
 
     ``platform``: what ``--platform``/``--overhead DURATION`` resolved to (None if
     neither, or if ``overhead`` is a keyword); ``overhead``: the ``--overhead``
-    value as given; ``definitions`` and ``trace`` read the input's definitions /
-    whole trace when needed; ``needed``: the bound removes overhead (False for
-    ``none``).
+    value as given; ``definitions`` reads the input's definitions when needed,
+    ``estimated(platform)`` estimates the overhead from the trace (:func:`estimate`,
+    or a stream's :func:`estimate_from`); ``needed``: the bound removes overhead
+    (False for ``none``).
 
     A platform file with ``prefer_insitu`` (the mpi4py tracer's, written beside its
     trace) gives way to the trace's in-situ tables where there are any;
@@ -65,7 +67,7 @@ def choose(platform: Platform | None, overhead: Any,
     if keyword is None and overhead is not None:
         return platform, {"source": "command line", "seconds": platform.event_overhead}
     if keyword == "estimate":
-        est_platform, info = estimate(trace(), platform)
+        est_platform, info = estimated(platform)
         return est_platform, {"source": "estimate", **info}
     if keyword == "platform" and platform is None:
         raise ValueError("--overhead platform needs --platform FILE (the platform file "
@@ -123,23 +125,50 @@ def kind_bounds(trace: Trace) -> dict[str, tuple[float, int]]:
     seconds; number of gaps). The in-trace bound of ``calibrate check``
     (calibration/tracecheck.py): O(kind) cannot exceed it without R1
     overcompensating that gap. A BufferFlush's own interval is taken off first."""
-    res = float(trace.definitions.timer_resolution)
-    best: dict[int, tuple[float, int]] = {}
+    gaps = KindGaps(trace.definitions)
     for loc, ev in trace.events.items():
-        if len(ev) < 2 or loc in trace.definitions.locations \
-                and not trace.definitions.locations[loc].is_cpu:
-            continue
-        gaps = np.diff(ev.time).astype(np.float64)
-        kinds = ev.kind[:-1]
+        gaps.add(loc, ev)
+    return gaps.bounds()
+
+
+class KindGaps:
+    """:func:`kind_bounds` of records handed on location by location in pieces (a
+    stream's chunks, each location's in order): the same bounds as the whole
+    trace's, the gap from a piece's last record to the next piece's first too."""
+
+    def __init__(self, defs: Definitions) -> None:
+        self.defs = defs
+        self.best: dict[int, tuple[float, int]] = {}
+        self.last: dict[int, tuple[int, int, int]] = {}  # location: (time, kind, size)
+
+    def add(self, loc: int, ev: Events) -> None:
+        """Take the next records ``ev`` of location ``loc``."""
+        info = self.defs.locations.get(loc)
+        if not len(ev) or info is not None and not info.is_cpu:
+            return
+        time, kind, size = ev.time, ev.kind, ev.size
+        prev = self.last.get(loc)
+        if prev is not None:
+            time, kind, size = (np.concatenate(([p], c)) for p, c
+                                in zip(prev, (time, kind, size), strict=True))
+        self.last[loc] = (int(time[-1]), int(kind[-1]), int(size[-1]))
+        if time.size < 2:
+            return
+        res = float(self.defs.timer_resolution)
+        gaps = np.diff(time).astype(np.float64)
+        kinds = kind[:-1]
         flush = kinds == BUFFER_FLUSH
         if flush.any():
-            gaps[flush] -= (ev.size[:-1][flush] - ev.time[:-1][flush]).astype(np.float64)
+            gaps[flush] -= (size[:-1][flush] - time[:-1][flush]).astype(np.float64)
         for code in np.unique(kinds).tolist():
             sel = kinds == code
             g, n = float(gaps[sel].min()) / res, int(sel.sum())
-            old = best.get(code)
-            best[code] = (min(g, old[0]), old[1] + n) if old else (g, n)
-    return {KIND_NAMES[k]: v for k, v in sorted(best.items())}
+            old = self.best.get(code)
+            self.best[code] = (min(g, old[0]), old[1] + n) if old else (g, n)
+
+    def bounds(self) -> dict[str, tuple[float, int]]:
+        """The bounds so far, by kind name (as :func:`kind_bounds`)."""
+        return {KIND_NAMES[k]: v for k, v in sorted(self.best.items())}
 
 
 def observed_transfers(trace: Trace) -> float | None:
@@ -152,15 +181,25 @@ def observed_transfers(trace: Trace) -> float | None:
     and aligning them (:mod:`compensate.matching.clocks`) makes the tightest
     transfer between two processes a tick by construction, which bounds nothing."""
     from compensate.matching import match
-    from compensate.matching.clocks import inversions
 
     try:
         matching = match(trace)
     except Exception:  # noqa: BLE001 - an estimate, not a check: no bound then
         return None
+    found = transfer_of(trace, matching)
+    return None if found is not None and np.isnan(found) else found
+
+
+def transfer_of(trace: Trace, matching: Any) -> float | None:
+    """:func:`observed_transfers` of ``trace`` given its matching; a NaN where a
+    receive is stamped before its send (no bound, whatever else is found)."""
+    from compensate.matching.clocks import inversions
+
     table = matching.table
-    if not len(table.send_li) or inversions(trace, table, matching.instances)[0]:
+    if not len(table.send_li):
         return None
+    if inversions(trace, table, matching.instances)[0]:
+        return float("nan")
     locs = list(trace.events)
     t = {li: trace.events[loc].time for li, loc in enumerate(locs)}
     res = float(trace.definitions.timer_resolution)
@@ -193,8 +232,14 @@ def estimate(trace: Trace, base: Platform | None = None) -> tuple[Platform, dict
     holds back-to-back records (an MPI adapter's Enter and MpiSend), too large by
     the program's least work between two records otherwise. Each kind gets
     min(estimate, its own bound): R1 overcompensates nothing."""
-    bounds = kind_bounds(trace)
-    transfer = observed_transfers(trace)
+    return estimate_from(kind_bounds(trace), observed_transfers(trace), base)
+
+
+def estimate_from(bounds: dict[str, tuple[float, int]], transfer: float | None,
+                  base: Platform | None = None) -> tuple[Platform, dict[str, Any]]:
+    """:func:`estimate` from the kind bounds and the shortest observed transfer
+    (a stream's, :func:`compensate.pipeline.run.estimate_pass`)."""
+    bounds = dict(bounds)
     if transfer is not None:
         for kind in ("MpiSend", "MpiIsend"):
             if kind in bounds:

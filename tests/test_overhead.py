@@ -196,3 +196,24 @@ def test_on_clocks_of_their_own_a_transfer_bounds_no_kind(tmp_path: Path) -> Non
     _, info = estimate(trace)
     assert info["observed_transfer_s"] is None
     assert info["by_kind"]["MpiSend"] == info["seconds"] > 0
+
+
+STREAMED_ESTIMATE = sorted((ROOT / "tests" / "data").glob("traces/*/traces.otf2")) + sorted(
+    (ROOT / "tests" / "data").glob("eztrace/*/eztrace_log.otf2"))
+
+
+@pytest.mark.parametrize("anchor", STREAMED_ESTIMATE, ids=lambda p: p.parent.name)
+def test_the_estimate_of_a_stream_is_the_whole_trace_s(anchor: Path) -> None:
+    """--overhead estimate streams (one segment at a time, however small) and finds
+    what the whole trace gives: every kind's bound, the observed transfer (None
+    on EZTrace's clocks of their own), the estimate."""
+    from compensate.formats import read_chunks
+    from compensate.overhead import estimate_from
+    from compensate.pipeline import RunOptions
+    from compensate.pipeline.run import estimate_pass
+
+    whole = estimate(c.read(anchor))[1]
+    defs, chunks = read_chunks(str(anchor), 97, payload=False)
+    streamed = estimate_from(*estimate_pass(defs, chunks, RunOptions("lower",
+                                                                   segment_records=300)))[1]
+    assert streamed == whole

@@ -180,9 +180,16 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
         chunks.close()
         return defs
 
+    def estimated(base: Platform | None):
+        from compensate.pipeline.run import estimate_pass
+        defs, chunks = read_chunks(args.input, payload=False)
+        return overhead_choice.estimate_from(
+            *estimate_pass(defs, interrupt.checkpoints(chunks, "estimate"), run_options(args),
+                           str(args.input)), base)
+
     try:
         return overhead_choice.choose(load_platform(args), args.overhead, definitions,
-                                      lambda: read_trace(args.input), args.bound != "none",
+                                      estimated, args.bound != "none",
                                       cold_calls=getattr(args, "cold_calls", False))
     except ValueError as exc:
         raise Usage(str(exc), synopsis=False) from None

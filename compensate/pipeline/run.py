@@ -41,6 +41,7 @@ from compensate.matching.clocks import (
     shifted_times,
 )
 from compensate.model import Definitions, Events, Trace
+from compensate.overhead import KindGaps, transfer_of
 from compensate.pipeline.context import ClocksDisagree, Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
 from compensate.pipeline.memory import memory_guard, release_memory
@@ -237,6 +238,45 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
             seg = mtrace = matching = None
             release_memory()
     return ClockAlignment(count, worst, normalised(chained_offsets(lower)) if count else {})
+
+
+def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
+                  options: RunOptions, source: str = ""
+                  ) -> tuple[dict[str, tuple[float, int]], float | None]:
+    """``--overhead estimate`` over a stream: each kind's smallest gap
+    (:class:`compensate.overhead.KindGaps`) and the shortest observed transfer of
+    the segments' messages (:func:`compensate.overhead.transfer_of`), what
+    :func:`compensate.overhead.estimate_from` needs, from one pass that holds a
+    segment at a time. Where a receive is stamped before its send (in the first
+    chunks, or in any segment) no transfer bounds anything (None); with clocks
+    that disagree from the start the records are not cut at all."""
+    head, chunks = _first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
+    gaps = KindGaps(defs)
+    if first_offsets(defs, head):
+        for chunk in chunks:
+            for loc, ev in chunk.items():
+                gaps.add(loc, ev)
+        return gaps.bounds(), None
+    sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
+    sg.aligned = True  # (a receive before its send only ends the transfers' bound)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
+    best: float | None = None
+    skewed = False
+    with memory_guard("streaming the trace"):
+        for seg in cut_segments(cutter, chunks):
+            for loc, ev in seg.items():
+                gaps.add(loc, ev)
+            _, mtrace, _ = sg.traces(seg)
+            matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
+            found = transfer_of(mtrace, matching)
+            if found is not None and np.isnan(found):  # a receive before its send
+                skewed = True
+            elif found is not None and (best is None or found < best):
+                best = found
+            sg.advance(seg, None, None, matching)
+            seg = mtrace = matching = None
+            release_memory()
+    return gaps.bounds(), None if skewed else best
 
 
 def _segment_orders(mtrace: Trace, matching: Matching, seg: dict[int, Events]):
