@@ -398,49 +398,36 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         run.trace, args.output, output=outputs.trace, before_commit=before_commit))
 
 
-#: the least memory the in-memory path takes per record (docs/performance.md,
-#: "Memory"): a trace needing more than the machine has available is refused
-WHOLE_TRACE_BYTES = 250
-
-
 def _room_for_whole(args: argparse.Namespace) -> None:
     """Refuse (exit 3, one line) to read a trace whole that cannot fit in the memory
-    this machine has available (Linux's MemAvailable), before the kernel kills the
-    process with no word: the records the input declares or its files' sizes
-    suggest, at :data:`WHOLE_TRACE_BYTES` each."""
+    this machine has available, before the kernel kills the process with no word:
+    the records the input declares or its files' sizes suggest
+    (:func:`compensate.pipeline.memory.room_for`)."""
     from compensate.formats import location_record_counts
     from compensate.model import TraceError
-    from compensate.pipeline.memory import OutOfMemory
+    from compensate.pipeline.memory import (
+        HELD_RECORD_BYTES,
+        OutOfMemory,
+        available_memory,
+        gib,
+        room_for,
+    )
 
-    available = _available_memory()
+    available = available_memory()
     if available is None or args.bound == "none":
         return
     try:
         records = sum(n for n in location_record_counts(args.input).values() if n)
     except (OSError, ValueError, TraceError):
         return  # (the read says what is wrong)
-    need = records * WHOLE_TRACE_BYTES
-    if need <= available:
+    if room_for(records, available):
         return
     why = getattr(args, "not_streamed", None)
     why = f"it cannot be streamed ({why})" if why else "--in-memory"
     raise OutOfMemory(
-        f"{args.input}: reading the whole trace ({why}) needs about {need / 2**30:.1f} GiB "
-        f"for its ~{records:,} records, more than the {available / 2**30:.1f} GiB "
-        f"available; nothing written")
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux's MemAvailable), or None
-    where it is not known."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+        f"{args.input}: reading the whole trace ({why}) needs about "
+        f"{gib(records * HELD_RECORD_BYTES)} for its ~{records:,} records, more than the "
+        f"{gib(available)} available; nothing written")
 
 
 def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | None,

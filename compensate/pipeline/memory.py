@@ -132,3 +132,35 @@ def memory_guard(doing: str) -> Iterator[None]:
         yield
     except MemoryError as exc:
         raise out_of_memory(exc, doing) from None
+
+
+#: the least memory a run takes per record it holds (a trace read whole, a segment
+#: with its matching and graph; docs/performance.md, "Memory"): more records held
+#: than the machine has room for at this rate are refused (:func:`room_for`)
+HELD_RECORD_BYTES = 300
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux's MemAvailable), or None
+    where it is not known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def room_for(records: int, available: int | None) -> bool:
+    """Whether ``records`` held at :data:`HELD_RECORD_BYTES` each fit in
+    ``available`` bytes (None: not known, so yes). On Linux an allocation past the
+    memory available is not a MemoryError but the kernel killing the process
+    without a word: a run asks this first and refuses in one line instead."""
+    return available is None or records * HELD_RECORD_BYTES <= available
+
+
+def gib(n: float) -> str:
+    """``n`` bytes in GiB, as the refusals say it."""
+    return f"{n / 2**30:.1f} GiB"

@@ -44,7 +44,14 @@ from compensate.model import Definitions, Events, Trace
 from compensate.overhead import KindGaps, transfer_of
 from compensate.pipeline.context import ClocksDisagree, Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
-from compensate.pipeline.memory import memory_guard, release_memory
+from compensate.pipeline.memory import (
+    OutOfMemory,
+    available_memory,
+    gib,
+    memory_guard,
+    release_memory,
+    room_for,
+)
 from compensate.pipeline.options import RunOptions
 from compensate.pipeline.segment import (
     WHOLE,
@@ -179,8 +186,8 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     observed: list[Observations] = []
     t0: int | None = None
     with memory_guard("fitting the network"):
-        for seg, cut in _grouped(cutter, checked_chunks(defs, chunks, alignment, options),
-                                 group):
+        for seg, cut in _grouped(cutter, held_in_bounds(
+                cutter, checked_chunks(defs, chunks, alignment, options), source), group):
             if segments is not None:
                 segments.append((cut, sum(len(ev) for ev in seg.values())))
             if t0 is None:  # the engine's origin of times (streamed's)
@@ -223,7 +230,7 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
     count = worst = 0
     moved = aligned_chunks(defs, chunks, ClockAlignment(0, 0, guess))
     with memory_guard("streaming the trace"):
-        for seg in cut_segments(cutter, moved):
+        for seg in cut_segments(cutter, held_in_bounds(cutter, moved, source)):
             if segments is not None:
                 segments.append(sum(len(ev) for ev in seg.values()))
             _, mtrace, _ = sg.traces(seg)
@@ -263,7 +270,7 @@ def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
     best: float | None = None
     skewed = False
     with memory_guard("streaming the trace"):
-        for seg in cut_segments(cutter, chunks):
+        for seg in cut_segments(cutter, held_in_bounds(cutter, chunks, source)):
             for loc, ev in seg.items():
                 gaps.add(loc, ev)
             _, mtrace, _ = sg.traces(seg)
@@ -375,6 +382,25 @@ def aligned_chunks(defs: Definitions, chunks: Iterable[dict[int, Events]],
         yield held
 
 
+def held_in_bounds(cutter: Cutter, chunks: Iterable[dict[int, Events]], source: str = ""
+                   ) -> Iterator[dict[int, Events]]:
+    """``chunks`` for ``cutter``, refused (:class:`OutOfMemory`, exit 3, one line)
+    once the records it holds without finding a safe cut would need more memory
+    than the machine has available (:func:`compensate.pipeline.memory.room_for`):
+    a segment that grows without bound (clocks that drift apart by more than a
+    message's round trip, a message never received) is otherwise killed by the
+    kernel with no word."""
+    available = available_memory()
+    for chunk in chunks:
+        if not room_for(cutter.count, available):
+            raise OutOfMemory(
+                f"{source or 'the trace'}: no safe cut in {cutter.count:,} records (a "
+                f"message or call open across all of them: processes whose clocks drift "
+                f"apart, a message never received, ...), and holding them needs more "
+                f"than the {gib(available)} available; nothing written")
+        yield chunk
+
+
 def _grouped(cutter: Cutter, chunks: Iterable[dict[int, Events]], group: int
              ) -> Iterator[tuple[dict[int, Events], int | None]]:
     """The segments of ``chunks`` and the cut each ends at (None: the rest), the
@@ -416,7 +442,8 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
               clock_alignment=alignment if alignment is not None and alignment.offsets
               else None)
     with memory_guard("streaming the trace"):
-        for seg in cut_segments(cutter, checked_chunks(defs, chunks, alignment, options)):
+        for seg in cut_segments(cutter, held_in_bounds(
+                cutter, checked_chunks(defs, chunks, alignment, options), source)):
             n_seg = sum(len(ev) for ev in seg.values())
             start = min(int(ev.time[0]) for ev in seg.values())
             if sg.t0 is None:

@@ -569,15 +569,15 @@ def test_a_whole_trace_the_memory_cannot_hold_is_refused_before_it_is_read(
     """Read whole (``--in-memory``, or a trace that cannot be streamed), a trace
     larger than the memory available is refused in one line, exit 3, nothing
     written, instead of being killed by the kernel half way."""
-    import compensate.cli.compensate as command
+    import compensate.pipeline.memory as memory
 
     anchor = TRACES / "ping-pong-otf2" / "traces.otf2"
-    monkeypatch.setattr(command, "_available_memory", lambda: 1000)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1000)
     out = tmp_path / "o" / "traces.otf2"
     assert main([str(anchor), str(out), "--overhead", "100ns", "--in-memory"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "reading the whole trace (--in-memory) needs about" in err[0]
     assert "GiB available; nothing written" in err[0]
     assert not out.parent.exists()
-    monkeypatch.setattr(command, "_available_memory", lambda: 1 << 40)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 40)
     assert main([str(anchor), str(out), "--overhead", "100ns", "--quiet", "--in-memory"]) == 0
