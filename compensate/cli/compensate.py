@@ -728,8 +728,10 @@ def _unmatched_note(sends: int) -> None:
     compensated as local records, but no dependency of theirs was modelled."""
     if sends:
         print(f"compensate: note: {sends:,} sends have no matching receive in the trace "
-              f"(a receive that failed or was never made, or a message still in flight "
-              f"at the end); they are compensated as local records", file=sys.stderr)
+              f"(a receive that failed or was never made, a message still in flight at "
+              f"the end, or a receive the tracer did not record, as EZTrace 2.0 records "
+              f"no completion of MPI_Irecv); they are compensated as local records and "
+              f"what their receivers waited for is not modelled", file=sys.stderr)
 
 
 def _unended_note(begins: int) -> None:
