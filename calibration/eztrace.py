@@ -291,13 +291,15 @@ def opening_before(pairs: dict[str, dict[str, tuple[float, int]]]) -> dict[str, 
     """Seconds each :data:`OPENING` kind costs before its stamp beyond what an Enter
     does (module docstring): over the :data:`CLOSING` kinds ``a`` followed, in any
     variants, both by it and by an Enter, the median of ``gap(a -> kind) - gap(a ->
-    Enter)`` (each pair's gap the median over the variants that show it); at least
-    0; kinds without such an ``a`` left out."""
-    seen: dict[str, list[float]] = {}
+    Enter)`` (each pair's gap from the variant that shows it most often: a pair
+    seen once, at start-up or around the loop, holds other work); at least 0;
+    kinds without such an ``a`` left out."""
+    best: dict[str, tuple[int, float]] = {}
     for per in pairs.values():
-        for key, (g, _) in per.items():
-            seen.setdefault(key, []).append(g)
-    med = {k: float(np.median(v)) for k, v in seen.items()}
+        for key, (g, c) in per.items():
+            if key not in best or c > best[key][0]:
+                best[key] = (c, g)
+    med = {k: g for k, (_, g) in best.items()}
     out = {}
     for b in OPENING:
         diffs = [med[f"{a}>{b}"] - med[f"{a}>Enter"] for a in CLOSING
@@ -487,8 +489,8 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
         "seconds_after_record": result.costs, "median_gap_seconds": result.gaps,
         "overhead_per_iteration": result.delta, "records_per_iteration": result.records,
         "closure": result.closure, "fits": result.fits,
-        "seconds_before_stamp": result.before, "median_pair_gap_seconds": {
-            v: {k: g for k, (g, _) in per.items()} for v, per in result.pairs.items()},
+        "seconds_before_stamp": result.before, "median_pair_gap_seconds_and_count": {
+            v: {k: [g, c] for k, (g, c) in per.items()} for v, per in result.pairs.items()},
         "overhead_per_iteration_by_repeat": result.spread,
         "note": "kinds not named cost event_overhead (the Enter/Leave mean); "
                 "copy_time and network come from --copy-from"}

@@ -97,6 +97,7 @@ def test_a_forks_cost_before_its_stamp_is_told_from_the_records_before_it():
     more before its stamp than an Enter (its gap 125-130 ns where an Enter's is
     40-45); the join, whose gap was measured before a fork, is charged it less."""
     pairs = {"omp": {"ThreadJoin>ThreadFork": (130e-9, 10), "Leave>ThreadJoin": (160e-9, 10),
+                     "ThreadJoin>Enter": (17e-6, 1),
                      "ThreadFork>ThreadTeamBegin": (200e-9, 10)},
              "ompmpi": {"ThreadJoin>Enter": (45e-9, 10), "Leave>ThreadFork": (125e-9, 10),
                         "Enter>Leave": (45e-9, 10), "Leave>ThreadJoin": (160e-9, 10)},
