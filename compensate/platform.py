@@ -14,14 +14,10 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
      "prefer_insitu": true,                             # optional (below)
      "tracer": "record"}                                # optional (below)
 
-``overhead_before_stamp``: per OTF2 record kind, the part of that kind's overhead
-the tracer spends *before* it reads the clock for the record (EZTrace's MPI_Recv
-wrapper stamps MpiRecv only after its own work once PMPI_Recv returned); the rest
-of the record's overhead follows the stamp. R1 takes the part before from the gap
-before the record and the rest from the gap after it, and a dependency's observed
-interval loses the waiting record's part before as well as the sender's part after
-(:mod:`compensate.engine.overheads`). At most the kind's overhead; default 0 for
-every kind: the whole overhead after the stamp, as the model of docs/design.md §2.
+``overhead_before_stamp``: per kind, the part of its overhead the tracer spends
+before it reads the clock for the record (EZTrace stamps MpiRecv only after its own
+work once PMPI_Recv returned), at most the kind's overhead, default 0; how R1 and
+the dependency rules read it: :mod:`compensate.engine.overheads`.
 
 ``network``: the platform's network model, ``latency + bytes · per_byte`` seconds
 for one message's transfer (without the two buffer copies), measured by a
@@ -70,6 +66,10 @@ Besides the platform fields the schema names the keys ``calibrate`` (and the
 project's mpi4py tracer) write; any other key is refused (a misspelt
 ``event_overheads`` would otherwise be silently ignored) unless it starts with
 an underscore (``"_comment"``).
+
+Why one module (over 600 lines): the platform file is one contract, and its
+dataclass, its reading and the schema interpreter that checks it state the same
+fields and bounds; apart, each field's rules would live in two places.
 """
 
 from __future__ import annotations
@@ -109,6 +109,14 @@ TRACERS = ("record", "scorep", "eztrace", "python-writer", "other")
 class PlatformError(Refusal):
     """A platform file or overhead value that cannot be used (one-line message; a
     :class:`~compensate.errors.Refusal`, whose reason is the whole message)."""
+
+
+def _kind_table(by_kind: dict[str, float], default: float) -> np.ndarray:
+    """Seconds per record kind code: ``by_kind``'s value where it names the kind."""
+    table = np.full(len(KIND_NAMES), default, dtype=float)
+    for name, v in by_kind.items():
+        table[KIND_CODE[name]] = v
+    return table
 
 
 def _seconds(name: str, value: float, most: float = MAX_SECONDS) -> None:
@@ -160,7 +168,6 @@ class Platform:
     #: the ``device`` entry (module docstring): direction -> seconds; None: none
     device: dict[str, float] | None = None
     #: the file's ``overhead_before_stamp`` (module docstring): kind name -> seconds
-    #: of the kind's overhead spent before its stamp; kinds not named: 0
     before_stamp: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -214,18 +221,11 @@ class Platform:
     # -- overhead ---------------------------------------------------------------
     def overhead_table(self) -> np.ndarray:
         """Seconds of overhead per record kind code (index = kind code)."""
-        table = np.full(len(KIND_NAMES), self.event_overhead, dtype=float)
-        for name, v in self.overhead_by_kind.items():
-            table[KIND_CODE[name]] = v
-        return table
+        return _kind_table(self.overhead_by_kind, self.event_overhead)
 
     def before_stamp_table(self) -> np.ndarray:
-        """Seconds of each kind's overhead spent before its stamp, per kind code
-        (:attr:`before_stamp`; 0 for kinds it does not name)."""
-        table = np.zeros(len(KIND_NAMES), dtype=float)
-        for name, v in self.before_stamp.items():
-            table[KIND_CODE[name]] = v
-        return table
+        """Seconds of each kind's overhead before its stamp, per kind code (0: unnamed)."""
+        return _kind_table(self.before_stamp, 0.0)
 
     def location_overheads(self, loc: int, kinds: np.ndarray, regions: np.ndarray,
                            own: np.ndarray | None = None) -> np.ndarray:

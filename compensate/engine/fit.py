@@ -314,13 +314,11 @@ def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
     for loc, ev in trace.events.items():
         offsets[loc] = n
         n += len(ev)
-        # event times: less each record's overhead before its stamp (overheads module)
-        pre = before_stamp(platform, defs, loc, ev)
+        pre = before_stamp(platform, defs, loc, ev)  # event times: engine.overheads
         t = event_times((ev.time - origin).astype(np.float64), pre)
         # a flush's own overhead counts from its end (its duration: its stop time)
         a = (np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time) - origin).astype(np.float64)
-        a += record_overheads(platform, defs, loc, ev, flushes=False)
-        a = event_times(a, pre)
+        a += record_overheads(platform, defs, loc, ev, flushes=False) - pre
         sends = np.flatnonzero(np.isin(ev.kind, _EAGER_SENDS))
         f = a.copy()
         if sends.size:
