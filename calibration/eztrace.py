@@ -322,7 +322,8 @@ def per_kind(records: dict[str, dict[str, float]], gaps: dict[str, dict[str, flo
              before: dict[str, float] | None = None) -> dict[str, float]:
     """Seconds the tracer adds per record of each kind: the traced probe's median
     gap after it, less its share of the untraced iteration (the untraced time
-    spread evenly over the iteration's gaps) and less what the record that mostly
+    spread evenly over the iteration's gaps; none for a :data:`PURE` kind, whose
+    gap holds no work of the program's) and less what the record that mostly
     follows it there costs before its stamp (``before``, :func:`opening_before`;
     ``pairs`` tells which it is), plus its own cost before its stamp; per kind,
     from the variant whose iteration is shortest untraced (the least to subtract).
@@ -338,14 +339,18 @@ def per_kind(records: dict[str, dict[str, float]], gaps: dict[str, dict[str, flo
         for k, g in gaps[v].items():
             if k in per and (k not in best or untraced[v] < best[k][1]):
                 nxt = successor(pairs[v], k) if pairs and v in pairs else None
-                after = max(g - share - before.get(nxt, 0.0), 0.0)
+                own = 0.0 if k in PURE else share  # (a PURE kind's gap: tracer work alone)
+                after = max(g - own - before.get(nxt, 0.0), 0.0)
                 best[k] = (after + before.get(k, 0.0), untraced[v])
     return {k: c for k, (c, _) in sorted(best.items())}
 
 
-#: kinds after which EZTrace's MPI wrappers run no MPI work (what follows is the
-#: call's own Leave, or the program): their median gap is their cost as measured
-PURE = ("Leave", "MpiRecv", "MpiCollectiveEnd")
+#: kinds after which EZTrace's wrappers run no work of the call's (what follows is
+#: the call's own Leave, the first record inside a parallel region, or the
+#: program's next call): their median gap is their cost as measured (less the next
+#: record's part before its stamp)
+PURE = ("Leave", "MpiRecv", "MpiCollectiveEnd", "ThreadTeamBegin", "ThreadTeamEnd",
+        "ThreadJoin")
 
 
 def closed_costs(records: dict[str, dict[str, float]], costs: dict[str, float],
