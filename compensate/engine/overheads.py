@@ -23,9 +23,9 @@ shift: the engine takes each record's *event time* to be its measured time less
 ``event(r) - event(s) - O(s)`` is ``r_m - s_m - post(s) - pre(r)`` (the sender's
 work after its stamp and the waiting record's before its own both lie inside the
 measured interval) and a sender's "done writing" ``event(s) + O(s)`` is ``s_m +
-post(s)``, in every rule of :mod:`compensate.engine.kinds` alike. With no
-``overhead_before_stamp`` every ``pre`` is 0 and both are the measured times and
-the whole overhead after the stamp, as before.
+post(s)``, in every rule of :mod:`compensate.engine.kinds` alike. Without
+``overhead_before_stamp`` every ``pre`` is 0: the event times are the measured
+times and a record's whole overhead lies after its stamp.
 
 :func:`record_overheads` is that rule for the engine's graph (R1's gaps), the
 network fit (when a record's writing ended) and the stream's context (the overhead
