@@ -25,6 +25,11 @@ them. Violations (outputs refused by the happened-before check) and
 overcompensated records are counted over the pairs.
 
     python benchmarks/eztrace_realrun.py [--pairs 5] [--platform eztrace-platform.json]
+                                         [--compare other-platform.json]
+
+``--compare`` compensates every trace also with another platform file (rows
+"compared"): two platforms on the same traces differ only by what they remove,
+whatever the spread between runs.
 
 Without ``--platform`` it calibrates first (about a minute). Where EZTrace,
 MPICH's ``/usr/bin/mpicc`` or ``otf2-print`` is missing it prints one line and
@@ -156,11 +161,18 @@ def seconds(trace: c.Trace, where: tuple[int, np.ndarray]) -> tuple[float, float
     return float(t[-1] - t[0]) / res, float(parts.size * np.median(parts)) / res
 
 
-def compensate_all(trace: c.Trace, where, platform: str) -> dict:
+def configs(platform: str, compare: str | None) -> list[tuple[str, dict]]:
+    """The ways every trace is compensated: the calibrated platform, ``--overhead
+    estimate``, and with ``--compare`` another platform file ("compared")."""
+    out = [("calibrated", {"platform": platform}),
+           ("estimate", {"platform": platform, "overhead": "estimate"})]
+    return out + [("compared", {"platform": compare})] if compare else out
+
+
+def compensate_all(trace: c.Trace, where, platform: str, compare: str | None = None) -> dict:
     """(config, bound) -> {loop, violations, overcompensated} for one trace."""
     out = {}
-    for config, kw in (("calibrated", {"platform": platform}),
-                       ("estimate", {"platform": platform, "overhead": "estimate"})):
+    for config, kw in configs(platform, compare):
         for bound in BOUNDS:
             try:
                 r = c.compensate(trace, bound=bound, **kw)
@@ -175,7 +187,7 @@ def compensate_all(trace: c.Trace, where, platform: str) -> dict:
 
 
 def measure(p: Program, pairs: int, work: Path, platform: str, mpirun: str, mpicc: str,
-            quick: bool, log) -> list[dict]:
+            quick: bool, log, compare: str | None = None) -> list[dict]:
     """``pairs`` alternating untraced/traced runs of ``p``, each trace compensated."""
     exe = build(p, work, mpicc)
     rows = []
@@ -190,7 +202,7 @@ def measure(p: Program, pairs: int, work: Path, platform: str, mpirun: str, mpic
                 trace = c.read(cwd / f"{p.name}_trace" / "eztrace_log.otf2")
                 where = loop_span(trace, p)
                 row["traced_whole"], row["traced"] = seconds(trace, where)
-                row["results"] = compensate_all(trace, where, platform)
+                row["results"] = compensate_all(trace, where, platform, compare)
                 shutil.rmtree(cwd / f"{p.name}_trace")
             else:
                 row["untraced_whole"], row["untraced"] = whole, parts
@@ -221,7 +233,7 @@ def table(results: dict[str, list[dict]]) -> list[str]:
     for name, rows in results.items():
         u = statistics.median(r["untraced"] for r in rows)
         t = statistics.median(r["traced"] for r in rows)
-        for config in ("calibrated", "estimate"):
+        for config in dict.fromkeys(k[0] for k in rows[0]["results"]):
             for bound in BOUNDS:
                 paired, med = removed(rows, config, bound)
                 whole, _ = removed(rows, config, bound, whole=True)
@@ -243,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mpirun", default="/usr/bin/mpirun")
     ap.add_argument("--quick", action="store_true", help="short loops (a smoke test)")
     ap.add_argument("--json", help="write the per-pair rows here")
+    ap.add_argument("--compare", help="another platform file, compensating the same traces "
+                                      "(rows \"compared\")")
     args = ap.parse_args(argv)
     tool = missing_tool(args.mpicc, args.mpirun)
     if tool:
@@ -272,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 results[p.name] = measure(p, args.pairs, work, platform, args.mpirun,
-                                          args.mpicc, args.quick, log)
+                                          args.mpicc, args.quick, log, args.compare)
             except c.TraceError as exc:  # a trace compensate refuses: say so, go on
                 refused[p.name] = str(exc)
     print("\n".join(table(results)))

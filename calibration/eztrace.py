@@ -24,19 +24,39 @@ each kind, less that gap's share of the untraced iteration (spread evenly: at
 most tens of ns for the short variants), then closed on the slopes
 (:func:`closed_costs`).
 
-A send record and a collective's begin record are different: compensate keeps a
-waiting receiver's observed transfer ``recv_m - send_m`` less ``O(MpiSend)``
-(R2, m.1) and a collective's span from its last begin less ``O(begin)`` (R3), so
-their cost is whatever the tracer adds between the sender's record and the
-receiver's. EZTrace adds more there than the send record's own writing: it
-stamps MpiRecv (and a collective's end) only after its own work once the MPI call
-has returned (the count of the status, the communicator's translation), and that
-work lies in the observed transfer. The two-rank variants measure it: in
-``pingpong`` (a Send/Recv round trip after 1.5 us of work per hop) each hop's
-path holds the receiver's MpiRecv and Leave, the sender's Enter and the
-transfer, so ``MpiSend`` costs the hop's dilation (half the round's slope
-difference) less the other three kinds' costs; ``allreduce`` likewise gives
-``MpiCollectiveBegin`` from each iteration's MpiCollectiveEnd, Leave and Enter.
+Where the tracer works before the stamp. A gap between two records holds what
+the first one costs after its stamp and what the second costs before its own
+(the platform's ``overhead_before_stamp``, docs/platform-file.md). Gaps after
+records alone cannot tell the two apart (moving a cost from one side of every
+stamp to the other leaves every gap as it was), but a record's cost before its
+stamp shows where the same record is followed by different kinds, and it decides
+what a dependency's observed interval holds:
+
+* **Waiting records** (MpiRecv, a collective's MpiCollectiveEnd). compensate
+  keeps a waiting receiver's observed transfer ``recv_m - send_m`` less the send's
+  cost after its stamp and the receive's before (R2, m.1), and a collective's
+  span from its last begin likewise (R3). EZTrace stamps MpiRecv (and a
+  collective's end) only after its own work once the MPI call has returned (the
+  count of the status, the communicator's translation), so that work lies in the
+  observed transfer. The two-rank variants measure it: in ``pingpong`` (a
+  Send/Recv round trip after 1.5 us of work per hop) each hop's path holds the
+  sender's MpiSend, the receiver's MpiRecv and Leave, the sender's Enter and the
+  transfer. MpiSend costs what MpiIsend costs in the self variants (the same
+  wrapper work), and the rest of the hop's dilation (half the round's slope
+  difference) less the four kinds' costs is MpiRecv's cost before its stamp
+  (:func:`path_costs`); ``allreduce`` likewise gives MpiCollectiveEnd's from each
+  iteration's MpiCollectiveBegin (the ``barrier`` variant's cost), Leave and
+  Enter. Where the rest is negative the sending kind takes less, as it would
+  alone.
+* **Opening records** (:data:`OPENING`: ThreadFork). EZTrace's OpenMP module
+  does part of a fork's work before stamping it, in the gap after whatever record
+  came before. ``ompmpi`` (the ``omp`` region, then an MPI_Wait) shows ThreadJoin
+  and Leave each followed both by an Enter and by a ThreadFork, nothing of the
+  program's own between them: the fork's cost before its stamp is the median over
+  those records of ``gap(a -> ThreadFork) - gap(a -> Enter)``
+  (:func:`opening_before`), and a record whose gap was measured before a fork
+  (ThreadJoin in ``omp``) is charged that gap less it (:func:`per_kind`).
+
 Per variant, ``closure`` is the per-kind costs summed over one iteration divided
 by traced - untraced seconds per iteration (1 when the costs account for all of
 the dilation; the two-rank variants use their path, 1 by construction). Kinds
@@ -71,14 +91,25 @@ from calibration.platformfile import OutputError, read_platform_dict, write_plat
 from compensate.platform import PlatformError
 
 SOURCE = Path(__file__).with_name("eztrace_probe.c")
-VARIANTS = ("wait", "barrier", "isend", "recv", "pingpong", "allreduce", "omp")
+VARIANTS = ("wait", "barrier", "isend", "recv", "pingpong", "allreduce", "omp", "ompmpi")
 #: EZTrace modules a variant is traced with (others: mpich alone)
-MODULES = {"omp": "mpich openmp"}
-#: two-rank variants: the kind whose cost is the rest of the path's dilation, the
-#: other kinds on the path of one step, and steps (messages, collectives) per
-#: iteration
-PATHS = {"pingpong": ("MpiSend", ("MpiRecv", "Leave", "Enter"), 2),
-         "allreduce": ("MpiCollectiveBegin", ("MpiCollectiveEnd", "Leave", "Enter"), 1)}
+MODULES = {"omp": "mpich openmp", "ompmpi": "mpich openmp"}
+#: variants run for the gaps between their records alone (traced, not timed)
+GAPS_ONLY = ("ompmpi",)
+#: two-rank variants: the sending kind, the self-variant kind whose cost it takes,
+#: the other kinds on the path of one step (the waiting kind first), and steps
+#: (messages, collectives) per iteration; the rest of the path's dilation is the
+#: waiting kind's cost before its stamp (:func:`path_costs`)
+PATHS = {"pingpong": ("MpiSend", "MpiIsend", ("MpiRecv", "Leave", "Enter"), 2),
+         "allreduce": ("MpiCollectiveBegin", "MpiCollectiveBegin",
+                       ("MpiCollectiveEnd", "Leave", "Enter"), 1)}
+#: kinds that open a call as an Enter does (EZTrace's GOMP_parallel wrapper stamps
+#: ThreadFork where another wrapper stamps its Enter), and the records that end a
+#: call: in the probes nothing of the program's own runs between a record of
+#: CLOSING and the next call's first record, so the gap ``a -> b`` less ``a ->
+#: Enter`` is what ``b`` costs before its stamp beyond an Enter (:func:`opening_before`)
+OPENING = ("ThreadFork",)
+CLOSING = ("Leave", "ThreadJoin")
 #: the probe times its loop in this many equal parts (CHUNKS in eztrace_probe.c)
 CHUNKS = 21
 
@@ -124,6 +155,10 @@ class ProbeResult:
     closure: dict[str, float] = field(default_factory=dict)  # variant -> sum of costs / delta
     gaps: dict[str, dict[str, float]] = field(default_factory=dict)  # variant -> kind -> s
     spread: dict[str, list[float]] = field(default_factory=dict)  # variant -> per-repeat delta
+    #: kind -> seconds of its cost before its stamp (at most its cost)
+    before: dict[str, float] = field(default_factory=dict)
+    #: variant -> "a>b" -> (median seconds from a record a to the next, b; count)
+    pairs: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
 
 
 def available(settings: ProbeSettings | None = None) -> str | None:
@@ -218,13 +253,23 @@ def gap_medians(kinds: list[str], times: list[int]) -> dict[str, float]:
     return {k: float(np.median(v)) for k, v in gaps.items()}
 
 
+def pair_medians(kinds: list[str], times: list[int]) -> dict[str, tuple[float, int]]:
+    """Per pair of consecutive kinds ``"a>b"``: the median time (ticks) from a record
+    ``a`` to the next record, where that is a ``b``, and how often the pair occurs."""
+    gaps: dict[str, list[int]] = {}
+    for i in range(len(kinds) - 1):
+        gaps.setdefault(f"{kinds[i]}>{kinds[i + 1]}", []).append(times[i + 1] - times[i])
+    return {k: (float(np.median(v)), len(v)) for k, v in gaps.items()}
+
+
 def probe_records(exe: Path, variant: str, settings: ProbeSettings, workdir: Path
-                  ) -> tuple[dict[str, float], dict[str, float]]:
+                  ) -> tuple[dict[str, float], dict[str, float], dict[str, tuple[float, int]]]:
     """Records one iteration writes on one rank, by kind (the count difference of two
-    traced runs over their iteration difference, the first location's), and the median
-    gap in seconds after each kind in the larger run."""
+    traced runs over their iteration difference, the first location's), the median
+    gap in seconds after each kind in the larger run, and per pair of consecutive
+    kinds (:func:`pair_medians`) the median gap in seconds and its count there."""
     small, large = 2000, 12000
-    per_n, gaps = [], {}
+    per_n, gaps, pairs = [], {}, {}
     for n in (small, large):
         run_probe(exe, variant, n, True, workdir, settings)
         records = read_records(workdir / "eztrace_probe_trace" / "eztrace_log.otf2")
@@ -232,37 +277,80 @@ def probe_records(exe: Path, variant: str, settings: ProbeSettings, workdir: Pat
             raise ProbeError(f"the traced {variant} probe wrote no records")
         kinds, times = records[min(records)]
         per_n.append(Counter(kinds))
-        gaps = gap_medians(kinds, times)
+        gaps, pairs = gap_medians(kinds, times), pair_medians(kinds, times)
     kinds = set(per_n[0]) | set(per_n[1])
     steps = iterations(large) - iterations(small)
     out = {k: (per_n[1][k] - per_n[0][k]) / steps for k in kinds}
     out = {k: v for k, v in out.items() if v > 0.01}
     tick = 1.0 / ticks_per_second(workdir / "eztrace_probe_trace" / "eztrace_log.otf2")
-    return out, {k: gaps[k] * tick for k in out if k in gaps}
+    return (out, {k: gaps[k] * tick for k in out if k in gaps},
+            {k: (g * tick, c) for k, (g, c) in pairs.items()})
+
+
+def opening_before(pairs: dict[str, dict[str, tuple[float, int]]]) -> dict[str, float]:
+    """Seconds each :data:`OPENING` kind costs before its stamp beyond what an Enter
+    does (module docstring): over the :data:`CLOSING` kinds ``a`` followed, in any
+    variants, both by it and by an Enter, the median of ``gap(a -> kind) - gap(a ->
+    Enter)`` (each pair's gap from the variant that shows it most often: a pair
+    seen once, at start-up or around the loop, holds other work); at least 0;
+    kinds without such an ``a`` left out."""
+    best: dict[str, tuple[int, float]] = {}
+    for per in pairs.values():
+        for key, (g, c) in per.items():
+            if key not in best or c > best[key][0]:
+                best[key] = (c, g)
+    med = {k: g for k, (_, g) in best.items()}
+    out = {}
+    for b in OPENING:
+        diffs = [med[f"{a}>{b}"] - med[f"{a}>Enter"] for a in CLOSING
+                 if f"{a}>{b}" in med and f"{a}>Enter" in med]
+        if diffs:
+            out[b] = max(float(np.median(diffs)), 0.0)
+    return out
+
+
+def successor(per: dict[str, tuple[float, int]], kind: str) -> str | None:
+    """The kind that most often follows ``kind`` in one variant's pairs."""
+    after = [(c, key.split(">", 1)[1]) for key, (_, c) in per.items()
+             if key.split(">", 1)[0] == kind]
+    return max(after)[1] if after else None
 
 
 def per_kind(records: dict[str, dict[str, float]], gaps: dict[str, dict[str, float]],
-             untraced: dict[str, float]) -> dict[str, float]:
-    """Seconds the tracer adds in the gap after a record of each kind: the traced
-    probe's median gap after it, less its share of the untraced iteration (the
-    untraced time spread evenly over the iteration's gaps); per kind, from the
-    variant whose iteration is shortest untraced (the least to subtract). The
-    two-rank variants (:data:`PATHS`) are left out: their gaps hold the waits."""
+             untraced: dict[str, float],
+             pairs: dict[str, dict[str, tuple[float, int]]] | None = None,
+             before: dict[str, float] | None = None) -> dict[str, float]:
+    """Seconds the tracer adds per record of each kind: the traced probe's median
+    gap after it, less its share of the untraced iteration (the untraced time
+    spread evenly over the iteration's gaps; none for a :data:`PURE` kind, whose
+    gap holds no work of the program's) and less what the record that mostly
+    follows it there costs before its stamp (``before``, :func:`opening_before`;
+    ``pairs`` tells which it is), plus its own cost before its stamp; per kind,
+    from the variant whose iteration is shortest untraced (the least to subtract).
+    The two-rank variants (:data:`PATHS`) are left out: their gaps hold the waits;
+    so are variants without an untraced time (:data:`GAPS_ONLY`)."""
+    before = before or {}
     best: dict[str, tuple[float, float]] = {}
     for v, per in records.items():
-        if v in PATHS:
+        if v in PATHS or v not in untraced:
             continue
         n = sum(per.values())
         share = untraced[v] / n if n else 0.0
         for k, g in gaps[v].items():
             if k in per and (k not in best or untraced[v] < best[k][1]):
-                best[k] = (max(g - share, 0.0), untraced[v])
+                nxt = successor(pairs[v], k) if pairs and v in pairs else None
+                own = 0.0 if k in PURE else share  # (a PURE kind's gap: tracer work alone)
+                after = max(g - own - before.get(nxt, 0.0), 0.0)
+                best[k] = (after + before.get(k, 0.0), untraced[v])
     return {k: c for k, (c, _) in sorted(best.items())}
 
 
-#: kinds after which EZTrace's MPI wrappers run no MPI work (what follows is the
-#: call's own Leave, or the program): their median gap is their cost as measured
-PURE = ("Leave", "MpiRecv", "MpiCollectiveEnd")
+#: kinds after which EZTrace's wrappers run no work of the call's (what follows is
+#: the call's own Leave, the first record inside a parallel region, or the
+#: program's next call): their median gap is their cost as measured (less the next
+#: record's part before its stamp)
+PURE = ("Leave", "MpiRecv", "MpiCollectiveEnd", "ThreadTeamBegin", "ThreadTeamEnd",
+        "ThreadJoin")
 
 
 def closed_costs(records: dict[str, dict[str, float]], costs: dict[str, float],
@@ -286,16 +374,25 @@ def closed_costs(records: dict[str, dict[str, float]], costs: dict[str, float],
     return {k: max(float(x), 0.0) for k, x in zip(kinds, c, strict=True)}
 
 
-def path_costs(costs: dict[str, float], delta: dict[str, float]) -> dict[str, float]:
-    """``costs`` with the cost of each two-rank variant's kind (:data:`PATHS`): one
-    step's dilation (``delta`` / steps) less the other kinds on its path, at
-    least 0. Variants not measured leave their kind as it was."""
-    out = dict(costs)
-    for v, (kind, others, steps) in PATHS.items():
-        if v in delta:
-            rest = sum(out.get(k, 0.0) for k in others)
-            out[kind] = max(delta[v] / steps - rest, 0.0)
-    return out
+def path_costs(costs: dict[str, float], delta: dict[str, float]
+               ) -> tuple[dict[str, float], dict[str, float]]:
+    """``costs`` with the kinds of each measured two-rank variant (:data:`PATHS`),
+    and the waiting kinds' costs before their stamps (module docstring). Of one
+    step's dilation (``delta`` / steps) less the other kinds on its path, the
+    sending kind takes its self variant's cost (all of the rest where that is
+    less, at least 0; all of it where the self variant was not measured), and the
+    waiting kind the remainder, before its stamp, on top of its own cost."""
+    out, before = dict(costs), {}
+    rests = {v: delta[v] / steps - sum(costs.get(k, 0.0) for k in others)
+             for v, (_, _, others, steps) in PATHS.items() if v in delta}
+    for v, rest in rests.items():
+        kind, own, others, _ = PATHS[v]
+        rest = max(rest, 0.0)
+        out[kind] = min(costs[own], rest) if own in costs else rest
+        if rest > out[kind]:
+            before[others[0]] = rest - out[kind]
+            out[others[0]] = costs.get(others[0], 0.0) + before[others[0]]
+    return out, before
 
 
 def closure(records: dict[str, dict[str, float]], costs: dict[str, float],
@@ -306,7 +403,7 @@ def closure(records: dict[str, dict[str, float]], costs: dict[str, float],
     out = {}
     for v, per in records.items():
         if v in PATHS:
-            kind, others, steps = PATHS[v]
+            kind, _, others, steps = PATHS[v]
             total = steps * sum(costs.get(k, 0.0) for k in (kind, *others))
         else:
             total = sum(n * costs.get(k, 0.0) for k, n in per.items())
@@ -319,11 +416,13 @@ def measure(settings: ProbeSettings, progress=None) -> ProbeResult:
     with tempfile.TemporaryDirectory(prefix="eztrace-probe-") as tmp:
         work = Path(tmp)
         exe = build(work, settings)
-        records, gaps = {}, {}
+        records, gaps, pairs = {}, {}, {}
         for v in settings.variants:
-            records[v], gaps[v] = probe_records(exe, v, settings, work)
+            records[v], gaps[v], pairs[v] = probe_records(exe, v, settings, work)
         delta, base, fits, spread = {}, {}, {}, {}
         for v in settings.variants:
+            if v in GAPS_ONLY:
+                continue
             data: dict[bool, tuple[list[int], list[float]]] = {True: ([], []), False: ([], [])}
             for rep in range(settings.repeats):
                 for j, n in enumerate(settings.ns):
@@ -338,9 +437,25 @@ def measure(settings: ProbeSettings, progress=None) -> ProbeResult:
             spread[v] = repeat_deltas(data, len(settings.ns))
             delta[v] = (float(np.median(spread[v])) if spread[v]
                         else traced_fit.slope - base_fit.slope)
-    costs = path_costs(closed_costs(records, per_kind(records, gaps, base), delta), delta)
-    return ProbeResult(costs, delta, records, fits, closure(records, costs, delta), gaps,
-                       spread)
+    return solve(records, gaps, pairs, base, delta, fits, spread)
+
+
+def solve(records: dict[str, dict[str, float]], gaps: dict[str, dict[str, float]],
+          pairs: dict[str, dict[str, tuple[float, int]]], base: dict[str, float],
+          delta: dict[str, float], fits: dict | None = None,
+          spread: dict[str, list[float]] | None = None) -> ProbeResult:
+    """Per-kind costs and their parts before the stamp from the probes' counts, gaps
+    and slopes (module docstring): :func:`opening_before`, :func:`per_kind`,
+    :func:`closed_costs`, :func:`path_costs`; a part before the stamp never more
+    than its kind's cost."""
+    timed_records = {v: r for v, r in records.items() if v not in GAPS_ONLY}
+    opening = opening_before(pairs)
+    costs = per_kind(timed_records, gaps, base, pairs, opening)
+    costs, waiting = path_costs(closed_costs(timed_records, costs, delta), delta)
+    before = {k: min(v, costs[k]) for k, v in {**opening, **waiting}.items()
+              if k in costs and v > 0}
+    return ProbeResult(costs, delta, timed_records, fits or {},
+                       closure(timed_records, costs, delta), gaps, spread or {}, before, pairs)
 
 
 def repeat_deltas(data: dict[bool, tuple[list[int], list[float]]], per_repeat: int
@@ -369,6 +484,9 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
     data = {"format": 1, "event_overhead": base, "event_overhead_by_kind": costs,
             "copy_time": [{"bytes": e["bytes"], "seconds": e["seconds"]}
                           for e in (copy_from or {}).get("copy_time", [])]}
+    before = {k: v for k, v in result.before.items() if k in costs and v > 0}
+    if before:
+        data["overhead_before_stamp"] = before
     if copy_from and "network" in copy_from:
         data["network"] = {k: copy_from["network"][k] for k in ("latency", "per_byte")}
     data["_eztrace_probe"] = {
@@ -376,6 +494,8 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
         "seconds_after_record": result.costs, "median_gap_seconds": result.gaps,
         "overhead_per_iteration": result.delta, "records_per_iteration": result.records,
         "closure": result.closure, "fits": result.fits,
+        "seconds_before_stamp": result.before, "median_pair_gap_seconds_and_count": {
+            v: {k: [g, c] for k, (g, c) in per.items()} for v, per in result.pairs.items()},
         "overhead_per_iteration_by_repeat": result.spread,
         "note": "kinds not named cost event_overhead (the Enter/Leave mean); "
                 "copy_time and network come from --copy-from"}
@@ -413,7 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ProbeError, OutputError, PlatformError, OSError) as exc:
         print(f"calibration.eztrace: error: {exc}", file=sys.stderr)
         return 3
-    print(json.dumps({"seconds_after_record": result.costs, "closure": result.closure,
+    print(json.dumps({"seconds_after_record": result.costs,
+                      "seconds_before_stamp": result.before, "closure": result.closure,
                       "overhead_per_iteration": result.delta,
                       "overhead_per_iteration_by_repeat": result.spread}, indent=1))
     return 0

@@ -25,6 +25,14 @@
  *   omp       an empty OpenMP parallel region       ThreadFork/Join, ThreadTeamBegin/End,
  *             (OMP_NUM_THREADS=1, eztrace -t        Enter, Leave ("OpenMP Parallel")
  *             "mpich openmp"; built with -fopenmp)
+ *   ompmpi    the omp region, then MPI_Wait on      omp's records, then Enter, Leave
+ *             MPI_REQUEST_NULL (the same modules)
+ *
+ * ompmpi exists for the gaps between records, not for its loop time: with wait and
+ * omp it shows each of ThreadJoin and Leave followed both by an Enter and by a
+ * ThreadFork, with nothing of the program's own between them, so that the part of
+ * the fork's cost EZTrace spends before stamping it can be told from the cost of
+ * the record before (calibration/eztrace.py, before_stamp).
  *
  * Run untraced (`mpirun -n 2 ./eztrace_probe wait 20000`) and traced
  * (`mpirun -n 2 eztrace -t mpich ./eztrace_probe wait 20000`).
@@ -104,6 +112,14 @@ static void loop(const char *variant, long n, int rank)
         omp_regions(n);
         return;
     }
+    if (strcmp(variant, "ompmpi") == 0) {
+        for (long i = 0; i < n; i++) {
+            MPI_Request r = MPI_REQUEST_NULL;
+            omp_regions(1);
+            MPI_Wait(&r, &st[0]);
+        }
+        return;
+    }
     for (long i = 0; i < n; i++) {
         if (strcmp(variant, "wait") == 0) {
             MPI_Request r = MPI_REQUEST_NULL;
@@ -126,7 +142,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     if (argc < 3) {
-        fprintf(stderr, "usage: eztrace_probe wait|recv|isend|barrier|pingpong|allreduce|omp N\n");
+        fprintf(stderr, "usage: eztrace_probe wait|recv|isend|barrier|pingpong|allreduce|omp|ompmpi N\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *variant = argv[1];

@@ -6,12 +6,18 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
      "event_overhead": 1e-6,                       # seconds per record
      "event_overhead_by_kind": {"Metric": 2e-6},   # optional, OTF2 record kind -> seconds
      "device_overhead": 0.0,                       # optional, seconds per accelerator record
+     "overhead_before_stamp": {"MpiRecv": 5e-8},   # optional, kind -> seconds (below)
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...],
      "network": {"latency": 1e-6, "per_byte": 2e-10},  # optional (R2f, below)
      "rma": {"release": "after_completion"},            # optional (R10, below)
      "device": {"launch": 4e-6, "synchronize": 1e-6},   # optional (R9, below)
      "prefer_insitu": true,                             # optional (below)
      "tracer": "record"}                                # optional (below)
+
+``overhead_before_stamp``: per kind, the part of its overhead the tracer spends
+before it reads the clock for the record (EZTrace stamps MpiRecv only after its own
+work once PMPI_Recv returned), at most the kind's overhead, default 0; how R1 and
+the dependency rules read it: :mod:`compensate.engine.overheads`.
 
 ``network``: the platform's network model, ``latency + bytes · per_byte`` seconds
 for one message's transfer (without the two buffer copies), measured by a
@@ -60,6 +66,10 @@ Besides the platform fields the schema names the keys ``calibrate`` (and the
 project's mpi4py tracer) write; any other key is refused (a misspelt
 ``event_overheads`` would otherwise be silently ignored) unless it starts with
 an underscore (``"_comment"``).
+
+Why one module (over 600 lines): the platform file is one contract, and its
+dataclass, its reading and the schema interpreter that checks it state the same
+fields and bounds; apart, each field's rules would live in two places.
 """
 
 from __future__ import annotations
@@ -99,6 +109,14 @@ TRACERS = ("record", "scorep", "eztrace", "python-writer", "other")
 class PlatformError(Refusal):
     """A platform file or overhead value that cannot be used (one-line message; a
     :class:`~compensate.errors.Refusal`, whose reason is the whole message)."""
+
+
+def _kind_table(by_kind: dict[str, float], default: float) -> np.ndarray:
+    """Seconds per record kind code: ``by_kind``'s value where it names the kind."""
+    table = np.full(len(KIND_NAMES), default, dtype=float)
+    for name, v in by_kind.items():
+        table[KIND_CODE[name]] = v
+    return table
 
 
 def _seconds(name: str, value: float, most: float = MAX_SECONDS) -> None:
@@ -149,6 +167,8 @@ class Platform:
     tracer: str | None = None
     #: the ``device`` entry (module docstring): direction -> seconds; None: none
     device: dict[str, float] | None = None
+    #: the file's ``overhead_before_stamp`` (module docstring): kind name -> seconds
+    before_stamp: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _seconds("event_overhead", self.event_overhead)
@@ -157,6 +177,14 @@ class Platform:
             if k not in KIND_CODE:
                 raise PlatformError(f"event_overhead_by_kind: unknown record kind {k!r}")
             _seconds(f"event_overhead_by_kind[{k!r}]", v)
+        table = self.overhead_table()
+        for k, v in self.before_stamp.items():
+            if k not in KIND_CODE:
+                raise PlatformError(f"overhead_before_stamp: unknown record kind {k!r}")
+            _seconds(f"overhead_before_stamp[{k!r}]", v)
+            if v > table[KIND_CODE[k]]:
+                raise PlatformError(f"overhead_before_stamp[{k!r}] = {v:g} s is more than "
+                                    f"the kind's overhead, {table[KIND_CODE[k]]:g} s")
         b = np.asarray(self.copy_bytes, dtype=float)
         s = np.asarray(self.copy_seconds, dtype=float)
         if b.shape != s.shape or b.ndim != 1:
@@ -193,10 +221,11 @@ class Platform:
     # -- overhead ---------------------------------------------------------------
     def overhead_table(self) -> np.ndarray:
         """Seconds of overhead per record kind code (index = kind code)."""
-        table = np.full(len(KIND_NAMES), self.event_overhead, dtype=float)
-        for name, v in self.overhead_by_kind.items():
-            table[KIND_CODE[name]] = v
-        return table
+        return _kind_table(self.overhead_by_kind, self.event_overhead)
+
+    def before_stamp_table(self) -> np.ndarray:
+        """Seconds of each kind's overhead before its stamp, per kind code (0: unnamed)."""
+        return _kind_table(self.before_stamp, 0.0)
 
     def location_overheads(self, loc: int, kinds: np.ndarray, regions: np.ndarray,
                            own: np.ndarray | None = None) -> np.ndarray:
@@ -320,7 +349,9 @@ class Platform:
                        float(data.get("device_overhead", 0.0)), network=network,
                        rma_release=None if rma is None else str(rma["release"]),
                        prefer_insitu=bool(data.get("prefer_insitu", False)),
-                       tracer=data.get("tracer"), device=data.get("device"))
+                       tracer=data.get("tracer"), device=data.get("device"),
+                       before_stamp={str(k): float(v) for k, v in
+                                     (data.get("overhead_before_stamp") or {}).items()})
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -349,6 +380,8 @@ class Platform:
             out["tracer"] = self.tracer
         if self.device is not None:  # likewise
             out["device"] = dict(self.device)
+        if self.before_stamp:  # likewise
+            out["overhead_before_stamp"] = dict(self.before_stamp)
         return out
 
 

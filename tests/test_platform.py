@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compensate.model import KIND_NAMES
+from compensate.model import KIND_CODE, KIND_NAMES
 from compensate.platform import (
     SCHEMA_PATH,
     Platform,
@@ -193,6 +193,23 @@ def test_rma_entry_loads_and_round_trips():
     assert "rma" not in Platform.from_dict(GOOD).to_dict()  # absent: summaries unchanged
     with pytest.raises(PlatformError, match="rma.release"):
         Platform(1e-6, rma_release="sometimes")
+
+
+def test_overhead_before_stamp_loads_round_trips_and_is_bounded_by_the_kind():
+    data = with_(event_overhead=1e-7, event_overhead_by_kind={"MpiRecv": 2e-7},
+                 overhead_before_stamp={"MpiRecv": 1.5e-7, "Enter": 1e-7})
+    plat = Platform.from_dict(data)
+    table = plat.before_stamp_table()
+    assert table[KIND_CODE["MpiRecv"]] == 1.5e-7 and table[KIND_CODE["Enter"]] == 1e-7
+    assert table[KIND_CODE["Leave"]] == 0.0
+    assert Platform.from_dict(plat.to_dict()).before_stamp == plat.before_stamp
+    assert "overhead_before_stamp" not in Platform.from_dict(GOOD).to_dict()
+    with pytest.raises(PlatformError, match="more than the kind's overhead"):
+        Platform(1e-7, before_stamp={"Leave": 2e-7})
+    with pytest.raises(PlatformError, match="unknown record kind"):
+        Platform(1e-7, before_stamp={"Lave": 0.0})
+    assert first_problem(with_(overhead_before_stamp={"Enter": -1.0})) is not None
+    assert_agree(with_(overhead_before_stamp={"Lave": 1e-9}))
 
 
 def test_prefer_insitu_loads_and_round_trips():

@@ -85,7 +85,7 @@ from compensate.engine.netmodel import (  # noqa: F401 - fit's public names too
     implausible,
     size_classes,
 )
-from compensate.engine.overheads import record_overheads
+from compensate.engine.overheads import before_stamp, event_times, record_overheads
 from compensate.matching import Matching, MessageTable
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
 from compensate.matching.partitioned import fit_candidates
@@ -314,10 +314,11 @@ def _flat_columns(trace: Trace, platform: Platform) -> _Columns:
     for loc, ev in trace.events.items():
         offsets[loc] = n
         n += len(ev)
-        t = (ev.time - origin).astype(np.float64)
+        pre = before_stamp(platform, defs, loc, ev)  # event times: engine.overheads
+        t = event_times((ev.time - origin).astype(np.float64), pre)
         # a flush's own overhead counts from its end (its duration: its stop time)
         a = (np.where(ev.kind == BUFFER_FLUSH, ev.size, ev.time) - origin).astype(np.float64)
-        a += record_overheads(platform, defs, loc, ev, flushes=False)
+        a += record_overheads(platform, defs, loc, ev, flushes=False) - pre
         sends = np.flatnonzero(np.isin(ev.kind, _EAGER_SENDS))
         f = a.copy()
         if sends.size:

@@ -33,7 +33,14 @@ import numpy as np
 
 from compensate.engine.flushes import FlushIndex
 from compensate.engine.lateness import exchange_arrival, message_was_late, receiver_was_late
-from compensate.engine.overheads import record_overheads, written_overheads
+from compensate.engine.overheads import (
+    before_stamp,
+    event_times,
+    group_before,
+    r1_gaps,
+    record_overheads,
+    written_overheads,
+)
 from compensate.engine.rules import (
     Need,
     Ref,
@@ -134,8 +141,9 @@ class Graph:
 
     # -- per-record arrays ----------------------------------------------------------
     def _flat_columns(self) -> None:
-        """tm (measured, float ticks from t0) and the clamped R1 gaps, all locations
-        end to end; BufferFlush statistics."""
+        """tm (float ticks from t0: the measured times less each record's overhead
+        before its stamp, :func:`compensate.engine.overheads.event_times`) and the
+        R1 gaps, all locations end to end; BufferFlush statistics."""
         t0, platform = self.t0, self.platform
         defs = self.trace.definitions
         tms, gaps, devs, rovh = [], [], [], []
@@ -145,10 +153,11 @@ class Graph:
             n = len(tm)
             written = written_overheads(platform, defs, loc, ev)
             rovh.append(written)  # (rules read them, of ghost locations too)
+            pre = before_stamp(platform, defs, loc, ev, written=written)
             info = defs.locations.get(loc)
             device = info is not None and info.is_device
             devs.append(np.full(n, device))
-            tms.append(tm)
+            tms.append(event_times(tm, pre))
             if ghost:  # another rank's: no R1 gaps (never evaluated; no overcompensation
                 gaps.append(np.zeros(n))  # or flush counted here: its owner does)
                 continue
@@ -156,11 +165,11 @@ class Graph:
             o = record_overheads(platform, defs, loc, ev, written=written)
             gap = np.zeros(n)
             if n > 1:
-                gap[1:] = _r1_gaps(tm, o)
+                gap[1:] = r1_gaps(tm, o, pre)
             p = len(pinned)
             if 0 < p < n:  # the first record after the pinned ones: R1 from the last of
                 d = tm[p] - tm[p - 1]  # them with the overhead ``carry`` its group left
-                gap[p] = d - carry if d != 0 else 0.0
+                gap[p] = d - carry - group_before(tm[p:], pre[p:])[0] if d != 0 else 0.0
             if platform.cold and not device and not (info is not None and info.is_metric):
                 # a cold call's extra cost, taken from the gap before its Enter (never
                 # more than R1 left of it: Platform.cold_charge)
@@ -508,22 +517,3 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
                           recv_idx=t.recv_idx, enter_idx=enter_idx, size=t.size, cs=cs, lo=lo,
                           enter_const=recv_m - cs, observed=observed, overlapped=overlapped,
                           extra=extra)
-
-
-def _r1_gaps(tm: np.ndarray, o: np.ndarray) -> np.ndarray:
-    """R1 increments between consecutive records of one location: the measured gap
-    minus the overhead of the records written before it.
-
-    Records that share one timestamp (Score-P stamps a Metric with its Enter's
-    time) were written back to back after one clock read, so their writing costs
-    all lie in the next *positive* gap: a zero gap charges nothing and passes its
-    overhead on. Charging each record's overhead to its own zero gap instead would
-    clamp it (counted as overcompensation) and lose that overhead entirely.
-    """
-    d = np.diff(tm)
-    new_group = np.concatenate(([True], d != 0))
-    starts = np.flatnonzero(new_group)
-    start_of = starts[np.cumsum(new_group) - 1]  # first record of each record's group
-    csum = np.concatenate(([0.0], np.cumsum(o)))
-    through = csum[1:] - csum[start_of]  # overhead of the group up to each record
-    return d - np.where(d == 0, 0.0, through[:-1])

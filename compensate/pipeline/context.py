@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from compensate.engine.carry import LinkCarry, Row
-from compensate.engine.overheads import record_overheads
+from compensate.engine.overheads import before_stamp, group_carry, record_overheads
 from compensate.matching import Matching, match
 from compensate.matching.clocks import inversions
 from compensate.matching.lock_order import mark_implied, release_reach
@@ -283,7 +283,7 @@ class Segmenter:
             first = int(np.searchsorted(t, t[last], side="left"))
             o = record_overheads(self.platform, self.defs, loc, ev, first, flushes=False)
             flush = ev.kind[first:] == BUFFER_FLUSH
-            carry = float(o.sum())
+            carry = group_carry(o, before_stamp(self.platform, self.defs, loc, ev, first))
             if flush.any():
                 carry += float((ev.size[first:][flush] - t[first:][flush]).sum())
             ctx.carry = carry

@@ -23,6 +23,12 @@ The measurement model, exactly
 all zero in the truth run), ``copy(s) = Platform.copy_time(s)`` (``C(s)·s``) and
 ``net(s) = latency + s / bandwidth``. *Emitting* a record stamps it with the current
 ``t`` and then does ``t += O(kind)``: the gap after a record holds its own overhead.
+Where the platform puts part of a kind's overhead before the stamp
+(``overhead_before_stamp``, ``pre(k) <= O(k)``), emitting does ``t += pre(k)``,
+stamps, then ``t += O(k) - pre(k)``: the tracer's work before it reads the clock
+(EZTrace's MPI_Recv wrapper, which stamps MpiRecv after its own work once the
+receive returned). Everything below is unchanged by it except that each stamp
+lies ``pre(k)`` after the "@t" it names.
 Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
 
 * ``compute(d)``: ``t += d``. ``call(f, d)``: Enter(f) [O], ``t += d``, Leave(f) [O].
@@ -347,11 +353,14 @@ class _Sim:
                  flush_every: int | None, start_offsets: Sequence[float],
                  regions: dict[str, int], fixed_sources: dict[int, list[int]] | None,
                  quantum: Callable[[float], float] = float,
-                 spread: Callable[[float], float] | None = None) -> None:
+                 spread: Callable[[float], float] | None = None,
+                 before: Sequence[float] | None = None) -> None:
         self.program = program
         self.spread = spread
         self.n = program.ranks
         self.O = list(overhead)
+        #: per kind code: the part of O spent before the stamp (module docstring)
+        self.pre = list(before) if before is not None else [0.0] * len(self.O)
         self.copy = copy
         self.q = quantum
         self.net = lambda s: quantum(network.time(s))
@@ -523,6 +532,7 @@ class _Rank:
         self.t = float(sim.start_offsets[rank])
         self.rows = sim.rows[self.slot]
         self.O = sim.O
+        self.pre = sim.pre
         self.since_flush = 0
         self.last_source = NONE
         self.next_request = 1
@@ -542,13 +552,15 @@ class _Rank:
                 rows.payload[i] = payload
             if kind == BUFFER_FLUSH:  # the size column holds the stop time (seconds)
                 rows.stop[i], size = size, NONE
-        rows.time.append(self.t)
-        rows.cols.extend((kind, region, peer, comm, tag, size, size_recv, op, request))
         o = self.O[kind]
         if rows.own is not None:
             o = self.sim.spread(o)
             rows.own.append(o)
-        self.t += o
+        pre = min(self.pre[kind], o)
+        self.t += pre
+        rows.time.append(self.t)
+        rows.cols.extend((kind, region, peer, comm, tag, size, size_recv, op, request))
+        self.t += o - pre
         self.since_flush += 1
         if kind == self.flush_after:  # a flush inside a call (flush_after op)
             self.flush_after = None
@@ -1106,7 +1118,8 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
 
     measured = _Sim(program, [quantum(x) for x in platform.overhead_table()], copy,
                     replace(network),
-                    flush_time=flush_time, fixed_sources=None, spread=spread, **common)
+                    flush_time=flush_time, fixed_sources=None, spread=spread,
+                    before=[quantum(x) for x in platform.before_stamp_table()], **common)
     total_ops = 2 * max(sum(len(ops) for ops in program.ops), 1)
     measured.run(progress and (lambda ops: progress(ops / total_ops)))
     # convert each run's records as soon as it ends: one run's record store at a time

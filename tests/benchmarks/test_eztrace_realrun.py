@@ -48,3 +48,18 @@ def test_without_eztrace_it_prints_one_line_and_succeeds(monkeypatch, capsys):
 def test_every_program_has_its_source():
     for p in er.PROGRAMS:
         assert (er.SOURCES / f"{p.name}.c").is_file()
+
+
+def test_a_compared_platform_compensates_the_same_traces():
+    assert [name for name, _ in er.configs("a.json", None)] == ["calibrated", "estimate"]
+    assert er.configs("a.json", "b.json")[-1] == ("compared", {"platform": "b.json"})
+    row = _row(1.0, 2.0, 1.1)
+    for config, lower in (("calibrated", 1.1), ("estimate", 1.5), ("compared", 1.3)):
+        for bound in er.BOUNDS:
+            row["results"][config, bound] = {"loop": lower, "whole": lower, "violations": 0,
+                                             "over": 0}
+    row.update(untraced_whole=1.0, traced_whole=2.0)
+    lines = er.table({"ring": [row]})
+    assert [line.split(" | ")[4] for line in lines[2:]] == \
+        ["calibrated"] * 3 + ["estimate"] * 3 + ["compared"] * 3
+    assert lines[-1].split(" | ")[6] == "70.0"

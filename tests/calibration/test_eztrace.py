@@ -39,11 +39,12 @@ def test_each_kind_is_charged_its_gap_less_its_share_of_the_untraced_iteration()
     untraced = {"wait": 40e-9, "barrier": 400e-9}
     costs = ez.per_kind(records, gaps, untraced)
     # Enter/Leave from the shorter untraced iteration (wait: 20 ns per gap), the
-    # collective records from the barrier (100 ns per gap)
-    assert costs == pytest.approx({"Enter": 280e-9, "Leave": 80e-9,
-                                   "MpiCollectiveBegin": 300e-9, "MpiCollectiveEnd": 100e-9})
-    # the slopes say one wait iteration got 1.8 us longer: the gaps explain 360 ns of it
-    closure = ez.closure(records, costs, {"wait": 1.8e-6, "barrier": 0.0})
+    # collective records from the barrier (100 ns per gap); a Leave's and a
+    # collective end's gaps hold tracer work alone: as measured
+    assert costs == pytest.approx({"Enter": 280e-9, "Leave": 100e-9,
+                                   "MpiCollectiveBegin": 300e-9, "MpiCollectiveEnd": 200e-9})
+    # the slopes say one wait iteration got 1.9 us longer: the gaps explain 380 ns of it
+    closure = ez.closure(records, costs, {"wait": 1.9e-6, "barrier": 0.0})
     assert closure["wait"] == pytest.approx(0.2)
     assert math.isnan(closure["barrier"])
 
@@ -66,16 +67,81 @@ def test_self_variant_costs_are_scaled_until_their_records_add_up_to_the_slopes(
     assert min(ez.closed_costs(records, gaps, {"wait": 0.0, "isend": 0.0}).values()) >= 0
 
 
-def test_a_send_costs_what_the_hop_adds_beyond_the_other_records_on_its_path():
-    costs = {"Enter": 40e-9, "Leave": 40e-9, "MpiRecv": 30e-9, "MpiCollectiveEnd": 30e-9}
-    # a round trip 440 ns longer traced: 220 ns a hop, 110 of them the other records
-    out = ez.path_costs(costs, {"pingpong": 440e-9, "allreduce": 200e-9})
-    assert out["MpiSend"] == pytest.approx(110e-9)
-    assert out["MpiCollectiveBegin"] == pytest.approx(90e-9)
-    assert ez.path_costs(costs, {"pingpong": 100e-9})["MpiSend"] == 0.0
-    assert "MpiSend" not in ez.path_costs(costs, {})
+def test_the_rest_of_a_hop_is_the_waiting_records_cost_before_its_stamp():
+    costs = {"Enter": 40e-9, "Leave": 40e-9, "MpiRecv": 30e-9, "MpiCollectiveEnd": 30e-9,
+             "MpiIsend": 80e-9, "MpiCollectiveBegin": 50e-9}
+    # a round trip 440 ns longer traced: 220 ns a hop, 110 of them Enter, Leave and
+    # MpiRecv after its stamp; MpiSend costs what MpiIsend does (80), so MpiRecv
+    # costs the last 30 before its stamp
+    out, before = ez.path_costs(costs, {"pingpong": 440e-9, "allreduce": 200e-9})
+    assert out["MpiSend"] == pytest.approx(80e-9)
+    assert before["MpiRecv"] == pytest.approx(30e-9)
+    assert out["MpiRecv"] == pytest.approx(60e-9)
+    # allreduce: 200 - 110 = 90, the begin's 50, the end's 40 before its stamp
+    assert out["MpiCollectiveBegin"] == pytest.approx(50e-9)
+    assert before["MpiCollectiveEnd"] == pytest.approx(40e-9)
     records = {"pingpong": {"Enter": 2.0, "Leave": 2.0, "MpiSend": 1.0, "MpiRecv": 1.0}}
     assert ez.closure(records, out, {"pingpong": 440e-9}) == {"pingpong": pytest.approx(1.0)}
+    # a hop shorter than its records: the send takes less, nothing before a stamp
+    out, before = ez.path_costs(costs, {"pingpong": 300e-9})
+    assert out["MpiSend"] == pytest.approx(40e-9) and before == {}
+    assert ez.path_costs(costs, {"pingpong": 100e-9})[0]["MpiSend"] == 0.0
+    # without the self variant's kind, the send takes the whole rest, as alone
+    out, before = ez.path_costs({"Enter": 40e-9, "Leave": 40e-9, "MpiRecv": 30e-9},
+                                {"pingpong": 440e-9})
+    assert out["MpiSend"] == pytest.approx(110e-9) and before == {}
+    assert "MpiSend" not in ez.path_costs(costs, {})[0]
+
+
+def test_a_forks_cost_before_its_stamp_is_told_from_the_records_before_it():
+    """Join and Leave each followed by an Enter and by a fork: the fork costs 85 ns
+    more before its stamp than an Enter (its gap 125-130 ns where an Enter's is
+    40-45); the join, whose gap was measured before a fork, is charged it less."""
+    pairs = {"omp": {"ThreadJoin>ThreadFork": (130e-9, 10), "Leave>ThreadJoin": (160e-9, 10),
+                     "ThreadJoin>Enter": (17e-6, 1),
+                     "ThreadFork>ThreadTeamBegin": (200e-9, 10)},
+             "ompmpi": {"ThreadJoin>Enter": (45e-9, 10), "Leave>ThreadFork": (125e-9, 10),
+                        "Enter>Leave": (45e-9, 10), "Leave>ThreadJoin": (160e-9, 10)},
+             "wait": {"Leave>Enter": (40e-9, 10), "Enter>Leave": (45e-9, 10)}}
+    before = ez.opening_before(pairs)
+    assert before == {"ThreadFork": pytest.approx(85e-9)}
+    assert ez.successor(pairs["omp"], "ThreadJoin") == "ThreadFork"
+    records = {"omp": {"ThreadFork": 1.0, "ThreadJoin": 1.0},
+               "wait": {"Enter": 1.0, "Leave": 1.0}}
+    gaps = {"omp": {"ThreadFork": 200e-9, "ThreadJoin": 130e-9},
+            "wait": {"Enter": 45e-9, "Leave": 40e-9}}
+    costs = ez.per_kind(records, gaps, {"omp": 0.0, "wait": 0.0}, pairs, before)
+    assert costs["ThreadJoin"] == pytest.approx(45e-9)  # 130 - 85
+    assert costs["ThreadFork"] == pytest.approx(285e-9)  # 200 after, 85 before
+    # the iteration's total is that of the gaps: the cost only moves
+    assert costs["ThreadJoin"] + costs["ThreadFork"] == pytest.approx(330e-9)
+    assert ez.opening_before({"wait": pairs["wait"]}) == {}
+
+
+def test_solve_gives_each_part_before_a_stamp_at_most_its_kinds_cost():
+    records = {"wait": {"Enter": 1.0, "Leave": 1.0},
+               "recv": {"Enter": 3.0, "Leave": 3.0, "MpiIsend": 1.0, "MpiRecv": 1.0},
+               "pingpong": {"Enter": 2.0, "Leave": 2.0, "MpiSend": 1.0, "MpiRecv": 1.0},
+               "omp": {"ThreadFork": 1.0, "ThreadJoin": 1.0},
+               "ompmpi": {"ThreadFork": 1.0, "ThreadJoin": 1.0, "Enter": 1.0, "Leave": 1.0}}
+    gaps = {"wait": {"Enter": 45e-9, "Leave": 40e-9},
+            "recv": {"Enter": 60e-9, "Leave": 40e-9, "MpiIsend": 80e-9, "MpiRecv": 40e-9},
+            "pingpong": {}, "omp": {"ThreadFork": 200e-9, "ThreadJoin": 130e-9},
+            "ompmpi": {}}
+    pairs = {"wait": {"Leave>Enter": (40e-9, 9), "Enter>Leave": (45e-9, 9)},
+             "recv": {}, "pingpong": {},
+             "omp": {"ThreadJoin>ThreadFork": (130e-9, 9), "ThreadFork>ThreadJoin": (200e-9, 9)},
+             "ompmpi": {"ThreadJoin>Enter": (45e-9, 9), "Leave>ThreadFork": (125e-9, 9)}}
+    base = {"wait": 0.0, "recv": 0.0, "omp": 0.0}
+    delta = {"wait": 85e-9, "recv": 480e-9, "pingpong": 800e-9, "omp": 330e-9}
+    result = ez.solve(records, gaps, pairs, base, delta)
+    assert "ompmpi" not in result.records  # gaps only
+    assert set(result.before) == {"ThreadFork", "MpiRecv"}
+    assert all(0 < v <= result.costs[k] for k, v in result.before.items())
+    assert result.closure["pingpong"] == pytest.approx(1.0)
+    data = ez.platform_dict(result, None)
+    plat = Platform.from_dict(data, "eztrace-platform.json")
+    assert plat.before_stamp == data["overhead_before_stamp"] == result.before
 
 
 def test_each_repetition_gives_its_own_dilation():
@@ -106,10 +172,11 @@ def test_the_platform_file_is_one_compensate_reads():
 def test_the_probe_counts_what_eztrace_writes_per_iteration(tmp_path):
     settings = ez.ProbeSettings(ranks=1)
     exe = ez.build(tmp_path, settings)
-    records, gaps = ez.probe_records(exe, "barrier", settings, tmp_path)
+    records, gaps, pairs = ez.probe_records(exe, "barrier", settings, tmp_path)
     assert records == pytest.approx({"Enter": 1.0, "Leave": 1.0, "MpiCollectiveBegin": 1.0,
                                      "MpiCollectiveEnd": 1.0})
     assert set(gaps) == set(records) and all(0 < g < 1e-3 for g in gaps.values())
+    assert pairs["MpiCollectiveBegin>MpiCollectiveEnd"][1] > 1000
     assert ez.run_probe(exe, "wait", 1000, False, tmp_path, settings) > 0
 
 
@@ -117,7 +184,7 @@ def test_the_probe_counts_what_eztrace_writes_per_iteration(tmp_path):
 def test_the_pingpong_writes_one_message_a_hop_per_rank(tmp_path):
     settings = ez.ProbeSettings(ranks=2)
     exe = ez.build(tmp_path, settings)
-    records, _ = ez.probe_records(exe, "pingpong", settings, tmp_path)
+    records, _, _ = ez.probe_records(exe, "pingpong", settings, tmp_path)
     assert records == pytest.approx({"Enter": 2.0, "Leave": 2.0, "MpiSend": 1.0,
                                      "MpiRecv": 1.0})
 

@@ -3,6 +3,7 @@ without and with tracer overhead, compensate the measured trace, compare with th
 truth. Targets from issue #3; known shortfalls are explained in docs/accuracy.md
 and marked as strict expected failures, so that a fix shows up as an XPASS."""
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -18,6 +19,7 @@ from compensate.model import KIND_CODE, NONE
 from compensate.simulate import Network, default_platform, run_program, simulate
 from compensate.simulate import programs as P
 from compensate.simulate.validation import accuracy, evaluate, event_errors
+from compensate.verify import verify
 
 from ..conftest import simulated
 
@@ -389,3 +391,48 @@ def test_sendrecv_with_a_network_model_stays_causal_and_never_late(iterations, c
     r = compensate(sim.measured, sim.platform, EngineOptions("lower"))
     assert accuracy(sim.truth, sim.measured, r.trace).violations == 0
     assert float(event_errors(r.trace, sim.truth, signed=True).max()) <= TICK
+
+
+# -- part of the overhead before the stamp (overhead_before_stamp) ----------------------
+
+SPLIT = {"MpiRecv": 0.6e-6, "MpiSend": 0.3e-6, "MpiCollectiveEnd": 0.5e-6,
+         "MpiCollectiveBegin": 0.2e-6, "Enter": 0.2e-6, "Leave": 0.1e-6, "MpiIrecv": 0.4e-6,
+         "ThreadFork": 0.5e-6, "ThreadTeamBegin": 0.4e-6, "ThreadJoin": 0.5e-6}
+
+
+@pytest.mark.parametrize("name", ["pingpong", "ring", "sendrecv_ring", "stencil", "collectives",
+                                  "nonblocking", "montecarlo", "pipeline", "mixed", "issend",
+                                  "gather", "mprobe", "rma_fence", "partitioned",
+                                  "flush_in_calls", "hybrid_halo"])
+def test_split_overhead_is_compensated_as_if_it_all_followed_the_stamp(name):
+    """A tracer that spends part of each record's cost before its stamp (the
+    simulator's ``pre``) and the platform that says so: every record's error against
+    the truth is the one the same program has where the whole cost follows the stamp,
+    to the tick, under both bounds."""
+    base = default_platform(1e-6)
+    split = dataclasses.replace(base, before_stamp=SPLIT)
+    a = simulate(name, ranks=4, seed=1, platform=split, quantize=True)
+    b = simulate(name, ranks=4, seed=1, platform=base, quantize=True)
+    assert not all(np.array_equal(ev.time, b.measured.events[loc].time)
+                   for loc, ev in a.measured.events.items())
+    for bound in ("lower", "upper"):
+        ra = compensate(a.measured, split, EngineOptions(bound))
+        rb = compensate(b.measured, base, EngineOptions(bound))
+        np.testing.assert_array_equal(event_errors(ra.trace, a.truth, signed=True),
+                                      event_errors(rb.trace, b.truth, signed=True))
+        assert verify(ra.trace, ra.matching).ok
+
+
+@pytest.mark.parametrize("name", ["pingpong", "ring", "sendrecv_ring", "collectives"])
+def test_split_overhead_is_exact_with_the_split_and_not_without(name):
+    """Where the whole-cost-after model is exact, the split one is too; the platform
+    that puts the whole cost after the stamp leaves at least 5 % of the dilation
+    (the receivers' part before their stamps stays in every observed transfer)."""
+    base = default_platform(1e-6)
+    split = dataclasses.replace(base, before_stamp=SPLIT)
+    sim = simulate(name, ranks=4, seed=1, platform=split, quantize=True)
+    with_split = compensate(sim.measured, split, EngineOptions("upper"))
+    without = compensate(sim.measured, base, EngineOptions("upper"))
+    assert event_errors(with_split.trace, sim.truth).max() <= 20 * TICK
+    assert accuracy(sim.truth, sim.measured, with_split.trace).removed_total > 0.999
+    assert accuracy(sim.truth, sim.measured, without.trace).removed_total < 0.95

@@ -344,3 +344,15 @@ def test_start_offsets_and_seed():
 def test_unknown_program():
     with pytest.raises(SimulationError, match="unknown program"):
         simulate("nope")
+
+
+def test_part_of_the_overhead_before_the_stamp():
+    """``overhead_before_stamp``: emitting a record spends that part, stamps, then
+    spends the rest; the truth run stamps as before (no overhead)."""
+    plat = Platform(1e-7, {"Leave": 6e-8}, before_stamp={"Enter": 3e-8, "Leave": 6e-8})
+    prog = P.Program("one call", [[P.call("f", 1e-6), P.call("f", 2e-6)]], {})
+    sim = run_program(prog, plat, quantize=True)
+    # ProgramBegin (O 100, all after), Enter main, Enter f, Leave f (O 60, all before),
+    # Enter f, Leave f, Leave main, ProgramEnd
+    assert sim.measured.events[0].time.tolist() == [0, 130, 230, 1360, 1390, 3520, 3580, 3580]
+    assert sim.truth.events[0].time.tolist() == [0, 0, 0, 1000, 1000, 3000, 3000, 3000]
