@@ -20,10 +20,12 @@ the output equals the one-process output byte for byte (OTF2: every definition a
 event file), each rank's phase seconds and its collective calls with their
 seconds (waiting included).
 
-``--times`` adds, for every rank of the largest P's streamed run, the wall seconds
-of its steps (:data:`TIMED`: the cut agreement, reading, the trimmed ghosts,
-matching, the engine's graph, the replay's setup and loop and the loop's waiting,
-verification, writing, the garbage collections; timers around them add a little).
+``--times`` adds, for the one-process streamed run and every rank of the largest
+P's streamed run, the wall seconds of its steps (:data:`TIMED`: the cut agreement,
+reading, the trimmed ghosts, matching, the engine's graph, the replay's setup and
+loop and the loop's waiting, verification, writing, the garbage collections; of
+the one-process run its reading, cutting, context and segments; timers around
+them add a little).
 
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
 (``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) and the C heap in use
@@ -137,7 +139,15 @@ TIMED = [("compensate.parallel.cutting", "CutAgreement.next_cut",
          ("compensate.parallel.exchange", "Exchange._wait", "  of it waiting"),
          ("compensate.parallel.share", "RankShare.verify", "verification"),
          ("compensate.parallel.segments", "RankStream._hand_over", "writing"),
-         ("gc", "collect", "cyclic garbage collection")]
+         ("gc", "collect", "cyclic garbage collection"),
+         # the one-process streamed run's own steps (matching, the graph, the loop
+         # and the garbage collections are timed above)
+         ("compensate.formats.chunks", "ChunkIterator.__next__", "reading (one process)"),
+         ("compensate.pipeline.cuts", "Cutter.feed", "cutter taking records (one process)"),
+         ("compensate.pipeline.cuts", "Cutter._cut", "cutting (one process)"),
+         ("compensate.pipeline.context", "Segmenter.segment", "context (one process)"),
+         ("compensate.pipeline.segment", "Whole.verify", "verification (one process)"),
+         ("compensate.pipeline.run", "_stream_segment", "every segment (one process)")]
 
 
 def _timers(out: Path) -> None:
@@ -260,6 +270,8 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
                 for log in logs]
         print(f"{'':>12}   seconds per rank in each step (--times):")
         for label in rows[0]:
+            if not any(float(r[label]) for r in rows):  # (the other run's steps)
+                continue
             print(f"{'':>12}     {label:<26} {','.join(f'{float(r[label]):.2f}' for r in rows)}")
     shutil.rmtree(peaks)
     return wall, peak, json.loads(summary.read_text()), cpu
@@ -307,7 +319,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     trace, platform = _trace(workdir, a.records, a.format, a.program)
     one = _output(workdir, "streamed", a.format)
-    walls, peaks, s1, cpus = _run([], trace, platform, one, bound)
+    walls, peaks, s1, cpus = _run([], trace, platform, one, bound, times=a.times)
     mib = peaks[0]
     print(f"{s1['records']:,} records on {s1['locations']} locations; ratios against "
           f"the one-process streamed run")

@@ -154,6 +154,20 @@ typedef struct {
     int64_t evaluated;         /* anchors evaluated here */
     int64_t *out;              /* watched anchors computed here, for Python (capacity: */
     int64_t nout;              /*   the watched anchors); how many since Python took */
+    /* the distributed run's outbox (NULL route_first: none, `out` lists the anchors):
+     * the values other ranks asked for go straight into a buffer per destination
+     * rank, as the (request id, value) pairs Python sends (cmp_put) */
+    const int64_t *route_first;  /* per anchor: its first route, -1 if none */
+    const int64_t *route_anchor; /* per route (grouped by anchor): the anchor, */
+    const int64_t *route_rank;   /*   the rank that asked, */
+    const double *route_ident;   /*   its request id, */
+    const double *route_off;     /*   the offset added to the anchor's value */
+    int64_t nroute;
+    double *box;               /* each rank's region of pairs (capacity: its routes) */
+    int64_t *box_n;            /* per rank: one past its last pair written, */
+    int64_t *box_sent;         /*   and one past its last pair sent */
+    int64_t *dirty;            /* ranks written to since Python last sent: dirty[0] */
+                               /* of them, from dirty[1] on */
 } cmp_sched;
 
 #define CMP_DONE 0     /* nothing runnable */
@@ -161,6 +175,37 @@ typedef struct {
                        /* out_li is off the stack until Python pushes it again */
 #define CMP_BUDGET 2   /* `budget` anchors evaluated (a progress report is due) */
 #define CMP_OUT 3      /* a location's run computed watched anchors: out[:nout] */
+                       /* (with an outbox: their pairs are in it, nout counts them) */
+
+/* Anchor k (its value in A) was computed: its (request id, value + offset) pair
+ * into the box region of each rank that asked for it (a rank newly written to is
+ * listed in dirty). */
+void cmp_put(const double *A, cmp_sched *S, int64_t k)
+{
+    for (int64_t j = S->route_first[k]; j >= 0 && j < S->nroute && S->route_anchor[j] == k;
+         j++) {
+        int64_t r = S->route_rank[j];
+        if (S->box_n[r] == S->box_sent[r])
+            S->dirty[++S->dirty[0]] = r;
+        S->box[S->box_n[r]++] = S->route_ident[j];
+        S->box[S->box_n[r]++] = A[k] + S->route_off[j];
+    }
+}
+
+/* Values other ranks sent: n (request id, value) pairs; wanted[id] is the ghost
+ * anchor of request id. Sets each anchor and wakes the locations parked on it. */
+void cmp_take(const cmp_loop *L, cmp_sched *S, const double *pairs, int64_t n,
+              const int64_t *wanted)
+{
+    double *A = L->A;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = wanted[(int64_t)pairs[2 * i]];
+        A[k] = pairs[2 * i + 1];
+        for (int64_t w = S->wait_head[k]; w >= 0; w = S->wait_next[w])
+            S->stack[S->sp++] = w;
+        S->wait_head[k] = -1;
+    }
+}
 
 int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
 {
@@ -200,8 +245,13 @@ int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
                 break;
             }
             A[k] = fast_value(L, k, send_a, L->cnt);
-            if (L->watched[k])
-                S->out[S->nout++] = k;
+            if (L->watched[k]) {
+                if (S->route_first != 0)
+                    cmp_put(A, S, k);
+                else
+                    S->out[S->nout] = k;
+                S->nout++;
+            }
             for (int64_t w = S->wait_head[k]; w >= 0; w = S->wait_next[w])
                 S->stack[S->sp++] = w;
             S->wait_head[k] = -1;
