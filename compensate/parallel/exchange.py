@@ -268,8 +268,9 @@ class Exchange:
         anchor_rank = loc_rank[g.anchor_loc] if len(g.anchor_loc) else np.zeros(0, np.int64)
         first = g.a_first.tolist()
         self.own_anchors = sum(a_end[li] - first[li] for li in owned)
-        w = np.unique(self._reads(g, anchor_rank == me))
-        w = w[anchor_rank[w] != me] if w.size else w  # ghost records (each an anchor)
+        w = self._reads(g, anchor_rank == me)
+        # ghost records (each an anchor; the others first: most reads are own anchors)
+        w = np.unique(w[anchor_rank[w] != me]) if w.size else w
         self.expected = int(w.size)
         locs = np.asarray(g.loc_ids, dtype=np.int64)[g.anchor_loc[w]] if w.size else w
         recs = g.anchor_rec[w] if w.size else w
