@@ -27,6 +27,11 @@ loop and the loop's waiting, verification, writing, the garbage collections; of
 the one-process run its reading, cutting, context and segments; timers around
 them add a little).
 
+``--ceiling`` adds two one-process streamed runs side by side (each in its own
+process, started together): their wall time against the one run alone is what
+the machine's cores give two processes that never wait for each other, the most
+a two-rank run could gain here.
+
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
 (``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) and the C heap in use
 (glibc's ``mallinfo2``: numpy's arrays and Python's objects that are live, not
@@ -42,6 +47,7 @@ Usage::
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
                                          [--format trace|otf2] [--phases] [--bound B]
                                          [--times] [--whole] [--program stencil|ring]
+                                         [--ceiling]
 """
 
 from __future__ import annotations
@@ -293,6 +299,32 @@ def _rank_row(label: str, wall: float, base: float, cpu: list[float], peaks: lis
             f"{wait_s:>10} {messages:>13}  {same}")
 
 
+def _ceiling(trace: Path, platform: Path, workdir: Path, fmt: str, bound: list[str],
+             alone: float) -> None:
+    """Two one-process streamed runs of the trace at once, each in its own process,
+    beside the one run alone (``alone`` wall seconds): what the machine's cores
+    give two processes that never wait for each other, the most a two-rank run
+    could gain here."""
+    import threading
+
+    got: dict[int, tuple[float, list[float]]] = {}
+
+    def one(i: int) -> None:
+        wall, _, _, cpu = _run([], trace, platform, _output(workdir, f"twin{i}", fmt), bound)
+        got[i] = (wall, cpu)
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    both = time.monotonic() - start
+    each = ", ".join(f"{got[i][0]:.2f} s (CPU {got[i][1][0]:.2f})" for i in range(2))
+    print(f"{'2 at once':>12} {both:>7.2f} {both / alone:>6.2f}   two one-process runs "
+          f"side by side: {each}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2:])
@@ -311,6 +343,8 @@ def main() -> None:
                     help="time the steps of each rank's streamed run (largest P)")
     ap.add_argument("--whole", action="store_true",
                     help="also the one-process --in-memory run and the whole-share runs")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also two one-process runs at once (what two cores give)")
     ap.add_argument("--program", choices=sorted(RECORDS_PER_STEP), default="stencil",
                     help="the simulated program (ring: a wavefront across the processes)")
     a = ap.parse_args()
@@ -326,6 +360,8 @@ def main() -> None:
     print(f"{'run':>12} {'wall s':>7} {'ratio':>6} {'CPU s/rank':>11} {'MiB/rank':>10} "
           f"{'ratio':>10} {'waits/rank':>13} {'wait s':>10} {'messages':>13}  same")
     print(_rank_row("1 streamed", walls, walls, cpus, peaks, mib, None, "-"))
+    if a.ceiling:
+        _ceiling(trace, platform, workdir, a.format, bound, walls)
     if a.whole:
         wall1, peak1, _, cpu1 = _run([], trace, platform, _output(workdir, "one", a.format),
                                      ["--in-memory", *bound])
