@@ -14,8 +14,9 @@ twin, with the same double operations in the same order (compiled with
 ``-ffp-contract=off``, :data:`compensate.nativebuild.FLAGS`): the same values bit
 for bit, and the same case counters. ``cmp_schedule`` also takes the engine's
 scheduling (:meth:`compensate.engine.run._Engine._scheduled`), in the distributed
-run too: it lists the anchors other ranks asked for as it computes them
-(:meth:`Scheduler.taken`, which Python sends) and returns when nothing is runnable
+run too: it writes the values other ranks asked for into the exchange's outbox as
+it computes them (``cmp_put``, :class:`compensate.engine.exchange.Outbox`, which
+Python sends) and returns when nothing is runnable
 (Python takes what arrived and wakes the locations parked on it,
 :meth:`Scheduler.wake`).
 

@@ -29,8 +29,10 @@ are bit-identical.
   did, it waits for a message: the only place a rank blocks, and only on values it
   needs. Nothing is pickled (mpi4py's buffer API), and no rank waits in a
   collective call for ranks it does not depend on. The engine's C loop schedules
-  (:mod:`compensate.engine.native`): it lists the asked-for anchors it computes and
-  returns after the location's run, so a value leaves as soon as its location
+  (:mod:`compensate.engine.native`): it writes the asked-for values into the
+  outbox (:class:`compensate.engine.exchange.Outbox`, a buffer region per
+  destination) as it computes them and returns after the location's run, so a
+  value leaves as soon as its location
   stops, not when the rank runs out of work; then the rank takes what has arrived
   (:meth:`Exchange.flush_and_take`, one probe), so that a value another rank sent
   wakes its location while this rank still has other work (sent at the next run's
@@ -456,8 +458,7 @@ class Exchange:
         Returns the ghost anchors that arrived (their values are in ``A``); sets
         :attr:`finished` when the replay is over."""
         t = self.transport
-        if self._out:
-            self.flush(A)
+        self.flush(A)  # (queued, or written by the C loop)
         msgs = t.poll_arrays()
         if msgs:
             return self._arrived(msgs, A)
