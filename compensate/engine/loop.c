@@ -14,8 +14,9 @@
  * cmp_schedule runs the engine: the Python loop's stack of runnable locations,
  * parking and waking, and returns to Python at every other anchor (a generic
  * anchor: rule objects); in the distributed run also after a location's run in
- * which it computed anchors another rank asked for (`watched`, listed in `out`:
- * Python sends them) and when nothing is runnable (Python takes what other ranks
+ * which it computed anchors another rank asked for (`watched`: their values go
+ * into the outbox, cmp_put, or without one are listed in `out`; Python sends
+ * them) and when nothing is runnable (Python takes what other ranks
  * sent and wakes the locations parked on it). cmp_run_fast evaluates one location's inline
  * receives from k on for the distributed run, whose Python loop keeps the
  * scheduling (the exchange); it stops at an anchor of another code, one whose
@@ -189,21 +190,6 @@ void cmp_put(const double *A, cmp_sched *S, int64_t k)
             S->dirty[++S->dirty[0]] = r;
         S->box[S->box_n[r]++] = S->route_ident[j];
         S->box[S->box_n[r]++] = A[k] + S->route_off[j];
-    }
-}
-
-/* Values other ranks sent: n (request id, value) pairs; wanted[id] is the ghost
- * anchor of request id. Sets each anchor and wakes the locations parked on it. */
-void cmp_take(const cmp_loop *L, cmp_sched *S, const double *pairs, int64_t n,
-              const int64_t *wanted)
-{
-    double *A = L->A;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t k = wanted[(int64_t)pairs[2 * i]];
-        A[k] = pairs[2 * i + 1];
-        for (int64_t w = S->wait_head[k]; w >= 0; w = S->wait_next[w])
-            S->stack[S->sp++] = w;
-        S->wait_head[k] = -1;
     }
 }
 
