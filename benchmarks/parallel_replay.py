@@ -20,10 +20,17 @@ the output equals the one-process output byte for byte (OTF2: every definition a
 event file), each rank's phase seconds and its collective calls with their
 seconds (waiting included).
 
-``--times`` adds, for every rank of the largest P's streamed run, the wall seconds
-of its steps (:data:`TIMED`: the cut agreement, reading, the trimmed ghosts,
-matching, the engine's graph, the replay's setup and loop and the loop's waiting,
-verification, writing, the garbage collections; timers around them add a little).
+``--times`` adds, for the one-process streamed run and every rank of the largest
+P's streamed run, the wall seconds of its steps (:data:`TIMED`: the cut agreement,
+reading, the trimmed ghosts, matching, the engine's graph, the replay's setup and
+loop and the loop's waiting, verification, writing, the garbage collections; of
+the one-process run its reading, cutting, context and segments; timers around
+them add a little).
+
+``--ceiling`` adds two one-process streamed runs side by side (each in its own
+process, started together): their wall time against the one run alone is what
+the machine's cores give two processes that never wait for each other, the most
+a two-rank run could gain here.
 
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
 (``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) and the C heap in use
@@ -40,6 +47,7 @@ Usage::
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
                                          [--format trace|otf2] [--phases] [--bound B]
                                          [--times] [--whole] [--program stencil|ring]
+                                         [--ceiling]
 """
 
 from __future__ import annotations
@@ -137,7 +145,15 @@ TIMED = [("compensate.parallel.cutting", "CutAgreement.next_cut",
          ("compensate.parallel.exchange", "Exchange._wait", "  of it waiting"),
          ("compensate.parallel.share", "RankShare.verify", "verification"),
          ("compensate.parallel.segments", "RankStream._hand_over", "writing"),
-         ("gc", "collect", "cyclic garbage collection")]
+         ("gc", "collect", "cyclic garbage collection"),
+         # the one-process streamed run's own steps (matching, the graph, the loop
+         # and the garbage collections are timed above)
+         ("compensate.formats.chunks", "ChunkIterator.__next__", "reading (one process)"),
+         ("compensate.pipeline.cuts", "Cutter.feed", "cutter taking records (one process)"),
+         ("compensate.pipeline.cuts", "Cutter._cut", "cutting (one process)"),
+         ("compensate.pipeline.context", "Segmenter.segment", "context (one process)"),
+         ("compensate.pipeline.segment", "Whole.verify", "verification (one process)"),
+         ("compensate.pipeline.run", "_stream_segment", "every segment (one process)")]
 
 
 def _timers(out: Path) -> None:
@@ -260,6 +276,8 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
                 for log in logs]
         print(f"{'':>12}   seconds per rank in each step (--times):")
         for label in rows[0]:
+            if not any(float(r[label]) for r in rows):  # (the other run's steps)
+                continue
             print(f"{'':>12}     {label:<26} {','.join(f'{float(r[label]):.2f}' for r in rows)}")
     shutil.rmtree(peaks)
     return wall, peak, json.loads(summary.read_text()), cpu
@@ -281,6 +299,32 @@ def _rank_row(label: str, wall: float, base: float, cpu: list[float], peaks: lis
             f"{wait_s:>10} {messages:>13}  {same}")
 
 
+def _ceiling(trace: Path, platform: Path, workdir: Path, fmt: str, bound: list[str],
+             alone: float) -> None:
+    """Two one-process streamed runs of the trace at once, each in its own process,
+    beside the one run alone (``alone`` wall seconds): what the machine's cores
+    give two processes that never wait for each other, the most a two-rank run
+    could gain here."""
+    import threading
+
+    got: dict[int, tuple[float, list[float]]] = {}
+
+    def one(i: int) -> None:
+        wall, _, _, cpu = _run([], trace, platform, _output(workdir, f"twin{i}", fmt), bound)
+        got[i] = (wall, cpu)
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    both = time.monotonic() - start
+    each = ", ".join(f"{got[i][0]:.2f} s (CPU {got[i][1][0]:.2f})" for i in range(2))
+    print(f"{'2 at once':>12} {both:>7.2f} {both / alone:>6.2f}   two one-process runs "
+          f"side by side: {each}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2:])
@@ -299,6 +343,8 @@ def main() -> None:
                     help="time the steps of each rank's streamed run (largest P)")
     ap.add_argument("--whole", action="store_true",
                     help="also the one-process --in-memory run and the whole-share runs")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also two one-process runs at once (what two cores give)")
     ap.add_argument("--program", choices=sorted(RECORDS_PER_STEP), default="stencil",
                     help="the simulated program (ring: a wavefront across the processes)")
     a = ap.parse_args()
@@ -307,13 +353,15 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     trace, platform = _trace(workdir, a.records, a.format, a.program)
     one = _output(workdir, "streamed", a.format)
-    walls, peaks, s1, cpus = _run([], trace, platform, one, bound)
+    walls, peaks, s1, cpus = _run([], trace, platform, one, bound, times=a.times)
     mib = peaks[0]
     print(f"{s1['records']:,} records on {s1['locations']} locations; ratios against "
           f"the one-process streamed run")
     print(f"{'run':>12} {'wall s':>7} {'ratio':>6} {'CPU s/rank':>11} {'MiB/rank':>10} "
           f"{'ratio':>10} {'waits/rank':>13} {'wait s':>10} {'messages':>13}  same")
     print(_rank_row("1 streamed", walls, walls, cpus, peaks, mib, None, "-"))
+    if a.ceiling:
+        _ceiling(trace, platform, workdir, a.format, bound, walls)
     if a.whole:
         wall1, peak1, _, cpu1 = _run([], trace, platform, _output(workdir, "one", a.format),
                                      ["--in-memory", *bound])

@@ -19,6 +19,73 @@ if TYPE_CHECKING:
     from compensate.engine.graph import Graph
 
 
+class Outbox:
+    """The values other ranks asked for, written where they leave from: one buffer
+    region per destination rank of (request id, value) pairs of doubles, so that
+    the engine's C loop (``cmp_put`` in loop.c, :mod:`compensate.engine.native`)
+    writes them as it computes them and the exchange only sends each region's new
+    pairs, with no Python object per value. :meth:`put` is ``cmp_put`` in Python
+    (the Python loop's, and the values computed outside the C loop).
+
+    ``routes``: (anchor, rank, request id, offset) of every value to send: anchor
+    ``k``'s value ``A[k] + offset`` goes to ``rank`` under that id. A region holds
+    every pair its rank will get (each anchor is computed once), so a sent region
+    is never written again and is sent from where it lies. The arrays must not be
+    resized while the C loop holds their addresses."""
+
+    def __init__(self, anchors: int, size: int,
+                 routes: list[tuple[int, int, float, float]]) -> None:
+        routes = sorted(routes, key=lambda r: r[0])  # (stable: the order asked)
+        self.first = array("q", [-1]) * anchors
+        self.anchor = array("q", [r[0] for r in routes])
+        self.rank = array("q", [r[1] for r in routes])
+        self.ident = array("d", [r[2] for r in routes])
+        self.offset = array("d", [r[3] for r in routes])
+        for j in range(len(routes) - 1, -1, -1):
+            self.first[routes[j][0]] = j
+        per_rank = [0] * size
+        for r in routes:
+            per_rank[r[1]] += 2
+        base, at = [], 0
+        for n in per_rank:
+            base.append(at)
+            at += n
+        self.box = array("d", bytes(8 * max(at, 1)))
+        self.box_n = array("q", base)  # per rank: one past its last pair written
+        self.box_sent = array("q", base)  # and sent
+        self.dirty = array("q", bytes(8 * (size + 1)))  # dirty[0] ranks from dirty[1] on
+
+    def wants(self, k: int) -> bool:
+        """Whether another rank asked for anchor ``k``."""
+        return self.first[k] >= 0
+
+    def put(self, A: array, k: int) -> None:
+        """Anchor ``k`` was computed: its pairs into the regions of the ranks that
+        asked for it (``cmp_put``)."""
+        j, n = self.first[k], len(self.anchor)
+        while 0 <= j < n and self.anchor[j] == k:
+            r = self.rank[j]
+            at = self.box_n[r]
+            if at == self.box_sent[r]:
+                self.dirty[0] += 1
+                self.dirty[self.dirty[0]] = r
+            self.box[at] = self.ident[j]
+            self.box[at + 1] = A[k] + self.offset[j]
+            self.box_n[r] = at + 2
+            j += 1
+
+    def pending(self) -> list[tuple[int, int, int]]:
+        """(rank, first, end) of the pairs written and not sent yet, per rank
+        (doubles of :attr:`box`), now counted as sent."""
+        dirty, out = self.dirty, []
+        for i in range(1, dirty[0] + 1):
+            r = dirty[i]
+            out.append((r, self.box_sent[r], self.box_n[r]))
+            self.box_sent[r] = self.box_n[r]
+        dirty[0] = 0
+        return out
+
+
 class AnchorExchange(Protocol):
     """The engine's link to the other ranks of a distributed run.
 
@@ -32,6 +99,9 @@ class AnchorExchange(Protocol):
 
     #: the replay is over on every rank (set by :meth:`round`)
     finished: bool
+    #: where the values other ranks asked for are written (set by :meth:`start`):
+    #: the engine's C loop writes them there, :meth:`flush` sends them
+    outbox: Outbox | None
 
     def ghosts(self, trace: Any) -> list[int]:
         """The locations of ``trace`` that other ranks own: never evaluated here."""

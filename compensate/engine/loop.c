@@ -14,8 +14,9 @@
  * cmp_schedule runs the engine: the Python loop's stack of runnable locations,
  * parking and waking, and returns to Python at every other anchor (a generic
  * anchor: rule objects); in the distributed run also after a location's run in
- * which it computed anchors another rank asked for (`watched`, listed in `out`:
- * Python sends them) and when nothing is runnable (Python takes what other ranks
+ * which it computed anchors another rank asked for (`watched`: their values go
+ * into the outbox, cmp_put, or without one are listed in `out`; Python sends
+ * them) and when nothing is runnable (Python takes what other ranks
  * sent and wakes the locations parked on it). cmp_run_fast evaluates one location's inline
  * receives from k on for the distributed run, whose Python loop keeps the
  * scheduling (the exchange); it stops at an anchor of another code, one whose
@@ -154,6 +155,20 @@ typedef struct {
     int64_t evaluated;         /* anchors evaluated here */
     int64_t *out;              /* watched anchors computed here, for Python (capacity: */
     int64_t nout;              /*   the watched anchors); how many since Python took */
+    /* the distributed run's outbox (NULL route_first: none, `out` lists the anchors):
+     * the values other ranks asked for go straight into a buffer per destination
+     * rank, as the (request id, value) pairs Python sends (cmp_put) */
+    const int64_t *route_first;  /* per anchor: its first route, -1 if none */
+    const int64_t *route_anchor; /* per route (grouped by anchor): the anchor, */
+    const int64_t *route_rank;   /*   the rank that asked, */
+    const double *route_ident;   /*   its request id, */
+    const double *route_off;     /*   the offset added to the anchor's value */
+    int64_t nroute;
+    double *box;               /* each rank's region of pairs (capacity: its routes) */
+    int64_t *box_n;            /* per rank: one past its last pair written, */
+    int64_t *box_sent;         /*   and one past its last pair sent */
+    int64_t *dirty;            /* ranks written to since Python last sent: dirty[0] */
+                               /* of them, from dirty[1] on */
 } cmp_sched;
 
 #define CMP_DONE 0     /* nothing runnable */
@@ -161,6 +176,22 @@ typedef struct {
                        /* out_li is off the stack until Python pushes it again */
 #define CMP_BUDGET 2   /* `budget` anchors evaluated (a progress report is due) */
 #define CMP_OUT 3      /* a location's run computed watched anchors: out[:nout] */
+                       /* (with an outbox: their pairs are in it, nout counts them) */
+
+/* Anchor k (its value in A) was computed: its (request id, value + offset) pair
+ * into the box region of each rank that asked for it (a rank newly written to is
+ * listed in dirty). */
+void cmp_put(const double *A, cmp_sched *S, int64_t k)
+{
+    for (int64_t j = S->route_first[k]; j >= 0 && j < S->nroute && S->route_anchor[j] == k;
+         j++) {
+        int64_t r = S->route_rank[j];
+        if (S->box_n[r] == S->box_sent[r])
+            S->dirty[++S->dirty[0]] = r;
+        S->box[S->box_n[r]++] = S->route_ident[j];
+        S->box[S->box_n[r]++] = A[k] + S->route_off[j];
+    }
+}
 
 int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
 {
@@ -200,8 +231,13 @@ int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
                 break;
             }
             A[k] = fast_value(L, k, send_a, L->cnt);
-            if (L->watched[k])
-                S->out[S->nout++] = k;
+            if (L->watched[k]) {
+                if (S->route_first != 0)
+                    cmp_put(A, S, k);
+                else
+                    S->out[S->nout] = k;
+                S->nout++;
+            }
             for (int64_t w = S->wait_head[k]; w >= 0; w = S->wait_next[w])
                 S->stack[S->sp++] = w;
             S->wait_head[k] = -1;

@@ -14,8 +14,9 @@ twin, with the same double operations in the same order (compiled with
 ``-ffp-contract=off``, :data:`compensate.nativebuild.FLAGS`): the same values bit
 for bit, and the same case counters. ``cmp_schedule`` also takes the engine's
 scheduling (:meth:`compensate.engine.run._Engine._scheduled`), in the distributed
-run too: it lists the anchors other ranks asked for as it computes them
-(:meth:`Scheduler.taken`, which Python sends) and returns when nothing is runnable
+run too: it writes the values other ranks asked for into the exchange's outbox as
+it computes them (``cmp_put``, :class:`compensate.engine.exchange.Outbox`, which
+Python sends) and returns when nothing is runnable
 (Python takes what arrived and wakes the locations parked on it,
 :meth:`Scheduler.wake`).
 
@@ -32,6 +33,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+from compensate.engine.exchange import Outbox
 from compensate.nativebuild import ENV_SWITCH, compiled, load_once
 
 __all__ = ["BUDGET", "DONE", "ENV_SWITCH", "GENERIC", "OUT", "FastLoop", "Scheduler",
@@ -62,7 +64,11 @@ class _Sched(ctypes.Structure):
         "cur", "a_end", "stack", "wait_head", "wait_next", "need_lo", "need_hi",
         "needs")] + [
         (name, ctypes.c_int64) for name in ("sp", "out_li", "evaluated")] + [
-        ("out", ctypes.c_void_p), ("nout", ctypes.c_int64)]
+        ("out", ctypes.c_void_p), ("nout", ctypes.c_int64)] + [
+        (name, ctypes.c_void_p) for name in (
+            "route_first", "route_anchor", "route_rank", "route_ident", "route_off")] + [
+        ("nroute", ctypes.c_int64)] + [
+        (name, ctypes.c_void_p) for name in ("box", "box_n", "box_sent", "dirty")]
 
 
 _state: dict[str, Any] = {}
@@ -125,12 +131,14 @@ class FastLoop:
         return self._fn(self._ptr, k, end)
 
     def scheduler(self, cur: list[int], a_end: list[int], runnable: list[int],
-                  generic: dict[int, tuple], watched: int = 0) -> Scheduler:
+                  generic: dict[int, tuple], watched: int = 0,
+                  outbox: Outbox | None = None) -> Scheduler:
         """A :class:`Scheduler` over these anchors: locations ``runnable`` on the
         stack (the last one runs first), each from anchor ``cur[li]``; ``generic``
         the graph's generic anchors (anchor -> (rules, gap)); ``watched``: how many
-        anchors are marked in :attr:`watched` (other ranks asked for them)."""
-        return Scheduler(self, cur, a_end, runnable, generic, watched)
+        anchors are marked in :attr:`watched` (other ranks asked for them);
+        ``outbox``: where their values go (else :meth:`Scheduler.taken` lists them)."""
+        return Scheduler(self, cur, a_end, runnable, generic, watched, outbox)
 
     def counts(self) -> tuple[int, int, int, int, int]:
         c = self._cnt
@@ -146,7 +154,8 @@ class Scheduler:
     nothing is runnable or ``budget`` anchors were evaluated."""
 
     def __init__(self, loop: FastLoop, cur: list[int], a_end: list[int],
-                 runnable: list[int], generic: dict[int, tuple], watched: int = 0) -> None:
+                 runnable: list[int], generic: dict[int, tuple], watched: int = 0,
+                 outbox: Outbox | None = None) -> None:
         n, na = len(cur), len(loop.watched)
         self.cur = array("q", cur)
         self._a_end = array("q", a_end)
@@ -157,8 +166,16 @@ class Scheduler:
         self._out = array("q", bytes(8 * (watched + 1)))  # (each computed once)
         self._keep = (self.cur, self._a_end, self._stack, self._wait_head, self._wait_next,
                       lo, hi, needs, self._out)
-        self.state = _Sched(*(a.buffer_info()[0] for a in self._keep[:-1]), len(runnable),
-                            -1, 0, self._out.buffer_info()[0], 0)
+        box: tuple = (None,) * 5 + (0,) + (None,) * 4
+        self._boxed = outbox is not None
+        if outbox is not None:  # (the C loop writes the values into it: cmp_put)
+            ob = outbox
+            self._keep += (ob.first, ob.anchor, ob.rank, ob.ident, ob.offset, ob.box,
+                           ob.box_n, ob.box_sent, ob.dirty)
+            addr = [a.buffer_info()[0] for a in self._keep[9:]]
+            box = (*addr[:5], len(ob.anchor), *addr[5:])
+        self.state = _Sched(*(a.buffer_info()[0] for a in self._keep[:8]), len(runnable),
+                            -1, 0, self._out.buffer_info()[0], 0, *box)
         self._args = (loop._ptr, ctypes.addressof(self.state))
         self._fn = loop._sched
 
@@ -185,10 +202,11 @@ class Scheduler:
         self.cur[li] = k + 1
 
     def taken(self) -> list[int]:
-        """The watched anchors the C loop computed since the last call."""
+        """The watched anchors the C loop computed since the last call (none listed
+        with an outbox: their values are in it)."""
         st = self.state
         n, st.nout = st.nout, 0
-        return self._out[:n].tolist()
+        return [] if self._boxed else self._out[:n].tolist()
 
     def wake(self, ks: list[int]) -> None:
         """Anchors ``ks`` got their values (from other ranks): the locations parked

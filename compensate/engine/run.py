@@ -338,7 +338,8 @@ class _Engine:
         watched = fast.watched
         for k in wanted:
             watched[k] = 1
-        sch = fast.scheduler(cur, a_end, runnable, g.generic, len(wanted))
+        sch = fast.scheduler(cur, a_end, runnable, g.generic, len(wanted),
+                             xch.outbox if xch is not None else None)
         state, step, computed, cur_c = sch.state, sch.step, sch.computed, sch.cur
         budget = PROGRESS_EVERY if self.progress else 1 << 62
         while True:

@@ -225,6 +225,15 @@ def gather_info(transport, info: dict) -> dict | None:
 #: reads one process at a time cut fewer segments than one process would). Any
 #: chunking gives the same output.
 CHUNK_SHARE = 16
+#: Without ``--segment-records``, the ranks of a run of more than one rank cut
+#: segments of this many quarters of the one-process segment
+#: (:data:`~compensate.pipeline.cuts.SEGMENT_RECORDS`), counting every rank's
+#: records. A rank's view of a segment holds, beside its own share, the ghost
+#: records its rules read; the smaller segment makes up for them, so that what a
+#: rank holds at two ranks is well under what one process holds (docs/parallel.md,
+#: "Streaming within a rank"). Any segmenting gives the same output; more segments
+#: cost a rank their fixed work each.
+RANK_SEGMENT = 3
 
 
 def streams(job: Job) -> bool:
@@ -297,7 +306,8 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     # segments (OneRead); under --bound fitted the fit pass reads along with the
     # agreement and the segments read again, over the cuts it agreed
     share = share_of(mine, counts)
-    target = options.segment_records or SEGMENT_RECORDS
+    target = options.segment_records or (SEGMENT_RECORDS if transport.size == 1
+                                         else SEGMENT_RECORDS * RANK_SEGMENT // 4)
     size = chunk_records(target, share, DEFAULT_CHUNK_RECORDS // CHUNK_SHARE)
     agreed: list[tuple[int | None, int]] = []
 

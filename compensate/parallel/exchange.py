@@ -29,8 +29,10 @@ are bit-identical.
   did, it waits for a message: the only place a rank blocks, and only on values it
   needs. Nothing is pickled (mpi4py's buffer API), and no rank waits in a
   collective call for ranks it does not depend on. The engine's C loop schedules
-  (:mod:`compensate.engine.native`): it lists the asked-for anchors it computes and
-  returns after the location's run, so a value leaves as soon as its location
+  (:mod:`compensate.engine.native`): it writes the asked-for values into the
+  outbox (:class:`compensate.engine.exchange.Outbox`, a buffer region per
+  destination) as it computes them and returns after the location's run, so a
+  value leaves as soon as its location
   stops, not when the rank runs out of work; then the rank takes what has arrived
   (:meth:`Exchange.flush_and_take`, one probe), so that a value another rank sent
   wakes its location while this rank still has other work (sent at the next run's
@@ -65,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from compensate.engine.exchange import Outbox
 from compensate.engine.graph import FAST_P2P, Graph
 from compensate.model import BUFFER_FLUSH
 from compensate.parallel.transport import Transport, Wave
@@ -136,10 +139,11 @@ class Exchange:
         self.sent = 0  # values this rank sent
         self.received = 0
         self.expected = 0  # values this rank will receive (from the setup)
+        #: the anchors computed outside the C loop whose values other ranks asked
+        #: for, not yet in the outbox (:meth:`computed`)
         self._out: list[int] = []
-        #: owned anchor -> (rank, location, record, R1 offset) of each record of its
-        #: segment another rank asked for
-        self._dest: dict[int, list[tuple[int, int, int, float]]] = {}
+        #: the values other ranks asked for, by destination (:meth:`start`)
+        self.outbox: Outbox | None = None
         self._owned: list[int] = []
         self._a_end: list[int] = []
         #: anchors of this rank's own locations: the values its engine computes (the
@@ -266,8 +270,9 @@ class Exchange:
         anchor_rank = loc_rank[g.anchor_loc] if len(g.anchor_loc) else np.zeros(0, np.int64)
         first = g.a_first.tolist()
         self.own_anchors = sum(a_end[li] - first[li] for li in owned)
-        w = np.unique(self._reads(g, anchor_rank == me))
-        w = w[anchor_rank[w] != me] if w.size else w  # ghost records (each an anchor)
+        w = self._reads(g, anchor_rank == me)
+        # ghost records (each an anchor; the others first: most reads are own anchors)
+        w = np.unique(w[anchor_rank[w] != me]) if w.size else w
         self.expected = int(w.size)
         locs = np.asarray(g.loc_ids, dtype=np.int64)[g.anchor_loc[w]] if w.size else w
         recs = g.anchor_rec[w] if w.size else w
@@ -292,14 +297,13 @@ class Exchange:
         gidx = g.off[pos] + asked[:, 1] if len(pos) else pos
         anchors = (g.anchor_of(gidx) if len(pos) else pos).tolist()
         offsets = g.S[gidx].tolist() if len(pos) else []
-        for rank, k, offset, ident in zip(source, anchors, offsets, asked[:, 2].tolist(),
-                                          strict=True):
-            if k not in self._dest:
-                waiters.setdefault(k, [])
-                self._dest[k] = []
-                if not math.isnan(A[k]):  # known from the start (a first record)
-                    self._out.append(k)
-            self._dest[k].append((rank, float(ident), offset))
+        routes = list(zip(anchors, source, map(float, asked[:, 2].tolist()), offsets,
+                          strict=True))
+        self.outbox = Outbox(len(A), size, routes)
+        for k in dict.fromkeys(anchors):
+            waiters.setdefault(k, [])
+            if not math.isnan(A[k]):  # known from the start (a first record)
+                self._out.append(k)
 
     @staticmethod
     def _reads(g: Graph, own: np.ndarray) -> np.ndarray:
@@ -321,38 +325,29 @@ class Exchange:
     def computed(self, k: int) -> None:
         """Anchor ``k`` was computed; queue it if other ranks asked for a record of
         its segment."""
-        if k in self._dest:
+        if self.outbox is not None and self.outbox.wants(k):
             self._out.append(k)
 
     # -- point to point --------------------------------------------------------------
     def flush(self, A: array) -> None:
-        """Send the queued values, if any (the engine calls this after every run of
-        a location): one message per destination, its (request id, value) pairs of
-        doubles in one buffer, never one message per value."""
-        out = self._out
-        if not out:
+        """Send the values written to the outbox since the last send, if any (the
+        engine calls this after every run of a location that computed one): one
+        message per destination, its (request id, value) pairs of doubles sent from
+        where the outbox holds them, never one message per value."""
+        ob = self.outbox
+        if ob is None:
             return
-        if len(out) == 1 and len(self._dest[out[0]]) == 1:  # one value for one rank
-            k = out[0]  # (the usual case: one message of one pair, built directly)
-            rank, ident, offset = self._dest[k][0]
+        if self._out:  # (computed outside the C loop)
+            for k in self._out:
+                ob.put(A, k)
             self._out = []
-            self.sent += 1
-            self._send_values(rank, np.frombuffer(array("d", (ident, A[k] + offset)),
-                                                  dtype=np.int64))
+        if not ob.dirty[0]:
             return
-        batches: dict[int, array] = {}
-        for k in out:
-            a = A[k]
-            for rank, ident, offset in self._dest[k]:
-                batch = batches.get(rank)
-                if batch is None:
-                    batch = batches[rank] = array("d")
-                batch.append(ident)
-                batch.append(a + offset)
-        self._out = []
-        for rank, batch in batches.items():
-            self.sent += len(batch) // 2
-            self._send_values(rank, np.frombuffer(batch, dtype=np.int64))
+        box = ob.box
+        for rank, lo, hi in ob.pending():
+            self.sent += (hi - lo) // 2
+            self._send_values(rank, np.frombuffer(box, dtype=np.int64, count=hi - lo,
+                                                  offset=8 * lo))
 
     def _send_values(self, dest: int, buf: np.ndarray) -> None:
         """One message of ``buf`` to rank ``dest``: (request id, value) pairs of
@@ -431,6 +426,7 @@ class Exchange:
                 self._from[src] = max(n, self._from[src])
         t.wait_sends([req for req, _ in self._sends])
         self._sends = []
+        self.outbox = None  # (its regions were the sends' buffers)
 
     def _counters(self, done: bool, failed: bool = False) -> np.ndarray:
         return np.array([self._messages_sent, self._messages_received, int(done),
@@ -462,8 +458,7 @@ class Exchange:
         Returns the ghost anchors that arrived (their values are in ``A``); sets
         :attr:`finished` when the replay is over."""
         t = self.transport
-        if self._out:
-            self.flush(A)
+        self.flush(A)  # (queued, or written by the C loop)
         msgs = t.poll_arrays()
         if msgs:
             return self._arrived(msgs, A)

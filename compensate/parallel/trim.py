@@ -61,6 +61,7 @@ from compensate.model import (
     COLL_END,
     ENTER,
     ISEND,
+    KIND_CODE,
     LEAVE,
     METRIC,
     PROGRAM_BEGIN,
@@ -77,6 +78,17 @@ SIMPLE_KINDS = np.array([ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, PROGRAM
                          PROGRAM_END, METRIC], dtype=np.int64)
 _MPI = np.array([SEND, RECV, COLL_BEGIN, COLL_END], dtype=np.int64)
 _P2P = np.array([SEND, RECV], dtype=np.int64)
+
+
+def _table(codes: np.ndarray) -> np.ndarray:
+    """``_table(codes)[kind]`` is ``np.isin(kind, codes)`` without isin's sort (this
+    runs for every own location of every segment)."""
+    table = np.zeros(len(KIND_CODE), dtype=bool)
+    table[codes] = True
+    return table
+
+
+_IS_SIMPLE, _IS_MPI, _IS_P2P = _table(SIMPLE_KINDS), _table(_MPI), _table(_P2P)
 _NONE = np.zeros(0, dtype=np.int64)
 
 
@@ -110,20 +122,20 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     n = len(kind)
     if n == 0:
         return Calls(_NONE, _NONE, _NONE, _NONE)
-    if not np.isin(kind, SIMPLE_KINDS).all():
+    if not _IS_SIMPLE[kind].all():
         return None
     if n > 1 and bool(np.any(np.diff(ev.time) < 0)):
         return None
     nest = nesting(kind, ev.region)
     if nest.problems or (len(nest.open_end) and not open_calls):
         return None
-    mpi = np.flatnonzero(np.isin(kind, _MPI))
+    mpi = np.flatnonzero(_IS_MPI[kind])
     enter = enclosing_enters(nest.before, nest.enters, mpi)
     leave = closing_leaves(nest.before, nest.leaves, mpi)
     if bool(np.any(enter < 0)) or bool(np.any(leave < 0)):
         return None
     peer = np.full(len(mpi), -1, dtype=np.int64)
-    p2p = np.flatnonzero(np.isin(kind[mpi], _P2P))
+    p2p = np.flatnonzero(_IS_P2P[kind[mpi]])
     comm, rank = ev.comm[mpi[p2p]], ev.peer[mpi[p2p]].astype(np.int64)
     for c in np.unique(comm).tolist():
         members = members_of(defs, c, loc)

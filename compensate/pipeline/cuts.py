@@ -33,6 +33,7 @@ from compensate.matching.p2p import key_ids, members_of
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
+    COLUMNS,
     ENTER,
     IMRECV,
     IRECV,
@@ -83,7 +84,6 @@ _ALIGNED = _kinds(SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_COMPLETE)
 SEGMENT_RECORDS = 1 << 18
 
 
-
 def chunk_records_for(segment_records: int) -> int:
     """The chunk size the command reads with ``--segment-records N``: N/4 records (at
     most the default), so that a small N really cuts a small trace into segments
@@ -111,8 +111,7 @@ class Cutter:
     """Collects chunks and hands out segments that end at safe cuts."""
 
     #: whether the busy function counts the messages in flight (a distributed run's
-    #: ranks leave them to the exact check summed over ranks:
-    #: :mod:`compensate.parallel.cutting`)
+    #: ranks leave them to the exact check summed over ranks: parallel.cutting)
     MESSAGES = True
 
     def __init__(self, defs: Definitions, segment_records: int,
@@ -524,10 +523,8 @@ class CountingCutter(Cutter):
     every record's time (the counts, the references of METRIC samples) and, whole,
     only the records :meth:`Cutter.balance` reads (:data:`_ALIGNED`); the busy
     function is built from each whole chunk as it is taken. A segment is then
-    ``{location: measured times of its records}``. 10^6-record stencil: 28 % of the
-    records kept whole, the pass's traced peak 60 -> 17 MiB (docs/parallel.md).
-    The remainder after a cut is copied, so that the joined arrays are freed with
-    the segment."""
+    ``{location: measured times of its records}``. The remainder after a cut is
+    copied, so that the joined arrays are freed with the segment."""
 
     def __init__(self, defs: Definitions, segment_records: int) -> None:
         super().__init__(defs, segment_records)
@@ -536,9 +533,11 @@ class CountingCutter(Cutter):
 
     def _hold(self, loc: int, ev: Events) -> None:
         self.times[loc].append(ev.time)
-        keep = _ALIGNED[ev.kind]
-        if keep.any():
-            self.pending[loc].append(ev.copy(keep))
+        keep = np.flatnonzero(_ALIGNED[ev.kind])  # (ev.copy(mask) by indices: one
+        if keep.size:  # index array, not a mask per column; the payloads listed)
+            cols = {name: getattr(ev, name).take(keep) for name, _ in COLUMNS}
+            payload = [ev.payload[i] for i in keep.tolist()]
+            self.pending[loc].append(Events(**cols, payload=payload))
 
     def merge(self) -> dict[int, Events]:
         """The kept records as :meth:`Cutter.merge` gives them; every record's time

@@ -219,11 +219,11 @@ def stencil():
     return sim.measured, sim.platform, match(sim.measured)
 
 
-@pytest.mark.parametrize("where", ["_take", "computed"])
+@pytest.mark.parametrize("where", ["_take", "flush"])
 def test_a_rank_failing_mid_replay_stops_every_rank(stencil, where):
     """Rank 1 of 3 raises while values travel point to point (on the first values it
-    takes, or while computing one the others asked for: possibly with a wave in
-    flight and messages on their way to it): it reports its own error, the others
+    takes, or at its first send of values the others asked for: possibly with a wave
+    in flight and messages on their way to it): it reports its own error, the others
     RankFailed naming it, nobody waits forever, and the replay's point-to-point
     counts balance (every message sent was taken: the drain after the failure
     wave). Then the same replay without the failure equals the one-process run."""
