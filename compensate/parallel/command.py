@@ -134,6 +134,30 @@ def run_parallel(job: Job, make_outputs: Callable, finish: Callable) -> int:
     return status
 
 
+def room_for_share(path: str, rank: int, mine: list[int], counts: dict) -> None:
+    """Refuse (:class:`~compensate.pipeline.memory.OutOfMemory`, exit 3, one line)
+    a rank's whole share that cannot fit in the memory its machine has available
+    (:func:`compensate.pipeline.memory.room_for`), before it is read, instead of
+    the kernel killing the rank without a word. The records are those the input
+    declares (OTF2; a text trace declares none and is not checked). Ranks on one
+    machine share its memory: each checks its own share only."""
+    from compensate.pipeline.memory import (
+        HELD_RECORD_BYTES,
+        OutOfMemory,
+        available_memory,
+        gib,
+        room_for,
+    )
+
+    records = sum(counts.get(loc) or 0 for loc in mine)
+    available = available_memory()
+    if not room_for(records, available):
+        raise OutOfMemory(
+            f"{path}: rank {rank}: reading its whole share needs about "
+            f"{gib(records * HELD_RECORD_BYTES)} for its ~{records:,} records, more than "
+            f"the {gib(available)} available; nothing written")
+
+
 def read_own(path: str, transport, seconds: dict[str, float] | None = None,
              trimmed: bool = False, payload: bool = True,
              ) -> tuple[Trace, dict[int, int], list[int], dict | None]:
@@ -172,6 +196,7 @@ def read_own(path: str, transport, seconds: dict[str, float] | None = None,
     owner = owners(defs, list(defs.locations), transport.size, counts)
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
     lap("definitions")
+    agreed(transport, room_for_share, path, transport.rank, mine, counts)
     own = agreed(transport, lambda: read_own_records(path, mine, payload))
     lap("read")
     index = None

@@ -442,3 +442,24 @@ def test_streamed_thread_ranks_and_their_fallback(inputs, tmp_path, capsys):
                            streamed=True) == [3, 3]
     assert capsys.readouterr().err.strip().splitlines()[-1] == want
     assert not (tmp_path / "bad_out.trace").exists() and not list(tmp_path.glob(".bad_out*"))
+
+
+def test_a_share_the_memory_cannot_hold_is_refused_before_it_is_read(
+        threads_case, monkeypatch, capsys):
+    """The whole-share path (--in-memory, or a trace no rank can stream): a share
+    larger than the memory available ends every rank with exit 3 and one line
+    naming the rank, before any record is read, and nothing is written."""
+    import compensate.pipeline.memory as memory
+    from compensate.parallel import reading
+
+    tmp, _ = threads_case
+    monkeypatch.setattr(memory, "available_memory", lambda: 1000)
+    monkeypatch.setattr(reading, "read_own_records",
+                        lambda *a, **k: pytest.fail("a share was read"))
+    out = tmp / "too_large" / "traces.otf2"  # (an OTF2 input declares its records)
+    anchor = TRACES / "ping-pong-otf2" / "traces.otf2"
+    assert _thread_command(tmp, [str(anchor), str(out), "--overhead", "100ns", "--quiet"],
+                           2) == [3, 3]
+    err = capsys.readouterr().err
+    assert "reading its whole share needs about" in err and "nothing written" in err
+    assert not out.parent.exists()
