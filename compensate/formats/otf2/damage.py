@@ -144,9 +144,10 @@ _FILE_ENDS = (b"\x02\x01", b"\x02")
 def check_file_ends(anchor: str, locations: Iterable[int], global_defs: bool = False) -> None:
     """TraceError naming the location (or the global definition file) whose event
     or definition file does not end with OTF2's end-of-file record: a file cut
-    short (an empty local definition file is read as none, as otf2-print reads
-    it). The OTF2 library does not bound what it reads by the file's length: it
-    goes on in its chunk buffer past the end, whose bytes are left from earlier
+    short, or empty (the OTF2 library reports an empty local definition file as
+    damaged, though otf2-print goes on to print the location's records). The OTF2
+    library does not bound what it reads by the file's length: it goes on in its
+    chunk buffer past the end, whose bytes are left from earlier
     use, so that a file cut short was read as complete in some runs (the last
     record taken from those bytes, exit 0) and refused in others. Only files that
     exist are checked (a missing one is the OTF2 library's to report); one read
@@ -172,11 +173,12 @@ def _check_end(file: str, what: str, source: str, location: int | None) -> None:
     except OSError as exc:
         raise TraceError(f"{what} cannot be read: {exc.strerror or exc}", source=source,
                          location=location) from None
-    if size == 0:
-        if file.endswith(".def") and location is not None:
-            return  # (read as absent, as otf2-print does: a location may have none)
+    if size == 0:  # (a location without local definitions has no file: OTF2
+        # reports an empty one as damaged, "This is no chunk header!", and what it
+        # held, mapping tables and clock offsets, cannot be told from the records)
         raise TraceError(f"{what} is empty", source=source, location=location,
-                         index=0 if location is not None else None)
+                         index=0 if location is not None and file.endswith(".evt")
+                         else None)
     if not tail.endswith(_FILE_ENDS):
         record = None
         if location is not None and file.endswith(".evt"):  # the first record it cuts
