@@ -18,7 +18,7 @@ and counted (:class:`Nesting`); ``strict`` refuses them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -79,14 +79,11 @@ class Matching:
     unmatched_sends: int = 0
     cancelled_requests: int = 0
     unknown_ops: int = 0
-    #: MpiCollectiveBegin records no End follows (:func:`collective_pairs`): local
-    collective_begins_without_end: int = 0
-    #: per call name, MPI calls that communicate but hold no record of it
-    #: (:mod:`compensate.matching.unrecorded`): local time
-    unrecorded_calls: dict = field(default_factory=dict)
-    #: the two above per location (only where not nothing): ``{location:
-    #: (unrecorded calls by name, Begins without End)}``, for a distributed rank,
-    #: which counts its own locations (:func:`compensate.parallel.trim.local_counts`)
+    #: what the tracer did not record, per location (only where there is some):
+    #: ``{location: (MPI calls that communicate but hold no record of it, by name
+    #: (:mod:`compensate.matching.unrecorded`), MpiCollectiveBegin records no End
+    #: follows (:func:`collective_pairs`))}``; both are local time. Summed by
+    #: :meth:`unrecorded`
     unrecorded_by_location: dict = field(default_factory=dict)
     #: Enter/Leave that do not nest (:class:`Nesting`): Leaves closing a call that
     #: was not the innermost one, Leaves without an open Enter of their region
@@ -125,8 +122,7 @@ class Matching:
             "cancelled_requests": self.cancelled_requests,
             "collectives": dict(sorted(by_cls.items())),
             "unknown_collective_ops": self.unknown_ops,
-            "collective_begins_without_end": self.collective_begins_without_end,
-            "unrecorded_calls": dict(sorted(self.unrecorded_calls.items())),
+            **self.unrecorded(),
             "threads": self.threads.counts(),
             "devices": self.devices.counts(),
             "partitioned": self.partitioned.counts(),
@@ -134,6 +130,20 @@ class Matching:
             "nesting": {"leaves_out_of_order": self.leaves_out_of_order,
                         "leaves_without_enter": self.leaves_without_enter},
         }
+
+    def unrecorded(self, own: Collection[int] | None = None) -> dict:
+        """The summary's ``unrecorded_calls`` (by call name) and
+        ``collective_begins_without_end``, over :attr:`unrecorded_by_location`
+        (only the locations ``own``, if given: a distributed rank's)."""
+        calls: dict[str, int] = {}
+        begins = 0
+        for loc, (named, n) in self.unrecorded_by_location.items():
+            if own is None or loc in own:
+                for name, k in named.items():
+                    calls[name] = calls.get(name, 0) + k
+                begins += n
+        return {"collective_begins_without_end": begins,
+                "unrecorded_calls": dict(sorted(calls.items()))}
 
     def nesting_summary(self) -> dict:
         """What the summary says about Enter/Leave nesting: the counts and the first
@@ -378,8 +388,6 @@ def match(trace: Trace, eager_limit: int | None = None, strict: bool = False) ->
         if loc not in defs.locations:
             raise TraceError("records for an undefined location", **_where(trace, loc))
         calls = unrecorded_calls(defs, ev, talking)
-        for name, n in calls.items():
-            result.unrecorded_calls[name] = result.unrecorded_calls.get(name, 0) + n
         if calls:
             result.unrecorded_by_location[loc] = (calls, 0)
         nest = structure_of(trace, loc, ev, strict)
@@ -434,7 +442,6 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
         if stray >= 0:
             raise TraceError("MpiCollectiveEnd without its MpiCollectiveBegin",
                              **_where(trace, loc, stray))
-        result.collective_begins_without_end += orphans
         if orphans:
             calls = result.unrecorded_by_location.get(loc, ({}, 0))[0]
             result.unrecorded_by_location[loc] = (calls, orphans)

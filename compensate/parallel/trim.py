@@ -72,6 +72,7 @@ from compensate.model import (
     Events,
     Trace,
 )
+from compensate.pipeline.totals import add_counts
 
 #: the record kinds of a location that may be trimmed
 SIMPLE_KINDS = np.array([ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, PROGRAM_BEGIN,
@@ -308,14 +309,7 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
         unmatched += n - int(from_li[pos[loc]]) if loc in pos else n
     out["unmatched_sends"] = unmatched
     out["devices"] = _own_device_counts(trace, matching, own)
-    calls: dict[str, int] = {}
-    begins = 0
-    for loc, (named, n) in matching.unrecorded_by_location.items():
-        if loc in own:  # (a trimmed ghost's call may have lost its records)
-            for name, k in named.items():
-                calls[name] = calls.get(name, 0) + k
-            begins += n
-    out["unrecorded_calls"], out["collective_begins_without_end"] = calls, begins
+    out.update(matching.unrecorded(own))  # (a trimmed ghost's call lost its records)
     return out
 
 
@@ -362,8 +356,7 @@ def reduced_matching(matching: Matching, every: list[dict]) -> ReducedMatching:
                                                    for d in every)
     calls: dict[str, int] = {}
     for d in every:
-        for name, k in d["unrecorded_calls"].items():
-            calls[name] = calls.get(name, 0) + k
+        add_counts(calls, d["unrecorded_calls"])
     reduced["unrecorded_calls"] = dict(sorted(calls.items()))
     m = ReducedMatching(**{f.name: getattr(matching, f.name) for f in fields(Matching)},
                         reduced=reduced)
