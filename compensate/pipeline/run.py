@@ -224,26 +224,19 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
     memory. ``segments``, a list, receives each segment's number of records."""
     head, chunks = _first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
     guess = first_offsets(defs, head)
-    sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
-    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
     lower: dict[tuple[int, int], int] = {}
     count = worst = 0
     moved = aligned_chunks(defs, chunks, ClockAlignment(0, 0, guess))
     with memory_guard("streaming the trace"):
-        for seg in cut_segments(cutter, held_in_bounds(cutter, moved, source)):
+        for seg, mtrace, matching in _matched_segments(defs, moved, options, source):
             if segments is not None:
                 segments.append(sum(len(ev) for ev in seg.values()))
-            _, mtrace, _ = sg.traces(seg)
-            matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
             p_s, p_r, t_s, t_r = _segment_orders(mtrace, matching, seg)
             found = (p_s, p_r, t_s - _moved(guess, p_s), t_r - _moved(guess, p_r))
             n, w = counted(found)  # (on the times as read)
             count, worst = count + n, max(worst, w)
             for pair, value in bounds(found).items():
                 lower[pair] = max(value, lower.get(pair, value))
-            sg.advance(seg, None, None, matching)
-            seg = mtrace = matching = None
-            release_memory()
     return ClockAlignment(count, worst, normalised(chained_offsets(lower)) if count else {})
 
 
@@ -264,26 +257,36 @@ def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
             for loc, ev in chunk.items():
                 gaps.add(loc, ev)
         return gaps.bounds(), None
-    sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
-    sg.aligned = True  # (a receive before its send only ends the transfers' bound)
-    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
     best: float | None = None
     skewed = False
     with memory_guard("streaming the trace"):
-        for seg in cut_segments(cutter, held_in_bounds(cutter, chunks, source)):
+        for seg, mtrace, matching in _matched_segments(defs, chunks, options, source):
             for loc, ev in seg.items():
                 gaps.add(loc, ev)
-            _, mtrace, _ = sg.traces(seg)
-            matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
             found = transfer_of(mtrace, matching)
             if found is not None and np.isnan(found):  # a receive before its send
                 skewed = True
             elif found is not None and (best is None or found < best):
                 best = found
-            sg.advance(seg, None, None, matching)
-            seg = mtrace = matching = None
-            release_memory()
     return gaps.bounds(), None if skewed else best
+
+
+def _matched_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
+                      options: RunOptions, source: str
+                      ) -> Iterator[tuple[dict[int, Events], Trace, Matching]]:
+    """The segments of ``chunks`` each with its context in front, matched as they
+    are (no check of the clocks): (segment, trace for matching, its matching),
+    the context advanced past each; for the passes that read the matching only
+    (:func:`clock_pass`, :func:`estimate_pass`)."""
+    sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
+    for seg in cut_segments(cutter, held_in_bounds(cutter, chunks, source)):
+        _, mtrace, _ = sg.traces(seg)
+        matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
+        yield seg, mtrace, matching
+        sg.advance(seg, None, None, matching)
+        seg = mtrace = matching = None
+        release_memory()
 
 
 def _segment_orders(mtrace: Trace, matching: Matching, seg: dict[int, Events]):
