@@ -265,11 +265,11 @@ def first_offsets(defs: Definitions, head: dict[int, Events]) -> dict[int, int]:
     code_s = _nth_of_key(key[:sends.shape[1]], sends[4], width)
     code_r = _nth_of_key(key[sends.shape[1]:], recvs[4], width)
     _, i, j = np.intersect1d(code_s, code_r, assume_unique=True, return_indices=True)
-    proc = {loc: defs.process_of(loc) for loc in head}
-    p_s = np.array([proc.get(int(x), defs.process_of(int(x))) for x in sends[0, i]],
-                   dtype=np.int64)
-    p_r = np.array([proc.get(int(x), defs.process_of(int(x))) for x in recvs[1, j]],
-                   dtype=np.int64)
+    # each pair's sender and receiver location (the head's own: column 0 of a
+    # send's row, 1 of a receive's) to its process, once per location
+    ids, at = np.unique(np.concatenate([sends[0, i], recvs[1, j]]), return_inverse=True)
+    proc = np.array([defs.process_of(int(x)) for x in ids], dtype=np.int64)[at.ravel()]
+    p_s, p_r = proc[:i.size], proc[i.size:]
     return normalised(chained_offsets(bounds((p_s, p_r, sends[4, i], recvs[4, j]))))
 
 
