@@ -66,11 +66,14 @@ def _write_platform(platform, path: Path) -> None:
 #: keys the summary gained after the fingerprints were taken, and which they do not
 #: cover: the fitted model's plausibility (``fit.rejected`` ...) and its count of
 #: uses overridden by [lower, upper]; the dependencies a tracer did not record
-#: (``dependencies.unrecorded_calls``, ``collective_begins_without_end``); every key
-#: they did cover is still hashed
+#: (``dependencies.unrecorded_calls``, ``collective_begins_without_end``) and the
+#: point-to-point records that carry no message (``proc_null_records``, ...); every
+#: key they did cover is still hashed
 SUMMARY_ADDED = {"fit": {"rejected", "rejected_model", "quality", "overridden"},
                  "p2p_cases": {"m2_fitted_overridden"},
-                 "dependencies": {"unrecorded_calls", "collective_begins_without_end"}}
+                 "dependencies": {"unrecorded_calls", "collective_begins_without_end",
+                                  "proc_null_records", "unidentified_receives",
+                                  "receives_left_unmatched"}}
 
 
 def _stable(summary: dict) -> dict:

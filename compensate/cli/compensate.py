@@ -58,6 +58,7 @@ from compensate.formats import (
 from compensate.formats.otf2.library import marker_count
 from compensate.formats.paths import OutputLock
 from compensate.gcpause import gc_paused
+from compensate.matching.nomessage import NO_MESSAGE
 from compensate.parallel.timeout import DEFAULT_RANK_TIMEOUT, rank_timeout
 from compensate.pipeline import Outcome, Run, RunOptions, decide, fit_pass, in_memory, streamed
 from compensate.pipeline.options import Job
@@ -701,6 +702,7 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
         deps = summary.get("dependencies", {})
         _unended_note(deps.get("collective_begins_without_end", 0))
         _unrecorded_note(deps.get("unrecorded_calls", {}))
+        _no_message_note(deps)
     _markers_note(summary)
     return EXIT_OK
 
@@ -741,6 +743,23 @@ def _unended_note(begins: int) -> None:
         print(f"compensate: note: {begins:,} MpiCollectiveBegin records have no "
               f"MpiCollectiveEnd (a nonblocking collective whose completion the tracer "
               f"did not record); they are compensated as local records", file=sys.stderr)
+
+
+def _no_message_note(deps: dict) -> None:
+    """One line on stderr each for point-to-point records that carry no message the
+    matching can identify (:mod:`compensate.matching.nomessage`): local records."""
+    null, bad, left = (deps.get(k, 0) for k in NO_MESSAGE)
+    if null:
+        print(f"compensate: note: {null:,} sends and receives name MPI_PROC_NULL (their "
+              f"peer is UNDEFINED): no message; they are compensated as local records",
+              file=sys.stderr)
+    if bad:
+        print(f"compensate: note: {bad:,} receives have a status no send in the trace "
+              f"fits (a sender outside their communicator, an undefined length, or a "
+              f"channel with fewer sends; EZTrace 2.0's MPI_Waitsome writes such): "
+              f"they and the {left:,} receives their locations posted after them on the "
+              f"same communicators are compensated as local records, their messages not "
+              f"modelled", file=sys.stderr)
 
 
 def _unrecorded_note(calls: dict) -> None:

@@ -33,6 +33,7 @@ from compensate.matching.collectives import (
 )
 from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.legacy import match_legacy
+from compensate.matching.nomessage import NO_MESSAGE
 from compensate.matching.p2p import Message, MessageTable, match_p2p
 from compensate.matching.partitioned import PartitionedDeps, match_partitioned
 from compensate.matching.rma import RmaDeps, match_rma
@@ -85,6 +86,11 @@ class Matching:
     #: follows (:func:`collective_pairs`))}``; both are local time. Summed by
     #: :meth:`unrecorded`
     unrecorded_by_location: dict = field(default_factory=dict)
+    #: point-to-point records that carry no message the matching can identify, per
+    #: location (only where there are some): ``{location: (MPI_PROC_NULL records,
+    #: unidentified receives, receives left unmatched after one)}``
+    #: (:mod:`compensate.matching.nomessage`); local time. Summed by :meth:`unrecorded`
+    no_message_by_location: dict = field(default_factory=dict)
     #: Enter/Leave that do not nest (:class:`Nesting`): Leaves closing a call that
     #: was not the innermost one, Leaves without an open Enter of their region
     leaves_out_of_order: int = 0
@@ -132,9 +138,11 @@ class Matching:
         }
 
     def unrecorded(self, own: Collection[int] | None = None) -> dict:
-        """The summary's ``unrecorded_calls`` (by call name) and
-        ``collective_begins_without_end``, over :attr:`unrecorded_by_location`
-        (only the locations ``own``, if given: a distributed rank's)."""
+        """The summary's ``unrecorded_calls`` (by call name),
+        ``collective_begins_without_end``, ``proc_null_records``,
+        ``unidentified_receives`` and ``receives_left_unmatched``, over
+        :attr:`unrecorded_by_location` and :attr:`no_message_by_location` (only the
+        locations ``own``, if given: a distributed rank's)."""
         calls: dict[str, int] = {}
         begins = 0
         for loc, (named, n) in self.unrecorded_by_location.items():
@@ -142,8 +150,13 @@ class Matching:
                 for name, k in named.items():
                     calls[name] = calls.get(name, 0) + k
                 begins += n
+        skipped = [0, 0, 0]
+        for loc, counts in self.no_message_by_location.items():
+            if own is None or loc in own:
+                skipped = [a + b for a, b in zip(skipped, counts, strict=True)]
         return {"collective_begins_without_end": begins,
-                "unrecorded_calls": dict(sorted(calls.items()))}
+                "unrecorded_calls": dict(sorted(calls.items())),
+                **dict(zip(NO_MESSAGE, skipped, strict=True))}
 
     def nesting_summary(self) -> dict:
         """What the summary says about Enter/Leave nesting: the counts and the first
@@ -505,7 +518,8 @@ def match_messages(trace: Trace, structure: dict, posting: dict, eager_limit: in
                    result: Matching) -> None:
     """Point-to-point: FIFO queues of sends per (sender, receiver, comm, tag), in
     posting order; receives take them in *their* posting order (MPI non-overtaking)."""
-    result.table, result.unmatched_sends = match_p2p(trace, structure, posting, eager_limit)
+    result.table, result.unmatched_sends, result.no_message_by_location = match_p2p(
+        trace, structure, posting, eager_limit)
 
 
 def match_thread_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,

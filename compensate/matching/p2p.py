@@ -5,17 +5,14 @@ MpiRecv/MpiIrecv (MPI's non-overtaking rule; receives in their posting order). A
 matched probe (MPI_Mprobe/Improbe: an MpiProbe with a message id) takes its place in
 that order and is the message's receive record (it waits for the message; the
 ``no_recv_copy`` column says that it copies nothing); the MpiMrecv/MpiImrecv that
-copies the data in follows it locally (:func:`matched_receives`).
-Matching, the call structure around each message (``exit.send``, ``enter.recv``)
-and the synchronous-send test are computed with array operations over all
-messages at once — a Python loop and a dataclass per message made matching as
-slow as compensation itself. The result is a :class:`MessageTable` (one row per
-message, in the order the per-message implementation produced them: receive keys
-in order of first appearance, then posting order); :class:`Message` objects are
-built from it only when someone asks for them.
-
-Errors are the same one-line :class:`~compensate.model.TraceError` messages, naming
-the first offending record in the same order as the per-record implementation.
+copies the data in follows it locally (:func:`matched_receives`). Records that carry
+no message the matching can identify are left out first (:mod:`.nomessage`).
+Matching, the call structure around each message and the synchronous-send test are
+array operations over all messages at once. The result is a :class:`MessageTable`
+(one row per message: receive keys in order of first appearance, then posting
+order); :class:`Message` objects are built from it only when asked for. Errors are
+one-line :class:`~compensate.model.TraceError` messages naming the first offending
+record.
 """
 
 from __future__ import annotations
@@ -24,6 +21,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compensate.matching.enclosing import closing_leaves, enclosing_enters
+from compensate.matching.nomessage import (
+    from_array,
+    message_peers,
+    off_rank_hint,
+    receives_kept,
+    receives_left,
+    refuse_receive,
+)
 from compensate.model import (
     IMRECV,
     IMRECV_REQUEST,
@@ -137,24 +143,6 @@ class MessageTable:
                 in zip(*cols, strict=True)]
 
 
-def _off_rank_hint(trace: Trace, locations: list[int], comms: list[int]) -> str:
-    """For an unmatched receive: if point-to-point records lie on ``locations`` that
-    none of the communicators ``comms`` they use has as a member (the locations of
-    a rank's other threads), the likely cause, as a clause to append; else ''."""
-    defs = trace.definitions.comms
-    if any(c in defs and not defs[c].members for c in comms):
-        return ""  # (MPI_COMM_SELF: the members are whoever uses it)
-    ranks = {m for c in comms if c in defs for m in defs[c].members}
-    off = sorted(loc for loc in locations if loc >= 0 and loc not in ranks)
-    if not ranks or not off:
-        return ""
-    shown = ", ".join(map(str, off[:3])) + (", ..." if len(off) > 3 else "")
-    return (f"; MPI messages lie on location(s) {shown}, which no MPI communicator "
-            "has as a member: MPI calls from several threads of one rank, which OTF2 "
-            "cannot describe (one location per rank; Score-P supports "
-            "MPI_THREAD_FUNNELED only)")
-
-
 def members_of(defs: Definitions, comm: int, loc: int) -> tuple[int, ...]:
     """Location ids of ``comm``'s ranks as seen from ``loc`` (an empty group is
     MPI_COMM_SELF: just ``loc``); () for an undefined communicator."""
@@ -203,40 +191,6 @@ def _peer_positions(trace: Trace, pos_of: dict[int, int], loc: int, ev: Events,
     if not ok.all():
         peer_location(trace, loc, int(idx[np.argmin(ok)]), ev)  # raises
     return out  # -1: a member location without records (it can match nothing)
-
-
-def enclosing_enters(depth_before: np.ndarray, enters: dict, idx: np.ndarray) -> np.ndarray:
-    """Per record of ``idx``: the innermost Enter still open there (-1 if none)."""
-    out = np.full(len(idx), -1, dtype=np.int64)
-    if not len(idx):
-        return out
-    d = depth_before[idx]
-    for dv in np.unique(d).tolist():
-        en = enters.get(dv) if dv > 0 else None
-        if en is None or not len(en):
-            continue
-        sel = np.flatnonzero(d == dv)
-        p = np.searchsorted(en, idx[sel]) - 1
-        good = p >= 0
-        out[sel[good]] = en[p[good]]
-    return out
-
-
-def closing_leaves(depth_before: np.ndarray, leaves: dict, idx: np.ndarray) -> np.ndarray:
-    """Per record of ``idx``: the Leave that closes the call enclosing it (-1 if none)."""
-    out = np.full(len(idx), -1, dtype=np.int64)
-    if not len(idx):
-        return out
-    d = depth_before[idx]
-    for dv in np.unique(d).tolist():
-        lv = leaves.get(dv) if dv > 0 else None
-        if lv is None or not len(lv):
-            continue
-        sel = np.flatnonzero(d == dv)
-        p = np.searchsorted(lv, idx[sel])
-        good = p < len(lv)
-        out[sel[good]] = lv[p[good]]
-    return out
 
 
 def _concat(parts: list[tuple], width: int) -> list[np.ndarray]:
@@ -360,8 +314,11 @@ def matched_receives(trace: Trace, loc: int, ev: Events
 
 
 def match_p2p(trace: Trace, structure: dict, posting: dict,
-              eager_limit: int | None) -> tuple[MessageTable, int]:
-    """Match every receive to its send. Returns (the messages, unmatched sends).
+              eager_limit: int | None) -> tuple[MessageTable, int, dict]:
+    """Match every receive to its send. Returns (the messages, unmatched sends, the
+    records that carry no message the matching can identify, per location:
+    (MPI_PROC_NULL records, unidentified receives, receives left unmatched after
+    one), :mod:`compensate.matching.nomessage`).
 
     ``structure[loc]`` is :func:`compensate.matching.check_structure`'s result,
     ``posting[loc]`` the (posting records, cancelled sends) of the location.
@@ -369,6 +326,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     loc_ids = list(trace.events)
     pos_of = {loc: li for li, loc in enumerate(loc_ids)}
     evs = [trace.events[loc] for loc in loc_ids]
+    skipped: dict[int, tuple[int, int, int]] = {}  # :mod:`.nomessage`'s, per location
     # sends, location by location (errors in this order, before any receive's)
     s_parts = []
     for li, (loc, ev) in enumerate(zip(loc_ids, evs, strict=True)):
@@ -376,6 +334,10 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         cancelled = posting[loc][1]
         if cancelled and idx.size:
             idx = idx[~np.isin(idx, np.fromiter(cancelled, dtype=np.int64))]
+        named = message_peers(ev, idx)
+        if named.size < idx.size:
+            skipped[loc] = (idx.size - named.size, 0, 0)
+        idx = named
         dst = _peer_positions(trace, pos_of, loc, ev, idx)
         s_parts.append((np.full(idx.size, li, dtype=np.int64), idx, dst,
                         ev.comm[idx].astype(np.int64), ev.tag[idx].astype(np.int64)))
@@ -390,7 +352,6 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
             mine = np.isin(done, idx)
             post[np.searchsorted(idx, done[mine])] = by[mine]
         # matched-probe receives: sender, communicator, tag and the matching order
-        # come from the probe that took the message
         # come from the probe that took the message. The probe is where the receiver
         # waits for the message: it is the message's receive record (without a copy);
         # the MPI_Mrecv/Imrecv that copies the data in follows locally. The receive's
@@ -409,6 +370,12 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         probe = np.concatenate((np.zeros(idx.size, dtype=np.int64),
                                 np.ones(m_probe.size, dtype=np.int64)))
         idx, post = np.concatenate((idx, m_probe)), np.concatenate((post, m_post))
+        keep, counts = receives_kept(trace.definitions, loc, ev, at, order)
+        if not keep.all():
+            had = skipped.get(loc, (0, 0, 0))
+            skipped[loc] = tuple(a + b for a, b in zip(had, counts, strict=True))
+            at, order, data, probe, idx, post = (
+                a[keep] for a in (at, order, data, probe, idx, post))
         src = _peer_positions(trace, pos_of, loc, ev, at)
         r_parts.append((src, np.full(idx.size, li, dtype=np.int64), idx, post,
                         ev.comm[at].astype(np.int64), ev.tag[at].astype(np.int64), order,
@@ -417,11 +384,29 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data,
      r_probe) = _concat(r_parts, 9)
     p_src, p_dst, p_idx, p_comm, p_tag = _plain_probes(trace, pos_of, evs)
-    ns, nr = len(s_idx), len(r_idx)
-    key = key_ids([np.r_[s_src, r_src, p_src], np.r_[s_dst, r_dst, p_dst],
-                    np.r_[s_comm, r_comm, p_comm], np.r_[s_tag, r_tag, p_tag]])
-    key, p_key = key[:ns + nr], key[ns + nr:]
-    nkeys = int(key.max()) + 1 if key.size else 0
+    ns = len(s_idx)
+
+    def keys() -> tuple[np.ndarray, np.ndarray, int]:
+        key = key_ids([np.r_[s_src, r_src, p_src], np.r_[s_dst, r_dst, p_dst],
+                       np.r_[s_comm, r_comm, p_comm], np.r_[s_tag, r_tag, p_tag]])
+        return key[:ns + len(r_idx)], key[ns + len(r_idx):], int(key.max()) + 1 if key.size else 0
+
+    key, p_key, nkeys = keys()
+    over = np.bincount(key[ns:], minlength=nkeys) > np.bincount(key[:ns], minlength=nkeys)
+    hint = ""
+    if over.any():  # receives on a channel with fewer sends: their statuses are wrong
+        over = over[key[ns:]]
+        hint = off_rank_hint(trace, [loc_ids[k] for k in np.unique(np.r_[s_src, r_dst])],
+                             np.unique(np.r_[s_comm, r_comm]).tolist())
+        gone = over & ((r_src < 0) | ~from_array(trace, structure, loc_ids, r_dst, r_idx, over))
+        # (refused below: a sender without records, another thread's, a single status)
+        keep = (np.ones(len(r_idx), dtype=bool) if gone.any() or hint else
+                receives_left(over, r_dst, r_comm, r_order_key, loc_ids, skipped))
+        (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data, r_probe) = (
+            a[keep] for a in (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key,
+                              r_data, r_probe))
+        key, p_key, nkeys = keys() if not keep.all() else (key, p_key, nkeys)
+    nr = len(r_idx)
     s_key, r_key = key[:ns], key[ns:]
     s_order = np.argsort(s_key, kind="stable")  # per key: location order, record order
     r_order = np.lexsort((r_idx, r_order_key, r_key))  # per key: posting (probe) order
@@ -435,17 +420,9 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     bad = r_rank[m_order] >= n_sends[r_key[m_order]]
     if bad.any():
         j = int(m_order[np.argmax(bad)])
-        li, i = int(r_dst[j]), int(r_idx[j])
-        ev = evs[li]
-        src = int(r_src[j])
-        src_id = loc_ids[src] if src >= 0 else peer_location(trace, loc_ids[li], i, ev)
-        comm, tag = int(r_comm[j]), int(r_tag[j])
-        hint = _off_rank_hint(trace, [loc_ids[k] for k in np.unique(np.r_[s_src, r_dst])],
-                              np.unique(np.r_[s_comm, r_comm]).tolist())
-        raise TraceError(
-            f"{KIND_NAMES[ev.kind[i]]} from location {src_id} (comm {comm}, tag {tag}) "
-            f"has no matching send on location {src_id}{hint}",
-            source=trace.source, location=loc_ids[li], index=i)
+        li, i, src = int(r_dst[j]), int(r_idx[j]), int(r_src[j])
+        src_id = loc_ids[src] if src >= 0 else peer_location(trace, loc_ids[li], i, evs[li])
+        refuse_receive(trace, loc_ids[li], i, src_id, int(r_comm[j]), int(r_tag[j]), hint)
     unmatched = int(np.maximum(n_sends - n_recvs, 0).sum())
     # the k-th send of a key: position in the key-sorted send list
     s_start = np.r_[0, np.cumsum(n_sends)[:-1]] if nkeys else np.zeros(0, np.int64)
@@ -516,7 +493,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
     if p_idx.size and nr:
         table = plain_probe_rows(trace, structure, table, r_key[m_order],
                                  r_order_key[m_order], p_key, p_dst, p_idx)
-    return table, unmatched
+    return table, unmatched, skipped
 
 
 def _plain_probes(trace: Trace, pos_of: dict[int, int], evs: list[Events]

@@ -54,8 +54,10 @@ import numpy as np
 from compensate.errors import Refusal
 from compensate.matching import Matching
 from compensate.matching.devices import DEP_KINDS, PARAM
+from compensate.matching.enclosing import closing_leaves, enclosing_enters
 from compensate.matching.match import nesting, posting_records
-from compensate.matching.p2p import closing_leaves, enclosing_enters, members_of
+from compensate.matching.nomessage import NO_MESSAGE, message_peers
+from compensate.matching.p2p import members_of
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
@@ -64,6 +66,7 @@ from compensate.model import (
     KIND_CODE,
     LEAVE,
     METRIC,
+    NONE,
     PROGRAM_BEGIN,
     PROGRAM_END,
     RECV,
@@ -138,6 +141,8 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     peer = np.full(len(mpi), -1, dtype=np.int64)
     p2p = np.flatnonzero(_IS_P2P[kind[mpi]])
     comm, rank = ev.comm[mpi[p2p]], ev.peer[mpi[p2p]].astype(np.int64)
+    if bool(np.any((kind[mpi[p2p]] == RECV) & (ev.size[mpi[p2p]] == NONE))):
+        return None  # (an unidentified receive: matching.nomessage reads the whole location)
     for c in np.unique(comm).tolist():
         members = members_of(defs, c, loc)
         if c not in defs.comms or not members:
@@ -301,7 +306,7 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
     unmatched = 0
     for loc in own:
         ev = trace.events[loc]
-        sends = np.flatnonzero((ev.kind == SEND) | (ev.kind == ISEND))
+        sends = message_peers(ev, np.flatnonzero((ev.kind == SEND) | (ev.kind == ISEND)))
         if not sends.size:
             continue
         cancelled = posting_records(trace, loc, ev)[1] if np.any(ev.kind == ISEND) else ()
@@ -352,8 +357,8 @@ def reduced_matching(matching: Matching, every: list[dict]) -> ReducedMatching:
     reduced["unmatched_sends"] = sum(d["unmatched_sends"] for d in every)
     reduced["devices"] = {k: sum(d["devices"][k] for d in every)
                           for k in every[0]["devices"]}
-    reduced["collective_begins_without_end"] = sum(d["collective_begins_without_end"]
-                                                   for d in every)
+    for name in ("collective_begins_without_end", *NO_MESSAGE):
+        reduced[name] = sum(d[name] for d in every)
     calls: dict[str, int] = {}
     for d in every:
         add_counts(calls, d["unrecorded_calls"])

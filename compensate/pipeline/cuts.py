@@ -45,6 +45,7 @@ from compensate.model import (
     MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
+    NONE,
     PROBE,
     RECV,
     REQUEST_CANCELLED,
@@ -483,7 +484,8 @@ def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: lis
     """For :meth:`Cutter.balance`: the channel (sender, receiver, communicator, tag)
     of the records ``idx`` of the first ``ns`` records of ``evs`` joined (``p``: their
     location's position in ``locs``, ``s``: which are sends), as the rows of one
-    array, and their signs (+1 sent, -1 received). A function of its own so that its
+    array, and their signs (+1 sent, -1 received, 0 to or from MPI_PROC_NULL:
+    :mod:`compensate.matching.nomessage`). A function of its own so that its
     intermediate columns are freed before the channels are grouped (the cut pass's
     transient)."""
     comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
@@ -509,10 +511,11 @@ def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: lis
     ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
     other = np.full(idx.size, -1, np.int64)
     other[ok] = table[start[ok] + peer[ok]]
+    sign = np.where(s, 1, -1).astype(np.int64) * (peer != NONE)  # (MPI_PROC_NULL: none)
     del peer, pair_ids, start, ok
     here = np.array(locs, dtype=np.int64)[p]
     return (np.stack([np.where(s, here, other), np.where(s, other, here), comm, tag]),
-            np.where(s, 1, -1).astype(np.int64))
+            sign)
 
 
 class CountingCutter(Cutter):

@@ -1,0 +1,140 @@
+"""Point-to-point records that carry no message the matching can identify.
+
+Two kinds, both kept as local records (R1 only), counted per location and named in
+a note (docs/messages.md), never guessed:
+
+* **MPI_PROC_NULL**: a send or receive record whose peer OTF2 leaves UNDEFINED.
+  MPI completes a send to or a receive from MPI_PROC_NULL at once, with no
+  message; EZTrace writes such records (a non-periodic halo's edge ranks), Score-P
+  writes none. They never open a channel, so the stream cutter skips them too
+  (:func:`message_peers`).
+* **Unidentified receives**: a receive whose status cannot be a message's: its
+  sender is not a rank of its communicator, or its length is 2^63 bytes or more
+  (the readers give it as NONE, as they give an UNDEFINED one). EZTrace 2.0's
+  MPI_Waitsome writes its completions so (sender 4061011728, length 2^64 -
+  32766). Such a receive took some
+  message from some sender with some tag, so MPI's non-overtaking order pairs
+  every later receive of its channel with the wrong send if it is left out alone.
+  As the channel is unknown, every receive of that location on that communicator
+  posted at or after it is left unmatched too (``left``): fewer dependencies,
+  none wrong. The sends they took stay unmatched sends.
+
+:func:`off_rank_hint` says why a receive that does name a rank has no send.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compensate.matching.enclosing import enclosing_enters
+from compensate.model import IRECV, KIND_NAMES, NONE, RECV, Definitions, Events, Trace, TraceError
+
+#: MPI calls that complete an array of requests, writing each one's status from an array
+ARRAY_COMPLETIONS = ("MPI_Waitsome", "MPI_Testsome", "MPI_Waitany", "MPI_Testany",
+                     "MPI_Waitall", "MPI_Testall")
+#: the summary's counts (``dependencies``), in the order :func:`receives_kept` gives them
+NO_MESSAGE = ("proc_null_records", "unidentified_receives", "receives_left_unmatched")
+
+
+def message_peers(ev: Events, idx: np.ndarray) -> np.ndarray:
+    """Of the point-to-point records ``idx``, those that name a peer (not
+    MPI_PROC_NULL): the records that can be a message."""
+    return idx[ev.peer[idx] != NONE]
+
+
+def receives_kept(defs: Definitions, loc: int, ev: Events, at: np.ndarray,
+                  order: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """Which receives of location ``loc`` the matching may pair: a mask over ``at``
+    (the records holding sender, communicator and tag) given ``order`` (their
+    posting positions), and (MPI_PROC_NULL records, unidentified receives, receives
+    left unmatched after one) as counts (module docstring). A receive on an
+    undefined communicator is kept: the matching refuses it, naming it."""
+    peer = ev.peer[at].astype(np.int64)
+    comm = ev.comm[at].astype(np.int64)
+    null = peer == NONE
+    data = (ev.kind[at] == RECV) | (ev.kind[at] == IRECV)  # (not a matched probe)
+    bad = ~null & data & (ev.size[at] == NONE)
+    for c in np.unique(comm[~null]).tolist():
+        if c in defs.comms:
+            c_def = defs.comms[c]
+            n = len(c_def.members) if c_def.members else 1  # (MPI_COMM_SELF: one rank)
+            bad |= (comm == c) & ~null & ((peer < 0) | (peer >= n))
+    keep = ~null & ~bad
+    left = 0
+    for c in np.unique(comm[bad]).tolist():
+        on = comm == c
+        start = order[bad & on].min()
+        dropped = keep & on & (order >= start)
+        left += int(np.count_nonzero(dropped))
+        keep &= ~dropped
+    return keep, (int(np.count_nonzero(null)), int(np.count_nonzero(bad)), left)
+
+
+def from_array(trace: Trace, structure: dict, loc_ids: list[int], dst: np.ndarray,
+               idx: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """Of the joined receive columns (``dst``: location positions, ``idx``: records),
+    those among ``which`` written by a call that completes an array of requests
+    (:data:`ARRAY_COMPLETIONS`): their status came from an array, where EZTrace 2.0's
+    MPI_Waitsome goes wrong. Elsewhere a receive without a send is refused, as a
+    trace that does not hold its sends (``structure``: the matching's call nesting)."""
+    out = np.zeros(len(dst), dtype=bool)
+    regions = trace.definitions.regions
+    for d in np.unique(dst[which]).tolist():
+        sel = np.flatnonzero(which & (dst == d))
+        loc = loc_ids[d]
+        before, enters, _ = structure[loc]
+        enter = enclosing_enters(before, enters, idx[sel])
+        region = trace.events[loc].region
+        out[sel] = [e >= 0 and regions.get(int(region[e]), "").startswith(ARRAY_COMPLETIONS)
+                    for e in enter.tolist()]
+    return out
+
+
+def receives_left(over: np.ndarray, dst: np.ndarray, comm: np.ndarray, order: np.ndarray,
+                  loc_ids: list[int], skipped: dict) -> np.ndarray:
+    """Which of the joined receive columns (``dst``: location positions in
+    ``loc_ids``, ``comm``, ``order``: posting positions) the matching may still
+    pair, where the receives ``over`` lie on a channel with more receives than sends
+    (a status the tracer got wrong, which may be any of them): on each (location,
+    communicator) holding some, every receive posted at or after the first of them
+    is left (module docstring). Adds the counts to ``skipped`` (location ->
+    (MPI_PROC_NULL records, unidentified receives, receives left after one)):
+    the receives of those channels as unidentified, the others as left."""
+    keep = np.ones(len(dst), dtype=bool)
+    for d, c in {(int(a), int(b)) for a, b in zip(dst[over], comm[over], strict=True)}:
+        on = (dst == d) & (comm == c)
+        dropped = on & (order >= order[on & over].min())
+        keep &= ~dropped
+        n_over = int(np.count_nonzero(dropped & over))
+        had = skipped.get(loc_ids[d], (0, 0, 0))
+        skipped[loc_ids[d]] = (had[0], had[1] + n_over,
+                               had[2] + int(np.count_nonzero(dropped)) - n_over)
+    return keep
+
+
+def refuse_receive(trace: Trace, loc: int, i: int, src: int, comm: int, tag: int,
+                   hint: str) -> None:
+    """Refuse receive ``i`` of location ``loc``, from location ``src``, which has no
+    send (``hint``: :func:`off_rank_hint`'s clause)."""
+    raise TraceError(
+        f"{KIND_NAMES[trace.events[loc].kind[i]]} from location {src} (comm {comm}, "
+        f"tag {tag}) has no matching send on location {src}{hint}",
+        source=trace.source, location=loc, index=i)
+
+
+def off_rank_hint(trace: Trace, locations: list[int], comms: list[int]) -> str:
+    """For an unmatched receive: if point-to-point records lie on ``locations`` that
+    none of the communicators ``comms`` they use has as a member (the locations of
+    a rank's other threads), the likely cause, as a clause to append; else ''."""
+    defs = trace.definitions.comms
+    if any(c in defs and not defs[c].members for c in comms):
+        return ""  # (MPI_COMM_SELF: the members are whoever uses it)
+    ranks = {m for c in comms if c in defs for m in defs[c].members}
+    off = sorted(loc for loc in locations if loc >= 0 and loc not in ranks)
+    if not ranks or not off:
+        return ""
+    shown = ", ".join(map(str, off[:3])) + (", ..." if len(off) > 3 else "")
+    return (f"; MPI messages lie on location(s) {shown}, which no MPI communicator "
+            "has as a member: MPI calls from several threads of one rank, which OTF2 "
+            "cannot describe (one location per rank; Score-P supports "
+            "MPI_THREAD_FUNNELED only)")

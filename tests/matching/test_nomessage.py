@@ -1,0 +1,156 @@
+"""Point-to-point records that carry no message the matching can identify
+(compensate.matching.nomessage): MPI_PROC_NULL peers, receives whose status no
+send fits. Left local, counted, never paired with a wrong send; everything else
+is matched as before, and the run verifies on every path."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import compensate as c
+from compensate.formats.text import read_text
+from compensate.matching import match
+from compensate.model import IRECV, ISEND, NONE, RECV, SEND, TraceError
+from tests.inprocess import run_compensate
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "eztrace"
+
+HEAD = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0 name="rank 0"
+location 1 group=1 name="rank 1"
+region 1 "MPI_Send"
+region 2 "{call}"
+comm 0 "MPI_COMM_WORLD" 0,1
+events
+"""
+
+
+def _trace(tmp_path, call: str, tags: list[int], recv_tags: list[int]):
+    """Rank 0 sends one message per tag of ``tags``; rank 1 receives one per tag of
+    ``recv_tags``, each in a call of region ``call``, after the sends."""
+    lines = []
+    for k, tag in enumerate(tags):
+        t = 100 + 30 * k
+        lines += [f"{t} 0 Enter region=1", f"{t + 5} 0 MpiSend receiver=1 comm=0 tag={tag} "
+                  "bytes=8", f"{t + 10} 0 Leave region=1"]
+    for k, tag in enumerate(recv_tags):
+        t = 1000 + 30 * k
+        lines += [f"{t} 1 Enter region=2", f"{t + 5} 1 MpiRecv sender=0 comm=0 tag={tag} "
+                  "bytes=8", f"{t + 10} 1 Leave region=2"]
+    path = tmp_path / "t.trace"
+    path.write_text(HEAD.format(call=call) + "\n".join(sorted(lines, key=lambda x: int(
+        x.split()[0]))) + "\n")
+    return read_text(str(path))
+
+
+def _received_tags(trace, m) -> list[int]:
+    t = m.table
+    return sorted(int(trace.events[1].tag[i]) for i in t.recv_idx[~t.probe].tolist())
+
+
+@pytest.mark.parametrize("bad", [0, 1, 2])
+def test_a_receive_naming_no_rank_leaves_itself_and_its_later_receives(tmp_path, bad):
+    """Three messages, tags 1, 2, 3; receive ``bad`` names rank 7 of a 2-rank
+    communicator: it and the receives after it stay local, the ones before it are
+    matched to their own sends, and the sends they took are unmatched."""
+    trace = _trace(tmp_path, "MPI_Waitsome", [1, 2, 3], [1, 2, 3])
+    recv = np.flatnonzero(trace.events[1].kind == RECV)
+    trace.events[1].peer[recv[bad]] = 7
+    m = match(trace)
+    assert _received_tags(trace, m) == [1, 2, 3][:bad]
+    assert m.unmatched_sends == 3 - bad
+    deps = m.counts()
+    assert (deps["proc_null_records"], deps["unidentified_receives"],
+            deps["receives_left_unmatched"]) == (0, 1, 2 - bad)
+    r = c.compensate(trace, bound="lower", overhead=2e-9)
+    assert r.summary["verification"]["ok"]
+
+
+def test_an_undefined_length_is_an_unidentified_receive(tmp_path):
+    """A receive whose length OTF2 gives as 2^63 bytes or more (NONE in the column)."""
+    trace = _trace(tmp_path, "MPI_Waitsome", [1, 2], [1, 2])
+    recv = np.flatnonzero(trace.events[1].kind == RECV)
+    trace.events[1].size[recv[1]] = NONE
+    m = match(trace)
+    assert _received_tags(trace, m) == [1]
+    assert m.counts()["unidentified_receives"] == 1
+
+
+def test_proc_null_sends_and_receives_carry_no_message(tmp_path):
+    """A send to and a receive from MPI_PROC_NULL (peer UNDEFINED) between two real
+    messages: both stay local and the real messages pair as before."""
+    trace = _trace(tmp_path, "MPI_Recv", [1, 5, 2], [1, 6, 2])
+    for loc, kind in ((0, SEND), (1, RECV)):
+        idx = np.flatnonzero(trace.events[loc].kind == kind)
+        trace.events[loc].peer[idx[1]] = NONE
+    m = match(trace)
+    assert _received_tags(trace, m) == [1, 2]
+    assert m.unmatched_sends == 0
+    assert m.counts()["proc_null_records"] == 2
+    assert c.compensate(trace, bound="lower", overhead=2e-9).summary["verification"]["ok"]
+
+
+@pytest.mark.parametrize("call, accepted", [("MPI_Waitsome", True), ("MPI_Testall", True),
+                                            ("MPI_Recv", False), ("MPI_Wait", False)])
+def test_a_receive_without_a_send_is_refused_unless_its_status_came_from_an_array(
+        tmp_path, call, accepted):
+    """Tag 9 has no send. In a call that completes an array of requests (EZTrace
+    2.0's MPI_Waitsome writes statuses no send fits) it is left with the receives
+    after it; in a call of one request the trace does not hold its send: refused."""
+    trace = _trace(tmp_path, call, [1, 2], [1, 9, 2])
+    if not accepted:
+        with pytest.raises(TraceError, match="record 4: MpiRecv from location 0 .comm 0, "
+                                             "tag 9. has no matching send"):
+            match(trace)
+        return
+    m = match(trace)
+    assert _received_tags(trace, m) == [1]
+    assert m.unmatched_sends == 1
+    assert (m.counts()["unidentified_receives"], m.counts()["receives_left_unmatched"]) \
+        == (1, 1)
+
+
+def _p2p_without_peer(trace) -> int:
+    n = 0
+    for ev in trace.events.values():
+        p2p = np.isin(ev.kind, [SEND, ISEND, RECV, IRECV])
+        n += int(np.count_nonzero(p2p & (ev.peer == NONE)))
+    return n
+
+
+@pytest.mark.parametrize("name", ["procnull", "requests"])
+def test_eztrace_archives_compensate_alike_in_memory_streamed_and_by_rank(tmp_path, name):
+    """EZTrace 2.0 archives (tests/data/eztrace/README.md): a non-periodic halo whose
+    edge ranks send to and receive from MPI_PROC_NULL, and MPI_Waitsome; the counts
+    are the trace's own, and every way of running gives the same output."""
+    anchor = DATA / name / "eztrace_log.otf2"
+    trace = c.read(anchor)
+    deps = match(trace).counts()
+    assert deps["proc_null_records"] == _p2p_without_peer(trace)
+    assert deps["unidentified_receives"] > 0
+    outs = {}
+    for mode in (["--in-memory"], ["--segment-records", "16"]):
+        out = tmp_path / mode[0].strip("-") / "traces.otf2"
+        summary = tmp_path / f"{mode[0].strip('-')}.json"
+        done = run_compensate(anchor, out, "--overhead", "50ns", "--summary", summary, *mode)
+        assert done.returncode == 0, done.stderr
+        assert "no send in the trace fits" in done.stderr
+        outs[mode[0]] = (c.read(out), summary.read_text())
+    (a, sa), (b, sb) = outs.values()
+    for loc in a.events:
+        assert np.array_equal(a.events[loc].time, b.events[loc].time)
+    assert json.loads(sa)["dependencies"] == json.loads(sb)["dependencies"]
+
+
+@pytest.mark.parametrize("name", ["procnull", "requests"])
+def test_the_eztrace_archives_by_rank_as_in_one_process(name):
+    """Each location a thread rank of its own (trimmed views): the one-process output."""
+    from compensate.platform import Platform
+    from tests.parallel.test_parity import assert_parity, both
+
+    trace = c.read(DATA / name / "eztrace_log.otf2")
+    one, par = both(trace, Platform(5e-8), "lower", size=len(trace.events))
+    assert_parity(one, par)
