@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from compensate.families import FAMILIES, Cut
+from compensate.formats.fields import field_of
 from compensate.matching import nesting
 from compensate.matching.devices import is_synchronize
 from compensate.matching.p2p import key_ids, members_of
@@ -71,6 +72,11 @@ _APART = ("message", "probe", "collective")
 _CUTS = [f.cut for f in FAMILIES if isinstance(f.cut, Cut) and f.name not in _APART]
 _OPENS = _kinds(*(KIND_CODE[k] for c in _CUTS for k in c.opens))
 _CLOSES = _kinds(*(KIND_CODE[k] for c in _CUTS for k in c.closes))
+#: the records of a Pthread's span (ThreadCreate -> ThreadBegin, ThreadEnd ->
+#: ThreadWait) that open or close it only with a defined thread contingent: EZTrace
+#: writes each thread's ThreadBegin/ThreadEnd with UNDEFINED, and a close nothing
+#: opened would let the busy function reach 0 while something else is open
+_CONTINGENT = _kinds(KIND_CODE["ThreadBegin"], KIND_CODE["ThreadEnd"])
 _REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
 #: messages sent / received, collectives completed (Cutter.balance)
@@ -165,6 +171,11 @@ class Cutter:
         if self.MESSAGES:  # a message is in flight from its send to its receive
             plus = plus | (k == SEND) | (k == ISEND)
             minus = minus | (k == RECV) | (k == IRECV) | matched
+        linked = np.flatnonzero(_CONTINGENT[k])
+        if linked.size:  # (a thread of no creator links to nothing: matching.threads)
+            free = linked[[field_of(ev.payload[i], "thread_contingent") is None
+                           for i in linked.tolist()]]
+            plus[free] = minus[free] = False
         if self.sync_regions.size:
             in_sync = np.isin(ev.region, self.sync_regions)
             plus = plus | ((k == ENTER) & in_sync)
