@@ -198,8 +198,13 @@ def test_on_clocks_of_their_own_a_transfer_bounds_no_kind(tmp_path: Path) -> Non
     assert info["by_kind"]["MpiSend"] == info["seconds"] > 0
 
 
-STREAMED_ESTIMATE = sorted((ROOT / "tests" / "data").glob("traces/*/traces.otf2")) + sorted(
-    (ROOT / "tests" / "data").glob("eztrace/*/eztrace_log.otf2"))
+STREAMED_ESTIMATE = sorted((ROOT / "tests" / "data").glob("traces/*/traces.otf2")) + [
+    p for p in sorted((ROOT / "tests" / "data").glob("eztrace/*/eztrace_log.otf2"))
+    # (its processes' clocks disagree, which a stream's first chunks show; the whole
+    # trace's matching leaves all but 2 of its messages to MPI_Waitsome's wrong
+    # statuses, and those 2 are in order: there the shortest transfer, 16 us, is
+    # above the sends' gap bounds, so the estimate is the same: the test below)
+    if p.parent.name != "procnull"]
 
 
 @pytest.mark.parametrize("anchor", STREAMED_ESTIMATE, ids=lambda p: p.parent.name)
@@ -217,3 +222,24 @@ def test_the_estimate_of_a_stream_is_the_whole_trace_s(anchor: Path) -> None:
     streamed = estimate_from(*estimate_pass(defs, chunks, RunOptions("lower",
                                                                    segment_records=300)))[1]
     assert streamed == whole
+
+
+def test_the_estimate_of_eztrace_s_procnull_stream_is_the_whole_trace_s_per_kind() -> None:
+    """The archive left out above: the observed transfer differs (None streamed,
+    the whole trace's 2 messages in order), every kind's estimate does not."""
+    from compensate.formats import read_chunks
+    from compensate.overhead import estimate_from
+    from compensate.pipeline import RunOptions
+    from compensate.pipeline.run import estimate_pass
+
+    anchor = ROOT / "tests" / "data" / "eztrace" / "procnull" / "eztrace_log.otf2"
+    whole, w_info = estimate(c.read(anchor))
+    defs, chunks = read_chunks(str(anchor), 97, payload=False)
+    streamed, s_info = estimate_from(*estimate_pass(defs, chunks, RunOptions(
+        "lower", segment_records=300)))
+    assert s_info["observed_transfer_s"] is None
+    assert w_info["observed_transfer_s"] > max(w_info["bounds_s"][k] for k in ("MpiSend",
+                                                                             "MpiIsend"))
+    assert s_info["bounds_s"] == w_info["bounds_s"]
+    assert streamed.overhead_by_kind == whole.overhead_by_kind
+    assert streamed.event_overhead == whole.event_overhead

@@ -756,7 +756,7 @@ def _no_message_note(deps: dict) -> None:
     if bad:
         print(f"compensate: note: {bad:,} receives have a status no send in the trace "
               f"fits (a sender outside their communicator, an undefined length, or a "
-              f"channel with fewer sends; EZTrace 2.0's MPI_Waitsome writes such): "
+              f"channel no send has; EZTrace 2.0's MPI_Waitsome writes such): "
               f"they and the {left:,} receives their locations posted after them on the "
               f"same communicators are compensated as local records, their messages not "
               f"modelled", file=sys.stderr)

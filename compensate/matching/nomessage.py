@@ -10,9 +10,10 @@ a note (docs/messages.md), never guessed:
   (:func:`message_peers`).
 * **Unidentified receives**: a receive whose status cannot be a message's: its
   sender is not a rank of its communicator, or its length is 2^63 bytes or more
-  (the readers give it as NONE, as they give an UNDEFINED one). EZTrace 2.0's
-  MPI_Waitsome writes its completions so (sender 4061011728, length 2^64 -
-  32766). Such a receive took some
+  (the readers give it as NONE, as they give an UNDEFINED one), or it was
+  written by a call that completes an array of requests and no send of the trace
+  has its channel. EZTrace 2.0's MPI_Waitsome writes its completions so (sender
+  4061011728, length 2^64 - 32766; sender 0, tag 0, length 0). Such a receive took some
   message from some sender with some tag, so MPI's non-overtaking order pairs
   every later receive of its channel with the wrong send if it is left out alone.
   As the channel is unknown, every receive of that location on that communicator
@@ -94,8 +95,8 @@ def receives_left(over: np.ndarray, dst: np.ndarray, comm: np.ndarray, order: np
                   loc_ids: list[int], skipped: dict) -> np.ndarray:
     """Which of the joined receive columns (``dst``: location positions in
     ``loc_ids``, ``comm``, ``order``: posting positions) the matching may still
-    pair, where the receives ``over`` lie on a channel with more receives than sends
-    (a status the tracer got wrong, which may be any of them): on each (location,
+    pair, where the receives ``over`` lie on a channel no send has (a status the
+    tracer got wrong): on each (location,
     communicator) holding some, every receive posted at or after the first of them
     is left (module docstring). Adds the counts to ``skipped`` (location ->
     (MPI_PROC_NULL records, unidentified receives, receives left after one)):

@@ -392,9 +392,10 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         return key[:ns + len(r_idx)], key[ns + len(r_idx):], int(key.max()) + 1 if key.size else 0
 
     key, p_key, nkeys = keys()
-    over = np.bincount(key[ns:], minlength=nkeys) > np.bincount(key[:ns], minlength=nkeys)
+    over = (np.bincount(key[ns:], minlength=nkeys) > 0) & (
+        np.bincount(key[:ns], minlength=nkeys) == 0)
     hint = ""
-    if over.any():  # receives on a channel with fewer sends: their statuses are wrong
+    if over.any():  # receives on a channel without sends: their statuses are wrong
         over = over[key[ns:]]
         hint = off_rank_hint(trace, [loc_ids[k] for k in np.unique(np.r_[s_src, r_dst])],
                              np.unique(np.r_[s_comm, r_comm]).tolist())

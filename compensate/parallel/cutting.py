@@ -38,7 +38,7 @@ no others. The ranks agree on ``T`` (:func:`agreed_cuts`):
    sends before ``T`` less the cancelled Isends equal the receives before
    ``T``, and every member of a communicator completed the same number of
    collectives (:meth:`~compensate.pipeline.cuts.Cutter.balance`,
-   :func:`~compensate.pipeline.cuts.collectives_aligned`); if it fails, the
+   :func:`~compensate.pipeline.channels.collectives_aligned`); if it fails, the
    next safe time, up to :data:`ATTEMPTS` as the one-process cutter tries its
    four latest candidates, then every rank reads further (half as much again,
    as one process does).
@@ -252,7 +252,7 @@ def _widen(ranges: dict, key: Any, lo: int, hi: int) -> None:
 
 
 def _collective_ranges(defs: Definitions, done: dict, mine: list[int]) -> dict[Any, tuple]:
-    """The two conditions of :func:`compensate.pipeline.cuts.collectives_aligned`
+    """The two conditions of :func:`compensate.pipeline.channels.collectives_aligned`
     over this rank's locations, as ranges the ranks can merge: per communicator
     with members, the (fewest, most) collectives completed by the locations that
     completed any on it (key ``("done", comm)``) and by its members here (key

@@ -46,7 +46,6 @@ from compensate.model import (
     MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
-    NONE,
     PROBE,
     RECV,
     REQUEST_CANCELLED,
@@ -54,6 +53,7 @@ from compensate.model import (
     Definitions,
     Events,
 )
+from compensate.pipeline.channels import channel_keys, collectives_aligned
 
 
 def _kinds(*codes: int) -> np.ndarray:
@@ -384,7 +384,7 @@ class Cutter:
         idx = np.flatnonzero(send | recv)
         keys, signs = [], []
         if idx.size:
-            key, sign = _channel_keys(defs, locs, evs, ns, idx, pos[idx], send[idx])
+            key, sign = channel_keys(defs, locs, evs, ns, idx, pos[idx], send[idx])
             keys.append(key)
             signs.append(sign)
         del send, recv, idx
@@ -472,61 +472,6 @@ def free_ends(bt: np.ndarray, level: np.ndarray) -> np.ndarray:
         return bt
     free = np.flatnonzero(level[:-1] == 0)
     return bt[free + 1][bt[free + 1] > bt[free]]
-
-
-def collectives_aligned(defs: Definitions, done: dict) -> bool:
-    """Whether every communicator's members completed the same number of
-    collectives (``done``: completed per (communicator key, location), as
-    :meth:`Cutter.balance` gives them; a member without an entry completed none)."""
-    by_comm: dict = defaultdict(set)
-    for (key, _loc), c in done.items():
-        by_comm[key].add(c)
-    for key, counts in by_comm.items():
-        comm_ = key if isinstance(key, int) else key[0]
-        members = defs.comms[comm_].members if comm_ in defs.comms else ()
-        if len(counts) > 1 or (members and len({done.get((key, m), 0)
-                                                for m in members}) > 1):
-            return False
-    return True
-
-
-def _channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list[int],
-                  idx: np.ndarray, p: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For :meth:`Cutter.balance`: the channel (sender, receiver, communicator, tag)
-    of the records ``idx`` of the first ``ns`` records of ``evs`` joined (``p``: their
-    location's position in ``locs``, ``s``: which are sends), as the rows of one
-    array, and their signs (+1 sent, -1 received, 0 to or from MPI_PROC_NULL:
-    :mod:`compensate.matching.nomessage`). A function of its own so that its
-    intermediate columns are freed before the channels are grouped (the cut pass's
-    transient)."""
-    comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
-                          )[idx].astype(np.int64)
-    peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]
-                          )[idx].astype(np.int64)
-    tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
-                         )[idx].astype(np.int64)
-    # the peer's location through its communicator as seen from the record's
-    # location: one members table per distinct (communicator, location)
-    pair_ids = key_ids([comm, p])
-    first = np.unique(pair_ids, return_index=True)[1]
-    tables, starts, lengths = [], [], []
-    at = 0
-    for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
-        members = members_of(defs, c, locs[q]) or (-1,)
-        tables.append(np.array(members, dtype=np.int64))
-        starts.append(at)
-        lengths.append(len(members))
-        at += len(members)
-    table = np.concatenate(tables)
-    start = np.array(starts, dtype=np.int64)[pair_ids]
-    ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
-    other = np.full(idx.size, -1, np.int64)
-    other[ok] = table[start[ok] + peer[ok]]
-    sign = np.where(s, 1, -1).astype(np.int64) * (peer != NONE)  # (MPI_PROC_NULL: none)
-    del peer, pair_ids, start, ok
-    here = np.array(locs, dtype=np.int64)[p]
-    return (np.stack([np.where(s, here, other), np.where(s, other, here), comm, tag]),
-            sign)
 
 
 class CountingCutter(Cutter):
