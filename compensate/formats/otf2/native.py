@@ -74,6 +74,7 @@ from compensate.formats.otf2.integrity import ARG_REF_KINDS, InputChecks
 from compensate.formats.otf2.library import _capture_diagnostics, _library_errors, damage_hint
 from compensate.formats.otf2.nativerecords import Partitioned, rma_fields
 from compensate.formats.otf2.overheads import ATTRIBUTE, attribute_column
+from compensate.formats.otf2.syncobjects import native_sync_column, sync_refs
 from compensate.model import (
     COLUMNS,
     INTERPRETED,
@@ -372,8 +373,15 @@ class NativeChunks(ChunkIterator):
         #: the archive defines it: then every record's attribute list is kept
         self._own = next((int(a._ref) for a in getattr(registry, "attributes", ())
                           if a.name == ATTRIBUTE), None)
-        if self._own is not None:
-            self._keep = np.ones_like(self._lib.keep_attrs)
+        #: the references of EZTrace's Pthread object and return-value attributes
+        #: (compensate.formats.otf2.syncobjects): then Enter/Leave lists are kept
+        self._sync = sync_refs(registry) if registry is not None else None
+        if self._sync is not None and not (self._sync[0].size or self._sync[1].size):
+            self._sync = None
+        if self._own is not None or self._sync is not None:
+            self._keep = np.ones_like(self._lib.keep_attrs) if self._own is not None else \
+                self._lib.keep_attrs | np.array([n in ("Enter", "Leave")
+                                                 for n in self._lib.names], np.uint8)
             self._p1.keep_attrs = self._keep.ctypes.data_as(_u8p)
         self._handle: int | None = _open(self._lib, path, self._locs, True)
         self._done = False
@@ -440,6 +448,10 @@ class NativeChunks(ChunkIterator):
         cols = {"time": flat["time"][order], "kind": flat["kind"][order]}
         for name in ("region", "peer", "comm", "tag", "size", "size_recv", "op", "request"):
             cols[name] = flat[name][order].astype(_DTYPES[name], copy=False)  # wraps as before
+        if self._sync is not None:  # the column in flat order, then its order
+            req = flat["request"].astype(np.int64)
+            native_sync_column(flat["kind"], flat["nattrs"], flat["attrs"], *self._sync, req)
+            cols["request"] = req[order]
         times = cols["time"]
         cols["time"] = times.view(np.int64)
         if self._partitioned.kind_of:
