@@ -226,8 +226,11 @@ FAMILIES: tuple[Family, ...] = (
         rules=Shared("thread", "lock links are thread links (threads.build_all)"),
         check=Shared("thread", "verify_threads checks the lock links"),
         counter=Shared("thread", "counted with the threads"),
-        cut=Absent("a release whose acquisition comes after the cut is carried among "
-                   "its location's context records (compensate.engine.carry)"),
+        cut=Cut(beyond="a ThreadReleaseLock whose acquisition comes after the cut is "
+                       "carried among its location's context records (compensate.engine."
+                       "carry); EZTrace's Pthread calls (Enter of a region of compensate."
+                       "matching.pthreads.CALLS) open a span never closed: no cut after the "
+                       "first one"),
         reads=Shared("thread", "thread_reads reads the sends of every thread link")),
     Family(
         "device", "kernel launch -> kernel, device activity -> host synchronize (R9)",
