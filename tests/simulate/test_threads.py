@@ -68,7 +68,7 @@ def test_openmp_fork_barrier_critical_join():
     assert m.events[0].payload[3] == {"thread_team": "1"}
     assert match(m).threads.counts() == {"fork": 1, "join": 1, "lock": 1, "create": 0,
                                          "end": 0, "barrier": 1, "task": 0, "taskwait": 0,
-                                         "unmatched": 0}
+                                         "unmatched": 0, "local_locks": 0}
 
 
 def test_pthreads_create_mutex_join():

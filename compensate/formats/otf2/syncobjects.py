@@ -21,8 +21,8 @@ import numpy as np
 
 from compensate.model import ENTER, LEAVE, NONE
 
-__all__ = ["OBJECT_ATTRIBUTES", "RETURN_ATTRIBUTE", "event_sync_column", "native_sync_column",
-           "sync_refs"]
+__all__ = ["OBJECT_ATTRIBUTES", "RETURN_ATTRIBUTE", "NativeSync", "event_sync_column",
+           "native_sync_column", "sync_refs"]
 
 #: the attribute names that hold a synchronisation object's address on an Enter
 OBJECT_ATTRIBUTES = frozenset({"mutex", "lock", "barrier"})
@@ -97,3 +97,32 @@ def event_sync_column(kind: np.ndarray, events: list[Any]) -> np.ndarray | None:
                 out[i] = int(value)
                 break
     return out
+
+
+class NativeSync:
+    """The C reader's part (:class:`~compensate.formats.otf2.native.NativeChunks`):
+    which attribute lists to keep, and the column from them."""
+
+    def __init__(self, obj: np.ndarray, ret: np.ndarray) -> None:
+        self.obj, self.ret = obj, ret
+
+    @classmethod
+    def of(cls, registry: Any) -> NativeSync | None:
+        """For an archive whose definitions hold such attributes; else None."""
+        obj, ret = sync_refs(registry)
+        return cls(obj, ret) if obj.size or ret.size else None
+
+    @staticmethod
+    def kept(names: list[str], keep: np.ndarray, every: Any) -> np.ndarray:
+        """Per C kind index, whether to keep its records' attribute lists: all if
+        ``every`` is not None (the per-record overhead attribute), else ``keep`` with
+        Enter and Leave added."""
+        if every is not None:
+            return np.ones_like(keep)
+        return keep | np.array([n in ("Enter", "Leave") for n in names], np.uint8)
+
+    def column(self, flat: dict[str, np.ndarray]) -> np.ndarray:
+        """The ``request`` column of a block of records in the C reader's order."""
+        out = flat["request"].astype(np.int64)
+        native_sync_column(flat["kind"], flat["nattrs"], flat["attrs"], self.obj, self.ret, out)
+        return out
