@@ -70,8 +70,8 @@ def _partitioned_spec(spec: tuple[tuple[str, str], ...]) -> tuple:
 
 #: kind name -> its fields, for the kinds C parses
 SPECS: dict[str, tuple] = {
-    "Enter": _REGION,
-    "Leave": _REGION,
+    "Enter": _REGION + (("object", "request", _BYTES, NONE),),
+    "Leave": _REGION + (("ret", "request", _BYTES, NONE),),
     "MpiSend": _P2P_SEND,
     "MpiRecv": _P2P_RECV,
     "MpiIsend": _P2P_SEND + _REQUEST,
