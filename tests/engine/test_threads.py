@@ -195,3 +195,42 @@ def test_fitted_without_a_network_fit_keeps_the_fitted_link_latency():
         result = c.compensate(trace, bound=bound, overhead="100ns")
         got[bound] = result.trace.events[0].time.tolist()[-3:]
     assert got == {"lower": [1201, 1201, 1201], "fitted": [1300, 1300, 1300]}
+
+
+_EZ_LOCK = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=0
+region 1 "pthread_mutex_lock"
+region 2 "pthread_mutex_unlock"
+events
+100 0 Enter region=1 object=16
+110 0 Leave region=1
+150 0 Enter region=2 object=16
+160 0 Leave region=2
+120 1 Enter region=1 object=16
+200 1 Leave region=1
+230 1 Enter region=2 object=16
+240 1 Leave region=2
+300 1 Enter region=1 object=16
+310 1 Leave region=1
+"""
+
+
+@pytest.mark.parametrize("bound", ["lower", "upper"])
+def test_eztrace_mutex_hand_off_by_hand(tmp_path, bound):
+    """EZTrace's mutex at 0x10, O = 10 ns per record. Location 0 runs alone:
+    100, 100, 130, 130. Location 1 asked (Enter at 120, free at 130) before location
+    0's unlock Enter was free (150 + 10): it waited, the hand-off latency is observed,
+    δ = 200 - 150 - 10 = 40, so its Leave is at 130 + 40 = 170 (its own records alone
+    would put it at 190), under both bounds; its third acquisition follows its own
+    release (no link) and keeps its gaps: 190, 190, 240, 240."""
+    (tmp_path / "t.trace").write_text(_EZ_LOCK)
+    trace = read_text(str(tmp_path / "t.trace"))
+    m = match(trace)
+    assert [(s.kind, s.recv, s.sends) for s in m.threads.syncs] == [
+        ("lock", (1, 1), [(0, 2)])]
+    out = compensate(trace, Platform(10e-9), EngineOptions(bound), m).trace
+    assert out.events[0].time.tolist() == [100, 100, 130, 130]
+    assert out.events[1].time.tolist() == [120, 170, 190, 190, 240, 240]
+    assert verify(out, m).ok
