@@ -50,7 +50,7 @@ import numpy as np
 
 from compensate.formats.fields import field_of
 from compensate.matching.collectives import N_TO_N, Instance
-from compensate.model import ENTER, KIND_CODE, LEAVE, NONE, Trace
+from compensate.model import ENTER, KIND_CODE, LEAVE, NONE, Events, Trace
 
 LOCKS = ("pthread_mutex_lock", "pthread_spin_lock")
 TRYLOCKS = ("pthread_mutex_trylock", "pthread_spin_trylock")
@@ -59,6 +59,7 @@ CREATE, JOIN, BARRIER = "pthread_create", "pthread_join", "pthread_barrier_wait"
 #: every region name this module reads (and the stream cutter looks for)
 CALLS = (*LOCKS, *TRYLOCKS, *UNLOCKS, CREATE, JOIN, BARRIER)
 _BEGIN, _END = KIND_CODE["ThreadBegin"], KIND_CODE["ThreadEnd"]
+_CREATED, _WAITED = KIND_CODE["ThreadCreate"], KIND_CODE["ThreadWait"]
 
 
 @dataclass
@@ -229,4 +230,28 @@ def _barriers(trace: Trace, per_loc: dict[int, list[tuple]], found: PthreadLinks
             found.barriers.extend(insts)
 
 
-__all__ = ["CALLS", "PthreadLinks", "match_pthreads"]
+def cut_regions(regions: dict[int, str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """For the stream cutter (:mod:`compensate.pipeline.cuts`): the region ids of the
+    lock and barrier calls and of ``pthread_create``/``pthread_join`` among
+    ``regions`` (id -> name), None if there are none."""
+    objects = [r for r, n in regions.items() if n in CALLS and n not in (CREATE, JOIN)]
+    spawn = [r for r, n in regions.items() if n in (CREATE, JOIN)]
+    return (np.array(objects, np.int64), np.array(spawn, np.int64)) if objects or spawn \
+        else None
+
+
+def cut_steps(ev: Events, regions: tuple[np.ndarray, np.ndarray], plus: np.ndarray,
+              minus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cutter's busy steps ``plus``/``minus`` (masks over ``ev``) with these
+    calls': their links span the whole run and no record closes them, so each opens a
+    span never closed (no cut after it) — a lock or barrier call's Enter with its
+    object (EZTrace's; Score-P's have none), and a ``pthread_create``/``_join``
+    Enter, which a ThreadCreate/ThreadWait closes again where the tracer writes one
+    inside the call (Score-P; EZTrace writes none)."""
+    enter = ev.kind == ENTER
+    plus = plus | (enter & (ev.request >= 0) & np.isin(ev.region, regions[0])) \
+        | (enter & np.isin(ev.region, regions[1]))
+    return plus, minus | (ev.kind == _CREATED) | (ev.kind == _WAITED)
+
+
+__all__ = ["CALLS", "PthreadLinks", "cut_regions", "cut_steps", "match_pthreads"]

@@ -29,7 +29,7 @@ from compensate.families import FAMILIES, Cut
 from compensate.matching import nesting
 from compensate.matching.devices import is_synchronize
 from compensate.matching.p2p import key_ids, members_of
-from compensate.matching.pthreads import CALLS
+from compensate.matching.pthreads import cut_regions, cut_steps
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
@@ -145,7 +145,7 @@ class Cutter:
         # waits for is matched in the same segment
         self.sync_regions = np.array([r for r, name in defs.regions.items()
                                       if is_synchronize(name)], dtype=np.int64)
-        self.pthread_regions = np.array([r for r, n in defs.regions.items() if n in CALLS])
+        self.pthread_regions = cut_regions(defs.regions)  # EZTrace's Pthread calls
 
     # the busy function: messages in flight + calls around a send that are still open
     # (matching needs the send call's Leave) + open collective calls + open requests
@@ -169,8 +169,8 @@ class Cutter:
             in_sync = np.isin(ev.region, self.sync_regions)
             plus = plus | ((k == ENTER) & in_sync)
             minus = minus | ((k == LEAVE) & in_sync)
-        if self.pthread_regions.size:  # EZTrace's Pthread calls: links span the run
-            plus |= (k == ENTER) & np.isin(ev.region, self.pthread_regions)
+        if self.pthread_regions is not None:  # their links span the run: no cut after
+            plus, minus = cut_steps(ev, self.pthread_regions, plus, minus)
         times = [t[plus], t[minus], t[matched]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
                   -np.ones(int(matched.sum()), np.int64)]

@@ -248,15 +248,17 @@ def pthreads(ranks: int = 1, iterations: int = 15, seed: int = 0, *, threads: in
 
 def ez_pthreads(ranks: int = 1, iterations: int = 15, seed: int = 0, *, threads: int = 3,
                 work_time: float = 4e-6, locked_time: float = 1e-6,
-                barrier_every: int = 3) -> Program:
+                barrier_every: int = 3, out_of_order: bool = True) -> Program:
     """Pthreads as EZTrace records them (no Thread* record but each thread's
     ThreadBegin/ThreadEnd): the main thread creates ``threads`` threads, works and
     takes mutex 0x10 itself, then joins them in creation order; each thread
     ``iterations`` times works (thread-dependent cost) and updates shared data under
     the mutex, every ``barrier_every`` iterations all threads meet at barrier 0x20.
-    Later-created threads start sooner (their start latency falls with their
-    number) and the last-created works least, so threads begin and end in another
-    order than they are created and joined."""
+    ``out_of_order``: later-created threads start sooner (their start latency falls
+    with their number) and the last-created works least, so threads begin and end in
+    another order than they are created and joined (the create/join statistic the
+    matcher links by is then looser than the truth); else every thread starts
+    ``2e-6`` after its create and they end in creation order."""
     _check(ranks, iterations)
     rng = random.Random(seed)
     ops: list[list[Op]] = [[ez_begin(0)] for _ in range(ranks)]
@@ -265,9 +267,10 @@ def ez_pthreads(ranks: int = 1, iterations: int = 15, seed: int = 0, *, threads:
         mine = [o for rank, _, o in extra if rank == r]
         for j, w in enumerate(mine, start=1):
             ops[r].append(ez_create(j))
-            w.append(ez_begin(j, 2e-6 * (threads + 1 - j)))
+            w.append(ez_begin(j, 2e-6 * ((threads + 1 - j) if out_of_order else 1)))
             for it in range(iterations):
-                scale = 1 + 0.3 * ((threads - j + it) % threads)
+                scale = 1 + 0.3 * ((threads - j + it) % threads) if out_of_order else \
+                    1 + 0.3 * (it % threads)
                 w.append(call("work", _jitter(rng, work_time * scale, 0.4)))
                 w.append(ez_mutex(0x10, _jitter(rng, locked_time)))
                 if barrier_every and (it + 1) % barrier_every == 0:
@@ -279,7 +282,8 @@ def ez_pthreads(ranks: int = 1, iterations: int = 15, seed: int = 0, *, threads:
         ops[r].extend(ez_join(j) for j in range(1, threads + 1))
         ops[r] += [call("reduce", _jitter(rng, work_time / 2)), ez_end(0)]
     return Program("ez_pthreads", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
-                                            threads=threads), extra)
+                                            threads=threads, out_of_order=out_of_order),
+                   extra)
 
 
 def gpu(ranks: int = 1, iterations: int = 20, seed: int = 0, *, streams: int = 2,
