@@ -234,3 +234,33 @@ def test_eztrace_mutex_hand_off_by_hand(tmp_path, bound):
     assert out.events[0].time.tolist() == [100, 100, 130, 130]
     assert out.events[1].time.tolist() == [120, 170, 190, 190, 240, 240]
     assert verify(out, m).ok
+
+
+_EZ_BARRIER = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=0
+region 1 "pthread_barrier_wait"
+events
+100 0 Enter region=1 object=32
+260 0 Leave region=1
+200 1 Enter region=1 object=32
+210 1 Leave region=1
+"""
+
+
+@pytest.mark.parametrize("exit_rule", ["uniform", "per-process"])
+def test_pthread_barrier_keeps_each_members_wake_up(tmp_path, exit_rule):
+    """A pthread barrier at 0x20, O = 1 ns: location 1 arrives last (200) and leaves
+    at once (210); location 0, waiting since 100, is woken 50 ns later (260). Each
+    member keeps its own time from the last arrival (eq. 13) whatever
+    --collective-exit says: location 0 leaves at 200 + (260 - 200 - 1) = 259,
+    location 1 at 200 + 9 = 209 (a common exit would put location 0 at 209, taking out
+    a wake-up the untraced run has too)."""
+    (tmp_path / "t.trace").write_text(_EZ_BARRIER)
+    trace = read_text(str(tmp_path / "t.trace"))
+    m = match(trace)
+    assert len(m.threads.barriers) == 1
+    out = compensate(trace, Platform(1e-9), EngineOptions("lower", exit_rule), m).trace
+    assert out.events[0].time.tolist() == [100, 259]
+    assert out.events[1].time.tolist() == [200, 209]
