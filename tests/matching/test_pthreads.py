@@ -6,6 +6,7 @@ measured order shows, and a lock whose calls do not alternate gets none."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -177,3 +178,36 @@ def test_links_follow_the_measured_hand_offs(tmp_path_factory, schedule):
         acq, rel = t.events[a_loc], t.events[r_loc]
         assert rel.time[r] < acq.time[a]  # the release before the acquisition
         assert r_loc != a_loc
+
+
+def test_streamed_runs_cut_nowhere_after_the_first_call_and_equal_in_memory(tmp_path):
+    """sync/ streamed in segments of 20 records is one segment (the hand-offs span the
+    run, compensate.matching.pthreads.cut_steps) and the in-memory output (Score-P's
+    mutex calls carry no object and still stream: tests/engine/test_carry.py)."""
+    import json
+
+    import numpy as np
+
+    from compensate.cli import main
+    anchor = str(EZ / "sync" / "eztrace_log.otf2")
+    outs = {}
+    for name, extra in (("memory", ["--in-memory"]), ("stream", ["--segment-records", "20"])):
+        out = tmp_path / name / "traces.otf2"
+        assert main([anchor, str(out), "--overhead", "1us", "--quiet", "--summary",
+                     str(tmp_path / f"{name}.json"), *extra]) == 0
+        outs[name] = read_trace(str(out))
+    assert json.loads((tmp_path / "stream.json").read_text())["segments"]["count"] == 1
+    for loc, ev in outs["memory"].events.items():
+        np.testing.assert_array_equal(ev.time, outs["stream"].events[loc].time)
+
+
+@pytest.mark.parametrize("bound", ["lower", "upper"])
+def test_the_distributed_run_gives_the_one_process_output(bound):
+    """Two processes of EZTrace-style Pthreads (ez_pthreads, 2 ranks), on two thread
+    ranks with trimmed views: the one-process output record for record."""
+    from compensate.simulate import simulate
+    from tests.parallel.test_parity import assert_parity, both
+    sim = simulate("ez_pthreads", ranks=2, overhead=1e-6, iterations=6)
+    one, par = both(sim.measured, sim.platform, bound)
+    assert one[0][1].threads.counts()["lock"] > 0
+    assert_parity(one, par)
