@@ -125,7 +125,9 @@ def test_barrier_instances_by_address(tmp_path):
 def test_bundled_eztrace_archives():
     """mutex/: thread 1 takes the mutex 20 times, then thread 2: one hand-off; the 4
     lock calls of EZTrace's own start-up (two addresses, each locked twice, never
-    unlocked) are left local. sync/: mutex, spinlock and barrier of 3 threads."""
+    unlocked) are left local. sync/: mutex, spinlock and barrier of 3 threads.
+    trylock/: trylock, spinlock and barrier of 2 threads (read although its ``ret``
+    attribute is typed unlike its definition)."""
     m = match(read_trace(str(EZ / "mutex" / "eztrace_log.otf2"))).threads.counts()
     assert (m["lock"], m["create"], m["end"], m["local_locks"], m["unmatched"]) == \
         (1, 2, 2, 4, 0)
@@ -134,6 +136,9 @@ def test_bundled_eztrace_archives():
     assert (c["lock"], c["create"], c["end"], c["barrier"], c["local_locks"],
             c["unmatched"]) == (22, 3, 3, 4, 4, 0)
     assert all(len(b.locs) == 3 for b in s.barriers)
+    t = match(read_trace(str(EZ / "trylock" / "eztrace_log.otf2"))).threads.counts()
+    assert (t["lock"], t["create"], t["end"], t["barrier"], t["local_locks"]) == \
+        (6, 2, 2, 3, 4)  # trylocks that returned 0 (their Leave's ret) and spinlocks
 
 
 @st.composite

@@ -22,7 +22,7 @@ import numpy as np
 from compensate.model import ENTER, LEAVE, NONE
 
 __all__ = ["OBJECT_ATTRIBUTES", "RETURN_ATTRIBUTE", "NativeSync", "event_sync_column",
-           "native_sync_column", "sync_refs"]
+           "native_sync_column", "sync_refs", "tolerate_attribute_types"]
 
 #: the attribute names that hold a synchronisation object's address on an Enter
 OBJECT_ATTRIBUTES = frozenset({"mutex", "lock", "barrier"})
@@ -126,3 +126,40 @@ class NativeSync:
         out = flat["request"].astype(np.int64)
         native_sync_column(flat["kind"], flat["nattrs"], flat["attrs"], self.obj, self.ret, out)
         return out
+
+
+def tolerate_attribute_types() -> None:
+    """Let the ``otf2`` package read a record whose attribute value is typed otherwise
+    than the attribute's definition, as the OTF2 library and ``otf2-print`` do
+    (EZTrace defines ``ret`` as UINT32 and writes its values as UINT64): the
+    package asserts the two agree and fails the whole read. Where they differ, the
+    value is read with the record's type and keyed by a copy of the definition with
+    that type (not in any registry), so that writing the event back writes the
+    record's own reference, type and value. Reads where they agree are unchanged."""
+    from otf2 import attribute_value
+    from otf2.attribute_list import AttributeList
+    from otf2.definitions import Attribute
+    from otf2.enums import Type
+
+    original = AttributeList._construct
+    if getattr(original, "tolerant", False):
+        return
+
+    def construct(cls: Any, registry: Any, attribute_list: Any) -> Any:
+        try:
+            return original.__func__(cls, registry, attribute_list)
+        except AssertionError:
+            pass
+        import _otf2
+        out = {}
+        for i in range(_otf2.AttributeList_GetNumberOfElements(attribute_list)):
+            ref, kind, raw = _otf2.AttributeList_GetAttributeByIndex(attribute_list, i)
+            attr = registry.attributes[ref]
+            if attr.type != kind:
+                attr = Attribute(None, ref, attr.name, attr.description,
+                                 Type(int(getattr(kind, "value", kind))))
+            out[attr] = attribute_value.parse(registry, raw, kind)
+        return out
+
+    construct.tolerant = True  # type: ignore[attr-defined]
+    AttributeList._construct = classmethod(construct)  # type: ignore[method-assign]
