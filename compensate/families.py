@@ -228,10 +228,11 @@ FAMILIES: tuple[Family, ...] = (
         counter=Shared("thread", "counted with the threads"),
         cut=Cut(beyond="a ThreadReleaseLock whose acquisition comes after the cut is "
                        "carried among its location's context records (compensate.engine."
-                       "carry); an EZTrace lock or barrier call's Enter (with its object) "
-                       "and a pthread_create/_join Enter (closed by a ThreadCreate/"
-                       "ThreadWait where the tracer writes one) open a span never closed, "
-                       "no cut after it (compensate.matching.pthreads.cut_steps)"),
+                       "carry); in a trace that defines Pthread call regions, an EZTrace "
+                       "lock or barrier call's Enter (with its object), a pthread_create/"
+                       "_join Enter (closed by a ThreadCreate/ThreadWait where the tracer "
+                       "writes one) and a ThreadBegin with no creator open a span never "
+                       "closed, no cut after it (compensate.matching.pthreads.cut_steps)"),
         reads=Shared("thread", "thread_reads reads the sends of every thread link")),
     Family(
         "device", "kernel launch -> kernel, device activity -> host synchronize (R9)",

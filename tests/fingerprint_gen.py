@@ -67,10 +67,12 @@ def _write_platform(platform, path: Path) -> None:
 #: cover: the fitted model's plausibility (``fit.rejected`` ...) and its count of
 #: uses overridden by [lower, upper]; the dependencies a tracer did not record
 #: (``dependencies.unrecorded_calls``, ``collective_begins_without_end``); every key
-#: they did cover is still hashed
+#: they did cover is still hashed; the Pthread locks left local
+#: (``dependencies.threads.local_locks``, :data:`THREADS_ADDED`)
 SUMMARY_ADDED = {"fit": {"rejected", "rejected_model", "quality", "overridden"},
                  "p2p_cases": {"m2_fitted_overridden"},
                  "dependencies": {"unrecorded_calls", "collective_begins_without_end"}}
+THREADS_ADDED = {"local_locks"}
 
 
 def _stable(summary: dict) -> dict:
@@ -78,6 +80,10 @@ def _stable(summary: dict) -> dict:
     for key, added in SUMMARY_ADDED.items():
         if isinstance(out.get(key), dict):
             out[key] = {k: v for k, v in out[key].items() if k not in added}
+    threads = out.get("dependencies", {}).get("threads")
+    if isinstance(threads, dict):
+        out["dependencies"]["threads"] = {k: v for k, v in threads.items()
+                                          if k not in THREADS_ADDED}
     return out
 
 

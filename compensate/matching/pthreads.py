@@ -58,6 +58,9 @@ UNLOCKS = ("pthread_mutex_unlock", "pthread_spin_unlock")
 CREATE, JOIN, BARRIER = "pthread_create", "pthread_join", "pthread_barrier_wait"
 #: every region name this module reads (and the stream cutter looks for)
 CALLS = (*LOCKS, *TRYLOCKS, *UNLOCKS, CREATE, JOIN, BARRIER)
+#: the ``op`` of a Pthread barrier's :class:`Instance` (OpenMP barriers: -1): no
+#: team, its exits timed per member (:mod:`compensate.engine.kinds.threads`)
+BARRIER_OP = -2
 _BEGIN, _END = KIND_CODE["ThreadBegin"], KIND_CODE["ThreadEnd"]
 _CREATED, _WAITED = KIND_CODE["ThreadCreate"], KIND_CODE["ThreadWait"]
 
@@ -221,7 +224,7 @@ def _barriers(trace: Trace, per_loc: dict[int, list[tuple]], found: PthreadLinks
             if last_in >= first_out:
                 insts = None
                 break
-            insts.append(Instance(comm=-1, op=-1, cls=N_TO_N, known_op=True, root=-1,
+            insts.append(Instance(comm=-1, op=BARRIER_OP, cls=N_TO_N, known_op=True, root=-1,
                                   locs=locs, begin_idx=enter, end_idx=leave,
                                   size_sent=[0] * len(locs), size_recv=[0] * len(locs)))
         if insts is None:
@@ -245,13 +248,22 @@ def cut_steps(ev: Events, regions: tuple[np.ndarray, np.ndarray], plus: np.ndarr
     """The cutter's busy steps ``plus``/``minus`` (masks over ``ev``) with these
     calls': their links span the whole run and no record closes them, so each opens a
     span never closed (no cut after it) — a lock or barrier call's Enter with its
-    object (EZTrace's; Score-P's have none), and a ``pthread_create``/``_join``
-    Enter, which a ThreadCreate/ThreadWait closes again where the tracer writes one
-    inside the call (Score-P; EZTrace writes none)."""
+    object (EZTrace's; Score-P's have none), a ``pthread_create``/``_join`` Enter,
+    which a ThreadCreate/ThreadWait closes again where the tracer writes one inside
+    the call (Score-P; EZTrace writes none), and a ThreadBegin with no creator
+    (called only for traces that define such regions)."""
     enter = ev.kind == ENTER
     plus = plus | (enter & (ev.request >= 0) & np.isin(ev.region, regions[0])) \
         | (enter & np.isin(ev.region, regions[1]))
-    return plus, minus | (ev.kind == _CREATED) | (ev.kind == _WAITED)
+    minus = minus | (ev.kind == _CREATED) | (ev.kind == _WAITED)
+    # a ThreadBegin with no creator (contingent UNDEFINED) closes no create's span; it
+    # opens one never closed instead: the create/join statistic needs every thread's
+    # begin and end, the process's first thread's among them, in one segment
+    for i in np.flatnonzero(ev.kind == _BEGIN).tolist():
+        if field_of(ev.payload[i], "thread_contingent") is None:
+            plus[i], minus[i] = True, False
+    return plus, minus
 
 
-__all__ = ["CALLS", "PthreadLinks", "cut_regions", "cut_steps", "match_pthreads"]
+__all__ = ["BARRIER_OP", "CALLS", "PthreadLinks", "cut_regions", "cut_steps",
+           "match_pthreads"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from compensate.matching import Matching
+from compensate.matching.pthreads import BARRIER_OP
 from compensate.matching.threads import ThreadSync
 from compensate.model import Trace
 from compensate.verify.result import Verification, note
@@ -31,7 +32,7 @@ def verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
         for m, (loc, t, e) in enumerate(zip(inst.locs, ev, inst.end_idx, strict=True)):
             if v.owns(loc) and t[e] < last:
                 v.threads += 1
-                what = f"team {inst.comm}" if inst.comm >= 0 else "Pthread barrier"
+                what = "Pthread barrier" if inst.op == BARRIER_OP else f"team {inst.comm}"
                 note(v, f"location {loc}, record {e}: left a barrier before the "
                         f"last member entered it ({what})", (0, n, m))
     for n, m, sync, s_loc, s in early_links(trace, matching.threads.syncs, v):
