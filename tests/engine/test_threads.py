@@ -264,3 +264,72 @@ def test_pthread_barrier_keeps_each_members_wake_up(tmp_path, exit_rule):
     out = compensate(trace, Platform(1e-9), EngineOptions("lower", exit_rule), m).trace
     assert out.events[0].time.tolist() == [100, 259]
     assert out.events[1].time.tolist() == [200, 209]
+
+
+@st.composite
+def eztrace_pthread_texts(draw):
+    """EZTrace-style Pthreads of one process: the main thread (location 0) creates
+    ``n`` threads, each takes the mutex at 0x10 a few times (a random holder order,
+    each acquisition after the previous release) and meets the others at the
+    barrier at 0x20; the main thread joins them."""
+    n = draw(st.integers(2, 3))
+    t = [0] * (n + 1)
+    lines = []
+
+    def rec(loc, gap, text):
+        t[loc] += gap
+        lines.append((t[loc], loc, len(lines), f"{t[loc]} {loc} {text}"))
+
+    rec(0, 1, "ThreadBegin sequence_count=0")
+    for w in range(1, n + 1):
+        rec(0, draw(st.integers(1, 50)), "Enter region=3")
+        t[w] = t[0] + draw(st.integers(1, 200))
+        rec(w, 0, f"ThreadBegin sequence_count={w}")
+        rec(0, draw(st.integers(1, 50)), "Leave region=3")
+    released = 0
+    for _ in range(draw(st.integers(1, 3))):
+        for w in draw(st.permutations(range(1, n + 1))):
+            rec(w, draw(st.integers(1, 300)), "Enter region=1 object=16")
+            t[w] = max(t[w], released) + draw(st.integers(1, 100))
+            rec(w, 0, "Leave region=1")
+            rec(w, draw(st.integers(1, 100)), "Enter region=2 object=16")
+            released = t[w]
+            rec(w, draw(st.integers(1, 50)), "Leave region=2")
+        for w in range(1, n + 1):
+            rec(w, draw(st.integers(1, 100)), "Enter region=5 object=32")
+        last = max(t[1:])
+        for w in range(1, n + 1):
+            t[w] = last + draw(st.integers(1, 100))
+            rec(w, 0, "Leave region=5")
+    rec(0, draw(st.integers(1, 50)), "Enter region=4")
+    for w in range(1, n + 1):
+        rec(w, draw(st.integers(1, 50)), f"ThreadEnd sequence_count={w}")
+    t[0] = max(t) + draw(st.integers(1, 100))
+    rec(0, 0, "Leave region=4")
+    head = ["compensate-trace 1", "timer_resolution 1000000000"]
+    head += [f"location {w} group=0" for w in range(n + 1)]
+    head += ['region 1 "pthread_mutex_lock"', 'region 2 "pthread_mutex_unlock"',
+             'region 3 "pthread_create"', 'region 4 "pthread_join"',
+             'region 5 "pthread_barrier_wait"', "events"]
+    return "\n".join(head + [x[3] for x in sorted(lines)]) + "\n"
+
+
+@SETTINGS
+@given(eztrace_pthread_texts(), st.sampled_from(["lower", "upper"]), st.floats(0.0, 3e-7))
+def test_eztrace_pthread_links_hold(tmp_path_factory, text, bound, overhead):
+    """After compensation no acquisition of the mutex comes at or before the previous
+    holder's release, no thread leaves the barrier before the last one entered, no
+    thread begins before the create paired with it and the join returns after the
+    end paired with it (the verifier, and the hand-offs counted directly)."""
+    trace = _read(text, tmp_path_factory)
+    m = match(trace)
+    c = m.threads.counts()
+    assert c["unmatched"] == 0 and c["local_locks"] == 0 and c["barrier"] > 0
+    assert verify(trace, m).ok
+    out = compensate(trace, Platform(overhead), EngineOptions(bound=bound), m).trace
+    check = verify(out, m)
+    assert check.ok and check.threads == 0, check.examples
+    assert barrier_violations(out, m) == 0
+    for s in m.threads.syncs:
+        (loc, i), (s_loc, s_i) = s.recv, s.sends[0]
+        assert out.events[loc].time[i] > out.events[s_loc].time[s_i]
