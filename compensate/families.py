@@ -231,8 +231,9 @@ FAMILIES: tuple[Family, ...] = (
                        "carry); in a trace that defines Pthread call regions, an EZTrace "
                        "lock or barrier call's Enter (with its object), a pthread_create/"
                        "_join Enter (closed by a ThreadCreate/ThreadWait where the tracer "
-                       "writes one) and a ThreadBegin with no creator open a span never "
-                       "closed, no cut after it (compensate.matching.pthreads.cut_steps)"),
+                       "writes one) open a span never closed, no cut after it; a "
+                       "ThreadBegin/ThreadEnd with no creator opens and closes nothing "
+                       "(compensate.matching.pthreads.cut_steps)"),
         reads=Shared("thread", "thread_reads reads the sends of every thread link")),
     Family(
         "device", "kernel launch -> kernel, device activity -> host synchronize (R9)",

@@ -23,10 +23,12 @@ syncobjects`). Within one process (regions named as below):
   ``pthread_create``/``pthread_join`` no thread, so which call created or joined
   which thread is unknown. What is known without guessing is an order statistic:
   every thread but the process's first begins after the Enter of the
-  ``pthread_create`` that made it, so the ``k``-th such ThreadBegin in time comes
-  after the ``k``-th ``pthread_create`` Enter; every ``pthread_join`` returns after
-  its own thread's end, so the ``k``-th join Leave comes after the ``k``-th
-  ThreadEnd of those threads. These are the links made (a thread created and a
+  ``pthread_create`` that made it, so the ``k``-th ThreadBegin after the process's
+  first ``pthread_create`` Enter comes after the ``k``-th ``pthread_create`` Enter
+  (a thread that began before the first create, the process's first thread among
+  them, was not made by a traced call); every ``pthread_join`` returns after its own
+  thread's end, so the ``k``-th join Leave comes after the ``k``-th ThreadEnd of
+  those threads. These are the links made (a thread created and a
   thread joined first in time are paired, which is exact when threads start and
   end in the order they are created and joined, and a weaker true bound
   otherwise). A process where the counts do not fit (threads created by calls not
@@ -177,10 +179,13 @@ def _create_join(trace: Trace, proc: int, per_loc: dict[int, list[tuple]],
                 (begins if ev.kind[i] == _BEGIN else ends).append((int(ev.time[i]), loc, i))
     if not begins:  # threads with a creator (ThreadCreate records): threads.py links them
         return
-    begins.sort()
-    created = begins[1:]  # the process's first thread was not created by a traced call
-    first = {begins[0][1]} if begins else set()
-    ends = sorted(x for x in ends if x[1] not in first)
+    # the threads a traced call created begin after the process's first create (its
+    # first thread, the one that creates, began before: left out, as in a stream
+    # segment that starts after its begin)
+    first = min(t for t, _, _ in creates) if creates else None
+    created = sorted(b for b in begins if first is not None and b[0] > first)
+    mine = {loc for _, loc, _ in created}
+    ends = sorted(x for x in ends if x[1] in mine)
     _statistic("create", sorted(creates), created, len(created) == len(creates), found)
     _statistic("end", ends, sorted(joins), len(joins) <= len(ends), found)
 
@@ -250,18 +255,17 @@ def cut_steps(ev: Events, regions: tuple[np.ndarray, np.ndarray], plus: np.ndarr
     span never closed (no cut after it) — a lock or barrier call's Enter with its
     object (EZTrace's; Score-P's have none), a ``pthread_create``/``_join`` Enter,
     which a ThreadCreate/ThreadWait closes again where the tracer writes one inside
-    the call (Score-P; EZTrace writes none), and a ThreadBegin with no creator
-    (called only for traces that define such regions)."""
+    the call (Score-P; EZTrace writes none) (called only for traces that define
+    such regions)."""
     enter = ev.kind == ENTER
     plus = plus | (enter & (ev.request >= 0) & np.isin(ev.region, regions[0])) \
         | (enter & np.isin(ev.region, regions[1]))
     minus = minus | (ev.kind == _CREATED) | (ev.kind == _WAITED)
-    # a ThreadBegin with no creator (contingent UNDEFINED) closes no create's span; it
-    # opens one never closed instead: the create/join statistic needs every thread's
-    # begin and end, the process's first thread's among them, in one segment
-    for i in np.flatnonzero(ev.kind == _BEGIN).tolist():
+    # a ThreadBegin/ThreadEnd with no creator (contingent UNDEFINED) closes or opens
+    # nothing (a create's or a wait's span): its step is cancelled
+    for i in np.flatnonzero((ev.kind == _BEGIN) | (ev.kind == _END)).tolist():
         if field_of(ev.payload[i], "thread_contingent") is None:
-            plus[i], minus[i] = True, False
+            plus[i] = minus[i] = True
     return plus, minus
 
 
