@@ -226,8 +226,14 @@ FAMILIES: tuple[Family, ...] = (
         rules=Shared("thread", "lock links are thread links (threads.build_all)"),
         check=Shared("thread", "verify_threads checks the lock links"),
         counter=Shared("thread", "counted with the threads"),
-        cut=Absent("a release whose acquisition comes after the cut is carried among "
-                   "its location's context records (compensate.engine.carry)"),
+        cut=Cut(beyond="a ThreadReleaseLock whose acquisition comes after the cut is "
+                       "carried among its location's context records (compensate.engine."
+                       "carry); in a trace that defines Pthread call regions, an EZTrace "
+                       "lock or barrier call's Enter (with its object), a pthread_create/"
+                       "_join Enter (closed by a ThreadCreate/ThreadWait where the tracer "
+                       "writes one) open a span never closed, no cut after it; a "
+                       "ThreadBegin/ThreadEnd with no creator opens and closes nothing "
+                       "(compensate.matching.pthreads.cut_steps)"),
         reads=Shared("thread", "thread_reads reads the sends of every thread link")),
     Family(
         "device", "kernel launch -> kernel, device activity -> host synchronize (R9)",

@@ -66,14 +66,16 @@ def _write_platform(platform, path: Path) -> None:
 #: keys the summary gained after the fingerprints were taken, and which they do not
 #: cover: the fitted model's plausibility (``fit.rejected`` ...) and its count of
 #: uses overridden by [lower, upper]; the dependencies a tracer did not record
-#: (``dependencies.unrecorded_calls``, ``collective_begins_without_end``) and the
-#: point-to-point records that carry no message (``proc_null_records``, ...); every
-#: key they did cover is still hashed
+#: (``dependencies.unrecorded_calls``, ``collective_begins_without_end``), the
+#: point-to-point records that carry no message (``proc_null_records``, ...) and the
+#: Pthread locks left local (``dependencies.threads.local_locks``,
+#: :data:`THREADS_ADDED`); every key they did cover is still hashed
 SUMMARY_ADDED = {"fit": {"rejected", "rejected_model", "quality", "overridden"},
                  "p2p_cases": {"m2_fitted_overridden"},
                  "dependencies": {"unrecorded_calls", "collective_begins_without_end",
                                   "proc_null_records", "unidentified_receives",
                                   "receives_left_unmatched"}}
+THREADS_ADDED = {"local_locks"}
 
 
 def _stable(summary: dict) -> dict:
@@ -81,6 +83,10 @@ def _stable(summary: dict) -> dict:
     for key, added in SUMMARY_ADDED.items():
         if isinstance(out.get(key), dict):
             out[key] = {k: v for k, v in out[key].items() if k not in added}
+    threads = out.get("dependencies", {}).get("threads")
+    if isinstance(threads, dict):
+        out["dependencies"]["threads"] = {k: v for k, v in threads.items()
+                                          if k not in THREADS_ADDED}
     return out
 
 

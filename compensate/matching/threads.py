@@ -34,6 +34,10 @@ the same process (the *senders*), like a zero-byte message:
   sequence count; ``end``: ThreadEnd -> the ThreadWait with the same pair
   (Pthreads: create/join). A record whose thread contingent is UNDEFINED (EZTrace
   writes it so for each thread's ThreadBegin/ThreadEnd) links to nothing.
+* EZTrace's Pthread calls (Enter/Leave of ``pthread_mutex_lock`` ... with the
+  object's address): ``lock`` links from an unlock's Enter to the next
+  acquisition's Leave, ``create``/``end`` links by order statistic and barrier
+  n-to-n instances (:mod:`compensate.matching.pthreads`).
 * ``task``: a task's create -> its first switch on another thread; ``taskwait``:
   the completes of the tasks a barrier or taskwait waited for -> its Leave
   (:mod:`compensate.matching.tasks`, added to these by the matcher).
@@ -56,6 +60,7 @@ import numpy as np
 from compensate.formats.fields import field_of
 from compensate.matching.collectives import N_TO_N, Instance
 from compensate.matching.lock_order import mark_implied
+from compensate.matching.pthreads import match_pthreads
 from compensate.model import (
     BARRIER_ROLES,
     ENTER,
@@ -101,6 +106,8 @@ class ThreadDeps:
     #: OpenMP barriers, one n-to-n instance each (``comm`` the team, ``op`` -1)
     barriers: list[Instance] = field(default_factory=list)
     unmatched: int = 0
+    #: calls of Pthread locks left local whole (:mod:`compensate.matching.pthreads`)
+    local_locks: int = 0
 
     def counts(self) -> dict:
         out = {k: 0 for k in DEP_KINDS}
@@ -108,6 +115,7 @@ class ThreadDeps:
             out[s.kind] += 1
         out["barrier"] = len(self.barriers)
         out["unmatched"] = self.unmatched
+        out["local_locks"] = self.local_locks
         return out
 
 
@@ -132,7 +140,9 @@ def match_threads(trace: Trace) -> ThreadDeps:
                 np.isin(ev.kind, (ENTER, LEAVE)) & np.isin(ev.region, barrier_regions))
             ).tolist() for loc, ev in trace.events.items()}
     recs = {loc: r for loc, r in recs.items() if r}
+    _pthreads(trace, deps)
     if not recs:
+        mark_implied(trace, deps)
         return deps
     _fork_join(trace, recs, deps)
     recs = {loc: [i for i in r if trace.events[loc].kind[i] in THREAD_KINDS]
@@ -141,6 +151,15 @@ def match_threads(trace: Trace) -> ThreadDeps:
     _create_end(trace, recs, deps)
     mark_implied(trace, deps)
     return deps
+
+
+def _pthreads(trace: Trace, deps: ThreadDeps) -> None:
+    """EZTrace's Pthread calls (:mod:`compensate.matching.pthreads`)."""
+    found = match_pthreads(trace)
+    deps.syncs.extend(ThreadSync(kind, recv, [send]) for kind, recv, send in found.links)
+    deps.barriers.extend(found.barriers)
+    deps.unmatched += found.unmatched
+    deps.local_locks += found.local_locks
 
 
 def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:

@@ -16,7 +16,8 @@ from compensate.model import NONE, Definitions, Events
 def collectives_aligned(defs: Definitions, done: dict) -> bool:
     """Whether every communicator's members completed the same number of
     collectives (``done``: completed per (communicator key, location), as
-    :meth:`~compensate.pipeline.cuts.Cutter.balance` gives them; a member without an entry completed none)."""
+    :meth:`~compensate.pipeline.cuts.Cutter.balance` gives them; a member without
+    an entry completed none)."""
     by_comm: dict = defaultdict(set)
     for (key, _loc), c in done.items():
         by_comm[key].add(c)
@@ -30,14 +31,15 @@ def collectives_aligned(defs: Definitions, done: dict) -> bool:
 
 
 def channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list[int],
-                  idx: np.ndarray, p: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For :meth:`~compensate.pipeline.cuts.Cutter.balance`: the channel (sender, receiver, communicator, tag)
-    of the records ``idx`` of the first ``ns`` records of ``evs`` joined (``p``: their
-    location's position in ``locs``, ``s``: which are sends), as the rows of one
-    array, and their signs (+1 sent, -1 received, 0 to or from MPI_PROC_NULL:
-    :mod:`compensate.matching.nomessage`). A function of its own so that its
-    intermediate columns are freed before the channels are grouped (the cut pass's
-    transient)."""
+                 idx: np.ndarray, p: np.ndarray, s: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """For :meth:`~compensate.pipeline.cuts.Cutter.balance`: the channel (sender,
+    receiver, communicator, tag) of the records ``idx`` of the first ``ns``
+    records of ``evs`` joined (``p``: their location's position in ``locs``,
+    ``s``: which are sends), as the rows of one array, and their signs (+1 sent,
+    -1 received, 0 to or from MPI_PROC_NULL: :mod:`compensate.matching.nomessage`).
+    A function of its own so that its intermediate columns are freed before the
+    channels are grouped (the cut pass's transient)."""
     comm = np.concatenate([ev.comm[:n] for ev, n in zip(evs, ns, strict=True)]
                           )[idx].astype(np.int64)
     peer = np.concatenate([ev.peer[:n] for ev, n in zip(evs, ns, strict=True)]

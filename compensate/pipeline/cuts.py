@@ -1,22 +1,21 @@
-"""Safe cuts: where a trace can be split into segments that depend on each other
-only through each location's own history (docs/design.md §5, "Streaming in
-segments").
+"""Safe cuts: where a trace can be split into segments that depend on each other only
+through each location's own history (docs/design.md §5, "Streaming in segments").
 
 A cut at measured time ``T`` is safe when nothing crosses it: no message sent before
-``T`` and received after it, no send call still open, no collective with members on
-both sides, no request (Isend, Irecv, nonblocking collective) open across it, no
-parallel region, Pthread create/begin or end/wait, RMA window or host synchronize
-call open across it, and no MPI-4 partitioned operation after its first Init.
-:class:`Cutter` collects chunks of records (successive slices of every location, in
-time order) and hands out segments that end at the latest safe cut once
-:data:`SEGMENT_RECORDS` records are pending. Input that is not in time order across
-locations raises :class:`NotStreamable`.
+``T`` and received after it, no send call still open, no collective with members on both
+sides, no request (Isend, Irecv, nonblocking collective) open across it, no parallel
+region, Pthread create/begin or end/wait, RMA window or host synchronize call open
+across it, and no MPI-4 partitioned operation after its first Init nor any EZTrace
+Pthread call after the first one. :class:`Cutter` collects chunks of records (successive
+slices of every location, in time order) and hands out segments that end at the latest
+safe cut once :data:`SEGMENT_RECORDS` records are pending. Input that is not in time
+order across locations raises :class:`NotStreamable`.
 
 The steps of its search are public: a distributed run's ranks search together
-(:mod:`compensate.parallel.cutting`). :meth:`Cutter.feed` takes records into the
-busy function (:meth:`Cutter.busy`), :meth:`Cutter.merge` and :meth:`Cutter.bounds`
-give the pending records and their span, :meth:`Cutter.balance` the exact check's
-sums at a cut (:meth:`Cutter.aligned` in one process), :meth:`Cutter.split` cuts.
+(:mod:`compensate.parallel.cutting`). :meth:`Cutter.feed` takes records into the busy
+function (:meth:`Cutter.busy`), :meth:`Cutter.merge` and :meth:`Cutter.bounds` give the
+pending records and their span, :meth:`Cutter.balance` the exact check's sums at a cut
+(:meth:`Cutter.aligned` in one process), :meth:`Cutter.split` cuts.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from compensate.formats.fields import field_of
 from compensate.matching import nesting
 from compensate.matching.devices import is_synchronize
 from compensate.matching.p2p import key_ids, members_of
+from compensate.matching.pthreads import cut_regions, cut_steps
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
@@ -148,10 +148,11 @@ class Cutter:
         # last measured time of each reference handed out in a segment
         self.refs = {m: r for m, r in defs.metric_references().items() if r is not None}
         self.ref_last: dict[int, int] = {}
-        # host synchronize calls (R9): no cut inside one, so that the device Leave
-        # it waits for is matched in the same segment
+        # host synchronize calls (R9): no cut inside one, so that the device Leave it
+        # waits for is matched in the same segment
         self.sync_regions = np.array([r for r, name in defs.regions.items()
                                       if is_synchronize(name)], dtype=np.int64)
+        self.pthread_regions = cut_regions(defs.regions)  # EZTrace's Pthread calls
 
     # the busy function: messages in flight + calls around a send that are still open
     # (matching needs the send call's Leave) + open collective calls + open requests
@@ -180,6 +181,8 @@ class Cutter:
             in_sync = np.isin(ev.region, self.sync_regions)
             plus = plus | ((k == ENTER) & in_sync)
             minus = minus | ((k == LEAVE) & in_sync)
+        if self.pthread_regions is not None:  # their links span the run: no cut after
+            plus, minus = cut_steps(ev, self.pthread_regions, plus, minus)
         times = [t[plus], t[minus], t[matched]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
                   -np.ones(int(matched.sum()), np.int64)]

@@ -15,6 +15,11 @@ op (constructor)                           meaning
 ``mutex(lock, d)``                         pthread_mutex_lock, ``d`` s of work, unlock
 ``pthread_create(seq)`` / ``_join(seq)``   creator: start / join thread ``seq``
 ``pthread_begin(seq)`` / ``_end(seq)``     that thread's first / last op
+``ez_mutex(address, d)``                   as ``mutex``, written as EZTrace does (the
+                                           address on the Enters, no lock records)
+``ez_create(seq)`` / ``ez_join(seq)``      EZTrace: create / join thread ``seq``
+``ez_begin(seq[, latency])`` / ``ez_end``  that thread's first / last op (seq 0: main)
+``ez_barrier(address, n)``                 EZTrace: pthread_barrier_wait of ``n`` threads
 ``launch(kernel, d, stream[, latency])``   host: launch a kernel of ``d`` s on the
                                            rank's ``stream``-th extra location
 ``gpu_sync(streams[, tail])``              host: cudaStreamSynchronize on those streams
@@ -89,6 +94,35 @@ def pthread_end(seq: int) -> Op:
 
 def pthread_join(seq: int) -> Op:
     return ("pthread_join", int(seq))
+
+
+def ez_mutex(address: int, seconds: float) -> Op:
+    """EZTrace's view of a mutex: lock, ``seconds`` of work, unlock, the mutex's
+    ``address`` on both Enters."""
+    return ("ez_mutex", int(address), float(seconds))
+
+
+def ez_create(seq: int) -> Op:
+    return ("ez_create", int(seq))
+
+
+def ez_begin(seq: int, latency: float = 2e-6) -> Op:
+    """Thread ``seq``'s ThreadBegin, ``latency`` after its create (seq 0: the main
+    thread, no create)."""
+    return ("ez_begin", int(seq), float(latency))
+
+
+def ez_end(seq: int) -> Op:
+    return ("ez_end", int(seq))
+
+
+def ez_join(seq: int) -> Op:
+    return ("ez_join", int(seq))
+
+
+def ez_barrier(address: int, threads: int) -> Op:
+    """pthread_barrier_wait on the barrier at ``address`` shared by ``threads``."""
+    return ("ez_barrier", int(address), int(threads))
 
 
 def launch(kernel: str, seconds: float, stream: int, latency: float | None = None) -> Op:
@@ -212,6 +246,46 @@ def pthreads(ranks: int = 1, iterations: int = 15, seed: int = 0, *, threads: in
                                          threads=threads, rounds=rounds), extra)
 
 
+def ez_pthreads(ranks: int = 1, iterations: int = 15, seed: int = 0, *, threads: int = 3,
+                work_time: float = 4e-6, locked_time: float = 1e-6,
+                barrier_every: int = 3, out_of_order: bool = True) -> Program:
+    """Pthreads as EZTrace records them (no Thread* record but each thread's
+    ThreadBegin/ThreadEnd): the main thread creates ``threads`` threads, works and
+    takes mutex 0x10 itself, then joins them in creation order; each thread
+    ``iterations`` times works (thread-dependent cost) and updates shared data under
+    the mutex, every ``barrier_every`` iterations all threads meet at barrier 0x20.
+    ``out_of_order``: later-created threads start sooner (their start latency falls
+    with their number) and the last-created works least, so threads begin and end in
+    another order than they are created and joined (the create/join statistic the
+    matcher links by is then looser than the truth); else every thread starts
+    ``2e-6`` after its create and they end in creation order."""
+    _check(ranks, iterations)
+    rng = random.Random(seed)
+    ops: list[list[Op]] = [[ez_begin(0)] for _ in range(ranks)]
+    extra = [(r, CPU_THREAD, []) for r in range(ranks) for _ in range(threads)]
+    for r in range(ranks):
+        mine = [o for rank, _, o in extra if rank == r]
+        for j, w in enumerate(mine, start=1):
+            ops[r].append(ez_create(j))
+            w.append(ez_begin(j, 2e-6 * ((threads + 1 - j) if out_of_order else 1)))
+            for it in range(iterations):
+                scale = 1 + 0.3 * ((threads - j + it) % threads) if out_of_order else \
+                    1 + 0.3 * (it % threads)
+                w.append(call("work", _jitter(rng, work_time * scale, 0.4)))
+                w.append(ez_mutex(0x10, _jitter(rng, locked_time)))
+                if barrier_every and (it + 1) % barrier_every == 0:
+                    w.append(ez_barrier(0x20, threads))
+            w.append(ez_end(j))
+        for _ in range(iterations // 3):
+            ops[r].append(call("main_work", _jitter(rng, work_time)))
+            ops[r].append(ez_mutex(0x10, _jitter(rng, locked_time)))
+        ops[r].extend(ez_join(j) for j in range(1, threads + 1))
+        ops[r] += [call("reduce", _jitter(rng, work_time / 2)), ez_end(0)]
+    return Program("ez_pthreads", ops, dict(ranks=ranks, iterations=iterations, seed=seed,
+                                            threads=threads, out_of_order=out_of_order),
+                   extra)
+
+
 def gpu(ranks: int = 1, iterations: int = 20, seed: int = 0, *, streams: int = 2,
         kernel_time: float = 3e-5, host_calls: int = 8, host_time: float = 2e-6) -> Program:
     """Host + GPU: per iteration the host launches a kernel on each stream (every
@@ -286,7 +360,9 @@ HYBRID_PROGRAMS: dict[str, Callable[..., Program]] = {
     "omp_loop": omp_loop,
     "hybrid_halo": hybrid_halo,
     "pthreads": pthreads,
+    "ez_pthreads": ez_pthreads,
     "gpu": gpu,
     "gpu_tail": gpu_tail,
 }
-HYBRID_RANKS = {"omp_loop": 1, "hybrid_halo": 4, "pthreads": 1, "gpu": 1, "gpu_tail": 1}
+HYBRID_RANKS = {"omp_loop": 1, "hybrid_halo": 4, "pthreads": 1, "ez_pthreads": 1, "gpu": 1,
+                "gpu_tail": 1}

@@ -42,6 +42,20 @@ pays ``O`` per record, an accelerator stream none):
   ``t = max(t, c + O(Create) + λ_create)``; ThreadBegin [O]; ``pthread_end`` (its
   last): ThreadEnd@e [O]. ``pthread_join`` (creator): Enter(pthread_join) [O];
   ``t = max(t, e + O(End) + λ_join)``; ThreadWait [O]; Leave [O].
+* EZTrace's Pthread records (``ez_*`` ops: no Thread* record for a lock, a barrier,
+  a create or a join; :mod:`compensate.matching.pthreads`): ``ez_mutex`` (address,
+  d): Enter(pthread_mutex_lock, request = address) [O]; granted as ``mutex`` above;
+  Leave(lock)@g [O], ``t += d``, Enter(pthread_mutex_unlock, request = address) [O];
+  released ``r_k = t``; Leave [O]. ``ez_create`` (seq): Enter(pthread_create) [O],
+  the thread is created at ``c = t``; Leave [O]. ``ez_begin`` (seq, λ): ``t = max(t,
+  c + λ)`` (its own start latency, so threads may begin in another order than they
+  were created: the order statistic the matcher links by is then weaker than the
+  truth); ThreadBegin (UNDEFINED contingent, sequence count seq) [O]; seq 0 is a
+  process's main thread and waits for nobody. ``ez_end``: ThreadEnd@e [O].
+  ``ez_join`` (seq): Enter(pthread_join) [O]; ``t = max(t, e + O(End) + λ_join)``;
+  Leave [O]. ``ez_barrier`` (address, n): Enter(pthread_barrier_wait, request =
+  address) [O]; the ``b``-th call of each of the ``n`` threads that wait on it is
+  one instance: ``t = max_i ready_i + λ_barrier``; Leave [O].
 * GPU kernel launch (``launch``, host): Enter(cudaLaunchKernel) [O];
   ParameterUnsignedInt@p ("callsite id", one value per kernel name) [O]; on the
   stream: ``start = max(stream free, p + O(Parameter) + λ_launch)`` (``λ_launch``
@@ -112,17 +126,22 @@ ROLES = {PARALLEL: ("PARALLEL", "OPENMP"), BARRIER: ("IMPLICIT_BARRIER", "OPENMP
          "pthread_join": ("THREAD_WAIT", "PTHREAD"),
          "pthread_mutex_lock": ("WRAPPER", "PTHREAD"),
          "pthread_mutex_unlock": ("WRAPPER", "PTHREAD"),
+         "pthread_barrier_wait": ("BARRIER", "PTHREAD"),
          "cudaLaunchKernel": ("WRAPPER", "CUDA"),
          "cudaStreamSynchronize": ("IMPLICIT_BARRIER", "CUDA")}
 #: the ops of this module (dispatched by the simulator to :func:`run_op`)
 OPS = frozenset({"omp_fork", "omp_begin", "omp_end", "omp_barrier", "omp_critical",
                  "mutex", "pthread_create", "pthread_begin", "pthread_end", "pthread_join",
-                 "launch", "gpu_sync"})
+                 "launch", "gpu_sync", "ez_mutex", "ez_create", "ez_begin", "ez_end",
+                 "ez_join", "ez_barrier"})
 _REGIONS = {"omp_fork": (PARALLEL,), "omp_begin": (PARALLEL,), "omp_end": (PARALLEL,),
             "omp_barrier": (BARRIER,), "omp_critical": (CRITICAL, SBLOCK),
             "mutex": ("pthread_mutex_lock", "pthread_mutex_unlock"),
             "pthread_create": ("pthread_create",), "pthread_join": ("pthread_join",),
-            "launch": ("cudaLaunchKernel",), "gpu_sync": ("cudaStreamSynchronize",)}
+            "launch": ("cudaLaunchKernel",), "gpu_sync": ("cudaStreamSynchronize",),
+            "ez_mutex": ("pthread_mutex_lock", "pthread_mutex_unlock"),
+            "ez_create": ("pthread_create",), "ez_join": ("pthread_join",),
+            "ez_barrier": ("pthread_barrier_wait",)}
 
 
 def location_id(rank: int, k: int) -> int:
@@ -305,8 +324,10 @@ def run_op(rk: Any, op: tuple) -> Generator[tuple, Any, None]:
             yield inst["key"]
         rk.t = max(ready.values()) + sim.q(BARRIER_LATENCY)
         rk.emit(LEAVE, region=regions[BARRIER])
-    elif name in ("omp_critical", "mutex"):
+    elif name in ("omp_critical", "mutex", "ez_mutex"):
         yield from _locked(rk, st, rank, op)
+    elif name.startswith("ez_"):
+        yield from _eztrace(rk, st, rank, op)
     elif name == "pthread_create":
         seq = op[1]
         rk.emit(ENTER, region=regions["pthread_create"])
@@ -358,6 +379,45 @@ def run_op(rk: Any, op: tuple) -> Generator[tuple, Any, None]:
         raise rk.fail(f"unknown op {op!r}")
 
 
+def _eztrace(rk: Any, st: _State, rank: int, op: tuple) -> Generator[tuple, Any, None]:
+    """EZTrace's create, begin, end, join and barrier (module docstring)."""
+    sim, name, regions = rk.sim, op[0], rk.sim.regions
+    if name == "ez_create":
+        rk.emit(ENTER, region=regions["pthread_create"])
+        st.created[(rank, op[1])] = rk.t
+        sim.notify(("pthread", rank, op[1]))
+        rk.emit(LEAVE, region=regions["pthread_create"])
+    elif name == "ez_begin":
+        if op[1]:
+            while (rank, op[1]) not in st.created:
+                yield ("pthread", rank, op[1])
+            rk.t = max(rk.t, st.created[(rank, op[1])] + sim.q(op[2]))
+        rk.emit(BEGIN, payload={"sequence_count": str(op[1])})
+    elif name == "ez_end":
+        rk.emit(END, payload={"sequence_count": str(op[1])})
+        st.ended[(rank, op[1])] = rk.t
+        sim.notify(("pthread", rank, op[1]))
+    elif name == "ez_join":
+        rk.emit(ENTER, region=regions["pthread_join"])
+        while (rank, op[1]) not in st.ended:
+            yield ("pthread", rank, op[1])
+        rk.t = max(rk.t, st.ended[(rank, op[1])] + sim.q(JOIN_LATENCY))
+        rk.emit(LEAVE, region=regions["pthread_join"])
+    else:  # ez_barrier
+        _, addr, n = op
+        count = rk.__dict__.setdefault("ez_barriers", {})
+        b = count[addr] = count.get(addr, -1) + 1
+        key = ("ezbarrier", rank, addr, b)
+        rk.emit(ENTER, region=regions["pthread_barrier_wait"], request=addr)
+        ready = st.forks.setdefault(key, {})
+        ready[rk.slot] = rk.t
+        sim.notify(key)
+        while len(ready) < n:
+            yield key
+        rk.t = max(ready.values()) + sim.q(BARRIER_LATENCY)
+        rk.emit(LEAVE, region=regions["pthread_barrier_wait"])
+
+
 def _contingent(rank: int, seq: int) -> dict:
     return {"thread_contingent": str(team_comm(rank)), "sequence_count": str(seq)}
 
@@ -381,11 +441,13 @@ def _locked(rk: Any, st: _State, rank: int, op: tuple) -> Generator[tuple, Any, 
     sim = rk.sim
     regions = sim.regions
     omp = op[0] == "omp_critical"
+    ez = op[0] == "ez_mutex"  # EZTrace: the address on the Enters, no lock records
     model = "OPENMP" if omp else "PTHREAD"
     lock_id, duration = (0, op[1]) if omp else (op[1], op[2])
     key = (rank, model, lock_id)
     lock = st.locks.setdefault(key, {"released": [float("-inf")], "held": False})
-    rk.emit(ENTER, region=regions[CRITICAL if omp else "pthread_mutex_lock"])
+    addr = lock_id if ez else NONE
+    rk.emit(ENTER, region=regions[CRITICAL if omp else "pthread_mutex_lock"], request=addr)
     if st.fixed is None:  # measured run: the scheduler grants (pick_lock)
         order = yield ("lock", key, rk.t)
         st.orders.setdefault(rk.slot, []).append(order)
@@ -399,7 +461,8 @@ def _locked(rk: Any, st: _State, rank: int, op: tuple) -> Generator[tuple, Any, 
     lock["held"] = True
     rk.t = max(rk.t, lock["released"][order - 1] + sim.q(LOCK_LATENCY))
     fields = {"model": model, "lock_id": str(lock_id), "acquisition_order": str(order)}
-    rk.emit(ACQUIRE, payload=fields)
+    if not ez:
+        rk.emit(ACQUIRE, payload=fields)
     if omp:
         rk.emit(ENTER, region=regions[SBLOCK])
         rk.t += sim.q(duration)
@@ -407,8 +470,9 @@ def _locked(rk: Any, st: _State, rank: int, op: tuple) -> Generator[tuple, Any, 
     else:
         rk.emit(LEAVE, region=regions["pthread_mutex_lock"])
         rk.t += sim.q(duration)
-        rk.emit(ENTER, region=regions["pthread_mutex_unlock"])
-    rk.emit(RELEASE, payload=dict(fields))
+        rk.emit(ENTER, region=regions["pthread_mutex_unlock"], request=addr)
+    if not ez:
+        rk.emit(RELEASE, payload=dict(fields))
     lock["released"].append(rk.t)
     lock["held"] = False
     sim.notify(("lockrel",) + key)

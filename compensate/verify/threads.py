@@ -1,14 +1,17 @@
 """The thread invariants of R7 (R8: OpenMP fork/join and barriers, locks, Pthreads
-create/join, and the task links of :mod:`compensate.matching.tasks`: a task's first
-switch after its create, a barrier or taskwait after the completes it waited for),
-checked over :class:`compensate.matching.threads.ThreadDeps`, and what they read of
-other locations."""
+create/join, EZTrace's Pthread locks, barriers and create/join statistic
+(:mod:`compensate.matching.pthreads`), and the task links of
+:mod:`compensate.matching.tasks`: a task's first switch after its create, a barrier or
+taskwait after the completes it waited for), checked over
+:class:`compensate.matching.threads.ThreadDeps`, and what they read of other
+locations."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from compensate.matching import Matching
+from compensate.matching.pthreads import BARRIER_OP
 from compensate.matching.threads import ThreadSync
 from compensate.model import Trace
 from compensate.verify.result import Verification, note
@@ -20,7 +23,7 @@ def verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
     member's ThreadTeamEnd, a ThreadAcquireLock for the release before it in
     acquisition order, a ThreadBegin for its ThreadCreate, a ThreadWait for its
     ThreadEnd, a task link) and is not strictly after it, and every member of an
-    OpenMP barrier that left it before the last member entered it."""
+    OpenMP or Pthread barrier that left it before the last member entered it."""
     for n, inst in enumerate(matching.threads.barriers):
         if v.own is not None and not any(map(v.owns, inst.locs)):
             continue
@@ -29,8 +32,9 @@ def verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
         for m, (loc, t, e) in enumerate(zip(inst.locs, ev, inst.end_idx, strict=True)):
             if v.owns(loc) and t[e] < last:
                 v.threads += 1
-                note(v, f"location {loc}, record {e}: left an OpenMP barrier before the "
-                        f"last member entered it (team {inst.comm})", (0, n, m))
+                what = "Pthread barrier" if inst.op == BARRIER_OP else f"team {inst.comm}"
+                note(v, f"location {loc}, record {e}: left a barrier before the "
+                        f"last member entered it ({what})", (0, n, m))
     for n, m, sync, s_loc, s in early_links(trace, matching.threads.syncs, v):
         v.threads += 1
         loc, i = sync.recv
@@ -40,7 +44,7 @@ def verify_threads(trace: Trace, matching: Matching, v: Verification) -> None:
 
 def thread_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
     """``(location, record indices)`` that :func:`verify_threads` reads of other
-    locations: every member's begin of an OpenMP barrier with a member in ``own``,
+    locations: every member's begin of a barrier with a member in ``own``,
     and the sends of the links (locks and task links included) whose waiting record
     is in ``own``."""
     for inst in matching.threads.barriers:

@@ -195,3 +195,141 @@ def test_fitted_without_a_network_fit_keeps_the_fitted_link_latency():
         result = c.compensate(trace, bound=bound, overhead="100ns")
         got[bound] = result.trace.events[0].time.tolist()[-3:]
     assert got == {"lower": [1201, 1201, 1201], "fitted": [1300, 1300, 1300]}
+
+
+_EZ_LOCK = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=0
+region 1 "pthread_mutex_lock"
+region 2 "pthread_mutex_unlock"
+events
+100 0 Enter region=1 object=16
+110 0 Leave region=1
+150 0 Enter region=2 object=16
+160 0 Leave region=2
+120 1 Enter region=1 object=16
+200 1 Leave region=1
+230 1 Enter region=2 object=16
+240 1 Leave region=2
+300 1 Enter region=1 object=16
+310 1 Leave region=1
+"""
+
+
+@pytest.mark.parametrize("bound", ["lower", "upper"])
+def test_eztrace_mutex_hand_off_by_hand(tmp_path, bound):
+    """EZTrace's mutex at 0x10, O = 10 ns per record. Location 0 runs alone:
+    100, 100, 130, 130. Location 1 asked (Enter at 120, free at 130) before location
+    0's unlock Enter was free (150 + 10): it waited, the hand-off latency is observed,
+    δ = 200 - 150 - 10 = 40, so its Leave is at 130 + 40 = 170 (its own records alone
+    would put it at 190), under both bounds; its third acquisition follows its own
+    release (no link) and keeps its gaps: 190, 190, 240, 240."""
+    (tmp_path / "t.trace").write_text(_EZ_LOCK)
+    trace = read_text(str(tmp_path / "t.trace"))
+    m = match(trace)
+    assert [(s.kind, s.recv, s.sends) for s in m.threads.syncs] == [
+        ("lock", (1, 1), [(0, 2)])]
+    out = compensate(trace, Platform(10e-9), EngineOptions(bound), m).trace
+    assert out.events[0].time.tolist() == [100, 100, 130, 130]
+    assert out.events[1].time.tolist() == [120, 170, 190, 190, 240, 240]
+    assert verify(out, m).ok
+
+
+_EZ_BARRIER = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=0
+region 1 "pthread_barrier_wait"
+events
+100 0 Enter region=1 object=32
+260 0 Leave region=1
+200 1 Enter region=1 object=32
+210 1 Leave region=1
+"""
+
+
+@pytest.mark.parametrize("exit_rule", ["uniform", "per-process"])
+def test_pthread_barrier_keeps_each_members_wake_up(tmp_path, exit_rule):
+    """A pthread barrier at 0x20, O = 1 ns: location 1 arrives last (200) and leaves
+    at once (210); location 0, waiting since 100, is woken 50 ns later (260). Each
+    member keeps its own time from the last arrival (eq. 13) whatever
+    --collective-exit says: location 0 leaves at 200 + (260 - 200 - 1) = 259,
+    location 1 at 200 + 9 = 209 (a common exit would put location 0 at 209, taking out
+    a wake-up the untraced run has too)."""
+    (tmp_path / "t.trace").write_text(_EZ_BARRIER)
+    trace = read_text(str(tmp_path / "t.trace"))
+    m = match(trace)
+    assert len(m.threads.barriers) == 1
+    out = compensate(trace, Platform(1e-9), EngineOptions("lower", exit_rule), m).trace
+    assert out.events[0].time.tolist() == [100, 259]
+    assert out.events[1].time.tolist() == [200, 209]
+
+
+@st.composite
+def eztrace_pthread_texts(draw):
+    """EZTrace-style Pthreads of one process: the main thread (location 0) creates
+    ``n`` threads, each takes the mutex at 0x10 a few times (a random holder order,
+    each acquisition after the previous release) and meets the others at the
+    barrier at 0x20; the main thread joins them."""
+    n = draw(st.integers(2, 3))
+    t = [0] * (n + 1)
+    lines = []
+
+    def rec(loc, gap, text):
+        t[loc] += gap
+        lines.append((t[loc], loc, len(lines), f"{t[loc]} {loc} {text}"))
+
+    rec(0, 1, "ThreadBegin sequence_count=0")
+    for w in range(1, n + 1):
+        rec(0, draw(st.integers(1, 50)), "Enter region=3")
+        t[w] = t[0] + draw(st.integers(1, 200))
+        rec(w, 0, f"ThreadBegin sequence_count={w}")
+        rec(0, draw(st.integers(1, 50)), "Leave region=3")
+    released = 0
+    for _ in range(draw(st.integers(1, 3))):
+        for w in draw(st.permutations(range(1, n + 1))):
+            rec(w, draw(st.integers(1, 300)), "Enter region=1 object=16")
+            t[w] = max(t[w], released) + draw(st.integers(1, 100))
+            rec(w, 0, "Leave region=1")
+            rec(w, draw(st.integers(1, 100)), "Enter region=2 object=16")
+            released = t[w]
+            rec(w, draw(st.integers(1, 50)), "Leave region=2")
+        for w in range(1, n + 1):
+            rec(w, draw(st.integers(1, 100)), "Enter region=5 object=32")
+        last = max(t[1:])
+        for w in range(1, n + 1):
+            t[w] = last + draw(st.integers(1, 100))
+            rec(w, 0, "Leave region=5")
+    rec(0, draw(st.integers(1, 50)), "Enter region=4")
+    for w in range(1, n + 1):
+        rec(w, draw(st.integers(1, 50)), f"ThreadEnd sequence_count={w}")
+    t[0] = max(t) + draw(st.integers(1, 100))
+    rec(0, 0, "Leave region=4")
+    head = ["compensate-trace 1", "timer_resolution 1000000000"]
+    head += [f"location {w} group=0" for w in range(n + 1)]
+    head += ['region 1 "pthread_mutex_lock"', 'region 2 "pthread_mutex_unlock"',
+             'region 3 "pthread_create"', 'region 4 "pthread_join"',
+             'region 5 "pthread_barrier_wait"', "events"]
+    return "\n".join(head + [x[3] for x in sorted(lines)]) + "\n"
+
+
+@SETTINGS
+@given(eztrace_pthread_texts(), st.sampled_from(["lower", "upper"]), st.floats(0.0, 3e-7))
+def test_eztrace_pthread_links_hold(tmp_path_factory, text, bound, overhead):
+    """After compensation no acquisition of the mutex comes at or before the previous
+    holder's release, no thread leaves the barrier before the last one entered, no
+    thread begins before the create paired with it and the join returns after the
+    end paired with it (the verifier, and the hand-offs counted directly)."""
+    trace = _read(text, tmp_path_factory)
+    m = match(trace)
+    c = m.threads.counts()
+    assert c["unmatched"] == 0 and c["local_locks"] == 0 and c["barrier"] > 0
+    assert verify(trace, m).ok
+    out = compensate(trace, Platform(overhead), EngineOptions(bound=bound), m).trace
+    check = verify(out, m)
+    assert check.ok and check.threads == 0, check.examples
+    assert barrier_violations(out, m) == 0
+    for s in m.threads.syncs:
+        (loc, i), (s_loc, s_i) = s.recv, s.sends[0]
+        assert out.events[loc].time[i] > out.events[s_loc].time[s_i]

@@ -117,7 +117,7 @@ def test_real_archive_teams():
     m = match(t)
     assert m.counts()["threads"] == {"fork": 49, "join": 49, "lock": 34, "create": 0,
                                      "end": 0, "task": 0, "taskwait": 0, "barrier": 49,
-                                     "unmatched": 0}
+                                     "unmatched": 0, "local_locks": 0}
     # the OpenMP implicit barriers, never cudaSynchronize (IMPLICIT_BARRIER of CUDA)
     names = {t.definitions.regions[int(t.events[inst.locs[0]].region[inst.begin_idx[0]])]
              for inst in m.threads.barriers}

@@ -60,7 +60,7 @@ def test_thread_barrier():
     m = match(trace)
     v = verify(broken(trace, 0, 4, 1799), m)
     assert v.threads == 1 and v.violations == 1
-    assert "location 0, record 4: left an OpenMP barrier before the last member" in v.examples[0]
+    assert "location 0, record 4: left a barrier before the last member" in v.examples[0]
     assert verify(broken(trace, 0, 4, 1800), m).ok
 
 

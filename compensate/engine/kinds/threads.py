@@ -31,7 +31,14 @@ senders.
 An OpenMP barrier is an n-to-n among the team's members (R3 with the thread
 team as communicator, :func:`compensate.engine.kinds.nton.build`): each
 member's Leave of the barrier region after the latest approximated Enter plus
-its measured synchronisation time.
+its measured synchronisation time. A Pthread barrier (EZTrace's
+``pthread_barrier_wait`` instances, :mod:`compensate.matching.pthreads`; ``op``
+:data:`~compensate.matching.pthreads.BARRIER_OP`) is the same n-to-n, but always
+with each member's own measured time from the last arrival to its Leave (eq. 13,
+``per-process``, whatever ``--collective-exit`` says): the kernel wakes its
+waiters one by one, so the spread of their Leaves is their own wake-up latency,
+real in the untraced run too, not a measurement artefact that a common exit
+(``uniform``) would take out.
 
 Matching: :mod:`compensate.matching.threads`. Verified by
 :func:`compensate.verify.checks._verify_threads`.
@@ -45,6 +52,7 @@ from compensate.engine.graph import Graph
 from compensate.engine.kinds.nton import build as nton_build
 from compensate.engine.pending import Pending
 from compensate.engine.rules import TICK, Context, Need, Ref, Rule, at
+from compensate.matching.pthreads import BARRIER_OP
 from compensate.matching.threads import ThreadDeps
 
 
@@ -104,7 +112,13 @@ def build_all(graph: Graph, deps: ThreadDeps, dep_rules: dict) -> None:
     later value wins)."""
     for inst in deps.barriers:
         own: dict = {}
-        nton_build(graph, inst, [graph.pos_of[loc] for loc in inst.locs], own)
+        exit_rule = graph.collective_exit
+        if inst.op == BARRIER_OP:  # a Pthread barrier (module docstring): own exits
+            graph.collective_exit = "per-process"
+        try:
+            nton_build(graph, inst, [graph.pos_of[loc] for loc in inst.locs], own)
+        finally:
+            graph.collective_exit = exit_rule
         for key, pending in own.items():
             dep_rules.setdefault(key, []).extend(pending)
     build_links(graph, deps.syncs, dep_rules, "threads")

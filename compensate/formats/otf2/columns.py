@@ -19,6 +19,7 @@ import numpy as np
 
 from compensate.formats.otf2.library import damage_hint
 from compensate.formats.otf2.overheads import event_overheads
+from compensate.formats.otf2.syncobjects import event_sync_column
 from compensate.formats.partitioned import columns_of_event, kind_of_parameter
 from compensate.gcpause import gc_paused
 from compensate.model import (
@@ -219,6 +220,9 @@ def _columns(times: list[int], kinds: list[int], payload: list[Any]) -> Events:
         for column, attr, convert in fields:
             values = np.array([convert(getattr(e, attr)) for e in events], dtype=np.int64)
             cols[column][idx] = values.astype(cols[column].dtype)  # wraps like a row build
+    sync = event_sync_column(kind, payload)
+    if sync is not None:
+        cols["request"] = np.where(sync != NONE, sync, cols["request"])
     own = event_overheads(payload)
     if own is not None:
         cols["overhead"] = own

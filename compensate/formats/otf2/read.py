@@ -40,6 +40,7 @@ from compensate.formats.otf2.library import (
     check_file_ends,
 )
 from compensate.formats.otf2.limits import ensure_open_files
+from compensate.formats.otf2.syncobjects import tolerate_attribute_types
 from compensate.model import (
     LOCATION_GROUP_TYPES,
     LOCATION_TYPES,
@@ -159,6 +160,7 @@ def _open_archive(path: str) -> tuple[Any, Definitions]:
             else "no such OTF2 anchor file"
         raise TraceError(what, source=path)
     check_file_ends(path, (), global_defs=True)
+    tolerate_attribute_types()  # (an attribute value typed unlike its definition)
     # the definitions come through Python callbacks of the C reader
     with _library_call(path, "cannot read OTF2 archive", "otf2-open", definitions=True):
         reader = TolerantReader(path, os.path.splitext(path)[0] + ".def",

@@ -33,7 +33,7 @@ import numpy as np
 
 from compensate.formats.partitioned import TEXT_FIELDS
 from compensate.formats.text.syntax import _INT16_MAX, _INT32_MAX, _INT64_MAX, _INT64_MIN
-from compensate.model import COLLECTIVE_OPS, KIND_NAMES, NONE, RECORD_COLUMNS
+from compensate.model import COLLECTIVE_OPS, ENTER, KIND_NAMES, LEAVE, NONE, RECORD_COLUMNS
 from compensate.nativebuild import ENV_SWITCH, compiled, load_once
 
 __all__ = ["BATCH", "ENV_SWITCH", "SPECS", "FastRecords", "fast_records"]
@@ -70,7 +70,7 @@ def _partitioned_spec(spec: tuple[tuple[str, str], ...]) -> tuple:
 
 #: kind name -> its fields, for the kinds C parses
 SPECS: dict[str, tuple] = {
-    "Enter": _REGION,
+    "Enter": _REGION,  # (a line with object= or ret= is Python's)
     "Leave": _REGION,
     "MpiSend": _P2P_SEND,
     "MpiRecv": _P2P_RECV,
@@ -317,10 +317,13 @@ class FastFormat:
         inside = (kinds >= 0) & (kinds < len(KIND_NAMES))
         mine = np.zeros(len(kinds), dtype=bool)
         mine[inside] = self.handled[kinds[inside]]
+        # an Enter's object, a Leave's return value (EZTrace's Pthread calls): Python's
+        mine &= ~(((kinds == ENTER) | (kinds == LEAVE)) & (cols[-1] >= 0))
         wtab, fields, ops = self._tabs
         for a in range(0, len(kinds), FORMAT_BATCH):
             b = min(a + FORMAT_BATCH, len(kinds))
             part = [np.ascontiguousarray(c[a:b], dtype=np.int64) for c in cols]
+            part[2] = np.where(mine[a:b], part[2], -1)  # C hands kind -1 to Python
             ptrs = (ctypes.c_void_p * len(part))(*[c.ctypes.data for c in part])
             others = np.flatnonzero(~mine[a:b]) + a
             py = [s.encode() for s in python_lines(others)] if len(others) else []

@@ -530,8 +530,11 @@ class _Reader:
         if region not in self.regions:
             raise self.err(f"region {region} is not defined, expected a 'region {region} "
                            f"\"<name>\"' line in the header")
-        self.no_more(fields, kname, "region=")
-        return (t, kind, region, NONE, NONE, NONE, NONE, NONE, NONE), None
+        key = "object" if kind == ENTER else "ret"  # a Pthread call's (syncobjects.py)
+        value = fields.pop(key, None)
+        sync = NONE if value is None else self.int_value(value, key, 0, _INT64_MAX)
+        self.no_more(fields, kname, f"region= and {key}=")
+        return (t, kind, region, NONE, NONE, NONE, NONE, NONE, NONE, sync), None
 
     def _request_id(self, fields: dict[str, str], kname: str) -> int:
         return self.int_value(self.need(fields, "request", kname, "<request id>"),

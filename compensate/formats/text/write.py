@@ -82,8 +82,10 @@ class _Formatter:
     def fields(self, loc: int, index: int, kind: int, cols: tuple, payload: Any) -> str:
         """The ``key=value`` part of one record's line (may be empty)."""
         region, peer, comm, tag, size, size_recv, op, request = cols
-        if kind == ENTER or kind == LEAVE:
-            return f"region={region}"
+        if kind == ENTER or kind == LEAVE:  # a Pthread call's object or return value
+            if request < 0:
+                return f"region={region}"
+            return f"region={region} {'object' if kind == ENTER else 'ret'}={request}"
         if kind == SEND:
             return f"receiver={peer} comm={comm} tag={tag} bytes={size}"
         if kind == RECV:

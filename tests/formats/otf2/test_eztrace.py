@@ -21,6 +21,7 @@ from compensate.cli import main
 from compensate.formats.otf2 import Otf2EventWriter, read_otf2, write_otf2
 from compensate.formats.otf2.read import read_otf2_chunks
 from compensate.matching import match
+from compensate.model import ENTER
 
 from ...conftest import ROOT
 
@@ -80,7 +81,8 @@ def write_native(src: Path, out: Path) -> None:
 
 def test_the_archives_are_there_and_small():
     assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp", "hybrid",
-                                                  "comms", "procnull", "requests"}
+                                                  "comms", "procnull", "requests", "sync",
+                                                  "trylock"}
     for anchor in ARCHIVES:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
         assert size < 100_000, anchor
@@ -198,3 +200,30 @@ def test_calls_eztrace_records_nothing_of_are_counted_and_the_run_verifies(tmp_p
     assert counts["collectives"] == {"1-to-n": 3, "n-to-1": 3, "n-to-n": 6}
     out = tmp_path / "o" / "traces.otf2"
     assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_pthread_objects_are_read_on_both_paths_and_kept_in_a_text_copy(tmp_path, monkeypatch,
+                                                                        fast):
+    """sync/: each Pthread call's object address (the Enter's ``mutex``, ``lock`` or
+    ``barrier`` attribute) is in the request column on both OTF2 paths, and a .trace
+    copy (C or Python formatter and parser) keeps it as ``object=``."""
+    from compensate.formats.text import read_text, write_text
+    anchor = DATA / "sync" / "eztrace_log.otf2"
+    whole = read_otf2(str(anchor))
+    _, chunks = read_otf2_chunks(str(anchor), None, payload=False)
+    native_cols = {loc: ev.request for chunk in chunks for loc, ev in chunk.items()}
+    names = whole.definitions.regions
+    for loc, ev in whole.events.items():
+        assert np.array_equal(ev.request, native_cols[loc])
+        enters = ev.kind == ENTER
+        calls = enters & np.isin(ev.region, [r for r, n in names.items()
+                                             if n.startswith("pthread_") and "create" not in
+                                             n and "join" not in n])
+        assert (ev.request[calls] > 0).all() and (ev.request[~calls] == -1).all()
+    monkeypatch.setenv("COMPENSATE_NATIVE", fast)
+    write_text(whole, str(tmp_path / "t.trace"))
+    copy = read_text(str(tmp_path / "t.trace"))
+    assert all(np.array_equal(whole.events[loc].request, copy.events[loc].request)
+               for loc in whole.events)
+    assert match(copy).threads.counts() == match(whole).threads.counts()
