@@ -185,6 +185,20 @@ class Transport:
         the same length); collective, but nonblocking."""
         raise NotImplementedError
 
+    def wire_path(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]] | None:
+        """Where the engine's C loop may send and take the replay's messages itself
+        (:class:`compensate.engine.exchange.Wire`): the addresses of the MPI
+        library's ``MPI_Isend``, ``MPI_Iprobe``, ``MPI_Recv``, ``MPI_Get_count`` and
+        the handles (communicator, int64 datatype, the replay's tag,
+        ``MPI_ANY_SOURCE``); None where the messages go through this object (the
+        default)."""
+        return None
+
+    def requests_of(self, handles: list[int]) -> list[Any]:
+        """The requests of sends the C loop made (their handles), for
+        :meth:`wait_sends`."""
+        return []
+
     # -- for the implementations: what their calls add to ``traffic`` ---------------
     def count_call(self, nbytes: int, start: float) -> None:
         """Count one collective call that sent ``nbytes`` of data to the other ranks
@@ -424,6 +438,49 @@ class MpiTransport(Transport):
 
     def iallreduce_sum(self, values: np.ndarray) -> Wave:
         return _MpiWave(self, np.ascontiguousarray(values, dtype=np.int64))
+
+    def wire_path(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]] | None:
+        """The C loop's message path (:meth:`Transport.wire_path`) where the MPI
+        library is one whose ABI loop.c knows (:func:`mpich_functions`) and
+        ``COMPENSATE_MPI_WIRE`` is not 0; found once."""
+        if not hasattr(self, "_wire_path"):
+            self._wire_path = None
+            if os.environ.get(WIRE_SWITCH, "1").strip().lower() not in ("0", "no", "off",
+                                                                        "false"):
+                functions = mpich_functions(self.MPI)
+                if functions is not None:
+                    self._wire_path = (functions, (self.comm.handle, self._i64.handle,
+                                                   REPLAY_TAG, self._any))
+        return self._wire_path
+
+    def requests_of(self, handles: list[int]) -> list[Any]:
+        return [self.MPI.Request.fromhandle(h) for h in handles]
+
+
+#: ``COMPENSATE_MPI_WIRE=0``: the replay's messages go through mpi4py even where the
+#: engine's C loop could send and take them itself
+WIRE_SWITCH = "COMPENSATE_MPI_WIRE"
+#: MPICH's ABI (MPICH, Intel MPI, MVAPICH): ``MPI_COMM_WORLD`` and ``MPI_INT64_T``
+#: are these C ints, a status is five ints
+MPICH_COMM_WORLD, MPICH_INT64_T = 0x44000000, 0x4C00083A
+
+
+def mpich_functions(MPI: Any) -> tuple[int, int, int, int] | None:
+    """The addresses of ``MPI_Isend``, ``MPI_Iprobe``, ``MPI_Recv`` and
+    ``MPI_Get_count`` in the MPI library mpi4py loaded, if its ABI is MPICH's (the
+    handles are MPICH's C ints, a status twenty bytes), else None: the messages then
+    go through mpi4py."""
+    import ctypes
+
+    try:
+        if (MPI.COMM_WORLD.handle != MPICH_COMM_WORLD or MPI.INT64_T.handle != MPICH_INT64_T
+                or MPI.Status().tomemory().nbytes != 20):
+            return None
+        lib = ctypes.CDLL(MPI.__file__)  # (its symbols resolve in the library it loaded)
+        return tuple(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                     for name in ("MPI_Isend", "MPI_Iprobe", "MPI_Recv", "MPI_Get_count"))
+    except (AttributeError, OSError, TypeError, ValueError):
+        return None
 
 
 #: the tag of the replay's point-to-point messages (nothing else sends point to
