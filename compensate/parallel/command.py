@@ -224,14 +224,16 @@ def gather_info(transport, info: dict) -> dict | None:
     info = dict(info, cpu_seconds=time.process_time(),
                 peak_mib=peak / (1 << 20 if sys.platform == "darwin" else 1 << 10),
                 waits=traffic.waits, wait_seconds=traffic.wait_seconds,
-                messages=traffic.messages, collectives=traffic.calls,
+                messages=traffic.messages, wire_messages=traffic.wire_messages,
+                collectives=traffic.calls,
                 collective_seconds=traffic.seconds)
     every = transport.allgather(info)
     if transport.rank != 0:
         return None
     out: dict = {"ranks": transport.size}
     for name in ("records", "ghost_records", "anchors", "values_sent", "values_received",
-                 "waits", "wait_seconds", "messages", "collectives", "collective_seconds",
+                 "waits", "wait_seconds", "messages", "wire_messages", "collectives",
+                 "collective_seconds",
                  "cpu_seconds", "peak_mib"):
         out[name] = [d.get(name) for d in every]
     for group in ("replay", "seconds"):

@@ -470,6 +470,7 @@ class Exchange:
         if w is not None:  # (the C loop's sends: counted in the traffic here)
             wired = t.requests_of(w.handles_used())
             t.traffic.messages += w.count("messages_sent")
+            t.traffic.wire_messages += w.count("messages_sent")
             t.traffic.message_bytes += 16 * w.count("values_sent")
             self.waits += w.count("waits")
             t.traffic.waits += w.count("waits")

@@ -70,6 +70,8 @@ class Traffic:
         #: point-to-point messages this rank sent and their bytes (the replay's values)
         self.messages = 0
         self.message_bytes = 0
+        #: of them, those the engine's C loop sent itself (:meth:`Transport.wire_path`)
+        self.wire_messages = 0
         #: nonblocking sums (the replay's waves) this rank joined
         self.waves = 0
         #: times the replay waited for values (nothing runnable, nothing arrived) and
@@ -237,6 +239,8 @@ class MpiTransport(Transport):
         self.traffic = Traffic()
         self.timeout = timeout or None
         self._pongs: list[Any] = []  # answers to the other ranks' pings, in flight
+        self._wire_path: tuple | None = None
+        self._wire_found = False
         self._status = MPI.Status()  # (one, reused by every poll)
         # (bound once: an attribute lookup per message is a measurable part of it)
         self._i64, self._any = MPI.INT64_T, MPI.ANY_SOURCE
@@ -443,8 +447,8 @@ class MpiTransport(Transport):
         """The C loop's message path (:meth:`Transport.wire_path`) where the MPI
         library is one whose ABI loop.c knows (:func:`mpich_functions`) and
         ``COMPENSATE_MPI_WIRE`` is not 0; found once."""
-        if not hasattr(self, "_wire_path"):
-            self._wire_path = None
+        if not self._wire_found:
+            self._wire_found = True
             if os.environ.get(WIRE_SWITCH, "1").strip().lower() not in ("0", "no", "off",
                                                                         "false"):
                 functions = mpich_functions(self.MPI)
