@@ -18,7 +18,11 @@ run too: it writes the values other ranks asked for into the exchange's outbox a
 it computes them (``cmp_put``, :class:`compensate.engine.exchange.Outbox`, which
 Python sends) and returns when nothing is runnable
 (Python takes what arrived and wakes the locations parked on it,
-:meth:`Scheduler.wake`).
+:meth:`Scheduler.wake`). Given a wire (:class:`compensate.engine.exchange.Wire`,
+``Outbox.wire``: the MPI library's functions, where its ABI is MPICH's) it sends
+and takes the messages itself, and returns only when nothing is runnable and no
+value has come for a while: the Python call per message is what a chain of
+values crossing ranks paid most.
 
 The C file is compiled on first use into the per-user cache and loaded with
 ctypes (:mod:`compensate.nativebuild`, as the OTF2 C path). If it cannot be built
