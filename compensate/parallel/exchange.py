@@ -324,10 +324,14 @@ class Exchange:
         s_anchor = np.frombuffer(g.f_s_anchor, dtype=np.int64)[fast]
         e_anchor = np.frombuffer(g.f_e_anchor, dtype=np.int64)[fast]
         generic: list[int] = []
+        shared: set[int] = set()  # (a collective instance's members share one needs list)
         for k, (rules, _) in g.generic.items():
             if own[k]:
                 for rule in rules:
-                    generic.extend(need[0] for need in rule.needs)
+                    needs = rule.needs
+                    if id(needs) not in shared:
+                        shared.add(id(needs))
+                        generic.extend([need[0] for need in needs])
         return np.concatenate([s_anchor, e_anchor[e_anchor >= 0],
                                np.asarray(generic, dtype=np.int64)])
 
