@@ -136,8 +136,12 @@ def _probe(log: Path) -> None:
 #: path, label); the replay loop's waiting is inside the replay loop
 TIMED = [("compensate.parallel.cutting", "CutAgreement.next_cut",
           "cut agreement, reading own records"),
+         ("compensate.parallel.cutting", "_look", "  of it looking for a cut"),
          ("compensate.parallel.segments", "OwnSplitter.split", "splitting own records"),
          ("compensate.parallel.segments", "RankStream._views", "context, trimmed ghosts"),
+         ("compensate.parallel.trim", "calls_of", "  of it finding the calls"),
+         ("compensate.parallel.transport", "MpiTransport.alltoall", "alltoall (objects)"),
+         ("compensate.parallel.transport", "MpiTransport.allgather", "allgather (objects)"),
          ("compensate.pipeline.context", "Segmenter.match", "matching"),
          ("compensate.engine.run", "_Engine.__init__", "engine graph and rules"),
          ("compensate.parallel.exchange", "Exchange.start", "replay setup"),

@@ -19,6 +19,52 @@ if TYPE_CHECKING:
     from compensate.engine.graph import Graph
 
 
+#: :attr:`Wire.tally`'s fields: values sent, values taken (by the C loop and by
+#: the exchange's Python side: the C loop waits only while a value is still due),
+#: messages sent, messages taken, send requests used, error (the MPI library's
+#: error code, -1 for a message this rank did not ask for or more sends than
+#: routes; 0: none), the times the C loop waited for a value and their nanoseconds
+TALLY = ("values_sent", "values_taken", "messages_sent", "messages_taken", "requests",
+         "error", "waits", "wait_ns")
+#: seconds the C loop waits for a value still due, when nothing is runnable, before
+#: it hands the wait to the exchange's Python side (which then joins the waves)
+WIRE_SPIN = 0.005
+
+
+class Wire:
+    """The distributed run's message path where the engine's C loop sends and takes
+    the messages itself (``cmp_wire`` in loop.c): the MPI library's ``MPI_Isend``,
+    ``MPI_Iprobe``, ``MPI_Recv`` and ``MPI_Get_count`` (``functions``, their
+    addresses) with MPICH's handles (C ints: ``handles``, the communicator, the
+    int64 datatype, the messages' tag and ``MPI_ANY_SOURCE``), the request ids'
+    ghost anchors (``wanted``), and what the exchange's Python side shares with it:
+    the messages sent to and taken from each rank (``sent_to``, ``taken_from``:
+    the termination waves count them) and :data:`TALLY`. ``sends`` is the most
+    messages it may send (each carries one value at least); ``values`` the values
+    this rank asked for (no message is larger). ``spin``: :data:`WIRE_SPIN`."""
+
+    def __init__(self, functions: tuple[int, int, int, int],
+                 handles: tuple[int, int, int, int], wanted: list[int], size: int,
+                 sends: int, values: int, spin: float = WIRE_SPIN) -> None:
+        self.functions, self.handles = functions, handles
+        self.wanted = array("q", wanted or [0])
+        self.nwanted = len(wanted)
+        self.sent_to = array("q", bytes(8 * size))
+        self.taken_from = array("q", bytes(8 * size))
+        self.tally = array("q", bytes(8 * len(TALLY)))
+        self.requests = array("i", bytes(4 * max(sends, 1)))
+        self.inbox = array("d", bytes(8 * max(2 * values, 2)))
+        self.spin_ns = int(spin * 1e9)
+
+    def count(self, name: str) -> int:
+        """One of :data:`TALLY`."""
+        return self.tally[TALLY.index(name)]
+
+    def handles_used(self) -> list[int]:
+        """The requests of the sends made so far (MPI handles)."""
+        return self.requests[:self.count("requests")].tolist()
+
+
 class Outbox:
     """The values other ranks asked for, written where they leave from: one buffer
     region per destination rank of (request id, value) pairs of doubles, so that
@@ -54,6 +100,9 @@ class Outbox:
         self.box_n = array("q", base)  # per rank: one past its last pair written
         self.box_sent = array("q", base)  # and sent
         self.dirty = array("q", bytes(8 * (size + 1)))  # dirty[0] ranks from dirty[1] on
+        #: where the C loop sends and takes the messages itself (None: the exchange's
+        #: Python side sends them)
+        self.wire: Wire | None = None
 
     def wants(self, k: int) -> bool:
         """Whether another rank asked for anchor ``k``."""

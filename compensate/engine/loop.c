@@ -22,8 +22,20 @@
  * scheduling (the exchange); it stops at an anchor of another code, one whose
  * send is not computed yet (NaN), or one marked in `watched` (a location waits
  * for it, or another rank asked for it: Python computes it and wakes them).
+ *
+ * With a wire (cmp_wire: the MPI library's own functions, which Python found in
+ * the library mpi4py loaded, and MPICH's handles, which are C ints) cmp_schedule
+ * also sends and takes the distributed run's messages itself: after a location's
+ * run it sends each destination's new pairs (MPI_Isend) and takes whatever has
+ * arrived (MPI_Iprobe, MPI_Recv), and before it answers "nothing runnable" it
+ * looks once more; Python then only waits. The counts it keeps are the ones
+ * Python's own sends and receives keep (the exchange's termination waves read
+ * them).
  */
+#define _POSIX_C_SOURCE 200809L
+#include <sched.h>
 #include <stdint.h>
+#include <time.h>
 
 #define FAST_P2P 1
 
@@ -169,7 +181,39 @@ typedef struct {
     int64_t *box_sent;         /*   and one past its last pair sent */
     int64_t *dirty;            /* ranks written to since Python last sent: dirty[0] */
                                /* of them, from dirty[1] on */
+    struct cmp_wire *wire;     /* NULL: Python sends and takes the messages */
 } cmp_sched;
+
+/* MPICH's ABI: every handle a C int, a status five ints. */
+typedef struct { int count_lo, count_hi, source, tag, error; } cmp_status;
+typedef int (*cmp_isend_fn)(const void *, int, int, int, int, int, int *);
+typedef int (*cmp_iprobe_fn)(int, int, int, int *, cmp_status *);
+typedef int (*cmp_recv_fn)(void *, int, int, int, int, int, cmp_status *);
+typedef int (*cmp_count_fn)(const cmp_status *, int, int *);
+
+/* The message path of the distributed run (the top of the file). */
+typedef struct cmp_wire {
+    cmp_isend_fn isend;
+    cmp_iprobe_fn iprobe;
+    cmp_recv_fn recv;
+    cmp_count_fn get_count;
+    int64_t comm, int64, tag, any_source;  /* the handles and constants */
+    const int64_t *wanted;     /* request id -> the ghost anchor it fills */
+    int64_t nwanted;
+    int64_t *sent_to;          /* per rank: messages sent to it, */
+    int64_t *taken_from;       /*   and taken from it */
+    int64_t *tally;            /* values sent, values taken (here and by Python), */
+                               /* messages sent, messages taken, send requests used, */
+                               /* error (MPI's code, or -1), waits, their nanoseconds */
+    int32_t *requests;         /* the sends' requests (capacity: the routes) */
+    int64_t nrequests;
+    double *inbox;             /* one message's pairs (capacity: every value asked) */
+    int64_t ninbox;
+    int64_t spin_ns;           /* how long a rank with nothing runnable waits here for */
+                               /* a value still due before it answers CMP_DONE */
+} cmp_wire;
+
+#define CMP_TALLY_ERROR 5
 
 #define CMP_DONE 0     /* nothing runnable */
 #define CMP_GENERIC 1  /* anchor cur[out_li] is not an inline receive: Python's; */
@@ -193,11 +237,133 @@ void cmp_put(const double *A, cmp_sched *S, int64_t k)
     }
 }
 
+/* Send each destination's pairs written since the last send, one message each
+ * (their region of the outbox is never written again: the send reads it in
+ * place). 0, or -1 on an error (kept in the tally). */
+static int wire_send(cmp_sched *S)
+{
+    cmp_wire *W = S->wire;
+    int64_t *dirty = S->dirty;
+    for (int64_t i = 1; i <= dirty[0]; i++) {
+        int64_t r = dirty[i], lo = S->box_sent[r], hi = S->box_n[r];
+        if (W->tally[4] >= W->nrequests) {
+            W->tally[CMP_TALLY_ERROR] = -1;
+            return -1;
+        }
+        int err = W->isend(S->box + lo, (int)(hi - lo), (int)W->int64, (int)r, (int)W->tag,
+                           (int)W->comm, W->requests + W->tally[4]);
+        if (err) {
+            W->tally[CMP_TALLY_ERROR] = err;
+            return -1;
+        }
+        W->tally[4]++;
+        S->box_sent[r] = hi;
+        W->sent_to[r]++;
+        W->tally[0] += (hi - lo) / 2;
+        W->tally[2]++;
+    }
+    dirty[0] = 0;
+    return 0;
+}
+
+/* Take every message that has arrived: each (request id, value) pair into its
+ * ghost anchor, whose parked locations go on the stack. The values taken, or -1
+ * on an error (kept in the tally: an MPI error, or a message this rank did not
+ * ask for). */
+static int64_t wire_take(const cmp_loop *L, cmp_sched *S)
+{
+    cmp_wire *W = S->wire;
+    double *A = L->A;
+    int64_t got = 0;
+    for (;;) {
+        int flag = 0, n = 0;
+        cmp_status st;
+        int err = W->iprobe((int)W->any_source, (int)W->tag, (int)W->comm, &flag, &st);
+        if (!err && flag)
+            err = W->get_count(&st, (int)W->int64, &n);
+        if (err) {
+            W->tally[CMP_TALLY_ERROR] = err;
+            return -1;
+        }
+        if (!flag)
+            return got;
+        if (n < 0 || n > W->ninbox || n % 2) {
+            W->tally[CMP_TALLY_ERROR] = -1;
+            return -1;
+        }
+        err = W->recv(W->inbox, n, (int)W->int64, st.source, (int)W->tag, (int)W->comm, &st);
+        if (err) {
+            W->tally[CMP_TALLY_ERROR] = err;
+            return -1;
+        }
+        W->taken_from[st.source]++;
+        W->tally[3]++;
+        for (int i = 0; i < n; i += 2) {
+            double id = W->inbox[i];
+            if (!(id >= 0 && id < (double)W->nwanted)) {
+                W->tally[CMP_TALLY_ERROR] = -1;
+                return -1;
+            }
+            int64_t k = W->wanted[(int64_t)id];
+            A[k] = W->inbox[i + 1];
+            for (int64_t w = S->wait_head[k]; w >= 0; w = S->wait_next[w])
+                S->stack[S->sp++] = w;
+            S->wait_head[k] = -1;
+        }
+        W->tally[1] += n / 2;
+        got += n / 2;
+    }
+}
+
+static int64_t elapsed_ns(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec);
+}
+
+/* Nothing is runnable: take what has arrived; if nothing has and a value is still
+ * due, wait for one up to spin_ns, yielding the core between looks (counted as a
+ * wait). The values taken, 0 if none, -1 on an error. */
+static int64_t wire_wait(const cmp_loop *L, cmp_sched *S)
+{
+    cmp_wire *W = S->wire;
+    int64_t got = wire_take(L, S);
+    if (got != 0 || W->tally[1] >= W->nwanted || W->spin_ns <= 0)
+        return got;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t ns;
+    do {
+        sched_yield();
+        got = wire_take(L, S);
+        ns = elapsed_ns(&t0);
+    } while (got == 0 && ns < W->spin_ns);
+    W->tally[6]++;
+    W->tally[7] += ns;
+    return got;
+}
+
+/* A location's run computed values other ranks asked for: send them, take what
+ * arrived. 0, or -1 on an error. */
+static int wire_exchange(const cmp_loop *L, cmp_sched *S)
+{
+    S->nout = 0;
+    if (wire_send(S) < 0 || wire_take(L, S) < 0)
+        return -1;
+    return 0;
+}
+
 int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
 {
     double *A = L->A;
     int64_t stop = S->evaluated + budget;
-    while (S->sp > 0) {
+    for (;;) {
+        if (S->sp == 0) {  /* nothing runnable: with a wire, what has arrived */
+            if (S->wire == 0 || wire_wait(L, S) <= 0)
+                return CMP_DONE;  /* (an error: the exchange reads it in the tally) */
+            continue;
+        }
         if (S->evaluated >= stop)
             return CMP_BUDGET;
         int64_t li = S->stack[--S->sp];
@@ -217,6 +383,8 @@ int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
                     S->evaluated += k - S->cur[li];
                     S->cur[li] = k;
                     S->out_li = li;
+                    if (S->nout > 0 && S->wire != 0 && wire_exchange(L, S) < 0)
+                        return CMP_DONE;
                     return CMP_GENERIC;
                 }
             } else {
@@ -244,8 +412,11 @@ int64_t cmp_schedule(const cmp_loop *L, cmp_sched *S, int64_t budget)
         }
         S->evaluated += k - S->cur[li];
         S->cur[li] = k;
-        if (S->nout > 0)
-            return CMP_OUT;
+        if (S->nout > 0) {
+            if (S->wire == 0)
+                return CMP_OUT;
+            if (wire_exchange(L, S) < 0)
+                return CMP_DONE;
+        }
     }
-    return CMP_DONE;
 }

@@ -18,7 +18,11 @@ run too: it writes the values other ranks asked for into the exchange's outbox a
 it computes them (``cmp_put``, :class:`compensate.engine.exchange.Outbox`, which
 Python sends) and returns when nothing is runnable
 (Python takes what arrived and wakes the locations parked on it,
-:meth:`Scheduler.wake`).
+:meth:`Scheduler.wake`). Given a wire (:class:`compensate.engine.exchange.Wire`,
+``Outbox.wire``: the MPI library's functions, where its ABI is MPICH's) it sends
+and takes the messages itself, and returns only when nothing is runnable and no
+value has come for a while: the Python call per message is what a chain of
+values crossing ranks paid most.
 
 The C file is compiled on first use into the per-user cache and loaded with
 ctypes (:mod:`compensate.nativebuild`, as the OTF2 C path). If it cannot be built
@@ -33,7 +37,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from compensate.engine.exchange import Outbox
+from compensate.engine.exchange import Outbox, Wire
 from compensate.nativebuild import ENV_SWITCH, compiled, load_once
 
 __all__ = ["BUDGET", "DONE", "ENV_SWITCH", "GENERIC", "OUT", "FastLoop", "Scheduler",
@@ -68,7 +72,29 @@ class _Sched(ctypes.Structure):
         (name, ctypes.c_void_p) for name in (
             "route_first", "route_anchor", "route_rank", "route_ident", "route_off")] + [
         ("nroute", ctypes.c_int64)] + [
-        (name, ctypes.c_void_p) for name in ("box", "box_n", "box_sent", "dirty")]
+        (name, ctypes.c_void_p) for name in ("box", "box_n", "box_sent", "dirty", "wire")]
+
+
+class _Wire(ctypes.Structure):
+    """``cmp_wire`` of loop.c (:class:`compensate.engine.exchange.Wire`)."""
+
+    _fields_ = [(name, ctypes.c_void_p) for name in (
+        "isend", "iprobe", "recv", "get_count")] + [
+        (name, ctypes.c_int64) for name in ("comm", "int64", "tag", "any_source")] + [
+        ("wanted", ctypes.c_void_p), ("nwanted", ctypes.c_int64)] + [
+        (name, ctypes.c_void_p) for name in ("sent_to", "taken_from", "tally",
+                                             "requests")] + [
+        ("nrequests", ctypes.c_int64), ("inbox", ctypes.c_void_p),
+        ("ninbox", ctypes.c_int64), ("spin_ns", ctypes.c_int64)]
+
+
+def _wire(w: Wire) -> _Wire:
+    """The ``cmp_wire`` of ``w`` (its arrays must outlive it)."""
+    def addr(a: array) -> int:
+        return a.buffer_info()[0]
+    return _Wire(*w.functions, *w.handles, addr(w.wanted), w.nwanted, addr(w.sent_to),
+                 addr(w.taken_from), addr(w.tally), addr(w.requests), len(w.requests),
+                 addr(w.inbox), len(w.inbox), w.spin_ns)
 
 
 _state: dict[str, Any] = {}
@@ -166,14 +192,19 @@ class Scheduler:
         self._out = array("q", bytes(8 * (watched + 1)))  # (each computed once)
         self._keep = (self.cur, self._a_end, self._stack, self._wait_head, self._wait_next,
                       lo, hi, needs, self._out)
-        box: tuple = (None,) * 5 + (0,) + (None,) * 4
+        box: tuple = (None,) * 5 + (0,) + (None,) * 5
         self._boxed = outbox is not None
         if outbox is not None:  # (the C loop writes the values into it: cmp_put)
             ob = outbox
             self._keep += (ob.first, ob.anchor, ob.rank, ob.ident, ob.offset, ob.box,
                            ob.box_n, ob.box_sent, ob.dirty)
             addr = [a.buffer_info()[0] for a in self._keep[9:]]
-            box = (*addr[:5], len(ob.anchor), *addr[5:])
+            wire = None
+            if ob.wire is not None:  # (and sends and takes the messages itself)
+                self._wire = _wire(ob.wire)
+                self._keep += (ob.wire,)
+                wire = ctypes.addressof(self._wire)
+            box = (*addr[:5], len(ob.anchor), *addr[5:], wire)
         self.state = _Sched(*(a.buffer_info()[0] for a in self._keep[:8]), len(runnable),
                             -1, 0, self._out.buffer_info()[0], 0, *box)
         self._args = (loop._ptr, ctypes.addressof(self.state))

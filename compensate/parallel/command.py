@@ -224,14 +224,16 @@ def gather_info(transport, info: dict) -> dict | None:
     info = dict(info, cpu_seconds=time.process_time(),
                 peak_mib=peak / (1 << 20 if sys.platform == "darwin" else 1 << 10),
                 waits=traffic.waits, wait_seconds=traffic.wait_seconds,
-                messages=traffic.messages, collectives=traffic.calls,
+                messages=traffic.messages, wire_messages=traffic.wire_messages,
+                collectives=traffic.calls,
                 collective_seconds=traffic.seconds)
     every = transport.allgather(info)
     if transport.rank != 0:
         return None
     out: dict = {"ranks": transport.size}
     for name in ("records", "ghost_records", "anchors", "values_sent", "values_received",
-                 "waits", "wait_seconds", "messages", "collectives", "collective_seconds",
+                 "waits", "wait_seconds", "messages", "wire_messages", "collectives",
+                 "collective_seconds",
                  "cpu_seconds", "peak_mib"):
         out[name] = [d.get(name) for d in every]
     for group in ("replay", "seconds"):
@@ -242,14 +244,14 @@ def gather_info(transport, info: dict) -> dict | None:
 
 #: The streamed run's one read (compensate/parallel/cutting.py, segments.py,
 #: reading.OneRead): a rank reads its own locations in chunks of at most this
-#: share of the one-process chunk (2^14 of 2^18 records), and of at most a
+#: share of the one-process chunk (2^15 of 2^18 records), and of at most a
 #: quarter of its share of a segment (:func:`compensate.parallel.cutting.chunk_records`). The
 #: agreement's per-chunk work is Python per location; the smaller the reads, the
 #: less a rank holds beyond the cut (the share trades a few MiB per rank against
 #: the reading's time, docs/parallel.md; coarser reads also let a rank that
 #: reads one process at a time cut fewer segments than one process would). Any
 #: chunking gives the same output.
-CHUNK_SHARE = 16
+CHUNK_SHARE = 8
 #: Without ``--segment-records``, the ranks of a run of more than one rank cut
 #: segments of this many quarters of the one-process segment
 #: (:data:`~compensate.pipeline.cuts.SEGMENT_RECORDS`), counting every rank's

@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from compensate.engine.exchange import Outbox
+from compensate.engine.exchange import Outbox, Wire
 from compensate.engine.graph import FAST_P2P, Graph
 from compensate.model import BUFFER_FLUSH
 from compensate.parallel.transport import Transport, Wave
@@ -136,9 +136,12 @@ class Exchange:
         #: times the engine had nothing runnable and no value had arrived: this rank
         #: waited (also summed over the run in the transport's traffic)
         self.waits = 0
-        self.sent = 0  # values this rank sent
-        self.received = 0
+        self._sent = 0  # values this rank's Python side sent
+        self._received = 0
         self.expected = 0  # values this rank will receive (from the setup)
+        #: where the engine's C loop sends and takes the messages itself (None: only
+        #: this object does; :meth:`start`)
+        self._wire: Wire | None = None
         #: the anchors computed outside the C loop whose values other ranks asked
         #: for, not yet in the outbox (:meth:`computed`)
         self._out: list[int] = []
@@ -300,10 +303,16 @@ class Exchange:
         routes = list(zip(anchors, source, map(float, asked[:, 2].tolist()), offsets,
                           strict=True))
         self.outbox = Outbox(len(A), size, routes)
+        path = self.transport.wire_path()
+        if path is not None:  # the C loop sends and takes the messages itself
+            self._wire = self.outbox.wire = Wire(*path, self._wanted, size, len(routes),
+                                                 self.expected)
         for k in dict.fromkeys(anchors):
             waiters.setdefault(k, [])
             if not math.isnan(A[k]):  # known from the start (a first record)
                 self._out.append(k)
+        if self._wire is not None:  # (sent now: the C loop sends only what it computes)
+            self.flush(A)
 
     @staticmethod
     def _reads(g: Graph, own: np.ndarray) -> np.ndarray:
@@ -315,10 +324,14 @@ class Exchange:
         s_anchor = np.frombuffer(g.f_s_anchor, dtype=np.int64)[fast]
         e_anchor = np.frombuffer(g.f_e_anchor, dtype=np.int64)[fast]
         generic: list[int] = []
+        shared: set[int] = set()  # (a collective instance's members share one needs list)
         for k, (rules, _) in g.generic.items():
             if own[k]:
                 for rule in rules:
-                    generic.extend(need[0] for need in rule.needs)
+                    needs = rule.needs
+                    if id(needs) not in shared:
+                        shared.add(id(needs))
+                        generic.extend([need[0] for need in needs])
         return np.concatenate([s_anchor, e_anchor[e_anchor >= 0],
                                np.asarray(generic, dtype=np.int64)])
 
@@ -345,7 +358,7 @@ class Exchange:
             return
         box = ob.box
         for rank, lo, hi in ob.pending():
-            self.sent += (hi - lo) // 2
+            self._sent += (hi - lo) // 2
             self._send_values(rank, np.frombuffer(box, dtype=np.int64, count=hi - lo,
                                                   offset=8 * lo))
 
@@ -397,8 +410,36 @@ class Exchange:
                 k = wanted[int(pairs[i])]
                 A[k] = pairs[i + 1]
                 ks.append(k)
-        self.received += len(ks)
+        if self._wire is not None:  # (the C loop reads it: whether a value is still due)
+            self._wire.tally[1] += len(ks)
+        else:
+            self._received += len(ks)
         return ks
+
+    @property
+    def sent(self) -> int:
+        """The values this rank sent (its Python side's and its C loop's)."""
+        return self._sent + (self._wire.count("values_sent") if self._wire else 0)
+
+    @property
+    def received(self) -> int:
+        """The values this rank took."""
+        return self._received + (self._wire.count("values_taken") if self._wire else 0)
+
+    def _messages(self) -> tuple[int, int]:
+        """The messages this rank sent and took (its Python side's and its C loop's)."""
+        w = self._wire
+        if w is None:
+            return self._messages_sent, self._messages_received
+        return (self._messages_sent + w.count("messages_sent"),
+                self._messages_received + w.count("messages_taken"))
+
+    def _wire_checked(self) -> None:
+        """Raise if the C loop's message path failed (the MPI library's error code)."""
+        if self._wire is not None and self._wire.count("error"):
+            code = self._wire.count("error")
+            raise RuntimeError("the replay's messages: " + (
+                f"MPI error {code}" if code > 0 else "a message this rank did not ask for"))
 
     def _done(self, cur: list[int]) -> bool:
         """Every own anchor computed and every value asked for received."""
@@ -417,20 +458,33 @@ class Exchange:
         # read: the exchange outlives the replay (its counts go into the summary)
         self._graph, self._wanted = None, []
         t = self.transport
+        w = self._wire
         if drain:
-            sent_me = t.alltoall_array(np.array(self._to, np.int64).reshape(-1, 1))[:, 0]
+            to, taken = self._to, self._from
+            if w is not None:
+                to = [a + b for a, b in zip(to, w.sent_to, strict=True)]
+                taken = [a + b for a, b in zip(taken, w.taken_from, strict=True)]
+            sent_me = t.alltoall_array(np.array(to, np.int64).reshape(-1, 1))[:, 0]
             for src, n in enumerate(sent_me.tolist()):
-                for _ in range(n - self._from[src]):
+                for _ in range(n - taken[src]):
                     t.recv_array(src)
                     self._messages_received += 1
-                self._from[src] = max(n, self._from[src])
-        t.wait_sends([req for req, _ in self._sends])
+                    self._from[src] += 1
+        wired = []
+        if w is not None:  # (the C loop's sends: counted in the traffic here)
+            wired = t.requests_of(w.handles_used())
+            t.traffic.messages += w.count("messages_sent")
+            t.traffic.wire_messages += w.count("messages_sent")
+            t.traffic.message_bytes += 16 * w.count("values_sent")
+            self.waits += w.count("waits")
+            t.traffic.waits += w.count("waits")
+            t.traffic.wait_seconds += w.count("wait_ns") / 1e9
+        t.wait_sends([req for req, _ in self._sends] + wired)
         self._sends = []
         self.outbox = None  # (its regions were the sends' buffers)
 
     def _counters(self, done: bool, failed: bool = False) -> np.ndarray:
-        return np.array([self._messages_sent, self._messages_received, int(done),
-                         int(failed)], dtype=np.int64)
+        return np.array([*self._messages(), int(done), int(failed)], dtype=np.int64)
 
     def _decide(self, res: np.ndarray) -> bool:
         """Apply a completed wave's sums (the same on every rank, so every rank stops
@@ -458,6 +512,7 @@ class Exchange:
         Returns the ghost anchors that arrived (their values are in ``A``); sets
         :attr:`finished` when the replay is over."""
         t = self.transport
+        self._wire_checked()
         self.flush(A)  # (queued, or written by the C loop)
         msgs = t.poll_arrays()
         if msgs:

@@ -70,6 +70,8 @@ class Traffic:
         #: point-to-point messages this rank sent and their bytes (the replay's values)
         self.messages = 0
         self.message_bytes = 0
+        #: of them, those the engine's C loop sent itself (:meth:`Transport.wire_path`)
+        self.wire_messages = 0
         #: nonblocking sums (the replay's waves) this rank joined
         self.waves = 0
         #: times the replay waited for values (nothing runnable, nothing arrived) and
@@ -185,6 +187,20 @@ class Transport:
         the same length); collective, but nonblocking."""
         raise NotImplementedError
 
+    def wire_path(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]] | None:
+        """Where the engine's C loop may send and take the replay's messages itself
+        (:class:`compensate.engine.exchange.Wire`): the addresses of the MPI
+        library's ``MPI_Isend``, ``MPI_Iprobe``, ``MPI_Recv``, ``MPI_Get_count`` and
+        the handles (communicator, int64 datatype, the replay's tag,
+        ``MPI_ANY_SOURCE``); None where the messages go through this object (the
+        default)."""
+        return None
+
+    def requests_of(self, handles: list[int]) -> list[Any]:
+        """The requests of sends the C loop made (their handles), for
+        :meth:`wait_sends`."""
+        return []
+
     # -- for the implementations: what their calls add to ``traffic`` ---------------
     def count_call(self, nbytes: int, start: float) -> None:
         """Count one collective call that sent ``nbytes`` of data to the other ranks
@@ -223,6 +239,8 @@ class MpiTransport(Transport):
         self.traffic = Traffic()
         self.timeout = timeout or None
         self._pongs: list[Any] = []  # answers to the other ranks' pings, in flight
+        self._wire_path: tuple | None = None
+        self._wire_found = False
         self._status = MPI.Status()  # (one, reused by every poll)
         # (bound once: an attribute lookup per message is a measurable part of it)
         self._i64, self._any = MPI.INT64_T, MPI.ANY_SOURCE
@@ -424,6 +442,49 @@ class MpiTransport(Transport):
 
     def iallreduce_sum(self, values: np.ndarray) -> Wave:
         return _MpiWave(self, np.ascontiguousarray(values, dtype=np.int64))
+
+    def wire_path(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]] | None:
+        """The C loop's message path (:meth:`Transport.wire_path`) where the MPI
+        library is one whose ABI loop.c knows (:func:`mpich_functions`) and
+        ``COMPENSATE_MPI_WIRE`` is not 0; found once."""
+        if not self._wire_found:
+            self._wire_found = True
+            if os.environ.get(WIRE_SWITCH, "1").strip().lower() not in ("0", "no", "off",
+                                                                        "false"):
+                functions = mpich_functions(self.MPI)
+                if functions is not None:
+                    self._wire_path = (functions, (self.comm.handle, self._i64.handle,
+                                                   REPLAY_TAG, self._any))
+        return self._wire_path
+
+    def requests_of(self, handles: list[int]) -> list[Any]:
+        return [self.MPI.Request.fromhandle(h) for h in handles]
+
+
+#: ``COMPENSATE_MPI_WIRE=0``: the replay's messages go through mpi4py even where the
+#: engine's C loop could send and take them itself
+WIRE_SWITCH = "COMPENSATE_MPI_WIRE"
+#: MPICH's ABI (MPICH, Intel MPI, MVAPICH): ``MPI_COMM_WORLD`` and ``MPI_INT64_T``
+#: are these C ints, a status is five ints
+MPICH_COMM_WORLD, MPICH_INT64_T = 0x44000000, 0x4C00083A
+
+
+def mpich_functions(MPI: Any) -> tuple[int, int, int, int] | None:
+    """The addresses of ``MPI_Isend``, ``MPI_Iprobe``, ``MPI_Recv`` and
+    ``MPI_Get_count`` in the MPI library mpi4py loaded, if its ABI is MPICH's (the
+    handles are MPICH's C ints, a status twenty bytes), else None: the messages then
+    go through mpi4py."""
+    import ctypes
+
+    try:
+        if (MPI.COMM_WORLD.handle != MPICH_COMM_WORLD or MPI.INT64_T.handle != MPICH_INT64_T
+                or MPI.Status().tomemory().nbytes != 20):
+            return None
+        lib = ctypes.CDLL(MPI.__file__)  # (its symbols resolve in the library it loaded)
+        return tuple(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                     for name in ("MPI_Isend", "MPI_Iprobe", "MPI_Recv", "MPI_Get_count"))
+    except (AttributeError, OSError, TypeError, ValueError):
+        return None
 
 
 #: the tag of the replay's point-to-point messages (nothing else sends point to

@@ -126,20 +126,19 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     n = len(kind)
     if n == 0:
         return Calls(_NONE, _NONE, _NONE, _NONE)
-    if not _IS_SIMPLE[kind].all():
+    if not _IS_SIMPLE.take(kind).all():  # (take: 10x faster than indexing by int16)
         return None
     if n > 1 and bool(np.any(np.diff(ev.time) < 0)):
         return None
     nest = nesting(kind, ev.region)
     if nest.problems or (len(nest.open_end) and not open_calls):
         return None
-    mpi = np.flatnonzero(_IS_MPI[kind])
-    enter = enclosing_enters(nest.before, nest.enters, mpi)
-    leave = closing_leaves(nest.before, nest.leaves, mpi)
+    mpi = np.flatnonzero(_IS_MPI.take(kind))
+    enter, leave = _enclosing_call(kind, nest, mpi)
     if bool(np.any(enter < 0)) or bool(np.any(leave < 0)):
         return None
     peer = np.full(len(mpi), -1, dtype=np.int64)
-    p2p = np.flatnonzero(_IS_P2P[kind[mpi]])
+    p2p = np.flatnonzero(_IS_P2P.take(kind[mpi]))
     comm, rank = ev.comm[mpi[p2p]], ev.peer[mpi[p2p]].astype(np.int64)
     if bool(np.any((kind[mpi[p2p]] == RECV) & (ev.size[mpi[p2p]] == NONE))):
         return None  # (an unidentified receive: matching.nomessage reads the whole location)
@@ -182,12 +181,35 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     return Calls(starts, ends, lo, np.array(sorted(always), dtype=np.int64))
 
 
+def _enclosing_call(kind: np.ndarray, nest: Any, idx: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The Enter and the closing Leave of the innermost call around each record of
+    ``idx`` (-1 where none; ``nest``: the location's :func:`nesting`). Where no
+    call opened and closed between such a call's Enter and the record (and between
+    the record and its Leave), as around MPI records, they are the last Enter
+    before the record and the first Leave after it: taken so when their depths say
+    so for every record, else per depth (``enclosing_enters``, ``closing_leaves``)."""
+    n = len(kind)
+    if len(idx):
+        at = np.arange(n)
+        last = np.maximum.accumulate(np.where(kind == ENTER, at, -1))[idx]
+        nxt = np.minimum.accumulate(np.where(kind == LEAVE, at, n)[::-1])[::-1][idx]
+        before = nest.before
+        depth = before[idx]
+        if (bool(np.all(last >= 0)) and bool(np.all(nxt < n))
+                and bool(np.all(before[last] + 1 == depth))
+                and bool(np.all(before[nxt] == depth))):
+            return last, nxt
+    return (enclosing_enters(nest.before, nest.enters, idx),
+            closing_leaves(nest.before, nest.leaves, idx))
+
+
 def kept(calls: Calls, n: int, wanted: np.ndarray) -> np.ndarray:
     """The record indices a rank keeps of a location of ``n`` records: the calls
     ``wanted`` marks, whole, and the records every rank keeps."""
     mark = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(mark, calls.start[wanted], 1)
-    np.add.at(mark, calls.end[wanted] + 1, -1)
+    mark[calls.start[wanted]] += 1  # (distinct calls: distinct Enters, distinct Leaves)
+    mark[calls.end[wanted] + 1] -= 1
     mask = np.cumsum(mark[:-1]) > 0
     mask[calls.always] = True
     return np.flatnonzero(mask)

@@ -7,6 +7,7 @@ rank the same status, one line and no output. Two launches, several commands eac
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,9 @@ def one_process(tmp: Path, cases) -> None:
 
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_mpiexec_equals_one_process(inputs, ranks, capfd):
+    """At P = 2 the engine's C loop sends and takes the replay's messages itself
+    (the MPICH wheel's ABI: compensate/parallel/transport.py, wire_path); at P = 3
+    they go through mpi4py (COMPENSATE_MPI_WIRE=0, as under any other MPI)."""
     tmp = inputs
     cases = commands(tmp, f"p{ranks}")
     one_process(tmp, cases)
@@ -104,10 +108,12 @@ def test_mpiexec_equals_one_process(inputs, ranks, capfd):
                  "--overhead", "10ns"])
     status_dir = tmp / f"status{ranks}"
     status_dir.mkdir()
+    wired = ranks == 2
+    env = dict(os.environ, COMPENSATE_MPI_WIRE="1" if wired else "0")
     proc = subprocess.run(
         [mpiexec(), "-n", str(ranks), sys.executable, "-m", "tests.parallel.mpi_runs",
          str(status_dir), json.dumps(runs)], capture_output=True, text=True, timeout=240,
-        cwd=ROOT)
+        cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr
     for rank in range(ranks):
         assert json.loads((status_dir / f"rank{rank}.json").read_text()) == \
@@ -126,8 +132,15 @@ def test_mpiexec_equals_one_process(inputs, ranks, capfd):
         assert s2["ranks"] == ranks
         if "streamed" in name:
             assert s2["segments"]["count"] >= 3  # really cut
+        par = s2["parallel"]
+        if wired:  # (every message the C loop's, unless its values were known first)
+            assert sum(par["wire_messages"]) <= sum(par["messages"]), name
+        else:
+            assert sum(par["wire_messages"]) == 0, name
         assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
             {k: v for k, v in s2.items() if k not in PER_RUN}, name
+    stencil = json.loads((tmp / f"stencil_streamed_p{ranks}.trace.json").read_text())
+    assert (sum(stencil["parallel"]["wire_messages"]) > 0) == wired
 
 
 def test_launcher_detection_from_the_environment(monkeypatch):

@@ -1,7 +1,10 @@
 """The thread transport (tests/threadranks.py, the tests' ranks): alltoall and
-allgather by rank; a rank that fails does not leave the others waiting."""
+allgather by rank; a rank that fails does not leave the others waiting. The MPI
+transport's choice of the C loop's message path (mpich_functions)."""
 
 from __future__ import annotations
+
+import ctypes.util
 
 import numpy as np
 import pytest
@@ -80,3 +83,26 @@ def test_point_to_point_messages_and_waves():
         assert ordered == [[prev, 0], [prev, 1], [prev, 2]]
         nines = [[s, 9] for s in range(3)] if rank == 0 else []
         assert sorted(m for _, m in got) == sorted([[prev, i] for i in range(3)] + nines)
+
+
+def test_the_c_loops_message_path_only_for_mpichs_abi(tmp_path):
+    """mpich_functions gives the C loop the MPI functions only where the handles
+    are MPICH's C ints and a status is twenty bytes; any other MPI (the standard
+    ABI's handles, Open MPI's pointers) or a library without the symbols keeps the
+    messages on mpi4py (None)."""
+    from types import SimpleNamespace
+
+    from compensate.parallel.transport import MPICH_COMM_WORLD, MPICH_INT64_T, mpich_functions
+
+    def fake(comm, i64, status, lib):
+        return SimpleNamespace(
+            COMM_WORLD=SimpleNamespace(handle=comm), INT64_T=SimpleNamespace(handle=i64),
+            Status=lambda: SimpleNamespace(tomemory=lambda: memoryview(bytes(status))),
+            __file__=lib)
+
+    libc = ctypes.util.find_library("c")
+    assert mpich_functions(fake(0x101, MPICH_INT64_T, 20, libc)) is None
+    assert mpich_functions(fake(MPICH_COMM_WORLD, MPICH_INT64_T, 24, libc)) is None
+    assert mpich_functions(fake(MPICH_COMM_WORLD, MPICH_INT64_T, 20, libc)) is None  # no MPI_*
+    assert mpich_functions(fake(MPICH_COMM_WORLD, MPICH_INT64_T, 20,
+                                str(tmp_path / "missing.so"))) is None
