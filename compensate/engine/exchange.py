@@ -186,12 +186,11 @@ class AnchorExchange(Protocol):
         location position the next anchor to compute) or none can go on."""
         ...
 
-    def reduce(self, g: Graph, stats: Any, base: dict[str, int],
-               waiting: int | None = None) -> None:
+    def reduce(self, g: Graph, stats: Any, waiting: int | None = None) -> None:
         """Make ``stats`` (:class:`compensate.engine.run.Stats`), which counts this
-        rank's own records, the whole run's
-        (``base``: the case counters every rank counted alike before evaluating);
-        ``waiting``: the first location position left waiting here, None if none."""
+        rank's own records (the rules' building as their evaluation), the whole
+        run's; ``waiting``: the first location position left waiting here, None if
+        none."""
         ...
 
     def check_first_waiting(self, li: int) -> None:

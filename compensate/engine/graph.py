@@ -139,6 +139,17 @@ class Graph:
         ghost = self.ghost
         return {key: p for key, p in dep_rules.items() if not ghost[key[0]]}
 
+    def evaluated(self, lis: list[int]) -> list[int]:
+        """Which of the location positions ``lis`` (a collective instance's
+        members) this graph evaluates, as indices into ``lis``: all but ghosts.
+        The handlers build rules only for these members' records, so a rank of the
+        distributed run builds its own share of every collective, not every
+        member's rule to keep its own (:meth:`own_rules`)."""
+        if not self.has_ghosts:
+            return list(range(len(lis)))
+        ghost = self.ghost
+        return [i for i, li in enumerate(lis) if not ghost[li]]
+
     # -- per-record arrays ----------------------------------------------------------
     def _flat_columns(self) -> None:
         """tm (float ticks from t0: the measured times less each record's overhead

@@ -198,13 +198,11 @@ class _Engine:
         A = array("d", [math.nan]) * len(g.agpos)
         cur = self._start(A)
         waiters: dict[int, list[int]] = {}
-        base: dict[str, int] = {}
         if xch is not None:  # distributed (compensate.parallel): other ranks' locations
             # are ghosts (only the records this rank reads are anchors, values NaN
             # until they arrive); anchors other ranks need have a waiter list from
             # the start, so that computing them takes the wake-up path
             xch.start(g, A, cur, waiters)
-            base = dict(self.ctx.cases)  # counters of rules_of, equal on every rank
         # the C loop (compensate.engine.native); None: everything in Python
         fast = fast_loop(g, A, self.opts.bound == "fitted") if len(A) else None
         a_end = g.a_end.tolist()
@@ -215,10 +213,11 @@ class _Engine:
             self._python_loop(A, cur, waiters, fast, runnable)
         self._count_cases(fast)
         parked = self._waiting(A, cur)
-        if xch is not None:  # each rank counted its own records: reduce over the ranks
+        if xch is not None:  # each rank counted its own records (the handlers built and
+            # counted only their rules): reduce over the ranks
             # (and, after a cycle, the rank whose waiting location comes first names
             # it, as the one-process run does; the others stop without an error)
-            xch.reduce(g, self.stats, base, min(parked) if parked else None)
+            xch.reduce(g, self.stats, min(parked) if parked else None)
         if parked:
             self._cycle(parked, cur)
         if self.progress:

@@ -544,14 +544,13 @@ class Exchange:
             if self._decide(res):
                 return []
 
-    def reduce(self, g: Graph, stats: Any, base: dict[str, int],
-               waiting: int | None = None) -> None:
+    def reduce(self, g: Graph, stats: Any, waiting: int | None = None) -> None:
         # (``waiting``: this rank's first location position still waiting after a
         # cycle, None if none; see :meth:`check_first_waiting`)
-        """Make ``stats`` the one-process statistics: the case counters are ``base``
-        (counted while matching was turned into rules, the same on every rank) plus
-        every rank's evaluation counts (``p2p_cases - base``: of its own records, the
-        fast path's late parties included) summed; R1 overcompensation and
+        """Make ``stats`` the one-process statistics: the case counters are every
+        rank's summed (of its own records: counted while its rules were built, the
+        handlers building only those, and while they were evaluated, the fast path's
+        late parties included); R1 overcompensation and
         BufferFlush statistics, which each rank counted for its own locations (the
         graph gives ghost locations no R1 gaps and counts none of them), summed,
         their largest shortfall the largest; the flush ticks summed (exact integers:
@@ -565,7 +564,7 @@ class Exchange:
             f = f[f >= len(g.pins[li][0])]  # a segment's context was counted before
             if f.size:  # as Graph._flat_columns counts it
                 flush[g.loc_ids[li]] = int(np.sum(ev.size[f] - ev.time[f]))
-        mine = ({k: v - base.get(k, 0) for k, v in cases.items()}, stats.overcompensated,
+        mine = (dict(cases), stats.overcompensated,
                 dict(stats.overcompensated_by_kind), stats.overcompensated_max_s,
                 stats.buffer_flushes, flush,
                 None if waiting is None else g.loc_ids[waiting])
@@ -575,7 +574,7 @@ class Exchange:
         stuck = [(order[d[6]], rank) for rank, d in enumerate(got) if d[6] is not None]
         self.first_waiting = min(stuck) if stuck else None
         for k in cases:
-            cases[k] = base.get(k, 0) + sum(d[0].get(k, 0) for d in got)
+            cases[k] = sum(d[0].get(k, 0) for d in got)
         stats.overcompensated = sum(d[1] for d in got)
         by_kind: dict[str, int] = {}
         for d in got:

@@ -110,8 +110,6 @@ class RankShare:
         count_matching(stats, matching)
         stats.messages = reported.counts()["messages"]
         stats.unmatched_sends = reported.unmatched_sends
-        if compensated:  # (counted while the rules were built)
-            stats.p2p_cases["synchronous"] = sum(d["synchronous_rules"] for d in every)
         self.records = sum(d["records"] for d in every)
         self.reported = reported
         return reported.counts()

@@ -303,8 +303,7 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
     """What this rank counts for the summary (summed over the ranks they are the
     one-process counts): its own records; of its matching's messages those its own
     locations receive (every rank's view holds all of them), by
-    :data:`MESSAGE_COUNTS`, and ``synchronous_rules`` (the synchronous messages
-    between two locations, as ``rules_of`` counts them); ``unmatched_sends``: the
+    :data:`MESSAGE_COUNTS`; ``unmatched_sends``: the
     sends of its own locations that no receive matched (their sends, less the
     cancelled ones, less the messages its matching has from them)."""
     t = matching.table
@@ -319,9 +318,7 @@ def local_counts(trace: Trace, matching: Matching, own: set[int]) -> dict[str, i
            "nonblocking_recv": int(np.count_nonzero(recv & t.nonblocking_recv)),
            "synchronous": int(np.count_nonzero(recv & t.synchronous)),
            "to_self": int(np.count_nonzero(recv & (t.send_li == t.recv_li))),
-           "probes": int(np.count_nonzero(own_rows & t.probe)),
-           "synchronous_rules": int(np.count_nonzero(recv & t.synchronous
-                                                     & (t.send_li != t.recv_li)))}
+           "probes": int(np.count_nonzero(own_rows & t.probe))}
     pos = {loc: li for li, loc in enumerate(ids)}
     from_li = (np.bincount(t.send_li[~t.probe], minlength=len(ids)) if len(t)
                else np.zeros(len(ids)))

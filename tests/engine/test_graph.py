@@ -104,6 +104,40 @@ def _rank_graph(trace, platform, matching, ghosts):
     return g
 
 
+@pytest.mark.parametrize(("program", "counted"), [
+    ("collectives", ()), ("nonblocking_rooted", ()), ("gather", ()), ("sendrecv_ring", ()),
+    ("issend", ("synchronous",)), ("mixed", ("synchronous", "nbc_bounded"))])
+def test_a_rank_builds_only_its_own_rules_and_counts_its_share(program, counted):
+    """A rank of the distributed run (ghosts: the other ranks' locations) builds
+    the message and collective rules of its own records only, the same ones one
+    process builds for them, and counts its share of the rules' case counters:
+    summed over the ranks, one process's counts."""
+    from compensate.engine.graph import Graph
+    from compensate.engine.kinds import rules_of
+    from compensate.matching import match
+    from compensate.simulate import simulate
+
+    sim = simulate(program, ranks=4, seed=3)
+    trace, platform = sim.measured, sim.platform
+    matching = match(trace)
+    locs = list(trace.events)
+    one = Stats()
+    whole = rules_of(Graph(trace, platform, "lower", "uniform", None, matching, one),
+                     matching)
+    summed = dict.fromkeys(one.p2p_cases, 0)
+    for mine in (set(locs[:1]), set(locs[1:3]), set(locs[3:])):
+        stats = Stats()
+        g = Graph(trace, platform, "lower", "uniform", None, matching, stats,
+                  ghosts=set(locs) - mine)
+        dep = rules_of(g, matching)
+        assert {key: [p.cls for p in ps] for key, ps in dep.items()} == \
+            {key: [p.cls for p in ps] for key, ps in whole.items() if locs[key[0]] in mine}
+        for k, v in stats.p2p_cases.items():
+            summed[k] += v
+    assert summed == one.p2p_cases
+    assert all(one.p2p_cases[k] > 0 for k in counted)
+
+
 def test_ghost_locations_anchor_only_the_records_local_rules_read():
     """A rank of the distributed run (docs/parallel.md): of another rank's locations
     only the first record and the sends of the messages its own locations receive

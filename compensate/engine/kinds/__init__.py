@@ -103,7 +103,12 @@ SYNC_KINDS: dict[str, tuple[Callable[[Matching], object], Callable]] = {
 def rules_of(graph: Graph, matching: Matching) -> dict[tuple[int, int], list]:
     """Every dependent record's pending rules, ``{(location position, record):
     [Pending, ...]}``, from the handler of its kind. Messages first; a collective's
-    rules replace any message rule on the same record."""
+    rules replace any message rule on the same record. With ghost locations (a rank
+    of the distributed run) the message and collective handlers build and count
+    only the rules of records the graph evaluates
+    (:meth:`~compensate.engine.graph.Graph.evaluated`): each rank its share, not
+    every rank every rule; :meth:`~compensate.engine.graph.Graph.own_rules` drops
+    what the other families' handlers built for ghosts."""
     t = matching.table
     dep_rules: dict[tuple[int, int], list] = {}
     keep = t.send_li != t.recv_li  # a message to self is ordered by its own location

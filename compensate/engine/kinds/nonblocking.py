@@ -64,35 +64,40 @@ class AfterAll(Rule):
 
 
 def build_nton(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
-    """One :class:`NonblockingNToN` rule per member's completion."""
+    """One :class:`NonblockingNToN` rule per member's completion that the graph
+    evaluates (:meth:`~compensate.engine.graph.Graph.evaluated`). Whether D was
+    observed is counted once per instance, where its first member's completion is
+    evaluated (summed over the ranks of the distributed run, the one-process count)."""
     b, e = inst.begin_idx, inst.end_idx
     n = len(lis)
+    who = graph.evaluated(lis)
+    if not who:
+        return
     tm, g, ovh = graph.tm, graph.g, graph.kind_ovh
     sync_m = max(tm[g(lis[j], b[j])] + ovh(g(lis[j], b[j])) for j in range(n))
     after_sync = [tm[g(lis[i], e[i])] - sync_m for i in range(n)]
     waited = [after_sync[i] for i in range(n)
               if tm[g(lis[i], e[i])] - tm[g(lis[i], e[i] - 1)]
               - ovh(g(lis[i], e[i] - 1)) > 1.0]
-    cases = graph.stats.p2p_cases
     if waited:
         d_obs = max(0.0, min(waited))
-        cases["nbc_observed"] += 1
     elif graph.bound == "lower":
         d_obs = 0.0
-        cases["nbc_bounded"] += 1
     else:
         d_obs = max(0.0, min(after_sync))
-        cases["nbc_bounded"] += 1
+    if who[0] == 0:
+        graph.stats.p2p_cases["nbc_observed" if waited else "nbc_bounded"] += 1
     begins = [(lis[j], b[j]) for j in range(n)]
     refs, needs = SharedRefs(begins), SharedNeeds(begins)
-    for i in range(n):
+    for i in who:
         dep_rules[(lis[i], e[i])] = [Pending(NonblockingNToN, (refs, i, d_obs), needs)]
 
 
 def build_other(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
-    """An :class:`AfterAll` rule at each completion that waits for other members."""
+    """An :class:`AfterAll` rule at each completion that waits for other members
+    and that the graph evaluates."""
     b, e = inst.begin_idx, inst.end_idx
-    for i in range(len(lis)):
+    for i in graph.evaluated(lis):
         needed = [(lis[j], b[j]) for j in needed_members(inst, i) if j != i]
         if not needed:
             continue
@@ -112,11 +117,15 @@ def call_leave(graph: Graph, li: int, idx: int) -> int:
 
 def build_one_to_n(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
     """A :class:`~compensate.engine.kinds.p2p.P2PRecv` rule at every non-root
-    completion: the implied message from the root's request (R4 at the completion)."""
+    completion the graph evaluates: the implied message from the root's request (R4
+    at the completion)."""
     b, e = inst.begin_idx, inst.end_idx
     r = inst.locs.index(inst.root)
+    who = [i for i in graph.evaluated(lis) if i != r and inst.locs[i] != inst.root]
+    if not who:
+        return
     root_exit = call_leave(graph, lis[r], b[r])
-    for i in range(len(inst.locs)):
+    for i in who:
         if i == r or inst.locs[i] == inst.root:
             continue
         p = implied_message(graph, lis[r], b[r], root_exit, lis[i],
@@ -126,9 +135,12 @@ def build_one_to_n(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict
 
 def build_n_to_one(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
     """An :class:`~compensate.engine.kinds.ntoone.NToOne` rule at the root's
-    completion: an implied message from every other member's request (R5)."""
+    completion, if the graph evaluates it: an implied message from every other
+    member's request (R5)."""
     b, e = inst.begin_idx, inst.end_idx
     r = inst.locs.index(inst.root)
+    if graph.has_ghosts and graph.ghost[lis[r]]:
+        return
     others = [i for i in range(len(inst.locs)) if i != r and inst.locs[i] != inst.root]
     if not others:
         return

@@ -32,13 +32,16 @@ class NToN(Rule):
 
 
 def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
-    """One :class:`NToN` rule per member; all share the latest enter."""
-    n = len(inst.locs)
-    everyone = list(range(n))
+    """One :class:`NToN` rule per member whose exit the graph evaluates (not on a
+    ghost location: another rank builds that one); all share the latest enter."""
+    everyone = list(range(len(inst.locs)))
+    who = graph.evaluated(lis)
+    if not who:
+        return
     begins = [(lis[j], inst.begin_idx[j]) for j in everyone]
     latest, needs = PendingLatest(begins), SharedNeeds(begins)
-    syncs = sync_times(graph, inst, lis, everyone, everyone)
-    for i in range(n):
+    syncs = sync_times(graph, inst, lis, everyone, who)
+    for i in who:
         dep_rules[(lis[i], inst.end_idx[i])] = [Pending(
             NToN, (latest, syncs[i], ("ref", lis[i], inst.begin_idx[i])), needs)]
 

@@ -31,8 +31,11 @@ class NToOne(Rule):
 
 
 def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
-    """One :class:`NToOne` rule at the root's exit."""
+    """One :class:`NToOne` rule at the root's exit, if the graph evaluates it
+    (:meth:`~compensate.engine.graph.Graph.evaluated`)."""
     r = inst.locs.index(inst.root)
+    if graph.has_ghosts and graph.ghost[lis[r]]:
+        return
     others = [i for i in range(len(inst.locs)) if i != r and inst.locs[i] != inst.root]
     if not others:
         return

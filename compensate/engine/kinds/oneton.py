@@ -14,9 +14,10 @@ from compensate.matching import Instance
 
 
 def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
-    """A :class:`~compensate.engine.kinds.p2p.P2PRecv` rule at every non-root exit."""
+    """A :class:`~compensate.engine.kinds.p2p.P2PRecv` rule at every non-root exit
+    the graph evaluates (:meth:`~compensate.engine.graph.Graph.evaluated`)."""
     r = inst.locs.index(inst.root)
-    for i in range(len(inst.locs)):
+    for i in graph.evaluated(lis):
         if i == r or inst.locs[i] == inst.root:
             continue
         p = implied_message(graph, lis[r], inst.begin_idx[r], inst.end_idx[r], lis[i],

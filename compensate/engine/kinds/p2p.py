@@ -47,13 +47,17 @@ def build(graph: Graph, t: MessageTable, rows: np.ndarray, shared: np.ndarray,
     """Rules of the eager messages ``rows``: the fast path (``graph.fast_rows``, any
     bound) where the receive completes only this message; a
     :class:`P2PRecv` rule otherwise (``shared``: global records that several message
-    rules apply to; there the later value wins)."""
+    rules apply to; there the later value wins). Of a receive on a ghost location
+    (another rank's, in the distributed run) no rule: its owner builds it."""
     is_generic = np.zeros(rows.size, dtype=bool)
     if shared.size:
         rg = graph.off[t.recv_li[rows]] + t.recv_idx[rows]
         is_generic = np.isin(rg, shared)
     graph.fast_rows = rows[~is_generic]
-    for row in np.sort(rows[is_generic]).tolist():
+    generic = rows[is_generic]
+    if graph.has_ghosts and generic.size:
+        generic = generic[~np.asarray(graph.ghost, dtype=bool)[t.recv_li[generic]]]
+    for row in np.sort(generic).tolist():
         li, i = int(t.recv_li[row]), int(t.recv_idx[row])
         p = recv_params_of_message(graph, row)
         s_li, s_idx = int(t.send_li[row]), int(t.send_idx[row])

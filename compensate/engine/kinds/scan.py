@@ -15,8 +15,9 @@ from compensate.matching.collectives import SCAN
 
 
 def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict) -> None:
-    """One :class:`~compensate.engine.kinds.nton.NToN` rule per member that waits."""
-    for i in range(len(inst.locs)):
+    """One :class:`~compensate.engine.kinds.nton.NToN` rule per member that waits
+    and that the graph evaluates (:meth:`~compensate.engine.graph.Graph.evaluated`)."""
+    for i in graph.evaluated(lis):
         upto = range(i + 1) if inst.cls == SCAN else range(i)
         if not upto:
             continue  # rank 0 of an exscan depends on nobody

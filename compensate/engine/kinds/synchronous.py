@@ -132,9 +132,19 @@ def targets(graph: Graph, t: MessageTable, rows: np.ndarray) -> np.ndarray:
 
 def build(graph: Graph, t: MessageTable, rows: np.ndarray, shared: np.ndarray,
           dep_rules: dict) -> None:
-    """A :class:`SyncExit` and a :class:`SyncRecv` rule per synchronous message."""
-    graph.stats.p2p_cases["synchronous"] += int(rows.size)
-    for row in rows.tolist():
+    """A :class:`SyncExit` and a :class:`SyncRecv` rule per synchronous message, of
+    the ends the graph evaluates (not on ghost locations, whose owners build theirs);
+    a message is counted where its receive is evaluated (summed over the ranks of
+    the distributed run, the one-process count)."""
+    s_own = r_own = np.ones(rows.size, dtype=bool)
+    if graph.has_ghosts and rows.size:
+        ghost = np.asarray(graph.ghost, dtype=bool)
+        s_own, r_own = ~ghost[t.send_li[rows]], ~ghost[t.recv_li[rows]]
+    graph.stats.p2p_cases["synchronous"] += int(np.count_nonzero(r_own))
+    for row, sends, receives in zip(rows.tolist(), s_own.tolist(), r_own.tolist(),
+                                    strict=True):
+        if not (sends or receives):
+            continue
         s_li, s_idx = int(t.send_li[row]), int(t.send_idx[row])
         r_li, post = int(t.recv_li[row]), int(t.recv_post_idx[row])
         exit_idx, recv_idx = int(t.send_exit_idx[row]), int(t.recv_idx[row])
@@ -154,13 +164,15 @@ def build(graph: Graph, t: MessageTable, rows: np.ndarray, shared: np.ndarray,
                                                 handshake_m)
             if not waited and recv_waited:
                 transfer = max(0.0, to_recv - cs)
-            dep_rules.setdefault((s_li, exit_idx), []).append(
-                Pending(IssendComplete, (("ref", s_li, s_idx), ("ref", r_li, post), transfer,
-                                         waited), [(r_li, post)]))
+            exit_rule = Pending(IssendComplete, (("ref", s_li, s_idx), ("ref", r_li, post),
+                                                 transfer, waited), [(r_li, post)])
         else:
-            dep_rules.setdefault((s_li, exit_idx), []).append(
-                Pending(SyncExit, (("ref", s_li, s_idx), ("ref", r_li, post), to_exit),
-                        [(r_li, post)]))
+            exit_rule = Pending(SyncExit, (("ref", s_li, s_idx), ("ref", r_li, post),
+                                           to_exit), [(r_li, post)])
+        if sends:
+            dep_rules.setdefault((s_li, exit_idx), []).append(exit_rule)
+        if not receives:
+            continue
         if t.no_recv_copy[row]:
             # a matched probe took the message: it waits for the message as for an eager
             # one (R2 without a receive copy); the posting the sender waits for is the
