@@ -1,5 +1,5 @@
 """Wait states of threads and accelerators (docs/analysis.md, "Threads and
-accelerators"): waiting at OpenMP barriers, lock contention, worker threads idle
+accelerators"): waiting at OpenMP and Pthread barriers, lock contention, worker threads idle
 between parallel regions, and accelerator streams idle between their kernels and
 copies. They lie outside MPI, so they are reported beside the MPI wait states and
 the behaviour breakdown, not inside it (whose categories add up to each location's
@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compensate.matching import Matching, match
+from compensate.matching.pthreads import BARRIER_OP
 from compensate.model import ENTER, LEAVE, Trace
 
 #: the states, in report order
-HYBRID_STATES: tuple[str, ...] = ("omp_barrier_wait", "lock_contention", "thread_idle",
-                                  "gpu_idle")
+HYBRID_STATES: tuple[str, ...] = ("omp_barrier_wait", "pthread_barrier_wait",
+                                  "lock_contention", "thread_idle", "gpu_idle")
 HYBRID_LABELS: dict[str, str] = {
     "omp_barrier_wait": "Wait at OpenMP Barrier",
+    "pthread_barrier_wait": "Wait at Pthread Barrier",
     "lock_contention": "Lock Contention",
     "thread_idle": "Idle threads",
     "gpu_idle": "GPU idle",
@@ -60,13 +62,14 @@ def hybrid_waits(trace: Trace, matching: Matching | None = None) -> HybridWaits:
             out.counts[state] += 1
 
     threads = matching.threads
-    # Wait at OpenMP Barrier: a member's time in the barrier before the last member
-    # entered, bounded by its own time in it
+    # Wait at OpenMP / Pthread Barrier: a member's time in the barrier before the last
+    # member entered, bounded by its own time in it
     for inst in threads.barriers:
+        state = "pthread_barrier_wait" if inst.op == BARRIER_OP else "omp_barrier_wait"
         enters = [int(time[loc][b]) for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
         last = max(enters)
         for loc, b, e in zip(inst.locs, enters, inst.end_idx, strict=True):
-            add("omp_barrier_wait", loc, min(last - b, int(time[loc][e]) - b))
+            add(state, loc, min(last - b, int(time[loc][e]) - b))
     begins: dict[int, list[int]] = defaultdict(list)  # worker -> its team begins
     ends: dict[int, list[int]] = defaultdict(list)  # worker -> its team ends
     for sync in threads.syncs:

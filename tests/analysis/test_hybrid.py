@@ -2,6 +2,7 @@
 on small traces, and their place in `compensate report` (text and JSON)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -63,8 +64,8 @@ def test_hand_computed_states(hybrid):
     assert h.by_location["thread_idle"] == {1: pytest.approx(1e-6)}
     assert h.by_location["omp_barrier_wait"] == {0: pytest.approx(2e-7)}
     assert h.by_location["gpu_idle"] == {2: pytest.approx(4e-7)}
-    assert h.counts == {"omp_barrier_wait": 1, "lock_contention": 0, "thread_idle": 1,
-                        "gpu_idle": 2}
+    assert h.counts == {"omp_barrier_wait": 1, "pthread_barrier_wait": 0,
+                        "lock_contention": 0, "thread_idle": 1, "gpu_idle": 2}
 
 
 def test_lock_contention_hand_computed():
@@ -97,3 +98,13 @@ def test_mpi_only_trace_has_no_table():
     """A trace without threads or accelerator streams keeps its report as before."""
     trace = read_text(str(CASES / "r3_nton.trace"))
     assert "threads and accelerators" not in format_profile(breakdown(trace))
+
+
+def test_pthread_barriers_are_not_openmp_barriers():
+    """tests/data/eztrace/sync (EZTrace 2.0, 3 threads, 4 rounds each ending at a
+    pthread barrier): the 8 waits of its 4 instances are Pthread barrier waits."""
+    from compensate.formats import read_trace
+
+    h = hybrid_waits(read_trace(str(Path(__file__).resolve().parents[1] / "data" / "eztrace"
+                                    / "sync" / "eztrace_log.otf2")))
+    assert h.counts["pthread_barrier_wait"] == 8 and h.counts["omp_barrier_wait"] == 0
