@@ -13,8 +13,8 @@ a note (docs/messages.md), never guessed:
   (the readers give it as NONE, as they give an UNDEFINED one), or it was
   written by a call that completes an array of requests and no send of the trace
   has its channel. EZTrace 2.0's MPI_Waitsome writes its completions so (sender
-  4061011728, length 2^64 - 32766; sender 0, tag 0, length 0). Such a receive took some
-  message from some sender with some tag, so MPI's non-overtaking order pairs
+  4061011728, length 2^64 - 32766; sender 0, tag 0, length 0). Such a receive took
+  some message from some sender with some tag, so MPI's non-overtaking order pairs
   every later receive of its channel with the wrong send if it is left out alone.
   As the channel is unknown, every receive of that location on that communicator
   posted at or after it is left unmatched too (``left``): fewer dependencies,
@@ -96,11 +96,11 @@ def receives_left(over: np.ndarray, dst: np.ndarray, comm: np.ndarray, order: np
     """Which of the joined receive columns (``dst``: location positions in
     ``loc_ids``, ``comm``, ``order``: posting positions) the matching may still
     pair, where the receives ``over`` lie on a channel no send has (a status the
-    tracer got wrong): on each (location,
-    communicator) holding some, every receive posted at or after the first of them
-    is left (module docstring). Adds the counts to ``skipped`` (location ->
-    (MPI_PROC_NULL records, unidentified receives, receives left after one)):
-    the receives of those channels as unidentified, the others as left."""
+    tracer got wrong): on each (location, communicator) holding some, every receive
+    posted at or after the first of them is left (module docstring). Adds the
+    counts to ``skipped`` (location -> (MPI_PROC_NULL records, unidentified
+    receives, receives left after one)): the receives of those channels as
+    unidentified, the others as left."""
     keep = np.ones(len(dst), dtype=bool)
     for d, c in {(int(a), int(b)) for a, b in zip(dst[over], comm[over], strict=True)}:
         on = (dst == d) & (comm == c)

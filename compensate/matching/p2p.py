@@ -392,28 +392,28 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         return key[:ns + len(r_idx)], key[ns + len(r_idx):], int(key.max()) + 1 if key.size else 0
 
     key, p_key, nkeys = keys()
-    over = (np.bincount(key[ns:], minlength=nkeys) > 0) & (
-        np.bincount(key[:ns], minlength=nkeys) == 0)
+    n_sends, n_recvs = (np.bincount(k, minlength=nkeys) for k in (key[:ns], key[ns:]))
+    over = (n_recvs > 0) & (n_sends == 0)
     hint = ""
     if over.any():  # receives on a channel without sends: their statuses are wrong
         over = over[key[ns:]]
         hint = off_rank_hint(trace, [loc_ids[k] for k in np.unique(np.r_[s_src, r_dst])],
                              np.unique(np.r_[s_comm, r_comm]).tolist())
         gone = over & ((r_src < 0) | ~from_array(trace, structure, loc_ids, r_dst, r_idx, over))
-        # (refused below: a sender without records, another thread's, a single status)
-        keep = (np.ones(len(r_idx), dtype=bool) if gone.any() or hint else
-                receives_left(over, r_dst, r_comm, r_order_key, loc_ids, skipped))
-        (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data, r_probe) = (
-            a[keep] for a in (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key,
-                              r_data, r_probe))
-        key, p_key, nkeys = keys() if not keep.all() else (key, p_key, nkeys)
+        # (refused below where a sender has no records, is another thread, or a call
+        # of one request wrote the status)
+        if not gone.any() and not hint:
+            keep = receives_left(over, r_dst, r_comm, r_order_key, loc_ids, skipped)
+            (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data, r_probe) = (
+                a[keep] for a in (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key,
+                                  r_data, r_probe))
+            key, p_key, nkeys = keys()
+            n_sends, n_recvs = (np.bincount(k, minlength=nkeys) for k in (key[:ns], key[ns:]))
     nr = len(r_idx)
     s_key, r_key = key[:ns], key[ns:]
     s_order = np.argsort(s_key, kind="stable")  # per key: location order, record order
     r_order = np.lexsort((r_idx, r_order_key, r_key))  # per key: posting (probe) order
     r_rank = _group_ranks(r_key, r_order)
-    n_sends = np.bincount(s_key, minlength=nkeys)
-    n_recvs = np.bincount(r_key, minlength=nkeys)
     # receive keys in order of first appearance, then posting order: the message order
     first = np.full(nkeys, nr, dtype=np.int64)
     np.minimum.at(first, r_key, np.arange(nr))
