@@ -110,6 +110,15 @@ PATHS = {"pingpong": ("MpiSend", "MpiIsend", ("MpiRecv", "Leave", "Enter"), 2),
 #: Enter`` is what ``b`` costs before its stamp beyond an Enter (:func:`opening_before`)
 OPENING = ("ThreadFork",)
 CLOSING = ("Leave", "ThreadJoin")
+#: pairs of consecutive kinds whose gap holds EZTrace's work alone, whatever the
+#: program (a wrapper's Enter and the record it writes before calling MPI; a
+#: receive's or a collective's last record and its Leave): the platform's
+#: ``speed_reference`` (:func:`speed_reference`, :mod:`compensate.speed`)
+REFERENCE_PAIRS = ("Enter>MpiSend", "Enter>MpiIsend", "Enter>MpiIrecvRequest",
+                   "Enter>MpiCollectiveBegin", "MpiRecv>Leave", "MpiCollectiveEnd>Leave",
+                   "MpiIrecvRequest>Leave", "ThreadTeamEnd>Leave")
+#: a pair's median enters the reference only from a variant that shows it this often
+REFERENCE_COUNT = 100
 #: the probe times its loop in this many equal parts (CHUNKS in eztrace_probe.c)
 CHUNKS = 21
 
@@ -471,11 +480,24 @@ def repeat_deltas(data: dict[bool, tuple[list[int], list[float]]], per_repeat: i
     return out
 
 
+def speed_reference(pairs: dict[str, dict[str, tuple[float, int]]]) -> dict[str, float]:
+    """Per :data:`REFERENCE_PAIRS` pair: the median over the variants that show it
+    at least :data:`REFERENCE_COUNT` times of its median gap (seconds), the speed
+    the costs were measured at (:mod:`compensate.speed`)."""
+    out = {}
+    for pair in REFERENCE_PAIRS:
+        found = [per[pair][0] for per in pairs.values()
+                 if pair in per and per[pair][1] >= REFERENCE_COUNT and per[pair][0] > 0]
+        if found:
+            out[pair] = float(np.median(found))
+    return out
+
+
 def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
     """A platform file: the per-kind costs, the Enter/Leave mean as ``event_overhead``
     (for the kinds the MPI probe does not write), the copy table (and network model)
     of ``copy_from`` if given. Without the ``pingpong`` variant MpiSend takes
-    MpiIsend's cost."""
+    MpiIsend's cost. ``speed_reference``: :func:`speed_reference` of the probes' pairs."""
     costs = dict(result.costs)
     if "MpiIsend" in costs:
         costs.setdefault("MpiSend", costs["MpiIsend"])
@@ -487,6 +509,9 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
     before = {k: v for k, v in result.before.items() if k in costs and v > 0}
     if before:
         data["overhead_before_stamp"] = before
+    reference = speed_reference(result.pairs)
+    if reference:
+        data["speed_reference"] = reference
     if copy_from and "network" in copy_from:
         data["network"] = {k: copy_from["network"][k] for k in ("latency", "per_byte")}
     data["_eztrace_probe"] = {

@@ -151,7 +151,7 @@ def compensate(trace: Trace, bound: str = "lower",
                platform: Platform | str | os.PathLike | None = None,
                overhead: float | str | None = None, collective_exit: str = "uniform",
                eager_limit: int | None = None, strict: bool = False,
-               cold_calls: bool = False) -> CompensationResult:
+               cold_calls: bool = False, speed: str = "trace") -> CompensationResult:
     """Remove the tracer overhead from ``trace``: the command's pipeline in memory.
 
     ``bound``: ``"lower"``, ``"upper"``, ``"fitted"`` (a latency + bandwidth model fitted
@@ -172,7 +172,10 @@ def compensate(trace: Trace, bound: str = "lower",
     refuse Enter/Leave that do not nest (TraceError) instead of pairing them by
     region and counting them (``summary["nesting"]``). ``cold_calls``: also charge
     the cold-call curves of the trace's in-situ tables (``--cold-calls``; off by
-    default, docs/calibration.md "Cold calls").
+    default, docs/calibration.md "Cold calls"). ``speed``: ``"trace"`` scales a
+    platform file's overhead to the trace's own speed where the file has a
+    ``speed_reference`` (:mod:`compensate.speed`), ``"platform"`` uses it as it is
+    (``--speed``).
 
     Raises ValueError for a bad argument, :class:`PlatformError` for a bad or missing
     platform, :class:`TraceError` for records that do not match up, and
@@ -191,13 +194,23 @@ def compensate(trace: Trace, bound: str = "lower",
     if eager_limit is not None:
         eager_limit = _bytes(eager_limit)
     import compensate.overhead as overhead_choice
+    import compensate.speed as speed_scaling
+
+    if speed not in speed_scaling.CHOICES:
+        raise ValueError(f"speed must be one of {', '.join(speed_scaling.CHOICES)}; "
+                         f"got {speed!r}")
+
+    def at_speed(base: Platform):
+        found = speed_scaling.trace_pairs(trace.definitions, [trace.events],
+                                          base.speed_reference)
+        return speed_scaling.at_trace_speed(base, found)
 
     keyword = isinstance(overhead, str) and overhead in overhead_choice.KEYWORDS
     plat = resolve_platform(platform, None if keyword else overhead)
     plat, overhead_info = overhead_choice.choose(
         plat, overhead, lambda: trace.definitions,
         lambda base: overhead_choice.estimate(trace, base), bound != "none",
-        cold_calls=cold_calls)
+        cold_calls=cold_calls, speed=at_speed if speed == "trace" else None)
     if plat is None and bound != "none":
         raise PlatformError(f"no platform: {PLATFORM_HINT}")
 

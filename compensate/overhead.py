@@ -45,7 +45,9 @@ PER_RECORD = (f"a record's own {ATTRIBUTE} attribute where it carries one "
 def choose(platform: Platform | None, overhead: Any,
            definitions: Callable[[], Definitions],
            estimated: Callable[[Platform | None], tuple[Platform, dict[str, Any]]],
-           needed: bool, cold_calls: bool = False) -> tuple[Platform | None, dict[str, Any]]:
+           needed: bool, cold_calls: bool = False,
+           speed: Callable[[Platform], tuple[Platform, dict[str, Any]]] | None = None
+           ) -> tuple[Platform | None, dict[str, Any]]:
     """The platform to compensate with and the summary's ``overhead`` object.
 
     ``platform``: what ``--platform``/``--overhead DURATION`` resolved to (None if
@@ -62,7 +64,11 @@ def choose(platform: Platform | None, overhead: Any,
     how many locations have one) and the summary line mentions it.
     ``cold_calls``: also charge the tables' cold-call curves
     (:meth:`Platform.cold_charge <compensate.platform.Platform.cold_charge>`;
-    ``--cold-calls``, off by default: docs/calibration.md, "Cold calls")."""
+    ``--cold-calls``, off by default: docs/calibration.md, "Cold calls").
+    ``speed(platform)``: the file's overhead scaled to the trace's speed and the
+    object's ``speed`` entry (:func:`compensate.speed.at_trace_speed`), asked for
+    where the file's overhead is used and the file has a ``speed_reference``;
+    None (``--speed platform``): the file's overhead as it is."""
     keyword = overhead if isinstance(overhead, str) and overhead in KEYWORDS else None
     if keyword is None and overhead is not None:
         return platform, {"source": "command line", "seconds": platform.event_overhead}
@@ -86,6 +92,8 @@ def choose(platform: Platform | None, overhead: Any,
             info["forced"] = "--overhead platform"
         if tables:
             info["insitu_tables"] = tables
+        if speed is not None and platform.speed_reference:
+            platform, info["speed"] = speed(platform)
         return platform, info
     if keyword is None and platform is not None:
         return platform, {"source": "platform file"}
@@ -114,6 +122,11 @@ def phrase(info: dict[str, Any]) -> str:
         return f"overhead {info['seconds'] * 1e9:.4g} ns from the command line"
     if info.get("preferred_by"):
         return f"overhead from {source} (the platform file prefers it)"
+    scale = info.get("speed")
+    if scale is not None and "why" not in scale:
+        return f"overhead from {source} x{scale['factor']:.3g} (the trace's speed)"
+    if scale is not None:
+        return f"overhead from {source} (not scaled to the trace's speed)"
     if source == "platform file" and info.get("insitu_tables"):
         return (f"overhead from {source} (the trace's in-situ tables unused: "
                 f"--overhead insitu)")

@@ -47,6 +47,11 @@ giving the copy cost, network and one-sided protocol; ``--overhead platform``
 forces the file's overhead (docs/compensation.md "Which overhead"). Without tables
 in the trace the file's overhead is used as always.
 
+``speed_reference``: per pair of consecutive record kinds ``"a>b"`` whose gap
+holds the tracer's work alone, its median in seconds when the overhead was
+measured (``python -m calibration.eztrace`` writes it). Where a file has one,
+the overhead is scaled to the trace's own speed (:mod:`compensate.speed`).
+
 ``tracer``: the tracer whose per-record overhead the file holds (:data:`TRACERS`;
 ``calibrate`` and ``calibration.record`` write it). Overheads differ by an order of
 magnitude between tracers, so the command line warns once where the trace's
@@ -169,6 +174,8 @@ class Platform:
     device: dict[str, float] | None = None
     #: the file's ``overhead_before_stamp`` (module docstring): kind name -> seconds
     before_stamp: dict[str, float] = field(default_factory=dict)
+    #: the file's ``speed_reference`` (module docstring): ``"a>b"`` -> seconds
+    speed_reference: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _seconds("event_overhead", self.event_overhead)
@@ -185,6 +192,12 @@ class Platform:
             if v > table[KIND_CODE[k]]:
                 raise PlatformError(f"overhead_before_stamp[{k!r}] = {v:g} s is more than "
                                     f"the kind's overhead, {table[KIND_CODE[k]]:g} s")
+        for k, v in self.speed_reference.items():
+            a, sep, z = k.partition(">")
+            if not sep or a not in KIND_CODE or z not in KIND_CODE:
+                raise PlatformError(f"speed_reference: {k!r} is not two OTF2 record kinds "
+                                    f"joined by '>'")
+            _seconds(f"speed_reference[{k!r}]", v)
         b = np.asarray(self.copy_bytes, dtype=float)
         s = np.asarray(self.copy_seconds, dtype=float)
         if b.shape != s.shape or b.ndim != 1:
@@ -351,7 +364,9 @@ class Platform:
                        prefer_insitu=bool(data.get("prefer_insitu", False)),
                        tracer=data.get("tracer"), device=data.get("device"),
                        before_stamp={str(k): float(v) for k, v in
-                                     (data.get("overhead_before_stamp") or {}).items()})
+                                     (data.get("overhead_before_stamp") or {}).items()},
+                       speed_reference={str(k): float(v) for k, v in
+                                        (data.get("speed_reference") or {}).items()})
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -382,6 +397,8 @@ class Platform:
             out["device"] = dict(self.device)
         if self.before_stamp:  # likewise
             out["overhead_before_stamp"] = dict(self.before_stamp)
+        if self.speed_reference:  # likewise
+            out["speed_reference"] = dict(self.speed_reference)
         return out
 
 

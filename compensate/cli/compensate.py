@@ -32,6 +32,7 @@ import compensate.cli.values as values
 import compensate.interrupt as interrupt
 import compensate.overhead as overhead_choice
 import compensate.parallel.command as parallel
+import compensate.speed as speed_scaling
 from compensate.api import resolve_platform
 from compensate.cli.failure import EXIT_OK, EXIT_USAGE, after_commit, failure_status
 from compensate.cli.usage import (
@@ -103,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "'platform': the platform file's overhead even where the file "
                         "prefers the trace's in-situ one; 'estimate': estimated from the "
                         "trace's records (for traces without one)")
+    p.add_argument("--speed", choices=speed_scaling.CHOICES, default="trace",
+                   help="trace (default): scale the platform file's overhead to the speed "
+                        "the trace was recorded at, where the file has a speed_reference "
+                        "(python -m calibration.eztrace writes one); platform: use it as "
+                        "measured (docs/compensation.md)")
     p.add_argument("--cold-calls", action="store_true",
                    help="also charge the cold-call curves of the trace's in-situ tables: "
                         "what a traced call and the program's work after it cost more "
@@ -188,10 +194,22 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
             *estimate_pass(defs, interrupt.checkpoints(chunks, "estimate"), run_options(args),
                            str(args.input)), base)
 
+    def at_speed(platform: Platform):
+        defs, chunks = read_chunks(args.input, payload=False)
+        found = speed_scaling.trace_pairs(defs, interrupt.checkpoints(chunks, "speed"),
+                                          platform.speed_reference)
+        scaled, info = speed_scaling.at_trace_speed(platform, found)
+        if "why" in info:
+            print(f"compensate: note: the platform file's overhead is used as measured, "
+                  f"not scaled to the trace's speed: {info['why']}", file=sys.stderr)
+        return scaled, info
+
     try:
         return overhead_choice.choose(load_platform(args), args.overhead, definitions,
                                       estimated, args.bound != "none",
-                                      cold_calls=getattr(args, "cold_calls", False))
+                                      cold_calls=getattr(args, "cold_calls", False),
+                                      speed=at_speed if getattr(args, "speed", "trace")
+                                      == "trace" else None)
     except ValueError as exc:
         raise Usage(str(exc), synopsis=False) from None
 

@@ -168,6 +168,21 @@ def test_the_platform_file_is_one_compensate_reads():
     assert data["network"] == {"latency": 1e-6, "per_byte": 1e-10}
 
 
+def test_the_speed_reference_is_the_median_over_variants_of_pure_tracer_pairs():
+    pairs = {"isend": {"Enter>MpiIsend": (50e-9, 1000), "MpiIsend>Leave": (90e-9, 1000)},
+             "recv": {"Enter>MpiIsend": (56e-9, 1000), "MpiRecv>Leave": (44e-9, 1000)},
+             "pingpong": {"Enter>MpiIsend": (80e-9, 1000), "MpiRecv>Leave": (3e-6, 1)},
+             "wait": {"Enter>Leave": (40e-9, 1000)}}
+    ref = ez.speed_reference(pairs)
+    # MpiIsend>Leave holds the library's work, Enter>Leave (MPI_Wait) its wait: not pure;
+    # a pair seen once (start-up) does not count
+    assert ref == {"Enter>MpiIsend": pytest.approx(56e-9), "MpiRecv>Leave": pytest.approx(44e-9)}
+    result = ez.ProbeResult(costs={"Enter": 7e-8, "Leave": 5e-8}, delta={"wait": 1e-7},
+                            records={"wait": {"Enter": 1, "Leave": 1}}, pairs=pairs)
+    data = ez.platform_dict(result, None)
+    assert Platform.from_dict(data, "eztrace-platform.json").speed_reference == ref
+
+
 @pytest.mark.skipif(ez.available() is not None, reason="needs EZTrace, MPICH and otf2-print")
 def test_the_probe_counts_what_eztrace_writes_per_iteration(tmp_path):
     settings = ez.ProbeSettings(ranks=1)
