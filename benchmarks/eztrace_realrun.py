@@ -162,9 +162,12 @@ def seconds(trace: c.Trace, where: tuple[int, np.ndarray]) -> tuple[float, float
 
 
 def configs(platform: str, compare: str | None) -> list[tuple[str, dict]]:
-    """The ways every trace is compensated: the calibrated platform, ``--overhead
-    estimate``, and with ``--compare`` another platform file ("compared")."""
+    """The ways every trace is compensated: the calibrated platform at the trace's
+    speed (the default), the same as measured (``--speed platform``: "unscaled"),
+    ``--overhead estimate``, and with ``--compare`` another platform file
+    ("compared")."""
     out = [("calibrated", {"platform": platform}),
+           ("unscaled", {"platform": platform, "speed": "platform"}),
            ("estimate", {"platform": platform, "overhead": "estimate"})]
     return out + [("compared", {"platform": compare})] if compare else out
 
@@ -178,7 +181,9 @@ def compensate_all(trace: c.Trace, where, platform: str, compare: str | None = N
                 r = c.compensate(trace, bound=bound, **kw)
                 whole, parts = seconds(r.trace, where)
                 out[config, bound] = {"loop": parts, "whole": whole, "violations": 0,
-                                      "over": r.summary["overcompensated_records"]}
+                                      "over": r.summary["overcompensated_records"],
+                                      "speed": r.summary["overhead"].get("speed",
+                                                                         {}).get("factor")}
             except c.VerificationError as exc:
                 out[config, bound] = {"loop": float("nan"), "whole": float("nan"), "over": 0,
                                       "violations": exc.summary["verification"].get(
@@ -224,12 +229,20 @@ def removed(rows: list[dict], config: str, bound: str, whole: bool = False
     return float(np.nanmedian(paired)), 100 * (med[0] - comp) / (med[0] - med[1])
 
 
+def speed_of(rows: list[dict], config: str, bound: str) -> str:
+    """The median over the pairs of the factor the platform was scaled by to each
+    trace's speed (compensate.speed), "-" where nothing was scaled."""
+    found = [r["results"][config, bound].get("speed") for r in rows]
+    found = [f for f in found if f is not None]
+    return f"{statistics.median(found):.3f}" if found else "-"
+
+
 def table(results: dict[str, list[dict]]) -> list[str]:
     """The markdown table: per program, overhead source and bound."""
-    lines = ["| program | untraced s | traced s | dilation | overhead | bound | removed % "
-             "(paired median) | removed % (medians) | whole loops: removed % (paired median) "
-             "| violations | overcompensated |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| program | untraced s | traced s | dilation | overhead | speed x | bound | "
+             "removed % (paired median) | removed % (medians) | whole loops: removed % "
+             "(paired median) | violations | overcompensated |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, rows in results.items():
         u = statistics.median(r["untraced"] for r in rows)
         t = statistics.median(r["traced"] for r in rows)
@@ -240,8 +253,8 @@ def table(results: dict[str, list[dict]]) -> list[str]:
                 viol = sum(r["results"][config, bound]["violations"] for r in rows)
                 over = sum(r["results"][config, bound]["over"] for r in rows)
                 lines.append(f"| {name} | {u:.4f} | {t:.4f} | {t / u:.2f}x | {config} | "
-                             f"{bound} | {paired:.1f} | {med:.1f} | {whole:.1f} | {viol} | "
-                             f"{over:,} |")
+                             f"{speed_of(rows, config, bound)} | {bound} | {paired:.1f} | "
+                             f"{med:.1f} | {whole:.1f} | {viol} | {over:,} |")
     return lines
 
 

@@ -51,15 +51,20 @@ def test_every_program_has_its_source():
 
 
 def test_a_compared_platform_compensates_the_same_traces():
-    assert [name for name, _ in er.configs("a.json", None)] == ["calibrated", "estimate"]
+    assert [name for name, _ in er.configs("a.json", None)] == \
+        ["calibrated", "unscaled", "estimate"]
+    assert er.configs("a.json", None)[1] == ("unscaled", {"platform": "a.json",
+                                                          "speed": "platform"})
     assert er.configs("a.json", "b.json")[-1] == ("compared", {"platform": "b.json"})
     row = _row(1.0, 2.0, 1.1)
-    for config, lower in (("calibrated", 1.1), ("estimate", 1.5), ("compared", 1.3)):
+    for config, lower, speed in (("calibrated", 1.1, 1.2), ("estimate", 1.5, None),
+                                 ("compared", 1.3, 0.9)):
         for bound in er.BOUNDS:
             row["results"][config, bound] = {"loop": lower, "whole": lower, "violations": 0,
-                                             "over": 0}
+                                             "over": 0, "speed": speed}
     row.update(untraced_whole=1.0, traced_whole=2.0)
     lines = er.table({"ring": [row]})
     assert [line.split(" | ")[4] for line in lines[2:]] == \
         ["calibrated"] * 3 + ["estimate"] * 3 + ["compared"] * 3
-    assert lines[-1].split(" | ")[6] == "70.0"
+    assert [line.split(" | ")[5] for line in lines[2::3]] == ["1.200", "-", "0.900"]
+    assert lines[-1].split(" | ")[7] == "70.0"
