@@ -217,16 +217,33 @@ def measure(p: Program, pairs: int, work: Path, platform: str, mpirun: str, mpic
     return rows
 
 
+def paired_removed(rows: list[dict], config: str, bound: str, whole: bool = False
+                   ) -> np.ndarray:
+    """Each pair's removed %, of the loops timed in parts or (``whole``) of the whole
+    loops."""
+    t, u, loop = ("traced_whole", "untraced_whole", "whole") if whole else \
+        ("traced", "untraced", "loop")
+    return np.array([100 * (r[t] - r["results"][config, bound][loop]) / (r[t] - r[u])
+                     for r in rows])
+
+
 def removed(rows: list[dict], config: str, bound: str, whole: bool = False
             ) -> tuple[float, float]:
     """(median of the paired removed %, removed % of the medians), of the loops
     timed in parts or (``whole``) of the whole loops."""
     t, u, loop = ("traced_whole", "untraced_whole", "whole") if whole else \
         ("traced", "untraced", "loop")
-    paired = [100 * (r[t] - r["results"][config, bound][loop]) / (r[t] - r[u]) for r in rows]
+    paired = paired_removed(rows, config, bound, whole)
     med = [statistics.median(r[k] for r in rows) for k in (t, u)]
     comp = statistics.median(r["results"][config, bound][loop] for r in rows)
     return float(np.nanmedian(paired)), 100 * (med[0] - comp) / (med[0] - med[1])
+
+
+def quartiles(rows: list[dict], config: str, bound: str) -> str:
+    """The paired removed % of the loops timed in parts: first to third quartile
+    (the spread between pairs that the median hides)."""
+    q1, q3 = np.nanpercentile(paired_removed(rows, config, bound), [25, 75])
+    return f"{q1:.0f}..{q3:.0f}"
 
 
 def speed_of(rows: list[dict], config: str, bound: str) -> str:
@@ -240,9 +257,9 @@ def speed_of(rows: list[dict], config: str, bound: str) -> str:
 def table(results: dict[str, list[dict]]) -> list[str]:
     """The markdown table: per program, overhead source and bound."""
     lines = ["| program | untraced s | traced s | dilation | overhead | speed x | bound | "
-             "removed % (paired median) | removed % (medians) | whole loops: removed % "
-             "(paired median) | violations | overcompensated |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "removed % (paired median) | paired quartiles | removed % (medians) | "
+             "whole loops: removed % (paired median) | violations | overcompensated |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, rows in results.items():
         u = statistics.median(r["untraced"] for r in rows)
         t = statistics.median(r["traced"] for r in rows)
@@ -254,7 +271,8 @@ def table(results: dict[str, list[dict]]) -> list[str]:
                 over = sum(r["results"][config, bound]["over"] for r in rows)
                 lines.append(f"| {name} | {u:.4f} | {t:.4f} | {t / u:.2f}x | {config} | "
                              f"{speed_of(rows, config, bound)} | {bound} | {paired:.1f} | "
-                             f"{med:.1f} | {whole:.1f} | {viol} | {over:,} |")
+                             f"{quartiles(rows, config, bound)} | {med:.1f} | {whole:.1f} | "
+                             f"{viol} | {over:,} |")
     return lines
 
 

@@ -26,6 +26,7 @@ def test_removed_is_the_share_of_the_dilation_per_pair_and_of_the_medians():
     # pairs: 90 %, 75 %, 100 % -> 90; medians: untraced 1.0, traced 2.0, lower 1.1 -> 90
     assert paired == pytest.approx(90.0)
     assert medians == pytest.approx(90.0)
+    assert er.quartiles(rows, "calibrated", "lower") == "82..95"  # 75, 90, 100
 
 
 def test_the_whole_loops_are_reported_beside_the_loops_timed_in_parts():
