@@ -145,6 +145,10 @@ class ProbeSettings:
 
     ns: tuple[int, ...] = DEFAULT_NS
     repeats: int = 7
+    #: repetitions of the two-rank variants (:data:`PATHS`): their dilation per
+    #: iteration spreads over a factor of 2-8 between repetitions (two busy-polling
+    #: ranks on shared cores), the one-rank variants' over 10-20 %
+    path_repeats: int = 21
     ranks: int = 2
     mpicc: str = "/usr/bin/mpicc"
     mpirun: str = "/usr/bin/mpirun"
@@ -433,13 +437,14 @@ def measure(settings: ProbeSettings, progress=None) -> ProbeResult:
             if v in GAPS_ONLY:
                 continue
             data: dict[bool, tuple[list[int], list[float]]] = {True: ([], []), False: ([], [])}
-            for rep in range(settings.repeats):
+            repeats = settings.path_repeats if v in PATHS else settings.repeats
+            for rep in range(repeats):
                 for j, n in enumerate(settings.ns):
                     for traced in ((True, False) if (rep + j) % 2 == 0 else (False, True)):
                         data[traced][0].append(timed(n))
                         data[traced][1].append(run_probe(exe, v, n, traced, work, settings))
                 if progress:
-                    progress(f"{v}: repeat {rep + 1}/{settings.repeats}")
+                    progress(f"{v}: repeat {rep + 1}/{repeats}")
             traced_fit, base_fit = fit_line(*data[True]), fit_line(*data[False])
             base[v] = base_fit.slope
             fits[v] = {"traced": traced_fit.to_dict(), "untraced": base_fit.to_dict()}
@@ -535,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--copy-from", help="platform file whose copy_time (and network) to keep")
     p.add_argument("--n", default=",".join(map(str, DEFAULT_NS)), help="iteration counts")
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--path-repeats", type=int, default=21,
+                   help="repetitions of the two-rank variants (pingpong, allreduce)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--mpicc", default="/usr/bin/mpicc")
     p.add_argument("--mpirun", default="/usr/bin/mpirun")
@@ -544,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         ns = tuple(int(x) for x in args.n.split(","))
     except ValueError:
         p.error(f"--n: expected comma-separated integers, got {args.n!r}")
-    settings = ProbeSettings(ns=ns, repeats=args.repeats, ranks=args.ranks,
+    settings = ProbeSettings(ns=ns, repeats=args.repeats, path_repeats=args.path_repeats,
+                             ranks=args.ranks,
                              mpicc=args.mpicc, mpirun=args.mpirun)
     missing = available(settings)
     if missing:
