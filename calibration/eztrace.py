@@ -451,7 +451,27 @@ def measure(settings: ProbeSettings, progress=None) -> ProbeResult:
             spread[v] = repeat_deltas(data, len(settings.ns))
             delta[v] = (float(np.median(spread[v])) if spread[v]
                         else traced_fit.slope - base_fit.slope)
+    busy = [msg for v in delta if (msg := too_busy(v, delta[v], spread.get(v, [])))]
+    if busy:
+        raise ProbeError("; ".join(busy) + ": other work took the cores; calibrate again "
+                                           "when the machine is quiet")
     return solve(records, gaps, pairs, base, delta, fits, spread)
+
+
+def too_busy(variant: str, delta: float, spread: list[float]) -> str | None:
+    """Why a variant's measured dilation per iteration cannot be a tracer's cost,
+    or None: it is not positive (tracing made the loop faster), or its
+    repetitions' quartiles lie further apart than its median (the repetitions
+    measured the machine's load, not EZTrace)."""
+    if not delta > 0:
+        return f"the {variant} variant's dilation is {delta * 1e9:.0f} ns per iteration"
+    if len(spread) >= 4:
+        q1, q3 = np.percentile(spread, [25, 75])
+        if q3 - q1 > delta:
+            return (f"the {variant} variant's dilation spread {q1 * 1e9:.0f}..{q3 * 1e9:.0f} "
+                    f"ns per iteration (quartiles of {len(spread)} repetitions) around "
+                    f"{delta * 1e9:.0f} ns")
+    return None
 
 
 def solve(records: dict[str, dict[str, float]], gaps: dict[str, dict[str, float]],

@@ -144,6 +144,14 @@ def test_solve_gives_each_part_before_a_stamp_at_most_its_kinds_cost():
     assert plat.before_stamp == data["overhead_before_stamp"] == result.before
 
 
+def test_a_dilation_the_load_decided_is_refused():
+    assert ez.too_busy("wait", 90e-9, [88e-9, 90e-9, 91e-9, 95e-9, 89e-9]) is None
+    assert "-193 ns" in ez.too_busy("allreduce", -193e-9, [])
+    msg = ez.too_busy("pingpong", 539e-9, [-3e-6, 100e-9, 539e-9, 2e-6, 11e-6])
+    assert "quartiles of 5 repetitions" in msg and "around 539 ns" in msg
+    assert ez.too_busy("pingpong", 539e-9, [-3e-6, 539e-9, 11e-6]) is None  # too few to tell
+
+
 def test_each_repetition_gives_its_own_dilation():
     ns = [1000, 2000, 1000, 2000]
     data = {True: (ns, [2e-3, 4e-3, 3e-3, 5e-3]), False: (ns, [1e-3, 2e-3, 1e-3, 2e-3])}
