@@ -308,7 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         if platform is None:
             from calibration import eztrace as ezcal
             log("calibrating EZTrace (python -m calibration.eztrace) ...")
-            result = ezcal.measure(ezcal.ProbeSettings(mpicc=args.mpicc, mpirun=args.mpirun))
+            try:
+                result = ezcal.measure(ezcal.ProbeSettings(mpicc=args.mpicc,
+                                                           mpirun=args.mpirun))
+            except ezcal.ProbeError as exc:
+                print(f"eztrace_realrun: calibration failed: {exc}", file=sys.stderr)
+                return 3
             platform = str(work / "eztrace-platform.json")
             Path(platform).write_text(json.dumps(ezcal.platform_dict(result, None)))
         results, refused = {}, {}
