@@ -29,7 +29,10 @@ import numpy as np
 from compensate.model import (
     COLLECTIVE_OP_NAMES,
     ENTER,
+    KIND_NAMES,
     LEAVE,
+    Trace,
+    TraceError,
 )
 
 # How each collective operation constrains its members' exits.
@@ -163,3 +166,25 @@ def call_leave(kind: np.ndarray, idx: int) -> int:
                 return j
             depth -= 1
     return idx
+
+
+def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray) -> None:
+    """Refuse the first of the collective records ``idx`` of ``loc`` whose
+    communicator has members of which ``loc`` is not one. In OTF2 a rank of a
+    communicator is one location, the one its group names; a tracer that names each
+    process's main thread there but records MPI called from another thread (EZTrace
+    with MPI_THREAD_SERIALIZED or MULTIPLE, e.g. a communication thread) leaves the
+    record's rank unknown to the communicator: its instance cannot be told, so the
+    trace is refused rather than the record left out of every instance."""
+    ev, comms = trace.events[loc], trace.definitions.comms
+    for comm in np.unique(ev.comm[idx]).tolist():
+        c = comms.get(comm)
+        if c is None or not c.members or loc in c.members:
+            continue
+        i = int(idx[np.flatnonzero(ev.comm[idx] == comm)[0]])
+        shown = ", ".join(map(str, c.members[:4])) + (", ..." if len(c.members) > 4 else "")
+        raise TraceError(
+            f"{KIND_NAMES[ev.kind[i]]} on communicator {comm} (\"{c.name}\") on location "
+            f"{loc}, which is not one of its members ({shown}): MPI called from a thread "
+            "other than the one the communicator names, which OTF2 cannot describe; not "
+            "modelled", source=trace.source, location=loc, index=i)
