@@ -193,13 +193,14 @@ def test_hybrid_thread_teams_pair_per_rank_and_the_estimate_verifies(tmp_path):
 
 
 def test_calls_eztrace_records_nothing_of_are_counted_and_the_run_verifies(tmp_path):
-    """comms/: EZTrace 2.0 writes no record inside MPI_Sendrecv and MPI_Scan, and
-    only a Begin for MPI_Ibcast and MPI_Iallreduce: the run verifies what it
-    models (the reversed-rank communicator's rooted collectives, the MPI_Ssend
-    after MPI_Iprobe) and counts what it cannot."""
+    """comms/: EZTrace 2.0 writes no record inside MPI_Sendrecv, MPI_Scan and
+    MPI_Comm_split, and only a Begin for MPI_Ibcast and MPI_Iallreduce: the run
+    verifies what it models (the reversed-rank communicator's rooted collectives,
+    the MPI_Ssend after MPI_Iprobe) and counts what it cannot."""
     anchor = DATA / "comms" / "eztrace_log.otf2"
     counts = match(read_otf2(str(anchor))).counts()
-    assert counts["unrecorded_calls"] == {"MPI_Scan": 6, "MPI_Sendrecv": 6}
+    assert counts["unrecorded_calls"] == {"MPI_Comm_split": 2, "MPI_Scan": 6,
+                                          "MPI_Sendrecv": 6}
     assert counts["collective_begins_without_end"] == 12
     assert counts["messages"] == 3 and counts["synchronous"] == 3
     assert counts["collectives"] == {"1-to-n": 3, "n-to-1": 3, "n-to-n": 6}
