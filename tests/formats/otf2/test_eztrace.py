@@ -82,7 +82,8 @@ def write_native(src: Path, out: Path) -> None:
 def test_the_archives_are_there_and_small():
     assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp", "hybrid",
                                                   "comms", "procnull", "requests", "sync",
-                                                  "trylock", "mpiio", "commthread"}
+                                                  "trylock", "mpiio", "commthread", "mtmpi",
+                                                  "waits", "ringf"}
     for anchor in ARCHIVES:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
         assert size < 100_000, anchor
@@ -118,7 +119,7 @@ def test_written_back_the_same_definitions_and_records(tmp_path, anchor, path):
 
 
 #: archives refused with one line (the tests below say why)
-REFUSED = {"commthread"}
+REFUSED = {"commthread", "mtmpi"}
 ACCEPTED = [a for a in ARCHIVES if a.parent.name not in REFUSED]
 
 
@@ -272,3 +273,34 @@ def test_collectives_called_from_another_thread_are_refused_in_one_line(tmp_path
         r'communicator 0 \("MPI_COMM_WORLD"\) on location \1, which is not one of its '
         r"members \(0, 1073741823\): MPI called from a thread other than the one the "
         r"communicator names, which OTF2 cannot describe; not modelled$", err), err
+
+
+def test_mpi_from_several_threads_of_a_rank_is_refused_in_one_line(tmp_path, capsys):
+    """mtmpi/ (MPI_THREAD_MULTIPLE): a receive names its sender's rank, whose
+    location in MPI_COMM_WORLD (the main thread) holds no send: refused at the
+    first, saying why."""
+    out = tmp_path / "o" / "traces.otf2"
+    capsys.readouterr()
+    assert main([str(DATA / "mtmpi" / "eztrace_log.otf2"), str(out), "--overhead", "estimate",
+                 "--quiet"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and not out.exists()
+    assert "has no matching send" in err and "which no MPI communicator has as a member: " \
+        "MPI calls from several threads of one rank" in err, err
+
+
+def test_completions_eztrace_does_not_record_leave_their_messages_local(tmp_path):
+    """waits/: no MpiIrecv for a receive completed in MPI_Waitany, MPI_Testsome
+    or MPI_Testany, nothing for MPI_Mprobe/MPI_Mrecv: their sends are unmatched
+    (local); the MPI_Issend and the vector datatype's message pair with their
+    MPI_Recv, with the datatype's size."""
+    anchor = DATA / "waits" / "eztrace_log.otf2"
+    trace = read_otf2(str(anchor))
+    m = match(trace)
+    counts = m.counts()
+    assert (counts["messages"], counts["unmatched_sends"]) == (6, 78)
+    assert counts["collective_begins_without_end"] == 12
+    assert counts["unrecorded_calls"] == {"MPI_Comm_split": 2}
+    assert sorted(msg.size for msg in m.messages) == [64] * 3 + [128] * 3
+    out = tmp_path / "o" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet"]) == 0
