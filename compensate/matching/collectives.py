@@ -29,8 +29,18 @@ import numpy as np
 from compensate.model import (
     COLLECTIVE_OP_NAMES,
     ENTER,
+    IRECV,
+    ISEND,
+    KIND_NAMES,
     LEAVE,
+    RECV,
+    SEND,
+    Trace,
+    TraceError,
 )
+
+#: the point-to-point records whose communicator names their rank
+P2P_KINDS = np.array([SEND, ISEND, RECV, IRECV])
 
 # How each collective operation constrains its members' exits.
 N_TO_N = "n-to-n"
@@ -163,3 +173,29 @@ def call_leave(kind: np.ndarray, idx: int) -> int:
                 return j
             depth -= 1
     return idx
+
+
+def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray) -> None:
+    """Refuse the first of the collective records ``idx`` and point-to-point
+    records (MpiSend, MpiIsend, MpiRecv, MpiIrecv) of ``loc`` whose communicator
+    has members of which ``loc`` is not one. In OTF2 a rank of a communicator is
+    one location, the one its group names; a tracer that names each process's main
+    thread there but records MPI called from another thread (EZTrace with
+    MPI_THREAD_SERIALIZED or MULTIPLE, e.g. a communication thread) leaves the
+    record's rank unknown to the communicator: a collective's instance cannot be
+    told, nor which of the rank's sends a receive took, so the trace is refused
+    rather than the record left out of every instance or paired by the order of
+    one thread's sends alone."""
+    ev, comms = trace.events[loc], trace.definitions.comms
+    idx = np.union1d(idx, np.flatnonzero(np.isin(ev.kind, P2P_KINDS)))
+    for comm in np.unique(ev.comm[idx]).tolist():
+        c = comms.get(comm)
+        if c is None or not c.members or loc in c.members:
+            continue
+        i = int(idx[np.flatnonzero(ev.comm[idx] == comm)[0]])
+        shown = ", ".join(map(str, c.members[:4])) + (", ..." if len(c.members) > 4 else "")
+        raise TraceError(
+            f"{KIND_NAMES[ev.kind[i]]} on communicator {comm} (\"{c.name}\") on location "
+            f"{loc}, which is not one of its members ({shown}): MPI called from a thread "
+            "other than the one the communicator names, which OTF2 cannot describe; not "
+            "modelled", source=trace.source, location=loc, index=i)

@@ -30,6 +30,7 @@ from compensate.matching.collectives import (
     Instance,
     classify_instance,
     collective_class,
+    refuse_off_member,
 )
 from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.legacy import match_legacy
@@ -461,6 +462,7 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
         pairs = list(zip(begin_idx.tolist(), end_idx.tolist(), strict=True))
         posted = posting[loc][0]
         pairs += [(posted[i], i) for i in np.flatnonzero(ev.kind == NBC_COMPLETE).tolist()]
+        refuse_off_member(trace, loc, np.array(sorted(i for _, i in pairs), dtype=np.int64))
         for b, i in sorted(pairs):
             comm = int(ev.comm[i])
             if comm not in defs.comms:

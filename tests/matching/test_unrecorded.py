@@ -105,3 +105,18 @@ def test_an_end_without_its_begin_is_refused_naming_the_record(tmp_path):
     body = _ranks().replace("900 0 MpiCollectiveBegin\n", "")
     with pytest.raises(TraceError, match="MpiCollectiveEnd without its MpiCollectiveBegin"):
         match(read_text(str(_text(tmp_path, body))))
+
+
+def test_communicator_creation_without_records_is_counted_but_not_a_free(tmp_path):
+    """MPI_Comm_split and MPI_Comm_dup (the members exchange colours and agree on
+    a context id) with nothing inside are counted; MPI_Comm_free, which MPI lets
+    an implementation do locally, is not."""
+    head = HEAD.replace('region 5 "compute"', 'region 5 "MPI_Comm_split"\n'
+                        'region 6 "MPI_Comm_dup"\nregion 7 "MPI_Comm_free"')
+    body = "".join(f"{100 * i + r} {r} {k} region={g}\n" for r in (0, 1)
+                   for i, (k, g) in enumerate([("Enter", 5), ("Leave", 5), ("Enter", 6),
+                                               ("Leave", 6), ("Enter", 7), ("Leave", 7)]))
+    path = tmp_path / "t.trace"
+    path.write_text(head + body)
+    assert match(read_text(str(path))).counts()["unrecorded_calls"] == {
+        "MPI_Comm_dup": 2, "MPI_Comm_split": 2}

@@ -29,6 +29,16 @@ in the file does not matter). A second definition with an id already taken is
   that begin it in one process, :mod:`compensate.matching.threads`), never from
   its definition; one in an Mpi* record names an MPI communicator: the MPI one
   keeps the id (the first, if both are thread teams), the other is kept aside;
+* kept beside it if the two are COMM_GROUP groups of which one has at most one
+  member and the other more (the larger keeps the id), or that list the same
+  members; and if the two are Comms of which one is a one-process scope (no
+  parent, and its group, by file order as above, has at most one member) and the
+  other is not (the other keeps the id), or both are and list the same members
+  (the first keeps it). EZTrace's posixio module numbers the Group and Comm it writes as
+  each process's scope of its I/O handles 0, 1, ... in the id space of the MPI
+  communicators (Comm 0 beside MPI_COMM_WORLD); an Mpi* record names the MPI
+  communicator. Where the two list the same members, either gives the same
+  ranks;
 * refused otherwise (:class:`~compensate.model.TraceError`, one line naming the
   definition kind and id), as is a reference to a definition that is never
   given (e.g. a Location in a location group the archive does not define).
@@ -54,6 +64,9 @@ __all__ = ["TolerantReader", "added_definitions", "read_registry", "register_cal
 #: the key under which a COMM_LOCATIONS group that shares its id with another
 #: group is kept in the group registry (beyond any OTF2 id, which is 32 bits)
 SHADOW_BASE = 1 << 40
+
+#: OTF2's undefined value of a 32-bit reference
+UNDEFINED_REF = 0xFFFFFFFF
 
 #: the OTF2 paradigms of threads: a group of one is a thread team's (never an
 #: MPI communicator's)
@@ -145,9 +158,10 @@ def _enum_name(value: Any) -> str:
     return str(value).rsplit(".", 1)[-1]  # (Paradigm.OPENMP: the _otf2 enums have no name)
 
 
-def _register(sub: Any, obj: Any, path: str, teams: Any = ()) -> None:
+def _register(sub: Any, obj: Any, path: str, teams: Any = (), scopes: Any = ()) -> None:
     """Register ``obj`` in ``sub``, tolerating a duplicate (module docstring);
-    ``teams``: the ids (``id()``) of the Comm objects that are thread teams."""
+    ``teams``: the ids (``id()``) of the Comm objects that are thread teams,
+    ``scopes`` those that are one-process scopes (:func:`_scope_comms`)."""
     if not isinstance(sub, _RefRegistry):
         sub._register(obj)
         return
@@ -172,9 +186,42 @@ def _register(sub: Any, obj: Any, path: str, teams: Any = ()) -> None:
         kept, aside = (obj, old) if mpi_second else (old, obj)
         _shadow(sub, ref, kept, aside)
         return
+    kept = _wider(old, obj, scopes)
+    if kept is not None:
+        _shadow(sub, ref, kept, obj if kept is old else old)
+        return
     raise TraceError(f"conflicting definitions: {_kind(type(obj))} {ref} is defined twice "
                      f"with different content ({_fields(old)} / {_fields(obj)})",
                      source=path)
+
+
+def _member_refs(group: Any) -> tuple[int, ...]:
+    return tuple(int(getattr(m, "_ref", m)) for m in (group.members or ()))
+
+
+def _wider(old: Any, obj: Any, scopes: Any) -> Any:
+    """Of two different definitions of one id, the one that keeps it where the
+    other is a one-process scope or lists the same members (module docstring);
+    None if neither (a conflict)."""
+    if isinstance(old, odef.Group) and isinstance(obj, odef.Group):
+        if GroupType.COMM_LOCATIONS in (old.group_type, obj.group_type) or \
+                old.paradigm != obj.paradigm:
+            return None
+        a, b = _member_refs(old), _member_refs(obj)
+        if a == b:
+            return old
+        if min(len(a), len(b)) <= 1 < max(len(a), len(b)):
+            return old if len(a) > len(b) else obj
+        return None
+    if isinstance(old, odef.Comm) and isinstance(obj, odef.Comm) and \
+            not isinstance(old, odef.InterComm) and not isinstance(obj, odef.InterComm):
+        small = (id(old) in scopes, id(obj) in scopes)
+        if small[0] != small[1]:
+            return obj if small[0] else old
+        if small[0] and old.group is not None and obj.group is not None and \
+                _member_refs(old.group) == _member_refs(obj.group):
+            return old
+    return None
 
 
 def _fields(obj: Any) -> str:
@@ -220,13 +267,54 @@ def _team_comms(items: list) -> set[int]:
     return out
 
 
+def _scope_comms(items: list) -> set[int]:
+    """The ``id()`` of the arguments of each Comm definition among ``items`` (in
+    file order) without a parent whose group, found as in :func:`_team_comms`, is a
+    COMM_GROUP with at most one member: one process's scope, as EZTrace's posixio
+    module writes for its I/O handles under the ids of MPI communicators."""
+    # (Group: (self, name, type, paradigm, flags, members); Comm: (self, name,
+    # group, parent, flags))
+    def small(args: tuple) -> bool:
+        return args[2] == GroupType.COMM_GROUP and len(args[5] or ()) <= 1
+    first: dict[int, bool] = {}
+    for _sub, cls, args in items:
+        if cls is odef.Group:
+            first.setdefault(args[0], small(args))
+    last: dict[int, bool] = {}
+    out: set[int] = set()
+    for _sub, cls, args in items:
+        if cls is odef.Group:
+            last[args[0]] = small(args)
+        elif cls is odef.Comm and args[3] == UNDEFINED_REF and \
+                last.get(args[2], first.get(args[2], False)):
+            out.add(id(args))
+    return out
+
+
+def _unfiled(registry: DefinitionRegistry, waiting: list) -> bool:
+    """Let each IoHandle among ``waiting`` (definitions that wait for something never
+    defined) whose file is not defined refer to no file (OTF2's undefined value);
+    whether there was one. EZTrace's posixio module gives every handle a file id
+    it never defines (``otf2-print``: ``File: INVALID``); compensate does not use
+    a handle's file, and the output repeats the definition as read."""
+    changed = False
+    for n, (sub, cls, args) in enumerate(waiting):
+        # (IoHandle: (self, name, file, ioParadigm, flags, comm, parent))
+        if cls is odef.IoHandle and args[2] != UNDEFINED_REF and \
+                int(args[2]) not in registry._io_files._elements_by_ref:
+            waiting[n] = (sub, cls, (*args[:2], UNDEFINED_REF, *args[3:]))
+            changed = True
+    return changed
+
+
 def resolve(registry: DefinitionRegistry, pending: _Pending, path: str) -> None:
     """Build and register the ``pending`` definitions, each once what it refers
     to is built; TraceError for a conflicting duplicate or a reference to a
     definition the archive never gives (naming the first such definition)."""
     todo = pending.items
-    team_args = _team_comms(todo)
+    team_args, scope_args = _team_comms(todo), _scope_comms(todo)
     teams: dict[int, Any] = {}  # id() -> the Comm (kept alive: its id stays its own)
+    scopes: dict[int, Any] = {}
     while todo:
         waiting = []
         for sub, cls, args in todo:
@@ -236,8 +324,10 @@ def resolve(registry: DefinitionRegistry, pending: _Pending, path: str) -> None:
                 continue
             if id(args) in team_args:
                 teams[id(obj)] = obj
-            _register(sub, obj, path, teams)
-        if len(waiting) == len(todo):
+            if id(args) in scope_args:
+                scopes[id(obj)] = obj
+            _register(sub, obj, path, teams, scopes)
+        if len(waiting) == len(todo) and not _unfiled(registry, waiting):
             sub, cls, args = waiting[0]
             what = f"{_kind(cls)} {args[0]}" if issubclass(cls, odef._RefDefinition) \
                 else cls.__name__

@@ -13,7 +13,7 @@ refused with the same one-line message whichever path reads it (docs/messages.md
   value (all ones of the reference's width, printed ``UNDEFINED`` by
   ``otf2-print``) is accepted except where the OTF2 record documentation says the
   reference "needs to be defined": the region of Enter and Leave
-  (:data:`REQUIRED`).
+  (:data:`REQUIRED`). An I/O handle is not checked (:data:`UNCHECKED`).
 * **Lost records** (:meth:`InputChecks.counts`): a location whose event file
   yields fewer records than its Location definition declares
   (``numberOfEvents``) is refused once all its records are read; more than
@@ -72,6 +72,13 @@ REGISTRIES: dict[str, tuple[str, str]] = {
     "CallingContextRef": ("_calling_contexts", "calling context"),
     "InterruptGeneratorRef": ("_interrupt_generators", "interrupt generator"),
 }
+
+#: reference types a record may name without a definition: an I/O handle, which
+#: compensate does not model (I/O records are local records) and writes back as
+#: read. EZTrace 2.0's posixio module defines only rank 0's handles: every other
+#: rank numbers its own, whose definitions the archive lacks (``otf2-print``:
+#: ``Handle: INVALID <211>``)
+UNCHECKED = frozenset({"IoHandleRef"})
 
 #: the words for a reference field whose kind of definition says too little
 #: ("thread team 3", not "communicator 3")
@@ -260,6 +267,8 @@ class InputChecks:
     def undefined(self, ref_type: str, values: np.ndarray, required: bool) -> np.ndarray:
         """Positions of ``values`` (as uint64) that name no definition of
         ``ref_type``; OTF2's undefined value counts only if ``required``."""
+        if ref_type in UNCHECKED:
+            return np.zeros(0, dtype=np.int64)
         refs = self.defined(ref_type)
         v = values.astype(np.uint64, copy=False)
         if len(refs):
@@ -326,7 +335,7 @@ class InputChecks:
             ev = events.payload[i]
             for _j, attr, ref_type in REF_FIELDS[int(events.kind[i])]:
                 v = getattr(ev, attr, None)
-                if _is_undefined(v):
+                if _is_undefined(v) and ref_type not in UNCHECKED:
                     self._refuse(ref_type, attr, int(v._ref), ref, base + i)
 
     def args(self, kind: np.ndarray, args: np.ndarray) -> tuple[int, str, str, int] | None:

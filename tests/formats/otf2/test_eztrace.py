@@ -27,6 +27,8 @@ from ...conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "eztrace"
 ARCHIVES = sorted(DATA.glob("*/eztrace_log.otf2"))
+#: archives refused with one line (the tests below say why), kept apart
+REFUSED = sorted(DATA.glob("refused/*/eztrace_log.otf2"))
 OTF2_PRINT = shutil.which("otf2-print")
 EZTRACE = shutil.which("eztrace")
 MPICC = "/usr/bin/mpicc"
@@ -82,13 +84,14 @@ def write_native(src: Path, out: Path) -> None:
 def test_the_archives_are_there_and_small():
     assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp", "hybrid",
                                                   "comms", "procnull", "requests", "sync",
-                                                  "trylock"}
-    for anchor in ARCHIVES:
+                                                  "trylock", "mpiio", "waits", "ringf"}
+    assert {p.parent.name for p in REFUSED} == {"commthread", "mtmpi"}
+    for anchor in ARCHIVES + REFUSED:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
         assert size < 100_000, anchor
 
 
-@pytest.mark.parametrize("anchor", ARCHIVES, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("anchor", ARCHIVES + REFUSED, ids=lambda p: p.parent.name)
 def test_both_paths_read_the_same_columns(anchor):
     whole = read_otf2(str(anchor))
     defs, chunks = read_otf2_chunks(str(anchor), None, payload=False)
@@ -104,7 +107,7 @@ def test_both_paths_read_the_same_columns(anchor):
 
 @needs_print
 @pytest.mark.parametrize("path", ["python", "native"])
-@pytest.mark.parametrize("anchor", ARCHIVES, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("anchor", ARCHIVES + REFUSED, ids=lambda p: p.parent.name)
 def test_written_back_the_same_definitions_and_records(tmp_path, anchor, path):
     if path == "native" and not native.available():
         pytest.skip("the OTF2 C path cannot be built")
@@ -188,13 +191,14 @@ def test_hybrid_thread_teams_pair_per_rank_and_the_estimate_verifies(tmp_path):
 
 
 def test_calls_eztrace_records_nothing_of_are_counted_and_the_run_verifies(tmp_path):
-    """comms/: EZTrace 2.0 writes no record inside MPI_Sendrecv and MPI_Scan, and
-    only a Begin for MPI_Ibcast and MPI_Iallreduce: the run verifies what it
-    models (the reversed-rank communicator's rooted collectives, the MPI_Ssend
-    after MPI_Iprobe) and counts what it cannot."""
+    """comms/: EZTrace 2.0 writes no record inside MPI_Sendrecv, MPI_Scan and
+    MPI_Comm_split, and only a Begin for MPI_Ibcast and MPI_Iallreduce: the run
+    verifies what it models (the reversed-rank communicator's rooted collectives,
+    the MPI_Ssend after MPI_Iprobe) and counts what it cannot."""
     anchor = DATA / "comms" / "eztrace_log.otf2"
     counts = match(read_otf2(str(anchor))).counts()
-    assert counts["unrecorded_calls"] == {"MPI_Scan": 6, "MPI_Sendrecv": 6}
+    assert counts["unrecorded_calls"] == {"MPI_Comm_split": 2, "MPI_Scan": 6,
+                                          "MPI_Sendrecv": 6}
     assert counts["collective_begins_without_end"] == 12
     assert counts["messages"] == 3 and counts["synchronous"] == 3
     assert counts["collectives"] == {"1-to-n": 3, "n-to-1": 3, "n-to-n": 6}
@@ -227,3 +231,73 @@ def test_pthread_objects_are_read_on_both_paths_and_kept_in_a_text_copy(tmp_path
     assert all(np.array_equal(whole.events[loc].request, copy.events[loc].request)
                for loc in whole.events)
     assert match(copy).threads.counts() == match(whole).threads.counts()
+
+
+@pytest.mark.parametrize("mode", [[], ["--in-memory"], ["--segment-records", "100"]])
+def test_mpi_io_with_posixio_reads_its_scopes_and_dangling_handles(tmp_path, mode):
+    """mpiio/ (``-t "mpich posixio"``): the posixio module writes each process's
+    I/O scope as Group and Comm 0 and 1 (one member), the ids of MPI_COMM_WORLD
+    and MPI_COMM_1; its handles name files it never defines, and rank 1's records
+    name handles only rank 1 knew (``otf2-print``: ``INVALID``). The MPI records
+    keep the MPI communicators, the I/O records stay local, and every path
+    verifies."""
+    anchor = DATA / "mpiio" / "eztrace_log.otf2"
+    trace = read_otf2(str(anchor))
+    comms = trace.definitions.comms
+    assert (comms[0].name, comms[0].members) == ("MPI_COMM_WORLD", (0, 1073741823))
+    assert (comms[1].name, comms[1].members) == ("MPI_COMM_1", (0, 1073741823))
+    assert match(trace).counts()["collectives"] == {"1-to-n": 3, "n-to-n": 6}
+    out = tmp_path / "o" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet", *mode]) == 0
+    if OTF2_PRINT:
+        assert records(out) == records(anchor)
+        assert definitions(out) == definitions(anchor)
+
+
+def test_collectives_called_from_another_thread_are_refused_in_one_line(tmp_path, capsys):
+    """commthread/: all MPI from a Pthread per rank (MPI_THREAD_SERIALIZED);
+    EZTrace names each rank's main thread in MPI_COMM_WORLD, so the thread's
+    collectives belong to no rank of it: refused (exit 3) at the first one,
+    not left out of every instance."""
+    anchor = DATA / "refused" / "commthread" / "eztrace_log.otf2"
+    out = tmp_path / "o" / "traces.otf2"
+    capsys.readouterr()
+    assert main([str(anchor), str(out), "--overhead", "estimate"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and not out.exists()
+    assert re.search(
+        r"eztrace_log\.otf2: location (1|1073741824), record 4: MpiCollectiveEnd on "
+        r'communicator 0 \("MPI_COMM_WORLD"\) on location \1, which is not one of its '
+        r"members \(0, 1073741823\): MPI called from a thread other than the one the "
+        r"communicator names, which OTF2 cannot describe; not modelled$", err), err
+
+
+def test_mpi_from_several_threads_of_a_rank_is_refused_in_one_line(tmp_path, capsys):
+    """mtmpi/ (MPI_THREAD_MULTIPLE): a receive names its sender's rank, whose
+    location in MPI_COMM_WORLD (the main thread) holds no send: refused at the
+    first, saying why."""
+    out = tmp_path / "o" / "traces.otf2"
+    capsys.readouterr()
+    assert main([str(DATA / "refused" / "mtmpi" / "eztrace_log.otf2"), str(out), "--overhead",
+                 "estimate", "--quiet"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and not out.exists()
+    assert "has no matching send" in err and "which no MPI communicator has as a member: " \
+        "MPI calls from several threads of one rank" in err, err
+
+
+def test_completions_eztrace_does_not_record_leave_their_messages_local(tmp_path):
+    """waits/: no MpiIrecv for a receive completed in MPI_Waitany, MPI_Testsome
+    or MPI_Testany, nothing for MPI_Mprobe/MPI_Mrecv: their sends are unmatched
+    (local); the MPI_Issend and the vector datatype's message pair with their
+    MPI_Recv, with the datatype's size."""
+    anchor = DATA / "waits" / "eztrace_log.otf2"
+    trace = read_otf2(str(anchor))
+    m = match(trace)
+    counts = m.counts()
+    assert (counts["messages"], counts["unmatched_sends"]) == (6, 78)
+    assert counts["collective_begins_without_end"] == 12
+    assert counts["unrecorded_calls"] == {"MPI_Comm_split": 2}
+    assert sorted(msg.size for msg in m.messages) == [64] * 3 + [128] * 3
+    out = tmp_path / "o" / "traces.otf2"
+    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet"]) == 0

@@ -102,9 +102,11 @@ def test_a_comm_locations_group_sharing_its_id_is_kept_beside_the_other(tmp_path
 
 
 def test_two_groups_of_one_id_and_kind_with_different_members_are_refused(tmp_path, capsys):
+    """Two COMM_GROUP groups of one id, each of several members, not the same."""
     defs = _comm_defs("locations")
+    defs[-2] = ("Group", (0, 4, GroupType.COMM_GROUP, Paradigm.MPI, GroupFlag.NONE, [0, 0]))
     defs.insert(-1, ("Group", (0, 4, GroupType.COMM_GROUP, Paradigm.MPI, GroupFlag.NONE,
-                               [0, 0])))
+                               [0, 0, 0])))
     anchor = craft(tmp_path / "a", defs)
     err = _refused(tmp_path, anchor, capsys)
     assert re.fullmatch(r"compensate: error: .*traces\.def: conflicting definitions: Group 0 "
@@ -206,3 +208,17 @@ def test_two_mpi_comms_of_one_id_beside_a_thread_team_are_refused(tmp_path, caps
     assert re.fullmatch(r"compensate: error: .*traces\.def: conflicting definitions: Comm 1 "
                         r"is defined twice with different content \('name': 'MPI_COMM_1', "
                         r".* / 'name': 'MPI_COMM_1b', .*\)", err), err
+
+
+def test_a_one_process_scope_sharing_an_mpi_comms_id_is_kept_beside_it(tmp_path):
+    """EZTrace's posixio module writes its I/O scope as Group 0 and Comm 0 (no
+    parent, one member) after MPI_COMM_WORLD's: in a one-rank run both list the
+    same location, and MPI_COMM_WORLD, the first, keeps the id."""
+    defs = _comm_defs("locations") + [
+        ("Group", (0, UNDEF, GroupType.COMM_GROUP, Paradigm.MPI, GroupFlag.NONE, [0])),
+        ("Comm", (0, UNDEF, 0, UNDEF, 0))]
+    anchor = craft(tmp_path / "a", defs)
+    comms = read_otf2(str(anchor)).definitions.comms
+    assert (comms[0].name, comms[0].members) == ("MPI_COMM_WORLD", (0,))
+    assert main([str(anchor), str(tmp_path / "o" / "traces.otf2"), "--overhead", "100ns",
+                 "--quiet"]) == 0
