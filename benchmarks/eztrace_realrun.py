@@ -28,7 +28,8 @@ overcompensated records are counted over the pairs.
                                          [--compare other-platform.json]
 
 ``--compare`` compensates every trace also with another platform file (rows
-"compared"): two platforms on the same traces differ only by what they remove,
+"compared", and "compared unscaled" with ``--speed platform``): two platforms on
+the same traces differ only by what they remove,
 whatever the spread between runs.
 
 Without ``--platform`` it calibrates first (about a minute). Where EZTrace,
@@ -164,12 +165,14 @@ def seconds(trace: c.Trace, where: tuple[int, np.ndarray]) -> tuple[float, float
 def configs(platform: str, compare: str | None) -> list[tuple[str, dict]]:
     """The ways every trace is compensated: the calibrated platform at the trace's
     speed (the default), the same as measured (``--speed platform``: "unscaled"),
-    ``--overhead estimate``, and with ``--compare`` another platform file
-    ("compared")."""
+    ``--overhead estimate``, and with ``--compare`` another platform file, at the
+    trace's speed ("compared") and as measured ("compared unscaled")."""
     out = [("calibrated", {"platform": platform}),
            ("unscaled", {"platform": platform, "speed": "platform"}),
            ("estimate", {"platform": platform, "overhead": "estimate"})]
-    return out + [("compared", {"platform": compare})] if compare else out
+    return out + [("compared", {"platform": compare}),
+                  ("compared unscaled", {"platform": compare, "speed": "platform"})] \
+        if compare else out
 
 
 def compensate_all(trace: c.Trace, where, platform: str, compare: str | None = None) -> dict:

@@ -56,7 +56,9 @@ def test_a_compared_platform_compensates_the_same_traces():
         ["calibrated", "unscaled", "estimate"]
     assert er.configs("a.json", None)[1] == ("unscaled", {"platform": "a.json",
                                                           "speed": "platform"})
-    assert er.configs("a.json", "b.json")[-1] == ("compared", {"platform": "b.json"})
+    assert er.configs("a.json", "b.json")[-2:] == [
+        ("compared", {"platform": "b.json"}),
+        ("compared unscaled", {"platform": "b.json", "speed": "platform"})]
     row = _row(1.0, 2.0, 1.1)
     for config, lower, speed in (("calibrated", 1.1, 1.2), ("estimate", 1.5, None),
                                  ("compared", 1.3, 0.9)):
