@@ -98,8 +98,8 @@ def test_every_segment_view_holds_whole_channels_and_collectives(monkeypatch):
     views = []
     real = segments.complete_trimmed
 
-    def spy(d, own, transport, owner, source="", open_calls=False):
-        view, index = real(d, own, transport, owner, source, open_calls)
+    def spy(d, own, transport, owner, source="", open_calls=False, one_call=False):
+        view, index = real(d, own, transport, owner, source, open_calls, one_call)
         views.append((transport.rank, view, set(own), index))
         return view, index
 
