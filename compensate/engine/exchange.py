@@ -15,6 +15,8 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 if TYPE_CHECKING:
     from compensate.engine.graph import Graph
 
@@ -81,21 +83,36 @@ class Outbox:
 
     def __init__(self, anchors: int, size: int,
                  routes: list[tuple[int, int, float, float]]) -> None:
-        routes = sorted(routes, key=lambda r: r[0])  # (stable: the order asked)
-        self.first = array("q", [-1]) * anchors
-        self.anchor = array("q", [r[0] for r in routes])
-        self.rank = array("q", [r[1] for r in routes])
-        self.ident = array("d", [r[2] for r in routes])
-        self.offset = array("d", [r[3] for r in routes])
-        for j in range(len(routes) - 1, -1, -1):
-            self.first[routes[j][0]] = j
-        per_rank = [0] * size
-        for r in routes:
-            per_rank[r[1]] += 2
-        base, at = [], 0
-        for n in per_rank:
-            base.append(at)
-            at += n
+        cols = np.array(routes, dtype=np.float64).reshape(-1, 4)
+        self._build(anchors, size, cols[:, 0].astype(np.int64), cols[:, 1].astype(np.int64),
+                    cols[:, 2], cols[:, 3])
+
+    @classmethod
+    def of_columns(cls, anchors: int, size: int, anchor: np.ndarray, rank: np.ndarray,
+                   ident: np.ndarray, offset: np.ndarray) -> Outbox:
+        """The outbox of the routes given as columns (numpy, no Python object per
+        route): ``anchor``, ``rank``, request ``ident`` and ``offset`` of each."""
+        out = cls.__new__(cls)
+        out._build(anchors, size, np.asarray(anchor, dtype=np.int64),
+                   np.asarray(rank, dtype=np.int64), np.asarray(ident, dtype=np.float64),
+                   np.asarray(offset, dtype=np.float64))
+        return out
+
+    def _build(self, anchors: int, size: int, anchor: np.ndarray, rank: np.ndarray,
+               ident: np.ndarray, offset: np.ndarray) -> None:
+        order = np.argsort(anchor, kind="stable")  # (stable: the order asked)
+        anchor, rank = anchor[order], rank[order]
+        first = np.full(anchors, -1, dtype=np.int64)
+        keys, at_first = np.unique(anchor, return_index=True)
+        first[keys] = at_first
+        self.first = array("q", first.tobytes())
+        self.anchor = array("q", anchor.tobytes())
+        self.rank = array("q", rank.tobytes())
+        self.ident = array("d", np.ascontiguousarray(ident[order]).tobytes())
+        self.offset = array("d", np.ascontiguousarray(offset[order]).tobytes())
+        per_rank = 2 * np.bincount(rank, minlength=size)
+        at = int(per_rank.sum())
+        base = array("q", (np.cumsum(per_rank) - per_rank).astype(np.int64).tobytes())
         self.box = array("d", bytes(8 * max(at, 1)))
         self.box_n = array("q", base)  # per rank: one past its last pair written
         self.box_sent = array("q", base)  # and sent

@@ -351,8 +351,10 @@ class Graph:
         self.tm_at = _array("d", self.tm[self.agpos])
         gap_at = self.gap[self.agpos]
         self._agpos, self._off, self._s = _array("q", self.agpos), off.tolist(), self.S.item
-        if self.has_ghosts:
-            self.ref = self._ghost_checked_ref  # type: ignore[method-assign]
+        if self.has_ghosts:  # (a closure over the columns, not a bound method: that
+            # would make the graph hold itself, freed only by the cyclic collector)
+            self.ref = _ghost_checked_ref(  # type: ignore[method-assign]
+                self._off, self._agpos, self._s, self.ghost, self.loc_ids)
         generic: dict[int, tuple] = {}
         for (li, i), pending in dep_rules.items():
             k = bisect_left(self._agpos, self._off[li] + i)
@@ -368,16 +370,6 @@ class Graph:
         """Reference (anchor, R1 offset) of record ``idx`` of location position ``li``."""
         g = self._off[li] + idx
         return (bisect_right(self._agpos, g) - 1, self._s(g))
-
-    def _ghost_checked_ref(self, li: int, idx: int) -> Ref:
-        """:meth:`ref` where a ghost record must be an anchor of its own (its value
-        comes from its owner; a record inside a ghost segment has no offset here)."""
-        g = self._off[li] + idx
-        k = bisect_right(self._agpos, g) - 1
-        if self.ghost[li] and self._agpos[k] != g:
-            raise RuntimeError(f"location {self.loc_ids[li]}, record {idx}: a ghost record "
-                               f"read by a rule is not an anchor")
-        return (k, self._s(g))
 
     def need(self, li: int, idx: int) -> Need:
         return (self.ref(li, idx)[0], self.loc_ids[li], idx)
@@ -528,3 +520,18 @@ def _message_inputs(graph: Graph, t) -> _MessageInputs:
                           recv_idx=t.recv_idx, enter_idx=enter_idx, size=t.size, cs=cs, lo=lo,
                           enter_const=recv_m - cs, observed=observed, overlapped=overlapped,
                           extra=extra)
+
+
+def _ghost_checked_ref(off: list[int], agpos: array, s: Callable[[int], float],
+                       ghost: list[bool], loc_ids: list[int]) -> Callable[[int, int], Ref]:
+    """:meth:`Graph.ref` where a ghost record must be an anchor of its own (its value
+    comes from its owner; a record inside a ghost segment has no offset here)."""
+    def ref(li: int, idx: int) -> Ref:
+        g = off[li] + idx
+        k = bisect_right(agpos, g) - 1
+        if ghost[li] and agpos[k] != g:
+            raise RuntimeError(f"location {loc_ids[li]}, record {idx}: a ghost record "
+                               f"read by a rule is not an anchor")
+        return (k, s(g))
+
+    return ref

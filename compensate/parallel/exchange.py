@@ -293,21 +293,20 @@ class Exchange:
         self._wanted = w.tolist()
         asked, head = self._step(rows, anchor_rank[w])
         self._p2p = True  # (from here on a failure is told in a wave, :meth:`fail`)
-        source = np.repeat(np.arange(size), head[:, 1]).tolist()
+        source = np.repeat(np.arange(size), head[:, 1])
         # the value a remote rule reads: A[anchor] + offset, as Graph.ref computes it
         # (the records asked for are of this rank's own locations, whole)
-        pos = np.array([g.pos_of[loc] for loc in asked[:, 0].tolist()], dtype=np.int64)
+        locs, at = np.unique(asked[:, 0], return_inverse=True)
+        pos = np.array([g.pos_of[loc] for loc in locs.tolist()], dtype=np.int64)[at]
         gidx = g.off[pos] + asked[:, 1] if len(pos) else pos
-        anchors = (g.anchor_of(gidx) if len(pos) else pos).tolist()
-        offsets = g.S[gidx].tolist() if len(pos) else []
-        routes = list(zip(anchors, source, map(float, asked[:, 2].tolist()), offsets,
-                          strict=True))
-        self.outbox = Outbox(len(A), size, routes)
+        anchors = g.anchor_of(gidx) if len(pos) else pos
+        offsets = g.S[gidx] if len(pos) else np.zeros(0)
+        self.outbox = Outbox.of_columns(len(A), size, anchors, source, asked[:, 2], offsets)
         path = self.transport.wire_path()
         if path is not None:  # the C loop sends and takes the messages itself
-            self._wire = self.outbox.wire = Wire(*path, self._wanted, size, len(routes),
+            self._wire = self.outbox.wire = Wire(*path, self._wanted, size, len(anchors),
                                                  self.expected)
-        for k in dict.fromkeys(anchors):
+        for k in dict.fromkeys(anchors.tolist()):
             waiters.setdefault(k, [])
             if not math.isnan(A[k]):  # known from the start (a first record)
                 self._out.append(k)

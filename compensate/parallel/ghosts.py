@@ -107,16 +107,54 @@ def _assemble(defs: Definitions, own: dict[int, Events],
     return events
 
 
+def _send_columns(own: dict[int, Events], keep: list[dict[int, np.ndarray | None]],
+                  transport: Transport, extras: list[dict] | None = None
+                  ) -> tuple[dict[int, dict[str, np.ndarray]], list[dict] | None]:
+    """Send each rank ``r`` the columns of the own locations, of each the records
+    ``keep[r][loc]`` (None: every record); ``{location: {column: array}}`` of what
+    the others sent here, and the ``extras`` they sent. Without ``extras``, one
+    ``alltoall`` per column (what is in flight at once is one column); with them
+    (one dict per rank), one ``alltoall`` carrying every column and ``extras``."""
+    me, size = transport.rank, transport.size
+
+    def part(r: int, names: list[str]) -> dict:
+        if r == me:
+            return {}
+        return {loc: [getattr(ev, n) if keep[r][loc] is None else getattr(ev, n)[keep[r][loc]]
+                      for n in names] for loc, ev in own.items()}
+
+    columns: dict[int, dict[str, np.ndarray]] = {}
+    received = None
+    groups = [[name for name, _ in COLUMNS]] if extras is not None else \
+        [[name] for name, _ in COLUMNS]
+    for names in groups:
+        parts = [part(r, names) for r in range(size)]
+        if extras is not None:
+            parts = [(p, x) for p, x in zip(parts, extras, strict=True)]
+        got_all = transport.alltoall(parts)
+        del parts
+        if extras is not None:
+            received = [x for _, x in got_all]
+            got_all = [p for p, _ in got_all]
+        for got in got_all:
+            for loc, cols in got.items():
+                for name, col in zip(names, cols, strict=True):
+                    columns.setdefault(loc, {})[name] = np.ascontiguousarray(col)
+    return columns, received
+
+
 def complete_trimmed(defs: Definitions, own: dict[int, Events], transport: Transport,
                      owner: dict[int, int], source: str = "", open_calls: bool = False,
-                     ) -> tuple[Trace, dict[int, np.ndarray]]:
+                     one_call: bool = False) -> tuple[Trace, dict[int, np.ndarray]]:
     """:func:`complete_trace` with trimmed ghosts (:mod:`compensate.parallel.trim`):
     each owner sends each other rank, of each of its simple locations, only the
     calls that rank reads (its other locations whole), one ``alltoall`` per column.
     Returns the trace (this rank's locations whole, the others trimmed or whole) and
     the index map ``{location: original indices of the kept records}`` of the
     trimmed ones. ``open_calls``: a segment of the streamed run (calls may stay
-    open after its last record: :func:`compensate.parallel.trim.calls_of`)."""
+    open after its last record: :func:`compensate.parallel.trim.calls_of`).
+    ``one_call``: every column and the index maps in one ``alltoall`` (a segment's
+    ghosts are small: one collective instead of one per column)."""
     me, size = transport.rank, transport.size
     every = transport.allgather(sorted(own))
     locations = {loc for part in every for loc in part}
@@ -130,20 +168,13 @@ def complete_trimmed(defs: Definitions, own: dict[int, Events], transport: Trans
         if r != me:
             for loc, ev in own.items():
                 keep[r][loc] = trim.keep_for(calls[loc], len(ev), by_rank[r], whole)
-    columns: dict[int, dict[str, np.ndarray]] = {}
-    for name, _ in COLUMNS:
-        parts = [{loc: (getattr(ev, name) if keep[r][loc] is None
-                        else getattr(ev, name)[keep[r][loc]])
-                  for loc, ev in own.items()} if r != me else {} for r in range(size)]
-        for got in transport.alltoall(parts):
-            for loc, col in got.items():
-                columns.setdefault(loc, {})[name] = np.ascontiguousarray(col)
-        del parts
+    # the index maps of the trimmed locations, the stand-ins of those sent whole
+    extras = [{loc: (_stand_ins(ev) if keep[r][loc] is None else keep[r][loc])
+               for loc, ev in own.items()} if r != me else {} for r in range(size)]
+    columns, received = _send_columns(own, keep, transport, extras if one_call else None)
     index: dict[int, np.ndarray] = {}
     stand_ins: dict[int, dict[int, Any]] = {}
-    for got in transport.alltoall([
-            {loc: (_stand_ins(ev) if keep[r][loc] is None else keep[r][loc])
-             for loc, ev in own.items()} if r != me else {} for r in range(size)]):
+    for got in received if received is not None else transport.alltoall(extras):
         for loc, x in got.items():
             if isinstance(x, dict):
                 stand_ins[loc] = x

@@ -179,7 +179,7 @@ class RankStream:
         ghosts sent as matching sees them: collective), and this rank's own trace."""
         own = self.sg.segment(seg)
         view, index = complete_trimmed(self.defs, own.match.events, self.transport, self.owner,
-                                       self.source, open_calls=True)
+                                       self.source, open_calls=True, one_call=True)
         engine = Trace(self.defs, {loc: own.engine.events.get(loc, ev)
                                    for loc, ev in view.events.items()}, self.source)
         return Segment(engine, view, own.pins, own.context, own.references, index), own.engine

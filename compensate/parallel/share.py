@@ -6,7 +6,6 @@ and rank 0 holds the reduced verification and counts."""
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -80,13 +79,9 @@ class RankShare:
             out = self._evaluate(f, *args, exchange=self.current)
         after = self.transport.traffic.snapshot()
         self.replay = {key: b - a for key, a, b in zip(TRAFFIC, before, after, strict=True)}
-        # the engine's graph and the rules' closures refer to each other: with the
-        # command's cyclic collector paused (compensate.gcpause) they would stay
-        # until the exit. Paused, every object made since the last collection is
-        # in the youngest generation, this segment's graph among them: collecting
-        # that generation frees it without rescanning what earlier segments kept
-        if not gc.isenabled():
-            gc.collect(0)
+        # (no collection here: the engine's graph holds no reference cycle, so the
+        # segment's graph and rules are freed by reference counting as in one
+        # process, with the command's cyclic collector paused, compensate.gcpause)
         return out
 
     def verify(self, segment: Segment, matching: Matching, times: Times

@@ -8,6 +8,8 @@ collective instances (every member of the communicator)."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -98,8 +100,8 @@ def test_every_segment_view_holds_whole_channels_and_collectives(monkeypatch):
     views = []
     real = segments.complete_trimmed
 
-    def spy(d, own, transport, owner, source="", open_calls=False):
-        view, index = real(d, own, transport, owner, source, open_calls)
+    def spy(d, own, transport, owner, source="", open_calls=False, one_call=False):
+        view, index = real(d, own, transport, owner, source, open_calls, one_call)
         views.append((transport.rank, view, set(own), index))
         return view, index
 
@@ -117,6 +119,30 @@ def test_every_segment_view_holds_whole_channels_and_collectives(monkeypatch):
         sends = sum(int(np.count_nonzero(view.events[loc].kind == stream.SEND)) for loc in own)
         assert sends == int(np.count_nonzero(np.isin(
             np.asarray(m.table.loc_ids)[m.table.send_li], list(own)))) if len(m.table) else True
+
+
+def test_a_ranks_segment_graphs_are_freed_without_the_cyclic_collector():
+    """The command pauses the cyclic collector: a rank's engine graph (whose rules
+    read ghosts, checked by its ``ref``) must hold no reference cycle, or every
+    segment's graph would stay until the exit."""
+    from compensate.engine.graph import Graph
+
+    sim = simulate("stencil", ranks=4, seed=2, iterations=3)
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        res, _ = pipelines.stream_in_threads(sim.measured, sim.platform,
+                                            EngineOptions("lower"), 2, SEGMENT, CHUNK)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        graphs = [o for o in gc.garbage if isinstance(o, Graph)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+    assert res.segments >= 3 and graphs == []
 
 
 def test_cut_pass_in_smaller_reads_finds_the_same_cuts(program):

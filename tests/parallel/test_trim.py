@@ -14,7 +14,7 @@ import pytest
 
 from compensate.formats.text import read_text
 from compensate.matching import match
-from compensate.model import TraceError
+from compensate.model import COLUMNS, TraceError
 from compensate.parallel.ghosts import complete_trimmed
 from compensate.parallel.ownership import owners
 from compensate.parallel.trim import calls_of, remap_error, remap_text
@@ -30,15 +30,32 @@ from .test_exchange import DATA, load
 from .test_verification import broken
 
 
-def views(trace, size):
+def views(trace, size, one_call=False):
     """Every thread rank's trimmed view of ``trace``: (owner, [(view, index), ...])."""
     owner = owners(trace.definitions, list(trace.events), size)
 
     def body(t):
         own = {loc: ev for loc, ev in trace.events.items() if owner[loc] == t.rank}
-        return complete_trimmed(trace.definitions, own, t, owner, trace.source)
+        return complete_trimmed(trace.definitions, own, t, owner, trace.source,
+                                one_call=one_call)
 
     return owner, run_threads(size, body)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_one_alltoall_gives_the_views_of_one_per_column(size):
+    trace = simulate("stencil", ranks=4, iterations=3).measured  # (trimmed: simple)
+    _, per_column = views(trace, size)
+    _, one = views(trace, size, one_call=True)
+    assert all(index for _, index in one)  # (every rank holds trimmed ghosts)
+    for (a, ia), (b, ib) in zip(per_column, one, strict=True):
+        assert sorted(ia) == sorted(ib) and sorted(a.events) == sorted(b.events)
+        for loc in ia:
+            np.testing.assert_array_equal(ia[loc], ib[loc])
+        for loc, ev in a.events.items():
+            for name, _ in COLUMNS:
+                np.testing.assert_array_equal(getattr(ev, name), getattr(b.events[loc], name))
+            assert ev.payload == b.events[loc].payload
 
 
 def test_the_hand_case_keeps_only_the_calls_its_rules_read():
