@@ -212,8 +212,9 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
 
 
 #: the modules that take longest (CPU of a serial run, most first: interpreters and
-#: mpiexec runs they start, notebooks, calibration runs): sent to the workers first,
-#: so that the run does not end with one worker busy on one of them, the other idle
+#: mpiexec runs they start, notebooks, calibration runs; then the few-test modules
+#: that wait seconds on what they start): sent to the workers first, so that the run
+#: does not end with one worker busy on one of them, the others idle
 HEAVY_FIRST = (
     "tests/engine/test_stream.py",
     "tests/cli/test_interrupt.py",
@@ -231,6 +232,11 @@ HEAVY_FIRST = (
     "tests/calibration/test_insitu.py",
     "tests/parallel/test_command.py",
     "tests/examples/test_heldout.py",
+    "tests/formats/otf2/test_eztrace.py",
+    "tests/test_readme.py",
+    "tests/parallel/test_stall.py",
+    "tests/formats/otf2/test_limits.py",
+    "tests/test_mkdocs.py",
 )
 
 
