@@ -124,7 +124,6 @@ def simulated(program: str, **kw):
 # compile all of them again once per session: ~8 s of CPU in the first traced run.)
 
 
-@pytest.hookimpl(trylast=True)
 @pytest.fixture
 def absurd_fit(monkeypatch):
     """Every fit (one process, streamed and in memory, reduced across ranks) times
@@ -148,11 +147,13 @@ def absurd_fit(monkeypatch):
     monkeypatch.setattr("compensate.engine.fit.try_fit", absurd_try)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config) -> None:
     """In the main process (the workers and every command start from its
     environment), write compiled modules where the environment says not to."""
     if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
         sys.dont_write_bytecode = False
+
 
 def _freeze_survivors() -> None:
     gc.collect()
@@ -190,22 +191,30 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_xdist_auto_num_workers(config) -> int | None:
-    """``-n auto``: one worker per CPU for the suite or a directory of it, none (the
-    tests run in this process, without ~2 s of worker start-up) when the command
-    line names only one or two test files or tests. ``-n N`` and
-    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` are taken as given."""
+    """``-n auto``: one worker more than the CPUs this process may run on for the
+    suite or a directory of it, none (the tests run in this process, without ~2 s
+    of worker start-up) when the command line names only one or two test files or
+    tests. ``-n N`` and ``PYTEST_XDIST_AUTO_NUM_WORKERS`` are taken as given.
+
+    The extra worker runs while another waits on the commands, traced runs and
+    kernels its test starts (their start-up, pipes and timers)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
     args = [a for a in config.args if not a.startswith("-")]
     if args and len(args) <= 2 and all(
             "::" in a or Path(a).suffix == ".py" for a in args):
         return 0
-    return None  # xdist's own hook: the CPUs this process may run on
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return cpus + 1
 
 
 #: the modules that take longest (CPU of a serial run, most first: interpreters and
-#: mpiexec runs they start, notebooks, calibration runs): sent to the workers first,
-#: so that the run does not end with one worker busy on one of them, the other idle
+#: mpiexec runs they start, notebooks, calibration runs; then the few-test modules
+#: that wait seconds on what they start): sent to the workers first, so that the run
+#: does not end with one worker busy on one of them, the others idle
 HEAVY_FIRST = (
     "tests/engine/test_stream.py",
     "tests/cli/test_interrupt.py",
@@ -223,6 +232,11 @@ HEAVY_FIRST = (
     "tests/calibration/test_insitu.py",
     "tests/parallel/test_command.py",
     "tests/examples/test_heldout.py",
+    "tests/formats/otf2/test_eztrace.py",
+    "tests/test_readme.py",
+    "tests/parallel/test_stall.py",
+    "tests/formats/otf2/test_limits.py",
+    "tests/test_mkdocs.py",
 )
 
 
