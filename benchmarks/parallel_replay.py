@@ -23,7 +23,7 @@ seconds (waiting included).
 ``--times`` adds, for the one-process streamed run and every rank of the largest
 P's streamed run, the wall seconds of its steps (:data:`TIMED`: the cut agreement,
 reading, the trimmed ghosts, matching, the engine's graph, the replay's setup and
-loop and the loop's waiting, verification, writing, the garbage collections; of
+loop and the loop's waiting, verification, writing; of
 the one-process run its reading, cutting, context and segments; timers around
 them add a little).
 
@@ -149,9 +149,8 @@ TIMED = [("compensate.parallel.cutting", "CutAgreement.next_cut",
          ("compensate.parallel.exchange", "Exchange._wait", "  of it waiting"),
          ("compensate.parallel.share", "RankShare.verify", "verification"),
          ("compensate.parallel.segments", "RankStream._hand_over", "writing"),
-         ("gc", "collect", "cyclic garbage collection"),
-         # the one-process streamed run's own steps (matching, the graph, the loop
-         # and the garbage collections are timed above)
+         # the one-process streamed run's own steps (matching, the graph and the
+         # loop are timed above)
          ("compensate.formats.chunks", "ChunkIterator.__next__", "reading (one process)"),
          ("compensate.pipeline.cuts", "Cutter.feed", "cutter taking records (one process)"),
          ("compensate.pipeline.cuts", "Cutter._cut", "cutting (one process)"),
