@@ -152,19 +152,14 @@ class KindGaps:
     def __init__(self, defs: Definitions) -> None:
         self.defs = defs
         self.best: dict[int, tuple[float, int]] = {}
-        self.last: dict[int, tuple[int, int, int]] = {}  # location: (time, kind, size)
+        self.last: dict[int, tuple] = {}  # location: (time, kind, size) of its last record
 
     def add(self, loc: int, ev: Events) -> None:
         """Take the next records ``ev`` of location ``loc``."""
         info = self.defs.locations.get(loc)
         if not len(ev) or info is not None and not info.is_cpu:
             return
-        time, kind, size = ev.time, ev.kind, ev.size
-        prev = self.last.get(loc)
-        if prev is not None:
-            time, kind, size = (np.concatenate(([p], c)) for p, c
-                                in zip(prev, (time, kind, size), strict=True))
-        self.last[loc] = (int(time[-1]), int(kind[-1]), int(size[-1]))
+        time, kind, size = continued(self.last, loc, ev.time, ev.kind, ev.size)
         if time.size < 2:
             return
         res = float(self.defs.timer_resolution)
@@ -182,6 +177,19 @@ class KindGaps:
     def bounds(self) -> dict[str, tuple[float, int]]:
         """The bounds so far, by kind name (as :func:`kind_bounds`)."""
         return {KIND_NAMES[k]: v for k, v in sorted(self.best.items())}
+
+
+def continued(last: dict[int, tuple], loc: int, *columns: np.ndarray
+              ) -> tuple[np.ndarray, ...]:
+    """The columns of a location's next piece of records (not empty) with the
+    previous piece's last record in front where ``last`` holds one; ``last`` then
+    holds this piece's. Pieces of one location handed in order so give the gaps of
+    the whole location, the one across each cut too."""
+    prev = last.get(loc)
+    if prev is not None:
+        columns = tuple(np.concatenate(([p], c)) for p, c in zip(prev, columns, strict=True))
+    last[loc] = tuple(c[-1] for c in columns)
+    return columns
 
 
 def observed_transfers(trace: Trace) -> float | None:
@@ -306,7 +314,7 @@ def copy_contradictions(definitions: Definitions, chunks, platform: Platform
     recvs = np.array([KIND_CODE[k] for k in COPY_RECEIVES])
     found: dict[str, Any] = {"records": 0, "by_kind": {}, "max_s": 0.0, "worst": None,
                              "checked": 0}
-    last: dict[int, tuple[int, float, int, int]] = {}  # loc -> (time, overhead, kind, index)
+    last: dict[int, tuple] = {}  # loc -> (time, overhead, kind, size) of its last record
     seen: dict[int, int] = {}
     for chunk in chunks:
         for loc, ev in chunk.items():
@@ -314,18 +322,12 @@ def copy_contradictions(definitions: Definitions, chunks, platform: Platform
             if info is not None and not info.is_cpu or not len(ev):
                 continue
             o = np.asarray(platform.location_overheads(loc, ev.kind, ev.region), float)
-            t, kind, size = ev.time.astype(np.int64), ev.kind, ev.size
             start = seen.get(loc, 0)
-            prev = last.get(loc)
-            if prev is not None:  # the record before this chunk's first
-                t = np.concatenate(([prev[0]], t))
-                o = np.concatenate(([prev[1]], o))
-                kind = np.concatenate(([prev[2]], kind))
-                size = np.concatenate(([prev[3]], size))
-            base = start - (1 if prev is not None else 0)
+            t, o, kind, size = continued(last, loc, ev.time.astype(np.int64), o, ev.kind,
+                                         ev.size)  # (with the record before this chunk's)
+            base = start - (len(t) - len(ev))
             _gaps_short(found, loc, base, t, o, kind, size, sends, recvs, platform, res)
             seen[loc] = start + len(ev)
-            last[loc] = (int(t[-1]), float(o[-1]), int(kind[-1]), int(size[-1]))
     return found
 
 

@@ -193,8 +193,7 @@ class Platform:
                 raise PlatformError(f"overhead_before_stamp[{k!r}] = {v:g} s is more than "
                                     f"the kind's overhead, {table[KIND_CODE[k]]:g} s")
         for k, v in self.speed_reference.items():
-            a, sep, z = k.partition(">")
-            if not sep or a not in KIND_CODE or z not in KIND_CODE:
+            if reference_pair(k) is None:
                 raise PlatformError(f"speed_reference: {k!r} is not two OTF2 record kinds "
                                     f"joined by '>'")
             _seconds(f"speed_reference[{k!r}]", v)
@@ -400,6 +399,14 @@ class Platform:
         if self.speed_reference:  # likewise
             out["speed_reference"] = dict(self.speed_reference)
         return out
+
+
+def reference_pair(pair: str) -> tuple[int, int] | None:
+    """The kind codes of a ``speed_reference`` pair ``"a>b"`` (module docstring), or
+    None where it is not two OTF2 record kinds joined by '>'."""
+    a, sep, b = pair.partition(">")
+    return (KIND_CODE[a], KIND_CODE[b]) if sep and a in KIND_CODE and b in KIND_CODE \
+        else None
 
 
 def read_json(path: str | Path) -> Any:

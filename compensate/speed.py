@@ -32,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from compensate.model import KIND_CODE, Definitions, Events
-from compensate.platform import Platform
+from compensate.model import Definitions, Events
+from compensate.overhead import continued
+from compensate.platform import Platform, reference_pair
 
 #: a pair enters the factor only with at least this many gaps in the trace
 MIN_COUNT = 100
@@ -46,14 +47,6 @@ MAX_NS = 20_000
 CHOICES = ("trace", "platform")
 
 
-def pair_codes(pair: str) -> tuple[int, int]:
-    """The kind codes of a reference pair ``"a>b"`` (ValueError if either is unknown)."""
-    a, sep, b = pair.partition(">")
-    if not sep or a not in KIND_CODE or b not in KIND_CODE:
-        raise ValueError(f"{pair!r} is not two OTF2 record kinds joined by '>'")
-    return KIND_CODE[a], KIND_CODE[b]
-
-
 class PairGaps:
     """Gaps of the reference pairs, handed location by location in pieces (a
     stream's chunks, each location's in order), counted in 1 ns bins: the same
@@ -61,9 +54,11 @@ class PairGaps:
 
     def __init__(self, defs: Definitions, pairs: Iterable[str]) -> None:
         self.defs = defs
-        self.codes = {pair_codes(p): p for p in pairs}
+        self.codes = {reference_pair(p): p for p in pairs}
+        if None in self.codes:
+            raise ValueError(f"{self.codes[None]!r} is not two OTF2 record kinds joined by '>'")
         self.hist = {p: np.zeros(MAX_NS + 1, dtype=np.int64) for p in self.codes.values()}
-        self.last: dict[int, tuple[int, int]] = {}  # location: (time, kind) of its last record
+        self.last: dict[int, tuple] = {}  # location: (time, kind) of its last record
         self.ns_per_tick = 1e9 / float(defs.timer_resolution)
 
     def add(self, loc: int, ev: Events) -> None:
@@ -71,12 +66,7 @@ class PairGaps:
         info = self.defs.locations.get(loc)
         if not len(ev) or info is not None and not info.is_cpu:
             return
-        time, kind = np.asarray(ev.time, dtype=np.int64), np.asarray(ev.kind)
-        prev = self.last.get(loc)
-        if prev is not None:
-            time = np.concatenate(([prev[0]], time))
-            kind = np.concatenate(([prev[1]], kind))
-        self.last[loc] = (int(time[-1]), int(kind[-1]))
+        time, kind = continued(self.last, loc, np.asarray(ev.time, dtype=np.int64), ev.kind)
         if time.size < 2:
             return
         first, then = kind[:-1], kind[1:]
