@@ -46,6 +46,7 @@ in the file does not matter). A second definition with an id already taken is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import _otf2
@@ -247,46 +248,42 @@ def _missing(registry: DefinitionRegistry, cls: type, args: tuple) -> str:
 
 def _team_comms(items: list) -> set[int]:
     """The ``id()`` of the arguments of each Comm definition among ``items`` (in
-    file order) that is a thread team: its group (the last Group of that id
-    before it in the file, else the first after it) is of a thread paradigm
-    (:data:`THREAD_PARADIGMS`). Only the file order tells EZTrace's team Comm 1
-    (group 1: the team's COMM_LOCATIONS) from its MPI_COMM_1 (group 1: a
-    COMM_GROUP), both defined right after their group."""
-    # (Group: (self, name, type, paradigm, ...); Comm: (self, name, group, ...))
-    first: dict[int, bool] = {}  # group id -> its first definition is a thread one
-    for _sub, cls, args in items:
-        if cls is odef.Group:
-            first.setdefault(args[0], _enum_name(args[3]) in THREAD_PARADIGMS)
-    last: dict[int, bool] = {}  # group id -> its last definition so far is a thread one
-    out: set[int] = set()
-    for _sub, cls, args in items:
-        if cls is odef.Group:
-            last[args[0]] = _enum_name(args[3]) in THREAD_PARADIGMS
-        elif cls is odef.Comm and last.get(args[2], first.get(args[2], False)):
-            out.add(id(args))
-    return out
+    file order) that is a thread team: its group (:func:`_comms_whose_group`) is of
+    a thread paradigm (:data:`THREAD_PARADIGMS`). Only the file order tells
+    EZTrace's team Comm 1 (group 1: the team's COMM_LOCATIONS) from its MPI_COMM_1
+    (group 1: a COMM_GROUP), both defined right after their group."""
+    # (Group: (self, name, type, paradigm, flags, members))
+    return _comms_whose_group(items, lambda g: _enum_name(g[3]) in THREAD_PARADIGMS)
 
 
 def _scope_comms(items: list) -> set[int]:
     """The ``id()`` of the arguments of each Comm definition among ``items`` (in
-    file order) without a parent whose group, found as in :func:`_team_comms`, is a
+    file order) without a parent whose group (:func:`_comms_whose_group`) is a
     COMM_GROUP with at most one member: one process's scope, as EZTrace's posixio
     module writes for its I/O handles under the ids of MPI communicators."""
     # (Group: (self, name, type, paradigm, flags, members); Comm: (self, name,
     # group, parent, flags))
-    def small(args: tuple) -> bool:
-        return args[2] == GroupType.COMM_GROUP and len(args[5] or ()) <= 1
-    first: dict[int, bool] = {}
+    return _comms_whose_group(
+        items, lambda g: g[2] == GroupType.COMM_GROUP and len(g[5] or ()) <= 1,
+        lambda c: c[3] == UNDEFINED_REF)
+
+
+def _comms_whose_group(items: list, group: Callable[[tuple], bool],
+                       comm: Callable[[tuple], bool] = lambda c: True) -> set[int]:
+    """The ``id()`` of the arguments of each Comm definition among ``items`` (in
+    file order) that ``comm`` accepts and whose group ``group`` accepts: the last
+    Group of that id before the Comm in the file, else the first after it."""
+    # (Comm: (self, name, group, ...))
+    first: dict[int, bool] = {}  # group id -> what ``group`` says of its first definition
     for _sub, cls, args in items:
         if cls is odef.Group:
-            first.setdefault(args[0], small(args))
-    last: dict[int, bool] = {}
+            first.setdefault(args[0], group(args))
+    last: dict[int, bool] = {}  # group id -> ... of its last definition so far
     out: set[int] = set()
     for _sub, cls, args in items:
         if cls is odef.Group:
-            last[args[0]] = small(args)
-        elif cls is odef.Comm and args[3] == UNDEFINED_REF and \
-                last.get(args[2], first.get(args[2], False)):
+            last[args[0]] = group(args)
+        elif cls is odef.Comm and comm(args) and last.get(args[2], first.get(args[2], False)):
             out.add(id(args))
     return out
 
