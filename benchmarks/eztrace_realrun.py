@@ -15,20 +15,22 @@ records of the traced and the compensated trace. On a machine shared with other
 work a part during which a process lost its core does not count, which the
 whole loop cannot offer (the Pthreads program has one part: its whole loop).
 Each trace is compensated with the calibrated platform (``python -m
-calibration.eztrace``) and with ``--overhead estimate``, for each bound, and
+calibration.eztrace``, scaled to the trace's speed) and with ``--overhead
+estimate`` (``--configs``; "unscaled": the platform as measured), for each bound, and
 
     removed % = (traced loop - compensated loop) / (traced loop - untraced loop)
 
-per pair ("paired", then its median) and from the medians of the three loops
-("median"), of the loops timed in parts; the whole loops' paired median beside
+per pair ("paired", then its median over the ``--pairs``) and from the medians of
+the three loops ("median"), of the loops timed in parts; the whole loops' paired median beside
 them. Violations (outputs refused by the happened-before check) and
 overcompensated records are counted over the pairs.
 
-    python benchmarks/eztrace_realrun.py [--pairs 5] [--platform eztrace-platform.json]
+    python benchmarks/eztrace_realrun.py [--pairs 11] [--platform eztrace-platform.json]
+                                         [--configs calibrated,estimate] [--bounds ...]
                                          [--compare other-platform.json]
 
 ``--compare`` compensates every trace also with another platform file (rows
-"compared", and "compared unscaled" with ``--speed platform``): two platforms on
+"compared", and with "unscaled" also "compared unscaled"): two platforms on
 the same traces differ only by what they remove,
 whatever the spread between runs.
 
@@ -47,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,18 +81,20 @@ class Program:
     end: tuple[str, int] = ("MPI_Barrier", LEAVE)    # last one
 
 
-# Short iterations (a few µs of work between records), so that EZTrace's ~0.1 µs per
-# record is a dilation the run-to-run spread does not hide (with the programs'
-# default 80-300 µs of work per iteration it was ~1 %, below the noise here).
+# Dense loops (a fraction of a µs of work between records), so that EZTrace's cost
+# per record is a dilation of 1.3-2x: the traced and the untraced loop each vary by
+# 10-40 % between runs on these shared cores, and a removed % is that spread divided
+# by the dilation (with 1.5-12 µs of work between records, a dilation of 1.1x, one
+# pair's removed % moved by +-30 points).
 PROGRAMS = (
-    Program("ring", args=("40000", "1000"), quick_args=("2000", "1000")),
-    Program("halo", args=("20000", "4000", "64"), quick_args=("1000", "4000", "64")),
-    Program("master_worker", args=("40000", "2000"), quick_args=("2000", "2000")),
-    Program("hybrid", ("-fopenmp",), "mpich openmp", args=("10000", "8000"),
-            quick_args=("500", "8000"),
+    Program("ring", args=("40000", "100"), quick_args=("2000", "100")),
+    Program("halo", args=("20000", "400", "64"), quick_args=("1000", "400", "64")),
+    Program("master_worker", args=("40000", "200"), quick_args=("2000", "200")),
+    Program("hybrid", ("-fopenmp",), "mpich openmp", args=("10000", "800"),
+            quick_args=("500", "800"),
             env={"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive"}),
-    Program("pthreads", ("-pthread",), "pthread", args=("20000", "4000"),
-            quick_args=("1000", "4000"), ranks=0,
+    Program("pthreads", ("-pthread",), "pthread", args=("20000", "400"),
+            quick_args=("1000", "400"), ranks=0,
             start=("pthread_create", ENTER), end=("pthread_join", LEAVE)),
 )
 
@@ -162,24 +167,34 @@ def seconds(trace: c.Trace, where: tuple[int, np.ndarray]) -> tuple[float, float
     return float(t[-1] - t[0]) / res, float(parts.size * np.median(parts)) / res
 
 
-def configs(platform: str, compare: str | None) -> list[tuple[str, dict]]:
-    """The ways every trace is compensated: the calibrated platform at the trace's
-    speed (the default), the same as measured (``--speed platform``: "unscaled"),
-    ``--overhead estimate``, and with ``--compare`` another platform file, at the
-    trace's speed ("compared") and as measured ("compared unscaled")."""
-    out = [("calibrated", {"platform": platform}),
-           ("unscaled", {"platform": platform, "speed": "platform"}),
-           ("estimate", {"platform": platform, "overhead": "estimate"})]
-    return out + [("compared", {"platform": compare}),
-                  ("compared unscaled", {"platform": compare, "speed": "platform"})] \
-        if compare else out
+CONFIGS = ("calibrated", "unscaled", "estimate")
 
 
-def compensate_all(trace: c.Trace, where, platform: str, compare: str | None = None) -> dict:
+def configs(platform: str, compare: str | None, wanted: tuple[str, ...] = CONFIGS
+            ) -> list[tuple[str, dict]]:
+    """The ways every trace is compensated, of those ``wanted``: the calibrated
+    platform at the trace's speed ("calibrated", the command's default), the same
+    as measured (``--speed platform``: "unscaled"), ``--overhead estimate``; with
+    ``--compare`` another platform file at the trace's speed ("compared") and, where
+    "unscaled" is wanted, as measured ("compared unscaled")."""
+    every = {"calibrated": {"platform": platform},
+             "unscaled": {"platform": platform, "speed": "platform"},
+             "estimate": {"platform": platform, "overhead": "estimate"}}
+    if compare:
+        every["compared"] = {"platform": compare}
+        every["compared unscaled"] = {"platform": compare, "speed": "platform"}
+    keep = set(wanted) | ({"compared"} if compare else set())
+    if compare and "unscaled" in wanted:
+        keep.add("compared unscaled")
+    return [(name, kw) for name, kw in every.items() if name in keep]
+
+
+def compensate_all(trace: c.Trace, where, platform: str, compare: str | None = None,
+                   wanted: tuple[str, ...] = CONFIGS, bounds: tuple[str, ...] = BOUNDS) -> dict:
     """(config, bound) -> {loop, violations, overcompensated} for one trace."""
     out = {}
-    for config, kw in configs(platform, compare):
-        for bound in BOUNDS:
+    for config, kw in configs(platform, compare, wanted):
+        for bound in bounds:
             try:
                 r = c.compensate(trace, bound=bound, **kw)
                 whole, parts = seconds(r.trace, where)
@@ -194,28 +209,42 @@ def compensate_all(trace: c.Trace, where, platform: str, compare: str | None = N
     return out
 
 
-def measure(p: Program, pairs: int, work: Path, platform: str, mpirun: str, mpicc: str,
-            quick: bool, log, compare: str | None = None) -> list[dict]:
-    """``pairs`` alternating untraced/traced runs of ``p``, each trace compensated."""
-    exe = build(p, work, mpicc)
+@dataclass(frozen=True)
+class Settings:
+    """What every program's pairs share: the command line's choices."""
+
+    pairs: int
+    platform: str
+    mpirun: str
+    mpicc: str
+    quick: bool = False
+    compare: str | None = None
+    configs: tuple[str, ...] = CONFIGS
+    bounds: tuple[str, ...] = BOUNDS
+
+
+def measure(p: Program, work: Path, s: Settings, log) -> list[dict]:
+    """``s.pairs`` alternating untraced/traced runs of ``p``, each trace compensated."""
+    exe = build(p, work, s.mpicc)
     rows = []
-    for i in range(pairs):
+    for i in range(s.pairs):
         row: dict = {}
         for traced in ((False, True) if i % 2 == 0 else (True, False)):
             cwd = work / f"{p.name}-{i}-{'t' if traced else 'u'}"
             cwd.mkdir()
-            whole, parts = run(p, exe, traced, cwd, mpirun, quick)
+            whole, parts = run(p, exe, traced, cwd, s.mpirun, s.quick)
             if traced:
                 row["traced_printed"] = whole
                 trace = c.read(cwd / f"{p.name}_trace" / "eztrace_log.otf2")
                 where = loop_span(trace, p)
                 row["traced_whole"], row["traced"] = seconds(trace, where)
-                row["results"] = compensate_all(trace, where, platform, compare)
+                row["results"] = compensate_all(trace, where, s.platform, s.compare,
+                                                s.configs, s.bounds)
                 shutil.rmtree(cwd / f"{p.name}_trace")
             else:
                 row["untraced_whole"], row["untraced"] = whole, parts
-        log(f"{p.name} pair {i + 1}/{pairs}: untraced {row['untraced']:.4f} s, "
-            f"traced {row['traced']:.4f} s")
+        log(f"{p.name} pair {i + 1}/{s.pairs}: untraced {row['untraced']:.4f} s, "
+            f"traced {row['traced']:.4f} s", i + 1)
         rows.append(row)
     return rows
 
@@ -266,25 +295,28 @@ def table(results: dict[str, list[dict]]) -> list[str]:
     for name, rows in results.items():
         u = statistics.median(r["untraced"] for r in rows)
         t = statistics.median(r["traced"] for r in rows)
-        for config in dict.fromkeys(k[0] for k in rows[0]["results"]):
-            for bound in BOUNDS:
-                paired, med = removed(rows, config, bound)
-                whole, _ = removed(rows, config, bound, whole=True)
-                viol = sum(r["results"][config, bound]["violations"] for r in rows)
-                over = sum(r["results"][config, bound]["over"] for r in rows)
-                lines.append(f"| {name} | {u:.4f} | {t:.4f} | {t / u:.2f}x | {config} | "
-                             f"{speed_of(rows, config, bound)} | {bound} | {paired:.1f} | "
-                             f"{quartiles(rows, config, bound)} | {med:.1f} | {whole:.1f} | "
-                             f"{viol} | {over:,} |")
+        for config, bound in rows[0]["results"]:
+            paired, med = removed(rows, config, bound)
+            whole, _ = removed(rows, config, bound, whole=True)
+            viol = sum(r["results"][config, bound]["violations"] for r in rows)
+            over = sum(r["results"][config, bound]["over"] for r in rows)
+            lines.append(f"| {name} | {u:.4f} | {t:.4f} | {t / u:.2f}x | {config} | "
+                         f"{speed_of(rows, config, bound)} | {bound} | {paired:.1f} | "
+                         f"{quartiles(rows, config, bound)} | {med:.1f} | {whole:.1f} | "
+                         f"{viol} | {over:,} |")
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run, compensate, print the table (and ``--json`` the raw rows)."""
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=11)
     ap.add_argument("--programs", default=",".join(p.name for p in PROGRAMS))
     ap.add_argument("--platform", help="EZTrace platform file (default: calibrate first)")
+    ap.add_argument("--configs", default="calibrated,estimate",
+                    help=f"overhead sources, of {','.join(CONFIGS)} (default: "
+                         "calibrated,estimate)")
+    ap.add_argument("--bounds", default=",".join(BOUNDS))
     ap.add_argument("--mpicc", default="/usr/bin/mpicc")
     ap.add_argument("--mpirun", default="/usr/bin/mpirun")
     ap.add_argument("--quick", action="store_true", help="short loops (a smoke test)")
@@ -292,40 +324,62 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", help="another platform file, compensating the same traces "
                                       "(rows \"compared\")")
     args = ap.parse_args(argv)
+    for name, given, known in (("program", args.programs, [p.name for p in PROGRAMS]),
+                               ("overhead source", args.configs, CONFIGS),
+                               ("bound", args.bounds, BOUNDS)):
+        unknown = set(given.split(",")) - set(known)
+        if unknown:
+            ap.error(f"unknown {name}(s): {', '.join(sorted(unknown))}")
+    return args
+
+
+def calibrated(args: argparse.Namespace, work: Path, log) -> str | None:
+    """The platform file: ``--platform``, or one calibrated now (None: it failed,
+    said on stderr)."""
+    if args.platform:
+        return args.platform
+    from calibration import eztrace as ezcal
+    log("calibrating EZTrace (python -m calibration.eztrace) ...")
+    try:
+        result = ezcal.measure(ezcal.ProbeSettings(mpicc=args.mpicc, mpirun=args.mpirun))
+    except ezcal.ProbeError as exc:
+        print(f"eztrace_realrun: calibration failed: {exc}", file=sys.stderr)
+        return None
+    platform = work / "eztrace-platform.json"
+    platform.write_text(json.dumps(ezcal.platform_dict(result, None)))
+    return str(platform)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, compensate, print the table (and ``--json`` the raw rows)."""
+    args = parse(argv)
     tool = missing_tool(args.mpicc, args.mpirun)
     if tool:
         print(f"eztrace_realrun: skipped: {tool} is not installed (needs EZTrace 2.0, "
               f"MPICH and otf2-tools)")
         return 0
-    wanted = args.programs.split(",")
-    unknown = set(wanted) - {p.name for p in PROGRAMS}
-    if unknown:
-        ap.error(f"unknown program(s): {', '.join(sorted(unknown))}")
+    wanted = [p for p in PROGRAMS if p.name in args.programs.split(",")]
+    started, done = time.monotonic(), [0]
 
-    def log(msg: str) -> None:
+    def log(msg: str, pair: int = 0) -> None:
+        if pair:  # a pair ended: the time left, from the pairs so far
+            done[0] += 1
+            left = (time.monotonic() - started) / done[0] * (len(wanted) * args.pairs - done[0])
+            msg += f" (about {left / 60:.0f} min left)"
         print(msg, file=sys.stderr, flush=True)
 
     with tempfile.TemporaryDirectory(prefix="eztrace-realrun-") as tmp:
         work = Path(tmp)
-        platform = args.platform
+        platform = calibrated(args, work, log)
         if platform is None:
-            from calibration import eztrace as ezcal
-            log("calibrating EZTrace (python -m calibration.eztrace) ...")
-            try:
-                result = ezcal.measure(ezcal.ProbeSettings(mpicc=args.mpicc,
-                                                           mpirun=args.mpirun))
-            except ezcal.ProbeError as exc:
-                print(f"eztrace_realrun: calibration failed: {exc}", file=sys.stderr)
-                return 3
-            platform = str(work / "eztrace-platform.json")
-            Path(platform).write_text(json.dumps(ezcal.platform_dict(result, None)))
+            return 3
+        started = time.monotonic()
+        s = Settings(args.pairs, platform, args.mpirun, args.mpicc, args.quick, args.compare,
+                     tuple(args.configs.split(",")), tuple(args.bounds.split(",")))
         results, refused = {}, {}
-        for p in PROGRAMS:
-            if p.name not in wanted:
-                continue
+        for p in wanted:
             try:
-                results[p.name] = measure(p, args.pairs, work, platform, args.mpirun,
-                                          args.mpicc, args.quick, log, args.compare)
+                results[p.name] = measure(p, work, s, log)
             except c.TraceError as exc:  # a trace compensate refuses: say so, go on
                 refused[p.name] = str(exc)
     print("\n".join(table(results)))

@@ -71,3 +71,18 @@ def test_a_compared_platform_compensates_the_same_traces():
         ["calibrated"] * 3 + ["estimate"] * 3 + ["compared"] * 3
     assert [line.split(" | ")[5] for line in lines[2::3]] == ["1.200", "-", "0.900"]
     assert lines[-1].split(" | ")[7] == "70.0"
+
+
+def test_only_the_overhead_sources_asked_for_are_compensated():
+    names = [name for name, _ in er.configs("a.json", "b.json", ("calibrated", "estimate"))]
+    assert names == ["calibrated", "estimate", "compared"]
+    names = [name for name, _ in er.configs("a.json", "b.json", ("unscaled",))]
+    assert names == ["unscaled", "compared", "compared unscaled"]
+
+
+def test_an_unknown_source_or_bound_is_one_usage_error(capsys):
+    for flag, value in (("--configs", "calibrated,guess"), ("--bounds", "middle")):
+        with pytest.raises(SystemExit) as exc:
+            er.parse([flag, value])
+        assert exc.value.code == 2
+        assert value.split(",")[-1] in capsys.readouterr().err
