@@ -34,7 +34,7 @@ overcompensated records are counted over the pairs.
 the same traces differ only by what they remove,
 whatever the spread between runs.
 
-Without ``--platform`` it calibrates first (about 4 minutes here). Where EZTrace,
+Without ``--platform`` it calibrates first (2-4 minutes here). Where EZTrace,
 MPICH's ``/usr/bin/mpicc`` or ``otf2-print`` is missing it prints one line and
 exits 0.
 """
