@@ -340,7 +340,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
 
     def agreeing(defs, chunks: OneRead):  # the cuts, kept as they are agreed
         for cut in CutAgreement(defs, chunks.first(), transport, mine, share, target,
-                                fallback):
+                                fallback, RankStream.gather_of(transport)):
             agreed.append(cut)
             yield cut
 
