@@ -407,12 +407,7 @@ class CutAgreement:
                 reader.cap = int(cutter.count * 1.5) + 1
                 self.every = gather(reader.state)
                 continue
-
-            def cut_here() -> tuple:
-                n = split(cutter, cut)
-                reader.cap = cutter.count + reader.quota
-                return n, cutter.count, reader.state()
-            every = gather(cut_here)
+            every = gather(_cut_here, reader, cut)
             self.next_try = sum(kept for _, kept, _ in every) + self.segment_records
             self.every = [state for *_, state in every]
             return cut, sum(n for n, _, _ in every)
@@ -503,6 +498,14 @@ def _exact(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int
         return False
     cutter.agreed = (*steps, cut, done)
     return True
+
+
+def _cut_here(reader: _Reader, cut: int) -> tuple[int, int, tuple]:
+    """Split at the agreed ``cut`` (:func:`split`) and let the reader read its
+    share again: (records in the segment, records kept, the reader's state)."""
+    n = split(reader.cutter, cut)
+    reader.cap = reader.cutter.count + reader.quota
+    return n, reader.cutter.count, reader.state()
 
 
 def split(cutter: _LocalCutter, cut: int) -> int:
