@@ -244,8 +244,8 @@ def gather_info(transport, info: dict) -> dict | None:
 
 #: The streamed run's one read (compensate/parallel/cutting.py, segments.py,
 #: reading.OneRead): a rank reads its own locations in chunks of at most this
-#: share of the one-process chunk (2^17 of 2^18 records), and of at most half
-#: its share of a segment (:func:`compensate.parallel.cutting.chunk_records`). The
+#: share of the one-process chunk (2^17 of 2^18 records), and of at most its
+#: share of a segment (:func:`compensate.parallel.cutting.chunk_records`). The
 #: agreement's and the cutter's work per chunk is Python per location; the smaller
 #: the reads, the less a rank holds beyond the cut (the share trades a few MiB per
 #: rank against the reading's time, docs/parallel.md; coarser reads also let a

@@ -273,13 +273,13 @@ def _collective_ranges(defs: Definitions, done: dict, mine: list[int]) -> dict[A
 
 
 def chunk_records(segment_records: int, share: float, largest: int) -> int:
-    """How many records a rank reads at a time for the cut: half its share of a
+    """How many records a rank reads at a time for the cut: its share of a
     segment, at most ``largest`` (a rank reads on until it holds its share, a
     chunk at a time: chunks larger than the share would make the segments larger
-    than asked for, and each chunk read ahead of the cut is held on top of the
-    segment; smaller ones cost the reading and the cutter their fixed work per
-    location and chunk more often, and the ranks a round of the agreement each)."""
-    return max(1, min(largest, math.ceil(segment_records * share) // 2))
+    than asked for; smaller ones cost the reading and the cutter their fixed work
+    per location and chunk more often, and the ranks a round of the agreement
+    each)."""
+    return max(1, min(largest, math.ceil(segment_records * share)))
 
 
 def share_of(mine: list[int], counts: dict[int, int | None]) -> float:
