@@ -152,6 +152,17 @@ KIND_NAMES: tuple[str, ...] = (
 )
 KIND_CODE: dict[str, int] = {name: i for i, name in enumerate(KIND_NAMES)}
 
+
+def kind_table(*codes: Any) -> np.ndarray:
+    """A table indexed by record kind code (``codes``: codes or iterables of
+    codes): ``kind_table(A, B).take(ev.kind)`` is ``np.isin(ev.kind, (A, B))``
+    without isin's sort, which is most of its cost on the columns of one location
+    of one segment."""
+    table = np.zeros(len(KIND_NAMES), dtype=bool)
+    for c in codes:
+        table[list(c) if isinstance(c, (list, tuple, set, frozenset, np.ndarray)) else c] = True
+    return table
+
 ENTER = KIND_CODE["Enter"]
 LEAVE = KIND_CODE["Leave"]
 SEND = KIND_CODE["MpiSend"]

@@ -37,10 +37,12 @@ from compensate.model import (
     SEND,
     Trace,
     TraceError,
+    kind_table,
 )
 
 #: the point-to-point records whose communicator names their rank
 P2P_KINDS = np.array([SEND, ISEND, RECV, IRECV])
+_P2P = kind_table(P2P_KINDS)
 
 # How each collective operation constrains its members' exits.
 N_TO_N = "n-to-n"
@@ -187,12 +189,15 @@ def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray) -> None:
     rather than the record left out of every instance or paired by the order of
     one thread's sends alone."""
     ev, comms = trace.events[loc], trace.definitions.comms
-    idx = np.union1d(idx, np.flatnonzero(np.isin(ev.kind, P2P_KINDS)))
-    for comm in np.unique(ev.comm[idx]).tolist():
+    mark = _P2P.take(ev.kind)  # (a mask: isin and union1d sort)
+    mark[idx] = True
+    idx = np.flatnonzero(mark)
+    used = ev.comm[idx]
+    for comm in np.unique(used).tolist():
         c = comms.get(comm)
         if c is None or not c.members or loc in c.members:
             continue
-        i = int(idx[np.flatnonzero(ev.comm[idx] == comm)[0]])
+        i = int(idx[np.flatnonzero(used == comm)[0]])
         shown = ", ".join(map(str, c.members[:4])) + (", ..." if len(c.members) > 4 else "")
         raise TraceError(
             f"{KIND_NAMES[ev.kind[i]]} on communicator {comm} (\"{c.name}\") on location "

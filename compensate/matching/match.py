@@ -60,6 +60,7 @@ from compensate.model import (
     Events,
     Trace,
     TraceError,
+    kind_table,
 )
 
 
@@ -355,6 +356,10 @@ def check_structure(trace: Trace, loc: int, ev: Events,
     return nest.before, nest.enters, nest.leaves
 
 
+#: the records :func:`posting_records` reads
+_POSTING = kind_table(ISEND, IRECV_REQUEST, IRECV, REQUEST_CANCELLED, NBC_REQUEST, NBC_COMPLETE)
+
+
 def posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
     """For one location: {MpiIrecv/NonBlockingCollectiveComplete index: index of the
     request record that posted it}, and the indices of cancelled MpiIsend /
@@ -365,8 +370,7 @@ def posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
     open_p2p: dict[int, int] = {}
     open_nbc: dict[int, int] = {}
     kinds = ev.kind
-    for i in np.flatnonzero(np.isin(kinds, (ISEND, IRECV_REQUEST, IRECV, REQUEST_CANCELLED,
-                                            NBC_REQUEST, NBC_COMPLETE))).tolist():
+    for i in np.flatnonzero(_POSTING.take(kinds)).tolist():
         k, r = int(kinds[i]), int(ev.request[i])
         if k in (ISEND, IRECV_REQUEST):
             open_p2p[r] = i

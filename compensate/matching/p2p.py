@@ -46,6 +46,7 @@ from compensate.model import (
     Events,
     Trace,
     TraceError,
+    kind_table,
 )
 
 
@@ -269,6 +270,10 @@ def _completions(ev: Events, sends: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the records :func:`matched_receives` reads
+_MATCHED = kind_table(PROBE, MRECV, IMRECV_REQUEST, IMRECV)
+
+
 def matched_receives(trace: Trace, loc: int, ev: Events
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The matched-probe receives of one location: (MpiMrecv/MpiImrecv records, the
@@ -283,7 +288,7 @@ def matched_receives(trace: Trace, loc: int, ev: Events
     then uses the Enter of its call, as for MpiRecv). Message and
     request ids are per location and reused after completion: each receive takes the
     latest probe (request) with its id before it. A receive without one is an error."""
-    sel = np.flatnonzero(np.isin(ev.kind, (PROBE, MRECV, IMRECV_REQUEST, IMRECV)))
+    sel = np.flatnonzero(_MATCHED.take(ev.kind))
     recv, probe, post = [], [], []
     by_message: dict[int, int] = {}
     by_request: dict[int, tuple[int, int]] = {}  # request -> (probe, ImrecvRequest)

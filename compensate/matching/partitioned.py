@@ -55,9 +55,11 @@ from compensate.model import (
     PTESTED,
     Trace,
     TraceError,
+    kind_table,
 )
 
 _KINDS = np.array(sorted(PARTITIONED_KINDS), dtype=np.int16)
+_PARTITIONED = kind_table(_KINDS)
 
 
 @dataclass
@@ -206,7 +208,7 @@ def match_partitioned(trace: Trace) -> PartitionedDeps:
     sends: dict[tuple, list[Operation]] = defaultdict(list)
     recvs: dict[tuple, list[Operation]] = defaultdict(list)
     for loc, ev in trace.events.items():
-        if not len(ev) or not np.isin(ev.kind, _KINDS).any():
+        if not len(ev) or not _PARTITIONED.take(ev.kind).any():
             continue
         for op in _operations(trace, loc):
             if op.send:

@@ -76,7 +76,15 @@ from compensate.formats.fields import fields_of
 from compensate.formats.rma import RMA_KINDS, mpi_windows
 from compensate.matching.collectives import COLLECTIVE_CLASSES, CREATE, FREE, N_TO_N, Instance
 from compensate.matching.threads import ThreadSync
-from compensate.model import COLLECTIVE_OPS, ENTER, KIND_CODE, LEAVE, Trace, TraceError
+from compensate.model import (
+    COLLECTIVE_OPS,
+    ENTER,
+    KIND_CODE,
+    LEAVE,
+    Trace,
+    TraceError,
+    kind_table,
+)
 
 C_BEGIN, C_END = KIND_CODE["RmaCollectiveBegin"], KIND_CODE["RmaCollectiveEnd"]
 GROUP_SYNC = KIND_CODE["RmaGroupSync"]
@@ -90,6 +98,9 @@ DEP_KINDS = ("post", "complete", "lock", "transfer", "completion")
 #: the PSCW calls, by a part of their (lower-case) region name
 PSCW_CALLS = (("win_post", "post"), ("win_start", "start"), ("win_complete", "complete"),
               ("win_wait", "wait"), ("win_test", "wait"))
+
+#: the one-sided records (:func:`match_rma` looks at a location that has one)
+_RMA = kind_table(RMA_KINDS)
 
 
 @dataclass
@@ -224,7 +235,7 @@ def match_rma(trace: Trace) -> RmaDeps:
         where = defs.locations.get(loc)
         if where is not None and not where.is_cpu:
             continue  # device copies recorded as RMA (CUDA, HIP): R9's, not MPI's
-        if len(ev) and np.isin(ev.kind, list(RMA_KINDS)).any():
+        if len(ev) and _RMA.take(ev.kind).any():
             locs[loc] = _Loc(trace, loc, mpi)
     if not locs:
         return deps

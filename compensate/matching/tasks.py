@@ -58,6 +58,7 @@ from compensate.model import (
     LEAVE,
     THREAD_BARRIER_PARADIGMS,
     Trace,
+    kind_table,
 )
 
 CREATE = (KIND_CODE["ThreadTaskCreate"], KIND_CODE["OmpTaskCreate"])
@@ -70,6 +71,7 @@ _TEAM_EDGES = (KIND_CODE["ThreadTeamBegin"], KIND_CODE["ThreadTeamEnd"])
 #: records after which a thread's earlier tasks are complete (its team's end; the
 #: legacy fork and join of the master)
 _RESETS = _TEAM_EDGES + (KIND_CODE["OmpFork"], KIND_CODE["OmpJoin"])
+_TASK = kind_table(TASK_KINDS)
 #: OTF2 region role of an OpenMP taskwait
 TASKWAIT_ROLES = frozenset({"TASK_WAIT"})
 
@@ -96,7 +98,7 @@ def match_tasks(trace: Trace, deps) -> None:
                 if role in BARRIER_ROLES and paradigm in THREAD_BARRIER_PARADIGMS]
     recs = {}
     for loc, ev in trace.events.items():
-        sel = np.isin(ev.kind, TASK_KINDS)
+        sel = _TASK.take(ev.kind)
         if not sel.any():
             continue
         sel |= np.isin(ev.kind, _RESETS)

@@ -69,6 +69,7 @@ from compensate.model import (
     THREAD_BARRIER_PARADIGMS,
     Trace,
     TraceError,
+    kind_table,
 )
 
 FORK, JOIN = KIND_CODE["ThreadFork"], KIND_CODE["ThreadJoin"]
@@ -80,6 +81,7 @@ END, WAIT = KIND_CODE["ThreadEnd"], KIND_CODE["ThreadWait"]
 OMP_ACQUIRE, OMP_RELEASE = KIND_CODE["OmpAcquireLock"], KIND_CODE["OmpReleaseLock"]
 THREAD_KINDS = (FORK, JOIN, TEAM_BEGIN, TEAM_END, ACQUIRE, RELEASE, CREATE, BEGIN, END, WAIT,
                 OMP_ACQUIRE, OMP_RELEASE)
+_THREAD, _CALL_EDGES = kind_table(THREAD_KINDS), kind_table(ENTER, LEAVE)
 
 #: dependency kinds, in the order of :attr:`ThreadDeps.counts`
 DEP_KINDS = ("fork", "join", "lock", "create", "end", "task", "taskwait")
@@ -136,9 +138,10 @@ def match_threads(trace: Trace) -> ThreadDeps:
     # per location, its thread records in order
     barrier_regions = [rid for rid, (role, paradigm) in defs.region_roles.items()
                        if role in BARRIER_ROLES and paradigm in THREAD_BARRIER_PARADIGMS]
-    recs = {loc: np.flatnonzero(np.isin(ev.kind, THREAD_KINDS) | (
-                np.isin(ev.kind, (ENTER, LEAVE)) & np.isin(ev.region, barrier_regions))
-            ).tolist() for loc, ev in trace.events.items()}
+    recs = {loc: np.flatnonzero(_THREAD.take(ev.kind) | (
+                _CALL_EDGES.take(ev.kind) & np.isin(ev.region, barrier_regions))
+            if barrier_regions else _THREAD.take(ev.kind)).tolist()
+            for loc, ev in trace.events.items()}
     recs = {loc: r for loc, r in recs.items() if r}
     _pthreads(trace, deps)
     if not recs:

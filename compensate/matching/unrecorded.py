@@ -48,8 +48,8 @@ def unrecorded_calls(defs: Definitions, ev: Events, regions: np.ndarray) -> dict
     if not regions.size or len(ev) < 2:
         return {}
     k, r = ev.kind, ev.region
-    hit = np.flatnonzero((k[:-1] == ENTER) & (k[1:] == LEAVE) & (r[:-1] == r[1:])
-                         & np.isin(r[:-1], regions))
+    hit = np.flatnonzero((k[:-1] == ENTER) & (k[1:] == LEAVE) & (r[:-1] == r[1:]))
+    hit = hit[np.isin(r[hit], regions)]  # (isin over the few empty calls only)
     if not hit.size:
         return {}
     ids, counts = np.unique(r[hit], return_counts=True)

@@ -244,14 +244,14 @@ def gather_info(transport, info: dict) -> dict | None:
 
 #: The streamed run's one read (compensate/parallel/cutting.py, segments.py,
 #: reading.OneRead): a rank reads its own locations in chunks of at most this
-#: share of the one-process chunk (2^15 of 2^18 records), and of at most a
-#: quarter of its share of a segment (:func:`compensate.parallel.cutting.chunk_records`). The
-#: agreement's per-chunk work is Python per location; the smaller the reads, the
-#: less a rank holds beyond the cut (the share trades a few MiB per rank against
-#: the reading's time, docs/parallel.md; coarser reads also let a rank that
-#: reads one process at a time cut fewer segments than one process would). Any
-#: chunking gives the same output.
-CHUNK_SHARE = 8
+#: share of the one-process chunk (2^17 of 2^18 records), and of at most its
+#: share of a segment (:func:`compensate.parallel.cutting.chunk_records`). The
+#: agreement's and the cutter's work per chunk is Python per location; the smaller
+#: the reads, the less a rank holds beyond the cut (the share trades a few MiB per
+#: rank against the reading's time, docs/parallel.md; coarser reads also let a
+#: rank that reads one process at a time cut fewer segments than one process
+#: would). Any chunking gives the same output.
+CHUNK_SHARE = 2
 #: Without ``--segment-records``, the ranks of a run of more than one rank cut
 #: segments of this many quarters of the one-process segment
 #: (:data:`~compensate.pipeline.cuts.SEGMENT_RECORDS`), counting every rank's
@@ -340,7 +340,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
 
     def agreeing(defs, chunks: OneRead):  # the cuts, kept as they are agreed
         for cut in CutAgreement(defs, chunks.first(), transport, mine, share, target,
-                                fallback):
+                                fallback, RankStream.gather_of(transport)):
             agreed.append(cut)
             yield cut
 

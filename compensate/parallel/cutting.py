@@ -273,12 +273,13 @@ def _collective_ranges(defs: Definitions, done: dict, mine: list[int]) -> dict[A
 
 
 def chunk_records(segment_records: int, share: float, largest: int) -> int:
-    """How many records a rank reads at a time for the cut: a quarter of its share
-    of a segment, at most ``largest`` (a rank reads on until it holds its share,
-    a chunk at a time: chunks much larger than the share would make the segments
-    larger than asked for, as the one-process command reads N/4 records for
-    ``--segment-records N``)."""
-    return max(1, min(largest, math.ceil(segment_records * share) // 4))
+    """How many records a rank reads at a time for the cut: its share of a
+    segment, at most ``largest`` (a rank reads on until it holds its share, a
+    chunk at a time: chunks larger than the share would make the segments larger
+    than asked for; smaller ones cost the reading and the cutter their fixed work
+    per location and chunk more often, and the ranks a round of the agreement
+    each)."""
+    return max(1, min(largest, math.ceil(segment_records * share)))
 
 
 def share_of(mine: list[int], counts: dict[int, int | None]) -> float:
@@ -353,14 +354,19 @@ class CutAgreement:
     rank can compensate each segment as soon as its cut is agreed and the reading
     for the cut is the segment pass's reading too
     (:class:`compensate.parallel.reading.OneRead`). Arguments as
-    :func:`agreed_cuts`. Collective, as is every :meth:`next_cut`."""
+    :func:`agreed_cuts`; ``gather(f, *args)``: every rank's ``f(*args)``, gathered,
+    as a phase of ``step`` (:func:`compensate.parallel.segments.fallback_gather`:
+    one ``allgather`` for both; default ``allgather(step(f, *args))``).
+    Collective, as is every :meth:`next_cut`."""
 
     def __init__(self, defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                  transport: Transport, mine: list[int], share: float,
                  segment_records: int = SEGMENT_RECORDS,
-                 step: Callable[..., Any] = lambda f, *a: f(*a)) -> None:
+                 step: Callable[..., Any] = lambda f, *a: f(*a),
+                 gather: Callable[..., list[Any]] | None = None) -> None:
         t = self.transport = transport
         self.defs, self.mine, self.step = defs, mine, step
+        self.gather = gather or (lambda f, *a: t.allgather(step(f, *a)))
         self.segment_records = segment_records
         owner = {loc: r for r, locs in enumerate(t.allgather(list(mine))) for loc in locs}
         self.cutter = _LocalCutter(defs, segment_records, owner, t.rank)
@@ -377,11 +383,11 @@ class CutAgreement:
     def next_cut(self) -> tuple[int | None, int] | None:
         """The next segment as ``(cut, records)`` (:func:`agreed_cuts`), None once
         every segment was given. Collective."""
-        t, reader, cutter, step = self.transport, self.reader, self.cutter, self.step
+        t, reader, cutter, gather = self.transport, self.reader, self.cutter, self.gather
         if self.over:
             return None
         if self.every is None:
-            self.every = t.allgather(step(reader.advance, True, None))
+            self.every = gather(reader.advance, True, None)
         while True:
             every = self.every
             total = sum(n for _, _, n, _, _ in every)
@@ -389,23 +395,22 @@ class CutAgreement:
             # (a rank that read no record yet may still hold the earliest ones)
             blank = any(not e and h is None for e, h, *_ in every)
             if (total < self.next_try or blank) and who:
-                self.every = t.allgather(step(reader.advance, t.rank in who, target))
+                self.every = gather(reader.advance, t.rank in who, target)
                 continue
             if all(e for e, *_ in every) and total < self.next_try:
                 break  # the rest is the last segment
-            cut = _look(t, cutter, self.defs, self.mine, every, step)
+            cut = _look(t, cutter, self.defs, self.mine, every, gather)
             if cut is None:
                 if all(e for e, *_ in every):
                     break
                 self.next_try = int(total * 1.5) + 1
                 reader.cap = int(cutter.count * 1.5) + 1
-                self.every = t.allgather(step(reader.state))
+                self.every = gather(reader.state)
                 continue
-            records = sum(t.allgather(step(split, cutter, cut)))
-            reader.cap = cutter.count + reader.quota
-            self.next_try = sum(t.allgather(cutter.count)) + self.segment_records
-            self.every = t.allgather(step(reader.state))
-            return cut, records
+            every = gather(_cut_here, reader, cut)
+            self.next_try = sum(kept for _, kept, _ in every) + self.segment_records
+            self.every = [state for *_, state in every]
+            return cut, sum(n for n, _, _ in every)
         self.over = True
         rest = sum(t.allgather(cutter.count))
         return (None, rest) if rest else None
@@ -430,11 +435,12 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
 
 
 def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],
-          every: list[tuple], step: Callable[..., Any]) -> int | None:
+          every: list[tuple], gather: Callable[..., list[Any]]) -> int | None:
     """The latest time up to the smallest horizon of the ranks still reading (the
     latest record time when every input has ended), after the first pending
     record, that is safe for the whole trace and passes the exact check; None if
-    none of the :data:`ATTEMPTS` latest does."""
+    none of the :data:`ATTEMPTS` latest does. ``gather``: as
+    :class:`CutAgreement`'s."""
     firsts = [f for *_, f in every if f is not None]
     live = [h for e, h, *_ in every if not e and h is not None]
     if not firsts:
@@ -442,34 +448,48 @@ def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int]
     first = min(firsts)
     top = min(live) if live else max(h for _, h, *_ in every if h is not None)
     _ship(t, cutter, top)
-    merged = step(cutter.merge)
-    bt, bd = cutter.busy()
-    order = np.argsort(bt, kind="stable")
-    bt, bd = bt[order], bd[order]
-    lo, hi = _safe_intervals(bt, np.cumsum(bd))
+    state: dict[str, Any] = {}
+
+    def prepare() -> tuple:  # (this rank's busy function, sorted; its first offer)
+        state["merged"] = cutter.merge()
+        bt, bd = cutter.busy()
+        order = np.argsort(bt, kind="stable")
+        state["steps"] = bt, bd = bt[order], bd[order]
+        state["safe"] = _safe_intervals(bt, np.cumsum(bd))
+        return _offer(*state["safe"], first, top)
+
+    offers = gather(prepare)
+    merged, steps, (lo, hi) = state["merged"], state["steps"], state["safe"]
     tried = 0
     while tried < ATTEMPTS and top > first:
-        cands, top = _common(t.allgather(_offer(lo, hi, first, top)), top)
+        if offers is None:
+            offers = t.allgather(_offer(lo, hi, first, top))
+        cands, top = _common(offers, top)
+        offers = None
         for cut in cands[:ATTEMPTS - tried]:
             tried += 1
-            if _exact(t, cutter, defs, mine, merged, cut, step, (bt, bd)):
+            if _exact(t, cutter, defs, mine, merged, cut, gather, steps):
                 return cut
     return None
 
 
 def _exact(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],
-           merged: dict[int, Events], cut: int, step: Callable[..., Any],
+           merged: dict[int, Events], cut: int, gather: Callable[..., list[Any]],
            steps: tuple[np.ndarray, np.ndarray]) -> bool:
     """The exact check at ``cut``, summed over the ranks (module docstring); where
     it passes, the cutter keeps the search's state for :func:`split`."""
-    def check() -> tuple[dict, dict, dict]:
-        channels, signs, done = cutter.balance(merged, cut)
-        return _unbalanced(channels, signs), _collective_ranges(defs, done, mine), done
+    kept: list[dict] = []
 
-    channels, ranges, done = step(check)
+    def check() -> tuple[dict, dict]:
+        channels, signs, done = cutter.balance(merged, cut)
+        kept.append(done)
+        return _unbalanced(channels, signs), _collective_ranges(defs, done, mine)
+
+    every = gather(check)
+    done = kept[0]
     balance: dict[tuple, int] = {}
     merged_ranges: dict[Any, tuple] = {}
-    for part_channels, part_ranges in t.allgather((channels, ranges)):
+    for part_channels, part_ranges in every:
         for key, v in part_channels.items():
             balance[key] = balance.get(key, 0) + v
         for key, (lo, hi) in part_ranges.items():
@@ -478,6 +498,14 @@ def _exact(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int
         return False
     cutter.agreed = (*steps, cut, done)
     return True
+
+
+def _cut_here(reader: _Reader, cut: int) -> tuple[int, int, tuple]:
+    """Split at the agreed ``cut`` (:func:`split`) and let the reader read its
+    share again: (records in the segment, records kept, the reader's state)."""
+    n = split(reader.cutter, cut)
+    reader.cap = reader.cutter.count + reader.quota
+    return n, reader.cutter.count, reader.state()
 
 
 def split(cutter: _LocalCutter, cut: int) -> int:

@@ -59,7 +59,7 @@ from typing import Any
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers
 from compensate.engine.span import check_span
 from compensate.model import Definitions, Events, Trace
-from compensate.parallel.driver import FALLBACK, RankFailed, agreed
+from compensate.parallel.driver import FALLBACK, RankFailed, agreed, agreed_gather
 from compensate.parallel.exchange import Exchange
 from compensate.parallel.fit import reduced_outcome
 from compensate.parallel.ghosts import complete_trimmed
@@ -138,6 +138,20 @@ def fallback_step(transport: Transport, f: Callable[..., Any], *args: Any,
         raise
 
 
+def fallback_gather(transport: Transport, f: Callable[..., Any], *args: Any) -> list[Any]:
+    """Every rank's ``f(*args)``, gathered, as a phase of :func:`fallback_step`
+    (:func:`compensate.parallel.driver.agreed_gather`: the phase boundary rides in
+    the one ``allgather``)."""
+    try:
+        return agreed_gather(transport, f, *args)
+    except (NotStreamable, SegmentError) as exc:
+        raise StreamFallback(str(exc)) from exc
+    except RankFailed as exc:
+        if exc.status == FALLBACK:
+            raise StreamFallback(exc.line) from exc
+        raise
+
+
 class RankStream:
     """One rank's side of the streamed distributed run (module docstring)."""
 
@@ -171,6 +185,11 @@ class RankStream:
     def step_of(transport: Transport) -> Callable[..., Any]:
         """:func:`fallback_step` on ``transport``."""
         return lambda f, *args: fallback_step(transport, f, *args)
+
+    @staticmethod
+    def gather_of(transport: Transport) -> Callable[..., list[Any]]:
+        """:func:`fallback_gather` on ``transport``."""
+        return lambda f, *args: fallback_gather(transport, f, *args)
 
     def _views(self, seg: dict[int, Events]) -> tuple[Segment, Trace]:
         """The segment ``seg`` of this rank's own locations with their context in

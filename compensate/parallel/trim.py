@@ -223,7 +223,7 @@ def keep_for(calls: Calls | None, n: int, rank_locs: np.ndarray,
     sent whole (``whole``)."""
     if calls is None:
         return None
-    wanted = (calls.peer < 0) | np.isin(calls.peer, rank_locs) | np.isin(calls.peer, whole)
+    wanted = (calls.peer < 0) | np.isin(calls.peer, np.concatenate((rank_locs, whole)))
     return kept(calls, n, wanted)
 
 

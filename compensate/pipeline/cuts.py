@@ -482,8 +482,9 @@ class CountingCutter(Cutter):
     base of a distributed rank's cutter, :mod:`compensate.parallel.cutting`, and
     the search of the tests' one-process reference cuts): the
     same attempts and cuts as :class:`Cutter`, but of the records it takes it keeps
-    every record's time (the counts, the references of METRIC samples) and, whole,
-    only the records :meth:`Cutter.balance` reads (:data:`_ALIGNED`); the busy
+    every record's time (the counts, the references of METRIC samples) and, their
+    columns without their payloads, only the records :meth:`Cutter.balance` reads
+    (:data:`_ALIGNED`); the busy
     function is built from each whole chunk as it is taken. A segment is then
     ``{location: measured times of its records}``. The remainder after a cut is
     copied, so that the joined arrays are freed with the segment."""
@@ -495,11 +496,12 @@ class CountingCutter(Cutter):
 
     def _hold(self, loc: int, ev: Events) -> None:
         self.times[loc].append(ev.time)
-        keep = np.flatnonzero(_ALIGNED[ev.kind])  # (ev.copy(mask) by indices: one
-        if keep.size:  # index array, not a mask per column; the payloads listed)
+        # (ev.copy(mask) by indices: one index array, not a mask per column; no
+        # payloads, which balance never reads)
+        keep = np.flatnonzero(_ALIGNED[ev.kind])
+        if keep.size:
             cols = {name: getattr(ev, name).take(keep) for name, _ in COLUMNS}
-            payload = [ev.payload[i] for i in keep.tolist()]
-            self.pending[loc].append(Events(**cols, payload=payload))
+            self.pending[loc].append(Events(**cols, payload=[None] * keep.size))
 
     def merge(self) -> dict[int, Events]:
         """The kept records as :meth:`Cutter.merge` gives them; every record's time

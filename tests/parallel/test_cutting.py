@@ -197,7 +197,7 @@ def test_a_ranks_share_of_the_records():
     assert share_of([0], {0: 30, 1: None}) == 0.5
     assert share_of([0, 1], {0: 0, 1: 0, 2: 0}) == pytest.approx(2 / 3)
     assert share_of([], {0: 5}) == 0.0
-    assert chunk_records(1000, 0.25, 1 << 14) == 62  # a quarter of its 250
+    assert chunk_records(1000, 0.25, 1 << 14) == 250  # its share of a segment
     assert chunk_records(1 << 18, 0.5, 1 << 14) == 1 << 14  # at most the largest
 
 
