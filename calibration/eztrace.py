@@ -60,8 +60,21 @@ what a dependency's observed interval holds:
 Per variant, ``closure`` is the per-kind costs summed over one iteration divided
 by traced - untraced seconds per iteration (1 when the costs account for all of
 the dilation; the two-rank variants use their path, 1 by construction). Kinds
-the probe never writes (the Pthreads module's, OpenMP locks and tasks) get
-``event_overhead``, the Enter/Leave mean.
+the probe never writes (OpenMP locks and tasks, the Pthread module's ThreadBegin)
+get ``event_overhead``, the Enter/Leave mean.
+
+The Pthread module's calls. Its Enter records carry the object's address as an
+attribute, and its records cost more than the MPI module's plain Enter and
+Leave, so they are costed per region (:data:`REGIONS`, the platform's
+``event_overhead_by_region``): ``calibration/eztrace_pthread_probe.c``, a plain
+C program run alone under ``eztrace -t pthread`` (that module cannot trace an
+MPI program here), repeats one thread's mutex lock and unlock (``mutex``) or a
+wait at a barrier of one thread (``pbarrier``). Each region's Enter and Leave
+are counted as kinds of their own (``Enter@pthread_mutex_lock``) and go through
+the same gaps, closure and fit as the MPI kinds; their Leave is a :data:`PURE`
+kind like every Leave. Regions of the module that are not measured (``sem_*``,
+``pthread_cond_*``, ``pthread_rwlock_*``, spin locks, create and join) cost
+their kind's.
 
 Usage::
 
@@ -91,9 +104,20 @@ from calibration.platformfile import OutputError, read_platform_dict, write_plat
 from compensate.platform import PlatformError
 
 SOURCE = Path(__file__).with_name("eztrace_probe.c")
-VARIANTS = ("wait", "barrier", "isend", "recv", "pingpong", "allreduce", "omp", "ompmpi")
+#: the Pthread module's probe: a plain C program (EZTrace's ``pthread`` module
+#: cannot trace an MPI program here), run without mpirun
+PTHREAD_SOURCE = Path(__file__).with_name("eztrace_pthread_probe.c")
+PTHREAD_VARIANTS = ("mutex", "pbarrier")
+VARIANTS = ("wait", "barrier", "isend", "recv", "pingpong", "allreduce", "omp", "ompmpi",
+            *PTHREAD_VARIANTS)
+#: regions whose Enter and Leave are costed apart from other regions' (the
+#: Pthread module's records carry the object's address as an attribute and cost
+#: more): counted as the kinds ``Enter@REGION`` and ``Leave@REGION``, written to
+#: the platform's ``event_overhead_by_region`` (:func:`platform_dict`)
+REGIONS = ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_barrier_wait")
 #: EZTrace modules a variant is traced with (others: mpich alone)
-MODULES = {"omp": "mpich openmp", "ompmpi": "mpich openmp"}
+MODULES = {"omp": "mpich openmp", "ompmpi": "mpich openmp", "mutex": "pthread",
+           "pbarrier": "pthread"}
 #: variants run for the gaps between their records alone (traced, not timed)
 GAPS_ONLY = ("ompmpi",)
 #: two-rank variants: the sending kind, the self-variant kind whose cost it takes,
@@ -184,23 +208,39 @@ def available(settings: ProbeSettings | None = None) -> str | None:
 
 
 def build(workdir: Path, settings: ProbeSettings) -> Path:
-    """Compile the probe into ``workdir``; its path."""
+    """Compile the probes into ``workdir``; the MPI probe's path (the Pthread
+    probe lies beside it, :func:`probe_program`)."""
     exe = workdir / "eztrace_probe"
-    proc = subprocess.run([settings.mpicc, "-O2", "-fopenmp", str(SOURCE), "-o", str(exe)],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        raise ProbeError(f"{settings.mpicc} cannot build {SOURCE.name}: {last}")
+    for source, flag, out in ((SOURCE, "-fopenmp", exe),
+                              (PTHREAD_SOURCE, "-pthread", probe_program(exe, "mutex"))):
+        proc = subprocess.run([settings.mpicc, "-O2", flag, str(source), "-o", str(out)],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            raise ProbeError(f"{settings.mpicc} cannot build {source.name}: {last}")
     return exe
+
+
+def probe_program(exe: Path, variant: str) -> Path:
+    """The program a variant runs: the Pthread probe beside the MPI probe ``exe``
+    for :data:`PTHREAD_VARIANTS`, else ``exe``."""
+    return exe.with_name(PTHREAD_SOURCE.stem) if variant in PTHREAD_VARIANTS else exe
+
+
+def trace_archive(exe: Path, variant: str) -> Path:
+    """Where EZTrace writes the traced probe's archive (``PROGRAM_trace``)."""
+    program = probe_program(exe, variant)
+    return program.with_name(f"{program.name}_trace") / "eztrace_log.otf2"
 
 
 def run_probe(exe: Path, variant: str, n: int, traced: bool, workdir: Path,
               settings: ProbeSettings) -> float:
     """Loop seconds of one run (the slowest rank's, as the probe prints it)."""
-    cmd = [settings.mpirun, "-n", str(settings.ranks)]
+    alone = variant in PTHREAD_VARIANTS  # (one process, no MPI)
+    cmd = [] if alone else [settings.mpirun, "-n", str(settings.ranks)]
     if traced:
         cmd += [settings.eztrace, "-t", MODULES.get(variant, "mpich")]
-    cmd += [str(exe), variant, str(int(n))]
+    cmd += [str(probe_program(exe, variant)), variant, str(int(n))]
     env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
     try:
         proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
@@ -215,9 +255,23 @@ def run_probe(exe: Path, variant: str, n: int, traced: bool, workdir: Path,
     return float(found[-1])
 
 
-def kind_name(printed: str) -> str:
-    """otf2-print's event name (MPI_IRECV_REQUEST) as the OTF2 kind (MpiIrecvRequest)."""
-    return "".join(part.capitalize() for part in printed.split("_"))
+def kind_name(printed: str, line: str = "") -> str:
+    """otf2-print's event name (MPI_IRECV_REQUEST) as the OTF2 kind (MpiIrecvRequest);
+    an Enter or Leave of one of :data:`REGIONS` (``line``: otf2-print's line, which
+    names the region) as ``Enter@REGION``."""
+    kind = "".join(part.capitalize() for part in printed.split("_"))
+    if kind in ("Enter", "Leave") and (found := _REGION.search(line)) \
+            and found.group(1) in REGIONS:
+        return f"{kind}@{found.group(1)}"
+    return kind
+
+
+_REGION = re.compile(r'Region: "([^"]*)"')
+
+
+def base_kind(kind: str) -> str:
+    """The OTF2 kind of a counted kind (``Enter@pthread_mutex_lock``: ``Enter``)."""
+    return kind.split("@", 1)[0]
 
 
 def read_records(archive: Path) -> dict[int, tuple[list[str], list[int]]]:
@@ -238,7 +292,7 @@ def read_records(archive: Path) -> dict[int, tuple[list[str], list[int]]]:
         if not started or len(parts) < 3 or not parts[1].isdigit() or not parts[2].isdigit():
             continue
         kinds, times = out.setdefault(int(parts[1]), ([], []))
-        kinds.append(kind_name(parts[0]))
+        kinds.append(kind_name(parts[0], line))
         times.append(int(parts[2]))
     return out
 
@@ -285,7 +339,7 @@ def probe_records(exe: Path, variant: str, settings: ProbeSettings, workdir: Pat
     per_n, gaps, pairs = [], {}, {}
     for n in (small, large):
         run_probe(exe, variant, n, True, workdir, settings)
-        records = read_records(workdir / "eztrace_probe_trace" / "eztrace_log.otf2")
+        records = read_records(trace_archive(exe, variant))
         if not records:
             raise ProbeError(f"the traced {variant} probe wrote no records")
         kinds, times = records[min(records)]
@@ -295,7 +349,7 @@ def probe_records(exe: Path, variant: str, settings: ProbeSettings, workdir: Pat
     steps = iterations(large) - iterations(small)
     out = {k: (per_n[1][k] - per_n[0][k]) / steps for k in kinds}
     out = {k: v for k, v in out.items() if v > 0.01}
-    tick = 1.0 / ticks_per_second(workdir / "eztrace_probe_trace" / "eztrace_log.otf2")
+    tick = 1.0 / ticks_per_second(trace_archive(exe, variant))
     return (out, {k: gaps[k] * tick for k in out if k in gaps},
             {k: (g * tick, c) for k, (g, c) in pairs.items()})
 
@@ -352,7 +406,7 @@ def per_kind(records: dict[str, dict[str, float]], gaps: dict[str, dict[str, flo
         for k, g in gaps[v].items():
             if k in per and (k not in best or untraced[v] < best[k][1]):
                 nxt = successor(pairs[v], k) if pairs and v in pairs else None
-                own = 0.0 if k in PURE else share  # (a PURE kind's gap: tracer work alone)
+                own = 0.0 if base_kind(k) in PURE else share  # (PURE: tracer work alone)
                 after = max(g - own - before.get(nxt, 0.0), 0.0)
                 best[k] = (after + before.get(k, 0.0), untraced[v])
     return {k: c for k, (c, _) in sorted(best.items())}
@@ -381,7 +435,7 @@ def closed_costs(records: dict[str, dict[str, float]], costs: dict[str, float],
         return dict(costs)
     n = np.array([[records[v].get(k, 0.0) for k in kinds] for v in variants])
     g = np.array([costs[k] for k in kinds])
-    w = np.diag([0.0 if k in PURE else max(costs[k], 1e-9) for k in kinds])
+    w = np.diag([0.0 if base_kind(k) in PURE else max(costs[k], 1e-9) for k in kinds])
     resid = np.array([delta[v] for v in variants]) - n @ g
     c = g + w @ n.T @ np.linalg.lstsq(n @ w @ n.T, resid, rcond=None)[0]
     return {k: max(float(x), 0.0) for k, x in zip(kinds, c, strict=True)}
@@ -523,7 +577,7 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
     (for the kinds the MPI probe does not write), the copy table (and network model)
     of ``copy_from`` if given. Without the ``pingpong`` variant MpiSend takes
     MpiIsend's cost. ``speed_reference``: :func:`speed_reference` of the probes' pairs."""
-    costs = dict(result.costs)
+    costs = {k: v for k, v in result.costs.items() if "@" not in k}
     if "MpiIsend" in costs:
         costs.setdefault("MpiSend", costs["MpiIsend"])
     pair = [costs[k] for k in ("Enter", "Leave") if k in costs]
@@ -534,6 +588,11 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
     before = {k: v for k, v in result.before.items() if k in costs and v > 0}
     if before:
         data["overhead_before_stamp"] = before
+    for key, values in (("event_overhead_by_region", result.costs),
+                        ("overhead_before_stamp_by_region", result.before)):
+        regions = by_region(values)
+        if regions:
+            data[key] = regions
     reference = speed_reference(result.pairs)
     if reference:
         data["speed_reference"] = reference
@@ -550,6 +609,17 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
         "note": "kinds not named cost event_overhead (the Enter/Leave mean); "
                 "copy_time and network come from --copy-from"}
     return data
+
+
+def by_region(values: dict[str, float]) -> dict[str, dict[str, float]]:
+    """The ``KIND@REGION`` entries of ``values`` as the platform file's by-region
+    object: region -> kind -> seconds (zeros left out)."""
+    out: dict[str, dict[str, float]] = {}
+    for key, v in values.items():
+        if "@" in key and v > 0:
+            kind, region = key.split("@", 1)
+            out.setdefault(region, {})[kind] = v
+    return {r: dict(sorted(k.items())) for r, k in sorted(out.items())}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,16 @@ def test_otf2_print_names_become_otf2_record_kinds():
     assert ez.kind_name("ENTER") == "Enter"
 
 
+def test_the_pthread_modules_calls_are_counted_by_region():
+    line = 'ENTER    1    356026  Region: "pthread_mutex_unlock" <10>'
+    assert ez.kind_name("ENTER", line) == "Enter@pthread_mutex_unlock"
+    assert ez.kind_name("LEAVE", line.replace("unlock", "lock")) == "Leave@pthread_mutex_lock"
+    # other regions, and other kinds, stay their kind
+    assert ez.kind_name("ENTER", 'ENTER  0  1  Region: "MPI_Send" <3>') == "Enter"
+    assert ez.kind_name("THREAD_BEGIN", line) == "ThreadBegin"
+    assert ez.base_kind("Leave@pthread_barrier_wait") == "Leave"
+
+
 def test_the_gap_after_each_kind_is_its_median():
     kinds = ["Enter", "Leave", "Enter", "Leave", "Enter", "Leave"]
     times = [0, 100, 110, 230, 240, 9000]
@@ -176,6 +186,35 @@ def test_the_platform_file_is_one_compensate_reads():
     assert data["network"] == {"latency": 1e-6, "per_byte": 1e-10}
 
 
+def test_region_costs_go_to_the_platforms_by_region_entries():
+    result = ez.ProbeResult(
+        costs={"Enter": 7e-8, "Leave": 5e-8, "Enter@pthread_mutex_lock": 2.7e-7,
+               "Leave@pthread_mutex_lock": 1.2e-7, "Leave@pthread_barrier_wait": 0.0},
+        delta={"wait": 1e-7, "mutex": 8e-7},
+        records={"wait": {"Enter": 1, "Leave": 1},
+                 "mutex": {"Enter@pthread_mutex_lock": 1, "Leave@pthread_mutex_lock": 1}},
+        before={"Leave@pthread_mutex_lock": 2e-8})
+    data = ez.platform_dict(result, None)
+    assert data["event_overhead_by_kind"] == {"Enter": 7e-8, "Leave": 5e-8}
+    assert data["event_overhead"] == pytest.approx(6e-8)  # the MPI module's Enter/Leave only
+    assert data["event_overhead_by_region"] == {
+        "pthread_mutex_lock": {"Enter": 2.7e-7, "Leave": 1.2e-7}}  # (a zero is left out)
+    assert data["overhead_before_stamp_by_region"] == {"pthread_mutex_lock": {"Leave": 2e-8}}
+    assert "overhead_before_stamp" not in data
+
+
+def test_a_pthread_calls_gap_holds_tracer_work_like_its_kinds():
+    records = {"mutex": {"Enter@pthread_mutex_lock": 1.0, "Leave@pthread_mutex_lock": 1.0}}
+    gaps = {"mutex": {"Enter@pthread_mutex_lock": 90e-9, "Leave@pthread_mutex_lock": 120e-9}}
+    costs = ez.per_kind(records, gaps, {"mutex": 20e-9})
+    # a Leave's gap is tracer work alone (PURE), the Enter's holds 10 ns of the loop
+    assert costs == pytest.approx({"Enter@pthread_mutex_lock": 80e-9,
+                                   "Leave@pthread_mutex_lock": 120e-9})
+    closed = ez.closed_costs(records, costs, {"mutex": 500e-9})
+    assert closed["Leave@pthread_mutex_lock"] == pytest.approx(120e-9)
+    assert closed["Enter@pthread_mutex_lock"] == pytest.approx(380e-9)
+
+
 def test_the_speed_reference_is_the_median_over_variants_of_pure_tracer_pairs():
     pairs = {"isend": {"Enter>MpiIsend": (50e-9, 1000), "MpiIsend>Leave": (90e-9, 1000)},
              "recv": {"Enter>MpiIsend": (56e-9, 1000), "MpiRecv>Leave": (44e-9, 1000)},
@@ -210,6 +249,20 @@ def test_the_pingpong_writes_one_message_a_hop_per_rank(tmp_path):
     records, _, _ = ez.probe_records(exe, "pingpong", settings, tmp_path)
     assert records == pytest.approx({"Enter": 2.0, "Leave": 2.0, "MpiSend": 1.0,
                                      "MpiRecv": 1.0})
+
+
+@pytest.mark.skipif(ez.available() is not None, reason="needs EZTrace, MPICH and otf2-print")
+def test_the_pthread_probe_writes_one_call_of_each_region_per_iteration(tmp_path):
+    settings = ez.ProbeSettings()
+    exe = ez.build(tmp_path, settings)
+    records, gaps, _ = ez.probe_records(exe, "mutex", settings, tmp_path)
+    assert records == pytest.approx({f"{k}@pthread_mutex_{r}": 1.0 for k in ("Enter", "Leave")
+                                     for r in ("lock", "unlock")})
+    assert set(gaps) == set(records)
+    records, _, _ = ez.probe_records(exe, "pbarrier", settings, tmp_path)
+    assert records == pytest.approx({"Enter@pthread_barrier_wait": 1.0,
+                                     "Leave@pthread_barrier_wait": 1.0})
+    assert ez.run_probe(exe, "mutex", 1000, False, tmp_path, settings) > 0
 
 
 def test_without_eztrace_the_command_says_what_is_missing(tmp_path, monkeypatch, capsys):
