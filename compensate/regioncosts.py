@@ -6,8 +6,8 @@ carry region *ids*, and several ids may share one name (EZTrace numbers rank
 ``r``'s definitions from ``r * 2^30``, so every rank has its own id for
 ``pthread_mutex_lock``). :func:`bind` turns the names into one sorted id table
 once per trace's definitions (:meth:`compensate.platform.Platform.region_costs`
-keeps it), and :meth:`RegionCosts.find` looks up every Enter/Leave record of a
-location in one vectorised search, so that no per-record Python runs on the
+keeps it), and :meth:`RegionCosts.rows` looks up every Enter/Leave record of a
+location in one vectorised pass, so that no per-record Python runs on the
 engine's path.
 """
 
@@ -38,38 +38,55 @@ class RegionCosts:
     cost: np.ndarray
     pre: np.ndarray
 
-    def find(self, kinds: np.ndarray, regions: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The Enter/Leave records of ``kinds``/``regions`` (one location's columns)
-        whose region has an entry: (their indices, their rows in the table, their
-        column: 0 Enter, 1 Leave)."""
-        empty = np.zeros(0, np.intp)
+    def rows(self, kinds: np.ndarray, regions: np.ndarray) -> np.ndarray | None:
+        """Per record of ``kinds``/``regions`` (one location's columns): its row in
+        the table if it is an Enter/Leave of a region with an entry, else -1; None
+        where no record is."""
         if not self.ids.size or not len(kinds):
-            return empty, empty, empty
-        idx = np.flatnonzero((kinds == ENTER) | (kinds == LEAVE))
-        if not idx.size:
-            return empty, empty, empty
-        r = np.asarray(regions)[idx].astype(np.int64)
-        pos = np.minimum(np.searchsorted(self.ids, r), len(self.ids) - 1)
-        hit = self.ids[pos] == r
-        idx, pos = idx[hit], pos[hit]
-        return idx, pos, (np.asarray(kinds)[idx] == LEAVE).astype(np.intp)
+            return None
+        kinds, regions = np.asarray(kinds), np.asarray(regions, np.int64)
+        el = (kinds == ENTER) | (kinds == LEAVE)
+        first = int(np.argmax(el))
+        if not el[first]:
+            return None
+        # (other records' region column is NONE: they take the first Enter/Leave's
+        # region, masked below, so that the ids looked up lie close together)
+        r = np.where(el, regions, regions[first])
+        lo, hi = int(r.min()), int(r.max())
+        a, b = (int(x) for x in np.searchsorted(self.ids, [lo, hi + 1]))
+        if a == b:
+            return None
+        if hi - lo <= max(4 * len(r), 1 << 16):
+            # one location's ids lie close together (EZTrace numbers a rank's from
+            # rank * 2^30): a dense table over their range is one gather, where a
+            # binary search per record costs several times the rest of the lookup
+            table = np.full(hi - lo + 1, -1, np.intp)
+            table[self.ids[a:b] - lo] = np.arange(a, b)
+            rows = table[r - lo]
+        else:
+            pos = np.minimum(np.searchsorted(self.ids, r), len(self.ids) - 1)
+            rows = np.where(self.ids[pos] == r, pos, -1)
+        rows[~el] = -1
+        return rows
 
     def apply(self, values: np.ndarray, kinds: np.ndarray, regions: np.ndarray,
               which: str) -> np.ndarray:
-        """``values`` (seconds per record, modified) with each entry's ``which``
-        (``"cost"`` or ``"pre"``) where the entry names the record."""
-        idx, pos, col = self.find(kinds, regions)
-        if idx.size:
-            v = getattr(self, which)[pos, col]
-            use = ~np.isnan(v)
-            values[idx[use]] = v[use]
-        return values
+        """``values`` (seconds per record) with each entry's ``which`` (``"cost"``
+        or ``"pre"``) where the entry names the record (a new array where any
+        does, else ``values`` itself)."""
+        rows = self.rows(kinds, regions)
+        if rows is None:
+            return values
+        flat = np.append(getattr(self, which).ravel(), np.nan)  # (the last: no entry)
+        key = np.where(rows >= 0, 2 * rows + (np.asarray(kinds) == LEAVE), len(flat) - 1)
+        v = flat[key]
+        return np.where(np.isnan(v), values, v)
 
     def matches(self, kinds: np.ndarray, regions: np.ndarray) -> np.ndarray:
         """How many records of ``kinds``/``regions`` each entry (of ``names``) matched."""
-        _, pos, _ = self.find(kinds, regions)
-        return np.bincount(self.entry[pos], minlength=len(self.names))
+        rows = self.rows(kinds, regions)
+        hit = np.zeros(0, np.intp) if rows is None else rows[rows >= 0]
+        return np.bincount(self.entry[hit], minlength=len(self.names))
 
 
 def bind(costs: Mapping[str, Mapping[str, float]], before: Mapping[str, Mapping[str, float]],

@@ -64,3 +64,25 @@ def test_a_platform_with_entries_needs_the_region_names():
                                      names=NAMES).tolist() == [4e-8]
     assert insitu.location_overheads(6, np.array([ENTER]), np.array([2]),
                                      names=NAMES).tolist() == [3e-7]
+
+
+def test_close_and_scattered_ids_are_looked_up_alike():
+    """One rank's ids (close together: a dense table) and ids of ranks far apart (a
+    binary search) give each record the same row; records of other kinds none."""
+    rng = np.random.default_rng(1)
+    n = 500
+    kinds = rng.choice([ENTER, LEAVE, SEND], n).astype(np.int16)
+    local = rng.integers(0, 6, n)
+    far = rng.integers(0, 2, n) << 33  # (the scattered case: half of them 2^33 away)
+    for regions in (local, local + far):
+        names = {r: f"r{(r & 7) % 3}" for r in np.unique(regions).tolist()}
+        bound = bind({"r1": {"Enter": 1.0}, "r2": {"Leave": 2.0}}, {}, names)
+        rows = bound.rows(kinds, regions)
+        el = (kinds == ENTER) | (kinds == LEAVE)
+        named = el & np.isin(local % 3, [1, 2])
+        assert np.array_equal(rows >= 0, named)
+        assert np.array_equal(bound.ids[rows[named]], regions[named])
+        got = bound.apply(np.zeros(n), kinds, regions, "cost")
+        want = np.where(named & (local % 3 == 1) & (kinds == ENTER), 1.0,
+                        np.where(named & (local % 3 == 2) & (kinds == LEAVE), 2.0, 0.0))
+        assert np.array_equal(got, want)
