@@ -126,6 +126,8 @@ DEVICE_LINKS = ("launch", "synchronize")
 TRACERS = ("record", "scorep", "eztrace", "python-writer", "other")
 #: the file's keys of per-region costs (module docstring)
 BY_REGION, BEFORE_BY_REGION = "event_overhead_by_region", "overhead_before_stamp_by_region"
+
+
 class PlatformError(Refusal):
     """A platform file or overhead value that cannot be used (one-line message; a
     :class:`~compensate.errors.Refusal`, whose reason is the whole message)."""
