@@ -135,7 +135,8 @@ def platform_of(defs: Definitions, base: Platform | None = None,
                 use_cold: bool = False) -> Platform | None:
     """The per-location platform of a trace's in-situ tables (None if it has
     none): each table's overheads for its location, and its cold-call curves
-    (``use_cold``); locations without a table, and the copy cost, from ``base``
+    (``use_cold``); locations without a table (their overhead by kind and by
+    region, not its parts before the stamp), and the copy cost, from ``base``
     (zero without one)."""
     if not defs.insitu:
         return None
@@ -161,7 +162,9 @@ def platform_of(defs: Definitions, base: Platform | None = None,
         return Platform(0.0, by_location=by_location, cold=cold)
     return Platform(base.event_overhead, dict(base.overhead_by_kind), base.copy_bytes,
                     base.copy_seconds, base.device_overhead, by_location=by_location,
-                    network=base.network, rma_release=base.rma_release, cold=cold)
+                    network=base.network, rma_release=base.rma_release, cold=cold,
+                    overhead_by_region={k: dict(v) for k, v in
+                                        base.overhead_by_region.items()})
 
 
 def describe(platform: Platform) -> dict[str, Any]:

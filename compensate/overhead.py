@@ -321,7 +321,8 @@ def copy_contradictions(definitions: Definitions, chunks, platform: Platform
             info = definitions.locations.get(loc)
             if info is not None and not info.is_cpu or not len(ev):
                 continue
-            o = np.asarray(platform.location_overheads(loc, ev.kind, ev.region), float)
+            o = np.asarray(platform.location_overheads(loc, ev.kind, ev.region,
+                                                       names=definitions.regions), float)
             start = seen.get(loc, 0)
             t, o, kind, size = continued(last, loc, ev.time.astype(np.int64), o, ev.kind,
                                          ev.size)  # (with the record before this chunk's)

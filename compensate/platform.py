@@ -7,6 +7,8 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
      "event_overhead_by_kind": {"Metric": 2e-6},   # optional, OTF2 record kind -> seconds
      "device_overhead": 0.0,                       # optional, seconds per accelerator record
      "overhead_before_stamp": {"MpiRecv": 5e-8},   # optional, kind -> seconds (below)
+     "event_overhead_by_region": {"pthread_mutex_lock": {"Enter": 2.1e-7}},  # (below)
+     "overhead_before_stamp_by_region": {...},     # optional, the same shape (below)
      "copy_time": [{"bytes": 64, "seconds": 2e-8}, ...],
      "network": {"latency": 1e-6, "per_byte": 2e-10},  # optional (R2f, below)
      "rma": {"release": "after_completion"},            # optional (R10, below)
@@ -18,6 +20,16 @@ The platform file is JSON (documented field by field in docs/platform-file.md)::
 before it reads the clock for the record (EZTrace stamps MpiRecv only after its own
 work once PMPI_Recv returned), at most the kind's overhead, default 0; how R1 and
 the dependency rules read it: :mod:`compensate.engine.overheads`.
+
+``event_overhead_by_region``: region name (as the trace's region definition
+names it) -> ``{"Enter": s, "Leave": s}``, either optional: the overhead of an
+Enter/Leave record of every region of that name on a CPU location, in place of
+its kind's (EZTrace's Pthread wrappers write an attribute with each record and
+cost more than its plain ones). ``overhead_before_stamp_by_region``: the same
+shape, the part before the stamp of those records, in place of the kind's (at
+most the overhead the file gives the record). A location's in-situ table still
+takes precedence (:meth:`Platform.location_overheads`); how names become the
+trace's region ids: :mod:`compensate.regioncosts`.
 
 ``network``: the platform's network model, ``latency + bytes · per_byte`` seconds
 for one message's transfer (without the two buffer copies), measured by a
@@ -83,6 +95,7 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cache
@@ -93,6 +106,7 @@ import numpy as np
 
 from compensate.errors import Refusal
 from compensate.model import KIND_CODE, KIND_NAMES
+from compensate.regioncosts import RECORDS, RegionCosts, bind
 from compensate.smallfile import NotRegular, TooLarge, read_small
 
 SUPPORTED_FORMATS = (1,)
@@ -110,7 +124,10 @@ BOUNDS_WHY = "beyond what a machine can be: docs/platform-file.md, Bounds"
 #: the directions of a ``device`` entry (module docstring)
 DEVICE_LINKS = ("launch", "synchronize")
 TRACERS = ("record", "scorep", "eztrace", "python-writer", "other")
-#: OTF2 creator strings (the anchor file's) -> the tracer that writes them.
+#: the file's keys of per-region costs (module docstring)
+BY_REGION, BEFORE_BY_REGION = "event_overhead_by_region", "overhead_before_stamp_by_region"
+
+
 class PlatformError(Refusal):
     """A platform file or overhead value that cannot be used (one-line message; a
     :class:`~compensate.errors.Refusal`, whose reason is the whole message)."""
@@ -176,6 +193,14 @@ class Platform:
     before_stamp: dict[str, float] = field(default_factory=dict)
     #: the file's ``speed_reference`` (module docstring): ``"a>b"`` -> seconds
     speed_reference: dict[str, float] = field(default_factory=dict)
+    #: the file's ``event_overhead_by_region`` (module docstring): region name ->
+    #: {"Enter"/"Leave": seconds}
+    overhead_by_region: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the file's ``overhead_before_stamp_by_region``: the same shape
+    before_stamp_by_region: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: :meth:`region_costs` bound to each trace's region names seen (by the id of
+    #: the names' dict, which it keeps: the id cannot be reused meanwhile)
+    _bound: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _seconds("event_overhead", self.event_overhead)
@@ -192,6 +217,7 @@ class Platform:
             if v > table[KIND_CODE[k]]:
                 raise PlatformError(f"overhead_before_stamp[{k!r}] = {v:g} s is more than "
                                     f"the kind's overhead, {table[KIND_CODE[k]]:g} s")
+        self._check_regions(table)
         for k, v in self.speed_reference.items():
             if reference_pair(k) is None:
                 raise PlatformError(f"speed_reference: {k!r} is not two OTF2 record kinds "
@@ -230,6 +256,33 @@ class Platform:
         # per-byte cost C(s) at the table points, interpolated log-log in between
         self._per_byte = s / b
 
+    def _check_regions(self, table: np.ndarray) -> None:
+        """The by-region entries (module docstring): Enter/Leave seconds each, and
+        no part before a stamp more than the overhead the file gives that record."""
+        pre_table = self.before_stamp_table()
+        for key, given in ((BY_REGION, self.overhead_by_region),
+                           (BEFORE_BY_REGION, self.before_stamp_by_region)):
+            for name, entry in given.items():
+                for k, v in entry.items():
+                    if k not in RECORDS:
+                        raise PlatformError(f"{key}.{name}: {_unknown(k, RECORDS)}")
+                    _seconds(f"{key}.{name}.{k}", v)
+        for name in sorted(set(self.overhead_by_region) | set(self.before_stamp_by_region)):
+            for k in RECORDS:
+                o = self.overhead_by_region.get(name, {}).get(k)
+                what = f"{BY_REGION}.{name}.{k}"
+                if o is None:
+                    o, what = float(table[KIND_CODE[k]]), f"the kind's overhead ({k})"
+                pre = self.before_stamp_by_region.get(name, {}).get(k)
+                if pre is not None and pre > o:
+                    raise PlatformError(f"{BEFORE_BY_REGION}.{name}.{k} = {pre:g} s is more "
+                                        f"than the record's overhead, {what} = {o:g} s")
+                if pre is None and pre_table[KIND_CODE[k]] > o:
+                    raise PlatformError(
+                        f"overhead_before_stamp[{k!r}] = {pre_table[KIND_CODE[k]]:g} s is more "
+                        f"than {what} = {o:g} s (state the region's own part in "
+                        f"{BEFORE_BY_REGION}.{name}.{k})")
+
     # -- overhead ---------------------------------------------------------------
     def overhead_table(self) -> np.ndarray:
         """Seconds of overhead per record kind code (index = kind code)."""
@@ -239,19 +292,66 @@ class Platform:
         """Seconds of each kind's overhead before its stamp, per kind code (0: unnamed)."""
         return _kind_table(self.before_stamp, 0.0)
 
+    @property
+    def has_regions(self) -> bool:
+        """Whether the file states costs per region (``event_overhead_by_region`` or
+        ``overhead_before_stamp_by_region``)."""
+        return bool(self.overhead_by_region or self.before_stamp_by_region)
+
+    def region_costs(self, names: Mapping[int, str] | None) -> RegionCosts | None:
+        """The by-region entries bound to a trace's region ``names`` (id -> name,
+        ``Definitions.regions``), built once per names' dict
+        (:mod:`compensate.regioncosts`); None where the file states none."""
+        if not self.has_regions:
+            return None
+        if names is None:
+            raise ValueError("a platform with per-region overheads needs the trace's "
+                             "region names (Definitions.regions)")
+        cached = self._bound.get(id(names))
+        if cached is not None and cached[0] is names and cached[1] == len(names):
+            return cached[2]
+        if len(self._bound) >= 4:  # a few traces' definitions at a time at most
+            self._bound.clear()
+        bound = bind(self.overhead_by_region, self.before_stamp_by_region, names)
+        self._bound[id(names)] = (names, len(names), bound)
+        return bound
+
+    def file_overheads(self, kinds: np.ndarray, regions: np.ndarray,
+                       names: Mapping[int, str] | None = None) -> np.ndarray:
+        """Seconds of overhead of each record (its kind codes and region ids) as the
+        platform file states it: :meth:`overhead_table` by kind, an Enter/Leave
+        of a region named in ``event_overhead_by_region`` that entry's value
+        (``names``: the trace's region names, needed where the file has such
+        entries). No in-situ table is read."""
+        o = self.overhead_table()[kinds]
+        bound = self.region_costs(names)
+        return o if bound is None else bound.apply(o, kinds, regions, "cost")
+
+    def record_before_stamp(self, kinds: np.ndarray, regions: np.ndarray,
+                            names: Mapping[int, str] | None = None) -> np.ndarray:
+        """Seconds of each record's overhead before its stamp as the file states
+        it: ``overhead_before_stamp`` by kind (0: unnamed), an Enter/Leave of a
+        region named in ``overhead_before_stamp_by_region`` that entry's value."""
+        pre = self.before_stamp_table()[kinds]
+        bound = self.region_costs(names)
+        return pre if bound is None else bound.apply(pre, kinds, regions, "pre")
+
     def location_overheads(self, loc: int, kinds: np.ndarray, regions: np.ndarray,
-                           own: np.ndarray | None = None) -> np.ndarray:
+                           own: np.ndarray | None = None,
+                           names: Mapping[int, str] | None = None) -> np.ndarray:
         """Seconds of overhead of each record of location ``loc`` (its kind codes
-        and region ids): :meth:`overhead_table` by kind, or the location's in-situ
-        table where :attr:`by_location` has one (its Enter/Leave per region).
-        ``own``: the records' ``overhead`` column (ns measured in the run, NONE:
-        none, :mod:`compensate.formats.otf2.overheads`); where a location has an
-        in-situ table, a record's own value replaces the table's. A platform
-        without in-situ tables (``--platform`` or ``--overhead`` chosen over the
-        trace's own) ignores it, so that those options keep meaning what they say."""
+        and region ids): :meth:`file_overheads` (by kind, by region name where the
+        file has ``event_overhead_by_region``: ``names``, the trace's region names),
+        or the location's in-situ table where :attr:`by_location` has one (its
+        Enter/Leave per region). ``own``: the records' ``overhead`` column (ns
+        measured in the run, NONE: none, :mod:`compensate.formats.otf2.overheads`);
+        where a location has an in-situ table, a record's own value replaces the
+        table's. A platform without in-situ tables (``--platform`` or
+        ``--overhead`` chosen over the trace's own) ignores it, so that those
+        options keep meaning what they say."""
         entry = self.by_location.get(loc)
         if entry is None:
-            return self.overhead_table()[kinds]
+            return self.file_overheads(kinds, regions, names)
         o = self._table_overheads(entry, kinds, regions)
         if own is not None:
             have = own >= 0
@@ -365,7 +465,9 @@ class Platform:
                        before_stamp={str(k): float(v) for k, v in
                                      (data.get("overhead_before_stamp") or {}).items()},
                        speed_reference={str(k): float(v) for k, v in
-                                        (data.get("speed_reference") or {}).items()})
+                                        (data.get("speed_reference") or {}).items()},
+                       overhead_by_region=_by_region(data.get(BY_REGION)),
+                       before_stamp_by_region=_by_region(data.get(BEFORE_BY_REGION)))
         except PlatformError as exc:  # not reached for a valid file; kept as a guard
             raise PlatformError(f"{source}: {exc}") from None
 
@@ -398,7 +500,17 @@ class Platform:
             out["overhead_before_stamp"] = dict(self.before_stamp)
         if self.speed_reference:  # likewise
             out["speed_reference"] = dict(self.speed_reference)
+        if self.overhead_by_region:  # likewise
+            out[BY_REGION] = {k: dict(v) for k, v in self.overhead_by_region.items()}
+        if self.before_stamp_by_region:  # likewise
+            out[BEFORE_BY_REGION] = {k: dict(v) for k, v in self.before_stamp_by_region.items()}
         return out
+
+
+def _by_region(given: Any) -> dict[str, dict[str, float]]:
+    """A by-region entry of a (valid) platform file as the dataclass holds it."""
+    return {str(name): {str(k): float(v) for k, v in entry.items()}
+            for name, entry in (given or {}).items()}
 
 
 def reference_pair(pair: str) -> tuple[int, int] | None:

@@ -14,8 +14,8 @@ the trace shows the same gaps at its own speed (:class:`PairGaps`). The median
 of the trace's gap over the reference's, among the pairs the trace holds at
 least :data:`MIN_COUNT` times, is the trace's speed relative to the calibration
 (:func:`speed_factor`), and every per-record cost of the platform is scaled by
-it (:func:`scaled`): the per-kind overheads and their parts before the stamp,
-not the copy table or the network (memory and the interconnect do not follow
+it (:func:`scaled`): the per-kind and per-region overheads and their parts
+before the stamp, not the copy table or the network (memory and the interconnect do not follow
 the core's clock the same way).
 
 A factor outside :data:`LIMITS` says the trace was not recorded by the tracer
@@ -125,11 +125,17 @@ def speed_factor(reference: dict[str, float], found: dict[str, tuple[float, int]
 
 def scaled(platform: Platform, factor: float) -> Platform:
     """``platform`` with every per-record cost (the overhead of each kind, the
-    default one and the parts before the stamp) times ``factor``."""
+    default one, each region's and the parts before the stamp) times ``factor``."""
+    def times(by_region: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return {name: {k: v * factor for k, v in entry.items()}
+                for name, entry in by_region.items()}
+
     return dataclasses.replace(
         platform, event_overhead=platform.event_overhead * factor,
         overhead_by_kind={k: v * factor for k, v in platform.overhead_by_kind.items()},
-        before_stamp={k: v * factor for k, v in platform.before_stamp.items()})
+        before_stamp={k: v * factor for k, v in platform.before_stamp.items()},
+        overhead_by_region=times(platform.overhead_by_region),
+        before_stamp_by_region=times(platform.before_stamp_by_region))
 
 
 def at_trace_speed(platform: Platform, found: dict[str, tuple[float, int]]

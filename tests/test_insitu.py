@@ -90,6 +90,25 @@ def test_platform_of_maps_region_names_and_keeps_copy_cost(tmp_path: Path) -> No
     assert plat.location_overheads(1, kinds, regions) * 1e9 == pytest.approx([500] * 4)
 
 
+def test_platform_of_keeps_the_files_region_overheads_where_there_is_no_table(
+        tmp_path: Path) -> None:
+    """A ``prefer_insitu`` file's per-region overhead is the file's overhead of
+    the locations without a table (as its per-kind one), its parts before the
+    stamp dropped with the kinds' (the tables measure the cost after it)."""
+    defs = c.read(_text_trace(tmp_path)).definitions
+    base = Platform(5e-7, overhead_by_region={"g": {"Leave": 7e-7}},
+                    before_stamp_by_region={"g": {"Leave": 1e-7}})
+    plat = insitu.platform_of(defs, base)
+    assert plat.overhead_by_region == {"g": {"Leave": 7e-7}}
+    assert plat.before_stamp_by_region == {}
+    kinds, regions = np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1])
+    # location 0: its table (Leave g: its kind's 200 ns); location 1: the file's
+    assert plat.location_overheads(0, kinds, regions, names=defs.regions) * 1e9 == \
+        pytest.approx([100, 200, 300, 200])
+    assert plat.location_overheads(1, kinds, regions, names=defs.regions) * 1e9 == \
+        pytest.approx([500, 500, 500, 700])
+
+
 # -- cold-call curves (issue #22, cold22) ------------------------------------------------
 
 COLD = {"w_s": [0.0, 1000e-9], "extra_s": {"function": [0.0, 250e-9]},

@@ -79,6 +79,18 @@ CASES = [  # (file content, the message after "p.json: ")
     (with_(rma={}), "rma: missing required field 'release' (when MPI_Win_unlock sends the lock's "
      "release: eager or after_completion)"),
     (with_(prefer_insitu="yes"), 'prefer_insitu: expected true or false, got the string "yes"'),
+    (with_(event_overhead_by_region={"pthread_mutex_lock": {"Entry": 2e-7}}),
+     "event_overhead_by_region.pthread_mutex_lock: unknown field 'Entry' (did you mean 'Enter'?)"),
+    (with_(event_overhead_by_region={"a.b c": {"Enter": -1e-9}}),
+     "event_overhead_by_region.a.b c.Enter: must be >= 0, got -1e-09"),
+    (with_(event_overhead_by_region={"x": 2e-7}),
+     "event_overhead_by_region.x: expected an object, got the number 2e-07"),
+    (with_(event_overhead_by_region=[]),
+     "event_overhead_by_region: expected an object, got a list"),
+    (with_(overhead_before_stamp_by_region={"x": {"Leave": "1ns"}}),
+     'overhead_before_stamp_by_region.x.Leave: expected a number, got the string "1ns"'),
+    (with_(overhead_before_stamp_by_region={"x": {"Enter": 1e-9, "leave": 0}}),
+     "overhead_before_stamp_by_region.x: unknown field 'leave' (did you mean 'Leave'?)"),
     ({"copy_time": []},
      "missing required field 'event_overhead' (seconds the tracer adds per record)"),
     ([GOOD], "expected an object, got a list"),
@@ -212,6 +224,52 @@ def test_overhead_before_stamp_loads_round_trips_and_is_bounded_by_the_kind():
     assert_agree(with_(overhead_before_stamp={"Lave": 1e-9}))
 
 
+def test_region_overheads_load_round_trip_and_are_bounded_by_the_record():
+    regions = {"pthread_mutex_lock": {"Enter": 2.1e-7, "Leave": 2e-7},
+               "ns.f[1] \"q\"": {"Leave": 3e-7}}
+    data = with_(event_overhead=1.3e-7, event_overhead_by_region=regions,
+                 overhead_before_stamp_by_region={"pthread_mutex_lock": {"Leave": 2e-7},
+                                                  "other": {"Enter": 1.3e-7}})
+    plat = Platform.from_dict(data)
+    assert plat.overhead_by_region == regions and plat.has_regions
+    back = Platform.from_dict(plat.to_dict())
+    assert back.overhead_by_region == regions
+    assert back.before_stamp_by_region == plat.before_stamp_by_region
+    assert first_problem(plat.to_dict()) is None
+    assert_agree(plat.to_dict())
+    plain = Platform.from_dict(GOOD).to_dict()  # summaries without them unchanged
+    assert "event_overhead_by_region" not in plain
+    assert "overhead_before_stamp_by_region" not in plain
+    with pytest.raises(PlatformError, match=re.escape(
+            "overhead_before_stamp_by_region.x.Enter = 3e-07 s is more than the record's "
+            "overhead, event_overhead_by_region.x.Enter = 2e-07 s")):
+        Platform(1e-7, overhead_by_region={"x": {"Enter": 2e-7}},
+                 before_stamp_by_region={"x": {"Enter": 3e-7}})
+    with pytest.raises(PlatformError, match=re.escape(
+            "overhead_before_stamp_by_region.x.Leave = 2e-07 s is more than the record's "
+            "overhead, the kind's overhead (Leave) = 1e-07 s")):
+        Platform(1e-7, before_stamp_by_region={"x": {"Leave": 2e-7}})
+    with pytest.raises(PlatformError, match=re.escape(
+            "overhead_before_stamp['Enter'] = 5e-08 s is more than "
+            "event_overhead_by_region.x.Enter = 3e-08 s")):
+        Platform(1e-7, before_stamp={"Enter": 5e-8}, overhead_by_region={"x": {"Enter": 3e-8}})
+    with pytest.raises(PlatformError, match="unknown field 'Entry'"):
+        Platform(1e-7, overhead_by_region={"x": {"Entry": 3e-8}})
+    with pytest.raises(PlatformError, match=r"event_overhead_by_region\.x\.Enter must be"):
+        Platform(1e-7, overhead_by_region={"x": {"Enter": 4000.0}})
+
+
+def test_a_misspelt_region_field_exits_3_with_the_line(tmp_path):
+    bad = tmp_path / "platform.json"
+    bad.write_text(json.dumps(with_(event_overhead_by_region={"MPI_Send": {"Entry": 1e-7}})))
+    proc = run_compensate(ROOT / "examples" / "pingpong.trace", tmp_path / "out.trace",
+                          "--platform", bad, cwd=ROOT)
+    assert proc.returncode == 3
+    assert proc.stderr.strip().splitlines() == [
+        f"compensate: error: {bad}: event_overhead_by_region.MPI_Send: unknown field 'Entry' "
+        f"(did you mean 'Enter'?)"]
+
+
 def test_prefer_insitu_loads_and_round_trips():
     plat = Platform.from_dict(with_(prefer_insitu=True))
     assert plat.prefer_insitu is True
@@ -247,6 +305,10 @@ platform_files = st.fixed_dictionaries(
                   {}, optional={"latency": st.one_of(numbers, junk),
                                 "per_byte": st.one_of(numbers, junk),
                                 "measured": junk, "bandwith": numbers}), junk),
+              "event_overhead_by_region": st.one_of(st.dictionaries(
+                  st.sampled_from(["f", "a.b", "", "_x"]), st.one_of(st.dictionaries(
+                      st.sampled_from(["Enter", "Leave", "Entry"]), st.one_of(numbers, junk),
+                      max_size=2), junk), max_size=2), junk),
               "_comment": junk, "machine": junk, "date": junk, "copy_times": junk})
 
 

@@ -74,11 +74,17 @@ def test_factor_median_of_frequent_pairs_and_limits() -> None:
 def test_scaled_platform_scales_per_record_costs_only() -> None:
     p = Platform(1e-7, {"Enter": 5e-8, "MpiRecv": 4e-8}, np.array([64.0]), np.array([2e-8]),
                  network=(1e-6, 1e-10), before_stamp={"MpiRecv": 1e-8},
-                 speed_reference={"MpiRecv>Leave": 4e-8})
+                 speed_reference={"MpiRecv>Leave": 4e-8},
+                 overhead_by_region={"pthread_mutex_lock": {"Enter": 2e-7, "Leave": 1e-7}},
+                 before_stamp_by_region={"pthread_mutex_lock": {"Leave": 4e-8}})
     q = scaled(p, 1.5)
     assert q.event_overhead == pytest.approx(1.5e-7)
     assert q.overhead_by_kind == pytest.approx({"Enter": 7.5e-8, "MpiRecv": 6e-8})
     assert q.before_stamp == pytest.approx({"MpiRecv": 1.5e-8})
+    assert q.overhead_by_region["pthread_mutex_lock"] == pytest.approx(
+        {"Enter": 3e-7, "Leave": 1.5e-7})
+    assert q.before_stamp_by_region["pthread_mutex_lock"] == pytest.approx({"Leave": 6e-8})
+    assert p.overhead_by_region["pthread_mutex_lock"]["Enter"] == 2e-7  # (p unchanged)
     assert q.copy_time(64) == p.copy_time(64) and q.network == p.network
     assert q.speed_reference == p.speed_reference
     assert Platform.from_dict(q.to_dict()).speed_reference == p.speed_reference

@@ -706,6 +706,8 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
         print(fit_warning, file=sys.stderr)
     if over:
         print(overcompensation_line(summary), file=sys.stderr)
+    if unmatched := unmatched_regions_line(summary):
+        print(unmatched, file=sys.stderr)
     if not args.quiet:
         m, a = summary["measured_span_s"], summary["approximated_span_s"]
         removed = f"{100 * (m - a) / m:.1f} %" if m > 0 else "n/a"
@@ -723,6 +725,18 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
         _no_message_note(deps)
     _markers_note(summary)
     return EXIT_OK
+
+
+def unmatched_regions_line(summary: dict) -> str:
+    """The warning where an entry of the platform's per-region costs matched no
+    record (a misspelt region name, a region the trace does not hold): '' if none."""
+    none = [name for name, n in summary.get("region_overhead_records", {}).items() if not n]
+    if not none:
+        return ""
+    names = ", ".join(json.dumps(name) for name in none)
+    return (f"compensate: warning: the platform's per-region overhead for {names} matched "
+            f"no Enter/Leave record on a CPU location of the trace (is the region name "
+            f"spelt as the trace defines it?)")
 
 
 def _markers(args: argparse.Namespace, summary: dict) -> None:

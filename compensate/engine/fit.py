@@ -85,7 +85,7 @@ from compensate.engine.netmodel import (  # noqa: F401 - fit's public names too
     implausible,
     size_classes,
 )
-from compensate.engine.overheads import before_stamp, event_times, record_overheads
+from compensate.engine.overheads import before_stamp, event_times, file_ticks, record_overheads
 from compensate.matching import Matching, MessageTable
 from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, call_enter, call_leave
 from compensate.matching.partitioned import fit_candidates
@@ -392,7 +392,7 @@ def observe_transfers(trace: Trace, matching: Matching, platform: Platform,
     keep = overlapped & causal & waited & posted_first & last
     net = tm[recv] - after[send] - (copy + cs)  # after[send] = send_m + O(MpiSend)
     r_size, r_net = observed_transfers(  # RMA transfers (R10)
-        trace, matching.rma, platform.overhead_table() * res,
+        trace, matching.rma, file_ticks(platform, trace),
         lambda s: float(platform.copy_time(s)) * res, receivers)
     locs = trace.definitions.locations
     group_of = {loc: (locs[loc].group if loc in locs else loc) for loc in trace.events}

@@ -173,6 +173,7 @@ class Graph:
                 gaps.append(np.zeros(n))  # or flush counted here: its owner does)
                 continue
             self._count_flushes(ev, len(pinned))
+            self._count_regions(loc, ev, len(pinned), info)
             o = record_overheads(platform, defs, loc, ev, written=written)
             gap = np.zeros(n)
             if n > 1:
@@ -208,6 +209,21 @@ class Graph:
             self.stats.buffer_flushes += int(counted.size)
             self.stats.add_flush_ticks(int(np.sum(ev.size[counted] - ev.time[counted])),
                                        self.trace.definitions.timer_resolution)
+
+    def _count_regions(self, loc: int, ev: Events, pinned: int, info) -> None:
+        """Count the records of a location (but its first ``pinned``, counted with
+        an earlier segment) charged a by-region cost of the platform, per entry
+        (:attr:`Stats.region_records <compensate.engine.Stats.region_records>`):
+        Enter/Leave of a named region on a CPU location without an in-situ table."""
+        bound = self.platform.region_costs(self.trace.definitions.regions)
+        if bound is None:
+            return
+        found = self.stats.region_records
+        n = np.zeros(len(bound.names), np.int64)
+        if loc not in self.platform.by_location and (info is None or info.is_cpu):
+            n = bound.matches(ev.kind[pinned:], ev.region[pinned:])
+        for name, c in zip(bound.names, n.tolist(), strict=True):
+            found[name] = found.get(name, 0) + c
 
     def _count_overcompensation(self, local: np.ndarray) -> None:
         """R1 overcompensation: local records (not dependent, not first) whose gap

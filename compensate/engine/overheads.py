@@ -3,7 +3,9 @@
 R1 removes, from the gaps around each record, the time the tracer spent writing it.
 How much that is depends on the record and its location:
 
-* by default the platform's overhead of the record's kind; where the platform has
+* by default the platform's overhead of the record's kind (of its region's name,
+  for an Enter/Leave of a region the platform file names in
+  ``event_overhead_by_region``); where the platform has
   an in-situ table for the location (the trace's own measurements), that table's,
   and each record's own measured cost (the OTF2 attribute ``COMPENSATE::OVERHEAD``)
   where it has one (:meth:`compensate.platform.Platform.location_overheads`);
@@ -36,9 +38,11 @@ which the rules of dependent records read for the sender's side of a transfer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from compensate.model import BUFFER_FLUSH, Definitions, Events
+from compensate.model import BUFFER_FLUSH, Definitions, Events, Trace
 from compensate.platform import Platform
 
 
@@ -48,8 +52,25 @@ def written_overheads(platform: Platform, defs: Definitions, loc: int, events: E
     to write, by the platform (its kind, or the location's in-situ table and the
     record's own measured cost)."""
     return platform.location_overheads(loc, events.kind[start:], events.region[start:],
-                                       events.overhead[start:]) \
+                                       events.overhead[start:], defs.regions) \
         * float(defs.timer_resolution)
+
+
+def file_ticks(platform: Platform, trace: Trace) -> Callable[[int, int], float]:
+    """Ticks record ``i`` of location ``loc`` cost the tracer as the platform file
+    states it, by kind and region name (:meth:`Platform.file_overheads
+    <compensate.platform.Platform.file_overheads>`), each location's computed when
+    first asked for (the RMA transfers the network fit observes)."""
+    defs, ticks = trace.definitions, {}
+    res = float(defs.timer_resolution)
+
+    def of(loc: int, i: int) -> float:
+        o = ticks.get(loc)
+        if o is None:
+            ev = trace.events[loc]
+            o = ticks[loc] = platform.file_overheads(ev.kind, ev.region, defs.regions) * res
+        return float(o[i])
+    return of
 
 
 def record_overheads(platform: Platform, defs: Definitions, loc: int, events: Events,
@@ -80,17 +101,20 @@ def before_stamp(platform: Platform, defs: Definitions, loc: int, events: Events
                  start: int = 0, written: np.ndarray | None = None) -> np.ndarray:
     """Ticks of each record's overhead (location ``loc``, from record ``start`` on)
     that the tracer spent before the record's stamp (module docstring): the
-    platform's ``overhead_before_stamp`` of its kind, never more than the record's
+    platform's ``overhead_before_stamp`` of its kind (of its region, for an
+    Enter/Leave of a region named in ``overhead_before_stamp_by_region``), never
+    more than the record's
     :func:`written_overheads` (``written``, if at hand); 0 on accelerator streams and
     METRIC locations (no host overhead there)."""
     n = len(events.kind) - start
-    if not platform.before_stamp or n <= 0:
+    if not (platform.before_stamp or platform.before_stamp_by_region) or n <= 0:
         return np.zeros(max(n, 0))
     info = defs.locations.get(loc)
     if info is not None and (info.is_metric or info.is_device):
         return np.zeros(n)
     o = written_overheads(platform, defs, loc, events, start) if written is None else written
-    pre = platform.before_stamp_table()[events.kind[start:]] * float(defs.timer_resolution)
+    pre = platform.record_before_stamp(events.kind[start:], events.region[start:],
+                                       defs.regions) * float(defs.timer_resolution)
     return np.minimum(pre, o)
 
 

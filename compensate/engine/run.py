@@ -123,6 +123,9 @@ class Stats:
     #: ranks), not a float sum whose last bit depends on the order
     flush_ticks: int = 0
     flush_resolution: int = field(default=0, metadata={"combine": max})
+    #: per entry of the platform's by-region costs (region name): the Enter/Leave
+    #: records it was charged to (counted as :mod:`compensate.engine.graph` builds)
+    region_records: dict = field(default_factory=dict)
 
     def add_flush_ticks(self, ticks: int, resolution: int) -> None:
         """Count ``ticks`` more of BufferFlush time removed."""

@@ -67,7 +67,7 @@ record whose partner is missing (a stream segment, a trace cut short).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -504,7 +504,7 @@ def _transfers(locs: dict[int, _Loc], deps: RmaDeps, target, fence_end: dict,
 __all__ = ["DEP_KINDS", "RmaDeps", "RmaLink", "match_rma"]
 
 
-def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
+def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: Callable[[int, int], float],
                        copy_ticks, receivers: Collection[int] | None = None,
                        ) -> tuple[list[int], list[float]]:
     """(bytes, network ticks) of the transfers whose whole time the measurement shows
@@ -512,8 +512,8 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
     record that the transfer freed last and that came clearly after its waiter was
     ready (:func:`was_observed`): ``network = r_m - (s_m + O(s)) - 2·C(b)·b``. The
     post and complete notifications of PSCW, observed the same way, are zero-byte
-    messages on the same network: they give the latency. ``receivers``: only the
-    waits on these locations (default: all)."""
+    messages on the same network: they give the latency. ``overhead_ticks(loc, i)``:
+    O of a record, ticks; ``receivers``: only the waits on these locations (default: all)."""
     by_recv: dict[tuple, list] = defaultdict(list)
     also: dict[tuple, set] = defaultdict(set)
     for link in deps.links:
@@ -527,7 +527,7 @@ def observed_transfers(trace: Trace, deps: RmaDeps, overhead_ticks: np.ndarray,
     origin = min((int(e.time[0]) for e in ev.values() if len(e)), default=0)
 
     def free(loc: int, i: int) -> float:
-        return float(int(ev[loc].time[i]) - origin) + float(overhead_ticks[ev[loc].kind[i]])
+        return float(int(ev[loc].time[i]) - origin) + overhead_ticks(loc, i)
 
     sizes: list[int] = []
     nets: list[float] = []

@@ -71,6 +71,7 @@ from compensate.engine.exchange import Outbox, Wire
 from compensate.engine.graph import FAST_P2P, Graph
 from compensate.model import BUFFER_FLUSH
 from compensate.parallel.transport import Transport, Wave
+from compensate.pipeline.totals import add_counts
 
 
 def ghost_pins(trace: Any, owner: dict[int, int], rank: int) -> dict[int, tuple]:
@@ -553,7 +554,7 @@ class Exchange:
         BufferFlush statistics, which each rank counted for its own locations (the
         graph gives ghost locations no R1 gaps and counts none of them), summed,
         their largest shortfall the largest; the flush ticks summed (exact integers:
-        the same seconds as the one-process run's)."""
+        the same seconds as the one-process run's); the by-region records summed."""
         t = self.transport
         cases = stats.p2p_cases
         flush = {}
@@ -566,7 +567,7 @@ class Exchange:
         mine = (dict(cases), stats.overcompensated,
                 dict(stats.overcompensated_by_kind), stats.overcompensated_max_s,
                 stats.buffer_flushes, flush,
-                None if waiting is None else g.loc_ids[waiting])
+                None if waiting is None else g.loc_ids[waiting], dict(stats.region_records))
         got = t.allgather(mine)
         # after a cycle: the first location (in the trace's order) still waiting
         order = {loc: i for i, loc in enumerate(g.loc_ids)}
@@ -580,6 +581,9 @@ class Exchange:
             for name, n in d[2].items():
                 by_kind[name] = by_kind.get(name, 0) + n
         stats.overcompensated_by_kind = by_kind
+        stats.region_records = {}
+        for d in got:
+            add_counts(stats.region_records, d[7])
         stats.overcompensated_max_s = max(d[3] for d in got)
         stats.buffer_flushes = sum(d[4] for d in got)
         ticks = sum(x for d in got for x in d[5].values())

@@ -96,7 +96,9 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
     """The run summary, key by key as the command's ``--summary`` writes it (before the
     timings it adds): shared by the command and :func:`compensate`. ``nesting``:
     Enter/Leave that do not nest (``Matching.nesting_summary()``); ``overhead``:
-    which overhead was used and where it came from (:func:`compensate.overhead.choose`)."""
+    which overhead was used and where it came from (:func:`compensate.overhead.choose`).
+    ``region_overhead_records``, where the platform states costs per region: per
+    entry (region name), the Enter/Leave records charged its cost."""
     summary: dict[str, Any] = {
         "input": input,
         "output": output,
@@ -125,6 +127,10 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
     }
     if nesting is not None:  # Enter/Leave that do not nest: counts and the first one
         summary["nesting"] = nesting
+    if platform is not None and platform.has_regions:  # (only then: others unchanged)
+        names = sorted(set(platform.overhead_by_region) | set(platform.before_stamp_by_region))
+        summary["region_overhead_records"] = {n: int(stats.region_records.get(n, 0))
+                                              for n in names}
     if fit_outcome is not None:
         from compensate.engine.fit import summary_object
         summary["fit"] = summary_object(fit_outcome, stats.p2p_cases)

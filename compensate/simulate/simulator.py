@@ -27,8 +27,10 @@ Where the platform puts part of a kind's overhead before the stamp
 (``overhead_before_stamp``, ``pre(k) <= O(k)``), emitting does ``t += pre(k)``,
 stamps, then ``t += O(k) - pre(k)``: the tracer's work before it reads the clock
 (EZTrace's MPI_Recv wrapper, which stamps MpiRecv after its own work once the
-receive returned). Everything below is unchanged by it except that each stamp
-lies ``pre(k)`` after the "@t" it names.
+receive returned). An Enter/Leave of a region the platform names in
+``event_overhead_by_region`` (``overhead_before_stamp_by_region``) costs that
+entry's ``O`` (``pre``) instead of its kind's. Everything below is unchanged by
+it except that each stamp lies ``pre(k)`` after the "@t" it names.
 Notation below: "X@t" = record X stamped at t, "[O]" = its overhead is added.
 
 * ``compute(d)``: ``t += d``. ``call(f, d)``: Enter(f) [O], ``t += d``, Leave(f) [O].
@@ -354,13 +356,16 @@ class _Sim:
                  regions: dict[str, int], fixed_sources: dict[int, list[int]] | None,
                  quantum: Callable[[float], float] = float,
                  spread: Callable[[float], float] | None = None,
-                 before: Sequence[float] | None = None) -> None:
+                 before: Sequence[float] | None = None,
+                 by_region: dict[int, tuple] | None = None) -> None:
         self.program = program
         self.spread = spread
         self.n = program.ranks
         self.O = list(overhead)
         #: per kind code: the part of O spent before the stamp (module docstring)
         self.pre = list(before) if before is not None else [0.0] * len(self.O)
+        #: per region id with its own cost: ((O, pre) of its Enter, of its Leave)
+        self.by_region = by_region or {}
         self.copy = copy
         self.q = quantum
         self.net = lambda s: quantum(network.time(s))
@@ -533,6 +538,7 @@ class _Rank:
         self.rows = sim.rows[self.slot]
         self.O = sim.O
         self.pre = sim.pre
+        self.by_region = sim.by_region
         self.since_flush = 0
         self.last_source = NONE
         self.next_request = 1
@@ -552,11 +558,13 @@ class _Rank:
                 rows.payload[i] = payload
             if kind == BUFFER_FLUSH:  # the size column holds the stop time (seconds)
                 rows.stop[i], size = size, NONE
-        o = self.O[kind]
+        o, pre = self.O[kind], self.pre[kind]
+        if self.by_region and (kind == ENTER or kind == LEAVE) and region in self.by_region:
+            o, pre = self.by_region[region][kind == LEAVE]
         if rows.own is not None:
             o = self.sim.spread(o)
             rows.own.append(o)
-        pre = min(self.pre[kind], o)
+        pre = min(pre, o)
         self.t += pre
         rows.time.append(self.t)
         rows.cols.extend((kind, region, peer, comm, tag, size, size_recv, op, request))
@@ -999,6 +1007,23 @@ def _collective_sizes(op: str, nbytes: int, n: int, root: int, me: int) -> tuple
 # ---------------------------------------------------------------------------------
 # public entry points
 
+def _region_costs(platform: Platform, regions: dict[str, int],
+                  quantum: Callable[[float], float]) -> dict[int, tuple]:
+    """Per region id with an entry in the platform's by-region costs: ((O, pre) of
+    its Enter, of its Leave), the kind's where the entry names none."""
+    bound = platform.region_costs({rid: name for name, rid in regions.items()})
+    if bound is None:
+        return {}
+    o_kind, pre_kind = platform.overhead_table(), platform.before_stamp_table()
+    out = {}
+    for j, rid in enumerate(bound.ids.tolist()):
+        out[rid] = tuple(
+            (quantum(float(o_kind[code] if np.isnan(bound.cost[j, c]) else bound.cost[j, c])),
+             quantum(float(pre_kind[code] if np.isnan(bound.pre[j, c]) else bound.pre[j, c])))
+            for c, code in enumerate((ENTER, LEAVE)))
+    return out
+
+
 def _region_table(program: Program) -> dict[str, int]:
     names = ["main", *P2P_REGIONS]
     names += [collective_region(op) for op in sorted(SUPPORTED_COLLECTIVES)]
@@ -1119,7 +1144,8 @@ def run_program(program: Program, platform: Platform, *, network: Network | None
     measured = _Sim(program, [quantum(x) for x in platform.overhead_table()], copy,
                     replace(network),
                     flush_time=flush_time, fixed_sources=None, spread=spread,
-                    before=[quantum(x) for x in platform.before_stamp_table()], **common)
+                    before=[quantum(x) for x in platform.before_stamp_table()],
+                    by_region=_region_costs(platform, regions, quantum), **common)
     total_ops = 2 * max(sum(len(ops) for ops in program.ops), 1)
     measured.run(progress and (lambda ops: progress(ops / total_ops)))
     # convert each run's records as soon as it ends: one run's record store at a time

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from compensate import __version__
@@ -581,3 +582,78 @@ def test_a_whole_trace_the_memory_cannot_hold_is_refused_before_it_is_read(
     assert not out.parent.exists()
     monkeypatch.setattr(memory, "available_memory", lambda: 1 << 40)
     assert main([str(anchor), str(out), "--overhead", "100ns", "--quiet", "--in-memory"]) == 0
+
+
+REGION_PLATFORM = dict(PLATFORM, event_overhead_by_region={
+    "MPI_Recv": {"Enter": 3e-7, "Leave": 2e-7}, "MPI_Recieve": {"Enter": 1e-7}},
+    overhead_before_stamp_by_region={"MPI_Send": {"Leave": 5e-8}})
+
+
+def _region_records(path, names):
+    """Enter/Leave records of each region name, counted from the trace itself."""
+    from compensate.formats import read_trace
+    from compensate.model import KIND_CODE
+    trace = read_trace(str(path))
+    ids = {n: [r for r, name in trace.definitions.regions.items() if name == n] for n in names}
+    counts = dict.fromkeys(names, 0)
+    for ev in trace.events.values():
+        el = (ev.kind == KIND_CODE["Enter"]) | (ev.kind == KIND_CODE["Leave"])
+        for n in names:
+            counts[n] += int(np.count_nonzero(el & np.isin(ev.region, ids[n])))
+    return counts
+
+
+def test_region_overheads_are_reported_and_an_unmatched_one_warned(run_cli, tmp_path):
+    """The summary holds the per-region costs and the records each entry was
+    charged to, alike in memory and streamed; an entry that matched nothing (a
+    misspelt name) is one warning line, even with --quiet, and no failure."""
+    pf = tmp_path / "p.json"
+    pf.write_text(json.dumps(REGION_PLATFORM))
+    want = _region_records(EXAMPLE, ["MPI_Recieve", "MPI_Recv", "MPI_Send"])
+    assert want["MPI_Recv"] > 0 and want["MPI_Send"] > 0
+    outputs = []
+    for i, mode in enumerate(([], ["--segment-records", "8"], ["--in-memory"])):
+        out, summary = tmp_path / f"o{i}.trace", tmp_path / f"s{i}.json"
+        code, stdout, stderr = run_cli(EXAMPLE, out, "--platform", pf, "--summary", summary,
+                                       "--quiet", *mode)
+        assert code == 0 and stdout == ""
+        assert stderr.splitlines() == [
+            'compensate: warning: the platform\'s per-region overhead for "MPI_Recieve" '
+            "matched no Enter/Leave record on a CPU location of the trace (is the region "
+            "name spelt as the trace defines it?)"]
+        s = json.loads(summary.read_text())
+        assert s["region_overhead_records"] == want
+        assert s["platform"]["event_overhead_by_region"] == \
+            REGION_PLATFORM["event_overhead_by_region"]
+        assert s["platform"]["overhead_before_stamp_by_region"] == \
+            REGION_PLATFORM["overhead_before_stamp_by_region"]
+        outputs.append(out.read_text())
+    assert outputs[0] == outputs[1] == outputs[2]
+    plain = tmp_path / "plain.trace"
+    assert run_cli(EXAMPLE, plain, "--platform", tmp_path / "p.json", "--quiet")[0] == 0
+    (tmp_path / "k.json").write_text(json.dumps(PLATFORM))
+    assert run_cli(EXAMPLE, tmp_path / "k.trace", "--platform", tmp_path / "k.json",
+                   "--quiet")[0] == 0
+    assert (tmp_path / "k.trace").read_text() != outputs[0]  # the regions' costs count
+
+
+@pytest.mark.parametrize("overhead", ["1us", "estimate"])
+def test_overhead_option_drops_the_region_overheads(run_cli, tmp_path, overhead):
+    """``--overhead DURATION|estimate`` replaces the overhead, the per-region costs
+    with it: the output is the one of the file without them, nothing is counted or
+    warned."""
+    pf, kf = tmp_path / "p.json", tmp_path / "k.json"
+    pf.write_text(json.dumps(REGION_PLATFORM))
+    kf.write_text(json.dumps(PLATFORM))
+    got = {}
+    for name, path in (("regions", pf), ("kinds", kf)):
+        out, summary = tmp_path / f"{name}.trace", tmp_path / f"{name}.json"
+        code, _, stderr = run_cli(EXAMPLE, out, "--platform", path, "--overhead", overhead,
+                                  "--summary", summary, "--quiet")
+        assert code == 0 and stderr == ""
+        got[name] = (out.read_text(), json.loads(summary.read_text()))
+    assert got["regions"][0] == got["kinds"][0]
+    s = got["regions"][1]
+    assert "region_overhead_records" not in s
+    assert "event_overhead_by_region" not in s["platform"]
+    assert "overhead_before_stamp_by_region" not in s["platform"]

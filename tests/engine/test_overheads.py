@@ -1,7 +1,9 @@
 """compensate/engine/overheads.py: where a record's overhead lies around its stamp
 (R1 with ``overhead_before_stamp``): hand-computed cases (tests/cases_before_stamp,
 kept out of tests/cases so that the fingerprinted outputs stay those of the model
-without the split) and the gap arithmetic of timestamp groups."""
+without the split) and the gap arithmetic of timestamp groups; per-region costs
+(``event_overhead_by_region``, ``overhead_before_stamp_by_region``) by hand and as
+properties."""
 
 import tempfile
 from dataclasses import replace
@@ -168,3 +170,95 @@ def test_one_location_follows_the_split_by_hand(steps, pre_enter, pre_leave):
     got = result.trace.events[0].time.tolist()
     want = _reference(times, kinds, o, pre)
     assert max(abs(a - b) for a, b in zip(got, want, strict=True)) <= 1, (got, want)
+
+
+# -- per-region overheads (event_overhead_by_region) ------------------------------------
+
+REGION_TRACE = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0 name="rank 0"
+region 1 "A"
+region 2 "B"
+events
+1000 0 Enter region=1
+2000 0 Leave region=1
+3000 0 Enter region=2
+4000 0 Leave region=2
+5000 0 Enter region=1
+5500 0 Leave region=1
+"""
+
+
+def _region_trace(tmp_path):
+    path = tmp_path / "regions.trace"
+    path.write_text(REGION_TRACE)
+    return read_text(str(path))
+
+
+def test_a_regions_cost_replaces_its_kinds_by_hand(tmp_path):
+    """Enter 100 ns and Leave 60 ns by kind, region A's Enter 300 ns and Leave
+    200 ns: each gap loses the cost of the record before it, A's where A's."""
+    trace = _region_trace(tmp_path)
+    kinds = Platform(1e-7, {"Leave": 6e-8})
+    by_region = replace(kinds, overhead_by_region={"A": {"Enter": 3e-7, "Leave": 2e-7}})
+    plain = compensate(trace, kinds, EngineOptions(bound="lower"))
+    assert plain.trace.events[0].time.tolist() == [1000, 1900, 2840, 3740, 4680, 5080]
+    got = compensate(trace, by_region, EngineOptions(bound="lower"))
+    # 1000; +1000-300; +1000-200 (A's Leave); +1000-100 (B's Enter: its kind's);
+    # +1000-60 (B's Leave); +500-300
+    assert got.trace.events[0].time.tolist() == [1000, 1700, 2500, 3400, 4340, 4540]
+    assert got.stats.region_records == {"A": 4}
+
+
+def test_a_regions_part_before_the_stamp_by_hand(tmp_path):
+    """A's Leave: 200 ns, 50 of them before its stamp (the gap before it loses 50,
+    the gap after it 150)."""
+    trace = _region_trace(tmp_path)
+    plat = Platform(1e-7, {"Leave": 6e-8}, overhead_by_region={"A": {"Enter": 3e-7,
+                                                                     "Leave": 2e-7}},
+                    before_stamp_by_region={"A": {"Leave": 5e-8}})
+    got = compensate(trace, plat, EngineOptions(bound="lower"))
+    assert got.trace.events[0].time.tolist() == [1000, 1650, 2500, 3400, 4340, 4490]
+
+
+def test_a_region_named_only_before_the_stamp_keeps_its_kinds_overhead(tmp_path):
+    trace = _region_trace(tmp_path)
+    plat = Platform(1e-7, before_stamp_by_region={"B": {"Enter": 4e-8}})
+    got = compensate(trace, plat, EngineOptions(bound="lower"))
+    # B's Enter: 40 ns before its stamp, 60 after; every other record 100 ns after
+    assert got.trace.events[0].time.tolist() == [1000, 1900, 2760, 3700, 4600, 5000]
+    assert got.stats.region_records == {"B": 2}
+
+
+@SETTINGS
+@given(traces(extended=True), st.sampled_from(["lower", "upper"]))
+def test_region_entries_that_change_nothing_give_the_output_without_them(trace, bound):
+    """Entries equal to the kinds' costs, or naming regions the trace does not
+    define, leave every output bit as the platform without them gives it."""
+    same = replace(BASE, overhead_by_region={"MPI_Send": {"Enter": 5e-7, "Leave": 3e-7},
+                                             "no such region": {"Enter": 1e-3}},
+                   before_stamp_by_region={"MPI_Recv": {"Enter": 0.0}})
+    a = compensate(trace, BASE, EngineOptions(bound=bound))
+    b = compensate(trace, same, EngineOptions(bound=bound))
+    for loc, ev in a.trace.events.items():
+        assert np.array_equal(ev.time, b.trace.events[loc].time)
+
+
+REGION_COSTS = st.dictionaries(
+    st.sampled_from(["MPI_Send", "MPI_Recv", "work", "MPI_Allreduce", "MPI_Wait"]),
+    st.fixed_dictionaries({}, optional={"Enter": st.floats(0, 3e-6),
+                                        "Leave": st.floats(0, 3e-6)}))
+
+
+@SETTINGS
+@given(traces(extended=True), REGION_COSTS, st.sampled_from(["lower", "upper"]),
+       st.sampled_from(["uniform", "per-process"]))
+def test_any_region_costs_keep_happened_before(trace, costs, bound, exit_):
+    plat = replace(BASE, overhead_by_region=costs, before_stamp_by_region={
+        name: {k: v / 2 for k, v in entry.items()} for name, entry in costs.items()})
+    m = match(trace)
+    result = compensate(trace, plat, EngineOptions(bound=bound, collective_exit=exit_), m)
+    check = verify(result.trace, result.matching)
+    assert check.ok, check.examples
+    for loc in trace.events:
+        assert np.all(np.diff(result.trace.events[loc].time) >= 0)

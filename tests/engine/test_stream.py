@@ -473,3 +473,34 @@ def test_overhead_before_the_stamp_streamed_on_programs(program):
                          segment_records=150, chunk_records=97)
     assert_same(ref, got, res)
     assert res.segments >= 2
+
+
+def _with_regions(platform):
+    """``platform`` with some regions' Enter/Leave costing their own overhead
+    (``event_overhead_by_region``), part of it before the stamp."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    return replace(platform, overhead_by_region={
+        "MPI_Recv": {"Enter": 1.5e-6, "Leave": 2e-6}, "MPI_Send": {"Leave": 1e-7},
+        "work": {"Enter": 9e-7}, "MPI_Allreduce": {"Enter": 2e-6, "Leave": 2e-6}},
+        before_stamp_by_region={"MPI_Recv": {"Leave": 1e-6}})
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(["lower", "upper"]))
+def test_region_overheads_streamed_as_in_memory(case, bound):
+    """Per-region costs are charged alike in every segment (the records and their
+    count per entry, ``Stats.region_records``, summed over the segments)."""
+    trace, segment_records, chunk_records = case
+    ref, got, res = both(trace, _with_regions(PLATFORM), bound,
+                         segment_records=segment_records, chunk_records=chunk_records)
+    assert_same(ref, got, res)
+
+
+@pytest.mark.parametrize("program", ["ring", "stencil", "collectives", "mixed", "nonblocking"])
+def test_region_overheads_streamed_on_programs(program):
+    sim = simulated(program, ranks=4, seed=1)
+    ref, got, res = both(sim.measured, _with_regions(sim.platform), "lower",
+                         segment_records=150, chunk_records=97)
+    assert_same(ref, got, res)
+    assert res.segments >= 2 and sum(res.stats.region_records.values()) > 0

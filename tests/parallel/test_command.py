@@ -1,8 +1,8 @@
 """``mpiexec -n P compensate`` (compensate/parallel/command.py) under real MPI: the
 outputs and summaries equal the one-process run's, on two simulated programs (one
-with trimmed ghosts) and a real archive, for P = 2 and 3; a bad input gives every
-rank the same status, one line and no output. Two launches, several commands each
-(tests/parallel/mpi_runs.py)."""
+with trimmed ghosts; a platform with per-region costs) and a real archive, for P = 2
+and 3; a bad input gives every rank the same status, one line and no output. Two
+launches, several commands each (tests/parallel/mpi_runs.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ def inputs(tmp_path_factory):
     # with a network model: the MPI_Sendrecv of "mixed" then take R2's exchange test
     # (compensate/engine/fit.py, exchange_arrival), on every rank as in one process
     sim.platform.network = (1e-6, 2e-10)
+    # and per-region costs: every rank binds the names and charges them alike
+    sim.platform.overhead_by_region = {"MPI_Recv": {"Enter": 6e-7, "Leave": 8e-7},
+                                       "MPI_Send": {"Leave": 5e-7}}
     (tmp / "platform.json").write_text(json.dumps(sim.platform.to_dict()))
     (tmp / "cycle.trace").write_text(CYCLE)
     return tmp
@@ -139,6 +142,8 @@ def test_mpiexec_equals_one_process(inputs, ranks, capfd):
             assert sum(par["wire_messages"]) == 0, name
         assert {k: v for k, v in s1.items() if k not in PER_RUN} == \
             {k: v for k, v in s2.items() if k not in PER_RUN}, name
+        if "--platform" in args:  # the records charged per region, summed over the ranks
+            assert sum(s2["region_overhead_records"].values()) > 0, name
     stencil = json.loads((tmp / f"stencil_streamed_p{ranks}.trace.json").read_text())
     assert (sum(stencil["parallel"]["wire_messages"]) > 0) == wired
 

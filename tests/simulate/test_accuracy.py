@@ -436,3 +436,34 @@ def test_split_overhead_is_exact_with_the_split_and_not_without(name):
     assert event_errors(with_split.trace, sim.truth).max() <= 20 * TICK
     assert accuracy(sim.truth, sim.measured, with_split.trace).removed_total > 0.999
     assert accuracy(sim.truth, sim.measured, without.trace).removed_total < 0.95
+
+
+# -- per-region overheads (event_overhead_by_region) -------------------------------------
+
+#: EZTrace's Pthread records (an address attribute with each) cost more than its others
+PTHREAD = {name: {"Enter": 2.1e-7, "Leave": 2.1e-7} for name in
+           ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_barrier_wait")}
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_ez_pthreads_with_costlier_pthread_records_recovered_exactly(split):
+    """A tracer whose Pthread records cost 210 ns and every other record 130 ns
+    (part of some before their stamps): the platform that says so per region
+    recovers the truth to the tick under the lower bound; the one that charges
+    every record its kind's 130 ns leaves over a fifth of the dilation."""
+    from compensate.simulate.hybrid import HYBRID_RANKS
+    kinds = default_platform(1.3e-7)
+    before = {"pthread_mutex_lock": {"Leave": 1e-7},
+              "pthread_barrier_wait": {"Leave": 8e-8}} if split else {}
+    regions = dataclasses.replace(kinds, overhead_by_region=PTHREAD,
+                                  before_stamp_by_region=before)
+    sim = simulate("ez_pthreads", ranks=HYBRID_RANKS["ez_pthreads"], platform=regions,
+                   quantize=True, iterations=12, out_of_order=False)
+    m = match(sim.measured)
+    got = compensate(sim.measured, regions, EngineOptions("lower"), m)
+    assert float(event_errors(got.trace, sim.truth).max()) <= TICK
+    assert accuracy(sim.truth, sim.measured, got.trace).violations == 0
+    assert got.stats.region_records["pthread_mutex_lock"] > 0
+    assert got.stats.region_records["pthread_barrier_wait"] > 0
+    plain = compensate(sim.measured, kinds, EngineOptions("lower"), m)
+    assert accuracy(sim.truth, sim.measured, plain.trace).removed_total < 0.8

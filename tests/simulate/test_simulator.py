@@ -346,6 +346,20 @@ def test_unknown_program():
         simulate("nope")
 
 
+def test_a_regions_own_overhead():
+    """``event_overhead_by_region`` (``overhead_before_stamp_by_region``): an
+    Enter/Leave of that region costs the entry's O (pre) instead of its kind's;
+    other regions' records their kind's."""
+    plat = Platform(1e-7, {"Leave": 6e-8}, overhead_by_region={"f": {"Enter": 3e-7}},
+                    before_stamp_by_region={"f": {"Leave": 4e-8}})
+    prog = P.Program("one call", [[P.call("f", 1e-6), P.call("g", 2e-6)]], {})
+    sim = run_program(prog, plat, quantize=True)
+    # ProgramBegin (O 100), Enter main (100), Enter f (300: f's), Leave f (60 by kind,
+    # 40 of them before its stamp: f's), Enter g (100), Leave g (60), Leave main (60)
+    assert sim.measured.events[0].time.tolist() == [0, 100, 200, 1540, 1560, 3660, 3720, 3780]
+    assert sim.truth.events[0].time.tolist() == [0, 0, 0, 1000, 1000, 3000, 3000, 3000]
+
+
 def test_part_of_the_overhead_before_the_stamp():
     """``overhead_before_stamp``: emitting a record spends that part, stamps, then
     spends the rest; the truth run stamps as before (no overhead)."""
