@@ -201,6 +201,8 @@ def test_region_costs_go_to_the_platforms_by_region_entries():
         "pthread_mutex_lock": {"Enter": 2.7e-7, "Leave": 1.2e-7}}  # (a zero is left out)
     assert data["overhead_before_stamp_by_region"] == {"pthread_mutex_lock": {"Leave": 2e-8}}
     assert "overhead_before_stamp" not in data
+    plat = Platform.from_dict(data, "eztrace-platform.json")
+    assert plat.overhead_by_region == data["event_overhead_by_region"]
 
 
 def test_a_pthread_calls_gap_holds_tracer_work_like_its_kinds():
