@@ -123,7 +123,13 @@ def test_quick_run_writes_a_platform_file_compensate_reads(quick_file):
     sizes = [e["bytes"] for e in table]
     measured = sorted(sizes + [u["bytes"] for u in data["copy_calibration"]["unresolved"]])
     assert measured == copy_sizes(64, MiB, 2)  # every size was measured, 64 B up
-    assert sizes == sorted(sizes) and 2 * len(sizes) >= len(measured)  # half resolved
+    # which sizes resolve depends on how busy the cores are (on a busy day 13 of 29,
+    # the smallest and the largest left out); the rule that decides it must hold
+    assert sizes == sorted(sizes) and sizes
+    for u in data["copy_calibration"]["unresolved"]:
+        low, high = u["ci95"]
+        assert (u["seconds"] < 10e-9 or low <= 0
+                or (high - low) / 2 > 0.25 * u["seconds"]), u
     for e in table:
         assert e["seconds"] >= 10e-9 and e["n"] >= 3
         # the median of the per-process medians need not lie inside the pooled IQR
