@@ -629,6 +629,14 @@ def test_region_overheads_are_reported_and_an_unmatched_one_warned(run_cli, tmp_
             REGION_PLATFORM["overhead_before_stamp_by_region"]
         outputs.append(out.read_text())
     assert outputs[0] == outputs[1] == outputs[2]
+    # no entry matched (a platform that measured calls this trace does not make): silent
+    pf.write_text(json.dumps({**REGION_PLATFORM, "event_overhead_by_region": {
+        "pthread_mutex_lock": {"Enter": 3e-7}}, "overhead_before_stamp_by_region": {}}))
+    code, _, stderr = run_cli(EXAMPLE, tmp_path / "none.trace", "--platform", pf,
+                              "--summary", tmp_path / "none.json", "--quiet")
+    assert code == 0 and stderr == ""
+    assert json.loads((tmp_path / "none.json").read_text())["region_overhead_records"] == {
+        "pthread_mutex_lock": 0}
     plain = tmp_path / "plain.trace"
     assert run_cli(EXAMPLE, plain, "--platform", tmp_path / "p.json", "--quiet")[0] == 0
     (tmp_path / "k.json").write_text(json.dumps(PLATFORM))
