@@ -345,7 +345,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"calibrate check: {args.trace}: {trace.record_count:,} records on "
               f"{len(trace.events)} locations, timer {trace.definitions.timer_resolution:,} "
               f"ticks/s")
-        print(f"{'kind':<22} {'gaps':>7} {'min gap':>10} {'1% gap':>10} {'median':>10} "
+        width = max(22, *(len(v.gaps.kind) for v in verdicts))
+        print(f"{'kind':<{width}} {'gaps':>7} {'min gap':>10} {'1% gap':>10} {'median':>10} "
               f"{'platform O':>11}  verdict")
         for v in verdicts:
             g = v.gaps
@@ -354,7 +355,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                                         f"shorter (min at location {g.where()[0]}, "
                                         f"record {g.where()[1]})")
             shown_o = fmt_seconds(v.overhead) if name else "-"
-            line = (f"{g.kind:<22} {len(g.gaps):>7} {fmt_seconds(g.bound):>10} "
+            line = (f"{g.kind:<{width}} {len(g.gaps):>7} {fmt_seconds(g.bound):>10} "
                     f"{fmt_seconds(p1):>10} {fmt_seconds(med):>10} {shown_o:>11}  "
                     f"{status if name else ''}")
             print(line.rstrip())

@@ -9,6 +9,10 @@ gap is therefore an upper bound on ``O(k)`` -- and exactly the largest overhead
 BufferFlush the flush interval itself (``stop_time - time``) is taken off first,
 as the engine does.
 
+Where the platform states costs per region (``event_overhead_by_region``), the
+Enter and Leave records of each such region are a group of their own
+(``Enter@pthread_mutex_lock``), bounded and compared with that region's cost.
+
 Timestamps are integer ticks, so the true overhead may exceed the bound by less
 than one tick; records that share a timestamp with their successor (Score-P
 stamps a Metric with the time of the event it belongs to) give a bound of 0.
@@ -16,11 +20,12 @@ stamps a Metric with the time of the event it belongs to) give a bound of 0.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
 
-from compensate.model import BUFFER_FLUSH, KIND_NAMES, Trace
+from compensate.model import BUFFER_FLUSH, ENTER, KIND_NAMES, LEAVE, Trace
 from compensate.platform import Platform
 
 
@@ -61,16 +66,20 @@ class Verdict:
         return self.overcompensated == 0
 
 
-def kind_gaps(trace: Trace) -> dict[str, KindGaps]:
-    """Per record kind (of the earlier record), every gap to the next record."""
+def kind_gaps(trace: Trace, regions: Collection[str] = ()) -> dict[str, KindGaps]:
+    """Per record kind (of the earlier record), every gap to the next record; the
+    Enter and Leave of a region named in ``regions`` under ``KIND@NAME``."""
     res = float(trace.definitions.timer_resolution)
+    labels = _labels(trace, regions)
     parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for loc, ev in trace.events.items():
         if len(ev) < 2:
             continue
         gaps = np.diff(ev.time).astype(np.float64)
-        kinds = ev.kind[:-1]
+        kinds = ev.kind[:-1].astype(np.int64)
         flush = kinds == BUFFER_FLUSH
+        for (code, region), label in labels.items():
+            kinds = np.where((kinds == code) & (ev.region[:-1] == region), label, kinds)
         if np.any(flush):
             gaps[flush] -= (ev.size[:-1][flush] - ev.time[:-1][flush]).astype(np.float64)
         idx = np.arange(len(gaps))
@@ -78,20 +87,38 @@ def kind_gaps(trace: Trace) -> dict[str, KindGaps]:
             sel = kinds == code
             parts.setdefault(int(code), []).append(
                 (gaps[sel] / res, np.full(int(sel.sum()), loc), idx[sel]))
+    names = {label: f"{KIND_NAMES[code]}@{trace.definitions.regions[region]}"
+             for (code, region), label in labels.items()}  # (ids of one name: one label)
     out = {}
     for code, chunks in sorted(parts.items()):
-        name = KIND_NAMES[code]
+        name = names.get(code) or KIND_NAMES[code]
         out[name] = KindGaps(name, np.concatenate([c[0] for c in chunks]),
                              np.concatenate([c[1] for c in chunks]),
                              np.concatenate([c[2] for c in chunks]))
     return out
 
 
+def _labels(trace: Trace, regions: Collection[str]) -> dict[tuple[int, int], int]:
+    """(Enter or Leave code, region id) of each region named in ``regions`` -> a
+    code beyond the kinds', one per kind and name (several ids may share a name:
+    EZTrace defines each rank's regions anew)."""
+    defined = trace.definitions.regions
+    named = sorted({name for name in defined.values() if name in regions})
+    code_of = {(code, name): len(KIND_NAMES) + i for i, (code, name) in
+               enumerate((c, n) for n in named for c in (ENTER, LEAVE))}
+    return {(code, r): code_of[code, name] for r, name in defined.items() if name in regions
+            for code in (ENTER, LEAVE)}
+
+
 def check(trace: Trace, platform: Platform) -> list[Verdict]:
-    """Compare every kind's bound with the platform's overhead for that kind."""
-    by_kind = platform.overhead_by_kind
+    """Compare every kind's bound with the platform's overhead for that kind (for a
+    region's Enter and Leave where the platform states it, that region's)."""
     verdicts = []
-    for name, g in kind_gaps(trace).items():
-        o = float(by_kind.get(name, platform.event_overhead))
-        verdicts.append(Verdict(g, o, g.below(o)))
+    for name, g in kind_gaps(trace, platform.overhead_by_region).items():
+        kind, _, region = name.partition("@")
+        o = platform.overhead_by_region.get(region, {}).get(kind) if region else None
+        if o is None:
+            o = platform.overhead_by_kind.get(kind, platform.event_overhead)
+        verdicts.append(Verdict(g, float(o), g.below(float(o))))
     return verdicts
+

@@ -39,7 +39,7 @@ from calibration.platformfile import OutputError, update_entry, write_platform
 from calibration.stats import Summary, summarize, summarize_groups, summarize_rounds
 from calibration.timer import calibrate_timer
 from calibration.workers import WorkerError, run_in_fresh_process
-from compensate.formats import write_trace
+from compensate.formats import read_trace, write_trace
 from compensate.platform import Platform
 from compensate.simulate import simulate
 
@@ -406,6 +406,24 @@ def test_in_trace_bound_on_a_simulated_trace():
     assert all(v.ok for v in tracecheck.check(sim.measured, Platform(true_o)))
     too_big = tracecheck.check(sim.measured, Platform(1.5 * true_o))
     assert not any(v.ok for v in too_big if v.gaps.kind in ("Enter", "Leave"))
+
+
+def test_a_regions_records_are_bounded_apart_where_the_platform_costs_them():
+    trace = read_trace(ROOT / "tests" / "data" / "eztrace" / "mutex" / "eztrace_log.otf2")
+    plain = tracecheck.kind_gaps(trace)
+    split = tracecheck.kind_gaps(trace, {"pthread_mutex_lock", "no_such_region"})
+    lock = {k: g for k, g in split.items() if "@" in k}
+    assert set(lock) == {"Enter@pthread_mutex_lock", "Leave@pthread_mutex_lock"}
+    # every gap is in one group, and the groups of a kind add up to it (EZTrace
+    # defines the region once per rank: every id of the name is in the group)
+    for kind in ("Enter", "Leave"):
+        assert len(split[kind].gaps) + len(lock[f"{kind}@pthread_mutex_lock"].gaps) \
+            == len(plain[kind].gaps)
+    cheap = Platform(1e-9, overhead_by_region={"pthread_mutex_lock": {"Enter": 1e-9}})
+    dear = Platform(1e-9, overhead_by_region={"pthread_mutex_lock": {"Enter": 1e-3}})
+    assert all(v.ok for v in tracecheck.check(trace, cheap))
+    bad = [v.gaps.kind for v in tracecheck.check(trace, dear) if not v.ok]
+    assert bad == ["Enter@pthread_mutex_lock"]
 
 
 def test_calibrate_check_warns_on_a_too_large_overhead(tmp_path):
