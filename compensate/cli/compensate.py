@@ -728,18 +728,19 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
 
 
 def unmatched_regions_line(summary: dict) -> str:
-    """The warning where some entries of the platform's per-region costs matched
-    records and others none (a misspelt region name): '' otherwise. Where none
-    matched, the trace holds no call the entries name (an MPI trace compensated
-    with a platform that also measured Pthread calls): nothing to warn of; the
-    summary's counts still say so."""
+    """The warning where entries of the platform's per-region costs name regions
+    the trace does not define while others name regions it does (a misspelt
+    name): '' otherwise. A region defined but never called (a program that locks
+    but has no barrier), and a platform none of whose regions the trace defines
+    (an MPI trace, a platform that also measured Pthread calls), are no mistake;
+    the summary's counts still say so."""
     counts = summary.get("region_overhead_records", {})
-    none = [name for name, n in counts.items() if not n]
-    if not none or len(none) == len(counts):
+    undefined = summary.get("region_overhead_undefined", [])
+    if not undefined or len(undefined) == len(counts):
         return ""
-    names = ", ".join(json.dumps(name) for name in none)
-    return (f"compensate: warning: the platform's per-region overhead for {names} matched "
-            f"no Enter/Leave record on a CPU location of the trace (is the region name "
+    names = ", ".join(json.dumps(name) for name in undefined)
+    return (f"compensate: warning: the platform's per-region overhead for {names} names "
+            f"no region the trace defines, while its other entries do (is the region name "
             f"spelt as the trace defines it?)")
 
 

@@ -214,7 +214,9 @@ class Graph:
         """Count the records of a location (but its first ``pinned``, counted with
         an earlier segment) charged a by-region cost of the platform, per entry
         (:attr:`Stats.region_records <compensate.engine.Stats.region_records>`):
-        Enter/Leave of a named region on a CPU location without an in-situ table."""
+        Enter/Leave of a named region on a CPU location without an in-situ table.
+        An entry whose name the trace does not define is left out (the summary
+        tells it from one the trace defines but never calls)."""
         bound = self.platform.region_costs(self.trace.definitions.regions)
         if bound is None:
             return
@@ -222,8 +224,10 @@ class Graph:
         n = np.zeros(len(bound.names), np.int64)
         if loc not in self.platform.by_location and (info is None or info.is_cpu):
             n = bound.matches(ev.kind[pinned:], ev.region[pinned:])
-        for name, c in zip(bound.names, n.tolist(), strict=True):
-            found[name] = found.get(name, 0) + c
+        defined = set(np.unique(bound.entry).tolist())
+        for i, (name, c) in enumerate(zip(bound.names, n.tolist(), strict=True)):
+            if i in defined:
+                found[name] = found.get(name, 0) + c
 
     def _count_overcompensation(self, local: np.ndarray) -> None:
         """R1 overcompensation: local records (not dependent, not first) whose gap

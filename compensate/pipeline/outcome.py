@@ -98,7 +98,9 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
     Enter/Leave that do not nest (``Matching.nesting_summary()``); ``overhead``:
     which overhead was used and where it came from (:func:`compensate.overhead.choose`).
     ``region_overhead_records``, where the platform states costs per region: per
-    entry (region name), the Enter/Leave records charged its cost."""
+    entry (region name), the Enter/Leave records charged its cost;
+    ``region_overhead_undefined``: the entries whose name the trace defines no
+    region of."""
     summary: dict[str, Any] = {
         "input": input,
         "output": output,
@@ -131,6 +133,8 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
         names = sorted(set(platform.overhead_by_region) | set(platform.before_stamp_by_region))
         summary["region_overhead_records"] = {n: int(stats.region_records.get(n, 0))
                                               for n in names}
+        summary["region_overhead_undefined"] = [n for n in names
+                                                if n not in stats.region_records]
     if fit_outcome is not None:
         from compensate.engine.fit import summary_object
         summary["fit"] = summary_object(fit_outcome, stats.p2p_cases)

@@ -619,7 +619,7 @@ def test_region_overheads_are_reported_and_an_unmatched_one_warned(run_cli, tmp_
         assert code == 0 and stdout == ""
         assert stderr.splitlines() == [
             'compensate: warning: the platform\'s per-region overhead for "MPI_Recieve" '
-            "matched no Enter/Leave record on a CPU location of the trace (is the region "
+            "names no region the trace defines, while its other entries do (is the region "
             "name spelt as the trace defines it?)"]
         s = json.loads(summary.read_text())
         assert s["region_overhead_records"] == want
@@ -635,8 +635,9 @@ def test_region_overheads_are_reported_and_an_unmatched_one_warned(run_cli, tmp_
     code, _, stderr = run_cli(EXAMPLE, tmp_path / "none.trace", "--platform", pf,
                               "--summary", tmp_path / "none.json", "--quiet")
     assert code == 0 and stderr == ""
-    assert json.loads((tmp_path / "none.json").read_text())["region_overhead_records"] == {
-        "pthread_mutex_lock": 0}
+    none = json.loads((tmp_path / "none.json").read_text())
+    assert none["region_overhead_records"] == {"pthread_mutex_lock": 0}
+    assert none["region_overhead_undefined"] == ["pthread_mutex_lock"]
     plain = tmp_path / "plain.trace"
     assert run_cli(EXAMPLE, plain, "--platform", tmp_path / "p.json", "--quiet")[0] == 0
     (tmp_path / "k.json").write_text(json.dumps(PLATFORM))
@@ -665,3 +666,24 @@ def test_overhead_option_drops_the_region_overheads(run_cli, tmp_path, overhead)
     assert "region_overhead_records" not in s
     assert "event_overhead_by_region" not in s["platform"]
     assert "overhead_before_stamp_by_region" not in s["platform"]
+
+
+def test_a_region_defined_but_never_called_is_no_mistake(run_cli, tmp_path):
+    """EZTrace defines every Pthread region in a trace of its pthread module: a
+    program that locks but has no barrier leaves the barrier's entry at 0
+    records, silently; an entry the trace does not define is warned of."""
+    trace = ROOT / "tests" / "data" / "eztrace" / "mutex" / "eztrace_log.otf2"
+    costs = {"pthread_mutex_lock": {"Enter": 2e-7}, "pthread_barrier_wait": {"Enter": 3e-7}}
+    pf = tmp_path / "p.json"
+    misspelt = {"pthread_mutex_lok": {"Enter": 2e-7}}
+    for extra, warned in (({}, None), (misspelt, "pthread_mutex_lok")):
+        pf.write_text(json.dumps(dict(PLATFORM, event_overhead_by_region={**costs, **extra})))
+        out, summary = tmp_path / f"o{len(extra)}" / "t.otf2", tmp_path / f"s{len(extra)}.json"
+        code, _, stderr = run_cli(trace, out, "--platform", pf, "--summary", summary, "--quiet")
+        s = json.loads(summary.read_text())
+        assert code == 0
+        assert s["region_overhead_records"]["pthread_mutex_lock"] > 0
+        assert s["region_overhead_records"]["pthread_barrier_wait"] == 0
+        assert s["region_overhead_undefined"] == ([warned] if warned else [])
+        assert (f'"{warned}" names no region the trace defines' in stderr) if warned \
+            else "per-region" not in stderr
