@@ -147,10 +147,9 @@ def test_copy_contradictions_do_not_depend_on_the_chunks(chunk):
     assert _contradictions(trace, fits, chunk)["records"] == 0
 
 
-def test_copy_contradiction_by_hand(tmp_path):
-    """A receive 3 us after the record before it (1 us of that record's overhead)
-    cannot hold a 5 us copy: short by 3 us; the send's gap after it (10 us, 1 us
-    overhead) holds it."""
+def _send_recv_trace(tmp_path):
+    """A 64-byte message: the send 1 us after its Enter, then 10 us to its Leave;
+    the receive 3 us after its Enter, then 1 us to its Leave."""
     trace = tmp_path / "t.trace"
     trace.write_text(
         "compensate-trace 1\ntimer_resolution 1000000000\n"
@@ -160,6 +159,14 @@ def test_copy_contradiction_by_hand(tmp_path):
         "11000 0 Leave region=1\n"
         "0 1 Enter region=2\n3000 1 MpiRecv sender=0 comm=0 tag=0 bytes=64\n"
         "4000 1 Leave region=2\n")
+    return trace
+
+
+def test_copy_contradiction_by_hand(tmp_path):
+    """A receive 3 us after the record before it (1 us of that record's overhead)
+    cannot hold a 5 us copy: short by 3 us; the send's gap after it (10 us, 1 us
+    overhead) holds it."""
+    trace = _send_recv_trace(tmp_path)
     found = _contradictions(trace, c.Platform(1e-6, {}, [64.0], [5e-6]), 1 << 18)
     assert (found["records"], found["by_kind"], found["checked"]) == (1, {"MpiRecv": 1}, 2)
     assert found["max_s"] == pytest.approx(3e-6)
@@ -169,15 +176,7 @@ def test_copy_contradiction_by_hand(tmp_path):
 def test_copy_contradiction_reads_a_regions_own_overhead(tmp_path):
     """The receive's gap (3 us after Enter MPI_Recv) holds a 1.5 us copy after the
     Enter's 1 us of overhead by kind, not after the region's 2 us: short by 0.5 us."""
-    trace = tmp_path / "t.trace"
-    trace.write_text(
-        "compensate-trace 1\ntimer_resolution 1000000000\n"
-        "location 0 group=0\nlocation 1 group=1\n"
-        'region 1 "MPI_Send"\nregion 2 "MPI_Recv"\ncomm 0 "w" 0,1\nevents\n'
-        "0 0 Enter region=1\n1000 0 MpiSend receiver=1 comm=0 tag=0 bytes=64\n"
-        "11000 0 Leave region=1\n"
-        "0 1 Enter region=2\n3000 1 MpiRecv sender=0 comm=0 tag=0 bytes=64\n"
-        "4000 1 Leave region=2\n")
+    trace = _send_recv_trace(tmp_path)
     kinds = c.Platform(1e-6, {}, [64.0], [1.5e-6])
     assert _contradictions(trace, kinds, 1 << 18)["records"] == 0
     regions = dataclasses.replace(kinds, overhead_by_region={"MPI_Recv": {"Enter": 2e-6}})

@@ -53,7 +53,8 @@ has (:meth:`compensate.pipeline.RunOptions.engine_options`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers
@@ -128,22 +129,24 @@ def fallback_step(transport: Transport, f: Callable[..., Any], *args: Any,
     (:func:`compensate.parallel.driver.agreed`: a failure on any rank raises on
     every rank), where a NotStreamable / SegmentError on any rank raises
     :class:`StreamFallback` on every rank."""
-    try:
+    with _fallback():
         return agreed(transport, f, *args, exchange=exchange)
-    except (NotStreamable, SegmentError) as exc:
-        raise StreamFallback(str(exc)) from exc
-    except RankFailed as exc:
-        if exc.status == FALLBACK:
-            raise StreamFallback(exc.line) from exc
-        raise
 
 
 def fallback_gather(transport: Transport, f: Callable[..., Any], *args: Any) -> list[Any]:
     """Every rank's ``f(*args)``, gathered, as a phase of :func:`fallback_step`
     (:func:`compensate.parallel.driver.agreed_gather`: the phase boundary rides in
     the one ``allgather``)."""
-    try:
+    with _fallback():
         return agreed_gather(transport, f, *args)
+
+
+@contextmanager
+def _fallback() -> Iterator[None]:
+    """A phase's failure that means "stream no further" (NotStreamable,
+    SegmentError here, or status FALLBACK from another rank) as StreamFallback."""
+    try:
+        yield
     except (NotStreamable, SegmentError) as exc:
         raise StreamFallback(str(exc)) from exc
     except RankFailed as exc:
