@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from itertools import chain, islice
 from typing import Any
@@ -152,9 +153,23 @@ def _enum_name(value: object) -> str:
     return str(value).rsplit(".", 1)[-1].upper()
 
 
+#: held while an archive's global definitions are read: they come through the
+#: ``otf2`` package's Python callbacks, and two threads reading definitions at
+#: once (ranks run as threads in the tests; a notebook's threads) failed now and
+#: then with a value of the wrong size. No rank waits for another meanwhile.
+_DEFINITIONS_LOCK = threading.Lock()
+
+
 def _open_archive(path: str) -> tuple[Any, Definitions]:
     """Open the archive whose anchor file is ``path`` and read its definitions;
-    returns the open ``otf2`` reader and the model's definitions."""
+    returns the open ``otf2`` reader and the model's definitions (one thread at a
+    time, :data:`_DEFINITIONS_LOCK`)."""
+    with _DEFINITIONS_LOCK:
+        return _open_archive_alone(path)
+
+
+def _open_archive_alone(path: str) -> tuple[Any, Definitions]:
+    """:func:`_open_archive` without the lock."""
     if not os.path.isfile(path):
         what = "is a directory, not an OTF2 anchor file" if os.path.isdir(path) \
             else "no such OTF2 anchor file"
