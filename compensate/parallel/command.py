@@ -491,10 +491,11 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
     finally:
         if streamed is not None:
             streamed[1].abort()  # (nothing after close)
+    try:  # (every rank has aborted its part before the staging directory goes)
+        final = transport.allgather((status, line))
+    finally:
         if outputs is not None:
             outputs.discard()  # nothing after a commit; everything after a failure
-            # (every rank has stopped writing: past the write's agreement or never began)
-    final = transport.allgather((status, line))
     first = next(((s, ln) for s, ln in final if s != 0), (0, None))
     # rank 0 prints the first failure's line (an interrupt it received itself is
     # reported by compensate.interrupt.run)
