@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compensate.model import BUFFER_FLUSH, ENTER, KIND_NAMES, LEAVE, Trace
+from compensate.model import BUFFER_FLUSH, KIND_NAMES, LEAVE, Trace
 from compensate.platform import Platform
+from compensate.regioncosts import RECORDS, bind
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def kind_gaps(trace: Trace, regions: Collection[str] = ()) -> dict[str, KindGaps
     """Per record kind (of the earlier record), every gap to the next record; the
     Enter and Leave of a region named in ``regions`` under ``KIND@NAME``."""
     res = float(trace.definitions.timer_resolution)
-    labels = _labels(trace, regions)
+    bound = bind(dict.fromkeys(regions, {}), {}, trace.definitions.regions) if regions else None
     parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for loc, ev in trace.events.items():
         if len(ev) < 2:
@@ -78,8 +79,10 @@ def kind_gaps(trace: Trace, regions: Collection[str] = ()) -> dict[str, KindGaps
         gaps = np.diff(ev.time).astype(np.float64)
         kinds = ev.kind[:-1].astype(np.int64)
         flush = kinds == BUFFER_FLUSH
-        for (code, region), label in labels.items():
-            kinds = np.where((kinds == code) & (ev.region[:-1] == region), label, kinds)
+        rows = None if bound is None else bound.rows(kinds, ev.region[:-1])
+        if rows is not None:  # a named region's Enter/Leave: a code beyond the kinds'
+            hit = rows >= 0
+            kinds[hit] = len(KIND_NAMES) + 2 * bound.entry[rows[hit]] + (kinds[hit] == LEAVE)
         if np.any(flush):
             gaps[flush] -= (ev.size[:-1][flush] - ev.time[:-1][flush]).astype(np.float64)
         idx = np.arange(len(gaps))
@@ -87,27 +90,14 @@ def kind_gaps(trace: Trace, regions: Collection[str] = ()) -> dict[str, KindGaps
             sel = kinds == code
             parts.setdefault(int(code), []).append(
                 (gaps[sel] / res, np.full(int(sel.sum()), loc), idx[sel]))
-    names = {label: f"{KIND_NAMES[code]}@{trace.definitions.regions[region]}"
-             for (code, region), label in labels.items()}  # (ids of one name: one label)
     out = {}
     for code, chunks in sorted(parts.items()):
-        name = names.get(code) or KIND_NAMES[code]
+        extra = code - len(KIND_NAMES)  # (a region's: entry and record, as coded above)
+        name = KIND_NAMES[code] if extra < 0 else f"{RECORDS[extra % 2]}@{bound.names[extra // 2]}"
         out[name] = KindGaps(name, np.concatenate([c[0] for c in chunks]),
                              np.concatenate([c[1] for c in chunks]),
                              np.concatenate([c[2] for c in chunks]))
     return out
-
-
-def _labels(trace: Trace, regions: Collection[str]) -> dict[tuple[int, int], int]:
-    """(Enter or Leave code, region id) of each region named in ``regions`` -> a
-    code beyond the kinds', one per kind and name (several ids may share a name:
-    EZTrace defines each rank's regions anew)."""
-    defined = trace.definitions.regions
-    named = sorted({name for name in defined.values() if name in regions})
-    code_of = {(code, name): len(KIND_NAMES) + i for i, (code, name) in
-               enumerate((c, n) for n in named for c in (ENTER, LEAVE))}
-    return {(code, r): code_of[code, name] for r, name in defined.items() if name in regions
-            for code in (ENTER, LEAVE)}
 
 
 def check(trace: Trace, platform: Platform) -> list[Verdict]:
