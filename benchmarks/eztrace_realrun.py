@@ -339,6 +339,7 @@ def calibrated(args: argparse.Namespace, work: Path, log) -> str | None:
     if args.platform:
         return args.platform
     from calibration import eztrace as ezcal
+    from calibration.platformfile import write_platform
     log("calibrating EZTrace (python -m calibration.eztrace) ...")
     try:
         result = ezcal.measure(ezcal.ProbeSettings(mpicc=args.mpicc, mpirun=args.mpirun))
@@ -346,7 +347,7 @@ def calibrated(args: argparse.Namespace, work: Path, log) -> str | None:
         print(f"eztrace_realrun: calibration failed: {exc}", file=sys.stderr)
         return None
     platform = work / "eztrace-platform.json"
-    platform.write_text(json.dumps(ezcal.platform_dict(result, None)))
+    write_platform(ezcal.platform_dict(result, None), platform)  # (as calibration.eztrace)
     return str(platform)
 
 

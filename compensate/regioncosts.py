@@ -30,13 +30,15 @@ class RegionCosts:
     """Per region id with a by-region entry (``ids``, sorted): the entry's index in
     ``names`` (``entry``) and its seconds per record (columns Enter, Leave; NaN
     where the entry does not name the record: the kind's value holds there) of
-    overhead (``cost``) and of overhead before the stamp (``pre``)."""
+    overhead (``cost``) and of overhead before the stamp (``pre``); ``defined``:
+    the entries (indices in ``names``) whose name the trace defines a region of."""
 
     names: tuple[str, ...]
     ids: np.ndarray
     entry: np.ndarray
     cost: np.ndarray
     pre: np.ndarray
+    defined: frozenset[int] = frozenset()
 
     def rows(self, kinds: np.ndarray, regions: np.ndarray) -> np.ndarray | None:
         """Per record of ``kinds``/``regions`` (one location's columns): its row in
@@ -106,4 +108,5 @@ def bind(costs: Mapping[str, Mapping[str, float]], before: Mapping[str, Mapping[
                               for name in names], dtype=np.float64).reshape(-1, 2)
         return per_entry[entry] if entry.size else np.zeros((0, 2))
 
-    return RegionCosts(names, ids, entry, table(costs), table(before))
+    return RegionCosts(names, ids, entry, table(costs), table(before),
+                       frozenset(entry.tolist()))

@@ -224,9 +224,8 @@ class Graph:
         n = np.zeros(len(bound.names), np.int64)
         if loc not in self.platform.by_location and (info is None or info.is_cpu):
             n = bound.matches(ev.kind[pinned:], ev.region[pinned:])
-        defined = set(np.unique(bound.entry).tolist())
         for i, (name, c) in enumerate(zip(bound.names, n.tolist(), strict=True)):
-            if i in defined:
+            if i in bound.defined:
                 found[name] = found.get(name, 0) + c
 
     def _count_overcompensation(self, local: np.ndarray) -> None:
