@@ -4,6 +4,9 @@ EZTrace where it is installed)."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -86,3 +89,21 @@ def test_an_unknown_source_or_bound_is_one_usage_error(capsys):
             er.parse([flag, value])
         assert exc.value.code == 2
         assert value.split(",")[-1] in capsys.readouterr().err
+
+
+def test_the_self_timed_pthreads_program_prints_its_spans(tmp_path):
+    """benchmarks/eztrace/pthreads_handover.c (docs/realrun.md, "pthreads") builds
+    and prints the mean round and the quantiles of its four spans, each in order."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    exe = tmp_path / "handover"
+    subprocess.run([cc, "-O2", "-pthread", str(er.SOURCES / "pthreads_handover.c"),
+                    "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe), "200", "50"], check=True, capture_output=True,
+                         text=True).stdout
+    assert float(re.search(r"^mean round us ([\d.]+)$", out, re.M).group(1)) > 0
+    for span in ("work", "lock+unlock", "waiter hand-over", "last own"):
+        line = re.search(rf"^{re.escape(span)} +us: (.*)$", out, re.M).group(1)
+        q = [float(v) for v in re.findall(r"q\d\d ([-\d.]+)", line)]
+        assert len(q) == 5 and q == sorted(q) and q[0] >= 0, (span, line)
