@@ -32,7 +32,12 @@ overcompensated records are counted over the pairs.
 ``--compare`` compensates every trace also with another platform file (rows
 "compared", and with "unscaled" also "compared unscaled"): two platforms on
 the same traces differ only by what they remove,
-whatever the spread between runs.
+whatever the spread between runs. Under the table, per program and overhead
+source: each trace's ``speed x`` over the pairs and its correlation with the
+traced loop, and the pairs' removed %, its standard deviation and its
+correlation with ``speed x`` (a scaling that follows the trace's speed leaves
+none). ``--rows FILE`` prints both tables again from the rows a ``--json FILE``
+run wrote.
 
 Without ``--platform`` it calibrates first (2-4 minutes here). Where EZTrace,
 MPICH's ``/usr/bin/mpicc`` or ``otf2-print`` is missing it prints one line and
@@ -286,6 +291,48 @@ def speed_of(rows: list[dict], config: str, bound: str) -> str:
     return f"{statistics.median(found):.3f}" if found else "-"
 
 
+def trace_speeds(rows: list[dict]) -> np.ndarray | None:
+    """Each pair's trace speed: the factor its trace's platform was scaled by
+    (compensate.speed), from the first scaled configuration; None if none was."""
+    for key in rows[0]["results"]:
+        found = [r["results"][key].get("speed") for r in rows]
+        if all(f is not None for f in found):
+            return np.array(found, dtype=float)
+    return None
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> str:
+    """Pearson's correlation of ``a`` and ``b``, "-" where either is constant."""
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return "-"
+    return f"{np.corrcoef(a, b)[0, 1]:.2f}"
+
+
+def spread_table(results: dict[str, list[dict]]) -> list[str]:
+    """Per program and configuration (its first bound): how the pairs spread and
+    whether the speed scaling follows the trace's speed. ``speed x`` is each
+    trace's factor (the same trace for every configuration); a scaling that
+    follows the speed leaves the removed % uncorrelated with it."""
+    lines = ["| program | overhead | bound | speed x over the pairs | corr(speed x, traced "
+             "loop) | removed %: standard deviation over the pairs | corr(speed x, "
+             "removed %) |", "|---|---|---|---|---|---|---|"]
+    for name, rows in results.items():
+        speeds = trace_speeds(rows)
+        if speeds is None or len(rows) < 3 or np.ptp(speeds) == 0:
+            continue
+        traced = np.array([r["traced"] for r in rows])
+        seen = set()
+        for config, bound in rows[0]["results"]:
+            if config in seen:
+                continue
+            seen.add(config)
+            pct = paired_removed(rows, config, bound)
+            lines.append(f"| {name} | {config} | {bound} | {speeds.min():.2f}..{speeds.max():.2f}"
+                         f" | {_corr(speeds, traced)} | {np.nanstd(pct):.1f} | "
+                         f"{_corr(speeds, pct)} |")
+    return lines
+
+
 def table(results: dict[str, list[dict]]) -> list[str]:
     """The markdown table: per program, overhead source and bound."""
     lines = ["| program | untraced s | traced s | dilation | overhead | speed x | bound | "
@@ -323,6 +370,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--json", help="write the per-pair rows here")
     ap.add_argument("--compare", help="another platform file, compensating the same traces "
                                       "(rows \"compared\")")
+    ap.add_argument("--rows", help="print the tables of the rows a --json run wrote, "
+                                   "running nothing")
     args = ap.parse_args(argv)
     for name, given, known in (("program", args.programs, [p.name for p in PROGRAMS]),
                                ("overhead source", args.configs, CONFIGS),
@@ -351,9 +400,30 @@ def calibrated(args: argparse.Namespace, work: Path, log) -> str | None:
     return str(platform)
 
 
+def print_tables(results: dict[str, list[dict]], refused: dict[str, str]) -> None:
+    """The removed % table, the spread table under it, the refused programs."""
+    print("\n".join(table(results)))
+    spread = spread_table(results)
+    if len(spread) > 2:
+        print()
+        print("\n".join(spread))
+    for name, why in refused.items():
+        print(f"{name}: refused: {why}")
+
+
+def read_rows(path: str) -> dict[str, list[dict]]:
+    """The rows a ``--json`` run wrote, with their results keyed (config, bound)."""
+    data = json.loads(Path(path).read_text())
+    return {name: [dict(r, results={tuple(k.split("/", 1)): v for k, v in r["results"].items()})
+                   for r in rows] for name, rows in data.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, compensate, print the table (and ``--json`` the raw rows)."""
     args = parse(argv)
+    if args.rows:
+        print_tables(read_rows(args.rows), {})
+        return 0
     tool = missing_tool(args.mpicc, args.mpirun)
     if tool:
         print(f"eztrace_realrun: skipped: {tool} is not installed (needs EZTrace 2.0, "
@@ -383,9 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[p.name] = measure(p, work, s, log)
             except c.TraceError as exc:  # a trace compensate refuses: say so, go on
                 refused[p.name] = str(exc)
-    print("\n".join(table(results)))
-    for name, why in refused.items():
-        print(f"{name}: refused: {why}")
+    print_tables(results, refused)
     if args.json:
         Path(args.json).write_text(json.dumps(
             {name: [dict(r, results={f"{k[0]}/{k[1]}": v for k, v in r["results"].items()})

@@ -4,6 +4,7 @@ EZTrace where it is installed)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -107,3 +108,43 @@ def test_the_self_timed_pthreads_program_prints_its_spans(tmp_path):
         line = re.search(rf"^{re.escape(span)} +us: (.*)$", out, re.M).group(1)
         q = [float(v) for v in re.findall(r"q\d\d ([-\d.]+)", line)]
         assert len(q) == 5 and q == sorted(q) and q[0] >= 0, (span, line)
+
+
+def _scaled_row(untraced, traced, comp_scaled, comp_unscaled, speed):
+    res = {("calibrated", "lower"): {"loop": comp_scaled, "violations": 0, "over": 0,
+                                     "speed": speed},
+           ("unscaled", "lower"): {"loop": comp_unscaled, "violations": 0, "over": 0,
+                                   "speed": None}}
+    return {"untraced": untraced, "traced": traced, "untraced_whole": untraced,
+            "traced_whole": traced, "results": {
+                k: dict(v, whole=v["loop"]) for k, v in res.items()}}
+
+
+def test_the_spread_table_correlates_each_trace_s_speed_with_what_is_removed():
+    # traced loops grow with the speed factor; the scaled output removes 100 %
+    # of every pair, the unscaled one less the faster its trace's tracer ran
+    rows = [_scaled_row(1.0, 1.0 + d, 1.0, 1.0 + d * (1 - f) / 2, f)
+            for d, f in ((0.5, 0.8), (0.6, 1.0), (0.7, 1.2))]
+    lines = er.spread_table({"p": rows})
+    cells = {ln.split(" | ")[1]: ln.strip("| ").split(" | ") for ln in lines[2:]}
+    assert set(cells) == {"calibrated", "unscaled"}
+    assert cells["calibrated"][3] == "0.80..1.20"
+    assert cells["calibrated"][4] == "1.00"  # speed and traced loop: a line
+    assert cells["calibrated"][5] == "0.0"  # 100 % in every pair
+    assert cells["calibrated"][6] == "-"  # (nothing to correlate)
+    assert float(cells["unscaled"][5]) > 0
+    assert float(cells["unscaled"][6]) > 0.9  # (removed % grows with the speed)
+
+
+def test_rows_written_with_json_print_the_same_tables(tmp_path, capsys):
+    rows = [_scaled_row(1.0, 1.0 + d, 1.0, 1.2, f) for d, f in ((0.5, 0.8), (0.6, 1.0),
+                                                               (0.7, 1.2))]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps({"p": [dict(r, results={f"{k[0]}/{k[1]}": v for k, v
+                                                       in r["results"].items()})
+                                      for r in rows]}))
+    assert er.read_rows(str(path)) == {"p": rows}
+    assert er.main(["--rows", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\n".join(er.table({"p": rows})) in out
+    assert "\n".join(er.spread_table({"p": rows})) in out
