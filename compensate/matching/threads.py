@@ -187,10 +187,13 @@ def _fork_join(trace: Trace, recs: dict, deps: ThreadDeps) -> None:
             elif k == FORK:
                 fork = i
             elif k == TEAM_BEGIN:
-                comm = _need(trace, loc, i, "thread_team")
+                comm = field_of(ev.payload[i], "thread_team")
                 entry = [i, -1, fork, -1, []]
                 fork = -1
-                teams[(trace.definitions.process_of(loc), comm)][loc].append(entry)
+                if comm is None:  # UNDEFINED (EZTrace's OMPT module): no team to join
+                    deps.unmatched += 1
+                else:
+                    teams[(trace.definitions.process_of(loc), comm)][loc].append(entry)
                 open_.append(entry)
             elif k == TEAM_END:
                 if open_:

@@ -102,10 +102,28 @@ def test_pthread_create_and_join(tmp_path):
 
 
 def test_missing_field_is_a_one_line_error(tmp_path):
-    ev = ["100 0 ThreadTeamBegin"]
-    with pytest.raises(TraceError, match=r"location 0, record 0: ThreadTeamBegin without its "
-                                         r"thread_team field"):
+    ev = ["100 0 ThreadAcquireLock model=OPENMP acquisition_order=1"]
+    with pytest.raises(TraceError, match=r"location 0, record 0: ThreadAcquireLock without "
+                                         r"its lock_id field"):
         match(_trace(tmp_path, ev))
+
+
+def test_a_team_begin_of_no_team_joins_no_team(tmp_path):
+    """ThreadTeamBegin/End with the thread team UNDEFINED (EZTrace's OMPT module
+    writes them on the master alone, and no fork or join): OTF2 allows it, so it is
+    read; with no team it links nothing, counted as unmatched, and the barrier
+    inside it is no instance. The defined team after it is matched as ever."""
+    ev = ["100 0 ThreadTeamBegin", "130 0 Enter region=1", "140 1 Enter region=1",
+          "150 0 Leave region=1", "150 1 Leave region=1", "200 0 ThreadTeamEnd",
+          "300 0 ThreadFork model=OPENMP", "310 0 ThreadTeamBegin thread_team=0",
+          "320 1 ThreadTeamBegin thread_team=0", "330 0 ThreadTeamEnd thread_team=0",
+          "340 1 ThreadTeamEnd thread_team=0", "350 0 ThreadJoin model=OPENMP"]
+    team = 'region 1 "!$omp barrier" role=BARRIER paradigm=OPENMP\ncomm 0 "team" 0,1'
+    m = match(_trace(tmp_path, ev, comm=team))
+    assert m.threads.barriers == []
+    assert [(s.kind, s.recv, s.sends) for s in m.threads.syncs] == [
+        ("fork", (1, 2), [(0, 4)]), ("join", (0, 7), [(1, 3)])]
+    assert m.threads.counts()["unmatched"] == 1
 
 
 def test_real_archive_teams():
