@@ -107,6 +107,7 @@ from calibration.external import fit_line
 from calibration.eztrace_costs import (
     GAPS_ONLY,
     PATHS,
+    REFERENCE_PAIRS,
     ProbeResult,
     by_region,
     solve,
@@ -319,6 +320,29 @@ def probe_records(exe: Path, variant: str, settings: ProbeSettings, workdir: Pat
             {k: (g * tick, c) for k, (g, c) in pairs.items()})
 
 
+def reference_gaps(archive: Path) -> dict[str, tuple[float, int]]:
+    """The speed reference pairs' median gaps (seconds) and counts in one traced
+    run, read as compensate reads a trace's (:func:`compensate.speed.trace_pairs`)."""
+    from compensate.formats import read_chunks
+    from compensate.speed import trace_pairs
+
+    defs, chunks = read_chunks(str(archive), payload=False)
+    return trace_pairs(defs, chunks, REFERENCE_PAIRS)
+
+
+def repeated_gaps(seen: list[dict[str, tuple[float, int]]]) -> dict[str, tuple[float, int]]:
+    """Per pair: the median over the repetitions' traced runs of their median gap,
+    and the gaps counted in all of them. The repetitions are the runs the slopes
+    come from, spread over the variant's minutes: the reference is the speed the
+    costs were measured at, not one run's (a run's median gap moves by a third
+    with the cores' speed from one second to the next)."""
+    out = {}
+    for pair in {p for one in seen for p in one}:
+        found = [one[pair] for one in seen if pair in one]
+        out[pair] = (float(np.median([g for g, _ in found])), sum(c for _, c in found))
+    return out
+
+
 def measure(settings: ProbeSettings, progress=None) -> ProbeResult:
     """Build, count, time (alternating traced/untraced), fit and solve."""
     with tempfile.TemporaryDirectory(prefix="eztrace-probe-") as tmp:
@@ -333,13 +357,17 @@ def measure(settings: ProbeSettings, progress=None) -> ProbeResult:
                 continue
             data: dict[bool, tuple[list[int], list[float]]] = {True: ([], []), False: ([], [])}
             repeats = settings.path_repeats if v in PATHS else settings.repeats
+            seen: list[dict[str, tuple[float, int]]] = []
             for rep in range(repeats):
                 for j, n in enumerate(settings.ns):
                     for traced in ((True, False) if (rep + j) % 2 == 0 else (False, True)):
                         data[traced][0].append(timed(n))
                         data[traced][1].append(run_probe(exe, v, n, traced, work, settings))
+                        if traced and j == 0:
+                            seen.append(reference_gaps(trace_archive(exe, v)))
                 if progress:
                     progress(f"{v}: repeat {rep + 1}/{repeats}")
+            pairs[v].update(repeated_gaps(seen))
             traced_fit, base_fit = fit_line(*data[True]), fit_line(*data[False])
             base[v] = base_fit.slope
             fits[v] = {"traced": traced_fit.to_dict(), "untraced": base_fit.to_dict()}
@@ -386,7 +414,8 @@ def platform_dict(result: ProbeResult, copy_from: dict | None) -> dict:
     """A platform file: the per-kind costs, the Enter/Leave mean as ``event_overhead``
     (for the kinds the MPI probe does not write), the copy table (and network model)
     of ``copy_from`` if given. Without the ``pingpong`` variant MpiSend takes
-    MpiIsend's cost. ``speed_reference``: :func:`speed_reference` of the probes' pairs."""
+    MpiIsend's cost. ``speed_reference``: :func:`speed_reference` of the probes' pairs
+    (:func:`repeated_gaps` of the repetitions where there are some)."""
     costs = {k: v for k, v in result.costs.items() if "@" not in k}
     if "MpiIsend" in costs:
         costs.setdefault("MpiSend", costs["MpiIsend"])

@@ -8,7 +8,9 @@ installed, on a short loop.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from calibration import eztrace as ez
@@ -129,6 +131,32 @@ def test_the_speed_reference_is_the_median_over_variants_of_pure_tracer_pairs():
                             records={"wait": {"Enter": 1, "Leave": 1}}, pairs=pairs)
     data = ez.platform_dict(result, None)
     assert Platform.from_dict(data, "eztrace-platform.json").speed_reference == ref
+
+
+def test_the_reference_of_a_variant_is_the_median_over_its_repetitions():
+    seen = [{"Enter>MpiSend": (100e-9, 500), "MpiRecv>Leave": (40e-9, 500)},
+            {"Enter>MpiSend": (130e-9, 500)},
+            {"Enter>MpiSend": (90e-9, 400), "MpiRecv>Leave": (60e-9, 100)}]
+    got = ez.repeated_gaps(seen)
+    assert got == {"Enter>MpiSend": (pytest.approx(100e-9), 1400),
+                   "MpiRecv>Leave": (pytest.approx(50e-9), 600)}
+    assert ez.repeated_gaps([]) == {}
+
+
+def test_a_runs_reference_gaps_are_read_as_compensate_reads_a_trace():
+    """tests/data/eztrace/ring: each rank's 20 MpiSend follow their Enter; the median
+    gap is otf2-print's over both ranks (to the 1 ns bins compensate.speed counts in)."""
+    archive = Path(__file__).resolve().parents[1] / "data" / "eztrace" / "ring" / \
+        "eztrace_log.otf2"
+    got = ez.reference_gaps(archive)
+    gaps = []
+    for kinds, times in ez.read_records(archive).values():
+        gaps += [times[i + 1] - times[i] for i in range(len(kinds) - 1)
+                 if (kinds[i], kinds[i + 1]) == ("Enter", "MpiSend")]
+    tick = 1.0 / ez.ticks_per_second(archive)
+    assert got["Enter>MpiSend"][1] == len(gaps) == 40
+    assert got["Enter>MpiSend"][0] == pytest.approx(float(np.median(gaps)) * tick, abs=1e-9)
+    assert set(got) <= set(ez.REFERENCE_PAIRS)
 
 
 @pytest.mark.skipif(ez.available() is not None, reason="needs EZTrace, MPICH and otf2-print")
