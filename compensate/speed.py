@@ -38,8 +38,11 @@ from compensate.platform import Platform, reference_pair
 
 #: a pair enters the factor only with at least this many gaps in the trace
 MIN_COUNT = 100
-#: the factors accepted as the same tracer on the same machine at another speed
-LIMITS = (0.5, 2.0)
+#: the factors accepted as the same tracer on the same machine at another speed: a
+#: shared vCPU switches between two speeds about 2x apart (docs/realrun.md, "Each
+#: vCPU runs at two speeds"), so a platform measured at one and a trace recorded at
+#: the other differ by that much, and a program's pairs by a fifth more
+LIMITS = (1 / 3, 3.0)
 #: gaps are counted in 1 ns bins up to this many ns (longer ones in the last bin:
 #: a reference pair's median lies far below it)
 MAX_NS = 20_000
