@@ -41,7 +41,7 @@ MIN_COUNT = 100
 #: the factors accepted as the same tracer on the same machine at another speed: a
 #: shared vCPU switches between two speeds about 2x apart (docs/realrun.md, "Each
 #: vCPU runs at two speeds"), so a platform measured at one and a trace recorded at
-#: the other differ by that much, and a program's pairs by a fifth more
+#: the other differ by that much (up to 2.5 in its EZTrace runs)
 LIMITS = (1 / 3, 3.0)
 #: gaps are counted in 1 ns bins up to this many ns (longer ones in the last bin:
 #: a reference pair's median lies far below it)
