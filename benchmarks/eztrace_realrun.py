@@ -411,8 +411,16 @@ def print_tables(results: dict[str, list[dict]], refused: dict[str, str]) -> Non
         print(f"{name}: refused: {why}")
 
 
+def rows_json(results: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The rows as ``--json`` writes them: each result keyed ``"config/bound"``
+    (:func:`read_rows` reads them back)."""
+    return {name: [dict(r, results={f"{k[0]}/{k[1]}": v for k, v in r["results"].items()})
+                   for r in rows] for name, rows in results.items()}
+
+
 def read_rows(path: str) -> dict[str, list[dict]]:
-    """The rows a ``--json`` run wrote, with their results keyed (config, bound)."""
+    """The rows a ``--json`` run wrote (:func:`rows_json`), with their results keyed
+    (config, bound)."""
     data = json.loads(Path(path).read_text())
     return {name: [dict(r, results={tuple(k.split("/", 1)): v for k, v in r["results"].items()})
                    for r in rows] for name, rows in data.items()}
@@ -455,9 +463,7 @@ def main(argv: list[str] | None = None) -> int:
                 refused[p.name] = str(exc)
     print_tables(results, refused)
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {name: [dict(r, results={f"{k[0]}/{k[1]}": v for k, v in r["results"].items()})
-                    for r in rows] for name, rows in results.items()}, indent=1))
+        Path(args.json).write_text(json.dumps(rows_json(results), indent=1))
     return 0
 
 

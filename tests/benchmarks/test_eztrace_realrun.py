@@ -140,9 +140,7 @@ def test_rows_written_with_json_print_the_same_tables(tmp_path, capsys):
     rows = [_scaled_row(1.0, 1.0 + d, 1.0, 1.2, f) for d, f in ((0.5, 0.8), (0.6, 1.0),
                                                                (0.7, 1.2))]
     path = tmp_path / "rows.json"
-    path.write_text(json.dumps({"p": [dict(r, results={f"{k[0]}/{k[1]}": v for k, v
-                                                       in r["results"].items()})
-                                      for r in rows]}))
+    path.write_text(json.dumps(er.rows_json({"p": rows})))
     assert er.read_rows(str(path)) == {"p": rows}
     assert er.main(["--rows", str(path)]) == 0
     out = capsys.readouterr().out
