@@ -410,14 +410,23 @@ class Location:
 
 @dataclass
 class Comm:
-    """A communicator; ``members[r]`` is the location id of rank ``r``. ``inter``: an
-    MPI inter-communicator (OTF2 InterComm: two groups, ranks of the other one),
-    which the model does not time: a record on one is refused by matching."""
+    """A communicator; ``members[r]`` is the location id of rank ``r``: the location
+    that holds rank ``r``'s MPI records. ``inter``: an MPI inter-communicator (OTF2
+    InterComm: two groups, ranks of the other one), which the model does not time:
+    a record on one is refused by matching. ``listed``: the locations the trace's
+    definitions list, where a rank's records lie on another thread of its process
+    (:mod:`compensate.formats.mpithreads`; None: ``members``), which writers write."""
 
     id: int
     name: str
     members: tuple[int, ...]
     inter: bool = False
+    listed: tuple[int, ...] | None = None
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        """The members as the trace's definitions list them."""
+        return self.members if self.listed is None else self.listed
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from compensate.formats import mpithreads
 from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS, ChunkIterator
 from compensate.formats.paths import (
     AtomicFile,
@@ -50,9 +51,18 @@ def read_trace(path: str | Path, locations: Iterable[int] | None = None) -> Trac
     ``events`` holds exactly the selected locations, and record ``i`` of a
     location is its ``i``-th record in the whole trace. OTF2 opens only their
     event files; a text trace is scanned whole, keeping only their lines. An id
-    the definitions lack is a one-line TraceError."""
+    the definitions lack is a one-line TraceError. (Ranks that call MPI from
+    another thread: :func:`read_chunks`.)"""
     path = str(path)
-    return format_of(path, must_exist=True).read(path, locations)
+    fmt = format_of(path, must_exist=True)
+    trace = fmt.read(path, locations)
+    if locations is None:  # (every record at hand)
+        ranks = mpithreads.found_in_memory(trace.definitions, trace.events)
+        mpithreads.remember(path, ranks)
+        trace.definitions = mpithreads.renamed(trace.definitions, ranks)
+    else:
+        trace.definitions = mpithreads.for_selection(path, trace.definitions)
+    return trace
 
 
 def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, *,
@@ -75,8 +85,8 @@ def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, 
 
 
 def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS, *,
-                payload: bool = True, locations: Iterable[int] | None = None
-                ) -> tuple[Definitions, Iterator[dict[int, Events]]]:
+                payload: bool = True, locations: Iterable[int] | None = None,
+                mpi_threads: bool = True) -> tuple[Definitions, Iterator[dict[int, Events]]]:
     """Definitions of the trace ``path`` and an iterator over its records in chunks.
 
     ``path`` is an OTF2 anchor file (``*.otf2``) or a text trace (``*.trace``).
@@ -100,11 +110,36 @@ def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS, *,
 
     ``locations``: only these locations' records, as for :func:`read_trace`;
     ``chunk_records`` then counts only theirs.
+
+    A rank whose MPI records all lie on another thread of its process than the one
+    the communicators list is that thread in the definitions' communicators
+    (:mod:`compensate.formats.mpithreads`): found by reading the locations
+    concerned, once per file, for a whole read; a read of ``locations`` only reads
+    no other location, and maps ranks as this process learned them (a whole read,
+    the distributed command's agreement), else as listed. ``mpi_threads=False``:
+    as listed.
     """
     if chunk_records < 1:
         raise ValueError(f"chunk_records must be at least 1, got {chunk_records}")
     path = str(path)
-    return format_of(path, must_exist=True).read_chunks(path, chunk_records, payload, locations)
+    fmt = format_of(path, must_exist=True)
+    defs, chunks = fmt.read_chunks(path, chunk_records, payload, locations)
+    if not mpi_threads:
+        return defs, chunks
+    if locations is not None:
+        return mpithreads.for_selection(path, defs), chunks
+    return mpithreads.for_file(path, defs, _location_reader(fmt, path)), chunks
+
+
+def _location_reader(fmt: Format, path: str) -> mpithreads.Reader:
+    """``read(locations)``: chunks of those locations' records of ``path``
+    (:func:`compensate.formats.mpithreads.for_file` looks for MPI records), by the
+    reader that reports a damaged record as the first read of the file would:
+    the C path stopped early would take the OTF2 library's report of a missing
+    local definition file away from the run's own read."""
+    def read(locations: Iterable[int]) -> Iterator[dict[int, Events]]:
+        return fmt.read_chunks(path, DEFAULT_CHUNK_RECORDS, True, list(locations))[1]
+    return read
 
 
 def location_record_counts(path: str | Path) -> dict[int, int | None]:

@@ -181,13 +181,14 @@ def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray) -> None:
     """Refuse the first of the collective records ``idx`` and point-to-point
     records (MpiSend, MpiIsend, MpiRecv, MpiIrecv) of ``loc`` whose communicator
     has members of which ``loc`` is not one. In OTF2 a rank of a communicator is
-    one location, the one its group names; a tracer that names each process's main
-    thread there but records MPI called from another thread (EZTrace with
-    MPI_THREAD_SERIALIZED or MULTIPLE, e.g. a communication thread) leaves the
-    record's rank unknown to the communicator: a collective's instance cannot be
-    told, nor which of the rank's sends a receive took, so the trace is refused
-    rather than the record left out of every instance or paired by the order of
-    one thread's sends alone."""
+    one location; where all of a rank's MPI records lie on one thread other than
+    the one the archive lists, the reader names that thread
+    (:mod:`compensate.formats.mpithreads`). What is left here is MPI called from
+    two threads of one process (the listed one and another, or two others: EZTrace
+    with MPI_THREAD_MULTIPLE): the record's rank is unknown to the communicator, a
+    collective's instance cannot be told, nor which of the rank's sends a receive
+    took, so the trace is refused rather than the record left out of every
+    instance or paired by the order of one thread's sends alone."""
     ev, comms = trace.events[loc], trace.definitions.comms
     mark = _P2P.take(ev.kind)  # (a mask: isin and union1d sort)
     mark[idx] = True
@@ -201,6 +202,6 @@ def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray) -> None:
         shown = ", ".join(map(str, c.members[:4])) + (", ..." if len(c.members) > 4 else "")
         raise TraceError(
             f"{KIND_NAMES[ev.kind[i]]} on communicator {comm} (\"{c.name}\") on location "
-            f"{loc}, which is not one of its members ({shown}): MPI called from a thread "
-            "other than the one the communicator names, which OTF2 cannot describe; not "
-            "modelled", source=trace.source, location=loc, index=i)
+            f"{loc}, which is not one of its members ({shown}): MPI called from several "
+            "threads of one rank (a rank is one location: the thread that holds all its "
+            "MPI records); not modelled", source=trace.source, location=loc, index=i)

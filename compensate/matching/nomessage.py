@@ -136,6 +136,5 @@ def off_rank_hint(trace: Trace, locations: list[int], comms: list[int]) -> str:
         return ""
     shown = ", ".join(map(str, off[:3])) + (", ..." if len(off) > 3 else "")
     return (f"; MPI messages lie on location(s) {shown}, which no MPI communicator "
-            "has as a member: MPI calls from several threads of one rank, which OTF2 "
-            "cannot describe (one location per rank; Score-P supports "
-            "MPI_THREAD_FUNNELED only)")
+            "has as a member: MPI calls from several threads of one rank (a rank is "
+            "one location: the thread that holds all its MPI records); not modelled")

@@ -178,7 +178,7 @@ def read_own(path: str, transport, seconds: dict[str, float] | None = None,
     from compensate.parallel.driver import agreed
     from compensate.parallel.ghosts import complete_trace, complete_trimmed
     from compensate.parallel.ownership import owners
-    from compensate.parallel.reading import read_own_records
+    from compensate.parallel.reading import agreed_rank_threads, read_own_records
 
     def definitions():  # no record read (a text trace: only its header)
         defs, chunks = read_chunks(path, payload=False, locations=[])
@@ -195,6 +195,7 @@ def read_own(path: str, transport, seconds: dict[str, float] | None = None,
     defs, counts = agreed(transport, definitions)
     owner = owners(defs, list(defs.locations), transport.size, counts)
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
+    defs = agreed_rank_threads(transport, path, defs, mine)
     lap("definitions")
     agreed(transport, room_for_share, path, transport.rank, mine, counts)
     own = agreed(transport, lambda: read_own_records(path, mine, payload))
@@ -296,7 +297,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     )
     from compensate.parallel.cutting import CutAgreement, chunk_records, share_of
     from compensate.parallel.ownership import owners
-    from compensate.parallel.reading import OneRead
+    from compensate.parallel.reading import OneRead, agreed_rank_threads
     from compensate.parallel.segments import (
         RankStream,
         observe_rank,
@@ -326,6 +327,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     defs, counts = fallback(definitions)
     owner = owners(defs, list(defs.locations), transport.size, counts)
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
+    defs = agreed_rank_threads(transport, str(job.input), defs, mine)
     lap("definitions")
 
     # the segments' cuts, agreed by the ranks from their own locations as they are

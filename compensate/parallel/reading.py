@@ -26,9 +26,11 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from compensate.formats import read_chunks
+from compensate.formats import mpithreads, read_chunks
 from compensate.formats.chunks import selected_locations
-from compensate.model import COLUMNS, Events, Trace
+from compensate.model import COLUMNS, Definitions, Events, Trace
+from compensate.parallel.driver import agreed_gather
+from compensate.parallel.transport import Transport
 
 #: Records per block a rank reads (of its own locations only).
 BLOCK = 1 << 16
@@ -111,3 +113,24 @@ class OneRead:
             else:
                 raise RuntimeError("the segment pass reached past the records the cut "
                                    "agreement read")
+
+
+def agreed_rank_threads(transport: Transport, path: str, defs: Definitions,
+                        mine: list[int]) -> Definitions:
+    """``defs`` with each rank that calls MPI from another thread of its process
+    mapped to that thread (:mod:`compensate.formats.mpithreads`), as one process
+    maps it: each rank reads its own processes' locations (a rank owns whole
+    processes, so it decides for them alone) and every rank learns every answer
+    in one ``allgather``, kept for the reads of this run
+    (:func:`compensate.formats.mpithreads.remember`). Collective."""
+    if not mpithreads.other_threads(defs):
+        return defs
+
+    def read(locations: Iterable[int]) -> Iterator[dict[int, Events]]:
+        return read_chunks(path, payload=True, locations=list(locations),
+                           mpi_threads=False)[1]
+
+    found = agreed_gather(transport, mpithreads.found_by_reading, defs, read, set(mine))
+    ranks = {m: t for part in found for m, t in part.items()}
+    mpithreads.remember(path, ranks)
+    return mpithreads.renamed(defs, ranks)

@@ -6,6 +6,7 @@ receive paired with the main thread's send alone
 
 import pytest
 
+from compensate.formats import read_trace
 from compensate.formats.text import read_text
 from compensate.matching import match
 from compensate.model import TraceError
@@ -58,8 +59,22 @@ def test_a_record_on_a_thread_its_communicator_does_not_list_is_refused(tmp_path
     assert err.value.location == 2 and err.value.record == index
     assert str(err.value).endswith(
         f"{kind} on communicator 0 (\"MPI_COMM_WORLD\") on location 2, which is not one "
-        "of its members (0, 1): MPI called from a thread other than the one the "
-        "communicator names, which OTF2 cannot describe; not modelled")
+        "of its members (0, 1): MPI called from several threads of one rank (a rank is "
+        "one location: the thread that holds all its MPI records); not modelled")
+
+
+def test_a_rank_whose_mpi_records_lie_on_one_other_thread_is_that_thread(tmp_path):
+    """As read by the readers (compensate.formats.mpithreads): rank 0's barrier on
+    its second thread, its main thread holding no MPI record, is rank 0's; rank 0
+    sending from both threads stays refused."""
+    path = tmp_path / "t.trace"
+    path.write_text(HEAD + BARRIER + "90 0 Enter region=1\n95 0 Leave region=1\n")
+    trace = read_trace(path)
+    assert trace.definitions.comms[0].members == (2, 1)
+    assert match(trace).counts()["collectives"] == {"n-to-n": 1}
+    path.write_text(HEAD + SENDS)
+    with pytest.raises(TraceError, match="MPI called from several threads of one rank"):
+        match(read_trace(path))
 
 
 def test_the_same_records_on_the_listed_locations_match(tmp_path):

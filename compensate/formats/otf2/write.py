@@ -445,7 +445,7 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
                  paradigm=getattr(Paradigm, paradigm, Paradigm.USER))
 
     if defs.comms:
-        in_comms = {m for c in defs.comms.values() for m in c.members}
+        in_comms = {m for c in defs.comms.values() for m in c.written}
         unknown = in_comms - locations.keys()
         if unknown:
             raise TraceError(f"communicator member location {min(unknown)} is not defined",
@@ -455,9 +455,9 @@ def _registry_from_model(defs: Definitions, path: str) -> DefinitionRegistry:
         reg.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
                   members=tuple(loc for i, loc in locations.items() if i in in_comms))
         for cid, comm in sorted(defs.comms.items()):
-            if comm.members:
+            if comm.written:
                 group = reg.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
-                                  members=tuple(locations[m] for m in comm.members))
+                                  members=tuple(locations[m] for m in comm.written))
             else:
                 group = reg.group("", group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI,
                                   members=())

@@ -212,7 +212,7 @@ class _Formatter:
             out.append(line + "\n")
         for cid in sorted(d.comms):
             c = d.comms[cid]
-            members = ",".join(str(m) for m in c.members) if c.members else "-"
+            members = ",".join(str(m) for m in c.written) if c.written else "-"
             out.append(f"comm {cid} {_quote(str(c.name))} {members}\n")
         for wid in sorted(d.windows):
             w = d.windows[wid]

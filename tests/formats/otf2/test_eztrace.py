@@ -6,6 +6,7 @@ every field but the time), and compensated; a program traced by EZTrace here
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import pytest
 
 import compensate.formats.otf2.native as native
 from compensate.cli import main
+from compensate.formats import read_chunks, read_trace
 from compensate.formats.otf2 import Otf2EventWriter, read_otf2, write_otf2
 from compensate.formats.otf2.read import read_otf2_chunks
 from compensate.matching import match
@@ -85,8 +87,9 @@ def test_the_archives_are_there_and_small():
     assert {p.parent.name for p in ARCHIVES} == {"ring", "halo", "mutex", "omp", "hybrid",
                                                   "comms", "procnull", "requests", "sync",
                                                   "trylock", "mpiio", "waits", "ringf",
-                                                  "memory", "ompt"}
-    assert {p.parent.name for p in REFUSED} == {"commthread", "mtmpi"}
+                                                  "memory", "ompt", "commthread",
+                                                  "commp2p"}
+    assert {p.parent.name for p in REFUSED} == {"twothreads", "mtmpi"}
     for anchor in ARCHIVES + REFUSED:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
         assert size < 100_000, anchor
@@ -255,22 +258,55 @@ def test_mpi_io_with_posixio_reads_its_scopes_and_dangling_handles(tmp_path, mod
         assert definitions(out) == definitions(anchor)
 
 
-def test_collectives_called_from_another_thread_are_refused_in_one_line(tmp_path, capsys):
-    """commthread/: all MPI from a Pthread per rank (MPI_THREAD_SERIALIZED);
-    EZTrace names each rank's main thread in MPI_COMM_WORLD, so the thread's
-    collectives belong to no rank of it: refused (exit 3) at the first one,
-    not left out of every instance."""
-    anchor = DATA / "refused" / "commthread" / "eztrace_log.otf2"
+@pytest.mark.parametrize("mode", [[], ["--in-memory"], ["--segment-records", "8"]])
+@pytest.mark.parametrize("name", ["commthread", "commp2p"])
+def test_a_rank_calling_mpi_from_one_other_thread_is_that_thread(tmp_path, name, mode):
+    """commthread/, commp2p/: every MPI call from one Pthread per rank
+    (MPI_THREAD_SERIALIZED; EZTrace's MPI_COMM_WORLD lists the main threads):
+    the reader names the thread as the rank, on every path, so the thread's
+    collectives and messages match; the definitions written back list the main
+    threads, as the input does."""
+    anchor = DATA / name / "eztrace_log.otf2"
+    trace = read_trace(anchor)
+    world = trace.definitions.comms[0]
+    assert world.listed == (0, 1073741823) and world.written == world.listed
+    assert world.members == (1, 1073741824)  # (each process's second thread)
+    counts = match(trace).counts()
+    expected = {"commthread": (0, {"1-to-n": 5, "n-to-n": 10}),
+                "commp2p": (8, {"n-to-n": 4})}[name]
+    assert (counts["messages"], counts["collectives"]) == expected
+    defs, chunks = read_chunks(anchor, payload=False)
+    chunks.close()
+    assert defs.comms[0].members == world.members
     out = tmp_path / "o" / "traces.otf2"
-    capsys.readouterr()
-    assert main([str(anchor), str(out), "--overhead", "estimate"]) == 3
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err and not out.exists()
-    assert re.search(
-        r"eztrace_log\.otf2: location (1|1073741824), record 4: MpiCollectiveEnd on "
-        r'communicator 0 \("MPI_COMM_WORLD"\) on location \1, which is not one of its '
-        r"members \(0, 1073741823\): MPI called from a thread other than the one the "
-        r"communicator names, which OTF2 cannot describe; not modelled$", err), err
+    summary = tmp_path / "s.json"
+    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet",
+                 "--summary", str(summary), *mode]) == 0
+    assert json.loads(summary.read_text())["verification"]["violations"] == 0
+    if OTF2_PRINT:
+        assert records(out) == records(anchor)
+        assert definitions(out) == definitions(anchor)
+
+
+def test_mpi_from_two_threads_of_a_rank_is_refused_in_one_line(tmp_path, capsys):
+    """twothreads/: each rank's main thread calls MPI_Barrier, then a Pthread
+    calls MPI_Allreduce and MPI_Bcast (MPI_THREAD_SERIALIZED): a rank's records
+    lie on two locations, which no one location stands for: refused (exit 3) at
+    the thread's first collective, on every path."""
+    anchor = DATA / "refused" / "twothreads" / "eztrace_log.otf2"
+    assert read_trace(anchor).definitions.comms[0].members == (0, 1073741823)
+    for mode in ([], ["--in-memory"]):
+        out = tmp_path / "o" / "traces.otf2"
+        capsys.readouterr()
+        assert main([str(anchor), str(out), "--overhead", "estimate", *mode]) == 3
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "Traceback" not in err and not out.exists()
+        assert re.search(
+            r"eztrace_log\.otf2: location (1|1073741824), record 4: MpiCollectiveEnd on "
+            r'communicator 0 \("MPI_COMM_WORLD"\) on location \1, which is not one of its '
+            r"members \(0, 1073741823\): MPI called from several threads of one rank "
+            r"\(a rank is one location: the thread that holds all its MPI records\); not "
+            r"modelled$", err), err
 
 
 def test_mpi_from_several_threads_of_a_rank_is_refused_in_one_line(tmp_path, capsys):
