@@ -17,11 +17,13 @@ members lie in as many processes: not a thread team's or an accelerator's, which
 Score-P defines beside them) (:attr:`Comm.members`) and keep the
 archive's list for the writers (:attr:`Comm.listed`), so that everything after
 the reader (matching, the cutter, the distributed run's ownership, the verifier)
-sees one consistent mapping and the output's definitions are the input's. MPI
-records on two threads of one process (the listed one and another, or two others:
-concurrent calls under ``MPI_THREAD_MULTIPLE``) would need a rank to be several
-locations at once; they are left as listed, and matching refuses them with the
-location it cannot place (docs/eztrace.md, "Real applications").
+sees one consistent mapping and the output's definitions are the input's. Where
+MPI records lie on two threads of one process (the listed one and another, or two
+others: ``omp single``, or ``MPI_THREAD_MULTIPLE``), the communicators stay as
+listed: matching takes a collective on another thread of a member's process as
+the member's (:func:`compensate.matching.collectives.thread_ranks`) and refuses
+messages there with the location it cannot place (docs/eztrace.md, "Real
+applications").
 
 Finding the thread reads records: all of them in memory, and in a stream first
 each listed location up to its first MPI record (a single-threaded rank or one

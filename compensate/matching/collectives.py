@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from compensate.model import (
+    COLL_BEGIN,
+    COLL_END,
     COLLECTIVE_OP_NAMES,
     ENTER,
     IRECV,
@@ -35,6 +37,7 @@ from compensate.model import (
     LEAVE,
     RECV,
     SEND,
+    Definitions,
     Trace,
     TraceError,
     kind_table,
@@ -177,21 +180,49 @@ def call_leave(kind: np.ndarray, idx: int) -> int:
     return idx
 
 
-def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray) -> None:
+def thread_ranks(defs: Definitions) -> dict[int, dict[int, int]]:
+    """``{communicator: {CPU thread: the member of its process}}``, for the
+    communicators of ranks (members in as many processes: not a thread team's) whose
+    members' processes have other CPU threads. Under MPI_THREAD_SERIALIZED any
+    thread of a process may make the rank's calls (``omp single``); a collective on
+    such a thread is the rank's, in the time order of the process's calls
+    (:func:`compensate.matching.match.match_collectives`)."""
+    threads: dict[int, list[int]] = {}
+    for x in defs.locations.values():
+        if x.is_cpu:
+            threads.setdefault(x.group, []).append(x.id)
+    out: dict[int, dict[int, int]] = {}
+    for cid, c in defs.comms.items():
+        groups = [defs.locations[m].group for m in c.members if m in defs.locations]
+        if c.inter or len(groups) != len(c.members) or len(set(groups)) != len(groups):
+            continue
+        table = {x: m for m, g in zip(c.members, groups, strict=True)
+                 for x in threads.get(g, ()) if x != m}
+        if table:
+            out[cid] = table
+    return out
+
+
+def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray,
+                      ranks: dict[int, dict[int, int]] | None = None) -> None:
     """Refuse the first of the collective records ``idx`` and point-to-point
     records (MpiSend, MpiIsend, MpiRecv, MpiIrecv) of ``loc`` whose communicator
     has members of which ``loc`` is not one. In OTF2 a rank of a communicator is
     one location; where all of a rank's MPI records lie on one thread other than
     the one the archive lists, the reader names that thread
-    (:mod:`compensate.formats.mpithreads`). What is left here is MPI called from
-    two threads of one process (the listed one and another, or two others: EZTrace
-    with MPI_THREAD_MULTIPLE): the record's rank is unknown to the communicator, a
-    collective's instance cannot be told, nor which of the rank's sends a receive
-    took, so the trace is refused rather than the record left out of every
-    instance or paired by the order of one thread's sends alone."""
+    (:mod:`compensate.formats.mpithreads`), and a collective on another thread of
+    a member's process is the member's (``ranks``: :func:`thread_ranks`). What is
+    left here: messages sent or received on two threads of one process (the
+    listed one and another, or two others: EZTrace with MPI_THREAD_MULTIPLE),
+    whose pairing would need the rank's sends in one order over its threads (MPI
+    orders them per thread only); and a collective on a process that is not a
+    member. Refused rather than paired by the order of one thread's sends alone."""
     ev, comms = trace.events[loc], trace.definitions.comms
     mark = _P2P.take(ev.kind)  # (a mask: isin and union1d sort)
     mark[idx] = True
+    if len(idx) and ranks:  # a collective on another thread of a member's process
+        # is the member's (``ranks``: :func:`thread_ranks`)
+        mark[[i for i in idx.tolist() if loc in ranks.get(int(ev.comm[i]), ())]] = False
     idx = np.flatnonzero(mark)
     used = ev.comm[idx]
     for comm in np.unique(used).tolist():
@@ -200,8 +231,40 @@ def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray) -> None:
             continue
         i = int(idx[np.flatnonzero(used == comm)[0]])
         shown = ", ".join(map(str, c.members[:4])) + (", ..." if len(c.members) > 4 else "")
+        why = ("messages sent or received on several threads of one rank (a rank's "
+               "messages are one location's: the thread that holds them all)"
+               if _P2P[ev.kind[i]] else "a collective on a process that is not one of "
+               "its members")
         raise TraceError(
             f"{KIND_NAMES[ev.kind[i]]} on communicator {comm} (\"{c.name}\") on location "
-            f"{loc}, which is not one of its members ({shown}): MPI called from several "
-            "threads of one rank (a rank is one location: the thread that holds all its "
-            "MPI records); not modelled", source=trace.source, location=loc, index=i)
+            f"{loc}, which is not one of its members ({shown}): {why}; not modelled",
+            source=trace.source, location=loc, index=i)
+
+
+def collective_pairs(kind: np.ndarray, level: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The MpiCollectiveBegin/End records of one location that pair up, as
+    (begins, ends), how many Begins have no End, and the first End with no Begin
+    of its own (-1: none; the caller refuses it).
+
+    OTF2 brackets a blocking collective by a Begin and an End in one call: an End
+    pairs with the latest Begin before it if that Begin comes after the End before
+    and (``level``: the call level before each record, :class:`Nesting`) lies in
+    the same call. A Begin no End pairs with is a collective whose end the tracer
+    did not record (EZTrace 2.0 writes only a Begin in MPI_Ibcast and
+    MPI_Iallreduce, nothing in the MPI_Wait that completes them): it stays a local
+    record."""
+    begin = np.flatnonzero(kind == COLL_BEGIN)
+    end = np.flatnonzero(kind == COLL_END)
+    last = np.searchsorted(begin, end) - 1  # the latest Begin before each End
+    prev_end = np.concatenate(([-1], end[:-1]))
+    ok = last >= 0
+    ok[ok] = begin[last[ok]] > prev_end[ok]
+    if level is not None and ok.any():  # no call closed between them
+        b, e = begin[last[ok]], end[ok]
+        bounds = np.column_stack((b, e + 1)).ravel()
+        low = np.minimum.reduceat(np.append(level, level[-1:]), bounds)[::2]
+        ok[ok] = (level[b] == level[e]) & (low >= level[b])
+    if not ok.all():
+        return begin[last[ok]], end[ok], 0, int(end[np.argmin(ok)])
+    return begin[last], end, int(begin.size - end.size), -1

@@ -30,7 +30,9 @@ from compensate.matching.collectives import (
     Instance,
     classify_instance,
     collective_class,
+    collective_pairs,
     refuse_off_member,
+    thread_ranks,
 )
 from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.legacy import match_legacy
@@ -42,7 +44,6 @@ from compensate.matching.tasks import match_tasks
 from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.matching.unrecorded import communicating_regions, unrecorded_calls
 from compensate.model import (
-    COLL_BEGIN,
     COLL_END,
     COLLECTIVE_OP_NAMES,
     ENTER,
@@ -454,7 +455,8 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
     """Collective instances: per communicator, the k-th collective each member posted
     (blocking MpiCollectiveBegin or NonBlockingCollectiveRequest) is instance k."""
     defs = trace.definitions
-    ops_of: dict = defaultdict(lambda: defaultdict(list))  # key -> loc -> [(post, end)]
+    ranks = thread_ranks(defs)  # (a member's process's other threads: the member's)
+    ops_of: dict = defaultdict(lambda: defaultdict(list))  # key -> member -> [(t, loc, b, i)]
     for loc, ev in trace.events.items():
         begin_idx, end_idx, orphans, stray = collective_pairs(ev.kind, structure[loc][0])
         if stray >= 0:
@@ -466,17 +468,19 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
         pairs = list(zip(begin_idx.tolist(), end_idx.tolist(), strict=True))
         posted = posting[loc][0]
         pairs += [(posted[i], i) for i in np.flatnonzero(ev.kind == NBC_COMPLETE).tolist()]
-        refuse_off_member(trace, loc, np.array(sorted(i for _, i in pairs), dtype=np.int64))
+        refuse_off_member(trace, loc, np.array(sorted(i for _, i in pairs), dtype=np.int64),
+                          ranks)
         for b, i in sorted(pairs):
             comm = int(ev.comm[i])
             if comm not in defs.comms:
                 raise TraceError(f"{KIND_NAMES[ev.kind[i]]} on undefined communicator {comm}",
                                  **_where(trace, loc, i))
             key = comm if defs.comms[comm].members else (comm, loc)
-            ops_of[key][loc].append((b, i))
+            ops_of[key][ranks.get(comm, {}).get(loc, loc)].append((int(ev.time[b]), loc, b, i))
     for key, per_loc in ops_of.items():
         comm = key if isinstance(key, int) else key[0]
         members = defs.comms[comm].members or (key[1],)
+        per_loc = {m: sorted(ops) for m, ops in per_loc.items()}  # (threads: time order)
         counts = {m: len(per_loc.get(m, ())) for m in members}
         n = max(counts.values())
         for m, c in counts.items():
@@ -486,30 +490,31 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
                     f"collective instance {c} on communicator {comm} has no member on "
                     f"location {m} (location {m} has {c} collective operations on it, "
                     f"location {other} has {n})",
-                    source=trace.source, location=other, index=per_loc[other][c][1])
+                    source=trace.source, location=per_loc[other][c][1],
+                    index=per_loc[other][c][3])
         for k in range(n):
-            begins = [per_loc[m][k][0] for m in members]
-            idx = [per_loc[m][k][1] for m in members]
-            evs = [trace.events[m] for m in members]
+            row = [per_loc[m][k] for m in members]  # (t, location, begin, end) per rank
+            locs, begins, idx = ([op[j] for op in row] for j in (1, 2, 3))
+            evs = [trace.events[x] for x in locs]
             ops = {int(e.op[i]) for e, i in zip(evs, idx, strict=True)}
             if len(ops) > 1:
                 raise TraceError(
                     f"collective instance {k} on communicator {comm} mixes operations "
                     f"{sorted(COLLECTIVE_OP_NAMES.get(o, str(o)) for o in ops)}",
-                    source=trace.source, location=members[0], index=idx[0])
+                    source=trace.source, location=locs[0], index=idx[0])
             op = ops.pop()
             cls, known = collective_class(op)
             if not known:
                 result.unknown_ops += 1
             root_rank = int(evs[0].peer[idx[0]])
-            root = members[root_rank] if 0 <= root_rank < len(members) else -1
+            root = locs[root_rank] if 0 <= root_rank < len(members) else -1
             if cls in (ONE_TO_N, N_TO_ONE) and root < 0:
                 raise TraceError(
                     f"{COLLECTIVE_OP_NAMES[op]} instance {k} on communicator {comm} has no "
                     f"valid root (rank {root_rank})", source=trace.source,
-                    location=members[0], index=idx[0])
+                    location=locs[0], index=idx[0])
             inst = Instance(
-                comm=comm, op=op, cls=cls, known_op=known, root=root, locs=list(members),
+                comm=comm, op=op, cls=cls, known_op=known, root=root, locs=locs,
                 begin_idx=begins, end_idx=idx,
                 size_sent=[int(e.size[i]) for e, i in zip(evs, idx, strict=True)],
                 size_recv=[int(e.size_recv[i]) for e, i in zip(evs, idx, strict=True)],
@@ -564,35 +569,6 @@ def match_partitioned_ops(trace: Trace, structure: dict, posting: dict,
 #: kind of dependency adds its matcher here and its entry there).
 MATCHERS = (match_messages, match_collectives, match_thread_syncs, match_device_syncs,
             match_partitioned_ops, match_rma_syncs)
-
-
-def collective_pairs(kind: np.ndarray, level: np.ndarray | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """The MpiCollectiveBegin/End records of one location that pair up, as
-    (begins, ends), how many Begins have no End, and the first End with no Begin
-    of its own (-1: none; the caller refuses it).
-
-    OTF2 brackets a blocking collective by a Begin and an End in one call: an End
-    pairs with the latest Begin before it if that Begin comes after the End before
-    and (``level``: the call level before each record, :class:`Nesting`) lies in
-    the same call. A Begin no End pairs with is a collective whose end the tracer
-    did not record (EZTrace 2.0 writes only a Begin in MPI_Ibcast and
-    MPI_Iallreduce, nothing in the MPI_Wait that completes them): it stays a local
-    record."""
-    begin = np.flatnonzero(kind == COLL_BEGIN)
-    end = np.flatnonzero(kind == COLL_END)
-    last = np.searchsorted(begin, end) - 1  # the latest Begin before each End
-    prev_end = np.concatenate(([-1], end[:-1]))
-    ok = last >= 0
-    ok[ok] = begin[last[ok]] > prev_end[ok]
-    if level is not None and ok.any():  # no call closed between them
-        b, e = begin[last[ok]], end[ok]
-        bounds = np.column_stack((b, e + 1)).ravel()
-        low = np.minimum.reduceat(np.append(level, level[-1:]), bounds)[::2]
-        ok[ok] = (level[b] == level[e]) & (low >= level[b])
-    if not ok.all():
-        return begin[last[ok]], end[ok], 0, int(end[np.argmin(ok)])
-    return begin[last], end, int(begin.size - end.size), -1
 
 
 __all__ = ["MATCHERS", "Matching", "Nesting", "check_structure", "match", "nesting",

@@ -136,5 +136,6 @@ def off_rank_hint(trace: Trace, locations: list[int], comms: list[int]) -> str:
         return ""
     shown = ", ".join(map(str, off[:3])) + (", ..." if len(off) > 3 else "")
     return (f"; MPI messages lie on location(s) {shown}, which no MPI communicator "
-            "has as a member: MPI calls from several threads of one rank (a rank is "
-            "one location: the thread that holds all its MPI records); not modelled")
+            "has as a member: messages sent or received on several threads of one rank "
+            "(a rank's messages are one location's: the thread that holds them all); "
+            "not modelled")

@@ -28,6 +28,7 @@ import numpy as np
 from compensate.families import FAMILIES, Cut
 from compensate.formats.fields import field_of
 from compensate.matching import nesting
+from compensate.matching.collectives import thread_ranks
 from compensate.matching.devices import is_synchronize
 from compensate.matching.p2p import key_ids, members_of
 from compensate.matching.pthreads import cut_regions, cut_steps
@@ -140,6 +141,8 @@ class Cutter:
         self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
         self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
         self.coll_done: dict[tuple, int] = defaultdict(int)  # (comm key, loc) -> completed
+        #: a collective on another thread of a member's process counts as the member's
+        self.thread_ranks = thread_ranks(defs)
         # regions of the calls open after the last record (entry order), and the
         # positions among them of the open calls around a send
         self.open_regions: dict[int, list[int]] = defaultdict(list)
@@ -403,6 +406,7 @@ class Cutter:
                 loc = locs[q]
                 key = comm_ if defs.comms.get(comm_) and defs.comms[comm_].members \
                     else (comm_, loc)
+                loc = self.thread_ranks.get(comm_, {}).get(loc, loc)
                 done[(key, loc)] = done.get((key, loc), 0) + c
         for t, loc, (comm_, peer_, tag_) in self.cancelled:  # matching drops these sends
             if t < cut:

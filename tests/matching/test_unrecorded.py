@@ -7,7 +7,7 @@ import pytest
 
 from compensate.formats.text import read_text
 from compensate.matching import match
-from compensate.matching.match import collective_pairs
+from compensate.matching.collectives import collective_pairs
 from compensate.model import KIND_CODE, TraceError
 from tests.inprocess import run_compensate
 

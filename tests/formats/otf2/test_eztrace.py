@@ -88,8 +88,8 @@ def test_the_archives_are_there_and_small():
                                                   "comms", "procnull", "requests", "sync",
                                                   "trylock", "mpiio", "waits", "ringf",
                                                   "memory", "ompt", "commthread",
-                                                  "commp2p"}
-    assert {p.parent.name for p in REFUSED} == {"twothreads", "mtmpi"}
+                                                  "commp2p", "twothreads", "single"}
+    assert {p.parent.name for p in REFUSED} == {"mtmpi"}
     for anchor in ARCHIVES + REFUSED:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
         assert size < 100_000, anchor
@@ -288,25 +288,32 @@ def test_a_rank_calling_mpi_from_one_other_thread_is_that_thread(tmp_path, name,
         assert definitions(out) == definitions(anchor)
 
 
-def test_mpi_from_two_threads_of_a_rank_is_refused_in_one_line(tmp_path, capsys):
-    """twothreads/: each rank's main thread calls MPI_Barrier, then a Pthread
-    calls MPI_Allreduce and MPI_Bcast (MPI_THREAD_SERIALIZED): a rank's records
-    lie on two locations, which no one location stands for: refused (exit 3) at
-    the thread's first collective, on every path."""
-    anchor = DATA / "refused" / "twothreads" / "eztrace_log.otf2"
-    assert read_trace(anchor).definitions.comms[0].members == (0, 1073741823)
-    for mode in ([], ["--in-memory"]):
-        out = tmp_path / "o" / "traces.otf2"
-        capsys.readouterr()
-        assert main([str(anchor), str(out), "--overhead", "estimate", *mode]) == 3
-        err = capsys.readouterr().err.strip()
-        assert "\n" not in err and "Traceback" not in err and not out.exists()
-        assert re.search(
-            r"eztrace_log\.otf2: location (1|1073741824), record 4: MpiCollectiveEnd on "
-            r'communicator 0 \("MPI_COMM_WORLD"\) on location \1, which is not one of its '
-            r"members \(0, 1073741823\): MPI called from several threads of one rank "
-            r"\(a rank is one location: the thread that holds all its MPI records\); not "
-            r"modelled$", err), err
+@pytest.mark.parametrize("mode", [[], ["--in-memory"], ["--segment-records", "8"]])
+@pytest.mark.parametrize("name", ["twothreads", "single"])
+def test_a_ranks_collectives_from_two_threads_are_its_own(tmp_path, name, mode):
+    """twothreads/: each rank's main thread calls MPI_Barrier, a Pthread then
+    MPI_Allreduce and MPI_Bcast; single/: MPI_Allreduce in ``omp single``, rank 1's
+    from both its threads (MPI_THREAD_SERIALIZED). A rank's collectives are its
+    instances in the time order of its process's calls, on every path; the
+    definitions stay as listed."""
+    anchor = DATA / name / "eztrace_log.otf2"
+    trace = read_trace(anchor)
+    assert trace.definitions.comms[0].members == (0, 1073741823)
+    m = match(trace)
+    expected = {"twothreads": {"1-to-n": 3, "n-to-n": 5}, "single": {"n-to-n": 6}}[name]
+    assert m.counts()["collectives"] == expected
+    threads = {loc for inst in m.instances for loc in inst.locs} - {0, 1073741823}
+    assert threads  # (some instance has a member on a thread the communicator does not list)
+    for inst in m.instances:  # one member per process, the ranks in order
+        assert [loc < 1073741823 for loc in inst.locs] == [True, False]
+    out = tmp_path / "o" / "traces.otf2"
+    summary = tmp_path / "s.json"
+    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet",
+                 "--summary", str(summary), *mode]) == 0
+    assert json.loads(summary.read_text())["verification"]["violations"] == 0
+    if OTF2_PRINT:
+        assert records(out) == records(anchor)
+        assert definitions(out) == definitions(anchor)
 
 
 def test_mpi_from_several_threads_of_a_rank_is_refused_in_one_line(tmp_path, capsys):
@@ -320,7 +327,7 @@ def test_mpi_from_several_threads_of_a_rank_is_refused_in_one_line(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err and not out.exists()
     assert "has no matching send" in err and "which no MPI communicator has as a member: " \
-        "MPI calls from several threads of one rank" in err, err
+        "messages sent or received on several threads of one rank" in err, err
 
 
 def test_completions_eztrace_does_not_record_leave_their_messages_local(tmp_path):
