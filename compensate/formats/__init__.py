@@ -138,7 +138,7 @@ def _location_reader(fmt: Format, path: str) -> mpithreads.Reader:
     the C path stopped early would take the OTF2 library's report of a missing
     local definition file away from the run's own read."""
     def read(locations: Iterable[int]) -> Iterator[dict[int, Events]]:
-        return fmt.read_chunks(path, DEFAULT_CHUNK_RECORDS, True, list(locations))[1]
+        return fmt.read_chunks(path, mpithreads.SCAN_CHUNK, True, list(locations))[1]
     return read
 
 

@@ -51,6 +51,10 @@ MPI_RECORD = np.array([n.startswith(("Mpi", "NonBlockingCollective", "Rma"))
 
 Reader = Callable[[Iterable[int]], Iterator[dict[int, Events]]]
 
+#: records a scan reads at a time: a rank's first MPI record usually comes early,
+#: and the reading stops at the chunk that holds the last listed location's first
+SCAN_CHUNK = 4096
+
 
 def other_threads(defs: Definitions) -> dict[int, list[int]]:
     """``{listed location: the other CPU threads of its process}`` for every

@@ -127,8 +127,8 @@ def agreed_rank_threads(transport: Transport, path: str, defs: Definitions,
         return defs
 
     def read(locations: Iterable[int]) -> Iterator[dict[int, Events]]:
-        return read_chunks(path, payload=True, locations=list(locations),
-                           mpi_threads=False)[1]
+        return read_chunks(path, mpithreads.SCAN_CHUNK, payload=True,
+                           locations=list(locations), mpi_threads=False)[1]
 
     found = agreed_gather(transport, mpithreads.found_by_reading, defs, read, set(mine))
     ranks = {m: t for part in found for m, t in part.items()}
