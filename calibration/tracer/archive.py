@@ -19,10 +19,12 @@ OTF2_UNDEFINED_UINT64 where none did (OTF2's definition of the record); lock
 records carry the model PTHREAD.
 
 MPI: OTF2 maps an MPI rank to one location (the COMM_LOCATIONS group of paradigm
-MPI). That is the thread that made the rank's MPI calls: the master thread, or the
-one other thread that made them all; if several threads of a rank made MPI calls,
-the rank stays mapped to its master thread and a warning says that those records
-cannot be matched (Score-P likewise supports MPI_THREAD_FUNNELED only).
+MPI). That is the thread that made the rank's point-to-point (and one-sided,
+partitioned) calls, or, where it made none, the one thread that made its
+collectives, else the master thread: compensate takes a rank's collectives from
+any thread of its process (:func:`compensate.matching.collectives.thread_ranks`).
+If several threads of a rank made point-to-point calls, the rank stays mapped to
+its master thread and a warning says that the others' messages cannot be matched.
 
 Timestamps are the ranks' local ``monotonic_ns`` values; every location gets two
 ClockOffset definitions (start and end of the run, :mod:`calibration.tracer.clock`),
@@ -414,20 +416,28 @@ def _insitu_properties(defs: Any, ranks: list[RankData], locations: dict,
 _PARADIGMS = {"user": Paradigm.USER, "mpi": Paradigm.MPI, "pthread": Paradigm.PTHREAD}
 
 
+#: MPI kinds whose records compensate matches on any thread of a rank (collectives)
+_COLLECTIVE_KINDS = frozenset((tb.COLL_BEGIN, tb.COLL_END, tb.NBC_REQUEST, tb.NBC_COMPLETE))
+
+
 def _mpi_thread(d: RankData, warn: list[str]) -> int:
     """Index of the thread of rank ``d`` that OTF2 maps the rank to (see the
     module docstring)."""
-    using = [i for i, th in enumerate(d.threads)
-             if np.isin(_kinds(th), list(tb.MPI_KINDS)).any()]
-    if len(using) == 1:
-        return using[0]
-    if len(using) > 1:
-        names = ", ".join(d.threads[i].name for i in using)
-        warn.append(f"rank {d.rank}: MPI calls from {len(using)} threads ({names}); "
-                    f"OTF2 maps an MPI rank to one location, so the MPI records of all "
-                    f"but the master thread cannot be matched (make all MPI calls of a "
-                    f"rank from one thread)")
-    return 0
+    def calls(kinds: frozenset) -> list[int]:
+        return [i for i, th in enumerate(d.threads) if np.isin(_kinds(th), list(kinds)).any()]
+
+    using, talking = calls(tb.MPI_KINDS), calls(tb.MPI_KINDS - _COLLECTIVE_KINDS)
+    if len(talking) > 1:
+        names = ", ".join(d.threads[i].name for i in talking)
+        warn.append(f"rank {d.rank}: point-to-point or one-sided MPI calls from "
+                    f"{len(talking)} threads ({names}); OTF2 maps an MPI rank to one "
+                    f"location, the master thread here: compensate takes a rank's "
+                    f"collectives from any of its threads, but its messages from that "
+                    f"one only (make them all from one thread)")
+        return 0
+    if talking:  # (its collectives may come from any thread: compensate takes them)
+        return talking[0]
+    return using[0] if len(using) == 1 else 0
 
 
 def _definitions(defs: Any, ranks: list[RankData],

@@ -349,7 +349,8 @@ def test_a_single_threaded_run_has_no_thread_definitions(tmp_path: Path) -> None
         assert not [c for c in trace.definitions.comms if "Pthread" in c.name]
 
 
-def _rank_with_mpi_on(threads_with_mpi: list[int], rank: int) -> RankData:
+def _rank_with_mpi_on(threads_with_mpi: list[int], rank: int,
+                      sending: tuple[int, ...] = ()) -> RankData:
     rec = tb.Recorder()
     rec.comm_id((0, 1))
     out = []
@@ -360,6 +361,8 @@ def _rank_with_mpi_on(threads_with_mpi: list[int], rank: int) -> RankData:
         if i in threads_with_mpi:
             buf.coll_begin()
             buf.coll_end(2, 0, -1, lambda: (8, 8))  # ALLREDUCE on comm 0
+        if i in sending:
+            buf.send(1 - rank, 0, 0, 8)
         if i:
             buf.thread_record(tb.THREAD_END, i)
         out.append(ThreadData(buf.name, buf.sequence, buf.data, buf.extra, buf.ints))
@@ -368,8 +371,9 @@ def _rank_with_mpi_on(threads_with_mpi: list[int], rank: int) -> RankData:
 
 def test_mpi_rank_maps_to_the_thread_that_made_its_mpi_calls(tmp_path: Path) -> None:
     """OTF2's MPI COMM_LOCATIONS group names one location per rank: the thread
-    that made the rank's MPI calls; MPI from two threads of a rank is warned
-    about, not silently merged."""
+    that made the rank's point-to-point calls, or the one that made its
+    collectives; collectives from two threads of a rank are its own (compensate
+    takes them from any thread), messages from two threads are warned about."""
     warnings: list[str] = []
     write_archive(str(tmp_path / "a" / "traces.otf2"),
                   [_rank_with_mpi_on([2], 0), _rank_with_mpi_on([2], 1)],
@@ -379,10 +383,18 @@ def test_mpi_rank_maps_to_the_thread_that_made_its_mpi_calls(tmp_path: Path) -> 
         world = next(c for c in trace.definitions.comms if c.name == "MPI_COMM_WORLD")
         assert [m.name for m in world.group.members] == ["Pthread thread 2"] * 2
     write_archive(str(tmp_path / "b" / "traces.otf2"),
-                  [_rank_with_mpi_on([0, 1], 0), _rank_with_mpi_on([0], 1)],
+                  [_rank_with_mpi_on([0, 1], 0, sending=(1,)), _rank_with_mpi_on([0], 1)],
+                  warnings=warnings)
+    assert warnings == []
+    with otf2.reader.open(str(tmp_path / "b" / "traces.otf2")) as trace:
+        world = next(c for c in trace.definitions.comms if c.name == "MPI_COMM_WORLD")
+        assert [m.name for m in world.group.members] == ["Pthread thread 1", "Master thread"]
+    write_archive(str(tmp_path / "c" / "traces.otf2"),
+                  [_rank_with_mpi_on([0], 0, sending=(0, 1)), _rank_with_mpi_on([0], 1)],
                   warnings=warnings)
     assert len(warnings) == 1 and warnings[0].startswith(
-        "rank 0: MPI calls from 2 threads (Master thread, Pthread thread 1)")
+        "rank 0: point-to-point or one-sided MPI calls from 2 threads (Master thread, "
+        "Pthread thread 1)")
 
 
 # ---------------------------------------------------------------------------------
@@ -624,10 +636,11 @@ def test_mpi_from_one_worker_thread_is_matched(tmp_path: Path) -> None:
     assert s["messages_matched"] == 2 and s["collective_instances"] == 1
 
 
-def test_mpi_from_two_threads_of_a_rank_is_reported(tmp_path: Path) -> None:
-    """MPI from the main thread and a worker of the same rank: each call stays on
-    its thread's location, the tracer warns, and compensate stops with a one-line
-    error naming the unmatched record instead of mixing them."""
+def test_messages_from_a_worker_and_collectives_from_main_are_matched(tmp_path: Path
+                                                                        ) -> None:
+    """A rank's messages from a worker thread, its allreduce from the main thread:
+    the rank is mapped to the worker, and compensate takes the allreduce from the
+    main thread as the rank's (no warning, every message and instance matched)."""
     script = tmp_path / "two.py"
     script.write_text(
         "import threading\nfrom mpi4py import MPI\ncomm = MPI.COMM_WORLD\n"
@@ -636,8 +649,31 @@ def test_mpi_from_two_threads_of_a_rank_is_reported(tmp_path: Path) -> None:
         "    comm.sendrecv(rank, dest=(rank + 1) % size, source=(rank - 1) % size)\n"
         "t = threading.Thread(target=ring)\nt.start()\nt.join()\ncomm.allreduce(1)\n")
     proc = _trace(tmp_path, script)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    summary = tmp_path / "summary.json"
+    done = run_compensate(tmp_path / "run" / "traces.otf2", tmp_path / "out" / "traces.otf2",
+                          "--bound", "none", "--quiet", "--summary", summary, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    s = json.loads(summary.read_text())
+    assert s["messages_matched"] == 2 and s["collective_instances"] == 1
+    assert s["verification"]["violations"] == 0
+
+
+def test_messages_from_two_threads_of_a_rank_are_reported(tmp_path: Path) -> None:
+    """Messages from the main thread and a worker of the same rank: each call stays
+    on its thread's location, the tracer warns, and compensate stops with a
+    one-line error naming the unmatched record instead of mixing them."""
+    script = tmp_path / "two.py"
+    script.write_text(
+        "import threading\nfrom mpi4py import MPI\ncomm = MPI.COMM_WORLD\n"
+        "rank, size = comm.Get_rank(), comm.Get_size()\n"
+        "def ring():\n"
+        "    comm.sendrecv(rank, dest=(rank + 1) % size, source=(rank - 1) % size)\n"
+        "t = threading.Thread(target=ring)\nt.start()\nt.join()\nring()\n")
+    proc = _trace(tmp_path, script)
     assert proc.returncode == 0, proc.stderr
-    assert "rank 0: MPI calls from 2 threads (Master thread, Pthread thread 1)" in proc.stderr
+    assert "rank 0: point-to-point or one-sided MPI calls from 2 threads (Master thread, " \
+        "Pthread thread 1)" in proc.stderr
     done = run_compensate(tmp_path / "run" / "traces.otf2", tmp_path / "out" / "traces.otf2",
                           "--bound", "none", "--quiet", cwd=ROOT)
     assert done.returncode != 0
