@@ -132,13 +132,10 @@ def read_chunks(path: str | Path, chunk_records: int = DEFAULT_CHUNK_RECORDS, *,
 
 
 def _location_reader(fmt: Format, path: str) -> mpithreads.Reader:
-    """``read(locations)``: chunks of those locations' records of ``path``
-    (:func:`compensate.formats.mpithreads.for_file` looks for MPI records), by the
-    reader that reports a damaged record as the first read of the file would:
-    the C path stopped early would take the OTF2 library's report of a missing
-    local definition file away from the run's own read."""
+    """``read(locations)``: chunks of those locations' records of ``path``, columns
+    only (:func:`compensate.formats.mpithreads.for_file` looks for MPI records)."""
     def read(locations: Iterable[int]) -> Iterator[dict[int, Events]]:
-        return fmt.read_chunks(path, mpithreads.SCAN_CHUNK, True, list(locations))[1]
+        return fmt.read_chunks(path, mpithreads.SCAN_CHUNK, False, list(locations))[1]
     return read
 
 

@@ -127,7 +127,7 @@ def agreed_rank_threads(transport: Transport, path: str, defs: Definitions,
         return defs
 
     def read(locations: Iterable[int]) -> Iterator[dict[int, Events]]:
-        return read_chunks(path, mpithreads.SCAN_CHUNK, payload=True,
+        return read_chunks(path, mpithreads.SCAN_CHUNK, payload=False,
                            locations=list(locations), mpi_threads=False)[1]
 
     found = agreed_gather(transport, mpithreads.found_by_reading, defs, read, set(mine))
