@@ -114,6 +114,14 @@ def test_a_rank_moved_to_another_thread_is_compensated_as_where_it_was(
     got = _times(par)
     assert np.array_equal(got[new], want[m])
     assert all(np.array_equal(got[k], want[k]) for k in want if k != m)
+    # an OTF2 archive: the scan by the C path, the streamed run copying records by C
+    write_trace(there, tmp / "b" / "traces.otf2")
+    out = tmp / "o" / "traces.otf2"
+    assert main([str(tmp / "b" / "traces.otf2"), str(out), "--overhead", "1us",
+                 "--quiet"]) == 0
+    got = _times(out)
+    assert np.array_equal(got[new], want[m])
+    assert all(np.array_equal(got[k], want[k]) for k in want if k != m)
 
 
 def test_thread_teams_and_accelerator_communicators_are_never_renamed():
