@@ -1,7 +1,8 @@
 """EZTrace real runs: how much of EZTrace's dilation compensate removes (docs/realrun.md).
 
-For each C program of benchmarks/eztrace/ (blocking ring, nonblocking halo with
-collectives, master/worker, MPI+OpenMP, Pthreads) this runs the program untraced
+For each C program of benchmarks/eztrace/ (blocking ring, the same ring from a
+communication thread, nonblocking halo with collectives, master/worker,
+MPI+OpenMP, Pthreads) this runs the program untraced
 and traced by EZTrace in alternating pairs (untraced first in even pairs, traced
 first in odd ones), on 2 ranks (the Pthreads program: one process of 2 threads).
 Every program prints its loop's time (``loop_seconds``: between two barriers, or
@@ -93,6 +94,8 @@ class Program:
 # pair's removed % moved by +-30 points).
 PROGRAMS = (
     Program("ring", args=("40000", "100"), quick_args=("2000", "100")),
+    # the ring from a communication thread (all MPI from one Pthread per rank)
+    Program("commring", ("-pthread",), args=("40000", "100"), quick_args=("2000", "100")),
     Program("halo", args=("20000", "400", "64"), quick_args=("1000", "400", "64")),
     Program("master_worker", args=("40000", "200"), quick_args=("2000", "200")),
     Program("hybrid", ("-fopenmp",), "mpich openmp", args=("10000", "800"),
