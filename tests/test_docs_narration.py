@@ -36,6 +36,8 @@ LONG_PAGES = {
     "analysis.md": "the reference of `compensate report`, including its JSON schema",
     "design.md": "the design: measurement model, rules, engine and its extensions in one place",
     "accuracy.md": "the 108-row accuracy table and, per program family, what its rows show",
+    "realrun.md": "the real-run record: two tracers' programs, every calibrated run's table "
+                  "with the commands that printed it, and why each lands where it does",
 }
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -181,6 +182,7 @@ def for_selection(path: str, defs: Definitions) -> Definitions:
 
 #: the answers by (file, (size, modification time)), the latest few
 _ANSWERS: dict[tuple[str, tuple[int, int]], dict[int, int]] = {}
+_LOCK = threading.Lock()
 
 
 def _key(path: str) -> tuple[str, tuple[int, int]] | None:
@@ -192,16 +194,21 @@ def _key(path: str) -> tuple[str, tuple[int, int]] | None:
 
 
 def remember(path: str, ranks: dict[int, int]) -> None:
-    """Keep ``ranks`` (:func:`rank_threads`) as the answer for the file ``path``."""
+    """Keep ``ranks`` (:func:`rank_threads`) as the answer for the file ``path``
+    (thread-safe: the tests' ranks are threads of one process)."""
     key = _key(path)
     if key is not None:
-        _ANSWERS.pop(key, None)
-        while len(_ANSWERS) >= 16:
-            _ANSWERS.pop(next(iter(_ANSWERS)))
-        _ANSWERS[key] = dict(ranks)
+        with _LOCK:
+            _ANSWERS.pop(key, None)
+            while len(_ANSWERS) >= 16:
+                _ANSWERS.pop(next(iter(_ANSWERS)))
+            _ANSWERS[key] = dict(ranks)
 
 
 def recalled(path: str) -> dict[int, int] | None:
     """The answer :func:`remember` kept for the file ``path`` as it is now, or None."""
     key = _key(path)
-    return None if key is None else _ANSWERS.get(key)
+    if key is None:
+        return None
+    with _LOCK:
+        return _ANSWERS.get(key)
