@@ -482,7 +482,7 @@ class Definitions:
         group that is not a process (an accelerator context), the group that
         created it, followed up to a process (the own group if the chain ends)."""
         group = self.locations[loc].group
-        kinds, creators = self._group_table()
+        kinds, creators, _ = self._group_table()
         seen = {group}
         g = group
         while kinds.get(g, PROCESS) != PROCESS and creators.get(g, -1) >= 0 \
@@ -491,7 +491,7 @@ class Definitions:
             seen.add(g)
         return g if kinds.get(g, PROCESS) == PROCESS else group
 
-    def _group_table(self) -> tuple[dict[int, str], dict[int, int]]:
+    def _group_table(self) -> tuple[dict[int, str], dict[int, int], dict[int, list[int]]]:
         # (kept while the locations are the same: process_of is called per location,
         # and rebuilding it each time made 10^4 locations take minutes)
         key = (id(self.locations), len(self.locations))
@@ -500,17 +500,36 @@ class Definitions:
             return cached[1]
         kinds: dict[int, str] = {}
         creators: dict[int, int] = {}
+        threads: dict[int, list[int]] = {}
         for loc in self.locations.values():
             kinds.setdefault(loc.group, loc.group_type)
             creators.setdefault(loc.group, loc.group_creator)
-        self.__dict__["_groups_cache"] = (key, (kinds, creators))
-        return kinds, creators
+            if loc.is_cpu:
+                threads.setdefault(loc.group, []).append(loc.id)
+        self.__dict__["_groups_cache"] = (key, (kinds, creators, threads))
+        return kinds, creators, threads
 
     def cpu_threads(self, process: int) -> list[int]:
         """The CPU threads of location group ``process``, in definition order (the
         first is its master thread)."""
-        return [loc.id for loc in self.locations.values()
-                if loc.group == process and loc.is_cpu]
+        return list(self._group_table()[2].get(process, ()))
+
+    def sibling_threads(self, loc: int) -> list[int]:
+        """The other CPU threads of ``loc``'s location group, in definition order:
+        the threads that may make its rank's MPI calls (MPI_THREAD_SERIALIZED or
+        MULTIPLE; :mod:`compensate.formats.mpithreads`)."""
+        return [x for x in self.cpu_threads(self.locations[loc].group) if x != loc]
+
+    def is_rank_comm(self, comm: Comm) -> bool:
+        """Whether ``comm`` is a communicator of ranks: not an inter-communicator,
+        and its members are defined locations of as many location groups (a thread
+        team's members, or an accelerator context's, lie in one; Score-P defines
+        those communicators beside the MPI ones). The same for its listed members
+        and its members: a rank read on another thread stays in its group."""
+        if comm.inter or any(m not in self.locations for m in comm.members):
+            return False
+        groups = {self.locations[m].group for m in comm.members}
+        return len(groups) == len(comm.members)
 
     def reference_of(self, loc: int) -> int | None:
         """The CPU thread whose measured -> approximated time function a METRIC

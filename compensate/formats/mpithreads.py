@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from compensate.model import KIND_NAMES, Comm, Definitions, Events
+from compensate.model import KIND_NAMES, Definitions, Events
 
 #: ``MPI_RECORD[kind]``: a record an MPI call writes (point-to-point, requests,
 #: collectives, one-sided, partitioned)
@@ -59,29 +59,10 @@ SCAN_CHUNK = 4096
 
 def other_threads(defs: Definitions) -> dict[int, list[int]]:
     """``{listed location: the other CPU threads of its process}`` for every
-    location an MPI communicator lists whose process has other CPU threads."""
-    listed = {m for c in defs.comms.values() if is_mpi(defs, c) for m in c.written}
-    by_group: dict[int, list[int]] = {}
-    for loc in defs.locations.values():
-        if loc.is_cpu:
-            by_group.setdefault(loc.group, []).append(loc.id)
-    out: dict[int, list[int]] = {}
-    for m in sorted(listed):
-        if m in defs.locations:
-            others = [x for x in by_group.get(defs.locations[m].group, ()) if x != m]
-            if others:
-                out[m] = others
-    return out
-
-
-def is_mpi(defs: Definitions, c: Comm) -> bool:
-    """Whether ``c`` is an MPI communicator of ranks: its listed members lie in as
-    many processes (a thread team's, an accelerator's lie in one; an
-    inter-communicator's ranks are the other group's)."""
-    if c.inter:
-        return False
-    groups = [defs.locations[m].group for m in c.written if m in defs.locations]
-    return len(set(groups)) == len(groups)
+    location a communicator of ranks (:meth:`Definitions.is_rank_comm`) lists whose
+    process has other CPU threads."""
+    listed = {m for c in defs.comms.values() if defs.is_rank_comm(c) for m in c.written}
+    return {m: others for m in sorted(listed) if (others := defs.sibling_threads(m))}
 
 
 def has_mpi(ev: Events) -> bool:
@@ -150,7 +131,8 @@ def renamed(defs: Definitions, ranks: dict[int, int]) -> Definitions:
     renamed before count as read)."""
     comms = {}
     for cid, c in defs.comms.items():
-        members = tuple(ranks.get(m, m) for m in c.written) if is_mpi(defs, c) else c.written
+        members = tuple(ranks.get(m, m) for m in c.written) if defs.is_rank_comm(c) \
+            else c.written
         comms[cid] = dataclasses.replace(
             c, members=members, listed=None if members == c.written else c.written)
     if all(comms[cid] == c for cid, c in defs.comms.items()):

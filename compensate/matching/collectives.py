@@ -182,24 +182,17 @@ def call_leave(kind: np.ndarray, idx: int) -> int:
 
 def thread_ranks(defs: Definitions) -> dict[int, dict[int, int]]:
     """``{communicator: {CPU thread: the member of its process}}``, for the
-    communicators of ranks (members in as many processes: not a thread team's) whose
-    members' processes have other CPU threads. Under MPI_THREAD_SERIALIZED any
+    communicators of ranks (:meth:`~compensate.model.Definitions.is_rank_comm`)
+    whose members' processes have other CPU threads. Under MPI_THREAD_SERIALIZED any
     thread of a process may make the rank's calls (``omp single``); a collective on
     such a thread is the rank's, in the time order of the process's calls
     (:func:`compensate.matching.match.match_collectives`)."""
-    threads: dict[int, list[int]] = {}
-    for x in defs.locations.values():
-        if x.is_cpu:
-            threads.setdefault(x.group, []).append(x.id)
     out: dict[int, dict[int, int]] = {}
     for cid, c in defs.comms.items():
-        groups = [defs.locations[m].group for m in c.members if m in defs.locations]
-        if c.inter or len(groups) != len(c.members) or len(set(groups)) != len(groups):
-            continue
-        table = {x: m for m, g in zip(c.members, groups, strict=True)
-                 for x in threads.get(g, ()) if x != m}
-        if table:
-            out[cid] = table
+        if defs.is_rank_comm(c):
+            table = {x: m for m in c.members for x in defs.sibling_threads(m)}
+            if table:
+                out[cid] = table
     return out
 
 

@@ -131,7 +131,7 @@ def test_thread_teams_and_accelerator_communicators_are_never_renamed():
     from tests.conftest import TRACES
     anchor = TRACES / "jacobi-mpi-openmp-cuda" / "traces.otf2"
     defs = read_trace(anchor).definitions
-    assert not mpithreads.is_mpi(defs, defs.comms[1])  # (master + OMP thread 1)
+    assert not defs.is_rank_comm(defs.comms[1])  # (master + OMP thread 1)
     assert all(c.listed is None for c in defs.comms.values())
     team = Definitions(timer_resolution=1, locations={i: Location(i, group=0) for i in (0, 1)},
                        comms={0: Comm(0, "team", (0, 1))})
