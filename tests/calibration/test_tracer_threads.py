@@ -636,19 +636,25 @@ def test_mpi_from_one_worker_thread_is_matched(tmp_path: Path) -> None:
     assert s["messages_matched"] == 2 and s["collective_instances"] == 1
 
 
-def test_messages_from_a_worker_and_collectives_from_main_are_matched(tmp_path: Path
-                                                                        ) -> None:
-    """A rank's messages from a worker thread, its allreduce from the main thread:
-    the rank is mapped to the worker, and compensate takes the allreduce from the
-    main thread as the rank's (no warning, every message and instance matched)."""
-    script = tmp_path / "two.py"
+def _worker_ring(tmp: Path, then: str) -> Path:
+    """An mpi4py program whose worker thread makes one ring exchange
+    (MPI_Sendrecv), after which the main thread runs ``then``."""
+    script = tmp / "two.py"
     script.write_text(
         "import threading\nfrom mpi4py import MPI\ncomm = MPI.COMM_WORLD\n"
         "rank, size = comm.Get_rank(), comm.Get_size()\n"
         "def ring():\n"
         "    comm.sendrecv(rank, dest=(rank + 1) % size, source=(rank - 1) % size)\n"
-        "t = threading.Thread(target=ring)\nt.start()\nt.join()\ncomm.allreduce(1)\n")
-    proc = _trace(tmp_path, script)
+        f"t = threading.Thread(target=ring)\nt.start()\nt.join()\n{then}\n")
+    return script
+
+
+def test_messages_from_a_worker_and_collectives_from_main_are_matched(tmp_path: Path
+                                                                        ) -> None:
+    """A rank's messages from a worker thread, its allreduce from the main thread:
+    the rank is mapped to the worker, and compensate takes the allreduce from the
+    main thread as the rank's (no warning, every message and instance matched)."""
+    proc = _trace(tmp_path, _worker_ring(tmp_path, then="comm.allreduce(1)"))
     assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
     summary = tmp_path / "summary.json"
     done = run_compensate(tmp_path / "run" / "traces.otf2", tmp_path / "out" / "traces.otf2",
@@ -663,14 +669,7 @@ def test_messages_from_two_threads_of_a_rank_are_reported(tmp_path: Path) -> Non
     """Messages from the main thread and a worker of the same rank: each call stays
     on its thread's location, the tracer warns, and compensate stops with a
     one-line error naming the unmatched record instead of mixing them."""
-    script = tmp_path / "two.py"
-    script.write_text(
-        "import threading\nfrom mpi4py import MPI\ncomm = MPI.COMM_WORLD\n"
-        "rank, size = comm.Get_rank(), comm.Get_size()\n"
-        "def ring():\n"
-        "    comm.sendrecv(rank, dest=(rank + 1) % size, source=(rank - 1) % size)\n"
-        "t = threading.Thread(target=ring)\nt.start()\nt.join()\nring()\n")
-    proc = _trace(tmp_path, script)
+    proc = _trace(tmp_path, _worker_ring(tmp_path, then="ring()"))
     assert proc.returncode == 0, proc.stderr
     assert "rank 0: point-to-point or one-sided MPI calls from 2 threads (Master thread, " \
         "Pthread thread 1)" in proc.stderr

@@ -258,6 +258,19 @@ def test_mpi_io_with_posixio_reads_its_scopes_and_dangling_handles(tmp_path, mod
         assert definitions(out) == definitions(anchor)
 
 
+def compensated_and_verified(tmp_path: Path, anchor: Path, mode: list[str]) -> None:
+    """``anchor`` compensated (``--overhead estimate``, the path ``mode`` says) with
+    0 violations, and written back with the same records and definitions."""
+    out = tmp_path / "o" / "traces.otf2"
+    summary = tmp_path / "s.json"
+    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet",
+                 "--summary", str(summary), *mode]) == 0
+    assert json.loads(summary.read_text())["verification"]["violations"] == 0
+    if OTF2_PRINT:
+        assert records(out) == records(anchor)
+        assert definitions(out) == definitions(anchor)
+
+
 @pytest.mark.parametrize("mode", [[], ["--in-memory"], ["--segment-records", "8"]])
 @pytest.mark.parametrize("name", ["commthread", "commp2p"])
 def test_a_rank_calling_mpi_from_one_other_thread_is_that_thread(tmp_path, name, mode):
@@ -278,14 +291,7 @@ def test_a_rank_calling_mpi_from_one_other_thread_is_that_thread(tmp_path, name,
     defs, chunks = read_chunks(anchor, payload=False)
     chunks.close()
     assert defs.comms[0].members == world.members
-    out = tmp_path / "o" / "traces.otf2"
-    summary = tmp_path / "s.json"
-    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet",
-                 "--summary", str(summary), *mode]) == 0
-    assert json.loads(summary.read_text())["verification"]["violations"] == 0
-    if OTF2_PRINT:
-        assert records(out) == records(anchor)
-        assert definitions(out) == definitions(anchor)
+    compensated_and_verified(tmp_path, anchor, mode)
 
 
 @pytest.mark.parametrize("mode", [[], ["--in-memory"], ["--segment-records", "8"]])
@@ -306,14 +312,7 @@ def test_a_ranks_collectives_from_two_threads_are_its_own(tmp_path, name, mode):
     assert threads  # (some instance has a member on a thread the communicator does not list)
     for inst in m.instances:  # one member per process, the ranks in order
         assert [loc < 1073741823 for loc in inst.locs] == [True, False]
-    out = tmp_path / "o" / "traces.otf2"
-    summary = tmp_path / "s.json"
-    assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet",
-                 "--summary", str(summary), *mode]) == 0
-    assert json.loads(summary.read_text())["verification"]["violations"] == 0
-    if OTF2_PRINT:
-        assert records(out) == records(anchor)
-        assert definitions(out) == definitions(anchor)
+    compensated_and_verified(tmp_path, anchor, mode)
 
 
 def test_mpi_from_several_threads_of_a_rank_is_refused_in_one_line(tmp_path, capsys):
