@@ -34,6 +34,41 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
     assert nav - pages == set(), f"nav entries with no page: {sorted(nav - pages)}"
 
 
+_SEPARATOR = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+
+
+def headless_tables(text: str) -> list[int]:
+    """Line numbers (1-based) of the tables in Markdown ``text`` whose second row
+    is not a header separator (``|---|---|``): Markdown then renders no table, only
+    the rows as text. Fenced code blocks are skipped."""
+    bad, fenced, block = [], False, []
+    for number, line in enumerate([*text.splitlines(), ""], start=1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+        if not fenced and stripped.startswith("|"):
+            block.append((number, stripped))
+            continue
+        if block and (len(block) < 2 or not _SEPARATOR.match(block[1][1])):
+            bad.append(block[0][0])
+        block = []
+    return bad
+
+
+def test_headless_tables_are_found() -> None:
+    good = "| a | b |\n|---|---:|\n| 1 | 2 |\n"
+    assert headless_tables(good) == []
+    assert headless_tables("text\n\n| 1 | 2 |\n| 3 | 4 |\n") == [3]
+    assert headless_tables("```\n| 1 | 2 |\n```\n") == []
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))],
+                         ids=lambda p: p.name)
+def test_every_table_has_a_header(page: Path) -> None:
+    """A table whose header row went missing renders as a paragraph of pipes."""
+    assert headless_tables(page.read_text(encoding="utf-8")) == []
+
+
 @pytest.mark.slow
 @needs_mkdocs
 def test_the_manual_builds_strictly(tmp_path: Path) -> None:
