@@ -87,6 +87,10 @@ _COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
 #: the records Cutter.balance reads: every other record's part in a cut is its time
 #: (CountingCutter)
 _ALIGNED = _kinds(SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_COMPLETE)
+#: kinds that open and close nothing the busy function counts, and are no call's
+#: Enter or Leave: a location's chunk of only these (a metric location's samples)
+#: adds no step and leaves its open calls as they were
+_INERT = _kinds(KIND_CODE["Metric"], KIND_CODE["CallingContextSample"])
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
@@ -280,7 +284,7 @@ class Cutter:
         False if there are none."""
         if not self.take(loc, ev):
             return False
-        if self.replay is None:
+        if self.replay is None and not _INERT[ev.kind].all():
             self._steps(loc, ev)
         return True
 

@@ -33,3 +33,32 @@ def test_small_segments_give_the_in_memory_output(tmp_path, anchor):
     assert s_one["dependencies"] == s_cut["dependencies"]
     if anchor.parent.name == "omp":  # (three parallel regions: the cutter cuts between)
         assert s_cut["segments"]["count"] > 1
+
+
+def test_a_chunk_of_metric_samples_adds_no_step_and_keeps_the_open_calls():
+    """A location's chunk of only Metric samples skips the busy function's steps:
+    over the hip archive (most of its chunks are such), the busy function, the
+    calls left open and the pending send calls are those of the cutter that takes
+    the steps of every chunk."""
+    from compensate.formats import read_chunks
+    from compensate.model import KIND_CODE
+    from compensate.pipeline.cuts import Cutter
+
+    anchor = DATA.parent / "traces" / "hip-two-gpu-metrics" / "traces.otf2"
+    defs, chunks = read_chunks(str(anchor), 997, payload=False)
+    fast, full = Cutter(defs, 1 << 30), Cutter(defs, 1 << 30)
+    inert = 0
+    for chunk in chunks:
+        for loc, ev in chunk.items():
+            fast.feed(loc, ev)
+            full.take(loc, ev)
+            full._steps(loc, ev)
+            inert += bool(np.all(ev.kind == KIND_CODE["Metric"]))
+    assert inert > 100
+    (ft, fd), (ut, ud) = fast.busy(), full.busy()
+    assert sorted(zip(ft.tolist(), fd.tolist(), strict=True)) == \
+        sorted(zip(ut.tolist(), ud.tolist(), strict=True))
+    assert {k: v for k, v in fast.open_regions.items() if v} == \
+        {k: v for k, v in full.open_regions.items() if v}
+    assert {k: v for k, v in fast.send_calls.items() if v} == \
+        {k: v for k, v in full.send_calls.items() if v}
