@@ -35,7 +35,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eztrace_realrun import PROGRAMS, build, loop_span, missing_tool, run, seconds  # noqa: E402
+from eztrace_realrun import (  # noqa: E402
+    MPICC,
+    MPIRUN,
+    PROGRAMS,
+    build,
+    loop_span,
+    missing_tool,
+    run,
+    seconds,
+)
 
 import compensate as c  # noqa: E402
 import compensate.matching.threads as thread_matching  # noqa: E402
@@ -104,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                     metavar=("ITERS", "WORK", "NTHREADS"))
     ap.add_argument("--overheads", nargs="*", default=["100ns", "300ns"])
     a = ap.parse_args(argv)
-    tool = missing_tool("/usr/bin/mpicc", "/usr/bin/mpirun")
+    tool = missing_tool(MPICC, MPIRUN)
     if tool is not None:
         print(f"eztrace_pthread_links: {tool} is not installed; nothing measured")
         return 0
@@ -114,13 +123,13 @@ def main(argv: list[str] | None = None) -> int:
           f"platform {a.platform}")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        exe = build(p, work, "/usr/bin/mpicc")
+        exe = build(p, work, MPICC)
         for i in range(a.pairs):
             times = {}
             for traced in ((False, True) if i % 2 == 0 else (True, False)):
                 cwd = work / f"{i}-{'t' if traced else 'u'}"
                 cwd.mkdir()
-                times[traced] = run(p, exe, traced, cwd, "/usr/bin/mpirun", False)[0]
+                times[traced] = run(p, exe, traced, cwd, MPIRUN, False)[0]
             anchor = work / f"{i}-t" / "pthreads_trace" / "eztrace_log.otf2"
             trace = c.read(anchor)
             print(f"pair {i + 1}/{a.pairs}:")

@@ -41,8 +41,8 @@ none). ``--rows FILE`` prints both tables again from the rows a ``--json FILE``
 run wrote.
 
 Without ``--platform`` it calibrates first (2-4 minutes here). Where EZTrace,
-MPICH's ``/usr/bin/mpicc`` or ``otf2-print`` is missing it prints one line and
-exits 0.
+MPICH's compiler wrapper (``/usr/bin/mpicc.mpich``) or ``otf2-print`` is missing it
+prints one line and exits 0.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import compensate as c  # noqa: E402
+from calibration.eztrace import MPICC, MPIRUN  # noqa: E402
 from compensate.model import ENTER, LEAVE  # noqa: E402
 
 SOURCES = Path(__file__).resolve().parent / "eztrace"
@@ -367,8 +368,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help=f"overhead sources, of {','.join(CONFIGS)} (default: "
                          "calibrated,estimate)")
     ap.add_argument("--bounds", default=",".join(BOUNDS))
-    ap.add_argument("--mpicc", default="/usr/bin/mpicc")
-    ap.add_argument("--mpirun", default="/usr/bin/mpirun")
+    ap.add_argument("--mpicc", default=MPICC, help=f"MPICH's compiler wrapper (default {MPICC})")
+    ap.add_argument("--mpirun", default=MPIRUN, help=f"MPICH's launcher (default {MPIRUN})")
     ap.add_argument("--quick", action="store_true", help="short loops (a smoke test)")
     ap.add_argument("--json", help="write the per-pair rows here")
     ap.add_argument("--compare", help="another platform file, compensating the same traces "

@@ -151,6 +151,21 @@ class ProbeError(Exception):
     """The probe could not be built, run or read (one-line message)."""
 
 
+def mpich_tool(name: str) -> str:
+    """Debian's MPICH ``name`` (``mpicc``, ``mpirun``, ``mpif90``):
+    ``/usr/bin/NAME.mpich``, which the mpich packages install whichever MPI the
+    alternatives make ``/usr/bin/NAME`` (OpenMPI, once a package that needs it is
+    installed: its wrapper builds programs EZTrace's ``mpich`` module does not
+    trace, and its mpirun refuses root), else ``/usr/bin/NAME``."""
+    own = Path(f"/usr/bin/{name}.mpich")
+    return str(own) if own.exists() else f"/usr/bin/{name}"
+
+
+#: MPICH's compiler wrapper and launcher (:func:`mpich_tool`)
+MPICC = mpich_tool("mpicc")
+MPIRUN = mpich_tool("mpirun")
+
+
 @dataclass
 class ProbeSettings:
     """Tools, iteration counts, repetitions and ranks of one calibration."""
@@ -162,8 +177,8 @@ class ProbeSettings:
     #: ranks on shared cores), the one-rank variants' over 10-20 %
     path_repeats: int = 21
     ranks: int = 2
-    mpicc: str = "/usr/bin/mpicc"
-    mpirun: str = "/usr/bin/mpirun"
+    mpicc: str = MPICC
+    mpirun: str = MPIRUN
     eztrace: str = "eztrace"
     variants: tuple[str, ...] = VARIANTS
     timeout: float = 120.0
@@ -461,8 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--path-repeats", type=int, default=21,
                    help="repetitions of the two-rank variants (pingpong, allreduce)")
     p.add_argument("--ranks", type=int, default=2)
-    p.add_argument("--mpicc", default="/usr/bin/mpicc")
-    p.add_argument("--mpirun", default="/usr/bin/mpirun")
+    p.add_argument("--mpicc", default=MPICC, help=f"MPICH's compiler wrapper (default {MPICC})")
+    p.add_argument("--mpirun", default=MPIRUN, help=f"MPICH's launcher (default {MPIRUN})")
     p.add_argument("--force", action="store_true", help="replace an existing output")
     args = p.parse_args(argv)
     try:

@@ -18,6 +18,15 @@ from calibration import eztrace_costs as ezc
 from compensate.platform import Platform
 
 
+def test_mpichs_own_tool_names_are_taken_where_they_exist():
+    """``NAME.mpich`` (Debian's MPICH whatever the alternatives select), else
+    ``/usr/bin/NAME``."""
+    assert ez.mpich_tool("no-such-mpi-tool") == "/usr/bin/no-such-mpi-tool"
+    own = Path("/usr/bin/mpicc.mpich")
+    assert ez.mpich_tool("mpicc") == (str(own) if own.exists() else "/usr/bin/mpicc")
+    assert ez.ProbeSettings().mpicc == ez.MPICC and ez.ProbeSettings().mpirun == ez.MPIRUN
+
+
 def test_otf2_print_names_become_otf2_record_kinds():
     assert ez.kind_name("MPI_IRECV_REQUEST") == "MpiIrecvRequest"
     assert ez.kind_name("MPI_COLLECTIVE_END") == "MpiCollectiveEnd"

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import compensate.formats.otf2.native as native
+from calibration.eztrace import MPICC, MPIRUN
 from compensate.cli import main
 from compensate.formats import read_chunks, read_trace
 from compensate.formats.otf2 import Otf2EventWriter, read_otf2, write_otf2
@@ -33,8 +34,6 @@ ARCHIVES = sorted(DATA.glob("*/eztrace_log.otf2"))
 REFUSED = sorted(DATA.glob("refused/*/eztrace_log.otf2"))
 OTF2_PRINT = shutil.which("otf2-print")
 EZTRACE = shutil.which("eztrace")
-MPICC = "/usr/bin/mpicc"
-MPIRUN = "/usr/bin/mpirun"
 needs_print = pytest.mark.skipif(OTF2_PRINT is None, reason="otf2-print is not installed")
 
 
