@@ -592,7 +592,7 @@ def copy_finding(args: argparse.Namespace, platform: Platform | None,
     summary = outcome.summary
     if platform is None or args.bound == "none" or not outcome.writes:
         return outcome
-    measured, approx = summary["measured_span_s"], summary["approximated_span_s"]
+    measured, approx = span_reference(summary), summary["approximated_span_s"]
     ticks = (summary["messages_matched"] + summary["collective_instances"] + 1) \
         / summary["timer_resolution"]  # the rules' one-tick steps may add that much
     longer = approx > measured * (1 + LONGER_TOLERANCE) + ticks
@@ -619,15 +619,40 @@ def copy_finding(args: argparse.Namespace, platform: Platform | None,
         f"--max-overcompensated {limit}"))
 
 
+def span_reference(summary: dict) -> float:
+    """The measured span the compensated one is compared with: as read, or with
+    the processes' clocks aligned where they were (``clock_alignment``; the
+    alignment alone may lengthen the run by the offsets it adds)."""
+    aligned = summary.get("clock_alignment", {}).get("aligned_span_s")
+    return summary["measured_span_s"] if aligned is None else aligned
+
+
+def span_text(summary: dict) -> str:
+    """``span M s -> A s (X % shorter)`` of the summary line; with the clocks
+    aligned, the aligned span too, which X compares with."""
+    m, a, ref = summary["measured_span_s"], summary["approximated_span_s"], \
+        span_reference(summary)
+    aligned = f" ({ref:.6g} s with its clocks aligned)" if "clock_alignment" in summary else ""
+    if ref <= 0:
+        change = "n/a"
+    elif a <= ref:
+        change = f"{100 * (ref - a) / ref:.1f} % shorter"
+    else:
+        change = f"{100 * (a - ref) / ref:.1f} % longer"
+    return f"span {m:.6g} s{aligned} -> {a:.6g} s ({change})"
+
+
 def copy_line(summary: dict) -> str:
     """The warning of :func:`copy_finding`: how much longer the output is, and the
     message records whose gap cannot hold the platform's copy, the worst named."""
     found = summary["copy_contradictions"]
-    m, a = summary["measured_span_s"], summary["approximated_span_s"]
+    m, a = span_reference(summary), summary["approximated_span_s"]
     parts = []
     if found["output_longer"]:
-        times = f"{a / m:.3g}x as long as" if m > 0 else "longer than"
-        parts.append(f"the compensated trace is {times} the measured one "
+        times = ("longer than" if m <= 0 else f"{a / m:.3g}x as long as" if a >= 2 * m
+                 else f"{100 * (a / m - 1):.2g} % longer than")
+        aligned = " with its clocks aligned" if "clock_alignment" in summary else ""
+        parts.append(f"the compensated trace is {times} the measured one{aligned} "
                      f"({_duration(a)} vs {_duration(m)})")
     n = found["records"]
     if n:
@@ -709,10 +734,8 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
     if unmatched := unmatched_regions_line(summary):
         print(unmatched, file=sys.stderr)
     if not args.quiet:
-        m, a = summary["measured_span_s"], summary["approximated_span_s"]
-        removed = f"{100 * (m - a) / m:.1f} %" if m > 0 else "n/a"
         print(f"compensate: {summary['records']:,} records on {summary['locations']} "
-              f"locations, {bound_text}: span {m:.6g} s -> {a:.6g} s ({removed} shorter), "
+              f"locations, {bound_text}: {span_text(summary)}, "
               f"{summary['messages_matched']} messages, {summary['collective_instances']} "
               f"collectives, {over} overcompensated records, verified"
               f"{_local_only_note(summary['verification'])}; wrote {args.output}")

@@ -298,7 +298,7 @@ def run_rank(trace: Trace, platform: Platform | None, options: RunOptions,
     run.add(result)
     run.stats.records, run.stats.locations = run.records, run.locations
     for loc, ev in measured.events.items():  # (the span as read: before any alignment)
-        run.spans(ev.time, share.checked.events[loc].time)
+        run.spans(ev.time, share.checked.events[loc].time, trace.events[loc].time)
     run.nesting_first = matching.nesting_first
     run.clock_alignment = alignment
     run.trace = share.checked

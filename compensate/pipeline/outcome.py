@@ -77,7 +77,8 @@ def summarize(run: Run, *, input: str, output: str | None, options: RunOptions,
         approximated=_seconds(run.approximated_span, res), nesting=run.nesting,
         overhead=overhead)
     if run.clock_alignment is not None:
-        summary["clock_alignment"] = run.clock_alignment.to_dict(res)
+        summary["clock_alignment"] = dict(run.clock_alignment.to_dict(res),
+                                          aligned_span_s=_seconds(run.aligned_span, res))
     if run.segments is not None:
         summary["segments"] = {"count": run.segments, "largest": run.largest_segment}
     return summary

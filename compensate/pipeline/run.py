@@ -81,6 +81,9 @@ class Run:
     locations: int = 0
     measured_span: tuple[int, int] | None = None
     approximated_span: tuple[int, int] | None = None
+    #: the measured span with the processes' clocks aligned (:attr:`clock_alignment`):
+    #: what the compensated span is compared with
+    aligned_span: tuple[int, int] | None = None
     nesting_first: dict | None = None
     resolution: int = 1
     segments: int | None = None  # (None: not streamed)
@@ -97,13 +100,17 @@ class Run:
             totals.add(self.verification, result.verification)
         totals.add_counts(self.counts, result.counts)
 
-    def spans(self, measured: np.ndarray, written: np.ndarray) -> None:
-        """Widen the spans by one location's measured and written times."""
+    def spans(self, measured: np.ndarray, written: np.ndarray,
+              aligned: np.ndarray | None = None) -> None:
+        """Widen the spans by one location's measured (as read), written and aligned
+        (None: as read) times."""
         if len(measured):
             self.measured_span = totals.span(self.measured_span, int(measured[0]),
                                              int(measured[-1]))
             self.approximated_span = totals.span(self.approximated_span, int(written[0]),
                                                  int(written[-1]))
+            at = measured if aligned is None else aligned
+            self.aligned_span = totals.span(self.aligned_span, int(at[0]), int(at[-1]))
 
     @property
     def nesting(self) -> dict:
@@ -161,7 +168,7 @@ def whole_run(trace: Trace, result: SegmentResult, outcome: FitOutcome | None,
     run.stats.records, run.stats.locations = run.records, run.locations
     run.trace = trace.with_times(result.times.times, result.times.sizes)
     for loc, ev in (measured or trace).events.items():
-        run.spans(ev.time, result.times.written.get(loc, ev.time))
+        run.spans(ev.time, result.times.written.get(loc, ev.time), trace.events[loc].time)
     run.nesting_first = result.matching.nesting_first
     return run
 
@@ -485,7 +492,7 @@ def _stream_segment(sg: Segmenter, seg: dict[int, Events], n_seg: int, share: Sh
         write(loc, ev)
         shift = offsets.get(sg.defs.process_of(loc), 0)  # the span measured: as read
         run.spans(seg[loc].time - shift if shift else seg[loc].time,
-                  result.times.written[loc])
+                  result.times.written[loc], seg[loc].time)
     run.records += n_seg
     sg.advance(seg, result.times.values, result.times.written, result.matching)
     return True

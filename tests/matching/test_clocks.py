@@ -88,7 +88,8 @@ def test_compensating_a_skewed_trace_does_not_add_the_skew_to_every_message(tmp_
     assert rank1[2] - rank1[0] == 200
     assert r.summary["approximated_span_s"] <= r.summary["measured_span_s"]
     assert r.summary["clock_alignment"] == {"receives_before_send": 1, "worst_s": 4e-7,
-                                            "offsets_s": {"1": 4.01e-7}}
+                                            "offsets_s": {"1": 4.01e-7},
+                                            "aligned_span_s": 1.299e-6}
     assert r.trace.events[0].time.tolist() == trace.events[0].time.tolist()
 
 
@@ -102,6 +103,33 @@ def test_the_command_aligns_a_skewed_trace_it_would_otherwise_stream(tmp_path):
     assert rank1[2] - rank1[0] == 200
     assert got["approximated_span_s"] <= got["measured_span_s"]
     assert got["clock_alignment"]["offsets_s"] == {"1": 4.01e-7}
+
+
+#: SKEWED with rank 0 first (work from 100) and rank 1 last (work to 2800): the
+#: alignment moves rank 1's end 401 ticks later, the run's span from 2,700 to 3,101
+LONGER = """100 0 Enter region=4
+200 0 Leave region=4
+""" + SKEWED + """2700 1 Enter region=4
+2800 1 Leave region=4
+"""
+
+
+def test_a_span_the_alignment_lengthens_is_compared_aligned(tmp_path):
+    """The compensated span is compared with the measured one with its clocks
+    aligned: the offsets alone are no finding of a platform that contradicts the
+    trace, and the summary line names both spans."""
+    path = tmp_path / "t.trace"
+    path.write_text(HEAD.replace('region 3 "MPI_Allreduce"\n',
+                                 'region 3 "MPI_Allreduce"\nregion 4 "work"\n') + LONGER)
+    out, summary = tmp_path / "out.trace", tmp_path / "s.json"
+    proc = run_compensate(path, out, "--overhead", "0", "--summary", summary)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(summary.read_text())
+    assert got["measured_span_s"] == 2.7e-6
+    assert got["clock_alignment"]["aligned_span_s"] == 3.101e-6
+    assert got["approximated_span_s"] <= 3.101e-6
+    assert "longer" not in proc.stderr and "contradicts" not in proc.stderr
+    assert "span 2.7e-06 s (3.101e-06 s with its clocks aligned) -> " in proc.stdout
 
 
 def test_collectives_order_the_clocks_too(tmp_path):
