@@ -9,6 +9,7 @@ fields through compensate.formats.fields."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,13 +18,22 @@ ABOVE_ENGINE = ("compensate.parallel", "compensate.cli", "compensate.pipeline",
                 "compensate.api")
 
 
-def _modules():
+@functools.cache
+def _parsed() -> tuple:
+    """(path, module, package, AST) of every module, parsed once for the tests
+    below (the trees are only read)."""
+    out = []
     for top in PACKAGES:
         for path in sorted((ROOT / top).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             package = name if parts[-1] == "__init__" else name.rpartition(".")[0]
-            yield path, name, package, ast.parse(path.read_text())
+            out.append((path, name, package, ast.parse(path.read_text())))
+    return tuple(out)
+
+
+def _modules():
+    yield from _parsed()
 
 
 def _imports(tree: ast.AST):
