@@ -69,8 +69,10 @@ def _write_platform(platform, path: Path) -> None:
 #: (``dependencies.unrecorded_calls``, ``collective_begins_without_end``), the
 #: point-to-point records that carry no message (``proc_null_records``, ...) and the
 #: Pthread locks left local (``dependencies.threads.local_locks``,
-#: :data:`THREADS_ADDED`); every key they did cover is still hashed
+#: :data:`THREADS_ADDED`); the measured span with the clocks aligned
+#: (``clock_alignment.aligned_span_s``); every key they did cover is still hashed
 SUMMARY_ADDED = {"fit": {"rejected", "rejected_model", "quality", "overridden"},
+                 "clock_alignment": {"aligned_span_s"},
                  "p2p_cases": {"m2_fitted_overridden"},
                  "dependencies": {"unrecorded_calls", "collective_begins_without_end",
                                   "proc_null_records", "unidentified_receives",
