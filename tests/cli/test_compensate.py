@@ -520,6 +520,26 @@ def _slow_copies(tmp_path: Path, seconds: float) -> Path:
     return path
 
 
+def test_a_span_a_little_longer_is_said_in_percent_and_against_the_aligned_span():
+    """Under twice the measured span the warning gives the excess in percent (not
+    '1x as long'); with the clocks aligned it compares with the aligned span, and
+    the summary line says both spans and whether the output is shorter or longer."""
+    from compensate.cli.compensate import copy_line, span_text
+
+    found = {"output_longer": True, "records": 0}
+    plain = {"measured_span_s": 1.0, "approximated_span_s": 1.003,
+             "copy_contradictions": found}
+    assert copy_line(plain).startswith(
+        "compensate: warning: the compensated trace is 0.3 % longer than the measured "
+        "one (1.003 s vs 1 s): ")
+    assert span_text(plain) == "span 1 s -> 1.003 s (0.3 % longer)"
+    aligned = dict(plain, clock_alignment={"aligned_span_s": 1.002})
+    assert "0.1 % longer than the measured one with its clocks aligned (1.003 s vs 1.002 s)" \
+        in copy_line(aligned)
+    assert span_text(dict(aligned, approximated_span_s=0.9)) == \
+        "span 1 s (1.002 s with its clocks aligned) -> 0.9 s (10.2 % shorter)"
+
+
 def test_copy_table_that_contradicts_the_trace_is_a_finding(run_cli, tmp_path):
     """A copy table 6,000x too slow for the trace made the output 251x longer than
     measured, exit 0, no word: now a warning naming copy_time and the worst record,
