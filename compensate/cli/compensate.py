@@ -811,7 +811,8 @@ def _no_message_note(deps: dict) -> None:
     null, bad, left = (deps.get(k, 0) for k in NO_MESSAGE)
     if null:
         print(f"compensate: note: {null:,} sends and receives name MPI_PROC_NULL (their "
-              f"peer is UNDEFINED): no message; they are compensated as local records",
+              f"peer is UNDEFINED, or Open MPI's -2): no message; they are compensated as "
+              f"local records",
               file=sys.stderr)
     if bad:
         print(f"compensate: note: {bad:,} receives have a status no send in the trace "

@@ -93,6 +93,28 @@ def test_proc_null_sends_and_receives_carry_no_message(tmp_path):
     assert c.compensate(trace, bound="lower", overhead=2e-9).summary["verification"]["ok"]
 
 
+def test_open_mpis_proc_null_is_mpi_proc_null_on_both_readers():
+    """Open MPI's MPI_PROC_NULL is -2, which EZTrace's openmpi module writes into
+    OTF2's uint32 peer (4294967294; MPICH's -1 is OTF2's UNDEFINED): the same
+    program as procnull/, traced with Open MPI, has its PROC_NULL sends and
+    receives (and the MpiIrecv completions Open MPI's EZTrace writes for them) as
+    records of no message, on the otf2 package's path and on the C path."""
+    from compensate.formats import read_chunks
+    from compensate.formats.otf2 import native
+
+    anchor = DATA / "procnull-openmpi" / "eztrace_log.otf2"
+    trace = c.read(anchor)
+    assert match(trace).counts()["proc_null_records"] == _p2p_without_peer(trace) == 16
+    if native.available():
+        defs, chunks = read_chunks(str(anchor), 1 << 20, payload=False)
+        assert defs.otf2.native_source == str(anchor)
+        for chunk in chunks:
+            for loc, ev in chunk.items():
+                assert np.array_equal(ev.peer, trace.events[loc].peer)
+    for ev in trace.events.values():
+        assert not np.any(ev.peer == -2)
+
+
 @pytest.mark.parametrize("call, accepted", [("MPI_Waitsome", True), ("MPI_Testall", True),
                                             ("MPI_Recv", False), ("MPI_Wait", False)])
 def test_a_receive_without_a_send_is_refused_unless_its_status_came_from_an_array(
@@ -121,7 +143,7 @@ def _p2p_without_peer(trace) -> int:
     return n
 
 
-@pytest.mark.parametrize("name", ["procnull", "requests"])
+@pytest.mark.parametrize("name", ["procnull", "procnull-openmpi", "requests"])
 def test_eztrace_archives_compensate_alike_in_memory_streamed_and_by_rank(tmp_path, name):
     """EZTrace 2.0 archives (tests/data/eztrace/README.md): a non-periodic halo whose
     edge ranks send to and receive from MPI_PROC_NULL, and MPI_Waitsome; the counts
@@ -145,7 +167,7 @@ def test_eztrace_archives_compensate_alike_in_memory_streamed_and_by_rank(tmp_pa
     assert json.loads(sa)["dependencies"] == json.loads(sb)["dependencies"]
 
 
-@pytest.mark.parametrize("name", ["procnull", "requests"])
+@pytest.mark.parametrize("name", ["procnull", "procnull-openmpi", "requests"])
 def test_the_eztrace_archives_by_rank_as_in_one_process(name):
     """Each location a thread rank of its own (trimmed views): the one-process output."""
     from compensate.platform import Platform

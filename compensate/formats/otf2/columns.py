@@ -60,6 +60,17 @@ def _u32(value: int) -> int:
     return NONE if value == _UINT32_UNDEF else int(value)
 
 
+#: MPI_PROC_NULL in a point-to-point record's peer, as a tracer that writes the
+#: MPI value into OTF2's uint32 gives it: MPICH's -1 (OTF2's UNDEFINED) and Open
+#: MPI's -2 (EZTrace's openmpi module); no communicator has that many ranks
+_PROC_NULL_MIN = 0xFFFFFFFE
+
+
+def _rank(value: int) -> int:
+    """A point-to-point peer: NONE for MPI_PROC_NULL (:data:`_PROC_NULL_MIN`)."""
+    return NONE if value >= _PROC_NULL_MIN else int(value)
+
+
 def _u64(value: int) -> int:
     return NONE if value == _UINT64_UNDEF or value > _INT64_MAX else int(value)
 
@@ -73,9 +84,9 @@ def _root(value: int) -> int:
 
 
 # Which columns each interpreted kind fills, and from which event attribute how.
-_P2P_SEND = (("peer", "receiver", _u32), ("comm", "communicator", _ref),
+_P2P_SEND = (("peer", "receiver", _rank), ("comm", "communicator", _ref),
              ("tag", "msg_tag", _u32), ("size", "msg_length", _u64))
-_P2P_RECV = (("peer", "sender", _u32), ("comm", "communicator", _ref),
+_P2P_RECV = (("peer", "sender", _rank), ("comm", "communicator", _ref),
              ("tag", "msg_tag", _u32), ("size", "msg_length", _u64))
 _COLL = (("op", "collective_op", _enum_int), ("comm", "communicator", _ref),
          ("peer", "root", _root), ("size", "size_sent", _u64),
@@ -92,7 +103,7 @@ FIELDS: dict[int, tuple] = {
     IRECV: _P2P_RECV + _REQUEST,
     NBC_COMPLETE: _COLL + _REQUEST,
     # matched probes: the message id in ``size_recv`` (undefined: -1), see model.PROBE
-    PROBE: (("peer", "sender", _u32), ("comm", "communicator", _ref), ("tag", "tag", _u32),
+    PROBE: (("peer", "sender", _rank), ("comm", "communicator", _ref), ("tag", "tag", _u32),
             ("size_recv", "message_id", _u64)),
     MRECV: (("size_recv", "message_id", _u64), ("size", "msg_length", _u64)),
     IMRECV_REQUEST: (("size_recv", "message_id", _u64), ("request", "request_id", _u64)),

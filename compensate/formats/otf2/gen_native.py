@@ -59,6 +59,7 @@ _CAMEL = {"msg_tag": "msgTag", "msg_length": "msgLength", "collective_op": "coll
 # the conversion functions of columns.FIELDS, in C (v: the argument as int64_t/uint64_t)
 _CONVERT = {
     "_u32": "((uint64_t)({v}) == 0xFFFFFFFFu ? -1 : (int64_t)({v}))",
+    "_rank": "((uint64_t)({v}) >= 0xFFFFFFFEu ? -1 : (int64_t)({v}))",
     "_ref": "((uint64_t)({v}) == 0xFFFFFFFFu ? -1 : (int64_t)({v}))",
     "_u64": "((uint64_t)({v}) > (uint64_t)INT64_MAX ? -1 : (int64_t)({v}))",
     "_root": "((uint64_t)({v}) >= 0x80000000u ? -1 : (int64_t)({v}))",

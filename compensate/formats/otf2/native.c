@@ -22,7 +22,7 @@
 #define OTF2_ERROR_INTERRUPTED_BY_CALLBACK 92
 typedef int OTF2_CallbackCode;
 
-const char* cmp_digest(void) { return "f854422a41bb8374"; }
+const char* cmp_digest(void) { return "d1266ef1bd00a957"; }
 int cmp_nkinds(void) { return NKINDS; }
 int cmp_max_args(void) { return MAX_ARGS; }
 int cmp_max_attrs(void) { return MAX_ATTRS; }
@@ -422,7 +422,7 @@ static OTF2_CallbackCode r_MpiSend(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     if (!c->allowed[4]) { c->refused = 4; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 4);
-    c->peer[i] = ((uint64_t)(receiver) == 0xFFFFFFFFu ? -1 : (int64_t)(receiver));
+    c->peer[i] = ((uint64_t)(receiver) >= 0xFFFFFFFEu ? -1 : (int64_t)(receiver));
     c->comm[i] = ((uint64_t)(communicator) == 0xFFFFFFFFu ? -1 : (int64_t)(communicator));
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
@@ -446,7 +446,7 @@ static OTF2_CallbackCode r_MpiIsend(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     if (!c->allowed[5]) { c->refused = 5; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 5);
-    c->peer[i] = ((uint64_t)(receiver) == 0xFFFFFFFFu ? -1 : (int64_t)(receiver));
+    c->peer[i] = ((uint64_t)(receiver) >= 0xFFFFFFFEu ? -1 : (int64_t)(receiver));
     c->comm[i] = ((uint64_t)(communicator) == 0xFFFFFFFFu ? -1 : (int64_t)(communicator));
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
@@ -513,7 +513,7 @@ static OTF2_CallbackCode r_MpiRecv(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     if (!c->allowed[8]) { c->refused = 8; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 8);
-    c->peer[i] = ((uint64_t)(sender) == 0xFFFFFFFFu ? -1 : (int64_t)(sender));
+    c->peer[i] = ((uint64_t)(sender) >= 0xFFFFFFFEu ? -1 : (int64_t)(sender));
     c->comm[i] = ((uint64_t)(communicator) == 0xFFFFFFFFu ? -1 : (int64_t)(communicator));
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
@@ -537,7 +537,7 @@ static OTF2_CallbackCode r_MpiIrecv(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     if (!c->allowed[9]) { c->refused = 9; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 9);
-    c->peer[i] = ((uint64_t)(sender) == 0xFFFFFFFFu ? -1 : (int64_t)(sender));
+    c->peer[i] = ((uint64_t)(sender) >= 0xFFFFFFFEu ? -1 : (int64_t)(sender));
     c->comm[i] = ((uint64_t)(communicator) == 0xFFFFFFFFu ? -1 : (int64_t)(communicator));
     c->tag[i] = ((uint64_t)(msgTag) == 0xFFFFFFFFu ? -1 : (int64_t)(msgTag));
     c->size[i] = ((uint64_t)(msgLength) > (uint64_t)INT64_MAX ? -1 : (int64_t)(msgLength));
@@ -1953,7 +1953,7 @@ static OTF2_CallbackCode r_MpiProbe(uint64_t location, uint64_t time, void* ud,
     Pass1* c = (Pass1*)ud;
     if (!c->allowed[79]) { c->refused = 79; return OTF2_CALLBACK_INTERRUPT; }
     uint64_t i = begin(c, location, time, 79);
-    c->peer[i] = ((uint64_t)(sender) == 0xFFFFFFFFu ? -1 : (int64_t)(sender));
+    c->peer[i] = ((uint64_t)(sender) >= 0xFFFFFFFEu ? -1 : (int64_t)(sender));
     c->comm[i] = ((uint64_t)(communicator) == 0xFFFFFFFFu ? -1 : (int64_t)(communicator));
     c->tag[i] = ((uint64_t)(tag) == 0xFFFFFFFFu ? -1 : (int64_t)(tag));
     c->size_recv[i] = ((uint64_t)(messageId) > (uint64_t)INT64_MAX ? -1 : (int64_t)(messageId));
