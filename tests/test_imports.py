@@ -19,7 +19,7 @@ ABOVE_ENGINE = ("compensate.parallel", "compensate.cli", "compensate.pipeline",
 
 
 @functools.cache
-def _parsed() -> tuple:
+def _modules() -> tuple:
     """(path, module, package, AST) of every module, parsed once for the tests
     below (the trees are only read)."""
     out = []
@@ -31,9 +31,6 @@ def _parsed() -> tuple:
             out.append((path, name, package, ast.parse(path.read_text())))
     return tuple(out)
 
-
-def _modules():
-    yield from _parsed()
 
 
 def _imports(tree: ast.AST):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_docs_narration import PAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 
 needs_mkdocs = pytest.mark.skipif(
@@ -62,8 +64,7 @@ def test_headless_tables_are_found() -> None:
     assert headless_tables("```\n| 1 | 2 |\n```\n") == []
 
 
-@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_every_table_has_a_header(page: Path) -> None:
     """A table whose header row went missing renders as a paragraph of pipes."""
     assert headless_tables(page.read_text(encoding="utf-8")) == []

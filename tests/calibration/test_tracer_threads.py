@@ -618,6 +618,15 @@ def _trace(tmp: Path, script: Path, *args: str) -> subprocess.CompletedProcess:
          str(script), *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
+def _compensated_summary(tmp_path: Path) -> dict:
+    """``run/traces.otf2`` compensated (``--bound none``): its ``--summary``."""
+    summary = tmp_path / "summary.json"
+    done = run_compensate(tmp_path / "run" / "traces.otf2", tmp_path / "out" / "traces.otf2",
+                          "--bound", "none", "--quiet", "--summary", summary, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return json.loads(summary.read_text())
+
+
 def test_mpi_from_one_worker_thread_is_matched(tmp_path: Path) -> None:
     """All MPI calls from one non-main thread: they are recorded on that thread,
     the rank is mapped to it, and compensate matches the messages."""
@@ -628,11 +637,7 @@ def test_mpi_from_one_worker_thread_is_matched(tmp_path: Path) -> None:
     mpi = {loc["name"] for loc in locs.values()
            if any(k.startswith("Mpi") for _, k, _ in loc["events"])}
     assert mpi == {"Pthread thread 4"}
-    summary = tmp_path / "summary.json"
-    done = run_compensate(tmp_path / "run" / "traces.otf2", tmp_path / "out" / "traces.otf2",
-                          "--bound", "none", "--quiet", "--summary", summary, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    s = json.loads(summary.read_text())
+    s = _compensated_summary(tmp_path)
     assert s["messages_matched"] == 2 and s["collective_instances"] == 1
 
 
@@ -656,11 +661,7 @@ def test_messages_from_a_worker_and_collectives_from_main_are_matched(tmp_path: 
     main thread as the rank's (no warning, every message and instance matched)."""
     proc = _trace(tmp_path, _worker_ring(tmp_path, then="comm.allreduce(1)"))
     assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
-    summary = tmp_path / "summary.json"
-    done = run_compensate(tmp_path / "run" / "traces.otf2", tmp_path / "out" / "traces.otf2",
-                          "--bound", "none", "--quiet", "--summary", summary, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    s = json.loads(summary.read_text())
+    s = _compensated_summary(tmp_path)
     assert s["messages_matched"] == 2 and s["collective_instances"] == 1
     assert s["verification"]["violations"] == 0
 

@@ -21,6 +21,7 @@ location 1 group=1 name="rank 1"
 region 1 "MPI_Send"
 region 2 "MPI_Recv"
 region 3 "MPI_Allreduce"
+region 4 "work"
 comm 0 "MPI_COMM_WORLD" 0,1
 events
 """
@@ -118,9 +119,7 @@ def test_a_span_the_alignment_lengthens_is_compared_aligned(tmp_path):
     """The compensated span is compared with the measured one with its clocks
     aligned: the offsets alone are no finding of a platform that contradicts the
     trace, and the summary line names both spans."""
-    path = tmp_path / "t.trace"
-    path.write_text(HEAD.replace('region 3 "MPI_Allreduce"\n',
-                                 'region 3 "MPI_Allreduce"\nregion 4 "work"\n') + LONGER)
+    _, path = _trace(tmp_path, LONGER)
     out, summary = tmp_path / "out.trace", tmp_path / "s.json"
     proc = run_compensate(path, out, "--overhead", "0", "--summary", summary)
     assert proc.returncode == 0, proc.stderr

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compensate.formats import read_trace
+from compensate.formats import read_chunks, read_trace
+from compensate.model import KIND_CODE
+from compensate.pipeline.cuts import Cutter
 from tests.inprocess import run_compensate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "eztrace"
@@ -40,10 +42,6 @@ def test_a_chunk_of_metric_samples_adds_no_step_and_keeps_the_open_calls():
     over the hip archive (most of its chunks are such), the busy function, the
     calls left open and the pending send calls are those of the cutter that takes
     the steps of every chunk."""
-    from compensate.formats import read_chunks
-    from compensate.model import KIND_CODE
-    from compensate.pipeline.cuts import Cutter
-
     anchor = DATA.parent / "traces" / "hip-two-gpu-metrics" / "traces.otf2"
     defs, chunks = read_chunks(str(anchor), 997, payload=False)
     fast, full = Cutter(defs, 1 << 30), Cutter(defs, 1 << 30)
