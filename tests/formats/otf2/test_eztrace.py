@@ -44,12 +44,13 @@ def _printed(anchor: Path, *options: str) -> str:
     """``otf2-print``'s output for ``anchor``; for an input archive of the test
     data, listed by many tests, run once (EZTrace's 16 MiB chunks make each
     listing cost ~80 ms)."""
-    key = (str(anchor.resolve()), options)
+    path = anchor.resolve()
+    key = (str(path), options)
     if key in _PRINTED:
         return _PRINTED[key]
     text = subprocess.run([OTF2_PRINT, *options, str(anchor)], capture_output=True,
                           text=True, check=True).stdout
-    if anchor.resolve().is_relative_to(DATA.resolve()):
+    if path.is_relative_to(DATA.resolve()):
         _PRINTED[key] = text
     return text
 
