@@ -61,11 +61,13 @@ def compensate_stream(defs: Definitions, chunks: Iterable[dict[int, Events]],
                       progress: Callable[[int], None] | None = None,
                       segment_records: int = SEGMENT_RECORDS,
                       advance: Callable[[int], None] | None = None,
-                      strict: bool = False, cuts: list | None = None):
+                      strict: bool = False, cuts: list | None = None,
+                      lookahead: Callable | None = None):
     """The streamed run (:func:`compensate.pipeline.streamed`) given engine options."""
     run_options, outcome = split_options(options, eager_limit, strict, segment_records)
     return _streamed(defs, chunks, platform, run_options, write, outcome=outcome,
-                     source=source, progress=progress, advance=advance, cuts=cuts)
+                     source=source, progress=progress, advance=advance, cuts=cuts,
+                     lookahead=lookahead)
 
 
 def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,

@@ -10,6 +10,7 @@ from compensate.model import (
     ENTER,
     IMRECV,
     IMRECV_REQUEST,
+    IRECV_REQUEST,
     ISEND,
     ISEND_COMPLETE,
     LEAVE,
@@ -31,17 +32,21 @@ REGIONS = {1: "MPI_Send", 2: "MPI_Recv", 3: "work", 4: "MPI_Allreduce", 5: "MPI_
            6: "MPI_Reduce", 7: "MPI_Issend", 8: "MPI_Wait", 9: "MPI_Comm_dup",
            10: "MPI_Comm_free", 11: "MPI_Ibcast", 12: "MPI_Igather", 13: "MPI_Mprobe",
            14: "MPI_Mrecv", 15: "MPI_Improbe", 16: "MPI_Imrecv", 17: "MPI_Ssend",
-           18: "MPI_Probe"}
+           18: "MPI_Probe", 19: "MPI_Irecv", 20: "MPI_Isend"}
 OPS = [("ALLREDUCE", 4), ("BCAST", 5), ("REDUCE", 6), ("BARRIER", 4)]
 
 
-def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False) -> Trace:
+def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False,
+                 lost: bool = False) -> Trace:
     """``draw_int(lo, hi)`` supplies every random choice (hypothesis or random).
     ``extended`` adds the kinds of issue 16: MPI_Issend completed in MPI_Wait, handle
     collectives (a synchronising MPI_Comm_dup, an MPI_Comm_free that may be local),
     MPI_Ibcast and MPI_Igather completed in MPI_Wait, MPI_Send or MPI_Ssend received by
     a matched probe (MPI_Mprobe + MPI_Mrecv, or MPI_Improbe + MPI_Imrecv + MPI_Wait) or
-    found by a plain MPI_Probe and received by MPI_Recv."""
+    found by a plain MPI_Probe and received by MPI_Recv. ``lost`` adds what EZTrace
+    writes for an MPI_Irecv completed in MPI_Wait: the receiver's MpiIrecvRequest,
+    never completed, and the sender's MPI_Send or MPI_Isend (its request completed
+    or not), which no receive record takes."""
     t = [draw_int(0, 1000) for _ in range(n_locs)]
     b = [RowBuilder() for _ in range(n_locs)]
     req = [0] * n_locs
@@ -51,6 +56,9 @@ def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False) -> T
 
     for _ in range(steps):
         what = draw_int(0, 8 if extended else 3)
+        if lost and draw_int(0, 3) == 0:
+            _lost_step(draw_int, gap, t, b, req, n_locs)
+            continue
         if what >= 4:
             _extended_step(what, draw_int, gap, t, b, req, n_locs)
             continue
@@ -97,6 +105,44 @@ def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False) -> T
                 b[loc].add(t[loc], LEAVE, region=region)
                 t[loc] += gap()
     return _trace(b, n_locs)
+
+
+def _lost_step(draw_int, gap, t, b, req, n_locs) -> None:
+    """A message whose receive the tracer did not record (``lost``): the receiver
+    posts an MPI_Irecv and waits; the send is blocking or an MPI_Isend completed
+    in an MPI_Wait, or never completed by a record."""
+    s = draw_int(0, n_locs - 1)
+    r = (s + draw_int(1, n_locs - 1)) % n_locs
+    # (tags of their own: a recorded receive on the channel would take the lost
+    # message's send, by MPI's order, as the matching pairs them)
+    size, tag, how = draw_int(0, 1 << 20), 3 + draw_int(0, 1), draw_int(0, 2)
+    req[r] += 1
+    b[r].add(t[r], ENTER, region=19)
+    t[r] += gap()
+    b[r].add(t[r], IRECV_REQUEST, request=req[r])
+    t[r] += gap()
+    b[r].add(t[r], LEAVE, region=19)
+    t[r] += gap()
+    region, kind = (1, SEND) if how == 0 else (20, ISEND)
+    req[s] += how > 0
+    b[s].add(t[s], ENTER, region=region)
+    t[s] += gap()
+    ts = t[s]
+    b[s].add(ts, kind, peer=r, comm=0, tag=tag, size=size, request=req[s] if how else NONE)
+    t[s] += gap()
+    b[s].add(t[s], LEAVE, region=region)
+    t[s] += gap()
+    if how == 1:
+        b[s].add(t[s], ENTER, region=8)
+        t[s] += gap()
+        b[s].add(t[s], ISEND_COMPLETE, request=req[s])
+        t[s] += gap()
+        b[s].add(t[s], LEAVE, region=8)
+        t[s] += gap()
+    b[r].add(t[r], ENTER, region=8)
+    t[r] = max(t[r] + gap(), ts + gap())
+    b[r].add(t[r], LEAVE, region=8)
+    t[r] += gap()
 
 
 def _extended_step(what, draw_int, gap, t, b, req, n_locs) -> None:

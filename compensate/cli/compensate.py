@@ -52,6 +52,7 @@ from compensate.formats import (
     format_of,
     is_part_of_input,
     output_target,
+    read_chunks,
     read_trace,
     trace_format,
     write_trace,
@@ -64,6 +65,7 @@ from compensate.parallel.timeout import DEFAULT_RANK_TIMEOUT, rank_timeout
 from compensate.pipeline import Outcome, Run, RunOptions, decide, fit_pass, in_memory, streamed
 from compensate.pipeline.options import Job
 from compensate.pipeline.outcome import EXIT_OVERCOMPENSATED, EXIT_VERIFY
+from compensate.pipeline.unclosed import Unclosed, scan
 from compensate.platform import Platform
 from compensate.producer import tracer_warning
 from compensate.progress import Progress
@@ -192,7 +194,7 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
         defs, chunks = read_chunks(args.input, payload=False)
         return overhead_choice.estimate_from(
             *estimate_pass(defs, interrupt.checkpoints(chunks, "estimate"), run_options(args),
-                           str(args.input)), base)
+                           str(args.input), lookahead_of(args)), base)
 
     def at_speed(platform: Platform):
         defs, chunks = read_chunks(args.input, payload=False)
@@ -378,7 +380,22 @@ def _align(args: argparse.Namespace, show: bool):
     chunk = [chunk_records_for(args.segment_records)] if args.segment_records else []
     defs, chunks = read_chunks(args.input, *chunk, payload=False)
     return clock_pass(defs, interrupt.checkpoints(chunks, "align"), run_options(args),
-                      str(args.input))
+                      str(args.input), lookahead=lookahead_of(args))
+
+
+def lookahead_of(args: argparse.Namespace, show: bool = False) -> Callable[[], Unclosed]:
+    """The stream cutter's look-ahead over ``args.input``: what the trace never
+    closes (:mod:`compensate.pipeline.unclosed`), read at most once per command
+    (kept on ``args``) and only when a pass finds no cut."""
+    def read() -> Unclosed:
+        found = getattr(args, "unclosed", None)
+        if found is None:
+            _phase(show, f"no safe cut found: reading {args.input} ahead for sends never "
+                         f"received and requests never completed ...")
+            defs, chunks = read_chunks(args.input, payload=False)
+            found = args.unclosed = scan(defs, interrupt.checkpoints(chunks, "look ahead"))
+        return found
+    return read
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
@@ -525,7 +542,8 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
         defs, chunks = read_chunks(args.input, *chunk, payload=False)
         cuts = None if payload else []
         outcome = fit_pass(defs, interrupt.checkpoints(chunks, "fit"), plat, options,
-                           args.input, cuts=cuts, alignment=alignment)
+                           args.input, cuts=cuts, alignment=alignment,
+                           lookahead=lookahead_of(args, show))
     t_fit = time.monotonic()
     interrupt.checkpoint("open")
     defs, chunks = read_chunks(args.input, *chunk, payload=payload)
@@ -549,7 +567,8 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     try:
         run = streamed(defs, interrupt.checkpoints(chunks, "read"), plat, options, write,
                        outcome=outcome, source=str(args.input), progress=on_progress,
-                       advance=advance, cuts=cuts, alignment=alignment)
+                       advance=advance, cuts=cuts, alignment=alignment,
+                       lookahead=lookahead_of(args, show))
         progress.close()
         from compensate.engine.fit import clamp_check
         rejected = clamp_check(outcome, run.stats.p2p_cases, plat.network)

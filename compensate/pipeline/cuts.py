@@ -21,7 +21,7 @@ pending records and their span, :meth:`Cutter.balance` the exact check's sums at
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from compensate.model import (
     MRECV,
     NBC_COMPLETE,
     NBC_REQUEST,
+    NONE,
     PROBE,
     RECV,
     REQUEST_CANCELLED,
@@ -55,6 +56,7 @@ from compensate.model import (
     Events,
 )
 from compensate.pipeline.channels import channel_keys, collectives_aligned
+from compensate.pipeline.unclosed import Unclosed
 
 
 def _kinds(*codes: int) -> np.ndarray:
@@ -94,6 +96,9 @@ _INERT = _kinds(KIND_CODE["Metric"], KIND_CODE["CallingContextSample"])
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
+#: Segments' worth of records pending without a safe cut before the cutter reads
+#: ahead for what never closes (:mod:`compensate.pipeline.unclosed`)
+LOOKAHEAD_AFTER = 2
 
 
 def chunk_records_for(segment_records: int) -> int:
@@ -127,7 +132,8 @@ class Cutter:
     MESSAGES = True
 
     def __init__(self, defs: Definitions, segment_records: int,
-                 replay: list[tuple[int, int, int | None]] | None = None) -> None:
+                 replay: list[tuple[int, int, int | None]] | None = None,
+                 lookahead: Callable[[], Unclosed] | None = None) -> None:
         self.defs = defs
         self.target = segment_records
         #: every cut attempt as (records pending, their first time, the cut or None);
@@ -144,6 +150,11 @@ class Cutter:
         self.open_requests: dict[int, dict[int, int]] = defaultdict(dict)  # loc -> id -> kind
         self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
         self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
+        #: ``lookahead()``: what the rest of the trace never closes (:mod:`.unclosed`),
+        #: read once the search finds no cut in LOOKAHEAD_AFTER segments' records
+        self.lookahead = lookahead
+        self.unclosed: Unclosed | None = None
+        self.seen: dict[int, int] = defaultdict(int)  # records fed, by location
         self.coll_done: dict[tuple, int] = defaultdict(int)  # (comm key, loc) -> completed
         #: a collective on another thread of a member's process counts as the member's
         self.thread_ranks = thread_ranks(defs)
@@ -190,6 +201,8 @@ class Cutter:
             minus = minus | ((k == LEAVE) & in_sync)
         if self.pthread_regions is not None:  # their links span the run: no cut after
             plus, minus = cut_steps(ev, self.pthread_regions, plus, minus)
+        null = (ev.peer == NONE) & ((k == SEND) | (k == ISEND) | (k == RECV) | (k == IRECV))
+        plus, minus = plus & ~null, minus & ~null  # (MPI_PROC_NULL: no message)
         times = [t[plus], t[minus], t[matched]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
                   -np.ones(int(matched.sum()), np.int64)]
@@ -223,6 +236,36 @@ class Cutter:
             deltas.append(np.array(rd, dtype=np.int64))
         self.busy_t.append(np.concatenate(times))
         self.busy_d.append(np.concatenate(deltas))
+        if self.unclosed is not None:
+            self._never_closed(loc, ev, self.seen[loc] - len(ev))
+
+    def _never_closed(self, loc: int, ev: Events, start: int) -> None:
+        """Close, where they open, the records of one location's records ``ev``
+        (numbered from ``start``) that the rest of the trace never closes: a -1 step
+        for each, and a never-received send leaves its channel's balance."""
+        u = self.unclosed
+        req = u.of("requests", loc, start, start + len(ev))
+        sends = u.of("sends", loc, start, start + len(ev))
+        steps = np.concatenate((req, sends)) if self.MESSAGES else req
+        self.busy_t.append(ev.time[steps])
+        self.busy_d.append(-np.ones(steps.size, np.int64))
+        for i in sends.tolist():
+            self.cancelled.append((int(ev.time[i]), loc, (int(ev.comm[i]), int(ev.peer[i]),
+                                                          int(ev.tag[i]))))
+
+    def _look_ahead(self) -> bool:
+        """Read what the rest of the trace never closes (once, and only with a
+        ``lookahead``), and close it in the pending records. Whether it was read."""
+        if self.lookahead is None or self.unclosed is not None:
+            return False
+        self.unclosed = self.lookahead()
+        for loc, parts in self.pending.items():
+            held = sum(len(ev) for ev in parts)
+            start = self.seen[loc] - held
+            for ev in parts:
+                self._never_closed(loc, ev, start)
+                start += len(ev)
+        return True
 
     def _send_call_ends(self, loc: int, ev: Events) -> tuple[np.ndarray, np.ndarray]:
         """(times of sends inside a call, times of the Leaves that close such calls —
@@ -284,6 +327,7 @@ class Cutter:
         False if there are none."""
         if not self.take(loc, ev):
             return False
+        self.seen[loc] += len(ev)
         if self.replay is None and not _INERT[ev.kind].all():
             self._steps(loc, ev)
         return True
@@ -302,6 +346,10 @@ class Cutter:
             self.feed(loc, ev)
         while cut and self.count >= self.next_try:
             seg = self._cut()
+            if seg is None and self.count >= LOOKAHEAD_AFTER * self.target \
+                    and self._look_ahead():
+                self.attempts.pop()  # (the search again, as one attempt: a replay's)
+                seg = self._cut()
             if seg is None:
                 self.next_try = int(self.count * 1.5) + 1
                 break

@@ -61,6 +61,7 @@ from compensate.pipeline.segment import (
     output_events,
     run_segment,
 )
+from compensate.pipeline.unclosed import Unclosed
 from compensate.platform import Platform
 from compensate.verify import Verification
 
@@ -176,7 +177,8 @@ def whole_run(trace: Trace, result: SegmentResult, outcome: FitOutcome | None,
 def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: Platform,
              options: RunOptions, source: str = "", cuts: list | None = None,
              segments: list | None = None, group: int = 1,
-             alignment: ClockAlignment | None = None) -> FitOutcome:
+             alignment: ClockAlignment | None = None,
+             lookahead: Callable[[], Unclosed] | None = None) -> FitOutcome:
     """``--bound fitted``, first pass: observe the transfers segment by segment and fit.
 
     The outcome's ``links`` are the least latency per kind of thread, device and
@@ -186,10 +188,10 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     the same chunks cuts the same segments without searching again); ``segments``,
     a list, each segment's ``(cut, records)``; ``group``: chunks ``group`` times
     smaller, a cut looked for after every ``group``-th (the same segments);
-    ``alignment``: as for :func:`streamed`."""
+    ``alignment``, ``lookahead``: as for :func:`streamed`."""
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
     sg.aligned = alignment is not None
-    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, lookahead=lookahead)
     observed: list[Observations] = []
     t0: int | None = None
     with memory_guard("fitting the network"):
@@ -211,7 +213,8 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
 
 
 def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: RunOptions,
-               source: str = "", segments: list | None = None) -> ClockAlignment:
+               source: str = "", segments: list | None = None,
+               lookahead: Callable[[], Unclosed] | None = None) -> ClockAlignment:
     """A streamed trace whose processes' clocks disagree (a receive stamped before
     its send, :class:`compensate.pipeline.context.ClocksDisagree`): the offsets that
     align them, as :func:`compensate.matching.clocks.align_clocks` finds them in
@@ -228,14 +231,16 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
     the context records in front of it), on the times as read, and the pairwise
     bounds merge by their largest. The offsets may all be 0 (no constant shift
     orders more): the receives left before their sends are then timed as in
-    memory. ``segments``, a list, receives each segment's number of records."""
+    memory. ``segments``, a list, receives each segment's number of records;
+    ``lookahead``: as for :func:`streamed`."""
     head, chunks = _first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
     guess = first_offsets(defs, head)
     lower: dict[tuple[int, int], int] = {}
     count = worst = 0
     moved = aligned_chunks(defs, chunks, ClockAlignment(0, 0, guess))
     with memory_guard("streaming the trace"):
-        for seg, mtrace, matching in _matched_segments(defs, moved, options, source):
+        for seg, mtrace, matching in _matched_segments(defs, moved, options, source,
+                                                       lookahead):
             if segments is not None:
                 segments.append(sum(len(ev) for ev in seg.values()))
             p_s, p_r, t_s, t_r = _segment_orders(mtrace, matching, seg)
@@ -248,7 +253,8 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
 
 
 def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
-                  options: RunOptions, source: str = ""
+                  options: RunOptions, source: str = "",
+                  lookahead: Callable[[], Unclosed] | None = None
                   ) -> tuple[dict[str, tuple[float, int]], float | None]:
     """``--overhead estimate`` over a stream: each kind's smallest gap
     (:class:`compensate.overhead.KindGaps`) and the shortest observed transfer of
@@ -267,7 +273,8 @@ def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
     best: float | None = None
     skewed = False
     with memory_guard("streaming the trace"):
-        for seg, mtrace, matching in _matched_segments(defs, chunks, options, source):
+        for seg, mtrace, matching in _matched_segments(defs, chunks, options, source,
+                                                       lookahead):
             for loc, ev in seg.items():
                 gaps.add(loc, ev)
             found = transfer_of(mtrace, matching)
@@ -279,14 +286,15 @@ def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
 
 
 def _matched_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
-                      options: RunOptions, source: str
+                      options: RunOptions, source: str,
+                      lookahead: Callable[[], Unclosed] | None = None
                       ) -> Iterator[tuple[dict[int, Events], Trace, Matching]]:
     """The segments of ``chunks`` each with its context in front, matched as they
     are (no check of the clocks): (segment, trace for matching, its matching),
     the context advanced past each; for the passes that read the matching only
     (:func:`clock_pass`, :func:`estimate_pass`)."""
     sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
-    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, lookahead=lookahead)
     for seg in cut_segments(cutter, held_in_bounds(cutter, chunks, source)):
         _, mtrace, _ = sg.traces(seg)
         matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
@@ -432,7 +440,8 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
              outcome: FitOutcome | None = None, source: str = "",
              progress: Callable[[int], None] | None = None,
              advance: Callable[[int], None] | None = None,
-             cuts: list | None = None, alignment: ClockAlignment | None = None) -> Run:
+             cuts: list | None = None, alignment: ClockAlignment | None = None,
+             lookahead: Callable[[], Unclosed] | None = None) -> Run:
     """Compensate the records of ``chunks`` segment by segment and hand each
     location's output records to ``write(location, events)`` in order.
 
@@ -441,11 +450,15 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     attempts :func:`fit_pass` recorded over the same chunks (the same segments,
     NotStreamable if the chunks are not the same). ``alignment``: the processes'
     clock offsets (:func:`clock_pass`), added to the records as they are read.
-    Nothing is passed to ``write`` for a segment that fails verification: the run
-    stops there. Raises NotStreamable / SegmentError where the in-memory path must
-    run instead."""
+    ``lookahead()``: what the whole trace never closes
+    (:func:`compensate.pipeline.unclosed.scan` over a fresh read), for the cutter
+    to call where it finds no cut (without it, such a trace is one segment from
+    its first never-received send on). Nothing is passed to ``write`` for a
+    segment that fails verification: the run stops there. Raises NotStreamable /
+    SegmentError where the in-memory path must run instead."""
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
-    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts,
+                    lookahead=lookahead)
     eopts = options.engine_options(outcome)
     sg.aligned = alignment is not None
     run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0,

@@ -60,3 +60,28 @@ def test_a_chunk_of_metric_samples_adds_no_step_and_keeps_the_open_calls():
         {k: v for k, v in full.open_regions.items() if v}
     assert {k: v for k, v in fast.send_calls.items() if v} == \
         {k: v for k, v in full.send_calls.items() if v}
+
+
+@pytest.mark.parametrize("bound", ["lower", "fitted"])
+def test_sends_never_received_are_cut_after_by_reading_ahead(tmp_path, bound):
+    """EZTrace writes no receive for an MPI_Irecv completed in MPI_Waitall: the
+    halo's 20 Isends are never received, and without reading ahead the cutter
+    held everything after the first one (2 segments, the largest 271 of 274
+    records). Reading ahead, it cuts as often as the records allow, with the
+    in-memory output; under ``--bound fitted`` the second pass replays the fit
+    pass's cuts."""
+    anchor = DATA / "halo" / "eztrace_log.otf2"
+    got = {}
+    for mode in (["--in-memory"], ["--segment-records", "16"]):
+        name = mode[0].strip("-")
+        out, summary = tmp_path / name / "traces.otf2", tmp_path / f"{name}.json"
+        done = run_compensate(anchor, out, "--overhead", "40ns", "--bound", bound,
+                              "--summary", summary, "--quiet", *mode)
+        assert done.returncode == 0, done.stderr
+        got[name] = (read_trace(str(out)), json.loads(summary.read_text()))
+    (one, s_one), (cut, s_cut) = got["in-memory"], got["segment-records"]
+    assert s_cut["unmatched_sends"] == 20
+    assert s_one["dependencies"] == s_cut["dependencies"]
+    assert s_cut["segments"]["count"] >= 10 and s_cut["segments"]["largest"] < 100
+    for loc, ev in one.events.items():
+        assert np.array_equal(ev.time, cut.events[loc].time), loc

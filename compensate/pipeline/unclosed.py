@@ -1,0 +1,177 @@
+"""What the rest of a trace never closes: the stream cutter's look-ahead
+(docs/design.md §5, "Streaming in segments").
+
+The cutter (:class:`compensate.pipeline.cuts.Cutter`) cuts only where nothing is
+open: no message in flight, no request open. Some things open in a trace never
+close: a send no receive in the whole trace takes (EZTrace writes no receive for
+an ``MPI_Irecv`` completed in ``MPI_Wait``/``MPI_Waitall``/``MPI_Test*``: every
+such message's send is unmatched), a request no record completes. Reading
+forward, the cutter cannot tell them from a message still in flight, so after the
+first such record it never cuts again and the streamed run holds the rest of the
+trace in memory at once. :func:`scan` reads the trace once more and names them,
+so that the cutter can count them as closed where they open:
+
+- a request-opening record (MpiIsend, MpiIrecvRequest, NonBlockingCollectiveRequest)
+  that no later record of its location completes or cancels, paired as the cutter
+  pairs them (by request id; a new request under an id still open leaves the
+  earlier one open for good);
+- a send (MpiSend, MpiIsend; not one to MPI_PROC_NULL, which sends nothing) beyond
+  its channel's receives: per channel (sender, receiver, communicator, tag) the
+  receives (MpiRecv, MpiIrecv, a probe that took its message) of the whole trace
+  take the channel's sends in order (MPI's non-overtaking rule, which the cutter's
+  exact check assumes), and a cancelled MpiIsend takes no receive, so the sends
+  after the first ``receives`` are never received. None where some channel has
+  more receives than sends (a receive whose status names no real sender, as
+  EZTrace's ``MPI_Waitsome`` writes: :mod:`compensate.matching.nomessage`): the
+  cutter's busy function counts every receive as closing a message, so such a
+  receive already closes one of those sends there.
+
+A cut after such a record is exact: matching leaves the record unmatched in the
+segment as in the whole trace, and the cutter's exact check
+(:meth:`~compensate.pipeline.cuts.Cutter.balance`) leaves never-received sends
+out of their channel's balance as it does cancelled ones.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compensate.matching.p2p import key_ids
+from compensate.model import (
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
+    KIND_CODE,
+    NBC_COMPLETE,
+    NBC_REQUEST,
+    NONE,
+    PROBE,
+    RECV,
+    REQUEST_CANCELLED,
+    SEND,
+    Definitions,
+    Events,
+)
+from compensate.pipeline.channels import channel_keys
+
+_OPEN = (ISEND, IRECV_REQUEST, NBC_REQUEST)
+_REQUESTS = np.zeros(len(KIND_CODE), dtype=bool)
+_REQUESTS[[ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV, NBC_COMPLETE,
+           REQUEST_CANCELLED]] = True
+_SENDS = np.zeros(len(KIND_CODE), dtype=bool)
+_SENDS[[SEND, ISEND]] = True
+_RECVS = np.zeros(len(KIND_CODE), dtype=bool)
+_RECVS[[RECV, IRECV]] = True
+
+
+@dataclass
+class Unclosed:
+    """Per location, the record numbers (counted from the location's first record)
+    of the requests (``requests``) and sends (``sends``) the trace never closes;
+    sorted."""
+
+    requests: dict[int, np.ndarray] = field(default_factory=dict)
+    sends: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def of(self, which: str, loc: int, start: int, stop: int) -> np.ndarray:
+        """The numbers of ``which`` (``requests`` or ``sends``) of ``loc`` in
+        ``[start, stop)``, less ``start``: positions in a chunk that begins at
+        record ``start``."""
+        numbers = getattr(self, which).get(loc)
+        if numbers is None:
+            return np.zeros(0, np.int64)
+        lo, hi = np.searchsorted(numbers, [start, stop])
+        return numbers[lo:hi] - start
+
+
+@dataclass
+class _Scan:
+    """The state of :func:`scan` over the chunks read so far."""
+
+    seen: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    open_requests: dict[int, dict[int, tuple[int, int]]] = field(
+        default_factory=lambda: defaultdict(dict))  # loc -> id -> (kind, number)
+    unclosed: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    cancelled: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
+    # channel id -> record numbers of its sends (all on the sender's location)
+    sends: dict[tuple, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
+    receives: dict[tuple, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def scan(defs: Definitions, chunks: Iterable[dict[int, Events]]) -> Unclosed:
+    """The requests and sends of the trace read in ``chunks`` (the whole trace, as
+    a streamed run reads it) that no record closes (module docstring)."""
+    st = _Scan()
+    for chunk in chunks:
+        for loc, ev in chunk.items():
+            base = st.seen[loc]
+            st.seen[loc] = base + len(ev)
+            _requests(st, loc, ev, base)
+            _messages(st, defs, loc, ev, base)
+    return _result(st)
+
+
+def _requests(st: _Scan, loc: int, ev: Events, base: int) -> None:
+    """Pair the request records of one location's chunk as the cutter does."""
+    opened = st.open_requests[loc]
+    for i in np.flatnonzero(_REQUESTS[ev.kind]).tolist():
+        kind, r = int(ev.kind[i]), int(ev.request[i])
+        if kind in _OPEN:
+            if r in opened:  # (an id reused while open: the earlier stays open)
+                st.unclosed[loc].append(opened[r][1])
+            opened[r] = (kind, base + i)
+        elif r in opened:
+            was, number = opened.pop(r)
+            if kind == REQUEST_CANCELLED and was == ISEND:
+                st.cancelled[loc].add(number)
+
+
+def _messages(st: _Scan, defs: Definitions, loc: int, ev: Events, base: int) -> None:
+    """Count the receives of one location's chunk by channel, and keep the record
+    numbers of its sends by channel."""
+    k = ev.kind
+    send = _SENDS[k]
+    recv = _RECVS[k] | ((k == PROBE) & (ev.size_recv >= 0))
+    idx = np.flatnonzero((send | recv) & (ev.peer != NONE))
+    if not idx.size:
+        return
+    n = len(ev)
+    keys, _ = channel_keys(defs, [loc], [ev], [n], idx, np.zeros(idx.size, np.int64),
+                           send[idx])
+    ids = key_ids(list(keys))
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    for j, f in enumerate(first.tolist()):
+        channel = tuple(keys[:, f].tolist())
+        mine = idx[inverse == j]
+        if send[idx[f]]:
+            st.sends[channel].append(base + mine)
+        else:
+            st.receives[channel] += int(mine.size)
+
+
+def _result(st: _Scan) -> Unclosed:
+    """The requests still open at the end and the sends beyond their channel's
+    receives, by location; no sends where some channel has more receives than
+    sends (module docstring)."""
+    requests: dict[int, list[int]] = defaultdict(list, st.unclosed)
+    for loc, opened in st.open_requests.items():
+        requests[loc].extend(number for _, number in opened.values())
+    sends: dict[int, list[np.ndarray]] = defaultdict(list)
+    excess = any(channel not in st.sends for channel in st.receives)
+    for channel, parts in st.sends.items():
+        numbers = np.concatenate(parts)
+        cancelled = st.cancelled.get(channel[0])
+        if cancelled:  # (a cancelled Isend takes no receive)
+            numbers = numbers[~np.isin(numbers, list(cancelled))]
+        received = st.receives.get(channel, 0)
+        excess |= received > numbers.size
+        if numbers.size > received:
+            sends[channel[0]].append(numbers[received:])
+    return Unclosed(
+        {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
+        {} if excess else {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()})

@@ -1,0 +1,110 @@
+"""The stream cutter's look-ahead (compensate.pipeline.unclosed): which requests
+and sends a trace never closes, by hand, and the cuts the cutter makes with it."""
+
+import numpy as np
+
+from compensate.model import (
+    ENTER,
+    IRECV,
+    IRECV_REQUEST,
+    ISEND,
+    ISEND_COMPLETE,
+    LEAVE,
+    NONE,
+    RECV,
+    REQUEST_CANCELLED,
+    SEND,
+    Comm,
+    Definitions,
+    Location,
+    Trace,
+)
+from compensate.pipeline.cuts import Cutter, cut_segments
+from compensate.pipeline.unclosed import scan
+from tests.pipelines import trace_chunks
+from tests.rowbuilder import RowBuilder
+
+REGIONS = {1: "MPI_Send", 2: "MPI_Recv", 3: "MPI_Isend", 4: "MPI_Irecv", 5: "MPI_Wait",
+           6: "work"}
+
+
+def _trace(rows: list[list[tuple]]) -> Trace:
+    """A trace of ``rows[loc]``: (kind, keyword columns) each, a time step apart."""
+    events = {}
+    for loc, records in enumerate(rows):
+        b = RowBuilder()
+        for t, (kind, cols) in enumerate(records):
+            b.add(10 * t + loc, kind, **cols)
+        events[loc] = b.build()
+    defs = Definitions(timer_resolution=1_000_000_000,
+                       locations={i: Location(i, f"rank {i}", i) for i in range(len(rows))},
+                       regions=dict(REGIONS),
+                       comms={0: Comm(0, "MPI_COMM_WORLD", tuple(range(len(rows))))})
+    return Trace(defs, events, "<hand>")
+
+
+def _call(region, kind, **cols):
+    return [(ENTER, {"region": region}), (kind, cols), (LEAVE, {"region": region})]
+
+
+def test_hand_case():
+    """Rank 0 sends three messages on (0 -> 1, tag 5), one to MPI_PROC_NULL, one
+    Isend it cancels and one on tag 6; rank 1 receives one on tag 5 and one on tag
+    6, posts an Irecv no record completes and reuses an Irecv id while it is open.
+    Never closed: the second and third sends on tag 5 (not the cancelled Isend nor
+    the MPI_PROC_NULL send), the open Irecv and the first Irecv of the reused id."""
+    r0 = [*_call(1, SEND, peer=1, comm=0, tag=5, size=8),              # 0-2: received
+          *_call(3, ISEND, peer=1, comm=0, tag=5, size=8, request=9),  # 3-5: cancelled
+          (REQUEST_CANCELLED, {"request": 9}),                          # 6
+          *_call(1, SEND, peer=1, comm=0, tag=5, size=8),              # 7-9: 8 never
+          *_call(1, SEND, peer=NONE, comm=0, tag=5, size=8),           # 10-12: PROC_NULL
+          *_call(3, ISEND, peer=1, comm=0, tag=5, size=8, request=4),  # 13-15: 14 never
+          (ISEND_COMPLETE, {"request": 4}),                             # 16: completed
+          *_call(1, SEND, peer=1, comm=0, tag=6, size=8)]              # 17-19: received
+    r1 = [*_call(2, RECV, peer=0, comm=0, tag=5, size=8),              # 0-2
+          *_call(4, IRECV_REQUEST, request=7),                          # 3-5: reused open
+          *_call(4, IRECV_REQUEST, request=7),                          # 6-8
+          (IRECV, {"peer": 0, "comm": 0, "tag": 6, "size": 8, "request": 7}),  # 9
+          *_call(4, IRECV_REQUEST, request=3)]                          # 10-12: never
+    u = scan(_trace([r0, r1]).definitions, trace_chunks(_trace([r0, r1]), 4))
+    assert {k: v.tolist() for k, v in u.sends.items()} == {0: [8, 14]}
+    assert {k: v.tolist() for k, v in u.requests.items()} == {1: [4, 11]}
+    assert u.of("sends", 0, 10, 20).tolist() == [4]
+
+
+def test_a_receive_more_than_its_channel_sends_names_no_sends():
+    """A receive no send of the trace can have sent (a status the tracer got wrong)
+    closes a message in the cutter's busy function: no send is named then."""
+    r0 = [*_call(1, SEND, peer=1, comm=0, tag=5, size=8),
+          *_call(1, SEND, peer=1, comm=0, tag=5, size=8)]
+    r1 = [*_call(2, RECV, peer=0, comm=0, tag=9, size=8)]
+    trace = _trace([r0, r1])
+    assert scan(trace.definitions, trace_chunks(trace, 4)).sends == {}
+
+
+def _unreceived(n: int) -> Trace:
+    """``n`` rounds of: rank 0 Isends to rank 1, whose receive is not recorded
+    (MpiIrecvRequest only), then some work on both."""
+    r0, r1 = [], []
+    for i in range(n):
+        r0 += [*_call(3, ISEND, peer=1, comm=0, tag=0, size=8, request=i),
+               *_call(5, ISEND_COMPLETE, request=i), (ENTER, {"region": 6}),
+               (LEAVE, {"region": 6})]
+        r1 += [*_call(4, IRECV_REQUEST, request=i), (ENTER, {"region": 5}),
+               (LEAVE, {"region": 5}), (ENTER, {"region": 6}), (LEAVE, {"region": 6})]
+    return _trace([r0, r1])
+
+
+def test_the_cutter_cuts_after_sends_never_received_only_with_the_look_ahead():
+    trace = _unreceived(50)
+    blind = list(cut_segments(Cutter(trace.definitions, 40), trace_chunks(trace, 10)))
+    ahead = Cutter(trace.definitions, 40,
+                   lookahead=lambda: scan(trace.definitions, trace_chunks(trace, 7)))
+    seen = list(cut_segments(ahead, trace_chunks(trace, 10)))
+    total = trace.record_count
+    assert max(sum(len(ev) for ev in seg.values()) for seg in blind) >= total - 2
+    sizes = [sum(len(ev) for ev in seg.values()) for seg in seen]
+    assert len(seen) > 5 and max(sizes) < 4 * 40
+    for loc, ev in trace.events.items():  # every record once, in order
+        got = np.concatenate([seg[loc].time for seg in seen if loc in seg])
+        assert np.array_equal(got, ev.time)
