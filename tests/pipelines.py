@@ -20,9 +20,9 @@ from compensate.model import SEND, Definitions, Events, Trace  # noqa: F401 - re
 from compensate.pipeline import RunOptions, in_memory
 from compensate.pipeline import fit_pass as _fit_pass
 from compensate.pipeline import streamed as _streamed
+from compensate.pipeline.counting import CountingCutter  # noqa: F401 - re-exported
 from compensate.pipeline.cuts import (  # noqa: F401 - re-exported for the tests
     SEGMENT_RECORDS,
-    CountingCutter,
     Cutter,
     NotStreamable,
     SegmentError,

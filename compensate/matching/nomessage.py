@@ -21,6 +21,9 @@ a note (docs/messages.md), never guessed:
   none wrong. The sends they took stay unmatched sends.
 
 :func:`off_rank_hint` says why a receive that does name a rank has no send.
+A receive records the length of the message it took, so where MPI's order pairs
+it with a send of another length the channel lacks records and is refused
+(:func:`refuse_other_lengths`).
 """
 
 from __future__ import annotations
@@ -121,6 +124,35 @@ def refuse_receive(trace: Trace, loc: int, i: int, src: int, comm: int, tag: int
         f"{KIND_NAMES[trace.events[loc].kind[i]]} from location {src} (comm {comm}, "
         f"tag {tag}) has no matching send on location {src}{hint}",
         source=trace.source, location=loc, index=i)
+
+
+def refuse_other_lengths(trace: Trace, loc_ids: list[int], evs: list[Events],
+                         send_li: np.ndarray, send_idx: np.ndarray, recv_li: np.ndarray,
+                         recv_idx: np.ndarray, size: np.ndarray) -> None:
+    """Refuse the first message whose receive (``recv_idx``, the record holding its
+    length) and send, paired by MPI's order, give different lengths: a receive
+    records the length of the message it took (its status), so such a pair is not
+    one message. A channel pairs so when the trace lacks some of its receives or
+    sends (EZTrace writes no receive for an MPI_Irecv completed in MPI_Wait or
+    MPI_Waitall): every later message of the channel would pair wrongly, and a
+    compensation of them would be wrong without a sign."""
+    sent = np.full(len(send_idx), NONE, dtype=np.int64)
+    for li in np.unique(send_li).tolist():
+        sel = np.flatnonzero(send_li == li)
+        sent[sel] = evs[li].size[send_idx[sel]]
+    bad = (sent != size) & (sent != NONE) & (size != NONE)
+    if not bad.any():
+        return
+    j = int(np.argmax(bad))
+    s_loc, r_loc = loc_ids[int(send_li[j])], loc_ids[int(recv_li[j])]
+    raise TraceError(
+        f"{KIND_NAMES[evs[int(recv_li[j])].kind[recv_idx[j]]]} of {int(size[j])} bytes "
+        f"pairs by MPI's message order with the "
+        f"{KIND_NAMES[evs[int(send_li[j])].kind[send_idx[j]]]} of {int(sent[j])} bytes on "
+        f"location {s_loc}, record {int(send_idx[j])}: the trace lacks receives or sends of "
+        f"this channel (as EZTrace writes no receive for an MPI_Irecv completed in MPI_Wait "
+        f"or MPI_Waitall), so its messages cannot be paired",
+        source=trace.source, location=r_loc, index=int(recv_idx[j]))
 
 
 def off_rank_hint(trace: Trace, locations: list[int], comms: list[int]) -> str:

@@ -28,6 +28,7 @@ from compensate.matching.nomessage import (
     off_rank_hint,
     receives_kept,
     receives_left,
+    refuse_other_lengths,
     refuse_receive,
 )
 from compensate.model import (
@@ -477,6 +478,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
             enter_idx[sel] = enclosing_enters(before, enters, i)
             r_kind[sel] = ev.kind[r_data[sel]]
             size[sel] = ev.size[r_data[sel]]
+    refuse_other_lengths(trace, loc_ids, evs, r_src, m_sidx, r_dst, r_data, size)
     enter_idx = np.where(enter_idx < 0, r_idx - 1, enter_idx)
     nb_recv = (r_kind == IRECV) | (r_kind == IMRECV)
     post_idx = np.where(no_copy | (nb_recv & (r_post != r_idx)), r_post, enter_idx)

@@ -66,7 +66,8 @@ import numpy as np
 from compensate.matching.p2p import key_ids, members_of
 from compensate.model import IMRECV, IRECV, ISEND, KIND_CODE, MRECV, RECV, SEND, Definitions, Events
 from compensate.parallel.transport import Transport
-from compensate.pipeline.cuts import SEGMENT_RECORDS, CountingCutter
+from compensate.pipeline.counting import CountingCutter
+from compensate.pipeline.cuts import SEGMENT_RECORDS
 
 #: how many exact checks one attempt makes (the one-process cutter tries its four
 #: latest candidates)

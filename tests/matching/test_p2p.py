@@ -78,3 +78,28 @@ def test_receive_of_an_unknown_message_is_a_one_line_error(tmp_path, body, probl
     with pytest.raises(TraceError, match=problem) as e:
         _match(tmp_path, body)
     assert "location 1" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_receive_paired_with_a_send_of_another_length_is_refused(tmp_path):
+    """Rank 1's first message was received by an MPI_Irecv the tracer did not record
+    (EZTrace in MPI_Waitall); MPI's order then pairs the recorded 16-byte receive
+    with the 8-byte send before its own: refused, naming the receive."""
+    with pytest.raises(TraceError) as e:
+        _match(tmp_path, """10 0 MpiSend receiver=1 comm=0 tag=7 bytes=8
+20 0 MpiSend receiver=1 comm=0 tag=7 bytes=16
+30 1 MpiIrecvRequest request=3
+40 1 MpiRecv sender=0 comm=0 tag=7 bytes=16
+""")
+    assert str(e.value).startswith(f"{tmp_path / 't.trace'}: location 1, record 1: MpiRecv of "
+                                   "16 bytes pairs by MPI's message order with the MpiSend of "
+                                   "8 bytes on location 0, record 0: the trace lacks receives")
+
+
+def test_equal_lengths_pair_after_a_lost_receive_of_the_same_length(tmp_path):
+    """Where the lengths agree nothing tells the pairs apart: matched by MPI's order."""
+    m = _match(tmp_path, """10 0 MpiSend receiver=1 comm=0 tag=7 bytes=8
+20 0 MpiSend receiver=1 comm=0 tag=7 bytes=8
+30 1 MpiIrecvRequest request=3
+40 1 MpiRecv sender=0 comm=0 tag=7 bytes=8
+""")
+    assert [(x.send_idx, x.recv_idx) for x in m.messages] == [(0, 1)]
