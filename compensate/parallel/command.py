@@ -105,6 +105,9 @@ def end_stalled(transport, exc: Exception) -> None:
     reporter = min(r for r in range(transport.size) if r not in silent)
     if transport.rank == reporter:
         os.write(2, (line + "\n").encode())
+        # (mpiexec forwards a rank's stderr through its proxy; an abort at once can
+        # end the job before the line is forwarded: seen once in a loaded CI run)
+        time.sleep(STALL_FORWARD)
     else:
         time.sleep(STALL_GRACE)
     MPI.COMM_WORLD.Abort(status)
@@ -113,6 +116,8 @@ def end_stalled(transport, exc: Exception) -> None:
 #: seconds a waiting rank that does not report a stall leaves the reporter to print
 #: and abort the job
 STALL_GRACE = 10.0
+#: seconds the reporter of a stall waits between its line and the abort
+STALL_FORWARD = 0.5
 
 
 def run_parallel(job: Job, make_outputs: Callable, finish: Callable) -> int:
