@@ -27,7 +27,6 @@ import numpy as np
 
 from compensate.families import FAMILIES, Cut
 from compensate.formats.fields import field_of
-from compensate.matching import nesting
 from compensate.matching.collectives import thread_ranks
 from compensate.matching.devices import is_synchronize
 from compensate.matching.p2p import key_ids, members_of
@@ -55,6 +54,7 @@ from compensate.model import (
     Events,
 )
 from compensate.pipeline.channels import channel_keys, collectives_aligned
+from compensate.pipeline.sendcalls import joined_send_call_ends, send_call_ends
 from compensate.pipeline.unclosed import Unclosed
 
 
@@ -143,6 +143,8 @@ class Cutter:
         self.last_cut: int | None = None
         self.busy_t: list[np.ndarray] = []  # times of +-1 steps of "something open"
         self.busy_d: list[np.ndarray] = []
+        #: records taken whose steps are not in busy_t/busy_d yet (feed_chunk)
+        self.unstepped: list[tuple[int, Events]] = []
         self.open_requests: dict[int, dict[int, int]] = defaultdict(dict)  # loc -> id -> kind
         self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
         self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
@@ -170,7 +172,12 @@ class Cutter:
 
     # the busy function: messages in flight + calls around a send that are still open
     # (matching needs the send call's Leave) + open collective calls + open requests
-    def _steps(self, loc: int, ev: Events) -> None:
+    def _steps(self, parts: list[tuple[int, Events]]) -> None:
+        """Add the steps of the records ``parts`` (location, its next records; in
+        the order taken) to the busy function: every part's at once, as one flat
+        set of columns, so that a chunk of a few records on each of many locations
+        costs a few numpy calls, not a few dozen per location."""
+        ev = Events.concat([e for _, e in parts])
         k, t = ev.kind, ev.time
         # a matched probe opens (+1) what its MpiMrecv / MpiImrecv closes (-1 more
         # than the message itself): no cut between a probe and its receive; thread
@@ -202,38 +209,28 @@ class Cutter:
         times = [t[plus], t[minus], t[matched]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
                   -np.ones(int(matched.sum()), np.int64)]
-        opened, closed = self._send_call_ends(loc, ev)
+        locs = list(dict.fromkeys(loc for loc, _ in parts))
+        if len(locs) == 1:
+            opened, closed = self._send_call_ends(locs[0], ev)
+            owner = None
+        else:
+            pos = {loc: j for j, loc in enumerate(locs)}
+            owner = np.repeat([pos[loc] for loc, _ in parts], [len(e) for _, e in parts])
+            opened, closed, still, now = joined_send_call_ends(
+                k, ev.region, t, owner, [self.open_regions[loc] for loc in locs],
+                [self.send_calls[loc] for loc in locs])
+            for loc, s, o in zip(locs, still, now, strict=True):
+                self.send_calls[loc], self.open_regions[loc] = s, o
         times += [opened, closed]
         deltas += [np.ones(opened.size, np.int64), -np.ones(closed.size, np.int64)]
         req = np.flatnonzero(_REQUEST_KINDS[k])
         if req.size:
-            rt, rd = [], []
-            opened = self.open_requests[loc]
-            for i in req.tolist():
-                kind, r = int(k[i]), int(ev.request[i])
-                if kind in (ISEND, IRECV_REQUEST, NBC_REQUEST):
-                    opened[r] = kind
-                    rt.append(t[i])
-                    rd.append(1)
-                    if kind == ISEND:
-                        self.isend_channel[(loc, r)] = (int(ev.comm[i]), int(ev.peer[i]),
-                                                        int(ev.tag[i]))
-                elif r in opened:
-                    was = opened.pop(r)
-                    rt.append(t[i])
-                    rd.append(-1)
-                    channel = self.isend_channel.pop((loc, r), None) if was == ISEND else None
-                    if kind == REQUEST_CANCELLED and channel is not None:
-                        if self.MESSAGES:
-                            rt.append(t[i])  # the message will never be received
-                            rd.append(-1)
-                        self.cancelled.append((int(t[i]), loc, channel))
+            rt, rd = self._request_steps(ev, req, locs * req.size if owner is None else
+                                         [locs[j] for j in owner[req].tolist()])
             times.append(np.array(rt, dtype=np.int64))
             deltas.append(np.array(rd, dtype=np.int64))
         self.busy_t.append(np.concatenate(times))
         self.busy_d.append(np.concatenate(deltas))
-        if self.unclosed is not None:
-            self._never_closed(loc, ev, self.seen[loc] - len(ev))
 
     def _never_closed(self, loc: int, ev: Events, start: int) -> None:
         """Close, where they open, the records of one location's records ``ev``
@@ -263,41 +260,42 @@ class Cutter:
                 start += len(ev)
         return True
 
+    def _request_steps(self, ev: Events, req: np.ndarray, req_locs: list[int]
+                       ) -> tuple[list[int], list[int]]:
+        """The steps (times, deltas) of the request records ``req`` of ``ev``, each of
+        location ``req_locs[i]``: +1 where an Isend, Irecv or nonblocking collective
+        starts a request, -1 where a record completes or cancels one still open
+        (and -1 more for the message of a cancelled Isend, which no one receives)."""
+        k, t = ev.kind, ev.time
+        rt, rd = [], []
+        for i, loc in zip(req.tolist(), req_locs, strict=True):
+            opened = self.open_requests[loc]
+            kind, r = int(k[i]), int(ev.request[i])
+            if kind in (ISEND, IRECV_REQUEST, NBC_REQUEST):
+                opened[r] = kind
+                rt.append(t[i])
+                rd.append(1)
+                if kind == ISEND:
+                    self.isend_channel[(loc, r)] = (int(ev.comm[i]), int(ev.peer[i]),
+                                                    int(ev.tag[i]))
+            elif r in opened:
+                was = opened.pop(r)
+                rt.append(t[i])
+                rd.append(-1)
+                channel = self.isend_channel.pop((loc, r), None) if was == ISEND else None
+                if kind == REQUEST_CANCELLED and channel is not None:
+                    if self.MESSAGES:
+                        rt.append(t[i])  # the message will never be received
+                        rd.append(-1)
+                    self.cancelled.append((int(t[i]), loc, channel))
+        return rt, rd
+
     def _send_call_ends(self, loc: int, ev: Events) -> tuple[np.ndarray, np.ndarray]:
-        """(times of sends inside a call, times of the Leaves that close such calls —
-        of this chunk's sends or earlier ones): the call around a send ends with the
-        first Leave after it on the send's call level (the tolerant nesting rule of
-        :class:`compensate.matching.Nesting`, continued across chunks: the calls
-        still open go in front of the chunk as Enters, on levels 1, 2, ...)."""
-        k = ev.kind
-        carried_regions = self.open_regions[loc]
-        c = len(carried_regions)
-        # (np.concatenate, not np.r_: this runs per location and chunk, r_ costs ~10 us)
-        nest = nesting(np.concatenate((np.full(c, ENTER, k.dtype), k)),
-                       np.concatenate((np.array(carried_regions, dtype=ev.region.dtype),
-                                       ev.region)))
-        before = nest.before[c:]
-        sends = np.flatnonzero((k == SEND) | (k == ISEND))
-        lvl = before[sends]
-        sends, lvl = sends[lvl > 0], lvl[lvl > 0]  # outside any call: no Leave to wait for
-        carried = np.array(self.send_calls[loc], dtype=np.int64) + 1  # position -> level
-        w_lvl = np.concatenate((carried, lvl))
-        w_after = np.concatenate((np.full(carried.size, -1, np.int64), sends))
-        ends, still = [], []
-        for d in np.unique(w_lvl).tolist():
-            cand = nest.leaves.get(d, np.zeros(0, np.int64)) - c
-            sel = w_lvl == d
-            j = np.searchsorted(cand, w_after[sel], side="right")
-            ok = j < cand.size
-            ends.append(ev.time[cand[j[ok]]])
-            still += [d] * int(np.count_nonzero(~ok))
-        # the calls open after the chunk, and the pending send calls by their position
-        open_end = nest.open_end
-        position = {lv: p for p, lv in enumerate((nest.before[open_end] + 1).tolist())}
-        self.send_calls[loc] = [position[d] for d in still]
-        self.open_regions[loc] = np.concatenate((np.array(carried_regions, dtype=np.int64),
-                                                 ev.region.astype(np.int64)))[open_end].tolist()
-        return ev.time[sends], (np.concatenate(ends) if ends else np.zeros(0, np.int64))
+        """:func:`~compensate.pipeline.sendcalls.send_call_ends` of a location's
+        records, its open calls and pending send calls carried to the next ones."""
+        opened, closed, self.send_calls[loc], self.open_regions[loc] = send_call_ends(
+            ev.kind, ev.region, ev.time, self.open_regions[loc], self.send_calls[loc])
+        return opened, closed
 
     def take(self, loc: int, ev: Events) -> bool:
         """Append a location's records to what is pending (False if there are none);
@@ -311,6 +309,9 @@ class Cutter:
                 f"{self.last_cut} made earlier: the input is not in time order")
         self._hold(loc, ev)
         self.count += len(ev)
+        start, self.seen[loc] = self.seen[loc], self.seen[loc] + len(ev)
+        if self.unclosed is not None:  # (read ahead: these close where they open)
+            self._never_closed(loc, ev, start)
         return True
 
     def _hold(self, loc: int, ev: Events) -> None:
@@ -323,14 +324,31 @@ class Cutter:
         False if there are none."""
         if not self.take(loc, ev):
             return False
-        self.seen[loc] += len(ev)
         if self.replay is None and not _INERT[ev.kind].all():
-            self._steps(loc, ev)
+            self.unstepped.append((loc, ev))
+            self._step_taken()
         return True
+
+    def feed_chunk(self, chunk: dict[int, Events]) -> None:
+        """:meth:`feed` every location's records of ``chunk``, but their steps are
+        added to the busy function only when it is read (:meth:`busy`), those of
+        all the chunks taken until then at once: the cutter reads it only when it
+        looks for a cut, and a small chunk's steps alone cost as much as many
+        chunks' together."""
+        for loc, ev in chunk.items():
+            if self.take(loc, ev) and self.replay is None and not _INERT[ev.kind].all():
+                self.unstepped.append((loc, ev))
+
+    def _step_taken(self) -> None:
+        """Add the steps of the records taken but not stepped yet (:meth:`feed_chunk`)."""
+        if self.unstepped:
+            self._steps(self.unstepped)
+            self.unstepped = []
 
     def busy(self) -> tuple[np.ndarray, np.ndarray]:
         """The busy function's steps so far: their times and their deltas (+1 opens,
         -1 closes), in the order taken (not sorted)."""
+        self._step_taken()
         bt = np.concatenate(self.busy_t) if self.busy_t else np.zeros(0, np.int64)
         bd = np.concatenate(self.busy_d) if self.busy_d else np.zeros(0, np.int64)
         return bt, bd
@@ -338,8 +356,7 @@ class Cutter:
     def add(self, chunk: dict[int, Events], cut: bool = True) -> Iterator[dict[int, Events]]:
         """Take a chunk; yield the segments that are complete (none without ``cut``:
         the chunk is only taken, as part of a larger one that follows)."""
-        for loc, ev in chunk.items():
-            self.feed(loc, ev)
+        self.feed_chunk(chunk)
         while cut and self.count >= self.next_try:
             seg = self._cut()
             if seg is None and self.count >= LOOKAHEAD_AFTER * self.target \
@@ -421,6 +438,7 @@ class Cutter:
 
         All locations' records before the cut at once (one flat set of columns), so
         that its cost is a few numpy calls per cut, not per location and channel."""
+        self._step_taken()  # (the cancelled Isends)
         done = dict(self.coll_done)
         defs = self.defs
         locs = list(merged)

@@ -5,15 +5,21 @@ UNDEFINED contingent (a Pthread span nothing opens) and sends to MPI_PROC_NULL (
 message no one receives): neither may let a cut fall inside an open span."""
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compensate.formats import read_chunks, read_trace
-from compensate.model import KIND_CODE
+from compensate.model import ENTER, ISEND, KIND_CODE, LEAVE, RECV, SEND
 from compensate.pipeline.cuts import Cutter
+from compensate.pipeline.sendcalls import joined_send_call_ends, send_call_ends
 from tests.inprocess import run_compensate
+from tests.pipelines import trace_chunks
+from tests.randomtrace import random_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "eztrace"
 ARCHIVES = sorted(DATA.glob("*/eztrace_log.otf2"))
@@ -50,7 +56,7 @@ def test_a_chunk_of_metric_samples_adds_no_step_and_keeps_the_open_calls():
         for loc, ev in chunk.items():
             fast.feed(loc, ev)
             full.take(loc, ev)
-            full._steps(loc, ev)
+            full._steps([(loc, ev)])
             inert += bool(np.all(ev.kind == KIND_CODE["Metric"]))
     assert inert > 100
     (ft, fd), (ut, ud) = fast.busy(), full.busy()
@@ -85,3 +91,73 @@ def test_sends_never_received_are_cut_after_by_reading_ahead(tmp_path, bound):
     assert s_cut["segments"]["count"] >= 10 and s_cut["segments"]["largest"] < 100
     for loc, ev in one.events.items():
         assert np.array_equal(ev.time, cut.events[loc].time), loc
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_the_send_calls_of_several_locations_at_once_are_each_ones_alone(data):
+    """joined_send_call_ends over records of several locations interleaved (Leaves
+    of any region: misnested locations among them, which take the walk) gives each
+    location, chunk after chunk, what send_call_ends gives it alone: the same sends
+    in calls and the same Leaves closing them, the same calls still waited for and
+    still open."""
+    draw = data.draw
+    n_locs = draw(st.integers(1, 4))
+    alone = {j: ([], []) for j in range(n_locs)}  # (regions open, send calls waited for)
+    joined = {j: ([], []) for j in range(n_locs)}
+    clock = 0
+    for _ in range(draw(st.integers(1, 5))):
+        n = draw(st.integers(1, 25))
+        owner = np.array([draw(st.integers(0, n_locs - 1)) for _ in range(n)])
+        kind = np.array([draw(st.sampled_from([ENTER, ENTER, LEAVE, LEAVE, SEND, ISEND,
+                                               RECV])) for _ in range(n)], np.int16)
+        region = np.array([draw(st.integers(1, 3)) for _ in range(n)], np.int32)
+        time = np.arange(clock, clock + n, dtype=np.int64)
+        clock += n
+        want_open, want_closed = [], []
+        locs = list(dict.fromkeys(owner.tolist()))
+        for j in locs:
+            mine = owner == j
+            o, c, waits, regions = send_call_ends(kind[mine], region[mine], time[mine],
+                                                  *alone[j])
+            want_open += o.tolist()
+            want_closed += c.tolist()
+            alone[j] = (regions, waits)
+        pos = {j: q for q, j in enumerate(locs)}
+        o, c, waits, regions = joined_send_call_ends(
+            kind, region, time, np.array([pos[j] for j in owner.tolist()]),
+            [joined[j][0] for j in locs], [joined[j][1] for j in locs])
+        assert sorted(o.tolist()) == sorted(want_open)
+        assert sorted(c.tolist()) == sorted(want_closed)
+        for q, j in enumerate(locs):
+            joined[j] = (regions[q], waits[q])
+        assert joined == alone
+
+
+def _cutter_state(cutter):
+    bt, bd = cutter.busy()
+    return (sorted(zip(bt.tolist(), bd.tolist(), strict=True)),
+            {k: v for k, v in cutter.open_regions.items() if v},
+            {k: v for k, v in cutter.send_calls.items() if v},
+            {k: v for k, v in cutter.open_requests.items() if v},
+            sorted(cutter.cancelled))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_chunks_stepped_together_when_read_are_each_stepped_as_taken(seed):
+    """The cutter's chunks (Cutter.add) are stepped only when the busy function is
+    read, all of them at once: its steps, the calls and requests left open and
+    the cancelled Isends are those of stepping each location's records as they
+    are taken (Cutter.feed), on random traces with requests, probes and
+    cancelled sends, read in chunks of any size."""
+    rnd = random.Random(seed)
+    trace = random_trace(rnd.randint, rnd.randint(2, 5), 150, extended=True)
+    chunks = list(trace_chunks(trace, rnd.randint(1, 40)))
+    together, each = Cutter(trace.definitions, 1 << 30), Cutter(trace.definitions, 1 << 30)
+    for k, chunk in enumerate(chunks):
+        assert not list(together.add(chunk))
+        for loc, ev in chunk.items():
+            each.feed(loc, ev)
+        if k % 7 == 6:  # (read now and then: the steps so far, then more chunks)
+            assert _cutter_state(together) == _cutter_state(each)
+    assert _cutter_state(together) == _cutter_state(each)
