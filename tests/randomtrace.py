@@ -117,32 +117,29 @@ def _lost_step(draw_int, gap, t, b, req, n_locs) -> None:
     # message's send, by MPI's order, as the matching pairs them)
     size, tag, how = draw_int(0, 1 << 20), 3 + draw_int(0, 1), draw_int(0, 2)
     req[r] += 1
-    b[r].add(t[r], ENTER, region=19)
-    t[r] += gap()
-    b[r].add(t[r], IRECV_REQUEST, request=req[r])
-    t[r] += gap()
-    b[r].add(t[r], LEAVE, region=19)
-    t[r] += gap()
+    _one_call(b[r], t, r, gap, 19, IRECV_REQUEST, request=req[r])
     region, kind = (1, SEND) if how == 0 else (20, ISEND)
     req[s] += how > 0
-    b[s].add(t[s], ENTER, region=region)
-    t[s] += gap()
-    ts = t[s]
-    b[s].add(ts, kind, peer=r, comm=0, tag=tag, size=size, request=req[s] if how else NONE)
-    t[s] += gap()
-    b[s].add(t[s], LEAVE, region=region)
-    t[s] += gap()
+    ts = _one_call(b[s], t, s, gap, region, kind, peer=r, comm=0, tag=tag, size=size,
+                   request=req[s] if how else NONE)
     if how == 1:
-        b[s].add(t[s], ENTER, region=8)
-        t[s] += gap()
-        b[s].add(t[s], ISEND_COMPLETE, request=req[s])
-        t[s] += gap()
-        b[s].add(t[s], LEAVE, region=8)
-        t[s] += gap()
+        _one_call(b[s], t, s, gap, 8, ISEND_COMPLETE, request=req[s])
     b[r].add(t[r], ENTER, region=8)
     t[r] = max(t[r] + gap(), ts + gap())
     b[r].add(t[r], LEAVE, region=8)
     t[r] += gap()
+
+
+def _one_call(b, t, loc, gap, region, kind, **cols) -> int:
+    """A call of ``region`` on ``loc`` holding one record of ``kind``: its time."""
+    b.add(t[loc], ENTER, region=region)
+    t[loc] += gap()
+    at = t[loc]
+    b.add(at, kind, **cols)
+    t[loc] += gap()
+    b.add(t[loc], LEAVE, region=region)
+    t[loc] += gap()
+    return at
 
 
 def _extended_step(what, draw_int, gap, t, b, req, n_locs) -> None:
