@@ -64,7 +64,17 @@ from typing import Any
 import numpy as np
 
 from compensate.matching.p2p import key_ids, members_of
-from compensate.model import IMRECV, IRECV, ISEND, KIND_CODE, MRECV, RECV, SEND, Definitions, Events
+from compensate.model import (
+    IMRECV,
+    IRECV,
+    ISEND,
+    MRECV,
+    RECV,
+    SEND,
+    Definitions,
+    Events,
+    kind_table,
+)
 from compensate.parallel.transport import Transport
 from compensate.pipeline.counting import CountingCutter
 from compensate.pipeline.cuts import SEGMENT_RECORDS
@@ -80,16 +90,10 @@ _NEVER = np.iinfo(np.int64).max
 _ALWAYS = np.iinfo(np.int64).min
 
 
-def _table(*codes: int) -> np.ndarray:
-    table = np.zeros(len(KIND_CODE), dtype=bool)
-    table[list(codes)] = True
-    return table
-
-
 #: a message sent (+1 on its receiver's rank) / received (-1, the one-process
 #: busy function's message part: :class:`compensate.pipeline.cuts.Cutter`)
-_SENT = _table(SEND, ISEND)
-_RECEIVED = _table(RECV, IRECV, MRECV, IMRECV)
+_SENT = kind_table(SEND, ISEND)
+_RECEIVED = kind_table(RECV, IRECV, MRECV, IMRECV)
 
 
 class _LocalCutter(CountingCutter):

@@ -63,7 +63,6 @@ from compensate.model import (
     COLL_END,
     ENTER,
     ISEND,
-    KIND_CODE,
     LEAVE,
     METRIC,
     NONE,
@@ -74,6 +73,7 @@ from compensate.model import (
     Definitions,
     Events,
     Trace,
+    kind_table,
 )
 from compensate.pipeline.totals import add_counts
 
@@ -84,15 +84,7 @@ _MPI = np.array([SEND, RECV, COLL_BEGIN, COLL_END], dtype=np.int64)
 _P2P = np.array([SEND, RECV], dtype=np.int64)
 
 
-def _table(codes: np.ndarray) -> np.ndarray:
-    """``_table(codes)[kind]`` is ``np.isin(kind, codes)`` without isin's sort (this
-    runs for every own location of every segment)."""
-    table = np.zeros(len(KIND_CODE), dtype=bool)
-    table[codes] = True
-    return table
-
-
-_IS_SIMPLE, _IS_MPI, _IS_P2P = _table(SIMPLE_KINDS), _table(_MPI), _table(_P2P)
+_IS_SIMPLE, _IS_MPI, _IS_P2P = kind_table(SIMPLE_KINDS), kind_table(_MPI), kind_table(_P2P)
 _NONE = np.zeros(0, dtype=np.int64)
 
 

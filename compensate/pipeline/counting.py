@@ -14,20 +14,19 @@ from compensate.model import (
     COLUMNS,
     IRECV,
     ISEND,
-    KIND_CODE,
     NBC_COMPLETE,
     PROBE,
     RECV,
     SEND,
     Definitions,
     Events,
+    kind_table,
 )
 from compensate.pipeline.cuts import Cutter
 
 #: the records :meth:`Cutter.balance` reads, by kind code: every other record's part
 #: in a cut is its time
-ALIGNED = np.zeros(len(KIND_CODE), dtype=bool)
-ALIGNED[[SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_COMPLETE]] = True
+ALIGNED = kind_table(SEND, ISEND, RECV, IRECV, PROBE, COLL_END, NBC_COMPLETE)
 
 
 class CountingCutter(Cutter):

@@ -52,43 +52,34 @@ from compensate.model import (
     SEND,
     Definitions,
     Events,
+    kind_table,
 )
 from compensate.pipeline.channels import channel_keys, collectives_aligned
 from compensate.pipeline.sendcalls import joined_send_call_ends, send_call_ends
 from compensate.pipeline.unclosed import Unclosed
-
-
-def _kinds(*codes: int) -> np.ndarray:
-    """A table indexed by record kind code: ``_kinds(A, B)[ev.kind]`` is
-    ``np.isin(ev.kind, (A, B))`` without isin's fixed cost (~30 us), which the
-    cutter would pay for every location of every chunk."""
-    table = np.zeros(len(KIND_CODE), dtype=bool)
-    table[list(codes)] = True
-    return table
-
 
 #: record kinds that open (+1) / close (-1) something no cut may fall inside, from
 #: the families' registry; messages, matched probes and MPI collectives are counted
 #: by Cutter._steps itself (in flight or not, a probe only once it took its message)
 _APART = ("message", "probe", "collective")
 _CUTS = [f.cut for f in FAMILIES if isinstance(f.cut, Cut) and f.name not in _APART]
-_OPENS = _kinds(*(KIND_CODE[k] for c in _CUTS for k in c.opens))
-_CLOSES = _kinds(*(KIND_CODE[k] for c in _CUTS for k in c.closes))
+_OPENS = kind_table(*(KIND_CODE[k] for c in _CUTS for k in c.opens))
+_CLOSES = kind_table(*(KIND_CODE[k] for c in _CUTS for k in c.closes))
 #: the records of a Pthread's span (ThreadCreate -> ThreadBegin, ThreadEnd ->
 #: ThreadWait) that open or close it only with a defined thread contingent: EZTrace
 #: writes each thread's ThreadBegin/ThreadEnd with UNDEFINED, and a close nothing
 #: opened would let the busy function reach 0 while something else is open
-_CONTINGENT = _kinds(KIND_CODE["ThreadBegin"], KIND_CODE["ThreadEnd"])
-_REQUEST_KINDS = _kinds(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
+_CONTINGENT = kind_table(KIND_CODE["ThreadBegin"], KIND_CODE["ThreadEnd"])
+_REQUEST_KINDS = kind_table(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
                         NBC_COMPLETE, REQUEST_CANCELLED)
 #: messages sent / received, collectives completed (Cutter.balance)
-_SENDS = _kinds(SEND, ISEND)
-_RECVS = _kinds(RECV, IRECV)
-_COLL_DONE = _kinds(COLL_END, NBC_COMPLETE)
+_SENDS = kind_table(SEND, ISEND)
+_RECVS = kind_table(RECV, IRECV)
+_COLL_DONE = kind_table(COLL_END, NBC_COMPLETE)
 #: kinds that open and close nothing the busy function counts, and are no call's
 #: Enter or Leave: a location's chunk of only these (a metric location's samples)
 #: adds no step and leaves its open calls as they were
-_INERT = _kinds(KIND_CODE["Metric"], KIND_CODE["CallingContextSample"])
+_INERT = kind_table(KIND_CODE["Metric"], KIND_CODE["CallingContextSample"])
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
@@ -204,7 +195,7 @@ class Cutter:
             minus = minus | ((k == LEAVE) & in_sync)
         if self.pthread_regions is not None:  # their links span the run: no cut after
             plus, minus = cut_steps(ev, self.pthread_regions, plus, minus)
-        null = (ev.peer == NONE) & ((k == SEND) | (k == ISEND) | (k == RECV) | (k == IRECV))
+        null = (ev.peer == NONE) & (_SENDS[k] | _RECVS[k])
         plus, minus = plus & ~null, minus & ~null  # (MPI_PROC_NULL: no message)
         times = [t[plus], t[minus], t[matched]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),

@@ -46,7 +46,6 @@ from compensate.model import (
     IRECV_REQUEST,
     ISEND,
     ISEND_COMPLETE,
-    KIND_CODE,
     NBC_COMPLETE,
     NBC_REQUEST,
     NONE,
@@ -56,17 +55,13 @@ from compensate.model import (
     SEND,
     Definitions,
     Events,
+    kind_table,
 )
 from compensate.pipeline.channels import channel_keys
 
 _OPEN = (ISEND, IRECV_REQUEST, NBC_REQUEST)
-_REQUESTS = np.zeros(len(KIND_CODE), dtype=bool)
-_REQUESTS[[ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV, NBC_COMPLETE,
-           REQUEST_CANCELLED]] = True
-_SENDS = np.zeros(len(KIND_CODE), dtype=bool)
-_SENDS[[SEND, ISEND]] = True
-_RECVS = np.zeros(len(KIND_CODE), dtype=bool)
-_RECVS[[RECV, IRECV]] = True
+_REQUESTS = kind_table(_OPEN, ISEND_COMPLETE, IRECV, NBC_COMPLETE, REQUEST_CANCELLED)
+_SENDS, _RECVS = kind_table(SEND, ISEND), kind_table(RECV, IRECV)
 
 
 @dataclass
