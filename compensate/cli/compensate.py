@@ -182,6 +182,7 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
     """The platform to use and the summary's ``overhead`` object
     (:func:`compensate.overhead.choose`: command line, platform file, the trace's
     in-situ tables, or an estimate)."""
+    from compensate.formats import read_chunks
 
     def definitions():
         defs, chunks = read_chunks(args.input)
@@ -371,6 +372,7 @@ def _stream_refit(args: argparse.Namespace, outputs: _Outputs, target,
 def _align(args: argparse.Namespace, show: bool):
     """The processes' clock offsets of a trace whose clocks disagree, from a pass
     over its segments (:func:`compensate.pipeline.run.clock_pass`)."""
+    from compensate.formats import read_chunks
     from compensate.pipeline.cuts import chunk_records_for
     from compensate.pipeline.run import clock_pass
 
@@ -521,7 +523,7 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     chunk, cut at safe points, match -> compensate -> verify -> write each segment.
     ``outcome``: the fit to use (a fallback), instead of a fit pass; ``alignment``:
     the processes' clock offsets (:func:`_align`)."""
-    from compensate.formats import TraceWriter
+    from compensate.formats import TraceWriter, read_chunks
     from compensate.pipeline.cuts import chunk_records_for
     from compensate.pipeline.memory import steady_malloc
 
@@ -615,6 +617,7 @@ def copy_finding(args: argparse.Namespace, platform: Platform | None,
     longer = approx > measured * (1 + LONGER_TOLERANCE) + ticks
     if not longer and (args.max_overcompensated is None or not np.any(platform.copy_seconds)):
         return outcome  # nothing to look for: no finding, or no copy that could not fit
+    from compensate.formats import read_chunks
     defs, chunks = read_chunks(args.input, payload=False)
     found = overhead_choice.copy_contradictions(
         defs, interrupt.checkpoints(chunks, "read"), platform)
