@@ -538,27 +538,33 @@ def test_every_wrapped_call_is_recorded(traced_allcalls: Path) -> None:
 def test_calibrated_overhead_matches_the_dilation_of_a_record_heavy_loop(
         tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The O written to platform.json is within 2x of the dilation per record that
-    tracing really causes in a loop of tiny calls (each run keeps its shortest
-    of 15 short loops, so that a preemption on a busy machine does not count; in a
-    parallel run no other test runs beside the two runs compared)."""
+    tracing really causes in a loop of tiny calls. Each run keeps its shortest of 15
+    short loops, so that a preemption does not count; three plain/traced pairs run in
+    turn and their median ratio is compared, because a whole traced process now and
+    then runs twice as slow on a shared machine (seen once in CI: ratio 2.006); in a
+    parallel run no other test runs beside the pairs."""
     mpiexec = _mpiexec()
     loop = ROOT / "examples" / "mpi" / "recordloop.py"
     opts = ["--calls", "5000", "--repeats", "15"]
-    plain, traced = tmp_path / "plain.json", tmp_path / "traced.json"
-    out = tmp_path / "run" / "traces.otf2"
+    ratios = []
     with alone(request):
-        for cmd in ([mpiexec, "-n", "1", sys.executable, str(loop), *opts, "--timing",
-                     str(plain)],
-                    [mpiexec, "-n", "1", sys.executable, "-m", "calibration.record", "-o",
-                     str(out), "--", str(loop), *opts, "--timing", str(traced)]):
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
-            assert proc.returncode == 0, proc.stderr
-    t_plain = json.loads(plain.read_text())["seconds"]
-    t_traced = json.loads(traced.read_text())["seconds"]
-    per_record = (t_traced - t_plain) / (2 * 5000)
-    o = json.loads((out.parent / "platform.json").read_text())["event_overhead_by_kind"]
-    calibrated = (o["Enter"] + o["Leave"]) / 2
-    assert 0.5 <= per_record / calibrated <= 2.0, (per_record, calibrated)
+        for pair in range(3):
+            plain, traced = tmp_path / f"plain{pair}.json", tmp_path / f"traced{pair}.json"
+            out = tmp_path / f"run{pair}" / "traces.otf2"
+            for cmd in ([mpiexec, "-n", "1", sys.executable, str(loop), *opts, "--timing",
+                         str(plain)],
+                        [mpiexec, "-n", "1", sys.executable, "-m", "calibration.record",
+                         "-o", str(out), "--", str(loop), *opts, "--timing", str(traced)]):
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                                      cwd=ROOT)
+                assert proc.returncode == 0, proc.stderr
+            t_plain = json.loads(plain.read_text())["seconds"]
+            t_traced = json.loads(traced.read_text())["seconds"]
+            per_record = (t_traced - t_plain) / (2 * 5000)
+            o = json.loads((out.parent / "platform.json").read_text())[
+                "event_overhead_by_kind"]
+            ratios.append(per_record / ((o["Enter"] + o["Leave"]) / 2))
+    assert 0.5 <= float(np.median(ratios)) <= 2.0, ratios
 
 
 def test_traced_run_compensates_without_violations(traced_allcalls: Path) -> None:
