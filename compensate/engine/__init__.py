@@ -19,7 +19,8 @@ from compensate.engine.run import (
     approximate,
     compensate,
     rounded_times,
+    to_ticks,
 )
 
 __all__ = ["BOUNDS", "COLLECTIVE_EXITS", "EngineOptions", "Result", "Stats", "approximate",
-           "compensate", "rounded_times"]
+           "compensate", "rounded_times", "to_ticks"]

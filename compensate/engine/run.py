@@ -513,13 +513,21 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
     return approx, eng.t0, eng.stats
 
 
+def to_ticks(approx: np.ndarray | float) -> np.ndarray:
+    """Approximated times rounded to whole ticks, halves up. The rules keep a
+    dependent record at least one tick (``TICK``) after what it waits for, and
+    rounding halves up keeps that tick: ``x + 1`` rounds to one more than ``x``.
+    Rounding halves to even (``np.rint``) does not: 1.5 and 2.5 both give 2."""
+    return np.floor(np.asarray(approx, dtype=np.float64) + 0.5).astype(np.int64)
+
+
 def rounded_times(ev: Events, approx: np.ndarray, t0: int,
                   floor: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Integer timestamps of one location from its float approximations, and its new
     size column if it has BufferFlush records (their stop time = their start).
     Rounding keeps the order; ``np.maximum.accumulate`` makes that explicit against
     float noise (from ``floor``, the last time written before, if given)."""
-    t = np.rint(approx).astype(np.int64) + t0
+    t = to_ticks(approx) + t0
     if floor is not None and len(t):
         t[0] = max(t[0], floor)
     if len(t) > 1:

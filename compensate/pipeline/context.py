@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from compensate.engine import to_ticks
 from compensate.engine.carry import LinkCarry, Row
 from compensate.engine.overheads import before_stamp, group_carry, record_overheads
 from compensate.matching import Matching, match
@@ -143,7 +144,7 @@ class Segmenter:
             if self.done[loc]:
                 continue
             if self.done[ref]:  # (rounded as rounded_times rounds the samples)
-                low = min(low, int(np.rint(self.ctx[ref].records()[-1][2])) + self.t0)
+                low = min(low, int(to_ticks(self.ctx[ref].records()[-1][2])) + self.t0)
                 continue
             firsts = [int(ev.time[0]) for ev in cutter.pending.get(loc, ()) if len(ev)]
             if loc in seg:
