@@ -189,14 +189,15 @@ def assemble(trace: Trace, ranks: list) -> tuple:
 def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, size: int,
                       segment_records: int = SEGMENT_RECORDS, chunk_records: int = 1 << 16,
                       eager_limit: int | None = None, fit: list | None = None,
-                      agreed: bool = False) -> tuple:
+                      agreed: bool = False, lookahead: bool = False) -> tuple:
     """The distributed streamed run on ``size`` thread ranks: rank 0's run and every
     location's output records. ``fit``, a list: the ``--bound fitted`` run (of
     ``options`` only the collective exit counts), whose fit the ranks reduce; the
     list receives the fit's outcome. ``agreed``: the ranks agree on the cuts from
     their own locations as they read them, and the segments (under ``fit``, the fit
     pass) take the same read, as the command's ranks do, instead of taking the
-    one-process run's cuts."""
+    one-process run's cuts; ``lookahead``: and read their own locations ahead where
+    they find no cut, as the command's ranks do."""
     from compensate.parallel import segments as rank_segments
     from compensate.parallel.cutting import CutAgreement, share_of
     from compensate.parallel.cutting import chunk_records as cut_chunk_records
@@ -224,7 +225,9 @@ def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, 
                 segment_records, share, chunk_records)))
             cuts, chunks = CutAgreement(
                 defs, read.first(), t, list(mine.events), share, segment_records,
-                rank_segments.RankStream.step_of(t)), read.second()
+                rank_segments.RankStream.step_of(t),
+                lookahead=(lambda: trace_chunks(mine, chunk_records)) if lookahead else None
+            ), read.second()
         outcome = given
         if fit is not None:
             seen: list = []

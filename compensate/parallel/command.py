@@ -346,8 +346,11 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     agreed: list[tuple[int | None, int]] = []
 
     def agreeing(defs, chunks: OneRead):  # the cuts, kept as they are agreed
+        def again():  # (a fresh read of the own locations, for the look-ahead)
+            return read_chunks(job.input, size, payload=False, locations=mine)[1]
+
         for cut in CutAgreement(defs, chunks.first(), transport, mine, share, target,
-                                fallback, RankStream.gather_of(transport)):
+                                fallback, RankStream.gather_of(transport), again):
             agreed.append(cut)
             yield cut
 

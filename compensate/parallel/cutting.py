@@ -69,6 +69,7 @@ from compensate.model import (
     IRECV,
     ISEND,
     MRECV,
+    NONE,
     RECV,
     SEND,
     Definitions,
@@ -77,7 +78,8 @@ from compensate.model import (
 )
 from compensate.parallel.transport import Transport
 from compensate.pipeline.counting import CountingCutter
-from compensate.pipeline.cuts import SEGMENT_RECORDS
+from compensate.pipeline.cuts import LOOKAHEAD_AFTER, SEGMENT_RECORDS
+from compensate.pipeline.unclosed import Unclosed, add_counts, scan_part
 
 #: how many exact checks one attempt makes (the one-process cutter tries its four
 #: latest candidates)
@@ -139,29 +141,49 @@ class _LocalCutter(CountingCutter):
 
     def feed(self, loc: int, ev: Events) -> bool:
         """:meth:`~compensate.pipeline.cuts.Cutter.feed` (the local part), then the
-        messages' part of the records."""
+        messages' part of the records (not to or from MPI_PROC_NULL, which sends
+        nothing: as in the one-process busy function)."""
         cancelled = len(self.cancelled)
         if not super().feed(loc, ev):
             return False
-        sends = np.flatnonzero(_SENT[ev.kind])
-        times = [ev.time[sends]]
-        deltas = [np.ones(sends.size, np.int64)]
-        dest = [self._destinations(loc, ev.comm[sends], ev.peer[sends])]
-        new = self.cancelled[cancelled:]  # Isends cancelled in this chunk: never received
-        if new:
-            times.append(np.array([c[0] for c in new], dtype=np.int64))
-            deltas.append(-np.ones(len(new), np.int64))
-            dest.append(np.array([self._destinations(loc, np.array([c]), np.array([p]))[0]
-                                  for _, _, (c, p, _) in new], dtype=np.int64))
-        t, d, r = np.concatenate(times), np.concatenate(deltas), np.concatenate(dest)
-        away = (r >= 0) & (r != self.rank)
-        for q in np.unique(r[away]).tolist():
-            sel = r == q
-            self.outbox[q].append((t[sel], d[sel]))
-        received = ev.time[_RECEIVED[ev.kind]]
-        self.busy_t.append(np.concatenate((t[~away], received)))
-        self.busy_d.append(np.concatenate((d[~away], -np.ones(received.size, np.int64))))
+        real = ev.peer != NONE
+        sends = np.flatnonzero(_SENT[ev.kind] & real)
+        self._route(ev.time[sends], np.ones(sends.size, np.int64),
+                    self._destinations(loc, ev.comm[sends], ev.peer[sends]))
+        # Isends cancelled in this chunk, and sends never received (read ahead)
+        self._never_received(self.cancelled[cancelled:])
+        received = ev.time[_RECEIVED[ev.kind] & real]
+        self.busy_t.append(received)
+        self.busy_d.append(-np.ones(received.size, np.int64))
         return True
+
+    def read_ahead(self, unclosed: Unclosed) -> None:
+        """:meth:`~compensate.pipeline.counting.CountingCutter.read_ahead`, with
+        the -1 of each pending send never received where its +1 went."""
+        before = len(self.cancelled)
+        super().read_ahead(unclosed)
+        self._never_received(self.cancelled[before:])
+
+    def _never_received(self, sends: list[tuple[int, int, tuple]]) -> None:
+        """The -1 of each send no receive takes (``sends``: (time, location,
+        (communicator, peer, tag)) as :attr:`cancelled` holds them), to the rank
+        its +1 went to."""
+        if not sends:
+            return
+        times = np.array([t for t, _, _ in sends], dtype=np.int64)
+        dest = np.array([self._destinations(loc, np.array([c]), np.array([p]))[0]
+                         for _, loc, (c, p, _) in sends], dtype=np.int64)
+        self._route(times, -np.ones(times.size, np.int64), dest)
+
+    def _route(self, times: np.ndarray, deltas: np.ndarray, dest: np.ndarray) -> None:
+        """Steps of messages: into the outbox of their receiver's rank ``dest``,
+        or into this rank's busy function (its own, or -1: no such location)."""
+        away = (dest >= 0) & (dest != self.rank)
+        for q in np.unique(dest[away]).tolist():
+            sel = dest == q
+            self.outbox[q].append((times[sel], deltas[sel]))
+        self.busy_t.append(times[~away])
+        self.busy_d.append(deltas[~away])
 
 
 def _ship(t: Transport, cutter: _LocalCutter, horizon: int) -> None:
@@ -368,8 +390,14 @@ class CutAgreement:
                  transport: Transport, mine: list[int], share: float,
                  segment_records: int = SEGMENT_RECORDS,
                  step: Callable[..., Any] = lambda f, *a: f(*a),
-                 gather: Callable[..., list[Any]] | None = None) -> None:
+                 gather: Callable[..., list[Any]] | None = None,
+                 lookahead: Callable[[], Iterable[dict[int, Events]]] | None = None
+                 ) -> None:
         t = self.transport = transport
+        #: ``lookahead()``: a fresh read of this rank's own locations, scanned for
+        #: what the trace never closes once the ranks find no cut in
+        #: LOOKAHEAD_AFTER segments' records (:meth:`_read_ahead`)
+        self.lookahead = lookahead
         self.defs, self.mine, self.step = defs, mine, step
         self.gather = gather or (lambda f, *a: t.allgather(step(f, *a)))
         self.segment_records = segment_records
@@ -408,6 +436,8 @@ class CutAgreement:
             if cut is None:
                 if all(e for e, *_ in every):
                     break
+                if self._read_ahead(total):
+                    continue  # (the search again, over what is pending)
                 self.next_try = int(total * 1.5) + 1
                 reader.cap = int(cutter.count * 1.5) + 1
                 self.every = gather(reader.state)
@@ -421,10 +451,33 @@ class CutAgreement:
         return (None, rest) if rest else None
 
 
+    def _read_ahead(self, total: int) -> bool:
+        """Once the ranks hold LOOKAHEAD_AFTER segments' records without a cut (and
+        once only): every rank scans its own locations for the requests they never
+        complete and the sends to them or from them (:func:`scan_part`), the ranks
+        add up every channel's receives and sends, and each rank's cutter closes
+        its own never-completed requests and never-received sends (the one-process
+        cutter's look-ahead, :mod:`compensate.pipeline.unclosed`). Whether it did.
+        Collective."""
+        if self.lookahead is None or total < LOOKAHEAD_AFTER * self.segment_records:
+            return False
+        read, self.lookahead = self.lookahead, None
+        scanned = []
+
+        def scan() -> tuple[dict, dict]:
+            scanned.append(scan_part(self.defs, read()))
+            return scanned[0].counts()
+
+        totals = add_counts(self.gather(scan))
+        self.step(lambda: self.cutter.read_ahead(scanned[0].unclosed(totals)))
+        return True
+
+
 def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 transport: Transport, mine: list[int], share: float,
                 segment_records: int = SEGMENT_RECORDS,
                 step: Callable[..., Any] = lambda f, *a: f(*a),
+                lookahead: Callable[[], Iterable[dict[int, Events]]] | None = None,
                 ) -> list[tuple[int | None, int]]:
     """The segments of the streamed distributed run, ``(cut, records)`` each as
     :func:`compensate.parallel.segments.cut_times` gives them (the segment holds
@@ -435,8 +488,10 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     holds at most ``segment_records * share`` records beyond what it kept from
     the last cut before the ranks look for one). ``step(f, *args)`` runs each
     local phase (:func:`compensate.parallel.segments.fallback_step`: a
-    NotStreamable on any rank raises on every rank). Collective."""
-    return list(CutAgreement(defs, own_chunks, transport, mine, share, segment_records, step))
+    NotStreamable on any rank raises on every rank); ``lookahead()``: a fresh read
+    of the own locations, as :class:`CutAgreement` takes it. Collective."""
+    return list(CutAgreement(defs, own_chunks, transport, mine, share, segment_records, step,
+                             lookahead=lookahead))
 
 
 def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],

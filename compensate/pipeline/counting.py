@@ -23,6 +23,7 @@ from compensate.model import (
     kind_table,
 )
 from compensate.pipeline.cuts import Cutter
+from compensate.pipeline.unclosed import Unclosed
 
 #: the records :meth:`Cutter.balance` reads, by kind code: every other record's part
 #: in a cut is its time
@@ -45,6 +46,9 @@ class CountingCutter(Cutter):
         super().__init__(defs, segment_records)
         self.times: dict[int, list[np.ndarray]] = defaultdict(list)
         self.merged_times: dict[int, np.ndarray] = {}
+        #: the record numbers (from the location's first) of the kept records, as
+        #: ``pending`` holds them: what :meth:`read_ahead` closes among them
+        self.numbers: dict[int, list[np.ndarray]] = defaultdict(list)
 
     def _hold(self, loc: int, ev: Events) -> None:
         self.times[loc].append(ev.time)
@@ -54,6 +58,7 @@ class CountingCutter(Cutter):
         if keep.size:
             cols = {name: getattr(ev, name).take(keep) for name, _ in COLUMNS}
             self.pending[loc].append(Events(**cols, payload=[None] * keep.size))
+            self.numbers[loc].append(keep + self.seen[loc])  # (take: seen is the start)
 
     def merge(self) -> dict[int, Events]:
         """The kept records as :meth:`Cutter.merge` gives them; every record's time
@@ -61,7 +66,31 @@ class CountingCutter(Cutter):
         self.merged_times = {loc: np.concatenate(parts) if len(parts) > 1 else parts[0]
                              for loc, parts in self.times.items() if parts}
         self.times = defaultdict(list, {loc: [t] for loc, t in self.merged_times.items()})
+        self.numbers = defaultdict(list, {loc: [np.concatenate(parts)]
+                                          for loc, parts in self.numbers.items() if parts})
         return super().merge()
+
+    def read_ahead(self, unclosed: Unclosed) -> None:
+        """:meth:`Cutter.read_ahead` over what this cutter keeps: a never-completed
+        request's time from :attr:`times` (every record's), a never-received send
+        from the kept records (every send is one), by their record numbers."""
+        self.unclosed = unclosed
+        for loc, parts in self.times.items():
+            held = sum(t.size for t in parts)
+            if not held:
+                continue
+            start = self.seen[loc] - held
+            times = np.concatenate(parts)
+            requests = times[unclosed.of("requests", loc, start, start + held)]
+            rows = Events.concat(self.pending[loc]) if self.pending.get(loc) else None
+            sends = np.zeros(0, np.int64)
+            if rows is not None:
+                numbers = np.concatenate(self.numbers[loc])
+                wanted = unclosed.of("sends", loc, start, start + held) + start
+                sends = np.flatnonzero(np.isin(numbers, wanted))
+            else:
+                rows = Events.from_rows([])
+            self._close(loc, requests, rows, sends)
 
     def bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
         """(first, last) measured time of every pending record, not only of the kept
@@ -88,6 +117,9 @@ class CountingCutter(Cutter):
                 m = int(np.searchsorted(ev.time, t[n - 1], "right")) if n else 0
                 if m < len(ev):
                     self.pending[loc].append(ev.copy(slice(m, None)))
+                    self.numbers[loc] = [self.numbers[loc][0][m:].copy()]
+                else:
+                    self.numbers[loc] = []
         self.merged_times = {}
         self._cut_at(cut, bt, bd, done)
         return seg
@@ -98,5 +130,6 @@ class CountingCutter(Cutter):
         seg = {loc: np.concatenate(parts) for loc, parts in self.times.items() if parts}
         self.times.clear()
         self.pending.clear()
+        self.numbers.clear()
         self.count = 0
         return seg

@@ -225,31 +225,44 @@ class Cutter:
 
     def _never_closed(self, loc: int, ev: Events, start: int) -> None:
         """Close, where they open, the records of one location's records ``ev``
-        (numbered from ``start``) that the rest of the trace never closes: a -1 step
-        for each, and a never-received send leaves its channel's balance."""
-        u = self.unclosed
-        req = u.of("requests", loc, start, start + len(ev))
-        sends = u.of("sends", loc, start, start + len(ev))
-        steps = np.concatenate((req, sends)) if self.MESSAGES else req
-        self.busy_t.append(ev.time[steps])
+        (numbered from ``start``) that the rest of the trace never closes."""
+        u, n = self.unclosed, len(ev)
+        self._close(loc, ev.time[u.of("requests", loc, start, start + n)], ev,
+                    u.of("sends", loc, start, start + n))
+
+    def _close(self, loc: int, request_times: np.ndarray, rows: Events,
+               sends: np.ndarray) -> None:
+        """A -1 step at each never-completed request's time and, of the busy
+        function's messages, at each never-received send (``sends``: positions in
+        ``rows``); such a send leaves its channel's balance as a cancelled Isend
+        does."""
+        steps = np.concatenate((request_times, rows.time[sends])) if self.MESSAGES \
+            else request_times
+        self.busy_t.append(steps)
         self.busy_d.append(-np.ones(steps.size, np.int64))
         for i in sends.tolist():
-            self.cancelled.append((int(ev.time[i]), loc, (int(ev.comm[i]), int(ev.peer[i]),
-                                                          int(ev.tag[i]))))
+            self.cancelled.append((int(rows.time[i]), loc, (int(rows.comm[i]),
+                                                            int(rows.peer[i]), int(rows.tag[i]))))
 
     def _look_ahead(self) -> bool:
         """Read what the rest of the trace never closes (once, and only with a
         ``lookahead``), and close it in the pending records. Whether it was read."""
         if self.lookahead is None or self.unclosed is not None:
             return False
-        self.unclosed = self.lookahead()
+        self.read_ahead(self.lookahead())
+        return True
+
+    def read_ahead(self, unclosed: Unclosed) -> None:
+        """Take ``unclosed``, what the rest of the trace never closes, and close it
+        in the pending records; the records taken from now on close it as they
+        come."""
+        self.unclosed = unclosed
         for loc, parts in self.pending.items():
             held = sum(len(ev) for ev in parts)
             start = self.seen[loc] - held
             for ev in parts:
                 self._never_closed(loc, ev, start)
                 start += len(ev)
-        return True
 
     def _request_steps(self, ev: Events, req: np.ndarray, req_locs: list[int]
                        ) -> tuple[list[int], list[int]]:

@@ -85,40 +85,98 @@ class Unclosed:
 
 
 @dataclass
-class _Scan:
-    """The state of :func:`scan` over the chunks read so far."""
+class Scanned:
+    """What :func:`scan_part` read: per location, its requests left open and
+    its cancelled Isends, and per channel its sends' record numbers (all on the
+    sender's location) and its receives' count."""
 
     seen: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     open_requests: dict[int, dict[int, tuple[int, int]]] = field(
         default_factory=lambda: defaultdict(dict))  # loc -> id -> (kind, number)
-    unclosed: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    unclosed_requests: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     cancelled: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
-    # channel id -> record numbers of its sends (all on the sender's location)
     sends: dict[tuple, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
     receives: dict[tuple, int] = field(default_factory=lambda: defaultdict(int))
+
+    def _sent(self) -> dict[tuple, np.ndarray]:
+        """Each channel's sends that could be received (not cancelled Isends)."""
+        out = {}
+        for channel, parts in self.sends.items():
+            numbers = np.concatenate(parts)
+            cancelled = self.cancelled.get(channel[0])
+            if cancelled:  # (a cancelled Isend takes no receive)
+                numbers = numbers[~np.isin(numbers, list(cancelled))]
+            out[channel] = numbers
+        return out
+
+    def counts(self) -> tuple[dict[tuple, int], dict[tuple, int]]:
+        """(receives, sends that could be received) per channel of the locations
+        read: summed over every part of the trace, what :meth:`unclosed` needs."""
+        return dict(self.receives), {c: int(n.size) for c, n in self._sent().items()}
+
+    def unclosed(self, totals: tuple[dict[tuple, int], dict[tuple, int]] | None = None
+                 ) -> Unclosed:
+        """The requests still open at the end and the sends beyond their channel's
+        receives, of the locations read; no sends where some channel has more
+        receives than sends (module docstring). ``totals``: :meth:`counts` summed
+        over the whole trace (default: this part's, the whole trace read here)."""
+        receives, sent = totals if totals is not None else self.counts()
+        requests: dict[int, list[int]] = defaultdict(list, self.unclosed_requests)
+        for loc, opened in self.open_requests.items():
+            requests[loc].extend(number for _, number in opened.values())
+        sends: dict[int, list[np.ndarray]] = defaultdict(list)
+        excess = any(n > sent.get(channel, 0) for channel, n in receives.items())
+        if not excess:
+            for channel, numbers in self._sent().items():
+                received = receives.get(channel, 0)
+                if numbers.size > received:
+                    sends[channel[0]].append(numbers[received:])
+        return Unclosed(
+            {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
+            {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()})
+
+
+def add_counts(parts: Iterable[tuple[dict[tuple, int], dict[tuple, int]]]
+               ) -> tuple[dict[tuple, int], dict[tuple, int]]:
+    """Every part's :meth:`Scanned.counts` added up per channel."""
+    receives: dict[tuple, int] = defaultdict(int)
+    sent: dict[tuple, int] = defaultdict(int)
+    for r, s in parts:
+        for channel, n in r.items():
+            receives[channel] += n
+        for channel, n in s.items():
+            sent[channel] += n
+    return dict(receives), dict(sent)
 
 
 def scan(defs: Definitions, chunks: Iterable[dict[int, Events]]) -> Unclosed:
     """The requests and sends of the trace read in ``chunks`` (the whole trace, as
     a streamed run reads it) that no record closes (module docstring)."""
-    st = _Scan()
+    return scan_part(defs, chunks).unclosed()
+
+
+def scan_part(defs: Definitions, chunks: Iterable[dict[int, Events]]) -> Scanned:
+    """:func:`scan`'s reading of ``chunks``, which may hold only some locations (a
+    distributed rank's own): what :meth:`Scanned.unclosed` needs, with the channel
+    counts of every location read (:meth:`Scanned.counts`) to add up across ranks."""
+    st = Scanned()
     for chunk in chunks:
         for loc, ev in chunk.items():
             base = st.seen[loc]
             st.seen[loc] = base + len(ev)
             _requests(st, loc, ev, base)
             _messages(st, defs, loc, ev, base)
-    return _result(st)
+    return st
 
 
-def _requests(st: _Scan, loc: int, ev: Events, base: int) -> None:
+def _requests(st: Scanned, loc: int, ev: Events, base: int) -> None:
     """Pair the request records of one location's chunk as the cutter does."""
     opened = st.open_requests[loc]
     for i in np.flatnonzero(_REQUESTS[ev.kind]).tolist():
         kind, r = int(ev.kind[i]), int(ev.request[i])
         if kind in _OPEN:
             if r in opened:  # (an id reused while open: the earlier stays open)
-                st.unclosed[loc].append(opened[r][1])
+                st.unclosed_requests[loc].append(opened[r][1])
             opened[r] = (kind, base + i)
         elif r in opened:
             was, number = opened.pop(r)
@@ -126,7 +184,7 @@ def _requests(st: _Scan, loc: int, ev: Events, base: int) -> None:
                 st.cancelled[loc].add(number)
 
 
-def _messages(st: _Scan, defs: Definitions, loc: int, ev: Events, base: int) -> None:
+def _messages(st: Scanned, defs: Definitions, loc: int, ev: Events, base: int) -> None:
     """Count the receives of one location's chunk by channel, and keep the record
     numbers of its sends by channel."""
     k = ev.kind
@@ -147,26 +205,3 @@ def _messages(st: _Scan, defs: Definitions, loc: int, ev: Events, base: int) -> 
             st.sends[channel].append(base + mine)
         else:
             st.receives[channel] += int(mine.size)
-
-
-def _result(st: _Scan) -> Unclosed:
-    """The requests still open at the end and the sends beyond their channel's
-    receives, by location; no sends where some channel has more receives than
-    sends (module docstring)."""
-    requests: dict[int, list[int]] = defaultdict(list, st.unclosed)
-    for loc, opened in st.open_requests.items():
-        requests[loc].extend(number for _, number in opened.values())
-    sends: dict[int, list[np.ndarray]] = defaultdict(list)
-    excess = any(channel not in st.sends for channel in st.receives)
-    for channel, parts in st.sends.items():
-        numbers = np.concatenate(parts)
-        cancelled = st.cancelled.get(channel[0])
-        if cancelled:  # (a cancelled Isend takes no receive)
-            numbers = numbers[~np.isin(numbers, list(cancelled))]
-        received = st.receives.get(channel, 0)
-        excess |= received > numbers.size
-        if numbers.size > received:
-            sends[channel[0]].append(numbers[received:])
-    return Unclosed(
-        {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
-        {} if excess else {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()})

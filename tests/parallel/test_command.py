@@ -251,15 +251,20 @@ def test_each_rank_reads_and_writes_only_its_own_locations(threads_case, monkeyp
 def test_a_streamed_rank_reads_each_own_record_once(threads_case, monkeypatch):
     """Streamed within each rank, over several segments: the cut agreement and the
     segments take one read of a rank's own locations (every record read from the
-    input once, by its owner), and the output is the one-process output."""
+    input once, by its owner), and the output is the one-process output. A rank
+    reads its own locations once more only to read ahead (no cut found in
+    LOOKAHEAD_AFTER segments' records: compensate.pipeline.unclosed), as one
+    process does, and every rank then does so once."""
     import compensate.formats as formats
 
     tmp, one = threads_case
     real = formats.read_chunks
-    counts: dict[int, int] = {}
+    reads: list[dict[int, int]] = []  # each read of some locations: records per location
 
     def spy(path, *args, locations=None, **kwargs):
         defs, chunks = real(path, *args, locations=locations, **kwargs)
+        counts: dict[int, int] = {}
+        reads.append(counts)
 
         def counted():
             for chunk in chunks:
@@ -277,7 +282,14 @@ def test_a_streamed_rank_reads_each_own_record_once(threads_case, monkeypatch):
                            streamed=True) == [0, 0, 0]
     assert json.loads(summary.read_text())["segments"]["count"] >= 3
     trace = formats.read_trace(str(tmp / "mixed.trace"))
-    assert counts == {loc: len(ev) for loc, ev in trace.events.items() if len(ev)}
+    whole = {loc: len(ev) for loc, ev in trace.events.items() if len(ev)}
+    reads = [r for r in reads if r]
+    for r in reads:  # every read is of whole locations, each of one rank's
+        assert all(n == whole[loc] for loc, n in r.items())
+    seen = [loc for r in reads for loc in r]
+    assert set(seen) == set(whole)
+    again = len(reads) - 3  # (three ranks: one read each, and the look-ahead's)
+    assert again in (0, 3) and all(seen.count(loc) == 1 + again // 3 for loc in whole)
     assert out.read_bytes() == one.read_bytes()
 
 
