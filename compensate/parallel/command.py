@@ -276,7 +276,8 @@ def streams(job: Job) -> bool:
     return not job.in_memory
 
 
-def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]):
+def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float],
+              alignment=None):
     """Every rank's streamed run (:mod:`compensate.parallel.segments`): every rank
     reads its own locations once, in chunks; the ranks agree on each cut from
     them as they are read (:class:`~compensate.parallel.cutting.CutAgreement`),
@@ -288,7 +289,8 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     (:func:`~compensate.parallel.segments.observe_rank`), and the segments read
     the input again over the cuts it agreed. Returns ``(Run
     on rank 0 else None, the open part writer, definitions, this rank's info, the
-    fit's outcome or None)``; raises
+    fit's outcome or None)``. ``alignment``: the processes' clock offsets
+    (:func:`_clock_offsets`) added to the own records as they are read; raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
     one-process command would not stream (nothing of this run is kept)."""
     import time
@@ -310,6 +312,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     )
     from compensate.pipeline.cuts import SEGMENT_RECORDS
     from compensate.pipeline.memory import libc_release, steady_malloc
+    from compensate.pipeline.run import aligned_chunks
     from compensate.platform import Platform
 
     steady_malloc()
@@ -357,10 +360,10 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     outcome = None
     cuts: list | None = None
     if options.fits:  # first pass: the fit reduced across ranks
-        read = OneRead(fallback(lambda: read_chunks(job.input, size, payload=False,
-                                                    locations=mine)[1]))
+        read = OneRead(aligned_chunks(defs, fallback(lambda: read_chunks(
+            job.input, size, payload=False, locations=mine)[1]), alignment))
         outcome = observe_rank(defs, read.second(), agreeing(defs, read), transport, owner,
-                               platform, options, source=str(job.input))
+                               platform, options, source=str(job.input), alignment=alignment)
         cuts, read = agreed, None
         libc_release(0)()  # (the pass's heap back before the segments')
         lap("fit")
@@ -374,13 +377,14 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
             # the records from it)
             defs, chunks = fallback(lambda: read_chunks(
                 job.input, size, payload=payload, locations=mine))
+            chunks = aligned_chunks(defs, chunks, alignment)
             writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
             if cuts is None:
                 read = OneRead(chunks)
                 cuts, chunks = agreeing(defs, read), read.second()
             result = stream_rank(defs, chunks, cuts, transport, owner, platform, options,
                                  writer.write, outcome=outcome, advance=writer.advance,
-                                 source=str(job.input), info=info)
+                                 source=str(job.input), info=info, alignment=alignment)
             chunks = cuts = read = None
             # the segments' heap back before the part is closed and the output
             # committed, which copy the records from the input (their buffers would
@@ -403,6 +407,28 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
         return result, writer, defs, info, outcome
 
     return second_pass(outcome, cuts)
+
+
+def _clock_offsets(transport, job: Job):
+    """The processes' clock offsets of a trace whose clocks disagree, as the
+    one-process command finds them (:func:`compensate.pipeline.run.clock_pass`,
+    streamed over the whole trace on rank 0 while the others wait), on every rank.
+    Collective; raises StreamFallback on every rank where that pass cannot stream."""
+    from compensate.formats import read_chunks
+    from compensate.parallel.segments import RankStream
+    from compensate.pipeline.run import clock_pass
+    from compensate.pipeline.unclosed import scan
+
+    def align():
+        def ahead():
+            defs, chunks = read_chunks(job.input, payload=False)
+            return scan(defs, chunks)
+
+        defs, chunks = read_chunks(job.input, payload=False)
+        return clock_pass(defs, chunks, job.options, str(job.input), lookahead=ahead)
+
+    found = RankStream.step_of(transport)(align if transport.rank == 0 else lambda: None)
+    return transport.allgather(found)[0]
 
 
 def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
@@ -433,7 +459,18 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
         if streams(job):
             from compensate.parallel.segments import StreamFallback
             try:
-                streamed = _streamed(transport, job, tmp, payload, read_seconds)
+                clocks = False
+                try:
+                    streamed = _streamed(transport, job, tmp, payload, read_seconds)
+                except StreamFallback as exc:
+                    if not exc.clocks:
+                        raise
+                    clocks = True  # (outside the handler: its traceback holds the
+                    # first attempt's records)
+                if clocks:  # the processes' clocks disagree: aligned first, as one
+                    read_seconds.clear()  # process does
+                    streamed = _streamed(transport, job, tmp, payload, read_seconds,
+                                         _clock_offsets(transport, job))
             except StreamFallback:
                 read_seconds.clear()  # the whole-share path, as one process falls back
         if streamed is not None:

@@ -61,6 +61,9 @@ EXIT_INTERNAL, EXIT_INPUT = 1, 3
 #: not an exit: a rank cannot stream (NotStreamable, SegmentError), and every rank
 #: falls back to the whole-share path together (compensate/parallel/segments.py)
 FALLBACK = -1
+#: as FALLBACK, because the processes' clocks disagree (ClocksDisagree): the ranks
+#: may align them and stream
+FALLBACK_CLOCKS = -2
 
 
 class RankFailed(Exception):
@@ -76,10 +79,12 @@ def describe(exc: BaseException, prog: str = "compensate") -> tuple[int, str]:
     """The exit status and one-line message of ``exc`` (as
     :func:`compensate.cli.failure.failure_status` prints them)."""
     from compensate.formats import OutputError
+    from compensate.pipeline.context import ClocksDisagree
     from compensate.pipeline.cuts import NotStreamable, SegmentError
 
     if isinstance(exc, (NotStreamable, SegmentError)):
-        return FALLBACK, f"{prog}: cannot stream ({exc})"
+        status = FALLBACK_CLOCKS if isinstance(exc, ClocksDisagree) else FALLBACK
+        return status, f"{prog}: cannot stream ({exc})"
     if isinstance(exc, RankFailed):
         return exc.status, exc.line
     if isinstance(exc, MemoryError):  # (the one-process run's line)

@@ -59,14 +59,21 @@ from typing import Any
 
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers
 from compensate.engine.span import check_span
+from compensate.matching.clocks import ClockAlignment
 from compensate.model import Definitions, Events, Trace
-from compensate.parallel.driver import FALLBACK, RankFailed, agreed, agreed_gather
+from compensate.parallel.driver import (
+    FALLBACK,
+    FALLBACK_CLOCKS,
+    RankFailed,
+    agreed,
+    agreed_gather,
+)
 from compensate.parallel.exchange import Exchange
 from compensate.parallel.fit import reduced_outcome
 from compensate.parallel.ghosts import complete_trimmed
 from compensate.parallel.share import RankShare
 from compensate.parallel.transport import Transport
-from compensate.pipeline.context import Segmenter
+from compensate.pipeline.context import ClocksDisagree, Segmenter
 from compensate.pipeline.cuts import (
     Cutter,
     NotStreamable,
@@ -81,7 +88,14 @@ from compensate.platform import Platform
 
 class StreamFallback(Exception):
     """Some rank cannot stream (the one-process command would fall back to the
-    in-memory path): every rank raises it, and the caller runs the whole-share path."""
+    in-memory path): every rank raises it, and the caller runs the whole-share path.
+    ``clocks``: because the processes' clocks disagree (a receive stamped before its
+    send), which the caller may align first and then stream (as one process
+    does)."""
+
+    def __init__(self, message: str, clocks: bool = False) -> None:
+        super().__init__(message)
+        self.clocks = clocks
 
 
 class OwnSplitter:
@@ -148,10 +162,10 @@ def _fallback() -> Iterator[None]:
     try:
         yield
     except (NotStreamable, SegmentError) as exc:
-        raise StreamFallback(str(exc)) from exc
+        raise StreamFallback(str(exc), isinstance(exc, ClocksDisagree)) from exc
     except RankFailed as exc:
-        if exc.status == FALLBACK:
-            raise StreamFallback(exc.line) from exc
+        if exc.status in (FALLBACK, FALLBACK_CLOCKS):
+            raise StreamFallback(exc.line, exc.status == FALLBACK_CLOCKS) from exc
         raise
 
 
@@ -160,7 +174,8 @@ class RankStream:
 
     def __init__(self, defs: Definitions, transport: Transport, owner: dict[int, int],
                  platform: Platform, options: RunOptions, *, source: str = "",
-                 outcome: FitOutcome | None = None) -> None:
+                 outcome: FitOutcome | None = None,
+                 alignment: ClockAlignment | None = None) -> None:
         self.defs = defs
         self.transport = transport
         self.owner = owner
@@ -169,13 +184,20 @@ class RankStream:
         self.engine_options = options.engine_options(outcome)
         self.source = source
         self.sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
-        self.run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0)
+        # the processes' clock offsets (the one-process clock pass's, rank 0's), added
+        # to the own chunks as they are read: the records carry the aligned times
+        self.sg.aligned = alignment is not None
+        offsets = alignment.offsets if alignment is not None else {}
+        self.shift = {loc: offsets.get(defs.process_of(loc), 0) for loc in self.mine}
+        self.run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0,
+                       clock_alignment=alignment if offsets else None)
         self.share = RankShare(transport, owner, self._step, self._evaluate)
         #: this rank's records and the ghost records its views held, over all segments
         #: (the summary's ``parallel``)
         self.info = {"records": 0, "ghost_records": 0}
-        self.own_span: tuple[int, int] | None = None
+        self.own_span: tuple[int, int] | None = None  # (as read)
         self.own_approx: tuple[int, int] | None = None
+        self.own_aligned: tuple[int, int] | None = None
 
     def _step(self, f: Callable[..., Any], *args: Any) -> Any:
         return fallback_step(self.transport, f, *args)
@@ -269,23 +291,26 @@ class RankStream:
         for loc, ev in output_events(segment, list(times.written), times).items():
             write(loc, ev)
             m, w = seg[loc].time, times.written[loc]
-            self.own_span = span(self.own_span, int(m[0]), int(m[-1]))
+            shift = self.shift.get(loc, 0)
+            self.own_span = span(self.own_span, int(m[0]) - shift, int(m[-1]) - shift)
             self.own_approx = span(self.own_approx, int(w[0]), int(w[-1]))
+            self.own_aligned = span(self.own_aligned, int(m[0]), int(m[-1]))
 
     def finish(self) -> Run | None:
         """Rank 0: the run's :class:`~compensate.pipeline.Run` (spans over every
         rank); None elsewhere. Collective."""
         from compensate.pipeline.totals import span
 
-        spans = self.transport.allgather((self.own_span, self.own_approx))
+        spans = self.transport.allgather((self.own_span, self.own_approx, self.own_aligned))
         nesting = self.transport.allgather(self.sg.nesting_first)
         if self.transport.rank != 0:
             return None
         run = self.run
-        for m, a in spans:
+        for m, a, at in spans:
             if m is not None:
                 run.measured_span = span(run.measured_span, *m)
                 run.approximated_span = span(run.approximated_span, *a)
+                run.aligned_span = span(run.aligned_span, *at)
         run.stats.records = run.records
         run.locations = run.stats.locations = len(self.defs.locations)
         # every rank's view holds a location that does not nest whole, so every rank
@@ -302,7 +327,8 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 write: Callable[[int, Events], None], *,
                 outcome: FitOutcome | None = None,
                 advance: Callable[[int], None] | None = None, source: str = "",
-                info: dict | None = None) -> Run | None:
+                info: dict | None = None,
+                alignment: ClockAlignment | None = None) -> Run | None:
     """One rank's whole streamed run over the segments ``cuts`` (the same on every
     rank: :func:`compensate.parallel.cutting.agreed_cuts`, or a
     :class:`~compensate.parallel.cutting.CutAgreement` that agrees each cut as the
@@ -313,9 +339,10 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     None. ``outcome``: the fit of ``--bound fitted`` (:func:`observe_rank`). Raises
     :class:`StreamFallback` on every rank where the one-process command falls back
     to the in-memory path. ``info`` (if given) receives this rank's records and
-    ghost records over all segments."""
+    ghost records over all segments. ``alignment``: the processes' clock offsets
+    the own chunks were moved by (:func:`compensate.pipeline.run.aligned_chunks`)."""
     rs = RankStream(defs, transport, owner, platform, options, source=source,
-                    outcome=outcome)
+                    outcome=outcome, alignment=alignment)
     splitter = OwnSplitter(defs, own_chunks)
     for cut, records in cuts:
         seg = rs.share.step(splitter.split, cut)
@@ -330,7 +357,7 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
 def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                  cuts: list[tuple[int | None, int]], transport: Transport,
                  owner: dict[int, int], platform: Platform, options: RunOptions, *,
-                 source: str = "") -> FitOutcome:
+                 source: str = "", alignment: ClockAlignment | None = None) -> FitOutcome:
     """``--bound fitted``, first pass of the distributed streamed run: every rank
     observes, segment by segment (``cuts``, as :func:`stream_rank` takes them), the
     transfers whose
@@ -338,8 +365,9 @@ def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     the ranks (:func:`compensate.parallel.fit.reduced_outcome`): the same outcome
     on every rank as the one-process fit pass's (:func:`compensate.pipeline.fit_pass`).
     Raises :class:`StreamFallback` on every rank where the one-process command
-    falls back to the in-memory path."""
-    rs = RankStream(defs, transport, owner, platform, options, source=source)
+    falls back to the in-memory path. ``alignment``: as for :func:`stream_rank`."""
+    rs = RankStream(defs, transport, owner, platform, options, source=source,
+                    alignment=alignment)
     splitter = OwnSplitter(defs, own_chunks)
     observed = []
     for cut, records in cuts:

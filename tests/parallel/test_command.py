@@ -293,6 +293,44 @@ def test_a_streamed_rank_reads_each_own_record_once(threads_case, monkeypatch):
     assert out.read_bytes() == one.read_bytes()
 
 
+@pytest.mark.parametrize("source", ["skewed", "eztrace"])
+def test_ranks_stream_a_trace_whose_clocks_disagree_aligned_as_one_process(tmp_path, source):
+    """A trace whose processes' clocks disagree (a receive stamped before its send:
+    a simulated program with clocks per process shifted apart, and EZTrace's
+    ringf, whose processes count time from their own start) is not read whole on
+    the ranks: rank 0 finds the offsets as one process does (its clock pass over
+    the whole trace, streamed), every rank streams its own records moved by them,
+    and the output and the summary (the alignment, the spans) are the
+    one-process streamed run's."""
+    from compensate.formats.text import write_text
+    from tests.pipeline.test_run import _skewed
+
+    if source == "skewed":
+        path = tmp_path / "skewed.trace"
+        write_text(_skewed({1: -300_000, 3: -70_000}), str(path))
+        out_name, segment = "out.trace", "300"
+    else:
+        path = Path(__file__).parents[1] / "data" / "eztrace" / "ringf" / "eztrace_log.otf2"
+        out_name, segment = "traces.otf2", "16"
+    got = {}
+    for name in ("one", "ranks"):
+        out, summary = tmp_path / name / out_name, tmp_path / f"{name}.json"
+        argv = [str(path), str(out), "--overhead", "100ns", "--segment-records", segment,
+                "--quiet", "--summary", str(summary)]
+        if name == "one":
+            assert main(argv) == 0
+        else:
+            assert _thread_command(tmp_path, argv, 2, streamed=True) == [0, 0]
+        got[name] = (_output_bytes(out), json.loads(summary.read_text()))
+    (one, s_one), (ranks, s_ranks) = got["one"], got["ranks"]
+    assert ranks == one
+    assert s_ranks["clock_alignment"] == s_one["clock_alignment"]
+    assert s_ranks["clock_alignment"]["receives_before_send"] > 0
+    assert s_ranks["segments"]["count"] > 1  # streamed, not read whole
+    for key in ("measured_span_s", "approximated_span_s", "records", "verification"):
+        assert s_ranks[key] == s_one[key], key
+
+
 def test_a_rank_failing_while_writing_leaves_no_output(threads_case, monkeypatch, capsys):
     """A part that cannot be written: every rank exits 3 with that rank's line and
     nothing is at OUT (the parts are aborted)."""
