@@ -20,8 +20,9 @@ nothing at all (:func:`silent_rank`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import compensate.interrupt as interrupt
 
@@ -276,6 +277,73 @@ def streams(job: Job) -> bool:
     return not job.in_memory
 
 
+@dataclass
+class _Plan:
+    """What every streamed pass of a rank shares: the definitions, which rank owns
+    which location, this rank's own locations and share of the records, the
+    segment size and the chunk size it reads with."""
+
+    transport: Any
+    job: Job
+    defs: Any
+    owner: dict[int, int]
+    mine: list[int]
+    share: float
+    target: int
+    size: int
+
+    def fallback(self, f: Callable, *args: Any) -> Any:
+        """``f(*args)`` as a phase (:func:`compensate.parallel.segments.fallback_step`)."""
+        from compensate.parallel.segments import fallback_step
+        return fallback_step(self.transport, f, *args)
+
+    def read(self, payload: bool = False):
+        """This rank's own locations' chunks: (definitions, chunks)."""
+        from compensate.formats import read_chunks
+        return self.fallback(lambda: read_chunks(self.job.input, self.size, payload=payload,
+                                                 locations=self.mine))
+
+    def agreeing(self, read, agreed: list) -> Iterator[tuple[int | None, int]]:
+        """The cuts the ranks agree from the chunks of ``read`` (a
+        :class:`~compensate.parallel.reading.OneRead`) as they are read, each also
+        put in ``agreed``."""
+        from compensate.parallel.cutting import CutAgreement
+        from compensate.parallel.segments import RankStream
+
+        t = self.transport
+        for cut in CutAgreement(self.defs, read.first(), t, self.mine, self.share,
+                                self.target, self.fallback, RankStream.gather_of(t),
+                                lambda: self.read()[1]):  # (the look-ahead's fresh read)
+            agreed.append(cut)
+            yield cut
+
+
+def _plan(transport, job: Job) -> _Plan:
+    """The definitions and each rank's share, agreed (the first phase of every
+    streamed pass). Collective."""
+    from compensate.formats import DEFAULT_CHUNK_RECORDS, location_record_counts, read_chunks
+    from compensate.parallel.cutting import chunk_records, share_of
+    from compensate.parallel.ownership import owners
+    from compensate.parallel.reading import agreed_rank_threads
+    from compensate.parallel.segments import fallback_step
+    from compensate.pipeline.cuts import SEGMENT_RECORDS
+
+    def definitions():
+        defs, chunks = read_chunks(job.input, payload=False, locations=[])
+        getattr(chunks, "close", lambda: None)()
+        return defs, location_record_counts(job.input)
+
+    defs, counts = fallback_step(transport, definitions)
+    owner = owners(defs, list(defs.locations), transport.size, counts)
+    mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
+    defs = agreed_rank_threads(transport, str(job.input), defs, mine)
+    share = share_of(mine, counts)
+    target = job.options.segment_records or (SEGMENT_RECORDS if transport.size == 1
+                                             else SEGMENT_RECORDS * RANK_SEGMENT // 4)
+    size = chunk_records(target, share, DEFAULT_CHUNK_RECORDS // CHUNK_SHARE)
+    return _Plan(transport, job, defs, owner, mine, share, target, size)
+
+
 def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float],
               alignment=None):
     """Every rank's streamed run (:mod:`compensate.parallel.segments`): every rank
@@ -296,21 +364,9 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     import time
 
     from compensate.engine.fit import clamp_check
-    from compensate.formats import (
-        DEFAULT_CHUNK_RECORDS,
-        location_record_counts,
-        parts,
-        read_chunks,
-    )
-    from compensate.parallel.cutting import CutAgreement, chunk_records, share_of
-    from compensate.parallel.ownership import owners
-    from compensate.parallel.reading import OneRead, agreed_rank_threads
-    from compensate.parallel.segments import (
-        RankStream,
-        observe_rank,
-        stream_rank,
-    )
-    from compensate.pipeline.cuts import SEGMENT_RECORDS
+    from compensate.formats import parts
+    from compensate.parallel.reading import OneRead
+    from compensate.parallel.segments import observe_rank, stream_rank
     from compensate.pipeline.memory import libc_release, steady_malloc
     from compensate.pipeline.run import aligned_chunks
     from compensate.platform import Platform
@@ -323,47 +379,25 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
         seconds[name] = now - clock[0]
         clock[0] = now
 
-    fallback = RankStream.step_of(transport)
+    plan = _plan(transport, job)
+    fallback, defs, owner, mine = plan.fallback, plan.defs, plan.owner, plan.mine
     platform = job.platform or Platform(0.0)
     options = job.options
-
-    def definitions():
-        defs, chunks = read_chunks(job.input, payload=False, locations=[])
-        getattr(chunks, "close", lambda: None)()
-        return defs, location_record_counts(job.input)
-
-    defs, counts = fallback(definitions)
-    owner = owners(defs, list(defs.locations), transport.size, counts)
-    mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
-    defs = agreed_rank_threads(transport, str(job.input), defs, mine)
     lap("definitions")
 
     # the segments' cuts, agreed by the ranks from their own locations as they are
     # read: the one read of a rank's own locations feeds the agreement and the
     # segments (OneRead); under --bound fitted the fit pass reads along with the
     # agreement and the segments read again, over the cuts it agreed
-    share = share_of(mine, counts)
-    target = options.segment_records or (SEGMENT_RECORDS if transport.size == 1
-                                         else SEGMENT_RECORDS * RANK_SEGMENT // 4)
-    size = chunk_records(target, share, DEFAULT_CHUNK_RECORDS // CHUNK_SHARE)
     agreed: list[tuple[int | None, int]] = []
-
-    def agreeing(defs, chunks: OneRead):  # the cuts, kept as they are agreed
-        def again():  # (a fresh read of the own locations, for the look-ahead)
-            return read_chunks(job.input, size, payload=False, locations=mine)[1]
-
-        for cut in CutAgreement(defs, chunks.first(), transport, mine, share, target,
-                                fallback, RankStream.gather_of(transport), again):
-            agreed.append(cut)
-            yield cut
 
     outcome = None
     cuts: list | None = None
     if options.fits:  # first pass: the fit reduced across ranks
-        read = OneRead(aligned_chunks(defs, fallback(lambda: read_chunks(
-            job.input, size, payload=False, locations=mine)[1]), alignment))
-        outcome = observe_rank(defs, read.second(), agreeing(defs, read), transport, owner,
-                               platform, options, source=str(job.input), alignment=alignment)
+        read = OneRead(aligned_chunks(defs, plan.read()[1], alignment))
+        outcome = observe_rank(defs, read.second(), plan.agreeing(read, agreed), transport,
+                               owner, platform, options, source=str(job.input),
+                               alignment=alignment)
         cuts, read = agreed, None
         libc_release(0)()  # (the pass's heap back before the segments')
         lap("fit")
@@ -375,13 +409,12 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
         try:
             # (these definitions carry the C path's input archive: the OTF2 part copies
             # the records from it)
-            defs, chunks = fallback(lambda: read_chunks(
-                job.input, size, payload=payload, locations=mine))
+            defs, chunks = plan.read(payload)
             chunks = aligned_chunks(defs, chunks, alignment)
             writer = fallback(lambda: parts.PartWriter(tmp, transport.rank, defs, mine))
             if cuts is None:
                 read = OneRead(chunks)
-                cuts, chunks = agreeing(defs, read), read.second()
+                cuts, chunks = plan.agreeing(read, agreed), read.second()
             result = stream_rank(defs, chunks, cuts, transport, owner, platform, options,
                                  writer.write, outcome=outcome, advance=writer.advance,
                                  source=str(job.input), info=info, alignment=alignment)
@@ -411,24 +444,30 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
 
 def _clock_offsets(transport, job: Job):
     """The processes' clock offsets of a trace whose clocks disagree, as the
-    one-process command finds them (:func:`compensate.pipeline.run.clock_pass`,
-    streamed over the whole trace on rank 0 while the others wait), on every rank.
-    Collective; raises StreamFallback on every rank where that pass cannot stream."""
+    one-process command finds them (:func:`compensate.pipeline.run.clock_pass`),
+    from a streamed pass of every rank over its own locations
+    (:func:`compensate.parallel.segments.align_rank`), moved first by the estimate
+    rank 0 makes from the trace's first records. Collective; raises
+    StreamFallback on every rank where that pass cannot stream."""
     from compensate.formats import read_chunks
-    from compensate.parallel.segments import RankStream
-    from compensate.pipeline.run import clock_pass
-    from compensate.pipeline.unclosed import scan
+    from compensate.matching.clocks import ClockAlignment, first_offsets
+    from compensate.parallel.reading import OneRead
+    from compensate.parallel.segments import align_rank
+    from compensate.pipeline.run import aligned_chunks, first_chunks
+    from compensate.platform import Platform
 
-    def align():
-        def ahead():
-            defs, chunks = read_chunks(job.input, payload=False)
-            return scan(defs, chunks)
+    plan = _plan(transport, job)
 
+    def estimate() -> dict[int, int]:  # (rank 0: one segment's first records, all)
         defs, chunks = read_chunks(job.input, payload=False)
-        return clock_pass(defs, chunks, job.options, str(job.input), lookahead=ahead)
+        return first_offsets(defs, first_chunks(chunks, plan.target)[0])
 
-    found = RankStream.step_of(transport)(align if transport.rank == 0 else lambda: None)
-    return transport.allgather(found)[0]
+    guess = transport.allgather(plan.fallback(estimate if transport.rank == 0
+                                              else lambda: None))[0]
+    read = OneRead(aligned_chunks(plan.defs, plan.read()[1], ClockAlignment(0, 0, guess)))
+    return align_rank(plan.defs, read.second(), plan.agreeing(read, []), transport,
+                      plan.owner, job.platform or Platform(0.0), job.options, guess=guess,
+                      source=str(job.input))
 
 
 def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:

@@ -81,7 +81,7 @@ from compensate.pipeline.cuts import (
 )
 from compensate.pipeline.memory import release_memory
 from compensate.pipeline.options import RunOptions
-from compensate.pipeline.run import Run
+from compensate.pipeline.run import ClockBounds, Run
 from compensate.pipeline.segment import Segment, output_events, run_segment
 from compensate.platform import Platform
 
@@ -243,6 +243,23 @@ class RankStream:
         release_memory()
         return obs
 
+    def clock_bounds(self, seg: dict[int, Events], records: int, guess: dict[int, int]
+                     ) -> ClockBounds:
+        """The clock pass's bounds of one segment (``records`` records in all; its
+        records moved by ``guess``): of the orders whose later record this rank
+        owns, as the one-process pass gathers them
+        (:class:`~compensate.pipeline.run.ClockBounds`), the context carried on.
+        Collective."""
+        found = ClockBounds()
+        if not records:
+            return found
+        segment, _ = self._step(self._views, seg)
+        matching = self._step(lambda: self.sg.match(segment.match))
+        self._step(found.add, segment.match, matching, seg, guess, set(self.mine))
+        self._step(lambda: self.sg.advance(seg, None, None, matching))
+        release_memory()
+        return found
+
     def segment(self, seg: dict[int, Events], records: int,
                 write: Callable[[int, Events], None],
                 advance: Callable[[int], None] | None = None,
@@ -352,6 +369,32 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     if info is not None:
         info.update(rs.info)
     return rs.finish()
+
+
+def align_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
+               cuts: Iterable[tuple[int | None, int]], transport: Transport,
+               owner: dict[int, int], platform: Platform, options: RunOptions, *,
+               guess: dict[int, int], source: str = "") -> ClockAlignment:
+    """The clock pass of the distributed streamed run, where the processes' clocks
+    disagree (:func:`compensate.pipeline.run.clock_pass`): every rank goes over
+    the segments ``cuts`` (as :func:`stream_rank` takes them) of its own chunks,
+    moved by the first estimate ``guess`` so that the cuts can be found, and
+    bounds the offsets from the orders whose later record it owns; the ranks merge
+    their bounds (one ``allgather``) into the one-process pass's offsets, on every
+    rank. Raises :class:`StreamFallback` on every rank where the one-process
+    command falls back to the in-memory path."""
+    rs = RankStream(defs, transport, owner, platform, options, source=source,
+                    alignment=ClockAlignment(0, 0, guess))
+    splitter = OwnSplitter(defs, own_chunks)
+    found = ClockBounds()
+    for cut, records in cuts:
+        seg = rs.share.step(splitter.split, cut)
+        found.merge(rs.clock_bounds(seg, records, guess))
+        seg = None
+    total = ClockBounds()
+    for part in transport.allgather(found):
+        total.merge(part)
+    return total.alignment()
 
 
 def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],

@@ -233,23 +233,50 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
     orders more): the receives left before their sends are then timed as in
     memory. ``segments``, a list, receives each segment's number of records;
     ``lookahead``: as for :func:`streamed`."""
-    head, chunks = _first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
+    head, chunks = first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
     guess = first_offsets(defs, head)
-    lower: dict[tuple[int, int], int] = {}
-    count = worst = 0
+    found = ClockBounds()
     moved = aligned_chunks(defs, chunks, ClockAlignment(0, 0, guess))
     with memory_guard("streaming the trace"):
         for seg, mtrace, matching in _matched_segments(defs, moved, options, source,
                                                        lookahead):
             if segments is not None:
                 segments.append(sum(len(ev) for ev in seg.values()))
-            p_s, p_r, t_s, t_r = _segment_orders(mtrace, matching, seg)
-            found = (p_s, p_r, t_s - _moved(guess, p_s), t_r - _moved(guess, p_r))
-            n, w = counted(found)  # (on the times as read)
-            count, worst = count + n, max(worst, w)
-            for pair, value in bounds(found).items():
-                lower[pair] = max(value, lower.get(pair, value))
-    return ClockAlignment(count, worst, normalised(chained_offsets(lower)) if count else {})
+            found.add(mtrace, matching, seg, guess)
+    return found.alignment()
+
+
+@dataclass
+class ClockBounds:
+    """What :func:`clock_pass` gathers over the segments (on the times as read):
+    the receives stamped before their sends, the largest such gap, and the
+    pairwise bounds of the processes' offsets. Parts of a trace (a distributed
+    rank's, :mod:`compensate.parallel.clocks`) merge (:meth:`merge`): each order
+    is counted in one segment and on the rank that owns its later record."""
+
+    count: int = 0
+    worst: int = 0
+    lower: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def add(self, mtrace: Trace, matching: Matching, seg: dict[int, Events],
+            guess: dict[int, int], own: set[int] | None = None) -> None:
+        """The orders of one segment (``mtrace``: it with its context, matched),
+        whose records were moved by ``guess``; with ``own``, those whose later
+        record is on one of these locations."""
+        p_s, p_r, t_s, t_r = _segment_orders(mtrace, matching, seg, own)
+        found = (p_s, p_r, t_s - _moved(guess, p_s), t_r - _moved(guess, p_r))
+        self.merge(ClockBounds(*counted(found), bounds(found)))
+
+    def merge(self, other: ClockBounds) -> None:
+        self.count += other.count
+        self.worst = max(self.worst, other.worst)
+        for pair, value in other.lower.items():
+            self.lower[pair] = max(value, self.lower.get(pair, value))
+
+    def alignment(self) -> ClockAlignment:
+        """The offsets that align the processes (none where no order is inverted)."""
+        return ClockAlignment(self.count, self.worst,
+                              normalised(chained_offsets(self.lower)) if self.count else {})
 
 
 def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
@@ -263,7 +290,7 @@ def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
     segment at a time. Where a receive is stamped before its send (in the first
     chunks, or in any segment) no transfer bounds anything (None); with clocks
     that disagree from the start the records are not cut at all."""
-    head, chunks = _first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
+    head, chunks = first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
     gaps = KindGaps(defs)
     if first_offsets(defs, head):
         for chunk in chunks:
@@ -304,20 +331,24 @@ def _matched_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
         release_memory()
 
 
-def _segment_orders(mtrace: Trace, matching: Matching, seg: dict[int, Events]):
+def _segment_orders(mtrace: Trace, matching: Matching, seg: dict[int, Events],
+                    own: set[int] | None = None):
     """The orders (:func:`compensate.matching.clocks.orders`) of a segment whose
-    later record is one of the segment's own, not of the context in front of it."""
+    later record is one of the segment's own, not of the context in front of it;
+    with ``own``, on one of these locations (a rank's: the other ranks' locations
+    in its view are ghosts, whose records ``seg`` does not hold)."""
     table = matching.table
     head = np.array([len(mtrace.events[loc]) - len(seg[loc]) if loc in seg else 0
                      for loc in table.loc_ids] or [0], dtype=np.int64)
     keep = table.recv_idx >= head[table.recv_li] if len(table) else np.zeros(0, bool)
     instances = [inst for inst in matching.instances
                  if all(i >= len(mtrace.events[loc]) - len(seg.get(loc, ()))
-                        for loc, i in zip(inst.locs, inst.end_idx, strict=True))]
+                        for loc, i in zip(inst.locs, inst.end_idx, strict=True)
+                        if own is None or loc in own)]
     if len(table):
         table = replace(table, **{f.name: getattr(table, f.name)[keep] for f in fields(table)
                                   if f.name != "loc_ids"})
-    return orders(mtrace, table, instances)
+    return orders(mtrace, table, instances, own)
 
 
 def _moved(offsets: dict[int, int], processes: np.ndarray) -> np.ndarray:
@@ -328,7 +359,7 @@ def _moved(offsets: dict[int, int], processes: np.ndarray) -> np.ndarray:
     return np.array([offsets.get(int(p), 0) for p in ids], dtype=np.int64)[at]
 
 
-def _first_chunks(chunks: Iterable[dict[int, Events]], records: int
+def first_chunks(chunks: Iterable[dict[int, Events]], records: int
                   ) -> tuple[dict[int, Events], Iterator[dict[int, Events]]]:
     """Each location's records of the first chunks of ``chunks`` holding at least
     ``records`` records, and all the chunks again (the first ones held)."""
@@ -358,7 +389,7 @@ def checked_chunks(defs: Definitions, chunks: Iterable[dict[int, Events]],
     leave the cutter no cut to find before the first segment's matching saw it."""
     if alignment is not None:
         return aligned_chunks(defs, chunks, alignment)
-    head, chunks = _first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
+    head, chunks = first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
     if first_offsets(defs, head):
         raise ClocksDisagree("a receive is stamped before its send: the processes' "
                              "clocks disagree")

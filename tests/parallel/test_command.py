@@ -331,6 +331,29 @@ def test_ranks_stream_a_trace_whose_clocks_disagree_aligned_as_one_process(tmp_p
         assert s_ranks[key] == s_one[key], key
 
 
+@pytest.mark.parametrize("shifts,ranks", [({1: -300_000, 3: -70_000}, 2),
+                                          ({2: 250_000}, 3), ({1: 90_000, 2: -40_000}, 4)])
+def test_the_ranks_clock_pass_finds_the_whole_traces_offsets(tmp_path, shifts, ranks):
+    """The ranks' clock pass (each over its own locations' segments, the orders
+    whose later record it owns, merged) finds the offsets that align the whole
+    trace in memory (compensate.matching.clocks.align_clocks), with its count and
+    largest inversion, on every rank."""
+    from compensate.formats.text import write_text
+    from compensate.parallel.command import _clock_offsets
+    from compensate.pipeline.options import Job, RunOptions
+    from tests.pipeline.test_run import _skewed, _whole
+    from tests.threadranks import run_threads
+
+    trace = _skewed(shifts, "stencil")
+    path = tmp_path / "skewed.trace"
+    write_text(trace, str(path))
+    _, expected = _whole(trace)
+    assert expected.inverted > 0
+    job = Job(str(path), str(tmp_path / "out.trace"), RunOptions("lower", segment_records=120))
+    found = run_threads(ranks, lambda t: _clock_offsets(t, job))
+    assert all(f == expected for f in found), (found[0], expected)
+
+
 def test_a_rank_failing_while_writing_leaves_no_output(threads_case, monkeypatch, capsys):
     """A part that cannot be written: every rank exits 3 with that rank's line and
     nothing is at OUT (the parts are aborted)."""
