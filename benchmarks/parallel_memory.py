@@ -17,11 +17,15 @@ seconds of the segments (the summary's ``parallel.seconds.segments``: reading,
 agreeing the cuts and compensating, which one read interleaves), and the
 segments (count, largest) of the summary; and whether the output equals the
 one-process output (every definition and event file, byte for byte).
+``--archives A.otf2,...`` adds real OTF2 archives (another tracer's, e.g. an
+EZTrace trace whose processes' clocks disagree), compensated with
+``--overhead DURATION`` (default 20ns) where they have no platform file.
 
 Usage::
 
     python benchmarks/parallel_memory.py [--records 1e6,1e7] [--programs stencil,skewed]
                                          [--ranks 2] [--workdir DIR]
+                                         [--archives A.otf2,...] [--overhead 20ns]
 """
 
 from __future__ import annotations
@@ -125,7 +129,7 @@ def _trace(workdir: Path, program: str, records: float) -> tuple[Path, Path]:
     return trace, out / "platform.json"
 
 
-def _run(launcher: list[str], trace: Path, platform: Path, out: Path
+def _run(launcher: list[str], trace: Path, platform: list[str], out: Path
          ) -> tuple[float, list[dict], dict]:
     """(wall seconds, per rank {peak, fixed, cpu}, the summary)."""
     notes = Path(tempfile.mkdtemp(prefix="memory"))
@@ -134,7 +138,7 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.monotonic()
     subprocess.run([*launcher, sys.executable, __file__, "--child", str(notes), str(trace),
-                    str(out), "--platform", str(platform), "--quiet", "--force",
+                    str(out), *platform, "--quiet", "--force",
                     "--summary", str(summary)], check=True, cwd=ROOT, env=env)
     wall = time.monotonic() - start
     ranks = [json.loads(p.read_text()) for p in
@@ -152,6 +156,9 @@ def main() -> None:
     ap.add_argument("--programs", default="stencil,skewed")
     ap.add_argument("--ranks", default="2")
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "compensate-memory"))
+    ap.add_argument("--archives", default="",
+                    help="real OTF2 archives (anchor files) to measure as well")
+    ap.add_argument("--overhead", default="20ns", help="the archives' --overhead")
     a = ap.parse_args()
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -159,29 +166,36 @@ def main() -> None:
     print(f"{'trace':>18} {'P':>2} {'rank':>4} {'peak MiB':>9} {'fixed':>6} {'trace-dep':>9} "
           f"{'vs P=1':>7} {'CPU s':>6} {'seg s':>6} {'wall s':>7} {'segments':>8} "
           f"{'largest':>9}  same")
-    for records in (float(x) for x in a.records.split(",")):
-        for program in a.programs.split(","):
-            trace, platform = _trace(workdir, program, records)
-            one = workdir / "one" / "traces.otf2"
-            runs = [(1, *_run([], trace, platform, one))]
-            if mpiexec is not None:
-                for p in (int(x) for x in a.ranks.split(",")):
-                    out = workdir / f"p{p}" / "traces.otf2"
-                    runs.append((p, *_run([mpiexec, "-n", str(p)], trace, platform, out)))
-            base = runs[0][2][0]["peak"] - runs[0][2][0]["fixed"]
-            label = f"{program} {runs[0][3]['records'] / 1e6:.2f}M"
-            for p, wall, ranks, s in runs:
-                same = "-" if p == 1 else ("yes" if same_output(one, workdir / f"p{p}" /
-                                                          "traces.otf2") else "NO")
-                cut = s.get("parallel", {}).get("seconds", {}).get("segments",
-                                                                    [None] * len(ranks))
-                for r, m in enumerate(ranks):
-                    dep = m["peak"] - m["fixed"]
-                    c = f"{cut[r]:.2f}" if cut[r] is not None else "-"
-                    print(f"{label:>18} {p:>2} {r:>4} {m['peak']:>9.0f} {m['fixed']:>6.0f} "
-                          f"{dep:>9.0f} {dep / base:>7.2f} {m['cpu']:>6.1f} {c:>6} "
-                          f"{wall:>7.2f} {s['segments']['count']:>8} "
-                          f"{s['segments']['largest']:>9}  {same}")
+    cases = [(program, records) for records in (float(x) for x in a.records.split(","))
+             for program in a.programs.split(",") if program]
+    cases += [(Path(x).resolve(), 0.0) for x in a.archives.split(",") if x]
+    for program, records in cases:
+        if isinstance(program, Path):
+            trace, platform = program, ["--overhead", a.overhead]
+        else:
+            trace, plat = _trace(workdir, program, records)
+            platform = ["--platform", str(plat)]
+        one = workdir / "one" / "traces.otf2"
+        runs = [(1, *_run([], trace, platform, one))]
+        if mpiexec is not None:
+            for p in (int(x) for x in a.ranks.split(",")):
+                out = workdir / f"p{p}" / "traces.otf2"
+                runs.append((p, *_run([mpiexec, "-n", str(p)], trace, platform, out)))
+        base = runs[0][2][0]["peak"] - runs[0][2][0]["fixed"]
+        name = program.parent.name if isinstance(program, Path) else program
+        label = f"{name[:12]} {runs[0][3]['records'] / 1e6:.2f}M"
+        for p, wall, ranks, s in runs:
+            same = "-" if p == 1 else ("yes" if same_output(one, workdir / f"p{p}" /
+                                                      "traces.otf2") else "NO")
+            cut = s.get("parallel", {}).get("seconds", {}).get("segments",
+                                                                [None] * len(ranks))
+            seg = s.get("segments") or {"count": "whole", "largest": "-"}
+            for r, m in enumerate(ranks):
+                dep = m["peak"] - m["fixed"]
+                c = f"{cut[r]:.2f}" if cut[r] is not None else "-"
+                print(f"{label:>18} {p:>2} {r:>4} {m['peak']:>9.0f} {m['fixed']:>6.0f} "
+                      f"{dep:>9.0f} {dep / base:>7.2f} {m['cpu']:>6.1f} {c:>6} "
+                      f"{wall:>7.2f} {seg['count']:>8} {seg['largest']:>9}  {same}")
     if mpiexec is None:
         print("mpiexec not found (the [mpi] extra): only P = 1 measured")
 
