@@ -363,8 +363,9 @@ class Cutter:
         self.feed_chunk(chunk)
         while cut and self.count >= self.next_try:
             seg = self._cut()
-            if seg is None and self.count >= LOOKAHEAD_AFTER * self.target \
-                    and self._look_ahead():
+            if seg is None and self.replay is None \
+                    and self.count >= LOOKAHEAD_AFTER * self.target and self._look_ahead():
+                # (a replay takes the cuts its first pass found, after its look-ahead)
                 self.attempts.pop()  # (the search again, as one attempt: a replay's)
                 seg = self._cut()
             if seg is None:

@@ -93,6 +93,24 @@ def test_sends_never_received_are_cut_after_by_reading_ahead(tmp_path, bound):
         assert np.array_equal(ev.time, cut.events[loc].time), loc
 
 
+@pytest.mark.parametrize("name", ["sync", "commp2p", "requests"])
+def test_a_fitted_second_pass_replays_cuts_the_look_ahead_did_not_find(tmp_path, name):
+    """Where the fit pass read ahead and still found no cut, it recorded a failed
+    attempt; the second pass replays the cuts and must not read ahead itself (it
+    had: an internal error, "pop from empty list", on these EZTrace archives under
+    ``--bound fitted --segment-records 16``). The output is the in-memory one."""
+    anchor = DATA / name / "eztrace_log.otf2"
+    got = {}
+    for mode in (["--in-memory"], ["--segment-records", "16"]):
+        out = tmp_path / mode[0].strip("-") / "traces.otf2"
+        done = run_compensate(anchor, out, "--overhead", "40ns", "--bound", "fitted",
+                              "--quiet", *mode)
+        assert done.returncode == 0, done.stderr
+        got[mode[0]] = read_trace(str(out))
+    for loc, ev in got["--in-memory"].events.items():
+        assert np.array_equal(ev.time, got["--segment-records"].events[loc].time), loc
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.data())
 def test_the_send_calls_of_several_locations_at_once_are_each_ones_alone(data):
