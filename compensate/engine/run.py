@@ -516,8 +516,8 @@ def approximate(trace: Trace, platform: Platform, options: EngineOptions, matchi
 def to_ticks(approx: np.ndarray | float) -> np.ndarray:
     """Approximated times rounded to whole ticks, halves up. The rules keep a
     dependent record at least one tick (``TICK``) after what it waits for, and
-    rounding halves up keeps that tick: ``x + 1`` rounds to one more than ``x``.
-    Rounding halves to even (``np.rint``) does not: 1.5 and 2.5 both give 2."""
+    rounding halves up keeps that tick: ``x + 1`` rounds to at least one more than
+    ``x``. Rounding halves to even (``np.rint``) does not: 1.5 and 2.5 both give 2."""
     return np.floor(np.asarray(approx, dtype=np.float64) + 0.5).astype(np.int64)
 
 
