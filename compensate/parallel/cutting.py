@@ -67,16 +67,15 @@ from compensate.matching.p2p import key_ids, members_of
 from compensate.model import (
     IMRECV,
     IRECV,
-    ISEND,
     MRECV,
     NONE,
     RECV,
-    SEND,
     Definitions,
     Events,
     kind_table,
 )
 from compensate.parallel.transport import Transport
+from compensate.pipeline.channels import SENDS
 from compensate.pipeline.counting import CountingCutter
 from compensate.pipeline.cuts import LOOKAHEAD_AFTER, SEGMENT_RECORDS
 from compensate.pipeline.unclosed import Unclosed, add_counts, scan_part
@@ -94,7 +93,6 @@ _ALWAYS = np.iinfo(np.int64).min
 
 #: a message sent (+1 on its receiver's rank) / received (-1, the one-process
 #: busy function's message part: :class:`compensate.pipeline.cuts.Cutter`)
-_SENT = kind_table(SEND, ISEND)
 _RECEIVED = kind_table(RECV, IRECV, MRECV, IMRECV)
 
 
@@ -147,7 +145,7 @@ class _LocalCutter(CountingCutter):
         if not super().feed(loc, ev):
             return False
         real = ev.peer != NONE
-        sends = np.flatnonzero(_SENT[ev.kind] & real)
+        sends = np.flatnonzero(SENDS[ev.kind] & real)
         self._route(ev.time[sends], np.ones(sends.size, np.int64),
                     self._destinations(loc, ev.comm[sends], ev.peer[sends]))
         # Isends cancelled in this chunk, and sends never received (read ahead)

@@ -10,7 +10,29 @@ from collections import defaultdict
 import numpy as np
 
 from compensate.matching.p2p import key_ids, members_of
-from compensate.model import NONE, Definitions, Events
+from compensate.model import (
+    IRECV,
+    ISEND,
+    NONE,
+    PROBE,
+    RECV,
+    SEND,
+    Definitions,
+    Events,
+    kind_table,
+)
+
+#: messages sent / received, as a channel's balance counts them
+SENDS, RECEIVES = kind_table(SEND, ISEND), kind_table(RECV, IRECV)
+
+
+def sent_and_received(kind: np.ndarray, size_recv: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Which records send a message and which took one (a receive, or a matched
+    probe: it took its message): what the cutter's exact check counts at a cut
+    (:meth:`~compensate.pipeline.cuts.Cutter.balance`) and the look-ahead over the
+    whole trace (:mod:`compensate.pipeline.unclosed`), so that the two agree."""
+    return SENDS[kind], RECEIVES[kind] | ((kind == PROBE) & (size_recv >= 0))
 
 
 def collectives_aligned(defs: Definitions, done: dict) -> bool:

@@ -39,7 +39,6 @@ from compensate.model import (
     IRECV,
     IRECV_REQUEST,
     ISEND,
-    ISEND_COMPLETE,
     KIND_CODE,
     LEAVE,
     MRECV,
@@ -54,9 +53,15 @@ from compensate.model import (
     Events,
     kind_table,
 )
-from compensate.pipeline.channels import channel_keys, collectives_aligned
+from compensate.pipeline.channels import (
+    RECEIVES,
+    SENDS,
+    channel_keys,
+    collectives_aligned,
+    sent_and_received,
+)
 from compensate.pipeline.sendcalls import joined_send_call_ends, send_call_ends
-from compensate.pipeline.unclosed import Unclosed
+from compensate.pipeline.unclosed import REQUEST_KINDS, Unclosed
 
 #: record kinds that open (+1) / close (-1) something no cut may fall inside, from
 #: the families' registry; messages, matched probes and MPI collectives are counted
@@ -70,11 +75,7 @@ _CLOSES = kind_table(*(KIND_CODE[k] for c in _CUTS for k in c.closes))
 #: writes each thread's ThreadBegin/ThreadEnd with UNDEFINED, and a close nothing
 #: opened would let the busy function reach 0 while something else is open
 _CONTINGENT = kind_table(KIND_CODE["ThreadBegin"], KIND_CODE["ThreadEnd"])
-_REQUEST_KINDS = kind_table(ISEND, IRECV_REQUEST, NBC_REQUEST, ISEND_COMPLETE, IRECV,
-                        NBC_COMPLETE, REQUEST_CANCELLED)
-#: messages sent / received, collectives completed (Cutter.balance)
-_SENDS = kind_table(SEND, ISEND)
-_RECVS = kind_table(RECV, IRECV)
+#: collectives completed (Cutter.balance)
 _COLL_DONE = kind_table(COLL_END, NBC_COMPLETE)
 #: kinds that open and close nothing the busy function counts, and are no call's
 #: Enter or Leave: a location's chunk of only these (a metric location's samples)
@@ -195,7 +196,7 @@ class Cutter:
             minus = minus | ((k == LEAVE) & in_sync)
         if self.pthread_regions is not None:  # their links span the run: no cut after
             plus, minus = cut_steps(ev, self.pthread_regions, plus, minus)
-        null = (ev.peer == NONE) & (_SENDS[k] | _RECVS[k])
+        null = (ev.peer == NONE) & (SENDS[k] | RECEIVES[k])
         plus, minus = plus & ~null, minus & ~null  # (MPI_PROC_NULL: no message)
         times = [t[plus], t[minus], t[matched]]
         deltas = [np.ones(int(plus.sum()), np.int64), -np.ones(int(minus.sum()), np.int64),
@@ -214,7 +215,7 @@ class Cutter:
                 self.send_calls[loc], self.open_regions[loc] = s, o
         times += [opened, closed]
         deltas += [np.ones(opened.size, np.int64), -np.ones(closed.size, np.int64)]
-        req = np.flatnonzero(_REQUEST_KINDS[k])
+        req = np.flatnonzero(REQUEST_KINDS[k])
         if req.size:
             rt, rd = self._request_steps(ev, req, locs * req.size if owner is None else
                                          [locs[j] for j in owner[req].tolist()])
@@ -453,11 +454,8 @@ class Cutter:
         ns = [int(np.searchsorted(ev.time, cut, side="left")) for ev in evs]
         k = np.concatenate([ev.kind[:n] for ev, n in zip(evs, ns, strict=True)])
         pos = np.repeat(np.arange(len(locs), dtype=np.int64), ns)
-        send = _SENDS[k]
-        # a receive, or a matched probe (it took the message)
-        recv = _RECVS[k] | ((k == PROBE) &
-                            (np.concatenate([ev.size_recv[:n] for ev, n
-                                             in zip(evs, ns, strict=True)]) >= 0))
+        send, recv = sent_and_received(k, np.concatenate(
+            [ev.size_recv[:n] for ev, n in zip(evs, ns, strict=True)]))
         idx = np.flatnonzero(send | recv)
         keys, signs = [], []
         if idx.size:

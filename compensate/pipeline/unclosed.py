@@ -49,19 +49,17 @@ from compensate.model import (
     NBC_COMPLETE,
     NBC_REQUEST,
     NONE,
-    PROBE,
-    RECV,
     REQUEST_CANCELLED,
-    SEND,
     Definitions,
     Events,
     kind_table,
 )
-from compensate.pipeline.channels import channel_keys
+from compensate.pipeline.channels import channel_keys, sent_and_received
 
 _OPEN = (ISEND, IRECV_REQUEST, NBC_REQUEST)
-_REQUESTS = kind_table(_OPEN, ISEND_COMPLETE, IRECV, NBC_COMPLETE, REQUEST_CANCELLED)
-_SENDS, _RECVS = kind_table(SEND, ISEND), kind_table(RECV, IRECV)
+#: the records that open a request or complete or cancel one, paired by request id
+#: (the cutter's and this scan's one rule)
+REQUEST_KINDS = kind_table(_OPEN, ISEND_COMPLETE, IRECV, NBC_COMPLETE, REQUEST_CANCELLED)
 
 
 @dataclass
@@ -172,7 +170,7 @@ def scan_part(defs: Definitions, chunks: Iterable[dict[int, Events]]) -> Scanned
 def _requests(st: Scanned, loc: int, ev: Events, base: int) -> None:
     """Pair the request records of one location's chunk as the cutter does."""
     opened = st.open_requests[loc]
-    for i in np.flatnonzero(_REQUESTS[ev.kind]).tolist():
+    for i in np.flatnonzero(REQUEST_KINDS[ev.kind]).tolist():
         kind, r = int(ev.kind[i]), int(ev.request[i])
         if kind in _OPEN:
             if r in opened:  # (an id reused while open: the earlier stays open)
@@ -187,9 +185,7 @@ def _requests(st: Scanned, loc: int, ev: Events, base: int) -> None:
 def _messages(st: Scanned, defs: Definitions, loc: int, ev: Events, base: int) -> None:
     """Count the receives of one location's chunk by channel, and keep the record
     numbers of its sends by channel."""
-    k = ev.kind
-    send = _SENDS[k]
-    recv = _RECVS[k] | ((k == PROBE) & (ev.size_recv >= 0))
+    send, recv = sent_and_received(ev.kind, ev.size_recv)
     idx = np.flatnonzero((send | recv) & (ev.peer != NONE))
     if not idx.size:
         return
