@@ -344,8 +344,8 @@ def _plan(transport, job: Job) -> _Plan:
     return _Plan(transport, job, defs, owner, mine, share, target, size)
 
 
-def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float],
-              alignment=None):
+def _streamed(transport, job: Job, plan: _Plan, tmp, payload: bool,
+              seconds: dict[str, float], alignment=None):
     """Every rank's streamed run (:mod:`compensate.parallel.segments`): every rank
     reads its own locations once, in chunks; the ranks agree on each cut from
     them as they are read (:class:`~compensate.parallel.cutting.CutAgreement`),
@@ -357,7 +357,8 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     (:func:`~compensate.parallel.segments.observe_rank`), and the segments read
     the input again over the cuts it agreed. Returns ``(Run
     on rank 0 else None, the open part writer, definitions, this rank's info, the
-    fit's outcome or None)``. ``alignment``: the processes' clock offsets
+    fit's outcome or None)``. ``plan``: the definitions and shares (:func:`_plan`);
+    ``alignment``: the processes' clock offsets
     (:func:`_clock_offsets`) added to the own records as they are read; raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
     one-process command would not stream (nothing of this run is kept)."""
@@ -379,11 +380,9 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
         seconds[name] = now - clock[0]
         clock[0] = now
 
-    plan = _plan(transport, job)
     fallback, defs, owner, mine = plan.fallback, plan.defs, plan.owner, plan.mine
     platform = job.platform or Platform(0.0)
     options = job.options
-    lap("definitions")
 
     # the segments' cuts, agreed by the ranks from their own locations as they are
     # read: the one read of a rank's own locations feeds the agreement and the
@@ -442,7 +441,7 @@ def _streamed(transport, job: Job, tmp, payload: bool, seconds: dict[str, float]
     return second_pass(outcome, cuts)
 
 
-def _clock_offsets(transport, job: Job):
+def _clock_offsets(transport, job: Job, plan: _Plan):
     """The processes' clock offsets of a trace whose clocks disagree, as the
     one-process command finds them (:func:`compensate.pipeline.run.clock_pass`),
     from a streamed pass of every rank over its own locations
@@ -455,8 +454,6 @@ def _clock_offsets(transport, job: Job):
     from compensate.parallel.segments import align_rank
     from compensate.pipeline.run import aligned_chunks, first_chunks
     from compensate.platform import Platform
-
-    plan = _plan(transport, job)
 
     def estimate() -> dict[int, int]:  # (rank 0: one segment's first records, all)
         defs, chunks = read_chunks(job.input, payload=False)
@@ -498,9 +495,13 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
         if streams(job):
             from compensate.parallel.segments import StreamFallback
             try:
+                started = time.perf_counter()
+                plan = _plan(transport, job)
+                planned = {"definitions": time.perf_counter() - started}
+                read_seconds.update(planned)
                 clocks = False
                 try:
-                    streamed = _streamed(transport, job, tmp, payload, read_seconds)
+                    streamed = _streamed(transport, job, plan, tmp, payload, read_seconds)
                 except StreamFallback as exc:
                     if not exc.clocks:
                         raise
@@ -508,8 +509,9 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
                     # first attempt's records)
                 if clocks:  # the processes' clocks disagree: aligned first, as one
                     read_seconds.clear()  # process does
-                    streamed = _streamed(transport, job, tmp, payload, read_seconds,
-                                         _clock_offsets(transport, job))
+                    read_seconds.update(planned)
+                    streamed = _streamed(transport, job, plan, tmp, payload, read_seconds,
+                                         _clock_offsets(transport, job, plan))
             except StreamFallback:
                 read_seconds.clear()  # the whole-share path, as one process falls back
         if streamed is not None:

@@ -184,8 +184,9 @@ class RankStream:
         self.engine_options = options.engine_options(outcome)
         self.source = source
         self.sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
-        # the processes' clock offsets (the one-process clock pass's, rank 0's), added
-        # to the own chunks as they are read: the records carry the aligned times
+        # the processes' clock offsets (the ranks' clock pass's, or its first
+        # estimate), added to the own chunks as they are read: the records carry
+        # the aligned times
         self.sg.aligned = alignment is not None
         offsets = alignment.offsets if alignment is not None else {}
         self.shift = {loc: offsets.get(defs.process_of(loc), 0) for loc in self.mine}

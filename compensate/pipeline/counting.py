@@ -82,14 +82,10 @@ class CountingCutter(Cutter):
             start = self.seen[loc] - held
             times = np.concatenate(parts)
             requests = times[unclosed.of("requests", loc, start, start + held)]
-            rows = Events.concat(self.pending[loc]) if self.pending.get(loc) else None
-            sends = np.zeros(0, np.int64)
-            if rows is not None:
-                numbers = np.concatenate(self.numbers[loc])
-                wanted = unclosed.of("sends", loc, start, start + held) + start
-                sends = np.flatnonzero(np.isin(numbers, wanted))
-            else:
-                rows = Events.from_rows([])
+            kept = self.pending.get(loc)
+            rows = Events.concat(kept) if kept else Events.from_rows([])
+            numbers = np.concatenate(self.numbers[loc]) if kept else np.zeros(0, np.int64)
+            sends = np.flatnonzero(np.isin(numbers, unclosed.sends.get(loc, numbers[:0])))
             self._close(loc, requests, rows, sends)
 
     def bounds(self, merged: dict[int, Events]) -> tuple[int, int]:

@@ -341,7 +341,7 @@ def test_the_ranks_clock_pass_finds_the_whole_traces_offsets(tmp_path, shifts, r
     trace in memory (compensate.matching.clocks.align_clocks), with its count and
     largest inversion, on every rank."""
     from compensate.formats.text import write_text
-    from compensate.parallel.command import _clock_offsets
+    from compensate.parallel.command import _clock_offsets, _plan
     from compensate.pipeline.options import Job, RunOptions
     from tests.pipeline.test_run import _skewed, _whole
     from tests.threadranks import run_threads
@@ -352,7 +352,7 @@ def test_the_ranks_clock_pass_finds_the_whole_traces_offsets(tmp_path, shifts, r
     _, expected = _whole(trace)
     assert expected.inverted > 0
     job = Job(str(path), str(tmp_path / "out.trace"), RunOptions("lower", segment_records=120))
-    found = run_threads(ranks, lambda t: _clock_offsets(t, job))
+    found = run_threads(ranks, lambda t: _clock_offsets(t, job, _plan(t, job)))
     assert all(f == expected for f in found), (found[0], expected)
 
 
