@@ -6,7 +6,8 @@ For each program and size, simulates an 8-process OTF2 trace of about
 ``--records`` records (cached in ``--workdir`` with its platform file):
 ``stencil`` (the project's: every process the same step in lock step) and the
 differently interleaved programs of tests/parallel/interleaved.py (``skewed``:
-own rates, start offsets and message orders; ``wavefront``; ``bursts``). Then
+own rates, start offsets and message orders; ``wavefront``; ``bursts``;
+``halves``: one half of the processes denser in time than the other, in turn). Then
 runs ``compensate IN OUT`` streamed in one process and ``mpiexec -n P compensate
 IN OUT`` (streamed within each rank, the default), each in fresh processes, and
 prints per rank: the peak resident set (``VmHWM``), the fixed part (the

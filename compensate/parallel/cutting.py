@@ -24,7 +24,10 @@ no others. The ranks agree on ``T`` (:func:`agreed_cuts`):
    than its share of a segment (``segment_records`` times its share of the
    trace's records) beyond what it kept from the last cut (a rank whose
    records are dense where another's are sparse stops there and waits for the
-   cut); once the ranks hold a segment's records
+   cut; the others then read up to its horizon, not past it, and a rank reads
+   past the others only while it holds less than its share since the last cut:
+   no cut can lie beyond the horizon of a rank that waits, so what a rank read
+   past it would only pile up); once the ranks hold a segment's records
    together (or no rank may read), they look for a cut, up to the smallest
    horizon ``H`` (every own record before it is read on every rank: the
    readers give time order);
@@ -322,15 +325,19 @@ def share_of(mine: list[int], counts: dict[int, int | None]) -> float:
 
 class _Reader:
     """A rank's reading for the cut: its chunks fed to the cutter, its horizon
-    (the latest time read), and how many pending records it may hold before the
-    next look for a cut (:attr:`cap`)."""
+    (the latest time read), how many pending records it may hold before the next
+    look for a cut (:attr:`cap`), and below how many it may read past the other
+    ranks (:attr:`lead`: its share of a segment since the last cut; a rank that
+    kept more from the last cut only catches up with the others, so that its
+    records beyond their horizons do not pile up where they are denser in time
+    than its own)."""
 
     def __init__(self, cutter: _LocalCutter, chunks: Iterable[dict[int, Events]],
                  quota: int) -> None:
         self.cutter = cutter
         self.chunks = iter(chunks)
         self.quota = quota
-        self.cap = quota
+        self.cap = self.lead = quota
         self.ended = False
         self.horizon: int | None = None
 
@@ -348,6 +355,13 @@ class _Reader:
     def may_read(self) -> bool:
         return not self.ended and self.cutter.count < self.cap
 
+    def may(self) -> int:
+        """0: may not read; 1: may catch up with the others; 2: may also read past
+        them."""
+        if not self.may_read():
+            return 0
+        return 2 if self.cutter.count < self.lead else 1
+
     def advance(self, read: bool, target: int | None) -> tuple:
         """If ``read``, read up to ``target`` (past it; None: one chunk), within
         the cap; then :meth:`state`."""
@@ -359,18 +373,25 @@ class _Reader:
         return self.state()
 
     def state(self) -> tuple:
-        """(ended, horizon, pending records, may read, first pending time)."""
+        """(ended, horizon, pending records, may read (:meth:`may`), first pending
+        time)."""
         c = self.cutter
         first = min((int(p[0][0]) for p in c.times.values() if p), default=None)
-        return self.ended, self.horizon, c.count, self.may_read(), first
+        return self.ended, self.horizon, c.count, self.may(), first
 
 
 def _readers(every: list[tuple]) -> tuple[list[int], int | None]:
     """Which ranks read next (``every``: the ranks' :meth:`_Reader.state`) and up
-    to what time: every rank that may read, up to the latest horizon (the ranks
-    behind it catch up while the one at it reads a chunk on)."""
-    top = max((h for e, h, *_ in every if not e and h is not None), default=None)
-    return [r for r, s in enumerate(every) if s[3]], top
+    to what time: the ranks behind the latest horizon that may read catch up with
+    it while those at it that may read past the others read a chunk on. Where a
+    rank that has not ended may read no more, no cut can lie beyond its horizon:
+    only the ranks behind it read, up to it."""
+    live = [(r, s) for r, s in enumerate(every) if not s[0]]
+    held = [s[1] for _, s in live if not s[3] and s[1] is not None]
+    top = min(held) if held else \
+        max((s[1] for _, s in live if s[1] is not None), default=None)
+    return [r for r, s in live if s[3] and (s[1] is None or top is None or s[1] < top
+                                            or (s[3] == 2 and not held))], top
 
 
 class CutAgreement:
@@ -437,7 +458,7 @@ class CutAgreement:
                 if self._read_ahead(total):
                     continue  # (the search again, over what is pending)
                 self.next_try = int(total * 1.5) + 1
-                reader.cap = int(cutter.count * 1.5) + 1
+                reader.cap = reader.lead = int(cutter.count * 1.5) + 1
                 self.every = gather(reader.state)
                 continue
             every = gather(_cut_here, reader, cut)
@@ -563,6 +584,7 @@ def _cut_here(reader: _Reader, cut: int) -> tuple[int, int, tuple]:
     share again: (records in the segment, records kept, the reader's state)."""
     n = split(reader.cutter, cut)
     reader.cap = reader.cutter.count + reader.quota
+    reader.lead = reader.quota
     return n, reader.cutter.count, reader.state()
 
 

@@ -13,7 +13,13 @@ benchmarks/parallel_memory.py).
 * ``bursts``: in each iteration one process (in turn) writes a burst of short
   traced calls while the others compute untraced, then a ring exchange: a
   process's records are dense in some stretches of time and absent in others;
-  a Barrier after every process had its turn.
+  a Barrier after every process had its turn;
+* ``halves``: in the first half of the iterations the first half of the
+  processes write 8 short traced calls in the time the others write one, in the
+  second half the other way round; a Barrier every 7 iterations: a rank's
+  records are denser in time than another's for long stretches (as in HPC
+  Challenge's trace, docs/eztrace.md), so that a rank reading past the others
+  would hold records no cut near their horizons takes.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from compensate.simulate.programs import Program, allreduce, barrier, call, comp
 from compensate.simulate.simulator import SimResult, default_platform, run_program
 
 #: records per process and iteration, about (to size a trace)
-RECORDS_PER_STEP = {"skewed": 14, "wavefront": 12, "bursts": 16}
+RECORDS_PER_STEP = {"skewed": 14, "wavefront": 12, "bursts": 16, "halves": 10}
 
 
 def _jitter(rng: random.Random, mean: float) -> float:
@@ -77,7 +83,22 @@ def bursts(ranks: int, iterations: int, seed: int = 0, step: float = 2e-5) -> Pr
     return Program("bursts", ops, dict(ranks=ranks, iterations=iterations, seed=seed))
 
 
-PROGRAMS = {"skewed": skewed, "wavefront": wavefront, "bursts": bursts}
+def halves(ranks: int, iterations: int, seed: int = 0, step: float = 2e-5,
+           dense: int = 8) -> Program:
+    rng = random.Random(seed)
+    ops: list[list] = [[] for _ in range(ranks)]
+    for it in range(iterations):
+        for r in range(ranks):
+            if (r < ranks // 2) == (it < iterations // 2):
+                ops[r] += [call("kernel", _jitter(rng, step / dense)) for _ in range(dense)]
+            else:
+                ops[r].append(call("kernel", _jitter(rng, step)))
+            if (it + 1) % 7 == 0:
+                ops[r].append(barrier())
+    return Program("halves", ops, dict(ranks=ranks, iterations=iterations, seed=seed))
+
+
+PROGRAMS = {"skewed": skewed, "wavefront": wavefront, "bursts": bursts, "halves": halves}
 
 
 def simulate_interleaved(name: str, ranks: int, iterations: int, seed: int = 0) -> SimResult:

@@ -88,26 +88,29 @@ EZTRACE = Path(__file__).parents[1] / "data" / "eztrace"
 def test_hand_computed_cuts():
     """Two processes on two ranks, a message 30 -> 55 and one 80 -> 95, segments
     of 4 records, read one record at a time. Rank 0 holds 12 of the 22 records
-    (it holds at most 3 records beyond what it kept from a cut), rank 1 10 (2).
+    (it holds at most 3 records beyond what it kept from a cut, and reads past
+    rank 1 while it holds fewer than 3 since the cut), rank 1 10 (2 and 2).
     Rank 0's part of the busy function: its send calls, 30-40 and 80-90; rank
     1's: the two messages, 30-55 and 80-95 (the sends' +1 shipped by rank 0 once
     both ranks have read past them). By hand:
 
-    * 10: each rank reads two records (0, 10 and 0, 15): 4 held, the smallest
-      horizon is 10, nothing open before it: 2 records;
-    * 30: each round, every rank reads past the latest horizon (20 and 25; 30
-      and 55, where rank 1 holds its 2 more): horizons 30 and 55, nothing open
-      before 30 (the send at 30 is not before it): 4 records;
-    * 60: rank 0 reads 40, 50, 60 (its 3 more), rank 1 65; horizons 60 and 65,
-      the message 30 -> 55 closed, the send call 30-40 too: 4 records;
-    * 80: 70 and 75; 80 and 95: horizons 80 and 95: 4 records;
-    * 106: 90, 100 and 105; 110 and 106: horizons 110 and 106, both messages
-      received: 5 records;
-    * the rest: rank 0's input ends, rank 1 reads 115 and ends: 3 records."""
+    * 10: each rank reads 0, then 10 and 15: rank 1 holds its 2; 4 held, the
+      smallest horizon is 10, nothing open before it: 2 records;
+    * 30: rank 0 catches up (20) while rank 1 reads on (25); rank 0 catches up
+      (30), then rank 1 (55, its 2 more); horizons 30 and 55, nothing open before
+      30 (the send at 30 is not before it): 4 records;
+    * 60: rank 0 catches up (40, 50, 60: its 3 more) while rank 1 reads on (65);
+      the message 30 -> 55 and the send call 30-40 closed before 60: 4 records;
+    * 80: as for 30 (70 and 75; 80; 95): 4 records;
+    * 105: rank 0 catches up (90, 100) while rank 1 reads on (105); rank 0 catches
+      up (110, its 3 more); horizons 110 and 105, both messages received: 4
+      records;
+    * 115: rank 0 reads on and its input ends while rank 1 catches up (106, 115):
+      3 records; the rest: 1 record."""
     trace = read_trace(HAND)
     every = cuts_on_ranks(trace, 2, 4, chunk=1)
     assert every[0] == every[1]
-    assert every[0] == [(10, 2), (30, 4), (60, 4), (80, 4), (106, 5), (None, 3)]
+    assert every[0] == [(10, 2), (30, 4), (60, 4), (80, 4), (105, 4), (115, 3), (None, 1)]
     assert_safe(trace, every[0])
     # a third rank owns nothing (share 0, its input ends at once): the same cuts
     assert cuts_on_ranks(trace, 3, 4, chunk=1) == [every[0]] * 3

@@ -6,10 +6,13 @@ the one-process output record for record."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from compensate.engine import EngineOptions
+from compensate.parallel import cutting
 from tests import pipelines
 from tests.pipelines import run_pipeline
 
@@ -39,6 +42,29 @@ def test_agreed_segments_are_the_one_process_segments_within_a_small_factor(prog
     assert len(one) >= 8  # (the case is really cut)
     assert len(every[0]) >= len(one) / 1.5
     assert max(r for _, r in every[0]) <= 2 * max(r for _, r in one)
+
+
+def test_a_rank_holds_no_more_pending_records_than_a_segment(program, monkeypatch):
+    """A rank reads past the others only while it holds less than its share of a
+    segment since the last cut: where its records are sparse in time and the
+    others' dense (``halves``), it does not pile up records beyond their horizons,
+    which no cut near them takes (it held 2.9 times the one-process cutter's
+    largest segment on ``halves`` when it read on whatever it held)."""
+    trace, _ = program
+    one = pipelines.cut_times(trace.definitions, pipelines.trace_chunks(trace, SEGMENT // 4),
+                              SEGMENT)
+    held: dict[str, int] = {}
+    chunk = cutting._Reader.chunk
+
+    def counted(reader):
+        chunk(reader)
+        name = threading.current_thread().name
+        held[name] = max(held.get(name, 0), reader.cutter.count)
+
+    monkeypatch.setattr(cutting._Reader, "chunk", counted)
+    cuts_on_ranks(trace, 2, SEGMENT)
+    assert len(held) == 2
+    assert max(held.values()) <= 1.5 * max(r for _, r in one), held
 
 
 def test_streamed_ranks_on_agreed_cuts_give_the_one_process_output(program):
