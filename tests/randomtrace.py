@@ -3,6 +3,9 @@ receive after its send and every collective exit after all its enters."""
 
 from __future__ import annotations
 
+import numpy as np
+from hypothesis import strategies as st
+
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
@@ -26,6 +29,7 @@ from compensate.model import (
     Location,
     Trace,
 )
+from compensate.platform import Platform
 from tests.rowbuilder import RowBuilder
 
 REGIONS = {1: "MPI_Send", 2: "MPI_Recv", 3: "work", 4: "MPI_Allreduce", 5: "MPI_Bcast",
@@ -271,3 +275,16 @@ def _trace(b, n_locs: int) -> Trace:
         comms={0: Comm(0, "MPI_COMM_WORLD", tuple(range(n_locs)))},
     )
     return Trace(defs, {i: b[i].build() for i in range(n_locs)}, "<random>")
+
+
+@st.composite
+def fractional_platforms(draw):
+    """Overheads that are no whole number of nanosecond ticks (a calibrated
+    platform's: 141.9 ns), each kind's part before its stamp a random fraction."""
+    tenth = st.integers(1, 6000).map(lambda x: x * 1e-10)
+    kinds = ["Enter", "Leave", "MpiSend", "MpiRecv", "MpiCollectiveBegin",
+             "MpiCollectiveEnd"]
+    by_kind = {k: draw(tenth) for k in kinds}
+    before = {k: by_kind[k] * draw(st.floats(0, 1)) for k in kinds if draw(st.booleans())}
+    return Platform(draw(tenth), by_kind, np.array([64.0, 1 << 20]),
+                    np.array([1.7e-9, 2.3e-4]), before_stamp=before)

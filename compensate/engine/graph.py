@@ -46,7 +46,7 @@ from compensate.engine.rules import (
     Ref,
 )
 from compensate.engine.runsums import segmented_cumsum
-from compensate.engine.span import check_span
+from compensate.engine.span import check_span, on_grid
 from compensate.matching import (
     Matching,
 )
@@ -83,7 +83,7 @@ class Graph:
         self.platform = platform
         res = float(trace.definitions.timer_resolution)
         self.res = res
-        self.dev_ovh = platform.device_overhead * res  # ticks per accelerator record
+        self.dev_ovh = on_grid(platform.device_overhead * res)  # ticks per accelerator record
         self.loc_ids = list(trace.events)
         self.evs = [trace.events[loc] for loc in self.loc_ids]
         self.pos_of = {loc: li for li, loc in enumerate(self.loc_ids)}
@@ -185,7 +185,7 @@ class Graph:
             if platform.cold and not device and not (info is not None and info.is_metric):
                 # a cold call's extra cost, taken from the gap before its Enter (never
                 # more than R1 left of it: Platform.cold_charge)
-                gap -= platform.cold_charge(loc, ev.kind, ev.region, gap, self.res)
+                gap -= on_grid(platform.cold_charge(loc, ev.kind, ev.region, gap, self.res))
             gaps.append(gap)
         self.tm = np.concatenate(tms) if tms else np.zeros(0)
         self.gap = np.concatenate(gaps) if gaps else np.zeros(0)
@@ -252,14 +252,14 @@ class Graph:
         sizes = [np.unique(e.size[e.size >= 0]) for e in self.evs]
         sizes += [np.unique(e.size_recv[e.size_recv >= 0]) for e in self.evs]
         allsizes = np.unique(np.concatenate(sizes)) if sizes else np.zeros(0, dtype=np.int64)
-        costs = np.asarray(self.platform.copy_time(allsizes.astype(float))) * self.res
+        costs = on_grid(np.asarray(self.platform.copy_time(allsizes.astype(float))) * self.res)
         self._copy = dict(zip(allsizes.tolist(), np.atleast_1d(costs).tolist(), strict=True))
 
     def copy(self, size: int) -> float:
         """Ticks to copy a ``size``-byte buffer."""
         c = self._copy.get(size)
         if c is None:
-            c = self._copy[size] = float(self.platform.copy_time(size)) * self.res
+            c = self._copy[size] = on_grid(float(self.platform.copy_time(size)) * self.res)
         return c
 
     def copy_many(self, sizes: np.ndarray) -> np.ndarray:
@@ -277,7 +277,8 @@ class Graph:
             return np.zeros(0)
         u, inv = np.unique(sizes, return_inverse=True)
         f, res = self.network_time, self.res
-        return np.array([f(s) * res for s in u.tolist()], dtype=np.float64)[inv.reshape(-1)]
+        return on_grid(np.array([f(s) * res for s in u.tolist()],
+                                dtype=np.float64))[inv.reshape(-1)]
 
     def kind_ovh(self, g: int) -> float:
         """The tracer overhead of record ``g`` (ticks): by location and kind, on a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compensate.engine.span import on_grid
 from compensate.platform import Platform
 
 #: A receiver counts as having waited only if the message arrived later than its
@@ -39,7 +40,7 @@ def exchange_arrival(platform: Platform, res: float, sizes: np.ndarray,
     if platform.network is None:
         return None
     latency, per_byte = platform.network
-    return sent + (latency + np.asarray(sizes, dtype=np.float64) * per_byte) * res
+    return sent + on_grid((latency + np.asarray(sizes, dtype=np.float64) * per_byte) * res)
 
 
 def message_was_late(recv_m, cs, free_m, before_m):

@@ -42,6 +42,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compensate.engine.span import on_grid
 from compensate.model import BUFFER_FLUSH, Definitions, Events, Trace
 from compensate.platform import Platform
 
@@ -51,9 +52,9 @@ def written_overheads(platform: Platform, defs: Definitions, loc: int, events: E
     """Ticks each record of location ``loc`` from record ``start`` on cost the tracer
     to write, by the platform (its kind, or the location's in-situ table and the
     record's own measured cost)."""
-    return platform.location_overheads(loc, events.kind[start:], events.region[start:],
-                                       events.overhead[start:], defs.regions) \
-        * float(defs.timer_resolution)
+    return on_grid(platform.location_overheads(loc, events.kind[start:],
+                                               events.region[start:], events.overhead[start:],
+                                               defs.regions) * float(defs.timer_resolution))
 
 
 def file_ticks(platform: Platform, trace: Trace) -> Callable[[int, int], float]:
@@ -68,7 +69,8 @@ def file_ticks(platform: Platform, trace: Trace) -> Callable[[int, int], float]:
         o = ticks.get(loc)
         if o is None:
             ev = trace.events[loc]
-            o = ticks[loc] = platform.file_overheads(ev.kind, ev.region, defs.regions) * res
+            o = ticks[loc] = on_grid(platform.file_overheads(ev.kind, ev.region, defs.regions)
+                                     * res)
         return float(o[i])
     return of
 
@@ -87,7 +89,7 @@ def record_overheads(platform: Platform, defs: Definitions, loc: int, events: Ev
     if info is not None and info.is_metric:
         o[:] = 0.0
     if info is not None and info.is_device:
-        o[:] = platform.device_overhead * float(defs.timer_resolution)
+        o[:] = on_grid(platform.device_overhead * float(defs.timer_resolution))
     if flushes:
         kind = events.kind[start:]
         flush = np.flatnonzero(kind == BUFFER_FLUSH)
@@ -113,8 +115,8 @@ def before_stamp(platform: Platform, defs: Definitions, loc: int, events: Events
     if info is not None and (info.is_metric or info.is_device):
         return np.zeros(n)
     o = written_overheads(platform, defs, loc, events, start) if written is None else written
-    pre = platform.record_before_stamp(events.kind[start:], events.region[start:],
-                                       defs.regions) * float(defs.timer_resolution)
+    pre = on_grid(platform.record_before_stamp(events.kind[start:], events.region[start:],
+                                               defs.regions) * float(defs.timer_resolution))
     return np.minimum(pre, o)
 
 

@@ -59,6 +59,7 @@ from compensate.engine.native import BUDGET, DONE, GENERIC, FastLoop, fast_loop
 from compensate.engine.pending import positions
 from compensate.engine.receive import receive_time
 from compensate.engine.rules import Context, Need, Rule
+from compensate.engine.span import on_grid
 from compensate.gcpause import gc_paused
 from compensate.matching import Matching, match
 from compensate.model import BUFFER_FLUSH, KIND_NAMES, Events, Trace, TraceError
@@ -170,7 +171,7 @@ class _Engine:
         network = None
         if opts.network_time is not None:
             def network(size: int, _f=opts.network_time) -> float:
-                return _f(size) * res
+                return on_grid(_f(size) * res)
         ghosts = exchange.ghosts(trace) if exchange is not None else ()
         self.graph = Graph(trace, platform, opts.bound, opts.collective_exit,
                            opts.network_time, matching, self.stats, t0, pins, ghosts,

@@ -22,7 +22,7 @@ from compensate.simulate.programs import PROGRAMS
 from tests import pipelines as stream
 
 from ..conftest import CASES, REAL_ARCHIVES, TRACES, read_bundled, simulated
-from ..randomtrace import random_trace
+from ..randomtrace import fractional_platforms, random_trace
 from .test_regression import CONFIGS
 
 
@@ -215,6 +215,19 @@ def cases(draw):
 def test_random_traces_any_chunking(case, bound):
     trace, segment_records, chunk_records = case
     ref, got, res = both(trace, PLATFORM, bound, segment_records=segment_records,
+                         chunk_records=chunk_records)
+    assert_same(ref, got, res)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), fractional_platforms(), st.sampled_from(["lower", "upper"]))
+def test_fractions_of_a_tick_any_chunking(case, platform, bound):
+    """Overheads and their parts before the stamp that are fractions of a tick: the
+    engine puts them on a grid of 1/64 tick (compensate.engine.span.on_grid), so
+    that a segment summing from its pinned context and the whole run summing from
+    its first record add the same exact numbers, and round them alike."""
+    trace, segment_records, chunk_records = case
+    ref, got, res = both(trace, platform, bound, segment_records=segment_records,
                          chunk_records=chunk_records)
     assert_same(ref, got, res)
 
