@@ -119,11 +119,30 @@ def receives_left(over: np.ndarray, dst: np.ndarray, comm: np.ndarray, order: np
 def refuse_receive(trace: Trace, loc: int, i: int, src: int, comm: int, tag: int,
                    hint: str) -> None:
     """Refuse receive ``i`` of location ``loc``, from location ``src``, which has no
-    send (``hint``: :func:`off_rank_hint`'s clause)."""
+    send (``hint``: :func:`off_rank_hint`'s clause, else :func:`intercomm_hint`'s)."""
     raise TraceError(
         f"{KIND_NAMES[trace.events[loc].kind[i]]} from location {src} (comm {comm}, "
-        f"tag {tag}) has no matching send on location {src}{hint}",
+        f"tag {tag}) has no matching send on location {src}"
+        f"{hint or intercomm_hint(trace, comm)}",
         source=trace.source, location=loc, index=i)
+
+
+def intercomm_hint(trace: Trace, comm: int) -> str:
+    """For an unmatched receive on communicator ``comm``: if the program created an
+    inter-communicator (it calls MPI_Intercomm_create) and the trace defines none
+    (OTF2's InterComm), the likely cause, as a clause to append; else ''. An
+    inter-communicator's ranks name the other group; EZTrace 2.0 writes each group's
+    side as an intra-communicator of its own group, so a peer rank names a member
+    of the wrong group and the two sides' messages cannot be paired from the
+    trace."""
+    defs = trace.definitions
+    if any(c.inter for c in defs.comms.values()) or not any(
+            name.lower().startswith("mpi_intercomm_create") for name in defs.regions.values()):
+        return ""
+    return (f"; the program creates inter-communicators (MPI_Intercomm_create) and the "
+            f"trace defines none: communicator {comm} may be one written as an "
+            "intra-communicator of its own group, whose ranks then name the wrong "
+            "group (EZTrace 2.0 writes them so); not modelled")
 
 
 def refuse_other_lengths(trace: Trace, loc_ids: list[int], evs: list[Events],
