@@ -388,10 +388,16 @@ def _readers(every: list[tuple]) -> tuple[list[int], int | None]:
     only the ranks behind it read, up to it."""
     live = [(r, s) for r, s in enumerate(every) if not s[0]]
     held = [s[1] for _, s in live if not s[3] and s[1] is not None]
-    top = min(held) if held else \
-        max((s[1] for _, s in live if s[1] is not None), default=None)
-    return [r for r, s in live if s[3] and (s[1] is None or top is None or s[1] < top
-                                            or (s[3] == 2 and not held))], top
+    if held:
+        top = min(held)
+        return [r for r, s in live if s[3] and (s[1] is None or s[1] < top)], top
+    top = max((s[1] for _, s in live if s[1] is not None), default=None)
+    who = [r for r, s in live if s[3] and (s[1] is None or top is None or s[1] < top
+                                           or s[3] == 2)]
+    # every rank that may read is at the latest horizon, past its share: none is
+    # behind for it to pile up past, and a cut there may take nothing (METRIC
+    # samples held back for a later reference): it reads on
+    return who or [r for r, s in live if s[3]], top
 
 
 class CutAgreement:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from compensate.engine import EngineOptions
 from compensate.formats import read_trace
 from compensate.model import Trace
+from compensate.parallel import cutting
 from compensate.parallel.cutting import agreed_cuts, chunk_records, share_of
 from compensate.parallel.ownership import owners
 from compensate.parallel.segments import RankStream, StreamFallback
@@ -29,7 +30,7 @@ from tests import pipelines as stream
 from tests.pipelines import run_pipeline
 from tests.threadranks import run_threads
 
-from ..conftest import REAL_ARCHIVES
+from ..conftest import REAL_ARCHIVES, TRACES, read_bundled
 from ..randomtrace import fractional_platforms, random_trace
 
 NAMES = sorted(PROGRAMS) + sorted(HYBRID_PROGRAMS)
@@ -152,6 +153,33 @@ def test_a_real_archive_cut_on_ranks():
         every = cuts_on_ranks(trace, size, 40)
         assert all(c == every[0] for c in every) and len(every[0]) >= 3
         assert_safe(trace, every[0])
+
+
+def test_a_rank_alone_past_its_share_reads_on():
+    """hip-two-gpu-metrics on 2 ranks (rank 1 owns nothing): rank 0 is the only rank
+    reading, at the latest horizon and past its share since the last cut, and a cut
+    at its horizon takes nothing (METRIC samples held back for a later reference).
+    It must read on: none is behind it. (When only ranks behind the latest horizon
+    read, the ranks agreed the same empty cut for ever.)"""
+    trace = read_bundled(TRACES / "hip-two-gpu-metrics" / "traces.otf2")
+    every = cuts_on_ranks(trace, 2, 1024)
+    assert all(c == every[0] for c in every) and len(every[0]) >= 5
+    assert_safe(trace, every[0])
+
+
+def test_the_reading_rule_by_hand():
+    """``_readers`` on the ranks' states (ended, horizon, pending, may read: 0 no, 1
+    catch up, 2 also read on, first pending time)."""
+    # one behind catches up to the latest horizon, the one at it reads on (may 2)
+    assert cutting._readers([(False, 50, 3, 1, 0), (False, 80, 3, 2, 0)]) == ([0, 1], 80)
+    # ... but not past its share (may 1)
+    assert cutting._readers([(False, 50, 3, 1, 0), (False, 80, 3, 1, 0)]) == ([0], 80)
+    # a rank that waits (may 0): only those behind it read, up to it
+    assert cutting._readers([(False, 50, 3, 2, 0), (False, 80, 3, 0, 0),
+                             (False, 90, 3, 2, 0)]) == ([0], 80)
+    assert cutting._readers([(False, 90, 3, 2, 0), (False, 80, 3, 0, 0)]) == ([], 80)
+    # every rank that may read is at the latest horizon past its share: it reads on
+    assert cutting._readers([(False, 80, 9, 1, 0), (True, None, 0, 0, None)]) == ([0], 80)
 
 
 def test_input_out_of_time_order_falls_back_on_every_rank():
