@@ -145,6 +145,30 @@ def intercomm_hint(trace: Trace, comm: int) -> str:
             "group (EZTrace 2.0 writes them so); not modelled")
 
 
+def refuse_received_before_sent(trace: Trace, loc_ids: list[int], send_li: np.ndarray,
+                                send_idx: np.ndarray, recv_li: np.ndarray,
+                                recv_idx: np.ndarray) -> None:
+    """Refuse the first message to self whose receive record comes before its send
+    on their one location: a receive record is written when the message has been
+    received, which cannot be before it was sent, so MPI's message order paired
+    records the trace's communicators or ranks do not describe (an
+    inter-communicator written as an intra-communicator of its own group names
+    the remote group's rank as its own: :func:`intercomm_hint`)."""
+    bad = np.flatnonzero((send_li == recv_li) & (recv_idx < send_idx))
+    if not bad.size:
+        return
+    j = int(bad[np.argmin(recv_idx[bad])]) if bad.size > 1 else int(bad[0])
+    loc = loc_ids[int(recv_li[j])]
+    i, s = int(recv_idx[j]), int(send_idx[j])
+    ev = trace.events[loc]
+    raise TraceError(
+        f"{KIND_NAMES[ev.kind[i]]} from location {loc} itself (comm {int(ev.comm[i])}, tag "
+        f"{int(ev.tag[i])}) pairs by MPI's message order with the {KIND_NAMES[ev.kind[s]]} "
+        f"at record {s}, after it: a message to self cannot be received before it is sent"
+        f"{intercomm_hint(trace, int(ev.comm[i]))}",
+        source=trace.source, location=loc, index=i)
+
+
 def refuse_other_lengths(trace: Trace, loc_ids: list[int], evs: list[Events],
                          send_li: np.ndarray, send_idx: np.ndarray, recv_li: np.ndarray,
                          recv_idx: np.ndarray, size: np.ndarray) -> None:

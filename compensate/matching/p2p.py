@@ -30,6 +30,7 @@ from compensate.matching.nomessage import (
     receives_left,
     refuse_other_lengths,
     refuse_receive,
+    refuse_received_before_sent,
 )
 from compensate.model import (
     IMRECV,
@@ -479,6 +480,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
             r_kind[sel] = ev.kind[r_data[sel]]
             size[sel] = ev.size[r_data[sel]]
     refuse_other_lengths(trace, loc_ids, evs, r_src, m_sidx, r_dst, r_data, size)
+    refuse_received_before_sent(trace, loc_ids, r_src, m_sidx, r_dst, r_idx)
     enter_idx = np.where(enter_idx < 0, r_idx - 1, enter_idx)
     nb_recv = (r_kind == IRECV) | (r_kind == IMRECV)
     post_idx = np.where(no_copy | (nb_recv & (r_post != r_idx)), r_post, enter_idx)

@@ -24,10 +24,9 @@ no others. The ranks agree on ``T`` (:func:`agreed_cuts`):
    than its share of a segment (``segment_records`` times its share of the
    trace's records) beyond what it kept from the last cut (a rank whose
    records are dense where another's are sparse stops there and waits for the
-   cut; the others then read up to its horizon, not past it, and a rank reads
-   past the others only while it holds less than its share since the last cut:
-   no cut can lie beyond the horizon of a rank that waits, so what a rank read
-   past it would only pile up); once the ranks hold a segment's records
+   cut; the others then read up to its horizon, where no cut lies beyond, and a
+   rank reads past the others only below its share since the last cut); once the
+   ranks hold a segment's records
    together (or no rank may read), they look for a cut, up to the smallest
    horizon ``H`` (every own record before it is read on every rank: the
    readers give time order);
@@ -326,11 +325,8 @@ def share_of(mine: list[int], counts: dict[int, int | None]) -> float:
 class _Reader:
     """A rank's reading for the cut: its chunks fed to the cutter, its horizon
     (the latest time read), how many pending records it may hold before the next
-    look for a cut (:attr:`cap`), and below how many it may read past the other
-    ranks (:attr:`lead`: its share of a segment since the last cut; a rank that
-    kept more from the last cut only catches up with the others, so that its
-    records beyond their horizons do not pile up where they are denser in time
-    than its own)."""
+    look for a cut (:attr:`cap`), and below how many it may read past the others
+    (:attr:`lead`: its share of a segment since the last cut)."""
 
     def __init__(self, cutter: _LocalCutter, chunks: Iterable[dict[int, Events]],
                  quota: int) -> None:
@@ -394,9 +390,8 @@ def _readers(every: list[tuple]) -> tuple[list[int], int | None]:
     top = max((s[1] for _, s in live if s[1] is not None), default=None)
     who = [r for r, s in live if s[3] and (s[1] is None or top is None or s[1] < top
                                            or s[3] == 2)]
-    # every rank that may read is at the latest horizon, past its share: none is
-    # behind for it to pile up past, and a cut there may take nothing (METRIC
-    # samples held back for a later reference): it reads on
+    # all that may read are at the top past their share: none is behind, and a cut
+    # there may take nothing (METRIC samples held back): they read on
     return who or [r for r, s in live if s[3]], top
 
 
@@ -589,8 +584,7 @@ def _cut_here(reader: _Reader, cut: int) -> tuple[int, int, tuple]:
     """Split at the agreed ``cut`` (:func:`split`) and let the reader read its
     share again: (records in the segment, records kept, the reader's state)."""
     n = split(reader.cutter, cut)
-    reader.cap = reader.cutter.count + reader.quota
-    reader.lead = reader.quota
+    reader.cap, reader.lead = reader.cutter.count + reader.quota, reader.quota
     return n, reader.cutter.count, reader.state()
 
 

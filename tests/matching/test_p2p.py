@@ -103,3 +103,56 @@ def test_equal_lengths_pair_after_a_lost_receive_of_the_same_length(tmp_path):
 40 1 MpiRecv sender=0 comm=0 tag=7 bytes=8
 """)
     assert [(x.send_idx, x.recv_idx) for x in m.messages] == [(0, 1)]
+
+
+SELF_HEAD = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=1
+region 1 "MPI_Recv"
+region 2 "MPI_Send"
+REGION_EXTRA
+comm 0 "MPI_COMM_WORLD" 0,1
+comm 5 "MPI_COMM_5" 0
+events
+"""
+
+#: location 0 receives from its own rank 0 on comm 5, then sends to it: by MPI's
+#: order the receive takes the later send (an inter-communicator's side written as
+#: an intra-communicator of its own group, as EZTrace 2.0 writes one)
+SELF_BODY = """10 0 Enter region=1
+20 0 MpiRecv sender=0 comm=5 tag=5 bytes=8
+30 0 Leave region=1
+40 0 Enter region=2
+50 0 MpiSend receiver=0 comm=5 tag=5 bytes=8
+60 0 Leave region=2
+"""
+
+
+@pytest.mark.parametrize("intercomm", [False, True])
+def test_a_message_to_self_received_before_it_is_sent_is_refused(tmp_path, intercomm):
+    """A receive record is written once its message has arrived: one from its own
+    location that comes before the send MPI's order gives it cannot be, and is
+    refused at the receive (verification caught it as exit 4 before); where the
+    program created inter-communicators, the line says what likely happened."""
+    path = tmp_path / "t.trace"
+    extra = 'region 3 "MPI_Intercomm_create"' if intercomm else ""
+    path.write_text(SELF_HEAD.replace("REGION_EXTRA", extra) + SELF_BODY)
+    with pytest.raises(TraceError) as err:
+        match(read_text(str(path)))
+    e = err.value
+    assert (e.location, e.record) == (0, 1)
+    assert "pairs by MPI's message order with the MpiSend at record 4, after it: a message " \
+        "to self cannot be received before it is sent" in str(e)
+    assert ("MPI_Intercomm_create" in str(e)) == intercomm
+
+
+def test_a_message_to_self_sent_first_is_matched(tmp_path):
+    path = tmp_path / "t.trace"
+    body = SELF_BODY.replace("20 0 MpiRecv sender=0 comm=5 tag=5 bytes=8\n", "") \
+        .replace("60 0 Leave region=2\n", "60 0 Leave region=2\n"
+                 "70 0 Enter region=1\n80 0 MpiRecv sender=0 comm=5 tag=5 bytes=8\n"
+                 "90 0 Leave region=1\n")
+    path.write_text(SELF_HEAD.replace("REGION_EXTRA", "") + body)
+    (x,) = match(read_text(str(path))).messages
+    assert (x.send_idx, x.recv_idx) == (3, 6)
