@@ -157,7 +157,7 @@ def refuse_received_before_sent(trace: Trace, loc_ids: list[int], send_li: np.nd
     bad = np.flatnonzero((send_li == recv_li) & (recv_idx < send_idx))
     if not bad.size:
         return
-    j = int(bad[np.argmin(recv_idx[bad])]) if bad.size > 1 else int(bad[0])
+    j = int(bad[np.argmin(recv_idx[bad])])
     loc = loc_ids[int(recv_li[j])]
     i, s = int(recv_idx[j]), int(send_idx[j])
     ev = trace.events[loc]
