@@ -236,13 +236,8 @@ class RankStream:
         this rank's view matched, then the context carried on. Collective."""
         if not records:
             return Observations.concat([])
-        segment, _ = self._step(self._views, seg)
-        matching = self._step(lambda: self.sg.match(segment.match))
-        obs = self._step(observe_transfers, segment.engine, matching, self.platform,
-                         set(self.mine))
-        self._step(lambda: self.sg.advance(seg, None, None, matching))
-        release_memory()
-        return obs
+        return self._matched(seg, lambda segment, matching: observe_transfers(
+            segment.engine, matching, self.platform, set(self.mine)))
 
     def clock_bounds(self, seg: dict[int, Events], records: int, guess: dict[int, int]
                      ) -> ClockBounds:
@@ -252,14 +247,22 @@ class RankStream:
         (:class:`~compensate.pipeline.run.ClockBounds`), the context carried on.
         Collective."""
         found = ClockBounds()
-        if not records:
-            return found
+        if records:
+            self._matched(seg, lambda segment, matching: found.add(
+                segment.match, matching, seg, guess, set(self.mine)))
+        return found
+
+    def _matched(self, seg: dict[int, Events], read: Callable[[Segment, Any], Any]) -> Any:
+        """``read(segment, matching)`` of this rank's view of one segment, matched,
+        then the context carried on (a pass that compensates nothing: the fit's
+        observations, the clock bounds); every step a phase of
+        :func:`fallback_step`. Collective."""
         segment, _ = self._step(self._views, seg)
         matching = self._step(lambda: self.sg.match(segment.match))
-        self._step(found.add, segment.match, matching, seg, guess, set(self.mine))
+        out = self._step(read, segment, matching)
         self._step(lambda: self.sg.advance(seg, None, None, matching))
         release_memory()
-        return found
+        return out
 
     def segment(self, seg: dict[int, Events], records: int,
                 write: Callable[[int, Events], None],
