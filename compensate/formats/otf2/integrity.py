@@ -5,15 +5,16 @@ refused with the same one-line message whichever path reads it (docs/messages.md
 "A damaged OTF2 input"):
 
 * **Undefined references** (:meth:`InputChecks.chunk`): a record that names a
-  definition the global definitions lack (a region, a communicator, a thread team
-  or contingent, an RMA window, a group, a metric, a parameter, a string, an I/O
-  handle, file or paradigm, a calling context, an interrupt generator: every
-  reference the ``otf2`` package resolves, :data:`REF_FIELDS`) is refused at that
+  definition the global definitions lack (a region, a communicator, an RMA
+  window, a group, a metric, a parameter, a string, an I/O file or paradigm, a
+  calling context, an interrupt generator: every reference the ``otf2`` package
+  resolves, :data:`REF_FIELDS`) is refused at that
   record: ``FILE: location L, record R: undefined region 17``. OTF2's undefined
   value (all ones of the reference's width, printed ``UNDEFINED`` by
   ``otf2-print``) is accepted except where the OTF2 record documentation says the
   reference "needs to be defined": the region of Enter and Leave
-  (:data:`REQUIRED`). An I/O handle is not checked (:data:`UNCHECKED`).
+  (:data:`REQUIRED`). An I/O handle is not checked (:data:`UNCHECKED`), nor a
+  thread team or contingent (:data:`UNCHECKED_FIELDS`).
 * **Lost records** (:meth:`InputChecks.counts`): a location whose event file
   yields fewer records than its Location definition declares
   (``numberOfEvents``) is refused once all its records are read; more than
@@ -80,6 +81,13 @@ REGISTRIES: dict[str, tuple[str, str]] = {
 #: ``Handle: INVALID <211>``)
 UNCHECKED = frozenset({"IoHandleRef"})
 
+#: record fields that may name a Comm the definitions lack: a thread team or
+#: thread contingent, whose members the matching takes from the records naming
+#: it (compensate.matching.threads), never from a definition, and which is
+#: written back as read. EZTrace 2.0's openmp module leaves some nested teams
+#: undefined (``otf2-print``: ``Thread Team: INVALID <5>``)
+UNCHECKED_FIELDS = frozenset({"thread_team", "thread_contingent"})
+
 #: the words for a reference field whose kind of definition says too little
 #: ("thread team 3", not "communicator 3")
 _FIELD_WORDS = {"thread_team": "thread team", "thread_contingent": "thread contingent"}
@@ -113,6 +121,10 @@ def ref_fields(kind: str) -> tuple[tuple[int, str, str], ...]:
 #: model kind code -> its reference fields (:func:`ref_fields`), for every kind with some
 REF_FIELDS: dict[int, tuple[tuple[int, str, str], ...]] = {
     code: spec for code, spec in ((KIND_CODE[k], ref_fields(k)) for k in KIND_NAMES) if spec}
+
+#: :data:`REF_FIELDS` less :data:`UNCHECKED_FIELDS`: the references the checks look at
+_CHECKED_FIELDS = {code: tuple(f for f in spec if f[1] not in UNCHECKED_FIELDS)
+                   for code, spec in REF_FIELDS.items()}
 
 #: (model kind, attribute) whose reference must be defined, OTF2's undefined value
 #: included (the OTF2 record documentation: "Needs to be defined in a definition record")
@@ -333,7 +345,7 @@ class InputChecks:
         rows = np.flatnonzero(_ARG_KINDS[events.kind])
         for i in rows.tolist():
             ev = events.payload[i]
-            for _j, attr, ref_type in REF_FIELDS[int(events.kind[i])]:
+            for _j, attr, ref_type in _CHECKED_FIELDS[int(events.kind[i])]:
                 v = getattr(ev, attr, None)
                 if _is_undefined(v) and ref_type not in UNCHECKED:
                     self._refuse(ref_type, attr, int(v._ref), ref, base + i)
@@ -348,7 +360,7 @@ class InputChecks:
         present = np.flatnonzero(np.bincount(kind[_ARG_KINDS[kind]].astype(np.int64),
                                              minlength=1))
         for code in present.tolist():
-            spec = REF_FIELDS[code]
+            spec = _CHECKED_FIELDS[code]
             rows = np.flatnonzero(kind == code)
             for j, attr, ref_type in spec:
                 if any(c == code and a == attr for c, _col, _t, a in COLUMN_REFS):

@@ -102,7 +102,7 @@ def test_the_archives_are_there_and_small():
                                                   "comms", "procnull", "requests", "sync",
                                                   "trylock", "mpiio", "waits", "ringf",
                                                   "memory", "ompt", "commthread",
-                                                  "commp2p", "twothreads", "single",
+                                                  "commp2p", "twothreads", "single", "nested",
                                                   "procnull-openmpi"}
     assert {p.parent.name for p in REFUSED} == {"mtmpi", "intercomm"}
     for anchor in ARCHIVES + REFUSED:
@@ -213,6 +213,21 @@ def test_hybrid_thread_teams_pair_per_rank_and_the_estimate_verifies(tmp_path):
     assert (counts["fork"], counts["join"], counts["unmatched"]) == (8, 8, 0)
     out = tmp_path / "o" / "traces.otf2"
     assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet"]) == 0
+
+
+def test_nested_teams_pair_per_rank_with_a_team_never_defined(tmp_path):
+    """nested/: EZTrace's openmp module numbers nested teams in one id space with
+    the MPI communicators and leaves one undefined: every rank's outer and inner
+    teams pair their forks and joins (3 iterations × 3 teams × 2 ranks), and the
+    run is accepted and verifies on the whole trace and in small segments."""
+    anchor = DATA / "nested" / "eztrace_log.otf2"
+    assert 5 not in read_otf2(str(anchor)).definitions.comms
+    counts = match(read_otf2(str(anchor))).threads.counts()
+    assert (counts["fork"], counts["join"], counts["unmatched"]) == (18, 18, 0)
+    for mode in ([], ["--segment-records", "16"]):
+        out = tmp_path / f"o{len(mode)}" / "traces.otf2"
+        assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet", *mode]) == 0
+        assert records(out) == records(anchor)
 
 
 def test_calls_eztrace_records_nothing_of_are_counted_and_the_run_verifies(tmp_path):

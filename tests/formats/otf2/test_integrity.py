@@ -159,16 +159,32 @@ def test_an_undefined_region_is_refused_at_its_record(tmp_path, capsys):
 
 
 @pytest.mark.usefixtures("path")
-def test_an_undefined_thread_team_outside_the_columns_is_refused(tmp_path, capsys):
-    """A reference the columns do not hold (a ThreadTeamBegin's thread team, kept
-    in the C reader's arguments, in the payload object on the otf2 path)."""
+def test_an_undefined_rma_window_outside_the_columns_is_refused(tmp_path, capsys):
+    """A reference the columns do not hold (an RmaWinCreate's window, kept in the
+    C reader's arguments, in the payload object on the otf2 path)."""
+    write_archive(tmp_path / "in", extra=lambda r, t: [E.RmaWinCreate(t + 1, _Ref(9))]
+                  if r == 0 else [])
+    out = tmp_path / "out" / "traces.otf2"
+    status, err = run(tmp_path / "in" / "traces.otf2", out, capsys)
+    assert status == 3
+    assert err.endswith("traces.otf2: location 0, record 10: undefined RMA window 9")
+    assert not out.parent.exists()
+
+
+@pytest.mark.usefixtures("path")
+def test_an_undefined_thread_team_is_accepted_and_written_back(tmp_path, capsys):
+    """A thread team the definitions lack (EZTrace's openmp module leaves some
+    nested teams undefined; ``otf2-print`` reads them as ``INVALID``): its members
+    come from the records, so it is accepted and written back as read."""
     write_archive(tmp_path / "in", extra=lambda r, t: [E.ThreadTeamBegin(t + 1, _Ref(9)),
                                                        E.ThreadTeamEnd(t + 2, _Ref(9))]
                   if r == 0 else [])
     out = tmp_path / "out" / "traces.otf2"
     status, err = run(tmp_path / "in" / "traces.otf2", out, capsys)
-    assert status == 3
-    assert err.endswith("traces.otf2: location 0, record 10: undefined thread team 9")
+    assert status == 0 and "error" not in err
+    shown = subprocess.run(["otf2-print", str(out)], capture_output=True, text=True)
+    assert shown.returncode == 0
+    assert shown.stdout.count("Thread Team: INVALID <9>") == 2
 
 
 def test_the_undefined_value_is_refused_only_where_otf2_requires_a_definition():
