@@ -17,9 +17,11 @@ instead of parsing the message. The subclasses keep their names and modules:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
-__all__ = ["FIELDS", "Refusal"]
+__all__ = ["FIELDS", "Refusal", "records_named", "renumber"]
 
 #: the fields :meth:`Refusal.update` may change
 FIELDS = ("file", "location", "record", "reason")
@@ -81,3 +83,35 @@ def _restore(cls: type[Refusal], args: tuple[Any, ...], fields: dict[str, Any]) 
     exc.args = args
     exc.__dict__.update(fields)
     return exc
+
+
+#: a record as a message names it: "location L, record R", or "record R" of the
+#: location named last before it
+_RECORD = re.compile(r"(?:location (\d+), )?record (\d+)")
+
+
+def _named(text: str) -> Iterator[tuple[re.Match, int | None, int]]:
+    """Each match of :data:`_RECORD` in ``text`` with its (location, record); the
+    location None for a bare "record R" before any location."""
+    loc = None
+    for m in _RECORD.finditer(text):
+        loc = int(m.group(1)) if m.group(1) is not None else loc
+        yield m, loc, int(m.group(2))
+
+
+def records_named(text: str) -> list[tuple[int, int]]:
+    """The (location, record) pairs ``text`` names (:func:`renumber` maps them)."""
+    return [(loc, r) for _m, loc, r in _named(text) if loc is not None]
+
+
+def renumber(text: str, record_of: Callable[[int, int], int]) -> str:
+    """``text`` (an error message, a verification example) with each record it
+    names given as ``record_of(location, record)``: what a segment of the stream
+    or a rank's trimmed view numbers its own way, named as in the whole trace."""
+    out, end = [], 0
+    for m, loc, r in _named(text):
+        if loc is None:
+            continue
+        out.append(text[end:m.start(2)] + str(record_of(loc, r)))
+        end = m.end(2)
+    return "".join(out) + text[end:]

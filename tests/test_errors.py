@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from compensate.cli.failure import EXIT_INPUT, failure_status
-from compensate.errors import Refusal
+from compensate.errors import Refusal, records_named, renumber
 from compensate.formats import AtomicOutput, OutputError, output_target
 from compensate.model import TraceError
 from compensate.platform import PlatformError, parse_duration
@@ -92,3 +92,18 @@ def test_a_failed_write_names_the_output_in_the_fields_too(tmp_path):
         out.discard()
     assert caught.file == str(tmp_path / "o.trace")
     assert str(caught) == f"{tmp_path / 'o.trace'}: location 1, record 2: cannot write"
+
+
+def test_renumber_maps_every_record_a_line_names():
+    """A verification example names records as "location L, record R" and, for a
+    record of the location just named, "record R": each is mapped by its location;
+    other numbers are left as they are."""
+    text = ("location 0, record 38: collective exit not after its own enter (record 36); "
+            "location 2, record 1: receive not after its send (location 0, record 5); "
+            "3 records, record 7 of nothing")
+    assert records_named("record 7: x; location 4, record 2") == [(4, 2)]
+    assert records_named(text)[:4] == [(0, 38), (0, 36), (2, 1), (0, 5)]
+    out = renumber(text, lambda loc, r: 1000 * (loc + 1) + r)
+    assert out == ("location 0, record 1038: collective exit not after its own enter "
+                   "(record 1036); location 2, record 3001: receive not after its send "
+                   "(location 0, record 1005); 3 records, record 1007 of nothing")

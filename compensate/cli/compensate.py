@@ -189,11 +189,16 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
         return defs
 
     def estimated(base: Platform | None):
+        from compensate.pipeline.cuts import SegmentError
         from compensate.pipeline.run import estimate_pass
         defs, chunks = read_chunks(args.input, payload=False)
-        return overhead_choice.estimate_from(
-            *estimate_pass(defs, interrupt.checkpoints(chunks, "estimate"), run_options(args),
-                           str(args.input), lookahead_of(args)), base)
+        try:
+            return overhead_choice.estimate_from(
+                *estimate_pass(defs, interrupt.checkpoints(chunks, "estimate"),
+                               run_options(args), str(args.input), lookahead_of(args)), base)
+        except SegmentError:  # a segment does not match: as in memory, where the run
+            chunks.close()    # that follows names the record exactly (or matches)
+            return overhead_choice.estimate(read_trace(args.input), base)
 
     def at_speed(platform: Platform):
         defs, chunks = read_chunks(args.input, payload=False)

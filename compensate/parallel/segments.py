@@ -59,6 +59,7 @@ from typing import Any
 
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers
 from compensate.engine.span import check_span
+from compensate.errors import records_named, renumber
 from compensate.matching.clocks import ClockAlignment
 from compensate.model import Definitions, Events, Trace
 from compensate.parallel.driver import (
@@ -186,8 +187,8 @@ class RankStream:
         self.sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
         # the processes' clock offsets (the ranks' clock pass's, or its first
         # estimate), added to the own chunks as they are read: the records carry
-        # the aligned times
-        self.sg.aligned = alignment is not None
+        # the aligned times (none to align for a copy, as in memory)
+        self.sg.aligned = alignment is not None or options.bound == "none"
         offsets = alignment.offsets if alignment is not None else {}
         self.shift = {loc: offsets.get(defs.process_of(loc), 0) for loc in self.mine}
         self.run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0,
@@ -264,6 +265,20 @@ class RankStream:
         release_memory()
         return out
 
+    def _whole_records(self) -> None:
+        """Rank 0's examples of a segment that failed verification naming the
+        records as the whole trace numbers them: each rank maps those of its own
+        locations (:meth:`Segmenter.whole_index`). Collective."""
+        t, v = self.transport, self.run.verification
+        named = t.allgather([p for x in v.examples for p in records_named(x)]
+                            if t.rank == 0 else None)[0]
+        mine = {(loc, r): self.sg.whole_index(loc, r) for loc, r in named
+                if self.owner.get(loc) == t.rank}
+        whole = {k: x for part in t.allgather(mine) for k, x in part.items()}
+        if t.rank == 0:
+            v.examples = [renumber(x, lambda loc, r: whole.get((loc, r), r))
+                          for x in v.examples]
+
     def segment(self, seg: dict[int, Events], records: int,
                 write: Callable[[int, Events], None],
                 advance: Callable[[int], None] | None = None,
@@ -296,6 +311,7 @@ class RankStream:
             run.add(result)
             ok = result.verification.ok
         if not t.allgather(ok)[0]:
+            self._whole_records()
             return False
         self._step(self._hand_over, segment, seg, result.times, write)
         run.records += records

@@ -45,13 +45,12 @@ synchronous messages) each rank counts for its own locations, and rank 0 sums th
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from compensate.errors import Refusal
+from compensate.errors import Refusal, renumber
 from compensate.matching import Matching
 from compensate.matching.devices import DEP_KINDS, PARAM
 from compensate.matching.enclosing import closing_leaves, enclosing_enters
@@ -231,9 +230,6 @@ def original(index: dict[int, np.ndarray], loc: int, idx: Any) -> Any:
     return int(out) if np.ndim(out) == 0 else out
 
 
-_WHERE = re.compile(r"location (\d+), record (\d+)")
-
-
 def _original_record(index: dict[int, np.ndarray], loc: int, idx: int) -> int:
     """The original index of position ``idx`` of ``loc`` if ``loc`` is trimmed and
     has that position, else ``idx``."""
@@ -244,7 +240,7 @@ def _original_record(index: dict[int, np.ndarray], loc: int, idx: int) -> int:
 def _remapped_fields(index: dict[int, np.ndarray], exc: Refusal) -> dict[str, Any]:
     """The fields of ``exc`` that name original records: its record (by its
     location), and the reason's text, which may name further records ("location
-    L, record R": the only place the regular expression is still needed)."""
+    L, record R": :func:`compensate.errors.renumber`)."""
     changes: dict[str, Any] = {"reason": remap_text(index, exc.reason)}
     if exc.location is not None and exc.record is not None:
         changes["record"] = _original_record(index, int(exc.location), int(exc.record))
@@ -256,19 +252,14 @@ def remap_text(index: dict[int, np.ndarray], text: str | BaseException) -> str:
     original record (error messages and verification examples). An exception
     gives its message: a :class:`~compensate.errors.Refusal` (TraceError, ...)
     renamed by its fields (its ``record`` mapped through its ``location``'s index
-    map), any other by the regular expression over the whole message."""
+    map), any other over the whole message (:func:`compensate.errors.renumber`)."""
     if isinstance(text, Refusal):
         return text.message(**_remapped_fields(index, text)) if index else str(text)
     if isinstance(text, BaseException):
         text = str(text)
     if not index:
         return text
-
-    def sub(m: re.Match) -> str:
-        loc = int(m.group(1))
-        return f"location {loc}, record {_original_record(index, loc, int(m.group(2)))}"
-
-    return _WHERE.sub(sub, text)
+    return renumber(text, lambda loc, r: _original_record(index, loc, r))
 
 
 def remap_error(index: dict[int, np.ndarray], exc: BaseException) -> None:

@@ -69,8 +69,10 @@ class Segmenter:
         self.source = source
         self.eager_limit = eager_limit
         self.strict = strict
-        #: the processes' clocks were aligned over the whole trace (clock_pass): a
-        #: receive still before its send is the in-memory run's too, not a refusal
+        #: the processes' clocks were aligned over the whole trace (clock_pass), or
+        #: are not to be (``--bound none``, whose copy the in-memory run does not
+        #: align either): a receive still before its send is the in-memory run's
+        #: too, not a refusal
         self.aligned = False
         self.done: dict[int, int] = defaultdict(int)  # records of earlier segments
         #: the first Enter/Leave that does not nest (record index in the location)
@@ -241,10 +243,14 @@ class Segmenter:
         if not (seeds or matching.threads.syncs or matching.threads.barriers):
             self.links.reach = {}
             return
-        self.links.reach = {
-            (loc, rows[loc][i][4] if i < len(rows[loc])
-             else self.done[loc] + i - len(rows[loc])): locs
-            for (loc, i), locs in release_reach(mtrace, matching.threads, seeds).items()}
+        self.links.reach = {(loc, self.whole_index(loc, i)): locs for (loc, i), locs
+                            in release_reach(mtrace, matching.threads, seeds).items()}
+
+    def whole_index(self, loc: int, i: int) -> int:
+        """The index in the whole trace of record ``i`` of location ``loc`` in the
+        current segment (its context records in front; before :meth:`advance`)."""
+        rows = self.ctx[loc].records() if loc in self.ctx else []
+        return rows[i][4] if i < len(rows) else self.done.get(loc, 0) + i - len(rows)
 
     def advance(self, seg: dict[int, Events], values: dict[int, np.ndarray] | None,
                 written: dict[int, np.ndarray] | None, matching: Matching) -> None:

@@ -28,6 +28,7 @@ from compensate.engine.fit import (
     outcome_of,
 )
 from compensate.engine.span import check_span
+from compensate.errors import renumber
 from compensate.matching import Matching, match
 from compensate.matching.clocks import (
     ClockAlignment,
@@ -40,7 +41,7 @@ from compensate.matching.clocks import (
     orders,
     shifted_times,
 )
-from compensate.model import Definitions, Events, Trace
+from compensate.model import Definitions, Events, Trace, TraceError
 from compensate.overhead import KindGaps, transfer_of
 from compensate.pipeline.context import ClocksDisagree, Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
@@ -319,12 +320,16 @@ def _matched_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
     """The segments of ``chunks`` each with its context in front, matched as they
     are (no check of the clocks): (segment, trace for matching, its matching),
     the context advanced past each; for the passes that read the matching only
-    (:func:`clock_pass`, :func:`estimate_pass`)."""
+    (:func:`clock_pass`, :func:`estimate_pass`). A segment that does not match
+    raises :class:`SegmentError`: the whole trace names the record exactly."""
     sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, lookahead=lookahead)
     for seg in cut_segments(cutter, held_in_bounds(cutter, chunks, source)):
         _, mtrace, _ = sg.traces(seg)
-        matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
+        try:
+            matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
+        except TraceError as exc:  # its record numbers are the segment's
+            raise SegmentError(str(exc)) from exc
         yield seg, mtrace, matching
         sg.advance(seg, None, None, matching)
         seg = mtrace = matching = None
@@ -389,6 +394,8 @@ def checked_chunks(defs: Definitions, chunks: Iterable[dict[int, Events]],
     leave the cutter no cut to find before the first segment's matching saw it."""
     if alignment is not None:
         return aligned_chunks(defs, chunks, alignment)
+    if options.bound == "none":  # a copy, whose clocks in memory are not aligned either
+        return iter(chunks)
     head, chunks = first_chunks(chunks, options.segment_records or SEGMENT_RECORDS)
     if first_offsets(defs, head):
         raise ClocksDisagree("a receive is stamped before its send: the processes' "
@@ -491,7 +498,7 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts,
                     lookahead=lookahead)
     eopts = options.engine_options(outcome)
-    sg.aligned = alignment is not None
+    sg.aligned = alignment is not None or options.bound == "none"
     run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0,
               clock_alignment=alignment if alignment is not None and alignment.offsets
               else None)
@@ -528,8 +535,12 @@ def _stream_segment(sg: Segmenter, seg: dict[int, Events], n_seg: int, share: Sh
                             errors=SegmentError)
     run.segments += 1
     run.largest_segment = max(run.largest_segment, n_seg)
+    failed = result.verification is not None and not result.verification.ok
+    if failed:  # its examples name the records as the whole trace numbers them
+        v = result.verification
+        v.examples = [renumber(x, sg.whole_index) for x in v.examples]
     run.add(result)
-    if result.verification is not None and not result.verification.ok:
+    if failed:
         return False
     offsets = run.clock_alignment.offsets if run.clock_alignment is not None else {}
     for loc, ev in output_events(segment, list(result.times.written), result.times).items():

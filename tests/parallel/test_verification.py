@@ -161,6 +161,50 @@ def test_violations_across_ranks_are_reported_as_one_process_reports_them(
     assert not (tmp_path / "par.trace").exists()
 
 
+def _late_violations() -> str:
+    """:data:`BAD` after 12 rounds of two correct messages to location 1: its
+    violations lie in a later segment of a small-segment stream."""
+    head, events = BAD.split("events\n")
+    rounds = []
+    for k in range(12):
+        t = 100 + 50 * k
+        rounds += [f"{t} 0 Enter region=1", f"{t} 1 Enter region=2", f"{t} 2 Enter region=1",
+                   f"{t + 10} 0 MpiSend receiver=1 comm=0 tag=0 bytes=8",
+                   f"{t + 10} 2 MpiSend receiver=1 comm=0 tag=1 bytes=8",
+                   f"{t + 20} 0 Leave region=1", f"{t + 20} 2 Leave region=1",
+                   f"{t + 30} 1 MpiRecv sender=0 comm=0 tag=0 bytes=8",
+                   f"{t + 31} 1 MpiRecv sender=2 comm=0 tag=1 bytes=8",
+                   f"{t + 40} 1 Leave region=2"]
+    return head + "events\n" + "\n".join(rounds) + "\n" + events
+
+
+def test_violations_in_a_later_segment_name_their_records_in_the_whole_trace(
+        tmp_path, capsys):
+    """A stream cut into small segments, in one process and on 2 and 3 ranks:
+    the violations are found in a segment with context records in front, and the
+    line names them as the whole trace numbers them, as in memory (it named the
+    segment's records). A copy's clocks are not aligned on any path (the stream
+    aligned them, and found 25 violations where memory finds 2)."""
+    bad = tmp_path / "bad.trace"
+    bad.write_text(_late_violations())
+    args = ["--bound", "none", "--quiet"]
+    assert main([str(bad), str(tmp_path / "one.trace"), *args, "--in-memory"]) == 4
+    one_err = capsys.readouterr().err
+    assert "2 happened-before violations (location 2, record 37: receive not after its " \
+        "send (location 0, record 41); location 0, record 38: collective exit before the " \
+        "enter of location 1, record 49)" in one_err
+    for size in ("8", "16", None):
+        extra = ["--segment-records", size] if size else []
+        assert main([str(bad), str(tmp_path / "s.trace"), *args, *extra]) == 4
+        assert capsys.readouterr().err == one_err, size
+    for ranks in (2, 3):
+        statuses = _thread_command(tmp_path, [str(bad), str(tmp_path / "par.trace"), *args,
+                                              "--segment-records", "8"], ranks, streamed=True)
+        assert statuses == [4] * ranks
+        assert capsys.readouterr().err == one_err, ranks
+    assert not any(tmp_path.glob("[sp]*.trace"))
+
+
 def test_a_rank_failing_while_verifying_stops_every_rank(monkeypatch):
     """A rank whose checks raise (between the exchange's collectives) stops every
     rank at the phase boundary: it raises its own error, the others RankFailed with
