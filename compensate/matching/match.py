@@ -36,7 +36,7 @@ from compensate.matching.collectives import (
 )
 from compensate.matching.devices import DeviceDeps, match_devices
 from compensate.matching.legacy import match_legacy
-from compensate.matching.nomessage import NO_MESSAGE
+from compensate.matching.nomessage import NO_MESSAGE, root_words
 from compensate.matching.p2p import Message, MessageTable, match_p2p
 from compensate.matching.partitioned import PartitionedDeps, match_partitioned
 from compensate.matching.rma import RmaDeps, match_rma
@@ -511,8 +511,8 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
             if cls in (ONE_TO_N, N_TO_ONE) and root < 0:
                 raise TraceError(
                     f"{COLLECTIVE_OP_NAMES[op]} instance {k} on communicator {comm} has no "
-                    f"valid root (rank {root_rank})", source=trace.source,
-                    location=locs[0], index=idx[0])
+                    f"valid root {root_words(trace, comm, root_rank, len(members))}",
+                    source=trace.source, location=locs[0], index=idx[0])
             inst = Instance(
                 comm=comm, op=op, cls=cls, known_op=known, root=root, locs=locs,
                 begin_idx=begins, end_idx=idx,

@@ -145,6 +145,20 @@ def intercomm_hint(trace: Trace, comm: int) -> str:
             "group (EZTrace 2.0 writes them so); not modelled")
 
 
+def root_words(trace: Trace, comm: int, root: int, members: int) -> str:
+    """Why a rooted collective's root ``root`` (as its first member names it) is
+    none of the ``members`` ranks of communicator ``comm``: the parenthesis and
+    clause a refusal
+    appends. The readers give every OTF2 root of 2^31 or more as NONE: OTF2's
+    NONE, SELF and THIS_GROUP, the roots (MPI_PROC_NULL, MPI_ROOT) a process of
+    an inter-communicator's root group names."""
+    if root >= 0:
+        return f"(rank {root}, of {members} members)"
+    return ("(the member names no rank: OTF2's root NONE, SELF or THIS_GROUP, which a "
+            "rooted collective names only on an inter-communicator, for MPI_ROOT and "
+            f"MPI_PROC_NULL){intercomm_hint(trace, comm)}")
+
+
 def refuse_received_before_sent(trace: Trace, loc_ids: list[int], send_li: np.ndarray,
                                 send_idx: np.ndarray, recv_li: np.ndarray,
                                 recv_idx: np.ndarray) -> None:

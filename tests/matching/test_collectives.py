@@ -192,3 +192,47 @@ def test_collectives_spread_over_a_ranks_threads_verify_alike_on_every_path(
     assert _thread_command(tmp, argv, 2, streamed=True) == [0, 0]
     outs.append((tmp / "par.trace").read_bytes())
     assert all(o == outs[0] for o in outs[1:])
+
+
+#: an MPI_Bcast whose members name no root rank (OTF2's NONE, SELF, THIS_GROUP)
+NO_ROOT = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=1
+region 1 "MPI_Bcast"
+{extra}comm 0 "MPI_COMM_WORLD" 0,1
+events
+1000 0 Enter region=1
+1000 1 Enter region=1
+1100 0 MpiCollectiveBegin
+1100 1 MpiCollectiveBegin
+1150 0 MpiCollectiveEnd op=BCAST comm=0 root=- sent=8 received=0
+1150 1 MpiCollectiveEnd op=BCAST comm=0 root=- sent=0 received=8
+1200 0 Leave region=1
+1200 1 Leave region=1
+"""
+
+
+@pytest.mark.parametrize("intercomm", [False, True])
+def test_a_rooted_collective_naming_no_root_rank_says_why(tmp_path, intercomm):
+    """A rooted collective whose first member names no rank (EZTrace 2.0 writes
+    MPI_ROOT and MPI_PROC_NULL so on an inter-communicator it defines as an
+    intra-communicator): refused saying what such a root means, with the
+    inter-communicator clause where the program creates one (was "rank -1")."""
+    path = tmp_path / "t.trace"
+    extra = 'region 2 "MPI_Intercomm_create"\n' if intercomm else ""
+    path.write_text(NO_ROOT.format(extra=extra))
+    with pytest.raises(TraceError) as err:
+        match(read_text(str(path)))
+    assert (err.value.location, err.value.record) == (0, 2)
+    assert str(err.value).endswith(": location 0, record 2: BCAST instance 0 on "
+                                   "communicator 0 has no valid root (the member names no "
+                                   "rank: OTF2's root NONE, SELF or THIS_GROUP, which a "
+                                   "rooted collective names only on an inter-communicator, "
+                                   "for MPI_ROOT and MPI_PROC_NULL)" +
+                                   ("; the program creates inter-communicators "
+                                    "(MPI_Intercomm_create) and the trace defines none: "
+                                    "communicator 0 may be one written as an "
+                                    "intra-communicator of its own group, whose ranks then "
+                                    "name the wrong group (EZTrace 2.0 writes them so); not "
+                                    "modelled" if intercomm else ""))
