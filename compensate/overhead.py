@@ -174,6 +174,13 @@ class KindGaps:
             old = self.best.get(code)
             self.best[code] = (min(g, old[0]), old[1] + n) if old else (g, n)
 
+    def merge(self, best: dict[int, tuple[float, int]]) -> None:
+        """Take in another part's :attr:`best` (other locations': a distributed
+        rank's own): each kind's smallest gap over both, their numbers summed."""
+        for code, (g, n) in best.items():
+            old = self.best.get(code)
+            self.best[code] = (min(g, old[0]), old[1] + n) if old else (g, n)
+
     def bounds(self) -> dict[str, tuple[float, int]]:
         """The bounds so far, by kind name (as :func:`kind_bounds`)."""
         return {KIND_NAMES[k]: v for k, v in sorted(self.best.items())}
@@ -211,24 +218,27 @@ def observed_transfers(trace: Trace) -> float | None:
     return None if found is not None and np.isnan(found) else found
 
 
-def transfer_of(trace: Trace, matching: Any) -> float | None:
+def transfer_of(trace: Trace, matching: Any, receivers: set[int] | None = None
+                ) -> float | None:
     """:func:`observed_transfers` of ``trace`` given its matching; a NaN where a
-    receive is stamped before its send (no bound, whatever else is found)."""
+    receive is stamped before its send (no bound, whatever else is found).
+    ``receivers``: of the messages (and orders) whose receive is on one of these
+    locations only (a distributed rank's own)."""
     from compensate.matching.clocks import inversions
 
     table = matching.table
     if not len(table.send_li):
         return None
-    if inversions(trace, table, matching.instances)[0]:
+    if inversions(trace, table, matching.instances, receivers)[0]:
         return float("nan")
-    locs = list(trace.events)
+    locs = list(table.loc_ids)
     t = {li: trace.events[loc].time for li, loc in enumerate(locs)}
     res = float(trace.definitions.timer_resolution)
     best = None
     for sl, si, rl, ri, ei in zip(table.send_li.tolist(), table.send_idx.tolist(),
                                   table.recv_li.tolist(), table.recv_idx.tolist(),
                                   table.recv_enter_idx.tolist(), strict=True):
-        if ei < 0:
+        if ei < 0 or receivers is not None and locs[rl] not in receivers:
             continue
         send_t, recv_t, enter_t = t[sl][si], t[rl][ri], t[rl][ei]
         if enter_t <= send_t:  # the receiver waited: the transfer was observed

@@ -62,7 +62,7 @@ from compensate.gcpause import gc_paused
 from compensate.matching.nomessage import NO_MESSAGE
 from compensate.parallel.timeout import DEFAULT_RANK_TIMEOUT, rank_timeout
 from compensate.pipeline import Outcome, Run, RunOptions, decide, fit_pass, in_memory, streamed
-from compensate.pipeline.options import Job
+from compensate.pipeline.options import EstimateLater, Job
 from compensate.pipeline.outcome import EXIT_OVERCOMPENSATED, EXIT_VERIFY
 from compensate.pipeline.unclosed import Unclosed, scan
 from compensate.platform import Platform
@@ -177,6 +177,41 @@ def load_platform(args: argparse.Namespace) -> Platform | None:
     return platform
 
 
+def estimate_whole(args: argparse.Namespace, base: Platform | None
+                   ) -> tuple[Platform, dict]:
+    """``--overhead estimate`` in one process: the pass over the input's segments
+    (:func:`compensate.pipeline.run.estimate_pass`), or over the whole trace in
+    memory where a segment does not match (as ``--in-memory``: the run that
+    follows names the record exactly, or matches)."""
+    from compensate.formats import read_chunks
+    from compensate.pipeline.cuts import SegmentError
+    from compensate.pipeline.run import estimate_pass
+    defs, chunks = read_chunks(args.input, payload=False)
+    try:
+        return overhead_choice.estimate_from(
+            *estimate_pass(defs, interrupt.checkpoints(chunks, "estimate"),
+                           run_options(args), str(args.input), lookahead_of(args)), base)
+    except SegmentError:
+        chunks.close()
+        return overhead_choice.estimate(read_trace(args.input), base)
+
+
+def estimate_later(args: argparse.Namespace) -> EstimateLater:
+    """``--overhead estimate`` of a distributed run, made on the ranks
+    (:class:`~compensate.pipeline.options.EstimateLater`): the platform and the
+    summary object ``choose_overhead`` gives, from the ranks' pass or, where the
+    run does not stream, from :func:`estimate_whole`."""
+    base = load_platform(args)
+
+    def labelled(found: tuple[Platform, dict]) -> tuple[Platform, dict]:
+        return found[0], {"source": "estimate", **found[1]}
+
+    return EstimateLater(
+        whole=lambda: labelled(estimate_whole(args, base)),
+        finish=lambda bounds, transfer: labelled(
+            overhead_choice.estimate_from(bounds, transfer, base)))
+
+
 def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
     """The platform to use and the summary's ``overhead`` object
     (:func:`compensate.overhead.choose`: command line, platform file, the trace's
@@ -187,18 +222,6 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
         defs, chunks = read_chunks(args.input)
         chunks.close()
         return defs
-
-    def estimated(base: Platform | None):
-        from compensate.pipeline.cuts import SegmentError
-        from compensate.pipeline.run import estimate_pass
-        defs, chunks = read_chunks(args.input, payload=False)
-        try:
-            return overhead_choice.estimate_from(
-                *estimate_pass(defs, interrupt.checkpoints(chunks, "estimate"),
-                               run_options(args), str(args.input), lookahead_of(args)), base)
-        except SegmentError:  # a segment does not match: as in memory, where the run
-            chunks.close()    # that follows names the record exactly (or matches)
-            return overhead_choice.estimate(read_trace(args.input), base)
 
     def at_speed(platform: Platform):
         defs, chunks = read_chunks(args.input, payload=False)
@@ -212,7 +235,8 @@ def choose_overhead(args: argparse.Namespace) -> tuple[Platform | None, dict]:
 
     try:
         return overhead_choice.choose(load_platform(args), args.overhead, definitions,
-                                      estimated, args.bound != "none",
+                                      lambda base: estimate_whole(args, base),
+                                      args.bound != "none",
                                       cold_calls=getattr(args, "cold_calls", False),
                                       speed=at_speed if getattr(args, "speed", "trace")
                                       == "trace" else None)
@@ -316,21 +340,32 @@ def _run(argv: list[str] | None) -> int:
         trace_format(args.output)
     except ValueError as exc:
         raise Usage(str(exc)) from None
-    platform, overhead_info = choose_overhead(args)
-    if platform is None and args.bound != "none":
-        raise Usage(f"no platform: {PLATFORM_HINT}", synopsis=False)
+    distributed = args.mpi or parallel.launched()
+    later = None
+    if distributed and args.overhead == "estimate" and args.bound != "none":
+        later = estimate_later(args)  # (made on the ranks: docs/parallel.md)
+        platform, overhead_info = None, None
+    else:
+        platform, overhead_info = choose_overhead(args)
+        if platform is None and args.bound != "none":
+            raise Usage(f"no platform: {PLATFORM_HINT}", synopsis=False)
     args.overhead_info = overhead_info
     target = output_target(args.input, args.output, args.force)
     show = not args.quiet and sys.stderr.isatty()
-    if args.mpi or parallel.launched():  # mpiexec -n P compensate ...: docs/parallel.md
+    if distributed:  # mpiexec -n P compensate ...: docs/parallel.md
         if not parallel.available():
             raise Usage("--mpi needs mpi4py: pip install 'compensate[mpi]'", synopsis=False)
         job = Job(str(args.input), str(args.output), run_options(args), platform,
-                  args.in_memory, args.rank_timeout or None)
-        return parallel.run_parallel(
-            job, lambda: _Outputs(args, target, in_parts=True),
-            lambda outputs, run, seconds, extra, write: finish(
-                args, outputs, platform, False, run, seconds, write, extra))
+                  args.in_memory, args.rank_timeout or None, estimate=later)
+
+        def finish_ranks(outputs, run, seconds, extra, write) -> int:
+            if later is not None:  # (estimated on the ranks)
+                args.overhead_info = later.info
+            return finish(args, outputs, platform if later is None else later.platform,
+                          False, run, seconds, write, extra)
+
+        return parallel.run_parallel(job, lambda: _Outputs(args, target, in_parts=True),
+                                     finish_ranks)
     outputs = _Outputs(args, target)
     try:
         if not args.in_memory:

@@ -488,6 +488,10 @@ def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:
             agreed(transport, lambda: None)
         # the temporary output every rank writes its part into (rank 0 made it)
         tmp = transport.allgather(outputs.parts_tmp if outputs is not None else None)[0]
+        if job.estimate is not None:  # --overhead estimate, made on the ranks
+            from compensate.parallel.estimate import made_on_ranks
+            job = made_on_ranks(transport, job, (lambda: _plan(transport, job))
+                                if streams(job) else None)
         read_seconds: dict[str, float] = {}
         # an OTF2 output copies the records from the input: no payload objects
         payload = format_of(job.output).needs_payload

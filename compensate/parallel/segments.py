@@ -62,6 +62,7 @@ from compensate.engine.span import check_span
 from compensate.errors import records_named, renumber
 from compensate.matching.clocks import ClockAlignment
 from compensate.model import Definitions, Events, Trace
+from compensate.overhead import KindGaps, transfer_of
 from compensate.parallel.driver import (
     FALLBACK,
     FALLBACK_CLOCKS,
@@ -252,6 +253,21 @@ class RankStream:
             self._matched(seg, lambda segment, matching: found.add(
                 segment.match, matching, seg, guess, set(self.mine)))
         return found
+
+    def gaps_and_transfer(self, seg: dict[int, Events], records: int, gaps: KindGaps
+                          ) -> float | None:
+        """``--overhead estimate``'s look at one segment (``records`` records in
+        all), as the one-process pass takes it
+        (:func:`compensate.pipeline.run.estimate_pass`): the gaps of this rank's
+        own records added to ``gaps``, and the shortest observed transfer of the
+        messages whose receive it owns (NaN where one of its receives or
+        collective exits is stamped before what it waits for). Collective."""
+        if not records:
+            return None
+        for loc, ev in seg.items():
+            gaps.add(loc, ev)
+        return self._matched(seg, lambda segment, matching: transfer_of(
+            segment.match, matching, set(self.mine)))
 
     def _matched(self, seg: dict[int, Events], read: Callable[[Segment, Any], Any]) -> Any:
         """``read(segment, matching)`` of this rank's view of one segment, matched,

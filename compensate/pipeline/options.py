@@ -5,6 +5,7 @@ of running."""
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -84,6 +85,23 @@ class Job:
     in_memory: bool = False
     #: the distributed run's ``--rank-timeout`` (seconds; None or 0: wait forever)
     rank_timeout: float | None = None
+    #: ``--overhead estimate`` left to the distributed run (:class:`EstimateLater`)
+    estimate: EstimateLater | None = None
+
+
+@dataclass
+class EstimateLater:
+    """``--overhead estimate`` of a distributed run, made on the ranks:
+    ``whole()``, the one-process estimate (platform, summary object) for a run that
+    does not stream; ``finish(bounds, transfer)``, the platform and summary object
+    from what the ranks' streamed pass found
+    (:func:`compensate.overhead.estimate_from`, on ``--platform``'s platform). The
+    run puts what it found in ``platform`` and ``info``."""
+
+    whole: Callable[[], tuple[Platform, dict]]
+    finish: Callable[[dict, float | None], tuple[Platform, dict]]
+    platform: Platform | None = None
+    info: dict | None = None
 
 
 def _count(value: object) -> int:

@@ -78,6 +78,11 @@ def commands(tmp: Path, tag: str) -> list[tuple[str, list[str]]]:
         (f"stencil_streamed_{tag}.trace",
          [str(tmp / "stencil.trace"), str(tmp / f"stencil_streamed_{tag}.trace"), *plat,
           "--segment-records", "64"]),
+        # --overhead estimate made on the ranks (compensate/parallel/estimate.py):
+        # the same overhead object and output
+        (f"stencil_estimate_{tag}.trace",
+         [str(tmp / "stencil.trace"), str(tmp / f"stencil_estimate_{tag}.trace"),
+          "--overhead", "estimate", "--segment-records", "64"]),
         (f"real_{tag}/traces.otf2",
          [str(real), str(tmp / f"real_{tag}" / "traces.otf2"), "--overhead", "100ns"]),
     ]
