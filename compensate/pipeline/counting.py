@@ -72,7 +72,8 @@ class CountingCutter(Cutter):
 
     def read_ahead(self, unclosed: Unclosed) -> None:
         """:meth:`Cutter.read_ahead` over what this cutter keeps: a never-completed
-        request's time from :attr:`times` (every record's), a never-received send
+        request's or collective Begin's time from :attr:`times` (every record's), a
+        never-received send
         from the kept records (every send is one), by their record numbers."""
         self.unclosed = unclosed
         for loc, parts in self.times.items():
@@ -81,7 +82,8 @@ class CountingCutter(Cutter):
                 continue
             start = self.seen[loc] - held
             times = np.concatenate(parts)
-            requests = times[unclosed.of("requests", loc, start, start + held)]
+            requests = times[np.concatenate((unclosed.of("requests", loc, start, start + held),
+                                             unclosed.of("begins", loc, start, start + held)))]
             kept = self.pending.get(loc)
             rows = Events.concat(kept) if kept else Events.from_rows([])
             numbers = np.concatenate(self.numbers[loc]) if kept else np.zeros(0, np.int64)

@@ -226,10 +226,12 @@ class Cutter:
 
     def _never_closed(self, loc: int, ev: Events, start: int) -> None:
         """Close, where they open, the records of one location's records ``ev``
-        (numbered from ``start``) that the rest of the trace never closes."""
+        (numbered from ``start``) that the rest of the trace never closes
+        (requests, collective Begins, sends)."""
         u, n = self.unclosed, len(ev)
-        self._close(loc, ev.time[u.of("requests", loc, start, start + n)], ev,
-                    u.of("sends", loc, start, start + n))
+        opened = np.concatenate((u.of("requests", loc, start, start + n),
+                                 u.of("begins", loc, start, start + n)))
+        self._close(loc, ev.time[opened], ev, u.of("sends", loc, start, start + n))
 
     def _close(self, loc: int, request_times: np.ndarray, rows: Events,
                sends: np.ndarray) -> None:

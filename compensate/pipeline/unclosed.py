@@ -15,6 +15,11 @@ so that the cutter can count them as closed where they open:
   that no later record of its location completes or cancels, paired as the cutter
   pairs them (by request id; a new request under an id still open leaves the
   earlier one open for good);
+- an MpiCollectiveBegin no MpiCollectiveEnd closes: the next collective record of
+  its location is another Begin, or there is none (EZTrace 2.0 writes only a Begin
+  in MPI_Ibarrier, MPI_Ibcast, MPI_Iallreduce, ...; matching leaves it a local
+  record, :func:`compensate.matching.collectives.collective_pairs`, and the
+  cutter's collective counts take Ends only);
 - a send (MpiSend, MpiIsend; not one to MPI_PROC_NULL, which sends nothing) beyond
   its channel's receives: per channel (sender, receiver, communicator, tag) the
   receives (MpiRecv, MpiIrecv, a probe that took its message) of the whole trace
@@ -42,6 +47,8 @@ import numpy as np
 
 from compensate.matching.p2p import key_ids
 from compensate.model import (
+    COLL_BEGIN,
+    COLL_END,
     IRECV,
     IRECV_REQUEST,
     ISEND,
@@ -65,14 +72,15 @@ REQUEST_KINDS = kind_table(_OPEN, ISEND_COMPLETE, IRECV, NBC_COMPLETE, REQUEST_C
 @dataclass
 class Unclosed:
     """Per location, the record numbers (counted from the location's first record)
-    of the requests (``requests``) and sends (``sends``) the trace never closes;
-    sorted."""
+    of the requests (``requests``), sends (``sends``) and collective Begins
+    (``begins``) the trace never closes; sorted."""
 
     requests: dict[int, np.ndarray] = field(default_factory=dict)
     sends: dict[int, np.ndarray] = field(default_factory=dict)
+    begins: dict[int, np.ndarray] = field(default_factory=dict)
 
     def of(self, which: str, loc: int, start: int, stop: int) -> np.ndarray:
-        """The numbers of ``which`` (``requests`` or ``sends``) of ``loc`` in
+        """The numbers of ``which`` (``requests``, ``sends`` or ``begins``) of ``loc`` in
         ``[start, stop)``, less ``start``: positions in a chunk that begins at
         record ``start``."""
         numbers = getattr(self, which).get(loc)
@@ -95,6 +103,10 @@ class Scanned:
     cancelled: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
     sends: dict[tuple, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
     receives: dict[tuple, int] = field(default_factory=lambda: defaultdict(int))
+    #: per location, its last MpiCollectiveBegin if no End came after it, and the
+    #: Begins another Begin followed before any End
+    open_begin: dict[int, int] = field(default_factory=dict)
+    lone_begins: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
 
     def _sent(self) -> dict[tuple, np.ndarray]:
         """Each channel's sends that could be received (not cancelled Isends)."""
@@ -129,9 +141,13 @@ class Scanned:
                 received = receives.get(channel, 0)
                 if numbers.size > received:
                     sends[channel[0]].append(numbers[received:])
+        begins = {loc: np.array(sorted(v), dtype=np.int64)
+                  for loc, v in self.lone_begins.items() if v}
+        for loc, number in self.open_begin.items():
+            begins[loc] = np.append(begins.get(loc, np.zeros(0, np.int64)), number)
         return Unclosed(
             {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
-            {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()})
+            {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()}, begins)
 
 
 def add_counts(parts: Iterable[tuple[dict[tuple, int], dict[tuple, int]]]
@@ -164,7 +180,25 @@ def scan_part(defs: Definitions, chunks: Iterable[dict[int, Events]]) -> Scanned
             st.seen[loc] = base + len(ev)
             _requests(st, loc, ev, base)
             _messages(st, defs, loc, ev, base)
+            _begins(st, loc, ev, base)
     return st
+
+
+def _begins(st: Scanned, loc: int, ev: Events, base: int) -> None:
+    """Find the collective Begins of one location's chunk that no End closes: each
+    followed by another Begin before any End (the last one's fate is the next
+    chunk's)."""
+    idx = np.flatnonzero((ev.kind == COLL_BEGIN) | (ev.kind == COLL_END))
+    if not idx.size:
+        return
+    begin = ev.kind[idx] == COLL_BEGIN
+    prev = st.open_begin.pop(loc, None)
+    if prev is not None and begin[0]:
+        st.lone_begins[loc].append(prev)
+    lone = idx[:-1][begin[:-1] & begin[1:]]
+    st.lone_begins[loc].extend((base + lone).tolist())
+    if begin[-1]:
+        st.open_begin[loc] = base + int(idx[-1])
 
 
 def _requests(st: Scanned, loc: int, ev: Events, base: int) -> None:

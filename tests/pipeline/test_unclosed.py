@@ -4,6 +4,8 @@ and sends a trace never closes, by hand, and the cuts the cutter makes with it."
 import numpy as np
 
 from compensate.model import (
+    COLL_BEGIN,
+    COLL_END,
     ENTER,
     IRECV,
     IRECV_REQUEST,
@@ -25,7 +27,7 @@ from tests.pipelines import trace_chunks
 from tests.rowbuilder import RowBuilder
 
 REGIONS = {1: "MPI_Send", 2: "MPI_Recv", 3: "MPI_Isend", 4: "MPI_Irecv", 5: "MPI_Wait",
-           6: "work"}
+           6: "work", 7: "MPI_Ibarrier"}
 
 
 def _trace(rows: list[list[tuple]]) -> Trace:
@@ -106,5 +108,42 @@ def test_the_cutter_cuts_after_sends_never_received_only_with_the_look_ahead():
     sizes = [sum(len(ev) for ev in seg.values()) for seg in seen]
     assert len(seen) > 5 and max(sizes) < 4 * 40
     for loc, ev in trace.events.items():  # every record once, in order
+        got = np.concatenate([seg[loc].time for seg in seen if loc in seg])
+        assert np.array_equal(got, ev.time)
+
+
+def _collective(end: bool) -> list[tuple]:
+    """An MPI_Barrier call (Begin and End) or, without ``end``, an MPI_Ibarrier
+    as EZTrace 2.0 writes it (a Begin alone)."""
+    cols = {"comm": 0, "op": 0}
+    return [(ENTER, {"region": 7}), (COLL_BEGIN, {}), *([(COLL_END, cols)] if end else []),
+            (LEAVE, {"region": 7})]
+
+
+def test_a_collective_begin_no_end_closes_is_named():
+    """A Begin followed by another Begin before any End, or by none, is named; a
+    Begin its End closes, across a chunk boundary too, is not."""
+    r0 = [*_collective(False), *_collective(True), *_collective(False),   # 0-2, 3-6, 7-9
+          *_collective(False)]                                            # 10-12
+    trace = _trace([r0])
+    for size in (1, 3, 100):
+        u = scan(trace.definitions, trace_chunks(trace, size))
+        assert {k: v.tolist() for k, v in u.begins.items()} == {0: [1, 8, 11]}, size
+
+
+def test_the_cutter_cuts_after_lone_collective_begins_with_the_look_ahead():
+    """Every round an MPI_Ibarrier EZTrace writes as a Begin alone, then work: the
+    cutter cuts once it has read ahead (it held the whole trace after the first
+    Begin), and every record is handed out once, in order."""
+    rounds = [*_collective(False), (ENTER, {"region": 6}), (LEAVE, {"region": 6})] * 60
+    trace = _trace([rounds, rounds])
+    blind = list(cut_segments(Cutter(trace.definitions, 40), trace_chunks(trace, 10)))
+    ahead = Cutter(trace.definitions, 40,
+                   lookahead=lambda: scan(trace.definitions, trace_chunks(trace, 7)))
+    seen = list(cut_segments(ahead, trace_chunks(trace, 10)))
+    assert max(sum(len(ev) for ev in seg.values()) for seg in blind) >= trace.record_count - 2
+    sizes = [sum(len(ev) for ev in seg.values()) for seg in seen]
+    assert len(seen) > 5 and max(sizes) < 4 * 40
+    for loc, ev in trace.events.items():
         got = np.concatenate([seg[loc].time for seg in seen if loc in seg])
         assert np.array_equal(got, ev.time)

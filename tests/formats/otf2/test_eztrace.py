@@ -103,7 +103,7 @@ def test_the_archives_are_there_and_small():
                                                   "trylock", "mpiio", "waits", "ringf",
                                                   "memory", "ompt", "commthread",
                                                   "commp2p", "twothreads", "single", "nested",
-                                                  "procnull-openmpi"}
+                                                  "ibarrier", "procnull-openmpi"}
     assert {p.parent.name for p in REFUSED} == {"mtmpi", "intercomm"}
     for anchor in ARCHIVES + REFUSED:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
@@ -228,6 +228,30 @@ def test_nested_teams_pair_per_rank_with_a_team_never_defined(tmp_path):
         out = tmp_path / f"o{len(mode)}" / "traces.otf2"
         assert main([str(anchor), str(out), "--overhead", "estimate", "--quiet", *mode]) == 0
         assert records(out) == records(anchor)
+
+
+def test_lone_collective_begins_let_the_stream_cut(tmp_path):
+    """ibarrier/: every MPI_Ibarrier is a MpiCollectiveBegin with no End. The
+    stream cutter counted it open for good and held the rest of the trace as one
+    segment (at 64 records a segment: 2 segments, the largest 1,809 of 1,812); its
+    look-ahead now closes such a Begin where it opens: many small segments, on
+    ranks too, and the in-memory output."""
+    from tests.parallel.test_command import _thread_command
+    anchor = DATA / "ibarrier" / "eztrace_log.otf2"
+    outs = {}
+    for name, extra in (("whole", ["--in-memory"]), ("one", ["--segment-records", "64"]),
+                        ("ranks", ["--segment-records", "64"])):
+        out, summary = tmp_path / name / "traces.otf2", tmp_path / f"{name}.json"
+        argv = [str(anchor), str(out), "--overhead", "10ns", "--quiet", "--summary",
+                str(summary), *extra]
+        if name == "ranks":
+            assert _thread_command(tmp_path, argv, 2, streamed=True) == [0, 0]
+        else:
+            assert main(argv) == 0
+        outs[name] = (records(out), json.loads(summary.read_text()).get("segments"))
+    assert outs["one"][0] == outs["whole"][0] == outs["ranks"][0]
+    for name in ("one", "ranks"):
+        assert outs[name][1]["count"] > 20 and outs[name][1]["largest"] < 400, outs[name]
 
 
 def test_calls_eztrace_records_nothing_of_are_counted_and_the_run_verifies(tmp_path):
