@@ -208,8 +208,24 @@ def refuse_other_lengths(trace: Trace, loc_ids: list[int], evs: list[Events],
         f"{KIND_NAMES[evs[int(send_li[j])].kind[send_idx[j]]]} of {int(sent[j])} bytes on "
         f"location {s_loc}, record {int(send_idx[j])}: the trace lacks receives or sends of "
         f"this channel (as EZTrace writes no receive for an MPI_Irecv completed in MPI_Wait "
-        f"or MPI_Waitall), so its messages cannot be paired",
+        f"or MPI_Waitall){dup_hint(trace)}, so its messages cannot be paired",
         source=trace.source, location=r_loc, index=int(recv_idx[j]))
+
+
+#: the calls that make a communicator EZTrace 2.0 may write as its parent's
+_DUPLICATING = ("mpi_comm_dup", "mpi_comm_idup")
+
+
+def dup_hint(trace: Trace) -> str:
+    """For a channel whose records do not pair: if the program duplicates a
+    communicator (MPI_Comm_dup), the other likely cause, as a clause to append;
+    else ''. EZTrace 2.0 writes the messages and collectives on a duplicate under
+    its parent's id (MPI_COMM_WORLD's), so two MPI channels become one."""
+    names = trace.definitions.regions.values()
+    if not any(name.lower().startswith(_DUPLICATING) for name in names):
+        return ""
+    return (" or holds two channels in one (the program calls MPI_Comm_dup, and EZTrace "
+            "2.0 writes the messages on a duplicate as on its parent communicator)")
 
 
 def off_rank_hint(trace: Trace, locations: list[int], comms: list[int]) -> str:

@@ -176,3 +176,48 @@ def test_the_eztrace_archives_by_rank_as_in_one_process(name):
     trace = c.read(DATA / name / "eztrace_log.otf2")
     one, par = both(trace, Platform(5e-8), "lower", size=len(trace.events))
     assert_parity(one, par)
+
+
+#: rank 0 sends 64 bytes, then 32, on one channel; rank 1 receives 32, then 64 (as
+#: EZTrace writes an MPI_Isend on a duplicate of MPI_COMM_WORLD and an MPI_Send on
+#: MPI_COMM_WORLD itself, received in the other order)
+CROSSED = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0
+location 1 group=1
+region 1 "MPI_Send"
+region 2 "MPI_Recv"
+{extra}comm 0 "MPI_COMM_WORLD" 0,1
+events
+100 0 Enter region=1
+110 0 MpiSend receiver=1 comm=0 tag=0 bytes=64
+120 0 Leave region=1
+130 0 Enter region=1
+140 0 MpiSend receiver=1 comm=0 tag=0 bytes=32
+150 0 Leave region=1
+200 1 Enter region=2
+210 1 MpiRecv sender=0 comm=0 tag=0 bytes=32
+220 1 Leave region=2
+230 1 Enter region=2
+240 1 MpiRecv sender=0 comm=0 tag=0 bytes=64
+250 1 Leave region=2
+"""
+
+
+@pytest.mark.parametrize("dup", [False, True])
+def test_a_receive_of_another_length_than_its_send_is_refused_saying_why(tmp_path, dup):
+    """MPI's order pairs the 32-byte receive with the 64-byte send: not one message,
+    refused at the receive; where the program calls MPI_Comm_dup the line adds the
+    other cause (EZTrace writes a duplicate's messages as its parent's)."""
+    path = tmp_path / "t.trace"
+    path.write_text(CROSSED.format(extra='region 3 "MPI_Comm_dup"\n' if dup else ""))
+    with pytest.raises(TraceError) as err:
+        match(read_text(str(path)))
+    assert (err.value.location, err.value.record) == (1, 1)
+    clause = (" or holds two channels in one (the program calls MPI_Comm_dup, and EZTrace "
+              "2.0 writes the messages on a duplicate as on its parent communicator)")
+    assert str(err.value).endswith(
+        "MpiRecv of 32 bytes pairs by MPI's message order with the MpiSend of 64 bytes on "
+        "location 0, record 1: the trace lacks receives or sends of this channel (as "
+        "EZTrace writes no receive for an MPI_Irecv completed in MPI_Wait or MPI_Waitall)"
+        f"{clause if dup else ''}, so its messages cannot be paired")
