@@ -22,6 +22,7 @@ it was overridden by or estimated from; the one-line summary names the source.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -168,15 +169,16 @@ class KindGaps:
         flush = kinds == BUFFER_FLUSH
         if flush.any():
             gaps[flush] -= (size[:-1][flush] - time[:-1][flush]).astype(np.float64)
+        found = {}
         for code in np.unique(kinds).tolist():
             sel = kinds == code
-            g, n = float(gaps[sel].min()) / res, int(sel.sum())
-            old = self.best.get(code)
-            self.best[code] = (min(g, old[0]), old[1] + n) if old else (g, n)
+            found[code] = (float(gaps[sel].min()) / res, int(sel.sum()))
+        self.merge(found)
 
     def merge(self, best: dict[int, tuple[float, int]]) -> None:
-        """Take in another part's :attr:`best` (other locations': a distributed
-        rank's own): each kind's smallest gap over both, their numbers summed."""
+        """Take in another part's :attr:`best` (a piece of records, or other
+        locations': a distributed rank's own): each kind's smallest gap over both,
+        their numbers summed."""
         for code, (g, n) in best.items():
             old = self.best.get(code)
             self.best[code] = (min(g, old[0]), old[1] + n) if old else (g, n)
@@ -184,6 +186,33 @@ class KindGaps:
     def bounds(self) -> dict[str, tuple[float, int]]:
         """The bounds so far, by kind name (as :func:`kind_bounds`)."""
         return {KIND_NAMES[k]: v for k, v in sorted(self.best.items())}
+
+
+@dataclass
+class ShortestTransfer:
+    """:func:`transfer_of` over the parts of a trace (a stream's segments, the
+    ranks' shares): the shortest transfer found, unknown (None) once a part
+    found a receive stamped before its send (NaN)."""
+
+    best: float | None = None
+    skewed: bool = False
+
+    def add(self, found: float | None) -> None:
+        """Take one part's :func:`transfer_of`."""
+        if found is not None and np.isnan(found):
+            self.skewed = True
+        elif found is not None and (self.best is None or found < self.best):
+            self.best = found
+
+    def merge(self, other: ShortestTransfer) -> None:
+        """Take in another part's findings (a distributed rank's)."""
+        self.skewed |= other.skewed
+        self.add(other.best)
+
+    @property
+    def value(self) -> float | None:
+        """The shortest transfer, None where none bounds anything."""
+        return None if self.skewed else self.best
 
 
 def continued(last: dict[int, tuple], loc: int, *columns: np.ndarray

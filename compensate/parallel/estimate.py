@@ -17,10 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from compensate.model import Definitions, Events
-from compensate.overhead import KindGaps
+from compensate.overhead import KindGaps, ShortestTransfer
 from compensate.parallel.segments import OwnSplitter, RankStream, StreamFallback
 from compensate.parallel.transport import Transport
 from compensate.pipeline.options import Job, RunOptions
@@ -75,19 +73,13 @@ def estimate_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     rs = RankStream(defs, transport, owner, Platform(0.0), options, source=source)
     rs.sg.aligned = True  # (a receive before its send ends the transfer bound, no more)
     splitter = OwnSplitter(defs, own_chunks)
-    gaps, best, skewed = KindGaps(defs), None, False
+    gaps, shortest = KindGaps(defs), ShortestTransfer()
     for cut, records in cuts:
         seg = rs.share.step(splitter.split, cut)
-        found = rs.gaps_and_transfer(seg, records, gaps)
+        shortest.add(rs.gaps_and_transfer(seg, records, gaps))
         seg = None
-        if found is not None and np.isnan(found):
-            skewed = True
-        elif found is not None and (best is None or found < best):
-            best = found
-    total = KindGaps(defs)
-    for part, transfer, skew in transport.allgather((gaps.best, best, skewed)):
-        total.merge(part)
-        skewed |= skew
-        if transfer is not None and (best is None or transfer < best):
-            best = transfer
-    return total.bounds(), None if skewed else best
+    all_gaps, all_shortest = KindGaps(defs), ShortestTransfer()
+    for part, found in transport.allgather((gaps.best, shortest)):
+        all_gaps.merge(part)
+        all_shortest.merge(found)
+    return all_gaps.bounds(), all_shortest.value

@@ -42,7 +42,7 @@ from compensate.matching.clocks import (
     shifted_times,
 )
 from compensate.model import Definitions, Events, Trace, TraceError
-from compensate.overhead import KindGaps, transfer_of
+from compensate.overhead import KindGaps, ShortestTransfer, transfer_of
 from compensate.pipeline.context import ClocksDisagree, Segmenter
 from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
 from compensate.pipeline.memory import (
@@ -298,19 +298,14 @@ def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
             for loc, ev in chunk.items():
                 gaps.add(loc, ev)
         return gaps.bounds(), None
-    best: float | None = None
-    skewed = False
+    shortest = ShortestTransfer()
     with memory_guard("streaming the trace"):
         for seg, mtrace, matching in _matched_segments(defs, chunks, options, source,
                                                        lookahead):
             for loc, ev in seg.items():
                 gaps.add(loc, ev)
-            found = transfer_of(mtrace, matching)
-            if found is not None and np.isnan(found):  # a receive before its send
-                skewed = True
-            elif found is not None and (best is None or found < best):
-                best = found
-    return gaps.bounds(), None if skewed else best
+            shortest.add(transfer_of(mtrace, matching))
+    return gaps.bounds(), shortest.value
 
 
 def _matched_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
