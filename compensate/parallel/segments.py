@@ -272,7 +272,7 @@ class RankStream:
     def _matched(self, seg: dict[int, Events], read: Callable[[Segment, Any], Any]) -> Any:
         """``read(segment, matching)`` of this rank's view of one segment, matched,
         then the context carried on (a pass that compensates nothing: the fit's
-        observations, the clock bounds); every step a phase of
+        observations, the clock bounds, the estimate's transfers); every step a phase of
         :func:`fallback_step`. Collective."""
         segment, _ = self._step(self._views, seg)
         matching = self._step(lambda: self.sg.match(segment.match))

@@ -168,9 +168,8 @@ class Segmenter:
         if first is not None and self.nesting_first is None:
             # segments come in time order: the first segment with one has the first;
             # its index counts the records of earlier segments, not the context
-            loc = first["location"]
-            p = len(self.ctx[loc].records()) if loc in self.ctx else 0
-            self.nesting_first = dict(first, index=self.done[loc] + first["index"] - p)
+            self.nesting_first = dict(first, index=self.whole_index(first["location"],
+                                                                    first["index"]))
         self._lock_order(mtrace, matching)
         self._synchronizes(mtrace, matching)
         return matching
@@ -223,7 +222,7 @@ class Segmenter:
                 here = sev is not None and bool(np.any((sev.kind == LEAVE) & (sev.time < t)))
                 if not here and links.device_leave[s_loc] >= after:
                     raise NotStreamable(
-                        f"location {loc}, record {self.done[loc] + i - p}: a synchronize "
+                        f"location {loc}, record {self.whole_index(loc, i)}: a synchronize "
                         f"call after the cut waits for device work on location {s_loc} "
                         f"that ended before it; this trace is compensated in memory")
 

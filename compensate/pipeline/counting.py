@@ -82,8 +82,7 @@ class CountingCutter(Cutter):
                 continue
             start = self.seen[loc] - held
             times = np.concatenate(parts)
-            requests = times[np.concatenate((unclosed.of("requests", loc, start, start + held),
-                                             unclosed.of("begins", loc, start, start + held)))]
+            requests = times[unclosed.opened(loc, start, start + held)]
             kept = self.pending.get(loc)
             rows = Events.concat(kept) if kept else Events.from_rows([])
             numbers = np.concatenate(self.numbers[loc]) if kept else np.zeros(0, np.int64)

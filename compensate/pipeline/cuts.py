@@ -229,9 +229,8 @@ class Cutter:
         (numbered from ``start``) that the rest of the trace never closes
         (requests, collective Begins, sends)."""
         u, n = self.unclosed, len(ev)
-        opened = np.concatenate((u.of("requests", loc, start, start + n),
-                                 u.of("begins", loc, start, start + n)))
-        self._close(loc, ev.time[opened], ev, u.of("sends", loc, start, start + n))
+        self._close(loc, ev.time[u.opened(loc, start, start + n)], ev,
+                    u.of("sends", loc, start, start + n))
 
     def _close(self, loc: int, request_times: np.ndarray, rows: Events,
                sends: np.ndarray) -> None:

@@ -89,6 +89,12 @@ class Unclosed:
         lo, hi = np.searchsorted(numbers, [start, stop])
         return numbers[lo:hi] - start
 
+    def opened(self, loc: int, start: int, stop: int) -> np.ndarray:
+        """:meth:`of` the requests and the collective Begins together: the records
+        the cutter closes where they open (a send also leaves its channel's balance)."""
+        return np.concatenate((self.of("requests", loc, start, stop),
+                               self.of("begins", loc, start, stop)))
+
 
 @dataclass
 class Scanned:
