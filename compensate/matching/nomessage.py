@@ -127,6 +127,12 @@ def refuse_receive(trace: Trace, loc: int, i: int, src: int, comm: int, tag: int
         source=trace.source, location=loc, index=i)
 
 
+def calls(trace: Trace, prefixes: tuple[str, ...]) -> bool:
+    """Whether the program calls a function whose name (a region's, any case)
+    begins with one of ``prefixes`` (lower case)."""
+    return any(name.lower().startswith(prefixes) for name in trace.definitions.regions.values())
+
+
 def intercomm_hint(trace: Trace, comm: int) -> str:
     """For an unmatched receive on communicator ``comm``: if the program created an
     inter-communicator (it calls MPI_Intercomm_create) and the trace defines none
@@ -135,9 +141,8 @@ def intercomm_hint(trace: Trace, comm: int) -> str:
     side as an intra-communicator of its own group, so a peer rank names a member
     of the wrong group and the two sides' messages cannot be paired from the
     trace."""
-    defs = trace.definitions
-    if any(c.inter for c in defs.comms.values()) or not any(
-            name.lower().startswith("mpi_intercomm_create") for name in defs.regions.values()):
+    if any(c.inter for c in trace.definitions.comms.values()) or not calls(
+            trace, ("mpi_intercomm_create",)):
         return ""
     return (f"; the program creates inter-communicators (MPI_Intercomm_create) and the "
             f"trace defines none: communicator {comm} may be one written as an "
@@ -221,8 +226,7 @@ def dup_hint(trace: Trace) -> str:
     communicator (MPI_Comm_dup), the other likely cause, as a clause to append;
     else ''. EZTrace 2.0 writes the messages and collectives on a duplicate under
     its parent's id (MPI_COMM_WORLD's), so two MPI channels become one."""
-    names = trace.definitions.regions.values()
-    if not any(name.lower().startswith(_DUPLICATING) for name in names):
+    if not calls(trace, _DUPLICATING):
         return ""
     return (" or holds two channels in one (the program calls MPI_Comm_dup, and EZTrace "
             "2.0 writes the messages on a duplicate as on its parent communicator)")
