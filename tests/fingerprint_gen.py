@@ -76,7 +76,7 @@ SUMMARY_ADDED = {"fit": {"rejected", "rejected_model", "quality", "overridden"},
                  "p2p_cases": {"m2_fitted_overridden"},
                  "dependencies": {"unrecorded_calls", "collective_begins_without_end",
                                   "proc_null_records", "unidentified_receives",
-                                  "receives_left_unmatched"}}
+                                  "receives_left_unmatched", "receives_past_a_gap"}}
 THREADS_ADDED = {"local_locks"}
 
 

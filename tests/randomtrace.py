@@ -41,7 +41,7 @@ OPS = [("ALLREDUCE", 4), ("BCAST", 5), ("REDUCE", 6), ("BARRIER", 4)]
 
 
 def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False,
-                 lost: bool = False) -> Trace:
+                 lost: bool = False, gaps: bool = False) -> Trace:
     """``draw_int(lo, hi)`` supplies every random choice (hypothesis or random).
     ``extended`` adds the kinds of issue 16: MPI_Issend completed in MPI_Wait, handle
     collectives (a synchronising MPI_Comm_dup, an MPI_Comm_free that may be local),
@@ -50,7 +50,9 @@ def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False,
     found by a plain MPI_Probe and received by MPI_Recv. ``lost`` adds what EZTrace
     writes for an MPI_Irecv completed in MPI_Wait: the receiver's MpiIrecvRequest,
     never completed, and the sender's MPI_Send or MPI_Isend (its request completed
-    or not), which no receive record takes."""
+    or not), which no receive record takes; on tags of their own, or with ``gaps``
+    on the recorded messages' tags too (a gap among a channel's recorded receives:
+    :mod:`compensate.matching.nomessage`)."""
     t = [draw_int(0, 1000) for _ in range(n_locs)]
     b = [RowBuilder() for _ in range(n_locs)]
     req = [0] * n_locs
@@ -61,7 +63,7 @@ def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False,
     for _ in range(steps):
         what = draw_int(0, 8 if extended else 3)
         if lost and draw_int(0, 3) == 0:
-            _lost_step(draw_int, gap, t, b, req, n_locs)
+            _lost_step(draw_int, gap, t, b, req, n_locs, gaps)
             continue
         if what >= 4:
             _extended_step(what, draw_int, gap, t, b, req, n_locs)
@@ -111,15 +113,16 @@ def random_trace(draw_int, n_locs: int, steps: int, extended: bool = False,
     return _trace(b, n_locs)
 
 
-def _lost_step(draw_int, gap, t, b, req, n_locs) -> None:
+def _lost_step(draw_int, gap, t, b, req, n_locs, gaps: bool = False) -> None:
     """A message whose receive the tracer did not record (``lost``): the receiver
     posts an MPI_Irecv and waits; the send is blocking or an MPI_Isend completed
     in an MPI_Wait, or never completed by a record."""
     s = draw_int(0, n_locs - 1)
     r = (s + draw_int(1, n_locs - 1)) % n_locs
-    # (tags of their own: a recorded receive on the channel would take the lost
-    # message's send, by MPI's order, as the matching pairs them)
-    size, tag, how = draw_int(0, 1 << 20), 3 + draw_int(0, 1), draw_int(0, 2)
+    # (tags of their own, unless ``gaps``: a recorded receive on the channel after
+    # the lost one is then left unpaired)
+    size, how = draw_int(0, 1 << 20), draw_int(0, 2)
+    tag = draw_int(0, 4) if gaps else 3 + draw_int(0, 1)
     req[r] += 1
     _one_call(b[r], t, r, gap, 19, IRECV_REQUEST, request=req[r])
     region, kind = (1, SEND) if how == 0 else (20, ISEND)

@@ -867,7 +867,7 @@ def _unended_note(begins: int) -> None:
 def _no_message_note(deps: dict) -> None:
     """One line on stderr each for point-to-point records that carry no message the
     matching can identify (:mod:`compensate.matching.nomessage`): local records."""
-    null, bad, left = (deps.get(k, 0) for k in NO_MESSAGE)
+    null, bad, left, gap = (deps.get(k, 0) for k in NO_MESSAGE)
     if null:
         print(f"compensate: note: {null:,} sends and receives name MPI_PROC_NULL (their "
               f"peer is UNDEFINED, or Open MPI's -2): no message; they are compensated as "
@@ -880,6 +880,12 @@ def _no_message_note(deps: dict) -> None:
               f"they and the {left:,} receives their locations posted after them on the "
               f"same communicators are compensated as local records, their messages not "
               f"modelled", file=sys.stderr)
+    if gap:
+        print(f"compensate: note: {gap:,} receives come after a gap on their channel (it "
+              f"holds more sends than receives, and a receive the tracer did not record, "
+              f"as EZTrace 2.0 records no MPI_Irecv completed in MPI_Wait or MPI_Test, lies "
+              f"before them): which send each took is unknown, so they are compensated as "
+              f"local records, their messages not modelled", file=sys.stderr)
 
 
 def _unrecorded_note(calls: dict) -> None:

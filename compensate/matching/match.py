@@ -91,7 +91,8 @@ class Matching:
     unrecorded_by_location: dict = field(default_factory=dict)
     #: point-to-point records that carry no message the matching can identify, per
     #: location (only where there are some): ``{location: (MPI_PROC_NULL records,
-    #: unidentified receives, receives left unmatched after one)}``
+    #: unidentified receives, receives left unmatched after one, receives past a
+    #: channel's gap)}``
     #: (:mod:`compensate.matching.nomessage`); local time. Summed by :meth:`unrecorded`
     no_message_by_location: dict = field(default_factory=dict)
     #: Enter/Leave that do not nest (:class:`Nesting`): Leaves closing a call that
@@ -143,7 +144,8 @@ class Matching:
     def unrecorded(self, own: Collection[int] | None = None) -> dict:
         """The summary's ``unrecorded_calls`` (by call name),
         ``collective_begins_without_end``, ``proc_null_records``,
-        ``unidentified_receives`` and ``receives_left_unmatched``, over
+        ``unidentified_receives``, ``receives_left_unmatched`` and
+        ``receives_past_a_gap``, over
         :attr:`unrecorded_by_location` and :attr:`no_message_by_location` (only the
         locations ``own``, if given: a distributed rank's)."""
         calls: dict[str, int] = {}
@@ -153,7 +155,7 @@ class Matching:
                 for name, k in named.items():
                     calls[name] = calls.get(name, 0) + k
                 begins += n
-        skipped = [0, 0, 0]
+        skipped = [0] * len(NO_MESSAGE)
         for loc, counts in self.no_message_by_location.items():
             if own is None or loc in own:
                 skipped = [a + b for a, b in zip(skipped, counts, strict=True)]

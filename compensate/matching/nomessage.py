@@ -19,6 +19,22 @@ a note (docs/messages.md), never guessed:
   As the channel is unknown, every receive of that location on that communicator
   posted at or after it is left unmatched too (``left``): fewer dependencies,
   none wrong. The sends they took stay unmatched sends.
+* **Receives past a gap**: a channel (sender, receiver, communicator, tag) with
+  fewer receives than sends, where a receive the tracer did not record lies among
+  the recorded ones (EZTrace 2.0 writes no MpiIrecv for an MPI_Irecv completed in
+  MPI_Wait, MPI_Waitall or MPI_Test, so a channel that mixes them with MPI_Recv
+  has such gaps). MPI's order pairs the k-th receive with the k-th send only up to
+  the channel's last *balance point*: a time T before which the channel's sends
+  and receives are equally many, j each. Those j receives took the j sends before
+  T (a message is received after it is sent), so they pair in order; a recorded
+  receive after the last balance point took some later send, which one the trace
+  cannot say. Such receives are local records (``gap``), their sends unmatched
+  sends: :func:`receives_past_gaps`. Where only the channel's last receives are
+  missing (a message never received, a trace cut short), its last balance point
+  follows its last receive and every receive pairs. The rule keeps a segment's
+  pairing the whole trace's: the stream cuts only at times every channel
+  balances (:mod:`compensate.pipeline.unclosed` closes no send of a channel with a
+  gap).
 
 :func:`off_rank_hint` says why a receive that does name a rank has no send.
 A receive records the length of the message it took, so where MPI's order pairs
@@ -37,7 +53,8 @@ from compensate.model import IRECV, KIND_NAMES, NONE, RECV, Definitions, Events,
 ARRAY_COMPLETIONS = ("MPI_Waitsome", "MPI_Testsome", "MPI_Waitany", "MPI_Testany",
                      "MPI_Waitall", "MPI_Testall")
 #: the summary's counts (``dependencies``), in the order :func:`receives_kept` gives them
-NO_MESSAGE = ("proc_null_records", "unidentified_receives", "receives_left_unmatched")
+NO_MESSAGE = ("proc_null_records", "unidentified_receives", "receives_left_unmatched",
+              "receives_past_a_gap")
 
 
 def message_peers(ev: Events, idx: np.ndarray) -> np.ndarray:
@@ -71,7 +88,7 @@ def receives_kept(defs: Definitions, loc: int, ev: Events, at: np.ndarray,
         dropped = keep & on & (order >= start)
         left += int(np.count_nonzero(dropped))
         keep &= ~dropped
-    return keep, (int(np.count_nonzero(null)), int(np.count_nonzero(bad)), left)
+    return keep, (int(np.count_nonzero(null)), int(np.count_nonzero(bad)), left, 0)
 
 
 def from_array(trace: Trace, structure: dict, loc_ids: list[int], dst: np.ndarray,
@@ -110,10 +127,80 @@ def receives_left(over: np.ndarray, dst: np.ndarray, comm: np.ndarray, order: np
         dropped = on & (order >= order[on & over].min())
         keep &= ~dropped
         n_over = int(np.count_nonzero(dropped & over))
-        had = skipped.get(loc_ids[d], (0, 0, 0))
-        skipped[loc_ids[d]] = (had[0], had[1] + n_over,
-                               had[2] + int(np.count_nonzero(dropped)) - n_over)
+        add_skipped(skipped, loc_ids[d],
+                    (0, n_over, int(np.count_nonzero(dropped)) - n_over, 0))
     return keep
+
+
+def add_skipped(skipped: dict, loc: int, counts: tuple[int, ...]) -> None:
+    """Add a location's counts (in the order of :data:`NO_MESSAGE`) to ``skipped``."""
+    had = skipped.get(loc, (0,) * len(NO_MESSAGE))
+    skipped[loc] = tuple(a + b for a, b in zip(had, counts, strict=True))
+
+
+def last_balance(s_key: np.ndarray, s_time: np.ndarray, r_key: np.ndarray,
+                 r_time: np.ndarray, nkeys: int) -> np.ndarray:
+    """Per channel key, how many receives lie before its last balance point (module
+    docstring): the largest j <= its receives such that some time T has j sends and
+    j receives before it, i.e. max(s[j-1], r[j-1]) < min(s[j], r[j]) over the
+    channel's send and receive times sorted (r[receives] = +inf; j = 0 always
+    balances). Only for keys with more sends than receives (others: their count)."""
+    n_s = np.bincount(s_key, minlength=nkeys)
+    n_r = np.bincount(r_key, minlength=nkeys)
+    m = np.minimum(n_r, n_s)
+    so = np.lexsort((s_time, s_key))
+    ro = np.lexsort((r_time, r_key))
+    st, rk, rt = s_time[so], r_key[ro], r_time[ro]
+    gapped = (n_r > 0) & (n_r < n_s)
+    sel = np.flatnonzero(gapped[rk])  # the sorted receives of such keys
+    if not sel.size:
+        return m
+    s_start = np.r_[0, np.cumsum(n_s)[:-1]]
+    r_start = np.r_[0, np.cumsum(n_r)[:-1]]
+    k = rk[sel]
+    j = sel - r_start[k]  # (0-based: the balance count j + 1)
+    nxt = np.where(j + 1 < n_r[k], rt[np.minimum(sel + 1, len(rt) - 1)], np.iinfo(np.int64).max)
+    lo = np.maximum(st[s_start[k] + j], rt[sel])
+    hi = np.minimum(st[s_start[k] + j + 1], nxt)
+    m[gapped] = 0
+    ok = lo < hi
+    np.maximum.at(m, k[ok], j[ok] + 1)
+    return m
+
+
+def receives_past_gaps(evs: list[Events], s_li: np.ndarray, s_idx: np.ndarray,
+                       s_key: np.ndarray, r_li: np.ndarray, r_idx: np.ndarray,
+                       r_key: np.ndarray, nkeys: int, loc_ids: list[int],
+                       skipped: dict) -> np.ndarray:
+    """Which of the joined receive columns (``r_li``: location positions, ``r_idx``:
+    the records holding the message's channel, ``r_key``: its key) the matching may
+    pair: on a channel with fewer receives than sends, those before its last
+    balance point (:func:`last_balance`; module docstring). The others are counted
+    in ``skipped`` as ``receives_past_a_gap``."""
+    n_s = np.bincount(s_key, minlength=nkeys)
+    n_r = np.bincount(r_key, minlength=nkeys)
+    keep = np.ones(len(r_key), dtype=bool)
+    if not ((n_r > 0) & (n_r < n_s)).any():
+        return keep
+    s_time, r_time = (_times(evs, li, idx) for li, idx in ((s_li, s_idx), (r_li, r_idx)))
+    m = last_balance(s_key, s_time, r_key, r_time, nkeys)
+    order = np.lexsort((r_time, r_key))
+    rank = np.empty(len(r_key), dtype=np.int64)
+    r_start = np.r_[0, np.cumsum(n_r)[:-1]]
+    rank[order] = np.arange(len(r_key)) - r_start[r_key[order]]
+    keep = rank < m[r_key]
+    for d in np.unique(r_li[~keep]).tolist():
+        add_skipped(skipped, loc_ids[d], (0, 0, 0, int(np.count_nonzero(~keep & (r_li == d)))))
+    return keep
+
+
+def _times(evs: list[Events], li: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The measured times of records ``idx`` of the locations ``evs[li]``."""
+    out = np.empty(len(idx), dtype=np.int64)
+    for d in np.unique(li).tolist():
+        on = li == d
+        out[on] = evs[d].time[idx[on]]
+    return out
 
 
 def refuse_receive(trace: Trace, loc: int, i: int, src: int, comm: int, tag: int,

@@ -23,11 +23,13 @@ import numpy as np
 
 from compensate.matching.enclosing import closing_leaves, enclosing_enters
 from compensate.matching.nomessage import (
+    add_skipped,
     from_array,
     message_peers,
     off_rank_hint,
     receives_kept,
     receives_left,
+    receives_past_gaps,
     refuse_other_lengths,
     refuse_receive,
     refuse_received_before_sent,
@@ -343,7 +345,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
             idx = idx[~np.isin(idx, np.fromiter(cancelled, dtype=np.int64))]
         named = message_peers(ev, idx)
         if named.size < idx.size:
-            skipped[loc] = (idx.size - named.size, 0, 0)
+            add_skipped(skipped, loc, (idx.size - named.size, 0, 0, 0))
         idx = named
         dst = _peer_positions(trace, pos_of, loc, ev, idx)
         s_parts.append((np.full(idx.size, li, dtype=np.int64), idx, dst,
@@ -379,8 +381,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         idx, post = np.concatenate((idx, m_probe)), np.concatenate((post, m_post))
         keep, counts = receives_kept(trace.definitions, loc, ev, at, order)
         if not keep.all():
-            had = skipped.get(loc, (0, 0, 0))
-            skipped[loc] = tuple(a + b for a, b in zip(had, counts, strict=True))
+            add_skipped(skipped, loc, counts)
             at, order, data, probe, idx, post = (
                 a[keep] for a in (at, order, data, probe, idx, post))
         src = _peer_positions(trace, pos_of, loc, ev, at)
@@ -415,7 +416,14 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
                 a[keep] for a in (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key,
                                   r_data, r_probe))
             key, p_key, nkeys = keys()
-            n_sends, n_recvs = (np.bincount(k, minlength=nkeys) for k in (key[:ns], key[ns:]))
+    keep = receives_past_gaps(evs, s_src, s_idx, key[:ns], r_dst, r_idx, key[ns:], nkeys,
+                              loc_ids, skipped)
+    if not keep.all():  # (receives a channel's gap leaves without their send)
+        (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data, r_probe) = (
+            a[keep] for a in (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key,
+                              r_data, r_probe))
+        key, p_key, nkeys = keys()
+    n_sends, n_recvs = (np.bincount(k, minlength=nkeys) for k in (key[:ns], key[ns:]))
     nr = len(r_idx)
     s_key, r_key = key[:ns], key[ns:]
     s_order = np.argsort(s_key, kind="stable")  # per key: location order, record order

@@ -484,7 +484,7 @@ class CutAgreement:
         read, self.lookahead = self.lookahead, None
         scanned = []
 
-        def scan() -> tuple[dict, dict]:
+        def scan() -> tuple[dict, dict, dict]:
             scanned.append(scan_part(self.defs, read()))
             return scanned[0].counts()
 

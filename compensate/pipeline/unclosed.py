@@ -25,7 +25,12 @@ so that the cutter can count them as closed where they open:
   receives (MpiRecv, MpiIrecv, a probe that took its message) of the whole trace
   take the channel's sends in order (MPI's non-overtaking rule, which the cutter's
   exact check assumes), and a cancelled MpiIsend takes no receive, so the sends
-  after the first ``receives`` are never received. None where some channel has
+  after the first ``receives`` are never received. Only where those are the
+  channel's last sends, after its last receive (its last *balance point*,
+  :mod:`compensate.matching.nomessage`, follows that receive): a channel with a
+  gap, a receive the tracer did not record among the recorded ones, stays open
+  after the gap, as matching leaves its later receives unpaired there in every
+  segment and in the whole trace. None where some channel has
   more receives than sends (a receive whose status names no real sender, as
   EZTrace's ``MPI_Waitsome`` writes: :mod:`compensate.matching.nomessage`): the
   cutter's busy function counts every receive as closing a message, so such a
@@ -67,6 +72,9 @@ _OPEN = (ISEND, IRECV_REQUEST, NBC_REQUEST)
 #: the records that open a request or complete or cancel one, paired by request id
 #: (the cutter's and this scan's one rule)
 REQUEST_KINDS = kind_table(_OPEN, ISEND_COMPLETE, IRECV, NBC_COMPLETE, REQUEST_CANCELLED)
+#: :meth:`Scanned.counts`: per channel, its receives, its sends that could be
+#: received, its last receive's time
+Counts = tuple[dict[tuple, int], dict[tuple, int], dict[tuple, int]]
 
 
 @dataclass
@@ -99,8 +107,8 @@ class Unclosed:
 @dataclass
 class Scanned:
     """What :func:`scan_part` read: per location, its requests left open and
-    its cancelled Isends, and per channel its sends' record numbers (all on the
-    sender's location) and its receives' count."""
+    its cancelled Isends, and per channel its sends' record numbers and times (all
+    on the sender's location) and its receives' count and last time."""
 
     seen: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     open_requests: dict[int, dict[int, tuple[int, int]]] = field(
@@ -108,44 +116,53 @@ class Scanned:
     unclosed_requests: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     cancelled: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
     sends: dict[tuple, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
+    send_times: dict[tuple, list[np.ndarray]] = field(
+        default_factory=lambda: defaultdict(list))
     receives: dict[tuple, int] = field(default_factory=lambda: defaultdict(int))
+    last_receive: dict[tuple, int] = field(default_factory=dict)
     #: per location, its last MpiCollectiveBegin if no End came after it, and the
     #: Begins another Begin followed before any End
     open_begin: dict[int, int] = field(default_factory=dict)
     lone_begins: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
 
-    def _sent(self) -> dict[tuple, np.ndarray]:
-        """Each channel's sends that could be received (not cancelled Isends)."""
+    def _sent(self) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+        """Each channel's sends that could be received (not cancelled Isends): their
+        record numbers and times."""
         out = {}
         for channel, parts in self.sends.items():
             numbers = np.concatenate(parts)
+            times = np.concatenate(self.send_times[channel])
             cancelled = self.cancelled.get(channel[0])
             if cancelled:  # (a cancelled Isend takes no receive)
-                numbers = numbers[~np.isin(numbers, list(cancelled))]
-            out[channel] = numbers
+                kept = ~np.isin(numbers, list(cancelled))
+                numbers, times = numbers[kept], times[kept]
+            out[channel] = numbers, times
         return out
 
-    def counts(self) -> tuple[dict[tuple, int], dict[tuple, int]]:
-        """(receives, sends that could be received) per channel of the locations
-        read: summed over every part of the trace, what :meth:`unclosed` needs."""
-        return dict(self.receives), {c: int(n.size) for c, n in self._sent().items()}
+    def counts(self) -> Counts:
+        """(receives, sends that could be received, the last receive's time) per
+        channel of the locations read: summed over every part of the trace
+        (:func:`add_counts`), what :meth:`unclosed` needs."""
+        return (dict(self.receives), {c: int(n.size) for c, (n, _) in self._sent().items()},
+                dict(self.last_receive))
 
-    def unclosed(self, totals: tuple[dict[tuple, int], dict[tuple, int]] | None = None
-                 ) -> Unclosed:
+    def unclosed(self, totals: Counts | None = None) -> Unclosed:
         """The requests still open at the end and the sends beyond their channel's
         receives, of the locations read; no sends where some channel has more
-        receives than sends (module docstring). ``totals``: :meth:`counts` summed
-        over the whole trace (default: this part's, the whole trace read here)."""
-        receives, sent = totals if totals is not None else self.counts()
+        receives than sends, none of a channel with a gap (module docstring).
+        ``totals``: :meth:`counts` summed over the whole trace (default: this
+        part's, the whole trace read here)."""
+        receives, sent, last = totals if totals is not None else self.counts()
         requests: dict[int, list[int]] = defaultdict(list, self.unclosed_requests)
         for loc, opened in self.open_requests.items():
             requests[loc].extend(number for _, number in opened.values())
         sends: dict[int, list[np.ndarray]] = defaultdict(list)
         excess = any(n > sent.get(channel, 0) for channel, n in receives.items())
         if not excess:
-            for channel, numbers in self._sent().items():
+            for channel, (numbers, times) in self._sent().items():
                 received = receives.get(channel, 0)
-                if numbers.size > received:
+                if numbers.size > received and (not received or (
+                        times[received] > max(times[received - 1], last[channel]))):
                     sends[channel[0]].append(numbers[received:])
         begins = {loc: np.array(sorted(v), dtype=np.int64)
                   for loc, v in self.lone_begins.items() if v}
@@ -156,17 +173,20 @@ class Scanned:
             {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()}, begins)
 
 
-def add_counts(parts: Iterable[tuple[dict[tuple, int], dict[tuple, int]]]
-               ) -> tuple[dict[tuple, int], dict[tuple, int]]:
-    """Every part's :meth:`Scanned.counts` added up per channel."""
+def add_counts(parts: Iterable[Counts]) -> Counts:
+    """Every part's :meth:`Scanned.counts` added up per channel (the last receive:
+    the latest)."""
     receives: dict[tuple, int] = defaultdict(int)
     sent: dict[tuple, int] = defaultdict(int)
-    for r, s in parts:
+    last: dict[tuple, int] = {}
+    for r, s, t in parts:
         for channel, n in r.items():
             receives[channel] += n
         for channel, n in s.items():
             sent[channel] += n
-    return dict(receives), dict(sent)
+        for channel, x in t.items():
+            last[channel] = max(x, last.get(channel, x))
+    return dict(receives), dict(sent), last
 
 
 def scan(defs: Definitions, chunks: Iterable[dict[int, Events]]) -> Unclosed:
@@ -239,5 +259,7 @@ def _messages(st: Scanned, defs: Definitions, loc: int, ev: Events, base: int) -
         mine = idx[inverse == j]
         if send[idx[f]]:
             st.sends[channel].append(base + mine)
+            st.send_times[channel].append(ev.time[mine].astype(np.int64))
         else:
             st.receives[channel] += int(mine.size)
+            st.last_receive[channel] = int(ev.time[mine[-1]])

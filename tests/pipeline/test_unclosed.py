@@ -84,6 +84,25 @@ def test_a_receive_more_than_its_channel_sends_names_no_sends():
     assert scan(trace.definitions, trace_chunks(trace, 4)).sends == {}
 
 
+def test_a_channel_with_a_gap_names_no_sends():
+    """Rank 0 sends twice on tag 5 (records 1 at 10 and 4 at 40) and twice on tag 6
+    (7 at 70, 10 at 100); rank 1 receives one of each: tag 5's at 51, after both its
+    sends (either may be its: a gap, the channel stays open after it, as matching
+    leaves that receive unpaired), tag 6's at 91, before the second send (only the
+    last is never received: named)."""
+    r0 = [*_call(1, SEND, peer=1, comm=0, tag=5, size=8),
+          *_call(1, SEND, peer=1, comm=0, tag=5, size=8),
+          *_call(1, SEND, peer=1, comm=0, tag=6, size=8),
+          *_call(1, SEND, peer=1, comm=0, tag=6, size=8)]
+    r1 = [(ENTER, {"region": 6}), (LEAVE, {"region": 6}), (ENTER, {"region": 6}),
+          (LEAVE, {"region": 6}), *_call(2, RECV, peer=0, comm=0, tag=5, size=8),
+          (ENTER, {"region": 6}), *_call(2, RECV, peer=0, comm=0, tag=6, size=8)]
+    trace = _trace([r0, r1])
+    assert (int(trace.events[1].time[5]), int(trace.events[1].time[9])) == (51, 91)
+    u = scan(trace.definitions, trace_chunks(trace, 3))
+    assert {k: v.tolist() for k, v in u.sends.items()} == {0: [10]}
+
+
 def _unreceived(n: int) -> Trace:
     """``n`` rounds of: rank 0 Isends to rank 1, whose receive is not recorded
     (MpiIrecvRequest only), then some work on both."""
