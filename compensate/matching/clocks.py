@@ -23,7 +23,10 @@ on a loaded machine, where a transfer can wait milliseconds for its receiver to
 be scheduled, it moved a 2-rank EZTrace ring by 2.8 ms where 94 µs ordered every
 message.) Where the interval is empty (the clocks drift) its middle is taken.
 The pairs are chained from the first process along a breadth-first spanning
-tree. Only a trace that violates the order (some receive before its
+tree; where that breaks a bound between two processes the tree does not link (a
+ring of three, whose third pair only its messages relate) and some offsets meet
+every bound, the processes are fixed one by one in the tree's order within what
+the bounds through all of them allow. Only a trace that violates the order (some receive before its
 send) is changed: a trace whose clocks agree with every message keeps its times.
 """
 
@@ -161,15 +164,23 @@ def bounds(found: Orders) -> dict[tuple[int, int], int]:
     return lower
 
 
+#: processes up to which :func:`chained_offsets` solves every pair's bounds at once
+#: (all pairs' longest chains of bounds: memory and time grow as its square and cube)
+JOINT_LIMIT = 512
+
+
 def chained_offsets(lower: dict[tuple[int, int], int]) -> dict[int, int]:
     """Offset (ticks) per process from the pairwise bounds ``lower``
     (:func:`bounds`), chained from the first process along a breadth-first
-    spanning tree."""
+    spanning tree. Where that breaks a bound between two processes off the tree
+    (a ring of three: 0-1 and 0-2 chained, 1-2 not looked at) and some offsets
+    meet every bound, those are taken instead (:func:`_joint`)."""
     neighbours: dict[int, set[int]] = {}
     for a, b in lower:
         neighbours.setdefault(a, set()).add(b)
         neighbours.setdefault(b, set()).add(a)
     offsets: dict[int, int] = {}
+    parent: dict[int, int] = {}
     for root in sorted(neighbours):
         if root in offsets:
             continue
@@ -180,8 +191,44 @@ def chained_offsets(lower: dict[tuple[int, int], int]) -> dict[int, int]:
             for b in sorted(neighbours[a]):
                 if b not in offsets:
                     offsets[b] = offsets[a] + _pair_offset(lower, a, b)
+                    parent[b] = a
                     todo.append(b)
-    return offsets
+    if all(offsets[b] - offsets[a] >= v for (a, b), v in lower.items()):
+        return offsets
+    return _joint(lower, list(offsets), parent) or offsets
+
+
+def _joint(lower: dict[tuple[int, int], int], order: list[int], parent: dict[int, int]
+           ) -> dict[int, int] | None:
+    """Offsets that meet every bound of ``lower``, or None where none do (clocks
+    that drift) or there are more than :data:`JOINT_LIMIT` processes. The
+    processes are fixed in ``order`` (the spanning tree's, roots first), each at
+    the value its bounds through every process fixed before it allow that is
+    nearest its tree parent's (a root: 0), so that where the tree meets every
+    bound this gives its offsets. The bounds through chains of processes come from
+    all pairs' shortest paths (Floyd-Warshall) of ``d[a] - d[b] <= -lower[a, b]``,
+    which also show whether any offsets meet them all (no negative cycle)."""
+    n = len(order)
+    if n > JOINT_LIMIT:
+        return None
+    at = {p: i for i, p in enumerate(order)}
+    upper = np.full((n, n), np.inf)  # upper[u, v]: d[v] - d[u] <= upper[u, v]
+    np.fill_diagonal(upper, 0.0)
+    for (a, b), v in lower.items():  # d[a] - d[b] <= -v
+        upper[at[b], at[a]] = min(upper[at[b], at[a]], -float(v))
+    for k in range(n):
+        np.minimum(upper, upper[:, k:k + 1] + upper[k:k + 1, :], out=upper)
+    if (np.diag(upper) < 0).any():
+        return None
+    fixed = np.zeros(n, dtype=bool)
+    value = np.zeros(n)
+    for i, p in enumerate(order):
+        high = float(np.min(value[fixed] + upper[fixed, i])) if fixed.any() else np.inf
+        low = float(np.max(value[fixed] - upper[i, fixed])) if fixed.any() else -np.inf
+        near = value[at[parent[p]]] if p in parent else 0.0
+        value[i] = min(max(near, low), high)
+        fixed[i] = True
+    return {p: int(value[i]) for i, p in enumerate(order)}
 
 
 def _pair_offset(lower: dict[tuple[int, int], int], a: int, b: int) -> int:

@@ -8,10 +8,21 @@ receives at 1100, sends back at 2000, rank 0 receives at 2100.
 
 import json
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import compensate as c
 from compensate.formats.text import read_text
 from compensate.matching import match
-from compensate.matching.clocks import align_clocks, first_offsets, inversions, process_offsets
+from compensate.matching.clocks import (
+    align_clocks,
+    bounds,
+    chained_offsets,
+    first_offsets,
+    inversions,
+    process_offsets,
+)
 from tests.inprocess import run_compensate
 
 HEAD = """compensate-trace 1
@@ -174,3 +185,62 @@ def test_a_first_guess_from_the_first_records_pairs_sends_and_receives_by_channe
     head = {0: trace.events[0].slice(0, 3), 1: trace.events[1].slice(0, 3)}
     assert first_offsets(trace.definitions, head) == {1: 401}
     assert first_offsets(trace.definitions, {0: trace.events[0].slice(0, 1)}) == {}
+
+
+#: a ring of three processes: the spanning tree from process 0 chains 0-1 and 0-2
+#: (d1 in [100, 500], d2 in [120, 900]) and never looks at 1 -> 2 (d2 - d1 >= 400)
+RING_OF_THREE = {(0, 1): 100, (1, 0): -500, (0, 2): 120, (2, 0): -900, (1, 2): 400}
+
+
+def test_a_bound_off_the_spanning_tree_is_met_where_offsets_can_meet_every_bound():
+    """The tree gives d1 = 100, d2 = 120, which breaks 1 -> 2; fixed in the tree's
+    order, each nearest its parent within what the processes fixed before allow:
+    d1 = 100, then d2 >= 100 + 400 and <= 900, nearest 0: 500."""
+    assert chained_offsets(RING_OF_THREE) == {0: 0, 1: 100, 2: 500}
+
+
+def test_clocks_that_drift_around_a_ring_keep_the_tree():
+    """1 -> 2 asks d2 - d1 >= 1000, which d1 >= 100 and d2 <= 900 forbid: no offsets
+    meet every bound, so the tree's (each pair's, the middle where a pair
+    contradicts itself)."""
+    drifting = dict(RING_OF_THREE)
+    drifting[(1, 2)] = 1000
+    assert chained_offsets(drifting) == {0: 0, 1: 100, 2: 120}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 7), st.data())
+def test_offsets_meet_every_message_where_constant_clocks_exist(n, data):
+    """Property: processes on clocks offset by constants, messages between random
+    pairs each received a transfer after it was sent: the offsets found order every
+    message (some offsets do: the true ones)."""
+    shift = [data.draw(st.integers(-5000, 5000)) for _ in range(n)]
+    rows = []
+    for _ in range(data.draw(st.integers(1, 25))):
+        a = data.draw(st.integers(0, n - 1))
+        b = (a + data.draw(st.integers(1, n - 1))) % n
+        t = data.draw(st.integers(0, 100_000))
+        transfer = data.draw(st.integers(1, 300))
+        rows.append((a, b, t - shift[a], t + transfer - shift[b]))
+    p_s, p_r, t_s, t_r = (np.array(col, dtype=np.int64) for col in zip(*rows, strict=True))
+    lower = bounds((p_s, p_r, t_s, t_r))
+    found = chained_offsets(lower)
+    for (a, b), v in lower.items():
+        assert found[b] - found[a] >= v
+
+
+def test_an_eztrace_ring_of_three_is_aligned_with_no_receive_before_its_send():
+    """clockring/ (tests/data/eztrace/README.md): rank 2's clock is about 4 ms behind
+    rank 1's. Aligned, no receive lies before its send; each channel then pairs its
+    4 receives before its gap (the measured times had put a later balance point 10
+    receives past it), and the other 33 receives are past a gap."""
+    from pathlib import Path
+
+    trace = c.read(Path(__file__).parents[1] / "data" / "eztrace" / "clockring" /
+                   "eztrace_log.otf2")
+    m = match(trace)
+    aligned, done = align_clocks(trace, m.table, m.instances)
+    assert done.inverted > 0 and done.offsets[2] - done.offsets[1] > 3_900_000
+    m2 = match(aligned)
+    assert inversions(aligned, m2.table, m2.instances) == (0, 0)
+    assert len(m2.messages) == 12 and m2.unrecorded()["receives_past_a_gap"] == 33

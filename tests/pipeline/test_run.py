@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compensate.formats.text import write_text
+from compensate.formats.text import read_text, write_text
 from compensate.matching import match
-from compensate.matching.clocks import align_clocks, first_offsets
+from compensate.matching.clocks import align_clocks, first_offsets, inversions
 from compensate.model import Trace
 from compensate.pipeline import RunOptions, aligned_chunks, clock_pass, in_memory, streamed
 from compensate.pipeline.context import ClocksDisagree
@@ -60,14 +60,55 @@ def test_clocks_apart_by_more_than_a_round_trip_are_still_cut_finely():
     assert len(sizes) > 5 and max(sizes) < 4 * 200
 
 
-def test_where_no_constant_shift_orders_more_the_pass_says_so_with_no_offset():
-    """A ring whose process 2 is 1655 ticks late: the in-memory run moves nothing
-    (and times the receives left before their sends); the pass counts them."""
-    trace = _skewed({2: 1655}, "ring")
+#: a ping-pong whose two messages are each stamped as received 299 ticks before
+#: they were sent: d1 - d0 >= 300 and d0 - d1 >= 300, which no constant meets (the
+#: middle of the contradiction: 0)
+DRIFTING = """compensate-trace 1
+timer_resolution 1000000000
+location 0 group=0 name="rank 0"
+location 1 group=1 name="rank 1"
+region 1 "MPI_Send"
+region 2 "MPI_Recv"
+comm 0 "MPI_COMM_WORLD" 0,1
+events
+600 1 Enter region=2
+900 0 Enter region=1
+1000 0 MpiSend receiver=1 comm=0 tag=7 bytes=8
+1050 0 Leave region=1
+1060 0 Enter region=2
+701 1 MpiRecv sender=0 comm=0 tag=7 bytes=8
+750 1 Leave region=2
+1900 1 Enter region=1
+2000 1 MpiSend receiver=0 comm=0 tag=7 bytes=8
+2050 1 Leave region=1
+1701 0 MpiRecv sender=1 comm=0 tag=7 bytes=8
+1750 0 Leave region=2
+"""
+
+
+def test_where_no_constant_shift_orders_more_the_pass_says_so_with_no_offset(tmp_path):
+    """Clocks that drift: the in-memory run moves nothing (and times the receives
+    left before their sends); the pass counts them."""
+    path = tmp_path / "drift.trace"
+    path.write_text(DRIFTING)
+    trace = read_text(str(path))
     assert _whole(trace) is None
+    found = clock_pass(trace.definitions, trace_chunks(trace, 4),
+                       RunOptions("lower", segment_records=8))
+    assert (found.inverted, found.offsets) == (2, {})
+
+
+def test_a_ring_whose_third_pair_the_tree_leaves_out_is_ordered_by_the_pass_too():
+    """A ring whose process 2 is 1655 ticks late leaves receives 1 tick before their
+    sends on a pair the spanning tree does not link: offsets that order every
+    message exist, and the pass finds the in-memory run's."""
+    trace = _skewed({2: 1655}, "ring")
+    aligned, expected = _whole(trace)
+    m = match(aligned)
+    assert expected.inverted > 0 and inversions(aligned, m.table, m.instances) == (0, 0)
     found = clock_pass(trace.definitions, trace_chunks(trace, 50),
                        RunOptions("lower", segment_records=60))
-    assert found.inverted > 0 and found.offsets == {}
+    assert found == expected
 
 
 def test_a_trace_whose_clocks_agree_needs_no_pass():
