@@ -430,7 +430,10 @@ def align_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     total = ClockBounds()
     for part in transport.allgather(found):
         total.merge(part)
-    return total.alignment()
+    try:
+        return total.alignment()
+    except NotStreamable as exc:  # (the same total on every rank: all raise)
+        raise StreamFallback(str(exc)) from None
 
 
 def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],

@@ -44,7 +44,13 @@ from compensate.matching.clocks import (
 from compensate.model import Definitions, Events, Trace, TraceError
 from compensate.overhead import KindGaps, ShortestTransfer, transfer_of
 from compensate.pipeline.context import ClocksDisagree, Segmenter
-from compensate.pipeline.cuts import SEGMENT_RECORDS, Cutter, SegmentError, cut_segments
+from compensate.pipeline.cuts import (
+    SEGMENT_RECORDS,
+    Cutter,
+    NotStreamable,
+    SegmentError,
+    cut_segments,
+)
 from compensate.pipeline.memory import (
     OutOfMemory,
     available_memory,
@@ -253,11 +259,15 @@ class ClockBounds:
     the receives stamped before their sends, the largest such gap, and the
     pairwise bounds of the processes' offsets. Parts of a trace (a distributed
     rank's, :mod:`compensate.parallel.clocks`) merge (:meth:`merge`): each order
-    is counted in one segment and on the rank that owns its later record."""
+    is counted in one segment and on the rank that owns its later record.
+    ``partial``: the segments' channels with fewer receives than sends, some, whose
+    pairing reads the times (:func:`compensate.matching.nomessage.receives_past_gaps`):
+    on times moved by a guess it may not be the whole trace's as read."""
 
     count: int = 0
     worst: int = 0
     lower: dict[tuple[int, int], int] = field(default_factory=dict)
+    partial: int = 0
 
     def add(self, mtrace: Trace, matching: Matching, seg: dict[int, Events],
             guess: dict[int, int], own: set[int] | None = None) -> None:
@@ -266,16 +276,23 @@ class ClockBounds:
         record is on one of these locations."""
         p_s, p_r, t_s, t_r = _segment_orders(mtrace, matching, seg, own)
         found = (p_s, p_r, t_s - _moved(guess, p_s), t_r - _moved(guess, p_r))
-        self.merge(ClockBounds(*counted(found), bounds(found)))
+        self.merge(ClockBounds(*counted(found), bounds(found), matching.partial_channels))
 
     def merge(self, other: ClockBounds) -> None:
         self.count += other.count
+        self.partial += other.partial
         self.worst = max(self.worst, other.worst)
         for pair, value in other.lower.items():
             self.lower[pair] = max(value, self.lower.get(pair, value))
 
     def alignment(self) -> ClockAlignment:
-        """The offsets that align the processes (none where no order is inverted)."""
+        """The offsets that align the processes (none where no order is inverted).
+        NotStreamable where some are needed and a segment's pairing read times moved
+        by the guess (``partial``): the whole trace, in memory, pairs on the times
+        as read."""
+        if self.count and self.partial:
+            raise NotStreamable("the processes' clocks disagree, and channels that hold "
+                                "fewer receives than sends pair by their times")
         return ClockAlignment(self.count, self.worst,
                               normalised(chained_offsets(self.lower)) if self.count else {})
 

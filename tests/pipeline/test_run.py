@@ -4,6 +4,7 @@ ones the whole trace gives in memory, the moved records still reach the cutter i
 time order, and the streamed output is the in-memory one, record for record."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -213,3 +214,19 @@ def test_a_segment_that_outgrows_the_memory_is_refused_in_one_line(tmp_path, mon
     monkeypatch.setattr(run_module, "available_memory", lambda: 1 << 40)
     assert run_compensate(anchor, out, "--overhead", "100ns", "--segment-records", "40"
                           ).returncode == 0
+
+
+def test_clocks_that_disagree_where_a_channel_lost_receives_are_aligned_in_memory():
+    """clockring/ (tests/data/eztrace): its channels hold fewer receives than sends,
+    whose pairing reads the times (compensate.matching.nomessage), and its clocks
+    disagree: the pass, on times moved by a first guess, might pair otherwise than
+    the whole trace as read, so it does not stream (the command then reads the
+    whole trace), on one process and on ranks alike."""
+    import compensate as c
+    from compensate.pipeline.cuts import NotStreamable
+
+    trace = c.read(Path(__file__).parents[1] / "data" / "eztrace" / "clockring" /
+                   "eztrace_log.otf2")
+    with pytest.raises(NotStreamable, match="channels that hold fewer receives than sends pair by"):
+        clock_pass(trace.definitions, trace_chunks(trace, 16),
+                   RunOptions("lower", segment_records=64))
