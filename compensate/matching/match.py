@@ -84,6 +84,9 @@ class Matching:
     #: channels with fewer receives than sends, some: their pairing reads the
     #: times (:func:`compensate.matching.nomessage.receives_past_gaps`)
     partial_channels: int = 0
+    #: given: per location, its receives a stream's look-ahead found past a gap on
+    #: their channel (:mod:`compensate.pipeline.unclosed`), left unpaired
+    past_gaps: dict = field(default_factory=dict)
     cancelled_requests: int = 0
     unknown_ops: int = 0
     #: what the tracer did not record, per location (only where there is some):
@@ -394,16 +397,19 @@ def posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
     return posted, cancelled
 
 
-def match(trace: Trace, eager_limit: int | None = None, strict: bool = False) -> Matching:
+def match(trace: Trace, eager_limit: int | None = None, strict: bool = False,
+          past_gaps: dict | None = None) -> Matching:
     """Check structure and link sends to receives and collective ends into instances.
 
     ``eager_limit``: blocking MPI_Send messages larger than this many bytes are
     treated as synchronous (rendezvous), like MPI_Ssend always is. Enter/Leave that
     do not nest are counted (:attr:`Matching.leaves_out_of_order`, ...) and paired
-    by region (:class:`Nesting`); ``strict`` refuses them instead.
+    by region (:class:`Nesting`); ``strict`` refuses them instead. ``past_gaps``:
+    per location, the records of receives known to lie past a gap on their channel
+    (a segment's, from the stream's look-ahead), left unpaired.
     """
     defs = trace.definitions
-    result = Matching()
+    result = Matching(past_gaps=past_gaps or {})
     structure = {}
     posting = {}
     first: tuple | None = None
@@ -536,7 +542,7 @@ def match_messages(trace: Trace, structure: dict, posting: dict, eager_limit: in
     posting order; receives take them in *their* posting order (MPI non-overtaking)."""
     (result.table, result.unmatched_sends, result.no_message_by_location,
      result.partial_channels) = match_p2p(
-        trace, structure, posting, eager_limit)
+        trace, structure, posting, eager_limit, result.past_gaps)
 
 
 def match_thread_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,

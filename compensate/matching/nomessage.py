@@ -64,12 +64,14 @@ def message_peers(ev: Events, idx: np.ndarray) -> np.ndarray:
 
 
 def receives_kept(defs: Definitions, loc: int, ev: Events, at: np.ndarray,
-                  order: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int]]:
+                  order: np.ndarray, past: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, tuple[int, ...]]:
     """Which receives of location ``loc`` the matching may pair: a mask over ``at``
     (the records holding sender, communicator and tag) given ``order`` (their
-    posting positions), and (MPI_PROC_NULL records, unidentified receives, receives
-    left unmatched after one) as counts (module docstring). A receive on an
-    undefined communicator is kept: the matching refuses it, naming it."""
+    posting positions), and the counts of :data:`NO_MESSAGE` (module docstring). A
+    receive on an undefined communicator is kept: the matching refuses it, naming
+    it. ``past``: records of receives known to lie past a gap on their channel (a
+    stream's look-ahead, :mod:`compensate.pipeline.unclosed`), left unpaired."""
     peer = ev.peer[at].astype(np.int64)
     comm = ev.comm[at].astype(np.int64)
     null = peer == NONE
@@ -81,6 +83,11 @@ def receives_kept(defs: Definitions, loc: int, ev: Events, at: np.ndarray,
             n = len(c_def.members) if c_def.members else 1  # (MPI_COMM_SELF: one rank)
             bad |= (comm == c) & ~null & ((peer < 0) | (peer >= n))
     keep = ~null & ~bad
+    gap = 0
+    if past is not None and past.size:
+        known = np.isin(at, past) & keep
+        gap = int(np.count_nonzero(known))
+        keep &= ~known
     left = 0
     for c in np.unique(comm[bad]).tolist():
         on = comm == c
@@ -88,7 +95,7 @@ def receives_kept(defs: Definitions, loc: int, ev: Events, at: np.ndarray,
         dropped = keep & on & (order >= start)
         left += int(np.count_nonzero(dropped))
         keep &= ~dropped
-    return keep, (int(np.count_nonzero(null)), int(np.count_nonzero(bad)), left, 0)
+    return keep, (int(np.count_nonzero(null)), int(np.count_nonzero(bad)), left, gap)
 
 
 def from_array(trace: Trace, structure: dict, loc_ids: list[int], dst: np.ndarray,

@@ -322,15 +322,16 @@ def matched_receives(trace: Trace, loc: int, ev: Events
     return arr[0], arr[1], arr[2]
 
 
-def match_p2p(trace: Trace, structure: dict, posting: dict,
-              eager_limit: int | None) -> tuple[MessageTable, int, dict]:
+def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
+              past: dict) -> tuple[MessageTable, int, dict, int]:
     """Match every receive to its send. Returns (the messages, unmatched sends, the
     records that carry no message the matching can identify, per location
     (:data:`compensate.matching.nomessage.NO_MESSAGE`), the channels with fewer
     receives than sends, some: :func:`~.nomessage.receives_past_gaps`).
 
     ``structure[loc]`` is :func:`compensate.matching.check_structure`'s result,
-    ``posting[loc]`` the (posting records, cancelled sends) of the location.
+    ``posting[loc]`` the (posting records, cancelled sends) of the location,
+    ``past[loc]`` its receives known to lie past a gap (:func:`.nomessage.receives_kept`).
     """
     loc_ids = list(trace.events)
     pos_of = {loc: li for li, loc in enumerate(loc_ids)}
@@ -379,7 +380,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict,
         probe = np.concatenate((np.zeros(idx.size, dtype=np.int64),
                                 np.ones(m_probe.size, dtype=np.int64)))
         idx, post = np.concatenate((idx, m_probe)), np.concatenate((post, m_post))
-        keep, counts = receives_kept(trace.definitions, loc, ev, at, order)
+        keep, counts = receives_kept(trace.definitions, loc, ev, at, order, past.get(loc))
         if not keep.all():
             add_skipped(skipped, loc, counts)
             at, order, data, probe, idx, post = (

@@ -80,6 +80,9 @@ class Segmenter:
         self.ctx: dict[int, Context] = defaultdict(Context)
         self.t0: int | None = None
         self.links = LinkCarry(defs)
+        #: the stream's cutter, whose look-ahead (once read) names the receives past
+        #: a gap on their channel (:mod:`compensate.pipeline.unclosed`)
+        self.cutter: Cutter | None = None
 
     def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
         """(trace for the engine, trace for matching, pins) of a segment with its
@@ -155,9 +158,26 @@ class Segmenter:
                 low = min(low, min(firsts))
         return low
 
+    def past_gaps(self, mtrace: Trace) -> dict[int, np.ndarray]:
+        """Per location, the records of this segment (``mtrace``: with its context
+        in front) that the look-ahead found past a gap on their channel: matching
+        leaves them unpaired, as the whole trace's does."""
+        found = self.cutter.unclosed if self.cutter is not None else None
+        if found is None or not found.receives:
+            return {}
+        out = {}
+        for loc, ev in mtrace.events.items():
+            head = len(self.ctx[loc].records()) if loc in self.ctx else 0
+            start = self.done.get(loc, 0)
+            past = found.of("receives", loc, start, start + len(ev) - head)
+            if past.size:
+                out[loc] = past + head
+        return out
+
     def match(self, mtrace: Trace) -> Matching:
         try:
-            matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict)
+            matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict,
+                             past_gaps=self.past_gaps(mtrace))
         except TraceError as exc:
             raise SegmentError(str(exc)) from exc
         if not self.aligned and inversions(mtrace, matching.table, matching.instances)[0]:

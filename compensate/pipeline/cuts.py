@@ -87,6 +87,9 @@ SEGMENT_RECORDS = 1 << 18
 #: Segments' worth of records pending without a safe cut before the cutter reads
 #: ahead for what never closes (:mod:`compensate.pipeline.unclosed`)
 LOOKAHEAD_AFTER = 2
+#: the attempt a cutter's list of attempts holds where it read ahead (a replay of
+#: them reads ahead there too)
+AHEAD = (-2, -2, None)
 
 
 def chunk_records_for(segment_records: int) -> int:
@@ -140,6 +143,9 @@ class Cutter:
         self.open_requests: dict[int, dict[int, int]] = defaultdict(dict)  # loc -> id -> kind
         self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
         self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
+        #: (time, loc, channel) of the receives past a gap (:mod:`.unclosed`), which
+        #: close no message: matching leaves them unpaired
+        self.unpaired: list[tuple[int, int, tuple]] = []
         #: ``lookahead()``: what the rest of the trace never closes (:mod:`.unclosed`),
         #: read once the search finds no cut in LOOKAHEAD_AFTER segments' records
         self.lookahead = lookahead
@@ -231,6 +237,13 @@ class Cutter:
         u, n = self.unclosed, len(ev)
         self._close(loc, ev.time[u.opened(loc, start, start + n)], ev,
                     u.of("sends", loc, start, start + n))
+        past = u.of("receives", loc, start, start + n)
+        if past.size:  # (a +1 step undoes each one's -1: it closes no message)
+            if self.MESSAGES:
+                self.busy_t.append(ev.time[past].astype(np.int64))
+                self.busy_d.append(np.ones(past.size, np.int64))
+            self.unpaired += [(int(ev.time[i]), loc, (int(ev.comm[i]), int(ev.peer[i]),
+                                                      int(ev.tag[i]))) for i in past.tolist()]
 
     def _close(self, loc: int, request_times: np.ndarray, rows: Events,
                sends: np.ndarray) -> None:
@@ -367,8 +380,9 @@ class Cutter:
             seg = self._cut()
             if seg is None and self.replay is None \
                     and self.count >= LOOKAHEAD_AFTER * self.target and self._look_ahead():
-                # (a replay takes the cuts its first pass found, after its look-ahead)
-                self.attempts.pop()  # (the search again, as one attempt: a replay's)
+                # (a replay takes the cuts its first pass found, and reads ahead where
+                # it did: the receives past a gap the look-ahead names are matched so)
+                self.attempts[-1] = AHEAD  # (the search again, as one attempt)
                 seg = self._cut()
             if seg is None:
                 self.next_try = int(self.count * 1.5) + 1
@@ -402,6 +416,9 @@ class Cutter:
         first, last = self.bounds(merged)
         if self.replay is not None:
             count, first_then, cut = next(self.replay, (-1, -1, None))
+            if (count, first_then, cut) == AHEAD and self.lookahead is not None:
+                self._look_ahead()
+                count, first_then, cut = next(self.replay, (-1, -1, None))
             if (count, first_then) != (self.count, first):
                 raise NotStreamable("the second pass over the input did not read the "
                                     "records the first pass read")
@@ -478,12 +495,15 @@ class Cutter:
                     else (comm_, loc)
                 loc = self.thread_ranks.get(comm_, {}).get(loc, loc)
                 done[(key, loc)] = done.get((key, loc), 0) + c
-        for t, loc, (comm_, peer_, tag_) in self.cancelled:  # matching drops these sends
-            if t < cut:
-                members = members_of(defs, comm_, loc)
-                other_ = members[peer_] if 0 <= peer_ < len(members) else -1
-                keys.append(np.array([[loc], [other_], [comm_], [tag_]], dtype=np.int64))
-                signs.append(np.array([-1], dtype=np.int64))
+        # matching drops these sends, and leaves these receives unpaired
+        for sign, dropped in ((-1, self.cancelled), (1, self.unpaired)):
+            for t, loc, (comm_, peer_, tag_) in dropped:
+                if t < cut:
+                    members = members_of(defs, comm_, loc)
+                    other_ = members[peer_] if 0 <= peer_ < len(members) else -1
+                    ends = [[loc], [other_]] if sign < 0 else [[other_], [loc]]
+                    keys.append(np.array([*ends, [comm_], [tag_]], dtype=np.int64))
+                    signs.append(np.array([sign], dtype=np.int64))
         if not keys:
             return np.zeros((4, 0), np.int64), np.zeros(0, np.int64), done
         cols = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
@@ -537,6 +557,7 @@ class Cutter:
             self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
             self.coll_done = defaultdict(int, done)
             self.cancelled = [c for c in self.cancelled if c[0] >= cut]
+            self.unpaired = [c for c in self.unpaired if c[0] >= cut]
         self.last_cut = cut
 
 

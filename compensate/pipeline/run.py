@@ -199,6 +199,7 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
     sg.aligned = alignment is not None
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, lookahead=lookahead)
+    sg.cutter = cutter
     observed: list[Observations] = []
     t0: int | None = None
     with memory_guard("fitting the network"):
@@ -335,11 +336,13 @@ def _matched_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
     (:func:`clock_pass`, :func:`estimate_pass`). A segment that does not match
     raises :class:`SegmentError`: the whole trace names the record exactly."""
     sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
-    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, lookahead=lookahead)
+    sg.cutter = cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS,
+                                lookahead=lookahead)
     for seg in cut_segments(cutter, held_in_bounds(cutter, chunks, source)):
         _, mtrace, _ = sg.traces(seg)
         try:
-            matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict)
+            matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict,
+                             past_gaps=sg.past_gaps(mtrace))
         except TraceError as exc:  # its record numbers are the segment's
             raise SegmentError(str(exc)) from exc
         yield seg, mtrace, matching
@@ -509,6 +512,7 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts,
                     lookahead=lookahead)
+    sg.cutter = cutter
     eopts = options.engine_options(outcome)
     sg.aligned = alignment is not None or options.bound == "none"
     run = Run(fit=outcome, resolution=defs.timer_resolution, segments=0,

@@ -25,12 +25,15 @@ so that the cutter can count them as closed where they open:
   receives (MpiRecv, MpiIrecv, a probe that took its message) of the whole trace
   take the channel's sends in order (MPI's non-overtaking rule, which the cutter's
   exact check assumes), and a cancelled MpiIsend takes no receive, so the sends
-  after the first ``receives`` are never received. Only where those are the
-  channel's last sends, after its last receive (its last *balance point*,
-  :mod:`compensate.matching.nomessage`, follows that receive): a channel with a
-  gap, a receive the tracer did not record among the recorded ones, stays open
-  after the gap, as matching leaves its later receives unpaired there in every
-  segment and in the whole trace. None where some channel has
+  after the first ``receives`` are never received, where they come after its last
+  receive (its last *balance point*, :mod:`compensate.matching.nomessage`,
+  follows that receive). A channel with a gap (a receive the tracer did not record
+  among the recorded ones), read whole here: its sends from its last balance point
+  on, and its receives after that point (``receives``), which matching leaves
+  unpaired in the whole trace and, named so, in every segment. Read in parts (a
+  distributed rank's own locations, where the times of both ends are not at
+  hand), or with a matched probe among its receives, such a channel stays open
+  after the gap. None where some channel has
   more receives than sends (a receive whose status names no real sender, as
   EZTrace's ``MPI_Waitsome`` writes: :mod:`compensate.matching.nomessage`): the
   cutter's busy function counts every receive as closing a message, so such a
@@ -50,6 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compensate.matching.nomessage import last_balance
 from compensate.matching.p2p import key_ids
 from compensate.model import (
     COLL_BEGIN,
@@ -61,6 +65,7 @@ from compensate.model import (
     NBC_COMPLETE,
     NBC_REQUEST,
     NONE,
+    PROBE,
     REQUEST_CANCELLED,
     Definitions,
     Events,
@@ -81,14 +86,17 @@ Counts = tuple[dict[tuple, int], dict[tuple, int], dict[tuple, int]]
 class Unclosed:
     """Per location, the record numbers (counted from the location's first record)
     of the requests (``requests``), sends (``sends``) and collective Begins
-    (``begins``) the trace never closes; sorted."""
+    (``begins``) the trace never closes, and the receives past a gap on their
+    channel (``receives``, module docstring); sorted."""
 
     requests: dict[int, np.ndarray] = field(default_factory=dict)
     sends: dict[int, np.ndarray] = field(default_factory=dict)
     begins: dict[int, np.ndarray] = field(default_factory=dict)
+    receives: dict[int, np.ndarray] = field(default_factory=dict)
 
     def of(self, which: str, loc: int, start: int, stop: int) -> np.ndarray:
-        """The numbers of ``which`` (``requests``, ``sends`` or ``begins``) of ``loc`` in
+        """The numbers of ``which`` (``requests``, ``sends``, ``begins`` or
+        ``receives``) of ``loc`` in
         ``[start, stop)``, less ``start``: positions in a chunk that begins at
         record ``start``."""
         numbers = getattr(self, which).get(loc)
@@ -120,6 +128,13 @@ class Scanned:
         default_factory=lambda: defaultdict(list))
     receives: dict[tuple, int] = field(default_factory=lambda: defaultdict(int))
     last_receive: dict[tuple, int] = field(default_factory=dict)
+    #: per channel its receives' record numbers and times (on the receiver's
+    #: location), and the channels a matched probe took a message on
+    recv_numbers: dict[tuple, list[np.ndarray]] = field(
+        default_factory=lambda: defaultdict(list))
+    recv_times: dict[tuple, list[np.ndarray]] = field(
+        default_factory=lambda: defaultdict(list))
+    probed: set[tuple] = field(default_factory=set)
     #: per location, its last MpiCollectiveBegin if no End came after it, and the
     #: Begins another Begin followed before any End
     open_begin: dict[int, int] = field(default_factory=dict)
@@ -152,25 +167,45 @@ class Scanned:
         receives than sends, none of a channel with a gap (module docstring).
         ``totals``: :meth:`counts` summed over the whole trace (default: this
         part's, the whole trace read here)."""
+        whole = totals is None  # (both ends of every channel read here)
         receives, sent, last = totals if totals is not None else self.counts()
         requests: dict[int, list[int]] = defaultdict(list, self.unclosed_requests)
         for loc, opened in self.open_requests.items():
             requests[loc].extend(number for _, number in opened.values())
         sends: dict[int, list[np.ndarray]] = defaultdict(list)
+        unpaired: dict[int, list[np.ndarray]] = defaultdict(list)
         excess = any(n > sent.get(channel, 0) for channel, n in receives.items())
         if not excess:
             for channel, (numbers, times) in self._sent().items():
                 received = receives.get(channel, 0)
-                if numbers.size > received and (not received or (
-                        times[received] > max(times[received - 1], last[channel]))):
+                if numbers.size <= received:
+                    continue
+                if not received or times[received] > max(times[received - 1],
+                                                          last[channel]):
                     sends[channel[0]].append(numbers[received:])
+                elif whole and channel not in self.probed:
+                    m, past = self._past_gap(channel, times)
+                    sends[channel[0]].append(numbers[m:])
+                    unpaired[channel[1]].append(past)
         begins = {loc: np.array(sorted(v), dtype=np.int64)
                   for loc, v in self.lone_begins.items() if v}
         for loc, number in self.open_begin.items():
             begins[loc] = np.append(begins.get(loc, np.zeros(0, np.int64)), number)
         return Unclosed(
             {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
-            {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()}, begins)
+            {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()}, begins,
+            {loc: np.sort(np.concatenate(v)) for loc, v in unpaired.items()})
+
+    def _past_gap(self, channel: tuple, send_times: np.ndarray) -> tuple[int, np.ndarray]:
+        """A channel with a gap: its receives before its last balance point (as
+        :func:`compensate.matching.nomessage.receives_past_gaps` counts them) and the
+        record numbers of those after it."""
+        numbers = np.concatenate(self.recv_numbers[channel])
+        times = np.concatenate(self.recv_times[channel])
+        m = int(last_balance(np.zeros(send_times.size, np.int64), send_times,
+                             np.zeros(times.size, np.int64), times, 1)[0])
+        order = np.lexsort((numbers, times))
+        return m, numbers[order[m:]]
 
 
 def add_counts(parts: Iterable[Counts]) -> Counts:
@@ -263,3 +298,7 @@ def _messages(st: Scanned, defs: Definitions, loc: int, ev: Events, base: int) -
         else:
             st.receives[channel] += int(mine.size)
             st.last_receive[channel] = int(ev.time[mine[-1]])
+            st.recv_numbers[channel].append(base + mine)
+            st.recv_times[channel].append(ev.time[mine].astype(np.int64))
+            if (ev.kind[mine] == PROBE).any():
+                st.probed.add(channel)

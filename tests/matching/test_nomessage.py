@@ -270,7 +270,8 @@ def test_a_ring_with_gaps_pairs_only_before_them(tmp_path, mode):
     """gaps/: every channel holds 18 sends and 15 receives, and a receive EZTrace did
     not record in its third iteration: its first 4 receives pair with their own
     sends (the same iteration's), the 11 after the gap are local, on every path;
-    streamed, the cuts fall before the gap."""
+    streamed, the look-ahead names those receives and the sends after the gap, and
+    the stream cuts after the gap too."""
     anchor = DATA / "gaps" / "eztrace_log.otf2"
     trace = c.read(anchor)
     m = match(trace)
@@ -288,7 +289,7 @@ def test_a_ring_with_gaps_pairs_only_before_them(tmp_path, mode):
     assert s["dependencies"]["receives_past_a_gap"] == 33
     assert s["dependencies"]["messages"] == 12 if "messages" in s["dependencies"] else True
     if mode[0] == "--segment-records":
-        assert 1 < s["segments"]["count"] and s["segments"]["largest"] > 300
+        assert s["segments"]["count"] > 10 and s["segments"]["largest"] < 100
 
 
 def test_a_ring_with_gaps_by_rank_as_in_one_process():

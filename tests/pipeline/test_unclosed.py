@@ -1,8 +1,11 @@
 """The stream cutter's look-ahead (compensate.pipeline.unclosed): which requests
 and sends a trace never closes, by hand, and the cuts the cutter makes with it."""
 
+from pathlib import Path
+
 import numpy as np
 
+import compensate as c
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
@@ -21,8 +24,8 @@ from compensate.model import (
     Location,
     Trace,
 )
-from compensate.pipeline.cuts import Cutter, cut_segments
-from compensate.pipeline.unclosed import scan
+from compensate.pipeline.cuts import AHEAD, Cutter, cut_segments
+from compensate.pipeline.unclosed import add_counts, scan, scan_part
 from tests.pipelines import trace_chunks
 from tests.rowbuilder import RowBuilder
 
@@ -84,12 +87,14 @@ def test_a_receive_more_than_its_channel_sends_names_no_sends():
     assert scan(trace.definitions, trace_chunks(trace, 4)).sends == {}
 
 
-def test_a_channel_with_a_gap_names_no_sends():
+def test_a_channel_with_a_gap_names_its_sends_and_receives_past_it():
     """Rank 0 sends twice on tag 5 (records 1 at 10 and 4 at 40) and twice on tag 6
-    (7 at 70, 10 at 100); rank 1 receives one of each: tag 5's at 51, after both its
-    sends (either may be its: a gap, the channel stays open after it, as matching
-    leaves that receive unpaired), tag 6's at 91, before the second send (only the
-    last is never received: named)."""
+    (7 at 70, 10 at 100); rank 1 receives one of each: tag 5's at 51 (record 5),
+    after both its sends (either may be its: a gap before its last balance point,
+    which is the channel's start: both sends and the receive are named, the
+    receive as past the gap), tag 6's at 91, before the second send (only the last
+    send is never received: named). Read in parts (a rank's own locations, with
+    the counts summed), the channel with a gap names nothing."""
     r0 = [*_call(1, SEND, peer=1, comm=0, tag=5, size=8),
           *_call(1, SEND, peer=1, comm=0, tag=5, size=8),
           *_call(1, SEND, peer=1, comm=0, tag=6, size=8),
@@ -100,7 +105,11 @@ def test_a_channel_with_a_gap_names_no_sends():
     trace = _trace([r0, r1])
     assert (int(trace.events[1].time[5]), int(trace.events[1].time[9])) == (51, 91)
     u = scan(trace.definitions, trace_chunks(trace, 3))
-    assert {k: v.tolist() for k, v in u.sends.items()} == {0: [10]}
+    assert {k: v.tolist() for k, v in u.sends.items()} == {0: [1, 4, 10]}
+    assert {k: v.tolist() for k, v in u.receives.items()} == {1: [5]}
+    part = scan_part(trace.definitions, trace_chunks(trace, 3))
+    u = part.unclosed(add_counts([part.counts()]))
+    assert {k: v.tolist() for k, v in u.sends.items()} == {0: [10]} and u.receives == {}
 
 
 def _unreceived(n: int) -> Trace:
@@ -166,3 +175,22 @@ def test_the_cutter_cuts_after_lone_collective_begins_with_the_look_ahead():
     for loc, ev in trace.events.items():
         got = np.concatenate([seg[loc].time for seg in seen if loc in seg])
         assert np.array_equal(got, ev.time)
+
+
+def test_a_replay_reads_ahead_where_its_first_pass_did():
+    """The gaps archive (tests/data/eztrace): the first pass reads ahead once it
+    finds no cut (its attempts mark where, AHEAD); a replay of its attempts (the
+    second pass of --bound fitted) reads ahead there too, so that its segments'
+    matching knows the receives past a gap, and cuts the same segments."""
+    trace = c.read(Path(__file__).parents[1] / "data" / "eztrace" / "gaps" /
+                   "eztrace_log.otf2")
+    first = Cutter(trace.definitions, 16,
+                   lookahead=lambda: scan(trace.definitions, trace_chunks(trace, 64)))
+    segs = list(cut_segments(first, trace_chunks(trace, 4)))
+    assert AHEAD in first.attempts and first.unclosed.receives
+    again = Cutter(trace.definitions, 16, replay=first.attempts,
+                   lookahead=lambda: scan(trace.definitions, trace_chunks(trace, 64)))
+    replayed = list(cut_segments(again, trace_chunks(trace, 4)))
+    assert again.unclosed is not None and len(replayed) == len(segs) > 10
+    for a, b in zip(segs, replayed, strict=True):
+        assert {loc: len(ev) for loc, ev in a.items()} == {loc: len(ev) for loc, ev in b.items()}
