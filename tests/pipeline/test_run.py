@@ -20,6 +20,7 @@ from compensate.pipeline.context import ClocksDisagree
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from tests.inprocess import run_compensate
+from tests.matching.test_clocks import HEAD
 from tests.pipelines import trace_chunks
 
 
@@ -64,15 +65,7 @@ def test_clocks_apart_by_more_than_a_round_trip_are_still_cut_finely():
 #: a ping-pong whose two messages are each stamped as received 299 ticks before
 #: they were sent: d1 - d0 >= 300 and d0 - d1 >= 300, which no constant meets (the
 #: middle of the contradiction: 0)
-DRIFTING = """compensate-trace 1
-timer_resolution 1000000000
-location 0 group=0 name="rank 0"
-location 1 group=1 name="rank 1"
-region 1 "MPI_Send"
-region 2 "MPI_Recv"
-comm 0 "MPI_COMM_WORLD" 0,1
-events
-600 1 Enter region=2
+DRIFTING = HEAD + """600 1 Enter region=2
 900 0 Enter region=1
 1000 0 MpiSend receiver=1 comm=0 tag=7 bytes=8
 1050 0 Leave region=1

@@ -1,8 +1,12 @@
 /* A ring whose receives are MPI_Recv in most iterations and MPI_Irecv completed in
    MPI_Wait in every third: EZTrace 2.0 records no receive for the latter, so each
-   channel has gaps among its recorded receives. */
+   channel has gaps among its recorded receives. PAUSE_US: the sleep between
+   iterations (tests/data/eztrace/clockring: -DPAUSE_US=200). */
 #include <mpi.h>
 #include <unistd.h>
+#ifndef PAUSE_US
+#define PAUSE_US 50000
+#endif
 int main(int argc, char **argv) {
   int rank, size, buf[2] = {0}, in[2];
   MPI_Request rq;
@@ -21,7 +25,7 @@ int main(int argc, char **argv) {
     }
     MPI_Recv(in, 2, MPI_INT, prev, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Barrier(MPI_COMM_WORLD);
-    usleep(50000);
+    usleep(PAUSE_US);
   }
   MPI_Finalize();
   return 0;
