@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compensate.matching.collectives import N_TO_N, N_TO_ONE, ONE_TO_N, Instance
+from compensate.matching.nomessage import times_at
 from compensate.matching.p2p import MessageTable, members_of
 from compensate.model import BUFFER_FLUSH, IRECV, ISEND, RECV, SEND, Definitions, Events, Trace
 
@@ -78,19 +79,6 @@ def _collective_pairs(instances: list[Instance]) -> tuple[list, list]:
     return early, late
 
 
-def _times_at(trace: Trace, loc_ids: list[int], li: np.ndarray, idx: np.ndarray
-              ) -> np.ndarray:
-    """The times of records ``idx`` of the locations at positions ``li`` (vectorised
-    per location: messages sorted by location, one gather each)."""
-    out = np.empty(len(idx), dtype=np.int64)
-    order = np.argsort(li, kind="stable")
-    bounds = np.flatnonzero(np.diff(li[order])) + 1
-    for part in np.split(order, bounds):
-        if len(part):
-            out[part] = trace.events[loc_ids[int(li[part[0]])]].time[idx[part]]
-    return out
-
-
 #: per order (a message, or one a collective implies): the earlier record's and the
 #: later record's process, and their times (:func:`orders`)
 Orders = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -109,8 +97,9 @@ def orders(trace: Trace, table: MessageTable, instances: list[Instance] = (),
     proc_of = np.array([defs.process_of(loc) for loc in table.loc_ids] or [0], dtype=np.int64)
     s_li, r_li = table.send_li[rows], table.recv_li[rows]
     p_s, p_r = proc_of[s_li], proc_of[r_li]
-    t_s = _times_at(trace, table.loc_ids, s_li, table.send_idx[rows])
-    t_r = _times_at(trace, table.loc_ids, r_li, table.recv_idx[rows])
+    evs = [trace.events[loc] for loc in table.loc_ids]
+    t_s = times_at(evs, s_li, table.send_idx[rows])
+    t_r = times_at(evs, r_li, table.recv_idx[rows])
     early, late = _collective_pairs(list(instances))
     if receivers is not None:
         kept = [i for i, (loc, _) in enumerate(late) if loc in receivers]

@@ -33,8 +33,8 @@ a note (docs/messages.md), never guessed:
   missing (a message never received, a trace cut short), its last balance point
   follows its last receive and every receive pairs. The rule keeps a segment's
   pairing the whole trace's: the stream cuts only at times every channel
-  balances (:mod:`compensate.pipeline.unclosed` closes no send of a channel with a
-  gap).
+  balances, and past a gap only once its look-ahead has named the receives after
+  it (``past``, :func:`receives_kept`; :mod:`compensate.pipeline.unclosed`).
 
 :func:`off_rank_hint` says why a receive that does name a rank has no send.
 A receive records the length of the message it took, so where MPI's order pairs
@@ -191,7 +191,7 @@ def receives_past_gaps(evs: list[Events], s_li: np.ndarray, s_idx: np.ndarray,
     partial = int(np.count_nonzero((n_r > 0) & (n_r < n_s)))
     if not partial:
         return keep, 0
-    s_time, r_time = (_times(evs, li, idx) for li, idx in ((s_li, s_idx), (r_li, r_idx)))
+    s_time, r_time = (times_at(evs, li, idx) for li, idx in ((s_li, s_idx), (r_li, r_idx)))
     m = last_balance(s_key, s_time, r_key, r_time, nkeys)
     order = np.lexsort((r_time, r_key))
     rank = np.empty(len(r_key), dtype=np.int64)
@@ -203,12 +203,15 @@ def receives_past_gaps(evs: list[Events], s_li: np.ndarray, s_idx: np.ndarray,
     return keep, partial
 
 
-def _times(evs: list[Events], li: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """The measured times of records ``idx`` of the locations ``evs[li]``."""
+def times_at(evs: list[Events], li: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The times of records ``idx`` of the locations ``evs[li]`` (vectorised per
+    location: records sorted by location, one gather each)."""
     out = np.empty(len(idx), dtype=np.int64)
-    for d in np.unique(li).tolist():
-        on = li == d
-        out[on] = evs[d].time[idx[on]]
+    order = np.argsort(li, kind="stable")
+    bounds = np.flatnonzero(np.diff(li[order])) + 1
+    for part in np.split(order, bounds):
+        if len(part):
+            out[part] = evs[int(li[part[0]])].time[idx[part]]
     return out
 
 

@@ -116,7 +116,7 @@ class Unclosed:
 class Scanned:
     """What :func:`scan_part` read: per location, its requests left open and
     its cancelled Isends, and per channel its sends' record numbers and times (all
-    on the sender's location) and its receives' count and last time."""
+    on the sender's location) and its receives' count, record numbers and times."""
 
     seen: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     open_requests: dict[int, dict[int, tuple[int, int]]] = field(
@@ -127,7 +127,6 @@ class Scanned:
     send_times: dict[tuple, list[np.ndarray]] = field(
         default_factory=lambda: defaultdict(list))
     receives: dict[tuple, int] = field(default_factory=lambda: defaultdict(int))
-    last_receive: dict[tuple, int] = field(default_factory=dict)
     #: per channel its receives' record numbers and times (on the receiver's
     #: location), and the channels a matched probe took a message on
     recv_numbers: dict[tuple, list[np.ndarray]] = field(
@@ -159,14 +158,15 @@ class Scanned:
         channel of the locations read: summed over every part of the trace
         (:func:`add_counts`), what :meth:`unclosed` needs."""
         return (dict(self.receives), {c: int(n.size) for c, (n, _) in self._sent().items()},
-                dict(self.last_receive))
+                {c: int(parts[-1][-1]) for c, parts in self.recv_times.items()})
 
     def unclosed(self, totals: Counts | None = None) -> Unclosed:
         """The requests still open at the end and the sends beyond their channel's
         receives, of the locations read; no sends where some channel has more
-        receives than sends, none of a channel with a gap (module docstring).
-        ``totals``: :meth:`counts` summed over the whole trace (default: this
-        part's, the whole trace read here)."""
+        receives than sends; of a channel with a gap, its sends from its last
+        balance point on and its receives after it, where the whole trace is read
+        here, else none (module docstring). ``totals``: :meth:`counts` summed over
+        the whole trace (default: this part's, the whole trace read here)."""
         whole = totals is None  # (both ends of every channel read here)
         receives, sent, last = totals if totals is not None else self.counts()
         requests: dict[int, list[int]] = defaultdict(list, self.unclosed_requests)
@@ -297,7 +297,6 @@ def _messages(st: Scanned, defs: Definitions, loc: int, ev: Events, base: int) -
             st.send_times[channel].append(ev.time[mine].astype(np.int64))
         else:
             st.receives[channel] += int(mine.size)
-            st.last_receive[channel] = int(ev.time[mine[-1]])
             st.recv_numbers[channel].append(base + mine)
             st.recv_times[channel].append(ev.time[mine].astype(np.int64))
             if (ev.kind[mine] == PROBE).any():
