@@ -448,16 +448,14 @@ def _clock_offsets(transport, job: Job, plan: _Plan):
     (:func:`compensate.parallel.segments.align_rank`), moved first by the estimate
     rank 0 makes from the trace's first records. Collective; raises
     StreamFallback on every rank where that pass cannot stream."""
-    from compensate.formats import read_chunks
-    from compensate.matching.clocks import ClockAlignment, first_offsets
-    from compensate.parallel.reading import OneRead
+    from compensate.matching.clocks import ClockAlignment
+    from compensate.parallel.reading import OneRead, guessed_offsets
     from compensate.parallel.segments import align_rank
-    from compensate.pipeline.run import aligned_chunks, first_chunks
+    from compensate.pipeline.run import aligned_chunks
     from compensate.platform import Platform
 
     def estimate() -> dict[int, int]:  # (rank 0: one segment's first records, all)
-        defs, chunks = read_chunks(job.input, payload=False)
-        return first_offsets(defs, first_chunks(chunks, plan.target)[0])
+        return guessed_offsets(job.input, plan.target)
 
     guess = transport.allgather(plan.fallback(estimate if transport.rank == 0
                                               else lambda: None))[0]

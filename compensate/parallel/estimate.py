@@ -32,17 +32,13 @@ def made_on_ranks(transport: Transport, job: Job, plan: Callable[[], Any] | None
     ``job.estimate.info``), on every rank the one-process command's. ``plan()``:
     the streamed passes' plan (``compensate.parallel.command._plan``), None where
     the run does not stream. Collective."""
-    from compensate.formats import read_chunks
-    from compensate.matching.clocks import first_offsets
     from compensate.parallel.driver import agreed
-    from compensate.parallel.reading import OneRead
+    from compensate.parallel.reading import OneRead, guessed_offsets
     from compensate.pipeline.cuts import SEGMENT_RECORDS
-    from compensate.pipeline.run import first_chunks
 
     def skewed() -> bool:  # (rank 0: the one-process pass's first records)
-        defs, chunks = read_chunks(job.input, payload=False)
-        size = job.options.segment_records or SEGMENT_RECORDS
-        return bool(first_offsets(defs, first_chunks(chunks, size)[0]))
+        return bool(guessed_offsets(job.input, job.options.segment_records
+                                    or SEGMENT_RECORDS))
 
     later, found = job.estimate, None
     if plan is not None:

@@ -134,3 +134,14 @@ def agreed_rank_threads(transport: Transport, path: str, defs: Definitions,
     ranks = {m: t for part in found for m, t in part.items()}
     mpithreads.remember(path, ranks)
     return mpithreads.renamed(defs, ranks)
+
+
+def guessed_offsets(path: str, records: int) -> dict[int, int]:
+    """The processes' clock offsets :func:`compensate.matching.clocks.first_offsets`
+    guesses from the first chunks of the trace at ``path`` holding ``records``
+    records (a read of its own): {} where those show no receive before its send."""
+    from compensate.matching.clocks import first_offsets
+    from compensate.pipeline.run import first_chunks
+
+    defs, chunks = read_chunks(path, payload=False)
+    return first_offsets(defs, first_chunks(chunks, records)[0])
