@@ -217,7 +217,7 @@ def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, 
     def rank(t):
         mine = Trace(defs, {loc: ev for loc, ev in trace.events.items()
                             if owner[loc] == t.rank}, trace.source)
-        cuts, chunks = one, trace_chunks(mine, chunk_records)
+        cuts, chunks, ahead = one, trace_chunks(mine, chunk_records), None
         if cuts is None:  # as the command: the cuts agreed over the one read
             share = share_of(list(mine.events), {loc: len(ev) for loc, ev in
                                                  trace.events.items()})
@@ -228,17 +228,18 @@ def stream_in_threads(trace: Trace, platform: Platform, options: EngineOptions, 
                 rank_segments.RankStream.step_of(t),
                 lookahead=(lambda: trace_chunks(mine, chunk_records)) if lookahead else None
             ), read.second()
+            ahead = cuts  # (its look-ahead names the receives past a gap)
         outcome = given
         if fit is not None:
             seen: list = []
             outcome = rank_segments.observe_rank(
                 defs, chunks, (seen.append(c) or c for c in cuts), t, owner, platform,
-                run_options, source=trace.source)
+                run_options, source=trace.source, ahead=ahead)
             cuts, chunks = seen, trace_chunks(mine, chunk_records)
         got: dict[int, list[Events]] = {}
         res = rank_segments.stream_rank(
             defs, chunks, cuts, t, owner, platform, run_options,
-            lambda loc, ev: got.setdefault(loc, []).append(ev), outcome=outcome)
+            lambda loc, ev: got.setdefault(loc, []).append(ev), outcome=outcome, ahead=ahead)
         return res, got, outcome
 
     results = run_threads(size, rank)

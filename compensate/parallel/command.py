@@ -291,6 +291,9 @@ class _Plan:
     share: float
     target: int
     size: int
+    #: what the latest cut agreement's look-ahead found (:meth:`agreeing`): the
+    #: segments' ``ahead`` (:func:`compensate.parallel.segments.stream_rank`)
+    unclosed: Any = None
 
     def fallback(self, f: Callable, *args: Any) -> Any:
         """``f(*args)`` as a phase (:func:`compensate.parallel.segments.fallback_step`)."""
@@ -311,9 +314,11 @@ class _Plan:
         from compensate.parallel.segments import RankStream
 
         t = self.transport
-        for cut in CutAgreement(self.defs, read.first(), t, self.mine, self.share,
-                                self.target, self.fallback, RankStream.gather_of(t),
-                                lambda: self.read()[1]):  # (the look-ahead's fresh read)
+        agreement = CutAgreement(self.defs, read.first(), t, self.mine, self.share,
+                                 self.target, self.fallback, RankStream.gather_of(t),
+                                 lambda: self.read()[1])  # (the look-ahead's fresh read)
+        for cut in agreement:
+            self.unclosed = agreement.unclosed
             agreed.append(cut)
             yield cut
 
@@ -396,7 +401,7 @@ def _streamed(transport, job: Job, plan: _Plan, tmp, payload: bool,
         read = OneRead(aligned_chunks(defs, plan.read()[1], alignment))
         outcome = observe_rank(defs, read.second(), plan.agreeing(read, agreed), transport,
                                owner, platform, options, source=str(job.input),
-                               alignment=alignment)
+                               alignment=alignment, ahead=plan)
         cuts, read = agreed, None
         libc_release(0)()  # (the pass's heap back before the segments')
         lap("fit")
@@ -416,7 +421,8 @@ def _streamed(transport, job: Job, plan: _Plan, tmp, payload: bool,
                 cuts, chunks = plan.agreeing(read, agreed), read.second()
             result = stream_rank(defs, chunks, cuts, transport, owner, platform, options,
                                  writer.write, outcome=outcome, advance=writer.advance,
-                                 source=str(job.input), info=info, alignment=alignment)
+                                 source=str(job.input), info=info, alignment=alignment,
+                                 ahead=plan)
             chunks = cuts = read = None
             # the segments' heap back before the part is closed and the output
             # committed, which copy the records from the input (their buffers would
@@ -462,7 +468,7 @@ def _clock_offsets(transport, job: Job, plan: _Plan):
     read = OneRead(aligned_chunks(plan.defs, plan.read()[1], ClockAlignment(0, 0, guess)))
     return align_rank(plan.defs, read.second(), plan.agreeing(read, []), transport,
                       plan.owner, job.platform or Platform(0.0), job.options, guess=guess,
-                      source=str(job.input))
+                      source=str(job.input), ahead=plan)
 
 
 def _run(transport, job: Job, make_outputs: Callable, finish: Callable) -> int:

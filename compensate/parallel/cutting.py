@@ -66,16 +66,7 @@ from typing import Any
 import numpy as np
 
 from compensate.matching.p2p import key_ids, members_of
-from compensate.model import (
-    IMRECV,
-    IRECV,
-    MRECV,
-    NONE,
-    RECV,
-    Definitions,
-    Events,
-    kind_table,
-)
+from compensate.model import IMRECV, IRECV, MRECV, NONE, RECV, Definitions, Events, kind_table
 from compensate.parallel.transport import Transport
 from compensate.pipeline.channels import SENDS
 from compensate.pipeline.counting import CountingCutter
@@ -91,7 +82,6 @@ ATTEMPTS = 4
 BATCH = 256
 _NEVER = np.iinfo(np.int64).max
 _ALWAYS = np.iinfo(np.int64).min
-
 
 #: a message sent (+1 on its receiver's rank) / received (-1, the one-process
 #: busy function's message part: :class:`compensate.pipeline.cuts.Cutter`)
@@ -428,6 +418,9 @@ class CutAgreement:
         self.next_try = segment_records
         self.every: list[tuple] | None = None  # the ranks' reading states
         self.over = False
+        #: what the look-ahead found of the own locations (its receives past a
+        #: gap: left unpaired by the segments' matching)
+        self.unclosed: Unclosed | None = None
 
     def __iter__(self) -> Iterator[tuple[int | None, int]]:
         while (cut := self.next_cut()) is not None:
@@ -476,9 +469,11 @@ class CutAgreement:
         once only): every rank scans its own locations for the requests they never
         complete and the sends to them or from them (:func:`scan_part`), the ranks
         add up every channel's receives and sends, and each rank's cutter closes
-        its own never-completed requests and never-received sends (the one-process
-        cutter's look-ahead, :mod:`compensate.pipeline.unclosed`). Whether it did.
-        Collective."""
+        its own never-completed requests and never-received sends, and of each
+        channel with a gap, its sends from the last balance point on and its
+        receives past it, from the send times the sender's rank gathers and the
+        balance the receiver's rank finds (the one-process cutter's look-ahead,
+        :mod:`compensate.pipeline.unclosed`). Whether it did. Collective."""
         if self.lookahead is None or total < LOOKAHEAD_AFTER * self.segment_records:
             return False
         read, self.lookahead = self.lookahead, None
@@ -489,7 +484,12 @@ class CutAgreement:
             return scanned[0].counts()
 
         totals = add_counts(self.gather(scan))
-        self.step(lambda: self.cutter.read_ahead(scanned[0].unclosed(totals)))
+        gapped = {k: v for part in self.gather(lambda: scanned[0].gapped(totals))
+                  for k, v in part.items()}
+        balance = {k: v for part in self.gather(lambda: scanned[0].balances(gapped))
+                   for k, v in part.items()} if gapped else {}
+        self.step(lambda: self.cutter.read_ahead(scanned[0].unclosed(totals, balance)))
+        self.unclosed = self.cutter.unclosed
         return True
 
 

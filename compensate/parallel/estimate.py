@@ -48,7 +48,8 @@ def made_on_ranks(transport: Transport, job: Job, plan: Callable[[], Any] | None
                                                   else lambda: False))[0]:
                 read = OneRead(p.read()[1])
                 found = estimate_rank(p.defs, read.second(), p.agreeing(read, []),
-                                      transport, p.owner, job.options, source=str(job.input))
+                                      transport, p.owner, job.options, source=str(job.input),
+                                      ahead=p)
         except StreamFallback:
             found = None
     later.platform, later.info = (agreed(transport, later.whole) if found is None
@@ -58,15 +59,17 @@ def made_on_ranks(transport: Transport, job: Job, plan: Callable[[], Any] | None
 
 def estimate_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                   cuts: Iterable[tuple[int | None, int]], transport: Transport,
-                  owner: dict[int, int], options: RunOptions, *, source: str = ""
-                  ) -> tuple[dict[str, tuple[float, int]], float | None]:
+                  owner: dict[int, int], options: RunOptions, *, source: str = "",
+                  ahead: Any = None) -> tuple[dict[str, tuple[float, int]], float | None]:
     """What :func:`compensate.pipeline.run.estimate_pass` finds over the whole
     trace (each kind's smallest gap, the shortest observed transfer; None where a
     receive is stamped before its send), from every rank's own locations over
     the segments ``cuts``, merged (one ``allgather``). Raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
-    one-process pass would not stream."""
-    rs = RankStream(defs, transport, owner, Platform(0.0), options, source=source)
+    one-process pass would not stream. ``ahead``: as for
+    :func:`~compensate.parallel.segments.stream_rank`."""
+    rs = RankStream(defs, transport, owner, Platform(0.0), options, source=source,
+                    ahead=ahead)
     rs.sg.aligned = True  # (a receive before its send ends the transfer bound, no more)
     splitter = OwnSplitter(defs, own_chunks)
     gaps, shortest = KindGaps(defs), ShortestTransfer()

@@ -57,6 +57,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from compensate.engine.fit import FitOutcome, Observations, observe_transfers
 from compensate.engine.span import check_span
 from compensate.errors import records_named, renumber
@@ -177,7 +179,7 @@ class RankStream:
     def __init__(self, defs: Definitions, transport: Transport, owner: dict[int, int],
                  platform: Platform, options: RunOptions, *, source: str = "",
                  outcome: FitOutcome | None = None,
-                 alignment: ClockAlignment | None = None) -> None:
+                 alignment: ClockAlignment | None = None, ahead: Any = None) -> None:
         self.defs = defs
         self.transport = transport
         self.owner = owner
@@ -186,6 +188,7 @@ class RankStream:
         self.engine_options = options.engine_options(outcome)
         self.source = source
         self.sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
+        self.sg.cutter = ahead  # (the cut agreement: what its look-ahead found)
         # the processes' clock offsets (the ranks' clock pass's, or its first
         # estimate), added to the own chunks as they are read: the records carry
         # the aligned times (none to align for a copy, as in memory)
@@ -219,17 +222,46 @@ class RankStream:
         """:func:`fallback_gather` on ``transport``."""
         return lambda f, *args: fallback_gather(transport, f, *args)
 
-    def _views(self, seg: dict[int, Events]) -> tuple[Segment, Trace]:
+    def _views(self, seg: dict[int, Events]) -> tuple[Segment, Trace, dict]:
         """The segment ``seg`` of this rank's own locations with their context in
         front, as the segment step takes it (the engine's view: the own locations
         with their true kinds and the others' trimmed ghosts; matching's view: the
-        ghosts sent as matching sees them: collective), and this rank's own trace."""
+        ghosts sent as matching sees them: collective), this rank's own trace, and
+        the view's receives past a gap (:meth:`_past_gaps`)."""
         own = self.sg.segment(seg)
         view, index = complete_trimmed(self.defs, own.match.events, self.transport, self.owner,
                                        self.source, open_calls=True, one_call=True)
         engine = Trace(self.defs, {loc: own.engine.events.get(loc, ev)
                                    for loc, ev in view.events.items()}, self.source)
-        return Segment(engine, view, own.pins, own.context, own.references, index), own.engine
+        return (Segment(engine, view, own.pins, own.context, own.references, index),
+                own.engine, self._past_gaps(own.match, view, index))
+
+    def _past_gaps(self, own: Trace, view: Trace, index: dict[int, np.ndarray]
+                   ) -> dict[int, np.ndarray]:
+        """The receives of this rank's view that the look-ahead found past a gap on
+        their channel (:meth:`Segmenter.past_gaps`; matching leaves them unpaired):
+        its own (``own``: its segment with the context in front), and the ghosts'
+        of ``view`` as their owners name them, at their positions in the trimmed
+        ghost (``index``: the trimmed ghosts' original indices). One ``allgather``
+        a segment, once the look-ahead found a channel with a gap. Collective."""
+        found = self.sg.cutter.unclosed if self.sg.cutter is not None else None
+        if found is None or not found.gaps:
+            return {}
+        out = self.sg.past_gaps(own)
+        for part in self.transport.allgather(out):
+            for loc, past in part.items():
+                kept = index.get(loc)
+                if loc not in view.events:
+                    continue
+                if loc in out or kept is None:
+                    out.setdefault(loc, past)  # (a ghost sent whole: the same numbers)
+                    continue
+                at = np.searchsorted(kept, past)
+                hit = at < kept.size
+                hit[hit] = kept[at[hit]] == past[hit]
+                if hit.any():  # (a receive from another rank's sender is not here)
+                    out[loc] = at[hit]
+        return out
 
     def observe(self, seg: dict[int, Events], records: int) -> Observations:
         """The transfers of one segment (``records`` records in all) whose receive
@@ -274,8 +306,8 @@ class RankStream:
         then the context carried on (a pass that compensates nothing: the fit's
         observations, the clock bounds, the estimate's transfers); every step a phase of
         :func:`fallback_step`. Collective."""
-        segment, _ = self._step(self._views, seg)
-        matching = self._step(lambda: self.sg.match(segment.match))
+        segment, _, past = self._step(self._views, seg)
+        matching = self._step(lambda: self.sg.match(segment.match, past))
         out = self._step(read, segment, matching)
         self._step(lambda: self.sg.advance(seg, None, None, matching))
         release_memory()
@@ -317,11 +349,12 @@ class RankStream:
                        sg.done)
         if advance is not None and firsts[t.rank] is not None and splitter is not None:
             advance(sg.watermark(splitter, seg, firsts[t.rank]))
-        segment, own = self._step(self._views, seg)
+        segment, own, past = self._step(self._views, seg)
         self.info["records"] += sum(len(ev) for ev in seg.values())
         self.info["ghost_records"] += segment.match.record_count - own.record_count
         result, _ = run_segment(segment, self.share, self.platform, self.engine_options,
-                                sg.t0, sg.match, errors=SegmentError)
+                                sg.t0, lambda mtrace: sg.match(mtrace, past),
+                                errors=SegmentError)
         ok = True
         if t.rank == 0:
             run.add(result)
@@ -381,7 +414,7 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 outcome: FitOutcome | None = None,
                 advance: Callable[[int], None] | None = None, source: str = "",
                 info: dict | None = None,
-                alignment: ClockAlignment | None = None) -> Run | None:
+                alignment: ClockAlignment | None = None, ahead: Any = None) -> Run | None:
     """One rank's whole streamed run over the segments ``cuts`` (the same on every
     rank: :func:`compensate.parallel.cutting.agreed_cuts`, or a
     :class:`~compensate.parallel.cutting.CutAgreement` that agrees each cut as the
@@ -393,9 +426,12 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     :class:`StreamFallback` on every rank where the one-process command falls back
     to the in-memory path. ``info`` (if given) receives this rank's records and
     ghost records over all segments. ``alignment``: the processes' clock offsets
-    the own chunks were moved by (:func:`compensate.pipeline.run.aligned_chunks`)."""
+    the own chunks were moved by (:func:`compensate.pipeline.run.aligned_chunks`).
+    ``ahead``: the :class:`~compensate.parallel.cutting.CutAgreement` the cuts
+    come from, whose look-ahead names the receives past a gap on their channel
+    (its ``unclosed``), which the segments' matching leaves unpaired."""
     rs = RankStream(defs, transport, owner, platform, options, source=source,
-                    outcome=outcome, alignment=alignment)
+                    outcome=outcome, alignment=alignment, ahead=ahead)
     splitter = OwnSplitter(defs, own_chunks)
     for cut, records in cuts:
         seg = rs.share.step(splitter.split, cut)
@@ -410,7 +446,7 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
 def align_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                cuts: Iterable[tuple[int | None, int]], transport: Transport,
                owner: dict[int, int], platform: Platform, options: RunOptions, *,
-               guess: dict[int, int], source: str = "") -> ClockAlignment:
+               guess: dict[int, int], source: str = "", ahead: Any = None) -> ClockAlignment:
     """The clock pass of the distributed streamed run, where the processes' clocks
     disagree (:func:`compensate.pipeline.run.clock_pass`): every rank goes over
     the segments ``cuts`` (as :func:`stream_rank` takes them) of its own chunks,
@@ -418,9 +454,9 @@ def align_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     bounds the offsets from the orders whose later record it owns; the ranks merge
     their bounds (one ``allgather``) into the one-process pass's offsets, on every
     rank. Raises :class:`StreamFallback` on every rank where the one-process
-    command falls back to the in-memory path."""
+    command falls back to the in-memory path. ``ahead``: as for :func:`stream_rank`."""
     rs = RankStream(defs, transport, owner, platform, options, source=source,
-                    alignment=ClockAlignment(0, 0, guess))
+                    alignment=ClockAlignment(0, 0, guess), ahead=ahead)
     splitter = OwnSplitter(defs, own_chunks)
     found = ClockBounds()
     for cut, records in cuts:
@@ -439,7 +475,8 @@ def align_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
 def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                  cuts: list[tuple[int | None, int]], transport: Transport,
                  owner: dict[int, int], platform: Platform, options: RunOptions, *,
-                 source: str = "", alignment: ClockAlignment | None = None) -> FitOutcome:
+                 source: str = "", alignment: ClockAlignment | None = None,
+                 ahead: Any = None) -> FitOutcome:
     """``--bound fitted``, first pass of the distributed streamed run: every rank
     observes, segment by segment (``cuts``, as :func:`stream_rank` takes them), the
     transfers whose
@@ -447,9 +484,10 @@ def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     the ranks (:func:`compensate.parallel.fit.reduced_outcome`): the same outcome
     on every rank as the one-process fit pass's (:func:`compensate.pipeline.fit_pass`).
     Raises :class:`StreamFallback` on every rank where the one-process command
-    falls back to the in-memory path. ``alignment``: as for :func:`stream_rank`."""
+    falls back to the in-memory path. ``alignment``, ``ahead``: as for
+    :func:`stream_rank`."""
     rs = RankStream(defs, transport, owner, platform, options, source=source,
-                    alignment=alignment)
+                    alignment=alignment, ahead=ahead)
     splitter = OwnSplitter(defs, own_chunks)
     observed = []
     for cut, records in cuts:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -80,9 +81,10 @@ class Segmenter:
         self.ctx: dict[int, Context] = defaultdict(Context)
         self.t0: int | None = None
         self.links = LinkCarry(defs)
-        #: the stream's cutter, whose look-ahead (once read) names the receives past
-        #: a gap on their channel (:mod:`compensate.pipeline.unclosed`)
-        self.cutter: Cutter | None = None
+        #: the stream's cutter (or a rank's cut agreement), whose look-ahead (its
+        #: ``unclosed``, once read) names the receives past a gap on their channel
+        #: (:mod:`compensate.pipeline.unclosed`)
+        self.cutter: Cutter | Any = None
 
     def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
         """(trace for the engine, trace for matching, pins) of a segment with its
@@ -174,10 +176,12 @@ class Segmenter:
                 out[loc] = past + head
         return out
 
-    def match(self, mtrace: Trace) -> Matching:
+    def match(self, mtrace: Trace, past: dict[int, np.ndarray] | None = None) -> Matching:
+        """The segment ``mtrace`` (with its context in front) matched, leaving the
+        receives past a gap unpaired (``past``, default :meth:`past_gaps`)."""
         try:
             matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict,
-                             past_gaps=self.past_gaps(mtrace))
+                             past_gaps=self.past_gaps(mtrace) if past is None else past)
         except TraceError as exc:
             raise SegmentError(str(exc)) from exc
         if not self.aligned and inversions(mtrace, matching.table, matching.instances)[0]:

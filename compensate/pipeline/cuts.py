@@ -238,10 +238,10 @@ class Cutter:
         self._close(loc, ev.time[u.opened(loc, start, start + n)], ev,
                     u.of("sends", loc, start, start + n))
         past = u.of("receives", loc, start, start + n)
-        if past.size:  # (a +1 step undoes each one's -1: it closes no message)
-            if self.MESSAGES:
-                self.busy_t.append(ev.time[past].astype(np.int64))
-                self.busy_d.append(np.ones(past.size, np.int64))
+        if past.size:  # (a +1 step undoes each one's -1, which every busy function
+            # counts, a rank's too: it closes no message)
+            self.busy_t.append(ev.time[past].astype(np.int64))
+            self.busy_d.append(np.ones(past.size, np.int64))
             self.unpaired += [(int(ev.time[i]), loc, (int(ev.comm[i]), int(ev.peer[i]),
                                                       int(ev.tag[i]))) for i in past.tolist()]
 

@@ -31,9 +31,11 @@ so that the cutter can count them as closed where they open:
   among the recorded ones), read whole here: its sends from its last balance point
   on, and its receives after that point (``receives``), which matching leaves
   unpaired in the whole trace and, named so, in every segment. Read in parts (a
-  distributed rank's own locations, where the times of both ends are not at
-  hand), or with a matched probe among its receives, such a channel stays open
-  after the gap. None where some channel has
+  distributed rank's own locations), the part holding a channel's sends finds
+  its gap (:meth:`Scanned.gapped`) and the part holding its receives its last
+  balance point (:meth:`Scanned.balances`), the ranks exchanging both. With a
+  matched probe among its receives such a channel stays open after the gap.
+  None where some channel has
   more receives than sends (a receive whose status names no real sender, as
   EZTrace's ``MPI_Waitsome`` writes: :mod:`compensate.matching.nomessage`): the
   cutter's busy function counts every receive as closing a message, so such a
@@ -87,12 +89,15 @@ class Unclosed:
     """Per location, the record numbers (counted from the location's first record)
     of the requests (``requests``), sends (``sends``) and collective Begins
     (``begins``) the trace never closes, and the receives past a gap on their
-    channel (``receives``, module docstring); sorted."""
+    channel (``receives``, module docstring); sorted. ``gaps``: whether some
+    channel of the whole trace has a gap (its receives past it named here where
+    this part holds them)."""
 
     requests: dict[int, np.ndarray] = field(default_factory=dict)
     sends: dict[int, np.ndarray] = field(default_factory=dict)
     begins: dict[int, np.ndarray] = field(default_factory=dict)
     receives: dict[int, np.ndarray] = field(default_factory=dict)
+    gaps: bool = False
 
     def of(self, which: str, loc: int, start: int, stop: int) -> np.ndarray:
         """The numbers of ``which`` (``requests``, ``sends``, ``begins`` or
@@ -160,33 +165,69 @@ class Scanned:
         return (dict(self.receives), {c: int(n.size) for c, (n, _) in self._sent().items()},
                 {c: int(parts[-1][-1]) for c, parts in self.recv_times.items()})
 
-    def unclosed(self, totals: Counts | None = None) -> Unclosed:
+    def gapped(self, totals: Counts) -> dict[tuple, np.ndarray]:
+        """Of the channels whose sends this part holds, those with a gap (some
+        receives, fewer than the sends that could be received, the first of those
+        beyond them not after the last receive and the send before it): the send
+        times of each; none where some channel has more receives than sends.
+        ``totals``: :meth:`counts` summed over the whole trace."""
+        receives, sent, last = totals
+        if any(n > sent.get(channel, 0) for channel, n in receives.items()):
+            return {}
+        out = {}
+        for channel, (_, times) in self._sent().items():
+            received = receives.get(channel, 0)
+            if 0 < received < times.size and \
+                    times[received] <= max(times[received - 1], last[channel]):
+                out[channel] = times
+        return out
+
+    def balances(self, gapped: dict[tuple, np.ndarray]) -> dict[tuple, int]:
+        """Of the channels with a gap (``gapped``: the send times of each, as
+        :meth:`gapped` gives them) whose receives this part holds, how many of its
+        receives lie before its last balance point
+        (:func:`compensate.matching.nomessage.last_balance`); none of a channel with
+        a matched probe among its receives (it stays open)."""
+        out = {}
+        for channel, send_times in gapped.items():
+            if channel in self.recv_times and channel not in self.probed:
+                times = np.concatenate(self.recv_times[channel])
+                out[channel] = int(last_balance(np.zeros(send_times.size, np.int64),
+                                                send_times, np.zeros(times.size, np.int64),
+                                                times, 1)[0])
+        return out
+
+    def unclosed(self, totals: Counts | None = None,
+                 balance: dict[tuple, int] | None = None) -> Unclosed:
         """The requests still open at the end and the sends beyond their channel's
         receives, of the locations read; no sends where some channel has more
         receives than sends; of a channel with a gap, its sends from its last
-        balance point on and its receives after it, where the whole trace is read
-        here, else none (module docstring). ``totals``: :meth:`counts` summed over
-        the whole trace (default: this part's, the whole trace read here)."""
+        balance point on and its receives after it (module docstring). ``totals``:
+        :meth:`counts` summed over the whole trace (default: this part's, the whole
+        trace read here); ``balance``: :meth:`balances` of every channel with a gap
+        (default: this part's, where the whole trace is read here, else none: such
+        channels stay open)."""
         whole = totals is None  # (both ends of every channel read here)
         receives, sent, last = totals if totals is not None else self.counts()
+        if balance is None:
+            balance = self.balances(self.gapped((receives, sent, last))) if whole else {}
         requests: dict[int, list[int]] = defaultdict(list, self.unclosed_requests)
         for loc, opened in self.open_requests.items():
             requests[loc].extend(number for _, number in opened.values())
         sends: dict[int, list[np.ndarray]] = defaultdict(list)
         unpaired: dict[int, list[np.ndarray]] = defaultdict(list)
         excess = any(n > sent.get(channel, 0) for channel, n in receives.items())
-        if not excess:
-            for channel, (numbers, times) in self._sent().items():
-                received = receives.get(channel, 0)
-                if numbers.size <= received:
-                    continue
-                if not received or times[received] > max(times[received - 1],
-                                                          last[channel]):
-                    sends[channel[0]].append(numbers[received:])
-                elif whole and channel not in self.probed:
-                    m, past = self._past_gap(channel, times)
-                    sends[channel[0]].append(numbers[m:])
-                    unpaired[channel[1]].append(past)
+        for channel, (numbers, times) in ({} if excess else self._sent()).items():
+            received = receives.get(channel, 0)
+            if channel in balance:
+                sends[channel[0]].append(numbers[balance[channel]:])
+            elif numbers.size > received and (
+                    not received or times[received] > max(times[received - 1],
+                                                           last[channel])):
+                sends[channel[0]].append(numbers[received:])
+        for channel, m in balance.items():
+            if channel in self.recv_numbers:
+                unpaired[channel[1]].append(self._past(channel, m))
         begins = {loc: np.array(sorted(v), dtype=np.int64)
                   for loc, v in self.lone_begins.items() if v}
         for loc, number in self.open_begin.items():
@@ -194,18 +235,14 @@ class Scanned:
         return Unclosed(
             {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
             {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()}, begins,
-            {loc: np.sort(np.concatenate(v)) for loc, v in unpaired.items()})
+            {loc: np.sort(np.concatenate(v)) for loc, v in unpaired.items()}, bool(balance))
 
-    def _past_gap(self, channel: tuple, send_times: np.ndarray) -> tuple[int, np.ndarray]:
-        """A channel with a gap: its receives before its last balance point (as
-        :func:`compensate.matching.nomessage.receives_past_gaps` counts them) and the
-        record numbers of those after it."""
+    def _past(self, channel: tuple, m: int) -> np.ndarray:
+        """The record numbers of a channel's receives after its first ``m`` (in time
+        order): those past its last balance point."""
         numbers = np.concatenate(self.recv_numbers[channel])
-        times = np.concatenate(self.recv_times[channel])
-        m = int(last_balance(np.zeros(send_times.size, np.int64), send_times,
-                             np.zeros(times.size, np.int64), times, 1)[0])
-        order = np.lexsort((numbers, times))
-        return m, numbers[order[m:]]
+        order = np.lexsort((numbers, np.concatenate(self.recv_times[channel])))
+        return numbers[order[m:]]
 
 
 def add_counts(parts: Iterable[Counts]) -> Counts:

@@ -268,6 +268,22 @@ def test_ranks_read_ahead_past_sends_never_received():
     assert_safe(trace, every[0], lookahead=True)
 
 
+def test_ranks_read_ahead_past_a_channels_gap():
+    """EZTrace's gaps archive (receives the tracer did not record among a channel's
+    recorded ones, 3 ranks): the sender's rank finds each gap and the receiver's
+    rank its last balance point, so the ranks cut after the gaps as one process
+    does (at 16 records, 19 and 23 segments at P = 3 and 2, the largest 70 and 66
+    records; one process 24, the largest 52); without reading ahead, 4 (the
+    largest 365 of 468 records)."""
+    trace = read_trace(str(EZTRACE / "gaps" / "eztrace_log.otf2"))
+    for size in (2, 3):
+        assert len(cuts_on_ranks(trace, size, 16)[0]) == 4
+        every = cuts_on_ranks(trace, size, 16, lookahead=True)
+        assert all(c == every[0] for c in every)
+        assert len(every[0]) >= 15 and max(n for _, n in every[0]) < 80
+        assert_safe(trace, every[0], lookahead=True)
+
+
 def test_a_ranks_share_of_the_records():
     """By the definitions' record counts; by locations where they are not known
     (a text trace) or all 0 (a writer that left OTF2's numberOfEvents 0)."""

@@ -93,8 +93,10 @@ def test_a_channel_with_a_gap_names_its_sends_and_receives_past_it():
     after both its sends (either may be its: a gap before its last balance point,
     which is the channel's start: both sends and the receive are named, the
     receive as past the gap), tag 6's at 91, before the second send (only the last
-    send is never received: named). Read in parts (a rank's own locations, with
-    the counts summed), the channel with a gap names nothing."""
+    send is never received: named). Read in parts (each rank its own location,
+    the counts summed), the sender's part finds the gap and the receiver's part its
+    balance point, and each names its own location's records as the whole does;
+    without the balance, the channel with a gap stays open."""
     r0 = [*_call(1, SEND, peer=1, comm=0, tag=5, size=8),
           *_call(1, SEND, peer=1, comm=0, tag=5, size=8),
           *_call(1, SEND, peer=1, comm=0, tag=6, size=8),
@@ -107,9 +109,20 @@ def test_a_channel_with_a_gap_names_its_sends_and_receives_past_it():
     u = scan(trace.definitions, trace_chunks(trace, 3))
     assert {k: v.tolist() for k, v in u.sends.items()} == {0: [1, 4, 10]}
     assert {k: v.tolist() for k, v in u.receives.items()} == {1: [5]}
-    part = scan_part(trace.definitions, trace_chunks(trace, 3))
-    u = part.unclosed(add_counts([part.counts()]))
-    assert {k: v.tolist() for k, v in u.sends.items()} == {0: [10]} and u.receives == {}
+    defs = trace.definitions
+    parts = [scan_part(defs, trace_chunks(Trace(defs, {loc: ev}), 3))
+             for loc, ev in trace.events.items()]
+    totals = add_counts([part.counts() for part in parts])
+    gapped = parts[0].gapped(totals)
+    assert [t.tolist() for t in gapped.values()] == [[10, 40]] and parts[1].gapped(totals) == {}
+    balance = parts[1].balances(gapped)
+    assert list(balance.values()) == [0] and parts[0].balances(gapped) == {}
+    sender, receiver = (part.unclosed(totals, balance) for part in parts)
+    assert {k: v.tolist() for k, v in sender.sends.items()} == {0: [1, 4, 10]}
+    assert sender.receives == {} and receiver.sends == {} and sender.gaps
+    assert {k: v.tolist() for k, v in receiver.receives.items()} == {1: [5]}
+    u = parts[0].unclosed(totals)
+    assert {k: v.tolist() for k, v in u.sends.items()} == {0: [10]} and not u.gaps
 
 
 def _unreceived(n: int) -> Trace:
