@@ -247,14 +247,14 @@ class RankStream:
         found = self.sg.cutter.unclosed if self.sg.cutter is not None else None
         if found is None or not found.gaps:
             return {}
-        out = self.sg.past_gaps(own)
-        for part in self.transport.allgather(out):
+        out: dict[int, np.ndarray] = {}
+        for part in self.transport.allgather(self.sg.past_gaps(own)):
             for loc, past in part.items():
                 kept = index.get(loc)
                 if loc not in view.events:
                     continue
-                if loc in out or kept is None:
-                    out.setdefault(loc, past)  # (a ghost sent whole: the same numbers)
+                if kept is None:  # (its own, or a ghost sent whole: the same numbers)
+                    out[loc] = past
                     continue
                 at = np.searchsorted(kept, past)
                 hit = at < kept.size
