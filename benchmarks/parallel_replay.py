@@ -32,6 +32,12 @@ process, started together): their wall time against the one run alone is what
 the machine's cores give two processes that never wait for each other, the most
 a two-rank run could gain here.
 
+``--pairs N`` adds N pairs of the one-process streamed run and the largest P's
+streamed run, their order alternating from pair to pair, so that the machine's
+drift (its speed varies by a third within a day) falls on both: each pair's
+ratios (wall; the busiest rank's CPU seconds against the one process's) and
+their medians, the figure to compare with a target.
+
 ``--phases`` adds, for every rank of the largest P, its resident set and peak
 (``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) and the C heap in use
 (glibc's ``mallinfo2``: numpy's arrays and Python's objects that are live, not
@@ -47,7 +53,7 @@ Usage::
     python benchmarks/parallel_replay.py [--records 1e5] [--ranks 2,3] [--workdir DIR]
                                          [--format trace|otf2] [--phases] [--bound B]
                                          [--times] [--whole] [--program stencil|ring]
-                                         [--ceiling]
+                                         [--ceiling] [--pairs N]
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -328,6 +335,29 @@ def _ceiling(trace: Path, platform: Path, workdir: Path, fmt: str, bound: list[s
           f"side by side: {each}")
 
 
+def _pairs(n: int, launcher: list[str], trace: Path, platform: Path, workdir: Path,
+           fmt: str, bound: list[str]) -> None:
+    """``n`` pairs of the one-process streamed run and the streamed run under
+    ``launcher`` (``mpiexec -n P``), the launched run first in every other pair:
+    each pair's wall and CPU ratios (the busiest rank's CPU seconds against the
+    one process's), then their medians."""
+    walls, cpus = [], []
+    for i in range(n):
+        got = {}
+        for which in (("one", "ranks") if i % 2 == 0 else ("ranks", "one")):
+            wall, _, _, cpu = _run([] if which == "one" else launcher, trace, platform,
+                                   _output(workdir, f"pair_{which}", fmt), bound)
+            got[which] = wall, max(cpu)
+        (w1, c1), (wp, cp) = got["one"], got["ranks"]
+        walls.append(wp / w1)
+        cpus.append(cp / c1)
+        print(f"{f'pair {i + 1}':>12}  one process {w1:.2f} s (CPU {c1:.2f}), "
+              f"{' '.join(launcher[1:])} {wp:.2f} s (busiest rank's CPU {cp:.2f}): "
+              f"wall {walls[-1]:.2f}, CPU {cpus[-1]:.2f}")
+    print(f"{'median':>12}  of {n} pairs, against one process: wall "
+          f"{statistics.median(walls):.2f}, CPU {statistics.median(cpus):.2f}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2:])
@@ -348,6 +378,8 @@ def main() -> None:
                     help="also the one-process --in-memory run and the whole-share runs")
     ap.add_argument("--ceiling", action="store_true",
                     help="also two one-process runs at once (what two cores give)")
+    ap.add_argument("--pairs", type=int, default=0, metavar="N",
+                    help="also N alternating pairs of one process and the largest P")
     ap.add_argument("--program", choices=sorted(RECORDS_PER_STEP), default="stencil",
                     help="the simulated program (ring: a wavefront across the processes)")
     a = ap.parse_args()
@@ -391,6 +423,9 @@ def main() -> None:
             print(f"{'':>12}   {phase:<12} s/rank {','.join(f'{x:.2f}' for x in xs)}")
         print(f"{'':>12}   collectives  {','.join(map(str, par['collectives']))}, s/rank "
               f"{','.join(f'{x:.2f}' for x in par['collective_seconds'])} (waiting included)")
+    if a.pairs:
+        _pairs(a.pairs, [mpiexec, "-n", str(max(counts))], trace, platform, workdir,
+               a.format, bound)
 
 
 if __name__ == "__main__":
