@@ -447,10 +447,10 @@ class CutAgreement:
                 break  # the rest is the last segment
             cut = _look(t, cutter, self.defs, self.mine, every, gather)
             if cut is None:
-                if all(e for e, *_ in every):
-                    break
                 if self._read_ahead(total):
                     continue  # (the search again, over what is pending)
+                if all(e for e, *_ in every):
+                    break
                 self.next_try = int(total * 1.5) + 1
                 reader.cap = reader.lead = int(cutter.count * 1.5) + 1
                 self.every = gather(reader.state)

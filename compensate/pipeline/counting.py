@@ -73,8 +73,8 @@ class CountingCutter(Cutter):
     def read_ahead(self, unclosed: Unclosed) -> None:
         """:meth:`Cutter.read_ahead` over what this cutter keeps: a never-completed
         request's or collective Begin's time from :attr:`times` (every record's), a
-        never-received send
-        from the kept records (every send is one), by their record numbers."""
+        never-received send and a receive past a gap from the kept records (every
+        send and receive is one), by their record numbers."""
         self.unclosed = unclosed
         for loc, parts in self.times.items():
             held = sum(t.size for t in parts)
@@ -88,6 +88,8 @@ class CountingCutter(Cutter):
             numbers = np.concatenate(self.numbers[loc]) if kept else np.zeros(0, np.int64)
             sends = np.flatnonzero(np.isin(numbers, unclosed.sends.get(loc, numbers[:0])))
             self._close(loc, requests, rows, sends)
+            self._unpair(loc, rows, np.flatnonzero(
+                np.isin(numbers, unclosed.receives.get(loc, numbers[:0]))))
 
     def bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
         """(first, last) measured time of every pending record, not only of the kept

@@ -237,13 +237,18 @@ class Cutter:
         u, n = self.unclosed, len(ev)
         self._close(loc, ev.time[u.opened(loc, start, start + n)], ev,
                     u.of("sends", loc, start, start + n))
-        past = u.of("receives", loc, start, start + n)
-        if past.size:  # (a +1 step undoes each one's -1, which every busy function
-            # counts, a rank's too: it closes no message)
-            self.busy_t.append(ev.time[past].astype(np.int64))
+        self._unpair(loc, ev, u.of("receives", loc, start, start + n))
+
+    def _unpair(self, loc: int, rows: Events, past: np.ndarray) -> None:
+        """The receives past a gap among ``rows`` (positions ``past``), which close
+        no message: a +1 step undoes each one's -1 (which every busy function
+        counts, a rank's too), and the exact check leaves them out."""
+        if past.size:
+            self.busy_t.append(rows.time[past].astype(np.int64))
             self.busy_d.append(np.ones(past.size, np.int64))
-            self.unpaired += [(int(ev.time[i]), loc, (int(ev.comm[i]), int(ev.peer[i]),
-                                                      int(ev.tag[i]))) for i in past.tolist()]
+            self.unpaired += [(int(rows.time[i]), loc, (int(rows.comm[i]), int(rows.peer[i]),
+                                                        int(rows.tag[i])))
+                              for i in past.tolist()]
 
     def _close(self, loc: int, request_times: np.ndarray, rows: Events,
                sends: np.ndarray) -> None:

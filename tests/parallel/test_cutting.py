@@ -272,16 +272,19 @@ def test_ranks_read_ahead_past_a_channels_gap():
     """EZTrace's gaps archive (receives the tracer did not record among a channel's
     recorded ones, 3 ranks): the sender's rank finds each gap and the receiver's
     rank its last balance point, so the ranks cut after the gaps as one process
-    does (at 16 records, 19 and 23 segments at P = 3 and 2, the largest 70 and 66
-    records; one process 24, the largest 52); without reading ahead, 4 (the
-    largest 365 of 468 records)."""
+    does, whether they read ahead before the gap (at 16 records: 19 and 23
+    segments at P = 3 and 2, the largest 70 and 66 records; one process 24, the
+    largest 52) or with the gap among the records they hold (at 64: 7 segments,
+    the largest 151; one process 7, the largest 121); without reading ahead 3 or
+    4, the largest 365 of 468 records."""
     trace = read_trace(str(EZTRACE / "gaps" / "eztrace_log.otf2"))
-    for size in (2, 3):
-        assert len(cuts_on_ranks(trace, size, 16)[0]) == 4
-        every = cuts_on_ranks(trace, size, 16, lookahead=True)
-        assert all(c == every[0] for c in every)
-        assert len(every[0]) >= 15 and max(n for _, n in every[0]) < 80
-        assert_safe(trace, every[0], lookahead=True)
+    for segment, least, most in ((16, 15, 80), (64, 6, 160)):
+        for size in (2, 3):
+            assert max(n for _, n in cuts_on_ranks(trace, size, segment)[0]) == 365
+            every = cuts_on_ranks(trace, size, segment, lookahead=True)
+            assert all(c == every[0] for c in every)
+            assert len(every[0]) >= least and max(n for _, n in every[0]) < most
+            assert_safe(trace, every[0], lookahead=True)
 
 
 def test_a_ranks_share_of_the_records():
