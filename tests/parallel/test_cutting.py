@@ -231,24 +231,26 @@ def test_random_traces_any_ranks_any_segment(data, n_locs, steps, extended, size
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(2, 5), st.integers(8, 40), st.integers(2, 3),
-       st.integers(4, 40), st.booleans())
+       st.integers(4, 40), st.booleans(), st.booleans())
 def test_random_traces_with_lost_messages_read_ahead_on_ranks(data, n_locs, steps, size,
-                                                              segment, gaps):
+                                                              segment, gaps, fitted):
     """Property: random traces with what EZTrace writes for an MPI_Irecv completed in
     MPI_Wait (a send no receive takes, a request never completed; with ``gaps``
     also among a channel's recorded receives), any ranks and segment size: the
     ranks read ahead where they find no cut; the cuts are safe for the whole trace
-    once what it never closes is closed, and the distributed streamed output is
-    the one-process output."""
+    once what it never closes is closed, and the distributed streamed output
+    (``fitted``: under ``--bound fitted``, the fit pass's look-ahead serving the
+    segments') is the one-process output."""
     trace = random_trace(lambda lo, hi: data.draw(st.integers(lo, hi)), n_locs, steps,
                          lost=True, gaps=gaps)
     every = cuts_on_ranks(trace, size, segment, lookahead=True)
     assert all(c == every[0] for c in every)
     assert_safe(trace, every[0], lookahead=True)
     platform = Platform(5e-8)
-    one = run_pipeline(trace, platform, "lower", "uniform", None)
+    one = run_pipeline(trace, platform, "fitted" if fitted else "lower", "uniform", None)
     _, events = pipelines.stream_in_threads(trace, platform, EngineOptions("lower"), size,
-                                           segment, 7, agreed=True, lookahead=True)
+                                           segment, 7, agreed=True, lookahead=True,
+                                           fit=[] if fitted else None)
     for loc, ev in one[0].trace.events.items():
         if len(ev):
             np.testing.assert_array_equal(events[loc].time, ev.time)
