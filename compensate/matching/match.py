@@ -87,6 +87,10 @@ class Matching:
     #: given: per location, its receives a stream's look-ahead found past a gap on
     #: their channel (:mod:`compensate.pipeline.unclosed`), left unpaired
     past_gaps: dict = field(default_factory=dict)
+    #: given: per location, the ticks its times were moved by (a clock pass's first
+    #: guess), taken off where the gap rule compares times: it pairs on the times
+    #: as read, as the whole trace's first matching does
+    gap_shift: dict = field(default_factory=dict)
     cancelled_requests: int = 0
     unknown_ops: int = 0
     #: what the tracer did not record, per location (only where there is some):
@@ -398,7 +402,7 @@ def posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
 
 
 def match(trace: Trace, eager_limit: int | None = None, strict: bool = False,
-          past_gaps: dict | None = None) -> Matching:
+          past_gaps: dict | None = None, gap_shift: dict | None = None) -> Matching:
     """Check structure and link sends to receives and collective ends into instances.
 
     ``eager_limit``: blocking MPI_Send messages larger than this many bytes are
@@ -406,10 +410,11 @@ def match(trace: Trace, eager_limit: int | None = None, strict: bool = False,
     do not nest are counted (:attr:`Matching.leaves_out_of_order`, ...) and paired
     by region (:class:`Nesting`); ``strict`` refuses them instead. ``past_gaps``:
     per location, the records of receives known to lie past a gap on their channel
-    (a segment's, from the stream's look-ahead), left unpaired.
+    (a segment's, from the stream's look-ahead), left unpaired; ``gap_shift``: per
+    location, the ticks its times were moved by, which the gap rule takes off.
     """
     defs = trace.definitions
-    result = Matching(past_gaps=past_gaps or {})
+    result = Matching(past_gaps=past_gaps or {}, gap_shift=gap_shift or {})
     structure = {}
     posting = {}
     first: tuple | None = None
@@ -542,7 +547,7 @@ def match_messages(trace: Trace, structure: dict, posting: dict, eager_limit: in
     posting order; receives take them in *their* posting order (MPI non-overtaking)."""
     (result.table, result.unmatched_sends, result.no_message_by_location,
      result.partial_channels) = match_p2p(
-        trace, structure, posting, eager_limit, result.past_gaps)
+        trace, structure, posting, eager_limit, result.past_gaps, result.gap_shift)
 
 
 def match_thread_syncs(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,

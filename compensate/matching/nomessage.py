@@ -178,13 +178,14 @@ def last_balance(s_key: np.ndarray, s_time: np.ndarray, r_key: np.ndarray,
 def receives_past_gaps(evs: list[Events], s_li: np.ndarray, s_idx: np.ndarray,
                        s_key: np.ndarray, r_li: np.ndarray, r_idx: np.ndarray,
                        r_key: np.ndarray, nkeys: int, loc_ids: list[int],
-                       skipped: dict) -> tuple[np.ndarray, int]:
+                       skipped: dict, shift: dict | None = None) -> tuple[np.ndarray, int]:
     """Which of the joined receive columns (``r_li``: location positions, ``r_idx``:
     the records holding the message's channel, ``r_key``: its key) the matching may
     pair: on a channel with fewer receives than sends, those before its last
     balance point (:func:`last_balance`; module docstring). The others are counted
     in ``skipped`` as ``receives_past_a_gap``. Also: how many channels have fewer
-    receives than sends, some (whose pairing depends on the times)."""
+    receives than sends, some (whose pairing depends on the times). ``shift``: per
+    location id, ticks taken off its times first (the times as read)."""
     n_s = np.bincount(s_key, minlength=nkeys)
     n_r = np.bincount(r_key, minlength=nkeys)
     keep = np.ones(len(r_key), dtype=bool)
@@ -192,6 +193,9 @@ def receives_past_gaps(evs: list[Events], s_li: np.ndarray, s_idx: np.ndarray,
     if not partial:
         return keep, 0
     s_time, r_time = (times_at(evs, li, idx) for li, idx in ((s_li, s_idx), (r_li, r_idx)))
+    if shift:
+        moved = np.array([shift.get(loc, 0) for loc in loc_ids], dtype=np.int64)
+        s_time, r_time = s_time - moved[s_li], r_time - moved[r_li]
     m = last_balance(s_key, s_time, r_key, r_time, nkeys)
     order = np.lexsort((r_time, r_key))
     rank = np.empty(len(r_key), dtype=np.int64)

@@ -323,7 +323,7 @@ def matched_receives(trace: Trace, loc: int, ev: Events
 
 
 def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
-              past: dict) -> tuple[MessageTable, int, dict, int]:
+              past: dict, shift: dict | None = None) -> tuple[MessageTable, int, dict, int]:
     """Match every receive to its send. Returns (the messages, unmatched sends, the
     records that carry no message the matching can identify, per location
     (:data:`compensate.matching.nomessage.NO_MESSAGE`), the channels with fewer
@@ -331,7 +331,8 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
 
     ``structure[loc]`` is :func:`compensate.matching.check_structure`'s result,
     ``posting[loc]`` the (posting records, cancelled sends) of the location,
-    ``past[loc]`` its receives known to lie past a gap (:func:`.nomessage.receives_kept`).
+    ``past[loc]`` its receives known to lie past a gap (:func:`.nomessage.receives_kept`),
+    ``shift[loc]`` the ticks its times were moved by (the gap rule takes them off).
     """
     loc_ids = list(trace.events)
     pos_of = {loc: li for li, loc in enumerate(loc_ids)}
@@ -418,7 +419,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
                                   r_data, r_probe))
             key, p_key, nkeys = keys()
     keep, partial = receives_past_gaps(evs, s_src, s_idx, key[:ns], r_dst, r_idx, key[ns:],
-                                       nkeys, loc_ids, skipped)
+                                       nkeys, loc_ids, skipped, shift)
     if not keep.all():  # (receives a channel's gap leaves without their send)
         (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data, r_probe) = (
             a[keep] for a in (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key,

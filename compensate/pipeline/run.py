@@ -198,7 +198,8 @@ def fit_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     ``alignment``, ``lookahead``: as for :func:`streamed`."""
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
     sg.aligned = alignment is not None
-    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, lookahead=lookahead)
+    cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS,
+                    lookahead=moved_lookahead(defs, lookahead, alignment))
     sg.cutter = cutter
     observed: list[Observations] = []
     t0: int | None = None
@@ -247,11 +248,27 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
     moved = aligned_chunks(defs, chunks, ClockAlignment(0, 0, guess))
     with memory_guard("streaming the trace"):
         for seg, mtrace, matching in _matched_segments(defs, moved, options, source,
-                                                       lookahead):
+                                                       lookahead, _shift(defs, guess)):
             if segments is not None:
                 segments.append(sum(len(ev) for ev in seg.values()))
             found.add(mtrace, matching, seg, guess)
-    return found.alignment()
+    return found.alignment(as_read=True)
+
+
+def _shift(defs: Definitions, offsets: dict[int, int]) -> dict[int, int]:
+    """Per location, its process's offset (ticks)."""
+    return {loc: offsets.get(defs.process_of(loc), 0) for loc in defs.locations} \
+        if offsets else {}
+
+
+def moved_lookahead(defs: Definitions, lookahead: Callable[[], Unclosed] | None,
+                    alignment: ClockAlignment | None) -> Callable[[], Unclosed] | None:
+    """``lookahead`` on the times ``alignment`` moves the records to: a gap's last
+    balance point compares times across processes (:meth:`Unclosed.moved`)."""
+    if lookahead is None or alignment is None or not alignment.offsets:
+        return lookahead
+    shift = _shift(defs, alignment.offsets)
+    return lambda: lookahead().moved(shift)
 
 
 @dataclass
@@ -286,12 +303,13 @@ class ClockBounds:
         for pair, value in other.lower.items():
             self.lower[pair] = max(value, self.lower.get(pair, value))
 
-    def alignment(self) -> ClockAlignment:
+    def alignment(self, as_read: bool = False) -> ClockAlignment:
         """The offsets that align the processes (none where no order is inverted).
         NotStreamable where some are needed and a segment's pairing read times moved
-        by the guess (``partial``): the whole trace, in memory, pairs on the times
-        as read."""
-        if self.count and self.partial:
+        by the guess (``partial``), unless the segments' gap rule took the guess off
+        (``as_read``, the one-process pass): the whole trace, in memory, pairs on the
+        times as read."""
+        if self.count and self.partial and not as_read:
             raise NotStreamable("the processes' clocks disagree, and channels that hold "
                                 "fewer receives than sends pair by their times")
         return ClockAlignment(self.count, self.worst,
@@ -328,13 +346,16 @@ def estimate_pass(defs: Definitions, chunks: Iterable[dict[int, Events]],
 
 def _matched_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
                       options: RunOptions, source: str,
-                      lookahead: Callable[[], Unclosed] | None = None
+                      lookahead: Callable[[], Unclosed] | None = None,
+                      gap_shift: dict[int, int] | None = None
                       ) -> Iterator[tuple[dict[int, Events], Trace, Matching]]:
     """The segments of ``chunks`` each with its context in front, matched as they
     are (no check of the clocks): (segment, trace for matching, its matching),
     the context advanced past each; for the passes that read the matching only
     (:func:`clock_pass`, :func:`estimate_pass`). A segment that does not match
-    raises :class:`SegmentError`: the whole trace names the record exactly."""
+    raises :class:`SegmentError`: the whole trace names the record exactly.
+    ``gap_shift``: per location, the ticks its records were moved by, which the gap
+    rule takes off (:func:`compensate.matching.match`)."""
     sg = Segmenter(defs, Platform(0.0), source, options.eager_limit, options.strict)
     sg.cutter = cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS,
                                 lookahead=lookahead)
@@ -342,7 +363,7 @@ def _matched_segments(defs: Definitions, chunks: Iterable[dict[int, Events]],
         _, mtrace, _ = sg.traces(seg)
         try:
             matching = match(mtrace, eager_limit=options.eager_limit, strict=options.strict,
-                             past_gaps=sg.past_gaps(mtrace))
+                             past_gaps=sg.past_gaps(mtrace), gap_shift=gap_shift)
         except TraceError as exc:  # its record numbers are the segment's
             raise SegmentError(str(exc)) from exc
         yield seg, mtrace, matching
@@ -511,7 +532,7 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     SegmentError where the in-memory path must run instead."""
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts,
-                    lookahead=lookahead)
+                    lookahead=moved_lookahead(defs, lookahead, alignment))
     sg.cutter = cutter
     eopts = options.engine_options(outcome)
     sg.aligned = alignment is not None or options.bound == "none"

@@ -33,7 +33,9 @@ so that the cutter can count them as closed where they open:
   unpaired in the whole trace and, named so, in every segment. Read in parts (a
   distributed rank's own locations), the part holding a channel's sends finds
   its gap (:meth:`Scanned.gapped`) and the part holding its receives its last
-  balance point (:meth:`Scanned.balances`), the ranks exchanging both. With a
+  balance point (:meth:`Scanned.balances`), the ranks exchanging both. Both
+  compare times across processes: a pass over clocks aligned after the scan
+  takes them found again on the moved times (:meth:`Unclosed.moved`). With a
   matched probe among its receives such a channel stays open after the gap.
   None where some channel has
   more receives than sends (a receive whose status names no real sender, as
@@ -52,6 +54,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +101,16 @@ class Unclosed:
     begins: dict[int, np.ndarray] = field(default_factory=dict)
     receives: dict[int, np.ndarray] = field(default_factory=dict)
     gaps: bool = False
+    #: the scan of the whole trace it came from (:meth:`moved`), if any
+    scanned: Any = field(default=None, repr=False, compare=False)
+
+    def moved(self, shift: dict[int, int]) -> Unclosed:
+        """What the whole trace never closes on its times moved by ``shift`` (per
+        location, ticks: a pass over clocks aligned), where a channel's gap and its
+        last balance point compare times across processes."""
+        if not shift or self.scanned is None:
+            return self
+        return self.scanned.unclosed(shift=shift)
 
     def of(self, which: str, loc: int, start: int, stop: int) -> np.ndarray:
         """The numbers of ``which`` (``requests``, ``sends``, ``begins`` or
@@ -165,40 +178,44 @@ class Scanned:
         return (dict(self.receives), {c: int(n.size) for c, (n, _) in self._sent().items()},
                 {c: int(parts[-1][-1]) for c, parts in self.recv_times.items()})
 
-    def gapped(self, totals: Counts) -> dict[tuple, np.ndarray]:
+    def gapped(self, totals: Counts, shift: dict[int, int] | None = None
+               ) -> dict[tuple, np.ndarray]:
         """Of the channels whose sends this part holds, those with a gap (some
         receives, fewer than the sends that could be received, the first of those
         beyond them not after the last receive and the send before it): the send
         times of each; none where some channel has more receives than sends.
-        ``totals``: :meth:`counts` summed over the whole trace."""
+        ``totals``: :meth:`counts` summed over the whole trace; ``shift``: per
+        location, ticks added to its times (:meth:`Unclosed.moved`)."""
         receives, sent, last = totals
         if any(n > sent.get(channel, 0) for channel, n in receives.items()):
             return {}
         out = {}
         for channel, (_, times) in self._sent().items():
             received = receives.get(channel, 0)
-            if 0 < received < times.size and \
-                    times[received] <= max(times[received - 1], last[channel]):
-                out[channel] = times
+            if 0 < received < times.size and not _trailing(channel, times, received, last,
+                                                           shift):
+                out[channel] = times + _by(shift, channel[0])
         return out
 
-    def balances(self, gapped: dict[tuple, np.ndarray]) -> dict[tuple, int]:
+    def balances(self, gapped: dict[tuple, np.ndarray],
+                 shift: dict[int, int] | None = None) -> dict[tuple, int]:
         """Of the channels with a gap (``gapped``: the send times of each, as
         :meth:`gapped` gives them) whose receives this part holds, how many of its
         receives lie before its last balance point
         (:func:`compensate.matching.nomessage.last_balance`); none of a channel with
-        a matched probe among its receives (it stays open)."""
+        a matched probe among its receives (it stays open). ``shift``: as for
+        :meth:`gapped`."""
         out = {}
         for channel, send_times in gapped.items():
             if channel in self.recv_times and channel not in self.probed:
-                times = np.concatenate(self.recv_times[channel])
+                times = np.concatenate(self.recv_times[channel]) + _by(shift, channel[1])
                 out[channel] = int(last_balance(np.zeros(send_times.size, np.int64),
                                                 send_times, np.zeros(times.size, np.int64),
                                                 times, 1)[0])
         return out
 
-    def unclosed(self, totals: Counts | None = None,
-                 balance: dict[tuple, int] | None = None) -> Unclosed:
+    def unclosed(self, totals: Counts | None = None, balance: dict[tuple, int] | None = None,
+                 shift: dict[int, int] | None = None) -> Unclosed:
         """The requests still open at the end and the sends beyond their channel's
         receives, of the locations read; no sends where some channel has more
         receives than sends; of a channel with a gap, its sends from its last
@@ -206,12 +223,14 @@ class Scanned:
         :meth:`counts` summed over the whole trace (default: this part's, the whole
         trace read here); ``balance``: :meth:`balances` of every channel with a gap
         (default: this part's, where the whole trace is read here, else none: such
-        channels stay open)."""
+        channels stay open); ``shift``: as for :meth:`gapped`."""
         whole = totals is None  # (both ends of every channel read here)
         receives, sent, last = totals if totals is not None else self.counts()
         if balance is None:
-            balance = self.balances(self.gapped((receives, sent, last))) if whole else {}
-        requests: dict[int, list[int]] = defaultdict(list, self.unclosed_requests)
+            balance = self.balances(self.gapped((receives, sent, last), shift), shift) \
+                if whole else {}
+        requests: dict[int, list[int]] = defaultdict(list, {
+            loc: list(v) for loc, v in self.unclosed_requests.items()})  # (a copy)
         for loc, opened in self.open_requests.items():
             requests[loc].extend(number for _, number in opened.values())
         sends: dict[int, list[np.ndarray]] = defaultdict(list)
@@ -222,8 +241,7 @@ class Scanned:
             if channel in balance:
                 sends[channel[0]].append(numbers[balance[channel]:])
             elif numbers.size > received and (
-                    not received or times[received] > max(times[received - 1],
-                                                           last[channel])):
+                    not received or _trailing(channel, times, received, last, shift)):
                 sends[channel[0]].append(numbers[received:])
         for channel, m in balance.items():
             if channel in self.recv_numbers:
@@ -235,7 +253,8 @@ class Scanned:
         return Unclosed(
             {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
             {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()}, begins,
-            {loc: np.sort(np.concatenate(v)) for loc, v in unpaired.items()}, bool(balance))
+            {loc: np.sort(np.concatenate(v)) for loc, v in unpaired.items()}, bool(balance),
+            self if whole else None)
 
     def _past(self, channel: tuple, m: int) -> np.ndarray:
         """The record numbers of a channel's receives after its first ``m`` (in time
@@ -243,6 +262,19 @@ class Scanned:
         numbers = np.concatenate(self.recv_numbers[channel])
         order = np.lexsort((numbers, np.concatenate(self.recv_times[channel])))
         return numbers[order[m:]]
+
+
+def _by(shift: dict[int, int] | None, loc: int) -> int:
+    return shift.get(loc, 0) if shift else 0
+
+
+def _trailing(channel: tuple, times: np.ndarray, received: int, last: dict,
+              shift: dict[int, int] | None) -> bool:
+    """Whether a channel's sends beyond its ``received`` receives (send ``times``)
+    only trail them: the first of them after the last receive and the send before
+    it, on the times moved by ``shift``."""
+    moved = _by(shift, channel[1]) - _by(shift, channel[0])
+    return bool(times[received] > max(times[received - 1], last[channel] + moved))
 
 
 def add_counts(parts: Iterable[Counts]) -> Counts:

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compensate.formats.text import read_text, write_text
 from compensate.matching import match
 from compensate.matching.clocks import align_clocks, first_offsets, inversions
-from compensate.model import Trace
+from compensate.model import Trace, TraceError
 from compensate.pipeline import RunOptions, aligned_chunks, clock_pass, in_memory, streamed
 from compensate.pipeline.context import ClocksDisagree
+from compensate.pipeline.cuts import NotStreamable, SegmentError
 from compensate.platform import Platform
 from compensate.simulate import simulate
 from tests.inprocess import run_compensate
@@ -209,17 +210,83 @@ def test_a_segment_that_outgrows_the_memory_is_refused_in_one_line(tmp_path, mon
                           ).returncode == 0
 
 
-def test_clocks_that_disagree_where_a_channel_lost_receives_are_aligned_in_memory():
+def _stream_as_the_command(trace: Trace, segment: int) -> tuple:
+    """The streamed run of ``trace`` as the command runs it: the look-ahead over a
+    fresh read, and where the clocks disagree the clock pass first; the run and
+    every location's output times."""
+    from compensate.pipeline.unclosed import scan
+
+    defs = trace.definitions
+    opts = RunOptions("lower", segment_records=segment)
+
+    def ahead():
+        return scan(defs, trace_chunks(trace, 7))
+
+    written: dict[int, list] = {}
+
+    def stream(alignment):
+        written.clear()
+        return streamed(defs, trace_chunks(trace, 7), Platform(5e-8), opts,
+                        lambda loc, ev: written.setdefault(loc, []).append(ev.time.copy()),
+                        alignment=alignment, lookahead=ahead)
+    try:
+        run = stream(None)
+    except ClocksDisagree:
+        run = stream(clock_pass(defs, trace_chunks(trace, 7), opts, lookahead=ahead))
+    return run, {loc: np.concatenate(parts) for loc, parts in written.items()}
+
+
+@pytest.mark.parametrize("segment", [16, 64])
+def test_clocks_that_disagree_where_a_channel_lost_receives_stream_as_in_memory(segment):
     """clockring/ (tests/data/eztrace): its channels hold fewer receives than sends,
     whose pairing reads the times (compensate.matching.nomessage), and its clocks
-    disagree: the pass, on times moved by a first guess, might pair otherwise than
-    the whole trace as read, so it does not stream (the command then reads the
-    whole trace), on one process and on ranks alike."""
+    disagree. The clock pass's gap rule takes its first guess off (the whole
+    trace's first matching pairs on the times as read), so it finds the in-memory
+    offsets; the segments take the look-ahead moved to the aligned times, so the
+    streamed output is the in-memory one. The ranks still read such a trace whole
+    (their pass raises NotStreamable)."""
     import compensate as c
-    from compensate.pipeline.cuts import NotStreamable
+    from compensate.pipeline.run import ClockBounds
 
     trace = c.read(Path(__file__).parents[1] / "data" / "eztrace" / "clockring" /
                    "eztrace_log.otf2")
-    with pytest.raises(NotStreamable, match="channels that hold fewer receives than sends pair by"):
-        clock_pass(trace.definitions, trace_chunks(trace, 16),
-                   RunOptions("lower", segment_records=64))
+    whole = in_memory(trace, Platform(5e-8), RunOptions("lower"))
+    run, times = _stream_as_the_command(trace, segment)
+    assert run.segments >= 3 and whole.clock_alignment.inverted > 0
+    assert run.clock_alignment == whole.clock_alignment
+    assert run.stats.p2p_cases == whole.stats.p2p_cases
+    for loc, ev in whole.trace.events.items():
+        assert np.array_equal(times[loc], ev.time), loc
+    with pytest.raises(NotStreamable, match="channels that hold fewer receives than sends"):
+        ClockBounds(1, 1, {}, 1).alignment()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.integers(2, 4), st.integers(8, 30), st.integers(4, 40))
+def test_random_gap_traces_whose_clocks_disagree_stream_as_in_memory(data, n_locs, steps,
+                                                                     segment):
+    """Property: random traces with gaps among their channels' recorded receives,
+    each process's clock moved by its own offset (receives then stamped before
+    their sends), any segment size: the streamed run as the command runs it gives
+    the in-memory output, clock alignment included."""
+    from dataclasses import replace
+
+    from tests.randomtrace import random_trace
+
+    def draw(lo: int, hi: int) -> int:
+        return data.draw(st.integers(lo, hi))
+
+    trace = random_trace(draw, n_locs, steps, lost=True, gaps=True)
+    trace = Trace(trace.definitions, {loc: replace(ev, time=ev.time + draw(0, 8000))
+                                      for loc, ev in trace.events.items()}, trace.source)
+    try:
+        whole = in_memory(trace, Platform(5e-8), RunOptions("lower"))
+    except TraceError:  # (moved so, a channel pairs sends and receives of other lengths)
+        with pytest.raises((TraceError, SegmentError, NotStreamable)):
+            _stream_as_the_command(trace, segment)  # (the command: read whole, refused)
+        return
+    run, times = _stream_as_the_command(trace, segment)
+    assert run.clock_alignment == whole.clock_alignment
+    for loc, ev in whole.trace.events.items():
+        if len(ev):
+            assert np.array_equal(times[loc], ev.time), loc
