@@ -81,9 +81,6 @@ class Matching:
     #: MPI one-sided: fences, post/start/complete/wait, locks, transfers (:mod:`.rma`)
     rma: RmaDeps = field(default_factory=RmaDeps)
     unmatched_sends: int = 0
-    #: channels with fewer receives than sends, some: their pairing reads the
-    #: times (:func:`compensate.matching.nomessage.receives_past_gaps`)
-    partial_channels: int = 0
     #: given: per location, its receives a stream's look-ahead found past a gap on
     #: their channel (:mod:`compensate.pipeline.unclosed`), left unpaired
     past_gaps: dict = field(default_factory=dict)
@@ -545,8 +542,7 @@ def match_messages(trace: Trace, structure: dict, posting: dict, eager_limit: in
                    result: Matching) -> None:
     """Point-to-point: FIFO queues of sends per (sender, receiver, comm, tag), in
     posting order; receives take them in *their* posting order (MPI non-overtaking)."""
-    (result.table, result.unmatched_sends, result.no_message_by_location,
-     result.partial_channels) = match_p2p(
+    result.table, result.unmatched_sends, result.no_message_by_location = match_p2p(
         trace, structure, posting, eager_limit, result.past_gaps, result.gap_shift)
 
 

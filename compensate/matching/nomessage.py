@@ -178,20 +178,18 @@ def last_balance(s_key: np.ndarray, s_time: np.ndarray, r_key: np.ndarray,
 def receives_past_gaps(evs: list[Events], s_li: np.ndarray, s_idx: np.ndarray,
                        s_key: np.ndarray, r_li: np.ndarray, r_idx: np.ndarray,
                        r_key: np.ndarray, nkeys: int, loc_ids: list[int],
-                       skipped: dict, shift: dict | None = None) -> tuple[np.ndarray, int]:
+                       skipped: dict, shift: dict | None = None) -> np.ndarray:
     """Which of the joined receive columns (``r_li``: location positions, ``r_idx``:
     the records holding the message's channel, ``r_key``: its key) the matching may
     pair: on a channel with fewer receives than sends, those before its last
     balance point (:func:`last_balance`; module docstring). The others are counted
-    in ``skipped`` as ``receives_past_a_gap``. Also: how many channels have fewer
-    receives than sends, some (whose pairing depends on the times). ``shift``: per
-    location id, ticks taken off its times first (the times as read)."""
+    in ``skipped`` as ``receives_past_a_gap``. ``shift``: per location id, ticks
+    taken off its times first (the times as read)."""
     n_s = np.bincount(s_key, minlength=nkeys)
     n_r = np.bincount(r_key, minlength=nkeys)
     keep = np.ones(len(r_key), dtype=bool)
-    partial = int(np.count_nonzero((n_r > 0) & (n_r < n_s)))
-    if not partial:
-        return keep, 0
+    if not np.any((n_r > 0) & (n_r < n_s)):
+        return keep
     s_time, r_time = (times_at(evs, li, idx) for li, idx in ((s_li, s_idx), (r_li, r_idx)))
     if shift:
         moved = np.array([shift.get(loc, 0) for loc in loc_ids], dtype=np.int64)
@@ -204,7 +202,7 @@ def receives_past_gaps(evs: list[Events], s_li: np.ndarray, s_idx: np.ndarray,
     keep = rank < m[r_key]
     for d in np.unique(r_li[~keep]).tolist():
         add_skipped(skipped, loc_ids[d], (0, 0, 0, int(np.count_nonzero(~keep & (r_li == d)))))
-    return keep, partial
+    return keep
 
 
 def times_at(evs: list[Events], li: np.ndarray, idx: np.ndarray) -> np.ndarray:

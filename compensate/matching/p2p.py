@@ -323,11 +323,10 @@ def matched_receives(trace: Trace, loc: int, ev: Events
 
 
 def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
-              past: dict, shift: dict | None = None) -> tuple[MessageTable, int, dict, int]:
+              past: dict, shift: dict | None = None) -> tuple[MessageTable, int, dict]:
     """Match every receive to its send. Returns (the messages, unmatched sends, the
-    records that carry no message the matching can identify, per location
-    (:data:`compensate.matching.nomessage.NO_MESSAGE`), the channels with fewer
-    receives than sends, some: :func:`~.nomessage.receives_past_gaps`).
+    records that carry no message the matching can identify, per location:
+    :data:`compensate.matching.nomessage.NO_MESSAGE`).
 
     ``structure[loc]`` is :func:`compensate.matching.check_structure`'s result,
     ``posting[loc]`` the (posting records, cancelled sends) of the location,
@@ -418,8 +417,8 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
                 a[keep] for a in (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key,
                                   r_data, r_probe))
             key, p_key, nkeys = keys()
-    keep, partial = receives_past_gaps(evs, s_src, s_idx, key[:ns], r_dst, r_idx, key[ns:],
-                                       nkeys, loc_ids, skipped, shift)
+    keep = receives_past_gaps(evs, s_src, s_idx, key[:ns], r_dst, r_idx, key[ns:], nkeys,
+                              loc_ids, skipped, shift)
     if not keep.all():  # (receives a channel's gap leaves without their send)
         (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data, r_probe) = (
             a[keep] for a in (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key,
@@ -513,7 +512,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
     if p_idx.size and nr:
         table = plain_probe_rows(trace, structure, table, r_key[m_order],
                                  r_order_key[m_order], p_key, p_dst, p_idx)
-    return table, unmatched, skipped, partial
+    return table, unmatched, skipped
 
 
 def _plain_probes(trace: Trace, pos_of: dict[int, int], evs: list[Events]

@@ -281,7 +281,9 @@ def streams(job: Job) -> bool:
 class _Plan:
     """What every streamed pass of a rank shares: the definitions, which rank owns
     which location, this rank's own locations and share of the records, the
-    segment size and the chunk size it reads with."""
+    segment size and the chunk size it reads with; what the latest cut agreement's
+    look-ahead found (``unclosed``, :meth:`agreeing`: the segments' ``ahead``) and
+    per location the ticks its records are moved by (``shift``: aligned clocks)."""
 
     transport: Any
     job: Job
@@ -291,9 +293,8 @@ class _Plan:
     share: float
     target: int
     size: int
-    #: what the latest cut agreement's look-ahead found (:meth:`agreeing`): the
-    #: segments' ``ahead`` (:func:`compensate.parallel.segments.stream_rank`)
     unclosed: Any = None
+    shift: dict | None = None
 
     def fallback(self, f: Callable, *args: Any) -> Any:
         """``f(*args)`` as a phase (:func:`compensate.parallel.segments.fallback_step`)."""
@@ -316,7 +317,7 @@ class _Plan:
         t = self.transport
         agreement = CutAgreement(self.defs, read.first(), t, self.mine, self.share,
                                  self.target, self.fallback, RankStream.gather_of(t),
-                                 lambda: self.read()[1])  # (the look-ahead's fresh read)
+                                 lambda: self.read()[1], self.shift)  # (a fresh read)
         for cut in agreement:
             self.unclosed = agreement.unclosed
             agreed.append(cut)
@@ -374,7 +375,7 @@ def _streamed(transport, job: Job, plan: _Plan, tmp, payload: bool,
     from compensate.parallel.reading import OneRead
     from compensate.parallel.segments import observe_rank, stream_rank
     from compensate.pipeline.memory import libc_release, steady_malloc
-    from compensate.pipeline.run import aligned_chunks
+    from compensate.pipeline.run import aligned_chunks, shift_of
     from compensate.platform import Platform
 
     steady_malloc()
@@ -386,15 +387,13 @@ def _streamed(transport, job: Job, plan: _Plan, tmp, payload: bool,
         clock[0] = now
 
     fallback, defs, owner, mine = plan.fallback, plan.defs, plan.owner, plan.mine
-    platform = job.platform or Platform(0.0)
-    options = job.options
-
+    plan.shift = shift_of(defs, alignment.offsets) if alignment is not None else None
+    platform, options = job.platform or Platform(0.0), job.options
     # the segments' cuts, agreed by the ranks from their own locations as they are
     # read: the one read of a rank's own locations feeds the agreement and the
     # segments (OneRead); under --bound fitted the fit pass reads along with the
     # agreement and the segments read again, over the cuts it agreed
     agreed: list[tuple[int | None, int]] = []
-
     outcome = None
     cuts: list | None = None
     if options.fits:  # first pass: the fit reduced across ranks

@@ -390,24 +390,27 @@ class CutAgreement:
     time: :meth:`next_cut` reads on until the ranks agree the next one, so that a
     rank can compensate each segment as soon as its cut is agreed and the reading
     for the cut is the segment pass's reading too
-    (:class:`compensate.parallel.reading.OneRead`). Arguments as
-    :func:`agreed_cuts`; ``gather(f, *args)``: every rank's ``f(*args)``, gathered,
-    as a phase of ``step`` (:func:`compensate.parallel.segments.fallback_gather`:
-    one ``allgather`` for both; default ``allgather(step(f, *args))``).
-    Collective, as is every :meth:`next_cut`."""
+    (:class:`compensate.parallel.reading.OneRead`). Arguments as :func:`agreed_cuts`;
+    ``step(f, *args)`` runs each local phase (a NotStreamable on any rank raises on
+    every rank: :func:`compensate.parallel.segments.fallback_step`); ``gather(f,
+    *args)``: every rank's ``f(*args)``, gathered, as a phase of ``step``
+    (:func:`compensate.parallel.segments.fallback_gather`: one ``allgather`` for
+    both; default ``allgather(step(f, *args))``). Collective, as is every
+    :meth:`next_cut`."""
 
     def __init__(self, defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                  transport: Transport, mine: list[int], share: float,
                  segment_records: int = SEGMENT_RECORDS,
                  step: Callable[..., Any] = lambda f, *a: f(*a),
                  gather: Callable[..., list[Any]] | None = None,
-                 lookahead: Callable[[], Iterable[dict[int, Events]]] | None = None
-                 ) -> None:
+                 lookahead: Callable[[], Iterable[dict[int, Events]]] | None = None,
+                 shift: dict[int, int] | None = None) -> None:
         t = self.transport = transport
-        #: ``lookahead()``: a fresh read of this rank's own locations, scanned for
-        #: what the trace never closes once the ranks find no cut in
-        #: LOOKAHEAD_AFTER segments' records (:meth:`_read_ahead`)
-        self.lookahead = lookahead
+        #: ``lookahead()``: a fresh read of the own locations, scanned for what the
+        #: trace never closes once the ranks find no cut in LOOKAHEAD_AFTER segments'
+        #: records (:meth:`_read_ahead`); ``shift``: per location, the ticks its
+        #: records are moved by (aligned clocks), which a gap's balance point takes on
+        self.lookahead, self.shift = lookahead, shift
         self.defs, self.mine, self.step = defs, mine, step
         self.gather = gather or (lambda f, *a: t.allgather(step(f, *a)))
         self.segment_records = segment_records
@@ -484,11 +487,12 @@ class CutAgreement:
             return scanned[0].counts()
 
         totals = add_counts(self.gather(scan))
-        gapped = {k: v for part in self.gather(lambda: scanned[0].gapped(totals))
+        sh = self.shift
+        gapped = {k: v for part in self.gather(lambda: scanned[0].gapped(totals, sh))
                   for k, v in part.items()}
-        balance = {k: v for part in self.gather(lambda: scanned[0].balances(gapped))
+        balance = {k: v for part in self.gather(lambda: scanned[0].balances(gapped, sh))
                    for k, v in part.items()} if gapped else {}
-        self.step(lambda: self.cutter.read_ahead(scanned[0].unclosed(totals, balance)))
+        self.step(lambda: self.cutter.read_ahead(scanned[0].unclosed(totals, balance, sh)))
         self.unclosed = self.cutter.unclosed
         return True
 
@@ -499,17 +503,13 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
                 step: Callable[..., Any] = lambda f, *a: f(*a),
                 lookahead: Callable[[], Iterable[dict[int, Events]]] | None = None,
                 ) -> list[tuple[int | None, int]]:
-    """The segments of the streamed distributed run, ``(cut, records)`` each as
-    :func:`compensate.parallel.segments.cut_times` gives them (the segment holds
-    the records measured before ``cut``, None: every record left; ``records`` in
-    all ranks), agreed by the ranks from their own locations' ``own_chunks``
-    (module docstring; every cut at once: :class:`CutAgreement` gives them one at
-    a time). ``share``: this rank's part of the trace's records (it
-    holds at most ``segment_records * share`` records beyond what it kept from
-    the last cut before the ranks look for one). ``step(f, *args)`` runs each
-    local phase (:func:`compensate.parallel.segments.fallback_step`: a
-    NotStreamable on any rank raises on every rank); ``lookahead()``: a fresh read
-    of the own locations, as :class:`CutAgreement` takes it. Collective."""
+    """The segments of the streamed distributed run, ``(cut, records)`` each (the
+    segment holds the records measured before ``cut``, None: every record left;
+    ``records`` in all ranks), agreed by the ranks from their own ``own_chunks``
+    (module docstring; :class:`CutAgreement` gives them one at a time). ``share``:
+    this rank's part of the records (it holds at most ``segment_records * share``
+    beyond what it kept from the last cut before the ranks look for one).
+    ``step``, ``lookahead``: as :class:`CutAgreement` takes them. Collective."""
     return list(CutAgreement(defs, own_chunks, transport, mine, share, segment_records, step,
                              lookahead=lookahead))
 

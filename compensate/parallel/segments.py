@@ -85,7 +85,7 @@ from compensate.pipeline.cuts import (
 )
 from compensate.pipeline.memory import release_memory
 from compensate.pipeline.options import RunOptions
-from compensate.pipeline.run import ClockBounds, Run
+from compensate.pipeline.run import ClockBounds, Run, shift_of
 from compensate.pipeline.segment import Segment, output_events, run_segment
 from compensate.platform import Platform
 
@@ -457,6 +457,7 @@ def align_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     command falls back to the in-memory path. ``ahead``: as for :func:`stream_rank`."""
     rs = RankStream(defs, transport, owner, platform, options, source=source,
                     alignment=ClockAlignment(0, 0, guess), ahead=ahead)
+    rs.sg.gap_shift = shift_of(defs, guess)  # (the gap rule on the times as read)
     splitter = OwnSplitter(defs, own_chunks)
     found = ClockBounds()
     for cut, records in cuts:
@@ -466,10 +467,7 @@ def align_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     total = ClockBounds()
     for part in transport.allgather(found):
         total.merge(part)
-    try:
-        return total.alignment()
-    except NotStreamable as exc:  # (the same total on every rank: all raise)
-        raise StreamFallback(str(exc)) from None
+    return total.alignment()
 
 
 def observe_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],

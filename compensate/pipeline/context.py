@@ -85,6 +85,9 @@ class Segmenter:
         #: ``unclosed``, once read) names the receives past a gap on their channel
         #: (:mod:`compensate.pipeline.unclosed`)
         self.cutter: Cutter | Any = None
+        #: per location, the ticks its records were moved by (a clock pass's first
+        #: guess), which the gap rule takes off (:func:`compensate.matching.match`)
+        self.gap_shift: dict[int, int] | None = None
 
     def traces(self, seg: dict[int, Events]) -> tuple[Trace, Trace, dict]:
         """(trace for the engine, trace for matching, pins) of a segment with its
@@ -181,7 +184,8 @@ class Segmenter:
         receives past a gap unpaired (``past``, default :meth:`past_gaps`)."""
         try:
             matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict,
-                             past_gaps=self.past_gaps(mtrace) if past is None else past)
+                             past_gaps=self.past_gaps(mtrace) if past is None else past,
+                             gap_shift=self.gap_shift)
         except TraceError as exc:
             raise SegmentError(str(exc)) from exc
         if not self.aligned and inversions(mtrace, matching.table, matching.instances)[0]:

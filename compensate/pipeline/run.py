@@ -47,7 +47,6 @@ from compensate.pipeline.context import ClocksDisagree, Segmenter
 from compensate.pipeline.cuts import (
     SEGMENT_RECORDS,
     Cutter,
-    NotStreamable,
     SegmentError,
     cut_segments,
 )
@@ -248,15 +247,15 @@ def clock_pass(defs: Definitions, chunks: Iterable[dict[int, Events]], options: 
     moved = aligned_chunks(defs, chunks, ClockAlignment(0, 0, guess))
     with memory_guard("streaming the trace"):
         for seg, mtrace, matching in _matched_segments(defs, moved, options, source,
-                                                       lookahead, _shift(defs, guess)):
+                                                       lookahead, shift_of(defs, guess)):
             if segments is not None:
                 segments.append(sum(len(ev) for ev in seg.values()))
             found.add(mtrace, matching, seg, guess)
-    return found.alignment(as_read=True)
+    return found.alignment()
 
 
-def _shift(defs: Definitions, offsets: dict[int, int]) -> dict[int, int]:
-    """Per location, its process's offset (ticks)."""
+def shift_of(defs: Definitions, offsets: dict[int, int]) -> dict[int, int]:
+    """Per location, its process's offset (ticks; ``offsets``: per process)."""
     return {loc: offsets.get(defs.process_of(loc), 0) for loc in defs.locations} \
         if offsets else {}
 
@@ -267,7 +266,7 @@ def moved_lookahead(defs: Definitions, lookahead: Callable[[], Unclosed] | None,
     balance point compares times across processes (:meth:`Unclosed.moved`)."""
     if lookahead is None or alignment is None or not alignment.offsets:
         return lookahead
-    shift = _shift(defs, alignment.offsets)
+    shift = shift_of(defs, alignment.offsets)
     return lambda: lookahead().moved(shift)
 
 
@@ -277,15 +276,13 @@ class ClockBounds:
     the receives stamped before their sends, the largest such gap, and the
     pairwise bounds of the processes' offsets. Parts of a trace (a distributed
     rank's, :mod:`compensate.parallel.clocks`) merge (:meth:`merge`): each order
-    is counted in one segment and on the rank that owns its later record.
-    ``partial``: the segments' channels with fewer receives than sends, some, whose
-    pairing reads the times (:func:`compensate.matching.nomessage.receives_past_gaps`):
-    on times moved by a guess it may not be the whole trace's as read."""
+    is counted in one segment and on the rank that owns its later record. (A
+    channel with a gap pairs on the times as read too: the segments' matching takes
+    the guess off, ``gap_shift``.)"""
 
     count: int = 0
     worst: int = 0
     lower: dict[tuple[int, int], int] = field(default_factory=dict)
-    partial: int = 0
 
     def add(self, mtrace: Trace, matching: Matching, seg: dict[int, Events],
             guess: dict[int, int], own: set[int] | None = None) -> None:
@@ -294,24 +291,16 @@ class ClockBounds:
         record is on one of these locations."""
         p_s, p_r, t_s, t_r = _segment_orders(mtrace, matching, seg, own)
         found = (p_s, p_r, t_s - _moved(guess, p_s), t_r - _moved(guess, p_r))
-        self.merge(ClockBounds(*counted(found), bounds(found), matching.partial_channels))
+        self.merge(ClockBounds(*counted(found), bounds(found)))
 
     def merge(self, other: ClockBounds) -> None:
         self.count += other.count
-        self.partial += other.partial
         self.worst = max(self.worst, other.worst)
         for pair, value in other.lower.items():
             self.lower[pair] = max(value, self.lower.get(pair, value))
 
-    def alignment(self, as_read: bool = False) -> ClockAlignment:
-        """The offsets that align the processes (none where no order is inverted).
-        NotStreamable where some are needed and a segment's pairing read times moved
-        by the guess (``partial``), unless the segments' gap rule took the guess off
-        (``as_read``, the one-process pass): the whole trace, in memory, pairs on the
-        times as read."""
-        if self.count and self.partial and not as_read:
-            raise NotStreamable("the processes' clocks disagree, and channels that hold "
-                                "fewer receives than sends pair by their times")
+    def alignment(self) -> ClockAlignment:
+        """The offsets that align the processes (none where no order is inverted)."""
         return ClockAlignment(self.count, self.worst,
                               normalised(chained_offsets(self.lower)) if self.count else {})
 

@@ -305,15 +305,16 @@ def test_a_streamed_rank_reads_each_own_record_once(threads_case, monkeypatch):
 
 
 @pytest.mark.parametrize("source,bound", [("skewed", "lower"), ("skewed", "fitted"),
-                                          ("eztrace", "lower")])
+                                          ("ringf", "lower"), ("clockring", "fitted")])
 def test_ranks_stream_a_trace_whose_clocks_disagree_aligned_as_one_process(tmp_path, source,
                                                                           bound):
     """A trace whose processes' clocks disagree (a receive stamped before its send:
     a simulated program with clocks per process shifted apart, and EZTrace's
-    ringf, whose processes count time from their own start) is not read whole on
-    the ranks: rank 0 finds the offsets as one process does (its clock pass over
-    the whole trace, streamed), every rank streams its own records moved by them,
-    and the output and the summary (the alignment, the spans) are the
+    ringf and clockring, whose processes count time from their own start; clockring's
+    channels also have gaps, whose pairing compares times across processes) is not
+    read whole on the ranks: rank 0 finds the offsets as one process does (its clock
+    pass over the whole trace, streamed), every rank streams its own records moved
+    by them, and the output and the summary (the alignment, the spans) are the
     one-process streamed run's."""
     from compensate.formats.text import write_text
     from tests.pipeline.test_run import _skewed
@@ -323,7 +324,7 @@ def test_ranks_stream_a_trace_whose_clocks_disagree_aligned_as_one_process(tmp_p
         write_text(_skewed({1: -300_000, 3: -70_000}), str(path))
         out_name, segment = "out.trace", "300"
     else:
-        path = Path(__file__).parents[1] / "data" / "eztrace" / "ringf" / "eztrace_log.otf2"
+        path = Path(__file__).parents[1] / "data" / "eztrace" / source / "eztrace_log.otf2"
         out_name, segment = "traces.otf2", "16"
     got = {}
     for name in ("one", "ranks"):
