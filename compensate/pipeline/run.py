@@ -438,7 +438,7 @@ def aligned_chunks(defs: Definitions, chunks: Iterable[dict[int, Events]],
     if alignment is None or not alignment.offsets:
         yield from chunks
         return
-    shift = {loc: alignment.offsets.get(defs.process_of(loc), 0) for loc in defs.locations}
+    shift = shift_of(defs, alignment.offsets)
     held: dict[int, Events] = {}
     for chunk in chunks:
         if not chunk:
