@@ -129,6 +129,8 @@ def cut_times(defs: Definitions, chunks: Iterable[dict[int, Events]],
     if k % group:  # the last one-process chunk, shorter: its look for a cut
         for seg in cutter.add({}):
             out.append((cutter.last_cut, sum(len(ev) for ev in seg.values())))
+    for seg in cutter.end():
+        out.append((cutter.last_cut, sum(len(ev) for ev in seg.values())))
     rest = cutter.rest()
     if rest:
         out.append((None, sum(len(ev) for ev in rest.values())))

@@ -33,8 +33,8 @@ no others. The ranks agree on ``T`` (:func:`agreed_cuts`):
 2. every rank ships the send times of the messages to other ranks' locations
    before ``H`` to their receivers' ranks (one ``alltoall``), then offers its
    latest safe intervals before ``H`` (one ``allgather``, at most
-   :data:`BATCH` intervals a rank); their intersection gives the latest times
-   safe for the whole trace;
+   :data:`~compensate.pipeline.candidates.BATCH` intervals a rank); their
+   intersection gives the latest times safe for the whole trace;
 3. the exact check of the latest (the one-process cutter's two conditions,
    summed over ranks): per channel (sender, receiver, communicator, tag) the
    sends before ``T`` less the cancelled Isends equal the receives before
@@ -43,7 +43,12 @@ no others. The ranks agree on ``T`` (:func:`agreed_cuts`):
    :func:`~compensate.pipeline.channels.collectives_aligned`); if it fails, the
    next safe time, up to :data:`ATTEMPTS` as the one-process cutter tries its
    four latest candidates, then every rank reads further (half as much again,
-   as one process does).
+   as one process does). As in one process, the search first goes no later than
+   the fill time, before which about a segment's worth of the pending records
+   lie (:func:`~compensate.pipeline.candidates.fill_of`, from a sample of
+   every rank's times), then up to ``H``; while a segment's worth is still
+   pending after a cut, the ranks look for the next at once, and again once
+   every input has ended.
 
 No rank reads more than its own locations, and the one-process run's serial
 pass over the whole trace is gone. The cuts differ from the one-process run's
@@ -68,20 +73,21 @@ import numpy as np
 from compensate.matching.p2p import key_ids, members_of
 from compensate.model import IMRECV, IRECV, MRECV, NONE, RECV, Definitions, Events, kind_table
 from compensate.parallel.transport import Transport
+from compensate.pipeline.candidates import (
+    ATTEMPTS,
+    SAMPLES,
+    common,
+    fills_of,
+    next_search,
+    offer,
+    reads_ahead,
+    safe_intervals,
+    sample_of,
+)
 from compensate.pipeline.channels import SENDS
 from compensate.pipeline.counting import CountingCutter
-from compensate.pipeline.cuts import LOOKAHEAD_AFTER, SEGMENT_RECORDS
+from compensate.pipeline.cuts import SEGMENT_RECORDS
 from compensate.pipeline.unclosed import Unclosed, add_counts, scan_part
-
-#: how many exact checks one attempt makes (the one-process cutter tries its four
-#: latest candidates)
-ATTEMPTS = 4
-#: how many of its latest safe intervals a rank offers at a time: their
-#: intersection is exact down to the earliest interval a rank offered, and the
-#: next offer goes on below it
-BATCH = 256
-_NEVER = np.iinfo(np.int64).max
-_ALWAYS = np.iinfo(np.int64).min
 
 #: a message sent (+1 on its receiver's rank) / received (-1, the one-process
 #: busy function's message part: :class:`compensate.pipeline.cuts.Cutter`)
@@ -196,57 +202,6 @@ def _ship(t: Transport, cutter: _LocalCutter, horizon: int) -> None:
         if got is not None:
             cutter.busy_t.append(got[0])
             cutter.busy_d.append(got[1])
-
-
-def _safe_intervals(bt: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Of a busy function (steps' times ``bt`` sorted, ``level`` after each), the
-    times ``T`` at which the steps before ``T`` sum to 0, as disjoint intervals
-    ``lo < T <= hi`` in time order (``lo``, ``hi`` arrays; unbounded ends as the
-    int64 extremes)."""
-    if not bt.size:
-        return np.array([_ALWAYS]), np.array([_NEVER])
-    last = np.flatnonzero(np.r_[bt[1:] != bt[:-1], True])  # each time's last step
-    u, lev = bt[last], level[last]
-    zero = np.flatnonzero(lev == 0)
-    after = np.r_[u[1:], _NEVER]
-    return np.r_[_ALWAYS, u[zero]], np.r_[u[0], after[zero]]
-
-
-def _offer(lo: np.ndarray, hi: np.ndarray, first: int, top: int
-           ) -> tuple[np.ndarray, np.ndarray, int]:
-    """This rank's latest :data:`BATCH` safe intervals within ``first < T <= top``
-    (clipped to it), and how far down they reach (``first`` if they are all)."""
-    lo, hi = np.maximum(lo, first), np.minimum(hi, top)
-    keep = lo < hi
-    lo, hi = lo[keep][-BATCH:], hi[keep][-BATCH:]
-    floor = int(lo[0]) if int(keep.sum()) > BATCH else first
-    return lo, hi, floor
-
-
-def _common(offers: list[tuple[np.ndarray, np.ndarray, int]], top: int
-            ) -> tuple[list[int], int]:
-    """The latest time of each interval safe on every rank (``offers``: every
-    rank's :func:`_offer`), latest first, and the time down to which that list is
-    complete."""
-    floor = max(f for *_, f in offers)
-    los = np.concatenate([np.maximum(lo, floor) for lo, _, _ in offers])
-    his = np.concatenate([np.minimum(hi, top) for _, hi, _ in offers])
-    keep = los < his
-    pts = np.r_[los[keep], his[keep]]
-    deltas = np.r_[np.ones(int(keep.sum()), np.int64), -np.ones(int(keep.sum()), np.int64)]
-    if not pts.size:
-        return [], floor
-    order = np.argsort(pts, kind="stable")
-    pts, cover = pts[order], np.cumsum(deltas[order])
-    last = np.flatnonzero(np.r_[pts[1:] != pts[:-1], True])
-    u, cover = pts[last], cover[last]  # covered by ``cover`` ranks on (u[i], u[i+1]]
-    full = np.flatnonzero(cover[:-1] == len(offers))
-    if not full.size:
-        return [], floor
-    ends = u[full + 1]
-    # runs of touching intervals are one: its latest time only
-    run_end = np.r_[u[full[1:]] != ends[:-1], True]
-    return ends[run_end][::-1].tolist(), floor
 
 
 def _unbalanced(channels: np.ndarray, signs: np.ndarray) -> dict[tuple, int]:
@@ -407,7 +362,7 @@ class CutAgreement:
                  shift: dict[int, int] | None = None) -> None:
         t = self.transport = transport
         #: ``lookahead()``: a fresh read of the own locations, scanned for what the
-        #: trace never closes once the ranks find no cut in LOOKAHEAD_AFTER segments'
+        #: trace never closes once the ranks would hold more than LOOKAHEAD_AFTER segments'
         #: records (:meth:`_read_ahead`); ``shift``: per location, the ticks its
         #: records are moved by (aligned clocks), which a gap's balance point takes on
         self.lookahead, self.shift = lookahead, shift
@@ -419,6 +374,8 @@ class CutAgreement:
         self.reader = _Reader(self.cutter, own_chunks,
                               max(1, math.ceil(segment_records * share)))
         self.next_try = segment_records
+        #: the records pending when a search last found no cut (or one that took none)
+        self.failed: int | None = None
         self.every: list[tuple] | None = None  # the ranks' reading states
         self.over = False
         #: what the look-ahead found of the own locations (its receives past a
@@ -446,29 +403,37 @@ class CutAgreement:
             if (total < self.next_try or blank) and who:
                 self.every = gather(reader.advance, t.rank in who, target)
                 continue
-            if all(e for e, *_ in every) and total < self.next_try:
+            ended = all(e for e, *_ in every)
+            if ended and (total <= self.segment_records or total == self.failed) \
+                    and total < self.next_try:
                 break  # the rest is the last segment
-            cut = _look(t, cutter, self.defs, self.mine, every, gather)
+            cut = _look(t, cutter, self.defs, self.mine, every, gather,
+                        self.segment_records)
             if cut is None:
                 if self._read_ahead(total):
                     continue  # (the search again, over what is pending)
-                if all(e for e, *_ in every):
+                if ended:
                     break
-                self.next_try = int(total * 1.5) + 1
-                reader.cap = reader.lead = int(cutter.count * 1.5) + 1
+                self.failed, self.next_try = total, next_search(total)
+                reader.cap = reader.lead = next_search(cutter.count)
                 self.every = gather(reader.state)
                 continue
             every = gather(_cut_here, reader, cut)
-            self.next_try = sum(kept for _, kept, _ in every) + self.segment_records
+            kept, n = sum(k for _, k, _ in every), sum(n for n, _, _ in every)
+            # (a segment's worth still held: the next one at once)
+            self.next_try = kept if n and kept >= self.segment_records \
+                else kept + self.segment_records
+            if not n:  # (METRIC samples held back: no search again on just these)
+                self.failed = kept
             self.every = [state for *_, state in every]
-            return cut, sum(n for n, _, _ in every)
+            return cut, n
         self.over = True
         rest = sum(t.allgather(cutter.count))
         return (None, rest) if rest else None
 
 
     def _read_ahead(self, total: int) -> bool:
-        """Once the ranks hold LOOKAHEAD_AFTER segments' records without a cut (and
+        """Before the ranks hold LOOKAHEAD_AFTER segments' records without a cut (and
         once only): every rank scans its own locations for the requests they never
         complete and the sends to them or from them (:func:`scan_part`), the ranks
         add up every channel's receives and sends, and each rank's cutter closes
@@ -477,7 +442,7 @@ class CutAgreement:
         receives past it, from the send times the sender's rank gathers and the
         balance the receiver's rank finds (the one-process cutter's look-ahead,
         :mod:`compensate.pipeline.unclosed`). Whether it did. Collective."""
-        if self.lookahead is None or total < LOOKAHEAD_AFTER * self.segment_records:
+        if self.lookahead is None or not reads_ahead(total, self.segment_records):
             return False
         read, self.lookahead = self.lookahead, None
         scanned = []
@@ -515,12 +480,15 @@ def agreed_cuts(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
 
 
 def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],
-          every: list[tuple], gather: Callable[..., list[Any]]) -> int | None:
+          every: list[tuple], gather: Callable[..., list[Any]],
+          segment_records: int) -> int | None:
     """The latest time up to the smallest horizon of the ranks still reading (the
     latest record time when every input has ended), after the first pending
-    record, that is safe for the whole trace and passes the exact check; None if
-    none of the :data:`ATTEMPTS` latest does. ``gather``: as
-    :class:`CutAgreement`'s."""
+    record, that is safe for the whole trace and passes the exact check, looked
+    for first up to the fill time, then up to the next
+    (:func:`~compensate.pipeline.candidates.tries`, its fill times from the ranks'
+    samples); None if none of the :data:`ATTEMPTS` latest up to any passes.
+    ``gather``: as :class:`CutAgreement`'s."""
     firsts = [f for *_, f in every if f is not None]
     live = [h for e, h, *_ in every if not e and h is not None]
     if not firsts:
@@ -529,25 +497,46 @@ def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int]
     top = min(live) if live else max(h for _, h, *_ in every if h is not None)
     _ship(t, cutter, top)
     state: dict[str, Any] = {}
+    step = max(1, segment_records // SAMPLES)
 
     def prepare() -> tuple:  # (this rank's busy function, sorted; its first offer)
         state["merged"] = cutter.merge()
         bt, bd = cutter.busy()
         order = np.argsort(bt, kind="stable")
         state["steps"] = bt, bd = bt[order], bd[order]
-        state["safe"] = _safe_intervals(bt, np.cumsum(bd))
-        return _offer(*state["safe"], first, top)
+        state["safe"] = safe_intervals(bt, np.cumsum(bd))
+        return offer(*state["safe"], first, top), sample_of(cutter.pending_times({}), step)
 
-    offers = gather(prepare)
+    got = gather(prepare)
+    fills = fills_of([s for _, s in got], step, segment_records)
+    offers: list | None = [o for o, _ in got]
+    tried: set[int] = set()
+    for limit in [*sorted({f for f in fills if f < top}), top]:
+        cut = _search(t, cutter, defs, mine, state, offers, first, limit, gather, tried)
+        if cut is not None:
+            return cut
+        offers = None  # (the next search's offers from its own limit down)
+    return None
+
+
+def _search(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int],
+            state: dict, offers: list | None, first: int, top: int,
+            gather: Callable[..., list[Any]], tried: set[int]) -> int | None:
+    """The exact check on the :data:`ATTEMPTS` latest times safe on every rank in
+    ``(first, top]`` not ``tried`` yet, latest first (:func:`_look`'s ``state``;
+    ``offers``: every rank's first offer, None to gather them for ``top``); the
+    first that passes."""
     merged, steps, (lo, hi) = state["merged"], state["steps"], state["safe"]
-    tried = 0
-    while tried < ATTEMPTS and top > first:
+    checked = 0
+    while checked < ATTEMPTS and top > first:
         if offers is None:
-            offers = t.allgather(_offer(lo, hi, first, top))
-        cands, top = _common(offers, top)
+            offers = t.allgather(offer(lo, hi, first, top))
+        cands, floor = common(offers, top)
+        top = min(top, floor)
         offers = None
-        for cut in cands[:ATTEMPTS - tried]:
-            tried += 1
+        for cut in [c for c in cands if c not in tried][:ATTEMPTS - checked]:
+            checked += 1
+            tried.add(cut)
             if _exact(t, cutter, defs, mine, merged, cut, gather, steps):
                 return cut
     return None

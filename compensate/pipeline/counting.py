@@ -91,6 +91,10 @@ class CountingCutter(Cutter):
             self._unpair(loc, rows, np.flatnonzero(
                 np.isin(numbers, unclosed.receives.get(loc, numbers[:0]))))
 
+    def pending_times(self, merged: dict[int, Events]) -> list[np.ndarray]:
+        """Every pending record's time, not only the kept ones' (after :meth:`merge`)."""
+        return list(self.merged_times.values())
+
     def bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
         """(first, last) measured time of every pending record, not only of the kept
         ones (from :attr:`merged_times`: after :meth:`merge`)."""

@@ -8,8 +8,10 @@ region, Pthread create/begin or end/wait, RMA window or host synchronize call op
 across it, and no MPI-4 partitioned operation after its first Init nor any EZTrace
 Pthread call after the first one. :class:`Cutter` collects chunks of records (successive
 slices of every location, in time order) and hands out segments that end at the latest
-safe cut once :data:`SEGMENT_RECORDS` records are pending. Input that is not in time
-order across locations raises :class:`NotStreamable`.
+safe cut once :data:`SEGMENT_RECORDS` records are pending, no later than a segment's
+worth of them where it can (:mod:`compensate.pipeline.candidates`): records held long
+without a cut are cut in segments of that size. Input that is not in time order
+across locations raises :class:`NotStreamable`.
 
 The steps of its search are public: a distributed run's ranks search together
 (:mod:`compensate.parallel.cutting`). :meth:`Cutter.feed` takes records into the busy
@@ -53,6 +55,7 @@ from compensate.model import (
     Events,
     kind_table,
 )
+from compensate.pipeline.candidates import fill_times, free_ends, next_search, reads_ahead, tries
 from compensate.pipeline.channels import (
     RECEIVES,
     SENDS,
@@ -84,9 +87,6 @@ _INERT = kind_table(KIND_CODE["Metric"], KIND_CODE["CallingContextSample"])
 
 #: Records pending before the segmenter looks for a safe cut.
 SEGMENT_RECORDS = 1 << 18
-#: Segments' worth of records pending without a safe cut before the cutter reads
-#: ahead for what never closes (:mod:`compensate.pipeline.unclosed`)
-LOOKAHEAD_AFTER = 2
 #: the attempt a cutter's list of attempts holds where it read ahead (a replay of
 #: them reads ahead there too)
 AHEAD = (-2, -2, None)
@@ -135,6 +135,8 @@ class Cutter:
         self.pending: dict[int, list[Events]] = defaultdict(list)
         self.count = 0
         self.next_try = segment_records
+        #: the records pending when a search last found no cut (or one that took none)
+        self.failed: int | None = None
         self.last_cut: int | None = None
         self.busy_t: list[np.ndarray] = []  # times of +-1 steps of "something open"
         self.busy_d: list[np.ndarray] = []
@@ -147,7 +149,7 @@ class Cutter:
         #: close no message: matching leaves them unpaired
         self.unpaired: list[tuple[int, int, tuple]] = []
         #: ``lookahead()``: what the rest of the trace never closes (:mod:`.unclosed`),
-        #: read once the search finds no cut in LOOKAHEAD_AFTER segments' records
+        #: read before the search would hold LOOKAHEAD_AFTER segments' records (no cut)
         self.lookahead = lookahead
         self.unclosed: Unclosed | None = None
         self.seen: dict[int, int] = defaultdict(int)  # records fed, by location
@@ -384,17 +386,29 @@ class Cutter:
         while cut and self.count >= self.next_try:
             seg = self._cut()
             if seg is None and self.replay is None \
-                    and self.count >= LOOKAHEAD_AFTER * self.target and self._look_ahead():
+                    and reads_ahead(self.count, self.target) and self._look_ahead():
                 # (a replay takes the cuts its first pass found, and reads ahead where
                 # it did: the receives past a gap the look-ahead names are matched so)
                 self.attempts[-1] = AHEAD  # (the search again, as one attempt)
                 seg = self._cut()
             if seg is None:
-                self.next_try = int(self.count * 1.5) + 1
+                self.failed, self.next_try = self.count, next_search(self.count)
                 break
             if seg:  # (empty when only METRIC samples waiting for a reference record)
                 yield seg
-            self.next_try = self.count + self.target
+            else:
+                self.failed = self.count
+            # (a segment's worth still held: the next one at once)
+            self.next_try = self.count if seg and self.count >= self.target \
+                else self.count + self.target
+
+    def end(self) -> Iterator[dict[int, Events]]:
+        """Once every chunk was taken: the segments that the records still pending
+        hold beyond a segment's worth, searched as after a chunk (unless the last
+        search found no cut in just these records); :meth:`rest` gives the last."""
+        if self.target < self.count < self.next_try and self.failed != self.count:
+            self.next_try = self.count
+        yield from self.add({})
 
     def rest(self) -> dict[int, Events] | None:
         """Everything still pending (the last segment)."""
@@ -410,6 +424,10 @@ class Cutter:
         merged = {loc: Events.concat(parts) for loc, parts in self.pending.items() if parts}
         self.pending = defaultdict(list, {loc: [ev] for loc, ev in merged.items()})
         return merged
+
+    def pending_times(self, merged: dict[int, Events]) -> list[np.ndarray]:
+        """Every pending record's time, by location (``merged``: :meth:`merge`)."""
+        return [ev.time for ev in merged.values()]
 
     def bounds(self, merged: dict[int, Events]) -> tuple[int, int]:
         """(first, last) measured time of the pending records (``merged``: :meth:`merge`)."""
@@ -440,7 +458,7 @@ class Cutter:
         if bt.size and bt[0] > first:
             cand = np.r_[bt[0], cand]
         cand = cand[cand > first]
-        for cut in cand[::-1][:4].tolist():  # latest safe cuts first
+        for cut in tries(cand, fill_times(self.pending_times(merged), self.target)):
             done = self.aligned(merged, cut)
             if done is not None:
                 self.attempts.append((self.count, first, cut))
@@ -566,23 +584,13 @@ class Cutter:
         self.last_cut = cut
 
 
-def free_ends(bt: np.ndarray, level: np.ndarray) -> np.ndarray:
-    """Of the busy function's steps (times ``bt`` sorted, ``level`` after each), the
-    latest safe cut of each interval it is 0 on that a step ends: a step's time
-    where the steps before it sum to 0 (the records before it close everything
-    they opened)."""
-    if not bt.size:
-        return bt
-    free = np.flatnonzero(level[:-1] == 0)
-    return bt[free + 1][bt[free + 1] > bt[free]]
-
-
 def cut_segments(cutter: Cutter, chunks: Iterable[dict[int, Events]]
                  ) -> Iterator[dict[int, Events]]:
     """The records of ``chunks`` regrouped by ``cutter`` into segments that end at
     safe cuts, the rest last."""
     for chunk in chunks:
         yield from cutter.add(chunk)
+    yield from cutter.end()
     rest = cutter.rest()
     if rest:
         yield rest

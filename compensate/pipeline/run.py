@@ -493,6 +493,8 @@ def _grouped(cutter: Cutter, chunks: Iterable[dict[int, Events]], group: int
     if k % group:  # the last one-process chunk, shorter: its look for a cut
         for seg in cutter.add({}):
             yield seg, cutter.last_cut
+    for seg in cutter.end():
+        yield seg, cutter.last_cut
     rest = cutter.rest()
     if rest:
         yield rest, None

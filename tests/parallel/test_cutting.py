@@ -274,13 +274,14 @@ def test_ranks_read_ahead_past_a_channels_gap():
     """EZTrace's gaps archive (receives the tracer did not record among a channel's
     recorded ones, 3 ranks): the sender's rank finds each gap and the receiver's
     rank its last balance point, so the ranks cut after the gaps as one process
-    does, whether they read ahead before the gap (at 16 records: 19 and 23
-    segments at P = 3 and 2, the largest 70 and 66 records; one process 24, the
-    largest 52) or with the gap among the records they hold (at 64: 7 segments,
-    the largest 151; one process 7, the largest 121); without reading ahead 3 or
+    does, whether they read ahead before the gap (at 16 records: 21 and 23
+    segments at P = 3 and 2, the largest 52 and 66 records; one process 23, the
+    largest 68) or with the gap among the records they hold (at 64: 9 segments,
+    the largest 63, as one process; what they held when they read ahead is cut
+    in segments of the size asked for, not in one); without reading ahead 3 or
     4, the largest 365 of 468 records."""
     trace = read_trace(str(EZTRACE / "gaps" / "eztrace_log.otf2"))
-    for segment, least, most in ((16, 15, 80), (64, 6, 160)):
+    for segment, least, most in ((16, 15, 80), (64, 8, 100)):
         for size in (2, 3):
             assert max(n for _, n in cuts_on_ranks(trace, size, segment)[0]) == 365
             every = cuts_on_ranks(trace, size, segment, lookahead=True)
@@ -303,14 +304,32 @@ def test_a_ranks_share_of_the_records():
 @pytest.mark.parametrize("name", ["stencil", "mixed", "hybrid_halo"])
 def test_the_offered_intervals_in_batches_of_one_give_the_same_cuts(name, monkeypatch):
     """The ranks offer their latest safe intervals a batch at a time
-    (cutting.BATCH); the intersection is exact down to the earliest interval a
+    (candidates.BATCH); the intersection is exact down to the earliest interval a
     rank offered, so one interval at a time (many more offers) gives the same
     cuts as the default batch."""
-    import compensate.parallel.cutting as cutting
+    import compensate.pipeline.candidates as candidates
 
     sim = simulate(name, ranks=4 if name not in HYBRID_PROGRAMS else 3, seed=1, iterations=3)
     full = cuts_on_ranks(sim.measured, 2, 40)[0]
-    monkeypatch.setattr(cutting, "BATCH", 1)
+    monkeypatch.setattr(candidates, "BATCH", 1)
     every = cuts_on_ranks(sim.measured, 2, 40)
     assert all(c == every[0] for c in every)
     assert every[0] == full and len(full) >= 3
+
+
+@pytest.mark.parametrize("name", ["ring", "mixed", "hybrid_halo"])
+def test_ranks_reading_chunks_of_many_segments_cut_as_finely_as_one_process(name):
+    """Each rank reading 400 records at a time, 4 segments' worth (as after a long
+    search the look-ahead ends): the ranks look no later than the fill time from
+    their samples first, then twice that, ..., and look again at once while a
+    segment's worth is pending, so their largest segment is within a tenth of one
+    process's reading a quarter segment at a time."""
+    sim = simulate(name, ranks=4 if name not in HYBRID_PROGRAMS else 3, seed=3, iterations=6)
+    trace = sim.measured
+    one = max(n for _, n in pipelines.cut_times(trace.definitions,
+                                                stream.trace_chunks(trace, 25), 100))
+    for size in (2, 3):
+        every = cuts_on_ranks(trace, size, 100, chunk=400)
+        assert all(c == every[0] for c in every)
+        assert max(n for _, n in every[0]) <= 1.1 * one, (every[0], one)
+        assert_safe(trace, every[0])

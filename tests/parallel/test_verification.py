@@ -163,8 +163,14 @@ def test_violations_across_ranks_are_reported_as_one_process_reports_them(
 
 def _late_violations() -> str:
     """:data:`BAD` after 12 rounds of two correct messages to location 1: its
-    violations lie in a later segment of a small-segment stream."""
+    violations lie in a later segment of a small-segment stream. Its receive and
+    send are moved inside the collective, where no cut can fall, so that both
+    violations lie in one segment: the stream stops at the first segment that
+    fails, and names the violations found in it."""
     head, events = BAD.split("events\n")
+    moved = events.replace("2000 2 MpiRecv", "1350 2 MpiRecv").replace(
+        "2100 0 MpiSend", "1360 0 MpiSend").splitlines()
+    events = "\n".join(sorted(moved, key=lambda line: int(line.split()[0]))) + "\n"
     rounds = []
     for k in range(12):
         t = 100 + 50 * k

@@ -179,3 +179,25 @@ def test_chunks_stepped_together_when_read_are_each_stepped_as_taken(seed):
         if k % 7 == 6:  # (read now and then: the steps so far, then more chunks)
             assert _cutter_state(together) == _cutter_state(each)
     assert _cutter_state(together) == _cutter_state(each)
+
+
+@pytest.mark.parametrize("name", ["stencil", "ring", "mixed", "hybrid_halo"])
+def test_chunks_of_many_segments_are_cut_in_segments_of_the_size_asked_for(name):
+    """Chunks of 8 segments' records (as after a long search the look-ahead ends):
+    the cutter goes no later than a segment's worth where a cut there passes (then
+    twice that, ...), and looks again at once and at the input's end, so the
+    segments are as small as with chunks of a quarter segment, as the command reads
+    with --segment-records (the latest safe cut alone gives segments of a chunk)."""
+    from compensate.simulate import simulate
+    from tests.pipelines import cut_times
+
+    trace = simulate(name, ranks=4 if name != "hybrid_halo" else 3, seed=3,
+                     iterations=6).measured
+    size = 100
+    total = sum(len(ev) for ev in trace.events.values())
+    sizes = [n for _, n in cut_times(trace.definitions, trace_chunks(trace, 8 * size), size)]
+    fine = [n for _, n in cut_times(trace.definitions, trace_chunks(trace, size // 4), size)]
+    assert sum(sizes) == total and max(sizes) <= 1.1 * max(fine), (sizes, fine)
+    assert len(sizes) >= total // (2 * max(fine))
+    wide = cut_times(trace.definitions, trace_chunks(trace, 8 * size), 8 * size)
+    assert len(wide) < len(sizes)

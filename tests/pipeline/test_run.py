@@ -191,14 +191,15 @@ def test_clocks_apart_are_refused_from_the_first_chunks_before_anything_is_cut()
 
 def test_a_segment_that_outgrows_the_memory_is_refused_in_one_line(tmp_path, monkeypatch):
     """EZTrace's halo (tests/data/eztrace/halo): its nonblocking receives are never
-    completed in the trace, so no cut follows the first send. With room for 100
+    completed in the trace, so no cut follows the first send until the cutter
+    reads ahead (before it holds twice a segment's records). With room for 50
     records the run stops with exit 3 and one line once it holds more, instead of
     growing until the kernel kills it; with room enough it runs."""
     import compensate.pipeline.run as run_module
     from tests.conftest import ROOT
 
     anchor = ROOT / "tests" / "data" / "eztrace" / "halo" / "eztrace_log.otf2"
-    monkeypatch.setattr(run_module, "available_memory", lambda: 100 * 300)
+    monkeypatch.setattr(run_module, "available_memory", lambda: 50 * 300)
     out = tmp_path / "o" / "traces.otf2"
     run = run_compensate(anchor, out, "--overhead", "100ns", "--segment-records", "40")
     assert run.returncode == 3, run.stderr
