@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -156,6 +156,8 @@ class Scanned:
     #: Begins another Begin followed before any End
     open_begin: dict[int, int] = field(default_factory=dict)
     lone_begins: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    #: :meth:`counts` of the whole scan, on its :meth:`slim` copy
+    totals: Counts | None = None
 
     def _sent(self) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
         """Each channel's sends that could be received (not cancelled Isends): their
@@ -175,6 +177,8 @@ class Scanned:
         """(receives, sends that could be received, the last receive's time) per
         channel of the locations read: summed over every part of the trace
         (:func:`add_counts`), what :meth:`unclosed` needs."""
+        if self.totals is not None:
+            return self.totals
         return (dict(self.receives), {c: int(n.size) for c, (n, _) in self._sent().items()},
                 {c: int(parts[-1][-1]) for c, parts in self.recv_times.items()})
 
@@ -254,7 +258,20 @@ class Scanned:
             {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
             {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()}, begins,
             {loc: np.sort(np.concatenate(v)) for loc, v in unpaired.items()}, bool(balance),
-            self if whole else None)
+            self.slim() if whole else None)
+
+    def slim(self) -> Scanned:
+        """A copy that :meth:`unclosed` gives the same on any times moved
+        (:meth:`Unclosed.moved`), kept for the passes after the clock pass: every
+        channel's counts, but the record numbers and times only of the channels
+        with sends no receive takes (a shift changes nothing of the others, which
+        hold most of a trace's messages)."""
+        totals = self.counts()
+        receives, sent, _ = totals
+        keep = {c for c, n in sent.items() if receives.get(c, 0) < n}
+        return replace(self, totals=totals, **{
+            name: {c: v for c, v in getattr(self, name).items() if c in keep}
+            for name in ("sends", "send_times", "recv_numbers", "recv_times")})
 
     def _past(self, channel: tuple, m: int) -> np.ndarray:
         """The record numbers of a channel's receives after its first ``m`` (in time

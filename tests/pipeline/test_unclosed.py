@@ -4,6 +4,8 @@ and sends a trace never closes, by hand, and the cuts the cutter makes with it."
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import compensate as c
 from compensate.model import (
@@ -207,3 +209,31 @@ def test_a_replay_reads_ahead_where_its_first_pass_did():
     assert again.unclosed is not None and len(replayed) == len(segs) > 10
     for a, b in zip(segs, replayed, strict=True):
         assert {loc: len(ev) for loc, ev in a.items()} == {loc: len(ev) for loc, ev in b.items()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.integers(2, 4), st.integers(5, 40))
+def test_the_slim_scan_moves_as_the_whole_scan(data, n_locs, steps):
+    """Property: random traces with never-received sends and gaps, each location's
+    times moved by its own shift: what the look-ahead keeps for the passes after
+    the clock pass (:meth:`Scanned.slim`, only the channels some of whose sends no
+    receive takes) gives what the whole scan gives on the moved times."""
+    from tests.randomtrace import random_trace
+
+    def draw(lo: int, hi: int) -> int:
+        return data.draw(st.integers(lo, hi))
+
+    trace = random_trace(draw, n_locs, steps, lost=True, gaps=True)
+    defs = trace.definitions
+    shift = {loc: draw(0, 8000) for loc in trace.events}
+    kept = scan(defs, trace_chunks(trace, 7))
+    whole = scan_part(defs, trace_chunks(trace, 7))
+    for moved, full in ((kept.moved(shift), whole.unclosed(shift=shift)),
+                        (kept.moved({}), whole.unclosed())):
+        for which in ("requests", "sends", "begins", "receives"):
+            a, b = getattr(moved, which), getattr(full, which)
+            assert a.keys() == b.keys(), which
+            assert all(np.array_equal(a[k], b[k]) for k in a), which
+        assert moved.gaps == full.gaps
+    receives, sent, _ = whole.counts()
+    assert set(kept.scanned.sends) == {c for c, n in sent.items() if receives.get(c, 0) < n}
