@@ -45,10 +45,10 @@ no others. The ranks agree on ``T`` (:func:`agreed_cuts`):
    four latest candidates, then every rank reads further (half as much again,
    as one process does). As in one process, the search first goes no later than
    the fill time, before which about a segment's worth of the pending records
-   lie (:func:`~compensate.pipeline.candidates.fill_of`, from a sample of
-   every rank's times), then up to ``H``; while a segment's worth is still
-   pending after a cut, the ranks look for the next at once, and again once
-   every input has ended.
+   lie (:func:`~compensate.pipeline.candidates.fills_of`, from a sample of
+   every location's times), then twice that, ..., then up to ``H``; while a
+   segment's worth is still pending after a cut, the ranks look for the next at
+   once, and again once every input has ended.
 
 No rank reads more than its own locations, and the one-process run's serial
 pass over the whole trace is gone. The cuts differ from the one-process run's
