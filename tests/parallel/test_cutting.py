@@ -274,9 +274,9 @@ def test_ranks_read_ahead_past_a_channels_gap():
     """EZTrace's gaps archive (receives the tracer did not record among a channel's
     recorded ones, 3 ranks): the sender's rank finds each gap and the receiver's
     rank its last balance point, so the ranks cut after the gaps as one process
-    does, whether they read ahead before the gap (at 16 records: 21 and 23
-    segments at P = 3 and 2, the largest 52 and 66 records; one process 23, the
-    largest 68) or with the gap among the records they hold (at 64: 9 segments,
+    does, whether they read ahead before the gap (at 16 records: 25 and 24
+    segments at P = 3 and 2, the largest 52 and 64 records; one process 24, the
+    largest 64) or with the gap among the records they hold (at 64: 9 segments,
     the largest 63, as one process; what they held when they read ahead is cut
     in segments of the size asked for, not in one); without reading ahead 3 or
     4, the largest 365 of 468 records."""
