@@ -505,7 +505,8 @@ def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int]
         order = np.argsort(bt, kind="stable")
         state["steps"] = bt, bd = bt[order], bd[order]
         state["safe"] = safe_intervals(bt, np.cumsum(bd))
-        return offer(*state["safe"], first, top), sample_of(cutter.pending_times({}), step)
+        sample = sample_of(cutter.pending_times(state["merged"]), step)
+        return offer(*state["safe"], first, top), sample
 
     got = gather(prepare)
     fills = fills_of([s for _, s in got], step, segment_records)

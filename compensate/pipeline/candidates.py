@@ -6,11 +6,12 @@ One process takes the latest end of each interval the busy function is 0 on
 (:func:`free_ends`) and tries the :data:`ATTEMPTS` latest no later than the fill
 time, before which a segment's worth of the pending records lie
 (:func:`fill_times`), then up to twice that and so on (:func:`tries`). A
-distributed run's ranks each hold a part of the busy function (:mod:`compensate.parallel.cutting`):
-each gives its safe intervals (:func:`safe_intervals`), offers the latest of them
-a batch at a time (:func:`offer`), and the intersection of the offers
-(:func:`common`) holds the times safe for the whole trace; the fill times come
-from a sample of every rank's times (:func:`sample_of`, :func:`fills_of`).
+distributed run's ranks each hold a part of the busy function
+(:mod:`compensate.parallel.cutting`): each gives its safe intervals
+(:func:`safe_intervals`), offers the latest of them a batch at a time
+(:func:`offer`), and the intersection of the offers (:func:`common`) holds the
+times safe for the whole trace; the fill times come from a sample of every
+location's times (:func:`sample_of`, :func:`fills_of`).
 """
 
 from __future__ import annotations

@@ -258,15 +258,16 @@ class Scanned:
             {loc: np.array(sorted(v), dtype=np.int64) for loc, v in requests.items() if v},
             {loc: np.sort(np.concatenate(v)) for loc, v in sends.items()}, begins,
             {loc: np.sort(np.concatenate(v)) for loc, v in unpaired.items()}, bool(balance),
-            self.slim() if whole else None)
+            self.slim((receives, sent, last)) if whole else None)
 
-    def slim(self) -> Scanned:
+    def slim(self, totals: Counts | None = None) -> Scanned:
         """A copy that :meth:`unclosed` gives the same on any times moved
         (:meth:`Unclosed.moved`), kept for the passes after the clock pass: every
         channel's counts, but the record numbers and times only of the channels
         with sends no receive takes (a shift changes nothing of the others, which
-        hold most of a trace's messages)."""
-        totals = self.counts()
+        hold most of a trace's messages). ``totals``: this scan's :meth:`counts`,
+        where the caller has them."""
+        totals = totals if totals is not None else self.counts()
         receives, sent, _ = totals
         keep = {c for c, n in sent.items() if receives.get(c, 0) < n}
         return replace(self, totals=totals, **{
