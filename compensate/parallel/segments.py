@@ -88,6 +88,7 @@ from compensate.pipeline.options import RunOptions
 from compensate.pipeline.run import ClockBounds, Run, shift_of
 from compensate.pipeline.segment import Segment, output_events, run_segment
 from compensate.platform import Platform
+from compensate.verify import Verification
 
 
 class StreamFallback(Exception):
@@ -204,6 +205,8 @@ class RankStream:
         self.own_span: tuple[int, int] | None = None  # (as read)
         self.own_approx: tuple[int, int] | None = None
         self.own_aligned: tuple[int, int] | None = None
+        #: a segment failed verification: nothing more is written (:meth:`segment`)
+        self.failed = False
 
     def _step(self, f: Callable[..., Any], *args: Any) -> Any:
         return fallback_step(self.transport, f, *args)
@@ -313,11 +316,11 @@ class RankStream:
         release_memory()
         return out
 
-    def _whole_records(self) -> None:
-        """Rank 0's examples of a segment that failed verification naming the
+    def _whole_records(self, v: Verification | None) -> None:
+        """Rank 0's examples ``v`` of a segment that failed verification naming the
         records as the whole trace numbers them: each rank maps those of its own
         locations (:meth:`Segmenter.whole_index`). Collective."""
-        t, v = self.transport, self.run.verification
+        t = self.transport
         named = t.allgather([p for x in v.examples for p in records_named(x)]
                             if t.rank == 0 else None)[0]
         mine = {(loc, r): self.sg.whole_index(loc, r) for loc, r in named
@@ -330,16 +333,17 @@ class RankStream:
     def segment(self, seg: dict[int, Events], records: int,
                 write: Callable[[int, Events], None],
                 advance: Callable[[int], None] | None = None,
-                splitter: Cutter | None = None) -> bool:
+                splitter: Cutter | None = None) -> None:
         """Compensate, verify and write this rank's part ``seg`` of one segment of
-        ``records`` records in all. False (on every rank) once a segment fails
-        verification: the run stops there, as in one process."""
+        ``records`` records in all. From the first segment that fails verification
+        (on any rank) on, nothing is written, and the rest is still compensated and
+        verified, as in one process."""
         t, sg, run = self.transport, self.sg, self.run
         firsts = t.allgather(min((int(ev.time[0]) for ev in seg.values() if len(ev)),
                                  default=None))
         start = min((x for x in firsts if x is not None), default=None)
         if start is None:
-            return True
+            return
         run.segments += 1
         run.largest_segment = max(run.largest_segment, records)
         if sg.t0 is None:
@@ -355,27 +359,27 @@ class RankStream:
         result, _ = run_segment(segment, self.share, self.platform, self.engine_options,
                                 sg.t0, lambda mtrace: sg.match(mtrace, past),
                                 errors=SegmentError)
-        ok = True
+        if not t.allgather(result.verification.ok if t.rank == 0 else True)[0]:
+            self._whole_records(result.verification if t.rank == 0 else None)
+            self.failed = True
         if t.rank == 0:
             run.add(result)
-            ok = result.verification.ok
-        if not t.allgather(ok)[0]:
-            self._whole_records()
-            return False
-        self._step(self._hand_over, segment, seg, result.times, write)
+        self._step(self._hand_over, segment, seg, result.times,
+                   None if self.failed else write)
         run.records += records
         self._step(lambda: sg.advance(seg, result.times.values, result.times.written,
                                       result.matching))
         release_memory()
-        return True
 
     def _hand_over(self, segment: Segment, seg: dict[int, Events], times,
-                   write: Callable[[int, Events], None]) -> None:
-        """Write this rank's records of the segment, and widen its spans."""
+                   write: Callable[[int, Events], None] | None) -> None:
+        """Write this rank's records of the segment (``write`` None: a segment
+        failed verification, nothing is written), and widen its spans."""
         from compensate.pipeline.totals import span
 
         for loc, ev in output_events(segment, list(times.written), times).items():
-            write(loc, ev)
+            if write is not None:
+                write(loc, ev)
             m, w = seg[loc].time, times.written[loc]
             shift = self.shift.get(loc, 0)
             self.own_span = span(self.own_span, int(m[0]) - shift, int(m[-1]) - shift)
@@ -435,8 +439,7 @@ def stream_rank(defs: Definitions, own_chunks: Iterable[dict[int, Events]],
     splitter = OwnSplitter(defs, own_chunks)
     for cut, records in cuts:
         seg = rs.share.step(splitter.split, cut)
-        if not rs.segment(seg, records, write, advance, splitter.cutter):
-            break
+        rs.segment(seg, records, write, advance, splitter.cutter)
         seg = None
     if info is not None:
         info.update(rs.info)

@@ -104,7 +104,7 @@ class Run:
         """Take in one segment's statistics, verification and counts."""
         totals.add(self.stats, result.stats)
         if result.verification is not None:
-            totals.add(self.verification, result.verification)
+            self.verification.add(result.verification)
         totals.add_counts(self.counts, result.counts)
 
     def spans(self, measured: np.ndarray, written: np.ndarray,
@@ -518,9 +518,11 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
     ``lookahead()``: what the whole trace never closes
     (:func:`compensate.pipeline.unclosed.scan` over a fresh read), for the cutter
     to call where it finds no cut (without it, such a trace is one segment from
-    its first never-received send on). Nothing is passed to ``write`` for a
-    segment that fails verification: the run stops there. Raises NotStreamable /
-    SegmentError where the in-memory path must run instead."""
+    its first never-received send on). Nothing is passed to ``write`` from the
+    first segment that fails verification on; the run still compensates and
+    verifies the rest, so that its verification counts what the in-memory run's
+    does. Raises NotStreamable / SegmentError where the in-memory path must run
+    instead."""
     sg = Segmenter(defs, platform, source, options.eager_limit, options.strict)
     cutter = Cutter(defs, options.segment_records or SEGMENT_RECORDS, replay=cuts,
                     lookahead=moved_lookahead(defs, lookahead, alignment))
@@ -541,8 +543,7 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
                 check_span(seg, sg.t0, defs.timer_resolution, source, sg.done)
             if advance is not None:
                 advance(sg.watermark(cutter, seg, start))
-            if not _stream_segment(sg, seg, n_seg, WHOLE, platform, eopts, run, write):
-                return run
+            _stream_segment(sg, seg, n_seg, WHOLE, platform, eopts, run, write)
             seg = None  # this segment's arrays go before the freed heap is handed back
             release_memory()
             if progress:
@@ -555,27 +556,24 @@ def streamed(defs: Definitions, chunks: Iterable[dict[int, Events]], platform: P
 
 def _stream_segment(sg: Segmenter, seg: dict[int, Events], n_seg: int, share: Share,
                     platform: Platform, eopts, run: Run,
-                    write: Callable[[int, Events], None]) -> bool:
-    """One streamed segment: run it, add it to ``run``, write it and carry its
-    context on; False where it failed verification (nothing written)."""
+                    write: Callable[[int, Events], None]) -> None:
+    """One streamed segment: run it, add it to ``run``, write it (unless this or
+    an earlier segment failed verification) and carry its context on."""
     segment = sg.segment(seg)
     result, _ = run_segment(segment, share, platform, eopts, sg.t0, sg.match,
                             errors=SegmentError)
     run.segments += 1
     run.largest_segment = max(run.largest_segment, n_seg)
-    failed = result.verification is not None and not result.verification.ok
-    if failed:  # its examples name the records as the whole trace numbers them
-        v = result.verification
+    if result.verification is not None and not result.verification.ok:
+        v = result.verification  # its examples name the records as the whole trace does
         v.examples = [renumber(x, sg.whole_index) for x in v.examples]
     run.add(result)
-    if failed:
-        return False
     offsets = run.clock_alignment.offsets if run.clock_alignment is not None else {}
     for loc, ev in output_events(segment, list(result.times.written), result.times).items():
-        write(loc, ev)
+        if run.verification.ok:
+            write(loc, ev)
         shift = offsets.get(sg.defs.process_of(loc), 0)  # the span measured: as read
         run.spans(seg[loc].time - shift if shift else seg[loc].time,
                   result.times.written[loc], seg[loc].time)
     run.records += n_seg
     sg.advance(seg, result.times.values, result.times.written, result.matching)
-    return True

@@ -36,6 +36,21 @@ def _first_examples(total: list[str], part: list[str]) -> list[str]:
     return total + part[:max(0, EXAMPLES - len(total))]
 
 
+def _by_check(total: Verification, part: Verification) -> tuple[list[str], list[tuple]]:
+    """The first :data:`EXAMPLES` examples of ``total`` and a later segment's
+    ``part``, with their keys, each check's before the next check's, as one
+    verification of the whole trace lists them (it runs the checks one after the
+    other); within a check, ``total``'s first. Without a key for every example
+    (not made by :func:`note`), the part's after the total's."""
+    if len(total.keys) != len(total.examples) or len(part.keys) != len(part.examples):
+        return _first_examples(total.examples, part.examples), total.keys
+    found = sorted(
+        ((key[0] if key else -1, n, i), x, key)
+        for n, v in enumerate((total, part))
+        for i, (x, key) in enumerate(zip(v.examples, v.keys, strict=True)))[:EXAMPLES]
+    return [x for _, x, _ in found], [key for _, _, key in found]
+
+
 def _sum_per_key(total: dict[str, int], part: dict[str, int]) -> dict[str, int]:
     """Records carried as local only: summed kind by kind."""
     out = dict(total)
@@ -66,8 +81,8 @@ class Verification:
     metrics: int = _counter("METRIC samples outside their reference records "
                             "(needs measured)")
     partitioned: int = _counter("MPI-4 partitioned: Parrived/completions before a Pready")
-    examples: list[str] = field(default_factory=list,
-                                metadata={"combine": _first_examples})
+    #: combined with ``keys`` (:func:`_by_check`)
+    examples: list[str] = field(default_factory=list, metadata={"combine": None})
     #: records no dependency rule looked at, by kind (:mod:`compensate.verify.coverage`)
     carried_local_only: dict[str, int] = field(default_factory=dict,
                                                metadata={"combine": _sum_per_key})
@@ -77,7 +92,8 @@ class Verification:
                                  metadata={"combine": None})
     #: each example's place in the one-process order ((check, ...) tuples), by which
     #: the ranks' examples are merged (compensate.parallel.verification.merge, from
-    #: each rank's own; not combined by :meth:`add`)
+    #: each rank's own), and a segment's after the earlier ones' (:meth:`add`, with
+    #: the examples)
     keys: list[tuple] = field(default_factory=list, compare=False, repr=False,
                               metadata={"combine": None})
     #: the number of the check running (the first element of its examples' keys)
@@ -104,9 +120,10 @@ class Verification:
     def add(self, part: Verification) -> None:
         """Combine ``part`` (the findings of another segment of the same trace) into
         this one, field by field as each field's metadata says: counters summed,
-        the first :data:`EXAMPLES` examples kept, records carried as local only
-        summed by kind; ``own``, ``keys`` and the running check are left as they
-        are."""
+        records carried as local only summed by kind; the first :data:`EXAMPLES`
+        examples kept, each check's before the next check's (:func:`_by_check`);
+        ``own`` and the running check are left as they are."""
+        self.examples, self.keys = _by_check(self, part)
         for f in fields(self):
             how = f.metadata["combine"]
             if how is not None:

@@ -161,16 +161,17 @@ def test_violations_across_ranks_are_reported_as_one_process_reports_them(
     assert not (tmp_path / "par.trace").exists()
 
 
-def _late_violations() -> str:
+def _late_violations(together: bool) -> str:
     """:data:`BAD` after 12 rounds of two correct messages to location 1: its
-    violations lie in a later segment of a small-segment stream. Its receive and
-    send are moved inside the collective, where no cut can fall, so that both
-    violations lie in one segment: the stream stops at the first segment that
-    fails, and names the violations found in it."""
+    violations lie in a later segment of a small-segment stream. ``together``: its
+    receive and send are moved inside the collective, where no cut can fall, so
+    that both violations lie in one segment; else a small-segment stream finds
+    them in two."""
     head, events = BAD.split("events\n")
-    moved = events.replace("2000 2 MpiRecv", "1350 2 MpiRecv").replace(
-        "2100 0 MpiSend", "1360 0 MpiSend").splitlines()
-    events = "\n".join(sorted(moved, key=lambda line: int(line.split()[0]))) + "\n"
+    if together:
+        moved = events.replace("2000 2 MpiRecv", "1350 2 MpiRecv").replace(
+            "2100 0 MpiSend", "1360 0 MpiSend").splitlines()
+        events = "\n".join(sorted(moved, key=lambda line: int(line.split()[0]))) + "\n"
     rounds = []
     for k in range(12):
         t = 100 + 50 * k
@@ -184,15 +185,20 @@ def _late_violations() -> str:
     return head + "events\n" + "\n".join(rounds) + "\n" + events
 
 
+@pytest.mark.parametrize("together", [True, False], ids=["one-segment", "two-segments"])
 def test_violations_in_a_later_segment_name_their_records_in_the_whole_trace(
-        tmp_path, capsys):
+        tmp_path, capsys, together):
     """A stream cut into small segments, in one process and on 2 and 3 ranks:
     the violations are found in a segment with context records in front, and the
     line names them as the whole trace numbers them, as in memory (it named the
-    segment's records). A copy's clocks are not aligned on any path (the stream
-    aligned them, and found 25 violations where memory finds 2)."""
+    segment's records). Where they lie in two segments, the stream writes nothing
+    from the first failing one on but verifies the rest: the line counts and names
+    what memory's does, each check's examples before the next check's (it stopped
+    at the first, and counted 1). A copy's clocks
+    are not aligned on any path (the stream aligned them, and found 25 violations
+    where memory finds 2)."""
     bad = tmp_path / "bad.trace"
-    bad.write_text(_late_violations())
+    bad.write_text(_late_violations(together))
     args = ["--bound", "none", "--quiet"]
     assert main([str(bad), str(tmp_path / "one.trace"), *args, "--in-memory"]) == 4
     one_err = capsys.readouterr().err

@@ -288,3 +288,43 @@ def test_random_gap_traces_whose_clocks_disagree_stream_as_in_memory(data, n_loc
     for loc, ev in whole.trace.events.items():
         if len(ev):
             assert np.array_equal(times[loc], ev.time), loc
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.integers(2, 4), st.integers(8, 30), st.integers(4, 40))
+def test_a_stream_that_fails_verification_counts_what_memory_counts(data, n_locs, steps,
+                                                                    segment):
+    """Property: a copy (``--bound none``) of a random trace whose processes'
+    clocks disagree holds receives and collective exits stamped before what they
+    wait for, in any segment. The stream writes nothing from the first failing
+    segment on, and verifies every segment: each family's count is the in-memory
+    run's, and so are the examples where they are all kept (in one process's
+    check order: each check's before the next's)."""
+    from dataclasses import replace
+
+    from compensate.verify.result import COUNTERS, EXAMPLES
+    from tests.randomtrace import random_trace
+
+    def draw(lo: int, hi: int) -> int:
+        return data.draw(st.integers(lo, hi))
+
+    trace = random_trace(draw, n_locs, steps)
+    trace = Trace(trace.definitions, {loc: replace(ev, time=ev.time + draw(0, 8000))
+                                      for loc, ev in trace.events.items()}, trace.source)
+    opts = RunOptions("none", segment_records=segment)
+    try:
+        whole = in_memory(trace, Platform(5e-8), opts).verification
+    except TraceError:  # (moved so, a channel pairs sends and receives of other lengths)
+        return
+    written: list[int] = []
+    run = streamed(trace.definitions, trace_chunks(trace, 7), Platform(5e-8), opts,
+                   lambda loc, ev: written.append(loc))
+    got = run.verification
+    assert [getattr(got, c) for c in COUNTERS] == [getattr(whole, c) for c in COUNTERS]
+    if whole.violations <= EXAMPLES:
+        assert sorted(got.examples) == sorted(whole.examples)
+        checks = [k[0] for k in got.keys]
+        assert checks == sorted(checks)
+    assert run.records == trace.record_count
+    if not whole.ok:
+        assert run.segments > 0 and len(written) < run.segments * len(trace.events)

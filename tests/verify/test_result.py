@@ -51,8 +51,24 @@ def test_every_field_says_how_it_combines():
         how = f.metadata["combine"]
         assert how is None or callable(how), f.name
         assert f.metadata.get("counter", False) == (f.name in COUNTERS)
+    # (the examples and their keys: together, in Verification.add)
     assert {f.name for f in fields(Verification) if f.metadata["combine"] is None} == \
-        {"own", "keys", "_check"}
+        {"own", "examples", "keys", "_check"}
+
+
+def test_a_later_segments_examples_come_by_check():
+    """A later segment's examples of an earlier check come before the total's of a
+    later check, as one verification of the whole trace lists them; within a
+    check, the earlier segment's first; the first ten kept, with their keys."""
+    total = Verification(messages=1, collectives=6, examples=["m0"] + [f"c{i}" for i in range(6)],
+                         keys=[(1, 5)] + [(2, i) for i in range(6)])
+    part = Verification(order=1, messages=4, examples=["o0", "m1", "m2", "m3", "m4"],
+                        keys=[(0,), (1, 0), (1, 1), (1, 2), (1, 3)])
+    total.add(part)
+    assert total.violations == 12
+    assert total.examples == ["o0", "m0", "m1", "m2", "m3", "m4", "c0", "c1", "c2", "c3"]
+    assert total.keys == [(0,), (1, 5), (1, 0), (1, 1), (1, 2), (1, 3),
+                          (2, 0), (2, 1), (2, 2), (2, 3)]
 
 
 def test_add_combines_every_field():
@@ -69,5 +85,5 @@ def test_add_combines_every_field():
     assert total.examples == [f"t{i}" for i in range(7)] + ["p0", "p1", "p2"]
     assert len(total.examples) == EXAMPLES
     assert total.carried_local_only == {"A": 1, "B": 5, "C": 4}
-    assert total.own == {1} and total.keys == [(0,)]  # not combined
+    assert total.own == {1} and total.keys == [(0,)]  # (examples without keys: in order)
     assert part.carried_local_only == {"B": 3, "C": 4}  # the part is left as it was
