@@ -52,7 +52,7 @@ from compensate.formats import (
     format_of,
     is_part_of_input,
     output_target,
-    read_trace,
+    read_blocks,
     trace_format,
     write_trace,
 )
@@ -193,7 +193,7 @@ def estimate_whole(args: argparse.Namespace, base: Platform | None
                            run_options(args), str(args.input), lookahead_of(args)), base)
     except SegmentError:
         chunks.close()
-        return overhead_choice.estimate(read_trace(args.input), base)
+        return overhead_choice.estimate(read_blocks(args.input, payload=False), base)
 
 
 def estimate_later(args: argparse.Namespace) -> EstimateLater:
@@ -452,7 +452,8 @@ def _run_in_memory(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     _room_for_whole(args)
     _phase(show, f"reading {args.input} ...")
     interrupt.checkpoint("read")
-    trace = read_trace(args.input)
+    # an OTF2 output copies the records from the input: no payload objects needed
+    trace = read_blocks(args.input, payload=format_of(args.output).needs_payload)
     t_read = time.monotonic()
     progress = Progress("compensate", "compensating", trace.record_count, "records", enabled=show)
 

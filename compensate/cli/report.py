@@ -40,6 +40,7 @@ from compensate.formats import (
     AtomicFile,
     OutputError,
     is_part_of_input,
+    read_blocks,
     read_trace,
     trace_format,
 )
@@ -380,7 +381,7 @@ def run_report(argv: list[str]) -> int:
 
 
 def _report(args: argparse.Namespace, paths: list[str], json_out: AtomicFile | None) -> int:
-    traces = [read_trace(path) for path in paths]
+    traces = [read_blocks(path, payload=False) for path in paths]  # (the columns)
     for trace in traces:
         _check_nesting(trace, args.strict)
     cmp = None

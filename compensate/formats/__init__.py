@@ -11,11 +11,17 @@ of :mod:`compensate.formats.paths` (atomic, never the input).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from compensate.formats import mpithreads
-from compensate.formats.chunks import DEFAULT_CHUNK_RECORDS, ChunkIterator
+from compensate.formats.chunks import (
+    DEFAULT_CHUNK_RECORDS,
+    ChunkIterator,
+    join_blocks,
+    selected_locations,
+)
 from compensate.formats.paths import (
     AtomicFile,
     AtomicOutput,
@@ -39,7 +45,8 @@ from compensate.model import Definitions, Events, Trace
 __all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "TRACE_FORMATS", "AtomicFile", "AtomicOutput",
            "ChunkIterator", "Format", "OutputError", "TraceWriter", "format_named", "format_of",
            "input_format", "is_part_of_input", "location_record_counts", "output_error",
-           "output_target", "read_chunks", "read_trace", "trace_format", "write_trace"]
+           "output_target", "read_blocks", "read_chunks", "read_trace", "trace_format",
+           "write_trace"]
 
 
 def read_trace(path: str | Path, locations: Iterable[int] | None = None) -> Trace:
@@ -63,6 +70,38 @@ def read_trace(path: str | Path, locations: Iterable[int] | None = None) -> Trac
     else:
         trace.definitions = mpithreads.for_selection(path, trace.definitions)
     return trace
+
+
+#: Records per block of :func:`read_blocks`
+BLOCK_RECORDS = 1 << 16
+
+
+def read_blocks(path: str | Path, locations: Iterable[int] | None = None, *,
+                payload: bool = True, block: int = BLOCK_RECORDS) -> Trace:
+    """``read_trace(path, locations)`` read :func:`read_chunks`' way, ``block``
+    records at a time, each location's blocks joined column by column (the
+    transient: one block and one column). :func:`read_trace` parses a selection
+    at once: a ``.trace`` file's lines become Python row tuples before the
+    columns, and an OTF2 archive is read through the ``otf2`` package, an event
+    object per record kept as its payload. ``payload=False``: the records are
+    written, if at all, to an OTF2 archive; an OTF2 input is then read by the C
+    path where it can be (payloads ``NATIVE``, copied from the input by the
+    writer), several times faster. The records, their indices, the ranks on
+    other threads and every error message are ``read_trace``'s."""
+    path = str(path)
+    mine = None if locations is None else tuple(locations)
+    definitions, chunks = read_chunks(path, block, payload=payload, locations=mine)
+    pieces: dict[int, list[Events]] = {}
+    with contextlib.closing(chunks):
+        for chunk in chunks:
+            for loc, events in chunk.items():
+                pieces.setdefault(loc, []).append(events)
+    meta = definitions.otf2
+    order = meta.location_order if meta is not None else tuple(definitions.locations)
+    selection = selected_locations(order, mine, path)
+    events = {loc: join_blocks(pieces.pop(loc, []))
+              for loc in (order if selection is None else selection)}
+    return Trace(definitions=definitions, events=events, source=path)
 
 
 def write_trace(trace: Trace, out_path: str | Path, target: Path | None = None, *,

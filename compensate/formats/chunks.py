@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 
+import numpy as np
+
 import compensate.interrupt as interrupt
-from compensate.model import TraceError
+from compensate.model import COLUMNS, Events, TraceError
 
 
 class ChunkIterator:
@@ -81,3 +83,24 @@ def selected_locations(order: Iterable[int], locations: Iterable[int] | None,
         raise TraceError("selected location is not defined", source=source,
                          location=min(unknown))
     return tuple(ref for ref in order if ref in wanted)
+
+
+def join_blocks(blocks: list[Events]) -> Events:
+    """The records of ``blocks`` one after the other (as :meth:`Events.concat`),
+    emptying ``blocks``: each column is joined and then dropped from every block
+    before the next, so at most one column is held twice."""
+    if not blocks:
+        return Events(**{name: np.zeros(0, dtype) for name, dtype in COLUMNS}, payload=[])
+    if len(blocks) == 1:
+        return blocks.pop()
+    cols = {}
+    for name, dtype in COLUMNS:
+        cols[name] = np.concatenate([getattr(b, name) for b in blocks]).astype(dtype, copy=False)
+        for b in blocks:
+            setattr(b, name, None)
+    payload: list = []
+    for b in blocks:
+        payload.extend(b.payload)
+        b.payload = []
+    blocks.clear()
+    return Events(**cols, payload=payload)

@@ -174,17 +174,17 @@ def read_own(path: str, transport, seconds: dict[str, float] | None = None,
     ranks' locations only what this rank reads). Returns the completed trace,
     ``{location: rank}``, this rank's locations and the trimmed ghosts' index map
     (None without ``trimmed``). The records are read in bounded blocks
-    (:func:`compensate.parallel.reading.read_own_records`); ``payload=False`` (an
+    (:func:`compensate.formats.read_blocks`); ``payload=False`` (an
     OTF2 output, which copies the records from the input) reads an OTF2 input by
     the C path. Collective; a failure on any rank raises on every rank. ``seconds`` (if given)
     receives this rank's wall seconds of ``definitions``, ``read`` and ``ghosts``."""
     import time
 
-    from compensate.formats import location_record_counts, read_chunks
+    from compensate.formats import location_record_counts, read_blocks, read_chunks
     from compensate.parallel.driver import agreed
     from compensate.parallel.ghosts import complete_trace, complete_trimmed
     from compensate.parallel.ownership import owners
-    from compensate.parallel.reading import agreed_rank_threads, read_own_records
+    from compensate.parallel.reading import agreed_rank_threads
 
     def definitions():  # no record read (a text trace: only its header)
         defs, chunks = read_chunks(path, payload=False, locations=[])
@@ -204,7 +204,7 @@ def read_own(path: str, transport, seconds: dict[str, float] | None = None,
     defs = agreed_rank_threads(transport, path, defs, mine)
     lap("definitions")
     agreed(transport, room_for_share, path, transport.rank, mine, counts)
-    own = agreed(transport, lambda: read_own_records(path, mine, payload))
+    own = agreed(transport, lambda: read_blocks(path, mine, payload=payload))
     lap("read")
     index = None
     if trimmed:

@@ -1,83 +1,25 @@
-"""A rank reads its own locations in bounded blocks (docs/parallel.md, "What each
-rank reads"; issue #21's memory target).
+"""What a rank reads beyond its own records' blocks (docs/parallel.md, "What each
+rank reads"): :class:`OneRead`, the one read of a rank's own chunks that the cut
+agreement and the segment pass share; :func:`agreed_rank_threads`, the ranks
+that call MPI from another thread, as one process finds them; and
+:func:`guessed_offsets`, the first guess of the processes' clock offsets.
 
-:func:`compensate.formats.read_trace` parses a whole selection at once: a
-``.trace`` file's lines become Python row tuples of every selected record before
-the columns are built (the parse transient: +72 MiB over the columns for half of
-a 10^6-record trace), and an OTF2 archive is read through the ``otf2`` package,
-one Python event object per record kept as its payload (+124 MiB for half of a
-10^6-record stencil). :func:`read_own_records` reads the same records with
-:func:`compensate.formats.read_chunks` instead, :data:`BLOCK` records at a time,
-and joins each location's blocks column by column, releasing every block's column
-as it goes, so the transient is one block plus one column. An OTF2 input whose
-output is OTF2 needs no payload objects (``payload=False``): its records then come
-through the C path (:mod:`compensate.formats.otf2.native`, the library's
-``OTF2_Reader_SelectLocation`` opens only the rank's event files) and the rank's
-part is copied from the input by the OTF2 writer, as the one-process streamed
-command does. The records, their indices and every error message are those of
-``read_trace(path, locations)``.
+A rank's own locations read whole (the in-memory distributed run) are
+:func:`compensate.formats.read_blocks`: bounded blocks, joined column by column,
+an OTF2 input whose output is OTF2 through the C path (the library's
+``OTF2_Reader_SelectLocation`` opens only the rank's event files), its part
+copied from the input by the OTF2 writer.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 
-import numpy as np
-
 from compensate.formats import mpithreads, read_chunks
-from compensate.formats.chunks import selected_locations
-from compensate.model import COLUMNS, Definitions, Events, Trace
+from compensate.model import Definitions, Events
 from compensate.parallel.driver import agreed_gather
 from compensate.parallel.transport import Transport
-
-#: Records per block a rank reads (of its own locations only).
-BLOCK = 1 << 16
-
-
-def join_blocks(blocks: list[Events]) -> Events:
-    """The records of ``blocks`` one after the other (as :meth:`Events.concat`),
-    emptying ``blocks``: each column is joined and then dropped from every block
-    before the next, so at most one column is held twice."""
-    if not blocks:
-        return Events(**{name: np.zeros(0, dtype) for name, dtype in COLUMNS}, payload=[])
-    if len(blocks) == 1:
-        return blocks.pop()
-    cols = {}
-    for name, dtype in COLUMNS:
-        cols[name] = np.concatenate([getattr(b, name) for b in blocks]).astype(dtype, copy=False)
-        for b in blocks:
-            setattr(b, name, None)
-    payload: list = []
-    for b in blocks:
-        payload.extend(b.payload)
-        b.payload = []
-    blocks.clear()
-    return Events(**cols, payload=payload)
-
-
-def read_own_records(path: str, locations: Iterable[int], payload: bool = True,
-                     block: int = BLOCK) -> Trace:
-    """``read_trace(path, locations)`` read ``block`` records at a time: the
-    definitions, and ``events`` holding exactly the selected locations (in the
-    trace's location order, empty ones included). ``payload=False``: the records
-    are written, if at all, to an OTF2 archive (an OTF2 input is then read by the C
-    path where it can be, payloads ``NATIVE``; see
-    :func:`compensate.formats.read_chunks`). TraceError as ``read_trace`` raises it."""
-    path = str(path)
-    mine = tuple(locations)
-    definitions, chunks = read_chunks(path, block, payload=payload, locations=mine)
-    pieces: dict[int, list[Events]] = {}
-    with contextlib.closing(chunks):
-        for chunk in chunks:
-            for loc, events in chunk.items():
-                pieces.setdefault(loc, []).append(events)
-    meta = definitions.otf2
-    order = meta.location_order if meta is not None else tuple(definitions.locations)
-    selection = selected_locations(order, mine, path) or ()
-    events = {loc: join_blocks(pieces.pop(loc, [])) for loc in selection}
-    return Trace(definitions=definitions, events=events, source=path)
 
 
 class OneRead:

@@ -55,7 +55,7 @@ HOOKED = [
     ("o2o-close", "otf2", "otf2", [], "TERM:otf2-close:1"),
     ("o2o-commit", "otf2", "otf2", ["--summary", "SUMMARY"], "INT:commit:1"),
     # --in-memory
-    ("mem-batch", "otf2", "otf2", ["--in-memory"], "INT:otf2-read:4:0.001"),
+    ("mem-batch", "otf2", "otf2", ["--in-memory"], "INT:otf2-read:1:0.001"),
     ("mem-matching", "otf2", "otf2", ["--in-memory"], "TERM:phase:1"),
     ("mem-compensate", "otf2", "otf2", ["--in-memory"], "INT:phase:1:0.05"),
     ("mem-verified", "otf2", "otf2", ["--in-memory"], "INT:verified:1"),

@@ -228,22 +228,22 @@ def test_each_rank_reads_and_writes_only_its_own_locations(threads_case, monkeyp
     """Every rank reads the definitions and its own locations' records only (the
     selections partition the trace), writes them as its part, and the output is the
     one-process output byte for byte."""
-    import compensate.parallel.reading as reading
+    import compensate.formats as formats
     from compensate.formats import parts, read_trace
 
     tmp, one = threads_case
     read, written = [], []
-    real_read, real_part = reading.read_own_records, parts.write_part
+    real_read, real_part = formats.read_blocks, parts.write_part
 
-    def spy_read(path, locations, *args):
+    def spy_read(path, locations, **kw):
         read.append(None if locations is None else sorted(locations))
-        return real_read(path, locations, *args)
+        return real_read(path, locations, **kw)
 
     def spy_part(tmp_dir, part, source, locations):
         written.append((part, sorted(locations), sorted(source.events)))
         return real_part(tmp_dir, part, source, locations)
 
-    monkeypatch.setattr(reading, "read_own_records", spy_read)
+    monkeypatch.setattr(formats, "read_blocks", spy_read)
     monkeypatch.setattr(parts, "write_part", spy_part)
     out = tmp / "threads.trace"
     assert _thread_command(tmp, [str(tmp / "mixed.trace"), str(out), "--platform",
@@ -479,18 +479,19 @@ def test_an_otf2_output_reads_no_payload_objects(tmp_path, monkeypatch):
     """A rank reads an OTF2 input without payload objects (the C path) when the
     output is OTF2, which copies the records from the input, and with them when it
     is a .trace file; both outputs equal the one-process run's."""
-    import compensate.parallel.reading as reading
+    import compensate.formats as formats
 
     real = TRACES / "ping-pong-otf2" / "traces.otf2"
     if not real.exists():
         pytest.skip(f"{real} not available")
-    asked, real_read = [], reading.read_own_records
+    asked, real_read = [], formats.read_blocks
 
-    def spy(path, locations, payload=True, *args):
-        asked.append(payload)
-        return real_read(path, locations, payload, *args)
+    def spy(path, locations=None, *, payload=True, **kw):
+        if locations is not None:  # (a rank's own; the one-process run reads whole)
+            asked.append(payload)
+        return real_read(path, locations, payload=payload, **kw)
 
-    monkeypatch.setattr(reading, "read_own_records", spy)
+    monkeypatch.setattr(formats, "read_blocks", spy)
     for out in (tmp_path / "p" / "traces.otf2", tmp_path / "p.trace"):
         one = out.parent / ("one_" + out.name) if out.suffix == ".trace" \
             else tmp_path / "one" / out.name
@@ -554,12 +555,12 @@ def test_a_share_the_memory_cannot_hold_is_refused_before_it_is_read(
     """The whole-share path (--in-memory, or a trace no rank can stream): a share
     larger than the memory available ends every rank with exit 3 and one line
     naming the rank, before any record is read, and nothing is written."""
+    import compensate.formats as formats
     import compensate.pipeline.memory as memory
-    from compensate.parallel import reading
 
     tmp, _ = threads_case
     monkeypatch.setattr(memory, "available_memory", lambda: 1000)
-    monkeypatch.setattr(reading, "read_own_records",
+    monkeypatch.setattr(formats, "read_blocks",
                         lambda *a, **k: pytest.fail("a share was read"))
     out = tmp / "too_large" / "traces.otf2"  # (an OTF2 input declares its records)
     anchor = TRACES / "ping-pong-otf2" / "traces.otf2"

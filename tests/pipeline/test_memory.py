@@ -50,6 +50,6 @@ def test_out_of_memory_outside_the_run(tmp_path, monkeypatch):
     """Reading (the command's own step): the same line, saying less."""
     import compensate.cli.compensate as command
 
-    monkeypatch.setattr(command, "read_trace", out_of_memory)
+    monkeypatch.setattr(command, "read_blocks", out_of_memory)
     proc = run_compensate(TRACE, tmp_path / "out.trace", "--overhead", "100ns", "--in-memory")
     assert_one_line(proc, "running", tmp_path)

@@ -36,6 +36,7 @@ from compensate.formats.otf2.integrity import InputChecks, lenient_lookups
 from compensate.formats.otf2.library import (
     BATCH_EVENTS,
     Otf2Archive,
+    _diagnostics,
     _library_call,
     _library_errors,
     check_file_ends,
@@ -325,7 +326,10 @@ def _native_chunks(reader: Any, definitions: Definitions, path: str,
                    chunk_records: int | None, locations: tuple[int, ...] | None = None
                    ) -> ChunkIterator | None:
     """The C path's chunks (closing the ``otf2`` reader, whose definitions are
-    read), or None if it cannot be used for this archive."""
+    read), or None if it cannot be used for this archive: also where the OTF2
+    library reported a problem while opening it (a local definition file missing,
+    whose mapping tables the records' references then lack), which the C path
+    reads past and the ``otf2`` package's callbacks name."""
     import compensate.formats.otf2.native as native
     import compensate.formats.otf2.nativerecords as nativerecords
 
@@ -339,9 +343,13 @@ def _native_chunks(reader: Any, definitions: Definitions, path: str,
             chunks = native.NativeChunks(
                 path, meta.location_order if locations is None else locations,
                 chunk_records, meta.registry)
+            complained = bool(_diagnostics)
     except BaseException:
         reader.close()
         raise
+    if complained:
+        chunks.close()
+        return None
     with interrupt.shielded(), _library_errors(path, "cannot read OTF2 archive"):
         reader.close()
     meta.native_source = path
