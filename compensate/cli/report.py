@@ -21,6 +21,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 import compensate.cli.values as values
 import compensate.interrupt as interrupt
 from compensate.analysis import (
@@ -44,7 +46,7 @@ from compensate.formats import (
     read_trace,
     trace_format,
 )
-from compensate.model import Trace, TraceError
+from compensate.model import METRIC, Trace, TraceError
 
 SCHEMA_ID = "compensate-report/1"
 
@@ -433,7 +435,9 @@ def run_export(argv: list[str]) -> int:
     # meanwhile is not replaced
     target = AtomicFile(out, force=args.force)
     try:
-        trace = read_trace(args.trace)
+        trace = read_blocks(args.trace, payload=False)  # (the C path: no values kept)
+        if any(bool(np.any(ev.kind == METRIC)) for ev in trace.events.values()):
+            trace = read_trace(args.trace)  # a metric sample's values: its payload
         n = write_trace_events(trace, target)
     finally:
         target.discard()  # nothing after the commit

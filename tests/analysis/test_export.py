@@ -416,3 +416,28 @@ def test_checker_rejects_broken_documents(mutate, message):
     mutate(doc["traceEvents"])
     with pytest.raises(AssertionError, match=message):
         check_trace_event_document(doc)
+
+
+@pytest.mark.parametrize("archive, package", [
+    (ROOT / "tests" / "data" / "traces" / "ping-pong-otf2" / "traces.otf2", False),
+    (ROOT / "tests" / "data" / "traces" / "hip-two-gpu-metrics" / "traces.otf2", True)],
+    ids=["no-metrics", "metrics"])
+def test_the_export_command_reads_the_package_only_for_metric_values(
+        archive, package, tmp_path, monkeypatch):
+    """``compensate export`` reads an archive without metric samples by the C path
+    (no event object per record) and one with them through the ``otf2`` package,
+    whose payloads hold the values; the document is the one written from
+    ``read_trace``'s trace either way."""
+    import compensate.cli.report as report
+
+    if not archive.exists():
+        pytest.skip(f"{archive} not available")
+    whole = tmp_path / "whole.json"
+    write_trace_events(read_trace(archive), whole)
+    used = []
+    real = report.read_trace
+    monkeypatch.setattr(report, "read_trace", lambda path: used.append(path) or real(path))
+    out = tmp_path / "t.json"
+    assert main(["export", str(archive), str(out)]) == 0
+    assert used == ([str(archive)] if package else [])
+    assert json.loads(out.read_text()) == json.loads(whole.read_text())
