@@ -707,3 +707,32 @@ def test_a_region_defined_but_never_called_is_no_mistake(run_cli, tmp_path):
         assert s["region_overhead_undefined"] == ([warned] if warned else [])
         assert (f'"{warned}" names no region the trace defines' in stderr) if warned \
             else "per-region" not in stderr
+
+
+@pytest.mark.parametrize("output, package", [("o/traces.otf2", False), ("o.trace", True)],
+                         ids=["otf2-output", "trace-output"])
+def test_in_memory_reads_the_otf2_package_only_for_a_text_output(tmp_path, monkeypatch,
+                                                                 output, package):
+    """``--in-memory`` with an OTF2 output reads the input by the C path (the
+    writer copies each record from the input); a ``.trace`` output needs each
+    record's fields, read through the ``otf2`` package. The output is the
+    streamed run's either way."""
+    from compensate.formats import read_trace
+    from compensate.formats.otf2 import read as otf2_read
+    from compensate.formats.otf2.native import available
+
+    archive = TRACES / "ping-pong-otf2" / "traces.otf2"
+    if not archive.exists() or not available():
+        pytest.skip("the archive or the OTF2 C path is not available")
+    opened = []
+    real = otf2_read.Otf2Chunks
+    monkeypatch.setattr(otf2_read, "Otf2Chunks",
+                        lambda *a, **k: opened.append(a[2]) or real(*a, **k))
+    args = ["--overhead", "100ns", "--quiet"]
+    assert main([str(archive), str(tmp_path / output), *args, "--in-memory"]) == 0
+    assert bool(opened) == package
+    streamed = tmp_path / ("s/traces.otf2" if output.endswith(".otf2") else "s.trace")
+    assert main([str(archive), str(streamed), *args]) == 0
+    got, want = read_trace(tmp_path / output), read_trace(streamed)
+    for loc, ev in want.events.items():
+        assert np.array_equal(got.events[loc].time, ev.time), loc
