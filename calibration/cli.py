@@ -329,14 +329,14 @@ def _check_platform(args: argparse.Namespace) -> tuple[Platform, str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from compensate.formats import read_trace, trace_format
+    from compensate.formats import read_blocks, trace_format
 
     try:
         trace_format(args.trace)
     except ValueError as exc:
         raise _Usage(str(exc)) from None
     platform, name = _check_platform(args)
-    trace = read_trace(args.trace)
+    trace = read_blocks(args.trace, payload=False)  # (the columns: OTF2 by the C path)
     verdicts = tracecheck.check(trace, platform)
     if not verdicts:
         print(f"calibrate check: {args.trace}: no location has two records; nothing to bound")
