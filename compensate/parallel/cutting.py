@@ -493,7 +493,7 @@ def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int]
     live = [h for e, h, *_ in every if not e and h is not None]
     if not firsts:
         return None
-    first = min(firsts)
+    first = max(min(firsts), cutter.last_cut or min(firsts))  # (as in one process)
     top = min(live) if live else max(h for _, h, *_ in every if h is not None)
     _ship(t, cutter, top)
     state: dict[str, Any] = {}

@@ -457,7 +457,9 @@ class Cutter:
             cand = np.r_[cand, last] if (not bt.size or last > bt[-1]) else cand
         if bt.size and bt[0] > first:
             cand = np.r_[bt[0], cand]
-        cand = cand[cand > first]
+        # (no later than the last cut: it took every record before it but METRIC
+        # samples held back, and a cut there again would take just those or nothing)
+        cand = cand[cand > max(first, self.last_cut or first)]
         for cut in tries(cand, fill_times(self.pending_times(merged), self.target)):
             done = self.aligned(merged, cut)
             if done is not None:
