@@ -340,10 +340,11 @@ def _native_chunks(reader: Any, definitions: Definitions, path: str,
         return None  # the otf2 package path writes it differently (nativerecords)
     try:
         with _library_errors(path, "cannot read OTF2 archive"):
+            start = len(_diagnostics)  # (an outer capture may hold earlier ones)
             chunks = native.NativeChunks(
                 path, meta.location_order if locations is None else locations,
                 chunk_records, meta.registry)
-            complained = bool(_diagnostics)
+            complained = len(_diagnostics) > start
     except BaseException:
         reader.close()
         raise
