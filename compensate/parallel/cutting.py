@@ -76,6 +76,7 @@ from compensate.parallel.transport import Transport
 from compensate.pipeline.candidates import (
     ATTEMPTS,
     SAMPLES,
+    after_cut,
     common,
     fills_of,
     next_search,
@@ -83,6 +84,7 @@ from compensate.pipeline.candidates import (
     reads_ahead,
     safe_intervals,
     sample_of,
+    searches_at_end,
 )
 from compensate.pipeline.channels import SENDS
 from compensate.pipeline.counting import CountingCutter
@@ -404,8 +406,8 @@ class CutAgreement:
                 self.every = gather(reader.advance, t.rank in who, target)
                 continue
             ended = all(e for e, *_ in every)
-            if ended and (total <= self.segment_records or total == self.failed) \
-                    and total < self.next_try:
+            if ended and total < self.next_try \
+                    and not searches_at_end(total, self.segment_records, self.failed):
                 break  # the rest is the last segment
             cut = _look(t, cutter, self.defs, self.mine, every, gather,
                         self.segment_records)
@@ -420,9 +422,7 @@ class CutAgreement:
                 continue
             every = gather(_cut_here, reader, cut)
             kept, n = sum(k for _, k, _ in every), sum(n for n, _, _ in every)
-            # (a segment's worth still held: the next one at once)
-            self.next_try = kept if n and kept >= self.segment_records \
-                else kept + self.segment_records
+            self.next_try = after_cut(kept, n > 0, self.segment_records)
             if not n:  # (METRIC samples held back: no search again on just these)
                 self.failed = kept
             self.every = [state for *_, state in every]
@@ -493,7 +493,9 @@ def _look(t: Transport, cutter: _LocalCutter, defs: Definitions, mine: list[int]
     live = [h for e, h, *_ in every if not e and h is not None]
     if not firsts:
         return None
-    first = max(min(firsts), cutter.last_cut or min(firsts))  # (as in one process)
+    first = min(firsts)
+    if cutter.last_cut is not None:  # (no cut at or before the last: as in one process)
+        first = max(first, cutter.last_cut)
     top = min(live) if live else max(h for _, h, *_ in every if h is not None)
     _ship(t, cutter, top)
     state: dict[str, Any] = {}

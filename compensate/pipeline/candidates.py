@@ -1,6 +1,8 @@
-"""Candidate cuts: when the cutter (:class:`compensate.pipeline.cuts.Cutter`) searches
-and reads ahead, the times its busy function is 0 at, and which of them a search
-makes the exact check on.
+"""Candidate cuts: when the cutter (:class:`compensate.pipeline.cuts.Cutter`, and the
+ranks' :class:`compensate.parallel.cutting.CutAgreement` alike) searches and reads
+ahead (:func:`next_search`, :func:`after_cut`, :func:`searches_at_end`,
+:func:`reads_ahead`), the times its busy function is 0 at, and which of them a
+search makes the exact check on.
 
 One process takes the latest end of each interval the busy function is 0 on
 (:func:`free_ends`) and tries the :data:`ATTEMPTS` latest no later than the fill
@@ -47,6 +49,21 @@ def reads_ahead(count: int, target: int) -> bool:
     """Whether a search that found no cut in ``count`` pending records reads ahead:
     the next would hold more than :data:`LOOKAHEAD_AFTER` segments' records."""
     return next_search(count) > LOOKAHEAD_AFTER * target
+
+
+def after_cut(kept: int, took: bool, target: int) -> int:
+    """The records pending at the next search after a cut that kept ``kept`` and
+    took some records (``took``): at once while a segment's worth is still held,
+    else a segment's worth later (after a cut that took none, METRIC samples held
+    back for a later reference, no search again on just those)."""
+    return kept if took and kept >= target else kept + target
+
+
+def searches_at_end(count: int, target: int, failed: int | None) -> bool:
+    """Whether the ``count`` records still pending at the input's end are searched
+    once more: more than a segment's worth, and not just those the last search
+    found no cut in (``failed``)."""
+    return target < count != failed
 
 
 def fill_times(times: Iterable[np.ndarray], records: int) -> list[int]:

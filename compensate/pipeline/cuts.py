@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+import compensate.pipeline.candidates as candidates
 from compensate.families import FAMILIES, Cut
 from compensate.formats.fields import field_of
 from compensate.matching.collectives import thread_ranks
@@ -55,7 +56,6 @@ from compensate.model import (
     Events,
     kind_table,
 )
-from compensate.pipeline.candidates import fill_times, free_ends, next_search, reads_ahead, tries
 from compensate.pipeline.channels import (
     RECEIVES,
     SENDS,
@@ -386,27 +386,26 @@ class Cutter:
         while cut and self.count >= self.next_try:
             seg = self._cut()
             if seg is None and self.replay is None \
-                    and reads_ahead(self.count, self.target) and self._look_ahead():
+                    and candidates.reads_ahead(self.count, self.target) and self._look_ahead():
                 # (a replay takes the cuts its first pass found, and reads ahead where
                 # it did: the receives past a gap the look-ahead names are matched so)
                 self.attempts[-1] = AHEAD  # (the search again, as one attempt)
                 seg = self._cut()
             if seg is None:
-                self.failed, self.next_try = self.count, next_search(self.count)
+                self.failed, self.next_try = self.count, candidates.next_search(self.count)
                 break
             if seg:  # (empty when only METRIC samples waiting for a reference record)
                 yield seg
             else:
                 self.failed = self.count
-            # (a segment's worth still held: the next one at once)
-            self.next_try = self.count if seg and self.count >= self.target \
-                else self.count + self.target
+            self.next_try = candidates.after_cut(self.count, bool(seg), self.target)
 
     def end(self) -> Iterator[dict[int, Events]]:
         """Once every chunk was taken: the segments that the records still pending
         hold beyond a segment's worth, searched as after a chunk (unless the last
         search found no cut in just these records); :meth:`rest` gives the last."""
-        if self.target < self.count < self.next_try and self.failed != self.count:
+        if self.count < self.next_try and candidates.searches_at_end(
+                self.count, self.target, self.failed):
             self.next_try = self.count
         yield from self.add({})
 
@@ -452,15 +451,16 @@ class Cutter:
         level = np.cumsum(bd)  # level[i]: open things after the first i+1 steps
         # a cut at T is safe if the steps before T sum to 0: the largest such T in
         # (bt[i], bt[i+1]] is bt[i+1]; after the last step, the latest record time
-        cand = free_ends(bt, level)
+        cand = candidates.free_ends(bt, level)
         if not bt.size or level[-1] == 0:
             cand = np.r_[cand, last] if (not bt.size or last > bt[-1]) else cand
         if bt.size and bt[0] > first:
             cand = np.r_[bt[0], cand]
         # (no later than the last cut: it took every record before it but METRIC
         # samples held back, and a cut there again would take just those or nothing)
-        cand = cand[cand > max(first, self.last_cut or first)]
-        for cut in tries(cand, fill_times(self.pending_times(merged), self.target)):
+        cand = cand[cand > (first if self.last_cut is None else max(first, self.last_cut))]
+        fills = candidates.fill_times(self.pending_times(merged), self.target) if cand.size else []
+        for cut in candidates.tries(cand, fills):
             done = self.aligned(merged, cut)
             if done is not None:
                 self.attempts.append((self.count, first, cut))

@@ -96,3 +96,20 @@ def test_the_sampled_fill_times_are_within_a_sample_step_a_location(parts, step,
     assert every.size < wanted + len(locs) * step  # (no fill time left out)
     if step == 1:
         assert fills == fill_times(locs, records)
+
+
+def test_after_a_cut_the_next_search_by_hand():
+    """At once while a segment's worth is still held after a cut that took records;
+    a segment's worth later otherwise, also after a cut that took none."""
+    assert candidates.after_cut(250, True, 100) == 250
+    assert candidates.after_cut(100, True, 100) == 100
+    assert candidates.after_cut(99, True, 100) == 199
+    assert candidates.after_cut(250, False, 100) == 350
+
+
+def test_at_the_end_a_search_once_more_by_hand():
+    """More than a segment's worth pending, unless just those found no cut."""
+    assert candidates.searches_at_end(101, 100, None)
+    assert candidates.searches_at_end(101, 100, 90)
+    assert not candidates.searches_at_end(100, 100, None)
+    assert not candidates.searches_at_end(101, 100, 101)
