@@ -25,18 +25,15 @@ from functools import cached_property
 import numpy as np
 
 from compensate.matching.collectives import (
-    N_TO_ONE,
-    ONE_TO_N,
     Instance,
-    classify_instance,
-    collective_class,
     collective_pairs,
     refuse_off_member,
     thread_ranks,
 )
 from compensate.matching.devices import DeviceDeps, match_devices
+from compensate.matching.instances import by_member, instances, operations, undefined_comm
 from compensate.matching.legacy import match_legacy
-from compensate.matching.nomessage import NO_MESSAGE, root_words
+from compensate.matching.nomessage import NO_MESSAGE
 from compensate.matching.p2p import Message, MessageTable, match_p2p
 from compensate.matching.partitioned import PartitionedDeps, match_partitioned
 from compensate.matching.rma import RmaDeps, match_rma
@@ -45,7 +42,6 @@ from compensate.matching.threads import ThreadDeps, match_threads
 from compensate.matching.unrecorded import communicating_regions, unrecorded_calls
 from compensate.model import (
     COLL_END,
-    COLLECTIVE_OP_NAMES,
     ENTER,
     IRECV,
     IRECV_REQUEST,
@@ -466,10 +462,11 @@ def _refuse_inter_communicators(trace: Trace) -> None:
 def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,
                       result: Matching) -> None:
     """Collective instances: per communicator, the k-th collective each member posted
-    (blocking MpiCollectiveBegin or NonBlockingCollectiveRequest) is instance k."""
+    (blocking MpiCollectiveBegin or NonBlockingCollectiveRequest) is instance k
+    (:mod:`compensate.matching.instances`)."""
     defs = trace.definitions
     ranks = thread_ranks(defs)  # (a member's process's other threads: the member's)
-    ops_of: dict = defaultdict(lambda: defaultdict(list))  # key -> member -> [(t, loc, b, i)]
+    ops_of: dict = defaultdict(lambda: defaultdict(list))  # key -> member -> [Ops]
     for loc, ev in trace.events.items():
         begin_idx, end_idx, orphans, stray = collective_pairs(ev.kind, structure[loc][0])
         if stray >= 0:
@@ -478,64 +475,30 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
         if orphans:
             calls = result.unrecorded_by_location.get(loc, ({}, 0))[0]
             result.unrecorded_by_location[loc] = (calls, orphans)
-        pairs = list(zip(begin_idx.tolist(), end_idx.tolist(), strict=True))
+        done = np.flatnonzero(ev.kind == NBC_COMPLETE)
         posted = posting[loc][0]
-        pairs += [(posted[i], i) for i in np.flatnonzero(ev.kind == NBC_COMPLETE).tolist()]
-        refuse_off_member(trace, loc, np.array(sorted(i for _, i in pairs), dtype=np.int64),
-                          ranks)
-        for b, i in sorted(pairs):
-            comm = int(ev.comm[i])
-            if comm not in defs.comms:
-                raise TraceError(f"{KIND_NAMES[ev.kind[i]]} on undefined communicator {comm}",
-                                 **_where(trace, loc, i))
-            key = comm if defs.comms[comm].members else (comm, loc)
-            ops_of[key][ranks.get(comm, {}).get(loc, loc)].append((int(ev.time[b]), loc, b, i))
+        b = np.concatenate((begin_idx, [posted[x] for x in done.tolist()])).astype(np.int64)
+        i = np.concatenate((end_idx, done)).astype(np.int64)
+        if not len(i):
+            refuse_off_member(trace, loc, i, ranks)
+            continue
+        order = np.lexsort((i, b))
+        b, i = b[order], i[order]
+        refuse_off_member(trace, loc, np.sort(i), ranks)
+        undefined_comm(trace, loc, i)
+        ops = operations(trace, loc, b, i)
+        comm = ev.comm[i]
+        kinds, first = np.unique(comm, return_index=True)
+        for c in kinds[np.argsort(first, kind="stable")].tolist():
+            key = c if defs.comms[c].members else (c, loc)
+            ops_of[key][ranks.get(c, {}).get(loc, loc)].append(ops.take(comm == c))
     for key, per_loc in ops_of.items():
         comm = key if isinstance(key, int) else key[0]
         members = defs.comms[comm].members or (key[1],)
-        per_loc = {m: sorted(ops) for m, ops in per_loc.items()}  # (threads: time order)
-        counts = {m: len(per_loc.get(m, ())) for m in members}
-        n = max(counts.values())
-        for m, c in counts.items():
-            if c < n:
-                other = next(x for x in members if counts[x] == n)
-                raise TraceError(
-                    f"collective instance {c} on communicator {comm} has no member on "
-                    f"location {m} (location {m} has {c} collective operations on it, "
-                    f"location {other} has {n})",
-                    source=trace.source, location=per_loc[other][c][1],
-                    index=per_loc[other][c][3])
-        for k in range(n):
-            row = [per_loc[m][k] for m in members]  # (t, location, begin, end) per rank
-            locs, begins, idx = ([op[j] for op in row] for j in (1, 2, 3))
-            evs = [trace.events[x] for x in locs]
-            ops = {int(e.op[i]) for e, i in zip(evs, idx, strict=True)}
-            if len(ops) > 1:
-                raise TraceError(
-                    f"collective instance {k} on communicator {comm} mixes operations "
-                    f"{sorted(COLLECTIVE_OP_NAMES.get(o, str(o)) for o in ops)}",
-                    source=trace.source, location=locs[0], index=idx[0])
-            op = ops.pop()
-            cls, known = collective_class(op)
-            if not known:
-                result.unknown_ops += 1
-            root_rank = int(evs[0].peer[idx[0]])
-            root = locs[root_rank] if 0 <= root_rank < len(members) else -1
-            if cls in (ONE_TO_N, N_TO_ONE) and root < 0:
-                raise TraceError(
-                    f"{COLLECTIVE_OP_NAMES[op]} instance {k} on communicator {comm} has no "
-                    f"valid root {root_words(trace, comm, root_rank, len(members))}",
-                    source=trace.source, location=locs[0], index=idx[0])
-            inst = Instance(
-                comm=comm, op=op, cls=cls, known_op=known, root=root, locs=locs,
-                begin_idx=begins, end_idx=idx,
-                size_sent=[int(e.size[i]) for e, i in zip(evs, idx, strict=True)],
-                size_recv=[int(e.size_recv[i]) for e, i in zip(evs, idx, strict=True)],
-                nonblocking=any(int(e.kind[i]) == NBC_COMPLETE
-                                for e, i in zip(evs, idx, strict=True)))
-            classify_instance(inst, [int(e.time[b]) for e, b in zip(evs, begins, strict=True)],
-                              [int(e.time[i]) for e, i in zip(evs, idx, strict=True)])
-            result.instances.append(inst)
+        made, unknown = instances(trace, comm, members,
+                                  {m: by_member(parts) for m, parts in per_loc.items()})
+        result.instances += made
+        result.unknown_ops += unknown
 
 
 def match_messages(trace: Trace, structure: dict, posting: dict, eager_limit: int | None,

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
+
 from compensate.matching import Matching, needed_members
-from compensate.matching.collectives import N_TO_ONE, ONE_TO_N, Instance
+from compensate.matching.collectives import EXSCAN, N_TO_ONE, ONE_TO_N, SCAN, Instance
 from compensate.model import Trace
 from compensate.verify.result import Verification, note
 
@@ -21,8 +23,9 @@ def verify_collectives(trace: Trace, matching: Matching, v: Verification) -> Non
     request, an Igather root's after every member's request), and the exits that
     wait but are not after their own enter."""
     t = {loc: ev.time for loc, ev in trace.events.items()}
+    clean = _clean(t, matching.instances, v)
     for n, inst in enumerate(matching.instances):
-        if v.own is not None and not any(map(v.owns, inst.locs)):
+        if n in clean or (v.own is not None and not any(map(v.owns, inst.locs))):
             continue
         begins = [t[loc][b] for loc, b in zip(inst.locs, inst.begin_idx, strict=True)]
         ends = [t[loc][e] if v.owns(loc) else 0  # only the exits this checks are read
@@ -45,6 +48,39 @@ def verify_collectives(trace: Trace, matching: Matching, v: Verification) -> Non
                 v.collectives += 1
                 note(v, f"location {inst.locs[i]}, record {inst.end_idx[i]}: collective exit "
                         f"not after its own enter (record {inst.begin_idx[i]})", (n, 1, i))
+
+
+#: the classes whose every exit waits for every member's enter (needed_members)
+_NOT_ALL = (ONE_TO_N, N_TO_ONE, SCAN, EXSCAN)
+
+
+def _clean(t: dict[int, np.ndarray], instances: list[Instance], v: Verification) -> set[int]:
+    """The numbers of the blocking instances whose exits wait for every member
+    (n-to-n, handle creation, a synchronising free) in which no exit of ``v``'s
+    locations comes before the latest enter or not after its own: checked as one
+    array per member count, so that the per-instance loop of
+    :func:`verify_collectives` sees only the rest (the same counts and examples)."""
+    groups: dict[int, list[int]] = {}
+    for n, inst in enumerate(instances):
+        if inst.synchronising and not inst.nonblocking and inst.cls not in _NOT_ALL:
+            groups.setdefault(len(inst.locs), []).append(n)
+    out: set[int] = set()
+    for numbers in groups.values():
+        locs = np.array([instances[n].locs for n in numbers], dtype=np.int64)
+        begin = np.array([instances[n].begin_idx for n in numbers], dtype=np.int64)
+        end = np.array([instances[n].end_idx for n in numbers], dtype=np.int64)
+        where = np.unique(locs).tolist()
+        kind = np.result_type(*(t[loc] for loc in where))  # (int64 times stay exact)
+        tb, te = np.zeros(begin.shape, dtype=kind), np.zeros(end.shape, dtype=kind)
+        for loc in where:
+            at = locs == loc
+            tb[at], te[at] = t[loc][begin[at]], t[loc][end[at]]
+        owned = np.ones(locs.shape, dtype=bool) if v.own is None else \
+            np.isin(locs, np.array(sorted(v.own), dtype=np.int64))
+        latest = tb.max(axis=1, keepdims=True)
+        bad = owned & ((te < latest) | (te <= tb))
+        out.update(np.array(numbers)[~bad.any(axis=1)].tolist())
+    return out
 
 
 def _pairs(inst: Instance, begins: list, v: Verification) -> list[tuple[int, int]]:
