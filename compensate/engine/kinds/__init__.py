@@ -122,9 +122,13 @@ def rules_of(graph: Graph, matching: Matching) -> dict[tuple[int, int], list]:
     shared = uniq[counts > 1]
     for name, kind in MESSAGE_KINDS.items():
         kind.build(graph, t, rows[name], shared, dep_rules)
-    for inst in matching.instances:
+    syncs = nton.sync_table(graph, matching.instances)
+    for n, inst in enumerate(matching.instances):
         lis = [graph.pos_of[loc] for loc in inst.locs]
-        COLLECTIVE_KINDS[(inst.cls, inst.nonblocking)](graph, inst, lis, dep_rules)
+        if n in syncs:  # (blocking n-to-n, their sync times computed together)
+            nton.build(graph, inst, lis, dep_rules, syncs[n])
+        else:
+            COLLECTIVE_KINDS[(inst.cls, inst.nonblocking)](graph, inst, lis, dep_rules)
         graph.stats.collective_instances += 1
     for found, build in SYNC_KINDS.values():
         build(graph, found(matching), dep_rules)
