@@ -93,16 +93,22 @@ class Pending:
         self.cls, self.args, self.needs = cls, args, needs
 
     def build(self, graph: Graph) -> Rule:
-        args = tuple(resolve(a, graph) for a in self.args)
+        args = [resolve(a, graph) for a in self.args]  # (a list: no generator per rule)
         needs = self.needs.build(graph) if isinstance(self.needs, SharedNeeds) else \
             [graph.need(li, i) for li, i in self.needs]
         return self.cls(*args, needs)
 
 
+#: the holders :func:`resolve` builds
+_HOLDERS = (PendingRecv, PendingLatest, SharedNeeds)
+
+
 def resolve(arg: object, graph: Graph) -> object:
+    if type(arg) is float:  # (the most common argument: a precomputed constant)
+        return arg
     if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "ref":
         return graph.ref(arg[1], arg[2])
-    if isinstance(arg, (PendingRecv, PendingLatest, SharedNeeds)):
+    if isinstance(arg, _HOLDERS):
         return arg.build(graph)
     if isinstance(arg, list):
         return [resolve(x, graph) for x in arg]

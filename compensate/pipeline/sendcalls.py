@@ -72,7 +72,8 @@ class Joined:
 
     def __init__(self, kind: np.ndarray, region: np.ndarray, time: np.ndarray,
                  owner: np.ndarray, carried: list[list[int]]) -> None:
-        order = np.argsort(owner, kind="stable")
+        small = len(carried) <= np.iinfo(np.uint16).max  # (16-bit keys: a radix sort)
+        order = np.argsort(owner.astype(np.uint16) if small else owner, kind="stable")
         owner = owner[order]
         c = np.array([len(r) for r in carried], np.int64)
         n = np.bincount(owner, minlength=len(carried))
@@ -121,8 +122,13 @@ class Joined:
         oe, ol = np.argsort(ge, kind="stable"), np.argsort(gl, kind="stable")
         ge, en = ge[oe], self.enters[oe]
         self.gl, self.ls = gl[ol], self.leaves[ol]
-        rank = np.arange(self.ls.size) - np.searchsorted(self.gl, self.gl, "left")
-        pos = np.searchsorted(ge, self.gl, "left") + rank
+        # each Leave's rank in its group and where its group starts among the Enters
+        # (per group, not per Leave: the groups are few, the Leaves many)
+        first = np.flatnonzero(np.r_[True, self.gl[1:] != self.gl[:-1]]) \
+            if self.gl.size else np.zeros(0, np.int64)
+        sizes = np.diff(np.r_[first, self.gl.size])
+        rank = np.arange(self.ls.size) - np.repeat(first, sizes)
+        pos = np.repeat(np.searchsorted(ge, self.gl[first], "left"), sizes) + rank
         ok = pos < en.size
         ok[ok] = (ge[pos[ok]] == self.gl[ok]) & \
             (self.region[en[pos[ok]]] == self.region[self.ls[ok]])
