@@ -133,8 +133,11 @@ def _refuse(trace: Trace, comm: int, k: int, cols: dict[str, np.ndarray], mixed:
 def undefined_comm(trace: Trace, loc: int, i: np.ndarray) -> None:
     """Refuse the first of the end records ``i`` of ``loc`` (in their order) on an
     undefined communicator."""
-    ev = trace.events[loc]
-    defined = np.isin(ev.comm[i], np.array(list(trace.definitions.comms), dtype=np.int64))
+    ev, comms = trace.events[loc], trace.definitions.comms
+    used = ev.comm[i]
+    if all(c in comms for c in np.unique(used).tolist()):
+        return
+    defined = np.array([c in comms for c in used.tolist()], dtype=bool)
     if not defined.all():
         first = int(i[np.argmin(defined)])
         raise TraceError(f"{KIND_NAMES[ev.kind[first]]} on undefined communicator "
