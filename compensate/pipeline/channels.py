@@ -90,3 +90,28 @@ def channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list
     here = np.array(locs, dtype=np.int64)[p]
     return (np.stack([np.where(s, here, other), np.where(s, other, here), comm, tag]),
             sign)
+
+
+def dropped_keys(defs: Definitions, dropped: list[tuple[int, int, tuple]], cut: int,
+                 sign: int) -> np.ndarray | None:
+    """The channels (rows: sender, receiver, communicator, tag; a column each) of
+    the ``dropped`` records stamped before ``cut``, given as (time, location,
+    (communicator, peer rank, tag)): Isends matching drops as cancelled (``sign``
+    -1: the location sends) or receives it leaves unpaired (+1: the location
+    receives); the peer's location is -1 where its rank is none of the
+    communicator's. None if there is none. (A tracer that never completes its
+    receive requests leaves many such receives: one array for all of them.)"""
+    rows = [(loc, c, p, tag) for t, loc, (c, p, tag) in dropped if t < cut]
+    if not rows:
+        return None
+    loc, comm, peer, tag = np.array(rows, dtype=np.int64).T
+    other = np.full(loc.size, -1, dtype=np.int64)
+    pair = key_ids([comm, loc])  # (few: a communicator and location each)
+    _, first = np.unique(pair, return_index=True)
+    for p, c, at in zip(pair[first].tolist(), comm[first].tolist(), loc[first].tolist(),
+                        strict=True):
+        members = np.array(members_of(defs, c, at), dtype=np.int64)
+        sel = np.flatnonzero((pair == p) & (peer >= 0) & (peer < members.size))
+        other[sel] = members[peer[sel]]
+    ends = (loc, other) if sign < 0 else (other, loc)
+    return np.stack((ends[0], ends[1], comm, tag))

@@ -32,7 +32,7 @@ from compensate.families import FAMILIES, Cut
 from compensate.formats.fields import field_of
 from compensate.matching.collectives import thread_ranks
 from compensate.matching.devices import is_synchronize
-from compensate.matching.p2p import key_ids, members_of
+from compensate.matching.p2p import key_ids
 from compensate.matching.pthreads import cut_regions, cut_steps
 from compensate.model import (
     COLL_BEGIN,
@@ -61,6 +61,7 @@ from compensate.pipeline.channels import (
     SENDS,
     channel_keys,
     collectives_aligned,
+    dropped_keys,
     sent_and_received,
 )
 from compensate.pipeline.sendcalls import joined_send_call_ends, send_call_ends
@@ -522,13 +523,10 @@ class Cutter:
                 done[(key, loc)] = done.get((key, loc), 0) + c
         # matching drops these sends, and leaves these receives unpaired
         for sign, dropped in ((-1, self.cancelled), (1, self.unpaired)):
-            for t, loc, (comm_, peer_, tag_) in dropped:
-                if t < cut:
-                    members = members_of(defs, comm_, loc)
-                    other_ = members[peer_] if 0 <= peer_ < len(members) else -1
-                    ends = [[loc], [other_]] if sign < 0 else [[other_], [loc]]
-                    keys.append(np.array([*ends, [comm_], [tag_]], dtype=np.int64))
-                    signs.append(np.array([sign], dtype=np.int64))
+            cols = dropped_keys(defs, dropped, cut, sign)
+            if cols is not None:
+                keys.append(cols)
+                signs.append(np.full(cols.shape[1], sign, dtype=np.int64))
         if not keys:
             return np.zeros((4, 0), np.int64), np.zeros(0, np.int64), done
         cols = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
