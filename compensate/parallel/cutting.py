@@ -168,9 +168,12 @@ class _LocalCutter(CountingCutter):
         its +1 went to."""
         if not sends:
             return
-        times = np.array([t for t, _, _ in sends], dtype=np.int64)
-        dest = np.array([self._destinations(loc, np.array([c]), np.array([p]))[0]
-                         for _, loc, (c, p, _) in sends], dtype=np.int64)
+        times, locs, comm, peer = np.array([(t, loc, c, p) for t, loc, (c, p, _) in sends],
+                                           dtype=np.int64).T
+        dest = np.full(times.size, -1, np.int64)
+        for loc in np.unique(locs).tolist():  # (per location, not per send)
+            at = np.flatnonzero(locs == loc)
+            dest[at] = self._destinations(loc, comm[at], peer[at])
         self._route(times, -np.ones(times.size, np.int64), dest)
 
     def _route(self, times: np.ndarray, deltas: np.ndarray, dest: np.ndarray) -> None:
