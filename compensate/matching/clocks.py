@@ -105,15 +105,13 @@ def orders(trace: Trace, table: MessageTable, instances: list[Instance] = (),
         kept = [i for i, (loc, _) in enumerate(late) if loc in receivers]
         early, late = [early[i] for i in kept], [late[i] for i in kept]
     if early:
-        proc = {loc: defs.process_of(loc) for loc in trace.events}
+        pos = {loc: li for li, loc in enumerate(trace.events)}
+        every = list(trace.events.values())
+        proc = np.array([defs.process_of(loc) for loc in trace.events], dtype=np.int64)
 
-        def columns(pairs):  # (the times gathered per location, not per pair)
-            locs, idx = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
-            t = np.zeros(len(pairs), dtype=np.int64)
-            for loc in np.unique(locs).tolist():
-                at = locs == loc
-                t[at] = trace.events[loc].time[idx[at]]
-            return np.array([proc[loc] for loc in locs.tolist()], dtype=np.int64), t
+        def columns(pairs):
+            li = np.array([pos[loc] for loc, _ in pairs], dtype=np.int64)
+            return proc[li], times_at(every, li, np.array([i for _, i in pairs], dtype=np.int64))
         (ce_p, ce_t), (cl_p, cl_t) = columns(early), columns(late)
         p_s, t_s = np.concatenate([p_s, ce_p]), np.concatenate([t_s, ce_t])
         p_r, t_r = np.concatenate([p_r, cl_p]), np.concatenate([t_r, cl_t])

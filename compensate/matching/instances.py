@@ -137,9 +137,6 @@ def undefined_comm(trace: Trace, loc: int, i: np.ndarray) -> None:
     used = ev.comm[i]
     if all(c in comms for c in np.unique(used).tolist()):
         return
-    defined = np.array([c in comms for c in used.tolist()], dtype=bool)
-    if not defined.all():
-        first = int(i[np.argmin(defined)])
-        raise TraceError(f"{KIND_NAMES[ev.kind[first]]} on undefined communicator "
-                         f"{int(ev.comm[first])}", source=trace.source, location=loc,
-                         index=first)
+    first = int(i[[c in comms for c in used.tolist()].index(False)])
+    raise TraceError(f"{KIND_NAMES[ev.kind[first]]} on undefined communicator "
+                     f"{int(ev.comm[first])}", source=trace.source, location=loc, index=first)

@@ -479,17 +479,16 @@ def match_collectives(trace: Trace, structure: dict, posting: dict, eager_limit:
         posted = posting[loc][0]
         b = np.concatenate((begin_idx, [posted[x] for x in done.tolist()])).astype(np.int64)
         i = np.concatenate((end_idx, done)).astype(np.int64)
+        refuse_off_member(trace, loc, np.sort(i), ranks)
         if not len(i):
-            refuse_off_member(trace, loc, i, ranks)
             continue
         order = np.lexsort((i, b))
         b, i = b[order], i[order]
-        refuse_off_member(trace, loc, np.sort(i), ranks)
         undefined_comm(trace, loc, i)
         ops = operations(trace, loc, b, i)
         comm = ev.comm[i]
-        kinds, first = np.unique(comm, return_index=True)
-        for c in kinds[np.argsort(first, kind="stable")].tolist():
+        comms, first = np.unique(comm, return_index=True)
+        for c in comms[np.argsort(first, kind="stable")].tolist():  # (first seen first)
             key = c if defs.comms[c].members else (c, loc)
             ops_of[key][ranks.get(c, {}).get(loc, loc)].append(ops.take(comm == c))
     for key, per_loc in ops_of.items():

@@ -68,26 +68,10 @@ def channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list
                           )[idx].astype(np.int64)
     tag = np.concatenate([ev.tag[:n] for ev, n in zip(evs, ns, strict=True)]
                          )[idx].astype(np.int64)
-    # the peer's location through its communicator as seen from the record's
-    # location: one members table per distinct (communicator, location)
-    pair_ids = key_ids([comm, p])
-    first = np.unique(pair_ids, return_index=True)[1]
-    tables, starts, lengths = [], [], []
-    at = 0
-    for c, q in zip(comm[first].tolist(), p[first].tolist(), strict=True):
-        members = members_of(defs, c, locs[q]) or (-1,)
-        tables.append(np.array(members, dtype=np.int64))
-        starts.append(at)
-        lengths.append(len(members))
-        at += len(members)
-    table = np.concatenate(tables)
-    start = np.array(starts, dtype=np.int64)[pair_ids]
-    ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
-    other = np.full(idx.size, -1, np.int64)
-    other[ok] = table[start[ok] + peer[ok]]
-    sign = np.where(s, 1, -1).astype(np.int64) * (peer != NONE)  # (MPI_PROC_NULL: none)
-    del peer, pair_ids, start, ok
     here = np.array(locs, dtype=np.int64)[p]
+    other = peer_locations(defs, comm, peer, here)
+    sign = np.where(s, 1, -1).astype(np.int64) * (peer != NONE)  # (MPI_PROC_NULL: none)
+    del peer
     return (np.stack([np.where(s, here, other), np.where(s, other, here), comm, tag]),
             sign)
 
@@ -105,13 +89,29 @@ def dropped_keys(defs: Definitions, dropped: list[tuple[int, int, tuple]], cut: 
     if not rows:
         return None
     loc, comm, peer, tag = np.array(rows, dtype=np.int64).T
-    other = np.full(loc.size, -1, dtype=np.int64)
-    pair = key_ids([comm, loc])  # (few: a communicator and location each)
-    _, first = np.unique(pair, return_index=True)
-    for p, c, at in zip(pair[first].tolist(), comm[first].tolist(), loc[first].tolist(),
-                        strict=True):
-        members = np.array(members_of(defs, c, at), dtype=np.int64)
-        sel = np.flatnonzero((pair == p) & (peer >= 0) & (peer < members.size))
-        other[sel] = members[peer[sel]]
+    other = peer_locations(defs, comm, peer, loc)
     ends = (loc, other) if sign < 0 else (other, loc)
     return np.stack((ends[0], ends[1], comm, tag))
+
+
+def peer_locations(defs: Definitions, comm: np.ndarray, peer: np.ndarray,
+                   here: np.ndarray) -> np.ndarray:
+    """The location of each record's peer rank ``peer`` in its communicator
+    ``comm`` as seen from its location ``here`` (-1: no such rank): one members
+    table per distinct (communicator, location)."""
+    pair_ids = key_ids([comm, here])
+    first = np.unique(pair_ids, return_index=True)[1]
+    tables, starts, lengths = [], [], []
+    at = 0
+    for c, loc in zip(comm[first].tolist(), here[first].tolist(), strict=True):
+        members = members_of(defs, c, loc) or (-1,)
+        tables.append(np.array(members, dtype=np.int64))
+        starts.append(at)
+        lengths.append(len(members))
+        at += len(members)
+    table = np.concatenate(tables)
+    start = np.array(starts, dtype=np.int64)[pair_ids]
+    ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
+    other = np.full(peer.size, -1, np.int64)
+    other[ok] = table[start[ok] + peer[ok]]
+    return other

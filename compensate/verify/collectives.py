@@ -69,10 +69,9 @@ def _clean(t: dict[int, np.ndarray], instances: list[Instance], v: Verification)
         locs = np.array([instances[n].locs for n in numbers], dtype=np.int64)
         begin = np.array([instances[n].begin_idx for n in numbers], dtype=np.int64)
         end = np.array([instances[n].end_idx for n in numbers], dtype=np.int64)
-        where = np.unique(locs).tolist()
-        kind = np.result_type(*(t[loc] for loc in where))  # (int64 times stay exact)
-        tb, te = np.zeros(begin.shape, dtype=kind), np.zeros(end.shape, dtype=kind)
-        for loc in where:
+        tb = np.zeros(begin.shape, dtype=np.int64)  # (Events.time: int64, exact)
+        te = np.zeros(end.shape, dtype=np.int64)
+        for loc in np.unique(locs).tolist():
             at = locs == loc
             tb[at], te[at] = t[loc][begin[at]], t[loc][end[at]]
         owned = np.ones(locs.shape, dtype=bool) if v.own is None else \

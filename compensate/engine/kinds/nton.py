@@ -9,6 +9,8 @@ MpiCollectiveEnd depends on every member's MpiCollectiveBegin.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from compensate.engine.graph import Graph
@@ -32,7 +34,7 @@ class NToN(Rule):
 
 
 def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict,
-          syncs: list[float] | None = None) -> None:
+          syncs: Sequence[float] | Mapping[int, float] | None = None) -> None:
     """One :class:`NToN` rule per member whose exit the graph evaluates (not on a
     ghost location: another rank builds that one); all share the latest enter.
     ``syncs``: every member's synchronisation time if known (:func:`sync_table`)."""
@@ -43,7 +45,7 @@ def build(graph: Graph, inst: Instance, lis: list[int], dep_rules: dict,
     begins = [(lis[j], inst.begin_idx[j]) for j in everyone]
     latest, needs = PendingLatest(begins), SharedNeeds(begins)
     if syncs is None:
-        syncs = sync_times(graph, inst, lis, everyone, who)  # type: ignore[assignment]
+        syncs = sync_times(graph, inst, lis, everyone, who)
     for i in who:
         dep_rules[(lis[i], inst.end_idx[i])] = [Pending(
             NToN, (latest, syncs[i], ("ref", lis[i], inst.begin_idx[i])), needs)]
