@@ -149,7 +149,7 @@ class _LocalCutter(CountingCutter):
         self._route(ev.time[sends], np.ones(sends.size, np.int64),
                     self._destinations(loc, ev.comm[sends], ev.peer[sends]))
         # Isends cancelled in this chunk, and sends never received (read ahead)
-        self._never_received(self.cancelled[cancelled:])
+        self._never_received(self.cancelled.columns(cancelled))
         received = ev.time[_RECEIVED[ev.kind] & real]
         self.busy_t.append(received)
         self.busy_d.append(-np.ones(received.size, np.int64))
@@ -160,16 +160,15 @@ class _LocalCutter(CountingCutter):
         the -1 of each pending send never received where its +1 went."""
         before = len(self.cancelled)
         super().read_ahead(unclosed)
-        self._never_received(self.cancelled[before:])
+        self._never_received(self.cancelled.columns(before))
 
-    def _never_received(self, sends: list[tuple[int, int, tuple]]) -> None:
-        """The -1 of each send no receive takes (``sends``: (time, location,
-        (communicator, peer, tag)) as :attr:`cancelled` holds them), to the rank
+    def _never_received(self, sends: np.ndarray) -> None:
+        """The -1 of each send no receive takes (``sends``: rows time, location,
+        communicator, peer rank, tag, as :attr:`cancelled` holds them), to the rank
         its +1 went to."""
-        if not sends:
+        if not sends.shape[1]:
             return
-        times, locs, comm, peer = np.array([(t, loc, c, p) for t, loc, (c, p, _) in sends],
-                                           dtype=np.int64).T
+        times, locs, comm, peer = sends[:4]
         dest = np.full(times.size, -1, np.int64)
         for loc in np.unique(locs).tolist():  # (per location, not per send)
             at = np.flatnonzero(locs == loc)

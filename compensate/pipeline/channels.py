@@ -76,22 +76,80 @@ def channel_keys(defs: Definitions, locs: list[int], evs: list[Events], ns: list
             sign)
 
 
-def dropped_keys(defs: Definitions, dropped: list[tuple[int, int, tuple]], cut: int,
-                 sign: int) -> np.ndarray | None:
-    """The channels (rows: sender, receiver, communicator, tag; a column each) of
-    the ``dropped`` records stamped before ``cut``, given as (time, location,
-    (communicator, peer rank, tag)): Isends matching drops as cancelled (``sign``
-    -1: the location sends) or receives it leaves unpaired (+1: the location
-    receives); the peer's location is -1 where its rank is none of the
-    communicator's. None if there is none. (A tracer that never completes its
-    receive requests leaves many such receives: one array for all of them.)"""
-    rows = [(loc, c, p, tag) for t, loc, (c, p, tag) in dropped if t < cut]
-    if not rows:
-        return None
-    loc, comm, peer, tag = np.array(rows, dtype=np.int64).T
-    other = peer_locations(defs, comm, peer, loc)
-    ends = (loc, other) if sign < 0 else (other, loc)
-    return np.stack((ends[0], ends[1], comm, tag))
+class Dropped:
+    """The records the matching drops (cancelled Isends: ``sign`` -1, their location
+    sends) or leaves unpaired (receives past a gap: +1, their location receives),
+    as columns (time, location, communicator, peer rank, tag), in the order taken.
+    The cutter's exact check asks for the channels of those before every candidate
+    cut (:meth:`keys`); a tracer that never completes its receive requests leaves
+    many, so each one's peer location is looked up once, not at every candidate."""
+
+    def __init__(self, sign: int) -> None:
+        self.sign = sign
+        self._parts: list[np.ndarray] = []  # (5, k) blocks not yet joined
+        self._singles: list[tuple[int, int, int, int, int]] = []
+        self._cols = np.zeros((5, 0), np.int64)
+        self._other = np.zeros(0, np.int64)  # the peer locations of the first rows
+
+    def add(self, time: np.ndarray, loc: int, comm: np.ndarray, peer: np.ndarray,
+            tag: np.ndarray) -> None:
+        """Records of location ``loc`` (columns of equal length)."""
+        if len(time):
+            self._join_singles()
+            self._parts.append(np.stack([np.asarray(time, np.int64),
+                                         np.full(len(time), loc, np.int64),
+                                         np.asarray(comm, np.int64),
+                                         np.asarray(peer, np.int64),
+                                         np.asarray(tag, np.int64)]))
+
+    def add_one(self, time: int, loc: int, channel: tuple[int, int, int]) -> None:
+        """One record of ``loc`` on ``channel`` (communicator, peer rank, tag)."""
+        self._singles.append((time, loc, *channel))
+
+    def _join_singles(self) -> None:
+        if self._singles:
+            self._parts.append(np.array(self._singles, dtype=np.int64).T.copy())
+            self._singles = []
+
+    def columns(self, start: int = 0) -> np.ndarray:
+        """Rows time, location, communicator, peer rank, tag of the records taken
+        from the ``start``-th on."""
+        self._join_singles()
+        if self._parts:
+            self._cols = np.concatenate([self._cols, *self._parts], axis=1)
+            self._parts = []
+        return self._cols[:, start:]
+
+    def __len__(self) -> int:
+        return (self._cols.shape[1] + sum(p.shape[1] for p in self._parts)
+                + len(self._singles))
+
+    def tuples(self) -> list[tuple[int, int, tuple[int, int, int]]]:
+        """(time, location, (communicator, peer rank, tag)) of each record."""
+        return [(t, loc, (c, p, tag)) for t, loc, c, p, tag in self.columns().T.tolist()]
+
+    def keys(self, defs: Definitions, cut: int) -> np.ndarray | None:
+        """The channels (rows: sender, receiver, communicator, tag; a column each)
+        of the records stamped before ``cut``; the peer's location is -1 where its
+        rank is none of the communicator's. None if there is none."""
+        cols = self.columns()
+        if len(self._other) < cols.shape[1]:
+            new = cols[:, len(self._other):]
+            self._other = np.concatenate(
+                [self._other, peer_locations(defs, new[2], new[3], new[1])])
+        sel = cols[0] < cut
+        if not sel.any():
+            return None
+        loc, other = cols[1, sel], self._other[sel]
+        ends = (loc, other) if self.sign < 0 else (other, loc)
+        return np.stack((ends[0], ends[1], cols[2, sel], cols[4, sel]))
+
+    def drop_before(self, cut: int) -> None:
+        """Forget the records stamped before ``cut`` (a segment took them)."""
+        cols = self.columns()
+        keep = cols[0] >= cut
+        self._cols = cols[:, keep]
+        self._other = self._other[keep[:len(self._other)]]
 
 
 def peer_locations(defs: Definitions, comm: np.ndarray, peer: np.ndarray,

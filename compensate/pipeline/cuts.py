@@ -59,9 +59,9 @@ from compensate.model import (
 from compensate.pipeline.channels import (
     RECEIVES,
     SENDS,
+    Dropped,
     channel_keys,
     collectives_aligned,
-    dropped_keys,
     sent_and_received,
 )
 from compensate.pipeline.sendcalls import joined_send_call_ends, send_call_ends
@@ -145,10 +145,10 @@ class Cutter:
         self.unstepped: list[tuple[int, Events]] = []
         self.open_requests: dict[int, dict[int, int]] = defaultdict(dict)  # loc -> id -> kind
         self.isend_channel: dict[tuple[int, int], tuple] = {}  # (loc, request) -> channel
-        self.cancelled: list[tuple[int, int, tuple]] = []  # (time, loc, channel) of Isends
-        #: (time, loc, channel) of the receives past a gap (:mod:`.unclosed`), which
-        #: close no message: matching leaves them unpaired
-        self.unpaired: list[tuple[int, int, tuple]] = []
+        self.cancelled = Dropped(-1)  # the cancelled Isends (and never received sends)
+        #: the receives past a gap (:mod:`.unclosed`), which close no message:
+        #: matching leaves them unpaired
+        self.unpaired = Dropped(1)
         #: ``lookahead()``: what the rest of the trace never closes (:mod:`.unclosed`),
         #: read before the search would hold LOOKAHEAD_AFTER segments' records (no cut)
         self.lookahead = lookahead
@@ -249,9 +249,8 @@ class Cutter:
         if past.size:
             self.busy_t.append(rows.time[past].astype(np.int64))
             self.busy_d.append(np.ones(past.size, np.int64))
-            self.unpaired += [(int(rows.time[i]), loc, (int(rows.comm[i]), int(rows.peer[i]),
-                                                        int(rows.tag[i])))
-                              for i in past.tolist()]
+            self.unpaired.add(rows.time[past], loc, rows.comm[past], rows.peer[past],
+                              rows.tag[past])
 
     def _close(self, loc: int, request_times: np.ndarray, rows: Events,
                sends: np.ndarray) -> None:
@@ -263,9 +262,8 @@ class Cutter:
             else request_times
         self.busy_t.append(steps)
         self.busy_d.append(-np.ones(steps.size, np.int64))
-        for i in sends.tolist():
-            self.cancelled.append((int(rows.time[i]), loc, (int(rows.comm[i]),
-                                                            int(rows.peer[i]), int(rows.tag[i]))))
+        self.cancelled.add(rows.time[sends], loc, rows.comm[sends], rows.peer[sends],
+                           rows.tag[sends])
 
     def _look_ahead(self) -> bool:
         """Read what the rest of the trace never closes (once, and only with a
@@ -314,7 +312,7 @@ class Cutter:
                     if self.MESSAGES:
                         rt.append(t[i])  # the message will never be received
                         rd.append(-1)
-                    self.cancelled.append((int(t[i]), loc, channel))
+                    self.cancelled.add_one(int(t[i]), loc, channel)
         return rt, rd
 
     def _send_call_ends(self, loc: int, ev: Events) -> tuple[np.ndarray, np.ndarray]:
@@ -522,11 +520,11 @@ class Cutter:
                 loc = self.thread_ranks.get(comm_, {}).get(loc, loc)
                 done[(key, loc)] = done.get((key, loc), 0) + c
         # matching drops these sends, and leaves these receives unpaired
-        for sign, dropped in ((-1, self.cancelled), (1, self.unpaired)):
-            cols = dropped_keys(defs, dropped, cut, sign)
+        for dropped in (self.cancelled, self.unpaired):
+            cols = dropped.keys(defs, cut)
             if cols is not None:
                 keys.append(cols)
-                signs.append(np.full(cols.shape[1], sign, dtype=np.int64))
+                signs.append(np.full(cols.shape[1], dropped.sign, dtype=np.int64))
         if not keys:
             return np.zeros((4, 0), np.int64), np.zeros(0, np.int64), done
         cols = keys[0] if len(keys) == 1 else np.concatenate(keys, axis=1)
@@ -579,8 +577,8 @@ class Cutter:
             keep = bt >= cut
             self.busy_t, self.busy_d = [bt[keep]], [bd[keep]]
             self.coll_done = defaultdict(int, done)
-            self.cancelled = [c for c in self.cancelled if c[0] >= cut]
-            self.unpaired = [c for c in self.unpaired if c[0] >= cut]
+            self.cancelled.drop_before(cut)
+            self.unpaired.drop_before(cut)
         self.last_cut = cut
 
 

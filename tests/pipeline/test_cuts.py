@@ -158,7 +158,7 @@ def _cutter_state(cutter):
             {k: v for k, v in cutter.open_regions.items() if v},
             {k: v for k, v in cutter.send_calls.items() if v},
             {k: v for k, v in cutter.open_requests.items() if v},
-            sorted(cutter.cancelled))
+            sorted(cutter.cancelled.tuples()))
 
 
 @pytest.mark.parametrize("seed", range(6))
