@@ -38,13 +38,14 @@ drift (its speed varies by a third within a day) falls on both: each pair's
 ratios (wall; the busiest rank's CPU seconds against the one process's) and
 their medians, the figure to compare with a target.
 
-``--phases`` adds, for every rank of the largest P, its resident set and peak
-(``VmRSS`` / ``VmHWM`` of ``/proc/self/status``, MiB) and the C heap in use
-(glibc's ``mallinfo2``: numpy's arrays and Python's objects that are live, not
-the freed heap the resident set still counts) before and after each phase
-of the distributed command: reading its own locations, ``complete_trace`` (the
-ghost columns), matching, the replay (``approximate``), verification (rank 0),
-writing its part (the wrappers of :func:`_probe`; Linux only). ``--bound B``
+``--phases`` adds, for the one process and every rank of the largest P, where the
+peak resident set (``VmHWM`` of ``/proc/self/status``, MiB) grows: per phase of
+the streamed run (:data:`PROBED`: the cut agreement or the reading and cutting,
+the context and trimmed ghosts, matching, the engine's graph, the replay loop,
+verification, writing), summed over its calls, with the largest resident set
+(``VmRSS``) and C heap in use (glibc's ``mallinfo2``: numpy's arrays and
+Python's objects that are live, not the freed heap the resident set still
+counts) after it (the wrappers of :func:`_probe`; Linux only). ``--bound B``
 runs every command with ``--bound B`` (``fitted``: the streamed runs' first pass
 is the fit pass, rank 0's in the distributed one).
 
@@ -99,44 +100,59 @@ def _in_use() -> float:
     return (m.uordblks + m.hblkhd) / (1 << 20)
 
 
-def _probe(log: Path) -> None:
-    """Wrap the phases of the distributed command so that each appends
-    ``phase rss peak`` to ``log`` when it begins and when it returns."""
-    import compensate.formats.parts as parts
-    import compensate.parallel.driver as driver
-    import compensate.parallel.ghosts as ghosts
-    import compensate.parallel.reading as reading
-    import compensate.pipeline.segment as segment_step
+#: the phases ``--phases`` watches in each rank of a streamed run (and in the one
+#: process): (module, attribute path, label)
+PROBED = [("compensate.parallel.cutting", "CutAgreement.next_cut",
+           "cut agreement, reading own records"),
+          ("compensate.parallel.segments", "RankStream._views", "context, trimmed ghosts"),
+          ("compensate.pipeline.context", "Segmenter.match", "matching"),
+          ("compensate.engine.run", "_Engine.__init__", "engine graph and rules"),
+          ("compensate.engine.run", "_Engine._scheduled", "replay loop"),
+          ("compensate.parallel.share", "RankShare.verify", "verification"),
+          ("compensate.parallel.segments", "RankStream._hand_over", "writing"),
+          ("compensate.formats.chunks", "ChunkIterator.__next__", "reading (one process)"),
+          ("compensate.pipeline.cuts", "Cutter.feed", "cutter taking records (one process)"),
+          ("compensate.pipeline.context", "Segmenter.segment", "context (one process)"),
+          ("compensate.pipeline.segment", "Whole.verify", "verification (one process)")]
 
-    def wrap(module, name: str, label: str) -> None:
-        inner = getattr(module, name)
+
+def _probe(log: Path) -> None:
+    """Wrap the phases of :data:`PROBED` so that each call measures the resident
+    set, its peak and the heap in use when it returns; written to ``log`` when the
+    process ends, per phase: calls, the peak's growth inside the phase summed over
+    its calls (where the peak is made), the largest resident set and heap in use
+    after it (``label<TAB>calls<TAB>growth<TAB>rss<TAB>heap`` lines, MiB)."""
+    import atexit
+    import importlib
+
+    seen: dict[str, list[float]] = {label: [0, 0.0, 0.0, 0.0] for _, _, label in PROBED}
+
+    def wrap(owner, name: str, label: str) -> None:
+        inner = getattr(owner, name)
 
         def probed(*args, **kwargs):
-            rss, peak = _memory()
-            with log.open("a") as f:
-                f.write(f"  before {label} {rss:.0f} {peak:.0f} {_in_use():.0f}\n")
-            out = inner(*args, **kwargs)
-            rss, peak = _memory()
-            with log.open("a") as f:
-                f.write(f"{label} {rss:.0f} {peak:.0f} {_in_use():.0f}\n")
-            return out
-        setattr(module, name, probed)
+            before = _memory()[1]
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                rss, peak = _memory()
+                row = seen[label]
+                row[0] += 1
+                row[1] += peak - before
+                row[2], row[3] = max(row[2], rss), max(row[3], _in_use())
+        setattr(owner, name, probed)
 
-    with log.open("a") as f:
-        f.write("start {:.0f} {:.0f} {:.0f}\n".format(*_memory(), _in_use()))
-    import compensate.parallel.verification as verification
-
-    wrap(reading, "read_own_records", "read own locations")
-    wrap(ghosts, "complete_trace", "complete_trace")
-    wrap(ghosts, "complete_trimmed", "complete_trimmed (trimmed ghosts)")
-    wrap(driver, "match", "match")
-    wrap(segment_step, "approximate", "replay")
-    wrap(verification, "verify_rank", "verify (each rank its own dependencies)")
-    wrap(parts, "write_part", "write part")
-    import compensate.parallel.segments as segments  # the streamed run (all segments,
-    # the cuts agreed on the way: one read of the own locations feeds both)
-    wrap(segments, "observe_rank", "fit pass: own observations, fit reduced (every rank)")
-    wrap(segments, "stream_rank", "every segment")
+    for module, path, label in PROBED:
+        owner = importlib.import_module(module)
+        *parents, name = path.split(".")
+        for part in parents:
+            owner = getattr(owner, part)
+        wrap(owner, name, label)
+    start = _memory()
+    atexit.register(lambda: log.write_text(
+        f"start\t0\t{start[1]:.0f}\t{start[0]:.0f}\t{_in_use():.0f}\n" + "".join(
+            f"{label}\t{n}\t{g:.0f}\t{r:.0f}\t{h:.0f}\n"
+            for label, (n, g, r, h) in seen.items() if n)))
 
 
 #: the steps ``--times`` measures in each rank of a streamed run: (module, attribute
@@ -275,11 +291,12 @@ def _run(launcher: list[str], trace: Path, platform: Path, out: Path,
     cpu = [float(p.read_text()) for p in sorted(peaks.glob("cpu*"),
                                                 key=lambda p: int(p.name[3:]))]
     for log in sorted(peaks.glob("phases*")):
-        print(f"    rank {log.name[len('phases'):]}, MiB after each phase (resident, peak, "
-              f"heap in use):")
+        print(f"    rank {log.name[len('phases'):]}, per phase: calls, MiB the peak grew "
+              f"inside it (start: the peak before the run), the largest resident set "
+              f"and heap in use after it:")
         for line in log.read_text().splitlines():
-            label, rss, high, used = line.rsplit(" ", 3)
-            print(f"      {label:<20} {rss:>6} {high:>6} {used:>6}")
+            label, n, grew, rss, used = line.split("\t")
+            print(f"      {label:<36} {n:>5} {grew:>6} {rss:>6} {used:>6}")
     logs = sorted(peaks.glob("times*"), key=lambda p: int(p.name[5:]))
     if logs:
         rows = [dict(line.split("\t") for line in log.read_text().splitlines())
@@ -369,7 +386,7 @@ def main() -> None:
     ap.add_argument("--format", choices=("trace", "otf2"), default="trace",
                     help="the simulated trace's format (and the outputs')")
     ap.add_argument("--phases", action="store_true",
-                    help="print every rank's memory after each phase (largest P)")
+                    help="where each rank's peak memory grows, per phase (one process, largest P)")
     ap.add_argument("--bound", default=None,
                     help="the --bound of every run (default: the command's, lower)")
     ap.add_argument("--times", action="store_true",
@@ -388,7 +405,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     trace, platform = _trace(workdir, a.records, a.format, a.program)
     one = _output(workdir, "streamed", a.format)
-    walls, peaks, s1, cpus = _run([], trace, platform, one, bound, times=a.times)
+    walls, peaks, s1, cpus = _run([], trace, platform, one, bound, a.phases, a.times)
     mib = peaks[0]
     print(f"{s1['records']:,} records on {s1['locations']} locations; ratios against "
           f"the one-process streamed run")
