@@ -56,6 +56,7 @@ from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
 from compensate.engine.native import BUDGET, DONE, GENERIC, FastLoop, fast_loop
+from compensate.engine.overheads import OVERHEAD_UNITS
 from compensate.engine.pending import positions
 from compensate.engine.receive import receive_time
 from compensate.engine.rules import Context, Need, Rule
@@ -127,12 +128,22 @@ class Stats:
     #: per entry of the platform's by-region costs (region name): the Enter/Leave
     #: records it was charged to (counted as :mod:`compensate.engine.graph` builds)
     region_records: dict = field(default_factory=dict)
+    #: the tracer overhead R1 took out of the records (each one's overhead, a
+    #: flush's duration, a cold call's charge), in units of 1/OVERHEAD_UNITS tick,
+    #: each record's rounded: a sum exact in any order (segments, ranks). With the
+    #: upper bound and per-process exits, the most a compensated span can be
+    #: shorter than the measured one (:func:`compensate.cli.compensate.model_note`)
+    overhead_removed: int = 0
 
     def add_flush_ticks(self, ticks: int, resolution: int) -> None:
         """Count ``ticks`` more of BufferFlush time removed."""
         self.flush_ticks += int(ticks)
         self.flush_resolution = int(resolution)
         self.flush_seconds_removed = self.flush_ticks / self.flush_resolution
+
+    def overhead_seconds(self, resolution: int) -> float:
+        """:attr:`overhead_removed` in seconds (``resolution``: ticks per second)."""
+        return self.overhead_removed / OVERHEAD_UNITS / resolution
 
     def derive(self) -> None:
         """The seconds of the flushes' ticks (after a sum of parts)."""

@@ -551,8 +551,8 @@ class Exchange:
         rank's summed (of its own records: counted while its rules were built, the
         handlers building only those, and while they were evaluated, the fast path's
         late parties included); R1 overcompensation and
-        BufferFlush statistics, which each rank counted for its own locations (the
-        graph gives ghost locations no R1 gaps and counts none of them), summed,
+        BufferFlush statistics and the overhead removed, which each rank counted for
+        its own locations (the graph gives ghost locations no R1 gaps), summed,
         their largest shortfall the largest; the flush ticks summed (exact integers:
         the same seconds as the one-process run's); the by-region records summed."""
         t = self.transport
@@ -567,7 +567,8 @@ class Exchange:
         mine = (dict(cases), stats.overcompensated,
                 dict(stats.overcompensated_by_kind), stats.overcompensated_max_s,
                 stats.buffer_flushes, flush,
-                None if waiting is None else g.loc_ids[waiting], dict(stats.region_records))
+                None if waiting is None else g.loc_ids[waiting], dict(stats.region_records),
+                stats.overhead_removed)
         got = t.allgather(mine)
         # after a cycle: the first location (in the trace's order) still waiting
         order = {loc: i for i, loc in enumerate(g.loc_ids)}
@@ -576,16 +577,13 @@ class Exchange:
         for k in cases:
             cases[k] = sum(d[0].get(k, 0) for d in got)
         stats.overcompensated = sum(d[1] for d in got)
-        by_kind: dict[str, int] = {}
+        stats.overcompensated_by_kind, stats.region_records = {}, {}
         for d in got:
-            for name, n in d[2].items():
-                by_kind[name] = by_kind.get(name, 0) + n
-        stats.overcompensated_by_kind = by_kind
-        stats.region_records = {}
-        for d in got:
+            add_counts(stats.overcompensated_by_kind, d[2])
             add_counts(stats.region_records, d[7])
         stats.overcompensated_max_s = max(d[3] for d in got)
-        stats.buffer_flushes = sum(d[4] for d in got)
+        stats.buffer_flushes, stats.overhead_removed = (sum(d[4] for d in got),
+                                                        sum(d[8] for d in got))
         ticks = sum(x for d in got for x in d[5].values())
         stats.flush_ticks, stats.flush_seconds_removed = 0, 0.0
         if ticks:
