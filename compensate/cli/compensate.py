@@ -523,6 +523,7 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
                      max_overcompensated=args.max_overcompensated)
     outcome = copy_finding(args, platform, outcome)
     summary = outcome.summary
+    removed = run.stats.overhead_seconds(summary["timer_resolution"])
     summary.update(seconds=seconds, **(extra or {}))
     if not outcome.writes:
         if abort is not None:
@@ -543,7 +544,7 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
     # the output is in place: nothing from here on makes the status non-zero
     try:
         _phase(show, "")
-        return _done(args, summary, _bound_text(args, summary))
+        return _done(args, summary, _bound_text(args, summary), removed)
     except Exception as exc:  # noqa: BLE001 - e.g. stdout a full device, a closed pipe
         return after_commit("compensate", str(args.output), exc)
 
@@ -679,6 +680,44 @@ def copy_finding(args: argparse.Namespace, platform: Platform | None,
         f"--max-overcompensated {limit}"))
 
 
+#: :func:`model_note`: a span shorter than the measured one by more than this
+#: many times the overhead removed, and by this share of it, is the models' doing
+MODEL_TIMES, MODEL_SHARE = 2.0, 0.01
+
+
+def model_note(summary: dict, removed: float) -> str:
+    """The note where the compensated span is shorter than the measured one by
+    more than :data:`MODEL_TIMES` the tracer overhead taken out of all records
+    (``removed``, seconds) and by :data:`MODEL_SHARE` of the span: the rest is not
+    overhead but what the models make of the measured waits (docs/compensation.md,
+    "Shorter than the overhead explains"); '' otherwise. The upper bound with
+    per-process exits never shortens a span by more than ``removed``."""
+    if summary["bound"] == "none":
+        return ""
+    ref, approx = span_reference(summary), summary["approximated_span_s"]
+    shorter = ref - approx
+    if shorter <= max(MODEL_TIMES * removed, MODEL_SHARE * ref):
+        return ""
+    why = []
+    if summary["bound"] != "upper":
+        why.append(f"the {summary['bound']} bound times each transfer whose calls did "
+                   f"not overlap by its model, not as measured")
+    nton = summary.get("dependencies", {}).get("collectives", {}).get("n-to-n", 0)
+    if summary.get("collective_exit") == "uniform" and nton:
+        why.append("every member of an n-to-n collective leaves with the first to leave "
+                   "(--collective-exit uniform, the default), which takes out how far "
+                   "apart they left (a busy or oversubscribed machine); --collective-exit "
+                   "per-process keeps each member's own exit")
+    ratio = shorter / removed if removed > 0 else 0.0
+    times = (f"{ratio:,.0f} times" if ratio >= 10 else f"{ratio:.2g} times" if ratio
+             else "more than")
+    return (f"compensate: note: the compensated span is {_duration(shorter)} shorter than "
+            f"the measured one, {times} the {_duration(removed)} of tracer overhead taken "
+            f"out of all records: the rest is what the models make of the measured waits"
+            + (": " + "; ".join(why) if why else "")
+            + " (docs/compensation.md, \"Shorter than the overhead explains\")")
+
+
 def span_reference(summary: dict) -> float:
     """The measured span the compensated one is compared with: as read, or with
     the processes' clocks aligned where they were (``clock_alignment``; the
@@ -784,7 +823,7 @@ def _bound_text(args: argparse.Namespace, summary: dict) -> str:
     return text
 
 
-def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
+def _done(args: argparse.Namespace, summary: dict, bound_text: str, removed: float) -> int:
     over = summary["overcompensated_records"]
     from compensate.engine.fit import warning_line
     if fit_warning := warning_line(summary.get("fit")):  # a fitted model not used: why
@@ -806,6 +845,8 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
         _unended_note(deps.get("collective_begins_without_end", 0))
         _unrecorded_note(deps.get("unrecorded_calls", {}))
         _no_message_note(deps)
+        if note := model_note(summary, removed):
+            print(note, file=sys.stderr)
     _markers_note(summary)
     return EXIT_OK
 

@@ -736,3 +736,49 @@ def test_in_memory_reads_the_otf2_package_only_for_a_text_output(tmp_path, monke
     got, want = read_trace(tmp_path / output), read_trace(streamed)
     for loc, ev in want.events.items():
         assert np.array_equal(got.events[loc].time, ev.time), loc
+
+
+#: a barrier of two members, the second leaving 9,800 ticks (ns) after the first
+#: (a member descheduled on a busy machine)
+_SPREAD_EXITS = ("compensate-trace 1\ntimer_resolution 1000000000\nlocation 0 group=0\n"
+                 "location 1 group=1\ncomm 0 \"w\" 0,1\nevents\n"
+                 "100 0 MpiCollectiveBegin\n150 1 MpiCollectiveBegin\n"
+                 "200 0 MpiCollectiveEnd op=BARRIER comm=0 root=- sent=0 received=0\n"
+                 "10000 1 MpiCollectiveEnd op=BARRIER comm=0 root=- sent=0 received=0\n")
+
+
+@pytest.mark.parametrize("bound,exits,note", [
+    ("upper", "uniform", True), ("upper", "per-process", False),
+    ("lower", "uniform", True), ("none", "uniform", False)])
+def test_a_span_shortened_beyond_the_overhead_is_said(run_cli, tmp_path, bound, exits,
+                                                      note):
+    """The uniform exit lets the second member leave with the first (at the last
+    enter, 150, plus the first exit's 50 less the last enter's 1 ns: 199): the
+    span 100..10,000 becomes 100..199, 9.801 us off a run whose 4 records carry
+    4 ns of overhead. The note says so and names the way out; per-process exits
+    keep the second member's exit: no note."""
+    src = tmp_path / "spread.trace"
+    src.write_text(_SPREAD_EXITS)
+    code, stdout, stderr = run_cli(src, tmp_path / "o.trace", "--overhead", "1ns",
+                                   "--bound", bound, "--collective-exit", exits)
+    assert code == 0, stderr
+    found = [line for line in stderr.splitlines() if "tracer overhead taken out" in line]
+    assert bool(found) == note, stderr
+    if note:
+        assert "9.801 us shorter than the measured one, 2,450 times the 4 ns" in found[0]
+        assert "--collective-exit per-process keeps" in found[0]
+        assert ("lower bound times each transfer" in found[0]) == (bound == "lower")
+
+
+def test_the_note_needs_both_a_multiple_and_a_share_of_the_span():
+    from compensate.cli.compensate import model_note
+    s = {"bound": "upper", "collective_exit": "uniform", "measured_span_s": 1.0,
+         "dependencies": {"collectives": {"n-to-n": 3}}}
+    assert model_note({**s, "approximated_span_s": 0.995}, 1e-4) == ""  # 0.5 % of it
+    assert model_note({**s, "approximated_span_s": 0.95}, 0.03) == ""  # < 2x 30 ms
+    line = model_note({**s, "approximated_span_s": 0.95}, 0.02)
+    assert "50 ms shorter than the measured one, 2.5 times the 20 ms" in line
+    assert "lower" not in line and "n-to-n" in line
+    no_nton = model_note({**s, "approximated_span_s": 0.95,
+                          "dependencies": {"collectives": {}}}, 0.0)
+    assert "more than the 0 ns" in no_nton and "n-to-n" not in no_nton
