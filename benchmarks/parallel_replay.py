@@ -100,20 +100,17 @@ def _in_use() -> float:
     return (m.uordblks + m.hblkhd) / (1 << 20)
 
 
-#: the phases ``--phases`` watches in each rank of a streamed run (and in the one
-#: process): (module, attribute path, label)
-PROBED = [("compensate.parallel.cutting", "CutAgreement.next_cut",
-           "cut agreement, reading own records"),
-          ("compensate.parallel.segments", "RankStream._views", "context, trimmed ghosts"),
-          ("compensate.pipeline.context", "Segmenter.match", "matching"),
-          ("compensate.engine.run", "_Engine.__init__", "engine graph and rules"),
-          ("compensate.engine.run", "_Engine._scheduled", "replay loop"),
-          ("compensate.parallel.share", "RankShare.verify", "verification"),
-          ("compensate.parallel.segments", "RankStream._hand_over", "writing"),
-          ("compensate.formats.chunks", "ChunkIterator.__next__", "reading (one process)"),
-          ("compensate.pipeline.cuts", "Cutter.feed", "cutter taking records (one process)"),
-          ("compensate.pipeline.context", "Segmenter.segment", "context (one process)"),
-          ("compensate.pipeline.segment", "Whole.verify", "verification (one process)")]
+def _wrap_each(table: list[tuple[str, str, str]], wrap) -> None:
+    """``wrap(owner, name, label)`` for each (module, attribute path, label) of
+    ``table``: the function or method the path names in the module."""
+    import importlib
+
+    for module, path, label in table:
+        owner = importlib.import_module(module)
+        *parents, name = path.split(".")
+        for part in parents:
+            owner = getattr(owner, part)
+        wrap(owner, name, label)
 
 
 def _probe(log: Path) -> None:
@@ -123,7 +120,6 @@ def _probe(log: Path) -> None:
     its calls (where the peak is made), the largest resident set and heap in use
     after it (``label<TAB>calls<TAB>growth<TAB>rss<TAB>heap`` lines, MiB)."""
     import atexit
-    import importlib
 
     seen: dict[str, list[float]] = {label: [0, 0.0, 0.0, 0.0] for _, _, label in PROBED}
 
@@ -142,12 +138,7 @@ def _probe(log: Path) -> None:
                 row[2], row[3] = max(row[2], rss), max(row[3], _in_use())
         setattr(owner, name, probed)
 
-    for module, path, label in PROBED:
-        owner = importlib.import_module(module)
-        *parents, name = path.split(".")
-        for part in parents:
-            owner = getattr(owner, part)
-        wrap(owner, name, label)
+    _wrap_each(PROBED, wrap)
     start = _memory()
     atexit.register(lambda: log.write_text(
         f"start\t0\t{start[1]:.0f}\t{start[0]:.0f}\t{_in_use():.0f}\n" + "".join(
@@ -182,11 +173,19 @@ TIMED = [("compensate.parallel.cutting", "CutAgreement.next_cut",
          ("compensate.pipeline.run", "_stream_segment", "every segment (one process)")]
 
 
+#: the phases ``--phases`` watches in each rank of a streamed run (and in the one
+#: process): the steps of :data:`TIMED` that hold a segment's records
+PROBED = [row for row in TIMED if row[2] in {
+    "cut agreement, reading own records", "context, trimmed ghosts", "matching",
+    "engine graph and rules", "replay loop", "verification", "writing",
+    "reading (one process)", "cutter taking records (one process)",
+    "context (one process)", "verification (one process)"}]
+
+
 def _timers(out: Path) -> None:
     """Wrap the steps of :data:`TIMED` with wall-clock timers; their sums are written
     to ``out`` when the process ends (``label<TAB>seconds`` lines)."""
     import atexit
-    import importlib
 
     totals = dict.fromkeys([label for _, _, label in TIMED], 0.0)
 
@@ -201,12 +200,7 @@ def _timers(out: Path) -> None:
                 totals[label] += time.perf_counter() - start
         setattr(owner, name, timed)
 
-    for module, path, label in TIMED:
-        owner = importlib.import_module(module)
-        *parents, name = path.split(".")
-        for part in parents:
-            owner = getattr(owner, part)
-        wrap(owner, name, label)
+    _wrap_each(TIMED, wrap)
     atexit.register(lambda: out.write_text(
         "".join(f"{label}\t{x}\n" for label, x in totals.items())))
 
