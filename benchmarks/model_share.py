@@ -7,7 +7,7 @@ bound with uniform and with per-process collective exits (and ``--bound`` more),
 with the overhead ``--overhead`` (default ``estimate``: from the trace), and
 prints per run: how much shorter the span got (against the measured span, clocks
 aligned where they were), the tracer overhead taken out of all records
-(``Stats.overhead_removed``), their ratio, the shortening as a share of the span,
+(the summary's ``overhead_removed_s``), their ratio, the shortening as a share of the span,
 and whether the command's note would be printed (``compensate.cli.compensate
 .model_note``). With per-process exits the upper bound's ratio is at most 1.
 
@@ -59,11 +59,11 @@ def main() -> None:
                 r = api.compensate(trace, bound=bound, overhead=a.overhead,
                                    collective_exit=exits)
                 s = r.summary
-                removed = r.stats.overhead_seconds(s["timer_resolution"])
+                removed = s["overhead_removed_s"]
                 ref = span_reference(s)
                 shorter = ref - s["approximated_span_s"]
                 ratio = shorter / removed if removed > 0 else float("nan")
-                note = "yes" if model_note(s, removed) else "-"
+                note = "yes" if model_note(s) else "-"
                 print(f"{path.parent.name:<28} {bound:<6} {exits:<12} {shorter:>11.6f} "
                       f"{removed:>11.6f} {ratio:>8.2f} {100 * shorter / ref:>7.2f}  {note}")
 

@@ -523,7 +523,6 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
                      max_overcompensated=args.max_overcompensated)
     outcome = copy_finding(args, platform, outcome)
     summary = outcome.summary
-    removed = run.stats.overhead_seconds(summary["timer_resolution"])
     summary.update(seconds=seconds, **(extra or {}))
     if not outcome.writes:
         if abort is not None:
@@ -544,7 +543,7 @@ def finish(args: argparse.Namespace, outputs: _Outputs, platform: Platform | Non
     # the output is in place: nothing from here on makes the status non-zero
     try:
         _phase(show, "")
-        return _done(args, summary, _bound_text(args, summary), removed)
+        return _done(args, summary, _bound_text(args, summary))
     except Exception as exc:  # noqa: BLE001 - e.g. stdout a full device, a closed pipe
         return after_commit("compensate", str(args.output), exc)
 
@@ -685,15 +684,16 @@ def copy_finding(args: argparse.Namespace, platform: Platform | None,
 MODEL_TIMES, MODEL_SHARE = 2.0, 0.01
 
 
-def model_note(summary: dict, removed: float) -> str:
+def model_note(summary: dict) -> str:
     """The note where the compensated span is shorter than the measured one by
     more than :data:`MODEL_TIMES` the tracer overhead taken out of all records
-    (``removed``, seconds) and by :data:`MODEL_SHARE` of the span: the rest is not
+    (``overhead_removed_s``) and by :data:`MODEL_SHARE` of the span: the rest is not
     overhead but what the models make of the measured waits (docs/compensation.md,
     "Shorter than the overhead explains"); '' otherwise. The upper bound with
-    per-process exits never shortens a span by more than ``removed``."""
+    per-process exits never shortens a span by more than that overhead."""
     if summary["bound"] == "none":
         return ""
+    removed = summary["overhead_removed_s"]
     ref, approx = span_reference(summary), summary["approximated_span_s"]
     shorter = ref - approx
     if shorter <= max(MODEL_TIMES * removed, MODEL_SHARE * ref):
@@ -823,7 +823,7 @@ def _bound_text(args: argparse.Namespace, summary: dict) -> str:
     return text
 
 
-def _done(args: argparse.Namespace, summary: dict, bound_text: str, removed: float) -> int:
+def _done(args: argparse.Namespace, summary: dict, bound_text: str) -> int:
     over = summary["overcompensated_records"]
     from compensate.engine.fit import warning_line
     if fit_warning := warning_line(summary.get("fit")):  # a fitted model not used: why
@@ -845,7 +845,7 @@ def _done(args: argparse.Namespace, summary: dict, bound_text: str, removed: flo
         _unended_note(deps.get("collective_begins_without_end", 0))
         _unrecorded_note(deps.get("unrecorded_calls", {}))
         _no_message_note(deps)
-        if note := model_note(summary, removed):
+        if note := model_note(summary):
             print(note, file=sys.stderr)
     _markers_note(summary)
     return EXIT_OK

@@ -124,6 +124,7 @@ def build_summary(*, input: str, output: str | None, bound: str, collective_exit
         "eager_limit": eager_limit,
         "buffer_flushes": stats.buffer_flushes,
         "flush_seconds_removed": stats.flush_seconds_removed,
+        "overhead_removed_s": stats.overhead_seconds(resolution),
         "platform": platform.to_dict() if platform else None,
         "overhead": overhead,
         "verification": verification.to_dict(),

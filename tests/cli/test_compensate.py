@@ -774,11 +774,11 @@ def test_the_note_needs_both_a_multiple_and_a_share_of_the_span():
     from compensate.cli.compensate import model_note
     s = {"bound": "upper", "collective_exit": "uniform", "measured_span_s": 1.0,
          "dependencies": {"collectives": {"n-to-n": 3}}}
-    assert model_note({**s, "approximated_span_s": 0.995}, 1e-4) == ""  # 0.5 % of it
-    assert model_note({**s, "approximated_span_s": 0.95}, 0.03) == ""  # < 2x 30 ms
-    line = model_note({**s, "approximated_span_s": 0.95}, 0.02)
+    assert model_note({**s, "approximated_span_s": 0.995, "overhead_removed_s": 1e-4}) == ""
+    assert model_note({**s, "approximated_span_s": 0.95, "overhead_removed_s": 0.03}) == ""
+    line = model_note({**s, "approximated_span_s": 0.95, "overhead_removed_s": 0.02})
     assert "50 ms shorter than the measured one, 2.5 times the 20 ms" in line
     assert "lower" not in line and "n-to-n" in line
-    no_nton = model_note({**s, "approximated_span_s": 0.95,
-                          "dependencies": {"collectives": {}}}, 0.0)
+    no_nton = model_note({**s, "approximated_span_s": 0.95, "overhead_removed_s": 0.0,
+                          "dependencies": {"collectives": {}}})
     assert "more than the 0 ns" in no_nton and "n-to-n" not in no_nton
