@@ -17,7 +17,8 @@ work a part during which a process lost its core does not count, which the
 whole loop cannot offer (the Pthreads program has one part: its whole loop).
 Each trace is compensated with the calibrated platform (``python -m
 calibration.eztrace``, scaled to the trace's speed) and with ``--overhead
-estimate`` (``--configs``; "unscaled": the platform as measured), for each bound, and
+estimate`` (``--configs``; "unscaled": the platform as measured; "per-process":
+the calibrated platform with per-process collective exits), for each bound, and
 
     removed % = (traced loop - compensated loop) / (traced loop - untraced loop)
 
@@ -176,19 +177,21 @@ def seconds(trace: c.Trace, where: tuple[int, np.ndarray]) -> tuple[float, float
     return float(t[-1] - t[0]) / res, float(parts.size * np.median(parts)) / res
 
 
-CONFIGS = ("calibrated", "unscaled", "estimate")
+CONFIGS = ("calibrated", "unscaled", "estimate", "per-process")
 
 
 def configs(platform: str, compare: str | None, wanted: tuple[str, ...] = CONFIGS
             ) -> list[tuple[str, dict]]:
     """The ways every trace is compensated, of those ``wanted``: the calibrated
     platform at the trace's speed ("calibrated", the command's default), the same
-    as measured (``--speed platform``: "unscaled"), ``--overhead estimate``; with
+    as measured (``--speed platform``: "unscaled"), ``--overhead estimate``, the
+    calibrated platform with ``--collective-exit per-process`` ("per-process"); with
     ``--compare`` another platform file at the trace's speed ("compared") and, where
     "unscaled" is wanted, as measured ("compared unscaled")."""
     every = {"calibrated": {"platform": platform},
              "unscaled": {"platform": platform, "speed": "platform"},
-             "estimate": {"platform": platform, "overhead": "estimate"}}
+             "estimate": {"platform": platform, "overhead": "estimate"},
+             "per-process": {"platform": platform, "collective_exit": "per-process"}}
     if compare:
         every["compared"] = {"platform": compare}
         every["compared unscaled"] = {"platform": compare, "speed": "platform"}

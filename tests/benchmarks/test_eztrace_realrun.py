@@ -57,7 +57,9 @@ def test_every_program_has_its_source():
 
 def test_a_compared_platform_compensates_the_same_traces():
     assert [name for name, _ in er.configs("a.json", None)] == \
-        ["calibrated", "unscaled", "estimate"]
+        ["calibrated", "unscaled", "estimate", "per-process"]
+    assert er.configs("a.json", None)[3] == ("per-process", {
+        "platform": "a.json", "collective_exit": "per-process"})
     assert er.configs("a.json", None)[1] == ("unscaled", {"platform": "a.json",
                                                           "speed": "platform"})
     assert er.configs("a.json", "b.json")[-2:] == [
