@@ -3,7 +3,7 @@ models' (docs/compensation.md, "Shorter than the overhead explains").
 
 For every bundled archive (``tests/data/eztrace/*``, ``tests/data/traces/*``, the
 Monte-Carlo example) and any ``--archives``, compensates in memory under the upper
-bound with uniform and with per-process collective exits (and ``--bound`` more),
+bound (or the ``--bounds`` given) with uniform and with per-process collective exits,
 with the overhead ``--overhead`` (default ``estimate``: from the trace), and
 prints per run: how much shorter the span got (against the measured span, clocks
 aligned where they were), the tracer overhead taken out of all records

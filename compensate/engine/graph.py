@@ -34,7 +34,6 @@ import numpy as np
 from compensate.engine.flushes import FlushIndex
 from compensate.engine.lateness import exchange_arrival, message_was_late, receiver_was_late
 from compensate.engine.overheads import (
-    OVERHEAD_UNITS,
     before_stamp,
     event_times,
     group_before,
@@ -183,15 +182,13 @@ class Graph:
             if 0 < p < n:  # the first record after the pinned ones: R1 from the last of
                 d = tm[p] - tm[p - 1]  # them with the overhead ``carry`` its group left
                 gap[p] = d - carry - group_before(tm[p:], pre[p:])[0] if d != 0 else 0.0
-            removed = o[p:]  # (the context's was counted with an earlier segment)
+            self.stats.add_overhead(o[p:])  # (the context's: with an earlier segment)
             if platform.cold and not device and not (info is not None and info.is_metric):
                 # a cold call's extra cost, taken from the gap before its Enter (never
                 # more than R1 left of it: Platform.cold_charge)
                 cold = on_grid(platform.cold_charge(loc, ev.kind, ev.region, gap, self.res))
                 gap -= cold
-                removed = np.concatenate((removed, cold[p:]))
-            self.stats.overhead_removed += int(np.sum(np.rint(removed * OVERHEAD_UNITS)
-                                                      .astype(np.int64)))
+                self.stats.add_overhead(cold[p:])
             gaps.append(gap)
         self.tm = np.concatenate(tms) if tms else np.zeros(0)
         self.gap = np.concatenate(gaps) if gaps else np.zeros(0)

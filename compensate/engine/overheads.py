@@ -75,11 +75,6 @@ def file_ticks(platform: Platform, trace: Trace) -> Callable[[int, int], float]:
     return of
 
 
-#: :attr:`Stats.overhead_removed <compensate.engine.Stats.overhead_removed>` counts
-#: the overhead removed in this fraction of a tick
-OVERHEAD_UNITS = 1 << 16
-
-
 def record_overheads(platform: Platform, defs: Definitions, loc: int, events: Events,
                      start: int = 0, *, flushes: bool = True,
                      written: np.ndarray | None = None) -> np.ndarray:

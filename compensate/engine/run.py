@@ -56,7 +56,6 @@ from compensate.engine.graph import FAST_P2P, START, Graph
 from compensate.engine.kinds import rules_of
 from compensate.engine.metrics import map_metric_samples
 from compensate.engine.native import BUDGET, DONE, GENERIC, FastLoop, fast_loop
-from compensate.engine.overheads import OVERHEAD_UNITS
 from compensate.engine.pending import positions
 from compensate.engine.receive import receive_time
 from compensate.engine.rules import Context, Need, Rule
@@ -95,6 +94,10 @@ class EngineOptions:
             raise ValueError("bound 'fitted' needs network_time (a fitted transfer model)")
         if self.collective_exit not in COLLECTIVE_EXITS:
             raise ValueError(f"collective_exit must be one of {COLLECTIVE_EXITS}")
+
+
+#: :attr:`Stats.overhead_removed` counts the overhead removed in this fraction of a tick
+OVERHEAD_UNITS = 1 << 16
 
 
 @dataclass
@@ -140,6 +143,10 @@ class Stats:
         self.flush_ticks += int(ticks)
         self.flush_resolution = int(resolution)
         self.flush_seconds_removed = self.flush_ticks / self.flush_resolution
+
+    def add_overhead(self, ticks: np.ndarray) -> None:
+        """Count the overhead ``ticks`` (per record, float) as removed."""
+        self.overhead_removed += int(np.rint(ticks * OVERHEAD_UNITS).astype(np.int64).sum())
 
     def overhead_seconds(self, resolution: int) -> float:
         """:attr:`overhead_removed` in seconds (``resolution``: ticks per second)."""

@@ -87,7 +87,6 @@ class Dropped:
     def __init__(self, sign: int) -> None:
         self.sign = sign
         self._parts: list[np.ndarray] = []  # (5, k) blocks not yet joined
-        self._singles: list[tuple[int, int, int, int, int]] = []
         self._cols = np.zeros((5, 0), np.int64)
         self._other = np.zeros(0, np.int64)  # the peer locations of the first rows
 
@@ -95,7 +94,6 @@ class Dropped:
             tag: np.ndarray) -> None:
         """Records of location ``loc`` (columns of equal length)."""
         if len(time):
-            self._join_singles()
             self._parts.append(np.stack([np.asarray(time, np.int64),
                                          np.full(len(time), loc, np.int64),
                                          np.asarray(comm, np.int64),
@@ -104,25 +102,18 @@ class Dropped:
 
     def add_one(self, time: int, loc: int, channel: tuple[int, int, int]) -> None:
         """One record of ``loc`` on ``channel`` (communicator, peer rank, tag)."""
-        self._singles.append((time, loc, *channel))
-
-    def _join_singles(self) -> None:
-        if self._singles:
-            self._parts.append(np.array(self._singles, dtype=np.int64).T.copy())
-            self._singles = []
+        self.add(np.array([time]), loc, *(np.array([x]) for x in channel))
 
     def columns(self, start: int = 0) -> np.ndarray:
         """Rows time, location, communicator, peer rank, tag of the records taken
         from the ``start``-th on."""
-        self._join_singles()
         if self._parts:
             self._cols = np.concatenate([self._cols, *self._parts], axis=1)
             self._parts = []
         return self._cols[:, start:]
 
     def __len__(self) -> int:
-        return (self._cols.shape[1] + sum(p.shape[1] for p in self._parts)
-                + len(self._singles))
+        return self._cols.shape[1] + sum(p.shape[1] for p in self._parts)
 
     def tuples(self) -> list[tuple[int, int, tuple[int, int, int]]]:
         """(time, location, (communicator, peer rank, tag)) of each record."""
