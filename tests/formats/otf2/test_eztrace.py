@@ -27,41 +27,21 @@ from compensate.matching import match
 from compensate.model import ENTER
 
 from ...conftest import ROOT
+from ...otf2print import OTF2_PRINT, listing, needs_print
 
 DATA = ROOT / "tests" / "data" / "eztrace"
 ARCHIVES = sorted(DATA.glob("*/eztrace_log.otf2"))
 #: archives refused with one line (the tests below say why), kept apart
 REFUSED = sorted(DATA.glob("refused/*/eztrace_log.otf2"))
-OTF2_PRINT = shutil.which("otf2-print")
 EZTRACE = shutil.which("eztrace")
-needs_print = pytest.mark.skipif(OTF2_PRINT is None, reason="otf2-print is not installed")
-
-
-_PRINTED: dict[tuple, str] = {}
-
-
-def _printed(anchor: Path, *options: str) -> str:
-    """``otf2-print``'s output for ``anchor``; for an input archive of the test
-    data, listed by many tests, run once (EZTrace's 16 MiB chunks make each
-    listing cost ~80 ms)."""
-    path = anchor.resolve()
-    key = (str(path), options)
-    if key in _PRINTED:
-        return _PRINTED[key]
-    text = subprocess.run([OTF2_PRINT, *options, str(anchor)], capture_output=True,
-                          text=True, check=True).stdout
-    if path.is_relative_to(DATA.resolve()):
-        _PRINTED[key] = text
-    return text
 
 
 def records(anchor: Path) -> dict[str, list[str]]:
     """Each location's records as ``otf2-print`` lists them, without the time
     (its attribute lines included)."""
-    text = _printed(anchor)
     out: dict[str, list[str]] = defaultdict(list)
     last = None
-    for line in text.split("=" * 80)[-1].splitlines()[3:]:
+    for line in listing(anchor).events.splitlines()[3:]:
         m = re.match(r"^(\S+)\s+(\d+)\s+\d+\s*(.*)$", line)
         if m:
             last = m.group(2)
@@ -74,14 +54,13 @@ def records(anchor: Path) -> dict[str, list[str]]:
 def definitions(anchor: Path) -> list[str]:
     """``otf2-print -G``'s definition lines, but the location's event counts
     and the clock properties (which describe the output)."""
-    text = _printed(anchor, "-G")
-    lines = text.split("-" * 80, 1)[1].splitlines()
+    lines = listing(anchor).definitions.split("-" * 80, 1)[1].splitlines()
     return [re.sub(r"# Events: \d+", "# Events: N", ln) for ln in lines
             if ln.strip() and not ln.startswith("CLOCK_PROPERTIES")]
 
 
 def clock(anchor: Path) -> tuple[int, int]:
-    text = _printed(anchor, "-G")
+    text = listing(anchor).definitions
     m = re.search(r"Global Offset: (\d+), Length: (\d+)", text)
     return int(m.group(1)), int(m.group(2))
 
