@@ -109,6 +109,44 @@ _FREE_ALL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint8, ctypes.c_
                                 ctypes.POINTER(ctypes.c_void_p), ctypes.c_bool)
 _FILETYPE_EVENTS = 3  # OTF2_FILETYPE_EVENTS
 
+#: The largest chunks an output is written with (OTF2's defaults,
+#: ``OTF2_CHUNK_SIZE_EVENTS_DEFAULT`` and ``OTF2_CHUNK_SIZE_DEFINITIONS_DEFAULT``),
+#: where the input's are larger (:func:`chunk_sizes`). OTF2's writer holds a chunk
+#: per location it writes and every reader (``otf2-print``, Vampir, Scalasca, the
+#: ``otf2`` package) an event and a definition chunk per location it reads, however
+#: few records the location has, so an EZTrace input's 16 MiB chunks would cost
+#: every tool that writes or opens the output time and memory (docs/eztrace.md,
+#: "The output archive"). The records and definitions are the same in any size.
+MAX_EVENT_CHUNK, MAX_DEFINITION_CHUNK = 1 << 20, 4 << 20
+
+
+def _record_bytes(fields: tuple) -> int:
+    """More than the bytes of one definition record of these fields (a string:
+    its characters, a list: 8 bytes a member, anything else: 8)."""
+    return 16 + sum(len(f.encode()) + 8 if isinstance(f, str)
+                    else 8 * len(f) + 8 if isinstance(f, (tuple, list)) else 8
+                    for f in fields)
+
+
+def chunk_sizes(meta: Otf2Archive, locations: int) -> dict[str, int]:
+    """The chunk sizes an output of the input ``meta`` (with ``locations``
+    locations) is written with: the input's, at most :data:`MAX_EVENT_CHUNK` for
+    events, and for definitions at most :data:`MAX_DEFINITION_CHUNK` where that
+    is at least OTF2's 10 bytes per location and four times the largest record
+    of the input's definitions (a group of every location: 8 bytes each; the
+    input's own size where they were not kept as read)."""
+    out = {}
+    if meta.chunk_size_events:
+        out["chunk_size_events"] = min(meta.chunk_size_events, MAX_EVENT_CHUNK)
+    if meta.chunk_size_definitions:
+        size = meta.chunk_size_definitions
+        if meta.raw_definitions and size > MAX_DEFINITION_CHUNK:
+            largest = max(_record_bytes(fields) for _, fields in meta.raw_definitions)
+            if max(10 * locations, 4 * largest) <= MAX_DEFINITION_CHUNK:
+                size = MAX_DEFINITION_CHUNK
+        out["chunk_size_definitions"] = size
+    return out
+
 
 class _MemoryCallbacks(ctypes.Structure):
     _fields_ = [("allocate", _ALLOCATE_FN), ("free_all", _FREE_ALL_FN)]
@@ -713,11 +751,7 @@ class Otf2EventWriter:
                 else:
                     registry = meta.registry
                     realtime = meta.realtime_timestamp
-                    chunks = {}
-                    if meta.chunk_size_events:
-                        chunks["chunk_size_events"] = meta.chunk_size_events
-                    if meta.chunk_size_definitions:
-                        chunks["chunk_size_definitions"] = meta.chunk_size_definitions
+                    chunks = chunk_sizes(meta, len(definitions.locations))
                 self.registry = registry
                 os.makedirs(directory, exist_ok=True)
                 clock = None if meta is None else (meta.global_offset, meta.trace_length)
