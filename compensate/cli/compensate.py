@@ -341,6 +341,10 @@ def _run(argv: list[str] | None) -> int:
     except ValueError as exc:
         raise Usage(str(exc)) from None
     distributed = args.mpi or parallel.launched()
+    if not distributed:  # (each rank checks its own locations: parallel.command)
+        from compensate.pipeline.memory import refuse_read_buffers
+        refuse_read_buffers(str(args.input), remedy="; `mpiexec -n P compensate` reads "
+                            "each rank's locations only (docs/parallel.md)")
     later = None
     if distributed and args.overhead == "estimate" and args.bound != "none":
         later = estimate_later(args)  # (made on the ranks: docs/parallel.md)

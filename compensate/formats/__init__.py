@@ -45,8 +45,8 @@ from compensate.model import Definitions, Events, Trace
 __all__ = ["DEFAULT_CHUNK_RECORDS", "FORMATS", "TRACE_FORMATS", "AtomicFile", "AtomicOutput",
            "ChunkIterator", "Format", "OutputError", "TraceWriter", "format_named", "format_of",
            "input_format", "is_part_of_input", "location_record_counts", "output_error",
-           "output_target", "read_blocks", "read_chunks", "read_trace", "trace_format",
-           "write_trace"]
+           "output_target", "read_blocks", "read_buffers", "read_chunks", "read_trace",
+           "trace_format", "write_trace"]
 
 
 def read_trace(path: str | Path, locations: Iterable[int] | None = None) -> Trace:
@@ -176,6 +176,15 @@ def _location_reader(fmt: Format, path: str) -> mpithreads.Reader:
     def read(locations: Iterable[int]) -> Iterator[dict[int, Events]]:
         return fmt.read_chunks(path, mpithreads.SCAN_CHUNK, False, list(locations))[1]
     return read
+
+
+def read_buffers(path: str | Path) -> tuple[int, int, int]:
+    """The bytes the reader of ``path`` holds whatever its records, per location it
+    reads and once (OTF2: the library's event and definition chunks, as the
+    archive's writer sized them; a text trace: none worth counting), and its
+    locations (OTF2's anchor file says; a text trace: 0, not counted)."""
+    path = str(path)
+    return format_of(path, must_exist=True).read_buffers(path)
 
 
 def location_record_counts(path: str | Path) -> dict[int, int | None]:

@@ -74,6 +74,9 @@ class Format:
     #: records it without reading the records, else None
     #: (:func:`compensate.formats.location_record_counts`)
     record_counts: Callable[[str], dict[int, int | None]]
+    #: ``read_buffers(path)``: the bytes a reader holds whatever the records, per
+    #: location it reads and once, and the locations (:func:`compensate.formats.read_buffers`)
+    read_buffers: Callable[[str], tuple[int, int, int]]
     #: ``write(trace, path)``: the whole trace, not atomically
     write: Callable[[Trace, str], None]
     #: ``open_writer(path, definitions, **options)``: the sink a
@@ -114,6 +117,11 @@ def _read_otf2_chunks(path: str, chunk_records: int, payload: bool = True,
 def _otf2_record_counts(path: str) -> dict[int, int | None]:
     from compensate.formats.otf2.read import location_record_counts
     return dict(location_record_counts(path))
+
+
+def _otf2_read_buffers(path: str) -> tuple[int, int, int]:
+    from compensate.formats.otf2.read import read_buffer_sizes
+    return read_buffer_sizes(path)
 
 
 def _write_otf2(trace: Trace, path: str) -> None:
@@ -189,14 +197,16 @@ def _commit_text_parts(tmp: Path, parts: Path, out: Path, definitions: Definitio
 #: of per-location event files beside it
 OTF2 = Format(name="otf2", suffix=".otf2", archive=True, needs_payload=False,
               global_order=False, read=_read_otf2, read_chunks=_read_otf2_chunks,
-              record_counts=_otf2_record_counts, write=_write_otf2,
+              record_counts=_otf2_record_counts, read_buffers=_otf2_read_buffers,
+              write=_write_otf2,
               open_writer=_open_otf2_writer, part_writer=_otf2_part,
               commit_parts=_commit_otf2_parts)
 
 #: the ``.trace`` text format (docs/trace-format.md): one file, one record a line
 TEXT = Format(name="text", suffix=".trace", archive=False, needs_payload=True,
               global_order=True, read=_read_text, read_chunks=_read_text_chunks,
-              record_counts=_text_record_counts, write=_write_text,
+              record_counts=_text_record_counts, read_buffers=lambda path: (0, 0, 0),
+              write=_write_text,
               open_writer=_open_text_writer, part_writer=_text_part,
               commit_parts=_commit_text_parts)
 

@@ -11,10 +11,9 @@ decides, as the ``--in-memory`` run does, whether the output is written.
 
 Errors: every rank exits with the same status (the command's documented codes;
 SIGINT/SIGTERM, which mpiexec forwards to every rank, are only recorded while the
-ranks talk and stop them all at the next phase boundary);
-only rank 0 prints, the first failing rank's one line; nothing is written after a
-failure (rank 0's output is atomic and discarded). Ranks other than 0 print
-nothing at all (:func:`silent_rank`).
+ranks talk and stop them all at the next phase boundary); only rank 0 prints, the
+first failing rank's one line; nothing is written after a failure (rank 0's output
+is atomic and discarded). Ranks other than 0 print nothing (:func:`silent_rank`).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import compensate.interrupt as interrupt
+from compensate.pipeline.memory import refuse_read_buffers
 
 if TYPE_CHECKING:
     from compensate.model import Trace
@@ -140,28 +140,29 @@ def run_parallel(job: Job, make_outputs: Callable, finish: Callable) -> int:
     return status
 
 
+def room_for_readers(path: str, rank: int, mine: list[int]) -> None:
+    """:func:`compensate.pipeline.memory.refuse_read_buffers` for a rank's locations."""
+    refuse_read_buffers(path, len(mine), f"rank {rank}: ",
+                        "; more ranks (on more machines) read fewer locations each")
+
+
 def room_for_share(path: str, rank: int, mine: list[int], counts: dict) -> None:
     """Refuse (:class:`~compensate.pipeline.memory.OutOfMemory`, exit 3, one line)
     a rank's whole share that cannot fit in the memory its machine has available
     (:func:`compensate.pipeline.memory.room_for`), before it is read, instead of
-    the kernel killing the rank without a word. The records are those the input
-    declares (OTF2; a text trace declares none and is not checked). Ranks on one
-    machine share its memory: each checks its own share only."""
-    from compensate.pipeline.memory import (
-        HELD_RECORD_BYTES,
-        OutOfMemory,
-        available_memory,
-        gib,
-        room_for,
-    )
+    the kernel killing the rank without a word: the reader's buffers
+    (:func:`room_for_readers`), then the records the input declares (OTF2; a text
+    trace declares none). Ranks on one machine share its memory: each checks its own."""
+    from compensate.pipeline import memory as m
 
+    room_for_readers(path, rank, mine)
     records = sum(counts.get(loc) or 0 for loc in mine)
-    available = available_memory()
-    if not room_for(records, available):
-        raise OutOfMemory(
+    available = m.available_memory()
+    if not m.room_for(records, available):
+        raise m.OutOfMemory(
             f"{path}: rank {rank}: reading its whole share needs about "
-            f"{gib(records * HELD_RECORD_BYTES)} for its ~{records:,} records, more than "
-            f"the {gib(available)} available; nothing written")
+            f"{m.gib(records * m.HELD_RECORD_BYTES)} for its ~{records:,} records, more "
+            f"than the {m.gib(available)} available; nothing written")
 
 
 def read_own(path: str, transport, seconds: dict[str, float] | None = None,
@@ -342,6 +343,7 @@ def _plan(transport, job: Job) -> _Plan:
     defs, counts = fallback_step(transport, definitions)
     owner = owners(defs, list(defs.locations), transport.size, counts)
     mine = [loc for loc in defs.locations if owner[loc] == transport.rank]
+    fallback_step(transport, room_for_readers, str(job.input), transport.rank, mine)
     defs = agreed_rank_threads(transport, str(job.input), defs, mine)
     share = share_of(mine, counts)
     target = job.options.segment_records or (SEGMENT_RECORDS if transport.size == 1
@@ -359,13 +361,12 @@ def _streamed(transport, job: Job, plan: _Plan, tmp, payload: bool,
     (:class:`~compensate.parallel.reading.OneRead`) and writes its records into
     its part as it goes. Under ``--bound fitted`` a first pass agrees the cuts and
     observes the transfers each rank's receives show over the same read, the fit
-    is reduced across the ranks
-    (:func:`~compensate.parallel.segments.observe_rank`), and the segments read
-    the input again over the cuts it agreed. Returns ``(Run
+    is reduced across the ranks (:func:`~compensate.parallel.segments.observe_rank`),
+    and the segments read the input again over the cuts it agreed. Returns ``(Run
     on rank 0 else None, the open part writer, definitions, this rank's info, the
     fit's outcome or None)``. ``plan``: the definitions and shares (:func:`_plan`);
-    ``alignment``: the processes' clock offsets
-    (:func:`_clock_offsets`) added to the own records as they are read; raises
+    ``alignment``: the processes' clock offsets (:func:`_clock_offsets`) added to
+    the own records as they are read; raises
     :class:`~compensate.parallel.segments.StreamFallback` on every rank where the
     one-process command would not stream (nothing of this run is kept)."""
     import time

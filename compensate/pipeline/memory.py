@@ -161,6 +161,38 @@ def room_for(records: int, available: int | None) -> bool:
     return available is None or records * HELD_RECORD_BYTES <= available
 
 
+def refuse_read_buffers(path: str, locations: int | None = None, who: str = "",
+                        remedy: str = "") -> None:
+    """Refuse (:class:`OutOfMemory`, exit 3, one line) a read of ``locations``
+    locations of ``path`` (None: all) whose reader's buffers alone
+    (:func:`compensate.formats.read_buffers`: OTF2's event chunk per location,
+    16 MiB in an EZTrace archive) need more memory than this machine has
+    available, before the library fills them and the kernel kills the process
+    with no word. ``who``: the rank, as the line names it; ``remedy``: what reads
+    fewer locations. An input whose buffers cannot be read is not refused here
+    (its read says what is wrong)."""
+    from compensate.formats import read_buffers
+    from compensate.model import TraceError
+
+    available = available_memory()
+    if available is None:
+        return
+    try:
+        per_location, once, every = read_buffers(path)
+    except (OSError, ValueError, TraceError):
+        return
+    locations = every if locations is None else locations
+    need = locations * per_location + once
+    if need > available:
+        raise OutOfMemory(
+            f"{path}: {who}reading its {locations:,} location{'s' * (locations != 1)} "
+            f"needs about "
+            f"{need / 2**20:,.0f} MiB for the OTF2 library's read buffers alone (an event "
+            f"chunk of {per_location / 2**20:g} MiB per location, as the archive's writer "
+            f"sized them), more than the {available / 2**20:,.0f} MiB available; nothing "
+            f"written{remedy}")
+
+
 def gib(n: float) -> str:
     """``n`` bytes in GiB, as the refusals say it."""
     return f"{n / 2**30:.1f} GiB"

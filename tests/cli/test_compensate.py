@@ -590,10 +590,13 @@ def test_a_whole_trace_the_memory_cannot_hold_is_refused_before_it_is_read(
     """Read whole (``--in-memory``, or a trace that cannot be streamed), a trace
     larger than the memory available is refused in one line, exit 3, nothing
     written, instead of being killed by the kernel half way."""
+    import compensate.formats as formats
     import compensate.pipeline.memory as memory
 
     anchor = TRACES / "ping-pong-otf2" / "traces.otf2"
     monkeypatch.setattr(memory, "available_memory", lambda: 1000)
+    # (the reader's buffers, checked first, are tests/pipeline/test_memory.py's)
+    monkeypatch.setattr(formats, "read_buffers", lambda path: (0, 0, 0))
     out = tmp_path / "o" / "traces.otf2"
     assert main([str(anchor), str(out), "--overhead", "100ns", "--in-memory"]) == 3
     err = capsys.readouterr().err.strip().splitlines()

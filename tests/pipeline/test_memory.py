@@ -1,17 +1,24 @@
 """Running out of memory (compensate/pipeline/memory.py): a MemoryError anywhere in
 a run, in memory or streamed, ends in one line, exit 3, and nothing at OUT or
-beside it (no temporary left), never an internal error's "please report it"."""
+beside it (no temporary left), never an internal error's "please report it". A read
+whose OTF2 buffers alone would not fit is refused before the library fills them."""
 
 from __future__ import annotations
 
 import pytest
 
+import compensate.pipeline.memory as memory
 import compensate.pipeline.run as pipeline_run
+from compensate.formats import read_buffers
+from compensate.parallel.command import room_for_readers
 from tests.inprocess import run_compensate
 
-from ..conftest import CASES
+from ..conftest import CASES, ROOT
 
 TRACE = CASES / "r2_m1_a1.trace"
+#: 16 locations, written by EZTrace with 16 MiB event and definition chunks
+NESTED = ROOT / "tests" / "data" / "eztrace" / "nested" / "eztrace_log.otf2"
+MIB = 1 << 20
 
 
 def out_of_memory(*args, **kwargs):
@@ -53,3 +60,39 @@ def test_out_of_memory_outside_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(command, "read_blocks", out_of_memory)
     proc = run_compensate(TRACE, tmp_path / "out.trace", "--overhead", "100ns", "--in-memory")
     assert_one_line(proc, "running", tmp_path)
+
+
+def test_the_read_buffers_are_the_anchor_files_chunks_per_location():
+    assert read_buffers(NESTED) == (16 * MIB, 16 * MIB, 16)
+    assert read_buffers(TRACE) == (0, 0, 0)  # (a text trace: nothing worth counting)
+
+
+@pytest.mark.parametrize("available, refused", [(272 * MIB, False), (272 * MIB - 1, True)])
+def test_a_read_whose_buffers_alone_do_not_fit_is_refused_first(tmp_path, monkeypatch,
+                                                                 available, refused):
+    # 16 locations x 16 MiB + 16 MiB = 272 MiB
+    monkeypatch.setattr(memory, "available_memory", lambda: available)
+    proc = run_compensate(NESTED, tmp_path / "out" / "traces.otf2", "--overhead", "10ns",
+                          "--quiet")
+    if not refused:
+        assert proc.returncode == 0, proc.stderr
+        return
+    assert proc.returncode == 3
+    assert proc.stderr.splitlines() == [
+        f"compensate: error: {NESTED}: reading its 16 locations needs about 272 MiB for "
+        f"the OTF2 library's read buffers alone (an event chunk of 16 MiB per location, "
+        f"as the archive's writer sized them), more than the 272 MiB available; nothing "
+        f"written; `mpiexec -n P compensate` reads each rank's locations only "
+        f"(docs/parallel.md)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_rank_counts_the_buffers_of_its_own_locations(monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 80 * MIB)  # 4 x 16 + 16
+    room_for_readers(str(NESTED), 1, [1, 2, 3, 4])
+    with pytest.raises(memory.OutOfMemory) as got:
+        room_for_readers(str(NESTED), 1, [1, 2, 3, 4, 5])
+    assert str(got.value).startswith(f"{NESTED}: rank 1: reading its 5 locations needs")
+    assert str(got.value).endswith("; more ranks (on more machines) read fewer locations each")
+    monkeypatch.setattr(memory, "available_memory", lambda: 1)
+    room_for_readers(str(TRACE), 0, [0, 1])  # (a text trace: never refused for its reader)

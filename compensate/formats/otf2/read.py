@@ -398,6 +398,21 @@ EVENT_FILE_HEADER = 64
 TYPICAL_RECORD_BYTES = 14
 
 
+def read_buffer_sizes(path: str) -> tuple[int, int, int]:
+    """What the OTF2 library holds to read the archive whatever its records, in
+    bytes, from the anchor file alone: an event chunk per location it reads (filled
+    whole, however few records the location has), a definition chunk; and the
+    archive's number of locations."""
+    with _library_call(path, "cannot read OTF2 archive", "otf2-open"):
+        handle = _otf2.Reader_Open(path)
+        try:
+            events, definitions = _otf2.Reader_GetChunkSize(handle)
+            locations = _otf2.Reader_GetNumberOfLocations(handle)
+        finally:
+            _otf2.Reader_Close(handle)
+    return int(events), int(definitions), int(locations)
+
+
 def location_record_counts(path: str) -> dict[int, int]:
     """Each location's record count as its Location definition gives it
     (``numberOfEvents``), read from the global definitions alone, no record read:
