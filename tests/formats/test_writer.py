@@ -18,7 +18,6 @@ import gc
 import os
 import re
 import shutil
-import subprocess
 import weakref
 from pathlib import Path
 
@@ -32,10 +31,8 @@ from compensate.model import COLUMNS, KIND_CODE, Events, Trace, TraceError
 from compensate.simulate import simulate
 
 from ..conftest import REAL_ARCHIVES
+from ..otf2print import OTF2_PRINT, listing
 from .test_text import FULL, HEADER
-
-OTF2_PRINT = shutil.which("otf2-print")
-
 
 # ---------------------------------------------------------------------------
 # Helpers
@@ -114,9 +111,8 @@ def archive_files(anchor: Path) -> list[Path]:
 
 def otf2_print(anchor: Path) -> tuple[str, str]:
     """otf2-print's listing and warnings (the warnings with the path taken out)."""
-    res = subprocess.run([OTF2_PRINT, str(anchor)], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    return res.stdout, res.stderr.replace(str(anchor.parent), "")
+    got = listing(anchor)
+    return got.events, got.warnings.replace(str(Path(anchor).resolve().parent), "")
 
 
 def assert_same_archive(a: Path, b: Path, printed_a: tuple[str, str] | None = None) -> None:
