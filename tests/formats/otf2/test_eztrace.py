@@ -24,7 +24,7 @@ from compensate.formats import read_chunks, read_trace
 from compensate.formats.otf2 import Otf2EventWriter, read_otf2, write_otf2
 from compensate.formats.otf2.read import read_otf2_chunks
 from compensate.matching import match
-from compensate.model import ENTER
+from compensate.model import ENTER, KIND_CODE, NONE
 
 from ...conftest import ROOT
 from ...otf2print import OTF2_PRINT, listing, needs_print
@@ -83,7 +83,7 @@ def test_the_archives_are_there_and_small():
                                                   "memory", "ompt", "commthread",
                                                   "commp2p", "twothreads", "single", "nested",
                                                   "ibarrier", "procnull-openmpi", "gaps",
-                                                  "clockring"}
+                                                  "clockring", "statuses"}
     assert {p.parent.name for p in REFUSED} == {"mtmpi", "intercomm"}
     for anchor in ARCHIVES + REFUSED:
         size = sum(f.stat().st_size for f in anchor.parent.rglob("*") if f.is_file())
@@ -393,6 +393,21 @@ def test_an_inter_communicator_written_as_an_intra_communicator_is_refused_in_on
         "matching send" in err
     assert "the program creates inter-communicators (MPI_Intercomm_create) and the " \
         "trace defines none" in err, err
+
+
+def test_statuses_eztrace_writes_in_waitany_and_testsome_pair_with_no_send():
+    """statuses/: the program passes statuses, and still every MpiIrecv EZTrace
+    writes in MPI_Waitany (a persistent receive) and MPI_Testsome names no rank
+    (sender 32,512-32,633) or rank 0, with an undefined length: all 13 are
+    unidentified, none pairs with a send, and each of the 18 sends is unmatched."""
+    anchor = DATA / "statuses" / "eztrace_log.otf2"
+    trace = read_otf2(str(anchor))
+    sizes = [int(ev.size[i]) for ev in trace.events.values()
+             for i in np.flatnonzero(ev.kind == KIND_CODE["MpiIrecv"])]
+    assert sizes == [NONE] * 13  # (2^64 - 32766: no length)
+    counts = match(trace).counts()
+    assert (counts["messages"], counts["unidentified_receives"]) == (0, 13)
+    assert counts["unmatched_sends"] == 18
 
 
 def test_completions_eztrace_does_not_record_leave_their_messages_local(tmp_path):
