@@ -316,10 +316,15 @@ def report_dict(traces: list[tuple[Trace, Breakdown]], cmp: Comparison | None) -
 # commands
 
 def _check_trace_path(path: str) -> None:
+    """A trace the command can read: its format, and room for its reader's
+    buffers (:func:`compensate.pipeline.memory.refuse_read_buffers`)."""
+    from compensate.pipeline.memory import refuse_read_buffers
+
     try:
         trace_format(path)
     except ValueError as exc:
         raise Usage(str(exc)) from None
+    refuse_read_buffers(path)
 
 
 def _check_nesting(trace: Trace, strict: bool) -> None:

@@ -466,6 +466,27 @@ def test_report_errors_are_one_line(argv, code, message, capsys):
     assert err.startswith("compensate report: error:")
 
 
+@pytest.mark.parametrize("command", ["report", "export"])
+def test_a_trace_whose_read_buffers_do_not_fit_is_refused_first(tmp_path, monkeypatch,
+                                                               capsys, command):
+    """16 locations x 16 MiB (EZTrace's event chunks) + 16 MiB against 100 MiB:
+    one line, exit 3, before anything is read, no JSON written."""
+    import compensate.pipeline.memory as memory
+
+    nested = ROOT / "tests" / "data" / "eztrace" / "nested" / "eztrace_log.otf2"
+    monkeypatch.setattr(memory, "available_memory", lambda: 100 << 20)
+    out = tmp_path / "r.json"
+    argv = [command, str(nested), str(out)] if command == "export" else \
+        [command, str(nested), "--json", str(out)]
+    assert main(argv) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"compensate {command}: error: {nested}: reading its 16 locations needs "
+                   f"about 272 MiB for the OTF2 library's read buffers alone (an event chunk "
+                   f"of 16 MiB per location, as the archive's writer sized them), more than "
+                   f"the 100 MiB available; nothing written"]
+    assert not out.exists()
+
+
 def test_report_bad_nesting_is_a_note_and_exit_3_when_strict(tmp_path, capsys):
     bad = tmp_path / "bad.trace"
     bad.write_text("compensate-trace 1\ntimer_resolution 10\nlocation 0\nregion 1 \"A\"\n"
