@@ -57,6 +57,17 @@ def test_import_does_not_import_numpy(tmp_path):
     assert p.stdout.strip() == c.__version__
 
 
+def test_the_commands_entry_imports_numpy_only_when_it_runs(tmp_path):
+    """``compensate.cli`` and the distributed run's launcher test read the
+    environment only: numpy, otf2 and the pipeline are imported inside the
+    command's import region, where a signal is one line (compensate.interrupt)."""
+    p = python("import sys, compensate.cli, compensate.parallel.command\n"
+               "heavy = [m for m in ('numpy', 'otf2', 'mpi4py', 'compensate.pipeline')\n"
+               "         if m in sys.modules]\n"
+               "assert not heavy, heavy\n", tmp_path)
+    assert p.returncode == 0, p.stderr
+
+
 def test_public_names():
     import compensate.api
     import compensate.engine

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import compensate.interrupt as interrupt
-from compensate.pipeline.memory import refuse_read_buffers
 
 if TYPE_CHECKING:
     from compensate.model import Trace
@@ -142,6 +141,7 @@ def run_parallel(job: Job, make_outputs: Callable, finish: Callable) -> int:
 
 def room_for_readers(path: str, rank: int, mine: list[int]) -> None:
     """:func:`compensate.pipeline.memory.refuse_read_buffers` for a rank's locations."""
+    from compensate.pipeline.memory import refuse_read_buffers
     refuse_read_buffers(path, len(mine), f"rank {rank}: ",
                         "; more ranks (on more machines) read fewer locations each")
 

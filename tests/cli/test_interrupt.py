@@ -40,6 +40,7 @@ HOOKED = [
     # phase of the segment pipeline
     ("o2o-imports", "otf2", "otf2", [], "TERM:import:1:0.15"),
     ("o2o-start", "otf2", "otf2", [], "INT:open:1"),
+    ("o2o-anchor", "otf2", "otf2", [], "INT:otf2-anchor:1"),  # (the read buffers' check)
     ("o2o-defs", "otf2", "otf2", [], "TERM:otf2-open:1"),
     ("o2o-create", "otf2", "otf2", [], "INT:otf2-create:1"),
     ("o2o-chunk", "otf2", "otf2", [], "INT:read:1"),
@@ -57,7 +58,7 @@ HOOKED = [
     # --in-memory
     ("mem-batch", "otf2", "otf2", ["--in-memory"], "INT:otf2-read:1:0.001"),
     ("mem-matching", "otf2", "otf2", ["--in-memory"], "TERM:phase:1"),
-    ("mem-compensate", "otf2", "otf2", ["--in-memory"], "INT:phase:1:0.05"),
+    ("mem-compensate", "otf2", "otf2", ["--in-memory"], "INT:phase:1:0.01"),
     ("mem-verified", "otf2", "otf2", ["--in-memory"], "INT:verified:1"),
     ("mem-commit", "trace", "otf2", ["--in-memory"], "INT:commit:1"),
     # .trace in and out

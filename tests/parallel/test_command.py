@@ -562,7 +562,7 @@ def test_a_share_the_memory_cannot_hold_is_refused_before_it_is_read(
     tmp, _ = threads_case
     monkeypatch.setattr(memory, "available_memory", lambda: 1000)
     # (the reader's buffers, checked first, are tests/pipeline/test_memory.py's)
-    monkeypatch.setattr(command, "refuse_read_buffers", lambda *a, **k: None)
+    monkeypatch.setattr(command, "room_for_readers", lambda *a, **k: None)
     monkeypatch.setattr(formats, "read_blocks",
                         lambda *a, **k: pytest.fail("a share was read"))
     out = tmp / "too_large" / "traces.otf2"  # (an OTF2 input declares its records)

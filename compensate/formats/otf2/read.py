@@ -403,7 +403,7 @@ def read_buffer_sizes(path: str) -> tuple[int, int, int]:
     bytes, from the anchor file alone: an event chunk per location it reads (filled
     whole, however few records the location has), a definition chunk; and the
     archive's number of locations."""
-    with _library_call(path, "cannot read OTF2 archive", "otf2-open"):
+    with _library_call(path, "cannot read OTF2 archive", "otf2-anchor"):
         handle = _otf2.Reader_Open(path)
         try:
             events, definitions = _otf2.Reader_GetChunkSize(handle)
