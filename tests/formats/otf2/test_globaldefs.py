@@ -10,7 +10,6 @@ definition (exit 3)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 
 import otf2.events as oev
@@ -23,10 +22,8 @@ from compensate.formats.otf2.globaldefs import added_definitions
 from compensate.model import TraceError
 
 from ...conftest import ROOT
+from ...otf2print import OTF2_PRINT, needs_print
 from .craft import UNDEF, Ref, basic_definitions, craft
-
-OTF2_PRINT = shutil.which("otf2-print")
-needs_print = pytest.mark.skipif(OTF2_PRINT is None, reason="otf2-print is not installed")
 
 
 def _print(*args) -> str:
