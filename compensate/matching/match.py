@@ -395,7 +395,8 @@ def posting_records(trace: Trace, loc: int, ev: Events) -> tuple[dict, set]:
 
 
 def match(trace: Trace, eager_limit: int | None = None, strict: bool = False,
-          past_gaps: dict | None = None, gap_shift: dict | None = None) -> Matching:
+          past_gaps: dict | None = None, gap_shift: dict | None = None,
+          nests: dict[int, Nesting] | None = None) -> Matching:
     """Check structure and link sends to receives and collective ends into instances.
 
     ``eager_limit``: blocking MPI_Send messages larger than this many bytes are
@@ -405,6 +406,9 @@ def match(trace: Trace, eager_limit: int | None = None, strict: bool = False,
     per location, the records of receives known to lie past a gap on their channel
     (a segment's, from the stream's look-ahead), left unpaired; ``gap_shift``: per
     location, the ticks its times were moved by, which the gap rule takes off.
+    ``nests``: the call structure (:func:`nesting`) already found of locations in
+    time order whose Enter/Leave nest (a rank of the distributed run found its own
+    locations' when it trimmed them for the others).
     """
     defs = trace.definitions
     result = Matching(past_gaps=past_gaps or {}, gap_shift=gap_shift or {})
@@ -418,7 +422,9 @@ def match(trace: Trace, eager_limit: int | None = None, strict: bool = False,
         calls = unrecorded_calls(defs, ev, talking)
         if calls:
             result.unrecorded_by_location[loc] = (calls, 0)
-        nest = structure_of(trace, loc, ev, strict)
+        nest = nests.get(loc) if nests else None
+        if nest is None:
+            nest = structure_of(trace, loc, ev, strict)
         structure[loc] = (nest.before, nest.enters, nest.leaves)
         result.open_calls[loc] = nest.open_end
         if nest.problems:

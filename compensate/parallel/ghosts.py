@@ -145,7 +145,8 @@ def _send_columns(own: dict[int, Events], keep: list[dict[int, np.ndarray | None
 
 def complete_trimmed(defs: Definitions, own: dict[int, Events], transport: Transport,
                      owner: dict[int, int], source: str = "", open_calls: bool = False,
-                     one_call: bool = False) -> tuple[Trace, dict[int, np.ndarray]]:
+                     one_call: bool = False, nests: dict[int, Any] | None = None
+                     ) -> tuple[Trace, dict[int, np.ndarray]]:
     """:func:`complete_trace` with trimmed ghosts (:mod:`compensate.parallel.trim`):
     each owner sends each other rank, of each of its simple locations, only the
     calls that rank reads (its other locations whole), one ``alltoall`` per column.
@@ -154,12 +155,17 @@ def complete_trimmed(defs: Definitions, own: dict[int, Events], transport: Trans
     trimmed ones. ``open_calls``: a segment of the streamed run (calls may stay
     open after its last record: :func:`compensate.parallel.trim.calls_of`).
     ``one_call``: every column and the index maps in one ``alltoall`` (a segment's
-    ghosts are small: one collective instead of one per column)."""
+    ghosts are small: one collective instead of one per column). ``nests`` (if
+    given) receives the call structure the trimming found of each own location
+    (:attr:`compensate.parallel.trim.Calls.nest`), for matching to take."""
     me, size = transport.rank, transport.size
     every = transport.allgather(sorted(own))
     locations = {loc for part in every for loc in part}
     calls = {loc: trim.calls_of(defs, loc, ev, locations, open_calls)
              for loc, ev in own.items()}
+    if nests is not None:
+        nests.update((loc, c.nest) for loc, c in calls.items()
+                     if c is not None and c.nest is not None)
     whole = np.array(sorted(loc for part in transport.allgather(
         [loc for loc, c in calls.items() if c is None]) for loc in part), dtype=np.int64)
     by_rank = [np.array([loc for loc in part], dtype=np.int64) for part in every]

@@ -225,19 +225,22 @@ class RankStream:
         """:func:`fallback_gather` on ``transport``."""
         return lambda f, *args: fallback_gather(transport, f, *args)
 
-    def _views(self, seg: dict[int, Events]) -> tuple[Segment, Trace, dict]:
+    def _views(self, seg: dict[int, Events]) -> tuple[Segment, Trace, dict, dict]:
         """The segment ``seg`` of this rank's own locations with their context in
         front, as the segment step takes it (the engine's view: the own locations
         with their true kinds and the others' trimmed ghosts; matching's view: the
-        ghosts sent as matching sees them: collective), this rank's own trace, and
-        the view's receives past a gap (:meth:`_past_gaps`)."""
+        ghosts sent as matching sees them: collective), this rank's own trace, the
+        view's receives past a gap (:meth:`_past_gaps`) and the call structures the
+        trimming found of the own locations (matching takes them)."""
         own = self.sg.segment(seg)
+        nests: dict = {}
         view, index = complete_trimmed(self.defs, own.match.events, self.transport, self.owner,
-                                       self.source, open_calls=True, one_call=True)
+                                       self.source, open_calls=True, one_call=True,
+                                       nests=nests)
         engine = Trace(self.defs, {loc: own.engine.events.get(loc, ev)
                                    for loc, ev in view.events.items()}, self.source)
         return (Segment(engine, view, own.pins, own.context, own.references, index),
-                own.engine, self._past_gaps(own.match, view, index))
+                own.engine, self._past_gaps(own.match, view, index), nests)
 
     def _past_gaps(self, own: Trace, view: Trace, index: dict[int, np.ndarray]
                    ) -> dict[int, np.ndarray]:
@@ -309,8 +312,8 @@ class RankStream:
         then the context carried on (a pass that compensates nothing: the fit's
         observations, the clock bounds, the estimate's transfers); every step a phase of
         :func:`fallback_step`. Collective."""
-        segment, _, past = self._step(self._views, seg)
-        matching = self._step(lambda: self.sg.match(segment.match, past))
+        segment, _, past, nests = self._step(self._views, seg)
+        matching = self._step(lambda: self.sg.match(segment.match, past, nests))
         out = self._step(read, segment, matching)
         self._step(lambda: self.sg.advance(seg, None, None, matching))
         release_memory()
@@ -353,11 +356,11 @@ class RankStream:
                        sg.done)
         if advance is not None and firsts[t.rank] is not None and splitter is not None:
             advance(sg.watermark(splitter, seg, firsts[t.rank]))
-        segment, own, past = self._step(self._views, seg)
+        segment, own, past, nests = self._step(self._views, seg)
         self.info["records"] += sum(len(ev) for ev in seg.values())
         self.info["ghost_records"] += segment.match.record_count - own.record_count
         result, _ = run_segment(segment, self.share, self.platform, self.engine_options,
-                                sg.t0, lambda mtrace: sg.match(mtrace, past),
+                                sg.t0, lambda mtrace: sg.match(mtrace, past, nests),
                                 errors=SegmentError)
         if not t.allgather(result.verification.ok if t.rank == 0 else True)[0]:
             self._whole_records(result.verification if t.rank == 0 else None)

@@ -93,12 +93,15 @@ class Calls:
     Leave, inclusive) and ``peer`` (the one peer location of its point-to-point
     records, -1 for a collective call) of each; ``always``: the records every rank
     keeps (the first and the last, for the summary's span, with their Enter/Leave
-    partners, so that the trimmed location still nests)."""
+    partners, so that the trimmed location still nests); ``nest``: the location's
+    :func:`~compensate.matching.match.nesting` (None if empty), which the owner's
+    matching takes instead of finding it again."""
 
     start: np.ndarray
     end: np.ndarray
     peer: np.ndarray
     always: np.ndarray
+    nest: Any = None
 
 
 def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
@@ -119,7 +122,7 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
         return Calls(_NONE, _NONE, _NONE, _NONE)
     if not _IS_SIMPLE.take(kind).all():  # (take: 10x faster than indexing by int16)
         return None
-    if n > 1 and bool(np.any(np.diff(ev.time) < 0)):
+    if n > 1 and bool((ev.time[1:] < ev.time[:-1]).any()):
         return None
     nest = nesting(kind, ev.region)
     if nest.problems or (len(nest.open_end) and not open_calls):
@@ -133,18 +136,21 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     comm, rank = ev.comm[mpi[p2p]], ev.peer[mpi[p2p]].astype(np.int64)
     if bool(np.any((kind[mpi[p2p]] == RECV) & (ev.size[mpi[p2p]] == NONE))):
         return None  # (an unidentified receive: matching.nomessage reads the whole location)
-    for c in np.unique(comm).tolist():
+    for c, sel in _by_value(comm):
         members = members_of(defs, c, loc)
         if c not in defs.comms or not members:
             return None
-        sel = np.flatnonzero(comm == c)
-        r = rank[sel]
-        if bool(np.any((r < 0) | (r >= len(members)))):
+        r = rank if sel is None else rank[sel]
+        if len(r) and (int(r.min()) < 0 or int(r.max()) >= len(members)):
             return None
         table = np.asarray(members, dtype=np.int64)
-        if not all(m in locations for m in set(table[r].tolist())):
+        if len(members) <= max(len(r), 64):  # (each member once, not each record)
+            outside = np.array([m not in locations for m in members], dtype=bool)
+            if outside.any() and bool(outside[r].any()):
+                return None
+        elif not all(m in locations for m in set(table[r].tolist())):
             return None
-        peer[p2p[sel]] = table[r]
+        peer[p2p if sel is None else p2p[sel]] = table[r]
     always = {0, n - 1, *nest.open_end.tolist()}
     for i in (0, n - 1):  # the Enter/Leave partner of the first and last record
         before = int(nest.before[i])
@@ -157,7 +163,7 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
             k = int(np.searchsorted(nest.leaves[before], i))
             always.add(int(nest.enters[before][k]))
     if not len(mpi):
-        return Calls(_NONE, _NONE, _NONE, np.array(sorted(always), dtype=np.int64))
+        return Calls(_NONE, _NONE, _NONE, np.array(sorted(always), dtype=np.int64), nest)
     order = np.argsort(enter, kind="stable")
     starts, first = np.unique(enter[order], return_index=True)
     peers = peer[order]
@@ -169,7 +175,19 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     inside = np.searchsorted(mpi, ends, "right") - np.searchsorted(mpi, starts, "left")
     if bool(np.any(inside != counts)):  # another call's MPI records inside this one
         return None
-    return Calls(starts, ends, lo, np.array(sorted(always), dtype=np.int64))
+    return Calls(starts, ends, lo, np.array(sorted(always), dtype=np.int64), nest)
+
+
+def _by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    """``(value, its positions)`` for each distinct value of ``values``; the
+    positions None where every element has that value (one communicator: the
+    usual case, without a sort)."""
+    if not len(values):
+        return []
+    first = values[0]
+    if bool((values == first).all()):
+        return [(int(first), None)]
+    return [(int(c), np.flatnonzero(values == c)) for c in np.unique(values).tolist()]
 
 
 def _enclosing_call(kind: np.ndarray, nest: Any, idx: np.ndarray

@@ -179,13 +179,15 @@ class Segmenter:
                 out[loc] = past + head
         return out
 
-    def match(self, mtrace: Trace, past: dict[int, np.ndarray] | None = None) -> Matching:
+    def match(self, mtrace: Trace, past: dict[int, np.ndarray] | None = None,
+              nests: dict | None = None) -> Matching:
         """The segment ``mtrace`` (with its context in front) matched, leaving the
-        receives past a gap unpaired (``past``, default :meth:`past_gaps`)."""
+        receives past a gap unpaired (``past``, default :meth:`past_gaps`);
+        ``nests``: call structures already found (:func:`compensate.matching.match`)."""
         try:
             matching = match(mtrace, eager_limit=self.eager_limit, strict=self.strict,
                              past_gaps=self.past_gaps(mtrace) if past is None else past,
-                             gap_shift=self.gap_shift)
+                             gap_shift=self.gap_shift, nests=nests)
         except TraceError as exc:
             raise SegmentError(str(exc)) from exc
         if not self.aligned and inversions(mtrace, matching.table, matching.instances)[0]:

@@ -100,8 +100,9 @@ def test_every_segment_view_holds_whole_channels_and_collectives(monkeypatch):
     views = []
     real = segments.complete_trimmed
 
-    def spy(d, own, transport, owner, source="", open_calls=False, one_call=False):
-        view, index = real(d, own, transport, owner, source, open_calls, one_call)
+    def spy(d, own, transport, owner, source="", open_calls=False, one_call=False,
+            nests=None):
+        view, index = real(d, own, transport, owner, source, open_calls, one_call, nests)
         views.append((transport.rank, view, set(own), index))
         return view, index
 

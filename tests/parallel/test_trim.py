@@ -14,6 +14,7 @@ import pytest
 
 from compensate.formats.text import read_text
 from compensate.matching import match
+from compensate.matching.match import nesting
 from compensate.model import COLUMNS, TraceError
 from compensate.parallel.ghosts import complete_trimmed
 from compensate.parallel.ownership import owners
@@ -124,6 +125,54 @@ def test_which_locations_are_trimmed(events, simple, tmp_path):
     ev = trace.events[0]
     locations = {0} if simple is None else {0, 1}
     assert (calls_of(trace.definitions, 0, ev, locations) is not None) == bool(simple)
+
+
+def _wide(events: str) -> str:
+    """A trace of 70 locations: communicator 0 holds them all, 1 holds 0 and 1."""
+    locs = "".join(f'location {i} group={i} name="rank {i}"\n' for i in range(70))
+    return ("compensate-trace 1\ntimer_resolution 1000000000\n" + locs
+            + 'region 1 "MPI_Send"\ncomm 0 "MPI_COMM_WORLD" ' + ",".join(map(str, range(70)))
+            + '\ncomm 1 "pair" 0,1\nevents\n' + events)
+
+
+@pytest.mark.parametrize("missing, simple", [(None, True), (69, False), (1, False)])
+def test_a_peer_outside_the_trace_on_either_communicator_sends_the_location_whole(
+        missing, simple, tmp_path):
+    # location 0 sends on both communicators: to rank 1 of "pair" (its members
+    # checked one by one) and to rank 69 of the world (more members than records)
+    path = tmp_path / "wide.trace"
+    path.write_text(_wide("1 0 Enter region=1\n2 0 MpiSend receiver=1 comm=1 tag=0 bytes=8\n"
+                          "3 0 Leave region=1\n4 0 Enter region=1\n"
+                          "5 0 MpiSend receiver=69 comm=0 tag=0 bytes=8\n6 0 Leave region=1\n"))
+    trace = read_text(str(path))
+    locations = set(range(70)) - {missing}
+    calls = calls_of(trace.definitions, 0, trace.events[0], locations)
+    assert (calls is not None) == simple
+    if simple:
+        assert calls.peer.tolist() == [1, 69] and calls.start.tolist() == [0, 3]
+
+
+@pytest.mark.parametrize("program", ["stencil", "ring", "collectives", "gather"])
+def test_matching_takes_the_call_structure_the_trimming_found(program):
+    trace = simulate(program, ranks=4, iterations=3).measured
+    nests = {}
+    for loc, ev in list(trace.events.items())[::2]:  # (the others: matching finds it)
+        calls = calls_of(trace.definitions, loc, ev, set(trace.events))
+        if calls is not None:
+            found = nesting(ev.kind, ev.region)
+            np.testing.assert_array_equal(calls.nest.before, found.before)
+            for got, want in ((calls.nest.enters, found.enters),
+                              (calls.nest.leaves, found.leaves)):
+                assert sorted(got) == sorted(want)
+                for level in want:
+                    np.testing.assert_array_equal(got[level], want[level])
+            nests[loc] = calls.nest
+    assert len(nests) == 2  # (every location of these programs is simple)
+    given, found = match(trace, nests=nests), match(trace)
+    assert given.counts() == found.counts()
+    for name in ("send_li", "send_idx", "recv_li", "recv_idx"):
+        np.testing.assert_array_equal(getattr(given.table, name), getattr(found.table, name))
+    assert len(given.instances) == len(found.instances)
 
 
 def test_error_lines_name_original_records():
