@@ -569,10 +569,10 @@ def _run_streaming(args: argparse.Namespace, outputs: _Outputs, platform: Platfo
     ``outcome``: the fit to use (a fallback), instead of a fit pass; ``alignment``:
     the processes' clock offsets (:func:`_align`)."""
     from compensate.formats import TraceWriter, read_chunks
-    from compensate.pipeline.cuts import chunk_records_for
-    from compensate.pipeline.memory import steady_malloc
+    from compensate.pipeline.cuts import SEGMENT_RECORDS, chunk_records_for
+    from compensate.pipeline.memory import heap_to_keep, steady_malloc
 
-    steady_malloc()
+    steady_malloc(heap_to_keep(args.segment_records or SEGMENT_RECORDS))
     t_start = time.monotonic()
     options = run_options(args)
     plat = platform or Platform(0.0)

@@ -375,11 +375,11 @@ def _streamed(transport, job: Job, plan: _Plan, tmp, payload: bool,
     from compensate.formats import parts
     from compensate.parallel.reading import OneRead
     from compensate.parallel.segments import observe_rank, stream_rank
-    from compensate.pipeline.memory import libc_release, steady_malloc
+    from compensate.pipeline.memory import heap_to_keep, libc_release, steady_malloc
     from compensate.pipeline.run import aligned_chunks, shift_of
     from compensate.platform import Platform
 
-    steady_malloc()
+    steady_malloc(heap_to_keep(plan.target * plan.share))
     clock = [time.perf_counter()]
 
     def lap(name: str) -> None:

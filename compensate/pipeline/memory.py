@@ -13,8 +13,21 @@ from collections.abc import Callable, Iterator
 from compensate.errors import Refusal
 
 #: Free heap memory (bytes) the process may keep between segments for the next
-#: one to reuse (:func:`release_memory`).
+#: one to reuse (:func:`release_memory`), at least; a run of larger segments keeps
+#: :data:`HEAP_PER_RECORD` bytes per segment record (:func:`heap_to_keep`).
 KEEP_FREE_HEAP = 64 << 20
+#: The heap a segment frees, per record of the segment, that the next one takes
+#: again (its columns, the matching, the engine's graph and rules): kept between
+#: segments, or the next segment faults it all in again (docs/performance.md)
+HEAP_PER_RECORD = 512
+#: what :func:`release_memory` keeps now (set by :func:`steady_malloc`)
+_keep = [KEEP_FREE_HEAP]
+
+
+def heap_to_keep(segment_records: int) -> int:
+    """The free heap (bytes) to keep between segments of ``segment_records``
+    records: :data:`HEAP_PER_RECORD` each, at least :data:`KEEP_FREE_HEAP`."""
+    return max(KEEP_FREE_HEAP, HEAP_PER_RECORD * int(segment_records))
 
 
 class MallInfo2(ctypes.Structure):
@@ -25,9 +38,10 @@ class MallInfo2(ctypes.Structure):
         "fordblks", "keepcost")]
 
 
-def libc_release(keep: int) -> Callable[[], None]:
+def libc_release(keep: int | list[int]) -> Callable[[], None]:
     """glibc's ``malloc_trim(0)`` once malloc holds more than ``keep`` free bytes
-    (``mallinfo2``; every time if glibc is older than 2.33); a no-op elsewhere."""
+    (``mallinfo2``; every time if glibc is older than 2.33); a no-op elsewhere.
+    ``keep`` as a one-element list: read at each call."""
     try:
         libc = ctypes.CDLL(None)
         trim = libc.malloc_trim
@@ -39,8 +53,10 @@ def libc_release(keep: int) -> Callable[[], None]:
         return lambda: trim(0)
     info.argtypes, info.restype = [], MallInfo2
 
+    bound = keep if isinstance(keep, list) else [keep]
+
     def release() -> None:
-        if info().fordblks > keep:
+        if info().fordblks > bound[0]:
             trim(0)
     return release
 
@@ -56,7 +72,10 @@ def steady_malloc(keep: int = KEEP_FREE_HEAP) -> None:
     mappings and hand them back at once, and fault them in again the next time.
     Fixed from the start (32 MiB is glibc's own upper bound for the adjusted
     threshold), the segments reuse the heap instead (docs/performance.md). Called
-    by the command, not on import: the thresholds are the whole process's."""
+    by the command, not on import: the thresholds are the whole process's.
+    ``keep`` is also what :func:`release_memory` keeps from then on
+    (:func:`heap_to_keep` of the run's segment size)."""
+    _keep[0] = keep
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
@@ -73,12 +92,13 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 
 
 #: Hand the heap a segment freed back to the system before the next segment, once
-#: it holds more than :data:`KEEP_FREE_HEAP` free bytes. Without trimming, every
-#: segment's transient arrays leave free holes that the next segment's allocations
-#: only partly reuse, and the peak keeps creeping up with the number of segments.
-#: Trimming after every segment instead makes the next segment fault all its
-#: memory in again; keeping some free heap avoids both (docs/performance.md).
-release_memory = libc_release(KEEP_FREE_HEAP)
+#: it holds more free bytes than the run keeps (:data:`KEEP_FREE_HEAP`, or what
+#: :func:`steady_malloc` set). Without trimming, every segment's transient arrays
+#: leave free holes that the next segment's allocations only partly reuse, and the
+#: peak keeps creeping up with the number of segments. Trimming after every
+#: segment instead makes the next segment fault all its memory in again; keeping
+#: about one segment's free heap avoids both (docs/performance.md).
+release_memory = libc_release(_keep)
 
 
 class OutOfMemory(Refusal):

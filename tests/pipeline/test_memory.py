@@ -96,3 +96,55 @@ def test_a_rank_counts_the_buffers_of_its_own_locations(monkeypatch):
     assert str(got.value).endswith("; more ranks (on more machines) read fewer locations each")
     monkeypatch.setattr(memory, "available_memory", lambda: 1)
     room_for_readers(str(TRACE), 0, [0, 1])  # (a text trace: never refused for its reader)
+
+
+def test_the_heap_kept_between_segments_grows_with_the_segment():
+    assert memory.heap_to_keep(1) == memory.KEEP_FREE_HEAP == 64 * MIB
+    assert memory.heap_to_keep(131072) == 64 * MIB  # (512 bytes a record)
+    assert memory.heap_to_keep(131073) == 64 * MIB + 512
+    assert memory.heap_to_keep(1 << 18) == 128 * MIB
+
+
+@pytest.mark.parametrize("records, kept", [(None, 128 * MIB), (1 << 19, 256 * MIB),
+                                           (1000, 64 * MIB)])
+def test_the_command_keeps_what_its_segments_free(tmp_path, monkeypatch, records, kept):
+    seen = []
+    monkeypatch.setattr(memory, "steady_malloc", seen.append)
+    extra = [] if records is None else ["--segment-records", str(records)]
+    proc = run_compensate(TRACE, tmp_path / "out.trace", "--overhead", "100ns", *extra)
+    assert proc.returncode == 0, proc.stderr
+    assert seen == [kept]
+
+
+def test_release_keeps_the_free_heap_the_run_set():
+    """In a fresh interpreter (the thresholds are the whole process's): 96 MiB freed
+    in 1 MiB blocks stay in the heap under a 128 MiB bound, and go back to the
+    system under the 64 MiB one."""
+    import subprocess
+    import sys
+
+    code = """
+import ctypes, sys
+import compensate.pipeline.memory as memory
+libc = ctypes.CDLL(None)
+if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallinfo2"):
+    print("skip"); sys.exit(0)
+libc.mallinfo2.restype = memory.MallInfo2
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def free_after(keep):
+    memory.steady_malloc(keep)
+    blocks = [libc.malloc(1 << 20) for _ in range(96)]
+    for p in blocks:
+        libc.free(p)
+    memory.release_memory()
+    return libc.mallinfo2().fordblks >> 20
+print(free_after(128 << 20), free_after(64 << 20))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr
+    if p.stdout.strip() == "skip":
+        pytest.skip("not glibc 2.33 or newer")
+    kept, trimmed = map(int, p.stdout.split())
+    assert kept >= 90 and trimmed < 64
