@@ -35,7 +35,8 @@ a two-rank run could gain here.
 ``--pairs N`` adds N pairs of the one-process streamed run and the largest P's
 streamed run, their order alternating from pair to pair, so that the machine's
 drift (its speed varies by a third within a day) falls on both: each pair's
-ratios (wall; the busiest rank's CPU seconds against the one process's) and
+ratios (wall; the busiest rank's CPU seconds against the one process's; the
+same less the seconds the rank waited in collective calls and in the replay) and
 their medians, the figure to compare with a target.
 
 ``--phases`` adds, for the one process and every rank of the largest P, where the
@@ -351,22 +352,32 @@ def _pairs(n: int, launcher: list[str], trace: Path, platform: Path, workdir: Pa
     """``n`` pairs of the one-process streamed run and the streamed run under
     ``launcher`` (``mpiexec -n P``), the launched run first in every other pair:
     each pair's wall and CPU ratios (the busiest rank's CPU seconds against the
-    one process's), then their medians."""
-    walls, cpus = [], []
+    one process's; and its CPU seconds less those it spent waiting, in collective
+    calls and in the replay, which a rank spends polling: what the rank's own work
+    costs, whatever held the other rank up), then their medians."""
+    walls, cpus, works = [], [], []
     for i in range(n):
         got = {}
         for which in (("one", "ranks") if i % 2 == 0 else ("ranks", "one")):
-            wall, _, _, cpu = _run([] if which == "one" else launcher, trace, platform,
-                                   _output(workdir, f"pair_{which}", fmt), bound)
-            got[which] = wall, max(cpu)
-        (w1, c1), (wp, cp) = got["one"], got["ranks"]
+            wall, _, summary, cpu = _run([] if which == "one" else launcher, trace,
+                                         platform, _output(workdir, f"pair_{which}", fmt),
+                                         bound)
+            par = summary.get("parallel") or {}
+            waited = [a + b for a, b in zip(par.get("collective_seconds", [0.0] * len(cpu)),
+                                            par.get("wait_seconds", [0.0] * len(cpu)),
+                                            strict=True)]
+            got[which] = wall, max(cpu), max(c - w for c, w in zip(cpu, waited, strict=True))
+        (w1, c1, _), (wp, cp, kp) = got["one"], got["ranks"]
         walls.append(wp / w1)
         cpus.append(cp / c1)
+        works.append(kp / c1)
         print(f"{f'pair {i + 1}':>12}  one process {w1:.2f} s (CPU {c1:.2f}), "
-              f"{' '.join(launcher[1:])} {wp:.2f} s (busiest rank's CPU {cp:.2f}): "
-              f"wall {walls[-1]:.2f}, CPU {cpus[-1]:.2f}")
+              f"{' '.join(launcher[1:])} {wp:.2f} s (busiest rank's CPU {cp:.2f}, "
+              f"{kp:.2f} less its waiting): wall {walls[-1]:.2f}, CPU {cpus[-1]:.2f}, "
+              f"less waiting {works[-1]:.2f}")
     print(f"{'median':>12}  of {n} pairs, against one process: wall "
-          f"{statistics.median(walls):.2f}, CPU {statistics.median(cpus):.2f}")
+          f"{statistics.median(walls):.2f}, CPU {statistics.median(cpus):.2f}, "
+          f"CPU less waiting {statistics.median(works):.2f}")
 
 
 def main() -> None:
