@@ -12,15 +12,16 @@ def enclosing_enters(depth_before: np.ndarray, enters: dict, idx: np.ndarray) ->
     out = np.full(len(idx), -1, dtype=np.int64)
     if not len(idx):
         return out
-    d = depth_before[idx]
-    for dv in np.unique(d).tolist():
+    for dv, sel in _levels(depth_before[idx]):
         en = enters.get(dv) if dv > 0 else None
         if en is None or not len(en):
             continue
-        sel = np.flatnonzero(d == dv)
-        p = np.searchsorted(en, idx[sel]) - 1
+        at = idx if sel is None else idx[sel]
+        p = np.searchsorted(en, at) - 1
         good = p >= 0
-        out[sel[good]] = en[p[good]]
+        if sel is None and bool(good.all()):
+            return en[p]
+        out[good if sel is None else sel[good]] = en[p[good]]
     return out
 
 
@@ -29,13 +30,24 @@ def closing_leaves(depth_before: np.ndarray, leaves: dict, idx: np.ndarray) -> n
     out = np.full(len(idx), -1, dtype=np.int64)
     if not len(idx):
         return out
-    d = depth_before[idx]
-    for dv in np.unique(d).tolist():
+    for dv, sel in _levels(depth_before[idx]):
         lv = leaves.get(dv) if dv > 0 else None
         if lv is None or not len(lv):
             continue
-        sel = np.flatnonzero(d == dv)
-        p = np.searchsorted(lv, idx[sel])
+        at = idx if sel is None else idx[sel]
+        p = np.searchsorted(lv, at)
         good = p < len(lv)
-        out[sel[good]] = lv[p[good]]
+        if sel is None and bool(good.all()):
+            return lv[p]
+        out[good if sel is None else sel[good]] = lv[p[good]]
     return out
+
+
+def _levels(d: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    """``(depth, positions in d)`` per distinct depth of ``d`` (not empty); the
+    positions None where every record is at one depth (the usual case: a
+    location's MPI records all directly inside calls at one level)."""
+    lo, hi = int(d.min()), int(d.max())
+    if lo == hi:
+        return [(lo, None)]
+    return [(dv, np.flatnonzero(d == dv)) for dv in np.unique(d).tolist()]

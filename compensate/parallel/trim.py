@@ -128,7 +128,9 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     if nest.problems or (len(nest.open_end) and not open_calls):
         return None
     mpi = np.flatnonzero(_IS_MPI.take(kind))
-    enter, leave = _enclosing_call(kind, nest, mpi)
+    # (the innermost call around each: its Enter and the Leave closing it)
+    enter = enclosing_enters(nest.before, nest.enters, mpi)
+    leave = closing_leaves(nest.before, nest.leaves, mpi)
     if bool(np.any(enter < 0)) or bool(np.any(leave < 0)):
         return None
     peer = np.full(len(mpi), -1, dtype=np.int64)
@@ -188,29 +190,6 @@ def _by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
     if bool((values == first).all()):
         return [(int(first), None)]
     return [(int(c), np.flatnonzero(values == c)) for c in np.unique(values).tolist()]
-
-
-def _enclosing_call(kind: np.ndarray, nest: Any, idx: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """The Enter and the closing Leave of the innermost call around each record of
-    ``idx`` (-1 where none; ``nest``: the location's :func:`nesting`). Where no
-    call opened and closed between such a call's Enter and the record (and between
-    the record and its Leave), as around MPI records, they are the last Enter
-    before the record and the first Leave after it: taken so when their depths say
-    so for every record, else per depth (``enclosing_enters``, ``closing_leaves``)."""
-    n = len(kind)
-    if len(idx):
-        at = np.arange(n)
-        last = np.maximum.accumulate(np.where(kind == ENTER, at, -1))[idx]
-        nxt = np.minimum.accumulate(np.where(kind == LEAVE, at, n)[::-1])[::-1][idx]
-        before = nest.before
-        depth = before[idx]
-        if (bool(np.all(last >= 0)) and bool(np.all(nxt < n))
-                and bool(np.all(before[last] + 1 == depth))
-                and bool(np.all(before[nxt] == depth))):
-            return last, nxt
-    return (enclosing_enters(nest.before, nest.enters, idx),
-            closing_leaves(nest.before, nest.leaves, idx))
 
 
 def kept(calls: Calls, n: int, wanted: np.ndarray) -> np.ndarray:
