@@ -28,7 +28,6 @@ from compensate.pipeline.cuts import (  # noqa: F401 - re-exported for the tests
     SegmentError,
     cut_segments,
 )
-from compensate.pipeline.memory import MallInfo2, steady_malloc  # noqa: F401
 from compensate.platform import Platform
 
 

@@ -313,41 +313,6 @@ def test_no_cut_between_a_matched_probe_and_its_receive(tmp_path):
         assert res.segments >= 5
 
 
-def test_steady_malloc_keeps_blocks_in_the_heap():
-    """After steady_malloc an 8 MiB block comes from glibc's heap, not a mapping of
-    its own (``mallinfo2().hblks`` counts those); before, glibc maps it. In a fresh
-    interpreter: the thresholds are the whole process's."""
-    import subprocess
-    import sys
-
-    code = """
-import ctypes, sys
-from tests import pipelines as stream
-libc = ctypes.CDLL(None)
-if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallinfo2"):
-    print("skip"); sys.exit(0)
-libc.mallinfo2.restype = stream.MallInfo2
-libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
-def mapped(size):
-    before = libc.mallinfo2().hblks
-    p = libc.malloc(size)
-    n = libc.mallinfo2().hblks - before
-    libc.free(p)
-    return n
-a = mapped(8 << 20)
-stream.steady_malloc()
-print(a, mapped(8 << 20))
-"""
-    from tests.conftest import ROOT
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       cwd=ROOT, timeout=60)
-    assert p.returncode == 0, p.stderr
-    if p.stdout.strip() == "skip":
-        pytest.skip("not glibc >= 2.33")
-    assert p.stdout.split() == ["1", "0"]
-
-
 # -- the cut search over the columns it reads (tests/pipelines.py cut_times) --
 
 def _searched(cutter, chunks):

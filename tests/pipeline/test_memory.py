@@ -5,6 +5,9 @@ whose OTF2 buffers alone would not fit is refused before the library fills them.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import compensate.pipeline.memory as memory
@@ -116,14 +119,9 @@ def test_the_command_keeps_what_its_segments_free(tmp_path, monkeypatch, records
     assert seen == [kept]
 
 
-def test_release_keeps_the_free_heap_the_run_set():
-    """In a fresh interpreter (the thresholds are the whole process's): 96 MiB freed
-    in 1 MiB blocks stay in the heap under a 128 MiB bound, and go back to the
-    system under the 64 MiB one."""
-    import subprocess
-    import sys
-
-    code = """
+#: a fresh interpreter's glibc malloc, free and mallinfo2 (malloc's thresholds are
+#: the whole process's); prints "skip" and ends where there is no glibc 2.33
+LIBC = """
 import ctypes, sys
 import compensate.pipeline.memory as memory
 libc = ctypes.CDLL(None)
@@ -132,6 +130,39 @@ if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallinfo2"):
 libc.mallinfo2.restype = memory.MallInfo2
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
+"""
+
+
+def _fresh(code: str) -> list[str]:
+    """What :data:`LIBC` then ``code`` print in a fresh interpreter, split."""
+    p = subprocess.run([sys.executable, "-c", LIBC + code], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr
+    if p.stdout.strip() == "skip":
+        pytest.skip("not glibc 2.33 or newer")
+    return p.stdout.split()
+
+
+def test_steady_malloc_keeps_blocks_in_the_heap():
+    """After steady_malloc an 8 MiB block comes from glibc's heap, not a mapping of
+    its own (``mallinfo2().hblks`` counts those); before, glibc maps it."""
+    assert _fresh("""
+def mapped(size):
+    before = libc.mallinfo2().hblks
+    p = libc.malloc(size)
+    n = libc.mallinfo2().hblks - before
+    libc.free(p)
+    return n
+a = mapped(8 << 20)
+memory.steady_malloc()
+print(a, mapped(8 << 20))
+""") == ["1", "0"]
+
+
+def test_release_keeps_the_free_heap_the_run_set():
+    """96 MiB freed in 1 MiB blocks stay in the heap under a 128 MiB bound, and go
+    back to the system under the 64 MiB one."""
+    kept, trimmed = map(int, _fresh("""
 def free_after(keep):
     memory.steady_malloc(keep)
     blocks = [libc.malloc(1 << 20) for _ in range(96)]
@@ -140,11 +171,5 @@ def free_after(keep):
     memory.release_memory()
     return libc.mallinfo2().fordblks >> 20
 print(free_after(128 << 20), free_after(64 << 20))
-"""
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       cwd=ROOT, timeout=60)
-    assert p.returncode == 0, p.stderr
-    if p.stdout.strip() == "skip":
-        pytest.skip("not glibc 2.33 or newer")
-    kept, trimmed = map(int, p.stdout.split())
+"""))
     assert kept >= 90 and trimmed < 64
