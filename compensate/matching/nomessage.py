@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 from compensate.matching.enclosing import enclosing_enters
+from compensate.matching.groups import by_value
 from compensate.model import IRECV, KIND_NAMES, NONE, RECV, Definitions, Events, Trace, TraceError
 
 #: MPI calls that complete an array of requests, writing each one's status from an array
@@ -77,7 +78,7 @@ def receives_kept(defs: Definitions, loc: int, ev: Events, at: np.ndarray,
     null = peer == NONE
     data = (ev.kind[at] == RECV) | (ev.kind[at] == IRECV)  # (not a matched probe)
     bad = ~null & data & (ev.size[at] == NONE)
-    for c in np.unique(comm[~null]).tolist():
+    for c, _ in by_value(comm[~null]):
         if c in defs.comms:
             c_def = defs.comms[c]
             n = len(c_def.members) if c_def.members else 1  # (MPI_COMM_SELF: one rank)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compensate.matching.enclosing import closing_leaves, enclosing_enters
+from compensate.matching.groups import by_value
 from compensate.matching.nomessage import (
     add_skipped,
     from_array,
@@ -183,16 +184,16 @@ def _peer_positions(trace: Trace, pos_of: dict[int, int], loc: int, ev: Events,
     ok = np.zeros(len(idx), dtype=bool)
     comm = ev.comm[idx]
     rank = ev.peer[idx].astype(np.int64)
-    for c in np.unique(comm).tolist():
+    for c, sel in by_value(comm):
         if c not in trace.definitions.comms:
             continue
         members = members_of(trace.definitions, c, loc)
-        sel = np.flatnonzero(comm == c)
-        r = rank[sel]
+        r = rank if sel is None else rank[sel]
         good = (r >= 0) & (r < len(members))
         table = np.array([pos_of.get(m, -1) for m in members], dtype=np.int64)
-        out[sel[good]] = table[r[good]]
-        ok[sel[good]] = True
+        at = good if sel is None else sel[good]
+        out[at] = table[r[good]]
+        ok[at] = True
     if not ok.all():
         peer_location(trace, loc, int(idx[np.argmin(ok)]), ev)  # raises
     return out  # -1: a member location without records (it can match nothing)

@@ -54,6 +54,7 @@ from compensate.errors import Refusal, renumber
 from compensate.matching import Matching
 from compensate.matching.devices import DEP_KINDS, PARAM
 from compensate.matching.enclosing import closing_leaves, enclosing_enters
+from compensate.matching.groups import by_value
 from compensate.matching.match import nesting, posting_records
 from compensate.matching.nomessage import NO_MESSAGE, message_peers
 from compensate.matching.p2p import members_of
@@ -138,7 +139,7 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     comm, rank = ev.comm[mpi[p2p]], ev.peer[mpi[p2p]].astype(np.int64)
     if bool(np.any((kind[mpi[p2p]] == RECV) & (ev.size[mpi[p2p]] == NONE))):
         return None  # (an unidentified receive: matching.nomessage reads the whole location)
-    for c, sel in _by_value(comm):
+    for c, sel in by_value(comm):
         members = members_of(defs, c, loc)
         if c not in defs.comms or not members:
             return None
@@ -178,18 +179,6 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
     if bool(np.any(inside != counts)):  # another call's MPI records inside this one
         return None
     return Calls(starts, ends, lo, np.array(sorted(always), dtype=np.int64), nest)
-
-
-def _by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
-    """``(value, its positions)`` for each distinct value of ``values``; the
-    positions None where every element has that value (one communicator: the
-    usual case, without a sort)."""
-    if not len(values):
-        return []
-    first = values[0]
-    if bool((values == first).all()):
-        return [(int(first), None)]
-    return [(int(c), np.flatnonzero(values == c)) for c in np.unique(values).tolist()]
 
 
 def kept(calls: Calls, n: int, wanted: np.ndarray) -> np.ndarray:

@@ -1,0 +1,21 @@
+"""A column's records grouped by value, without a sort where every record has the
+same one: a location's communicator column (one communicator nearly always), the
+depths of its MPI records (all directly inside calls at one level). Matching and
+trimming ask this per location and segment, where ``np.unique`` cost more than
+the rest of their work on the column."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    """``(value, its positions in values)`` per distinct value of ``values``, in
+    increasing order of value; the positions None where every element has that
+    value. Empty for an empty column."""
+    if not len(values):
+        return []
+    first = values[0]
+    if bool((values == first).all()):
+        return [(int(first), None)]
+    return [(int(v), np.flatnonzero(values == v)) for v in np.unique(values).tolist()]
