@@ -43,4 +43,3 @@ def closing_leaves(depth_before: np.ndarray, leaves: dict, idx: np.ndarray) -> n
             return lv[p]
         out[good if sel is None else sel[good]] = lv[p[good]]
     return out
-
