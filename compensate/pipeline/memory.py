@@ -85,10 +85,11 @@ def steady_malloc(keep: int = KEEP_FREE_HEAP) -> None:
         return
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-    mallopt(_M_TRIM_THRESHOLD, keep)
+    mallopt(_M_TRIM_THRESHOLD, min(keep, _INT_MAX))  # (an int: segments of 4 M records on)
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+_INT_MAX = (1 << 31) - 1
 
 
 #: Hand the heap a segment freed back to the system before the next segment, once

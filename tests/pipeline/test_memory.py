@@ -173,3 +173,26 @@ def free_after(keep):
 print(free_after(128 << 20), free_after(64 << 20))
 """))
     assert kept >= 90 and trimmed < 64
+
+
+def test_a_bound_beyond_an_int_reaches_glibc_as_the_largest_int(monkeypatch):
+    """glibc's mallopt takes an int: ``--segment-records 10000000`` keeps 5.12 GB,
+    which ctypes would wrap to another number (or a negative one)."""
+    import ctypes
+
+    calls = []
+
+    class Libc:
+        gnu_get_libc_version = object()
+
+        @staticmethod
+        def mallopt(option, value):
+            calls.append((option, value))
+            return 1
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Libc())
+    monkeypatch.setattr(memory, "_keep", [memory.KEEP_FREE_HEAP])
+    memory.steady_malloc(memory.heap_to_keep(10_000_000))
+    assert dict(calls)[-1] == (1 << 31) - 1  # M_TRIM_THRESHOLD
+    assert dict(calls)[-3] == 32 << 20  # M_MMAP_THRESHOLD
+    assert memory._keep == [5_120_000_000]  # (what release_memory compares with)
