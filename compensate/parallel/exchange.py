@@ -60,7 +60,6 @@ are bit-identical.
 
 from __future__ import annotations
 
-import math
 import time
 from array import array
 from typing import Any
@@ -307,10 +306,13 @@ class Exchange:
         if path is not None:  # the C loop sends and takes the messages itself
             self._wire = self.outbox.wire = Wire(*path, self._wanted, size, len(anchors),
                                                  self.expected)
-        for k in dict.fromkeys(anchors.tolist()):
-            waiters.setdefault(k, [])
-            if not math.isnan(A[k]):  # known from the start (a first record)
-                self._out.append(k)
+        # each anchor asked for once, in the order asked: a waiter list each, and
+        # those known from the start (a first record) queued to be sent
+        uniq, at = np.unique(anchors, return_index=True)
+        asked_once = uniq[np.argsort(at)]
+        waiters.update({k: [] for k in asked_once.tolist() if k not in waiters})
+        known = asked_once[~np.isnan(np.frombuffer(A, dtype=np.float64)[asked_once])]
+        self._out.extend(known.tolist())
         if self._wire is not None:  # (sent now: the C loop sends only what it computes)
             self.flush(A)
 

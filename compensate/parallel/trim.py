@@ -167,18 +167,29 @@ def calls_of(defs: Definitions, loc: int, ev: Events, locations: set[int],
             always.add(int(nest.enters[before][k]))
     if not len(mpi):
         return Calls(_NONE, _NONE, _NONE, np.array(sorted(always), dtype=np.int64), nest)
-    order = np.argsort(enter, kind="stable")
-    starts, first = np.unique(enter[order], return_index=True)
-    peers = peer[order]
-    lo, hi = np.minimum.reduceat(peers, first), np.maximum.reduceat(peers, first)
+    calls = _disjoint_calls(enter, leave, peer)
+    if calls is None:
+        return None
+    return Calls(*calls, np.array(sorted(always), dtype=np.int64), nest)
+
+
+def _disjoint_calls(enter: np.ndarray, leave: np.ndarray, peer: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(Enter, Leave, peer) of each call holding MPI records, given per MPI record (in
+    record order) its call's Enter and Leave and its peer; None where a call holds
+    another call's MPI records or records of several peers. A call holds only its
+    own MPI records exactly when the runs of records of one call follow one another
+    in record order without overlapping: a call entered before the previous run's
+    call left is nested in it (calls nest) or holds it (a call met again after
+    another's records), so one of the two holds the other's records."""
+    first = np.flatnonzero(np.concatenate(([True], enter[1:] != enter[:-1])))
+    starts, ends = enter[first], leave[first]
+    if len(first) > 1 and bool(np.any(starts[1:] <= ends[:-1])):
+        return None
+    lo, hi = np.minimum.reduceat(peer, first), np.maximum.reduceat(peer, first)
     if bool(np.any(lo != hi)):  # a call with records of several peers (or kinds)
         return None
-    ends = leave[order][first]
-    counts = np.diff(np.r_[first, len(order)])
-    inside = np.searchsorted(mpi, ends, "right") - np.searchsorted(mpi, starts, "left")
-    if bool(np.any(inside != counts)):  # another call's MPI records inside this one
-        return None
-    return Calls(starts, ends, lo, np.array(sorted(always), dtype=np.int64), nest)
+    return starts, ends, lo
 
 
 def kept(calls: Calls, n: int, wanted: np.ndarray) -> np.ndarray:

@@ -102,8 +102,11 @@ def _pairs(inst: Instance, begins: list, v: Verification) -> list[tuple[int, int
 
 def collective_reads(matching: Matching, own: set[int]) -> Iterator[tuple[int, list[int]]]:
     """``(location, record indices)`` that :func:`verify_collectives` reads of other
-    locations: every member's begin of an instance with a member in ``own``."""
+    locations: every member's begin of an instance with a member in ``own``, one
+    list per location (not one per member: a segment holds thousands)."""
+    begins: dict[int, list[int]] = {}
     for inst in matching.instances:
         if any(loc in own for loc in inst.locs):
             for loc, b in zip(inst.locs, inst.begin_idx, strict=True):
-                yield loc, [b]
+                begins.setdefault(loc, []).append(b)
+    yield from begins.items()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compensate.formats.text import read_text
 from compensate.matching import match
@@ -112,6 +114,14 @@ events
     ("1 0 Enter region=1\n2 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n3 0 Enter region=1\n"
      "4 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n5 0 Leave region=1\n6 0 Leave region=1\n",
      False),
+    # ... and with the outer call's MPI record after the inner call
+    ("1 0 Enter region=1\n2 0 Enter region=1\n3 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n"
+     "4 0 Leave region=1\n5 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n6 0 Leave region=1\n",
+     False),
+    # two calls one after the other, and an MPI call inside a call without MPI records
+    ("1 0 Enter region=1\n2 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n3 0 Leave region=1\n"
+     "4 0 Enter region=2\n5 0 Enter region=1\n6 0 MpiRecv sender=1 comm=0 tag=0 bytes=8\n"
+     "7 0 Leave region=1\n8 0 Leave region=2\n", True),
     ("1 0 Leave region=2\n2 0 Enter region=1\n3 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n"
      "4 0 Leave region=1\n", False),  # a Leave without its Enter
     ("1 0 Enter region=1\n2 0 MpiSend receiver=1 comm=0 tag=0 bytes=8\n3 0 Leave region=1\n",
@@ -125,6 +135,79 @@ def test_which_locations_are_trimmed(events, simple, tmp_path):
     ev = trace.events[0]
     locations = {0} if simple is None else {0, 1}
     assert (calls_of(trace.definitions, 0, ev, locations) is not None) == bool(simple)
+
+
+HEAD3 = HEAD.replace('location 1 group=1 name="rank 1"\n',
+                     'location 1 group=1 name="rank 1"\nlocation 2 group=2 name="rank 2"\n'
+                     ).replace("comm 0 \"MPI_COMM_WORLD\" 0,1", "comm 0 \"MPI_COMM_WORLD\" 0,1,2")
+
+#: a location's records: an MPI send to location 1 or 2, or a call (Enter, its
+#: records, Leave)
+_ITEMS = st.recursive(st.sampled_from([("send", 1), ("send", 2)]),
+                      lambda inner: st.lists(inner, max_size=4).map(lambda x: ("call", x)),
+                      max_leaves=12)
+
+
+def _flatten(items, out):
+    for kind, x in items:
+        if kind == "send":
+            out.append(("send", x))
+        else:
+            out.append(("enter", None))
+            _flatten(x, out)
+            out.append(("leave", None))
+    return out
+
+
+def _calls_by_walk(records):
+    """The calls of a location by a stack walk: (Enter, Leave, peer) of each call
+    holding MPI records, or None where an MPI record is outside every call, a call
+    holds records of two peers, or another call's MPI records lie inside one."""
+    stack, inner, spans = [], [], {}
+    for i, (kind, peer) in enumerate(records):
+        if kind == "enter":
+            stack.append(i)
+        elif kind == "leave":
+            spans[stack[-1]] = i
+            stack.pop()
+        elif not stack:
+            return None
+        else:
+            inner.append((i, stack[-1], peer))
+    calls = []
+    for start in sorted({c for _, c, _ in inner}):
+        end = spans[start]
+        mine = [(i, c, p) for i, c, p in inner if start < i < end]
+        if any(c != start for _, c, _ in mine) or len({p for _, _, p in mine}) > 1:
+            return None
+        calls.append((start, end, mine[0][2]))
+    return calls
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(items=st.lists(_ITEMS, min_size=1, max_size=6))
+def test_the_calls_found_equal_a_stack_walk(items, tmp_path):
+    """:func:`calls_of` against a walk: which calls hold MPI records, their ends and
+    peers, and which locations are sent whole (another call's records inside a
+    call, in either order; two peers in a call; a record outside every call)."""
+    records = _flatten(items, [])
+    lines = []
+    for i, (kind, peer) in enumerate(records):
+        what = {"enter": "Enter region=1", "leave": "Leave region=1",
+                "send": f"MpiSend receiver={peer} comm=0 tag=0 bytes=8"}[kind]
+        lines.append(f"{i + 1} 0 {what}\n")
+    path = tmp_path / "walk.trace"
+    path.write_text(HEAD3 + "".join(lines))
+    trace = read_text(str(path))
+    got = calls_of(trace.definitions, 0, trace.events[0], {0, 1, 2})
+    want = _calls_by_walk(records)
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None
+        assert list(zip(got.start.tolist(), got.end.tolist(), got.peer.tolist(),
+                        strict=True)) == want
 
 
 def _wide(events: str) -> str:
