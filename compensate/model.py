@@ -42,6 +42,7 @@ MpiSend/MpiRecv; NonBlockingCollectiveComplete like MpiCollectiveEnd.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import chain, compress
 from typing import Any
 
@@ -427,6 +428,17 @@ class Comm:
     def written(self) -> tuple[int, ...]:
         """The members as the trace's definitions list them."""
         return self.members if self.listed is None else self.listed
+
+    @cached_property
+    def member_set(self) -> frozenset[int]:
+        """``members`` as a set: whether a location is a member, in constant time (a
+        per-location test against the tuple costs the square of the members)."""
+        return frozenset(self.members)
+
+    @cached_property
+    def member_array(self) -> np.ndarray:
+        """``members`` as an int64 array: rank to location for many records at once."""
+        return np.asarray(self.members, dtype=np.int64)
 
 
 @dataclass

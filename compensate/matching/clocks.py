@@ -321,7 +321,9 @@ def _channel_rows(defs: Definitions, head: dict[int, Events], kinds: tuple, send
         idx = np.flatnonzero(np.isin(ev.kind, kinds))
         for c in np.unique(ev.comm[idx]).tolist():
             at = idx[ev.comm[idx] == c]
-            members = np.asarray(members_of(defs, int(c), loc), dtype=np.int64)
+            comm = defs.comms.get(int(c))
+            members = comm.member_array if comm is not None and comm.members else \
+                np.asarray(members_of(defs, int(c), loc), dtype=np.int64)
             peer = ev.peer[at].astype(np.int64)
             ok = (peer >= 0) & (peer < members.size)
             at, other = at[ok], members[peer[ok]]

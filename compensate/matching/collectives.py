@@ -220,7 +220,7 @@ def refuse_off_member(trace: Trace, loc: int, idx: np.ndarray,
     used = ev.comm[idx]
     for comm in np.unique(used).tolist():
         c = comms.get(comm)
-        if c is None or not c.members or loc in c.members:
+        if c is None or not c.members or loc in c.member_set:
             continue
         i = int(idx[np.flatnonzero(used == comm)[0]])
         shown = ", ".join(map(str, c.members[:4])) + (", ..." if len(c.members) > 4 else "")

@@ -11,11 +11,23 @@ import numpy as np
 
 def by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
     """``(value, its positions in values)`` per distinct value of ``values``, in
-    increasing order of value; the positions None where every element has that
-    value. Empty for an empty column."""
+    increasing order of value, each value's positions in increasing order; the
+    positions None where every element has that value. Empty for an empty column.
+    Over many values (a message table's rows by location), one stable sort, not
+    one comparison of the whole column per value (the square of the locations)."""
     if not len(values):
         return []
     first = values[0]
     if bool((values == first).all()):
         return [(int(first), None)]
-    return [(int(v), np.flatnonzero(values == v)) for v in np.unique(values).tolist()]
+    distinct = np.unique(values)
+    if len(distinct) <= _FEW:
+        return [(int(v), np.flatnonzero(values == v)) for v in distinct.tolist()]
+    order = np.argsort(values, kind="stable")
+    bounds = np.searchsorted(values[order], distinct).tolist() + [len(values)]
+    return [(int(v), order[bounds[k]:bounds[k + 1]])
+            for k, v in enumerate(distinct.tolist())]
+
+
+#: up to this many distinct values, one comparison per value beats a sort
+_FEW = 8

@@ -175,9 +175,13 @@ def peer_location(trace: Trace, loc: int, idx: int, ev: Events) -> int:
 
 
 def _peer_positions(trace: Trace, pos_of: dict[int, int], loc: int, ev: Events,
-                    idx: np.ndarray) -> np.ndarray:
+                    idx: np.ndarray, tables: dict[int, np.ndarray] | None = None
+                    ) -> np.ndarray:
     """Location positions of the peers of records ``idx`` of ``loc`` (vectorised per
-    communicator); the first bad record raises exactly as :func:`peer_location`."""
+    communicator); the first bad record raises exactly as :func:`peer_location`.
+    ``tables``: each communicator's rank-to-position table, kept across the calls
+    of one matching (built once per communicator, not once per location: a
+    communicator of every location would cost the square of the locations)."""
     out = np.full(len(idx), -1, dtype=np.int64)
     if not len(idx):
         return out
@@ -190,7 +194,11 @@ def _peer_positions(trace: Trace, pos_of: dict[int, int], loc: int, ev: Events,
         members = members_of(trace.definitions, c, loc)
         r = rank if sel is None else rank[sel]
         good = (r >= 0) & (r < len(members))
-        table = np.array([pos_of.get(m, -1) for m in members], dtype=np.int64)
+        table = None if tables is None else tables.get(c)
+        if table is None:
+            table = np.array([pos_of.get(m, -1) for m in members], dtype=np.int64)
+            if tables is not None and trace.definitions.comms[c].members:
+                tables[c] = table  # (MPI_COMM_SELF's one member is the location)
         at = good if sel is None else sel[good]
         out[at] = table[r[good]]
         ok[at] = True
@@ -337,6 +345,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
     loc_ids = list(trace.events)
     pos_of = {loc: li for li, loc in enumerate(loc_ids)}
     evs = [trace.events[loc] for loc in loc_ids]
+    tables: dict[int, np.ndarray] = {}  # (:func:`_peer_positions`)
     skipped: dict[int, tuple[int, int, int]] = {}  # :mod:`.nomessage`'s, per location
     # sends, location by location (errors in this order, before any receive's)
     s_parts = []
@@ -349,7 +358,7 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
         if named.size < idx.size:
             add_skipped(skipped, loc, (idx.size - named.size, 0, 0, 0))
         idx = named
-        dst = _peer_positions(trace, pos_of, loc, ev, idx)
+        dst = _peer_positions(trace, pos_of, loc, ev, idx, tables)
         s_parts.append((np.full(idx.size, li, dtype=np.int64), idx, dst,
                         ev.comm[idx].astype(np.int64), ev.tag[idx].astype(np.int64)))
     r_parts = []
@@ -386,14 +395,14 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
             add_skipped(skipped, loc, counts)
             at, order, data, probe, idx, post = (
                 a[keep] for a in (at, order, data, probe, idx, post))
-        src = _peer_positions(trace, pos_of, loc, ev, at)
+        src = _peer_positions(trace, pos_of, loc, ev, at, tables)
         r_parts.append((src, np.full(idx.size, li, dtype=np.int64), idx, post,
                         ev.comm[at].astype(np.int64), ev.tag[at].astype(np.int64), order,
                         data, probe))
     s_src, s_idx, s_dst, s_comm, s_tag = _concat(s_parts, 5)
     (r_src, r_dst, r_idx, r_post, r_comm, r_tag, r_order_key, r_data,
      r_probe) = _concat(r_parts, 9)
-    p_src, p_dst, p_idx, p_comm, p_tag = _plain_probes(trace, pos_of, evs)
+    p_src, p_dst, p_idx, p_comm, p_tag = _plain_probes(trace, pos_of, evs, tables)
     ns = len(s_idx)
 
     def keys() -> tuple[np.ndarray, np.ndarray, int]:
@@ -460,10 +469,13 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
     completion = np.full(n, -1, dtype=np.int64)  # MpiIsendComplete of an MPI_Issend
     receives_after = np.zeros(n, dtype=bool)  # the send's call receives after it
     regions = trace.definitions.regions
-    for li, loc in enumerate(loc_ids):
+    rows = np.arange(n)
+    for li, sel in by_value(r_src):  # the sends, by sending location
+        if li < 0:  # (every matched row has a sender: none here)
+            continue
+        sel = rows if sel is None else sel
         ev = evs[li]
-        before, enters, leaves = structure[loc]
-        sel = np.flatnonzero(r_src == li)
+        before, enters, leaves = structure[loc_ids[li]]
         if sel.size:
             s = m_sidx[sel]
             exit_idx[sel] = closing_leaves(before, leaves, s)
@@ -483,7 +495,12 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
             issend = sel[ssend[sel] & (s_kind[sel] == ISEND)]
             if issend.size:
                 completion[issend] = _completions(ev, m_sidx[issend])
-        sel = np.flatnonzero(r_dst == li)
+    for li, sel in by_value(r_dst):  # the receives, by receiving location
+        if li < 0:
+            continue
+        sel = rows if sel is None else sel
+        ev = evs[li]
+        before, enters, _ = structure[loc_ids[li]]
         if sel.size:
             i = r_idx[sel]
             enter_idx[sel] = enclosing_enters(before, enters, i)
@@ -516,8 +533,8 @@ def match_p2p(trace: Trace, structure: dict, posting: dict, eager_limit: int | N
     return table, unmatched, skipped
 
 
-def _plain_probes(trace: Trace, pos_of: dict[int, int], evs: list[Events]
-                  ) -> list[np.ndarray]:
+def _plain_probes(trace: Trace, pos_of: dict[int, int], evs: list[Events],
+                  tables: dict[int, np.ndarray] | None = None) -> list[np.ndarray]:
     """(sender position, receiver position, record, communicator, tag) of every plain
     MpiProbe (no message id) whose sender resolves; the others stay local (a probe
     takes no message: no reason to refuse the trace)."""
@@ -527,7 +544,7 @@ def _plain_probes(trace: Trace, pos_of: dict[int, int], evs: list[Events]
         if not idx.size:
             continue
         try:
-            src = _peer_positions(trace, pos_of, loc, ev, idx)
+            src = _peer_positions(trace, pos_of, loc, ev, idx, tables)
         except TraceError:
             continue
         keep = src >= 0

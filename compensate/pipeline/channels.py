@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from compensate.matching.p2p import key_ids, members_of
+from compensate.matching.groups import by_value
 from compensate.model import (
     IRECV,
     ISEND,
@@ -147,20 +147,20 @@ def peer_locations(defs: Definitions, comm: np.ndarray, peer: np.ndarray,
                    here: np.ndarray) -> np.ndarray:
     """The location of each record's peer rank ``peer`` in its communicator
     ``comm`` as seen from its location ``here`` (-1: no such rank): one members
-    table per distinct (communicator, location)."""
-    pair_ids = key_ids([comm, here])
-    first = np.unique(pair_ids, return_index=True)[1]
-    tables, starts, lengths = [], [], []
-    at = 0
-    for c, loc in zip(comm[first].tolist(), here[first].tolist(), strict=True):
-        members = members_of(defs, c, loc) or (-1,)
-        tables.append(np.array(members, dtype=np.int64))
-        starts.append(at)
-        lengths.append(len(members))
-        at += len(members)
-    table = np.concatenate(tables)
-    start = np.array(starts, dtype=np.int64)[pair_ids]
-    ok = (peer >= 0) & (peer < np.array(lengths, dtype=np.int64)[pair_ids])
+    table per communicator (per location only for a communicator without members,
+    MPI_COMM_SELF, whose one rank is the location itself)."""
     other = np.full(peer.size, -1, np.int64)
-    other[ok] = table[start[ok] + peer[ok]]
+    for c, sel in by_value(comm):
+        at = np.arange(peer.size) if sel is None else sel
+        comm_def = defs.comms.get(c)
+        if comm_def is None:  # (an undefined communicator: no such rank)
+            continue
+        p = peer[at]
+        if comm_def.members:
+            table = comm_def.member_array
+            ok = (p >= 0) & (p < table.size)
+            other[at[ok]] = table[p[ok]]
+        else:
+            ok = p == 0
+            other[at[ok]] = here[at[ok]]
     return other
