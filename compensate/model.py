@@ -431,14 +431,8 @@ class Comm:
 
     @cached_property
     def member_set(self) -> frozenset[int]:
-        """``members`` as a set: whether a location is a member, in constant time (a
-        per-location test against the tuple costs the square of the members)."""
+        """``members`` as a set (a member test per location in constant time)."""
         return frozenset(self.members)
-
-    @cached_property
-    def member_array(self) -> np.ndarray:
-        """``members`` as an int64 array: rank to location for many records at once."""
-        return np.asarray(self.members, dtype=np.int64)
 
 
 @dataclass

@@ -317,13 +317,16 @@ def _channel_rows(defs: Definitions, head: dict[int, Events], kinds: tuple, send
     in ``head`` (their peer rank taken to its location; ``sending``: the record's
     location is the sender)."""
     parts = []
+    tables: dict[int, np.ndarray] = {}
     for loc, ev in head.items():
         idx = np.flatnonzero(np.isin(ev.kind, kinds))
         for c in np.unique(ev.comm[idx]).tolist():
             at = idx[ev.comm[idx] == c]
-            comm = defs.comms.get(int(c))
-            members = comm.member_array if comm is not None and comm.members else \
-                np.asarray(members_of(defs, int(c), loc), dtype=np.int64)
+            members = tables.get(int(c))  # (once per communicator, not per location)
+            if members is None:
+                members = np.asarray(members_of(defs, int(c), loc), dtype=np.int64)
+                if defs.comms.get(int(c)) is not None and defs.comms[int(c)].members:
+                    tables[int(c)] = members
             peer = ev.peer[at].astype(np.int64)
             ok = (peer >= 0) & (peer < members.size)
             at, other = at[ok], members[peer[ok]]

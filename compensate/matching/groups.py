@@ -1,8 +1,10 @@
-"""A column's records grouped by value, without a sort where every record has the
-same one: a location's communicator column (one communicator nearly always), the
-depths of its MPI records (all directly inside calls at one level). Matching and
-trimming ask this per location and segment, where ``np.unique`` cost more than
-the rest of their work on the column."""
+"""Records grouped by value. :func:`by_value`: a column's positions per value,
+without a sort where every record has the same one (a location's communicator
+column, the depths of its MPI records: matching and trimming ask this per
+location and segment, where ``np.unique`` cost more than the rest of their work
+on the column), with one sort where there are many (a message table's rows by
+location). :func:`key_ids`: dense ids of the distinct rows of several columns
+(message channels)."""
 
 from __future__ import annotations
 
@@ -31,3 +33,39 @@ def by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
 
 #: up to this many distinct values, one comparison per value beats a sort
 _FEW = 8
+
+
+def key_ids(columns: list[np.ndarray]) -> np.ndarray:
+    """Dense ids 0..k-1 of the distinct rows of the given integer columns.
+
+    The columns are packed into one int64 (each shifted to start at 0, in as many
+    bits as its range needs) and grouped with one sort; columns whose ranges do
+    not fit together are first replaced by dense codes. Much faster than
+    ``np.unique(axis=0)`` or one ``np.unique`` per column."""
+    n = len(columns[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    code = np.zeros(n, dtype=np.int64)
+    bits = 0
+    for col in columns:
+        lo, hi = int(col.min()), int(col.max())
+        width = max(1, (hi - lo).bit_length())
+        if bits + width > 62:  # re-densify what we have so far, then go on
+            code = _dense(code)
+            bits = max(1, int(code.max()).bit_length())
+            if bits + width > 62:
+                _, inv = np.unique(col, return_inverse=True)
+                col, lo = inv.reshape(-1), 0
+                width = max(1, int(col.max()).bit_length())
+        code = (code << width) | (col.astype(np.int64) - lo)
+        bits += width
+    return _dense(code)
+
+
+def _dense(code: np.ndarray) -> np.ndarray:
+    """Dense ids (in sorted order of ``code``) of the values of ``code``."""
+    order = np.argsort(code, kind="stable")
+    s = code[order]
+    ids = np.empty(len(code), dtype=np.int64)
+    ids[order] = np.cumsum(np.r_[False, s[1:] != s[:-1]])
+    return ids

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compensate.matching.enclosing import closing_leaves, enclosing_enters
-from compensate.matching.groups import by_value
+from compensate.matching.groups import by_value, key_ids
 from compensate.matching.nomessage import (
     add_skipped,
     from_array,
@@ -212,42 +212,6 @@ def _concat(parts: list[tuple], width: int) -> list[np.ndarray]:
     if not parts:
         return [np.zeros(0, dtype=np.int64) for _ in range(width)]
     return [np.concatenate([p[j] for p in parts]) for j in range(width)]
-
-
-def key_ids(columns: list[np.ndarray]) -> np.ndarray:
-    """Dense ids 0..k-1 of the distinct rows of the given integer columns.
-
-    The columns are packed into one int64 (each shifted to start at 0, in as many
-    bits as its range needs) and grouped with one sort; columns whose ranges do
-    not fit together are first replaced by dense codes. Much faster than
-    ``np.unique(axis=0)`` or one ``np.unique`` per column."""
-    n = len(columns[0])
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    code = np.zeros(n, dtype=np.int64)
-    bits = 0
-    for col in columns:
-        lo, hi = int(col.min()), int(col.max())
-        width = max(1, (hi - lo).bit_length())
-        if bits + width > 62:  # re-densify what we have so far, then go on
-            code = _dense(code)
-            bits = max(1, int(code.max()).bit_length())
-            if bits + width > 62:
-                _, inv = np.unique(col, return_inverse=True)
-                col, lo = inv.reshape(-1), 0
-                width = max(1, int(col.max()).bit_length())
-        code = (code << width) | (col.astype(np.int64) - lo)
-        bits += width
-    return _dense(code)
-
-
-def _dense(code: np.ndarray) -> np.ndarray:
-    """Dense ids (in sorted order of ``code``) of the values of ``code``."""
-    order = np.argsort(code, kind="stable")
-    s = code[order]
-    ids = np.empty(len(code), dtype=np.int64)
-    ids[order] = np.cumsum(np.r_[False, s[1:] != s[:-1]])
-    return ids
 
 
 def _group_ranks(keys: np.ndarray, order: np.ndarray) -> np.ndarray:

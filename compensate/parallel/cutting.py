@@ -70,7 +70,8 @@ from typing import Any
 
 import numpy as np
 
-from compensate.matching.p2p import key_ids, members_of
+from compensate.matching.groups import key_ids
+from compensate.matching.p2p import members_of
 from compensate.model import IMRECV, IRECV, MRECV, NONE, RECV, Definitions, Events, kind_table
 from compensate.parallel.transport import Transport
 from compensate.pipeline.candidates import (

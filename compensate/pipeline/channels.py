@@ -157,7 +157,7 @@ def peer_locations(defs: Definitions, comm: np.ndarray, peer: np.ndarray,
             continue
         p = peer[at]
         if comm_def.members:
-            table = comm_def.member_array
+            table = np.asarray(comm_def.members, dtype=np.int64)
             ok = (p >= 0) & (p < table.size)
             other[at[ok]] = table[p[ok]]
         else:

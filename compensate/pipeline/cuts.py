@@ -32,7 +32,7 @@ from compensate.families import FAMILIES, Cut
 from compensate.formats.fields import field_of
 from compensate.matching.collectives import thread_ranks
 from compensate.matching.devices import is_synchronize
-from compensate.matching.p2p import key_ids
+from compensate.matching.groups import key_ids
 from compensate.matching.pthreads import cut_regions, cut_steps
 from compensate.model import (
     COLL_BEGIN,

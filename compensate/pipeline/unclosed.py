@@ -58,8 +58,8 @@ from typing import Any
 
 import numpy as np
 
+from compensate.matching.groups import key_ids
 from compensate.matching.nomessage import last_balance
-from compensate.matching.p2p import key_ids
 from compensate.model import (
     COLL_BEGIN,
     COLL_END,
