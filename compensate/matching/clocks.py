@@ -39,7 +39,7 @@ import numpy as np
 
 from compensate.matching.collectives import N_TO_N, N_TO_ONE, ONE_TO_N, Instance
 from compensate.matching.nomessage import times_at
-from compensate.matching.p2p import MessageTable, members_of
+from compensate.matching.p2p import MessageTable, peer_locations
 from compensate.model import BUFFER_FLUSH, IRECV, ISEND, RECV, SEND, Definitions, Events, Trace
 
 
@@ -317,25 +317,18 @@ def _channel_rows(defs: Definitions, head: dict[int, Events], kinds: tuple, send
     in ``head`` (their peer rank taken to its location; ``sending``: the record's
     location is the sender)."""
     parts = []
-    tables: dict[int, np.ndarray] = {}
     for loc, ev in head.items():
         idx = np.flatnonzero(np.isin(ev.kind, kinds))
-        for c in np.unique(ev.comm[idx]).tolist():
-            at = idx[ev.comm[idx] == c]
-            members = tables.get(int(c))  # (once per communicator, not per location)
-            if members is None:
-                members = np.asarray(members_of(defs, int(c), loc), dtype=np.int64)
-                if defs.comms.get(int(c)) is not None and defs.comms[int(c)].members:
-                    tables[int(c)] = members
-            peer = ev.peer[at].astype(np.int64)
-            ok = (peer >= 0) & (peer < members.size)
-            at, other = at[ok], members[peer[ok]]
-            me = np.full(at.size, loc, dtype=np.int64)
-            pair = [me, other] if sending else [other, me]
-            parts.append(np.vstack(pair + [np.full(at.size, c, dtype=np.int64),
-                                           ev.tag[at].astype(np.int64),
-                                           ev.time[at].astype(np.int64)]))
-    return np.concatenate(parts, axis=1) if parts else np.zeros((5, 0), dtype=np.int64)
+        parts.append(np.vstack([np.full(idx.size, loc, dtype=np.int64)]
+                               + [getattr(ev, f)[idx].astype(np.int64)
+                                  for f in ("comm", "peer", "tag", "time")]))
+    if not parts:
+        return np.zeros((5, 0), dtype=np.int64)
+    here, comm, peer, tag, time = np.concatenate(parts, axis=1)
+    other = peer_locations(defs, comm, peer, here)
+    ok = other >= 0  # (a rank the communicator does not have, or no communicator)
+    pair = [here, other] if sending else [other, here]
+    return np.vstack(pair + [comm, tag, time])[:, ok]
 
 
 def _nth_of_key(key: np.ndarray, time: np.ndarray, width: int) -> np.ndarray:

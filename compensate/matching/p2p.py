@@ -174,6 +174,28 @@ def peer_location(trace: Trace, loc: int, idx: int, ev: Events) -> int:
     return members[rank]
 
 
+def peer_locations(defs: Definitions, comm: np.ndarray, peer: np.ndarray,
+                   here: np.ndarray) -> np.ndarray:
+    """The location of each record's peer rank ``peer`` in its communicator ``comm``
+    as seen from its location ``here`` (-1: no such rank): one members table per
+    communicator (MPI_COMM_SELF has none: its one rank is the location itself)."""
+    other = np.full(peer.size, -1, np.int64)
+    for c, sel in by_value(comm):
+        at = np.arange(peer.size) if sel is None else sel
+        comm_def = defs.comms.get(c)
+        if comm_def is None:  # (an undefined communicator: no such rank)
+            continue
+        p = peer[at]
+        if comm_def.members:
+            table = np.asarray(comm_def.members, dtype=np.int64)
+            ok = (p >= 0) & (p < table.size)
+            other[at[ok]] = table[p[ok]]
+        else:
+            ok = p == 0
+            other[at[ok]] = here[at[ok]]
+    return other
+
+
 def _peer_positions(trace: Trace, pos_of: dict[int, int], loc: int, ev: Events,
                     idx: np.ndarray, tables: dict[int, np.ndarray] | None = None
                     ) -> np.ndarray:

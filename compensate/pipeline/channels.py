@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from compensate.matching.groups import by_value
+from compensate.matching.p2p import peer_locations
 from compensate.model import (
     IRECV,
     ISEND,
@@ -141,26 +141,3 @@ class Dropped:
         keep = cols[0] >= cut
         self._cols = cols[:, keep]
         self._other = self._other[keep[:len(self._other)]]
-
-
-def peer_locations(defs: Definitions, comm: np.ndarray, peer: np.ndarray,
-                   here: np.ndarray) -> np.ndarray:
-    """The location of each record's peer rank ``peer`` in its communicator
-    ``comm`` as seen from its location ``here`` (-1: no such rank): one members
-    table per communicator (per location only for a communicator without members,
-    MPI_COMM_SELF, whose one rank is the location itself)."""
-    other = np.full(peer.size, -1, np.int64)
-    for c, sel in by_value(comm):
-        at = np.arange(peer.size) if sel is None else sel
-        comm_def = defs.comms.get(c)
-        if comm_def is None:  # (an undefined communicator: no such rank)
-            continue
-        p = peer[at]
-        if comm_def.members:
-            table = np.asarray(comm_def.members, dtype=np.int64)
-            ok = (p >= 0) & (p < table.size)
-            other[at[ok]] = table[p[ok]]
-        else:
-            ok = p == 0
-            other[at[ok]] = here[at[ok]]
-    return other

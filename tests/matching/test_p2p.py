@@ -1,10 +1,15 @@
-"""Matched probes in point-to-point matching (compensate.matching.p2p)."""
+"""Point-to-point matching (compensate.matching.p2p): matched probes, and the
+peer ranks' locations looked up per communicator."""
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from compensate.formats.text import read_text
 from compensate.matching import match
-from compensate.model import TraceError
+from compensate.matching.p2p import members_of, peer_locations
+from compensate.model import Comm, Definitions, Location, TraceError
 
 HEAD = """compensate-trace 1
 timer_resolution 1000000000
@@ -172,3 +177,25 @@ def test_a_message_to_self_sent_first_is_matched(tmp_path):
     path.write_text(SELF_HEAD.replace("REGION_EXTRA", "") + body)
     (x,) = match(read_text(str(path))).messages
     assert (x.send_idx, x.recv_idx) == (3, 6)
+
+
+#: three locations on a world communicator, MPI_COMM_SELF (no members) and
+#: communicator 8, which is not defined
+_DEFS = Definitions(timer_resolution=10**9,
+                    locations={i: Location(i, f"rank {i}", i) for i in (10, 11, 12)},
+                    comms={0: Comm(0, "MPI_COMM_WORLD", (10, 11, 12)),
+                           1: Comm(1, "MPI_COMM_SELF", ())})
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 8]), st.integers(-1, 4),
+                          st.sampled_from([10, 11, 12])), max_size=30))
+def test_peer_locations_equal_each_records_members(rows):
+    """One members table per communicator gives, record by record, what
+    ``members_of`` gives (MPI_COMM_SELF's one rank is the record's own location;
+    a rank out of range or an undefined communicator: -1)."""
+    comm, peer, here = (np.array([r[j] for r in rows], dtype=np.int64) for j in range(3))
+    want = []
+    for c, p, loc in rows:
+        members = members_of(_DEFS, c, loc)
+        want.append(members[p] if 0 <= p < len(members) else -1)
+    assert peer_locations(_DEFS, comm, peer, here).tolist() == want

@@ -4,12 +4,9 @@ leaves unpaired, as the cutter's exact check counts them."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
-from hypothesis import strategies as st
 
-from compensate.matching.p2p import members_of
 from compensate.model import Comm, Definitions, Location
-from compensate.pipeline.channels import Dropped, peer_locations
+from compensate.pipeline.channels import Dropped
 
 _DEFS = Definitions(timer_resolution=10**9,
                     locations={i: Location(i, f"rank {i}", i) for i in (10, 11, 12)},
@@ -65,16 +62,3 @@ def test_nothing_before_the_cut_is_none():
     assert Dropped(-1).keys(_DEFS, 9) is None
     assert len(Dropped(1)) == 0 and Dropped(1).columns().shape == (5, 0)
 
-
-@given(st.lists(st.tuples(st.sampled_from([0, 1, 8]), st.integers(-1, 4),
-                          st.sampled_from([10, 11, 12])), max_size=30))
-def test_peer_locations_equal_each_records_members(rows):
-    """One members table per communicator gives, record by record, what
-    ``members_of`` gives (MPI_COMM_SELF's one rank is the record's own location;
-    a rank out of range or an undefined communicator: -1)."""
-    comm, peer, here = (np.array([r[j] for r in rows], dtype=np.int64) for j in range(3))
-    want = []
-    for c, p, loc in rows:
-        members = members_of(_DEFS, c, loc)
-        want.append(members[p] if 0 <= p < len(members) else -1)
-    assert peer_locations(_DEFS, comm, peer, here).tolist() == want
