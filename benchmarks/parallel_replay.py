@@ -226,11 +226,10 @@ def _child(args: list[str]) -> None:
 RECORDS_PER_STEP = {"stencil": 14, "ring": 8}
 
 
-def _trace(workdir: Path, records: float, fmt: str = "trace",
-           program: str = "stencil") -> tuple[Path, Path]:
-    """A cached trace of simulated ``program`` of about ``records`` records (``fmt``:
-    ``trace`` or ``otf2``) and its platform file."""
-    ranks = 16
+def simulated_trace(workdir: Path, records: float, fmt: str = "trace",
+                    program: str = "stencil", ranks: int = 16) -> tuple[Path, Path]:
+    """A cached trace of simulated ``program`` on ``ranks`` processes, of about
+    ``records`` records (``fmt``: ``trace`` or ``otf2``), and its platform file."""
     iterations = max(1, int(records / (ranks * RECORDS_PER_STEP[program])))
     out = workdir / f"{program}_{ranks}x{iterations}_{fmt}"
     trace = out / ("measured.trace" if fmt == "trace" else "measured/traces.otf2")
@@ -408,7 +407,7 @@ def main() -> None:
     bound = ["--bound", a.bound] if a.bound else []
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    trace, platform = _trace(workdir, a.records, a.format, a.program)
+    trace, platform = simulated_trace(workdir, a.records, a.format, a.program)
     one = _output(workdir, "streamed", a.format)
     walls, peaks, s1, cpus = _run([], trace, platform, one, bound, a.phases, a.times)
     mib = peaks[0]

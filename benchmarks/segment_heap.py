@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from parallel_replay import _trace  # noqa: E402  (the benchmarks' shared trace)
+from parallel_replay import simulated_trace  # noqa: E402  (the benchmarks' shared trace)
 
 from compensate.pipeline.cuts import SEGMENT_RECORDS  # noqa: E402
 
@@ -66,7 +66,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    trace, platform = _trace(work, args.records, "otf2")
+    trace, platform = simulated_trace(work, args.records, "otf2")
     out = work / "segment_heap" / "traces.otf2"
     print(f"{trace} ({args.records:.0e} records), medians of {args.repeat} alternated runs")
     print(f"{'segment records':>20} {'heap kept':>14} {'user s':>7} {'sys s':>6} "

@@ -26,18 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-
-def _trace(workdir: Path, processes: int, records: float) -> Path:
-    """A cached OTF2 stencil of ``processes`` processes and about ``records`` records."""
-    iterations = max(1, int(records / (processes * 14)))  # (14 records an iteration)
-    out = workdir / f"stencil_{processes}x{iterations}_otf2"
-    if not (out / "measured" / "traces.otf2").exists():
-        subprocess.run([sys.executable, "-m", "compensate.cli.simulate", "stencil", str(out),
-                        "--ranks", str(processes), "--iterations", str(iterations),
-                        "--format", "otf2"], check=True, cwd=ROOT, capture_output=True)
-    return out
-
+from benchmarks.parallel_replay import simulated_trace  # noqa: E402
 
 #: the command in a child that prints its own CPU seconds and peak (``ru_maxrss`` of
 #: the children would be the largest child's so far, not this one's)
@@ -49,14 +40,15 @@ _CHILD = ("import resource, sys\n"
           "sys.exit(status)\n")
 
 
-def _run(trace: Path, out: Path) -> tuple[float, float, float, dict]:
-    """Wall s, CPU s, peak MiB and the summary of one streamed run."""
+def _run(trace: tuple[Path, Path], out: Path) -> tuple[float, float, float, dict]:
+    """Wall s, CPU s, peak MiB and the summary of one streamed run of ``trace``
+    (its anchor file and platform file)."""
     summary = out / "summary.json"
     t = time.perf_counter()
-    run = subprocess.run([sys.executable, "-c", _CHILD, str(trace / "measured/traces.otf2"),
-                          str(out / "o" / "traces.otf2"), "--platform",
-                          str(trace / "platform.json"), "--quiet", "--force", "--summary",
-                          str(summary)], check=True, cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-c", _CHILD, str(trace[0]),
+                          str(out / "o" / "traces.otf2"), "--platform", str(trace[1]),
+                          "--quiet", "--force", "--summary", str(summary)],
+                         check=True, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t
     cpu, peak = (float(x) for x in run.stderr.split()[-2:])
     return wall, cpu, peak, json.loads(summary.read_text())
@@ -72,7 +64,7 @@ def main() -> None:
     sizes = [int(x) for x in args.processes.split(",")]
     workdir = args.workdir or Path(tempfile.gettempdir()) / "compensate-wide"
     workdir.mkdir(parents=True, exist_ok=True)
-    traces = {p: _trace(workdir, p, args.records) for p in sizes}
+    traces = {p: simulated_trace(workdir, args.records, "otf2", ranks=p) for p in sizes}
     runs: dict[int, list[tuple[float, float, float, dict]]] = {p: [] for p in sizes}
     for i in range(args.repeat):
         for p in sizes if i % 2 == 0 else sizes[::-1]:
